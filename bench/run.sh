@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# bench/run.sh BUILD_DIR — run every benchmark of the project against a release build and print
+# their results. Each module's benchmark is one line below.
+set -euo pipefail
+B=${1:-build-release}
+echo "# xgr benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(uname -m)"

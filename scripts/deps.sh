@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# scripts/deps.sh — install exactly the Debian packages xgr needs to build, test and benchmark.
+#
+# Idempotent: only packages that are missing are installed. Runs apt-get directly as root and
+# through sudo otherwise. Set XGR_DEPS_DRY=1 to print what would be installed without installing.
+set -euo pipefail
+
+PKGS=(
+  # build
+  build-essential pkg-config meson ninja-build clang libclang-rt-14-dev
+  # libraries (see ../shared/DESIGN.md)
+  libjansson-dev nettle-dev libgmp-dev libpcre2-dev
+  libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
+  # tests
+  libcmocka-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+if [ "${XGR_DEPS_DRY:-0}" = 1 ]; then exit 0; fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,23 @@
+/* commands.h — the subcommands of the `xgr` CLI. Each lives in its own cmd_<name>.c and is listed
+ * once in the table of xgr.c. A command receives argv without the program name (argv[0] is the
+ * command's name) and returns the process exit code. Exit codes are part of the interface:
+ * 0 ok, 1 the checked/evaluated thing failed, 2 usage or unreadable input, 3 hard error. */
+#ifndef XGR_CLI_COMMANDS_H
+#define XGR_CLI_COMMANDS_H
+
+#define XGR_EXIT_OK 0
+#define XGR_EXIT_FAIL 1
+#define XGR_EXIT_USAGE 2
+#define XGR_EXIT_HARD 3
+
+typedef struct xgr_cli_command {
+  const char *name;
+  const char *summary;   /* one line for `xgr --help` */
+  int (*run)(int argc, char **argv);
+} xgr_cli_command;
+
+int xgr_cmd_check(int argc, char **argv);
+int xgr_cmd_graph(int argc, char **argv);
+int xgr_cmd_hash(int argc, char **argv);
+
+#endif

@@ -1,0 +1,42 @@
+/* xgr.c — entry point of the `xgr` command line tool: dispatches to the subcommands listed in
+ * the table below (each implemented in cmd_<name>.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static const xgr_cli_command commands[] = {
+  {"check", "validate orchestrations (XRC-729) and bundles; report errors and warnings", xgr_cmd_check},
+  {"graph", "draw an orchestration as a Mermaid or Graphviz diagram", xgr_cmd_graph},
+  {"hash", "print the keccak-256 hash of an orchestration file", xgr_cmd_hash},
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "xgr — the xDaLa process engine (XRC-729 orchestrations, XRC-137 rules)\n\n"
+          "usage: xgr <command> [options] [args]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\n`xgr <command> --help` describes a command. Exit codes: 0 ok, 1 failed check or "
+               "evaluation, 2 usage or unreadable input, 3 hard error.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return XGR_EXIT_USAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return XGR_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("xgr 0.1.0\n");
+    return XGR_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "xgr: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return XGR_EXIT_USAGE;
+}
