@@ -1,3 +1,114 @@
-/* cmd_check.c — placeholder until src/orch lands. */
+/* cmd_check.c — `xgr check FILE...`: load each orchestration (or bundle), run the static
+ * analysis and report every finding. Exit 0 clean or warnings only, 1 errors, 2 usage or
+ * unreadable input. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/commands.h"
-int xgr_cmd_check(int argc, char **argv) { (void)argc; (void)argv; return XGR_EXIT_USAGE; }
+#include "cli/load.h"
+
+static void usage(FILE *f) {
+  fputs("usage: xgr check [--json] [--quiet] FILE...\n\n"
+        "Validate XRC-729 orchestrations (or the orchestration of a bundle): schema, the caps of\n"
+        "XDaLa_Limits.md §4, references, join thresholds, and joins that can never be satisfied.\n"
+        "Prints `file: path: severity: message [code]` lines and a summary.\n\n"
+        "  --json    one JSON object per file: {\"file\",\"ok\",\"hash\",\"errors\":[{\"path\",\"code\",\"message\"}],\n"
+        "            \"warnings\":[...],\"info\":[...]}\n"
+        "  --quiet   print errors only (and the summary)\n\n"
+        "Exit: 0 clean or warnings only, 1 errors, 2 usage or unreadable input.\n",
+        f);
+}
+
+static json_t *diag_array(const xgr_diags *d, xgr_severity sev) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < d->n; i++) {
+    if (d->items[i].severity != sev) continue;
+    json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "path", d->items[i].path, "code",
+                                       d->items[i].code, "message", d->items[i].message));
+  }
+  return a;
+}
+
+int xgr_cmd_check(int argc, char **argv) {
+  int as_json = 0, quiet = 0;
+  static const struct option opts[] = {
+    {"json", no_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "jqh", opts, NULL)) != -1) {
+    switch (ch) {
+      case 'j': as_json = 1; break;
+      case 'q': quiet = 1; break;
+      case 'h': usage(stdout); return XGR_EXIT_OK;
+      default: usage(stderr); return XGR_EXIT_USAGE;
+    }
+  }
+  if (optind >= argc) {
+    fputs("xgr check: no FILE given\n", stderr);
+    usage(stderr);
+    return XGR_EXIT_USAGE;
+  }
+  size_t tot_err = 0, tot_warn = 0, bad_files = 0;
+  int unreadable = 0;
+  for (int a = optind; a < argc; a++) {
+    const char *file = argv[a];
+    xgr_diags d;
+    xgr_diags_init(&d);
+    cli_doc doc;
+    cli_load_orch(file, &doc, &d);
+    unreadable |= doc.io_error;
+    if (doc.orch) {
+      size_t before = d.n;
+      xgr_orch_analyze(doc.orch, &d);
+      if (doc.is_bundle)
+        for (size_t i = before; i < d.n; i++) {
+          /* analysis paths start at "structure": make them relative to the bundle */
+          char *p = d.items[i].path;
+          size_t n = strlen(p) + 16;
+          char *np = malloc(n);
+          if (np) {
+            snprintf(np, n, "orchestration.%s", p);
+            free(p);
+            d.items[i].path = np;
+          }
+        }
+    }
+    size_t ne = xgr_diags_count(&d, XGR_SEV_ERROR), nw = xgr_diags_count(&d, XGR_SEV_WARNING);
+    tot_err += ne;
+    tot_warn += nw;
+    bad_files += ne > 0;
+    if (as_json) {
+      json_t *o = json_pack("{s:s, s:b, s:s?, s:o, s:o, s:o}", "file", file, "ok", ne == 0, "hash",
+                            doc.orch ? doc.orch->hash : NULL, "errors", diag_array(&d, XGR_SEV_ERROR),
+                            "warnings", diag_array(&d, XGR_SEV_WARNING), "info", diag_array(&d, XGR_SEV_INFO));
+      char *s = json_dumps(o, JSON_COMPACT);
+      if (s) puts(s);
+      free(s);
+      json_decref(o);
+    } else {
+      static const char *const sev_name[] = {"error", "warning", "info"};
+      for (size_t i = 0; i < d.n; i++) {
+        const xgr_diag *g = &d.items[i];
+        if (quiet && g->severity != XGR_SEV_ERROR) continue;
+        printf("%s: %s: %s: %s [%s]\n", file, g->path[0] ? g->path : "(document)", sev_name[g->severity],
+               g->message, g->code);
+      }
+      if (doc.orch && !quiet)
+        printf("%s: %s, %zu step%s, hash %s\n", file, ne ? "FAILED" : "ok", doc.orch->nsteps,
+               doc.orch->nsteps == 1 ? "" : "s", doc.orch->hash);
+      else if (!doc.orch)
+        printf("%s: FAILED\n", file);
+    }
+    cli_doc_free(&doc);
+    xgr_diags_free(&d);
+  }
+  if (!as_json)
+    fprintf(stderr, "checked %d file%s: %zu error%s, %zu warning%s%s\n", argc - optind, argc - optind == 1 ? "" : "s",
+            tot_err, tot_err == 1 ? "" : "s", tot_warn, tot_warn == 1 ? "" : "s",
+            bad_files ? "" : " — ok");
+  if (unreadable) return XGR_EXIT_USAGE;
+  return tot_err ? XGR_EXIT_FAIL : XGR_EXIT_OK;
+}

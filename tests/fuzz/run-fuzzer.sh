@@ -2,8 +2,8 @@
 # run-fuzzer.sh BINARY SEEDS_DIR CORPUS_DIR — run one libFuzzer target for XGR_FUZZ_SECONDS
 # (default 30) with a per-input timeout; fails on any crash, leak or sanitizer report.
 set -euo pipefail
-bin=$1 seeds=$2 corpus=$3
-mkdir -p "$corpus"
+bin=$(realpath "$1") seeds=$(realpath "$2") corpus=$3
+mkdir -p "$corpus"; corpus=$(realpath "$corpus")
 secs=${XGR_FUZZ_SECONDS:-30}
 cd "$corpus"
 exec "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \

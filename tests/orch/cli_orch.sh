@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# cli_orch.sh XGR — the orchestration commands from the outside: exit codes, --json shape,
+# check/graph/hash on the public examples, seed documents and the §7.4 pitfall.
+set -u
+X=$1
+D=$(cd "$(dirname "$0")" && pwd)/docs
+EX=${XGR_SHARED:-$D/../../../../shared}/specs/xgr-public/examples
+fail=0
+t() {  # t NAME EXPECTED_EXIT CMD... ; output kept in $out
+  local name=$1 want=$2; shift 2
+  out=$("$@" 2>&1); local rc=$?
+  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; echo "$out" | head -20; fail=1; else echo "PASS $name"; fi
+}
+has() { if ! grep -qF -- "$2" <<<"$out"; then echo "FAIL $1: output lacks: $2"; echo "$out" | head -20; fail=1; fi; }
+
+t "examples pass check" 0 "$X" check "$EX"/*/XRC729Json/*.json
+t "seed documents pass check" 0 "$X" check "$D"/seed001_*.json "$D"/seed003_13_minimal_join.json "$D"/seed003_4_structure.json "$D"/seed003_6_1_kofn.json "$D"/seed003_7_4_nested_joins.json
+t "pitfall fails" 1 "$X" check "$D"/seed003_7_4_pitfall.json
+has "pitfall message" 'join "J2" needs 2 of 2 pieces'
+has "pitfall path" 'structure.J1.onValid.join: error:'
+t "warnings exit 0" 0 "$X" check "$D"/warn_waitonjoin_default.json
+has "warning printed" 'warning: `waitonjoin` is missing'
+t "json output" 1 "$X" check --json "$D"/bad_k_too_big.json
+has "json ok false" '"ok":false'
+has "json error entry" '{"path":"structure.A1.onValid.join.k","code":"k_out_of_range","message":"k is 3 but the join has 2 `from` entries; expected 1 <= k <= 2"}'
+t "json clean" 0 "$X" check --json "$D"/mode_any.json
+has "json ok true" '"ok":true,"hash":"0x'
+t "unreadable file" 2 "$X" check /nonexistent/file.json
+t "no file" 2 "$X" check
+t "bad flag" 2 "$X" check --bogus "$D"/mode_any.json
+t "unknown command" 2 "$X" frobnicate
+t "help" 0 "$X" --help
+t "check help" 0 "$X" check --help
+t "graph mermaid" 0 "$X" graph "$D"/seed003_7_4_nested_joins.json
+has "graph join node" 'join J2 · 2 of 2 · kill'
+t "graph dot" 0 "$X" graph --format dot "$D"/seed001_6_3_kofn_backloop.json
+has "graph dot join" 'join J1 · 2 of 2 · kill'
+t "graph bad format" 2 "$X" graph --format svg "$D"/mode_any.json
+t "graph of broken doc" 1 "$X" graph "$D"/bad_types.json
+t "hash" 0 "$X" hash "$EX"/IterationOfPi/XRC729Json/IterationofPiOSTC.json
+[[ "$out" =~ ^0x[0-9a-f]{64}$ ]] || { echo "FAIL hash format: $out"; fail=1; }
+# a bundle: the orchestration member is checked, paths are relative to the bundle
+tmp=$(mktemp -d)
+printf '{"orchestration": {"id":"b","structure":{"A":{"rule":"r","onValid":{"spawns":["Q"]}}}}, "rules": {}}' > "$tmp/b.json"
+t "bundle check" 1 "$X" check "$tmp/b.json"
+has "bundle path" 'orchestration.structure.A.onValid.spawns[0]'
+rm -rf "$tmp"
+exit $fail
