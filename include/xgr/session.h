@@ -1,0 +1,255 @@
+/* xgr/session.h — the session manager core: the XRC-729 runtime semantics as a pure state
+ * machine, one per session (../shared/SEMANTICS.md is the contract).
+ *
+ * A session is (owner, rootPid) running one orchestration. Its processes have ids
+ * "<rootPid>:<iter>", move waiting -> running -> done | aborted, form join scopes, deliver pieces
+ * into join inboxes, and are promoted, killed, paused and woken. The core never does I/O, never
+ * starts threads and never reads a clock: every call takes `now` (milliseconds on the session's
+ * clock) and appends effects to an xgr_effects buffer that the driver carries out:
+ *
+ *   RUN_STEP     run the XRC-137 rule of a process's step on its payload, then report the
+ *                outcome with xgr_session_step_result;
+ *   PROC         a process changed (created, promoted, finished, aborted, woken, paused, its join
+ *                decided): persist it / show it; the pointer is valid until the next call;
+ *   HISTORY      a step ran: one audit row (pid, step, status after the result, outcome, at);
+ *   WAKE         deliver an internal wake-up to another session (routed by owner and rootPid);
+ *   FINISHED     the session has no live process left (result completed or killed).
+ *
+ * Timers: the driver asks xgr_session_next_due() for the earliest time a waiting process can be
+ * promoted and calls xgr_session_promote() when that time has come (or after any event).
+ * Promotion is explicit so that the deterministic driver can run one process at a time while a
+ * concurrent driver promotes up to the per-session cap.
+ *
+ * Terminal processes are freed at once (their last state went out as a PROC effect); the core's
+ * memory is proportional to the live processes and open joins, so endless loops stay flat.
+ *
+ * Thread safety: none. One session is only ever touched by one thread at a time (its actor).
+ * The orchestration is borrowed and must outlive the session.
+ */
+#ifndef XGR_SESSION_H
+#define XGR_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xgr/error.h"
+#include "xgr/orch.h"
+#include "xgr/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XGR_NEVER INT64_MAX          /* nextWakeAt of a process that waits for a wake-up only */
+
+typedef enum xgr_proc_status {
+  XGR_PROC_WAITING = 0,
+  XGR_PROC_RUNNING = 1,
+  XGR_PROC_DONE = 2,
+  XGR_PROC_ABORTED = 3
+} xgr_proc_status;
+
+const char *xgr_proc_status_name(xgr_proc_status s);   /* "waiting" | "running" | "done" | "aborted" */
+
+typedef enum xgr_join_outcome {
+  XGR_JOIN_OPEN = 0,
+  XGR_JOIN_SATISFIED = 1,
+  XGR_JOIN_UNFULFILLABLE = 2
+} xgr_join_outcome;
+
+const char *xgr_join_outcome_name(xgr_join_outcome o); /* "open" | "satisfied" | "unfulfillable" */
+
+/* The join state of a join target process (SEMANTICS §3). Entries are indexed like decl->from. */
+typedef struct xgr_join_state {
+  const xgr_join *decl;                 /* borrowed from the orchestration */
+  xgr_value inbox[XGR_MAX_JOIN_INPUTS]; /* piece per expected step (null kind: none yet) */
+  const char *fail[XGR_MAX_JOIN_INPUTS];/* static reason ("aborted") or NULL */
+  bool closed;
+  xgr_join_outcome outcome;
+  int64_t closed_at;
+} xgr_join_state;
+
+/* Why a process was aborted (NULL error text for the non-error reasons). */
+typedef enum xgr_abort_reason {
+  XGR_ABORT_NONE = 0,
+  XGR_ABORT_ERROR,          /* hard error of its step */
+  XGR_ABORT_STEP,           /* its rule said abortStep */
+  XGR_ABORT_CANCEL,         /* cancelSession (by this or another process of the session) */
+  XGR_ABORT_KILL,           /* kill of the root or of this pid */
+  XGR_ABORT_JOIN_KILL,      /* its scope's join closed with policy kill */
+  XGR_ABORT_UNFULFILLABLE   /* it was an open join target whose join became unfulfillable */
+} xgr_abort_reason;
+
+const char *xgr_abort_reason_name(xgr_abort_reason r);
+
+/* A process, as the core keeps it while it lives. Read-only for drivers. */
+typedef struct xgr_proc {
+  uint64_t iter;                /* pid = "<rootPid>:<iter>" */
+  uint64_t parent_iter;         /* 0 for the start process */
+  uint16_t step;                /* step index in the orchestration */
+  uint8_t status;               /* xgr_proc_status */
+  bool paused;
+  int8_t valid;                 /* outcome: -1 none, 0 invalid, 1 valid (SEMANTICS §7) */
+  uint8_t abort_reason;         /* xgr_abort_reason */
+  uint32_t group;               /* joinGroupId (0: the session's root scope) */
+  uint32_t from_group;          /* joinFromGroupId of a join target, else 0 */
+  int64_t next_wake_at;         /* ms; XGR_NEVER: waits for a wake-up */
+  int64_t created_at, started_at, finished_at;
+  xgr_value payload;            /* resumePlain before the step ran, effective payload after */
+  char *error;                  /* hard error text (owned) or NULL */
+  xgr_join_state *join;         /* join targets only */
+  /* private to the core */
+  struct xgr_proc *scope_prev_, *scope_next_, *hash_next_;
+  size_t heap_idx_;
+} xgr_proc;
+
+/* What the step engine decided for one process (SEMANTICS §2). */
+typedef enum xgr_outcome_kind {
+  XGR_OUTCOME_VALID = 0,
+  XGR_OUTCOME_INVALID = 1,
+  XGR_OUTCOME_HARD_ERROR = 2,
+  XGR_OUTCOME_ABORT_STEP = 3,
+  XGR_OUTCOME_CANCEL_SESSION = 4
+} xgr_outcome_kind;
+
+/* One internal wake-up a branch requested (already resolved by the step engine). */
+typedef struct xgr_wakeup_req {
+  const char *runner;           /* owner address of the target session */
+  uint64_t session_id;          /* rootPid of the target session */
+  const char *step_id;
+  xgr_value payload;            /* the wake-up's own payload (a map or null), borrowed */
+} xgr_wakeup_req;
+
+typedef struct xgr_step_outcome {
+  xgr_outcome_kind kind;
+  xgr_value effective;          /* effective payload (map), borrowed; ignored for hard errors */
+  xgr_value outcome_payload;    /* outcome payload of the branch (map or null), borrowed */
+  int64_t wait_sec;             /* waitSec of the branch taken (0: none; < 0: wait for a wake-up) */
+  const char *error;            /* hard error text, or the reason of abortStep/cancelSession */
+  const char *rule_address;     /* address of the XRC-137 rule that ran (for fromXRC137), or NULL */
+  size_t nwakeups;
+  const xgr_wakeup_req *wakeups;
+} xgr_step_outcome;
+
+typedef enum xgr_effect_kind {
+  XGR_FX_RUN_STEP = 0,
+  XGR_FX_PROC = 1,
+  XGR_FX_HISTORY = 2,
+  XGR_FX_WAKE = 3,
+  XGR_FX_FINISHED = 4,
+  XGR_FX_JOIN = 5               /* a join was decided: proc is its target (outcome in proc->join) */
+} xgr_effect_kind;
+
+typedef enum xgr_session_result {
+  XGR_RESULT_RUNNING = 0,       /* still has live processes */
+  XGR_RESULT_COMPLETED,
+  XGR_RESULT_KILLED,
+  XGR_RESULT_STALLED,           /* set by drivers: only processes without a timer are left */
+  XGR_RESULT_LIMIT              /* set by drivers: a step limit stopped the run */
+} xgr_session_result;
+
+const char *xgr_session_result_name(xgr_session_result r);
+
+typedef struct xgr_effect {
+  xgr_effect_kind kind;
+  const xgr_proc *proc;         /* RUN_STEP, PROC, HISTORY, JOIN: valid until the next core call */
+  /* HISTORY */
+  uint8_t status;               /* status after the result */
+  int8_t valid;                 /* -1 none, 0, 1 */
+  int64_t at;                   /* when the step began to run */
+  /* WAKE: target and merged payload (owned by the effects buffer) */
+  char *runner;
+  uint64_t session_id;
+  char *step_id;
+  xgr_value payload;
+  char *rule_address;
+  /* FINISHED */
+  xgr_session_result result;
+} xgr_effect;
+
+/* A growable effects buffer owned by the driver. xgr_effects_reset releases what the effects
+ * own (WAKE strings and payloads) and empties it; xgr_effects_free also frees the array. */
+typedef struct xgr_effects {
+  xgr_effect *items;
+  size_t n, cap;
+} xgr_effects;
+
+void xgr_effects_init(xgr_effects *fx);
+void xgr_effects_reset(xgr_effects *fx);
+void xgr_effects_free(xgr_effects *fx);
+
+typedef struct xgr_session_config {
+  uint32_t max_running;         /* per-session cap on running processes (default 32; 0 = default) */
+} xgr_session_config;
+
+typedef struct xgr_session xgr_session;
+
+/* A new session for (owner, root_pid) on orchestration o (borrowed). owner is copied. */
+xgr_session *xgr_session_new(const xgr_orch *o, const char *owner, uint64_t root_pid,
+                             const xgr_session_config *cfg);
+void xgr_session_free(xgr_session *s);
+
+const char *xgr_session_owner(const xgr_session *s);
+uint64_t xgr_session_root_pid(const xgr_session *s);
+const xgr_orch *xgr_session_orch(const xgr_session *s);
+xgr_session_result xgr_session_result_of(const xgr_session *s);
+size_t xgr_session_live(const xgr_session *s);        /* waiting + running processes */
+size_t xgr_session_running(const xgr_session *s);
+uint64_t xgr_session_next_iter(const xgr_session *s); /* iter the next process will get */
+/* Live process with this iter, or NULL (terminal processes are gone). */
+const xgr_proc *xgr_session_find(const xgr_session *s, uint64_t iter);
+/* Call fn for every live process (unspecified order). */
+void xgr_session_foreach(const xgr_session *s, void (*fn)(void *ctx, const xgr_proc *p), void *ctx);
+
+/* Start: create the start process at `step` with payload (borrowed; keys starting with `_`
+ * other than `__` keys are kept as given), waiting with nextWakeAt = now. */
+int xgr_session_start(xgr_session *s, unsigned step, xgr_value payload, int64_t now,
+                      xgr_effects *fx, xgr_error *err);
+
+/* Earliest nextWakeAt of a promotable waiting process, or XGR_NEVER. */
+int64_t xgr_session_next_due(const xgr_session *s);
+
+/* Promote up to `max` due processes (nextWakeAt <= now, not paused, dispatch gate) in order of
+ * (nextWakeAt, iter), honouring the per-session cap (steps that declare a join bypass it).
+ * Each promotion emits RUN_STEP. Processes of a scope closed with kill are aborted instead.
+ * Returns the number promoted. */
+size_t xgr_session_promote(xgr_session *s, int64_t now, size_t max, xgr_effects *fx);
+
+/* The step of running process `iter` finished. Unknown or no longer running processes (killed
+ * meanwhile) are ignored and return XGR_ESTATE. */
+int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcome *o, int64_t now,
+                            xgr_effects *fx, xgr_error *err);
+
+/* Kill the whole session (iter 0) or one process. */
+int xgr_session_kill(xgr_session *s, uint64_t iter, int64_t now, xgr_effects *fx, xgr_error *err);
+/* Pause / resume one waiting process, or the whole session (iter 0). */
+int xgr_session_pause(xgr_session *s, uint64_t iter, bool pause, int64_t now, xgr_effects *fx,
+                      xgr_error *err);
+
+typedef enum xgr_wake_scope { XGR_WAKE_RPC = 0, XGR_WAKE_INTERNAL = 1 } xgr_wake_scope;
+
+/* Wake one waiting process (PID mode). Only the owner may (caller NULL means the owner).
+ * Sets nextWakeAt = now and merges payload (a map, borrowed; may be null) shallowly, dropping
+ * keys that start with `_`. Errors: not found / not waiting (XGR_ESTATE), open join target
+ * (XGR_ESTATE), caller not the owner (XGR_EPERM). */
+int xgr_session_wake_pid(xgr_session *s, uint64_t iter, const char *caller, xgr_value payload,
+                         int64_t now, xgr_effects *fx, xgr_error *err);
+
+/* Wake every waiting process at `step` (step mode). caller NULL means the owner; another caller
+ * needs the process's `__wakeUp` allow list for `scope` (internal: with `fromXRC137` checked
+ * against rule_address). Open join targets are skipped. *woken gets the number woken; a wake
+ * that matches nothing returns XGR_ENOTFOUND with a message saying so. */
+int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr_wake_scope scope,
+                          const char *rule_address, xgr_value payload, int64_t now,
+                          xgr_effects *fx, size_t *woken, xgr_error *err);
+
+/* "<rootPid>:<iter>" into buf (32 bytes suffice). */
+void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n);
+/* Parse "<rootPid>:<iter>" or "<rootPid>" (iter 0). Returns 0 or XGR_EINVAL. */
+int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

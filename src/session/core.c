@@ -1,0 +1,979 @@
+/* core.c — the session manager core: SEMANTICS.md as a pure state machine (see xgr/session.h).
+ *
+ * Data structures, all per session:
+ *   - procs:  a chained hash of live processes by iter (terminal ones leave at once; they sit on
+ *             a "grave" list until the next call so that effect pointers stay valid meanwhile);
+ *   - scopes: a chained hash of join scopes by group id. A scope knows its live members (an
+ *             intrusive list plus a per-step count and the set of steps they are at), the join
+ *             target that collects from it (if any), and whether its join closed with `kill`.
+ *             Scope 0 is the session's root scope;
+ *   - two min-heaps of promotable waiting processes keyed by (nextWakeAt, iter): one for steps
+ *             that declare a join (they bypass the per-session cap) and one for the rest.
+ * A join decision needs only its scope: `potential` is the union, over the distinct steps live
+ * members are at, of "that step or anything reachable from it in scope" (precomputed bitsets),
+ * intersected with the missing expected steps — O(live steps in scope) 128-bit operations.
+ *
+ * Every mutating entry point ends with settle(): it drains a queue of scopes whose join must be
+ * killed (policy kill) and a queue of "dirty" scopes whose join must be decided (a member became
+ * terminal or a new join was opened), iteratively, so cascades (an inner join that becomes
+ * unfulfillable aborts its target, which fails the outer join, ...) need no recursion.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "xgr/session.h"
+
+/* ---- small utilities ------------------------------------------------------------------------ */
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) abort();   /* out of memory is not recoverable in the core (same as xgr/value.h) */
+  return p;
+}
+static void *xcalloc(size_t n, size_t m) {
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p) abort();
+  return p;
+}
+static void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) abort();
+  return p;
+}
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = xmalloc(n);
+  memcpy(d, s, n);
+  return d;
+}
+
+/* ---- scopes --------------------------------------------------------------------------------- */
+
+typedef struct scope {
+  uint32_t id;
+  uint32_t live;                /* waiting + running members */
+  uint64_t target;              /* iter of the join target collecting from this scope, or 0 */
+  bool killed;                  /* its join closed with policy kill: spawn + dispatch gates */
+  bool closed;                  /* its join closed (either way) */
+  bool dirty;                   /* queued for a decision */
+  xgr_stepset live_steps;       /* steps at which live members are */
+  uint32_t *step_count;         /* live members per step (nsteps entries) */
+  xgr_proc *members;            /* intrusive list of live members */
+  struct scope *hash_next;
+} scope;
+
+/* ---- heap of promotable processes ------------------------------------------------------------ */
+
+typedef struct heap {
+  xgr_proc **a;
+  size_t n, cap;
+} heap;
+
+#define HEAP_NONE ((size_t)-1)
+#define HEAP_BIT ((size_t)1 << (sizeof(size_t) * 8 - 1))   /* which heap: stored in heap_idx_ */
+
+static bool before(const xgr_proc *a, const xgr_proc *b) {
+  return a->next_wake_at < b->next_wake_at || (a->next_wake_at == b->next_wake_at && a->iter < b->iter);
+}
+
+static void heap_set(heap *h, size_t i, xgr_proc *p, size_t tag) {
+  h->a[i] = p;
+  p->heap_idx_ = i | tag;
+}
+
+static void heap_up(heap *h, size_t i, size_t tag) {
+  xgr_proc *p = h->a[i];
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (!before(p, h->a[parent])) break;
+    heap_set(h, i, h->a[parent], tag);
+    i = parent;
+  }
+  heap_set(h, i, p, tag);
+}
+
+static void heap_down(heap *h, size_t i, size_t tag) {
+  xgr_proc *p = h->a[i];
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    const xgr_proc *best = p;
+    if (l < h->n && before(h->a[l], best)) { m = l; best = h->a[l]; }
+    if (l + 1 < h->n && before(h->a[l + 1], best)) m = l + 1;
+    if (m == i) break;
+    heap_set(h, i, h->a[m], tag);
+    i = m;
+  }
+  heap_set(h, i, p, tag);
+}
+
+static void heap_push(heap *h, xgr_proc *p, size_t tag) {
+  if (h->n == h->cap) {
+    h->cap = h->cap ? h->cap * 2 : 16;
+    h->a = xrealloc(h->a, h->cap * sizeof *h->a);
+  }
+  h->a[h->n] = p;
+  heap_up(h, h->n++, tag);
+}
+
+static void heap_remove(heap *h, size_t i, size_t tag) {
+  xgr_proc *p = h->a[i];
+  p->heap_idx_ = HEAP_NONE;
+  h->n--;
+  if (i == h->n) return;
+  heap_set(h, i, h->a[h->n], tag);
+  heap_up(h, i, tag);
+  heap_down(h, h->a[i]->heap_idx_ & ~HEAP_BIT, tag);
+}
+
+/* ---- the session ------------------------------------------------------------------------------ */
+
+struct xgr_session {
+  const xgr_orch *orch;
+  char *owner;
+  uint64_t root_pid;
+  uint32_t max_running;
+  uint64_t next_iter;
+  uint32_t next_group;
+  size_t live, running;
+  bool killed, paused;
+  xgr_session_result result;
+  int64_t killed_at;
+  xgr_stepset join_steps;       /* steps with a branch that declares a join (cap bypass) */
+
+  xgr_proc **buckets;           /* procs by iter */
+  size_t nbuckets;
+  scope **sbuckets;             /* scopes by id */
+  size_t nsbuckets, nscopes;
+
+  heap normal, bypass;          /* promotable waiting processes */
+  xgr_proc *grave;              /* terminal processes to free at the next call */
+
+  scope **dirty;                /* scopes awaiting a join decision */
+  size_t ndirty, capdirty;
+  uint32_t *killq;              /* scopes whose waiting members must be aborted */
+  size_t nkill, capkill;
+};
+
+/* ---- effects ---------------------------------------------------------------------------------- */
+
+void xgr_effects_init(xgr_effects *fx) { memset(fx, 0, sizeof *fx); }
+
+void xgr_effects_reset(xgr_effects *fx) {
+  for (size_t i = 0; i < fx->n; i++) {
+    xgr_effect *e = &fx->items[i];
+    if (e->kind == XGR_FX_WAKE) {
+      free(e->runner);
+      free(e->step_id);
+      free(e->rule_address);
+      xgr_value_release(e->payload);
+    }
+  }
+  fx->n = 0;
+}
+
+void xgr_effects_free(xgr_effects *fx) {
+  xgr_effects_reset(fx);
+  free(fx->items);
+  memset(fx, 0, sizeof *fx);
+}
+
+static xgr_effect *fx_push(xgr_effects *fx, xgr_effect_kind kind, const xgr_proc *p) {
+  if (!fx) return NULL;
+  if (fx->n == fx->cap) {
+    fx->cap = fx->cap ? fx->cap * 2 : 16;
+    fx->items = xrealloc(fx->items, fx->cap * sizeof *fx->items);
+  }
+  xgr_effect *e = &fx->items[fx->n++];
+  memset(e, 0, sizeof *e);
+  e->kind = kind;
+  e->proc = p;
+  if (p) {
+    e->status = p->status;
+    e->valid = p->valid;
+  }
+  return e;
+}
+
+static void fx_proc(xgr_effects *fx, const xgr_proc *p) { fx_push(fx, XGR_FX_PROC, p); }
+
+/* ---- names ------------------------------------------------------------------------------------ */
+
+const char *xgr_proc_status_name(xgr_proc_status st) {
+  static const char *const n[] = {"waiting", "running", "done", "aborted"};
+  return (unsigned)st < 4 ? n[st] : "unknown";
+}
+const char *xgr_join_outcome_name(xgr_join_outcome o) {
+  static const char *const n[] = {"open", "satisfied", "unfulfillable"};
+  return (unsigned)o < 3 ? n[o] : "unknown";
+}
+const char *xgr_abort_reason_name(xgr_abort_reason r) {
+  static const char *const n[] = {"", "error", "abortStep", "cancelSession", "killed", "join kill", "join unfulfillable"};
+  return (unsigned)r < 7 ? n[r] : "unknown";
+}
+const char *xgr_session_result_name(xgr_session_result r) {
+  static const char *const n[] = {"running", "completed", "killed", "stalled", "limit"};
+  return (unsigned)r < 5 ? n[r] : "unknown";
+}
+
+void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n) {
+  snprintf(buf, n, "%" PRIu64 ":%" PRIu64, root_pid, iter);
+}
+
+int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter) {
+  char *end;
+  if (!s || !*s || *s == '-' || *s == '+') return XGR_EINVAL;
+  unsigned long long r = strtoull(s, &end, 10);
+  if (end == s || r == 0) return XGR_EINVAL;
+  unsigned long long it = 0;
+  if (*end == ':') {
+    const char *q = end + 1;
+    if (!*q || *q == '-' || *q == '+') return XGR_EINVAL;
+    it = strtoull(q, &end, 10);
+    if (end == q || it == 0) return XGR_EINVAL;
+  }
+  if (*end) return XGR_EINVAL;
+  *root_pid = r;
+  *iter = it;
+  return 0;
+}
+
+/* ---- process and scope tables ----------------------------------------------------------------- */
+
+static size_t hash64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static void procs_grow(xgr_session *s) {
+  size_t nb = s->nbuckets * 2;
+  xgr_proc **b = xcalloc(nb, sizeof *b);
+  for (size_t i = 0; i < s->nbuckets; i++) {
+    xgr_proc *p = s->buckets[i];
+    while (p) {
+      xgr_proc *next = p->hash_next_;
+      size_t h = hash64(p->iter) & (nb - 1);
+      p->hash_next_ = b[h];
+      b[h] = p;
+      p = next;
+    }
+  }
+  free(s->buckets);
+  s->buckets = b;
+  s->nbuckets = nb;
+}
+
+static xgr_proc *proc_find(const xgr_session *s, uint64_t iter) {
+  for (xgr_proc *p = s->buckets[hash64(iter) & (s->nbuckets - 1)]; p; p = p->hash_next_)
+    if (p->iter == iter) return p;
+  return NULL;
+}
+
+static void proc_unhash(xgr_session *s, xgr_proc *p) {
+  xgr_proc **pp = &s->buckets[hash64(p->iter) & (s->nbuckets - 1)];
+  while (*pp != p) pp = &(*pp)->hash_next_;
+  *pp = p->hash_next_;
+}
+
+static scope *scope_find(const xgr_session *s, uint32_t id) {
+  for (scope *c = s->sbuckets[hash64(id) & (s->nsbuckets - 1)]; c; c = c->hash_next)
+    if (c->id == id) return c;
+  return NULL;
+}
+
+static scope *scope_get(xgr_session *s, uint32_t id) {
+  scope *c = scope_find(s, id);
+  if (c) return c;
+  if (s->nscopes >= s->nsbuckets) {
+    size_t nb = s->nsbuckets * 2;
+    scope **b = xcalloc(nb, sizeof *b);
+    for (size_t i = 0; i < s->nsbuckets; i++) {
+      scope *x = s->sbuckets[i];
+      while (x) {
+        scope *next = x->hash_next;
+        size_t h = hash64(x->id) & (nb - 1);
+        x->hash_next = b[h];
+        b[h] = x;
+        x = next;
+      }
+    }
+    free(s->sbuckets);
+    s->sbuckets = b;
+    s->nsbuckets = nb;
+  }
+  c = xcalloc(1, sizeof *c);
+  c->id = id;
+  c->step_count = xcalloc(s->orch->nsteps, sizeof *c->step_count);
+  size_t h = hash64(id) & (s->nsbuckets - 1);
+  c->hash_next = s->sbuckets[h];
+  s->sbuckets[h] = c;
+  s->nscopes++;
+  return c;
+}
+
+static void scope_free_if_done(xgr_session *s, scope *c) {
+  if (c->id == 0 || c->live || c->dirty || !(c->closed || !c->target)) return;
+  scope **pp = &s->sbuckets[hash64(c->id) & (s->nsbuckets - 1)];
+  while (*pp != c) pp = &(*pp)->hash_next;
+  *pp = c->hash_next;
+  s->nscopes--;
+  free(c->step_count);
+  free(c);
+}
+
+static void mark_dirty(xgr_session *s, scope *c) {
+  if (c->dirty || !c->target || c->closed) return;
+  c->dirty = true;
+  if (s->ndirty == s->capdirty) {
+    s->capdirty = s->capdirty ? s->capdirty * 2 : 16;
+    s->dirty = xrealloc(s->dirty, s->capdirty * sizeof *s->dirty);
+  }
+  s->dirty[s->ndirty++] = c;
+}
+
+static void queue_kill(xgr_session *s, uint32_t id) {
+  if (s->nkill == s->capkill) {
+    s->capkill = s->capkill ? s->capkill * 2 : 8;
+    s->killq = xrealloc(s->killq, s->capkill * sizeof *s->killq);
+  }
+  s->killq[s->nkill++] = id;
+}
+
+/* ---- promotability ---------------------------------------------------------------------------- */
+
+static bool promotable(const xgr_proc *p) {
+  return p->status == XGR_PROC_WAITING && !p->paused && p->next_wake_at != XGR_NEVER &&
+         !(p->join && !p->join->closed);
+}
+
+/* Put p into, out of, or back in order in its heap, after any change of the fields that
+ * promotable() and the heap order read. */
+static void heap_sync(xgr_session *s, xgr_proc *p) {
+  bool want = promotable(p);
+  bool bypass = xgr_stepset_has(&s->join_steps, p->step);
+  heap *h = bypass ? &s->bypass : &s->normal;
+  size_t tag = bypass ? HEAP_BIT : 0;
+  if (p->heap_idx_ != HEAP_NONE) {
+    size_t i = p->heap_idx_ & ~HEAP_BIT;
+    heap_remove(h, i, tag);
+  }
+  if (want) heap_push(h, p, tag);
+}
+
+/* ---- creating and ending processes ------------------------------------------------------------- */
+
+static xgr_proc *proc_new(xgr_session *s, unsigned step, uint64_t parent, uint32_t group, xgr_value payload,
+                          int64_t wake_at, int64_t now, xgr_effects *fx) {
+  xgr_proc *p = xcalloc(1, sizeof *p);
+  p->iter = s->next_iter++;
+  p->parent_iter = parent;
+  p->step = (uint16_t)step;
+  p->status = XGR_PROC_WAITING;
+  p->paused = s->paused;
+  p->valid = -1;
+  p->group = group;
+  p->next_wake_at = wake_at;
+  p->created_at = now;
+  p->started_at = p->finished_at = -1;
+  p->payload = xgr_value_retain(payload);
+  p->heap_idx_ = HEAP_NONE;
+  if (s->live + 1 > s->nbuckets) procs_grow(s);
+  size_t h = hash64(p->iter) & (s->nbuckets - 1);
+  p->hash_next_ = s->buckets[h];
+  s->buckets[h] = p;
+  s->live++;
+  scope *c = scope_get(s, group);
+  c->live++;
+  if (c->step_count[step]++ == 0) xgr_stepset_add(&c->live_steps, step);
+  p->scope_next_ = c->members;
+  if (c->members) c->members->scope_prev_ = p;
+  c->members = p;
+  heap_sync(s, p);
+  fx_proc(fx, p);
+  return p;
+}
+
+/* Wake delivery of a terminal process p into the open join collecting from its scope (§3.2). */
+static void deliver(xgr_session *s, xgr_proc *p, scope *c) {
+  if (!c->target || c->closed) return;
+  xgr_proc *t = proc_find(s, c->target);
+  if (!t || !t->join || t->join->closed) return;
+  xgr_join_state *js = t->join;
+  const xgr_join *d = js->decl;
+  for (unsigned i = 0; i < d->n; i++) {
+    if (d->from[i].node != p->step) continue;
+    if (p->status == XGR_PROC_ABORTED) {
+      if (js->inbox[i].kind == XGR_VNULL) js->fail[i] = "aborted";
+    } else if (d->from[i].when == XGR_WHEN_ANY || (d->from[i].when == XGR_WHEN_VALID && p->valid == 1) ||
+               (d->from[i].when == XGR_WHEN_INVALID && p->valid == 0)) {
+      if (js->inbox[i].kind == XGR_VNULL) {
+        xgr_value piece = xgr_value_kind(p->payload) == XGR_VMAP ? xgr_map_copy(p->payload) : xgr_map_new(2);
+        const char *sid = s->orch->steps[p->step].id;
+        xgr_map_set_str(piece, "_from", 5, xgr_value_cstring(sid));
+        xgr_map_set_str(piece, "_when", 5, xgr_value_cstring(p->valid ? "valid" : "invalid"));
+        js->inbox[i] = piece;
+        js->fail[i] = NULL;
+      }
+    }
+    break;   /* `from` nodes are unique */
+  }
+}
+
+/* Make p terminal: leave heap, scope and table; deliver; queue its scope for a decision. The
+ * process is freed at the start of the next call (effects still point at it). */
+static void proc_finish(xgr_session *s, xgr_proc *p, xgr_proc_status st, xgr_abort_reason why, int64_t now,
+                        xgr_effects *fx) {
+  assert(p->status == XGR_PROC_WAITING || p->status == XGR_PROC_RUNNING);
+  if (p->status == XGR_PROC_RUNNING) s->running--;
+  p->status = (uint8_t)st;
+  p->abort_reason = (uint8_t)why;
+  p->finished_at = now;
+  heap_sync(s, p);
+  scope *c = scope_get(s, p->group);
+  c->live--;
+  if (--c->step_count[p->step] == 0) {
+    c->live_steps.w[p->step >> 6] &= ~((uint64_t)1 << (p->step & 63));
+  }
+  if (p->scope_prev_) p->scope_prev_->scope_next_ = p->scope_next_;
+  else c->members = p->scope_next_;
+  if (p->scope_next_) p->scope_next_->scope_prev_ = p->scope_prev_;
+  p->scope_prev_ = p->scope_next_ = NULL;
+  proc_unhash(s, p);
+  s->live--;
+  fx_proc(fx, p);
+  deliver(s, p, c);
+  mark_dirty(s, c);
+  p->hash_next_ = s->grave;
+  s->grave = p;
+}
+
+static void free_proc(xgr_proc *p) {
+  xgr_value_release(p->payload);
+  if (p->join) {
+    for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(p->join->inbox[i]);
+    free(p->join);
+  }
+  free(p->error);
+  free(p);
+}
+
+static void bury(xgr_session *s) {
+  while (s->grave) {
+    xgr_proc *p = s->grave;
+    s->grave = p->hash_next_;
+    free_proc(p);
+  }
+}
+
+/* Close an open join (either outcome) and apply its policy to its scope. */
+static void join_close(xgr_session *s, xgr_proc *t, xgr_join_outcome out, int64_t now, xgr_effects *fx) {
+  xgr_join_state *js = t->join;
+  js->closed = true;
+  js->outcome = out;
+  js->closed_at = now;
+  scope *c = scope_get(s, t->from_group);
+  c->closed = true;
+  if (js->decl->policy == XGR_POLICY_KILL) {
+    c->killed = true;
+    queue_kill(s, c->id);
+  }
+  fx_push(fx, XGR_FX_JOIN, t);
+}
+
+/* Abort a live process for `why`. An open join target closes its join as unfulfillable. */
+static void abort_proc(xgr_session *s, xgr_proc *p, xgr_abort_reason why, int64_t now, xgr_effects *fx) {
+  if (p->join && !p->join->closed) join_close(s, p, XGR_JOIN_UNFULFILLABLE, now, fx);
+  proc_finish(s, p, XGR_PROC_ABORTED, why, now, fx);
+}
+
+/* The join decision of §3.3 for the open join collecting from scope c. */
+static void decide(xgr_session *s, scope *c, int64_t now, xgr_effects *fx) {
+  xgr_proc *t = proc_find(s, c->target);
+  if (!t || !t->join || t->join->closed) return;
+  xgr_join_state *js = t->join;
+  const xgr_join *d = js->decl;
+  unsigned got = 0;
+  for (unsigned i = 0; i < d->n; i++) got += js->inbox[i].kind != XGR_VNULL;
+  if (got >= d->k) {
+    /* satisfied: merge the first k pieces in `from` order over the target's payload */
+    xgr_value merged = xgr_value_kind(t->payload) == XGR_VMAP ? xgr_map_copy(t->payload) : xgr_map_new(8);
+    unsigned taken = 0;
+    for (unsigned i = 0; i < d->n && taken < d->k; i++) {
+      xgr_value piece = js->inbox[i];
+      if (piece.kind == XGR_VNULL) continue;
+      taken++;
+      size_t n = xgr_map_size(piece);
+      for (size_t e = 0; e < n; e++) {
+        xgr_value k, v;
+        xgr_map_entry(piece, e, &k, &v);
+        size_t kl;
+        const char *ks = xgr_value_str(k, &kl);
+        if (ks && ((kl == 5 && !memcmp(ks, "_from", 5)) || (kl == 5 && !memcmp(ks, "_when", 5)))) continue;
+        xgr_map_set(merged, xgr_value_retain(k), xgr_value_retain(v));
+      }
+    }
+    xgr_value_release(t->payload);
+    t->payload = merged;
+    join_close(s, t, XGR_JOIN_SATISFIED, now, fx);
+    heap_sync(s, t);
+    fx_proc(fx, t);
+    return;
+  }
+  /* potential: missing expected steps some live member can still reach in scope */
+  xgr_stepset reach = c->live_steps;
+  for (unsigned w = 0; w < 2; w++) {
+    uint64_t bits = c->live_steps.w[w];
+    while (bits) {
+      unsigned st = w * 64 + (unsigned)__builtin_ctzll(bits);
+      bits &= bits - 1;
+      reach.w[0] |= s->orch->reach_scope[st].w[0];
+      reach.w[1] |= s->orch->reach_scope[st].w[1];
+    }
+  }
+  unsigned potential = 0;
+  for (unsigned i = 0; i < d->n; i++)
+    if (js->inbox[i].kind == XGR_VNULL && xgr_stepset_has(&reach, d->from[i].node)) potential++;
+  if (got + potential < d->k) {
+    join_close(s, t, XGR_JOIN_UNFULFILLABLE, now, fx);
+    proc_finish(s, t, XGR_PROC_ABORTED, XGR_ABORT_UNFULFILLABLE, now, fx);
+  }
+}
+
+/* Abort the waiting members of a scope whose join closed with kill (§3.4). */
+static void kill_scope(xgr_session *s, uint32_t id, int64_t now, xgr_effects *fx) {
+  scope *c = scope_find(s, id);
+  if (!c) return;
+  size_t n = 0;
+  for (xgr_proc *p = c->members; p; p = p->scope_next_) n += p->status == XGR_PROC_WAITING;
+  if (!n) return;
+  uint64_t *iters = xmalloc(n * sizeof *iters);
+  size_t k = 0;
+  for (xgr_proc *p = c->members; p; p = p->scope_next_)
+    if (p->status == XGR_PROC_WAITING) iters[k++] = p->iter;
+  for (size_t i = 0; i < k; i++) {
+    xgr_proc *p = proc_find(s, iters[i]);
+    if (p && p->status == XGR_PROC_WAITING) abort_proc(s, p, XGR_ABORT_JOIN_KILL, now, fx);
+  }
+  free(iters);
+}
+
+static void check_finished(xgr_session *s, xgr_effects *fx) {
+  if (s->live || s->result != XGR_RESULT_RUNNING) return;
+  s->result = s->killed ? XGR_RESULT_KILLED : XGR_RESULT_COMPLETED;
+  xgr_effect *e = fx_push(fx, XGR_FX_FINISHED, NULL);
+  if (e) e->result = s->result;
+}
+
+/* Drain kill and decision queues until nothing is left; then free empty scopes. */
+static void settle(xgr_session *s, int64_t now, xgr_effects *fx) {
+  for (;;) {
+    if (s->nkill) {
+      uint32_t id = s->killq[--s->nkill];
+      kill_scope(s, id, now, fx);
+    } else if (s->ndirty) {
+      /* FIFO over the dirty list keeps decisions in the order their causes happened */
+      scope *c = s->dirty[0];
+      memmove(s->dirty, s->dirty + 1, --s->ndirty * sizeof *s->dirty);
+      c->dirty = false;
+      decide(s, c, now, fx);
+      scope_free_if_done(s, c);
+    } else {
+      break;
+    }
+  }
+  check_finished(s, fx);
+}
+
+/* ---- public API ------------------------------------------------------------------------------- */
+
+xgr_session *xgr_session_new(const xgr_orch *o, const char *owner, uint64_t root_pid,
+                             const xgr_session_config *cfg) {
+  xgr_session *s = xcalloc(1, sizeof *s);
+  s->orch = o;
+  s->owner = xstrdup(owner ? owner : "");
+  s->root_pid = root_pid;
+  s->max_running = cfg && cfg->max_running ? cfg->max_running : 32;
+  s->next_iter = 1;
+  s->next_group = 1;
+  s->nbuckets = 16;
+  s->buckets = xcalloc(s->nbuckets, sizeof *s->buckets);
+  s->nsbuckets = 8;
+  s->sbuckets = xcalloc(s->nsbuckets, sizeof *s->sbuckets);
+  for (size_t i = 0; i < o->nsteps; i++)
+    if (o->steps[i].branch[0].join || o->steps[i].branch[1].join) xgr_stepset_add(&s->join_steps, (unsigned)i);
+  return s;
+}
+
+void xgr_session_free(xgr_session *s) {
+  if (!s) return;
+  bury(s);
+  for (size_t i = 0; i < s->nbuckets; i++) {
+    xgr_proc *p = s->buckets[i];
+    while (p) {
+      xgr_proc *n = p->hash_next_;
+      free_proc(p);
+      p = n;
+    }
+  }
+  for (size_t i = 0; i < s->nsbuckets; i++) {
+    scope *c = s->sbuckets[i];
+    while (c) {
+      scope *n = c->hash_next;
+      free(c->step_count);
+      free(c);
+      c = n;
+    }
+  }
+  free(s->buckets);
+  free(s->sbuckets);
+  free(s->normal.a);
+  free(s->bypass.a);
+  free(s->dirty);
+  free(s->killq);
+  free(s->owner);
+  free(s);
+}
+
+const char *xgr_session_owner(const xgr_session *s) { return s->owner; }
+uint64_t xgr_session_root_pid(const xgr_session *s) { return s->root_pid; }
+const xgr_orch *xgr_session_orch(const xgr_session *s) { return s->orch; }
+xgr_session_result xgr_session_result_of(const xgr_session *s) { return s->result; }
+size_t xgr_session_live(const xgr_session *s) { return s->live; }
+size_t xgr_session_running(const xgr_session *s) { return s->running; }
+uint64_t xgr_session_next_iter(const xgr_session *s) { return s->next_iter; }
+const xgr_proc *xgr_session_find(const xgr_session *s, uint64_t iter) { return proc_find(s, iter); }
+
+void xgr_session_foreach(const xgr_session *s, void (*fn)(void *ctx, const xgr_proc *p), void *ctx) {
+  for (size_t i = 0; i < s->nbuckets; i++)
+    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) fn(ctx, p);
+}
+
+int xgr_session_start(xgr_session *s, unsigned step, xgr_value payload, int64_t now, xgr_effects *fx,
+                      xgr_error *err) {
+  bury(s);
+  if (step >= s->orch->nsteps) return xgr_error_set(err, XGR_EINVAL, NULL, "start step index %u out of range", step);
+  if (s->next_iter != 1) return xgr_error_set(err, XGR_ESTATE, NULL, "session already started");
+  xgr_value pl = xgr_value_kind(payload) == XGR_VMAP ? xgr_value_retain(payload) : xgr_map_new(0);
+  proc_new(s, step, 0, 0, pl, now, now, fx);
+  xgr_value_release(pl);
+  return 0;
+}
+
+int64_t xgr_session_next_due(const xgr_session *s) {
+  int64_t due = XGR_NEVER;
+  if (s->bypass.n) due = s->bypass.a[0]->next_wake_at;
+  if (s->normal.n && s->running < s->max_running && s->normal.a[0]->next_wake_at < due)
+    due = s->normal.a[0]->next_wake_at;
+  return due;
+}
+
+size_t xgr_session_promote(xgr_session *s, int64_t now, size_t max, xgr_effects *fx) {
+  bury(s);
+  size_t promoted = 0;
+  while (promoted < max) {
+    xgr_proc *nb = s->normal.n && s->running < s->max_running ? s->normal.a[0] : NULL;
+    xgr_proc *bp = s->bypass.n ? s->bypass.a[0] : NULL;
+    xgr_proc *p = !nb ? bp : !bp ? nb : before(bp, nb) ? bp : nb;
+    if (!p || p->next_wake_at > now) break;
+    scope *c = scope_find(s, p->group);
+    if (c && c->killed) {   /* dispatch gate */
+      abort_proc(s, p, XGR_ABORT_JOIN_KILL, now, fx);
+      settle(s, now, fx);
+      continue;
+    }
+    p->status = XGR_PROC_RUNNING;
+    p->started_at = now;
+    s->running++;
+    heap_sync(s, p);
+    fx_push(fx, XGR_FX_RUN_STEP, p);
+    fx_proc(fx, p);
+    promoted++;
+  }
+  return promoted;
+}
+
+/* Shallow merge of src's keys (except those starting with `_`) over dst, which must be an
+ * unshared map. */
+static void merge_public(xgr_value dst, xgr_value src) {
+  size_t n = xgr_map_size(src);
+  for (size_t i = 0; i < n; i++) {
+    xgr_value k, v;
+    xgr_map_entry(src, i, &k, &v);
+    size_t kl;
+    const char *ks = xgr_value_str(k, &kl);
+    if (ks && kl && ks[0] == '_') continue;
+    xgr_map_set(dst, xgr_value_retain(k), xgr_value_retain(v));
+  }
+}
+
+static void kill_all(xgr_session *s, xgr_abort_reason why, int64_t now, xgr_effects *fx);
+
+static void history(xgr_effects *fx, const xgr_proc *p) {
+  xgr_effect *e = fx_push(fx, XGR_FX_HISTORY, p);
+  if (e) e->at = p->started_at;
+}
+
+static void run_branch(xgr_session *s, xgr_proc *p, const xgr_step_outcome *o, int64_t now, xgr_effects *fx) {
+  scope *own = scope_find(s, p->group);
+  if (own && own->killed) return;   /* spawn gate: nothing is created into a killed scope */
+  const xgr_branch *b = &s->orch->steps[p->step].branch[p->valid ? XGR_ON_VALID : XGR_ON_INVALID];
+  int64_t wake = o->wait_sec < 0 ? XGR_NEVER : now + o->wait_sec * 1000;
+  uint32_t group = p->group;
+  if (b->join) {
+    group = s->next_group++;
+    xgr_proc *t = proc_new(s, b->join->target, p->iter, p->group, p->payload, wake, now, NULL);
+    t->from_group = group;
+    t->join = xcalloc(1, sizeof *t->join);
+    t->join->decl = b->join;
+    heap_sync(s, t);   /* an open join target is not promotable */
+    scope *c = scope_get(s, group);
+    c->target = t->iter;
+    fx_proc(fx, t);
+  }
+  for (unsigned i = 0; i < b->nspawns; i++) proc_new(s, b->spawns[i], p->iter, group, p->payload, wake, now, fx);
+  if (b->join) mark_dirty(s, scope_get(s, group));   /* decidable at once (e.g. no producers) */
+}
+
+static void emit_wakeups(xgr_session *s, const xgr_step_outcome *o, xgr_effects *fx) {
+  for (size_t i = 0; fx && i < o->nwakeups; i++) {
+    const xgr_wakeup_req *w = &o->wakeups[i];
+    xgr_value pl = xgr_map_new(8);
+    if (xgr_value_kind(o->outcome_payload) == XGR_VMAP) merge_public(pl, o->outcome_payload);
+    if (xgr_value_kind(w->payload) == XGR_VMAP) merge_public(pl, w->payload);
+    xgr_effect *e = fx_push(fx, XGR_FX_WAKE, NULL);
+    e->runner = xstrdup(w->runner ? w->runner : "");
+    e->session_id = w->session_id;
+    e->step_id = xstrdup(w->step_id ? w->step_id : "");
+    e->rule_address = o->rule_address ? xstrdup(o->rule_address) : NULL;
+    e->payload = pl;
+  }
+  (void)s;   /* the caller of an internal wake-up is this session's owner: the driver knows it */
+}
+
+int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcome *o, int64_t now,
+                            xgr_effects *fx, xgr_error *err) {
+  bury(s);
+  xgr_proc *p = proc_find(s, iter);
+  if (!p || p->status != XGR_PROC_RUNNING) {
+    char pid[48];
+    xgr_pid_format(s->root_pid, iter, pid, sizeof pid);
+    return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is not running (result ignored)", pid);
+  }
+  switch (o->kind) {
+    case XGR_OUTCOME_HARD_ERROR:
+      p->error = xstrdup(o->error ? o->error : "hard error");
+      proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_ERROR, now, fx);
+      history(fx, p);
+      break;
+    case XGR_OUTCOME_ABORT_STEP:
+      if (o->error) p->error = xstrdup(o->error);
+      proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_STEP, now, fx);
+      history(fx, p);
+      break;
+    case XGR_OUTCOME_CANCEL_SESSION: {
+      if (o->error) p->error = xstrdup(o->error);
+      proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_CANCEL, now, fx);
+      history(fx, p);
+      kill_all(s, XGR_ABORT_CANCEL, now, fx);   /* every other live process */
+      break;
+    }
+    case XGR_OUTCOME_VALID:
+    case XGR_OUTCOME_INVALID: {
+      p->valid = o->kind == XGR_OUTCOME_VALID;
+      if (xgr_value_kind(o->effective) == XGR_VMAP) {
+        xgr_value_release(p->payload);
+        p->payload = xgr_value_retain(o->effective);
+      }
+      run_branch(s, p, o, now, fx);
+      emit_wakeups(s, o, fx);
+      proc_finish(s, p, XGR_PROC_DONE, XGR_ABORT_NONE, now, fx);
+      history(fx, p);
+      break;
+    }
+    default:
+      return xgr_error_set(err, XGR_EINVAL, NULL, "unknown outcome kind %d", (int)o->kind);
+  }
+  settle(s, now, fx);
+  return 0;
+}
+
+static uint64_t *live_iters(const xgr_session *s, size_t *n);
+
+/* Abort every live process (kill of the root, cancelSession): the session ends as killed. */
+static void kill_all(xgr_session *s, xgr_abort_reason why, int64_t now, xgr_effects *fx) {
+  s->killed = true;
+  if (!s->killed_at) s->killed_at = now;
+  size_t n;
+  uint64_t *its = live_iters(s, &n);
+  for (size_t i = 0; i < n; i++) {
+    xgr_proc *p = proc_find(s, its[i]);
+    if (p) abort_proc(s, p, why, now, fx);
+  }
+  free(its);
+  s->nkill = 0;   /* nothing is left to kill */
+}
+
+/* Live processes sorted by iter (for deterministic bulk operations). Caller frees. */
+static uint64_t *live_iters(const xgr_session *s, size_t *n) {
+  uint64_t *a = xmalloc((s->live ? s->live : 1) * sizeof *a);
+  size_t k = 0;
+  for (size_t i = 0; i < s->nbuckets; i++)
+    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) a[k++] = p->iter;
+  for (size_t i = 1; i < k; i++) {   /* insertion sort: nearly sorted, small */
+    uint64_t v = a[i];
+    size_t j = i;
+    while (j > 0 && a[j - 1] > v) { a[j] = a[j - 1]; j--; }
+    a[j] = v;
+  }
+  *n = k;
+  return a;
+}
+
+int xgr_session_kill(xgr_session *s, uint64_t iter, int64_t now, xgr_effects *fx, xgr_error *err) {
+  bury(s);
+  if (iter == 0) {
+    kill_all(s, XGR_ABORT_KILL, now, fx);
+    settle(s, now, fx);
+    return 0;
+  }
+  xgr_proc *p = proc_find(s, iter);
+  if (!p) {
+    char pid[48];
+    xgr_pid_format(s->root_pid, iter, pid, sizeof pid);
+    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "process %s is not live (unknown, done or aborted)", pid);
+  }
+  abort_proc(s, p, XGR_ABORT_KILL, now, fx);
+  settle(s, now, fx);
+  return 0;
+}
+
+int xgr_session_pause(xgr_session *s, uint64_t iter, bool pause, int64_t now, xgr_effects *fx, xgr_error *err) {
+  bury(s);
+  (void)now;
+  if (iter == 0) {
+    s->paused = pause;
+    for (size_t i = 0; i < s->nbuckets; i++)
+      for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_)
+        if (p->status == XGR_PROC_WAITING && p->paused != pause) {
+          p->paused = pause;
+          heap_sync(s, p);
+          fx_proc(fx, p);
+        }
+    return 0;
+  }
+  xgr_proc *p = proc_find(s, iter);
+  char pid[48];
+  xgr_pid_format(s->root_pid, iter, pid, sizeof pid);
+  if (!p) return xgr_error_set(err, XGR_ENOTFOUND, NULL, "process %s is not live", pid);
+  if (p->status != XGR_PROC_WAITING)
+    return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is %s; only waiting processes can be %s", pid,
+                         xgr_proc_status_name(p->status), pause ? "paused" : "resumed");
+  p->paused = pause;
+  heap_sync(s, p);
+  fx_proc(fx, p);
+  return 0;
+}
+
+/* Wake p: merge payload, nextWakeAt = now. */
+static void wake(xgr_session *s, xgr_proc *p, xgr_value payload, int64_t now, xgr_effects *fx) {
+  if (xgr_value_kind(payload) == XGR_VMAP && xgr_map_size(payload)) {
+    xgr_value m = xgr_value_kind(p->payload) == XGR_VMAP ? xgr_map_copy(p->payload) : xgr_map_new(8);
+    merge_public(m, payload);
+    xgr_value_release(p->payload);
+    p->payload = m;
+  }
+  p->next_wake_at = now;
+  heap_sync(s, p);
+  fx_proc(fx, p);
+}
+
+static bool addr_eq(const char *a, const char *b) { return a && b && strcasecmp(a, b) == 0; }
+
+static bool is_owner(const xgr_session *s, const char *caller) { return !caller || addr_eq(caller, s->owner); }
+
+/* Is `who` in a JSON-ish list value of addresses? Wildcards only where allowed. */
+static bool list_has(xgr_value list, const char *who, bool wildcards) {
+  if (xgr_value_kind(list) != XGR_VLIST) return false;
+  for (size_t i = 0; i < xgr_list_size(list); i++) {
+    const char *a = xgr_value_str(xgr_list_get(list, i), NULL);
+    if (!a) continue;
+    if (addr_eq(a, who)) return true;
+    if (wildcards && (!strcmp(a, "*") || addr_eq(a, "0x0000000000000000000000000000000000000000"))) return true;
+  }
+  return false;
+}
+
+/* The `__wakeUp` allow list of p for stepId (§5; endpoint reference §12). */
+static bool allowed(const xgr_proc *p, const char *step_id, const char *caller, xgr_wake_scope scope_kind,
+                    const char *rule_address) {
+  xgr_value wu, entry = xgr_value_null(), steps, lst;
+  if (!xgr_map_get_str(p->payload, "__wakeUp", 8, &wu) || xgr_value_kind(wu) != XGR_VMAP) return false;
+  if (xgr_map_get_str(wu, "steps", 5, &steps) && xgr_value_kind(steps) == XGR_VMAP &&
+      xgr_map_get_str(steps, step_id, strlen(step_id), &entry) && xgr_value_kind(entry) == XGR_VMAP) {
+    /* steps[stepId] replaces default as a whole */
+  } else if (!xgr_map_get_str(wu, "default", 7, &entry) || xgr_value_kind(entry) != XGR_VMAP) {
+    return false;
+  }
+  if (scope_kind == XGR_WAKE_RPC)
+    return xgr_map_get_str(entry, "rpc", 3, &lst) && list_has(lst, caller, false);
+  if (!xgr_map_get_str(entry, "internal", 8, &lst)) return false;
+  if (xgr_value_kind(lst) == XGR_VLIST) return list_has(lst, caller, true);
+  if (xgr_value_kind(lst) != XGR_VMAP) return false;
+  xgr_value allow, from;
+  if (!xgr_map_get_str(lst, "allow", 5, &allow) || !list_has(allow, caller, true)) return false;
+  if (!xgr_map_get_str(lst, "fromXRC137", 10, &from)) return true;
+  if (xgr_value_kind(from) != XGR_VLIST || xgr_list_size(from) == 0) return false;   /* misconfigured */
+  return rule_address && list_has(from, rule_address, false);
+}
+
+int xgr_session_wake_pid(xgr_session *s, uint64_t iter, const char *caller, xgr_value payload, int64_t now,
+                         xgr_effects *fx, xgr_error *err) {
+  bury(s);
+  char pid[48];
+  xgr_pid_format(s->root_pid, iter, pid, sizeof pid);
+  if (!is_owner(s, caller))
+    return xgr_error_set(err, XGR_EPERM, NULL, "only the session owner %s may wake a process by pid; %s may not "
+                         "(delegation through __wakeUp works in step mode only)", s->owner, caller);
+  xgr_proc *p = proc_find(s, iter);
+  if (!p || p->status != XGR_PROC_WAITING)
+    return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is %s; only waiting processes can be woken", pid,
+                         p ? xgr_proc_status_name(p->status) : "not live");
+  if (p->join && !p->join->closed)
+    return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is an open join target; it runs when its join closes", pid);
+  wake(s, p, payload, now, fx);
+  return 0;
+}
+
+int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr_wake_scope scope_kind,
+                          const char *rule_address, xgr_value payload, int64_t now, xgr_effects *fx,
+                          size_t *woken, xgr_error *err) {
+  bury(s);
+  *woken = 0;
+  if (step >= s->orch->nsteps) return xgr_error_set(err, XGR_EINVAL, NULL, "step index %u out of range", step);
+  const char *sid = s->orch->steps[step].id;
+  size_t n, waiting = 0, join_open = 0, denied = 0;
+  uint64_t *its = live_iters(s, &n);
+  for (size_t i = 0; i < n; i++) {
+    xgr_proc *p = proc_find(s, its[i]);
+    if (!p || p->step != step || p->status != XGR_PROC_WAITING) continue;
+    waiting++;
+    if (p->join && !p->join->closed) { join_open++; continue; }
+    if (!is_owner(s, caller) && !allowed(p, sid, caller, scope_kind, rule_address)) { denied++; continue; }
+    wake(s, p, payload, now, fx);
+    (*woken)++;
+  }
+  free(its);
+  if (*woken) return 0;
+  if (!waiting) return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no process is waiting on step \"%s\"; nothing was woken", sid);
+  if (denied)
+    return xgr_error_set(err, XGR_EPERM, NULL, "%s is not on the %s allow list (__wakeUp) of the %zu process%s "
+                         "waiting on step \"%s\"; nothing was woken", caller, scope_kind == XGR_WAKE_RPC ? "rpc" : "internal",
+                         denied, denied == 1 ? "" : "es", sid);
+  return xgr_error_set(err, XGR_ESTATE, NULL, "the %zu process%s waiting on step \"%s\" %s open join target%s; nothing was woken",
+                       join_open, join_open == 1 ? "" : "es", sid, join_open == 1 ? "is an" : "are", join_open == 1 ? "" : "s");
+}
