@@ -15,6 +15,17 @@ PKGS=(
   libcmocka-dev
 )
 
+# Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,
+# so a plain `make deps` stays lean. oneTBB (C++ task_group) and Go (goroutines + channels).
+PEERS=(
+  g++ libtbb-dev golang-go
+)
+for arg in "$@"; do
+  case "$arg" in
+    --peers) PKGS+=("${PEERS[@]}") ;;
+  esac
+done
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
