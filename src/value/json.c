@@ -1,0 +1,510 @@
+/* json.c — JSON <-> xgr_value. A small reader of its own (jansson cannot hold integers above
+ * int64): integers stay exact (int, uint, bigint), numbers with a fraction or exponent become
+ * doubles, object keys keep document order and duplicates are rejected. The writer prints numbers
+ * exactly and keeps doubles recognisable as doubles ("2.0"). Conversions to and from jansson's
+ * json_t are here too. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "value/value_internal.h"
+
+/* ---- reader ------------------------------------------------------------------------------- */
+
+#define JSON_MAX_DEPTH 512
+
+typedef struct jr {
+  const char *s, *end, *p;
+  unsigned flags;
+  xgr_error *e;
+} jr;
+
+static int jr_fail(jr *r, const char *what) {
+  size_t line = 1, col = 1;
+  for (const char *q = r->s; q < r->p && q < r->end; q++) {
+    if (*q == '\n') line++, col = 1;
+    else col++;
+  }
+  return xgr_error_set(r->e, XGR_EPARSE, NULL, "invalid JSON at line %zu, column %zu: %s", line, col,
+                       what);
+}
+
+static void jr_ws(jr *r) {
+  while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')) r->p++;
+}
+
+static int hex4(const char *p, uint32_t *out) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+    else return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static void put_utf8(xgr_buf *b, uint32_t cp) {
+  char t[4];
+  size_t n;
+  if (cp < 0x80) t[0] = (char)cp, n = 1;
+  else if (cp < 0x800) t[0] = (char)(0xC0 | (cp >> 6)), t[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+  else if (cp < 0x10000)
+    t[0] = (char)(0xE0 | (cp >> 12)), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
+    t[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
+  else
+    t[0] = (char)(0xF0 | (cp >> 18)), t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
+    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
+  xgr__buf_put(b, t, n);
+}
+
+static int jr_string(jr *r, xgr_buf *b) {
+  r->p++; /* opening quote */
+  for (;;) {
+    if (r->p >= r->end) return jr_fail(r, "unterminated string");
+    unsigned char c = (unsigned char)*r->p;
+    if (c == '"') {
+      r->p++;
+      break;
+    }
+    if (c < 0x20) return jr_fail(r, "control character in string");
+    if (c != '\\') {
+      const char *q = r->p;
+      while (q < r->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
+      xgr__buf_put(b, r->p, (size_t)(q - r->p));
+      r->p = q;
+      continue;
+    }
+    if (r->end - r->p < 2) return jr_fail(r, "unterminated string");
+    char k = r->p[1];
+    r->p += 2;
+    switch (k) {
+      case '"': xgr__buf_putc(b, '"'); break;
+      case '\\': xgr__buf_putc(b, '\\'); break;
+      case '/': xgr__buf_putc(b, '/'); break;
+      case 'b': xgr__buf_putc(b, '\b'); break;
+      case 'f': xgr__buf_putc(b, '\f'); break;
+      case 'n': xgr__buf_putc(b, '\n'); break;
+      case 'r': xgr__buf_putc(b, '\r'); break;
+      case 't': xgr__buf_putc(b, '\t'); break;
+      case 'u': {
+        uint32_t cp;
+        if (r->end - r->p < 4 || hex4(r->p, &cp)) return jr_fail(r, "bad \\u escape");
+        r->p += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          uint32_t lo;
+          if (r->end - r->p < 6 || r->p[0] != '\\' || r->p[1] != 'u' || hex4(r->p + 2, &lo) ||
+              lo < 0xDC00 || lo > 0xDFFF)
+            return jr_fail(r, "unpaired surrogate in \\u escape");
+          r->p += 6;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return jr_fail(r, "unpaired surrogate in \\u escape");
+        }
+        put_utf8(b, cp);
+        break;
+      }
+      default: return jr_fail(r, "bad escape in string");
+    }
+  }
+  if (!xgr_utf8_valid(b->p ? b->p : "", b->len)) return jr_fail(r, "string is not valid UTF-8");
+  return 0;
+}
+
+static int jr_number(jr *r, xgr_value *out) {
+  const char *st = r->p;
+  bool neg = false, frac = false;
+  if (*r->p == '-') neg = true, r->p++;
+  if (r->p >= r->end || *r->p < '0' || *r->p > '9') return jr_fail(r, "bad number");
+  if (*r->p == '0') r->p++;
+  else
+    while (r->p < r->end && *r->p >= '0' && *r->p <= '9') r->p++;
+  if (r->p < r->end && *r->p == '.') {
+    frac = true;
+    r->p++;
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9') return jr_fail(r, "bad number");
+    while (r->p < r->end && *r->p >= '0' && *r->p <= '9') r->p++;
+  }
+  if (r->p < r->end && (*r->p == 'e' || *r->p == 'E')) {
+    frac = true;
+    r->p++;
+    if (r->p < r->end && (*r->p == '+' || *r->p == '-')) r->p++;
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9') return jr_fail(r, "bad number");
+    while (r->p < r->end && *r->p >= '0' && *r->p <= '9') r->p++;
+  }
+  size_t n = (size_t)(r->p - st);
+  char buf[400];
+  if (n >= sizeof buf) return jr_fail(r, "number too long");
+  memcpy(buf, st, n);
+  buf[n] = '\0';
+  if (frac || (r->flags & XGR_JSON_NUMBERS_AS_DOUBLE)) {
+    *out = xgr_value_double(strtod(buf, NULL));
+    return 0;
+  }
+  /* exact integer */
+  uint64_t u = 0;
+  bool over = false;
+  for (const char *q = buf + neg; *q; q++) {
+    unsigned d = (unsigned)(*q - '0');
+    if (u > (UINT64_MAX - d) / 10) {
+      over = true;
+      break;
+    }
+    u = u * 10 + d;
+  }
+  if (!over) {
+    if (!neg && u <= INT64_MAX) *out = xgr_value_int((int64_t)u);
+    else if (!neg) *out = xgr_value_uint(u);
+    else if (u <= (uint64_t)INT64_MAX + 1) *out = xgr_value_int(u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u);
+    else over = true;
+    if (!over) return 0;
+  }
+  if (xgr_bigint_parse(buf, n, neg, out, NULL) == 0) return 0;
+  *out = xgr_value_double(strtod(buf, NULL));
+  return 0;
+}
+
+static int jr_value(jr *r, xgr_value *out, int depth);
+
+static int jr_value(jr *r, xgr_value *out, int depth) {
+  jr_ws(r);
+  if (r->p >= r->end) return jr_fail(r, "unexpected end of input");
+  if (depth > JSON_MAX_DEPTH) return jr_fail(r, "nesting deeper than 512");
+  char c = *r->p;
+  if (c == '{') {
+    r->p++;
+    xgr_value m = xgr_map_new(4);
+    jr_ws(r);
+    if (r->p < r->end && *r->p == '}') {
+      r->p++;
+      *out = m;
+      return 0;
+    }
+    for (;;) {
+      jr_ws(r);
+      if (r->p >= r->end || *r->p != '"') {
+        xgr_value_release(m);
+        return jr_fail(r, "expected a string key");
+      }
+      xgr_buf kb = {0};
+      if (jr_string(r, &kb)) {
+        free(kb.p);
+        xgr_value_release(m);
+        return XGR_EPARSE;
+      }
+      size_t kl;
+      char *ks = xgr__buf_finish(&kb, &kl);
+      xgr_value dummy;
+      if (xgr_map_get_str(m, ks, kl, &dummy)) {
+        free(ks);
+        xgr_value_release(m);
+        return jr_fail(r, "duplicate object key");
+      }
+      jr_ws(r);
+      if (r->p >= r->end || *r->p != ':') {
+        free(ks);
+        xgr_value_release(m);
+        return jr_fail(r, "expected ':'");
+      }
+      r->p++;
+      xgr_value v;
+      if (jr_value(r, &v, depth + 1)) {
+        free(ks);
+        xgr_value_release(m);
+        return XGR_EPARSE;
+      }
+      xgr_map_set_str(m, ks, kl, v);
+      free(ks);
+      jr_ws(r);
+      if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        continue;
+      }
+      if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        *out = m;
+        return 0;
+      }
+      xgr_value_release(m);
+      return jr_fail(r, "expected ',' or '}'");
+    }
+  }
+  if (c == '[') {
+    r->p++;
+    xgr_value l = xgr_list_new(4);
+    jr_ws(r);
+    if (r->p < r->end && *r->p == ']') {
+      r->p++;
+      *out = l;
+      return 0;
+    }
+    for (;;) {
+      xgr_value v;
+      if (jr_value(r, &v, depth + 1)) {
+        xgr_value_release(l);
+        return XGR_EPARSE;
+      }
+      xgr_list_push(l, v);
+      jr_ws(r);
+      if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        continue;
+      }
+      if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        *out = l;
+        return 0;
+      }
+      xgr_value_release(l);
+      return jr_fail(r, "expected ',' or ']'");
+    }
+  }
+  if (c == '"') {
+    xgr_buf b = {0};
+    if (jr_string(r, &b)) {
+      free(b.p);
+      return XGR_EPARSE;
+    }
+    *out = xgr_value_string(b.p ? b.p : "", b.len);
+    free(b.p);
+    return 0;
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) return jr_number(r, out);
+  static const struct { const char *w; size_t n; } lits[] = {{"true", 4}, {"false", 5}, {"null", 4}};
+  for (int i = 0; i < 3; i++) {
+    if ((size_t)(r->end - r->p) >= lits[i].n && memcmp(r->p, lits[i].w, lits[i].n) == 0) {
+      r->p += lits[i].n;
+      *out = i == 2 ? xgr_value_null() : xgr_value_bool(i == 0);
+      return 0;
+    }
+  }
+  return jr_fail(r, "unexpected character");
+}
+
+int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,
+                             xgr_error *e) {
+  jr r = {text, text + len, text, flags, e};
+  xgr_value v;
+  if (jr_value(&r, &v, 0)) return XGR_EPARSE;
+  jr_ws(&r);
+  if (r.p != r.end) {
+    xgr_value_release(v);
+    return jr_fail(&r, "trailing characters after the value");
+  }
+  *out = v;
+  return 0;
+}
+
+int xgr_value_from_json(const json_t *j, unsigned flags, xgr_value *out, xgr_error *e) {
+  if (!j) return xgr_error_set(e, XGR_EINVAL, NULL, "no JSON value");
+  switch (json_typeof(j)) {
+    case JSON_NULL: *out = xgr_value_null(); return 0;
+    case JSON_TRUE: *out = xgr_value_bool(true); return 0;
+    case JSON_FALSE: *out = xgr_value_bool(false); return 0;
+    case JSON_INTEGER:
+      *out = (flags & XGR_JSON_NUMBERS_AS_DOUBLE) ? xgr_value_double((double)json_integer_value(j))
+                                                  : xgr_value_int(json_integer_value(j));
+      return 0;
+    case JSON_REAL: *out = xgr_value_double(json_real_value(j)); return 0;
+    case JSON_STRING: *out = xgr_value_string(json_string_value(j), json_string_length(j)); return 0;
+    case JSON_ARRAY: {
+      xgr_value l = xgr_list_new(json_array_size(j));
+      for (size_t i = 0; i < json_array_size(j); i++) {
+        xgr_value v;
+        xgr_value_from_json(json_array_get(j, i), flags, &v, e);
+        xgr_list_push(l, v);
+      }
+      *out = l;
+      return 0;
+    }
+    case JSON_OBJECT: {
+      xgr_value m = xgr_map_new(json_object_size(j));
+      const char *k;
+      json_t *v;
+      json_object_foreach((json_t *)j, k, v) {
+        xgr_value x;
+        xgr_value_from_json(v, flags, &x, e);
+        xgr_map_set_str(m, k, strlen(k), x);
+      }
+      *out = m;
+      return 0;
+    }
+  }
+  return xgr_error_set(e, XGR_EINVAL, NULL, "unknown JSON type");
+}
+
+/* ---- writer ------------------------------------------------------------------------------- */
+
+void xgr__json_write_string(xgr_buf *b, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  xgr__buf_putc(b, '"');
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      run++;
+      continue;
+    }
+    xgr__buf_put(b, s + i - run, run);
+    run = 0;
+    char esc[7] = {'\\', 0};
+    switch (c) {
+      case '"': esc[1] = '"'; xgr__buf_put(b, esc, 2); break;
+      case '\\': esc[1] = '\\'; xgr__buf_put(b, esc, 2); break;
+      case '\n': esc[1] = 'n'; xgr__buf_put(b, esc, 2); break;
+      case '\r': esc[1] = 'r'; xgr__buf_put(b, esc, 2); break;
+      case '\t': esc[1] = 't'; xgr__buf_put(b, esc, 2); break;
+      default:
+        memcpy(esc, "\\u00", 4);
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        xgr__buf_put(b, esc, 6);
+    }
+  }
+  xgr__buf_put(b, s + n - run, run);
+  xgr__buf_putc(b, '"');
+}
+
+static void b64(xgr_buf *b, const unsigned char *p, size_t n) {
+  static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                 (i + 2 < n ? p[i + 2] : 0);
+    char o[4] = {t[v >> 18], t[(v >> 12) & 63], i + 1 < n ? t[(v >> 6) & 63] : '=',
+                 i + 2 < n ? t[v & 63] : '='};
+    xgr__buf_put(b, o, 4);
+  }
+}
+
+static void nl(xgr_buf *b, int indent) {
+  if (indent < 0) return;
+  xgr__buf_putc(b, '\n');
+  for (int i = 0; i < indent; i++) xgr__buf_put(b, "  ", 2);
+}
+
+void xgr__json_write(xgr_buf *b, xgr_value v, unsigned flags, int indent) {
+  char tmp[96];
+  size_t n;
+  switch (v.kind) {
+    case XGR_VNULL: xgr__buf_puts(b, "null"); return;
+    case XGR_VBOOL: xgr__buf_puts(b, v.as.b ? "true" : "false"); return;
+    case XGR_VINT:
+    case XGR_VUINT:
+      n = xgr_bigint_to_dec(v, tmp, sizeof tmp);
+      xgr__buf_put(b, tmp, n);
+      return;
+    case XGR_VDOUBLE:
+      n = xgr_format_double(v.as.d, tmp, sizeof tmp);
+      if (!isfinite(v.as.d)) {
+        xgr__json_write_string(b, tmp, n);
+        return;
+      }
+      xgr__buf_put(b, tmp, n);
+      if (!strpbrk(tmp, ".eE")) xgr__buf_put(b, ".0", 2);
+      return;
+    case XGR_VSTRING: xgr__json_write_string(b, v.as.s->data, v.as.s->len); return;
+    case XGR_VBYTES:
+      xgr__buf_putc(b, '"');
+      b64(b, (const unsigned char *)v.as.s->data, v.as.s->len);
+      xgr__buf_putc(b, '"');
+      return;
+    case XGR_VBIGINT:
+      n = xgr_bigint_to_dec(v, tmp, sizeof tmp);
+      xgr__json_write_string(b, tmp, n);
+      return;
+    case XGR_VTYPE: {
+      char *s = xgr_value_render(v, &n);
+      xgr__json_write_string(b, s, n);
+      free(s);
+      return;
+    }
+    case XGR_VLIST: {
+      xgr__buf_putc(b, '[');
+      for (uint32_t i = 0; i < v.as.l->len; i++) {
+        if (i) xgr__buf_putc(b, ',');
+        nl(b, indent >= 0 ? indent + 1 : -1);
+        xgr__json_write(b, v.as.l->items[i], flags, indent >= 0 ? indent + 1 : -1);
+      }
+      if (v.as.l->len) nl(b, indent);
+      xgr__buf_putc(b, ']');
+      return;
+    }
+    case XGR_VMAP: {
+      xgr__buf_putc(b, '{');
+      for (uint32_t i = 0; i < v.as.m->len; i++) {
+        if (i) xgr__buf_putc(b, ',');
+        nl(b, indent >= 0 ? indent + 1 : -1);
+        xgr_value k = v.as.m->e[i].key;
+        if (k.kind == XGR_VSTRING) xgr__json_write_string(b, k.as.s->data, k.as.s->len);
+        else {
+          char *s = xgr_value_render(k, &n);
+          xgr__json_write_string(b, s, n);
+          free(s);
+        }
+        xgr__buf_put(b, indent >= 0 ? ": " : ":", indent >= 0 ? 2 : 1);
+        xgr__json_write(b, v.as.m->e[i].val, flags, indent >= 0 ? indent + 1 : -1);
+      }
+      if (v.as.m->len) nl(b, indent);
+      xgr__buf_putc(b, '}');
+      return;
+    }
+    default: xgr__buf_puts(b, "null"); return;
+  }
+}
+
+char *xgr_value_to_json_text(xgr_value v, unsigned flags, size_t *len) {
+  xgr_buf b = {0};
+  xgr__json_write(&b, v, flags, (flags & XGR_JSON_PRETTY) ? 0 : -1);
+  return xgr__buf_finish(&b, len);
+}
+
+json_t *xgr_value_to_json(xgr_value v) {
+  char tmp[96];
+  size_t n;
+  switch (v.kind) {
+    case XGR_VNULL: return json_null();
+    case XGR_VBOOL: return json_boolean(v.as.b);
+    case XGR_VINT: return json_integer(v.as.i);
+    case XGR_VUINT:
+      if (v.as.u <= INT64_MAX) return json_integer((json_int_t)v.as.u);
+      n = xgr_bigint_to_dec(v, tmp, sizeof tmp);
+      return json_stringn(tmp, n);
+    case XGR_VDOUBLE:
+      if (isfinite(v.as.d)) return json_real(v.as.d);
+      n = xgr_format_double(v.as.d, tmp, sizeof tmp);
+      return json_stringn(tmp, n);
+    case XGR_VSTRING: return json_stringn(v.as.s->data, v.as.s->len);
+    case XGR_VLIST: {
+      json_t *a = json_array();
+      for (uint32_t i = 0; i < v.as.l->len; i++) json_array_append_new(a, xgr_value_to_json(v.as.l->items[i]));
+      return a;
+    }
+    case XGR_VMAP: {
+      json_t *o = json_object();
+      for (uint32_t i = 0; i < v.as.m->len; i++) {
+        xgr_value k = v.as.m->e[i].key;
+        char *ks = xgr_value_render(k, &n);
+        json_object_setn_new(o, ks, n, xgr_value_to_json(v.as.m->e[i].val));
+        free(ks);
+      }
+      return o;
+    }
+    default: {
+      /* bytes (base64), bigint (decimal), type (name): their JSON text is a string */
+      xgr_buf b = {0};
+      xgr__json_write(&b, v, 0, -1);
+      char *s = xgr__buf_finish(&b, &n);
+      json_t *r = NULL;
+      if (n >= 2 && s[0] == '"') {
+        /* strip quotes; content has no escapes for these kinds */
+        r = json_stringn(s + 1, n - 2);
+      }
+      free(s);
+      return r ? r : json_null();
+    }
+  }
+}

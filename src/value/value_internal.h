@@ -1,0 +1,95 @@
+/* value_internal.h — the layout of xgr's refcounted value objects, shared by src/value and
+ * src/cel (which reads them directly on its hot paths). Not a public header.
+ *
+ * Every heap object starts with an atomic reference count. Strings and bytes are one block
+ * (header + bytes + NUL). Lists hold a separate, growable item array. Maps keep their entries in
+ * insertion order in an array and, from XGR_MAP_INDEX_MIN entries on, an open-addressing index of
+ * entry numbers keyed by a 64-bit hash of the key. Numeric keys hash by numeric value so that
+ * 1, 1u and 1.0 find the same entry. Every list and map caches `deepmax`, the longest list inside
+ * it (itself included), so the MaxListCap check on an input is O(1).
+ */
+#ifndef XGR_VALUE_INTERNAL_H
+#define XGR_VALUE_INTERNAL_H
+
+#include <gmp.h>
+#include <stdatomic.h>
+
+#include "xgr/value.h"
+
+struct xgr_str {
+  atomic_uint rc;
+  uint32_t len;
+  char data[];   /* len bytes + NUL */
+};
+
+struct xgr_list {
+  atomic_uint rc;
+  uint32_t len, cap;
+  uint32_t deepmax;
+  xgr_value *items;
+};
+
+typedef struct xgr_map_ent {
+  xgr_value key, val;
+  uint64_t hash;
+} xgr_map_ent;
+
+#define XGR_MAP_INDEX_MIN 9
+
+struct xgr_map {
+  atomic_uint rc;
+  uint32_t len, cap;
+  uint32_t deepmax;
+  uint32_t nslots;      /* 0 (no index) or a power of two */
+  xgr_map_ent *e;
+  uint32_t *slots;      /* entry index + 1, 0 = empty */
+};
+
+struct xgr_bigint {
+  atomic_uint rc;
+  mpz_t z;
+};
+
+/* 64-bit hash of bytes (the hash of string keys; the compiler pre-hashes names with it). */
+uint64_t xgr__hash_bytes(const void *p, size_t n);
+/* Hash of a map key; false if v cannot be a key (kind or a non-integral double). */
+bool xgr__hash_key(xgr_value v, uint64_t *h);
+/* Lookup of a string key whose hash is already known. */
+bool xgr__map_get_str_hashed(const xgr_map *m, const char *key, size_t len, uint64_t h, xgr_value *out);
+/* Lookup with a key value (CEL semantics); false when absent or not a key kind. */
+bool xgr__map_get(const xgr_map *m, xgr_value key, xgr_value *out);
+
+/* A new BIGINT value taking the value of z (copied); is_signed picks int256. No range check. */
+xgr_value xgr__bigint_from_mpz(mpz_srcptr z, bool is_signed);
+/* Range check for the flavour: 0 <= z < 2^256 or -2^255 <= z < 2^255. */
+bool xgr__bigint_in_range(mpz_srcptr z, bool is_signed);
+/* Set z to the integer value of v (int, uint or bigint); false for other kinds. */
+bool xgr__to_mpz(xgr_value v, mpz_ptr z);
+
+/* Three-way numeric comparison across int/uint/double/bigint. Returns -1, 0, 1, or 2 when the
+ * values are unordered (NaN). Both must be numbers. */
+int xgr__num_cmp(xgr_value a, xgr_value b);
+
+/* Growable byte buffer used by the renderers and the JSON writer. Aborts on OOM. */
+typedef struct xgr_buf {
+  char *p;
+  size_t len, cap;
+} xgr_buf;
+void xgr__buf_put(xgr_buf *b, const void *p, size_t n);
+static inline void xgr__buf_putc(xgr_buf *b, char c) { xgr__buf_put(b, &c, 1); }
+static inline void xgr__buf_puts(xgr_buf *b, const char *s) {
+  size_t n = 0;
+  while (s[n]) n++;
+  xgr__buf_put(b, s, n);
+}
+/* Finish: NUL-terminate and return the malloc'd string (the buffer is reset). */
+char *xgr__buf_finish(xgr_buf *b, size_t *len);
+/* Append the JSON form of v (the writer of xgr_value_to_json_text). */
+void xgr__json_write(xgr_buf *b, xgr_value v, unsigned flags, int indent);
+/* Append s as a JSON string literal. */
+void xgr__json_write_string(xgr_buf *b, const char *s, size_t n);
+
+void *xgr__xmalloc(size_t n);
+void *xgr__xrealloc(void *p, size_t n);
+
+#endif
