@@ -19,5 +19,6 @@ typedef struct xgr_cli_command {
 int xgr_cmd_check(int argc, char **argv);
 int xgr_cmd_graph(int argc, char **argv);
 int xgr_cmd_hash(int argc, char **argv);
+int xgr_cmd_eval(int argc, char **argv);
 
 #endif

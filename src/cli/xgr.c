@@ -9,6 +9,7 @@ static const xgr_cli_command commands[] = {
   {"check", "validate orchestrations (XRC-729) and bundles; report errors and warnings", xgr_cmd_check},
   {"graph", "draw an orchestration as a Mermaid or Graphviz diagram", xgr_cmd_graph},
   {"hash", "print the keccak-256 hash of an orchestration file", xgr_cmd_hash},
+  {"eval", "evaluate an expression or template (rule, value or extract mode)", xgr_cmd_eval},
 };
 
 static void usage(FILE *out) {
