@@ -1,0 +1,109 @@
+/* template.c — templates of rule documents: text with `[Ident]` placeholders (guide §2).
+ *
+ * A template is split once, at load, into literal and placeholder segments; rendering walks the
+ * segments and writes each placeholder's text form (xgr_value_render, the form CEL's string()
+ * uses), percent-encoded for URLs (RFC 3986: everything but A-Z a-z 0-9 - . _ ~). Only the strict
+ * placeholder grammar counts: `[0]`, `["k"]`, `[x + 1]` stay literal text.
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rule/rule_impl.h"
+
+static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
+static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+bool rule_is_ctx_var(const char *name, size_t len) {
+  static const char *const names[] = {"__sessionId", "__pid", "__stepId", "__owner", "from"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strlen(names[i]) == len && !memcmp(names[i], name, len)) return true;
+  return false;
+}
+
+void rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *out) {
+  /* Count segments first: at most 2 per placeholder + 1. */
+  size_t max = 1;
+  for (size_t i = 0; i < len; i++)
+    if (src[i] == '[') max += 2;
+  rtseg *seg = xgr_arena_alloc(a, max * sizeof *seg);
+  if (!seg) abort();
+  size_t n = 0, lit = 0, i = 0;
+  out->hidden = false;
+  while (i < len) {
+    if (src[i] == '[' && i + 1 < len && ident_start(src[i + 1])) {
+      size_t j = i + 1;
+      while (j < len && ident_char(src[j])) j++;
+      if (j < len && src[j] == ']') {
+        if (i > lit) seg[n++] = (rtseg){src + lit, i - lit, false};
+        seg[n++] = (rtseg){src + i + 1, j - i - 1, true};
+        if (src[i + 1] == '_' && !rule_is_ctx_var(src + i + 1, j - i - 1)) out->hidden = true;
+        i = lit = j + 1;
+        continue;
+      }
+    }
+    i++;
+  }
+  if (len > lit || n == 0) seg[n++] = (rtseg){src + lit, len - lit, false};
+  out->seg = seg;
+  out->nseg = n;
+}
+
+typedef struct buf {
+  char *p;
+  size_t n, cap;
+} buf;
+
+static void put(buf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 128;
+    while (cap < b->n + n + 1) cap *= 2;
+    b->p = realloc(b->p, cap);
+    if (!b->p) abort();
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = 0;
+}
+
+static void put_encoded(buf *b, const char *s, size_t n) {
+  static const char hx[] = "0123456789ABCDEF";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      put(b, (const char *)&s[i], 1);
+    } else {
+      char e[3] = {'%', hx[c >> 4], hx[c & 15]};
+      put(b, e, 3);
+    }
+  }
+}
+
+int rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
+                         size_t *outlen, const char **missing, size_t *missing_len) {
+  buf b = {0};
+  put(&b, "", 0);
+  for (size_t i = 0; i < t->nseg; i++) {
+    const rtseg *s = &t->seg[i];
+    if (!s->is_var) {
+      put(&b, s->text, s->len);
+      continue;
+    }
+    xgr_value v;
+    if (!fn(ctx, s->text, s->len, &v)) {
+      free(b.p);
+      *missing = s->text;
+      *missing_len = s->len;
+      return XGR_ENOTFOUND;
+    }
+    size_t n;
+    char *r = xgr_value_render(v, &n);
+    if (encode) put_encoded(&b, r, n);
+    else put(&b, r, n);
+    free(r);
+  }
+  *out = b.p;
+  *outlen = b.n;
+  return 0;
+}
