@@ -20,5 +20,6 @@ int xgr_cmd_check(int argc, char **argv);
 int xgr_cmd_graph(int argc, char **argv);
 int xgr_cmd_hash(int argc, char **argv);
 int xgr_cmd_eval(int argc, char **argv);
+int xgr_cmd_step(int argc, char **argv);
 
 #endif

@@ -1,0 +1,187 @@
+/* cmd_step.c — `xgr step RULE.json [--payload JSON] [--api-map A=B]... [--json]`: run one
+ * XRC-137 step on a payload (real HTTP for apiCalls) and print the result. Exit 0 valid,
+ * 1 invalid, 3 hard error (including a rule document that does not load), 2 usage or unreadable
+ * input. libcurl's global initialisation happens here, once, as xgr/rule.h asks of its callers. */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "xgr/json.h"
+#include "xgr/rule.h"
+
+#define MAX_MAPS 32
+
+static const char usage_text[] =
+    "usage: xgr step RULE.json [--payload JSON|@FILE] [--api-map FROM=TO]... [--json]\n"
+    "                 [--owner ADDR] [--session-id N] [--pid PID] [--step-id ID]\n\n"
+    "Run one XRC-137 step: input casts and defaults, contract reads (no chain backend: their\n"
+    "defaults apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
+    "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
+    "as JSON with --json. Exit: 0 valid, 1 invalid, 2 usage or unreadable input, 3 hard error.\n";
+
+static void print_value_line(const char *label, xgr_value v) {
+  char *t = xgr_value_to_json_text(v, 0, NULL);
+  printf("%-10s %s\n", label, t ? t : "?");
+  free(t);
+}
+
+static void print_readable(const xgr_step_result *r) {
+  if (r->error.code) {
+    printf("hard error  %s: %s [%s]\n", r->error.path[0] ? r->error.path : "(document)", r->error.message,
+           xgr_errcode_name(r->error.code));
+  } else if (r->action != XGR_ACTION_NONE) {
+    printf("%s    (rules say %s; no branch ran)\n", xgr_rule_action_name(r->action), r->valid ? "valid" : "invalid");
+  } else {
+    printf("%s\n", r->valid ? "valid" : "invalid");
+  }
+  for (size_t i = 0; i < r->napi_calls; i++) {
+    const xgr_api_call_report *c = &r->api_calls[i];
+    printf("api %-6s %s: status %ld, %.0f ms%s%s\n", "", c->name ? c->name : "?", c->status, c->ms,
+           c->error ? ", " : "", c->error ? c->error : "");
+  }
+  for (size_t i = 0; i < r->nreads; i++)
+    printf("read       %s: %s\n", r->reads[i].function, r->reads[i].error ? r->reads[i].error : "ok");
+  print_value_line("payload", r->payload);
+  if (xgr_map_size(r->extracted)) print_value_line("extracted", r->extracted);
+  print_value_line("output", r->output);
+  print_value_line("effective", r->effective);
+  if (xgr_list_size(r->soft_invalid)) print_value_line("soft", r->soft_invalid);
+  if (r->wait_sec) printf("%-10s %" PRIu64 "\n", "waitSec", r->wait_sec);
+  if (r->execution) printf("%-10s to %s %s (%zu args)\n", "execution", r->execution->to,
+                           r->execution->function ? r->execution->function : "", r->execution->nargs);
+  for (size_t i = 0; i < r->ngrants; i++)
+    printf("%-10s %s rights %u, %u days\n", "grant", r->grants[i].address, r->grants[i].rights, r->grants[i].expire_days);
+  for (size_t i = 0; i < r->nwakeups; i++) {
+    const xgr_wakeup *w = &r->wakeups[i];
+    if (w->skipped) printf("%-10s skipped: %s\n", "wakeUp", w->skip_reason ? w->skip_reason : "");
+    else printf("%-10s %s session %" PRIu64 " step %s\n", "wakeUp", w->runner, w->session_id, w->step_id);
+  }
+}
+
+int xgr_cmd_step(int argc, char **argv) {
+  const char *rule_path = NULL, *payload_arg = NULL;
+  xgr_api_map_entry maps[MAX_MAPS];
+  size_t nmaps = 0;
+  bool as_json = false;
+  xgr_step_ctx ctx = {0};
+  ctx.owner = "0x0000000000000000000000000000000000000000";
+  ctx.session_id = 1;
+  ctx.pid = "1:1";
+  ctx.step_id = "step";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage_text, stdout);
+      return XGR_EXIT_OK;
+    } else if (!strcmp(a, "--json")) {
+      as_json = true;
+    } else if (i + 1 < argc && !strcmp(a, "--payload")) {
+      payload_arg = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--api-map")) {
+      char *m = argv[++i], *eq = strchr(m, '=');
+      if (!eq || eq == m || nmaps == MAX_MAPS) {
+        fprintf(stderr, "xgr step: --api-map expects FROM=TO (at most %d), got \"%s\"\n", MAX_MAPS, m);
+        return XGR_EXIT_USAGE;
+      }
+      *eq = 0;
+      maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
+    } else if (i + 1 < argc && !strcmp(a, "--owner")) {
+      ctx.owner = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--session-id")) {
+      char *end;
+      ctx.session_id = strtoull(argv[++i], &end, 10);
+      if (*end || !ctx.session_id) {
+        fprintf(stderr, "xgr step: --session-id expects an integer > 0\n");
+        return XGR_EXIT_USAGE;
+      }
+    } else if (i + 1 < argc && !strcmp(a, "--pid")) {
+      ctx.pid = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--step-id")) {
+      ctx.step_id = argv[++i];
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "xgr step: unknown or incomplete option %s\n\n%s", a, usage_text);
+      return XGR_EXIT_USAGE;
+    } else if (!rule_path) {
+      rule_path = a;
+    } else {
+      fprintf(stderr, "xgr step: one rule document at a time\n");
+      return XGR_EXIT_USAGE;
+    }
+  }
+  if (!rule_path) {
+    fputs(usage_text, stderr);
+    return XGR_EXIT_USAGE;
+  }
+  ctx.api_map = maps;
+  ctx.napi_map = nmaps;
+
+  xgr_error e;
+  char *buf = NULL;
+  size_t len = 0;
+  if (xgr_file_read(rule_path, &buf, &len, 16u << 20, &e)) {
+    fprintf(stderr, "xgr step: %s: %s\n", rule_path, e.message);
+    return XGR_EXIT_USAGE;
+  }
+  xgr_rule *rule = NULL;
+  int rc = xgr_rule_parse(buf, len, &rule, &e);
+  free(buf);
+  if (rc) {
+    if (as_json) {
+      json_t *o = json_pack("{s:b,s:{s:s,s:s,s:s}}", "valid", 0, "error", "path", e.path, "code",
+                            xgr_errcode_name(e.code), "message", e.message);
+      char *t = json_dumps(o, JSON_INDENT(2));
+      printf("%s\n", t);
+      free(t);
+      json_decref(o);
+    }
+    fprintf(stderr, "%s: %s: error: %s [%s]\n", rule_path, e.path[0] ? e.path : "(document)", e.message,
+            xgr_errcode_name(e.code));
+    return XGR_EXIT_HARD;
+  }
+
+  xgr_value payload = xgr_value_null();
+  if (payload_arg) {
+    char *pbuf = NULL;
+    size_t plen = 0;
+    if (payload_arg[0] == '@') {
+      if (xgr_file_read(payload_arg + 1, &pbuf, &plen, 16u << 20, &e)) {
+        fprintf(stderr, "xgr step: --payload %s: %s\n", payload_arg, e.message);
+        xgr_rule_free(rule);
+        return XGR_EXIT_USAGE;
+      }
+    }
+    rc = xgr_value_from_json_text(pbuf ? pbuf : payload_arg, pbuf ? plen : strlen(payload_arg), 0, &payload, &e);
+    free(pbuf);
+    if (rc || payload.kind != XGR_VMAP) {
+      fprintf(stderr, "xgr step: --payload must be a JSON object: %s\n", rc ? e.message : "got another JSON value");
+      xgr_value_release(payload);
+      xgr_rule_free(rule);
+      return XGR_EXIT_USAGE;
+    }
+  }
+
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  xgr_http_exchange *x = xgr_rule_napi_calls(rule) ? xgr_http_exchange_new() : NULL;
+  xgr_step_result res;
+  xgr_step_run(rule, payload, &ctx, x, &res);
+  xgr_http_exchange_free(x);
+
+  if (as_json) {
+    json_t *o = xgr_step_result_to_json(&res);
+    char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    printf("%s\n", t);
+    free(t);
+    json_decref(o);
+  } else {
+    print_readable(&res);
+  }
+  int exit_code = res.error.code ? XGR_EXIT_HARD : res.valid && res.action == XGR_ACTION_NONE ? XGR_EXIT_OK : XGR_EXIT_FAIL;
+  xgr_step_result_free(&res);
+  xgr_value_release(payload);
+  xgr_rule_free(rule);
+  curl_global_cleanup();
+  return exit_code;
+}
