@@ -20,6 +20,7 @@ int xgr_cmd_check(int argc, char **argv);
 int xgr_cmd_graph(int argc, char **argv);
 int xgr_cmd_hash(int argc, char **argv);
 int xgr_cmd_eval(int argc, char **argv);
+int xgr_cmd_run(int argc, char **argv);
 int xgr_cmd_step(int argc, char **argv);
 
 #endif

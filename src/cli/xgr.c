@@ -10,6 +10,7 @@ static const xgr_cli_command commands[] = {
   {"graph", "draw an orchestration as a Mermaid or Graphviz diagram", xgr_cmd_graph},
   {"hash", "print the keccak-256 hash of an orchestration file", xgr_cmd_hash},
   {"eval", "evaluate an expression or template (rule, value or extract mode)", xgr_cmd_eval},
+  {"run", "run a session of a bundle and show its timeline and tree", xgr_cmd_run},
   {"step", "run one XRC-137 rule step on a payload (real HTTP for apiCalls)", xgr_cmd_step},
 };
 

@@ -1,0 +1,250 @@
+/* cmd_run.c — `xgr run BUNDLE --start STEP ...`: run a session of a bundle and show its timeline
+ * and final tree (or the --json report). Until the concurrent engine lands, runs use the
+ * deterministic driver on virtual time (--virtual-time is accepted and always in effect). */
+#include <curl/curl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "xgr/bundle.h"
+#include "xgr/driver.h"
+#include "xgr/json.h"
+
+#define DEFAULT_OWNER "0x0000000000000000000000000000000000000001"
+
+static void usage(FILE *f) {
+  fputs("usage: xgr run BUNDLE --start STEP [--payload JSON] [--owner ADDR] [--root-pid N]\n"
+        "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
+        "               [--max-running N] [--json] [--quiet]\n\n"
+        "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
+        "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
+        "k-of-n state. Runs on the deterministic driver: one process at a time on a virtual clock that\n"
+        "jumps to the next timer (waitSec) or scripted action.\n\n"
+        "  --payload JSON     start payload (an object; default {})\n"
+        "  --owner ADDR       session owner (default " DEFAULT_OWNER ")\n"
+        "  --root-pid N       rootPid of the session (default 1)\n"
+        "  --max-steps N      stop after N steps (result \"limit\"; default 10000, 0 = no limit)\n"
+        "  --script FILE      timed control actions, e.g. [{\"at\":5000,\"wake\":{\"pid\":\"1:3\"},\"payload\":{}},\n"
+        "                     {\"at\":0,\"kill\":\"1:4\"},{\"at\":0,\"pause\":\"1:2\"},{\"at\":10,\"resume\":\"1:2\"}]\n"
+        "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+        "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
+        "  --quiet            no timeline, only the tree\n\n"
+        "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
+        "3 the bundle does not load.\n",
+        f);
+}
+
+typedef struct view {
+  const xgr_bundle *b;
+  bool quiet;
+  uint8_t *last;      /* last status seen per iter (index iter), 0xff unknown */
+  size_t nlast;
+} view;
+
+static void on_event(void *ctx, const xgr_driver_event *ev) {
+  view *v = ctx;
+  if (v->quiet) return;
+  char pid[48];
+  if (ev->kind == XGR_DEV_PROC || ev->kind == XGR_DEV_JOIN) {
+    const xgr_proc *p = ev->effect->proc;
+    xgr_pid_format(1, p->iter, pid, sizeof pid);
+    const char *step = v->b->orch->steps[p->step].id;
+    if (ev->kind == XGR_DEV_JOIN) {
+      const xgr_join_state *js = p->join;
+      unsigned got = 0;
+      for (unsigned i = 0; i < js->decl->n; i++) got += js->inbox[i].kind != XGR_VNULL;
+      printf("%8lldms  %-8s %-14s join %s: %u of %u pieces, k=%u, %s\n", (long long)ev->now, pid, step,
+             xgr_join_outcome_name(js->outcome), got, js->decl->n, js->decl->k, xgr_policy_name(js->decl->policy));
+      return;
+    }
+    if (p->iter >= v->nlast) {
+      size_t n = v->nlast ? v->nlast : 64;
+      while (n <= p->iter) n *= 2;
+      v->last = realloc(v->last, n);
+      if (!v->last) abort();
+      memset(v->last + v->nlast, 0xff, n - v->nlast);
+      v->nlast = n;
+    }
+    uint8_t prev = v->last[p->iter];
+    uint8_t now = ev->effect->status;
+    if (prev == now) return;   /* payload or pause changes are shown in the tree */
+    v->last[p->iter] = now;
+    char extra[96] = "";
+    if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", ev->effect->valid ? "valid" : "invalid");
+    else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
+    else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
+      snprintf(extra, sizeof extra, "  until %lldms", (long long)p->next_wake_at);
+    printf("%8lldms  %-8s %-14s %s%s%s\n", (long long)ev->now, pid, step,
+           prev == 0xff ? "created → " : "", xgr_proc_status_name(now), extra);
+  } else if (ev->message) {
+    printf("%8lldms  %s%s\n", (long long)ev->now, ev->kind == XGR_DEV_FINISHED ? "session " : "", ev->message);
+  }
+}
+
+static void print_tree(const json_t *procs, const char *parent, int depth) {
+  size_t i;
+  json_t *p;
+  json_array_foreach(procs, i, p) {
+    const json_t *pp = json_object_get(p, "parentPid");
+    if (parent ? !json_is_string(pp) || strcmp(json_string_value(pp), parent) : !json_is_null(pp)) continue;
+    const json_t *valid = json_object_get(p, "valid");
+    const json_t *join = json_object_get(p, "join");
+    const json_t *reason = json_object_get(p, "abortReason");
+    printf("%*s%s %s  %s%s%s%s%s\n", depth * 2, "", json_string_value(json_object_get(p, "pid")),
+           json_string_value(json_object_get(p, "step")), json_string_value(json_object_get(p, "status")),
+           json_is_boolean(valid) ? (json_is_true(valid) ? " valid" : " invalid") : "",
+           reason ? " (" : "", reason ? json_string_value(reason) : "", reason ? ")" : "");
+    if (json_is_object(join)) {
+      printf("%*s  join: %s, k=%d of %zu, %s; pieces from:", depth * 2, "",
+             json_string_value(json_object_get(join, "outcome")), (int)json_integer_value(json_object_get(join, "k")),
+             json_array_size(json_object_get(join, "expect")), json_string_value(json_object_get(join, "policy")));
+      const char *k;
+      json_t *v;
+      int any = 0;
+      json_object_foreach(json_object_get(join, "inbox"), k, v) {
+        printf(" %s", k);
+        any = 1;
+      }
+      if (!any) printf(" none");
+      json_object_foreach(json_object_get(join, "fail"), k, v) printf(" [%s %s]", k, json_string_value(v));
+      printf("\n");
+    }
+    const json_t *err = json_object_get(p, "error");
+    if (json_is_string(err)) printf("%*s  error: %s\n", depth * 2, "", json_string_value(err));
+    print_tree(procs, json_string_value(json_object_get(p, "pid")), depth + 1);
+  }
+}
+
+int xgr_cmd_run(int argc, char **argv) {
+  const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL;
+  long long max_steps = 10000, root_pid = 1, max_running = 0;
+  int as_json = 0, quiet = 0;
+  xgr_api_map_entry map[32];
+  size_t nmap = 0;
+  static const struct option opts[] = {
+    {"start", required_argument, NULL, 's'}, {"payload", required_argument, NULL, 'p'},
+    {"owner", required_argument, NULL, 'o'}, {"virtual-time", no_argument, NULL, 'v'},
+    {"max-steps", required_argument, NULL, 'm'}, {"script", required_argument, NULL, 'S'},
+    {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
+    {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
+    {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qh", opts, NULL)) != -1) {
+    char *end;
+    switch (ch) {
+      case 's': start = optarg; break;
+      case 'p': payload_s = optarg; break;
+      case 'o': owner = optarg; break;
+      case 'v': break;
+      case 'S': script_file = optarg; break;
+      case 'j': as_json = 1; break;
+      case 'q': quiet = 1; break;
+      case 'm':
+      case 'r':
+      case 'c': {
+        long long v = strtoll(optarg, &end, 10);
+        if (*end || v < 0 || (ch == 'r' && v == 0)) {
+          fprintf(stderr, "xgr run: --%s is '%s'; expected a %s integer\n", ch == 'm' ? "max-steps" : ch == 'r' ? "root-pid" : "max-running",
+                  optarg, ch == 'r' ? "positive" : "non-negative");
+          return XGR_EXIT_USAGE;
+        }
+        if (ch == 'm') max_steps = v;
+        else if (ch == 'r') root_pid = v;
+        else max_running = v;
+        break;
+      }
+      case 'a': {
+        char *eq = strchr(optarg, '=');
+        if (!eq || eq == optarg || !eq[1] || nmap == 32) {
+          fprintf(stderr, "xgr run: --api-map '%s'; expected FROM=TO (at most 32)\n", optarg);
+          return XGR_EXIT_USAGE;
+        }
+        *eq = '\0';
+        map[nmap++] = (xgr_api_map_entry){optarg, eq + 1};
+        break;
+      }
+      case 'h': usage(stdout); return XGR_EXIT_OK;
+      default: usage(stderr); return XGR_EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1 || !start) {
+    fprintf(stderr, "xgr run: %s\n", !start ? "--start STEP is required" : "exactly one BUNDLE is expected");
+    usage(stderr);
+    return XGR_EXIT_USAGE;
+  }
+  xgr_error e;
+  xgr_value payload = xgr_value_null();
+  if (payload_s) {
+    if (xgr_value_from_json_text(payload_s, strlen(payload_s), 0, &payload, &e) || xgr_value_kind(payload) != XGR_VMAP) {
+      fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
+      xgr_value_release(payload);
+      return XGR_EXIT_USAGE;
+    }
+  }
+  json_t *script = NULL;
+  if (script_file) {
+    char *buf;
+    size_t len;
+    if (xgr_file_read(script_file, &buf, &len, 16u << 20, &e) || xgr_json_parse(buf, len, &script, &e)) {
+      fprintf(stderr, "xgr run: --script %s: %s\n", script_file, e.message);
+      if (!e.code || e.code != XGR_EPARSE) {}
+      xgr_value_release(payload);
+      return XGR_EXIT_USAGE;
+    }
+    free(buf);
+  }
+  xgr_diags d;
+  xgr_diags_init(&d);
+  xgr_bundle *b = NULL;
+  int rc = xgr_bundle_load_file(argv[optind], &b, &e, &d);
+  if (rc) {
+    for (size_t i = 0; i < d.n; i++)
+      if (d.items[i].severity == XGR_SEV_ERROR)
+        fprintf(stderr, "%s: %s: error: %s [%s]\n", argv[optind], d.items[i].path[0] ? d.items[i].path : "(document)",
+                d.items[i].message, d.items[i].code);
+    xgr_diags_free(&d);
+    xgr_value_release(payload);
+    json_decref(script);
+    return rc == XGR_EIO ? XGR_EXIT_USAGE : XGR_EXIT_HARD;
+  }
+  xgr_diags_free(&d);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  view v = {.b = b, .quiet = quiet || as_json};
+  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
+                           .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
+  xgr_driver *drv = xgr_driver_new(&cfg);
+  int exit_code = XGR_EXIT_OK;
+  if (xgr_driver_add_session(drv, b, owner, (uint64_t)root_pid, start, payload, &e) ||
+      (script && xgr_driver_add_script(drv, script, &e))) {
+    fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? (script && strchr(e.path, '[') ? "--script " : "") : "",
+            e.path[0] ? e.path : "", e.path[0] ? ": " : "");
+    fprintf(stderr, "xgr run: %s\n", e.message);
+    exit_code = XGR_EXIT_USAGE;
+  } else {
+    xgr_driver_run(drv);
+    json_t *rep = xgr_driver_report(drv, 0);
+    const char *result = json_string_value(json_object_get(rep, "result"));
+    if (as_json) {
+      char *s = json_dumps(rep, JSON_INDENT(2));
+      if (s) puts(s);
+      free(s);
+    } else {
+      printf("\nsession %s/%lld: %s after %llu step%s, clock %lldms\n", owner, root_pid, result,
+             (unsigned long long)xgr_driver_steps(drv), xgr_driver_steps(drv) == 1 ? "" : "s",
+             (long long)xgr_driver_now(drv));
+      print_tree(json_object_get(rep, "processes"), NULL, 1);
+    }
+    exit_code = strcmp(result, "completed") ? XGR_EXIT_FAIL : XGR_EXIT_OK;
+    json_decref(rep);
+  }
+  xgr_driver_free(drv);
+  xgr_bundle_free(b);
+  xgr_value_release(payload);
+  json_decref(script);
+  free(v.last);
+  curl_global_cleanup();
+  return exit_code;
+}

@@ -1,0 +1,204 @@
+/* bundle.c — load a bundle (orchestration + rules) and resolve every step's rule (xgr/bundle.h). */
+#include "xgr/bundle.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "xgr/json.h"
+
+static bool is_address(const char *s) {
+  if (strncmp(s, "0x", 2) && strncmp(s, "0X", 2)) return false;
+  size_t n = strlen(s);
+  if (n != 42) return false;
+  for (size_t i = 2; i < n; i++)
+    if (!isxdigit((unsigned char)s[i])) return false;
+  return true;
+}
+
+void xgr_bundle_free(xgr_bundle *b) {
+  if (!b) return;
+  xgr_orch_free(b->orch);
+  for (size_t i = 0; i < b->nrules; i++) {
+    free(b->rule_keys[i]);
+    xgr_rule_free(b->rules[i]);
+  }
+  free(b->rule_keys);
+  free(b->rules);
+  free(b->step_rule);
+  free(b->step_rule_address);
+  free(b);
+}
+
+int xgr_bundle_detect(const char *bytes, size_t len) {
+  json_t *root;
+  xgr_error e;
+  if (xgr_json_parse(bytes, len, &root, &e)) return 0;
+  int r = json_is_object(root) && json_object_get(root, "orchestration") && !json_object_get(root, "structure");
+  json_decref(root);
+  return r;
+}
+
+/* Prefix diags[from..] paths with prefix. */
+static void prefix(xgr_diags *d, size_t from, const char *pre) {
+  for (size_t i = from; d && i < d->n; i++) {
+    const char *p = d->items[i].path;
+    size_t n = strlen(pre) + strlen(p) + 2;
+    char *np = malloc(n);
+    if (!np) continue;
+    snprintf(np, n, "%s%s%s", pre, *p && *p != '[' ? "." : "", p);
+    free(d->items[i].path);
+    d->items[i].path = np;
+  }
+}
+
+static int fail(xgr_error *err, xgr_diags *d, int *nerr, int code, const char *path, const char *fmt, const char *a,
+                const char *b) {
+  xgr_error e;
+  xgr_error_set(&e, code, path, fmt, a, b);
+  if ((*nerr)++ == 0 && err) *err = e;
+  if (d) xgr_diags_add_error(d, &e);
+  return code;
+}
+
+/* The rule key a step reference names: an address, the alias inside ${addr:ALIAS}, or an alias. */
+static const char *ref_key(const char *ref, char *buf, size_t n) {
+  size_t len = strlen(ref);
+  if (!strncmp(ref, "${addr:", 7) && len > 8 && ref[len - 1] == '}') {
+    snprintf(buf, n, "%.*s", (int)(len - 8), ref + 7);
+    return buf;
+  }
+  return ref;
+}
+
+int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error *err, xgr_diags *diags) {
+  *out = NULL;
+  xgr_error_clear(err);
+  json_t *root;
+  xgr_error e;
+  int nerr = 0;
+  if (xgr_json_parse(bytes, len, &root, &e)) {
+    if (err) *err = e;
+    if (diags) xgr_diags_add_error(diags, &e);
+    return e.code;
+  }
+  xgr_bundle *b = calloc(1, sizeof *b);
+  if (!b) {
+    json_decref(root);
+    return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
+  }
+  const json_t *oj = json_is_object(root) ? json_object_get(root, "orchestration") : NULL;
+  const json_t *rj = json_is_object(root) ? json_object_get(root, "rules") : NULL;
+  if (!json_is_object(root)) {
+    fail(err, diags, &nerr, XGR_ESCHEMA, "", "a bundle is an object {\"orchestration\": {...}, \"rules\": {...}}%s%s", "", "");
+    goto done;
+  }
+  if (!json_is_object(oj)) {
+    fail(err, diags, &nerr, XGR_ESCHEMA, "orchestration", "%s; expected the XRC-729 orchestration object%s",
+         oj ? "not an object" : "missing", "");
+  } else {
+    char *compact = json_dumps(oj, JSON_COMPACT);
+    size_t from = diags ? diags->n : 0;
+    int rc = compact ? xgr_orch_parse(compact, strlen(compact), &b->orch, &e, diags) : XGR_ENOMEM;
+    prefix(diags, from, "orchestration");
+    if (rc) {
+      if (nerr++ == 0 && err) {
+        *err = e;
+        char p[XGR_PATH_MAX];
+        snprintf(p, sizeof p, "orchestration%s%.200s", e.path[0] && e.path[0] != '[' ? "." : "", e.path);
+        snprintf(err->path, sizeof err->path, "%s", p);
+      }
+    }
+    free(compact);
+  }
+  if (rj && !json_is_object(rj)) {
+    fail(err, diags, &nerr, XGR_ESCHEMA, "rules", "not an object; expected {\"<address|alias>\": {...XRC-137...}}%s%s", "", "");
+  } else if (rj) {
+    size_t n = json_object_size(rj);
+    b->rule_keys = calloc(n ? n : 1, sizeof *b->rule_keys);
+    b->rules = calloc(n ? n : 1, sizeof *b->rules);
+    if (!b->rule_keys || !b->rules) goto oom;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)rj, key, val) {
+      char path[XGR_PATH_MAX];
+      xgr_path pb;
+      xgr_path_init(&pb);
+      xgr_path_key(&pb, "rules");
+      xgr_path_key(&pb, key);
+      snprintf(path, sizeof path, "%s", pb.buf);
+      char *txt = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
+      if (!txt) goto oom;
+      xgr_rule *r = NULL;
+      int rc = xgr_rule_parse(txt, strlen(txt), &r, &e);
+      free(txt);
+      if (rc) {
+        char full[2 * XGR_PATH_MAX + 8];
+        snprintf(full, sizeof full, "%s%s%s", path, e.path[0] && e.path[0] != '[' ? "." : "", e.path);
+        xgr_error fe;
+        xgr_error_set(&fe, e.code, full, "%s", e.message);
+        if (nerr++ == 0 && err) *err = fe;
+        if (diags) xgr_diags_add_error(diags, &fe);
+        continue;
+      }
+      b->rule_keys[b->nrules] = strdup(key);
+      b->rules[b->nrules++] = r;
+    }
+  }
+  if (b->orch) {
+    size_t ns = b->orch->nsteps;
+    b->step_rule = calloc(ns, sizeof *b->step_rule);
+    b->step_rule_address = calloc(ns, sizeof *b->step_rule_address);
+    if (!b->step_rule || !b->step_rule_address) goto oom;
+    for (size_t s = 0; s < ns; s++) {
+      const char *ref = b->orch->steps[s].rule;
+      char buf[256];
+      const char *want = ref_key(ref, buf, sizeof buf);
+      for (size_t i = 0; i < b->nrules && !b->step_rule[s]; i++) {
+        const char *k = b->rule_keys[i];
+        if ((is_address(want) && !strcasecmp(k, want)) || !strcmp(k, want) || !strcmp(k, ref)) {
+          b->step_rule[s] = b->rules[i];
+          b->step_rule_address[s] = is_address(k) ? k : NULL;
+        }
+      }
+      if (!b->step_rule[s]) {
+        char path[XGR_PATH_MAX];
+        snprintf(path, sizeof path, "orchestration.structure.%s.rule", b->orch->steps[s].id);
+        fail(err, diags, &nerr, XGR_ERULEREF, path,
+             "rule \"%s\" of this step is not in the bundle's \"rules\" (keys are addresses or aliases; "
+             "\"${addr:ALIAS}\" and a bare alias look up ALIAS)%s", ref, "");
+      }
+    }
+  }
+done:
+  json_decref(root);
+  if (nerr || !b->orch) {
+    int code = err && err->code ? err->code : XGR_ESCHEMA;
+    xgr_bundle_free(b);
+    return code;
+  }
+  *out = b;
+  return 0;
+oom:
+  json_decref(root);
+  xgr_bundle_free(b);
+  return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
+}
+
+int xgr_bundle_load_file(const char *path, xgr_bundle **out, xgr_error *err, xgr_diags *diags) {
+  char *buf;
+  size_t len;
+  xgr_error e;
+  *out = NULL;
+  int rc = xgr_file_read(path, &buf, &len, 64u << 20, &e);
+  if (rc) {
+    if (err) *err = e;
+    if (diags) xgr_diags_add_error(diags, &e);
+    return rc;
+  }
+  rc = xgr_bundle_parse(buf, len, out, err, diags);
+  free(buf);
+  return rc;
+}

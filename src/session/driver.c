@@ -1,0 +1,524 @@
+/* driver.c — the deterministic driver (xgr/driver.h): sessions on a virtual clock, one process at
+ * a time, steps through the step engine, scripted control actions, and (optionally) a record of
+ * every process's last state and the history for reports. */
+#include "xgr/driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "xgr/json.h"
+
+static void *xcalloc(size_t n, size_t m) {
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p) abort();
+  return p;
+}
+static void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) abort();
+  return p;
+}
+
+/* The last known state of one process (kept when cfg.record). */
+typedef struct rec {
+  bool used;
+  uint64_t parent;
+  uint16_t step;
+  uint8_t status, abort_reason;
+  bool paused;
+  int8_t valid;
+  uint32_t group, from_group;
+  json_t *join;                 /* snapshot of the join state, or NULL */
+  xgr_value payload;
+  char *error;
+} rec;
+
+typedef struct hist {
+  uint64_t iter;
+  uint16_t step;
+  uint8_t status;
+  int8_t valid;
+  int64_t at;
+} hist;
+
+typedef struct dsession {
+  const xgr_bundle *b;
+  xgr_session *s;
+  rec *recs;                    /* indexed by iter - 1 */
+  size_t nrecs, caprecs;
+  hist *hist;
+  size_t nhist, caphist;
+  json_t *actions;              /* reports of scripted actions that concerned this session */
+} dsession;
+
+typedef enum act_kind { ACT_WAKE_PID, ACT_WAKE_STEP, ACT_KILL, ACT_PAUSE, ACT_RESUME } act_kind;
+
+typedef struct action {
+  int64_t at;
+  size_t seq;                   /* script order, for ties */
+  act_kind kind;
+  uint64_t root, iter;
+  char *step;
+  char *caller;
+  xgr_value payload;
+  char *text;                   /* the action as written, for reports */
+} action;
+
+struct xgr_driver {
+  xgr_driver_config cfg;
+  dsession *ss;
+  size_t nss;
+  action *acts;
+  size_t nacts, next_act;
+  int64_t now;
+  uint64_t steps;
+  xgr_effects fx;
+  xgr_http_exchange *http;
+};
+
+xgr_driver *xgr_driver_new(const xgr_driver_config *cfg) {
+  xgr_driver *d = xcalloc(1, sizeof *d);
+  if (cfg) d->cfg = *cfg;
+  xgr_effects_init(&d->fx);
+  return d;
+}
+
+void xgr_driver_free(xgr_driver *d) {
+  if (!d) return;
+  for (size_t i = 0; i < d->nss; i++) {
+    dsession *ds = &d->ss[i];
+    for (size_t k = 0; k < ds->nrecs; k++) {
+      json_decref(ds->recs[k].join);
+      xgr_value_release(ds->recs[k].payload);
+      free(ds->recs[k].error);
+    }
+    free(ds->recs);
+    free(ds->hist);
+    json_decref(ds->actions);
+    xgr_session_free(ds->s);
+  }
+  free(d->ss);
+  for (size_t i = 0; i < d->nacts; i++) {
+    free(d->acts[i].step);
+    free(d->acts[i].caller);
+    free(d->acts[i].text);
+    xgr_value_release(d->acts[i].payload);
+  }
+  free(d->acts);
+  xgr_effects_free(&d->fx);
+  xgr_http_exchange_free(d->http);
+  free(d);
+}
+
+uint64_t xgr_driver_steps(const xgr_driver *d) { return d->steps; }
+int64_t xgr_driver_now(const xgr_driver *d) { return d->now; }
+xgr_session_result xgr_driver_result(const xgr_driver *d, size_t i) {
+  return i < d->nss ? xgr_session_result_of(d->ss[i].s) : XGR_RESULT_RUNNING;
+}
+
+static dsession *find_session(xgr_driver *d, const char *owner, uint64_t root) {
+  for (size_t i = 0; i < d->nss; i++)
+    if (xgr_session_root_pid(d->ss[i].s) == root && (!owner || !strcasecmp(owner, xgr_session_owner(d->ss[i].s))))
+      return &d->ss[i];
+  return NULL;
+}
+
+static void observe(xgr_driver *d, xgr_driver_event_kind kind, size_t si, const xgr_effect *e, const char *msg, bool ok) {
+  if (!d->cfg.observe) return;
+  xgr_driver_event ev = {.kind = kind, .session = si, .now = d->now, .effect = e, .message = msg, .ok = ok};
+  d->cfg.observe(d->cfg.observe_ctx, &ev);
+}
+
+/* ---- records ---------------------------------------------------------------------------------- */
+
+static json_t *join_json(const xgr_orch *o, const xgr_join_state *js) {
+  const xgr_join *d = js->decl;
+  json_t *expect = json_array(), *inbox = json_object(), *failj = json_object();
+  for (unsigned i = 0; i < d->n; i++) {
+    const char *sid = o->steps[d->from[i].node].id;
+    json_array_append_new(expect, json_string(sid));
+    if (js->inbox[i].kind != XGR_VNULL) json_object_set_new(inbox, sid, xgr_value_to_json(js->inbox[i]));
+    if (js->fail[i]) json_object_set_new(failj, sid, json_string(js->fail[i]));
+  }
+  return json_pack("{s:o, s:i, s:s, s:o, s:o, s:b, s:s}", "expect", expect, "k", (int)d->k, "policy",
+                   xgr_policy_name(d->policy), "inbox", inbox, "fail", failj, "closed", js->closed, "outcome",
+                   xgr_join_outcome_name(js->outcome));
+}
+
+static void record(dsession *ds, const xgr_proc *p) {
+  if (p->iter > ds->caprecs) {
+    size_t nc = ds->caprecs ? ds->caprecs * 2 : 64;
+    while (nc < p->iter) nc *= 2;
+    ds->recs = xrealloc(ds->recs, nc * sizeof *ds->recs);
+    memset(ds->recs + ds->caprecs, 0, (nc - ds->caprecs) * sizeof *ds->recs);
+    ds->caprecs = nc;
+  }
+  if (p->iter > ds->nrecs) ds->nrecs = p->iter;
+  rec *r = &ds->recs[p->iter - 1];
+  r->used = true;
+  r->parent = p->parent_iter;
+  r->step = p->step;
+  r->status = p->status;
+  r->abort_reason = p->abort_reason;
+  r->paused = p->paused;
+  r->valid = p->valid;
+  r->group = p->group;
+  r->from_group = p->from_group;
+  xgr_value_release(r->payload);
+  r->payload = xgr_value_retain(p->payload);
+  if (p->error && (!r->error || strcmp(r->error, p->error))) {
+    free(r->error);
+    r->error = strdup(p->error);
+  }
+  if (p->join) {
+    json_decref(r->join);
+    r->join = join_json(xgr_session_orch(ds->s), p->join);
+  }
+}
+
+static void add_history(dsession *ds, const xgr_effect *e) {
+  if (ds->nhist == ds->caphist) {
+    ds->caphist = ds->caphist ? ds->caphist * 2 : 64;
+    ds->hist = xrealloc(ds->hist, ds->caphist * sizeof *ds->hist);
+  }
+  ds->hist[ds->nhist++] = (hist){e->proc->iter, e->proc->step, e->status, e->valid, e->at};
+}
+
+/* ---- effects ---------------------------------------------------------------------------------- */
+
+static void route_wake(xgr_driver *d, size_t from, const xgr_effect *e) {
+  char msg[1024];
+  dsession *t = find_session(d, e->runner, e->session_id);
+  const char *owner = xgr_session_owner(d->ss[from].s);
+  if (!t) {
+    snprintf(msg, sizeof msg, "wake-up for session %s/%llu step %s: no such session here", e->runner,
+             (unsigned long long)e->session_id, e->step_id);
+    observe(d, XGR_DEV_WAKE, from, e, msg, false);
+    return;
+  }
+  int step = xgr_orch_find(xgr_session_orch(t->s), e->step_id);
+  xgr_error err;
+  size_t woken = 0;
+  int rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\"", e->step_id)
+                    : xgr_session_wake_step(t->s, (unsigned)step, owner, XGR_WAKE_INTERNAL, e->rule_address,
+                                            e->payload, d->now, NULL, &woken, &err);
+  snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: %s", (unsigned long long)e->session_id,
+           e->step_id, rc ? err.message : "woken");
+  observe(d, XGR_DEV_WAKE, from, e, msg, rc == 0);
+}
+
+/* Consume the effects of one core call on session si. Wake-ups are collected and routed after
+ * the loop (routing calls into another session's core, which must not happen while effects of
+ * this call still point into it — different sessions, so only for clarity and ordering). */
+static void consume(xgr_driver *d, size_t si) {
+  dsession *ds = &d->ss[si];
+  for (size_t i = 0; i < d->fx.n; i++) {
+    const xgr_effect *e = &d->fx.items[i];
+    switch (e->kind) {
+      case XGR_FX_PROC:
+        if (d->cfg.record) record(ds, e->proc);
+        observe(d, XGR_DEV_PROC, si, e, NULL, true);
+        break;
+      case XGR_FX_JOIN:
+        if (d->cfg.record) record(ds, e->proc);
+        observe(d, XGR_DEV_JOIN, si, e, NULL, true);
+        break;
+      case XGR_FX_HISTORY:
+        if (d->cfg.record) add_history(ds, e);
+        break;
+      case XGR_FX_FINISHED:
+        observe(d, XGR_DEV_FINISHED, si, e, xgr_session_result_name(e->result), true);
+        break;
+      default:
+        break;
+    }
+  }
+  for (size_t i = 0; i < d->fx.n; i++)
+    if (d->fx.items[i].kind == XGR_FX_WAKE) route_wake(d, si, &d->fx.items[i]);
+  xgr_effects_reset(&d->fx);
+}
+
+/* ---- sessions and scripts ----------------------------------------------------------------------- */
+
+int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner, uint64_t root_pid,
+                           const char *start, xgr_value payload, xgr_error *err) {
+  int step = xgr_orch_find(b->orch, start);
+  if (step < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
+  if (find_session(d, owner, root_pid))
+    return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists already", owner, (unsigned long long)root_pid);
+  d->ss = xrealloc(d->ss, (d->nss + 1) * sizeof *d->ss);
+  dsession *ds = &d->ss[d->nss];
+  memset(ds, 0, sizeof *ds);
+  ds->b = b;
+  xgr_session_config sc = {.max_running = d->cfg.max_running};
+  ds->s = xgr_session_new(b->orch, owner, root_pid, &sc);
+  ds->actions = json_array();
+  int rc = xgr_session_start(ds->s, (unsigned)step, payload, d->now, &d->fx, err);
+  d->nss++;
+  consume(d, d->nss - 1);
+  return rc;
+}
+
+static int act_err(xgr_error *err, size_t i, const char *field, const char *msg) {
+  char path[64];
+  snprintf(path, sizeof path, "[%zu]%s%s", i, field ? "." : "", field ? field : "");
+  return xgr_error_set(err, XGR_ESCHEMA, path, "%s", msg);
+}
+
+static int parse_pid_field(const json_t *v, uint64_t *root, uint64_t *iter) {
+  if (!json_is_string(v)) return XGR_EINVAL;
+  return xgr_pid_parse(json_string_value(v), root, iter);
+}
+
+int xgr_driver_add_script(xgr_driver *d, const json_t *script, xgr_error *err) {
+  if (!json_is_array(script)) return xgr_error_set(err, XGR_ESCHEMA, "", "a script is an array of actions");
+  for (size_t i = 0; i < json_array_size(script); i++) {
+    const json_t *a = json_array_get(script, i);
+    if (!json_is_object(a)) return act_err(err, i, NULL, "an action is an object");
+    action ac = {0};
+    const json_t *at = json_object_get(a, "at");
+    if (!at) ac.at = 0;
+    else if (!json_is_integer(at) || json_integer_value(at) < 0)
+      return act_err(err, i, "at", "expected a non-negative integer (milliseconds on the session clock)");
+    else ac.at = json_integer_value(at);
+    const json_t *v;
+    int kinds = 0;
+    if ((v = json_object_get(a, "wake"))) {
+      kinds++;
+      const json_t *pid = json_object_get(v, "pid"), *step = json_object_get(v, "step");
+      if (pid) {
+        if (parse_pid_field(pid, &ac.root, &ac.iter) || ac.iter == 0)
+          return act_err(err, i, "wake.pid", "expected a process id \"<rootPid>:<iter>\"");
+        ac.kind = ACT_WAKE_PID;
+      } else if (json_is_string(step)) {
+        ac.kind = ACT_WAKE_STEP;
+        ac.step = strdup(json_string_value(step));
+        const json_t *sess = json_object_get(a, "session");
+        ac.root = json_is_integer(sess) ? (uint64_t)json_integer_value(sess) : 0;
+      } else {
+        return act_err(err, i, "wake", "expected {\"pid\": \"<rootPid>:<iter>\"} or {\"step\": STEP}");
+      }
+    }
+    static const char *const names[] = {"kill", "pause", "resume"};
+    static const act_kind kinds_of[] = {ACT_KILL, ACT_PAUSE, ACT_RESUME};
+    for (int k = 0; k < 3; k++)
+      if ((v = json_object_get(a, names[k]))) {
+        kinds++;
+        ac.kind = kinds_of[k];
+        if (parse_pid_field(v, &ac.root, &ac.iter)) return act_err(err, i, names[k], "expected \"<rootPid>\" or \"<rootPid>:<iter>\"");
+      }
+    if (kinds != 1) {
+      free(ac.step);
+      return act_err(err, i, NULL, "expected exactly one of wake, kill, pause, resume");
+    }
+    const json_t *caller = json_object_get(a, "caller");
+    if (caller && !json_is_string(caller)) {
+      free(ac.step);
+      return act_err(err, i, "caller", "expected an address string");
+    }
+    if (caller) ac.caller = strdup(json_string_value(caller));
+    const json_t *pl = json_object_get(a, "payload");
+    ac.payload = xgr_value_null();
+    if (pl) {
+      if (!json_is_object(pl)) {
+        free(ac.step);
+        free(ac.caller);
+        return act_err(err, i, "payload", "expected an object");
+      }
+      xgr_value_from_json(pl, 0, &ac.payload, NULL);
+    }
+    ac.text = json_dumps(a, JSON_COMPACT);
+    ac.seq = d->nacts;
+    d->acts = xrealloc(d->acts, (d->nacts + 1) * sizeof *d->acts);
+    d->acts[d->nacts++] = ac;
+  }
+  /* stable sort by time (insertion sort: scripts are short) */
+  for (size_t i = 1; i < d->nacts; i++) {
+    action v = d->acts[i];
+    size_t j = i;
+    while (j > d->next_act && (d->acts[j - 1].at > v.at || (d->acts[j - 1].at == v.at && d->acts[j - 1].seq > v.seq))) {
+      d->acts[j] = d->acts[j - 1];
+      j--;
+    }
+    d->acts[j] = v;
+  }
+  return 0;
+}
+
+static void apply_action(xgr_driver *d, action *a) {
+  dsession *ds = a->kind == ACT_WAKE_STEP && a->root == 0 ? (d->nss ? &d->ss[0] : NULL) : find_session(d, NULL, a->root);
+  char msg[640];
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc;
+  if (!ds) {
+    rc = xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no session with rootPid %llu", (unsigned long long)a->root);
+  } else {
+    switch (a->kind) {
+      case ACT_WAKE_PID:
+        rc = xgr_session_wake_pid(ds->s, a->iter, a->caller, a->payload, d->now, &d->fx, &err);
+        break;
+      case ACT_WAKE_STEP: {
+        int step = xgr_orch_find(xgr_session_orch(ds->s), a->step);
+        size_t woken = 0;
+        rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\" in the orchestration", a->step)
+                      : xgr_session_wake_step(ds->s, (unsigned)step, a->caller, XGR_WAKE_RPC, NULL, a->payload, d->now,
+                                              &d->fx, &woken, &err);
+        if (!rc) snprintf(err.message, sizeof err.message, "woke %zu process%s", woken, woken == 1 ? "" : "es");
+        break;
+      }
+      case ACT_KILL:
+        rc = xgr_session_kill(ds->s, a->iter, d->now, &d->fx, &err);
+        break;
+      default:
+        rc = xgr_session_pause(ds->s, a->iter, a->kind == ACT_PAUSE, d->now, &d->fx, &err);
+        break;
+    }
+  }
+  snprintf(msg, sizeof msg, "%s: %s", a->text, rc ? err.message : err.message[0] ? err.message : "ok");
+  size_t si = ds ? (size_t)(ds - d->ss) : 0;
+  if (ds && d->cfg.record)
+    json_array_append_new(ds->actions, json_pack("{s:I, s:s, s:b, s:s}", "at", (json_int_t)d->now, "action", a->text,
+                                                 "ok", rc == 0, "message", rc ? err.message : err.message[0] ? err.message : "ok"));
+  if (ds) consume(d, si);
+  observe(d, XGR_DEV_ACTION, si, NULL, msg, rc == 0);
+}
+
+/* ---- running steps ------------------------------------------------------------------------------ */
+
+static void run_one(xgr_driver *d, size_t si, const xgr_proc *p) {
+  dsession *ds = &d->ss[si];
+  uint64_t iter = p->iter;
+  unsigned step = p->step;
+  xgr_value payload = xgr_value_retain(p->payload);
+  char pid[48];
+  xgr_pid_format(xgr_session_root_pid(ds->s), iter, pid, sizeof pid);
+  xgr_step_ctx ctx = {.owner = xgr_session_owner(ds->s),
+                      .session_id = xgr_session_root_pid(ds->s),
+                      .pid = pid,
+                      .step_id = ds->b->orch->steps[step].id,
+                      .api_map = d->cfg.api_map,
+                      .napi_map = d->cfg.napi_map};
+  const xgr_rule *rule = ds->b->step_rule[step];
+  if (!d->http && xgr_rule_napi_calls(rule)) d->http = xgr_http_exchange_new();
+  xgr_step_result res;
+  memset(&res, 0, sizeof res);
+  xgr_step_run(rule, payload, &ctx, d->http, &res);
+  xgr_value_release(payload);
+
+  xgr_step_outcome o = {.effective = res.effective, .outcome_payload = res.output,
+                        .wait_sec = (int64_t)res.wait_sec, .rule_address = ds->b->step_rule_address[step]};
+  char errbuf[XGR_PATH_MAX + XGR_MSG_MAX + 4];
+  xgr_wakeup_req wk[64];
+  size_t nwk = 0;
+  if (res.error.code) {
+    o.kind = XGR_OUTCOME_HARD_ERROR;
+    snprintf(errbuf, sizeof errbuf, "%s%s%s [%s]", res.error.path, res.error.path[0] ? ": " : "", res.error.message,
+             xgr_errcode_name(res.error.code));
+    o.error = errbuf;
+  } else if (res.action == XGR_ACTION_CANCEL_SESSION) {
+    o.kind = XGR_OUTCOME_CANCEL_SESSION;
+    o.error = "cancelSession";
+  } else if (res.action == XGR_ACTION_ABORT_STEP) {
+    o.kind = XGR_OUTCOME_ABORT_STEP;
+    o.error = "abortStep";
+  } else {
+    o.kind = res.valid ? XGR_OUTCOME_VALID : XGR_OUTCOME_INVALID;
+    for (size_t i = 0; i < res.nwakeups && nwk < 64; i++) {
+      if (res.wakeups[i].skipped) continue;
+      wk[nwk++] = (xgr_wakeup_req){res.wakeups[i].runner, res.wakeups[i].session_id, res.wakeups[i].step_id,
+                                   res.wakeups[i].payload};
+    }
+    o.wakeups = wk;
+    o.nwakeups = nwk;
+  }
+  xgr_session_step_result(ds->s, iter, &o, d->now, &d->fx, NULL);
+  xgr_step_result_free(&res);
+  d->steps++;
+  consume(d, si);
+}
+
+xgr_session_result xgr_driver_run(xgr_driver *d) {
+  for (;;) {
+    if (d->cfg.max_steps && d->steps >= d->cfg.max_steps) break;
+    /* the earliest due process over all sessions */
+    size_t best = (size_t)-1;
+    int64_t due = XGR_NEVER;
+    for (size_t i = 0; i < d->nss; i++) {
+      int64_t t = xgr_session_next_due(d->ss[i].s);
+      if (t < due) {
+        due = t;
+        best = i;
+      }
+    }
+    int64_t act_at = d->next_act < d->nacts ? d->acts[d->next_act].at : XGR_NEVER;
+    if (act_at != XGR_NEVER && act_at <= due) {
+      if (act_at > d->now) d->now = act_at;
+      apply_action(d, &d->acts[d->next_act++]);
+      continue;
+    }
+    if (due == XGR_NEVER) break;
+    if (due > d->now) d->now = due;
+    dsession *ds = &d->ss[best];
+    xgr_session_promote(ds->s, d->now, 1, &d->fx);
+    const xgr_proc *p = NULL;
+    for (size_t k = 0; k < d->fx.n; k++)
+      if (d->fx.items[k].kind == XGR_FX_RUN_STEP) p = d->fx.items[k].proc;
+    if (!p) {
+      consume(d, best);
+      continue;
+    }
+    /* p stays valid: consume() only records and reports (promotion emits no wake-ups) */
+    consume(d, best);
+    run_one(d, best, p);
+  }
+  return d->nss ? xgr_driver_result(d, 0) : XGR_RESULT_COMPLETED;
+}
+
+/* ---- reports ------------------------------------------------------------------------------------ */
+
+static json_t *valid_json(int8_t v) { return v < 0 ? json_null() : json_boolean(v); }
+
+json_t *xgr_driver_report(const xgr_driver *d, size_t si) {
+  if (si >= d->nss) return NULL;
+  const dsession *ds = &d->ss[si];
+  const xgr_orch *o = xgr_session_orch(ds->s);
+  uint64_t root = xgr_session_root_pid(ds->s);
+  xgr_session_result r = xgr_session_result_of(ds->s);
+  if (r == XGR_RESULT_RUNNING)
+    r = d->cfg.max_steps && d->steps >= d->cfg.max_steps ? XGR_RESULT_LIMIT : XGR_RESULT_STALLED;
+  json_t *procs = json_array();
+  for (size_t i = 0; i < ds->nrecs; i++) {
+    const rec *p = &ds->recs[i];
+    if (!p->used) continue;
+    char pid[48], ppid[48];
+    xgr_pid_format(root, i + 1, pid, sizeof pid);
+    xgr_pid_format(root, p->parent, ppid, sizeof ppid);
+    json_t *j = json_pack("{s:s, s:o, s:s, s:s, s:b, s:o, s:I, s:I, s:O*, s:o, s:o}", "pid", pid, "parentPid",
+                          p->parent ? json_string(ppid) : json_null(), "step", o->steps[p->step].id, "status",
+                          xgr_proc_status_name(p->status), "paused", p->paused, "valid", valid_json(p->valid),
+                          "joinGroupId", (json_int_t)p->group, "joinFromGroupId", (json_int_t)p->from_group, "join",
+                          p->join, "payload", xgr_value_to_json(p->payload), "error",
+                          p->error ? json_string(p->error) : json_null());
+    if (!p->join) json_object_set_new(j, "join", json_null());
+    if (p->status == XGR_PROC_ABORTED && p->abort_reason)
+      json_object_set_new(j, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
+    json_array_append_new(procs, j);
+  }
+  json_t *h = json_array();
+  for (size_t i = 0; i < ds->nhist; i++) {
+    char pid[48];
+    xgr_pid_format(root, ds->hist[i].iter, pid, sizeof pid);
+    json_array_append_new(h, json_pack("{s:s, s:s, s:s, s:o, s:I}", "pid", pid, "step", o->steps[ds->hist[i].step].id,
+                                       "status", xgr_proc_status_name(ds->hist[i].status), "valid",
+                                       valid_json(ds->hist[i].valid), "at", (json_int_t)ds->hist[i].at));
+  }
+  char rootbuf[24];
+  snprintf(rootbuf, sizeof rootbuf, "%llu", (unsigned long long)root);
+  return json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:o, s:o, s:O, s:I, s:I}", "result", xgr_session_result_name(r),
+                   "session", "owner", xgr_session_owner(ds->s), "rootPid", rootbuf, "ostcId", o->id, "ostcHash",
+                   o->hash, "processes", procs, "history", h, "actions", ds->actions, "steps", (json_int_t)d->steps,
+                   "clockMs", (json_int_t)d->now);
+}
