@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# scripts/demo.sh — the main job on the examples: check every example orchestration (the public
-# xDaLa examples and the project's own) and draw them. `make demo` runs it after `make deps build`.
+# scripts/demo.sh — the main job on the examples: check the example orchestrations and bundles,
+# draw them, and run sessions end to end on the deterministic driver. `make demo` runs it after
+# `make deps build`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 X=build/xgr
 SHARED=../shared/specs/xgr-public/examples
 out=build/demo
 mkdir -p "$out"
-echo "== xgr check: the public examples and the project's example orchestrations"
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "xgr check: the public examples, the project's orchestrations and bundles"
 $X check "$SHARED"/*/XRC729Json/*.json examples/orchestrations/nested_joins.json \
-  examples/orchestrations/kofn_backloop.json examples/orchestrations/kofn_race.json || exit 1
-echo
-echo "== xgr check on a broken orchestration (the join-scope pitfall of seed 003 §7.4) — expected to fail"
+  examples/orchestrations/kofn_backloop.json examples/orchestrations/kofn_race.json examples/bundles/*.json || exit 1
+
+step "xgr check on a broken orchestration (the join-scope pitfall of seed 003 §7.4) — expected to fail"
 $X check examples/orchestrations/pitfall_unfulfillable_join.json
 [ $? -eq 1 ] || { echo "demo: the pitfall was not caught"; exit 1; }
-echo
-echo "== xgr graph: diagrams written to $out/"
-for f in examples/orchestrations/*.json "$SHARED"/*/XRC729Json/*.json; do
+
+step "xgr graph: diagrams written to $out/"
+for f in examples/orchestrations/*.json examples/bundles/*.json "$SHARED"/*/XRC729Json/*.json; do
   name=$(basename "$f" .json)
   $X graph "$f" > "$out/$name.mmd" 2>/dev/null && $X graph --format dot "$f" > "$out/$name.dot" 2>/dev/null && echo "  $out/$name.mmd  $out/$name.dot"
 done
-echo
-echo "== examples/orchestrations/nested_joins.json as Mermaid:"
-cat "$out/nested_joins.mmd"
+echo; echo "examples/bundles/nested_joins.json as Mermaid:"; cat "$out/nested_joins.mmd"
+
+step "xgr run: seed 003 §7.4, two joins in series (any + kill, then all + kill)"
+$X run examples/bundles/nested_joins.json --start A1 || exit 1
+
+step "xgr run: a 2-of-3 race with kill, where one producer fails (hard error)"
+$X run examples/bundles/kofn_race.json --start A --payload '{"B":"error"}' || exit 1
+
+step "xgr run: IterationOfPi, 5 steps of the endless loop (waitSec 3600 on virtual time)"
+$X run examples/bundles/iteration_of_pi.json --start PiIterationStep --payload '{"Iter":0,"S":0.0,"Pi":0.0}' --max-steps 5 --quiet
+[ $? -eq 1 ] || exit 1   # a step limit ends the run with exit code 1 by design
+exit 0

@@ -38,6 +38,7 @@ static void usage(FILE *f) {
 
 typedef struct view {
   const xgr_bundle *b;
+  uint64_t root;
   bool quiet;
   uint8_t *last;      /* last status seen per iter (index iter), 0xff unknown */
   size_t nlast;
@@ -49,7 +50,7 @@ static void on_event(void *ctx, const xgr_driver_event *ev) {
   char pid[48];
   if (ev->kind == XGR_DEV_PROC || ev->kind == XGR_DEV_JOIN) {
     const xgr_proc *p = ev->effect->proc;
-    xgr_pid_format(1, p->iter, pid, sizeof pid);
+    xgr_pid_format(v->root, p->iter, pid, sizeof pid);
     const char *step = v->b->orch->steps[p->step].id;
     if (ev->kind == XGR_DEV_JOIN) {
       const xgr_join_state *js = p->join;
@@ -76,8 +77,8 @@ static void on_event(void *ctx, const xgr_driver_event *ev) {
     else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
     else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
       snprintf(extra, sizeof extra, "  until %lldms", (long long)p->next_wake_at);
-    printf("%8lldms  %-8s %-14s %s%s%s\n", (long long)ev->now, pid, step,
-           prev == 0xff ? "created → " : "", xgr_proc_status_name(now), extra);
+    printf("%8lldms  %-8s %-14s %s → %s%s\n", (long long)ev->now, pid, step,
+           prev == 0xff ? "created" : xgr_proc_status_name(prev), xgr_proc_status_name(now), extra);
   } else if (ev->message) {
     printf("%8lldms  %s%s\n", (long long)ev->now, ev->kind == XGR_DEV_FINISHED ? "session " : "", ev->message);
   }
@@ -212,7 +213,7 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   xgr_diags_free(&d);
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  view v = {.b = b, .quiet = quiet || as_json};
+  view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
   xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
   xgr_driver *drv = xgr_driver_new(&cfg);

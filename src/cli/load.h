@@ -1,7 +1,7 @@
-/* load.h — how the CLI reads an orchestration from a file: either an XRC-729 document, or the
- * "orchestration" member of a bundle ({"orchestration": {...}, "rules": {...}}). A bundle has no
- * registered bytes of its own, so its orchestration is hashed as jansson's compact serialization
- * in document key order (SEMANTICS §8). */
+/* load.h — how the CLI reads an orchestration from a file: either an XRC-729 document, or a
+ * bundle ({"orchestration": {...}, "rules": {...}}), whose rules are loaded and checked too (caps,
+ * expressions, every step's rule resolves). A bundle has no registered bytes of its own, so its
+ * orchestration is hashed as jansson's compact serialization in document key order (SEMANTICS §8). */
 #ifndef XGR_CLI_LOAD_H
 #define XGR_CLI_LOAD_H
 

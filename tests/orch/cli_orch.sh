@@ -44,5 +44,9 @@ tmp=$(mktemp -d)
 printf '{"orchestration": {"id":"b","structure":{"A":{"rule":"r","onValid":{"spawns":["Q"]}}}}, "rules": {}}' > "$tmp/b.json"
 t "bundle check" 1 "$X" check "$tmp/b.json"
 has "bundle path" 'orchestration.structure.A.onValid.spawns[0]'
+printf '{"orchestration":{"structure":{"A":{"rule":"x","onValid":{"spawns":["A"]}}}},"rules":{"y":{"payload":{},"rules":["[a] +"]}}}' > "$tmp/r.json"
+t "bundle rules checked" 1 "$X" check "$tmp/r.json"
+has "bundle rule parse error" 'rules.y.rules[0]: error:'
+has "bundle rule unresolved" 'orchestration.structure.A.rule: error: rule "x" of this step is not in the bundle'
 rm -rf "$tmp"
 exit $fail
