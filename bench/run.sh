@@ -6,3 +6,5 @@ B=${1:-build-release}
 echo "# xgr benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(uname -m)"
 # runtime (issue 5): spawn-tree and ping-pong throughput (peers: make bench-peers)
 "$B/bench/runtime/bench_runtime" spawn-tree --depth 22; "$B/bench/runtime/bench_runtime" ping-pong --pairs 1000 --msgs 1000
+# cel (issue 3): compile time and evaluations per second of the expression engine, one core
+"$B/bench/cel/bench_cel" 2
