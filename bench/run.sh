@@ -8,3 +8,5 @@ echo "# xgr benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(unam
 "$B/bench/runtime/bench_runtime" spawn-tree --depth 22; "$B/bench/runtime/bench_runtime" ping-pong --pairs 1000 --msgs 1000
 # cel (issue 3): compile time and evaluations per second of the expression engine, one core
 "$B/bench/cel/bench_cel" 2
+# session core + step engine (issue 6): deterministic driver, one core
+"$B/bench/session/bench_session" loop --steps 1000000; "$B/bench/session/bench_session" fanout --sessions 10000

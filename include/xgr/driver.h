@@ -71,6 +71,8 @@ int xgr_driver_add_script(xgr_driver *d, const json_t *script, xgr_error *err);
 xgr_session_result xgr_driver_run(xgr_driver *d);
 
 uint64_t xgr_driver_steps(const xgr_driver *d);     /* steps executed so far */
+/* Change the step limit (0: none); a run stopped by the limit can go on with another run. */
+void xgr_driver_set_max_steps(xgr_driver *d, uint64_t max_steps);
 int64_t xgr_driver_now(const xgr_driver *d);
 xgr_session_result xgr_driver_result(const xgr_driver *d, size_t session);
 

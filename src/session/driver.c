@@ -113,6 +113,7 @@ void xgr_driver_free(xgr_driver *d) {
 }
 
 uint64_t xgr_driver_steps(const xgr_driver *d) { return d->steps; }
+void xgr_driver_set_max_steps(xgr_driver *d, uint64_t max_steps) { d->cfg.max_steps = max_steps; }
 int64_t xgr_driver_now(const xgr_driver *d) { return d->now; }
 xgr_session_result xgr_driver_result(const xgr_driver *d, size_t i) {
   return i < d->nss ? xgr_session_result_of(d->ss[i].s) : XGR_RESULT_RUNNING;
