@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "xgr/json.h"
+#include "xgr/outcome.h"
 
 static void *xcalloc(size_t n, size_t m) {
   void *p = calloc(n ? n : 1, m ? m : 1);
@@ -409,32 +410,9 @@ static void run_one(xgr_driver *d, size_t si, const xgr_proc *p) {
   xgr_step_run(rule, payload, &ctx, d->http, &res);
   xgr_value_release(payload);
 
-  xgr_step_outcome o = {.effective = res.effective, .outcome_payload = res.output,
-                        .wait_sec = (int64_t)res.wait_sec, .rule_address = ds->b->step_rule_address[step]};
-  char errbuf[XGR_PATH_MAX + XGR_MSG_MAX + 4];
-  xgr_wakeup_req wk[64];
-  size_t nwk = 0;
-  if (res.error.code) {
-    o.kind = XGR_OUTCOME_HARD_ERROR;
-    snprintf(errbuf, sizeof errbuf, "%s%s%s [%s]", res.error.path, res.error.path[0] ? ": " : "", res.error.message,
-             xgr_errcode_name(res.error.code));
-    o.error = errbuf;
-  } else if (res.action == XGR_ACTION_CANCEL_SESSION) {
-    o.kind = XGR_OUTCOME_CANCEL_SESSION;
-    o.error = "cancelSession";
-  } else if (res.action == XGR_ACTION_ABORT_STEP) {
-    o.kind = XGR_OUTCOME_ABORT_STEP;
-    o.error = "abortStep";
-  } else {
-    o.kind = res.valid ? XGR_OUTCOME_VALID : XGR_OUTCOME_INVALID;
-    for (size_t i = 0; i < res.nwakeups && nwk < 64; i++) {
-      if (res.wakeups[i].skipped) continue;
-      wk[nwk++] = (xgr_wakeup_req){res.wakeups[i].runner, res.wakeups[i].session_id, res.wakeups[i].step_id,
-                                   res.wakeups[i].payload};
-    }
-    o.wakeups = wk;
-    o.nwakeups = nwk;
-  }
+  xgr_outcome_buf ob;
+  xgr_step_outcome o;
+  xgr_outcome_from_result(&res, ds->b->step_rule_address[step], &ob, &o);
   xgr_session_step_result(ds->s, iter, &o, d->now, &d->fx, NULL);
   xgr_step_result_free(&res);
   d->steps++;

@@ -1,0 +1,32 @@
+/* xgr/outcome.h — the bridge between the step engine and the session core: turn an XRC-137 step
+ * result (xgr/rule.h) into the outcome the core applies (xgr/session.h), following SEMANTICS §2:
+ * a hard error wins, then cancelSession, then abortStep, else valid / invalid with the effective
+ * and outcome payloads, waitSec and the wake-ups that could be resolved (skipped ones are not
+ * sent). Every driver (deterministic or concurrent) uses this one function. */
+#ifndef XGR_OUTCOME_H
+#define XGR_OUTCOME_H
+
+#include <stddef.h>
+
+#include "xgr/rule.h"
+#include "xgr/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Scratch space the outcome borrows from: keep it alive (and r) until the core has applied it. */
+typedef struct xgr_outcome_buf {
+  char error[XGR_PATH_MAX + XGR_MSG_MAX + 32];
+  xgr_wakeup_req wakeups[64];
+} xgr_outcome_buf;
+
+/* Fill *o from r. rule_address is the executing rule's address (for `fromXRC137`), or NULL.
+ * o borrows from r and buf. */
+void xgr_outcome_from_result(const xgr_step_result *r, const char *rule_address, xgr_outcome_buf *buf,
+                             xgr_step_outcome *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
