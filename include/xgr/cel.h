@@ -69,8 +69,10 @@ typedef struct xgr_cel_options {
   size_t max_ast_nodes;   /* 0 = no cap; default XGR_CEL_MAX_AST_NODES (PLAIN: 0) */
   size_t max_list_cap;    /* 0 = no cap; default XGR_CEL_MAX_LIST_CAP (PLAIN: 0): applied to
                              every bound variable's value, deep, before evaluation */
-  uint64_t max_cost;      /* deterministic evaluation budget: comprehension iterations plus
-                             elements/bytes produced; 0 = default 1,000,000 */
+  uint64_t max_cost;      /* deterministic evaluation budget: each comprehension iteration
+                             costs 1 + the nodes of its body, concatenations the elements (or
+                             bytes/16) they produce, quorum/consensus one per distance;
+                             0 = default 10,000,000 */
   size_t max_depth;       /* parser nesting limit; 0 = default 250 */
 } xgr_cel_options;
 

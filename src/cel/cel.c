@@ -316,7 +316,7 @@ int xgr_cel_compile(const char *src, size_t len, const xgr_cel_options *opts,
   if (!p) return xgr_error_set(e, XGR_ENOMEM, NULL, "out of memory");
   p->mode = o.mode;
   p->max_list_cap = o.max_list_cap;
-  p->max_cost = o.max_cost ? o.max_cost : 1000000;
+  p->max_cost = o.max_cost ? o.max_cost : 10000000;
   p->kind = XGR_CEL_KIND_EXPRESSION;
   if (o.mode == XGR_CEL_MODE_VALUE) p->kind = xgr_cel_classify(src, len);
   else if (o.mode == XGR_CEL_MODE_EXTRACT && xgr_cel_classify(src, len) == XGR_CEL_KIND_BIGLITERAL)

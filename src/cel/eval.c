@@ -404,7 +404,7 @@ static xgr_value ev_comp(cel_ctx *c, const cel_node *n) {
   if (mk == M_MAP || mk == M_MAP3 || mk == M_FILTER) acc = xgr_list_new(len);
   for (uint32_t i = 0; i < len; i++) {
     xgr_value out;
-    if (!cel_charge(c, n->pos, 1, &out)) {
+    if (!cel_charge(c, n->pos, 1u + n->nargs, &out)) {
       xgr_value_release(acc);
       if (have_err) xgr_value_release(err);
       xgr_value_release(range);

@@ -47,6 +47,8 @@ typedef struct parser {
 
 static int perr(parser *ps, uint32_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int perr(parser *ps, uint32_t pos, const char *fmt, ...) {
+  ps->t.k = T_ERROR; /* never act on a half-read token */
+  ps->t.end = ps->t.pos;
   if (ps->failed) return XGR_EPARSE;
   ps->failed = true;
   char m[256];
@@ -552,6 +554,7 @@ static int32_t make_call(parser *ps, uint32_t pos, const char *name, size_t nlen
 }
 
 static int32_t p_primary(parser *ps) {
+  if (ps->failed) return -1;
   xgr_cel_program *p = ps->p;
   tok *t = &ps->t;
   uint32_t pos = t->pos;
@@ -730,6 +733,7 @@ static int32_t p_member(parser *ps, int32_t n) {
 
 static int32_t p_unary(parser *ps) {
   tok *t = &ps->t;
+  if (ps->failed) return -1;
   if (++ps->depth > ps->max_depth) {
     perr(ps, t->pos, "expression nested deeper than %zu levels", ps->max_depth);
     return -1;
@@ -1024,12 +1028,36 @@ static int resolve(resolver *r, int32_t id) {
   return rc;
 }
 
+/* Number of nodes in the subtree at id (for the per-iteration cost of comprehensions). */
+static uint32_t subtree_size(const xgr_cel_program *p, int32_t id, int depth) {
+  if (id < 0 || depth > 2100) return 0;
+  const cel_node *n = &p->nodes[id];
+  uint32_t k = 1;
+  switch ((node_op)n->op) {
+    case N_CONST: case N_VAR: case N_LOCAL: case N_QUAL: case N_IDENT: return 1;
+    case N_LIST: case N_CALL: case N_ERROR:
+      for (uint32_t i = 0; i < n->nargs; i++) k += subtree_size(p, p->kids[n->args + i], depth + 1);
+      return k;
+    case N_MAP:
+      for (uint32_t i = 0; i < 2u * n->nargs; i++) k += subtree_size(p, p->kids[n->args + i], depth + 1);
+      return k;
+    case N_SELECT: case N_HAS: return 1 + subtree_size(p, n->a, depth + 1);
+    default:
+      return k + subtree_size(p, n->a, depth + 1) + subtree_size(p, n->b, depth + 1) +
+             subtree_size(p, n->c, depth + 1);
+  }
+}
+
 /* After resolution, local slots are numbered after the free variables. */
 static void fix_local_slots(xgr_cel_program *p) {
   for (uint32_t i = 0; i < p->nnodes; i++) {
     cel_node *n = &p->nodes[i];
     if (n->op == N_LOCAL) n->a += (int32_t)p->nvars;
-    else if (n->op == N_COMP) n->slot += p->nvars;
+    else if (n->op == N_COMP) {
+      n->slot += p->nvars;
+      uint32_t body = subtree_size(p, n->b, 0) + subtree_size(p, n->c, 0);
+      n->nargs = (uint16_t)(body > 65535 ? 65535 : body);
+    }
   }
 }
 

@@ -528,6 +528,7 @@ char *xgr__buf_finish(xgr_buf *b, size_t *len) {
 
 size_t xgr_format_double(double d, char *buf, size_t n) {
   int k;
+  if (!buf || n < 32) return 0;
   if (isnan(d)) k = snprintf(buf, n, "NaN");
   else if (isinf(d)) k = snprintf(buf, n, d > 0 ? "Infinity" : "-Infinity");
   else {
