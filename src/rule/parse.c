@@ -32,6 +32,18 @@ static int perr(pc *c, int code, const char *fmt, ...) {
   return xgr_error_set(c->e, code, c->path.buf, "%s", msg);
 }
 
+/* A missing field: the error's path is the field's own path. */
+static int pmiss(pc *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pmiss(pc *c, const char *key, const char *fmt, ...) {
+  char msg[XGR_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  xgr_path_key(&c->path, key);
+  return xgr_error_set(c->e, XGR_ESCHEMA, c->path.buf, "%s", msg);
+}
+
 static const char *jtype(xgr_value v) {
   switch (v.kind) {
     case XGR_VNULL: return "null";
@@ -182,6 +194,14 @@ static int compile(pc *c, const char *src, size_t len, xgr_cel_mode mode, rvalue
   return 0;
 }
 
+/* "0x" followed by at least one hex digit and nothing else. */
+static bool is_hex_literal(const char *s, size_t n) {
+  if (n < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return false;
+  for (size_t i = 2; i < n; i++)
+    if (!isxdigit((unsigned char)s[i])) return false;
+  return true;
+}
+
 /* A resolvable value: non-string literal, template, or expression (EvalOrRender). String lengths
  * are capped by MaxStringValueLen. */
 static int parse_rvalue(pc *c, xgr_value v, rvalue *out) {
@@ -196,6 +216,12 @@ static int parse_rvalue(pc *c, xgr_value v, rvalue *out) {
   size_t n;
   const char *s = xgr_value_str(v, &n);
   if (check_len(c, n, XGR_MAX_STRING_VALUE_LEN, "MaxStringValueLen", "string value")) return c->e->code;
+  if (is_hex_literal(s, n)) {  /* "0x" + hex digits (addresses, bytes, hex uint256): text, not a CEL int */
+    out->kind = RV_LITERAL;
+    out->literal = keep(c, xgr_value_retain(v));
+    out->path = path_dup(c);
+    return 0;
+  }
   if (xgr_cel_classify(s, n) == XGR_CEL_KIND_TEMPLATE) {
     out->kind = RV_TEMPLATE;
     rule_template_parse(&c->r->arena, adup(c, s, n), n, &out->tpl);
@@ -208,11 +234,8 @@ static int parse_rvalue(pc *c, xgr_value v, rvalue *out) {
 
 static int parse_type(pc *c, xgr_value obj, xgr_xrc_type *t) {
   xgr_value tv;
+  if (!get(obj, "type", &tv)) return pmiss(c, "type", "missing `type`; expected one of %s", xgr_xrc_type_list());
   size_t m = xgr_path_key(&c->path, "type");
-  if (!get(obj, "type", &tv)) {
-    xgr_path_pop(&c->path, m);
-    return perr(c, XGR_ESCHEMA, "missing `type`; expected one of %s", xgr_xrc_type_list());
-  }
   if (want(c, tv, XGR_VSTRING)) return c->e->code;
   const char *name = xgr_value_str(tv, NULL);
   if (xgr_xrc_type_parse(name, t))
@@ -282,7 +305,7 @@ static int get_string(pc *c, xgr_value obj, const char *key, bool required, cons
   xgr_value v;
   *out = NULL;
   if (!get(obj, key, &v)) {
-    if (required) return perr(c, XGR_ESCHEMA, "missing `%s`", key);
+    if (required) return pmiss(c, key, "missing `%s`", key);
     return 0;
   }
   size_t m = xgr_path_key(&c->path, key);
@@ -304,7 +327,7 @@ static int parse_typed(pc *c, xgr_value obj, rtyped *t) {
   xgr_value v, x;
   bool hv = get(obj, "value", &v), hx = get(obj, "expr", &x);
   if (hv && hx) return perr(c, XGR_ESCHEMA, "both `value` and `expr` are set; write exactly one");
-  if (!hv && !hx) return perr(c, XGR_ESCHEMA, "missing `value` (or `expr`)");
+  if (!hv && !hx) return pmiss(c, "value", "missing `value` (or `expr`)");
   size_t m = xgr_path_key(&c->path, hv ? "value" : "expr");
   if (hx && want(c, x, XGR_VSTRING)) return c->e->code;
   if (parse_rvalue(c, hv ? v : x, &t->v)) return c->e->code;
@@ -324,11 +347,9 @@ static int parse_typed(pc *c, xgr_value obj, rtyped *t) {
 
 static int parse_inputs(pc *c, xgr_value doc) {
   xgr_value p;
+  if (!get(doc, "payload", &p))
+    return pmiss(c, "payload", "missing `payload` (the input schema; write {} when the step has no inputs)");
   size_t m = xgr_path_key(&c->path, "payload");
-  if (!get(doc, "payload", &p)) {
-    xgr_path_pop(&c->path, m);
-    return perr(c, XGR_ESCHEMA, "missing `payload` (the input schema; write {} when the step has no inputs)");
-  }
   if (want(c, p, XGR_VMAP)) return c->e->code;
   size_t n = xgr_map_size(p);
   if (check_count(c, n, XGR_MAX_PAYLOAD_FIELDS, "MaxPayloadFields", "payload")) return c->e->code;
@@ -358,7 +379,7 @@ static int parse_template_field(pc *c, xgr_value obj, const char *key, size_t ma
                                 bool required, bool *has, rtemplate *t) {
   xgr_value v;
   *has = false;
-  if (!get(obj, key, &v)) return required ? perr(c, XGR_ESCHEMA, "missing `%s`", key) : 0;
+  if (!get(obj, key, &v)) return required ? pmiss(c, key, "missing `%s`", key) : 0;
   size_t m = xgr_path_key(&c->path, key);
   if (want(c, v, XGR_VSTRING)) return c->e->code;
   size_t n;
@@ -392,7 +413,7 @@ static int parse_extract(pc *c, xgr_value em, rapi *a) {
     xgr_value ev, vv;
     bool he = get(f, "expr", &ev), hv = get(f, "value", &vv);
     if (he && hv) return perr(c, XGR_ESCHEMA, "both `expr` and `value` are set; write exactly one");
-    if (!he && !hv) return perr(c, XGR_ESCHEMA, "missing `expr` (or `value`): the CEL expression over `resp`");
+    if (!he && !hv) return pmiss(c, "expr", "missing `expr` (or `value`): the CEL expression over `resp`");
     size_t m2 = xgr_path_key(&c->path, he ? "expr" : "value");
     xgr_value src = he ? ev : vv;
     if (want(c, src, XGR_VSTRING)) return c->e->code;
@@ -492,7 +513,7 @@ static int parse_api(pc *c, xgr_value doc) {
     }
     a->timeout_ms = (long)to;
     xgr_value em;
-    if (!get(o, "extractMap", &em)) return perr(c, XGR_ESCHEMA, "missing `extractMap`");
+    if (!get(o, "extractMap", &em)) return pmiss(c, "extractMap", "missing `extractMap`");
     size_t m3 = xgr_path_key(&c->path, "extractMap");
     if (parse_extract(c, em, a)) return c->e->code;
     xgr_path_pop(&c->path, m3);
@@ -518,7 +539,7 @@ static int parse_reads(pc *c, xgr_value doc) {
     rd->path = path_dup(c);
     if (want(c, o, XGR_VMAP)) return c->e->code;
     xgr_value tv;
-    if (!get(o, "to", &tv)) return perr(c, XGR_ESCHEMA, "missing `to` (the contract address)");
+    if (!get(o, "to", &tv)) return pmiss(c, "to", "missing `to` (the contract address)");
     size_t m3 = xgr_path_key(&c->path, "to");
     if (want(c, tv, XGR_VSTRING)) return c->e->code;
     if (parse_rvalue(c, tv, &rd->to)) return c->e->code;
@@ -609,7 +630,7 @@ static int parse_rules(pc *c, xgr_value doc) {
         xgr_path_key(&c->path, "type");
         return perr(c, XGR_ESCHEMA, "rule type \"%.40s\" is unknown; expected validate, abortStep or cancelSession", t);
       }
-      if (!get(o, "expression", &src)) return perr(c, XGR_ESCHEMA, "missing `expression`");
+      if (!get(o, "expression", &src)) return pmiss(c, "expression", "missing `expression`");
       m3 = xgr_path_key(&c->path, "expression");
     }
     if (src.kind != XGR_VSTRING) {
@@ -655,7 +676,7 @@ static int parse_exec(pc *c, xgr_value o, rexec *x) {
   x->path = path_dup(c);
   if (want(c, o, XGR_VMAP)) return c->e->code;
   xgr_value tv;
-  if (!get(o, "to", &tv)) return perr(c, XGR_ESCHEMA, "missing `to` (the target address)");
+  if (!get(o, "to", &tv)) return pmiss(c, "to", "missing `to` (the target address)");
   size_t m = xgr_path_key(&c->path, "to");
   if (want(c, tv, XGR_VSTRING)) return c->e->code;
   if (parse_rvalue(c, tv, &x->to)) return c->e->code;
@@ -713,7 +734,7 @@ static int parse_wake(pc *c, xgr_value o, rwake *w) {
   rvalue *dst[] = {&w->runner, &w->session, &w->step};
   for (int i = 0; i < 3; i++) {
     xgr_value v;
-    if (!get(o, req[i], &v)) return perr(c, XGR_ESCHEMA, "missing `%s`", req[i]);
+    if (!get(o, req[i], &v)) return pmiss(c, req[i], "missing `%s`", req[i]);
     size_t m = xgr_path_key(&c->path, req[i]);
     if (v.kind != XGR_VSTRING && !(i == 1 && (v.kind == XGR_VINT || v.kind == XGR_VUINT))) {
       char p[64];
@@ -774,12 +795,12 @@ static int parse_branch(pc *c, xgr_value doc, const char *name, rbranch *b) {
       size_t m3 = xgr_path_index(&c->path, i);
       xgr_value g = xgr_list_get(v, i), av, rv;
       if (want(c, g, XGR_VMAP)) return c->e->code;
-      if (!get(g, "address", &av)) return perr(c, XGR_ESCHEMA, "missing `address`");
+      if (!get(g, "address", &av)) return pmiss(c, "address", "missing `address`");
       size_t m4 = xgr_path_key(&c->path, "address");
       if (want(c, av, XGR_VSTRING)) return c->e->code;
       if (parse_rvalue(c, av, &b->grants[i].address)) return c->e->code;
       xgr_path_pop(&c->path, m4);
-      if (!get(g, "rights", &rv)) return perr(c, XGR_ESCHEMA, "missing `rights` (bitmask: 1 READ, 2 WRITE, 4 MANAGE)");
+      if (!get(g, "rights", &rv)) return pmiss(c, "rights", "missing `rights` (bitmask: 1 READ, 2 WRITE, 4 MANAGE)");
       m4 = xgr_path_key(&c->path, "rights");
       uint64_t rights;
       if (get_uint(c, rv, 7, &rights)) return c->e->code;

@@ -122,7 +122,7 @@ static int cast_int(xgr_xrc_type t, xgr_value v, xgr_value *out, xgr_error *e) {
     return 0;
   }
   if (!is_unsigned && v.kind == XGR_VUINT) {
-    if (v.as.u > (uint64_t)INT64_MAX) return fail(v, t, out, e, "a value in -9223372036854775808..9223372036854775807");
+    if (v.as.u > (uint64_t)INT64_MAX) return fail(v, t, out, e, "a value in -9223372036854775808..9223372036854775807 (out of range)");
     *out = xgr_value_int((int64_t)v.as.u);
     return 0;
   }

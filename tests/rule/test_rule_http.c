@@ -1,0 +1,374 @@
+/* test_rule_http.c — API calls of the step engine against a real HTTP server on 127.0.0.1
+ * (server.c): JSON responses, nested paths, timeouts, 500s, invalid JSON, oversize bodies,
+ * transport errors, POST bodies and headers, each checking the per-alias defaults of guide §5.5.3
+ * and soft-invalid; then the public ApiPriceFeed and ApiPriceFeedQuorum examples with --api-map
+ * pointing the three price APIs at the local server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "server.h"
+#include "xgr/rule.h"
+
+static test_server srv;
+static xgr_api_map_entry maps[4];
+static xgr_step_ctx ctx;
+static xgr_http_exchange *ex;
+
+static int setup(void **st) {
+  (void)st;
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  srv.coinbase = srv.bitstamp = srv.gecko = 100;
+  if (test_server_start(&srv)) return -1;
+  maps[0] = (xgr_api_map_entry){"https://api.test", srv.base};
+  maps[1] = (xgr_api_map_entry){"https://api.coinbase.com", srv.base};
+  maps[2] = (xgr_api_map_entry){"https://www.bitstamp.net", srv.base};
+  maps[3] = (xgr_api_map_entry){"https://api.coingecko.com", srv.base};
+  ctx = (xgr_step_ctx){.owner = "0x1111111111111111111111111111111111111111", .session_id = 7, .pid = "7:1",
+                       .step_id = "s", .api_map = maps, .napi_map = 4};
+  ex = xgr_http_exchange_new();
+  return ex ? 0 : -1;
+}
+
+static int teardown(void **st) {
+  (void)st;
+  xgr_http_exchange_free(ex);
+  test_server_stop(&srv);
+  curl_global_cleanup();
+  return 0;
+}
+
+static const char probe_rule[] =
+    "{\"payload\":{\"Path\":{\"type\":\"string\",\"default\":\"json\"},\"Ms\":{\"type\":\"int64\",\"default\":0}},"
+    "\"apiCalls\":[{\"name\":\"probe\",\"method\":\"GET\",\"urlTemplate\":\"https://api.test/[Path]?ms=[Ms]\","
+    "\"contentType\":\"json\",\"timeoutMs\":400,\"headers\":{\"Accept\":\"application/json\"},"
+    "\"extractMap\":{"
+    "\"Ok\":{\"type\":\"bool\",\"expr\":\"resp.ok\",\"default\":false},"
+    "\"Amount\":{\"type\":\"double\",\"value\":\"double(resp.data.amount)\",\"default\":-1},"
+    "\"Deep\":{\"type\":\"int64\",\"expr\":\"int(resp.data.nested.deep[2].x)\"},"
+    "\"NotOk\":{\"type\":\"string\",\"expr\":\"string(resp.notok)\",\"default\":\"not existing\"},"
+    "\"Nope\":{\"type\":\"string\",\"expr\":\"resp.data.nope\",\"default\":\"dflt\"},"
+    "\"BadCast\":{\"type\":\"address\",\"expr\":\"resp.notok\",\"default\":\"0x0000000000000000000000000000000000000001\"},"
+    "\"OkApi\":{\"type\":\"bool\",\"value\":\"[Amount] > 0.0\",\"default\":false}"
+    "}}],"
+    "\"rules\":[\"[Ok] == true\"],"
+    "\"onValid\":{\"payload\":{\"memo\":\"ok\",\"deep\":\"[Deep]\"}},"
+    "\"onInvalid\":{\"payload\":{\"memo\":\"inc\",\"deep\":\"[Deep]\"}}}";
+
+static xgr_rule *load(const char *text) {
+  xgr_rule *r = NULL;
+  xgr_error e;
+  int rc = xgr_rule_parse(text, strlen(text), &r, &e);
+  if (rc) fprintf(stderr, "load: %s: %s\n", e.path, e.message);
+  assert_int_equal(rc, 0);
+  return r;
+}
+
+static xgr_value payload(const char *json) {
+  xgr_value v;
+  xgr_error e;
+  assert_int_equal(xgr_value_from_json_text(json, strlen(json), 0, &v, &e), 0);
+  return v;
+}
+
+static bool has_soft(const xgr_step_result *r, const char *key) {
+  for (size_t i = 0; i < xgr_list_size(r->soft_invalid); i++)
+    if (!strcmp(xgr_value_str(xgr_list_get(r->soft_invalid, i), NULL), key)) return true;
+  return false;
+}
+
+static xgr_value get(xgr_value m, const char *k) {
+  xgr_value v = xgr_value_null();
+  xgr_map_get_str(m, k, strlen(k), &v);
+  return v;
+}
+
+static const char *gets(xgr_value m, const char *k) { return xgr_value_str(get(m, k), NULL); }
+
+static void run_probe(const char *pl, xgr_step_result *res) {
+  xgr_rule *r = load(probe_rule);
+  xgr_value p = payload(pl);
+  xgr_step_run(r, p, &ctx, ex, res);
+  xgr_value_release(p);
+  xgr_rule_free(r);
+}
+
+/* All aliases defaulted after a failed call; Deep (no default) soft-invalid. */
+static void assert_all_defaulted(const xgr_step_result *res) {
+  assert_int_equal(res->error.code, 0);
+  assert_false(res->valid);
+  assert_false(get(res->extracted, "Ok").as.b);
+  assert_true(get(res->extracted, "Amount").as.d == -1.0);
+  assert_string_equal(gets(res->extracted, "NotOk"), "not existing");
+  assert_string_equal(gets(res->extracted, "Nope"), "dflt");
+  assert_false(get(res->extracted, "OkApi").as.b);
+  assert_int_equal(get(res->extracted, "Deep").kind, XGR_VNULL);
+  assert_true(has_soft(res, "Deep"));
+  /* invalid branch: the failing key is left out, the rest is written */
+  assert_string_equal(gets(res->output, "memo"), "inc");
+  assert_int_equal(get(res->output, "deep").kind, XGR_VNULL);
+  assert_true(has_soft(res, "deep"));
+  assert_non_null(res->api_calls[0].error);
+}
+
+static void test_json_nested(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{}", &res);
+  assert_int_equal(res.error.code, 0);
+  assert_true(res.valid);
+  assert_int_equal(res.api_calls[0].status, 200);
+  assert_null(res.api_calls[0].error);
+  assert_true(get(res.extracted, "Ok").as.b);
+  assert_true(get(res.extracted, "Amount").as.d == 65000.5);
+  assert_int_equal(get(res.extracted, "Deep").as.i, 42);
+  assert_string_equal(gets(res.extracted, "NotOk"), "there");
+  assert_string_equal(gets(res.extracted, "Nope"), "dflt");  /* missing path -> alias default */
+  assert_string_equal(gets(res.extracted, "BadCast"), "0x0000000000000000000000000000000000000001");  /* cast failure */
+  assert_true(get(res.extracted, "OkApi").as.b);  /* later alias sees an earlier one */
+  assert_int_equal(xgr_list_size(res.soft_invalid), 0);
+  assert_string_equal(gets(res.output, "memo"), "ok");
+  assert_int_equal(get(res.output, "deep").as.i, 42);
+  assert_int_equal(get(res.effective, "Deep").as.i, 42);
+  xgr_step_result_free(&res);
+}
+
+static void test_timeout(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{\"Path\":\"slow\",\"Ms\":1500}", &res);
+  assert_all_defaulted(&res);
+  assert_non_null(strstr(res.api_calls[0].error, "timeout"));
+  assert_true(res.api_calls[0].ms < 1400);
+  xgr_step_result_free(&res);
+}
+
+static void test_slow_within_timeout(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{\"Path\":\"slow\",\"Ms\":100}", &res);
+  assert_true(res.valid);
+  assert_int_equal(get(res.extracted, "Deep").as.i, 42);
+  xgr_step_result_free(&res);
+}
+
+static void test_500(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{\"Path\":\"fail500\"}", &res);
+  assert_all_defaulted(&res);
+  assert_int_equal(res.api_calls[0].status, 500);
+  assert_string_equal(res.api_calls[0].error, "HTTP status 500");
+  xgr_step_result_free(&res);
+}
+
+static void test_bad_json(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{\"Path\":\"badjson\"}", &res);
+  assert_all_defaulted(&res);
+  assert_int_equal(res.api_calls[0].status, 200);
+  assert_non_null(strstr(res.api_calls[0].error, "not JSON"));
+  xgr_step_result_free(&res);
+}
+
+static void test_oversize(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{\"Path\":\"big\"}", &res);
+  assert_all_defaulted(&res);
+  assert_non_null(strstr(res.api_calls[0].error, "exceeds 1048576"));
+  xgr_step_result_free(&res);
+  /* exactly 1 MiB is accepted: a JSON string, so every resp.* path is missing -> defaults */
+  run_probe("{\"Path\":\"exact\"}", &res);
+  assert_null(res.api_calls[0].error);
+  assert_int_equal(res.api_calls[0].status, 200);
+  assert_false(get(res.extracted, "Ok").as.b);
+  assert_true(has_soft(&res, "Deep"));
+  xgr_step_result_free(&res);
+}
+
+static void test_404_and_refused(void **st) {
+  (void)st;
+  xgr_step_result res;
+  run_probe("{\"Path\":\"nothing-here\"}", &res);
+  assert_all_defaulted(&res);
+  assert_int_equal(res.api_calls[0].status, 404);
+  xgr_step_result_free(&res);
+  /* a closed port: transport error */
+  xgr_api_map_entry closed = {"https://api.test", "http://127.0.0.1:1"};
+  xgr_step_ctx c2 = ctx;
+  c2.api_map = &closed;
+  c2.napi_map = 1;
+  xgr_rule *r = load(probe_rule);
+  xgr_step_run(r, xgr_value_null(), &c2, ex, &res);
+  assert_all_defaulted(&res);
+  assert_int_equal(res.api_calls[0].status, 0);
+  assert_non_null(strstr(res.api_calls[0].error, "transport error"));
+  xgr_step_result_free(&res);
+  xgr_rule_free(r);
+}
+
+static void test_post_body_headers(void **st) {
+  (void)st;
+  const char *doc =
+      "{\"payload\":{\"Who\":{\"type\":\"string\"}},"
+      "\"apiCalls\":[{\"name\":\"e\",\"method\":\"post\",\"urlTemplate\":\"https://api.test/echo\",\"contentType\":\"json\","
+      "\"bodyTemplate\":\"hello [Who]\",\"headers\":{\"X-Test\":\"h-[Who]\"},"
+      "\"extractMap\":{\"M\":{\"type\":\"string\",\"expr\":\"resp.method\"},\"B\":{\"type\":\"string\",\"expr\":\"resp.body\"},"
+      "\"H\":{\"type\":\"string\",\"expr\":\"resp.header\"}}}],\"rules\":[]}";
+  xgr_rule *r = load(doc);
+  xgr_value p = payload("{\"Who\":\"ann\"}");
+  xgr_step_result res;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_true(res.valid);
+  assert_string_equal(gets(res.extracted, "M"), "POST");
+  assert_string_equal(gets(res.extracted, "B"), "hello ann");
+  assert_string_equal(gets(res.extracted, "H"), "h-ann");
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+  /* a missing body placeholder: the call is not made, aliases soft-invalid */
+  xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
+  assert_false(res.valid);
+  assert_true(res.missing_input);
+  assert_non_null(strstr(res.api_calls[0].error, "missing key Who"));
+  assert_true(has_soft(&res, "M"));
+  xgr_step_result_free(&res);
+  xgr_rule_free(r);
+}
+
+/* The resumable form: requests are described, performed by the caller, fed back. */
+static void test_resumable(void **st) {
+  (void)st;
+  xgr_rule *r = load(probe_rule);
+  xgr_value p = payload("{\"Path\":\"a b/c\",\"Ms\":5}");
+  xgr_step_state *s = xgr_step_begin(r, p, &ctx);
+  const xgr_http_request *rq = xgr_step_next_request(s);
+  assert_non_null(rq);
+  char want[128];
+  snprintf(want, sizeof want, "%s/a%%20b%%2Fc?ms=5", srv.base);
+  assert_string_equal(rq->url, want);  /* percent-encoded placeholders, api-map applied */
+  assert_string_equal(rq->method, "GET");
+  assert_int_equal(rq->timeout_ms, 400);
+  assert_int_equal(rq->nheaders, 1);
+  assert_string_equal(rq->headers[0], "Accept: application/json");
+  assert_ptr_equal(xgr_step_next_request(s), rq);  /* same request until fed */
+  const char body[] = "{\"ok\":true,\"data\":{\"amount\":\"12.5\",\"nested\":{\"deep\":[0,0,{\"x\":7}]}}}";
+  xgr_http_response resp = {.status = 200, .body = body, .body_len = sizeof body - 1, .ms = 3};
+  xgr_step_feed_http(s, &resp);
+  assert_null(xgr_step_next_request(s));
+  xgr_step_result res;
+  assert_int_equal(xgr_step_finish(s, &res), 0);
+  assert_true(res.valid);
+  assert_int_equal(get(res.extracted, "Deep").as.i, 7);
+  assert_string_equal(gets(res.extracted, "NotOk"), "not existing");
+  xgr_step_result_free(&res);
+  /* finishing without performing: the call counts as not performed */
+  s = xgr_step_begin(r, p, &ctx);
+  assert_int_equal(xgr_step_finish(s, &res), 0);
+  assert_string_equal(res.api_calls[0].error, "not performed");
+  assert_false(res.valid);
+  xgr_step_result_free(&res);
+  /* dropping a step in flight */
+  s = xgr_step_begin(r, p, &ctx);
+  assert_non_null(xgr_step_next_request(s));
+  xgr_step_state_free(s);
+  xgr_value_release(p);
+  xgr_rule_free(r);
+}
+
+/* ---- public examples -------------------------------------------------------------------------- */
+
+static xgr_rule *load_example(const char *rel) {
+  char path[1024];
+  const char *sh = getenv("XGR_SHARED");
+  snprintf(path, sizeof path, "%s/specs/xgr-public/examples/%s", sh ? sh : "../shared", rel);
+  xgr_rule *r = NULL;
+  xgr_error e;
+  int rc = xgr_rule_load_file(path, &r, &e);
+  if (rc) fprintf(stderr, "%s: %s: %s\n", path, e.path, e.message);
+  assert_int_equal(rc, 0);
+  return r;
+}
+
+static void test_price_feed(void **st) {
+  (void)st;
+  xgr_rule *r = load_example("ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json");
+  srv.coinbase = 65000;
+  xgr_step_result res;
+  xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
+  assert_int_equal(res.error.code, 0);
+  assert_true(res.valid);
+  assert_true(get(res.output, "PrevPrice").as.d == 65000.0);
+  assert_int_equal(get(res.output, "Seq").as.i, 1);
+  assert_true(get(res.output, "Ok").as.b);
+  assert_string_equal(gets(res.output, "Pair"), "BTC-USD");
+  assert_int_equal(res.wait_sec, 3600);
+  /* next step: a jump of 50% is rejected by the delta guard */
+  xgr_value p = xgr_value_retain(res.effective);
+  xgr_step_result_free(&res);
+  srv.coinbase = 97500;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_false(res.valid);
+  assert_int_equal(get(res.effective, "Seq").as.i, 2);
+  assert_true(get(res.effective, "PrevPrice").as.d == 65000.0);
+  assert_string_equal(gets(res.effective, "Error"), "API fetch or validation failed");
+  xgr_step_result_free(&res);
+  /* API down: FetchedPrice and OkApi take their defaults, the step is invalid */
+  srv.coinbase = -1;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_false(res.valid);
+  assert_int_equal(res.api_calls[0].status, 503);
+  assert_true(get(res.extracted, "FetchedPrice").as.d == 0.0);
+  assert_false(get(res.extracted, "OkApi").as.b);
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+  xgr_rule_free(r);
+  srv.coinbase = 100;
+}
+
+static void quorum(double cb, double bs, double gk, bool want_valid, double want_price) {
+  xgr_rule *r = load_example("ApiPriceFeedQuorum/XRC137Json/ApiPriceFeedQuorumStep_3Sources.json");
+  srv.coinbase = cb, srv.bitstamp = bs, srv.gecko = gk;
+  xgr_step_result res;
+  xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
+  if (res.error.code) fprintf(stderr, "quorum: %s: %s\n", res.error.path, res.error.message);
+  assert_int_equal(res.error.code, 0);
+  assert_int_equal(res.napi_calls, 3);
+  assert_int_equal(res.valid, want_valid);
+  double price = get(res.effective, "Price").as.d;
+  if (price < want_price - 1e-6 || price > want_price + 1e-6) fprintf(stderr, "price %.6f want %.6f\n", price, want_price);
+  assert_true(price > want_price - 1e-6 && price < want_price + 1e-6);
+  assert_int_equal(get(res.effective, "Seq").as.i, 1);
+  xgr_step_result_free(&res);
+  xgr_rule_free(r);
+}
+
+static void test_quorum(void **st) {
+  (void)st;
+  quorum(100, 100.5, 120, true, 100.25);    /* two of three within 1%: mean of the inliers */
+  quorum(100, 100.9, 100.4, true, 100.433333333333);  /* all three agree */
+  quorum(100, 105, 120, false, 0);          /* no two within 1%: invalid, Price held */
+  quorum(100, 100.4, -1, true, 100.2);      /* one source down (default 0): 2 of 3 still agree */
+  quorum(100, -1, -1, false, 0);            /* two down */
+  srv.coinbase = srv.bitstamp = srv.gecko = 100;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_json_nested),   cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_slow_within_timeout), cmocka_unit_test(test_500),
+      cmocka_unit_test(test_bad_json),      cmocka_unit_test(test_oversize),
+      cmocka_unit_test(test_404_and_refused), cmocka_unit_test(test_post_body_headers),
+      cmocka_unit_test(test_resumable),     cmocka_unit_test(test_price_feed),
+      cmocka_unit_test(test_quorum),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
