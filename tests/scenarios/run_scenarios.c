@@ -9,6 +9,8 @@
  *   expect.history       number of history rows
  *   expect.historyAt     {pid: time of its (first) history row}
  *   expect.actionsOk     [bool per scripted action, in the order they were applied]
+ * "sessions": [{"owner", "rootPid", "start", "payload"}] adds more sessions on the same bundle
+ * (for internal wake-ups between sessions); expect.sessions[i] holds the same checks for them.
  * usage: run_scenarios DIR [NAME_SUBSTRING]. XGR_SCENARIO_DUMP=1 prints each report.
  */
 #include <curl/curl.h>
@@ -53,7 +55,9 @@ static int subset(const json_t *want, const json_t *got) {
   return 1;
 }
 
-static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY); }
+static char *dump(const json_t *j) {
+  return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+}
 
 static void check_proc(const char *name, json_t *procs, const json_t *w) {
   const char *pid = json_string_value(json_object_get(w, "pid"));
@@ -82,7 +86,8 @@ static void check_proc(const char *name, json_t *procs, const json_t *w) {
     const char *out = json_is_object(gj) ? json_string_value(json_object_get(gj, "outcome")) : "(no join)";
     if (strcmp(out, json_string_value(wj))) failf(name, "join outcome %s, expected %s", out, json_string_value(wj));
     const json_t *wf = json_object_get(w, "joinFail");
-    if (wf && !(json_is_object(gj) && subset(wf, json_object_get(gj, "fail")))) failf(name, "%s join.fail lacks %s", pid, dump(wf));
+    if (wf && !(json_is_object(gj) && subset(wf, json_object_get(gj, "fail"))))
+      failf(name, "%s join.fail lacks %s", pid, dump(wf));
   }
   const json_t *we = json_object_get(w, "error");
   if (json_is_true(we) && !json_is_string(json_object_get(p, "error"))) failf(name, "%s has no error%s", pid, "");
@@ -102,6 +107,7 @@ static void check_proc(const char *name, json_t *procs, const json_t *w) {
       failf(name, "%s payload has key %s", pid, json_string_value(k));
 }
 
+/* Run the scenario; returns the reports of every session as an array. */
 static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
   xgr_driver_config cfg = {.record = true, .max_steps = 10000};
   const json_t *ms = json_object_get(sc, "maxSteps");
@@ -117,12 +123,81 @@ static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
       (json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), &e))) {
     failf(name, "setup: %s%s", e.message, "");
   } else {
+    size_t i, nsess = 1;
+    const json_t *more;
+    json_array_foreach(json_object_get(sc, "sessions"), i, more) {
+      xgr_value pl = xgr_value_null();
+      if (json_object_get(more, "payload")) xgr_value_from_json(json_object_get(more, "payload"), 0, &pl, &e);
+      if (xgr_driver_add_session(d, b, json_string_value(json_object_get(more, "owner")),
+                                 (uint64_t)json_integer_value(json_object_get(more, "rootPid")),
+                                 json_string_value(json_object_get(more, "start")), pl, &e))
+        failf(name, "setup of extra session: %s%s", e.message, "");
+      xgr_value_release(pl);
+      nsess++;
+    }
     xgr_driver_run(d);
-    rep = xgr_driver_report(d, 0);
+    rep = json_array();
+    for (i = 0; i < nsess; i++) json_array_append_new(rep, xgr_driver_report(d, i));
   }
   xgr_value_release(payload);
   xgr_driver_free(d);
   return rep;
+}
+
+static void check_report(const char *file, json_t *rep, const json_t *x) {
+  if (!rep) {
+    failf(file, "no report for an expected session%s%s", "", "");
+    return;
+  }
+  const char *res = json_string_value(json_object_get(rep, "result"));
+  const json_t *wr = json_object_get(x, "result");
+  if (wr && strcmp(res, json_string_value(wr))) failf(file, "result %s, expected %s", res, json_string_value(wr));
+  json_t *procs = json_object_get(rep, "processes");
+  size_t i;
+  json_t *w;
+  json_array_foreach(json_object_get(x, "processes"), i, w) check_proc(file, procs, w);
+  const json_t *cnt = json_object_get(x, "count");
+  char a[32], bb[32];
+  if (cnt && (json_int_t)json_array_size(procs) != json_integer_value(cnt)) {
+    snprintf(a, sizeof a, "%zu", json_array_size(procs));
+    snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(cnt));
+    failf(file, "%s processes, expected %s", a, bb);
+  }
+  json_t *hist = json_object_get(rep, "history");
+  const json_t *hc = json_object_get(x, "history");
+  if (hc && (json_int_t)json_array_size(hist) != json_integer_value(hc)) {
+    snprintf(a, sizeof a, "%zu", json_array_size(hist));
+    snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(hc));
+    failf(file, "%s history rows, expected %s", a, bb);
+  }
+  const char *pid;
+  json_t *at;
+  json_object_foreach(json_object_get(x, "historyAt"), pid, at) {
+    json_int_t got = -1;
+    size_t k;
+    json_t *h;
+    json_array_foreach(hist, k, h) if (!strcmp(json_string_value(json_object_get(h, "pid")), pid)) {
+      got = json_integer_value(json_object_get(h, "at"));
+      break;
+    }
+    if (got != json_integer_value(at)) {
+      snprintf(a, sizeof a, "%lld", (long long)got);
+      snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(at));
+      char what[96];
+      snprintf(what, sizeof what, "%s ran at %%s ms, expected %%s", pid);
+      failf(file, what, a, bb);
+    }
+  }
+  const json_t *aok = json_object_get(x, "actionsOk");
+  json_t *acts = json_object_get(rep, "actions");
+  json_array_foreach(aok, i, w) {
+    const json_t *g = json_object_get(json_array_get(acts, i), "ok");
+    if (!g || !json_equal(g, w)) {
+      snprintf(a, sizeof a, "%zu", i);
+      failf(file, "action %s: %s", a,
+            g ? json_string_value(json_object_get(json_array_get(acts, i), "message")) : "not applied");
+    }
+  }
 }
 
 static void run_file(const char *dir, const char *file) {
@@ -153,55 +228,11 @@ static void run_file(const char *dir, const char *file) {
       if (!s2 || strcmp(s1, s2)) failf(file, "two runs gave different reports%s%s", "", "");
       free(s1);
       free(s2);
-      const json_t *x = json_object_get(sc, "expect");
-      const char *res = json_string_value(json_object_get(rep, "result"));
-      const json_t *wr = json_object_get(x, "result");
-      if (wr && strcmp(res, json_string_value(wr))) failf(file, "result %s, expected %s", res, json_string_value(wr));
-      json_t *procs = json_object_get(rep, "processes");
-      size_t i;
-      json_t *w;
-      json_array_foreach(json_object_get(x, "processes"), i, w) check_proc(file, procs, w);
-      const json_t *cnt = json_object_get(x, "count");
-      char a[32], bb[32];
-      if (cnt && (json_int_t)json_array_size(procs) != json_integer_value(cnt)) {
-        snprintf(a, sizeof a, "%zu", json_array_size(procs));
-        snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(cnt));
-        failf(file, "%s processes, expected %s", a, bb);
-      }
-      json_t *hist = json_object_get(rep, "history");
-      const json_t *hc = json_object_get(x, "history");
-      if (hc && (json_int_t)json_array_size(hist) != json_integer_value(hc)) {
-        snprintf(a, sizeof a, "%zu", json_array_size(hist));
-        snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(hc));
-        failf(file, "%s history rows, expected %s", a, bb);
-      }
-      const char *pid;
-      json_t *at;
-      json_object_foreach(json_object_get(x, "historyAt"), pid, at) {
-        json_int_t got = -1;
-        size_t k;
-        json_t *h;
-        json_array_foreach(hist, k, h) if (!strcmp(json_string_value(json_object_get(h, "pid")), pid)) {
-          got = json_integer_value(json_object_get(h, "at"));
-          break;
-        }
-        if (got != json_integer_value(at)) {
-          snprintf(a, sizeof a, "%lld", (long long)got);
-          snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(at));
-          char what[96];
-          snprintf(what, sizeof what, "%s ran at %%s ms, expected %%s", pid);
-          failf(file, what, a, bb);
-        }
-      }
-      const json_t *aok = json_object_get(x, "actionsOk");
-      json_t *acts = json_object_get(rep, "actions");
-      json_array_foreach(aok, i, w) {
-        const json_t *g = json_object_get(json_array_get(acts, i), "ok");
-        if (!g || !json_equal(g, w)) {
-          snprintf(a, sizeof a, "%zu", i);
-          failf(file, "action %s: %s", a, g ? json_string_value(json_object_get(json_array_get(acts, i), "message")) : "not applied");
-        }
-      }
+      check_report(file, json_array_get(rep, 0), json_object_get(sc, "expect"));
+      size_t si;
+      const json_t *xs;
+      json_array_foreach(json_object_get(json_object_get(sc, "expect"), "sessions"), si, xs)
+          check_report(file, json_array_get(rep, si + 1), xs);
     }
     json_decref(rep);
     json_decref(rep2);
@@ -212,7 +243,9 @@ static void run_file(const char *dir, const char *file) {
   printf("%s %s\n", nfail == before ? "PASS" : "FAIL", file);
 }
 
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 int main(int argc, char **argv) {
   if (argc < 2) {
