@@ -473,18 +473,60 @@ static xgr_value ev_comp(cel_ctx *c, const cel_node *n) {
   }
 }
 
+/* Functions that only read their first argument (never keep a reference to the list itself):
+ * a small list literal in that position is built on the stack instead of the heap. */
+static bool borrows_list_arg0(int fn) {
+  switch (fn) {
+    case F_SIZE: case F_MAX: case F_MIN: case F_SUM: case F_AVG: case F_MEDIAN: case F_STDEV:
+    case F_CV: case F_MAD: case F_QUORUM: case F_CONSENSUS: case F_JOIN:
+      return true;
+    default: return false;
+  }
+}
+
 static xgr_value ev_call(cel_ctx *c, const cel_node *n) {
   xgr_value args[8];
   xgr_value *a = n->nargs <= 8 ? args : xgr__xmalloc(n->nargs * sizeof *a);
   xgr_value r;
   uint32_t k = 0;
+  /* stack list for a literal first argument */
+  xgr_value items[16];
+  xgr_list tmp;
+  uint32_t nitems = 0;
+  bool stack_list = false;
+  const cel_node *a0 = n->nargs ? &c->p->nodes[c->p->kids[n->args]] : NULL;
+  if (a0 && a0->op == N_LIST && a0->nargs <= 16 && borrows_list_arg0(n->fn)) {
+    stack_list = true;
+    uint32_t deep = a0->nargs;
+    for (; nitems < a0->nargs; nitems++) {
+      items[nitems] = ev(c, c->p->kids[a0->args + nitems]);
+      if (cel_is_err(items[nitems])) break;
+      uint32_t d = xgr_value_max_list_len(items[nitems]);
+      if (d > deep) deep = d;
+    }
+    if (nitems < a0->nargs) {
+      r = items[nitems];
+      for (uint32_t i = 0; i < nitems; i++) xgr_value_release(items[i]);
+      if (a != args) free(a);
+      return r;
+    }
+    atomic_init(&tmp.rc, 1);
+    tmp.len = tmp.cap = nitems;
+    tmp.deepmax = deep;
+    tmp.items = items;
+    a[0] = xgr_value_null();
+    a[0].kind = XGR_VLIST;
+    a[0].as.l = &tmp;
+    k = 1;
+  }
   for (; k < n->nargs; k++) {
     a[k] = ev(c, c->p->kids[n->args + k]);
     if (cel_is_err(a[k])) break;
   }
   if (k < n->nargs) r = a[k];
   else r = cel_call(c, n, n->fn, a, n->nargs);
-  for (uint32_t i = 0; i < k; i++) xgr_value_release(a[i]);
+  for (uint32_t i = stack_list ? 1 : 0; i < k; i++) xgr_value_release(a[i]);
+  for (uint32_t i = 0; i < nitems; i++) xgr_value_release(items[i]);
   if (a != args) free(a);
   return r;
 }

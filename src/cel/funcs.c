@@ -455,17 +455,19 @@ static bool select_subset(cel_ctx *c, const cel_node *n, xgr_value vals, metric 
   *nsel = 0;
   if (len == 0) return true;
   /* pairwise distance matrix */
-  bool *ok = xgr__xmalloc((size_t)len * len * sizeof *ok);
+  bool okbuf[64 * 64];
+  uint32_t curbuf[64];
+  bool *ok = len <= 64 ? okbuf : xgr__xmalloc((size_t)len * len * sizeof *ok);
   for (uint32_t i = 0; i < len; i++)
     for (uint32_t j = 0; j < len; j++) {
       double d;
       if (!cel_charge(c, n->pos, 1, err) || !distance(c, n, m, it[i], it[j], &d, err)) {
-        free(ok);
+        if (ok != okbuf) free(ok);
         return false;
       }
       ok[(size_t)i * len + j] = d <= tol;
     }
-  uint32_t *cur = xgr__xmalloc(len * sizeof *cur);
+  uint32_t *cur = len <= 64 ? curbuf : xgr__xmalloc(len * sizeof *cur);
   for (uint32_t i = 0; i < len; i++) {
     uint32_t k = 0;
     if (!pairwise) {
@@ -492,8 +494,8 @@ static bool select_subset(cel_ctx *c, const cel_node *n, xgr_value vals, metric 
       memcpy(sel, cur, k * sizeof *sel);
     }
   }
-  free(cur);
-  free(ok);
+  if (cur != curbuf) free(cur);
+  if (ok != okbuf) free(ok);
   return true;
 }
 

@@ -24,6 +24,8 @@ int main(void) {
     "[Iter] + 1",
     "[S].startsWith('ab') && size([S]) == 3 && [S] == 'abc'",
     "relDiff([A], [B]) < 0.01 ? clamp([C], 98.0, 99.0) : safeDiv([A], 0.0, -1.0)",
+    "quorum([[A], [B], [C]], \"rel\", 0.01, 2)",
+    "consensus([A, B, C], \"rel\", \"pairwise\", \"mean\", 0.01, 2)",
   };
   xgr_value vars;
   xgr_error e;
