@@ -1,0 +1,243 @@
+/* metrics.c — the Prometheus registry of xgr/metrics.h. Series sit in a linked list per family
+ * (families in registration order); counters and histogram buckets are C11 atomics; histogram sums
+ * are kept in nanounits as integers so they can be added atomically. */
+#include "xgr/metrics.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double xgr_metrics_latency_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                              0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,
+                                              2.5,     5,      10};
+const size_t xgr_metrics_latency_nbuckets = sizeof xgr_metrics_latency_buckets / sizeof xgr_metrics_latency_buckets[0];
+
+enum { KIND_COUNTER, KIND_HISTOGRAM, KIND_GAUGE };
+
+struct xgr_counter {
+  struct xgr_counter *next;
+  char *labels;
+  _Atomic uint64_t v;
+};
+
+struct xgr_histogram {
+  struct xgr_histogram *next;
+  char *labels;
+  size_t n;
+  double bounds[32];
+  _Atomic uint64_t buckets[33];   /* per bucket (not cumulative); the last is +Inf */
+  _Atomic uint64_t count;
+  _Atomic int64_t sum_nano;       /* sum in units of 1e-9 */
+};
+
+typedef struct family {
+  struct family *next;
+  int kind;
+  char *name, *help;
+  xgr_counter *counters;
+  xgr_histogram *histograms;
+  void (*collect)(void *, xgr_metrics_out *);
+  void *ctx;
+} family;
+
+struct xgr_metrics {
+  pthread_mutex_t mu;
+  family *families, *last;
+};
+
+struct xgr_metrics_out {
+  char *buf;
+  size_t len, cap;
+};
+
+static void out_printf(xgr_metrics_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(xgr_metrics_out *o, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (k >= 0 && (size_t)k < o->cap - o->len) {
+      o->len += (size_t)k;
+      return;
+    }
+    size_t nc = o->cap * 2 + (size_t)(k > 0 ? k : 0) + 256;
+    char *nb = realloc(o->buf, nc);
+    if (!nb) abort();
+    o->buf = nb;
+    o->cap = nc;
+  }
+}
+
+xgr_metrics *xgr_metrics_new(void) {
+  xgr_metrics *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  pthread_mutex_init(&m->mu, NULL);
+  return m;
+}
+
+void xgr_metrics_free(xgr_metrics *m) {
+  if (!m) return;
+  family *f = m->families;
+  while (f) {
+    family *nf = f->next;
+    for (xgr_counter *c = f->counters, *nc; c; c = nc) {
+      nc = c->next;
+      free(c->labels);
+      free(c);
+    }
+    for (xgr_histogram *h = f->histograms, *nh; h; h = nh) {
+      nh = h->next;
+      free(h->labels);
+      free(h);
+    }
+    free(f->name);
+    free(f->help);
+    free(f);
+    f = nf;
+  }
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}
+
+static family *family_get(xgr_metrics *m, const char *name, const char *help, int kind) {
+  for (family *f = m->families; f; f = f->next)
+    if (!strcmp(f->name, name)) return f->kind == kind ? f : NULL;
+  family *f = calloc(1, sizeof *f);
+  if (!f) abort();
+  f->kind = kind;
+  f->name = strdup(name);
+  f->help = strdup(help ? help : "");
+  if (!f->name || !f->help) abort();
+  if (m->last) m->last->next = f;
+  else m->families = f;
+  m->last = f;
+  return f;
+}
+
+xgr_counter *xgr_metrics_counter(xgr_metrics *m, const char *name, const char *help, const char *labels) {
+  pthread_mutex_lock(&m->mu);
+  family *f = family_get(m, name, help, KIND_COUNTER);
+  xgr_counter *c = NULL;
+  if (f) {
+    for (c = f->counters; c && strcmp(c->labels, labels ? labels : ""); c = c->next) {}
+    if (!c) {
+      c = calloc(1, sizeof *c);
+      if (!c || !(c->labels = strdup(labels ? labels : ""))) abort();
+      c->next = f->counters;
+      f->counters = c;
+    }
+  }
+  pthread_mutex_unlock(&m->mu);
+  return c;
+}
+
+void xgr_counter_add(xgr_counter *c, uint64_t n) {
+  if (c) atomic_fetch_add_explicit(&c->v, n, memory_order_relaxed);
+}
+
+xgr_histogram *xgr_metrics_histogram(xgr_metrics *m, const char *name, const char *help, const char *labels,
+                                     const double *bounds, size_t nbounds) {
+  if (nbounds > 32) nbounds = 32;
+  pthread_mutex_lock(&m->mu);
+  family *f = family_get(m, name, help, KIND_HISTOGRAM);
+  xgr_histogram *h = NULL;
+  if (f) {
+    for (h = f->histograms; h && strcmp(h->labels, labels ? labels : ""); h = h->next) {}
+    if (!h) {
+      h = calloc(1, sizeof *h);
+      if (!h || !(h->labels = strdup(labels ? labels : ""))) abort();
+      h->n = nbounds;
+      memcpy(h->bounds, bounds, nbounds * sizeof *bounds);
+      h->next = f->histograms;
+      f->histograms = h;
+    }
+  }
+  pthread_mutex_unlock(&m->mu);
+  return h;
+}
+
+void xgr_histogram_observe(xgr_histogram *h, double v) {
+  if (!h) return;
+  size_t i = 0;
+  while (i < h->n && v > h->bounds[i]) i++;
+  atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->sum_nano, (int64_t)llround(v * 1e9), memory_order_relaxed);
+}
+
+void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
+                       void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx) {
+  pthread_mutex_lock(&m->mu);
+  family *f = family_get(m, name, help, KIND_GAUGE);
+  if (f) {
+    f->collect = collect;
+    f->ctx = ctx;
+  }
+  pthread_mutex_unlock(&m->mu);
+}
+
+void xgr_metrics_line(xgr_metrics_out *out, const char *name, const char *labels, double value) {
+  if (labels && *labels) out_printf(out, "%s{%s} %.17g\n", name, labels, value);
+  else out_printf(out, "%s %.17g\n", name, value);
+}
+
+static void series(xgr_metrics_out *o, const char *name, const char *suffix, const char *labels, const char *extra,
+                   const char *val) {
+  bool any = (labels && *labels) || (extra && *extra);
+  out_printf(o, "%s%s%s%s%s%s%s %s\n", name, suffix, any ? "{" : "", labels ? labels : "",
+             labels && *labels && extra && *extra ? "," : "", extra ? extra : "", any ? "}" : "", val);
+}
+
+char *xgr_metrics_render(xgr_metrics *m, size_t *len) {
+  xgr_metrics_out o = {0};
+  out_printf(&o, "%s", "");
+  static const char *const types[] = {"counter", "histogram", "gauge"};
+  /* counters and histograms under the lock; gauge callbacks after it (they may take other locks) */
+  size_t ngauges = 0;
+  family *gauges[64];
+  pthread_mutex_lock(&m->mu);
+  for (family *f = m->families; f; f = f->next) {
+    if (f->kind == KIND_GAUGE) {
+      if (ngauges < 64) gauges[ngauges++] = f;
+      continue;
+    }
+    out_printf(&o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, types[f->kind]);
+    if (f->kind == KIND_COUNTER) {
+      for (xgr_counter *c = f->counters; c; c = c->next) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)atomic_load(&c->v));
+        series(&o, f->name, "", c->labels, NULL, v);
+      }
+    } else {
+      for (xgr_histogram *h = f->histograms; h; h = h->next) {
+        uint64_t cum = 0;
+        char le[48], v[32];
+        for (size_t i = 0; i <= h->n; i++) {
+          cum += atomic_load(&h->buckets[i]);
+          if (i < h->n) snprintf(le, sizeof le, "le=\"%g\"", h->bounds[i]);
+          else snprintf(le, sizeof le, "le=\"+Inf\"");
+          snprintf(v, sizeof v, "%llu", (unsigned long long)cum);
+          series(&o, f->name, "_bucket", h->labels, le, v);
+        }
+        snprintf(v, sizeof v, "%.9f", (double)atomic_load(&h->sum_nano) / 1e9);
+        series(&o, f->name, "_sum", h->labels, NULL, v);
+        snprintf(v, sizeof v, "%llu", (unsigned long long)atomic_load(&h->count));
+        series(&o, f->name, "_count", h->labels, NULL, v);
+      }
+    }
+  }
+  pthread_mutex_unlock(&m->mu);
+  for (size_t i = 0; i < ngauges; i++) {
+    family *f = gauges[i];   /* families are never freed before the registry */
+    out_printf(&o, "# HELP %s %s\n# TYPE %s gauge\n", f->name, f->help, f->name);
+    if (f->collect) f->collect(f->ctx, &o);
+  }
+  if (len) *len = o.len;
+  return o.buf;
+}

@@ -1,0 +1,504 @@
+/* server.c — JSON-RPC 2.0 over HTTP on libmicrohttpd (see xgr/rpc.h).
+ *
+ * libmicrohttpd calls handle() several times per request: once with the headers (checks of path,
+ * method, content type and declared length happen here), once per chunk of body (appended to a
+ * buffer up to the cap; beyond it the rest is read and dropped), and once with no data, when the
+ * answer is built: the body is parsed, each request of a batch dispatched to its method, and the
+ * responses (none for notifications) sent back. Every request ends in one log line and in the
+ * request counters and latency histogram of the server's metrics registry.
+ */
+#include "xgr/rpc.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define MAX_METHODS 64
+
+typedef struct method {
+  const char *name;
+  xgr_rpc_method_fn fn;
+  void *ctx;
+} method;
+
+struct xgr_rpc_server {
+  xgr_rpc_config cfg;
+  struct sockaddr_in addr;
+  struct MHD_Daemon *d;
+  uint16_t port;
+  method methods[MAX_METHODS];
+  size_t nmethods;
+  xgr_metrics *metrics;
+  xgr_histogram *latency;
+};
+
+/* Per-request state kept in MHD's con_cls. */
+typedef struct req {
+  char *body;
+  size_t len, cap;
+  int refuse;              /* HTTP status to answer with instead of processing, 0 if none */
+  const char *refuse_msg;
+  double t0;
+  bool is_post;
+} req;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int xgr_rpc_code_for(int c) {
+  switch (c) {
+    case XGR_ESCHEMA:
+    case XGR_EINVAL:
+    case XGR_EPARSE:
+    case XGR_EIDENT:
+    case XGR_EKRANGE:
+    case XGR_EREF:
+    case XGR_ERULEREF:
+    case XGR_ELEGACY:
+    case XGR_ENORULE:
+    case XGR_EDUP:
+      return XGR_RPC_INVALID_PARAMS;
+    case XGR_ELIMIT: return XGR_RPC_LIMITS_EXCEEDED;
+    case XGR_ENOTFOUND: return XGR_RPC_NOT_FOUND;
+    case XGR_EPERM: return XGR_RPC_NOT_PERMITTED;
+    case XGR_ECONFLICT:
+    case XGR_ESTATE: return XGR_RPC_CONFLICT;
+    case XGR_EMISMATCH: return XGR_RPC_REGISTRY_MISMATCH;
+    case XGR_EIO: return XGR_RPC_UNAVAILABLE;
+    default: return XGR_RPC_INTERNAL_ERROR;
+  }
+}
+
+static const char *code_message(int code) {
+  switch (code) {
+    case XGR_RPC_PARSE_ERROR: return "Parse error";
+    case XGR_RPC_INVALID_REQUEST: return "Invalid Request";
+    case XGR_RPC_METHOD_NOT_FOUND: return "Method not found";
+    case XGR_RPC_INVALID_PARAMS: return "Invalid params";
+    case XGR_RPC_NOT_FOUND: return "Not found";
+    case XGR_RPC_LIMITS_EXCEEDED: return "Limits exceeded";
+    case XGR_RPC_REGISTRY_MISMATCH: return "Registry mismatch";
+    case XGR_RPC_NOT_PERMITTED: return "Not permitted";
+    case XGR_RPC_CONFLICT: return "Conflict";
+    case XGR_RPC_UNAVAILABLE: return "Unavailable";
+    default: return "Internal error";
+  }
+}
+
+static json_t *error_obj(int code, const xgr_error *e) {
+  json_t *err = json_pack("{s:i, s:s}", "code", code,
+                          "message", e && e->message[0] ? e->message : code_message(code));
+  if (e && (e->path[0] || e->code)) {
+    json_t *data = json_object();
+    if (e->path[0]) json_object_set_new(data, "path", json_string(e->path));
+    if (e->code) json_object_set_new(data, "error", json_string(xgr_errcode_name(e->code)));
+    json_object_set_new(err, "data", data);
+  }
+  return err;
+}
+
+static json_t *response(json_t *id, json_t *result, json_t *error) {
+  json_t *r = json_pack("{s:s}", "jsonrpc", "2.0");
+  if (error) json_object_set_new(r, "error", error);
+  else json_object_set_new(r, "result", result ? result : json_null());
+  json_object_set(r, "id", id ? id : json_null());
+  return r;
+}
+
+/* Dispatch one request object; NULL for a notification. *name gets the method (for logs). */
+static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, json_t *rq, const char **name, int *code) {
+  *code = 0;
+  xgr_error e;
+  xgr_error_clear(&e);
+  if (!json_is_object(rq)) {
+    *code = XGR_RPC_INVALID_REQUEST;
+    xgr_error_set(&e, 0, NULL, "a request is an object {\"jsonrpc\":\"2.0\",\"method\",\"params\",\"id\"}");
+    return response(NULL, NULL, error_obj(*code, &e));
+  }
+  json_t *id = json_object_get(rq, "id");
+  const json_t *ver = json_object_get(rq, "jsonrpc"), *m = json_object_get(rq, "method"),
+               *params = json_object_get(rq, "params");
+  if (id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id)) {
+    *code = XGR_RPC_INVALID_REQUEST;
+    xgr_error_set(&e, 0, "id", "id must be a string, a number or null");
+    return response(NULL, NULL, error_obj(*code, &e));
+  }
+  if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0")) {
+    *code = XGR_RPC_INVALID_REQUEST;
+    xgr_error_set(&e, 0, "jsonrpc", "\"jsonrpc\" must be \"2.0\"");
+  } else if (!json_is_string(m)) {
+    *code = XGR_RPC_INVALID_REQUEST;
+    xgr_error_set(&e, 0, "method", "\"method\" must be a string");
+  } else if (params && !json_is_object(params) && !json_is_array(params)) {
+    *code = XGR_RPC_INVALID_REQUEST;
+    xgr_error_set(&e, 0, "params", "\"params\" must be an object or an array");
+  }
+  if (*code) return response(id, NULL, error_obj(*code, &e));
+  *name = json_string_value(m);
+  method *mt = NULL;
+  for (size_t i = 0; i < s->nmethods && !mt; i++)
+    if (!strcmp(s->methods[i].name, *name)) mt = &s->methods[i];
+  json_t *result = NULL, *err = NULL;
+  if (!mt) {
+    *code = XGR_RPC_METHOD_NOT_FOUND;
+    xgr_error_set(&e, 0, NULL, "method \"%.100s\" does not exist", *name);
+    err = error_obj(*code, &e);
+  } else {
+    int rc = mt->fn(mt->ctx, caller, params, &result, &e);
+    if (rc) {
+      *code = rc;
+      err = error_obj(rc, &e);
+      json_decref(result);
+      result = NULL;
+    }
+  }
+  if (!id) {   /* a notification gets no response */
+    json_decref(result);
+    json_decref(err);
+    return NULL;
+  }
+  return response(id, result, err);
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", type);
+  enum MHD_Result ret = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *j) {
+  char *s = json_dumps(j, JSON_COMPACT);
+  json_decref(j);
+  if (!s) return MHD_NO;
+  return send_text(c, status, "application/json", s, strlen(s));
+}
+
+static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url, unsigned status,
+                     const char *rpc, int code, double ms) {
+  if (!s->cfg.log) return;
+  char remote[64] = "?";
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)ci->client_addr;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+    snprintf(remote, sizeof remote, "%s:%u", ip, ntohs(a->sin_port));
+  }
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  struct tm tm;
+  gmtime_r(&tv.tv_sec, &tm);
+  char ts[32];
+  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+  fprintf(s->cfg.log, "ts=%s.%03ldZ level=info msg=request remote=%s http=%s path=%s status=%u rpc=%s code=%d ms=%.3f\n", ts,
+          (long)(tv.tv_usec / 1000), remote, http, url, status, rpc ? rpc : "-", code, ms);
+  fflush(s->cfg.log);
+}
+
+static void count(xgr_rpc_server *s, const char *rpc, unsigned status, int code) {
+  char labels[160];
+  snprintf(labels, sizeof labels, "method=\"%.80s\",http=\"%u\",code=\"%d\"", rpc ? rpc : "-", status, code);
+  xgr_counter_add(xgr_metrics_counter(s->metrics, "xgr_http_requests_total", "HTTP requests by JSON-RPC method, HTTP status and JSON-RPC code", labels), 1);
+}
+
+static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
+  xgr_rpc_caller caller = {.remote = NULL,
+                           .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")};
+  json_error_t je;
+  json_t *body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &je);
+  const char *name = NULL;
+  int code = 0;
+  json_t *out = NULL;
+  char label[32];
+  if (!body) {
+    code = XGR_RPC_PARSE_ERROR;
+    xgr_error e;
+    xgr_error_set(&e, XGR_EPARSE, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    out = response(NULL, NULL, error_obj(code, &e));
+  } else if (json_is_array(body)) {
+    snprintf(label, sizeof label, "batch");
+    name = label;
+    if (json_array_size(body) == 0) {
+      code = XGR_RPC_INVALID_REQUEST;
+      xgr_error e;
+      xgr_error_set(&e, 0, NULL, "an empty batch");
+      out = response(NULL, NULL, error_obj(code, &e));
+    } else {
+      out = json_array();
+      size_t i;
+      json_t *rq;
+      json_array_foreach(body, i, rq) {
+        const char *n = NULL;
+        int cd;
+        json_t *one = dispatch_one(s, &caller, rq, &n, &cd);
+        count(s, n, 200, cd);
+        if (one) json_array_append_new(out, one);
+      }
+      if (json_array_size(out) == 0) {
+        json_decref(out);
+        out = NULL;
+      }
+    }
+  } else {
+    out = dispatch_one(s, &caller, body, &name, &code);
+  }
+  if (!name || name != label) count(s, name, out ? 200 : 204, code);
+  double ms = (now_s() - r->t0) * 1e3;
+  xgr_histogram_observe(s->latency, ms / 1e3);
+  log_line(s, c, "POST", url, out ? 200 : 204, name, code, ms);
+  json_decref(body);
+  if (!out) return send_text(c, MHD_HTTP_NO_CONTENT, "application/json", NULL, 0);
+  return send_json(c, MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url,
+                              unsigned status, const char *msg) {
+  log_line(s, c, http, url, status, NULL, 0, 0);
+  count(s, NULL, status, 0);
+  char *b = NULL;
+  int n = asprintf(&b, "{\"error\":\"%s\"}", msg);
+  if (n < 0) return MHD_NO;
+  return send_text(c, status, "application/json", b, (size_t)n);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *http,
+                              const char *version, const char *data, size_t *data_size, void **con_cls) {
+  (void)version;
+  xgr_rpc_server *s = cls;
+  req *r = *con_cls;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r) return MHD_NO;
+    r->t0 = now_s();
+    *con_cls = r;
+    bool rpc_path = !strcmp(url, "/") || !strcmp(url, "/rpc");
+    if (!strcmp(http, "GET") || !strcmp(http, "HEAD")) {
+      if (!strcmp(url, "/metrics")) {
+        size_t len;
+        char *text = xgr_metrics_render(s->metrics, &len);
+        count(s, "GET /metrics", 200, 0);
+        return send_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, len);
+      }
+      if (!strcmp(url, "/healthz")) return send_text(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"), 3);
+      if (!strcmp(url, "/readyz")) {
+        bool ready = !s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx);
+        return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+                         strdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
+      }
+      return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
+                    rpc_path ? "JSON-RPC takes POST" : "no such path");
+    }
+    if (strcmp(http, "POST")) {
+      r->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
+      r->refuse_msg = "only GET and POST are served";
+    } else if (!rpc_path) {
+      r->refuse = MHD_HTTP_NOT_FOUND;
+      r->refuse_msg = "no such path; JSON-RPC is served at /";
+    } else {
+      r->is_post = true;
+      const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+      const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+      if (!ct || strncasecmp(ct, "application/json", 16) || (ct[16] && ct[16] != ';' && ct[16] != ' ')) {
+        r->refuse = MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+        r->refuse_msg = "Content-Type must be application/json";
+      } else if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+        r->refuse = MHD_HTTP_CONTENT_TOO_LARGE;
+        r->refuse_msg = "request body larger than the server's cap";
+      }
+    }
+    return MHD_YES;
+  }
+  if (*data_size) {
+    if (!r->refuse) {
+      if (r->len + *data_size > s->cfg.max_body) {
+        r->refuse = MHD_HTTP_CONTENT_TOO_LARGE;
+        r->refuse_msg = "request body larger than the server's cap";
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+      } else {
+        if (r->len + *data_size > r->cap) {
+          size_t nc = (r->cap ? r->cap * 2 : 4096);
+          while (nc < r->len + *data_size) nc *= 2;
+          char *nb = realloc(r->body, nc);
+          if (!nb) return MHD_NO;
+          r->body = nb;
+          r->cap = nc;
+        }
+        memcpy(r->body + r->len, data, *data_size);
+        r->len += *data_size;
+      }
+    }
+    *data_size = 0;
+    return MHD_YES;
+  }
+  if (r->refuse) return refuse(s, c, http, url, (unsigned)r->refuse, r->refuse_msg);
+  return answer_rpc(s, c, r, url);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)c;
+  (void)toe;
+  req *r = *con_cls;
+  if (r) {
+    free(r->body);
+    free(r);
+  }
+  *con_cls = NULL;
+}
+
+xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
+  xgr_rpc_server *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->cfg = *cfg;
+  if (!s->cfg.max_body) s->cfg.max_body = 1u << 20;
+  if (!s->cfg.max_connections) s->cfg.max_connections = 1024;
+  if (!s->cfg.timeout_s) s->cfg.timeout_s = 15;
+  if (!s->cfg.threads) s->cfg.threads = 4;
+  const char *listen = cfg->listen ? cfg->listen : "127.0.0.1:8729";
+  const char *colon = strrchr(listen, ':');
+  char host[64];
+  if (!colon || (size_t)(colon - listen) >= sizeof host) {
+    xgr_error_set(err, XGR_EINVAL, "listen", "--listen is \"%s\"; expected IPv4:PORT such as 127.0.0.1:8729", listen);
+    free(s);
+    return NULL;
+  }
+  memcpy(host, listen, (size_t)(colon - listen));
+  host[colon - listen] = '\0';
+  char *end;
+  unsigned long port = strtoul(colon + 1, &end, 10);
+  s->addr.sin_family = AF_INET;
+  if (*end || port > 65535 || inet_pton(AF_INET, !strcmp(host, "localhost") ? "127.0.0.1" : host, &s->addr.sin_addr) != 1) {
+    xgr_error_set(err, XGR_EINVAL, "listen", "--listen is \"%s\"; expected IPv4:PORT such as 127.0.0.1:8729", listen);
+    free(s);
+    return NULL;
+  }
+  s->addr.sin_port = htons((uint16_t)port);
+  if (s->cfg.auth_none && (ntohl(s->addr.sin_addr.s_addr) >> 24) != 127) {
+    xgr_error_set(err, XGR_EPERM, "listen",
+                  "--auth none is only allowed on a loopback address (127.0.0.0/8), not %s", host);
+    free(s);
+    return NULL;
+  }
+  s->metrics = xgr_metrics_new();
+  s->latency = xgr_metrics_histogram(s->metrics, "xgr_http_request_seconds", "Time to answer a JSON-RPC POST", "",
+                                     xgr_metrics_latency_buckets, xgr_metrics_latency_nbuckets);
+  return s;
+}
+
+int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx) {
+  if (s->nmethods == MAX_METHODS) return XGR_ELIMIT;
+  s->methods[s->nmethods++] = (method){name, fn, ctx};
+  return 0;
+}
+
+int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
+  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO, 0, NULL, NULL, handle, s,
+                          MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
+                          (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+                          completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+  if (!s->d) {
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &s->addr.sin_addr, ip, sizeof ip);
+    return xgr_error_set(err, XGR_EIO, "listen", "cannot listen on %s:%u (address in use or not allowed)", ip,
+                         ntohs(s->addr.sin_port));
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = di ? di->port : ntohs(s->addr.sin_port);
+  return 0;
+}
+
+uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }
+xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s) { return s->metrics; }
+
+void xgr_rpc_stop(xgr_rpc_server *s) {
+  if (s->d) MHD_stop_daemon(s->d);
+  s->d = NULL;
+}
+
+void xgr_rpc_server_free(xgr_rpc_server *s) {
+  if (!s) return;
+  xgr_rpc_stop(s);
+  xgr_metrics_free(s->metrics);
+  free(s);
+}
+
+/* ---- parameter helpers ---- */
+
+static int param(const json_t *params, const char *key, bool required, const json_t **v, const char *what,
+                 xgr_error *err) {
+  *v = json_is_object(params) ? json_object_get(params, key) : NULL;
+  if (!*v || json_is_null(*v)) {
+    *v = NULL;
+    if (required) {
+      xgr_error_set(err, XGR_ESCHEMA, key, "missing; expected %s", what);
+      return XGR_RPC_INVALID_PARAMS;
+    }
+  }
+  return 0;
+}
+
+static int wrong(const json_t *v, const char *key, const char *what, xgr_error *err) {
+  char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+  xgr_error_set(err, XGR_ESCHEMA, key, "is %.60s; expected %s", s ? s : "?", what);
+  free(s);
+  return XGR_RPC_INVALID_PARAMS;
+}
+
+int xgr_rpc_param_string(const json_t *params, const char *key, bool required, const char **out, xgr_error *err) {
+  const json_t *v;
+  *out = NULL;
+  int rc = param(params, key, required, &v, "a string", err);
+  if (rc || !v) return rc;
+  if (!json_is_string(v)) return wrong(v, key, "a string", err);
+  *out = json_string_value(v);
+  return 0;
+}
+
+int xgr_rpc_param_object(const json_t *params, const char *key, bool required, const json_t **out, xgr_error *err) {
+  const json_t *v;
+  *out = NULL;
+  int rc = param(params, key, required, &v, "an object", err);
+  if (rc || !v) return rc;
+  if (!json_is_object(v)) return wrong(v, key, "an object", err);
+  *out = v;
+  return 0;
+}
+
+int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uint64_t *out, xgr_error *err) {
+  const json_t *v;
+  int rc = param(params, key, required, &v, "a positive integer (or its decimal string)", err);
+  if (rc || !v) return rc;
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+  }
+  if (json_is_string(v)) {
+    const char *s = json_string_value(v);
+    char *end;
+    if (*s >= '0' && *s <= '9') {
+      unsigned long long u = strtoull(s, &end, 10);
+      if (!*end) {
+        *out = u;
+        return 0;
+      }
+    }
+  }
+  return wrong(v, key, "a non-negative integer (or its decimal string)", err);
+}

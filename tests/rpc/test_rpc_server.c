@@ -1,0 +1,269 @@
+/* test_rpc_server.c — the JSON-RPC HTTP layer from the outside: a server on an ephemeral loopback
+ * port with two test methods, driven with real HTTP requests (libcurl) for every protocol path:
+ * single calls, batches, notifications, bad JSON, invalid requests, unknown methods, invalid
+ * params with data.path, wrong content type, oversize bodies, unknown paths and HTTP methods,
+ * metrics, health and readiness, a slow client that never finishes its headers, and the loopback
+ * rule of --auth none. */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "xgr/rpc.h"
+
+static xgr_rpc_server *srv;
+static char base[64];
+static bool ready_flag = true;
+
+static int m_echo(void *ctx, const xgr_rpc_caller *c, const json_t *params, json_t **result, xgr_error *err) {
+  (void)ctx;
+  (void)c;
+  (void)err;
+  *result = params ? json_deep_copy(params) : json_null();
+  return 0;
+}
+
+static int m_need_name(void *ctx, const xgr_rpc_caller *c, const json_t *params, json_t **result, xgr_error *err) {
+  (void)ctx;
+  (void)c;
+  const char *name;
+  int rc = xgr_rpc_param_string(params, "name", true, &name, err);
+  if (rc) return rc;
+  *result = json_pack("{s:s}", "hello", name);
+  return 0;
+}
+
+static bool is_ready(void *ctx) {
+  (void)ctx;
+  return ready_flag;
+}
+
+typedef struct resp { long status; char *body; size_t len; } resp;
+
+static size_t collect(char *p, size_t sz, size_t n, void *ud) {
+  resp *r = ud;
+  r->body = realloc(r->body, r->len + sz * n + 1);
+  memcpy(r->body + r->len, p, sz * n);
+  r->len += sz * n;
+  r->body[r->len] = '\0';
+  return sz * n;
+}
+
+static resp http(const char *method, const char *path, const char *ctype, const char *body, size_t len) {
+  resp r = {0};
+  CURL *h = curl_easy_init();
+  char url[128];
+  snprintf(url, sizeof url, "%s%s", base, path);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+  struct curl_slist *hd = NULL;
+  if (ctype) {
+    char line[128];
+    snprintf(line, sizeof line, "Content-Type: %s", ctype);
+    hd = curl_slist_append(hd, line);
+  }
+  hd = curl_slist_append(hd, "Expect:");
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  if (body) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+  }
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  return r;
+}
+
+static json_t *rpc(const char *body, long *status) {
+  resp r = http("POST", "/", "application/json", body, strlen(body));
+  *status = r.status;
+  json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
+  free(r.body);
+  return j;
+}
+
+static int setup(void **st) {
+  (void)st;
+  xgr_rpc_config cfg = {.listen = "127.0.0.1:0", .auth_none = true, .max_body = 4096, .timeout_s = 1,
+                        .ready = is_ready};
+  xgr_error e;
+  srv = xgr_rpc_server_new(&cfg, &e);
+  assert_non_null(srv);
+  xgr_rpc_register(srv, "echo", m_echo, NULL);
+  xgr_rpc_register(srv, "needName", m_need_name, NULL);
+  assert_int_equal(xgr_rpc_start(srv, &e), 0);
+  snprintf(base, sizeof base, "http://127.0.0.1:%u", xgr_rpc_port(srv));
+  return 0;
+}
+
+static int teardown(void **st) {
+  (void)st;
+  xgr_rpc_server_free(srv);
+  return 0;
+}
+
+static void test_single_and_notification(void **st) {
+  (void)st;
+  long status;
+  json_t *j = rpc("{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"a\":1},\"id\":7}", &status);
+  assert_int_equal(status, 200);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "result"), "a")), 1);
+  assert_int_equal(json_integer_value(json_object_get(j, "id")), 7);
+  json_decref(j);
+  resp r = http("POST", "/", "application/json", "{\"jsonrpc\":\"2.0\",\"method\":\"echo\"}", 33);
+  assert_int_equal(r.status, 204);
+  assert_int_equal(r.len, 0);
+  free(r.body);
+}
+
+static void test_batch(void **st) {
+  (void)st;
+  long status;
+  json_t *j = rpc("[{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1],\"id\":1},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"id\":\"x\"},"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"echo\"},"
+                  "5]", &status);
+  assert_int_equal(status, 200);
+  assert_true(json_is_array(j));
+  assert_int_equal(json_array_size(j), 3);   /* the notification has no response */
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(j, 1), "error"), "code")), -32601);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(j, 2), "error"), "code")), -32600);
+  json_decref(j);
+  j = rpc("[]", &status);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), -32600);
+  json_decref(j);
+}
+
+static void test_errors(void **st) {
+  (void)st;
+  long status;
+  json_t *j = rpc("{\"jsonrpc\":\"2.0\",\"method\":", &status);
+  assert_int_equal(status, 200);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), -32700);
+  assert_true(json_is_null(json_object_get(j, "id")));
+  json_decref(j);
+  j = rpc("{\"jsonrpc\":\"1.0\",\"method\":\"echo\",\"id\":1}", &status);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), -32600);
+  json_decref(j);
+  j = rpc("{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":3,\"id\":1}", &status);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), -32600);
+  json_decref(j);
+  j = rpc("{\"jsonrpc\":\"2.0\",\"method\":\"needName\",\"params\":{\"name\":5},\"id\":2}", &status);
+  json_t *err = json_object_get(j, "error");
+  assert_int_equal(json_integer_value(json_object_get(err, "code")), -32602);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(err, "data"), "path")), "name");
+  json_decref(j);
+  j = rpc("{\"jsonrpc\":\"2.0\",\"method\":\"needName\",\"params\":{},\"id\":3}", &status);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), -32602);
+  json_decref(j);
+}
+
+static void test_http_refusals(void **st) {
+  (void)st;
+  resp r = http("POST", "/", "text/plain", "{}", 2);
+  assert_int_equal(r.status, 415);
+  free(r.body);
+  r = http("POST", "/", NULL, "{}", 2);
+  assert_int_equal(r.status, 415);
+  free(r.body);
+  char *big = malloc(10000);
+  memset(big, ' ', 10000);
+  big[0] = '[';
+  big[9999] = ']';
+  r = http("POST", "/", "application/json", big, 10000);
+  assert_int_equal(r.status, 413);
+  free(r.body);
+  free(big);
+  r = http("POST", "/nope", "application/json", "{}", 2);
+  assert_int_equal(r.status, 404);
+  free(r.body);
+  r = http("GET", "/", NULL, NULL, 0);
+  assert_int_equal(r.status, 405);
+  free(r.body);
+  r = http("PUT", "/", "application/json", "{}", 2);
+  assert_int_equal(r.status, 405);
+  free(r.body);
+  r = http("POST", "/rpc", "application/json; charset=utf-8", "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":1}", 40);
+  assert_int_equal(r.status, 200);
+  free(r.body);
+}
+
+static void test_metrics_health_ready(void **st) {
+  (void)st;
+  resp r = http("GET", "/metrics", NULL, NULL, 0);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "# TYPE xgr_http_requests_total counter"));
+  assert_non_null(strstr(r.body, "xgr_http_requests_total{method=\"echo\",http=\"200\",code=\"0\"}"));
+  assert_non_null(strstr(r.body, "xgr_http_request_seconds_bucket{le=\"+Inf\"}"));
+  free(r.body);
+  r = http("GET", "/healthz", NULL, NULL, 0);
+  assert_int_equal(r.status, 200);
+  free(r.body);
+  r = http("GET", "/readyz", NULL, NULL, 0);
+  assert_int_equal(r.status, 200);
+  free(r.body);
+  ready_flag = false;
+  r = http("GET", "/readyz", NULL, NULL, 0);
+  assert_int_equal(r.status, 503);
+  free(r.body);
+  ready_flag = true;
+}
+
+/* A client that sends half a request and stalls is dropped after the timeout; others are served. */
+static void test_slow_client(void **st) {
+  (void)st;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(xgr_rpc_port(srv))};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  const char *half = "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: appl";
+  assert_true(write(fd, half, strlen(half)) > 0);
+  long status;
+  json_t *j = rpc("{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":1}", &status);
+  assert_int_equal(status, 200);
+  json_decref(j);
+  struct timeval tv = {.tv_sec = 5};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[64];
+  ssize_t n = read(fd, buf, sizeof buf);   /* the server closes it after its 1 s timeout */
+  assert_true(n <= 0);
+  close(fd);
+}
+
+static void test_auth_none_needs_loopback(void **st) {
+  (void)st;
+  xgr_rpc_config cfg = {.listen = "0.0.0.0:0", .auth_none = true};
+  xgr_error e;
+  assert_null(xgr_rpc_server_new(&cfg, &e));
+  assert_non_null(strstr(e.message, "loopback"));
+  cfg.listen = "not-an-address";
+  assert_null(xgr_rpc_server_new(&cfg, &e));
+  assert_string_equal(e.path, "listen");
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_single_and_notification),
+    cmocka_unit_test(test_batch),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_http_refusals),
+    cmocka_unit_test(test_metrics_health_ready),
+    cmocka_unit_test(test_slow_client),
+    cmocka_unit_test(test_auth_none_needs_loopback),
+  };
+  int rc = cmocka_run_group_tests(tests, setup, teardown);
+  curl_global_cleanup();
+  return rc;
+}
