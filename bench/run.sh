@@ -10,3 +10,5 @@ echo "# xgr benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(unam
 "$B/bench/cel/bench_cel" 2
 # session core + step engine (issue 6): deterministic driver, one core
 "$B/bench/session/bench_session" loop --steps 1000000; "$B/bench/session/bench_session" fanout --sessions 10000
+# rule (issue 4): XRC-137 step engine, IterationOfPi steps per second, one core, no I/O
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule" --steps 2000000

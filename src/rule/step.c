@@ -296,7 +296,7 @@ static void run_reads(xgr_step_state *st) {
   for (size_t i = 0; i < r->nreads && !st->res.error.code; i++) {
     const rread *rd = &r->reads[i];
     xgr_read_report *rep = &st->res.reads[i];
-    rep->function = rd->function;
+    rep->function = rdup(&st->res, rd->function);
     char why[XGR_MSG_MAX];
     const char *to = NULL;
     int rc = resolve_address(st, &rd->to, &to, why, sizeof why);
@@ -434,7 +434,7 @@ static bool prepare_request(xgr_step_state *st) {
 const xgr_http_request *xgr_step_next_request(xgr_step_state *st) {
   if (!st || st->res.error.code) return NULL;
   while (!st->pending && st->call < st->rule->napi) {
-    st->res.api_calls[st->call].name = st->rule->api[st->call].name;
+    st->res.api_calls[st->call].name = rdup(&st->res, st->rule->api[st->call].name);
     if (prepare_request(st)) break;
     st->call++;
   }
@@ -602,7 +602,7 @@ static int resolve_exec(xgr_step_state *st, const rexec *x, char *why, size_t wh
   if (rc != R_OK) return rc;
   ex->has_gas = x->has_gas;
   ex->gas_limit = x->gas_limit;
-  ex->function = x->function;
+  ex->function = rdup(r, x->function);
   ex->args = xgr_arena_alloc(&r->arena, (x->nargs ? x->nargs : 1) * sizeof *ex->args);
   if (!ex->args) abort();
   for (size_t i = 0; i < x->nargs; i++) {
