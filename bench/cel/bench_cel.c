@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
     {"filter_all32", "[Prices].filter(p, p > 100.0).all(p, p < 200.0)", XGR_CEL_MODE_RULE},
   };
   const char *payload =
-      "{\"PrevPrice\": 100.0, \"FetchedPrice\": 101.5, \"MaxDeltaPct\": 0.02, \"Iter\": 41,"
+      "{\"PrevPrice\": 100.25, \"FetchedPrice\": 101.5, \"MaxDeltaPct\": 0.02, \"Iter\": 41,"
       " \"FetchedCoinbase\": 100.0, \"FetchedBitstamp\": 100.4, \"FetchedGecko\": 97.0,"
       " \"Owner\": \"0x1234\", \"Note\": \"benchmark payload\", \"Prices\": [";
   char buf[2048];
