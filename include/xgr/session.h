@@ -249,6 +249,43 @@ void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n);
 /* Parse "<rootPid>:<iter>" or "<rootPid>" (iter 0). Returns 0 or XGR_EINVAL. */
 int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter);
 
+/* ==== Recovery (src/session/restore.c, issue 8 — durable sessions) ===========================
+ * Additive: rebuild a session core from stored records (xgr/store.h) after a restart. The
+ * session's counters and the join state of a process are what the store needs beyond the PROC
+ * effects. Restored processes that were running when the previous process died become waiting
+ * again with their stored payload (their result was never committed), so they run again. */
+
+/* The core's counters that recovery needs. */
+typedef struct xgr_session_state {
+  uint64_t next_iter;           /* iter the next process will get */
+  uint32_t next_group;          /* join group id the next join will get */
+  bool paused;                  /* the whole session is paused (new processes start paused) */
+  bool killed;                  /* kill(root) or cancelSession happened */
+  int64_t killed_at;
+} xgr_session_state;
+
+void xgr_session_state_get(const xgr_session *s, xgr_session_state *out);
+
+/* The join state of a join target as JSON text (malloc'd, caller frees):
+ *   {"decl":[STEP,BRANCH],"closed":B,"outcome":N,"closedAt":T,"inbox":[PIECE|null,...],"fail":[B,...]}
+ * where decl names the branch that declared the join (o->steps[STEP].branch[BRANCH].join). */
+char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js);
+
+/* Begin a restore: an empty session with the given counters (no effects). Add every live
+ * process with xgr_session_restore_proc and every scope closed with policy kill with
+ * xgr_session_restore_scope_killed, then call xgr_session_restore_end. */
+xgr_session *xgr_session_restore_begin(const xgr_orch *o, const char *owner, uint64_t root_pid,
+                                       const xgr_session_config *cfg, const xgr_session_state *st);
+/* Add one live process (copied; payload retained; join_json is its join state or NULL).
+ * A running process comes back waiting. Errors: terminal status, iter 0 or >= next_iter, a
+ * duplicate iter, a step out of range, malformed join JSON (XGR_EINVAL). */
+int xgr_session_restore_proc(xgr_session *s, const xgr_proc *p, const char *join_json, xgr_error *err);
+void xgr_session_restore_scope_killed(xgr_session *s, uint32_t group);
+/* Finish: wire join targets to their scopes, check consistency, and settle (a decision that
+ * was pending is taken now; its effects go to fx, which may be NULL). Returns 0 or XGR_EINVAL. */
+int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_error *err);
+/* ==== end of recovery ======================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

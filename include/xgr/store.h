@@ -1,0 +1,291 @@
+/* xgr/store.h — durable sessions: the store interface and its implementations (memory, SQLite;
+ * PostgreSQL later, behind the same vtable). docs/STORE.md explains the schema and decisions.
+ *
+ * What is stored (seed 001 §7, SEMANTICS §2–3, §7):
+ *   orchestrations, rules  registries: content, keccak-256 hash, owner, version, registered time;
+ *   owners                 the next rootPid per owner (getNextProcessId, atomic);
+ *   sessions               (owner, rootPid) with registry, ostcId, ostcHash, status, killedAt,
+ *                          created/finished, and the core's counters needed for recovery;
+ *   proc_rt                one row per process with every field of xgr_proc (join state included),
+ *                          its latest state; terminal rows leave after the TTL;
+ *   proc_steps             append-only history: one row per executed step, unique (owner, rootPid,
+ *                          iter); kept for a configurable time;
+ *   proc_scopes            join scopes closed with policy kill that may still have live members
+ *                          (recovery restores the spawn and dispatch gates from them).
+ *
+ * Writes go in batches (group commit). A driver collects the changes of one or more core calls of
+ * one or more sessions in an xgr_store_batch (xgr_store_batch_add_effects turns a core effects
+ * buffer into batch entries), hands it over with xgr_store_submit and carries out the effects
+ * that must not happen before durability (dispatching children, sending wake-ups, answering RPC)
+ * only in the `done` callback. The SQLite store has one writer thread that takes every batch that
+ * is queued, applies them in ONE transaction (each batch in its own savepoint) and signals all of
+ * them after COMMIT returned. A step's result, its children and its history row are in one batch
+ * and so commit atomically.
+ *
+ * Failure: an I/O error (disk full, read-only file, I/O error) fails the transaction, every batch
+ * in it, and puts the store in the failed state: every later write fails at once with the same
+ * error (xgr_store_failed tells it). Nothing is dropped silently; a driver must stop. A batch
+ * that violates a constraint (a history row written twice, a malformed entry) fails alone with
+ * XGR_ECONFLICT / XGR_EINVAL; the other batches of the transaction commit.
+ *
+ * Values are stored as their exact JSON text (xgr_value_to_json_text), so what comes back is what
+ * JSON can hold: bytes come back as their base64 string, big integers as decimal strings.
+ *
+ * Thread safety: every function may be called from any thread. `done` callbacks run on the
+ * writer thread (SQLite) or inside xgr_store_submit (memory); they must not block and must not
+ * call xgr_store_close. Ownership is stated per function.
+ */
+#ifndef XGR_STORE_H
+#define XGR_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xgr/error.h"
+#include "xgr/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XGR_STORE_SCHEMA_VERSION 2   /* the schema this build writes (migrations: docs/STORE.md) */
+
+typedef enum xgr_store_sync {
+  XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
+  XGR_STORE_SYNC_NORMAL = 1         /* WAL + NORMAL: a power loss may lose the last commits */
+} xgr_store_sync;
+
+typedef struct xgr_store_config {
+  xgr_store_sync sync;
+  int busy_timeout_ms;              /* SQLite busy timeout (0: 5000) */
+  int64_t ttl_secs;                 /* terminal proc_rt rows live this long after they ended
+                                       (0: XGR_SESSION_TTL_SECS from the environment, else 86400) */
+  int64_t history_secs;             /* proc_steps rows are kept this long (0: forever) */
+  int64_t gc_interval_ms;           /* period of the background retention pass (0: 1000; < 0: none) */
+  int gc_batch;                     /* rows per delete statement of a retention pass (0: 256) */
+  uint32_t max_page_count;          /* PRAGMA max_page_count (0: unlimited); tests use it as a full disk */
+  bool read_only;                   /* open for reading only (xgr history); writes fail */
+  bool no_history_payload;          /* proc_steps without the effective payload (smaller rows) */
+  /* wall clock (ms since the epoch) for registered/created/finished times and retention;
+   * NULL: CLOCK_REALTIME. Tests pass a fake clock. */
+  int64_t (*clock_ms)(void *ctx);
+  void *clock_ctx;
+} xgr_store_config;
+
+typedef struct xgr_store xgr_store;
+
+/* Open (and create / migrate to XGR_STORE_SCHEMA_VERSION) a store. `url` picks the backend:
+ *   "memory:" (or NULL)            the in-memory store (nothing survives the process)
+ *   "sqlite:PATH" or a plain PATH   a SQLite database file (WAL mode)
+ * cfg may be NULL (defaults). Returns NULL with *err set when the store cannot be used (the file
+ * is unreadable or read-only where writing is needed, its schema is newer than this build, a
+ * migration failed, ...). The caller owns the store and closes it with xgr_store_close. */
+xgr_store *xgr_store_open(const char *url, const xgr_store_config *cfg, xgr_error *err);
+/* Wait for every submitted batch to be committed (or failed) and signalled, stop the writer and
+ * the retention thread, close. NULL is fine. */
+void xgr_store_close(xgr_store *st);
+/* "memory" | "sqlite" */
+const char *xgr_store_backend(const xgr_store *st);
+/* The schema version found in the file when it was opened (before migrations; 0 for a new file)
+ * and the one it has now. */
+int xgr_store_schema_version(const xgr_store *st, int *found);
+/* 0 while the store works; else the error that stopped it (copied into *err). */
+int xgr_store_failed(xgr_store *st, xgr_error *err);
+
+/* ---- registries -------------------------------------------------------------------------------- */
+
+typedef enum xgr_registry_kind { XGR_REG_ORCHESTRATION = 0, XGR_REG_RULE = 1 } xgr_registry_kind;
+
+/* One registered document. Strings are owned by the record: xgr_store_doc_clear frees them. */
+typedef struct xgr_store_doc {
+  xgr_registry_kind kind;
+  char *id;                         /* orchestration id or rule address */
+  char *hash;                       /* "0x" + 64 hex: keccak-256 of content */
+  char *owner;
+  uint32_t version;                 /* 1, 2, ... per (kind, id) */
+  int64_t registered_at;            /* ms since the epoch */
+  char *content;                    /* the exact bytes that were registered (NUL-terminated) */
+  size_t len;
+} xgr_store_doc;
+
+void xgr_store_doc_clear(xgr_store_doc *d);
+/* Register content (borrowed) as the next version of (kind, id). Registering the same bytes
+ * again returns the existing version (idempotent). *out (may be NULL) gets the record. */
+int xgr_store_register(xgr_store *st, xgr_registry_kind kind, const char *id, const char *owner,
+                       const char *content, size_t len, xgr_store_doc *out, xgr_error *err);
+/* The latest version of (kind, id) (version 0) or the given version. XGR_ENOTFOUND if none. */
+int xgr_store_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version,
+                      xgr_store_doc *out, xgr_error *err);
+int xgr_store_doc_by_hash(xgr_store *st, xgr_registry_kind kind, const char *hash, xgr_store_doc *out,
+                          xgr_error *err);
+
+/* ---- owners ------------------------------------------------------------------------------------- */
+
+/* getNextProcessId: the next rootPid of owner (1, 2, ...), durable before it returns; never the
+ * same value twice, whatever threads or crashes happen. */
+int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err);
+
+/* ---- records -------------------------------------------------------------------------------------- */
+
+/* A session row. Strings are owned (xgr_store_session_clear). */
+typedef struct xgr_store_session {
+  char *owner;
+  uint64_t root_pid;
+  char *registry;                   /* where the orchestration came from (registry address / bundle), or "" */
+  char *ostc_id, *ostc_hash;
+  uint8_t status;                   /* xgr_session_result: running, completed, killed */
+  int64_t killed_at;                /* session clock, 0: never */
+  int64_t created_at, finished_at;  /* ms since the epoch (store clock); finished 0 while running */
+  /* the core's counters (xgr_session_state) */
+  uint64_t next_iter;
+  uint32_t next_group;
+  bool paused;
+} xgr_store_session;
+
+void xgr_store_session_clear(xgr_store_session *s);
+
+/* A process row (proc_rt): every field of xgr_proc. Payload and join state are JSON text.
+ * Strings are owned (xgr_store_proc_clear). */
+typedef struct xgr_store_proc {
+  uint64_t iter, parent_iter;
+  uint16_t step;
+  char *step_id;
+  uint8_t status;                   /* xgr_proc_status */
+  bool paused;
+  int8_t valid;
+  uint8_t abort_reason;
+  uint32_t group, from_group;
+  int64_t next_wake_at, created_at, started_at, finished_at;   /* session clock */
+  char *payload;                    /* JSON text */
+  char *error;                      /* or NULL */
+  char *join;                       /* JSON text of the join state (xgr_session_join_to_json), or NULL */
+} xgr_store_proc;
+
+void xgr_store_proc_clear(xgr_store_proc *p);
+
+/* A history row (proc_steps). Strings are owned (xgr_store_hist_clear). */
+typedef struct xgr_store_hist {
+  uint64_t iter, parent_iter;
+  uint16_t step;
+  char *step_id;
+  uint8_t status;                   /* status after the result */
+  int8_t valid;                     /* -1 none, 0, 1 */
+  uint8_t abort_reason;
+  int64_t at, finished_at;          /* session clock: began to run, result applied */
+  char *error;                      /* or NULL */
+  char *payload;                    /* effective payload (JSON) or NULL */
+  int64_t recorded_at;              /* store clock when committed */
+} xgr_store_hist;
+
+void xgr_store_hist_clear(xgr_store_hist *h);
+
+/* ---- batches (group commit) ---------------------------------------------------------------------- */
+
+typedef struct xgr_store_batch xgr_store_batch;
+
+xgr_store_batch *xgr_store_batch_new(void);
+void xgr_store_batch_free(xgr_store_batch *b);   /* only for a batch that was never submitted */
+size_t xgr_store_batch_size(const xgr_store_batch *b);   /* entries so far */
+
+/* Entries. Every argument is borrowed (copied into the batch). */
+/* Create or replace a session row. */
+void xgr_store_batch_session(xgr_store_batch *b, const xgr_store_session *s);
+/* Update the state of an existing session: status, killedAt, counters; finished_at is set by the
+ * store when status becomes terminal. */
+void xgr_store_batch_session_state(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint8_t status,
+                                   int64_t killed_at, uint64_t next_iter, uint32_t next_group, bool paused);
+/* Upsert a process row. */
+void xgr_store_batch_proc(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p);
+/* Append a history row (unique per (owner, rootPid, iter): a second one fails its batch). */
+void xgr_store_batch_hist(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h);
+/* Scope `group` of the session closed its join with policy kill. */
+void xgr_store_batch_scope_killed(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint32_t group);
+/* Remove a session with its processes and scopes (history stays until its retention ends). */
+void xgr_store_batch_remove_session(xgr_store_batch *b, const char *owner, uint64_t root_pid);
+
+/* Add everything that one core call on session s emitted (fx, borrowed): PROC and JOIN effects
+ * become process upserts (the last state of each process wins), HISTORY effects history rows,
+ * a join closed with policy kill a killed scope, and the session's counters and result (FINISHED)
+ * a session state update. RUN_STEP and WAKE effects are the driver's business and are skipped.
+ * Call it right after the core call, while the effects' pointers are valid. */
+void xgr_store_batch_add_effects(xgr_store_batch *b, const xgr_session *s, const xgr_effects *fx);
+/* The session row of a session that xgr_session_start just started (status running, counters
+ * from the core). registry may be NULL. */
+void xgr_store_batch_add_session_start(xgr_store_batch *b, const xgr_session *s, const char *registry);
+
+/* Called once per submitted batch after its transaction committed (rc 0) or failed (rc < 0, err
+ * says why; err is valid during the call only). */
+typedef void (*xgr_store_done_fn)(void *ctx, int rc, const xgr_error *err);
+
+/* Hand batch b over (the store owns it from now on, whatever happens). done (may be NULL) is
+ * called exactly once. Returns 0, or the store's failure code when it has failed (done is then
+ * called too, before this returns). */
+int xgr_store_submit(xgr_store *st, xgr_store_batch *b, xgr_store_done_fn done, void *ctx);
+/* Submit and wait for the commit. Returns its rc. */
+int xgr_store_commit(xgr_store *st, xgr_store_batch *b, xgr_error *err);
+/* Wait until every batch submitted before this call has been signalled. */
+void xgr_store_flush(xgr_store *st);
+
+/* ---- reading ------------------------------------------------------------------------------------ */
+
+int xgr_store_session_get(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_session *out,
+                          xgr_error *err);
+/* Every process row of a session, ordered by iter (terminal rows included until their TTL).
+ * The caller frees *out with xgr_store_procs_free. */
+int xgr_store_procs(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_proc **out, size_t *n,
+                    xgr_error *err);
+void xgr_store_procs_free(xgr_store_proc *p, size_t n);
+/* History of a session ordered by iter. The caller frees *out with xgr_store_hists_free. */
+int xgr_store_history(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_hist **out, size_t *n,
+                      xgr_error *err);
+void xgr_store_hists_free(xgr_store_hist *h, size_t n);
+
+/* What recovery needs of one live session: its row, its live processes (waiting or running,
+ * ordered by iter) and its killed scopes. Borrowed for the duration of the callback. */
+typedef struct xgr_store_live {
+  const xgr_store_session *session;
+  const xgr_store_proc *procs;
+  size_t nprocs;
+  const uint32_t *killed_groups;
+  size_t nkilled;
+} xgr_store_live;
+
+/* Call fn for every session whose status is running, in (owner, rootPid) order. A non-zero
+ * return of fn stops and is returned. */
+int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx,
+                        xgr_error *err);
+
+/* ---- retention and statistics ------------------------------------------------------------------ */
+
+/* Run one retention pass now (also done in the background every gc_interval_ms): delete terminal
+ * proc_rt rows older than the TTL, proc_steps rows older than history_secs, and killed scopes of
+ * sessions that ended, in small batches. *deleted (may be NULL) gets the number of rows removed. */
+int xgr_store_gc(xgr_store *st, size_t *deleted, xgr_error *err);
+
+typedef struct xgr_store_stats {
+  uint64_t batches;                 /* batches committed */
+  uint64_t transactions;            /* transactions committed */
+  uint64_t entries;                 /* entries committed */
+  uint64_t failed_batches;
+  uint64_t max_batches_per_tx;      /* largest group */
+  uint64_t gc_deleted;              /* rows removed by retention */
+} xgr_store_stats;
+
+void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out);
+
+/* ---- recovery ------------------------------------------------------------------------------------ */
+
+/* Rebuild a session core from a live session's records (xgr_session_restore_* in
+ * xgr/session.h). The orchestration o (borrowed) must be the one the session was pinned to (its
+ * hash is checked against l->session->ostc_hash when that is set). A join decision that was still
+ * pending is taken at `now`; its effects go to fx (may be NULL; persist them like any other).
+ * Processes that were running come back waiting and run again. Returns NULL with *err on
+ * malformed rows. The caller owns the session (xgr_session_free). */
+xgr_session *xgr_store_restore_session(const xgr_orch *o, const xgr_store_live *l, const xgr_session_config *cfg,
+                                       int64_t now, xgr_effects *fx, xgr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,507 @@
+/* memory.c — the in-memory store: the same tables and rules as the SQLite store (docs/STORE.md)
+ * kept in process memory, for runs that need no durability and as the reference the SQLite store
+ * is tested against (tests/store: one shared test table runs on both).
+ *
+ * Layout: one `msess` per (owner, rootPid) that has a session row or any process, history or
+ * scope row, in an array sorted by (owner, rootPid); inside it, process rows sorted by iter and
+ * history rows sorted by iter (both binary-searched). Registries and owners are small arrays.
+ * One mutex guards everything; a batch is applied inside xgr_store_submit, all or nothing (it is
+ * checked before anything changes), and signalled before submit returns.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "store/store_impl.h"
+
+typedef struct mproc {
+  xgr_store_proc r;
+  int64_t terminal_at;          /* store clock when it became terminal, 0 while live */
+} mproc;
+
+typedef struct msess {
+  char *owner;
+  uint64_t root;
+  bool has_row;
+  xgr_store_session row;
+  mproc *procs;
+  size_t nprocs, capprocs;
+  xgr_store_hist *hist;
+  size_t nhist, caphist;
+  uint32_t *scopes;
+  size_t nscopes, capscopes;
+} msess;
+
+typedef struct mowner {
+  char *owner;
+  uint64_t next;
+} mowner;
+
+typedef struct mstore {
+  xgr_store base;
+  pthread_mutex_t lock;
+  msess **sess;
+  size_t nsess, capsess;
+  mowner *owners;
+  size_t nowners;
+  xgr_store_doc *docs;
+  size_t ndocs;
+  int64_t last_gc;
+} mstore;
+
+/* ---- lookups ------------------------------------------------------------------------------------ */
+
+static int key_cmp(const char *o1, uint64_t r1, const char *o2, uint64_t r2) {
+  int c = strcmp(o1, o2);
+  if (c) return c;
+  return r1 < r2 ? -1 : r1 > r2 ? 1 : 0;
+}
+
+/* Index of (owner, root) or where it would go; *found says which. */
+static size_t sess_pos(const mstore *m, const char *owner, uint64_t root, bool *found) {
+  size_t lo = 0, hi = m->nsess;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = key_cmp(m->sess[mid]->owner, m->sess[mid]->root, owner, root);
+    if (c == 0) {
+      *found = true;
+      return mid;
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  *found = false;
+  return lo;
+}
+
+static msess *sess_find(const mstore *m, const char *owner, uint64_t root) {
+  bool f;
+  size_t i = sess_pos(m, owner, root, &f);
+  return f ? m->sess[i] : NULL;
+}
+
+static msess *sess_get(mstore *m, const char *owner, uint64_t root) {
+  bool f;
+  size_t i = sess_pos(m, owner, root, &f);
+  if (f) return m->sess[i];
+  if (m->nsess == m->capsess) {
+    m->capsess = m->capsess ? m->capsess * 2 : 16;
+    m->sess = store_xrealloc(m->sess, m->capsess * sizeof *m->sess);
+  }
+  memmove(m->sess + i + 1, m->sess + i, (m->nsess - i) * sizeof *m->sess);
+  msess *s = store_xcalloc(1, sizeof *s);
+  s->owner = store_strdup(owner);
+  s->root = root;
+  m->sess[i] = s;
+  m->nsess++;
+  return s;
+}
+
+static size_t proc_pos(const msess *s, uint64_t iter, bool *found) {
+  size_t lo = 0, hi = s->nprocs;
+  if (hi && s->procs[hi - 1].r.iter < iter) lo = hi;   /* appends are the common case */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->procs[mid].r.iter == iter) {
+      *found = true;
+      return mid;
+    }
+    if (s->procs[mid].r.iter < iter) lo = mid + 1;
+    else hi = mid;
+  }
+  *found = false;
+  return lo;
+}
+
+static size_t hist_pos(const msess *s, uint64_t iter, bool *found) {
+  size_t lo = 0, hi = s->nhist;
+  if (hi && s->hist[hi - 1].iter < iter) lo = hi;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->hist[mid].iter == iter) {
+      *found = true;
+      return mid;
+    }
+    if (s->hist[mid].iter < iter) lo = mid + 1;
+    else hi = mid;
+  }
+  *found = false;
+  return lo;
+}
+
+/* ---- applying a batch ------------------------------------------------------------------------------- */
+
+/* Constraint checks before anything changes: a batch is applied whole or not at all. */
+static int check_batch(mstore *m, const xgr_store_batch *b, xgr_error *err) {
+  for (size_t i = 0; i < b->n; i++) {
+    const store_op *op = &b->ops[i];
+    if (op->kind != OP_HIST) continue;
+    msess *s = sess_find(m, op->owner, op->root);
+    bool f = false;
+    if (s) hist_pos(s, op->u.hist.iter, &f);
+    for (size_t j = 0; !f && j < i; j++)
+      f = b->ops[j].kind == OP_HIST && b->ops[j].u.hist.iter == op->u.hist.iter && b->ops[j].root == op->root &&
+          !strcmp(b->ops[j].owner, op->owner);
+    if (f)
+      return xgr_error_set(err, XGR_ECONFLICT, NULL,
+                           "history row %s/%llu:%llu exists already (UNIQUE owner, rootPid, iter); the batch was not applied",
+                           op->owner, (unsigned long long)op->root, (unsigned long long)op->u.hist.iter);
+  }
+  return 0;
+}
+
+static void apply_op(mstore *m, store_op *op, int64_t now) {
+  switch (op->kind) {
+    case OP_SESSION: {
+      msess *s = sess_get(m, op->owner, op->root);
+      xgr_store_session_clear(&s->row);
+      store_session_copy(&s->row, &op->u.session);
+      if (!s->row.created_at) s->row.created_at = now;
+      if (s->row.status != XGR_RESULT_RUNNING && !s->row.finished_at) s->row.finished_at = now;
+      s->has_row = true;
+      break;
+    }
+    case OP_STATE: {
+      msess *s = sess_find(m, op->owner, op->root);
+      if (!s || !s->has_row) break;
+      bool was_running = s->row.status == XGR_RESULT_RUNNING;
+      s->row.status = op->u.state.status;
+      s->row.killed_at = op->u.state.killed_at;
+      s->row.next_iter = op->u.state.next_iter;
+      s->row.next_group = op->u.state.next_group;
+      s->row.paused = op->u.state.paused;
+      if (was_running && s->row.status != XGR_RESULT_RUNNING) {
+        s->row.finished_at = now;
+        s->nscopes = 0;   /* killed scopes matter only while the session lives */
+      }
+      break;
+    }
+    case OP_PROC: {
+      msess *s = sess_get(m, op->owner, op->root);
+      bool f;
+      size_t i = proc_pos(s, op->u.proc.iter, &f);
+      if (f) {
+        xgr_store_proc_clear(&s->procs[i].r);
+      } else {
+        if (s->nprocs == s->capprocs) {
+          s->capprocs = s->capprocs ? s->capprocs * 2 : 16;
+          s->procs = store_xrealloc(s->procs, s->capprocs * sizeof *s->procs);
+        }
+        memmove(s->procs + i + 1, s->procs + i, (s->nprocs - i) * sizeof *s->procs);
+        s->nprocs++;
+      }
+      s->procs[i].r = op->u.proc;   /* take the strings */
+      memset(&op->u.proc, 0, sizeof op->u.proc);
+      s->procs[i].terminal_at = s->procs[i].r.status >= XGR_PROC_DONE ? now : 0;
+      break;
+    }
+    case OP_HIST: {
+      msess *s = sess_get(m, op->owner, op->root);
+      bool f;
+      size_t i = hist_pos(s, op->u.hist.iter, &f);
+      if (f) break;   /* excluded by check_batch */
+      if (s->nhist == s->caphist) {
+        s->caphist = s->caphist ? s->caphist * 2 : 16;
+        s->hist = store_xrealloc(s->hist, s->caphist * sizeof *s->hist);
+      }
+      memmove(s->hist + i + 1, s->hist + i, (s->nhist - i) * sizeof *s->hist);
+      s->nhist++;
+      s->hist[i] = op->u.hist;
+      memset(&op->u.hist, 0, sizeof op->u.hist);
+      s->hist[i].recorded_at = now;
+      if (m->base.cfg.no_history_payload) {
+        free(s->hist[i].payload);
+        s->hist[i].payload = NULL;
+      }
+      break;
+    }
+    case OP_SCOPE: {
+      msess *s = sess_get(m, op->owner, op->root);
+      for (size_t i = 0; i < s->nscopes; i++)
+        if (s->scopes[i] == op->u.group) return;
+      if (s->nscopes == s->capscopes) {
+        s->capscopes = s->capscopes ? s->capscopes * 2 : 8;
+        s->scopes = store_xrealloc(s->scopes, s->capscopes * sizeof *s->scopes);
+      }
+      s->scopes[s->nscopes++] = op->u.group;
+      break;
+    }
+    case OP_REMOVE: {
+      msess *s = sess_find(m, op->owner, op->root);
+      if (!s) break;
+      for (size_t i = 0; i < s->nprocs; i++) xgr_store_proc_clear(&s->procs[i].r);
+      s->nprocs = 0;
+      s->nscopes = 0;
+      xgr_store_session_clear(&s->row);
+      s->has_row = false;
+      break;
+    }
+    case OP_NEXTPID: {
+      mowner *o = NULL;
+      for (size_t i = 0; i < m->nowners; i++)
+        if (!strcmp(m->owners[i].owner, op->owner)) o = &m->owners[i];
+      if (!o) {
+        m->owners = store_xrealloc(m->owners, (m->nowners + 1) * sizeof *m->owners);
+        o = &m->owners[m->nowners++];
+        o->owner = store_strdup(op->owner);
+        o->next = 1;
+      }
+      *op->u.next_pid = o->next++;
+      break;
+    }
+    case OP_REGISTER: {
+      xgr_store_doc *d = op->u.doc;
+      uint32_t maxv = 0;
+      for (size_t i = 0; i < m->ndocs; i++) {
+        const xgr_store_doc *x = &m->docs[i];
+        if (x->kind != d->kind || strcmp(x->id, d->id)) continue;
+        if (!strcmp(x->hash, d->hash)) {   /* the same bytes again: that version */
+          xgr_store_doc_clear(d);
+          store_doc_copy(d, x);
+          return;
+        }
+        if (x->version > maxv) maxv = x->version;
+      }
+      d->version = maxv + 1;
+      m->docs = store_xrealloc(m->docs, (m->ndocs + 1) * sizeof *m->docs);
+      store_doc_copy(&m->docs[m->ndocs++], d);
+      break;
+    }
+  }
+}
+
+static size_t gc_locked(mstore *m, int64_t now);
+
+static void m_submit(xgr_store *st, xgr_store_batch *b) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  int64_t now = store_now_ms(st);
+  b->rc = check_batch(m, b, &b->err);
+  if (!b->rc) {
+    for (size_t i = 0; i < b->n; i++) apply_op(m, &b->ops[i], now);
+    pthread_mutex_lock(&st->mu);
+    st->stats.transactions++;
+    if (st->stats.max_batches_per_tx < 1) st->stats.max_batches_per_tx = 1;
+    pthread_mutex_unlock(&st->mu);
+  }
+  if (st->cfg.gc_interval_ms > 0 && now - m->last_gc >= st->cfg.gc_interval_ms) {
+    m->last_gc = now;
+    size_t d = gc_locked(m, now);
+    pthread_mutex_lock(&st->mu);
+    st->stats.gc_deleted += d;
+    pthread_mutex_unlock(&st->mu);
+  }
+  pthread_mutex_unlock(&m->lock);
+  store_signal(st, b);
+}
+
+static void m_flush(xgr_store *st) { (void)st; /* batches are applied inside submit */ }
+
+static void msess_free(msess *s) {
+  for (size_t i = 0; i < s->nprocs; i++) xgr_store_proc_clear(&s->procs[i].r);
+  for (size_t i = 0; i < s->nhist; i++) xgr_store_hist_clear(&s->hist[i]);
+  xgr_store_session_clear(&s->row);
+  free(s->procs);
+  free(s->hist);
+  free(s->scopes);
+  free(s->owner);
+  free(s);
+}
+
+static void m_close(xgr_store *st) {
+  mstore *m = (mstore *)st;
+  for (size_t i = 0; i < m->nsess; i++) msess_free(m->sess[i]);
+  free(m->sess);
+  for (size_t i = 0; i < m->nowners; i++) free(m->owners[i].owner);
+  free(m->owners);
+  for (size_t i = 0; i < m->ndocs; i++) xgr_store_doc_clear(&m->docs[i]);
+  free(m->docs);
+  pthread_mutex_destroy(&m->lock);
+  store_destroy_common(st);
+  free(m);
+}
+
+/* ---- reading ---------------------------------------------------------------------------------------- */
+
+static int m_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  msess *s = sess_find(m, owner, root);
+  int rc = 0;
+  if (s && s->has_row) store_session_copy(out, &s->row);
+  else rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%llu in the store", owner, (unsigned long long)root);
+  pthread_mutex_unlock(&m->lock);
+  return rc;
+}
+
+static int m_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  msess *s = sess_find(m, owner, root);
+  *n = s ? s->nprocs : 0;
+  *out = store_xcalloc(*n ? *n : 1, sizeof **out);
+  for (size_t i = 0; i < *n; i++) store_proc_copy(&(*out)[i], &s->procs[i].r);
+  pthread_mutex_unlock(&m->lock);
+  (void)err;
+  return 0;
+}
+
+static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  msess *s = sess_find(m, owner, root);
+  *n = s ? s->nhist : 0;
+  *out = store_xcalloc(*n ? *n : 1, sizeof **out);
+  for (size_t i = 0; i < *n; i++) store_hist_copy(&(*out)[i], &s->hist[i]);
+  pthread_mutex_unlock(&m->lock);
+  (void)err;
+  return 0;
+}
+
+static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  /* copy under the lock, call back without it (fn may read the store) */
+  pthread_mutex_lock(&m->lock);
+  size_t nlive = 0;
+  for (size_t i = 0; i < m->nsess; i++) nlive += m->sess[i]->has_row && m->sess[i]->row.status == XGR_RESULT_RUNNING;
+  xgr_store_session *rows = store_xcalloc(nlive ? nlive : 1, sizeof *rows);
+  xgr_store_proc **procs = store_xcalloc(nlive ? nlive : 1, sizeof *procs);
+  size_t *nprocs = store_xcalloc(nlive ? nlive : 1, sizeof *nprocs);
+  uint32_t **scopes = store_xcalloc(nlive ? nlive : 1, sizeof *scopes);
+  size_t *nscopes = store_xcalloc(nlive ? nlive : 1, sizeof *nscopes);
+  size_t k = 0;
+  for (size_t i = 0; i < m->nsess; i++) {
+    msess *s = m->sess[i];
+    if (!s->has_row || s->row.status != XGR_RESULT_RUNNING) continue;
+    store_session_copy(&rows[k], &s->row);
+    procs[k] = store_xcalloc(s->nprocs ? s->nprocs : 1, sizeof **procs);
+    for (size_t j = 0; j < s->nprocs; j++)
+      if (s->procs[j].r.status <= XGR_PROC_RUNNING) store_proc_copy(&procs[k][nprocs[k]++], &s->procs[j].r);
+    scopes[k] = store_xmalloc((s->nscopes ? s->nscopes : 1) * sizeof **scopes);
+    memcpy(scopes[k], s->scopes, s->nscopes * sizeof **scopes);
+    nscopes[k] = s->nscopes;
+    k++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  int rc = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (!rc) {
+      xgr_store_live l = {&rows[i], procs[i], nprocs[i], scopes[i], nscopes[i]};
+      rc = fn(ctx, &l);
+      if (rc) xgr_error_set(err, rc, NULL, "recovery stopped at session %s/%llu", rows[i].owner,
+                            (unsigned long long)rows[i].root_pid);
+    }
+    xgr_store_session_clear(&rows[i]);
+    xgr_store_procs_free(procs[i], nprocs[i]);
+    free(scopes[i]);
+  }
+  free(rows);
+  free(procs);
+  free(nprocs);
+  free(scopes);
+  free(nscopes);
+  return rc;
+}
+
+static int m_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
+                     xgr_store_doc *out, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  const xgr_store_doc *best = NULL;
+  for (size_t i = 0; i < m->ndocs; i++) {
+    const xgr_store_doc *x = &m->docs[i];
+    if (x->kind != kind) continue;
+    bool match = hash ? !strcasecmp(x->hash, hash)
+                      : !strcmp(x->id, id) && (version ? x->version == version : !best || x->version > best->version);
+    if (match && (!hash || !best || x->version > best->version)) best = x;
+  }
+  int rc = 0;
+  if (best) store_doc_copy(out, best);
+  else rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no %s %s%s in the registry", kind ? "rule" : "orchestration",
+                          hash ? "with hash " : "", hash ? hash : id);
+  pthread_mutex_unlock(&m->lock);
+  return rc;
+}
+
+/* ---- retention ---------------------------------------------------------------------------------------- */
+
+static size_t gc_locked(mstore *m, int64_t now) {
+  const xgr_store_config *c = &m->base.cfg;
+  int64_t proc_cut = now - c->ttl_secs * 1000, hist_cut = now - c->history_secs * 1000;
+  size_t deleted = 0;
+  for (size_t i = 0; i < m->nsess; i++) {
+    msess *s = m->sess[i];
+    size_t k = 0;
+    for (size_t j = 0; j < s->nprocs; j++) {
+      if (s->procs[j].terminal_at && s->procs[j].terminal_at <= proc_cut) {
+        xgr_store_proc_clear(&s->procs[j].r);
+        deleted++;
+      } else {
+        s->procs[k++] = s->procs[j];
+      }
+    }
+    s->nprocs = k;
+    if (c->history_secs > 0) {
+      k = 0;
+      for (size_t j = 0; j < s->nhist; j++) {
+        if (s->hist[j].recorded_at <= hist_cut) {
+          xgr_store_hist_clear(&s->hist[j]);
+          deleted++;
+        } else {
+          s->hist[k++] = s->hist[j];
+        }
+      }
+      s->nhist = k;
+      if (s->has_row && s->row.status != XGR_RESULT_RUNNING && s->row.finished_at <= hist_cut) {
+        xgr_store_session_clear(&s->row);
+        s->has_row = false;
+        deleted++;
+      }
+    }
+    /* killed scopes without a live member are garbage (nothing enters a killed scope) */
+    k = 0;
+    for (size_t j = 0; j < s->nscopes; j++) {
+      bool live = false;
+      for (size_t q = 0; q < s->nprocs && !live; q++)
+        live = s->procs[q].r.status <= XGR_PROC_RUNNING && s->procs[q].r.group == s->scopes[j];
+      if (live) s->scopes[k++] = s->scopes[j];
+      else deleted++;
+    }
+    s->nscopes = k;
+  }
+  /* drop empty containers */
+  size_t k = 0;
+  for (size_t i = 0; i < m->nsess; i++) {
+    msess *s = m->sess[i];
+    if (!s->has_row && !s->nprocs && !s->nhist && !s->nscopes) msess_free(s);
+    else m->sess[k++] = s;
+  }
+  m->nsess = k;
+  return deleted;
+}
+
+static int m_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *deleted = gc_locked(m, store_now_ms(st));
+  pthread_mutex_unlock(&m->lock);
+  pthread_mutex_lock(&st->mu);
+  st->stats.gc_deleted += *deleted;
+  pthread_mutex_unlock(&st->mu);
+  (void)err;
+  return 0;
+}
+
+static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
+                                   m_history, m_load_live, m_doc_get, m_gc};
+
+xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
+  (void)err;
+  mstore *m = store_xcalloc(1, sizeof *m);
+  store_init_common(&m->base, &memory_vt, cfg);
+  m->base.version = XGR_STORE_SCHEMA_VERSION;
+  m->base.found_version = 0;
+  m->last_gc = store_now_ms(&m->base);
+  pthread_mutex_init(&m->lock, NULL);
+  return &m->base;
+}

@@ -1,0 +1,998 @@
+/* sqlite.c — the SQLite store: one database file in WAL mode, a versioned schema with
+ * migrations, one writer thread doing group commit, and retention in small delete batches
+ * between commits. docs/STORE.md is the long version; in short:
+ *
+ *   connections  `w` belongs to the writer thread (every write); `r` serves reads under a mutex.
+ *   group commit the writer takes every queued batch, applies all of them in one transaction
+ *                (BEGIN IMMEDIATE … COMMIT) and signals each after COMMIT returned. If one batch
+ *                violates a constraint (a history row twice), the transaction is rolled back
+ *                and the batches are applied again one transaction each, so only the bad one
+ *                fails. An I/O error (disk full, read-only, I/O) rolls back and puts the store in
+ *                the failed state: that batch and every later one fail with a clear error.
+ *   retention    when no batch waits, the writer runs one small retention step (at most
+ *                gc_batch rows per table per transaction) every gc_interval_ms, and keeps going
+ *                while rows are due and no batch waits — so commits are never held up long.
+ *   migrations   schema_version holds one row per applied migration; the list below is applied
+ *                in order from the version found, each in its own transaction.
+ */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "store/store_impl.h"
+
+/* ---- schema ----------------------------------------------------------------------------------- */
+
+/* Migration i (1-based) brings the schema from version i-1 to i. Never edit an entry once it
+ * shipped: add a new one. */
+static const char *const migrations[] = {
+    /* 1: the first schema */
+    "CREATE TABLE owners(owner TEXT PRIMARY KEY, next_root INTEGER NOT NULL);"
+    "CREATE TABLE orchestrations(id TEXT NOT NULL, version INTEGER NOT NULL, hash TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, registered_at INTEGER NOT NULL, content BLOB NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX orchestrations_hash ON orchestrations(hash);"
+    "CREATE TABLE rules(id TEXT NOT NULL, version INTEGER NOT NULL, hash TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, registered_at INTEGER NOT NULL, content BLOB NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX rules_hash ON rules(hash);"
+    "CREATE TABLE sessions(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, registry TEXT NOT NULL DEFAULT '',"
+    "  ostc_id TEXT NOT NULL, ostc_hash TEXT NOT NULL, status INTEGER NOT NULL, killed_at INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL DEFAULT 0, next_iter INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(owner, root_pid));"
+    "CREATE TABLE proc_rt(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    "  parent_iter INTEGER NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL, valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, join_group INTEGER NOT NULL,"
+    "  join_from_group INTEGER NOT NULL, next_wake_at INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+    "  started_at INTEGER NOT NULL, finished_at INTEGER NOT NULL, payload TEXT NOT NULL, error TEXT,"
+    "  join_state TEXT, terminal_at INTEGER, PRIMARY KEY(owner, root_pid, iter)) WITHOUT ROWID;"
+    "CREATE TABLE proc_steps(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    "  parent_iter INTEGER NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, at INTEGER NOT NULL, finished_at INTEGER NOT NULL,"
+    "  error TEXT, payload TEXT, recorded_at INTEGER NOT NULL, PRIMARY KEY(owner, root_pid, iter)) WITHOUT ROWID;",
+    /* 2: recovery of join groups and of kill-closed scopes; indexes for retention */
+    "ALTER TABLE sessions ADD COLUMN next_group INTEGER NOT NULL DEFAULT 1;"
+    "UPDATE sessions SET next_group = 1 + (SELECT COALESCE(MAX(MAX(r.join_group, r.join_from_group)), 0)"
+    "  FROM proc_rt r WHERE r.owner = sessions.owner AND r.root_pid = sessions.root_pid);"
+    "CREATE TABLE proc_scopes(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, grp INTEGER NOT NULL,"
+    "  PRIMARY KEY(owner, root_pid, grp)) WITHOUT ROWID;"
+    "INSERT INTO proc_scopes SELECT owner, root_pid, join_from_group FROM proc_rt"
+    "  WHERE join_state IS NOT NULL AND json_extract(join_state, '$.closed') = 1 AND join_from_group > 0"
+    "  AND (SELECT status FROM sessions s WHERE s.owner = proc_rt.owner AND s.root_pid = proc_rt.root_pid) = 0;"
+    "CREATE INDEX proc_rt_terminal ON proc_rt(terminal_at) WHERE terminal_at IS NOT NULL;"
+    "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
+    "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
+};
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+_Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
+
+/* ---- the handle ------------------------------------------------------------------------------- */
+
+enum {
+  S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
+  S_RM_SESSION, S_NEXTPID, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_COUNT
+};
+
+static const char *const stmt_sql[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_SESSION] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
+                  " finished_at, next_iter, paused, next_group) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"
+                  " ON CONFLICT(owner, root_pid) DO UPDATE SET registry=excluded.registry, ostc_id=excluded.ostc_id,"
+                  " ostc_hash=excluded.ostc_hash, status=excluded.status, killed_at=excluded.killed_at,"
+                  " finished_at=excluded.finished_at, next_iter=excluded.next_iter, paused=excluded.paused,"
+                  " next_group=excluded.next_group",
+    [S_STATE] = "UPDATE sessions SET status=?3, killed_at=?4, next_iter=?5, next_group=?6, paused=?7,"
+                " finished_at=CASE WHEN ?3 <> 0 AND status = 0 THEN ?8 ELSE finished_at END"
+                " WHERE owner=?1 AND root_pid=?2",
+    [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner=?1 AND root_pid=?2",
+    [S_PROC] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
+               " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
+               " payload, error, join_state, terminal_at)"
+               " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+               " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter=excluded.parent_iter,"
+               " step=excluded.step, step_id=excluded.step_id, status=excluded.status, paused=excluded.paused,"
+               " valid=excluded.valid, abort_reason=excluded.abort_reason, join_group=excluded.join_group,"
+               " join_from_group=excluded.join_from_group, next_wake_at=excluded.next_wake_at,"
+               " created_at=excluded.created_at, started_at=excluded.started_at, finished_at=excluded.finished_at,"
+               " payload=excluded.payload, error=excluded.error, join_state=excluded.join_state,"
+               " terminal_at=excluded.terminal_at",
+    [S_HIST] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
+               " abort_reason, at, finished_at, error, payload, recorded_at)"
+               " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+    [S_SCOPE] = "INSERT OR IGNORE INTO proc_scopes(owner, root_pid, grp) VALUES(?1,?2,?3)",
+    [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner=?1 AND root_pid=?2",
+    [S_RM_SESSION] = "DELETE FROM sessions WHERE owner=?1 AND root_pid=?2",
+    [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(?1, 2) ON CONFLICT(owner)"
+                  " DO UPDATE SET next_root = next_root + 1 RETURNING next_root - 1",
+    [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
+                   " WHERE terminal_at IS NOT NULL AND terminal_at <= ?1 LIMIT ?2)",
+    [S_GC_HIST] = "DELETE FROM proc_steps WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM"
+                  " proc_steps WHERE recorded_at <= ?1 LIMIT ?2)",
+    [S_GC_SESS] = "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE status <> 0 AND"
+                  " finished_at <= ?1 LIMIT ?2)",
+    [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE (owner, root_pid, grp) IN (SELECT s.owner, s.root_pid, s.grp"
+                    " FROM proc_scopes s WHERE NOT EXISTS (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND"
+                    " r.root_pid = s.root_pid AND r.join_group = s.grp AND r.status < 2) LIMIT ?1)",
+};
+
+typedef struct sqstore {
+  xgr_store base;
+  char *path;
+  sqlite3 *w;                   /* writer connection (writer thread only after open) */
+  sqlite3 *r;                   /* reader connection, under rmu */
+  pthread_mutex_t rmu;
+  sqlite3_stmt *stmt[S_COUNT];
+
+  pthread_t thread;
+  bool has_thread;
+  pthread_mutex_t qmu;          /* guards the fields below */
+  pthread_cond_t qcv;           /* writer: work arrived; waiters: batches signalled / gc done */
+  xgr_store_batch *head, *tail;
+  bool stop;
+  uint64_t submitted, signalled;
+  uint64_t gc_req, gc_done;
+  size_t gc_last_deleted;
+  int gc_rc;
+  xgr_error gc_err;
+} sqstore;
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+/* Is a SQLite result the batch's own fault (a constraint, bad data) rather than the store's? */
+static bool batch_fault(int rc) {
+  int p = rc & 0xff;
+  return p == SQLITE_CONSTRAINT || p == SQLITE_MISMATCH || p == SQLITE_TOOBIG || p == SQLITE_RANGE;
+}
+
+static int sq_error(sqlite3 *db, int rc, const char *path, const char *what, xgr_error *err) {
+  int p = rc & 0xff;
+  const char *hint = p == SQLITE_FULL ? " (the disk or the database's size limit is full)"
+                     : p == SQLITE_READONLY ? " (the file or its directory is read-only)"
+                     : p == SQLITE_CANTOPEN ? " (the file or its directory cannot be opened)"
+                     : p == SQLITE_NOTADB || p == SQLITE_CORRUPT ? " (not an xgr store or damaged)"
+                     : p == SQLITE_BUSY ? " (another process holds the database lock)" : "";
+  int code = batch_fault(rc) ? (p == SQLITE_CONSTRAINT ? XGR_ECONFLICT : XGR_EINVAL) : XGR_EIO;
+  return xgr_error_set(err, code, NULL, "store %s: %s: %s%s", path, what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                       hint);
+}
+
+static int exec_sql(sqlite3 *db, const char *path, const char *sql, xgr_error *err) {
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+  if (rc == SQLITE_OK) return 0;
+  xgr_error_set(err, XGR_EIO, NULL, "store %s: %s%s", path, msg ? msg : sqlite3_errstr(rc),
+                (rc & 0xff) == SQLITE_READONLY ? " (the file or its directory is read-only)"
+                : (rc & 0xff) == SQLITE_FULL ? " (the disk or the database's size limit is full)" : "");
+  sqlite3_free(msg);
+  return XGR_EIO;
+}
+
+/* ---- binding helpers ------------------------------------------------------------------------- */
+
+static void bind_text(sqlite3_stmt *s, int i, const char *t) {
+  if (t) sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(s, i);
+}
+static void bind_i64(sqlite3_stmt *s, int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+static void bind_u64(sqlite3_stmt *s, int i, uint64_t v) { sqlite3_bind_int64(s, i, (sqlite3_int64)v); }
+
+static char *col_text(sqlite3_stmt *s, int i) {
+  const unsigned char *t = sqlite3_column_text(s, i);
+  return t ? store_strdup((const char *)t) : NULL;
+}
+
+/* Run a prepared statement to completion (no rows expected). */
+static int step_done(sqlite3_stmt *s) {
+  int rc = sqlite3_step(s);
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* ---- applying batches (writer thread) -------------------------------------------------------- */
+
+static int apply_register(sqstore *q, xgr_store_doc *d) {
+  const char *table = d->kind == XGR_REG_RULE ? "rules" : "orchestrations";
+  char sql[256];
+  sqlite3_stmt *s = NULL;
+  snprintf(sql, sizeof sql, "SELECT version, owner, registered_at FROM %s WHERE id=?1 AND hash=?2 ORDER BY version LIMIT 1",
+           table);
+  int rc = sqlite3_prepare_v2(q->w, sql, -1, &s, NULL);
+  if (rc) return rc;
+  bind_text(s, 1, d->id);
+  bind_text(s, 2, d->hash);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {   /* the same bytes again: that version */
+    d->version = (uint32_t)sqlite3_column_int64(s, 0);
+    free(d->owner);
+    d->owner = col_text(s, 1);
+    d->registered_at = sqlite3_column_int64(s, 2);
+    sqlite3_finalize(s);
+    return SQLITE_OK;
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return rc;
+  snprintf(sql, sizeof sql,
+           "INSERT INTO %s(id, version, hash, owner, registered_at, content) VALUES(?1, (SELECT COALESCE(MAX(version), 0) + 1"
+           " FROM %s WHERE id=?1), ?2, ?3, ?4, ?5) RETURNING version", table, table);
+  rc = sqlite3_prepare_v2(q->w, sql, -1, &s, NULL);
+  if (rc) return rc;
+  bind_text(s, 1, d->id);
+  bind_text(s, 2, d->hash);
+  bind_text(s, 3, d->owner);
+  bind_i64(s, 4, d->registered_at);
+  sqlite3_bind_blob(s, 5, d->content, (int)d->len, SQLITE_STATIC);
+  rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) {
+    d->version = (uint32_t)sqlite3_column_int64(s, 0);
+    rc = sqlite3_step(s);
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int apply_op(sqstore *q, store_op *op, int64_t now) {
+  sqlite3_stmt *s;
+  switch (op->kind) {
+    case OP_SESSION: {
+      const xgr_store_session *x = &op->u.session;
+      s = q->stmt[S_SESSION];
+      bind_text(s, 1, x->owner);
+      bind_u64(s, 2, x->root_pid);
+      bind_text(s, 3, x->registry);
+      bind_text(s, 4, x->ostc_id);
+      bind_text(s, 5, x->ostc_hash);
+      bind_i64(s, 6, x->status);
+      bind_i64(s, 7, x->killed_at);
+      bind_i64(s, 8, x->created_at ? x->created_at : now);
+      bind_i64(s, 9, x->status != XGR_RESULT_RUNNING ? (x->finished_at ? x->finished_at : now) : 0);
+      bind_u64(s, 10, x->next_iter);
+      bind_i64(s, 11, x->paused);
+      bind_i64(s, 12, x->next_group);
+      return step_done(s);
+    }
+    case OP_STATE: {
+      s = q->stmt[S_STATE];
+      bind_text(s, 1, op->owner);
+      bind_u64(s, 2, op->root);
+      bind_i64(s, 3, op->u.state.status);
+      bind_i64(s, 4, op->u.state.killed_at);
+      bind_u64(s, 5, op->u.state.next_iter);
+      bind_i64(s, 6, op->u.state.next_group);
+      bind_i64(s, 7, op->u.state.paused);
+      bind_i64(s, 8, now);
+      int rc = step_done(s);
+      if (rc || op->u.state.status == XGR_RESULT_RUNNING) return rc;
+      s = q->stmt[S_SCOPES_DEL];   /* killed scopes matter only while the session lives */
+      bind_text(s, 1, op->owner);
+      bind_u64(s, 2, op->root);
+      return step_done(s);
+    }
+    case OP_PROC: {
+      const xgr_store_proc *p = &op->u.proc;
+      s = q->stmt[S_PROC];
+      bind_text(s, 1, op->owner);
+      bind_u64(s, 2, op->root);
+      bind_u64(s, 3, p->iter);
+      bind_u64(s, 4, p->parent_iter);
+      bind_i64(s, 5, p->step);
+      bind_text(s, 6, p->step_id ? p->step_id : "");
+      bind_i64(s, 7, p->status);
+      bind_i64(s, 8, p->paused);
+      bind_i64(s, 9, p->valid);
+      bind_i64(s, 10, p->abort_reason);
+      bind_i64(s, 11, p->group);
+      bind_i64(s, 12, p->from_group);
+      bind_i64(s, 13, p->next_wake_at);
+      bind_i64(s, 14, p->created_at);
+      bind_i64(s, 15, p->started_at);
+      bind_i64(s, 16, p->finished_at);
+      bind_text(s, 17, p->payload ? p->payload : "{}");
+      bind_text(s, 18, p->error);
+      bind_text(s, 19, p->join);
+      if (p->status >= XGR_PROC_DONE) bind_i64(s, 20, now);
+      else sqlite3_bind_null(s, 20);
+      return step_done(s);
+    }
+    case OP_HIST: {
+      const xgr_store_hist *h = &op->u.hist;
+      s = q->stmt[S_HIST];
+      bind_text(s, 1, op->owner);
+      bind_u64(s, 2, op->root);
+      bind_u64(s, 3, h->iter);
+      bind_u64(s, 4, h->parent_iter);
+      bind_i64(s, 5, h->step);
+      bind_text(s, 6, h->step_id ? h->step_id : "");
+      bind_i64(s, 7, h->status);
+      bind_i64(s, 8, h->valid);
+      bind_i64(s, 9, h->abort_reason);
+      bind_i64(s, 10, h->at);
+      bind_i64(s, 11, h->finished_at);
+      bind_text(s, 12, h->error);
+      bind_text(s, 13, q->base.cfg.no_history_payload ? NULL : h->payload);
+      bind_i64(s, 14, now);
+      return step_done(s);
+    }
+    case OP_SCOPE:
+      s = q->stmt[S_SCOPE];
+      bind_text(s, 1, op->owner);
+      bind_u64(s, 2, op->root);
+      bind_i64(s, 3, op->u.group);
+      return step_done(s);
+    case OP_REMOVE: {
+      int rc;
+      int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION};
+      for (int i = 0; i < 3; i++) {
+        s = q->stmt[ids[i]];
+        bind_text(s, 1, op->owner);
+        bind_u64(s, 2, op->root);
+        if ((rc = step_done(s))) return rc;
+      }
+      return SQLITE_OK;
+    }
+    case OP_NEXTPID: {
+      s = q->stmt[S_NEXTPID];
+      bind_text(s, 1, op->owner);
+      int rc = sqlite3_step(s);
+      if (rc == SQLITE_ROW) {
+        *op->u.next_pid = (uint64_t)sqlite3_column_int64(s, 0);
+        rc = sqlite3_step(s);
+      }
+      sqlite3_reset(s);
+      sqlite3_clear_bindings(s);
+      return rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    case OP_REGISTER:
+      return apply_register(q, op->u.doc);
+  }
+  return SQLITE_OK;
+}
+
+/* Apply every op of b; returns the first SQLite error (and fills b->err) or SQLITE_OK. */
+static int apply_batch(sqstore *q, xgr_store_batch *b, int64_t now) {
+  for (size_t i = 0; i < b->n; i++) {
+    int rc = apply_op(q, &b->ops[i], now);
+    if (rc != SQLITE_OK) {
+      sq_error(q->w, rc, q->path, "a write failed", &b->err);
+      b->rc = b->err.code;
+      return rc;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* The store can no longer write: record why, fail every batch in list. */
+static void fail_all(sqstore *q, xgr_store_batch **list, size_t n, const xgr_error *why) {
+  store_set_failed(&q->base, why->code ? why->code : XGR_EIO, why->message);
+  xgr_error ferr;
+  xgr_store_failed(&q->base, &ferr);
+  for (size_t i = 0; i < n; i++) {
+    list[i]->rc = ferr.code;
+    list[i]->err = ferr;
+  }
+}
+
+static int tx(sqstore *q, int which) { return step_done(q->stmt[which]); }
+
+/* One group: all batches in one transaction, or (after a batch's own fault) one each. */
+static void commit_group(sqstore *q, xgr_store_batch **list, size_t n) {
+  xgr_error err;
+  int64_t now = store_now_ms(&q->base);
+  if (xgr_store_failed(&q->base, &err)) {
+    for (size_t i = 0; i < n; i++) {
+      list[i]->rc = err.code;
+      list[i]->err = err;
+    }
+    return;
+  }
+  int rc = tx(q, S_BEGIN);
+  if (rc) {
+    sq_error(q->w, rc, q->path, "cannot begin a transaction", &err);
+    fail_all(q, list, n, &err);
+    return;
+  }
+  size_t bad = n;
+  for (size_t i = 0; i < n && bad == n; i++) {
+    rc = apply_batch(q, list[i], now);
+    if (rc) bad = i;
+  }
+  if (bad == n) {
+    rc = tx(q, S_COMMIT);
+    if (!rc) {
+      pthread_mutex_lock(&q->base.mu);
+      q->base.stats.transactions++;
+      if (n > q->base.stats.max_batches_per_tx) q->base.stats.max_batches_per_tx = n;
+      pthread_mutex_unlock(&q->base.mu);
+      return;
+    }
+    sq_error(q->w, rc, q->path, "commit failed", &err);
+    tx(q, S_ROLLBACK);
+    fail_all(q, list, n, &err);
+    return;
+  }
+  tx(q, S_ROLLBACK);
+  if (!batch_fault(rc)) {   /* an I/O error: the store stops */
+    err = list[bad]->err;
+    fail_all(q, list, n, &err);
+    return;
+  }
+  /* a batch's own fault: apply each batch in its own transaction so only the bad ones fail */
+  for (size_t i = 0; i < n; i++) {
+    list[i]->rc = 0;
+    xgr_error_clear(&list[i]->err);
+    if ((rc = tx(q, S_BEGIN))) {
+      sq_error(q->w, rc, q->path, "cannot begin a transaction", &err);
+      fail_all(q, list + i, n - i, &err);
+      return;
+    }
+    rc = apply_batch(q, list[i], now);
+    if (rc == SQLITE_OK) rc = tx(q, S_COMMIT);
+    else if (batch_fault(rc)) {
+      tx(q, S_ROLLBACK);
+      continue;   /* this batch fails alone (its rc/err are set) */
+    }
+    if (rc) {
+      sq_error(q->w, rc, q->path, "a write failed", &err);
+      tx(q, S_ROLLBACK);
+      fail_all(q, list + i, n - i, &err);
+      return;
+    }
+    pthread_mutex_lock(&q->base.mu);
+    q->base.stats.transactions++;
+    pthread_mutex_unlock(&q->base.mu);
+  }
+}
+
+/* ---- retention (writer thread) ------------------------------------------------------------------ */
+
+/* One retention step: at most gc_batch rows of each kind in one transaction. Returns the rows
+ * deleted (*more: some kind hit the limit), or < 0 after an error (in *err). */
+static long gc_step(sqstore *q, bool *more, xgr_error *err) {
+  const xgr_store_config *c = &q->base.cfg;
+  int64_t now = store_now_ms(&q->base);
+  int lim = c->gc_batch;
+  long total = 0;
+  *more = false;
+  int rc = tx(q, S_BEGIN);
+  if (rc) return sq_error(q->w, rc, q->path, "retention: cannot begin", err);
+  struct { int stmt; bool on; int64_t cut; } jobs[] = {
+      {S_GC_PROCS, true, now - c->ttl_secs * 1000},
+      {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
+      {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
+      {S_GC_SCOPES, true, 0},
+  };
+  for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
+    if (!jobs[j].on) continue;
+    sqlite3_stmt *s = q->stmt[jobs[j].stmt];
+    if (jobs[j].stmt == S_GC_SCOPES) {
+      sqlite3_bind_int(s, 1, lim);
+    } else {
+      bind_i64(s, 1, jobs[j].cut);
+      sqlite3_bind_int(s, 2, lim);
+    }
+    if ((rc = step_done(s))) {
+      tx(q, S_ROLLBACK);
+      return sq_error(q->w, rc, q->path, "retention: delete failed", err);
+    }
+    int ch = sqlite3_changes(q->w);
+    total += ch;
+    if (ch >= lim) *more = true;
+  }
+  if ((rc = tx(q, S_COMMIT))) {
+    tx(q, S_ROLLBACK);
+    return sq_error(q->w, rc, q->path, "retention: commit failed", err);
+  }
+  pthread_mutex_lock(&q->base.mu);
+  q->base.stats.gc_deleted += (uint64_t)total;
+  pthread_mutex_unlock(&q->base.mu);
+  return total;
+}
+
+/* ---- the writer thread ---------------------------------------------------------------------------- */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *writer_main(void *arg) {
+  sqstore *q = arg;
+  const xgr_store_config *c = &q->base.cfg;
+  int64_t next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
+  bool gc_more = false;          /* the last background step hit its limit: go on when idle */
+  size_t full_deleted = 0;       /* rows removed by the requested full pass so far */
+  xgr_store_batch **list = NULL;
+  size_t cap = 0;
+  pthread_mutex_lock(&q->qmu);
+  for (;;) {
+    bool want_full = q->gc_req != q->gc_done;
+    while (!q->head && !q->stop && !want_full && !gc_more && mono_ms() < next_gc) {
+      if (next_gc == INT64_MAX) {
+        pthread_cond_wait(&q->qcv, &q->qmu);
+      } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = next_gc - mono_ms();
+        if (wait < 1) wait = 1;
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+          ts.tv_sec++;
+          ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&q->qcv, &q->qmu, &ts);
+      }
+      want_full = q->gc_req != q->gc_done;
+    }
+    if (q->head) {   /* group commit: everything queued now */
+      size_t n = 0;
+      for (xgr_store_batch *b = q->head; b; b = b->next) n++;
+      if (n > cap) {
+        cap = n * 2;
+        list = store_xrealloc(list, cap * sizeof *list);
+      }
+      n = 0;
+      for (xgr_store_batch *b = q->head; b; b = b->next) list[n++] = b;
+      q->head = q->tail = NULL;
+      pthread_mutex_unlock(&q->qmu);
+      commit_group(q, list, n);
+      for (size_t i = 0; i < n; i++) store_signal(&q->base, list[i]);
+      pthread_mutex_lock(&q->qmu);
+      q->signalled += n;
+      pthread_cond_broadcast(&q->qcv);
+      continue;
+    }
+    if (q->stop && !want_full) break;
+    /* retention: one small step, then look at the queue again */
+    uint64_t req = q->gc_req;
+    pthread_mutex_unlock(&q->qmu);
+    xgr_error err;
+    xgr_error_clear(&err);
+    bool more = false;
+    long d = xgr_store_failed(&q->base, &err) ? -1 : gc_step(q, &more, &err);
+    pthread_mutex_lock(&q->qmu);
+    if (d < 0) {
+      more = false;
+      if (want_full) {
+        q->gc_rc = err.code ? err.code : XGR_EIO;
+        q->gc_err = err;
+      }
+    } else {
+      full_deleted += (size_t)d;
+    }
+    gc_more = more;
+    if (!more) {
+      next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
+      if (want_full) {
+        q->gc_last_deleted = full_deleted;
+        q->gc_done = req;
+        pthread_cond_broadcast(&q->qcv);
+      }
+      full_deleted = 0;
+    }
+  }
+  pthread_mutex_unlock(&q->qmu);
+  free(list);
+  return NULL;
+}
+
+static void sq_submit(xgr_store *st, xgr_store_batch *b) {
+  sqstore *q = (sqstore *)st;
+  b->next = NULL;
+  pthread_mutex_lock(&q->qmu);
+  if (q->tail) q->tail->next = b;
+  else q->head = b;
+  q->tail = b;
+  q->submitted++;
+  pthread_cond_broadcast(&q->qcv);
+  pthread_mutex_unlock(&q->qmu);
+}
+
+static void sq_flush(xgr_store *st) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->qmu);
+  uint64_t ticket = q->submitted;
+  while (q->signalled < ticket && q->has_thread) pthread_cond_wait(&q->qcv, &q->qmu);
+  pthread_mutex_unlock(&q->qmu);
+}
+
+static int sq_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  if (!q->has_thread) return xgr_error_set(err, XGR_EPERM, NULL, "the store was opened read-only");
+  pthread_mutex_lock(&q->qmu);
+  uint64_t ticket = ++q->gc_req;
+  q->gc_rc = 0;
+  pthread_cond_broadcast(&q->qcv);
+  while (q->gc_done < ticket) pthread_cond_wait(&q->qcv, &q->qmu);
+  int rc = q->gc_rc;
+  if (rc && err) *err = q->gc_err;
+  *deleted = q->gc_last_deleted;
+  pthread_mutex_unlock(&q->qmu);
+  return rc;
+}
+
+static void sq_close(xgr_store *st) {
+  sqstore *q = (sqstore *)st;
+  if (q->has_thread) {
+    pthread_mutex_lock(&q->qmu);
+    q->stop = true;
+    pthread_cond_broadcast(&q->qcv);
+    pthread_mutex_unlock(&q->qmu);
+    pthread_join(q->thread, NULL);
+  }
+  for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(q->stmt[i]);
+  if (q->w) sqlite3_close(q->w);
+  if (q->r) sqlite3_close(q->r);
+  pthread_mutex_destroy(&q->rmu);
+  pthread_mutex_destroy(&q->qmu);
+  pthread_cond_destroy(&q->qcv);
+  store_destroy_common(st);
+  free(q->path);
+  free(q);
+}
+
+/* ---- reading (reader connection) --------------------------------------------------------------------- */
+
+static int rd_prepare(sqstore *q, const char *sql, sqlite3_stmt **s, xgr_error *err) {
+  int rc = sqlite3_prepare_v2(q->r, sql, -1, s, NULL);
+  if (rc) return sq_error(q->r, rc, q->path, "cannot read", err);
+  return 0;
+}
+
+static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
+  memset(o, 0, sizeof *o);
+  o->owner = col_text(s, 0);
+  o->root_pid = (uint64_t)sqlite3_column_int64(s, 1);
+  o->registry = col_text(s, 2);
+  o->ostc_id = col_text(s, 3);
+  o->ostc_hash = col_text(s, 4);
+  o->status = (uint8_t)sqlite3_column_int(s, 5);
+  o->killed_at = sqlite3_column_int64(s, 6);
+  o->created_at = sqlite3_column_int64(s, 7);
+  o->finished_at = sqlite3_column_int64(s, 8);
+  o->next_iter = (uint64_t)sqlite3_column_int64(s, 9);
+  o->paused = sqlite3_column_int(s, 10) != 0;
+  o->next_group = (uint32_t)sqlite3_column_int64(s, 11);
+}
+
+#define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
+                     "next_iter, paused, next_group"
+#define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
+                  "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
+#define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
+                  "recorded_at"
+
+static void read_proc_row(sqlite3_stmt *s, xgr_store_proc *p) {
+  memset(p, 0, sizeof *p);
+  p->iter = (uint64_t)sqlite3_column_int64(s, 0);
+  p->parent_iter = (uint64_t)sqlite3_column_int64(s, 1);
+  p->step = (uint16_t)sqlite3_column_int(s, 2);
+  p->step_id = col_text(s, 3);
+  p->status = (uint8_t)sqlite3_column_int(s, 4);
+  p->paused = sqlite3_column_int(s, 5) != 0;
+  p->valid = (int8_t)sqlite3_column_int(s, 6);
+  p->abort_reason = (uint8_t)sqlite3_column_int(s, 7);
+  p->group = (uint32_t)sqlite3_column_int64(s, 8);
+  p->from_group = (uint32_t)sqlite3_column_int64(s, 9);
+  p->next_wake_at = sqlite3_column_int64(s, 10);
+  p->created_at = sqlite3_column_int64(s, 11);
+  p->started_at = sqlite3_column_int64(s, 12);
+  p->finished_at = sqlite3_column_int64(s, 13);
+  p->payload = col_text(s, 14);
+  p->error = col_text(s, 15);
+  p->join = col_text(s, 16);
+}
+
+static void read_hist_row(sqlite3_stmt *s, xgr_store_hist *h) {
+  memset(h, 0, sizeof *h);
+  h->iter = (uint64_t)sqlite3_column_int64(s, 0);
+  h->parent_iter = (uint64_t)sqlite3_column_int64(s, 1);
+  h->step = (uint16_t)sqlite3_column_int(s, 2);
+  h->step_id = col_text(s, 3);
+  h->status = (uint8_t)sqlite3_column_int(s, 4);
+  h->valid = (int8_t)sqlite3_column_int(s, 5);
+  h->abort_reason = (uint8_t)sqlite3_column_int(s, 6);
+  h->at = sqlite3_column_int64(s, 7);
+  h->finished_at = sqlite3_column_int64(s, 8);
+  h->error = col_text(s, 9);
+  h->payload = col_text(s, 10);
+  h->recorded_at = sqlite3_column_int64(s, 11);
+}
+
+static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  sqlite3_stmt *s;
+  pthread_mutex_lock(&q->rmu);
+  int rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=?1 AND root_pid=?2", &s, err);
+  if (!rc) {
+    bind_text(s, 1, owner);
+    bind_u64(s, 2, root);
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW) read_session_row(s, out);
+    else if (r == SQLITE_DONE)
+      rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%llu in the store", owner, (unsigned long long)root);
+    else rc = sq_error(q->r, r, q->path, "cannot read sessions", err);
+    sqlite3_finalize(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
+/* Rows of a per-session query into a growing array of `size`-byte records. */
+static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t root, size_t size,
+                     void (*row)(sqlite3_stmt *, void *), void **out, size_t *n, xgr_error *err) {
+  sqlite3_stmt *s;
+  *out = NULL;
+  *n = 0;
+  int rc = rd_prepare(q, sql, &s, err);
+  if (rc) return rc;
+  bind_text(s, 1, owner);
+  bind_u64(s, 2, root);
+  size_t cap = 16;
+  char *a = store_xmalloc(cap * size);
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    if (*n == cap) a = store_xrealloc(a, (cap *= 2) * size);
+    row(s, a + *n * size);
+    (*n)++;
+  }
+  if (r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read", err);
+  sqlite3_finalize(s);
+  *out = a;
+  return rc;
+}
+
+static void proc_row_cb(sqlite3_stmt *s, void *p) { read_proc_row(s, p); }
+static void hist_row_cb(sqlite3_stmt *s, void *p) { read_hist_row(s, p); }
+
+static int sq_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->rmu);
+  void *a;
+  int rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=?1 AND root_pid=?2 ORDER BY iter", owner, root,
+                     sizeof(xgr_store_proc), proc_row_cb, &a, n, err);
+  pthread_mutex_unlock(&q->rmu);
+  *out = a;
+  return rc;
+}
+
+static int sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->rmu);
+  void *a;
+  int rc = read_rows(q, "SELECT " HIST_COLS " FROM proc_steps WHERE owner=?1 AND root_pid=?2 ORDER BY iter", owner,
+                     root, sizeof(xgr_store_hist), hist_row_cb, &a, n, err);
+  pthread_mutex_unlock(&q->rmu);
+  *out = a;
+  return rc;
+}
+
+static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s = NULL;
+  int rc = exec_sql(q->r, q->path, "BEGIN", err);   /* one consistent snapshot */
+  if (!rc) rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE status = 0 ORDER BY owner, root_pid", &s, err);
+  int r = SQLITE_DONE;
+  while (!rc && (r = sqlite3_step(s)) == SQLITE_ROW) {
+    xgr_store_session row;
+    read_session_row(s, &row);
+    void *procs = NULL;
+    size_t np = 0;
+    rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=?1 AND root_pid=?2 AND status < 2 ORDER BY iter",
+                   row.owner, row.root_pid, sizeof(xgr_store_proc), proc_row_cb, &procs, &np, err);
+    uint32_t *groups = store_xmalloc(16 * sizeof *groups);
+    size_t ng = 0, capg = 16;
+    sqlite3_stmt *g = NULL;
+    if (!rc) rc = rd_prepare(q, "SELECT grp FROM proc_scopes WHERE owner=?1 AND root_pid=?2 ORDER BY grp", &g, err);
+    if (!rc) {
+      bind_text(g, 1, row.owner);
+      bind_u64(g, 2, row.root_pid);
+      int gr;
+      while ((gr = sqlite3_step(g)) == SQLITE_ROW) {
+        if (ng == capg) groups = store_xrealloc(groups, (capg *= 2) * sizeof *groups);
+        groups[ng++] = (uint32_t)sqlite3_column_int64(g, 0);
+      }
+      if (gr != SQLITE_DONE) rc = sq_error(q->r, gr, q->path, "cannot read proc_scopes", err);
+      sqlite3_finalize(g);
+    }
+    if (!rc) {
+      xgr_store_live l = {&row, procs, np, groups, ng};
+      rc = fn(ctx, &l);
+      if (rc) xgr_error_set(err, rc, NULL, "recovery stopped at session %s/%llu", row.owner, (unsigned long long)row.root_pid);
+    }
+    xgr_store_procs_free(procs, np);
+    free(groups);
+    xgr_store_session_clear(&row);
+  }
+  if (!rc && r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read sessions", err);
+  sqlite3_finalize(s);
+  sqlite3_exec(q->r, "COMMIT", NULL, NULL, NULL);
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
+static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
+                      xgr_store_doc *out, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  const char *table = kind == XGR_REG_RULE ? "rules" : "orchestrations";
+  char sql[256];
+  if (hash)
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE hash = lower(?1)"
+             " ORDER BY version DESC LIMIT 1", table);
+  else if (version)
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id=?1 AND version=?2",
+             table);
+  else
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id=?1"
+             " ORDER BY version DESC LIMIT 1", table);
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s;
+  int rc = rd_prepare(q, sql, &s, err);
+  if (!rc) {
+    bind_text(s, 1, hash ? hash : id);
+    if (!hash && version) sqlite3_bind_int64(s, 2, version);
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+      memset(out, 0, sizeof *out);
+      out->kind = kind;
+      out->id = col_text(s, 0);
+      out->version = (uint32_t)sqlite3_column_int64(s, 1);
+      out->hash = col_text(s, 2);
+      out->owner = col_text(s, 3);
+      out->registered_at = sqlite3_column_int64(s, 4);
+      out->len = (size_t)sqlite3_column_bytes(s, 5);
+      out->content = store_xmalloc(out->len + 1);
+      if (out->len) memcpy(out->content, sqlite3_column_blob(s, 5), out->len);
+      out->content[out->len] = 0;
+    } else if (r == SQLITE_DONE) {
+      rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no %s %s%s in the registry", kind ? "rule" : "orchestration",
+                         hash ? "with hash " : "", hash ? hash : id);
+    } else {
+      rc = sq_error(q->r, r, q->path, "cannot read the registry", err);
+    }
+    sqlite3_finalize(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
+static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
+                                   sq_history, sq_load_live, sq_doc_get, sq_gc};
+
+/* ---- open and migrate ------------------------------------------------------------------------------- */
+
+static int schema_version_of(sqlite3 *db, const char *path, int *v, xgr_error *err) {
+  sqlite3_stmt *s;
+  *v = 0;
+  int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'", -1,
+                              &s, NULL);
+  if (rc) return sq_error(db, rc, path, "cannot read the schema", err);
+  int has = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
+  rc = sqlite3_errcode(db);
+  sqlite3_finalize(s);
+  if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_error(db, rc, path, "cannot read the schema", err);
+  if (!has) {
+    /* a file with tables but no schema_version is not ours */
+    rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &s, NULL);
+    if (rc) return sq_error(db, rc, path, "cannot read the schema", err);
+    int n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    sqlite3_finalize(s);
+    if (n) return xgr_error_set(err, XGR_EINVAL, NULL, "store %s: the database has tables but no schema_version; it is "
+                                "not an xgr store", path);
+    return 0;
+  }
+  rc = sqlite3_prepare_v2(db, "SELECT COALESCE(MAX(version), 0) FROM schema_version", -1, &s, NULL);
+  if (rc) return sq_error(db, rc, path, "cannot read schema_version", err);
+  if (sqlite3_step(s) == SQLITE_ROW) *v = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  return 0;
+}
+
+static int migrate(sqstore *q, int from, xgr_error *err) {
+  for (int v = from + 1; v <= NMIGRATIONS; v++) {
+    char sql[160];
+    if (exec_sql(q->w, q->path, "BEGIN IMMEDIATE", err)) return XGR_EIO;
+    int rc = v == 1 ? exec_sql(q->w, q->path, "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)", err) : 0;
+    if (!rc) rc = exec_sql(q->w, q->path, migrations[v - 1], err);
+    snprintf(sql, sizeof sql, "INSERT INTO schema_version(version, applied_at) VALUES(%d, %lld)", v,
+             (long long)store_now_ms(&q->base));
+    if (!rc) rc = exec_sql(q->w, q->path, sql, err);
+    if (!rc) rc = exec_sql(q->w, q->path, "COMMIT", err);
+    if (rc) {
+      sqlite3_exec(q->w, "ROLLBACK", NULL, NULL, NULL);
+      char m[XGR_MSG_MAX];
+      snprintf(m, sizeof m, "%s", err->message);
+      return xgr_error_set(err, XGR_EIO, NULL, "migration to schema version %d failed: %s", v, m);
+    }
+  }
+  return 0;
+}
+
+static int configure(sqstore *q, sqlite3 *db, bool writer, xgr_error *err) {
+  char sql[128];
+  sqlite3_busy_timeout(db, q->base.cfg.busy_timeout_ms);
+  if (writer) {
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &s, NULL) == SQLITE_OK) {
+      const char *mode = sqlite3_step(s) == SQLITE_ROW ? (const char *)sqlite3_column_text(s, 0) : NULL;
+      bool wal = mode && !strcasecmp(mode, "wal");
+      sqlite3_finalize(s);
+      if (!wal) return sq_error(db, sqlite3_errcode(db), q->path, "cannot switch to WAL mode", err);
+    }
+  }
+  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", q->base.cfg.sync == XGR_STORE_SYNC_NORMAL ? "NORMAL" : "FULL");
+  if (exec_sql(db, q->path, sql, err)) return XGR_EIO;
+  if (q->base.cfg.max_page_count) {
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%u", (unsigned)q->base.cfg.max_page_count);
+    if (exec_sql(db, q->path, sql, err)) return XGR_EIO;
+  }
+  return 0;
+}
+
+xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, xgr_error *err) {
+  sqstore *q = store_xcalloc(1, sizeof *q);
+  store_init_common(&q->base, &sqlite_vt, cfg);
+  q->path = store_strdup(path);
+  pthread_mutex_init(&q->rmu, NULL);
+  pthread_mutex_init(&q->qmu, NULL);
+  pthread_cond_init(&q->qcv, NULL);
+  bool ro = q->base.cfg.read_only;
+  int flags = (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path, &q->w, flags, NULL);
+  if (rc) {
+    sq_error(q->w, rc, path, "cannot open", err);
+    goto fail;
+  }
+  sqlite3_extended_result_codes(q->w, 1);
+  if (!ro && sqlite3_db_readonly(q->w, "main") == 1) {
+    xgr_error_set(err, XGR_EIO, NULL, "store %s: the file is read-only; xgr needs to write it (fix its permissions, or "
+                  "open it read-only for reading)", path);
+    goto fail;
+  }
+  if (configure(q, q->w, !ro, err)) goto fail;
+  int found = 0;
+  if (schema_version_of(q->w, path, &found, err)) goto fail;
+  q->base.found_version = found;
+  if (found > XGR_STORE_SCHEMA_VERSION) {
+    xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "store %s has schema version %d; this xgr knows versions up to %d "
+                  "(use a newer xgr)", path, found, XGR_STORE_SCHEMA_VERSION);
+    goto fail;
+  }
+  if (found < XGR_STORE_SCHEMA_VERSION) {
+    if (ro) {
+      xgr_error_set(err, XGR_ESTATE, NULL, "store %s has schema version %d and needs migrating to %d, which a "
+                    "read-only open cannot do", path, found, XGR_STORE_SCHEMA_VERSION);
+      goto fail;
+    }
+    if (migrate(q, found, err)) goto fail;
+  }
+  q->base.version = XGR_STORE_SCHEMA_VERSION;
+  if (!ro)
+    for (int i = 0; i < S_COUNT; i++)
+      if ((rc = sqlite3_prepare_v3(q->w, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->stmt[i], NULL))) {
+        sq_error(q->w, rc, path, "cannot prepare statements", err);
+        goto fail;
+      }
+  rc = sqlite3_open_v2(path, &q->r, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc) {
+    sq_error(q->r, rc, path, "cannot open for reading", err);
+    goto fail;
+  }
+  sqlite3_busy_timeout(q->r, q->base.cfg.busy_timeout_ms);
+  if (!ro) {
+    if (pthread_create(&q->thread, NULL, writer_main, q)) {
+      xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot start the writer thread", path);
+      goto fail;
+    }
+    q->has_thread = true;
+  }
+  return &q->base;
+fail:
+  sq_close(&q->base);
+  return NULL;
+}

@@ -1,0 +1,572 @@
+/* store.c — the store front (xgr/store.h): opening a backend by URL, records, batches, turning a
+ * core's effects into batch entries, the synchronous helpers built on submit, and recovery of a
+ * session core from stored rows. Backends (memory.c, sqlite.c) only apply entries and read. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/store_impl.h"
+#include "xgr/keccak.h"
+
+/* ---- small helpers ----------------------------------------------------------------------------- */
+
+void *store_xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) abort();   /* out of memory is not recoverable (as everywhere in xgr) */
+  return p;
+}
+void *store_xcalloc(size_t n, size_t m) {
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p) abort();
+  return p;
+}
+void *store_xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) abort();
+  return p;
+}
+char *store_strdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = store_xmalloc(n);
+  memcpy(d, s, n);
+  return d;
+}
+
+static int64_t realtime_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t store_now_ms(const xgr_store *st) {
+  return st->cfg.clock_ms ? st->cfg.clock_ms(st->cfg.clock_ctx) : realtime_ms();
+}
+
+void store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config *cfg) {
+  st->vt = vt;
+  if (cfg) st->cfg = *cfg;
+  if (st->cfg.busy_timeout_ms <= 0) st->cfg.busy_timeout_ms = 5000;
+  if (st->cfg.ttl_secs <= 0) {
+    const char *e = getenv("XGR_SESSION_TTL_SECS");
+    char *end = NULL;
+    long long v = e ? strtoll(e, &end, 10) : 0;
+    st->cfg.ttl_secs = e && end && !*end && v > 0 ? v : 86400;
+  }
+  if (st->cfg.gc_interval_ms == 0) st->cfg.gc_interval_ms = 1000;
+  if (st->cfg.gc_batch <= 0) st->cfg.gc_batch = 256;
+  pthread_mutex_init(&st->mu, NULL);
+}
+
+void store_destroy_common(xgr_store *st) { pthread_mutex_destroy(&st->mu); }
+
+void store_set_failed(xgr_store *st, int code, const char *msg) {
+  pthread_mutex_lock(&st->mu);
+  if (!st->failed) {
+    st->failed = code ? code : XGR_EIO;
+    xgr_error_set(&st->fail_err, st->failed, NULL, "%s", msg);
+  }
+  pthread_mutex_unlock(&st->mu);
+}
+
+int xgr_store_failed(xgr_store *st, xgr_error *err) {
+  pthread_mutex_lock(&st->mu);
+  int rc = st->failed;
+  if (rc && err) *err = st->fail_err;
+  pthread_mutex_unlock(&st->mu);
+  return rc;
+}
+
+void store_signal(xgr_store *st, xgr_store_batch *b) {
+  pthread_mutex_lock(&st->mu);
+  if (b->rc == 0) {
+    st->stats.batches++;
+    st->stats.entries += b->n;
+  } else {
+    st->stats.failed_batches++;
+  }
+  pthread_mutex_unlock(&st->mu);
+  if (b->done) b->done(b->ctx, b->rc, b->rc ? &b->err : NULL);
+  b->done = NULL;
+  xgr_store_batch_free(b);
+}
+
+void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out) {
+  pthread_mutex_lock(&st->mu);
+  *out = st->stats;
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- open / close ------------------------------------------------------------------------------ */
+
+xgr_store *xgr_store_open(const char *url, const xgr_store_config *cfg, xgr_error *err) {
+  if (!url || !strcmp(url, "memory:") || !strcmp(url, "memory")) return xgr_store_memory_open(cfg, err);
+  if (!strncmp(url, "sqlite:", 7)) url += 7;
+  if (!*url) {
+    xgr_error_set(err, XGR_EINVAL, NULL, "empty store path (expected memory:, sqlite:PATH or a file path)");
+    return NULL;
+  }
+  if (!strncmp(url, "postgres", 8)) {
+    xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the PostgreSQL store is not built yet (use a SQLite file)");
+    return NULL;
+  }
+  return xgr_store_sqlite_open(url, cfg, err);
+}
+
+void xgr_store_close(xgr_store *st) {
+  if (st) st->vt->close(st);
+}
+
+const char *xgr_store_backend(const xgr_store *st) { return st->vt->name; }
+
+int xgr_store_schema_version(const xgr_store *st, int *found) {
+  if (found) *found = st->found_version;
+  return st->version;
+}
+
+/* ---- records ------------------------------------------------------------------------------------- */
+
+void xgr_store_doc_clear(xgr_store_doc *d) {
+  if (!d) return;
+  free(d->id);
+  free(d->hash);
+  free(d->owner);
+  free(d->content);
+  memset(d, 0, sizeof *d);
+}
+
+void xgr_store_session_clear(xgr_store_session *s) {
+  if (!s) return;
+  free(s->owner);
+  free(s->registry);
+  free(s->ostc_id);
+  free(s->ostc_hash);
+  memset(s, 0, sizeof *s);
+}
+
+void xgr_store_proc_clear(xgr_store_proc *p) {
+  if (!p) return;
+  free(p->step_id);
+  free(p->payload);
+  free(p->error);
+  free(p->join);
+  memset(p, 0, sizeof *p);
+}
+
+void xgr_store_hist_clear(xgr_store_hist *h) {
+  if (!h) return;
+  free(h->step_id);
+  free(h->error);
+  free(h->payload);
+  memset(h, 0, sizeof *h);
+}
+
+void xgr_store_procs_free(xgr_store_proc *p, size_t n) {
+  for (size_t i = 0; i < n; i++) xgr_store_proc_clear(&p[i]);
+  free(p);
+}
+
+void xgr_store_hists_free(xgr_store_hist *h, size_t n) {
+  for (size_t i = 0; i < n; i++) xgr_store_hist_clear(&h[i]);
+  free(h);
+}
+
+void store_session_copy(xgr_store_session *d, const xgr_store_session *s) {
+  *d = *s;
+  d->owner = store_strdup(s->owner ? s->owner : "");
+  d->registry = store_strdup(s->registry ? s->registry : "");
+  d->ostc_id = store_strdup(s->ostc_id ? s->ostc_id : "");
+  d->ostc_hash = store_strdup(s->ostc_hash ? s->ostc_hash : "");
+}
+
+void store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) {
+  *d = *s;
+  d->step_id = store_strdup(s->step_id ? s->step_id : "");
+  d->payload = store_strdup(s->payload ? s->payload : "{}");
+  d->error = store_strdup(s->error);
+  d->join = store_strdup(s->join);
+}
+
+void store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) {
+  *d = *s;
+  d->step_id = store_strdup(s->step_id ? s->step_id : "");
+  d->error = store_strdup(s->error);
+  d->payload = store_strdup(s->payload);
+}
+
+void store_doc_copy(xgr_store_doc *d, const xgr_store_doc *s) {
+  *d = *s;
+  d->id = store_strdup(s->id);
+  d->hash = store_strdup(s->hash);
+  d->owner = store_strdup(s->owner);
+  d->content = store_xmalloc(s->len + 1);
+  memcpy(d->content, s->content, s->len);
+  d->content[s->len] = 0;
+}
+
+int store_doc_hash(const char *content, size_t len, char out[67]) {
+  xgr_keccak256_hex(content, len, out);
+  return 0;
+}
+
+/* ---- batches ------------------------------------------------------------------------------------- */
+
+xgr_store_batch *xgr_store_batch_new(void) { return store_xcalloc(1, sizeof(xgr_store_batch)); }
+
+void store_op_free(store_op *op) {
+  free(op->owner);
+  switch (op->kind) {
+    case OP_SESSION: xgr_store_session_clear(&op->u.session); break;
+    case OP_PROC: xgr_store_proc_clear(&op->u.proc); break;
+    case OP_HIST: xgr_store_hist_clear(&op->u.hist); break;
+    default: break;
+  }
+}
+
+void xgr_store_batch_free(xgr_store_batch *b) {
+  if (!b) return;
+  for (size_t i = 0; i < b->n; i++) store_op_free(&b->ops[i]);
+  free(b->ops);
+  free(b);
+}
+
+size_t xgr_store_batch_size(const xgr_store_batch *b) { return b->n; }
+
+static store_op *push(xgr_store_batch *b, op_kind kind, const char *owner, uint64_t root) {
+  if (b->n == b->cap) {
+    b->cap = b->cap ? b->cap * 2 : 16;
+    b->ops = store_xrealloc(b->ops, b->cap * sizeof *b->ops);
+  }
+  store_op *op = &b->ops[b->n++];
+  memset(op, 0, sizeof *op);
+  op->kind = kind;
+  op->owner = store_strdup(owner ? owner : "");
+  op->root = root;
+  return op;
+}
+
+void xgr_store_batch_session(xgr_store_batch *b, const xgr_store_session *s) {
+  store_op *op = push(b, OP_SESSION, s->owner, s->root_pid);
+  store_session_copy(&op->u.session, s);
+}
+
+void xgr_store_batch_session_state(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint8_t status,
+                                   int64_t killed_at, uint64_t next_iter, uint32_t next_group, bool paused) {
+  store_op *op = NULL;
+  if (b->last_state) {   /* coalesce with the last state entry of the same session */
+    store_op *l = &b->ops[b->last_state - 1];
+    if (l->root == root_pid && !strcmp(l->owner, owner ? owner : "")) op = l;
+  }
+  if (!op) {
+    op = push(b, OP_STATE, owner, root_pid);
+    b->last_state = b->n;
+  }
+  op->u.state.status = status;
+  op->u.state.killed_at = killed_at;
+  op->u.state.next_iter = next_iter;
+  op->u.state.next_group = next_group;
+  op->u.state.paused = paused;
+}
+
+void xgr_store_batch_proc(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
+  store_op *op = push(b, OP_PROC, owner, root_pid);
+  store_proc_copy(&op->u.proc, p);
+}
+
+void xgr_store_batch_hist(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h) {
+  store_op *op = push(b, OP_HIST, owner, root_pid);
+  store_hist_copy(&op->u.hist, h);
+}
+
+void xgr_store_batch_scope_killed(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint32_t group) {
+  push(b, OP_SCOPE, owner, root_pid)->u.group = group;
+}
+
+void xgr_store_batch_remove_session(xgr_store_batch *b, const char *owner, uint64_t root_pid) {
+  push(b, OP_REMOVE, owner, root_pid);
+}
+
+/* ---- effects -> entries ----------------------------------------------------------------------- */
+
+static char *value_json(xgr_value v) {
+  if (xgr_value_kind(v) == XGR_VNULL) return store_strdup("{}");
+  return xgr_value_to_json_text(v, 0, NULL);
+}
+
+/* The record of a live or just-finished process (the entry takes the strings). */
+static void proc_record(const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r) {
+  memset(r, 0, sizeof *r);
+  r->iter = p->iter;
+  r->parent_iter = p->parent_iter;
+  r->step = p->step;
+  r->step_id = store_strdup(o->steps[p->step].id);
+  r->status = p->status;
+  r->paused = p->paused;
+  r->valid = p->valid;
+  r->abort_reason = p->abort_reason;
+  r->group = p->group;
+  r->from_group = p->from_group;
+  r->next_wake_at = p->next_wake_at;
+  r->created_at = p->created_at;
+  r->started_at = p->started_at;
+  r->finished_at = p->finished_at;
+  r->payload = value_json(p->payload);
+  r->error = store_strdup(p->error);
+  r->join = p->join ? xgr_session_join_to_json(o, p->join) : NULL;
+}
+
+typedef struct fx_ref {
+  uint64_t iter;
+  size_t idx;
+} fx_ref;
+
+static int ref_cmp(const void *a, const void *b) {
+  const fx_ref *x = a, *y = b;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return x->idx < y->idx ? 1 : x->idx > y->idx ? -1 : 0;   /* latest effect first */
+}
+
+void xgr_store_batch_add_effects(xgr_store_batch *b, const xgr_session *s, const xgr_effects *fx) {
+  const xgr_orch *o = xgr_session_orch(s);
+  const char *owner = xgr_session_owner(s);
+  uint64_t root = xgr_session_root_pid(s);
+  size_t nref = 0;
+  fx_ref *refs = fx->n ? store_xmalloc(fx->n * sizeof *refs) : NULL;
+  for (size_t i = 0; i < fx->n; i++) {
+    const xgr_effect *e = &fx->items[i];
+    if ((e->kind == XGR_FX_PROC || e->kind == XGR_FX_JOIN) && e->proc) refs[nref++] = (fx_ref){e->proc->iter, i};
+  }
+  /* processes: the last state of each (effects point at the live struct, so any of them shows
+   * the state after the call; the latest one is taken for clarity) */
+  if (nref > 1) qsort(refs, nref, sizeof *refs, ref_cmp);
+  for (size_t i = 0; i < nref; i++) {
+    if (i && refs[i].iter == refs[i - 1].iter) continue;
+    store_op *op = push(b, OP_PROC, owner, root);
+    proc_record(o, fx->items[refs[i].idx].proc, &op->u.proc);
+  }
+  free(refs);
+  for (size_t i = 0; i < fx->n; i++) {
+    const xgr_effect *e = &fx->items[i];
+    if (e->kind == XGR_FX_HISTORY && e->proc) {
+      const xgr_proc *p = e->proc;
+      store_op *op = push(b, OP_HIST, owner, root);
+      xgr_store_hist *h = &op->u.hist;
+      h->iter = p->iter;
+      h->parent_iter = p->parent_iter;
+      h->step = p->step;
+      h->step_id = store_strdup(o->steps[p->step].id);
+      h->status = e->status;
+      h->valid = e->valid;
+      h->abort_reason = p->abort_reason;
+      h->at = e->at;
+      h->finished_at = p->finished_at;
+      h->error = store_strdup(p->error);
+      h->payload = value_json(p->payload);
+    } else if (e->kind == XGR_FX_JOIN && e->proc && e->proc->join && e->proc->join->closed &&
+               e->proc->join->decl->policy == XGR_POLICY_KILL) {
+      push(b, OP_SCOPE, owner, root)->u.group = e->proc->from_group;
+    }
+  }
+  xgr_session_state st;
+  xgr_session_state_get(s, &st);
+  xgr_store_batch_session_state(b, owner, root, (uint8_t)xgr_session_result_of(s), st.killed_at, st.next_iter,
+                                st.next_group, st.paused);
+}
+
+void xgr_store_batch_add_session_start(xgr_store_batch *b, const xgr_session *s, const char *registry) {
+  const xgr_orch *o = xgr_session_orch(s);
+  xgr_session_state st;
+  xgr_session_state_get(s, &st);
+  xgr_store_session row = {.owner = (char *)xgr_session_owner(s),
+                           .root_pid = xgr_session_root_pid(s),
+                           .registry = (char *)(registry ? registry : ""),
+                           .ostc_id = o->id,
+                           .ostc_hash = (char *)o->hash,
+                           .status = (uint8_t)xgr_session_result_of(s),
+                           .killed_at = st.killed_at,
+                           .next_iter = st.next_iter,
+                           .next_group = st.next_group,
+                           .paused = st.paused};
+  xgr_store_batch_session(b, &row);
+}
+
+/* ---- submit and the synchronous helpers ----------------------------------------------------------- */
+
+int xgr_store_submit(xgr_store *st, xgr_store_batch *b, xgr_store_done_fn done, void *ctx) {
+  b->done = done;
+  b->ctx = ctx;
+  b->rc = 0;
+  xgr_error_clear(&b->err);
+  xgr_error ferr;
+  int rc = xgr_store_failed(st, &ferr);
+  if (rc) {
+    b->rc = rc;
+    b->err = ferr;
+    store_signal(st, b);
+    return rc;
+  }
+  if (st->cfg.read_only) {
+    b->rc = XGR_EPERM;
+    xgr_error_set(&b->err, XGR_EPERM, NULL, "the store was opened read-only");
+    store_signal(st, b);
+    return XGR_EPERM;
+  }
+  st->vt->submit(st, b);
+  return 0;
+}
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  int rc;
+  xgr_error err;
+} waiter;
+
+static void wait_done(void *ctx, int rc, const xgr_error *err) {
+  waiter *w = ctx;
+  pthread_mutex_lock(&w->mu);
+  w->rc = rc;
+  if (err) w->err = *err;
+  w->done = true;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int xgr_store_commit(xgr_store *st, xgr_store_batch *b, xgr_error *err) {
+  waiter w = {.done = false};
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  xgr_error_clear(&w.err);
+  xgr_store_submit(st, b, wait_done, &w);
+  pthread_mutex_lock(&w.mu);
+  while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  pthread_mutex_destroy(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  if (w.rc && err) *err = w.err;
+  return w.rc;
+}
+
+void xgr_store_flush(xgr_store *st) { st->vt->flush(st); }
+
+int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err) {
+  if (!owner || !*owner) return xgr_error_set(err, XGR_EINVAL, "owner", "an owner address is needed");
+  xgr_store_batch *b = xgr_store_batch_new();
+  *root_pid = 0;
+  push(b, OP_NEXTPID, owner, 0)->u.next_pid = root_pid;
+  return xgr_store_commit(st, b, err);
+}
+
+int xgr_store_register(xgr_store *st, xgr_registry_kind kind, const char *id, const char *owner, const char *content,
+                       size_t len, xgr_store_doc *out, xgr_error *err) {
+  if (!id || !*id) return xgr_error_set(err, XGR_EINVAL, "id", "a registered document needs an id");
+  if (!content) return xgr_error_set(err, XGR_EINVAL, "content", "no content");
+  xgr_store_doc d = {.kind = kind, .id = (char *)id, .owner = (char *)(owner ? owner : ""),
+                     .content = (char *)content, .len = len};
+  char hash[67];
+  store_doc_hash(content, len, hash);
+  d.hash = hash;
+  d.registered_at = store_now_ms(st);
+  xgr_store_doc *io = store_xcalloc(1, sizeof *io);
+  store_doc_copy(io, &d);
+  xgr_store_batch *b = xgr_store_batch_new();
+  push(b, OP_REGISTER, owner, 0)->u.doc = io;
+  int rc = xgr_store_commit(st, b, err);
+  if (!rc && out) *out = *io;
+  else xgr_store_doc_clear(io);
+  free(io);
+  return rc;
+}
+
+/* ---- reading ---------------------------------------------------------------------------------------- */
+
+int xgr_store_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, xgr_store_doc *out,
+                      xgr_error *err) {
+  return st->vt->doc_get(st, kind, id, version, NULL, out, err);
+}
+
+int xgr_store_doc_by_hash(xgr_store *st, xgr_registry_kind kind, const char *hash, xgr_store_doc *out,
+                          xgr_error *err) {
+  return st->vt->doc_get(st, kind, NULL, 0, hash, out, err);
+}
+
+int xgr_store_session_get(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_session *out,
+                          xgr_error *err) {
+  return st->vt->session_get(st, owner, root_pid, out, err);
+}
+
+int xgr_store_procs(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_proc **out, size_t *n,
+                    xgr_error *err) {
+  return st->vt->procs(st, owner, root_pid, out, n, err);
+}
+
+int xgr_store_history(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_hist **out, size_t *n,
+                      xgr_error *err) {
+  return st->vt->history(st, owner, root_pid, out, n, err);
+}
+
+int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, xgr_error *err) {
+  return st->vt->load_live(st, fn, ctx, err);
+}
+
+int xgr_store_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
+  size_t d = 0;
+  int rc = st->cfg.read_only ? xgr_error_set(err, XGR_EPERM, NULL, "the store was opened read-only")
+                             : st->vt->gc(st, &d, err);
+  if (deleted) *deleted = d;
+  return rc;
+}
+
+/* ---- recovery ------------------------------------------------------------------------------------------ */
+
+xgr_session *xgr_store_restore_session(const xgr_orch *o, const xgr_store_live *l, const xgr_session_config *cfg,
+                                       int64_t now, xgr_effects *fx, xgr_error *err) {
+  const xgr_store_session *ss = l->session;
+  if (ss->ostc_hash && *ss->ostc_hash && strcmp(ss->ostc_hash, o->hash)) {
+    xgr_error_set(err, XGR_EMISMATCH, "ostcHash", "session %s/%" PRIu64 " is pinned to orchestration %s, not %s",
+                  ss->owner, ss->root_pid, ss->ostc_hash, o->hash);
+    return NULL;
+  }
+  xgr_session_state state = {.next_iter = ss->next_iter, .next_group = ss->next_group, .paused = ss->paused,
+                             .killed = ss->killed_at != 0, .killed_at = ss->killed_at};
+  xgr_session *s = xgr_session_restore_begin(o, ss->owner, ss->root_pid, cfg, &state);
+  for (size_t i = 0; i < l->nprocs; i++) {
+    const xgr_store_proc *r = &l->procs[i];
+    if (r->status > XGR_PROC_RUNNING) continue;
+    xgr_proc p;
+    memset(&p, 0, sizeof p);
+    p.iter = r->iter;
+    p.parent_iter = r->parent_iter;
+    p.step = r->step;
+    p.status = r->status;
+    p.paused = r->paused;
+    p.valid = r->valid;
+    p.group = r->group;
+    p.from_group = r->from_group;
+    p.next_wake_at = r->next_wake_at;
+    p.created_at = r->created_at;
+    p.started_at = r->started_at;
+    p.finished_at = r->finished_at;
+    if (xgr_value_from_json_text(r->payload ? r->payload : "{}", strlen(r->payload ? r->payload : "{}"), 0,
+                                 &p.payload, err)) {
+      xgr_session_free(s);
+      return NULL;
+    }
+    int rc = xgr_session_restore_proc(s, &p, r->join, err);
+    xgr_value_release(p.payload);
+    if (rc) {
+      xgr_session_free(s);
+      return NULL;
+    }
+  }
+  for (size_t i = 0; i < l->nkilled; i++) xgr_session_restore_scope_killed(s, l->killed_groups[i]);
+  if (xgr_session_restore_end(s, now, fx, err)) {
+    xgr_session_free(s);
+    return NULL;
+  }
+  return s;
+}

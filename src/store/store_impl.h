@@ -1,0 +1,100 @@
+/* store_impl.h — what the store front (store.c) and its backends (memory.c, sqlite.c) share:
+ * batch entries, the backend vtable, and the common part of a store handle. Private to src/store.
+ *
+ * A batch is a list of entries (ops) in the order they were added; backends apply them in that
+ * order. Besides the public entries there are two internal ones that only travel alone in a
+ * batch: NEXTPID (getNextProcessId) and REGISTER (a registry document); their results are
+ * written through pointers the waiting caller owns. */
+#ifndef XGR_STORE_IMPL_H
+#define XGR_STORE_IMPL_H
+
+#include <pthread.h>
+
+#include "xgr/store.h"
+
+typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER } op_kind;
+
+typedef struct store_op {
+  op_kind kind;
+  char *owner;
+  uint64_t root;
+  union {
+    xgr_store_session session;                  /* OP_SESSION */
+    struct {
+      uint8_t status;
+      int64_t killed_at;
+      uint64_t next_iter;
+      uint32_t next_group;
+      bool paused;
+    } state;                                    /* OP_STATE */
+    xgr_store_proc proc;                        /* OP_PROC */
+    xgr_store_hist hist;                        /* OP_HIST */
+    uint32_t group;                             /* OP_SCOPE */
+    uint64_t *next_pid;                         /* OP_NEXTPID: result */
+    xgr_store_doc *doc;                         /* OP_REGISTER: in (kind, id, owner, content) and out */
+  } u;
+} store_op;
+
+struct xgr_store_batch {
+  store_op *ops;
+  size_t n, cap;
+  size_t last_state;            /* index + 1 of the last OP_STATE (coalescing), 0: none */
+  xgr_store_done_fn done;
+  void *ctx;
+  struct xgr_store_batch *next; /* queue link */
+  int rc;                       /* result, set by the backend */
+  xgr_error err;
+};
+
+typedef struct store_vt {
+  const char *name;
+  /* queue b (owned from now on); the backend calls store_signal for it exactly once */
+  void (*submit)(xgr_store *st, xgr_store_batch *b);
+  void (*flush)(xgr_store *st);
+  void (*close)(xgr_store *st);
+  int (*session_get)(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err);
+  int (*procs)(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err);
+  int (*history)(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err);
+  int (*load_live)(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err);
+  int (*doc_get)(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
+                 xgr_store_doc *out, xgr_error *err);
+  int (*gc)(xgr_store *st, size_t *deleted, xgr_error *err);
+} store_vt;
+
+/* The common head of every backend's handle. */
+struct xgr_store {
+  const store_vt *vt;
+  xgr_store_config cfg;
+  int found_version, version;
+  pthread_mutex_t mu;           /* guards failed, fail_err, stats */
+  int failed;
+  xgr_error fail_err;
+  xgr_store_stats stats;
+};
+
+/* store.c */
+void store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config *cfg);
+void store_destroy_common(xgr_store *st);
+int64_t store_now_ms(const xgr_store *st);
+/* Record a fatal error: the store refuses every later write. */
+void store_set_failed(xgr_store *st, int code, const char *msg);
+/* Signal b's callback with b->rc / b->err and free b. */
+void store_signal(xgr_store *st, xgr_store_batch *b);
+void store_op_free(store_op *op);
+char *store_strdup(const char *s);
+void *store_xmalloc(size_t n);
+void *store_xcalloc(size_t n, size_t m);
+void *store_xrealloc(void *p, size_t n);
+/* Deep copies of records (strings duplicated). */
+void store_session_copy(xgr_store_session *dst, const xgr_store_session *src);
+void store_proc_copy(xgr_store_proc *dst, const xgr_store_proc *src);
+void store_hist_copy(xgr_store_hist *dst, const xgr_store_hist *src);
+void store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
+/* A new registry record: hash computed (keccak-256 of content). */
+int store_doc_hash(const char *content, size_t len, char out[67]);
+
+/* backends */
+xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err);
+xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, xgr_error *err);
+
+#endif
