@@ -95,8 +95,11 @@ typedef enum xgr_cel_kind {
  *   XGR_EPARSE  syntax error: "at <offset>: <what>, found <token>"; malformed placeholder
  *   XGR_ELIMIT  a cap: "expression is 2000 bytes, MaxExprLen is 1024",
  *               "expression has 5000 AST nodes, MaxAstNodes is 4096"
- *   XGR_EEVAL   (RULE/VALUE/EXTRACT) unknown function or wrong number of arguments; an error
- *               found while folding constants (e.g. `1/0`)
+ *               "expression tree is deeper than 2000 levels"; nesting deeper than
+ *               opts->max_depth is XGR_EPARSE
+ *   XGR_EEVAL   (RULE/VALUE/EXTRACT) unknown function, a method used as a function (or the
+ *               reverse), wrong number of arguments, invalid constant regular expression
+ *               (PLAIN: these are run-time errors, as CEL's conformance tests expect)
  * The program keeps no pointer to src. */
 int xgr_cel_compile(const char *src, size_t len, const xgr_cel_options *opts,
                     xgr_cel_program **out, xgr_error *e);
