@@ -18,7 +18,7 @@ PKGS=(
 # Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,
 # so a plain `make deps` stays lean. oneTBB (C++ task_group) and Go (goroutines + channels).
 PEERS=(
-  g++ libtbb-dev golang-go
+  g++ libtbb-dev golang-go nodejs npm
 )
 for arg in "$@"; do
   case "$arg" in

@@ -10,3 +10,6 @@ echo "# xgr vs peers — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(uname 
 
 # runtime (issue 5): spawn-tree and ping-pong vs oneTBB task_group and Go goroutines
 "$ROOT/bench/peers/runtime/run.sh" "$B"
+
+# expressions (issue 3): CEL evaluations/s vs the JavaScript CEL engines (npm)
+"$ROOT/bench/peers/cel/run.sh" "$B"

@@ -13,6 +13,32 @@
 #include "xgr/keccak.h"
 #include "xgr/orch.h"
 
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) abort();
+  return p;
+}
+
+/* A growing text buffer (sprintf into raw pointers trips gcc's null-destination analysis). */
+typedef struct sb { char *p; size_t n, cap; } sb;
+static void ap(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ap(sb *b, const char *fmt, ...) {
+  va_list a;
+  for (;;) {
+    va_start(a, fmt);
+    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, a);
+    va_end(a);
+    if (k < 0) abort();
+    if (b->p && (size_t)k < b->cap - b->n) {
+      b->n += (size_t)k;
+      return;
+    }
+    b->cap = b->cap * 2 + (size_t)k + 256;
+    b->p = realloc(b->p, b->cap);
+    if (!b->p) abort();
+  }
+}
+
 static xgr_orch *parse_ok(const char *s) {
   xgr_orch *o = NULL;
   xgr_error e;
@@ -102,7 +128,7 @@ static void test_unknown_top_level_keys_ignored(void **s) {
 /* A document of exactly `size` bytes: a valid orchestration padded with spaces. */
 static char *padded(size_t size) {
   const char *doc = "{\"id\":\"p\",\"structure\":{\"A\":{\"rule\":\"r\"}}}";
-  char *b = malloc(size + 1);
+  char *b = xmalloc(size + 1);
   memset(b, ' ', size);
   memcpy(b, doc, strlen(doc));
   b[size] = '\0';
@@ -122,17 +148,16 @@ static void test_cap_bytes(void **s) {
 
 /* n steps S0..S(n-1), each spawning the next (a ring). */
 static char *ring(size_t n, size_t idlen) {
-  size_t cap = n * (idlen + 80) + 64;
-  char *b = malloc(cap), *p = b;
-  p += sprintf(p, "{\"structure\":{");
+  sb b = {0};
+  ap(&b, "{\"structure\":{");
   for (size_t i = 0; i < n; i++) {
     char id[80], next[80];
     snprintf(id, sizeof id, "S%0*zu", (int)(idlen - 1), i);
     snprintf(next, sizeof next, "S%0*zu", (int)(idlen - 1), (i + 1) % n);
-    p += sprintf(p, "%s\"%s\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[\"%s\"]}}", i ? "," : "", id, next);
+    ap(&b, "%s\"%s\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[\"%s\"]}}", i ? "," : "", id, next);
   }
-  sprintf(p, "}}");
-  return b;
+  ap(&b, "}}");
+  return b.p;
 }
 
 static void test_cap_steps_and_ids(void **s) {
@@ -162,19 +187,19 @@ static void test_cap_steps_and_ids(void **s) {
 }
 
 static char *branch_of(size_t nspawns, size_t nfrom) {
-  char *b = malloc(8192), *p = b;
-  p += sprintf(p, "{\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
-  for (size_t i = 0; i < nspawns; i++) p += sprintf(p, "%s\"B%zu\"", i ? "," : "", i % 40);
-  p += sprintf(p, "]");
+  sb b = {0};
+  ap(&b, "{\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
+  for (size_t i = 0; i < nspawns; i++) ap(&b, "%s\"B%zu\"", i ? "," : "", i % 40);
+  ap(&b, "]");
   if (nfrom) {
-    p += sprintf(p, ",\"join\":{\"joinid\":\"J\",\"mode\":\"any\",\"waitonjoin\":\"kill\",\"from\":[");
-    for (size_t i = 0; i < nfrom; i++) p += sprintf(p, "%s{\"node\":\"B%zu\"}", i ? "," : "", i);
-    p += sprintf(p, "]}");
+    ap(&b, ",\"join\":{\"joinid\":\"J\",\"mode\":\"any\",\"waitonjoin\":\"kill\",\"from\":[");
+    for (size_t i = 0; i < nfrom; i++) ap(&b, "%s{\"node\":\"B%zu\"}", i ? "," : "", i);
+    ap(&b, "]}");
   }
-  p += sprintf(p, "}},\"J\":{\"rule\":\"j\"}");
-  for (size_t i = 0; i < 40; i++) p += sprintf(p, ",\"B%zu\":{\"rule\":\"b\"}", i);
-  sprintf(p, "}}");
-  return b;
+  ap(&b, "}},\"J\":{\"rule\":\"j\"}");
+  for (size_t i = 0; i < 40; i++) ap(&b, ",\"B%zu\":{\"rule\":\"b\"}", i);
+  ap(&b, "}}");
+  return b.p;
 }
 
 static void test_cap_spawns_and_join_inputs(void **s) {
