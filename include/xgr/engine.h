@@ -1,0 +1,296 @@
+/* xgr/engine.h — the concurrent engine: many sessions at once, in real time, with real I/O.
+ *
+ * Every session is one *root actor*, a process of the work-stealing runtime (xgr/runtime.h). The
+ * actor owns the session's core (xgr/session.h) — nothing else ever touches it, so joins and
+ * inboxes need no lock — and turns the core's effects into work:
+ *
+ *   RUN_STEP   a TASK yield: the step engine (xgr/rule.h) evaluates the rule on a worker thread;
+ *              several steps of one session run at once, up to the per-session cap. A step that
+ *              calls APIs hands each HTTP request to the engine's single libcurl multi loop
+ *              thread, so waiting on the network never holds a worker.
+ *   nextWakeAt timers on the engine's timer thread (a 4-ary min-heap: O(log n) with a million
+ *              pending timers), which send the actor a message when a deadline comes.
+ *   WAKE       internal wake-ups between sessions: messages routed by (owner, rootPid).
+ *   PROC,      with a store hook: handed to the store as one batch per actor turn; the batch's
+ *   HISTORY    visible effects (steps started, wake-ups sent, events, control replies) wait until
+ *              the store says "committed". Without a store (the default) they are immediate.
+ *
+ * Control calls (kill, pause, resume, wake, inspect) are messages to the actor too; the
+ * synchronous functions below wait for its answer. Sessions only meet through messages.
+ *
+ * Clocks: real time (ms since the engine was created, plus an origin), a scaled clock (real time
+ * times a factor: waitSec 3600 passes in 3.6 ms at 10^6) and a stepped virtual clock that jumps to
+ * the next timer whenever the whole engine is quiescent — concurrent within an instant, exact in
+ * time, used by tests to run the scenario files on the engine.
+ *
+ * Ordering: by default a session applies step results in the order they complete. With
+ * `ordered`, results are applied in the order the steps were promoted (a small reorder buffer per
+ * session): process ids, payloads and history are then those of the deterministic driver for the
+ * same clock, except what SEMANTICS §3.4 leaves to timing (running producers of a scope closed by
+ * a `kill` join finish); a slow step delays the application of later results of its session.
+ *
+ * Thread safety: every function may be called from any thread that is not one of the engine's
+ * own (workers, HTTP loop, timer thread), except where noted; event callbacks run on workers and
+ * must not call the synchronous control functions (they would wait for an actor from inside one).
+ */
+#ifndef XGR_ENGINE_H
+#define XGR_ENGINE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xgr/bundle.h"
+#include "xgr/error.h"
+#include "xgr/rule.h"
+#include "xgr/session.h"
+#include "xgr/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct xgr_engine xgr_engine;
+
+/* ---- clock ---------------------------------------------------------------------------------- */
+typedef enum xgr_clock_kind {
+  XGR_CLOCK_REAL = 0,     /* origin_ms + real milliseconds since xgr_engine_new */
+  XGR_CLOCK_SCALED = 1,   /* origin_ms + real milliseconds since xgr_engine_new * scale */
+  XGR_CLOCK_STEPPED = 2   /* origin_ms + virtual time that only moves when nothing is in flight */
+} xgr_clock_kind;
+
+typedef struct xgr_clock_config {
+  xgr_clock_kind kind;
+  double scale;           /* XGR_CLOCK_SCALED: factor (> 0; 0 means 1) */
+  int64_t origin_ms;      /* the clock's value at engine creation (e.g. Unix time for a daemon) */
+} xgr_clock_config;
+
+/* ---- snapshots (what the store and subscribers see) ---------------------------------------- */
+/* One process's state after a change. Strings and values are borrowed for the callback that
+ * receives the snapshot; copy (retain) what you keep. */
+typedef struct xgr_engine_proc {
+  uint64_t iter, parent_iter;   /* pid = "<rootPid>:<iter>"; parent 0 for the start process */
+  uint16_t step;                /* step index; step_id is its name */
+  const char *step_id;
+  uint8_t status;               /* xgr_proc_status */
+  uint8_t abort_reason;         /* xgr_abort_reason */
+  bool paused;
+  int8_t valid;                 /* -1 none, 0 invalid, 1 valid */
+  uint32_t group, from_group;   /* joinGroupId, joinFromGroupId */
+  int64_t next_wake_at, created_at, started_at, finished_at;
+  xgr_value payload;            /* resumePlain before the step ran, effective payload after */
+  const char *error;            /* hard error text or NULL */
+  const json_t *join;           /* join targets: {"expect","k","policy","inbox","fail","closed",
+                                   "outcome"} as in reports; else NULL */
+} xgr_engine_proc;
+
+/* One history row: a step ran (status after the result, outcome, when it began). */
+typedef struct xgr_engine_hist {
+  uint64_t iter;
+  uint16_t step;
+  uint8_t status;
+  int8_t valid;
+  int64_t at;
+} xgr_engine_hist;
+
+/* ---- the store hook --------------------------------------------------------------------------- */
+/* The changes of one session from one actor turn. Everything is borrowed for the submit call. */
+typedef struct xgr_store_batch {
+  const char *owner;
+  uint64_t root_pid;
+  const xgr_orch *orch;
+  size_t nprocs;
+  const xgr_engine_proc *procs; /* in the order the core changed them (one process may repeat) */
+  size_t nhist;
+  const xgr_engine_hist *hist;
+  bool finished;                /* the session ended with this batch */
+  xgr_session_result result;    /* when finished */
+} xgr_store_batch;
+
+/* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
+ * else a negative xgr_errcode (the engine reports it as an event and carries on in memory). */
+typedef void (*xgr_store_done_fn)(void *token, int err);
+
+/* The interface a store implements. submit() runs on the session's actor (a worker thread) and
+ * must not block on I/O: copy the batch, queue it (group commit across sessions is the store's
+ * business) and call done(token, err) when it is durable — possibly from inside submit. Batches of
+ * one session are submitted one at a time (the next only after the previous one's done), so a
+ * store sees each session's changes in order. A session's steps, wake-ups, events and control
+ * replies of a batch become visible only after its done. */
+typedef struct xgr_store_hook {
+  int (*submit)(void *ctx, const xgr_store_batch *batch, xgr_store_done_fn done, void *token);
+  void *ctx;
+} xgr_store_hook;
+
+/* ---- events (live output) ----------------------------------------------------------------- */
+typedef enum xgr_engine_event_kind {
+  XGR_EEV_PROC = 0,     /* a process changed: proc */
+  XGR_EEV_JOIN,         /* a join was decided: proc is its target (proc->join has the outcome) */
+  XGR_EEV_ACTION,       /* a control call was applied (message: what and how it went; ok) */
+  XGR_EEV_WAKE,         /* an internal wake-up arrived / could not be delivered (message, ok) */
+  XGR_EEV_FINISHED,     /* the session ended (result; message: its name) */
+  XGR_EEV_IDLE,         /* nothing runs and no timer is due: only wake-ups can move the session */
+  XGR_EEV_STORE_ERROR   /* the store refused a batch (message) */
+} xgr_engine_event_kind;
+
+typedef struct xgr_engine_event {
+  xgr_engine_event_kind kind;
+  const char *owner;
+  uint64_t root_pid;
+  int64_t now;                  /* the session's clock, ms */
+  const xgr_orch *orch;
+  const xgr_engine_proc *proc;  /* PROC, JOIN */
+  const char *message;          /* ACTION, WAKE, FINISHED, STORE_ERROR */
+  bool ok;
+  xgr_session_result result;    /* FINISHED; also IDLE (running) */
+  uint64_t steps;               /* steps the session ran so far */
+} xgr_engine_event;
+
+/* Called on the session's actor (a worker thread; sessions call concurrently). Everything in ev
+ * is borrowed for the call. Must not block and must not call synchronous engine functions. */
+typedef void (*xgr_engine_event_fn)(void *ctx, const xgr_engine_event *ev);
+
+/* ---- configuration -------------------------------------------------------------------------- */
+typedef struct xgr_engine_config {
+  unsigned workers;                  /* worker threads; 0 = online CPUs */
+  uint32_t max_running;              /* per-session cap on running processes; 0 = 32 */
+  const xgr_store_hook *store;       /* NULL: memory only (copied at creation) */
+  const xgr_api_map_entry *api_map;  /* URL rewriting for API calls (borrowed, must outlive) */
+  size_t napi_map;
+  const xgr_chain_reader *chain;     /* contract reads; NULL: no backend (borrowed) */
+  xgr_clock_config clock;
+  bool ordered;                      /* apply results in promotion order (see above) */
+  bool keep_finished;                /* keep finished sessions (and their reports) until freed */
+  bool measure_latency;              /* keep step latency (ready -> result applied) histograms */
+} xgr_engine_config;
+
+/* Create and start an engine (workers, HTTP loop thread, timer thread). curl_global_init is the
+ * caller's job, before this call. Returns NULL and fills *err on failure. */
+xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err);
+
+/* Graceful shutdown: stop promoting, let running steps (and their API calls) finish and their
+ * results be applied and persisted, then stop every actor and the threads. Sessions stay as they
+ * are (not finished). timeout_ms < 0: no limit. Returns 0 or XGR_ETIMEOUT. Idempotent. */
+int xgr_engine_shutdown(xgr_engine *e, long timeout_ms);
+/* Shut down (if still running, with no limit) and free everything. */
+void xgr_engine_free(xgr_engine *e);
+
+/* Subscribe to events. Only before the first session is started (XGR_ESTATE afterwards); at most
+ * 8 subscribers. */
+int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx);
+
+/* Register a bundle under a name (its orchestration id when name is NULL). The bundle is borrowed
+ * and must outlive the engine. XGR_ECONFLICT when the name is taken. */
+int xgr_engine_register(xgr_engine *e, const char *name, const xgr_bundle *b, xgr_error *err);
+/* The bundle registered under name, or NULL. */
+const xgr_bundle *xgr_engine_bundle(xgr_engine *e, const char *name);
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+typedef struct xgr_engine_start {
+  const char *bundle_name;      /* a registered bundle ... */
+  const xgr_bundle *bundle;     /* ... or one given directly (borrowed, must outlive the engine) */
+  const char *owner;            /* owner address */
+  uint64_t root_pid;            /* > 0; unique per owner among live sessions */
+  const char *start;            /* start step id */
+  xgr_value payload;            /* start payload (a map or null), borrowed */
+  uint64_t max_steps;           /* stop promoting after this many steps (result "limit"); 0 = none */
+  bool record;                  /* keep every process's last state and the history for reports */
+} xgr_engine_start;
+
+/* Start a session: creates its actor and the start process. Returns 0, XGR_ENOTFOUND (bundle or
+ * start step), XGR_ECONFLICT (session exists), XGR_ESTATE (shutting down). */
+int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_error *err);
+
+/* Control calls. owner NULL matches any owner (the first session with that rootPid). iter 0 means
+ * the whole session (kill, pause, resume). They wait for the actor's answer: 0 or the core's error
+ * (XGR_ENOTFOUND when no such live session). caller NULL: the owner. */
+int xgr_engine_kill(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, xgr_error *err);
+int xgr_engine_pause(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, bool pause,
+                     xgr_error *err);
+int xgr_engine_wake_pid(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, const char *caller,
+                        xgr_value payload, xgr_error *err);
+int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, const char *step,
+                         const char *caller, xgr_value payload, size_t *woken, xgr_error *err);
+
+/* The same as one asynchronous request: done(ctx, rc, message) is called once, on the actor's
+ * thread (or on the calling thread when the session does not exist). With label set the action
+ * is also recorded in the session's report ("actions": at, action = label, ok, message). */
+typedef enum xgr_engine_ctl_kind {
+  XGR_CTL_KILL = 0, XGR_CTL_PAUSE, XGR_CTL_RESUME, XGR_CTL_WAKE_PID, XGR_CTL_WAKE_STEP
+} xgr_engine_ctl_kind;
+
+typedef struct xgr_engine_ctl {
+  xgr_engine_ctl_kind kind;
+  const char *owner;            /* NULL: any */
+  uint64_t root_pid;
+  uint64_t iter;
+  const char *step;             /* WAKE_STEP */
+  const char *caller;           /* WAKE_*; NULL: the owner */
+  xgr_value payload;            /* WAKE_*: map or null, borrowed */
+  const char *label;            /* recorded in the report when set */
+} xgr_engine_ctl;
+
+typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);
+int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx);
+
+/* Run fn(ctx, now) on the timer thread when the engine clock reaches at_ms (at once if it has).
+ * fn must not block; it typically issues xgr_engine_control calls. Timers of equal time run in
+ * the order they were scheduled. Under the stepped clock they count as pending work. */
+int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t now), void *ctx);
+
+/* ---- inspection ------------------------------------------------------------------------------- */
+typedef struct xgr_engine_session_info {
+  char owner[64];
+  uint64_t root_pid;
+  xgr_session_result result;    /* RUNNING while live */
+  bool finished, idle;
+  size_t live, running;         /* processes (at the last actor turn) */
+  uint64_t steps;
+  int64_t now;                  /* the session clock at the last actor turn */
+} xgr_engine_session_info;
+
+/* Snapshot of up to max sessions (live, and finished ones kept by keep_finished) into out;
+ * returns how many exist in total. */
+size_t xgr_engine_list(xgr_engine *e, xgr_engine_session_info *out, size_t max);
+
+/* One session's info. Returns 0 or XGR_ENOTFOUND. */
+int xgr_engine_session(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_engine_session_info *out);
+
+/* The report of a session, a new jansson reference, in the shape of xgr_driver_report
+ * (`xgr run --json`): {"result","session":{...},"processes":[...],"history":[...],"actions":[...],
+ * "steps","clockMs"}. Needs record for the full history and the terminal processes; without it,
+ * "processes" lists the live processes only and "history" is empty. A live session answers
+ * through its actor (result "running"). NULL with *err when there is no such session. */
+json_t *xgr_engine_report(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_error *err);
+
+/* Wait until the session is finished or idle (no running step, no due timer) and no xgr_engine_at
+ * callback is pending, at most timeout_ms (< 0: forever). Returns 0 (finished), 1 (idle: with
+ * nothing else to come it is stalled, or stopped at its step limit), XGR_ETIMEOUT, XGR_ENOTFOUND. */
+int xgr_engine_wait(xgr_engine *e, const char *owner, uint64_t root_pid, long timeout_ms);
+
+/* Wait until every session is finished or idle and nothing is in flight. Returns 0 or XGR_ETIMEOUT. */
+int xgr_engine_wait_all(xgr_engine *e, long timeout_ms);
+
+/* ---- counters --------------------------------------------------------------------------------- */
+typedef struct xgr_engine_stats {
+  uint64_t sessions_started, sessions_finished;
+  uint64_t steps;                    /* step results applied */
+  uint64_t http_requests;
+  uint64_t timers_fired;
+  uint64_t store_batches;
+  /* step latency (ready -> result applied) in ns, when measure_latency; 0 otherwise */
+  uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns;
+} xgr_engine_stats;
+
+void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out);
+/* Forget the latency samples gathered so far (e.g. after a warm-up). */
+void xgr_engine_reset_latency(xgr_engine *e);
+
+/* The engine clock now, ms. */
+int64_t xgr_engine_now(xgr_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,864 @@
+/* actor.c — the root actor of one session: a process of the work-stealing runtime that owns the
+ * session core (xgr/session.h) and is the only code that ever touches it.
+ *
+ * One *turn* of the actor is one step() call of the runtime with a batch of events:
+ *   - step results (yield completions of CMD_STEP tasks) are applied with
+ *     xgr_session_step_result — in completion order, or in promotion order when `ordered`
+ *     (a ring buffer indexed by promotion sequence);
+ *   - messages: timer deadlines, control calls, internal wake-ups from other sessions, report
+ *     requests;
+ *   - a store commit (TAG_STORE) releases the visible effects held for that batch;
+ *   - cancel (engine shutdown): stop promoting, drain what runs, then complete.
+ * After the events the actor promotes what is due (up to the per-session cap and the step limit),
+ * re-arms its timer for the next due process, hands the turn's PROC/HISTORY rows to the store (if
+ * any) and decides whether the session is finished, idle, or waits for more.
+ *
+ * Every effect of the core goes through `consume`, which records it (reports), snapshots it for
+ * the store and subscribers, and turns RUN_STEP into a job and WAKE into a message. What others
+ * can observe — jobs dispatched to workers, wake-ups sent, events, control replies — is queued as
+ * "visible" items, released at once without a store, or when the store has committed the batch.
+ *
+ * Stepped clock accounting: each event the actor consumes was counted in e->busy by its producer;
+ * the actor subtracts them at the end of the turn, after counting the work it produced itself.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_int.h"
+#include "xgr/outcome.h"
+
+typedef enum vis_kind { V_DISPATCH = 0, V_WAKE, V_EVENT, V_REPLY } vis_kind;
+
+typedef struct evsnap {
+  xgr_engine_event ev;
+  xgr_engine_proc p;
+  char *msg;
+} evsnap;
+
+typedef struct wake_out {
+  char *target_owner;
+  uint64_t target_root;
+  iwake_msg *m;
+} wake_out;
+
+typedef struct vis {
+  vis_kind kind;
+  union {
+    job *j;
+    wake_out w;
+    evsnap *ev;
+    struct {
+      xgr_engine_ctl_done_fn fn;
+      void *ctx;
+      int rc;
+      char *msg;
+    } r;
+  } u;
+} vis;
+
+typedef struct visq {
+  vis *v;
+  size_t n, cap;
+} visq;
+
+struct actor {
+  xgr_engine *e;
+  sess_entry *ent;
+  const xgr_bundle *b;
+  xgr_session *s;
+  uint64_t root;
+  xgr_pid pid;
+  xgr_effects fx;
+  /* the current turn */
+  const xgr_ctx *ctx;
+  xgr_step_out *out;
+  int64_t now;
+  /* state */
+  bool started, finished, stopping, limit, idle, completed, record, subs, touched, ent_unlinked;
+  xgr_session_result result;
+  uint64_t steps, promoted, max_steps;
+  uint32_t inflight;
+  int64_t armed;
+  records rec;
+  /* ordered application */
+  bool ordered;
+  job **ring;
+  size_t ringcap;
+  uint64_t next_seq, apply_seq;
+  /* visible effects: pending (current batch) and held (committing batch) */
+  visq pend, hold;
+  bool committing;
+  xgr_engine_proc *bp;
+  size_t nbp, capbp;
+  xgr_engine_hist *bh;
+  size_t nbh, capbh;
+  bool batch_finished;
+  /* latency and job cache */
+  lat_hist *lat;
+  job *free_jobs;
+  unsigned nfree;
+};
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) abort();
+  return p;
+}
+static char *xstrdup(const char *s) {
+  char *p = strdup(s ? s : "");
+  if (!p) abort();
+  return p;
+}
+
+static void vpush(visq *q, vis v) {
+  if (q->n == q->cap) {
+    q->cap = q->cap ? q->cap * 2 : 16;
+    q->v = realloc(q->v, q->cap * sizeof *q->v);
+    if (!q->v) abort();
+  }
+  q->v[q->n++] = v;
+}
+
+/* ---- snapshots -------------------------------------------------------------------------------- */
+
+static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
+  const xgr_proc *p = fe->proc;
+  const xgr_orch *o = a->b->orch;
+  memset(d, 0, sizeof *d);
+  d->iter = p->iter;
+  d->parent_iter = p->parent_iter;
+  d->step = p->step;
+  d->step_id = o->steps[p->step].id;
+  d->status = fe->status;
+  d->abort_reason = p->abort_reason;
+  d->paused = p->paused;
+  d->valid = fe->valid;
+  d->group = p->group;
+  d->from_group = p->from_group;
+  d->next_wake_at = p->next_wake_at;
+  d->created_at = p->created_at;
+  d->started_at = p->started_at;
+  d->finished_at = p->finished_at;
+  d->payload = xgr_value_retain(p->payload);
+  d->error = p->error ? xstrdup(p->error) : NULL;
+  d->join = p->join ? xgr_eng_join_json(o, p->join) : NULL;
+}
+
+static void snap_release(xgr_engine_proc *d) {
+  xgr_value_release(d->payload);
+  free((char *)d->error);
+  json_decref((json_t *)d->join);
+}
+
+static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, bool ok) {
+  evsnap *s = calloc(1, sizeof *s);
+  if (!s) abort();
+  s->ev.kind = kind;
+  s->ev.owner = xgr_session_owner(a->s);
+  s->ev.root_pid = a->root;
+  s->ev.now = a->now;
+  s->ev.orch = a->b->orch;
+  s->ev.ok = ok;
+  s->ev.result = a->result;
+  s->ev.steps = a->steps;
+  if (msg) s->msg = xstrdup(msg);
+  s->ev.message = s->msg;
+  return s;
+}
+
+static void ev_free(evsnap *s) {
+  if (s->ev.proc) snap_release(&s->p);
+  free(s->msg);
+  free(s);
+}
+
+static void push_event(actor *a, evsnap *s) { vpush(&a->pend, (vis){.kind = V_EVENT, .u.ev = s}); }
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+static job *job_new(actor *a, const xgr_proc *p) {
+  job *j = a->free_jobs;
+  if (j) {
+    a->free_jobs = j->next;
+    a->nfree--;
+  } else {
+    j = xmalloc(sizeof *j);
+    memset(&j->res, 0, sizeof j->res);
+  }
+  j->next = NULL;
+  j->a = a;
+  j->apid = a->pid;
+  j->iter = p->iter;
+  j->seq = a->next_seq++;
+  j->step = p->step;
+  j->phase = JOB_NEW;
+  j->payload = xgr_value_retain(p->payload);
+  j->st = NULL;
+  j->x = NULL;
+  j->t_ready = a->lat ? xgr_eng_mono_ns() : 0;
+  xgr_pid_format(a->root, p->iter, j->pid, sizeof j->pid);
+  j->sctx = (xgr_step_ctx){.owner = xgr_session_owner(a->s),
+                           .session_id = a->root,
+                           .pid = j->pid,
+                           .step_id = a->b->orch->steps[p->step].id,
+                           .api_map = a->e->cfg.api_map,
+                           .napi_map = a->e->cfg.napi_map,
+                           .chain = a->e->cfg.chain};
+  a->inflight++;
+  return j;
+}
+
+static void job_release(job *j) {
+  xgr_step_result_free(&j->res);
+  xgr_value_release(j->payload);
+  j->payload = xgr_value_null();
+  xgr_step_state_free(j->st);
+  j->st = NULL;
+}
+
+static void job_free(actor *a, job *j) {
+  job_release(j);
+  if (a->nfree < 8) {
+    j->next = a->free_jobs;
+    a->free_jobs = j;
+    a->nfree++;
+  } else {
+    free(j);
+  }
+}
+
+/* The TASK handler: evaluate (or finish) a step on a worker. */
+void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cmd *cmd) {
+  xgr_engine *e = hctx;
+  job *j = cmd->arg;
+  const xgr_rule *rule = j->a->b->step_rule[j->step];
+  if (j->phase == JOB_NEW) {
+    if (xgr_rule_napi_calls(rule) == 0) {
+      xgr_step_run(rule, j->payload, &j->sctx, NULL, &j->res);
+    } else {
+      j->st = xgr_step_begin(rule, j->payload, &j->sctx);
+      if (xgr_step_next_request(j->st)) {
+        j->phase = JOB_HTTP;
+        xgr_eng_http_submit(e->http, j);
+        return;
+      }
+      xgr_step_finish(j->st, &j->res);
+      j->st = NULL;
+    }
+  } else {
+    xgr_step_finish(j->st, &j->res);
+    j->st = NULL;
+  }
+  j->phase = JOB_DONE;
+  if (xgr_ctx_complete_yield(ctx, pid, cmd->tag, j, 0)) {
+    job_release(j);
+    free(j);
+  }
+}
+
+void xgr_eng_step_drop(void *hctx, xgr_pid pid, const xgr_cmd *cmd) {
+  job *j = cmd->arg;
+  job_release(j);
+  free(j);
+}
+
+void xgr_eng_job_http_done(xgr_engine *e, job *j) {
+  if (xgr_rt_complete_yield(e->rt, j->apid, j->iter, j, 0)) {
+    job_release(j);
+    free(j);
+  }
+}
+
+/* ---- effects ---------------------------------------------------------------------------------- */
+
+static void batch_row(actor *a, const xgr_effect *fe) {
+  if (a->nbp == a->capbp) {
+    a->capbp = a->capbp ? a->capbp * 2 : 16;
+    a->bp = realloc(a->bp, a->capbp * sizeof *a->bp);
+    if (!a->bp) abort();
+  }
+  snap_fill(a, &a->bp[a->nbp++], fe);
+}
+
+static void batch_hist(actor *a, const xgr_effect *fe) {
+  if (a->nbh == a->capbh) {
+    a->capbh = a->capbh ? a->capbh * 2 : 16;
+    a->bh = realloc(a->bh, a->capbh * sizeof *a->bh);
+    if (!a->bh) abort();
+  }
+  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at};
+}
+
+static void flush(actor *a, visq *q);
+
+/* Carry out the effects of one core call (they point into the core until the next call). */
+static void consume(actor *a) {
+  xgr_engine *e = a->e;
+  for (size_t i = 0; i < a->fx.n; i++) {
+    xgr_effect *fe = &a->fx.items[i];
+    switch (fe->kind) {
+      case XGR_FX_RUN_STEP:
+        vpush(&a->pend, (vis){.kind = V_DISPATCH, .u.j = job_new(a, fe->proc)});
+        break;
+      case XGR_FX_PROC:
+      case XGR_FX_JOIN:
+        if (a->record) xgr_eng_record_proc(&a->rec, a->b->orch, fe->proc);
+        if (e->has_store && fe->kind == XGR_FX_PROC) batch_row(a, fe);
+        if (a->subs) {
+          evsnap *s = ev_new(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN, NULL, true);
+          snap_fill(a, &s->p, fe);
+          s->ev.proc = &s->p;
+          push_event(a, s);
+        }
+        break;
+      case XGR_FX_HISTORY:
+        if (a->record) xgr_eng_record_hist(&a->rec, fe);
+        if (e->has_store) batch_hist(a, fe);
+        break;
+      case XGR_FX_WAKE: {
+        iwake_msg *m = xmalloc(sizeof *m);
+        m->caller = xstrdup(xgr_session_owner(a->s));
+        m->from_root = a->root;
+        m->step_id = fe->step_id;
+        m->rule_address = fe->rule_address;
+        m->payload = fe->payload;
+        wake_out w = {fe->runner, fe->session_id, m};
+        fe->runner = fe->step_id = fe->rule_address = NULL;   /* moved */
+        fe->payload = xgr_value_null();
+        vpush(&a->pend, (vis){.kind = V_WAKE, .u.w = w});
+        break;
+      }
+      case XGR_FX_FINISHED:
+        a->finished = true;
+        a->result = fe->result;
+        a->batch_finished = true;
+        if (a->subs) push_event(a, ev_new(a, XGR_EEV_FINISHED, xgr_session_result_name(fe->result), true));
+        break;
+    }
+  }
+  xgr_effects_reset(&a->fx);
+  if (!e->has_store) flush(a, &a->pend);
+}
+
+static void route_wake(actor *a, wake_out *w) {
+  xgr_engine *e = a->e;
+  shard *sh;
+  sess_entry *t = xgr_eng_lookup_locked(e, w->target_owner, w->target_root, &sh);
+  xgr_pid pid = t ? t->pid : 0;
+  pthread_mutex_unlock(&sh->mu);
+  if (pid && xgr_eng_send(e, a->ctx, pid, MSG_IWAKE, w->m) == 0) {
+    free(w->target_owner);
+    return;
+  }
+  if (a->subs) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "wake-up for session %s/%llu step %s: no such session here", w->target_owner,
+             (unsigned long long)w->target_root, w->m->step_id ? w->m->step_id : "");
+    evsnap *s = ev_new(a, XGR_EEV_WAKE, msg, false);
+    for (unsigned i = 0; i < e->nsubs; i++) e->subs[i](e->subs_ctx[i], &s->ev);
+    ev_free(s);
+  }
+  xgr_eng_iwake_free(w->m);
+  free(w->target_owner);
+}
+
+/* Make a queue of visible effects visible, in order. */
+static void flush(actor *a, visq *q) {
+  xgr_engine *e = a->e;
+  for (size_t i = 0; i < q->n; i++) {
+    vis *v = &q->v[i];
+    switch (v->kind) {
+      case V_DISPATCH:
+        xgr_eng_busy_add(e, 1);
+        if (xgr_step_yield(a->out, CMD_STEP, v->u.j->iter, v->u.j)) abort();
+        break;
+      case V_WAKE:
+        route_wake(a, &v->u.w);
+        break;
+      case V_EVENT:
+        for (unsigned k = 0; k < e->nsubs; k++) e->subs[k](e->subs_ctx[k], &v->u.ev->ev);
+        ev_free(v->u.ev);
+        break;
+      case V_REPLY:
+        if (v->u.r.fn) v->u.r.fn(v->u.r.ctx, v->u.r.rc, v->u.r.msg);
+        free(v->u.r.msg);
+        break;
+    }
+  }
+  q->n = 0;
+}
+
+/* ---- step results ------------------------------------------------------------------------------ */
+
+static void apply(actor *a, job *j) {
+  xgr_engine *e = a->e;
+  xgr_outcome_buf ob;
+  xgr_step_outcome o;
+  xgr_outcome_from_result(&j->res, a->b->step_rule_address[j->step], &ob, &o);
+  xgr_session_step_result(a->s, j->iter, &o, a->now, &a->fx, NULL);
+  a->inflight--;
+  a->steps++;
+  if (a->lat) xgr_eng_lat_add(a->lat, xgr_eng_mono_ns() - j->t_ready);
+  atomic_fetch_add_explicit(&e->st_steps, 1, memory_order_relaxed);
+  job_free(a, j);
+  consume(a);
+}
+
+static void on_job(actor *a, job *j) {
+  if (j->phase == JOB_FINISH) {   /* its API calls are done: finish the rules on a worker */
+    xgr_eng_busy_add(a->e, 1);
+    if (xgr_step_yield(a->out, CMD_STEP, j->iter, j)) abort();
+    return;
+  }
+  if (!a->ordered) {
+    apply(a, j);
+    return;
+  }
+  uint64_t span = j->seq - a->apply_seq;
+  if (span >= a->ringcap) {
+    size_t nc = a->ringcap ? a->ringcap : 64;
+    while (nc <= span) nc *= 2;
+    job **r = calloc(nc, sizeof *r);
+    if (!r) abort();
+    for (size_t i = 0; i < a->ringcap; i++)
+      if (a->ring[i]) r[a->ring[i]->seq & (nc - 1)] = a->ring[i];
+    free(a->ring);
+    a->ring = r;
+    a->ringcap = nc;
+  }
+  a->ring[j->seq & (a->ringcap - 1)] = j;
+  for (;;) {
+    job **slot = &a->ring[a->apply_seq & (a->ringcap - 1)];
+    if (!*slot || (*slot)->seq != a->apply_seq) break;
+    job *x = *slot;
+    *slot = NULL;
+    a->apply_seq++;
+    apply(a, x);
+  }
+}
+
+/* ---- messages ------------------------------------------------------------------------------------ */
+
+void xgr_eng_ctl_free(ctl_msg *m) {
+  free(m->step);
+  free(m->caller);
+  free(m->label);
+  xgr_value_release(m->payload);
+  free(m);
+}
+
+void xgr_eng_iwake_free(iwake_msg *m) {
+  free(m->caller);
+  free(m->step_id);
+  free(m->rule_address);
+  xgr_value_release(m->payload);
+  free(m);
+}
+
+static void on_ctl(actor *a, ctl_msg *m) {
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc;
+  switch (m->kind) {
+    case XGR_CTL_KILL:
+      rc = xgr_session_kill(a->s, m->iter, a->now, &a->fx, &err);
+      break;
+    case XGR_CTL_PAUSE:
+    case XGR_CTL_RESUME:
+      rc = xgr_session_pause(a->s, m->iter, m->kind == XGR_CTL_PAUSE, a->now, &a->fx, &err);
+      break;
+    case XGR_CTL_WAKE_PID:
+      rc = xgr_session_wake_pid(a->s, m->iter, m->caller, m->payload, a->now, &a->fx, &err);
+      break;
+    default: {
+      int step = xgr_orch_find(a->b->orch, m->step);
+      size_t woken = 0;
+      rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\" in the orchestration", m->step)
+                    : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_RPC, NULL, m->payload, a->now,
+                                            &a->fx, &woken, &err);
+      if (!rc) snprintf(err.message, sizeof err.message, "woke %zu process%s", woken, woken == 1 ? "" : "es");
+      break;
+    }
+  }
+  consume(a);
+  const char *text = rc ? err.message : err.message[0] ? err.message : "ok";
+  if (m->label && a->record)
+    json_array_append_new(a->rec.actions, json_pack("{s:I, s:s, s:b, s:s}", "at", (json_int_t)a->now, "action", m->label,
+                                                    "ok", rc == 0, "message", text));
+  if (a->subs) {
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s: %s", m->label ? m->label : "control", text);
+    push_event(a, ev_new(a, XGR_EEV_ACTION, msg, rc == 0));
+  }
+  vpush(&a->pend, (vis){.kind = V_REPLY, .u.r = {m->done, m->done_ctx, rc, xstrdup(text)}});
+  if (!a->e->has_store) flush(a, &a->pend);
+  m->done = NULL;
+  xgr_eng_ctl_free(m);
+}
+
+static void on_iwake(actor *a, iwake_msg *m) {
+  xgr_error err;
+  xgr_error_clear(&err);
+  size_t woken = 0;
+  int step = xgr_orch_find(a->b->orch, m->step_id);
+  int rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\"", m->step_id)
+                    : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_INTERNAL, m->rule_address, m->payload,
+                                            a->now, &a->fx, &woken, &err);
+  consume(a);
+  if (a->subs) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: %s", (unsigned long long)a->root, m->step_id,
+             rc ? err.message : "woken");
+    push_event(a, ev_new(a, XGR_EEV_WAKE, msg, rc == 0));
+    if (!a->e->has_store) flush(a, &a->pend);
+  }
+  xgr_eng_iwake_free(m);
+}
+
+static const char *live_result(actor *a) {
+  if (a->finished) return xgr_session_result_name(a->result);
+  if (a->idle) return a->limit ? "limit" : "stalled";
+  return "running";
+}
+
+static void on_report(actor *a, report_msg *m) {
+  json_t *r = xgr_eng_report(a->record ? &a->rec : NULL, a->s, live_result(a), a->steps, a->now);
+  pthread_mutex_lock(&m->mu);
+  m->report = r;
+  m->done = true;
+  pthread_cond_broadcast(&m->cv);
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void on_message(actor *a, uint64_t tag, void *data) {
+  switch (tag) {
+    case MSG_TIMER:
+      if ((int64_t)(intptr_t)data == a->armed) a->armed = XGR_NEVER;
+      break;
+    case MSG_CTL:
+      a->touched = true;
+      on_ctl(a, data);
+      break;
+    case MSG_IWAKE:
+      a->touched = true;
+      on_iwake(a, data);
+      break;
+    case MSG_REPORT:
+      on_report(a, data);
+      break;
+    default:
+      break;
+  }
+}
+
+/* ---- the store ------------------------------------------------------------------------------------ */
+
+static void store_done(void *token, int err) {
+  actor *a = token;
+  xgr_rt_complete_yield(a->e->rt, a->pid, TAG_STORE, NULL, err);
+}
+
+static void batch_clear(actor *a) {
+  for (size_t i = 0; i < a->nbp; i++) snap_release(&a->bp[i]);
+  a->nbp = a->nbh = 0;
+  a->batch_finished = false;
+}
+
+static void on_commit(actor *a, int err) {
+  a->committing = false;
+  if (err && a->subs) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the store refused a batch: %s", xgr_errcode_name(err));
+    vpush(&a->hold, (vis){.kind = V_EVENT, .u.ev = ev_new(a, XGR_EEV_STORE_ERROR, msg, false)});
+  }
+  flush(a, &a->hold);
+}
+
+/* Submit the turn's rows, holding back their visible effects; or release them if nothing needs
+ * persisting. One batch at a time per session. */
+static void store_turn(actor *a) {
+  xgr_engine *e = a->e;
+  if (a->committing) return;
+  if (!a->nbp && !a->nbh && !a->batch_finished) {
+    flush(a, &a->pend);
+    return;
+  }
+  visq t = a->hold;
+  a->hold = a->pend;
+  a->pend = t;
+  a->pend.n = 0;
+  a->committing = true;
+  xgr_store_batch b = {.owner = xgr_session_owner(a->s), .root_pid = a->root, .orch = a->b->orch, .nprocs = a->nbp,
+                       .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
+                       .result = a->result};
+  atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
+  xgr_eng_busy_add(e, 1);
+  int rc = e->store.submit(e->store.ctx, &b, store_done, a);
+  batch_clear(a);
+  if (rc) store_done(a, rc);
+}
+
+/* ---- the turn ---------------------------------------------------------------------------------------- */
+
+static void publish(actor *a) {
+  xgr_engine *e = a->e;
+  shard *sh = xgr_eng_shard(e, a->root);
+  pthread_mutex_lock(&sh->mu);
+  xgr_engine_session_info *in = &a->ent->info;
+  in->result = a->finished ? a->result : XGR_RESULT_RUNNING;
+  in->finished = a->completed && a->finished;
+  in->idle = a->idle;
+  in->live = xgr_session_live(a->s);
+  in->running = xgr_session_running(a->s);
+  in->steps = a->steps;
+  in->now = a->now;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static void complete(actor *a) {
+  xgr_engine *e = a->e;
+  a->completed = true;
+  if (a->lat) {
+    pthread_mutex_lock(&e->lat_mu);
+    xgr_eng_lat_merge(&e->lat, a->lat);
+    pthread_mutex_unlock(&e->lat_mu);
+  }
+  json_t *rep = NULL;
+  if (a->finished && e->cfg.keep_finished)
+    rep = xgr_eng_report(a->record ? &a->rec : NULL, a->s, xgr_session_result_name(a->result), a->steps, a->now);
+  publish(a);
+  shard *sh = xgr_eng_shard(e, a->root);
+  pthread_mutex_lock(&sh->mu);
+  a->ent->report = rep;
+  a->ent->pid = 0;
+  a->ent->gone = true;
+  if (!a->finished || e->cfg.keep_finished) {
+    a->ent = NULL;                      /* stays in the registry; freed with the engine */
+  } else {
+    xgr_eng_unlink_locked(sh, a->ent);   /* the actor frees the entry when it closes */
+    a->ent_unlinked = true;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (a->finished) atomic_fetch_add(&e->st_finished, 1);
+  atomic_fetch_sub(&e->live_actors, 1);
+  xgr_eng_notify_waiters(e);
+}
+
+static void end_turn(actor *a) {
+  xgr_engine *e = a->e;
+  if (!a->stopping && !a->finished && !a->limit) {
+    size_t max = SIZE_MAX;
+    if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
+    if (max) {
+      size_t k = xgr_session_promote(a->s, a->now, max, &a->fx);
+      a->promoted += k;
+      if (k) consume(a);
+    }
+    if (a->max_steps && a->promoted >= a->max_steps) a->limit = true;
+  }
+  int64_t due = XGR_NEVER;
+  if (!a->stopping && !a->finished && !a->limit) {
+    due = xgr_session_next_due(a->s);
+    if (due != XGR_NEVER && due > a->now && due < a->armed) {
+      xgr_eng_timer_add(e, due, a->pid);
+      a->armed = due;
+    }
+  }
+  if (a->limit && !a->finished && a->inflight == 0) {   /* the step limit stopped the session */
+    a->finished = true;
+    a->result = XGR_RESULT_LIMIT;
+    a->batch_finished = true;
+    if (a->subs) push_event(a, ev_new(a, XGR_EEV_FINISHED, "limit", true));
+    if (!e->has_store) flush(a, &a->pend);
+  }
+  if (e->has_store) store_turn(a);
+  bool was_idle = a->idle;
+  a->idle = !a->finished && a->inflight == 0 && !a->committing &&
+            (a->stopping || a->limit || due == XGR_NEVER || (due <= a->now && xgr_session_running(a->s) == 0));
+  if (a->idle && a->subs && (!was_idle || a->touched)) {
+    evsnap *s = ev_new(a, XGR_EEV_IDLE, NULL, true);
+    for (unsigned k = 0; k < e->nsubs; k++) e->subs[k](e->subs_ctx[k], &s->ev);
+    ev_free(s);
+  }
+  a->touched = false;
+  if ((a->finished || a->stopping) && a->inflight == 0 && !a->committing && a->pend.n == 0) {
+    a->out->status = XGR_STEP_COMPLETE;
+    complete(a);
+    return;
+  }
+  publish(a);
+  if (a->idle && atomic_load_explicit(&e->waiters, memory_order_relaxed)) xgr_eng_notify_waiters(e);
+  a->out->status = XGR_STEP_IDLE;
+}
+
+static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_t n, xgr_step_out *out) {
+  actor *a = self;
+  xgr_engine *e = a->e;
+  a->ctx = ctx;
+  a->out = out;
+  a->now = xgr_eng_now(e);
+  long owed = 0, nctl = 0;
+  if (!a->started) {
+    a->started = true;
+    owed++;
+    consume(a);
+  }
+  for (size_t i = 0; i < n; i++) {
+    switch (ev[i].type) {
+      case XGR_EV_YIELD:
+        owed++;
+        if (ev[i].tag == TAG_STORE) on_commit(a, ev[i].err);
+        else on_job(a, ev[i].data);
+        break;
+      case XGR_EV_MESSAGE:
+        owed++;
+        nctl += ev[i].tag == MSG_CTL;
+        on_message(a, ev[i].tag, ev[i].data);
+        break;
+      case XGR_EV_CANCEL:
+        a->stopping = true;
+        break;
+    }
+  }
+  end_turn(a);
+  if (nctl) atomic_fetch_sub(&e->ctl_inflight, nctl);
+  xgr_eng_busy_add(e, -owed);
+  return 0;
+}
+
+static void actor_discard(void *self, xgr_event *ev) {
+  actor *a = self;
+  if (ev->type == XGR_EV_CANCEL) return;
+  xgr_eng_busy_add(a->e, -1);
+  if (ev->type == XGR_EV_YIELD) {
+    if (ev->tag != TAG_STORE && ev->data) {
+      job_release(ev->data);
+      free(ev->data);
+    }
+    return;
+  }
+  switch (ev->tag) {
+    case MSG_CTL: {
+      ctl_msg *m = ev->data;
+      atomic_fetch_sub(&a->e->ctl_inflight, 1);
+      if (m->done) m->done(m->done_ctx, XGR_ENOTFOUND, "the session has ended");
+      xgr_eng_ctl_free(m);
+      break;
+    }
+    case MSG_IWAKE:
+      xgr_eng_iwake_free(ev->data);
+      break;
+    case MSG_REPORT: {
+      report_msg *m = ev->data;
+      pthread_mutex_lock(&m->mu);
+      m->done = true;
+      pthread_cond_broadcast(&m->cv);
+      pthread_mutex_unlock(&m->mu);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+static int actor_init(void *self, const xgr_ctx *ctx, const char *method, void *input, xgr_error *err) {
+  actor *a = self;
+  a->pid = ctx->self;
+  shard *sh = xgr_eng_shard(a->e, a->root);
+  pthread_mutex_lock(&sh->mu);
+  a->ent->pid = ctx->self;
+  pthread_mutex_unlock(&sh->mu);
+  return 0;
+}
+
+static void actor_close(void *self) { xgr_eng_actor_free(self); }
+
+const xgr_process_vt xgr_eng_actor_vt = {
+  .name = "session",
+  .init = actor_init,
+  .step = actor_step,
+  .close = actor_close,
+  .discard = actor_discard,
+};
+
+actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, const xgr_engine_start *req,
+                         xgr_error *err) {
+  int step = xgr_orch_find(b->orch, req->start);
+  if (step < 0) {
+    xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", req->start);
+    return NULL;
+  }
+  actor *a = calloc(1, sizeof *a);
+  if (!a) abort();
+  a->e = e;
+  a->ent = ent;
+  a->b = b;
+  a->root = req->root_pid;
+  xgr_session_config sc = {.max_running = e->cfg.max_running};
+  a->s = xgr_session_new(b->orch, req->owner, req->root_pid, &sc);
+  xgr_effects_init(&a->fx);
+  a->armed = XGR_NEVER;
+  a->record = req->record;
+  a->subs = e->nsubs > 0;
+  a->ordered = e->cfg.ordered;
+  a->max_steps = req->max_steps;
+  a->result = XGR_RESULT_RUNNING;
+  if (a->record) xgr_eng_records_init(&a->rec);
+  if (e->cfg.measure_latency) {
+    a->lat = calloc(1, sizeof *a->lat);
+    if (!a->lat) abort();
+  }
+  a->now = xgr_eng_now(e);
+  if (xgr_session_start(a->s, (unsigned)step, req->payload, a->now, &a->fx, err)) {
+    a->ent = NULL;
+    xgr_eng_actor_free(a);
+    return NULL;
+  }
+  return a;
+}
+
+void xgr_eng_actor_free(actor *a) {
+  if (!a) return;
+  /* effects of a session that never ran (start failed, or shutdown before its first turn) */
+  for (size_t i = 0; i < a->pend.n; i++) {
+    vis *v = &a->pend.v[i];
+    if (v->kind == V_DISPATCH) {
+      job_release(v->u.j);
+      free(v->u.j);
+    } else if (v->kind == V_WAKE) {
+      xgr_eng_iwake_free(v->u.w.m);
+      free(v->u.w.target_owner);
+    } else if (v->kind == V_EVENT) {
+      ev_free(v->u.ev);
+    } else {
+      if (v->u.r.fn) v->u.r.fn(v->u.r.ctx, XGR_ESTATE, "the engine stopped");
+      free(v->u.r.msg);
+    }
+  }
+  free(a->pend.v);
+  free(a->hold.v);
+  batch_clear(a);
+  free(a->bp);
+  free(a->bh);
+  while (a->free_jobs) {
+    job *j = a->free_jobs;
+    a->free_jobs = j->next;
+    free(j);
+  }
+  for (size_t i = 0; i < a->ringcap; i++)
+    if (a->ring[i]) {
+      job_release(a->ring[i]);
+      free(a->ring[i]);
+    }
+  free(a->ring);
+  xgr_effects_free(&a->fx);
+  if (a->record) xgr_eng_records_free(&a->rec);
+  free(a->lat);
+  xgr_session_free(a->s);
+  if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
+    json_decref(a->ent->report);
+    free(a->ent);
+  }
+  free(a);
+}

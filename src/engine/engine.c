@@ -1,0 +1,479 @@
+/* engine.c — the public face of the concurrent engine (xgr/engine.h): creation and shutdown of
+ * the runtime, the HTTP loop and the timer thread; bundles; the session registry; control calls
+ * turned into messages to session actors; waiting; counters.
+ *
+ * The session registry maps (owner, rootPid) to the actor's runtime pid. It is a hash table split
+ * into 64 shards, each under its own mutex, keyed by rootPid (owners compared without case), so
+ * control calls, wake-up routing and the actors' end-of-turn bookkeeping of different sessions
+ * rarely meet on a lock. Entries are only read under their shard's lock; nothing outside the lock
+ * keeps a pointer to one except the session's own actor.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "engine/engine_int.h"
+
+/* ---- registry ---------------------------------------------------------------------------------- */
+
+static uint64_t hash_root(uint64_t root) { return root * 0x9E3779B97F4A7C15ull; }
+
+shard *xgr_eng_shard(xgr_engine *e, uint64_t root) { return &e->shards[hash_root(root) >> 58]; }
+
+static size_t bucket(const shard *sh, uint64_t root) { return (size_t)(hash_root(root) & (sh->cap - 1)); }
+
+sess_entry *xgr_eng_lookup_locked(xgr_engine *e, const char *owner, uint64_t root, shard **out) {
+  shard *sh = xgr_eng_shard(e, root);
+  *out = sh;
+  pthread_mutex_lock(&sh->mu);
+  if (!sh->cap) return NULL;
+  for (sess_entry *x = sh->tab[bucket(sh, root)]; x; x = x->next)
+    if (x->root == root && (!owner || !strcasecmp(owner, x->owner))) return x;
+  return NULL;
+}
+
+static void insert_locked(shard *sh, sess_entry *ent) {
+  if (sh->n + 1 > sh->cap / 2 * 3 || !sh->cap) {
+    size_t nc = sh->cap ? sh->cap * 2 : 64;
+    sess_entry **t = calloc(nc, sizeof *t);
+    if (!t) abort();
+    for (size_t i = 0; i < sh->cap; i++)
+      for (sess_entry *x = sh->tab[i], *nx; x; x = nx) {
+        nx = x->next;
+        size_t b = (size_t)(hash_root(x->root) & (nc - 1));
+        x->next = t[b];
+        t[b] = x;
+      }
+    free(sh->tab);
+    sh->tab = t;
+    sh->cap = nc;
+  }
+  size_t b = bucket(sh, ent->root);
+  ent->next = sh->tab[b];
+  sh->tab[b] = ent;
+  sh->n++;
+}
+
+void xgr_eng_unlink_locked(shard *sh, sess_entry *ent) {
+  for (sess_entry **pp = &sh->tab[bucket(sh, ent->root)]; *pp; pp = &(*pp)->next)
+    if (*pp == ent) {
+      *pp = ent->next;
+      sh->n--;
+      return;
+    }
+}
+
+void xgr_eng_notify_waiters(xgr_engine *e) {
+  if (!atomic_load(&e->waiters)) return;
+  pthread_mutex_lock(&e->wait_mu);
+  pthread_cond_broadcast(&e->wait_cv);
+  pthread_mutex_unlock(&e->wait_mu);
+}
+
+int xgr_eng_send(xgr_engine *e, const xgr_ctx *ctx, xgr_pid pid, uint64_t tag, void *data) {
+  xgr_eng_busy_add(e, 1);
+  int rc = ctx && ctx->worker ? xgr_ctx_send(ctx, pid, tag, data) : xgr_rt_send(e->rt, pid, tag, data);
+  if (rc) xgr_eng_busy_add(e, -1);
+  return rc;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------------- */
+
+xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
+  xgr_engine *e = calloc(1, sizeof *e);
+  if (!e) {
+    xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
+    return NULL;
+  }
+  if (cfg) e->cfg = *cfg;
+  if (e->cfg.clock.kind == XGR_CLOCK_SCALED && !(e->cfg.clock.scale > 0)) e->cfg.clock.scale = 1;
+  if (e->cfg.store && e->cfg.store->submit) {
+    e->store = *e->cfg.store;
+    e->has_store = true;
+  }
+  e->cfg.store = NULL;
+  e->stepped = e->cfg.clock.kind == XGR_CLOCK_STEPPED;
+  e->t0_ns = xgr_eng_mono_ns();
+  atomic_init(&e->vnow, e->cfg.clock.origin_ms);
+  pthread_mutex_init(&e->reg_mu, NULL);
+  pthread_mutex_init(&e->wait_mu, NULL);
+  pthread_mutex_init(&e->lat_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&e->wait_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  for (int i = 0; i < NSHARDS; i++) pthread_mutex_init(&e->shards[i].mu, NULL);
+  xgr_rt_config rc = {.workers = e->cfg.workers};
+  e->rt = xgr_rt_new(&rc);
+  e->http = xgr_eng_http_new(e);
+  if (!e->rt || !e->http) {
+    xgr_error_set(err, XGR_ENOMEM, NULL, "cannot create the runtime or the HTTP loop (is curl initialised?)");
+    xgr_engine_free(e);
+    return NULL;
+  }
+  xgr_handler h = {.name = "step", .mode = XGR_HANDLER_TASK, .run = xgr_eng_step_task, .drop = xgr_eng_step_drop, .hctx = e};
+  if (xgr_rt_register_handler(e->rt, CMD_STEP, &h) || xgr_rt_start(e->rt, err) || xgr_eng_http_start(e->http, err) ||
+      xgr_eng_timers_start(e, err)) {
+    xgr_engine_free(e);
+    return NULL;
+  }
+  return e;
+}
+
+int xgr_engine_shutdown(xgr_engine *e, long timeout_ms) {
+  if (e->shut) return 0;
+  e->shut = true;
+  atomic_store(&e->stopping, true);
+  int rc = e->rt ? xgr_rt_shutdown(e->rt, timeout_ms) : 0;
+  xgr_eng_timers_stop(e);
+  xgr_eng_http_free(e->http);
+  e->http = NULL;
+  return rc;
+}
+
+void xgr_engine_free(xgr_engine *e) {
+  if (!e) return;
+  xgr_engine_shutdown(e, -1);
+  xgr_rt_free(e->rt);
+  for (int i = 0; i < NSHARDS; i++) {
+    shard *sh = &e->shards[i];
+    for (size_t b = 0; b < sh->cap; b++)
+      for (sess_entry *x = sh->tab[b], *nx; x; x = nx) {
+        nx = x->next;
+        json_decref(x->report);
+        free(x);
+      }
+    free(sh->tab);
+    pthread_mutex_destroy(&sh->mu);
+  }
+  for (size_t i = 0; i < e->nbundles; i++) free(e->bundles[i].name);
+  free(e->bundles);
+  pthread_mutex_destroy(&e->reg_mu);
+  pthread_mutex_destroy(&e->wait_mu);
+  pthread_mutex_destroy(&e->lat_mu);
+  pthread_cond_destroy(&e->wait_cv);
+  free(e);
+}
+
+int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx) {
+  if (!fn) return XGR_EINVAL;
+  if (atomic_load(&e->started_any) || e->nsubs == 8) return XGR_ESTATE;
+  e->subs_ctx[e->nsubs] = ctx;
+  e->subs[e->nsubs++] = fn;
+  return 0;
+}
+
+int64_t xgr_engine_now(xgr_engine *e) { return xgr_eng_now(e); }
+
+/* ---- bundles ------------------------------------------------------------------------------------- */
+
+int xgr_engine_register(xgr_engine *e, const char *name, const xgr_bundle *b, xgr_error *err) {
+  if (!b) return xgr_error_set(err, XGR_EINVAL, NULL, "no bundle");
+  if (!name) name = b->orch->id;
+  pthread_mutex_lock(&e->reg_mu);
+  for (size_t i = 0; i < e->nbundles; i++)
+    if (!strcmp(e->bundles[i].name, name)) {
+      pthread_mutex_unlock(&e->reg_mu);
+      return xgr_error_set(err, XGR_ECONFLICT, NULL, "a bundle named \"%s\" is registered already", name);
+    }
+  e->bundles = realloc(e->bundles, (e->nbundles + 1) * sizeof *e->bundles);
+  if (!e->bundles) abort();
+  e->bundles[e->nbundles].name = strdup(name);
+  e->bundles[e->nbundles++].b = b;
+  pthread_mutex_unlock(&e->reg_mu);
+  return 0;
+}
+
+const xgr_bundle *xgr_engine_bundle(xgr_engine *e, const char *name) {
+  const xgr_bundle *b = NULL;
+  pthread_mutex_lock(&e->reg_mu);
+  for (size_t i = 0; i < e->nbundles && !b; i++)
+    if (!strcmp(e->bundles[i].name, name)) b = e->bundles[i].b;
+  pthread_mutex_unlock(&e->reg_mu);
+  return b;
+}
+
+/* ---- sessions ------------------------------------------------------------------------------------- */
+
+int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_error *err) {
+  if (atomic_load(&e->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
+  const xgr_bundle *b = req->bundle ? req->bundle : req->bundle_name ? xgr_engine_bundle(e, req->bundle_name) : NULL;
+  if (!b) return xgr_error_set(err, XGR_ENOTFOUND, "bundle", "no bundle \"%s\" is registered", req->bundle_name ? req->bundle_name : "");
+  if (!req->owner || strlen(req->owner) >= sizeof ((sess_entry *)0)->owner || !req->root_pid || !req->start)
+    return xgr_error_set(err, XGR_EINVAL, NULL, "a session needs an owner (at most 63 bytes), a rootPid > 0 and a start step");
+  atomic_store(&e->started_any, true);
+  sess_entry *ent = calloc(1, sizeof *ent);
+  if (!ent) abort();
+  snprintf(ent->owner, sizeof ent->owner, "%s", req->owner);
+  ent->root = req->root_pid;
+  snprintf(ent->info.owner, sizeof ent->info.owner, "%s", req->owner);
+  ent->info.root_pid = req->root_pid;
+  shard *sh;
+  sess_entry *old = xgr_eng_lookup_locked(e, req->owner, req->root_pid, &sh);
+  if (old) {
+    pthread_mutex_unlock(&sh->mu);
+    free(ent);
+    return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists already", req->owner,
+                         (unsigned long long)req->root_pid);
+  }
+  insert_locked(sh, ent);
+  pthread_mutex_unlock(&sh->mu);
+  actor *a = xgr_eng_actor_new(e, ent, b, req, err);
+  int rc = a ? 0 : err->code ? err->code : XGR_EINVAL;
+  if (a) {
+    atomic_fetch_add(&e->live_actors, 1);
+    atomic_fetch_add(&e->st_started, 1);
+    xgr_eng_busy_add(e, 1);
+    rc = xgr_rt_spawn(e->rt, &xgr_eng_actor_vt, a, "session", NULL, NULL, err);
+    if (rc) {     /* close() freed the actor */
+      xgr_eng_busy_add(e, -1);
+      atomic_fetch_sub(&e->live_actors, 1);
+    }
+  }
+  if (rc) {
+    pthread_mutex_lock(&sh->mu);
+    xgr_eng_unlink_locked(sh, ent);
+    pthread_mutex_unlock(&sh->mu);
+    free(ent);
+  }
+  return rc;
+}
+
+/* ---- control ---------------------------------------------------------------------------------------- */
+
+int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx) {
+  shard *sh;
+  sess_entry *ent = xgr_eng_lookup_locked(e, c->owner, c->root_pid, &sh);
+  xgr_pid pid = ent ? ent->pid : 0;
+  pthread_mutex_unlock(&sh->mu);
+  if (c->kind == XGR_CTL_WAKE_STEP && !c->step) {
+    if (done) done(ctx, XGR_EINVAL, "a step-mode wake needs a step");
+    return XGR_EINVAL;
+  }
+  if (pid) {
+    ctl_msg *m = calloc(1, sizeof *m);
+    if (!m) abort();
+    m->kind = c->kind;
+    m->iter = c->iter;
+    m->step = c->step ? strdup(c->step) : NULL;
+    m->caller = c->caller ? strdup(c->caller) : NULL;
+    m->label = c->label ? strdup(c->label) : NULL;
+    m->payload = xgr_value_retain(c->payload);
+    m->done = done;
+    m->done_ctx = ctx;
+    atomic_fetch_add(&e->ctl_inflight, 1);
+    if (xgr_eng_send(e, NULL, pid, MSG_CTL, m) == 0) return 0;
+    atomic_fetch_sub(&e->ctl_inflight, 1);
+    m->done = NULL;
+    xgr_eng_ctl_free(m);
+  }
+  char msg[128];
+  snprintf(msg, sizeof msg, "no live session with rootPid %llu", (unsigned long long)c->root_pid);
+  if (done) done(ctx, XGR_ENOTFOUND, msg);
+  return XGR_ENOTFOUND;
+}
+
+typedef struct sync_reply {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  int rc;
+  char msg[XGR_MSG_MAX];
+} sync_reply;
+
+static void sync_done(void *ctx, int rc, const char *message) {
+  sync_reply *r = ctx;
+  pthread_mutex_lock(&r->mu);
+  r->rc = rc;
+  snprintf(r->msg, sizeof r->msg, "%s", message ? message : "");
+  r->done = true;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static int control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err) {
+  sync_reply r = {.done = false};
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  xgr_engine_control(e, c, sync_done, &r);
+  pthread_mutex_lock(&r.mu);
+  while (!r.done) pthread_cond_wait(&r.cv, &r.mu);
+  pthread_mutex_unlock(&r.mu);
+  pthread_mutex_destroy(&r.mu);
+  pthread_cond_destroy(&r.cv);
+  if (woken) *woken = 0;
+  if (r.rc) return xgr_error_set(err, r.rc, NULL, "%s", r.msg);
+  if (woken) sscanf(r.msg, "woke %zu", woken);
+  return 0;
+}
+
+int xgr_engine_kill(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, xgr_error *err) {
+  xgr_engine_ctl c = {.kind = XGR_CTL_KILL, .owner = owner, .root_pid = root_pid, .iter = iter};
+  return control_sync(e, &c, NULL, err);
+}
+
+int xgr_engine_pause(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, bool pause, xgr_error *err) {
+  xgr_engine_ctl c = {.kind = pause ? XGR_CTL_PAUSE : XGR_CTL_RESUME, .owner = owner, .root_pid = root_pid, .iter = iter};
+  return control_sync(e, &c, NULL, err);
+}
+
+int xgr_engine_wake_pid(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, const char *caller,
+                        xgr_value payload, xgr_error *err) {
+  xgr_engine_ctl c = {.kind = XGR_CTL_WAKE_PID, .owner = owner, .root_pid = root_pid, .iter = iter, .caller = caller,
+                      .payload = payload};
+  return control_sync(e, &c, NULL, err);
+}
+
+int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, const char *step, const char *caller,
+                         xgr_value payload, size_t *woken, xgr_error *err) {
+  xgr_engine_ctl c = {.kind = XGR_CTL_WAKE_STEP, .owner = owner, .root_pid = root_pid, .step = step, .caller = caller,
+                      .payload = payload};
+  return control_sync(e, &c, woken, err);
+}
+
+int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t now), void *ctx) {
+  if (!fn) return XGR_EINVAL;
+  if (atomic_load(&e->stopping)) return XGR_ESTATE;
+  at_cb *cb = malloc(sizeof *cb);
+  if (!cb) return XGR_ENOMEM;
+  cb->fn = fn;
+  cb->ctx = ctx;
+  return xgr_eng_timer_add_cb(e, at_ms, cb);
+}
+
+/* ---- inspection ------------------------------------------------------------------------------------ */
+
+size_t xgr_engine_list(xgr_engine *e, xgr_engine_session_info *out, size_t max) {
+  size_t n = 0;
+  for (int i = 0; i < NSHARDS; i++) {
+    shard *sh = &e->shards[i];
+    pthread_mutex_lock(&sh->mu);
+    for (size_t b = 0; b < sh->cap; b++)
+      for (sess_entry *x = sh->tab[b]; x; x = x->next) {
+        if (n < max) out[n] = x->info;
+        n++;
+      }
+    pthread_mutex_unlock(&sh->mu);
+  }
+  return n;
+}
+
+int xgr_engine_session(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_engine_session_info *out) {
+  shard *sh;
+  sess_entry *x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
+  if (x) *out = x->info;
+  pthread_mutex_unlock(&sh->mu);
+  return x ? 0 : XGR_ENOTFOUND;
+}
+
+json_t *xgr_engine_report(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_error *err) {
+  shard *sh;
+  sess_entry *x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
+  xgr_pid pid = x ? x->pid : 0;
+  json_t *rep = x && x->report ? json_deep_copy(x->report) : NULL;
+  pthread_mutex_unlock(&sh->mu);
+  if (rep) return rep;
+  if (pid) {
+    report_msg m = {.done = false};
+    pthread_mutex_init(&m.mu, NULL);
+    pthread_cond_init(&m.cv, NULL);
+    if (xgr_eng_send(e, NULL, pid, MSG_REPORT, &m) == 0) {
+      pthread_mutex_lock(&m.mu);
+      while (!m.done) pthread_cond_wait(&m.cv, &m.mu);
+      pthread_mutex_unlock(&m.mu);
+      rep = m.report;
+    }
+    pthread_mutex_destroy(&m.mu);
+    pthread_cond_destroy(&m.cv);
+    if (rep) return rep;
+  }
+  xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session with rootPid %llu%s", (unsigned long long)root_pid,
+                x ? " with a report (start it with record and keep_finished)" : "");
+  return NULL;
+}
+
+static void wait_a_bit(xgr_engine *e, long ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += ms * 1000000L;
+  ts.tv_sec += ts.tv_nsec / 1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  atomic_fetch_add(&e->waiters, 1);
+  pthread_mutex_lock(&e->wait_mu);
+  pthread_cond_timedwait(&e->wait_cv, &e->wait_mu, &ts);
+  pthread_mutex_unlock(&e->wait_mu);
+  atomic_fetch_sub(&e->waiters, 1);
+}
+
+/* Nothing that could still change an idle session is on its way. */
+static bool settled(xgr_engine *e) {
+  return atomic_load(&e->pending_at) == 0 && atomic_load(&e->ctl_inflight) == 0 &&
+         (!e->stepped || atomic_load(&e->busy) == 0);
+}
+
+int xgr_engine_wait(xgr_engine *e, const char *owner, uint64_t root_pid, long timeout_ms) {
+  uint64_t t0 = xgr_eng_mono_ns();
+  for (;;) {
+    shard *sh;
+    sess_entry *x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
+    int st = !x ? XGR_ENOTFOUND : x->info.finished ? 0 : (x->info.idle || x->gone) ? 1 : 2;
+    pthread_mutex_unlock(&sh->mu);
+    if (st <= 0) return st;
+    if (st == 1 && settled(e)) {
+      /* re-check: the settled counters were read after the idle flag */
+      x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
+      int again = !x ? XGR_ENOTFOUND : x->info.finished ? 0 : (x->info.idle || x->gone) ? 1 : 2;
+      pthread_mutex_unlock(&sh->mu);
+      if (again <= 1) return again;
+    }
+    long left = timeout_ms < 0 ? 10 : timeout_ms - (long)((xgr_eng_mono_ns() - t0) / 1000000u);
+    if (left <= 0) return XGR_ETIMEOUT;
+    wait_a_bit(e, left < 10 ? left : 10);
+  }
+}
+
+int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
+  uint64_t t0 = xgr_eng_mono_ns();
+  for (;;) {
+    bool all = settled(e);
+    for (int i = 0; i < NSHARDS && all; i++) {
+      shard *sh = &e->shards[i];
+      pthread_mutex_lock(&sh->mu);
+      for (size_t b = 0; b < sh->cap && all; b++)
+        for (sess_entry *x = sh->tab[b]; x && all; x = x->next)
+          if (!x->info.finished && !x->info.idle && !x->gone) all = false;
+      pthread_mutex_unlock(&sh->mu);
+    }
+    if (all && settled(e)) return 0;
+    long left = timeout_ms < 0 ? 10 : timeout_ms - (long)((xgr_eng_mono_ns() - t0) / 1000000u);
+    if (left <= 0) return XGR_ETIMEOUT;
+    wait_a_bit(e, left < 10 ? left : 10);
+  }
+}
+
+/* ---- counters -------------------------------------------------------------------------------------- */
+
+void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
+  memset(out, 0, sizeof *out);
+  out->sessions_started = atomic_load(&e->st_started);
+  out->sessions_finished = atomic_load(&e->st_finished);
+  out->steps = atomic_load(&e->st_steps);
+  out->http_requests = atomic_load(&e->st_http);
+  out->timers_fired = atomic_load(&e->st_timers);
+  out->store_batches = atomic_load(&e->st_batches);
+  pthread_mutex_lock(&e->lat_mu);
+  out->lat_count = e->lat.count;
+  out->lat_p50_ns = xgr_eng_lat_quantile(&e->lat, 0.50);
+  out->lat_p99_ns = xgr_eng_lat_quantile(&e->lat, 0.99);
+  out->lat_max_ns = e->lat.max;
+  pthread_mutex_unlock(&e->lat_mu);
+}
+
+void xgr_engine_reset_latency(xgr_engine *e) {
+  pthread_mutex_lock(&e->lat_mu);
+  memset(&e->lat, 0, sizeof e->lat);
+  pthread_mutex_unlock(&e->lat_mu);
+}

@@ -1,0 +1,231 @@
+/* engine_int.h — private structures of the concurrent engine (src/engine), shared by its files:
+ *
+ *   engine.c   the public API: configuration, the session registry (sharded hash table keyed by
+ *              (owner, rootPid)), control calls as messages, waiting, counters, shutdown;
+ *   actor.c    the root actor of one session: a runtime process that owns the session core;
+ *   timer.c    the timer thread: a 4-ary min-heap of deadlines and the engine clock;
+ *   http.c     the libcurl multi loop thread that performs the API calls of steps;
+ *   report.c   per-session records (last state of every process, history) and the report JSON.
+ *
+ * Nothing here is public; see include/xgr/engine.h for the contracts.
+ */
+#ifndef XGR_ENGINE_INT_H
+#define XGR_ENGINE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "xgr/engine.h"
+#include "xgr/runtime.h"
+
+/* Runtime command types. */
+enum { CMD_STEP = 1 };
+
+/* Message / yield tags the actor understands. Step yields use the process iter as their tag
+ * (iters start at 1), so the special tags live at the top of the range. */
+#define TAG_STORE UINT64_MAX           /* yield: a store batch was committed */
+enum msg_kind { MSG_TIMER = 1, MSG_CTL, MSG_IWAKE, MSG_REPORT, MSG_INFO };
+
+/* ---- clock and timers (timer.c) ------------------------------------------------------------ */
+typedef struct timer_ent {
+  int64_t at;
+  uint64_t seq;                 /* ties: scheduling order; bit 63 set: cb is a callback */
+  uint64_t target;              /* actor pid, or (uintptr_t) of an at_cb */
+} timer_ent;
+
+typedef struct at_cb {
+  void (*fn)(void *ctx, int64_t now);
+  void *ctx;
+} at_cb;
+
+typedef struct timers {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  timer_ent *in;                /* incoming entries (under mu) */
+  size_t nin, capin;
+  timer_ent *heap;              /* the 4-ary heap (timer thread only) */
+  size_t n, cap;
+  uint64_t seq;                 /* under mu */
+  _Atomic int64_t sleep_until;  /* the deadline the thread sleeps towards (INT64_MAX: none) */
+  bool stop;                    /* under mu */
+  pthread_t th;
+  bool started;
+} timers;
+
+/* 4-ary heap primitives (exposed for the unit test). */
+void xgr_eng_heap_push(timer_ent **heap, size_t *n, size_t *cap, timer_ent e);
+timer_ent xgr_eng_heap_pop(timer_ent *heap, size_t *n);
+
+/* ---- HTTP loop (http.c) -------------------------------------------------------------------- */
+typedef struct job job;
+typedef struct http_loop http_loop;
+http_loop *xgr_eng_http_new(xgr_engine *e);
+int xgr_eng_http_start(http_loop *h, xgr_error *err);
+void xgr_eng_http_submit(http_loop *h, job *j);      /* j->st has a pending request */
+void xgr_eng_http_free(http_loop *h);                /* stops the thread */
+
+/* ---- jobs: one step evaluation in flight ---------------------------------------------------- */
+enum job_phase { JOB_NEW = 0, JOB_HTTP, JOB_FINISH, JOB_DONE };
+
+struct job {
+  job *next;                    /* HTTP queue / actor free list */
+  struct actor *a;              /* read-only fields only (bundle, owner, root, engine) */
+  xgr_pid apid;
+  uint64_t iter, seq;
+  unsigned step;
+  int phase;
+  xgr_value payload;
+  xgr_step_state *st;
+  void *x;                      /* HTTP exchange while in the loop */
+  uint64_t t_ready;             /* monotonic ns when the step was promoted */
+  xgr_step_ctx sctx;
+  char pid[32];
+  xgr_step_result res;
+};
+
+/* ---- latency histogram ---------------------------------------------------------------------- */
+#define LAT_SUB 8
+#define LAT_OCT 28
+typedef struct lat_hist {
+  uint32_t b[LAT_OCT * LAT_SUB];
+  uint64_t count, max;
+} lat_hist;
+void xgr_eng_lat_add(lat_hist *h, uint64_t ns);
+void xgr_eng_lat_merge(lat_hist *into, const lat_hist *h);
+uint64_t xgr_eng_lat_quantile(const lat_hist *h, double q);
+
+/* ---- records (report.c) ---------------------------------------------------------------------- */
+typedef struct rec rec;
+typedef struct records {
+  rec *recs;                    /* indexed by iter - 1 */
+  size_t nrecs, caprecs;
+  xgr_engine_hist *hist;
+  size_t nhist, caphist;
+  json_t *actions;
+} records;
+json_t *xgr_eng_join_json(const xgr_orch *o, const xgr_join_state *js);
+void xgr_eng_records_init(records *r);
+void xgr_eng_records_free(records *r);
+void xgr_eng_record_proc(records *r, const xgr_orch *o, const xgr_proc *p);
+void xgr_eng_record_hist(records *r, const xgr_effect *e);
+/* The report; s gives the live processes when r is NULL (not recording). */
+json_t *xgr_eng_report(const records *r, const xgr_session *s, const char *result, uint64_t steps, int64_t now);
+
+/* ---- session registry entry ------------------------------------------------------------------ */
+typedef struct sess_entry {
+  struct sess_entry *next;
+  char owner[64];
+  uint64_t root;
+  xgr_pid pid;                  /* 0 while starting */
+  xgr_engine_session_info info; /* updated by the actor at the end of each turn */
+  json_t *report;               /* final report (record + keep_finished) */
+  bool gone;                    /* the actor closed */
+} sess_entry;
+
+#define NSHARDS 64
+typedef struct shard {
+  pthread_mutex_t mu;
+  sess_entry **tab;
+  size_t cap, n;
+} shard;
+
+/* ---- the engine ------------------------------------------------------------------------------ */
+struct xgr_engine {
+  xgr_engine_config cfg;
+  xgr_store_hook store;
+  bool has_store;
+  xgr_rt *rt;
+  http_loop *http;
+  timers tm;
+  /* clock */
+  uint64_t t0_ns;               /* CLOCK_MONOTONIC at creation */
+  _Atomic int64_t vnow;         /* stepped clock: current virtual time */
+  _Atomic long busy;            /* stepped clock: events in flight */
+  bool stepped;
+  /* subscribers (fixed once a session started) */
+  xgr_engine_event_fn subs[8];
+  void *subs_ctx[8];
+  unsigned nsubs;
+  _Atomic bool started_any;
+  /* bundles */
+  pthread_mutex_t reg_mu;
+  struct named_bundle { char *name; const xgr_bundle *b; } *bundles;
+  size_t nbundles;
+  /* sessions */
+  shard shards[NSHARDS];
+  _Atomic uint64_t nsessions;
+  /* waiting */
+  pthread_mutex_t wait_mu;
+  pthread_cond_t wait_cv;
+  _Atomic int waiters;
+  _Atomic long pending_at;      /* xgr_engine_at callbacks not yet run */
+  _Atomic long live_actors;
+  _Atomic long ctl_inflight;    /* control messages sent, not yet handled */
+  /* stats */
+  _Atomic uint64_t st_started, st_finished, st_steps, st_http, st_timers, st_batches;
+  pthread_mutex_t lat_mu;
+  lat_hist lat;
+  _Atomic bool stopping;
+  bool shut;
+};
+
+int64_t xgr_eng_now(xgr_engine *e);
+uint64_t xgr_eng_mono_ns(void);
+void xgr_eng_busy_add(xgr_engine *e, long n);
+int xgr_eng_timers_start(xgr_engine *e, xgr_error *err);
+void xgr_eng_timers_stop(xgr_engine *e);
+/* Arm a timer that sends MSG_TIMER (data: the deadline) to pid at `at`. */
+void xgr_eng_timer_add(xgr_engine *e, int64_t at, xgr_pid pid);
+int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb);
+
+/* Registry. */
+sess_entry *xgr_eng_lookup_locked(xgr_engine *e, const char *owner, uint64_t root, shard **sh);
+shard *xgr_eng_shard(xgr_engine *e, uint64_t root);
+void xgr_eng_unlink_locked(shard *sh, sess_entry *ent);
+void xgr_eng_notify_waiters(xgr_engine *e);
+/* Send an accounted message to an actor; returns 0 or XGR_ENOTFOUND (data stays with the caller). */
+int xgr_eng_send(xgr_engine *e, const xgr_ctx *ctx, xgr_pid pid, uint64_t tag, void *data);
+
+/* ---- actor (actor.c) ---------------------------------------------------------------------------- */
+typedef struct ctl_msg {
+  xgr_engine_ctl_kind kind;
+  uint64_t iter;
+  char *step, *caller, *label;
+  xgr_value payload;
+  xgr_engine_ctl_done_fn done;
+  void *done_ctx;
+} ctl_msg;
+
+typedef struct iwake_msg {
+  char *caller;                 /* the producing session's owner */
+  uint64_t from_root;
+  char *step_id;
+  char *rule_address;
+  xgr_value payload;
+} iwake_msg;
+
+typedef struct report_msg {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  json_t *report;
+} report_msg;
+
+extern const xgr_process_vt xgr_eng_actor_vt;
+typedef struct actor actor;
+/* Make an actor for a session (the core is created and started here). */
+actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, const xgr_engine_start *req,
+                         xgr_error *err);
+void xgr_eng_actor_free(actor *a);
+void xgr_eng_ctl_free(ctl_msg *m);
+void xgr_eng_iwake_free(iwake_msg *m);
+
+/* The TASK handler that evaluates steps. */
+void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cmd *cmd);
+void xgr_eng_step_drop(void *hctx, xgr_pid pid, const xgr_cmd *cmd);
+/* Continue a job after its HTTP requests (called on the HTTP thread). */
+void xgr_eng_job_http_done(xgr_engine *e, job *j);
+
+#endif
