@@ -271,6 +271,11 @@ void xgr_session_state_get(const xgr_session *s, xgr_session_state *out);
  * where decl names the branch that declared the join (o->steps[STEP].branch[BRANCH].join). */
 char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js);
 
+/* The live join target collecting from join group `group` (its joinFromGroupId), or NULL.
+ * A delivery into a join inbox changes the target without a PROC effect of its own; a store
+ * persists the collector of every process that became terminal to keep the inbox durable. */
+const xgr_proc *xgr_session_collector(const xgr_session *s, uint32_t group);
+
 /* Begin a restore: an empty session with the given counters (no effects). Add every live
  * process with xgr_session_restore_proc and every scope closed with policy kill with
  * xgr_session_restore_scope_killed, then call xgr_session_restore_end. */

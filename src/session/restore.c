@@ -27,6 +27,11 @@ void xgr_session_state_get(const xgr_session *s, xgr_session_state *out) {
   out->killed_at = s->killed_at;
 }
 
+const xgr_proc *xgr_session_collector(const xgr_session *s, uint32_t group) {
+  const scope *c = scope_find(s, group);
+  return c && c->target ? proc_find(s, c->target) : NULL;
+}
+
 /* ---- join state as JSON ------------------------------------------------------------------------ */
 
 typedef struct sbuf {

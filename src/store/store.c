@@ -339,15 +339,32 @@ void xgr_store_batch_add_effects(xgr_store_batch *b, const xgr_session *s, const
     const xgr_effect *e = &fx->items[i];
     if ((e->kind == XGR_FX_PROC || e->kind == XGR_FX_JOIN) && e->proc) refs[nref++] = (fx_ref){e->proc->iter, i};
   }
+  /* deliveries: the collector of every process that became terminal got a piece or a fail
+   * without an effect of its own; persist it too (its last state, like the others) */
+  size_t nfx = nref;
+  const xgr_proc **extra = NULL;
+  size_t nextra = 0;
+  for (size_t i = 0; i < nfx; i++) {
+    const xgr_proc *p = fx->items[refs[i].idx].proc;
+    if (p->status < XGR_PROC_DONE) continue;
+    const xgr_proc *t = xgr_session_collector(s, p->group);
+    if (!t) continue;
+    extra = store_xrealloc(extra, (nextra + 1) * sizeof *extra);
+    extra[nextra++] = t;
+  }
+  if (nextra) refs = store_xrealloc(refs, (nref + nextra) * sizeof *refs);
+  for (size_t i = 0; i < nextra; i++) refs[nref++] = (fx_ref){extra[i]->iter, fx->n + i};
   /* processes: the last state of each (effects point at the live struct, so any of them shows
    * the state after the call; the latest one is taken for clarity) */
   if (nref > 1) qsort(refs, nref, sizeof *refs, ref_cmp);
   for (size_t i = 0; i < nref; i++) {
     if (i && refs[i].iter == refs[i - 1].iter) continue;
     store_op *op = push(b, OP_PROC, owner, root);
-    proc_record(o, fx->items[refs[i].idx].proc, &op->u.proc);
+    size_t k = refs[i].idx;
+    proc_record(o, k < fx->n ? fx->items[k].proc : extra[k - fx->n], &op->u.proc);
   }
   free(refs);
+  free(extra);
   for (size_t i = 0; i < fx->n; i++) {
     const xgr_effect *e = &fx->items[i];
     if (e->kind == XGR_FX_HISTORY && e->proc) {

@@ -1,0 +1,167 @@
+/* test_group_commit.c — group commit under several producer threads: every batch is committed
+ * exactly once, its callback runs only after its rows are visible (durably committed), batches
+ * are grouped (fewer transactions than batches), and a batch with a duplicate history row fails
+ * alone while the batches grouped with it commit. Runs in suites 'store' and 'tsan'. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "store_util.h"
+
+#define THREADS 4
+#define PER_THREAD 1500
+
+typedef struct prod {
+  xgr_store *st;
+  int id;
+  int calls[PER_THREAD];        /* callbacks seen per batch (atomic) */
+  int bad;                      /* callbacks that did not find their rows (atomic) */
+  int failed;                   /* callbacks with rc != 0 (atomic) */
+} prod;
+
+typedef struct ticket {
+  prod *p;
+  int i;
+} ticket;
+
+static void on_done(void *ctx, int rc, const xgr_error *err) {
+  ticket *t = ctx;
+  __atomic_add_fetch(&t->p->calls[t->i], 1, __ATOMIC_SEQ_CST);
+  if (rc) {
+    fprintf(stderr, "batch %d/%d failed: %s\n", t->p->id, t->i, err ? err->message : "?");
+    __atomic_add_fetch(&t->p->failed, 1, __ATOMIC_SEQ_CST);
+  } else if (t->i % 97 == 0) {
+    /* effects happen after commit: the rows are there for any reader now */
+    xgr_store_session ss;
+    if (xgr_store_session_get(t->p->st, T_OWNER, (uint64_t)t->p->id, &ss, NULL) ||
+        ss.next_iter < (uint64_t)t->i + 2)   /* later batches of the group may be in too */
+      __atomic_add_fetch(&t->p->bad, 1, __ATOMIC_SEQ_CST);
+    xgr_store_session_clear(&ss);
+  }
+  free(t);
+}
+
+static void *producer(void *arg) {
+  prod *p = arg;
+  xgr_store_session ss = {.owner = T_OWNER, .root_pid = (uint64_t)p->id, .ostc_id = "t", .ostc_hash = "", .next_iter = 1};
+  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_batch_session(b, &ss);
+  xgr_store_commit(p->st, b, NULL);
+  for (int i = 0; i < PER_THREAD; i++) {
+    b = xgr_store_batch_new();
+    uint64_t iter = (uint64_t)i + 1;
+    xgr_store_proc pr = {.iter = iter, .step_id = "B", .status = XGR_PROC_DONE, .valid = 1, .payload = "{\"v\":1}"};
+    xgr_store_batch_proc(b, T_OWNER, (uint64_t)p->id, &pr);
+    xgr_store_hist h = {.iter = iter, .step_id = "B", .status = XGR_PROC_DONE, .valid = 1, .payload = "{\"v\":1}"};
+    xgr_store_batch_hist(b, T_OWNER, (uint64_t)p->id, &h);
+    xgr_store_batch_session_state(b, T_OWNER, (uint64_t)p->id, 0, 0, iter + 1, 1, false);
+    ticket *t = malloc(sizeof *t);
+    *t = (ticket){p, i};
+    xgr_store_submit(p->st, b, on_done, t);
+  }
+  return NULL;
+}
+
+static void run_producers(const char *url) {
+  xgr_error e;
+  xgr_store_config cfg = {.sync = XGR_STORE_SYNC_NORMAL};
+  xgr_store *st = xgr_store_open(url, &cfg, &e);
+  assert_non_null(st);
+  static prod ps[THREADS];
+  pthread_t th[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    memset(&ps[t], 0, sizeof ps[t]);
+    ps[t].st = st;
+    ps[t].id = t + 1;
+    assert_int_equal(pthread_create(&th[t], NULL, producer, &ps[t]), 0);
+  }
+  for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+  xgr_store_flush(st);
+  for (int t = 0; t < THREADS; t++) {
+    for (int i = 0; i < PER_THREAD; i++) assert_int_equal(__atomic_load_n(&ps[t].calls[i], __ATOMIC_SEQ_CST), 1);
+    assert_int_equal(ps[t].bad, 0);
+    assert_int_equal(ps[t].failed, 0);
+    xgr_store_hist *hs;
+    size_t nh;
+    assert_int_equal(xgr_store_history(st, T_OWNER, (uint64_t)t + 1, &hs, &nh, &e), 0);
+    assert_int_equal(nh, PER_THREAD);
+    for (size_t i = 0; i < nh; i++) assert_int_equal(hs[i].iter, i + 1);
+    xgr_store_hists_free(hs, nh);
+  }
+  xgr_store_stats s;
+  xgr_store_get_stats(st, &s);
+  fprintf(stderr, "%s: %llu batches in %llu transactions (largest group %llu)\n", xgr_store_backend(st),
+          (unsigned long long)s.batches, (unsigned long long)s.transactions, (unsigned long long)s.max_batches_per_tx);
+  assert_int_equal(s.batches, THREADS * (PER_THREAD + 1));
+  if (!strcmp(xgr_store_backend(st), "sqlite")) assert_true(s.transactions < s.batches);
+  xgr_store_close(st);
+}
+
+static void test_producers_memory(void **state) {
+  (void)state;
+  run_producers("memory:");
+}
+
+static void test_producers_sqlite(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/gc.db", dir);
+  run_producers(path);
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* One bad batch (a history row twice) in a group fails alone. */
+typedef struct res {
+  int rc[64];
+  int n;
+} res;
+
+static void on_res(void *ctx, int rc, const xgr_error *err) {
+  (void)err;
+  res *r = ctx;
+  r->rc[r->n++] = rc;
+}
+
+static void test_bad_batch_fails_alone(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/bad.db", dir);
+  xgr_error e;
+  xgr_store *st = xgr_store_open(path, NULL, &e);
+  assert_non_null(st);
+  res r = {.n = 0};
+  /* a blocker batch keeps the writer busy so the next ones queue up and form one group */
+  for (int i = 0; i < 40; i++) {
+    xgr_store_batch *b = xgr_store_batch_new();
+    xgr_store_hist h = {.iter = (uint64_t)(i == 20 ? 5 : i + 1), .step_id = "B", .status = 2, .valid = 1};
+    xgr_store_batch_hist(b, T_OWNER, 1, &h);
+    xgr_store_submit(st, b, on_res, &r);
+  }
+  xgr_store_flush(st);
+  assert_int_equal(r.n, 40);
+  for (int i = 0; i < 40; i++) assert_int_equal(r.rc[i], i == 20 ? XGR_ECONFLICT : 0);
+  xgr_store_hist *hs;
+  size_t nh;
+  assert_int_equal(xgr_store_history(st, T_OWNER, 1, &hs, &nh, &e), 0);
+  assert_int_equal(nh, 39);
+  xgr_store_hists_free(hs, nh);
+  assert_int_equal(xgr_store_failed(st, NULL), 0);
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_producers_memory),
+      cmocka_unit_test(test_producers_sqlite),
+      cmocka_unit_test(test_bad_batch_fails_alone),
+  };
+  return cmocka_run_group_tests_name("store_group_commit", tests, NULL, NULL);
+}

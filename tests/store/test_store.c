@@ -1,0 +1,733 @@
+/* test_store.c — unit tests of the store (xgr/store.h) on both backends: a shared table of
+ * operations that memory and SQLite must answer alike, unique history rows, registries and
+ * owners, migrations (empty file, a v1 file written by SQL here), a full disk, a read-only
+ * file, retention (TTL) on a fake clock, and recovery of a session core from stored rows
+ * (a run interrupted and restored ends with exactly the rows of an uninterrupted run). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "store_util.h"
+
+static xgr_orch *load_orch(void) {
+  xgr_orch *o = NULL;
+  xgr_error e;
+  assert_int_equal(xgr_orch_parse(t_orch_doc, strlen(t_orch_doc), &o, &e, NULL), 0);
+  return o;
+}
+
+static xgr_store *open_kind(int sqlite, const char *dir, const char *name, const xgr_store_config *cfg) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  xgr_error e;
+  xgr_store *st = xgr_store_open(sqlite ? path : "memory:", cfg, &e);
+  if (!st) fprintf(stderr, "open: %s\n", e.message);
+  assert_non_null(st);
+  return st;
+}
+
+static xgr_store_proc mkproc(uint64_t iter, uint8_t status, const char *payload) {
+  xgr_store_proc p = {.iter = iter, .parent_iter = iter > 1 ? 1 : 0, .step = 1, .step_id = "B", .status = status,
+                      .valid = status == XGR_PROC_DONE ? 1 : -1, .group = 0, .next_wake_at = 5, .created_at = 1,
+                      .started_at = -1, .finished_at = -1, .payload = (char *)payload};
+  return p;
+}
+
+/* ---- the shared table ------------------------------------------------------------------------ */
+
+typedef struct live_seen {
+  int n;
+  size_t procs, killed;
+  uint64_t first;
+} live_seen;
+
+static int live_cb(void *ctx, const xgr_store_live *l) {
+  live_seen *seen = ctx;
+  seen->n++;
+  seen->procs += l->nprocs;
+  seen->killed += l->nkilled;
+  if (l->nprocs) seen->first = l->procs[0].iter;
+  return 0;
+}
+
+/* Every row: an action and what both backends must answer. */
+static void shared_table(xgr_store *st) {
+  xgr_error e;
+  uint64_t pid;
+  /* owners: 1, 2, 3 per owner, independent owners */
+  assert_int_equal(xgr_store_next_process_id(st, "0xA", &pid, &e), 0);
+  assert_int_equal(pid, 1);
+  assert_int_equal(xgr_store_next_process_id(st, "0xA", &pid, &e), 0);
+  assert_int_equal(pid, 2);
+  assert_int_equal(xgr_store_next_process_id(st, "0xB", &pid, &e), 0);
+  assert_int_equal(pid, 1);
+  assert_int_equal(xgr_store_next_process_id(st, "", &pid, &e), XGR_EINVAL);
+  /* registries: versions, idempotent re-registration, get by id / version / hash */
+  xgr_store_doc d1, d2, d3, g;
+  assert_int_equal(xgr_store_register(st, XGR_REG_ORCHESTRATION, "o1", "0xA", "{\"a\":1}", 7, &d1, &e), 0);
+  assert_int_equal(d1.version, 1);
+  assert_int_equal(xgr_store_register(st, XGR_REG_ORCHESTRATION, "o1", "0xA", "{\"a\":2}", 7, &d2, &e), 0);
+  assert_int_equal(d2.version, 2);
+  assert_int_equal(xgr_store_register(st, XGR_REG_ORCHESTRATION, "o1", "0xA", "{\"a\":1}", 7, &d3, &e), 0);
+  assert_int_equal(d3.version, 1);
+  assert_string_equal(d3.hash, d1.hash);
+  assert_int_equal(xgr_store_doc_get(st, XGR_REG_ORCHESTRATION, "o1", 0, &g, &e), 0);
+  assert_int_equal(g.version, 2);
+  assert_string_equal(g.content, "{\"a\":2}");
+  xgr_store_doc_clear(&g);
+  assert_int_equal(xgr_store_doc_get(st, XGR_REG_ORCHESTRATION, "o1", 1, &g, &e), 0);
+  assert_string_equal(g.content, "{\"a\":1}");
+  xgr_store_doc_clear(&g);
+  assert_int_equal(xgr_store_doc_by_hash(st, XGR_REG_ORCHESTRATION, d2.hash, &g, &e), 0);
+  assert_int_equal(g.version, 2);
+  xgr_store_doc_clear(&g);
+  assert_int_equal(xgr_store_doc_get(st, XGR_REG_RULE, "o1", 0, &g, &e), XGR_ENOTFOUND);
+  assert_int_equal(xgr_store_register(st, XGR_REG_RULE, "0xRULE", "0xA", "{}", 2, NULL, &e), 0);
+  assert_int_equal(xgr_store_doc_get(st, XGR_REG_RULE, "0xRULE", 0, &g, &e), 0);
+  assert_string_equal(g.owner, "0xA");
+  xgr_store_doc_clear(&g);
+  xgr_store_doc_clear(&d1);
+  xgr_store_doc_clear(&d2);
+  xgr_store_doc_clear(&d3);
+
+  /* sessions and processes in one batch */
+  xgr_store_session s = {.owner = "0xA", .root_pid = 1, .registry = "reg", .ostc_id = "t", .ostc_hash = "0xh",
+                         .next_iter = 3, .next_group = 1};
+  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_batch_session(b, &s);
+  xgr_store_proc p1 = mkproc(1, XGR_PROC_RUNNING, "{\"x\":1}"), p2 = mkproc(2, XGR_PROC_WAITING, "{\"y\":[1,2.5,\"s\"]}");
+  xgr_store_batch_proc(b, "0xA", 1, &p1);
+  xgr_store_batch_proc(b, "0xA", 1, &p2);
+  assert_int_equal(xgr_store_batch_size(b), 3);
+  assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  /* upsert replaces; history appends */
+  b = xgr_store_batch_new();
+  p1.status = XGR_PROC_DONE;
+  p1.payload = "{\"x\":2}";
+  xgr_store_batch_proc(b, "0xA", 1, &p1);
+  xgr_store_hist h1 = {.iter = 1, .step = 1, .step_id = "B", .status = XGR_PROC_DONE, .valid = 1, .at = 3,
+                       .finished_at = 4, .payload = "{\"x\":2}"};
+  xgr_store_batch_hist(b, "0xA", 1, &h1);
+  xgr_store_batch_scope_killed(b, "0xA", 1, 7);
+  xgr_store_batch_scope_killed(b, "0xA", 1, 7);
+  xgr_store_batch_session_state(b, "0xA", 1, XGR_RESULT_RUNNING, 0, 4, 8, false);
+  xgr_store_batch_session_state(b, "0xA", 1, XGR_RESULT_RUNNING, 0, 5, 8, true);   /* coalesced */
+  assert_int_equal(xgr_store_batch_size(b), 5);
+  assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  xgr_store_session got;
+  assert_int_equal(xgr_store_session_get(st, "0xA", 1, &got, &e), 0);
+  assert_int_equal(got.next_iter, 5);
+  assert_int_equal(got.next_group, 8);
+  assert_true(got.paused);
+  assert_string_equal(got.registry, "reg");
+  assert_int_equal(got.finished_at, 0);
+  xgr_store_session_clear(&got);
+  assert_int_equal(xgr_store_session_get(st, "0xA", 99, &got, &e), XGR_ENOTFOUND);
+  xgr_store_proc *ps;
+  size_t np;
+  assert_int_equal(xgr_store_procs(st, "0xA", 1, &ps, &np, &e), 0);
+  assert_int_equal(np, 2);
+  assert_string_equal(ps[0].payload, "{\"x\":2}");
+  assert_int_equal(ps[0].status, XGR_PROC_DONE);
+  assert_string_equal(ps[1].payload, "{\"y\":[1,2.5,\"s\"]}");
+  xgr_store_procs_free(ps, np);
+
+  /* a second history row for the same (owner, rootPid, iter) fails its batch, and nothing of it lands */
+  b = xgr_store_batch_new();
+  p2.status = XGR_PROC_DONE;
+  xgr_store_batch_proc(b, "0xA", 1, &p2);
+  xgr_store_batch_hist(b, "0xA", 1, &h1);
+  assert_int_equal(xgr_store_commit(st, b, &e), XGR_ECONFLICT);
+  assert_non_null(strstr(e.message, "UNIQUE") ? e.message : strstr(e.message, "unique") ? e.message : NULL);
+  assert_int_equal(xgr_store_procs(st, "0xA", 1, &ps, &np, &e), 0);
+  assert_int_equal(ps[1].status, XGR_PROC_WAITING);
+  xgr_store_procs_free(ps, np);
+  assert_int_equal(xgr_store_failed(st, NULL), 0);   /* a bad batch does not stop the store */
+  /* ... also inside one batch */
+  b = xgr_store_batch_new();
+  xgr_store_hist h2 = h1;
+  h2.iter = 2;
+  xgr_store_batch_hist(b, "0xA", 1, &h2);
+  xgr_store_batch_hist(b, "0xA", 1, &h2);
+  assert_int_equal(xgr_store_commit(st, b, &e), XGR_ECONFLICT);
+  xgr_store_hist *hs;
+  size_t nh;
+  assert_int_equal(xgr_store_history(st, "0xA", 1, &hs, &nh, &e), 0);
+  assert_int_equal(nh, 1);
+  assert_int_equal(hs[0].iter, 1);
+  assert_string_equal(hs[0].step_id, "B");
+  assert_int_equal(hs[0].at, 3);
+  xgr_store_hists_free(hs, nh);
+
+  /* load_live: the running session with its live processes and killed scopes */
+  live_seen seen = {0};
+  assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
+  assert_int_equal(seen.n, 1);
+  assert_int_equal(seen.procs, 1);   /* iter 2 waits; iter 1 is done */
+  assert_int_equal(seen.killed, 1);
+  assert_int_equal(seen.first, 2);
+
+  /* the session ends: finished_at set, killed scopes gone, not live any more */
+  b = xgr_store_batch_new();
+  xgr_store_batch_session_state(b, "0xA", 1, XGR_RESULT_KILLED, 42, 5, 8, false);
+  assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  assert_int_equal(xgr_store_session_get(st, "0xA", 1, &got, &e), 0);
+  assert_int_equal(got.status, XGR_RESULT_KILLED);
+  assert_int_equal(got.killed_at, 42);
+  assert_true(got.finished_at > 0);
+  xgr_store_session_clear(&got);
+  memset(&seen, 0, sizeof seen);
+  assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
+  assert_int_equal(seen.n, 0);
+
+  /* removal: session and processes go, history stays */
+  b = xgr_store_batch_new();
+  xgr_store_batch_remove_session(b, "0xA", 1);
+  assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  assert_int_equal(xgr_store_session_get(st, "0xA", 1, &got, &e), XGR_ENOTFOUND);
+  assert_int_equal(xgr_store_procs(st, "0xA", 1, &ps, &np, &e), 0);
+  assert_int_equal(np, 0);
+  xgr_store_procs_free(ps, np);
+  assert_int_equal(xgr_store_history(st, "0xA", 1, &hs, &nh, &e), 0);
+  assert_int_equal(nh, 1);
+  xgr_store_hists_free(hs, nh);
+  xgr_store_stats stats;
+  xgr_store_get_stats(st, &stats);
+  assert_int_equal(stats.failed_batches, 2);
+}
+
+static void test_shared_table(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  for (int k = 0; k < 2; k++) {
+    xgr_store *st = open_kind(k, dir, "shared.db", NULL);
+    assert_string_equal(xgr_store_backend(st), k ? "sqlite" : "memory");
+    shared_table(st);
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* The same session run on both backends leaves the same rows. */
+static void test_backends_agree(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  char *dumps[2];
+  for (int k = 0; k < 2; k++) {
+    xgr_store *st = open_kind(k, dir, "agree.db", NULL);
+    int64_t now = 0;
+    xgr_session *s = t_start(st, o, 1, now);
+    t_run(st, s, &now, 1000, 1);
+    assert_int_equal(xgr_session_result_of(s), XGR_RESULT_COMPLETED);
+    dumps[k] = t_dump(st, 1);
+    xgr_session_free(s);
+    xgr_store_close(st);
+  }
+  assert_string_equal(dumps[0], dumps[1]);
+  assert_non_null(strstr(dumps[0], "status=1 next_iter"));   /* completed */
+  free(dumps[0]);
+  free(dumps[1]);
+  xgr_orch_free(o);
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* ---- recovery ------------------------------------------------------------------------------------ */
+
+typedef struct restore_ctx {
+  const xgr_orch *o;
+  xgr_session *s;
+  xgr_effects fx;
+  int64_t now;
+} restore_ctx;
+
+static int restore_cb(void *ctx, const xgr_store_live *l) {
+  restore_ctx *r = ctx;
+  xgr_error e;
+  r->s = xgr_store_restore_session(r->o, l, NULL, r->now, &r->fx, &e);
+  if (!r->s) fprintf(stderr, "restore: %s: %s\n", e.path, e.message);
+  return r->s ? 0 : XGR_EINVAL;
+}
+
+/* Interrupt a run after k steps at many k (drop the core, restore it from the store, go on): the
+ * rows at the end are exactly those of an uninterrupted run. */
+static void test_restore_matches_uninterrupted(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (unsigned salt = 1; salt <= 6; salt++) {
+    xgr_store *ref = open_kind(0, dir, "", NULL);
+    int64_t now = 0;
+    xgr_session *s = t_start(ref, o, 1, now);
+    int total = t_run(ref, s, &now, 100000, salt);
+    char *want = t_dump(ref, 1);
+    xgr_session_free(s);
+    xgr_store_close(ref);
+    for (int cut = 1; cut < total; cut += 1 + total / 12) {
+      for (int k = 0; k < 2; k++) {
+        xgr_store *st = open_kind(k, dir, "restore.db", NULL);
+        now = 0;
+        s = t_start(st, o, 1, now);
+        t_run(st, s, &now, cut, salt);
+        xgr_session_free(s);   /* the "crash" */
+        if (k) {               /* SQLite: really reopen the file */
+          xgr_store_close(st);
+          st = open_kind(k, dir, "restore.db", NULL);
+        }
+        restore_ctx rc = {.o = o, .now = now};
+        xgr_effects_init(&rc.fx);
+        xgr_error e;
+        assert_int_equal(xgr_store_load_live(st, restore_cb, &rc, &e), 0);
+        assert_non_null(rc.s);
+        assert_int_equal(rc.fx.n, 0);   /* nothing was pending */
+        xgr_effects_free(&rc.fx);
+        t_run(st, rc.s, &now, 100000, salt);
+        char *got = t_dump(st, 1);
+        if (strcmp(got, want)) fprintf(stderr, "salt %u cut %d backend %d:\n--- want\n%s--- got\n%s", salt, cut, k, want, got);
+        assert_string_equal(got, want);
+        free(got);
+        xgr_session_free(rc.s);
+        xgr_store_close(st);
+        char path[512];
+        snprintf(path, sizeof path, "rm -f %s/restore.db*", dir);
+        assert_int_equal(system(path), 0);
+      }
+    }
+    free(want);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* A process that was running when the process died runs again after recovery. */
+static void test_restore_running_runs_again(void **state) {
+  (void)state;
+  xgr_orch *o = load_orch();
+  xgr_store *st = xgr_store_open("memory:", NULL, NULL);
+  xgr_session *s = t_start(st, o, 1, 0);
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  assert_int_equal(xgr_session_promote(s, 0, 1, &fx), 1);
+  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_batch_add_effects(b, s, &fx);
+  assert_int_equal(xgr_store_commit(st, b, NULL), 0);
+  xgr_effects_reset(&fx);
+  xgr_session_free(s);
+  xgr_store_proc *ps;
+  size_t np;
+  xgr_store_procs(st, T_OWNER, 1, &ps, &np, NULL);
+  assert_int_equal(np, 1);
+  assert_int_equal(ps[0].status, XGR_PROC_RUNNING);
+  xgr_store_procs_free(ps, np);
+  restore_ctx rc = {.o = o, .now = 10};
+  xgr_effects_init(&rc.fx);
+  assert_int_equal(xgr_store_load_live(st, restore_cb, &rc, NULL), 0);
+  assert_int_equal(xgr_session_live(rc.s), 1);
+  assert_int_equal(xgr_session_running(rc.s), 0);
+  assert_int_equal(xgr_session_promote(rc.s, 10, 1, &fx), 1);   /* due at once */
+  xgr_effects_free(&fx);
+  xgr_effects_free(&rc.fx);
+  xgr_session_free(rc.s);
+  xgr_store_close(st);
+  xgr_orch_free(o);
+}
+
+/* Malformed rows never crash recovery: they are refused with an error. */
+static void test_restore_rejects_bad_rows(void **state) {
+  (void)state;
+  xgr_orch *o = load_orch();
+  xgr_store_session ss = {.owner = T_OWNER, .root_pid = 1, .ostc_hash = o->hash, .next_iter = 3, .next_group = 2};
+  const char *bad_joins[] = {"{", "{\"decl\":[0,0]}", "{\"decl\":[9,0],\"closed\":false,\"outcome\":0,\"closedAt\":0,\"inbox\":[],\"fail\":[]}",
+                             "{\"decl\":[0,0],\"closed\":false,\"outcome\":0,\"closedAt\":0,\"inbox\":[null],\"fail\":[false]}",
+                             "{\"decl\":[0,0],\"closed\":false,\"outcome\":7,\"closedAt\":0,\"inbox\":[null,null,null],\"fail\":[false,false,false]}",
+                             "{\"decl\":[0,0],\"closed\":false,\"outcome\":0,\"closedAt\":0,\"inbox\":[1,null,null],\"fail\":[false,false,false]}"};
+  for (size_t i = 0; i < sizeof bad_joins / sizeof *bad_joins; i++) {
+    xgr_store_proc p = {.iter = 2, .step = 5 /* J */, .step_id = "J", .status = 0, .valid = -1, .from_group = 1,
+                        .payload = "{}", .join = (char *)bad_joins[i]};
+    xgr_store_live l = {&ss, &p, 1, NULL, 0};
+    xgr_error e;
+    xgr_session *s = xgr_store_restore_session(o, &l, NULL, 0, NULL, &e);
+    assert_null(s);
+    assert_int_not_equal(e.code, 0);
+  }
+  xgr_store_proc bad[] = {
+      {.iter = 9, .step = 1, .status = 0, .payload = "{}"},             /* iter beyond next_iter */
+      {.iter = 1, .step = 99, .status = 0, .payload = "{}"},            /* step out of range */
+      {.iter = 1, .step = 1, .status = 2, .payload = "{}"},             /* terminal: skipped, not an error */
+      {.iter = 1, .step = 1, .status = 0, .payload = "{\"a\":"},         /* broken payload */
+      {.iter = 1, .step = 1, .status = 0, .group = 50, .payload = "{}"}, /* group beyond next_group */
+  };
+  int want_ok[] = {0, 0, 1, 0, 0};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    xgr_store_live l = {&ss, &bad[i], 1, NULL, 0};
+    xgr_error e;
+    xgr_session *s = xgr_store_restore_session(o, &l, NULL, 0, NULL, &e);
+    assert_int_equal(s != NULL, want_ok[i]);
+    xgr_session_free(s);
+  }
+  ss.ostc_hash = "0xother";
+  xgr_store_live l = {&ss, NULL, 0, NULL, 0};
+  xgr_error e;
+  assert_null(xgr_store_restore_session(o, &l, NULL, 0, NULL, &e));
+  assert_int_equal(e.code, XGR_EMISMATCH);
+  xgr_orch_free(o);
+}
+
+/* ---- migrations ----------------------------------------------------------------------------------- */
+
+static void test_migrate_empty(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_store *st = open_kind(1, dir, "new.db", NULL);
+  int found;
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, 0);
+  xgr_store_close(st);
+  st = open_kind(1, dir, "new.db", NULL);   /* reopening migrates nothing */
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  xgr_store_close(st);
+  /* a file of another program is refused */
+  char path[512];
+  snprintf(path, sizeof path, "%s/other.db", dir);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  xgr_error e;
+  assert_null(xgr_store_open(path, NULL, &e));
+  assert_non_null(strstr(e.message, "not an xgr store"));
+  /* a newer schema is refused */
+  snprintf(path, sizeof path, "%s/new.db", dir);
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "INSERT INTO schema_version VALUES(99, 0)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  assert_null(xgr_store_open(path, NULL, &e));
+  assert_non_null(strstr(e.message, "schema version 99"));
+  /* not a database at all */
+  snprintf(path, sizeof path, "%s/junk.db", dir);
+  FILE *f = fopen(path, "w");
+  fputs("this is not a database, just some text that is long enough to look like a header..........", f);
+  fclose(f);
+  assert_null(xgr_store_open(path, NULL, &e));
+  assert_int_equal(e.code, XGR_EIO);
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* The v1 schema exactly as it shipped (migration 1), written here by SQL with a live session. */
+static const char *const v1_fixture =
+    "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);"
+    "INSERT INTO schema_version VALUES(1, 0);"
+    "CREATE TABLE owners(owner TEXT PRIMARY KEY, next_root INTEGER NOT NULL);"
+    "CREATE TABLE orchestrations(id TEXT NOT NULL, version INTEGER NOT NULL, hash TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, registered_at INTEGER NOT NULL, content BLOB NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX orchestrations_hash ON orchestrations(hash);"
+    "CREATE TABLE rules(id TEXT NOT NULL, version INTEGER NOT NULL, hash TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, registered_at INTEGER NOT NULL, content BLOB NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX rules_hash ON rules(hash);"
+    "CREATE TABLE sessions(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, registry TEXT NOT NULL DEFAULT '',"
+    "  ostc_id TEXT NOT NULL, ostc_hash TEXT NOT NULL, status INTEGER NOT NULL, killed_at INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL DEFAULT 0, next_iter INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(owner, root_pid));"
+    "CREATE TABLE proc_rt(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    "  parent_iter INTEGER NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL, valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, join_group INTEGER NOT NULL,"
+    "  join_from_group INTEGER NOT NULL, next_wake_at INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+    "  started_at INTEGER NOT NULL, finished_at INTEGER NOT NULL, payload TEXT NOT NULL, error TEXT,"
+    "  join_state TEXT, terminal_at INTEGER, PRIMARY KEY(owner, root_pid, iter)) WITHOUT ROWID;"
+    "CREATE TABLE proc_steps(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    "  parent_iter INTEGER NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, at INTEGER NOT NULL, finished_at INTEGER NOT NULL,"
+    "  error TEXT, payload TEXT, recorded_at INTEGER NOT NULL, PRIMARY KEY(owner, root_pid, iter)) WITHOUT ROWID;"
+    "INSERT INTO owners VALUES('" T_OWNER "', 2);"
+    /* session 1 of the test orchestration: A (iter 1) done, its kill join J (iter 2, group 0,
+       from group 1) closed satisfied, B (iter 3) still running in the killed scope 1, J not run yet */
+    "INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter) VALUES('" T_OWNER
+    "', 1, 't', '', 0, 1, 6);"
+    "INSERT INTO proc_rt VALUES('" T_OWNER "', 1, 1, 0, 0, 'A', 2, 0, 1, 0, 0, 0, 0, 0, 0, 1, '{\"n\":1}', NULL, NULL, 5);"
+    "INSERT INTO proc_rt VALUES('" T_OWNER "', 1, 2, 1, 5, 'J', 0, 0, -1, 0, 0, 1, 1, 1, -1, -1, '{\"n\":9}', NULL,"
+    " '{\"decl\":[0,0],\"closed\":true,\"outcome\":1,\"closedAt\":3,\"inbox\":[{\"n\":2,\"_from\":\"B\",\"_when\":\"valid\"},"
+    "{\"n\":2,\"_from\":\"C\",\"_when\":\"valid\"},null],\"fail\":[false,false,false]}', NULL);"
+    "INSERT INTO proc_rt VALUES('" T_OWNER "', 1, 3, 1, 1, 'B', 1, 0, -1, 0, 1, 0, 1, 1, 2, -1, '{\"n\":1}', NULL, NULL, NULL);"
+    "INSERT INTO proc_steps VALUES('" T_OWNER "', 1, 1, 0, 0, 'A', 2, 1, 0, 0, 1, NULL, '{\"n\":1}', 5);"
+    "INSERT INTO orchestrations VALUES('t', 1, '0x00', '" T_OWNER "', 0, 'x');";
+
+static void test_migrate_from_v1(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/v1.db", dir);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, v1_fixture, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "fixture: %s\n", msg);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+
+  xgr_error e;
+  xgr_store *st = xgr_store_open(path, NULL, &e);
+  assert_non_null(st);
+  int found;
+  assert_int_equal(xgr_store_schema_version(st, &found), 2);
+  assert_int_equal(found, 1);
+  /* data kept; next_group derived from the rows; the kill-closed scope found in the join state */
+  xgr_store_session ss;
+  assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &ss, &e), 0);
+  assert_int_equal(ss.next_group, 2);
+  assert_int_equal(ss.next_iter, 6);
+  xgr_store_session_clear(&ss);
+  uint64_t pid;
+  assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, &e), 0);
+  assert_int_equal(pid, 2);
+  xgr_store_hist *hs;
+  size_t nh;
+  assert_int_equal(xgr_store_history(st, T_OWNER, 1, &hs, &nh, &e), 0);
+  assert_int_equal(nh, 1);
+  xgr_store_hists_free(hs, nh);
+  /* and the session comes back: the running B is re-run, but the killed scope's gate aborts it */
+  xgr_orch *o = load_orch();
+  restore_ctx r = {.o = o, .now = 10};
+  xgr_effects_init(&r.fx);
+  assert_int_equal(xgr_store_load_live(st, restore_cb, &r, &e), 0);
+  assert_non_null(r.s);
+  assert_int_equal(xgr_session_live(r.s), 2);
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  size_t n = xgr_session_promote(r.s, 10, 10, &fx);
+  assert_int_equal(n, 1);   /* J runs; B (dispatch gate of the killed scope) is aborted */
+  const xgr_proc *b = NULL;
+  for (size_t i = 0; i < fx.n; i++)
+    if (fx.items[i].kind == XGR_FX_PROC && fx.items[i].proc->iter == 3) b = fx.items[i].proc;
+  assert_non_null(b);
+  assert_int_equal(b->status, XGR_PROC_ABORTED);
+  assert_int_equal(b->abort_reason, XGR_ABORT_JOIN_KILL);
+  xgr_effects_free(&fx);
+  xgr_effects_free(&r.fx);
+  xgr_session_free(r.s);
+  xgr_orch_free(o);
+  xgr_store_close(st);
+  /* a migrated file opens as current from now on */
+  st = xgr_store_open(path, NULL, &e);
+  assert_int_equal(xgr_store_schema_version(st, &found), 2);
+  assert_int_equal(found, 2);
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
+
+static void test_full_disk(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_store_config cfg = {.max_page_count = 64};
+  xgr_store *st = open_kind(1, dir, "full.db", &cfg);
+  char big[4096];
+  memset(big, 'x', sizeof big);
+  memcpy(big, "{\"b\":\"", 6);
+  memcpy(big + sizeof big - 3, "\"}", 3);
+  xgr_error e;
+  int rc = 0;
+  uint64_t committed = 0;
+  for (uint64_t i = 1; i < 10000 && !rc; i++) {
+    xgr_store_batch *b = xgr_store_batch_new();
+    xgr_store_proc p = mkproc(i, XGR_PROC_WAITING, big);
+    xgr_store_batch_proc(b, T_OWNER, 1, &p);
+    rc = xgr_store_commit(st, b, &e);
+    if (!rc) committed = i;
+  }
+  assert_int_equal(rc, XGR_EIO);
+  assert_non_null(strstr(e.message, "full"));
+  fprintf(stderr, "full disk after %llu rows: %s\n", (unsigned long long)committed, e.message);
+  /* the store refuses to go on */
+  xgr_error f;
+  assert_int_equal(xgr_store_failed(st, &f), XGR_EIO);
+  assert_string_equal(f.message, e.message);
+  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_batch_scope_killed(b, T_OWNER, 1, 1);
+  assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EIO);
+  uint64_t pid;
+  assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, &e), XGR_EIO);
+  xgr_store_close(st);
+  /* nothing committed was lost */
+  st = open_kind(1, dir, "full.db", NULL);
+  xgr_store_proc *ps;
+  size_t np;
+  assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &np, &e), 0);
+  assert_int_equal(np, committed);
+  xgr_store_procs_free(ps, np);
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
+static void test_read_only_file(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_store *st = open_kind(1, dir, "ro.db", NULL);
+  uint64_t pid;
+  assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, NULL), 0);
+  xgr_store_close(st);
+  char path[512];
+  snprintf(path, sizeof path, "%s/ro.db", dir);
+  /* root writes any file: try it as an unprivileged user in a child, with the file 0444 */
+  assert_int_equal(chmod(dir, 0755), 0);
+  assert_int_equal(chmod(path, 0444), 0);
+  snprintf(path, sizeof path, "%s/ro.db-wal", dir);
+  chmod(path, 0444);
+  snprintf(path, sizeof path, "%s/ro.db-shm", dir);
+  chmod(path, 0444);
+  snprintf(path, sizeof path, "%s/ro.db", dir);
+  int pfd[2];
+  assert_int_equal(pipe(pfd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(pfd[0]);
+    if (getuid() == 0 && (setgid(65534) || setuid(65534))) _exit(3);
+    xgr_error e;
+    xgr_store *s2 = xgr_store_open(path, NULL, &e);
+    if (s2) _exit(1);
+    if (write(pfd[1], e.message, strlen(e.message)) < 0) _exit(4);
+    _exit(0);
+  }
+  close(pfd[1]);
+  char msg[600] = {0};
+  ssize_t n = read(pfd[0], msg, sizeof msg - 1);
+  close(pfd[0]);
+  int status;
+  waitpid(child, &status, 0);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_true(n > 0);
+  fprintf(stderr, "read-only file: %s\n", msg);
+  assert_non_null(strstr(msg, "read-only"));
+  /* read_only mode reads it */
+  xgr_store_config cfg = {.read_only = true};
+  xgr_error e;
+  st = xgr_store_open(path, &cfg, &e);
+  assert_non_null(st);
+  xgr_store_batch *b = xgr_store_batch_new();
+  assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EPERM);
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* ---- retention ---------------------------------------------------------------------------------------- */
+
+static void test_ttl_gc(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  for (int k = 0; k < 2; k++) {
+    t_clock clk = {.ms = 1000000};
+    xgr_store_config cfg = {.ttl_secs = 60, .history_secs = 3600, .gc_interval_ms = -1, .gc_batch = 7,
+                            .clock_ms = t_clock_ms, .clock_ctx = &clk};
+    xgr_store *st = open_kind(k, dir, "gc.db", &cfg);
+    xgr_store_session ss = {.owner = T_OWNER, .root_pid = 1, .ostc_id = "t", .ostc_hash = "", .next_iter = 100};
+    xgr_store_batch *b = xgr_store_batch_new();
+    xgr_store_batch_session(b, &ss);
+    for (uint64_t i = 1; i <= 50; i++) {
+      xgr_store_proc p = mkproc(i, i <= 40 ? XGR_PROC_DONE : XGR_PROC_WAITING, "{}");
+      p.group = i > 45 ? 3 : 0;
+      xgr_store_batch_proc(b, T_OWNER, 1, &p);
+      xgr_store_hist h = {.iter = i, .step_id = "B", .status = 2, .valid = 1};
+      if (i <= 40) xgr_store_batch_hist(b, T_OWNER, 1, &h);
+    }
+    xgr_store_batch_scope_killed(b, T_OWNER, 1, 3);   /* has live members: stays */
+    xgr_store_batch_scope_killed(b, T_OWNER, 1, 4);   /* none: garbage */
+    assert_int_equal(xgr_store_commit(st, b, NULL), 0);
+    size_t d;
+    xgr_error e;
+    clk.ms += 59 * 1000;   /* not yet */
+    assert_int_equal(xgr_store_gc(st, &d, &e), 0);
+    assert_int_equal(d, 1);   /* only the scope */
+    clk.ms += 2 * 1000;    /* past the TTL: 40 terminal rows go, in batches of 7 */
+    assert_int_equal(xgr_store_gc(st, &d, &e), 0);
+    assert_int_equal(d, 40);
+    xgr_store_proc *ps;
+    size_t np;
+    xgr_store_procs(st, T_OWNER, 1, &ps, &np, NULL);
+    assert_int_equal(np, 10);
+    assert_int_equal(ps[0].iter, 41);
+    xgr_store_procs_free(ps, np);
+    xgr_store_hist *hs;
+    size_t nh;
+    xgr_store_history(st, T_OWNER, 1, &hs, &nh, NULL);
+    assert_int_equal(nh, 40);   /* history is kept longer */
+    xgr_store_hists_free(hs, nh);
+    /* the session ends; an hour later its history and row go too */
+    b = xgr_store_batch_new();
+    xgr_store_batch_session_state(b, T_OWNER, 1, XGR_RESULT_COMPLETED, 0, 100, 5, false);
+    assert_int_equal(xgr_store_commit(st, b, NULL), 0);
+    clk.ms += 3601 * 1000;
+    assert_int_equal(xgr_store_gc(st, &d, &e), 0);
+    assert_int_equal(d, 41);
+    xgr_store_history(st, T_OWNER, 1, &hs, &nh, NULL);
+    assert_int_equal(nh, 0);
+    xgr_store_hists_free(hs, nh);
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &ss, &e), XGR_ENOTFOUND);
+    xgr_store_stats stats;
+    xgr_store_get_stats(st, &stats);
+    assert_int_equal(stats.gc_deleted, 82);
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* Background retention runs by itself (real clock, short TTL) and does not stop commits. */
+static void test_background_gc(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  t_clock clk = {.ms = 5000};
+  xgr_store_config cfg = {.ttl_secs = 1, .gc_interval_ms = 5, .gc_batch = 16, .clock_ms = t_clock_ms, .clock_ctx = &clk};
+  xgr_store *st = open_kind(1, dir, "bg.db", &cfg);
+  xgr_store_batch *b = xgr_store_batch_new();
+  for (uint64_t i = 1; i <= 200; i++) {
+    xgr_store_proc p = mkproc(i, XGR_PROC_DONE, "{}");
+    xgr_store_batch_proc(b, T_OWNER, 1, &p);
+  }
+  assert_int_equal(xgr_store_commit(st, b, NULL), 0);
+  __atomic_store_n(&clk.ms, 10000, __ATOMIC_SEQ_CST);
+  size_t np = 1;
+  for (int tries = 0; tries < 400 && np; tries++) {
+    b = xgr_store_batch_new();   /* commits go on meanwhile */
+    xgr_store_batch_scope_killed(b, T_OWNER, 2, (uint32_t)tries + 1);
+    assert_int_equal(xgr_store_commit(st, b, NULL), 0);
+    usleep(5000);
+    xgr_store_proc *ps;
+    xgr_store_procs(st, T_OWNER, 1, &ps, &np, NULL);
+    xgr_store_procs_free(ps, np);
+  }
+  assert_int_equal(np, 0);
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shared_table),
+      cmocka_unit_test(test_backends_agree),
+      cmocka_unit_test(test_restore_matches_uninterrupted),
+      cmocka_unit_test(test_restore_running_runs_again),
+      cmocka_unit_test(test_restore_rejects_bad_rows),
+      cmocka_unit_test(test_migrate_empty),
+      cmocka_unit_test(test_migrate_from_v1),
+      cmocka_unit_test(test_full_disk),
+      cmocka_unit_test(test_read_only_file),
+      cmocka_unit_test(test_ttl_gc),
+      cmocka_unit_test(test_background_gc),
+  };
+  return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
