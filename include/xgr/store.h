@@ -13,20 +13,24 @@
  *   proc_scopes            join scopes closed with policy kill that may still have live members
  *                          (recovery restores the spawn and dispatch gates from them).
  *
- * Writes go in batches (group commit). A driver collects the changes of one or more core calls of
- * one or more sessions in an xgr_store_batch (xgr_store_batch_add_effects turns a core effects
- * buffer into batch entries), hands it over with xgr_store_submit and carries out the effects
- * that must not happen before durability (dispatching children, sending wake-ups, answering RPC)
- * only in the `done` callback. The SQLite store has one writer thread that takes every batch that
- * is queued, applies them in ONE transaction (each batch in its own savepoint) and signals all of
- * them after COMMIT returned. A step's result, its children and its history row are in one batch
- * and so commit atomically.
+ * Writes go in batches (group commit). A batch is an xgr_store_changes: a driver collects the
+ * changes of one or more core calls of one or more sessions in it (xgr_store_changes_add_effects
+ * turns a core effects buffer into entries), hands it over with xgr_store_submit and carries out
+ * the effects that must not happen before durability (dispatching children, sending wake-ups,
+ * answering RPC) only in the callback. The SQLite store has one writer thread that takes every
+ * batch that is queued, applies them all in ONE transaction and calls each one's callback after
+ * COMMIT returned. A step's result, its children and its history row are in one batch and so
+ * commit atomically.
  *
  * Failure: an I/O error (disk full, read-only file, I/O error) fails the transaction, every batch
  * in it, and puts the store in the failed state: every later write fails at once with the same
  * error (xgr_store_failed tells it). Nothing is dropped silently; a driver must stop. A batch
  * that violates a constraint (a history row written twice, a malformed entry) fails alone with
- * XGR_ECONFLICT / XGR_EINVAL; the other batches of the transaction commit.
+ * XGR_ECONFLICT / XGR_EINVAL: the group is rolled back and its batches are applied again one
+ * transaction each, so the others commit.
+ *
+ * (The engine's hook types in xgr/engine.h are named xgr_store_batch / xgr_store_done_fn; the
+ * store's own batch type is therefore xgr_store_changes.)
  *
  * Values are stored as their exact JSON text (xgr_value_to_json_text), so what comes back is what
  * JSON can hold: bytes come back as their base64 string, big integers as decimal strings.
@@ -182,48 +186,48 @@ void xgr_store_hist_clear(xgr_store_hist *h);
 
 /* ---- batches (group commit) ---------------------------------------------------------------------- */
 
-typedef struct xgr_store_batch xgr_store_batch;
+typedef struct xgr_store_changes xgr_store_changes;
 
-xgr_store_batch *xgr_store_batch_new(void);
-void xgr_store_batch_free(xgr_store_batch *b);   /* only for a batch that was never submitted */
-size_t xgr_store_batch_size(const xgr_store_batch *b);   /* entries so far */
+xgr_store_changes *xgr_store_changes_new(void);
+void xgr_store_changes_free(xgr_store_changes *b);   /* only for a batch that was never submitted */
+size_t xgr_store_changes_size(const xgr_store_changes *b);   /* entries so far */
 
 /* Entries. Every argument is borrowed (copied into the batch). */
 /* Create or replace a session row. */
-void xgr_store_batch_session(xgr_store_batch *b, const xgr_store_session *s);
+void xgr_store_changes_session(xgr_store_changes *b, const xgr_store_session *s);
 /* Update the state of an existing session: status, killedAt, counters; finished_at is set by the
  * store when status becomes terminal. */
-void xgr_store_batch_session_state(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint8_t status,
+void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint8_t status,
                                    int64_t killed_at, uint64_t next_iter, uint32_t next_group, bool paused);
 /* Upsert a process row. */
-void xgr_store_batch_proc(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p);
+void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p);
 /* Append a history row (unique per (owner, rootPid, iter): a second one fails its batch). */
-void xgr_store_batch_hist(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h);
+void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h);
 /* Scope `group` of the session closed its join with policy kill. */
-void xgr_store_batch_scope_killed(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint32_t group);
+void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint32_t group);
 /* Remove a session with its processes and scopes (history stays until its retention ends). */
-void xgr_store_batch_remove_session(xgr_store_batch *b, const char *owner, uint64_t root_pid);
+void xgr_store_changes_remove_session(xgr_store_changes *b, const char *owner, uint64_t root_pid);
 
 /* Add everything that one core call on session s emitted (fx, borrowed): PROC and JOIN effects
  * become process upserts (the last state of each process wins), HISTORY effects history rows,
  * a join closed with policy kill a killed scope, and the session's counters and result (FINISHED)
  * a session state update. RUN_STEP and WAKE effects are the driver's business and are skipped.
  * Call it right after the core call, while the effects' pointers are valid. */
-void xgr_store_batch_add_effects(xgr_store_batch *b, const xgr_session *s, const xgr_effects *fx);
+void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, const xgr_effects *fx);
 /* The session row of a session that xgr_session_start just started (status running, counters
  * from the core). registry may be NULL. */
-void xgr_store_batch_add_session_start(xgr_store_batch *b, const xgr_session *s, const char *registry);
+void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry);
 
 /* Called once per submitted batch after its transaction committed (rc 0) or failed (rc < 0, err
  * says why; err is valid during the call only). */
-typedef void (*xgr_store_done_fn)(void *ctx, int rc, const xgr_error *err);
+typedef void (*xgr_store_commit_fn)(void *ctx, int rc, const xgr_error *err);
 
 /* Hand batch b over (the store owns it from now on, whatever happens). done (may be NULL) is
  * called exactly once. Returns 0, or the store's failure code when it has failed (done is then
  * called too, before this returns). */
-int xgr_store_submit(xgr_store *st, xgr_store_batch *b, xgr_store_done_fn done, void *ctx);
+int xgr_store_submit(xgr_store *st, xgr_store_changes *b, xgr_store_commit_fn done, void *ctx);
 /* Submit and wait for the commit. Returns its rc. */
-int xgr_store_commit(xgr_store *st, xgr_store_batch *b, xgr_error *err);
+int xgr_store_commit(xgr_store *st, xgr_store_changes *b, xgr_error *err);
 /* Wait until every batch submitted before this call has been signalled. */
 void xgr_store_flush(xgr_store *st);
 

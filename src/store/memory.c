@@ -132,7 +132,7 @@ static size_t hist_pos(const msess *s, uint64_t iter, bool *found) {
 /* ---- applying a batch ------------------------------------------------------------------------------- */
 
 /* Constraint checks before anything changes: a batch is applied whole or not at all. */
-static int check_batch(mstore *m, const xgr_store_batch *b, xgr_error *err) {
+static int check_batch(mstore *m, const xgr_store_changes *b, xgr_error *err) {
   for (size_t i = 0; i < b->n; i++) {
     const store_op *op = &b->ops[i];
     if (op->kind != OP_HIST) continue;
@@ -272,7 +272,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
 
 static size_t gc_locked(mstore *m, int64_t now);
 
-static void m_submit(xgr_store *st, xgr_store_batch *b) {
+static void m_submit(xgr_store *st, xgr_store_changes *b) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
   int64_t now = store_now_ms(st);

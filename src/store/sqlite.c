@@ -130,7 +130,7 @@ typedef struct sqstore {
   bool has_thread;
   pthread_mutex_t qmu;          /* guards the fields below */
   pthread_cond_t qcv;           /* writer: work arrived; waiters: batches signalled / gc done */
-  xgr_store_batch *head, *tail;
+  xgr_store_changes *head, *tail;
   bool stop;
   uint64_t submitted, signalled;
   uint64_t gc_req, gc_done;
@@ -352,7 +352,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
 }
 
 /* Apply every op of b; returns the first SQLite error (and fills b->err) or SQLITE_OK. */
-static int apply_batch(sqstore *q, xgr_store_batch *b, int64_t now) {
+static int apply_batch(sqstore *q, xgr_store_changes *b, int64_t now) {
   for (size_t i = 0; i < b->n; i++) {
     int rc = apply_op(q, &b->ops[i], now);
     if (rc != SQLITE_OK) {
@@ -365,7 +365,7 @@ static int apply_batch(sqstore *q, xgr_store_batch *b, int64_t now) {
 }
 
 /* The store can no longer write: record why, fail every batch in list. */
-static void fail_all(sqstore *q, xgr_store_batch **list, size_t n, const xgr_error *why) {
+static void fail_all(sqstore *q, xgr_store_changes **list, size_t n, const xgr_error *why) {
   store_set_failed(&q->base, why->code ? why->code : XGR_EIO, why->message);
   xgr_error ferr;
   xgr_store_failed(&q->base, &ferr);
@@ -378,7 +378,7 @@ static void fail_all(sqstore *q, xgr_store_batch **list, size_t n, const xgr_err
 static int tx(sqstore *q, int which) { return step_done(q->stmt[which]); }
 
 /* One group: all batches in one transaction, or (after a batch's own fault) one each. */
-static void commit_group(sqstore *q, xgr_store_batch **list, size_t n) {
+static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
   xgr_error err;
   int64_t now = store_now_ms(&q->base);
   if (xgr_store_failed(&q->base, &err)) {
@@ -505,7 +505,7 @@ static void *writer_main(void *arg) {
   int64_t next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
   bool gc_more = false;          /* the last background step hit its limit: go on when idle */
   size_t full_deleted = 0;       /* rows removed by the requested full pass so far */
-  xgr_store_batch **list = NULL;
+  xgr_store_changes **list = NULL;
   size_t cap = 0;
   pthread_mutex_lock(&q->qmu);
   for (;;) {
@@ -530,13 +530,13 @@ static void *writer_main(void *arg) {
     }
     if (q->head) {   /* group commit: everything queued now */
       size_t n = 0;
-      for (xgr_store_batch *b = q->head; b; b = b->next) n++;
+      for (xgr_store_changes *b = q->head; b; b = b->next) n++;
       if (n > cap) {
         cap = n * 2;
         list = store_xrealloc(list, cap * sizeof *list);
       }
       n = 0;
-      for (xgr_store_batch *b = q->head; b; b = b->next) list[n++] = b;
+      for (xgr_store_changes *b = q->head; b; b = b->next) list[n++] = b;
       q->head = q->tail = NULL;
       pthread_mutex_unlock(&q->qmu);
       commit_group(q, list, n);
@@ -580,7 +580,7 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-static void sq_submit(xgr_store *st, xgr_store_batch *b) {
+static void sq_submit(xgr_store *st, xgr_store_changes *b) {
   sqstore *q = (sqstore *)st;
   b->next = NULL;
   pthread_mutex_lock(&q->qmu);

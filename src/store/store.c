@@ -80,7 +80,7 @@ int xgr_store_failed(xgr_store *st, xgr_error *err) {
   return rc;
 }
 
-void store_signal(xgr_store *st, xgr_store_batch *b) {
+void store_signal(xgr_store *st, xgr_store_changes *b) {
   pthread_mutex_lock(&st->mu);
   if (b->rc == 0) {
     st->stats.batches++;
@@ -91,7 +91,7 @@ void store_signal(xgr_store *st, xgr_store_batch *b) {
   pthread_mutex_unlock(&st->mu);
   if (b->done) b->done(b->ctx, b->rc, b->rc ? &b->err : NULL);
   b->done = NULL;
-  xgr_store_batch_free(b);
+  xgr_store_changes_free(b);
 }
 
 void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out) {
@@ -214,7 +214,7 @@ int store_doc_hash(const char *content, size_t len, char out[67]) {
 
 /* ---- batches ------------------------------------------------------------------------------------- */
 
-xgr_store_batch *xgr_store_batch_new(void) { return store_xcalloc(1, sizeof(xgr_store_batch)); }
+xgr_store_changes *xgr_store_changes_new(void) { return store_xcalloc(1, sizeof(xgr_store_changes)); }
 
 void store_op_free(store_op *op) {
   free(op->owner);
@@ -226,16 +226,16 @@ void store_op_free(store_op *op) {
   }
 }
 
-void xgr_store_batch_free(xgr_store_batch *b) {
+void xgr_store_changes_free(xgr_store_changes *b) {
   if (!b) return;
   for (size_t i = 0; i < b->n; i++) store_op_free(&b->ops[i]);
   free(b->ops);
   free(b);
 }
 
-size_t xgr_store_batch_size(const xgr_store_batch *b) { return b->n; }
+size_t xgr_store_changes_size(const xgr_store_changes *b) { return b->n; }
 
-static store_op *push(xgr_store_batch *b, op_kind kind, const char *owner, uint64_t root) {
+static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uint64_t root) {
   if (b->n == b->cap) {
     b->cap = b->cap ? b->cap * 2 : 16;
     b->ops = store_xrealloc(b->ops, b->cap * sizeof *b->ops);
@@ -248,12 +248,12 @@ static store_op *push(xgr_store_batch *b, op_kind kind, const char *owner, uint6
   return op;
 }
 
-void xgr_store_batch_session(xgr_store_batch *b, const xgr_store_session *s) {
+void xgr_store_changes_session(xgr_store_changes *b, const xgr_store_session *s) {
   store_op *op = push(b, OP_SESSION, s->owner, s->root_pid);
   store_session_copy(&op->u.session, s);
 }
 
-void xgr_store_batch_session_state(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint8_t status,
+void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint8_t status,
                                    int64_t killed_at, uint64_t next_iter, uint32_t next_group, bool paused) {
   store_op *op = NULL;
   if (b->last_state) {   /* coalesce with the last state entry of the same session */
@@ -271,21 +271,21 @@ void xgr_store_batch_session_state(xgr_store_batch *b, const char *owner, uint64
   op->u.state.paused = paused;
 }
 
-void xgr_store_batch_proc(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
+void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
   store_op *op = push(b, OP_PROC, owner, root_pid);
   store_proc_copy(&op->u.proc, p);
 }
 
-void xgr_store_batch_hist(xgr_store_batch *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h) {
+void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h) {
   store_op *op = push(b, OP_HIST, owner, root_pid);
   store_hist_copy(&op->u.hist, h);
 }
 
-void xgr_store_batch_scope_killed(xgr_store_batch *b, const char *owner, uint64_t root_pid, uint32_t group) {
+void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint32_t group) {
   push(b, OP_SCOPE, owner, root_pid)->u.group = group;
 }
 
-void xgr_store_batch_remove_session(xgr_store_batch *b, const char *owner, uint64_t root_pid) {
+void xgr_store_changes_remove_session(xgr_store_changes *b, const char *owner, uint64_t root_pid) {
   push(b, OP_REMOVE, owner, root_pid);
 }
 
@@ -329,7 +329,7 @@ static int ref_cmp(const void *a, const void *b) {
   return x->idx < y->idx ? 1 : x->idx > y->idx ? -1 : 0;   /* latest effect first */
 }
 
-void xgr_store_batch_add_effects(xgr_store_batch *b, const xgr_session *s, const xgr_effects *fx) {
+void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, const xgr_effects *fx) {
   const xgr_orch *o = xgr_session_orch(s);
   const char *owner = xgr_session_owner(s);
   uint64_t root = xgr_session_root_pid(s);
@@ -389,11 +389,11 @@ void xgr_store_batch_add_effects(xgr_store_batch *b, const xgr_session *s, const
   }
   xgr_session_state st;
   xgr_session_state_get(s, &st);
-  xgr_store_batch_session_state(b, owner, root, (uint8_t)xgr_session_result_of(s), st.killed_at, st.next_iter,
+  xgr_store_changes_session_state(b, owner, root, (uint8_t)xgr_session_result_of(s), st.killed_at, st.next_iter,
                                 st.next_group, st.paused);
 }
 
-void xgr_store_batch_add_session_start(xgr_store_batch *b, const xgr_session *s, const char *registry) {
+void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry) {
   const xgr_orch *o = xgr_session_orch(s);
   xgr_session_state st;
   xgr_session_state_get(s, &st);
@@ -407,12 +407,12 @@ void xgr_store_batch_add_session_start(xgr_store_batch *b, const xgr_session *s,
                            .next_iter = st.next_iter,
                            .next_group = st.next_group,
                            .paused = st.paused};
-  xgr_store_batch_session(b, &row);
+  xgr_store_changes_session(b, &row);
 }
 
 /* ---- submit and the synchronous helpers ----------------------------------------------------------- */
 
-int xgr_store_submit(xgr_store *st, xgr_store_batch *b, xgr_store_done_fn done, void *ctx) {
+int xgr_store_submit(xgr_store *st, xgr_store_changes *b, xgr_store_commit_fn done, void *ctx) {
   b->done = done;
   b->ctx = ctx;
   b->rc = 0;
@@ -453,7 +453,7 @@ static void wait_done(void *ctx, int rc, const xgr_error *err) {
   pthread_mutex_unlock(&w->mu);
 }
 
-int xgr_store_commit(xgr_store *st, xgr_store_batch *b, xgr_error *err) {
+int xgr_store_commit(xgr_store *st, xgr_store_changes *b, xgr_error *err) {
   waiter w = {.done = false};
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
@@ -472,7 +472,7 @@ void xgr_store_flush(xgr_store *st) { st->vt->flush(st); }
 
 int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err) {
   if (!owner || !*owner) return xgr_error_set(err, XGR_EINVAL, "owner", "an owner address is needed");
-  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_changes *b = xgr_store_changes_new();
   *root_pid = 0;
   push(b, OP_NEXTPID, owner, 0)->u.next_pid = root_pid;
   return xgr_store_commit(st, b, err);
@@ -490,7 +490,7 @@ int xgr_store_register(xgr_store *st, xgr_registry_kind kind, const char *id, co
   d.registered_at = store_now_ms(st);
   xgr_store_doc *io = store_xcalloc(1, sizeof *io);
   store_doc_copy(io, &d);
-  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_changes *b = xgr_store_changes_new();
   push(b, OP_REGISTER, owner, 0)->u.doc = io;
   int rc = xgr_store_commit(st, b, err);
   if (!rc && out) *out = *io;

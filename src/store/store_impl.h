@@ -35,13 +35,13 @@ typedef struct store_op {
   } u;
 } store_op;
 
-struct xgr_store_batch {
+struct xgr_store_changes {
   store_op *ops;
   size_t n, cap;
   size_t last_state;            /* index + 1 of the last OP_STATE (coalescing), 0: none */
-  xgr_store_done_fn done;
+  xgr_store_commit_fn done;
   void *ctx;
-  struct xgr_store_batch *next; /* queue link */
+  struct xgr_store_changes *next; /* queue link */
   int rc;                       /* result, set by the backend */
   xgr_error err;
 };
@@ -49,7 +49,7 @@ struct xgr_store_batch {
 typedef struct store_vt {
   const char *name;
   /* queue b (owned from now on); the backend calls store_signal for it exactly once */
-  void (*submit)(xgr_store *st, xgr_store_batch *b);
+  void (*submit)(xgr_store *st, xgr_store_changes *b);
   void (*flush)(xgr_store *st);
   void (*close)(xgr_store *st);
   int (*session_get)(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err);
@@ -79,7 +79,7 @@ int64_t store_now_ms(const xgr_store *st);
 /* Record a fatal error: the store refuses every later write. */
 void store_set_failed(xgr_store *st, int code, const char *msg);
 /* Signal b's callback with b->rc / b->err and free b. */
-void store_signal(xgr_store *st, xgr_store_batch *b);
+void store_signal(xgr_store *st, xgr_store_changes *b);
 void store_op_free(store_op *op);
 char *store_strdup(const char *s);
 void *store_xmalloc(size_t n);

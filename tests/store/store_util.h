@@ -64,12 +64,12 @@ static inline int t_run(xgr_store *st, xgr_session *s, int64_t *now, int max_ste
   int steps = 0;
   const xgr_orch *o = xgr_session_orch(s);
   while (steps < max_steps) {
-    xgr_store_batch *b = xgr_store_batch_new();
+    xgr_store_changes *b = xgr_store_changes_new();
     size_t n = xgr_session_promote(s, *now, 1, &fx);
     uint64_t iter = 0;
     for (size_t i = 0; i < fx.n; i++)
       if (fx.items[i].kind == XGR_FX_RUN_STEP) iter = fx.items[i].proc->iter;
-    xgr_store_batch_add_effects(b, s, &fx);
+    xgr_store_changes_add_effects(b, s, &fx);
     xgr_effects_reset(&fx);
     if (!n || !iter) {
       xgr_store_commit(st, b, NULL);
@@ -86,7 +86,7 @@ static inline int t_run(xgr_store *st, xgr_session *s, int64_t *now, int max_ste
                            .error = "boom"};
     xgr_session_step_result(s, iter, &oc, *now, &fx, NULL);
     xgr_value_release(eff);
-    xgr_store_batch_add_effects(b, s, &fx);
+    xgr_store_changes_add_effects(b, s, &fx);
     xgr_effects_reset(&fx);
     xgr_store_commit(st, b, NULL);
     (*now)++;
@@ -105,9 +105,9 @@ static inline xgr_session *t_start(xgr_store *st, const xgr_orch *o, uint64_t ro
   xgr_map_set_str(pl, "n", 1, xgr_value_int(0));
   xgr_session_start(s, 0, pl, now, &fx, NULL);
   xgr_value_release(pl);
-  xgr_store_batch *b = xgr_store_batch_new();
-  xgr_store_batch_add_session_start(b, s, "test");
-  xgr_store_batch_add_effects(b, s, &fx);
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_add_session_start(b, s, "test");
+  xgr_store_changes_add_effects(b, s, &fx);
   xgr_store_commit(st, b, NULL);
   xgr_effects_free(&fx);
   return s;

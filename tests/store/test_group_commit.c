@@ -47,17 +47,17 @@ static void on_done(void *ctx, int rc, const xgr_error *err) {
 static void *producer(void *arg) {
   prod *p = arg;
   xgr_store_session ss = {.owner = T_OWNER, .root_pid = (uint64_t)p->id, .ostc_id = "t", .ostc_hash = "", .next_iter = 1};
-  xgr_store_batch *b = xgr_store_batch_new();
-  xgr_store_batch_session(b, &ss);
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_session(b, &ss);
   xgr_store_commit(p->st, b, NULL);
   for (int i = 0; i < PER_THREAD; i++) {
-    b = xgr_store_batch_new();
+    b = xgr_store_changes_new();
     uint64_t iter = (uint64_t)i + 1;
     xgr_store_proc pr = {.iter = iter, .step_id = "B", .status = XGR_PROC_DONE, .valid = 1, .payload = "{\"v\":1}"};
-    xgr_store_batch_proc(b, T_OWNER, (uint64_t)p->id, &pr);
+    xgr_store_changes_proc(b, T_OWNER, (uint64_t)p->id, &pr);
     xgr_store_hist h = {.iter = iter, .step_id = "B", .status = XGR_PROC_DONE, .valid = 1, .payload = "{\"v\":1}"};
-    xgr_store_batch_hist(b, T_OWNER, (uint64_t)p->id, &h);
-    xgr_store_batch_session_state(b, T_OWNER, (uint64_t)p->id, 0, 0, iter + 1, 1, false);
+    xgr_store_changes_hist(b, T_OWNER, (uint64_t)p->id, &h);
+    xgr_store_changes_session_state(b, T_OWNER, (uint64_t)p->id, 0, 0, iter + 1, 1, false);
     ticket *t = malloc(sizeof *t);
     *t = (ticket){p, i};
     xgr_store_submit(p->st, b, on_done, t);
@@ -138,9 +138,9 @@ static void test_bad_batch_fails_alone(void **state) {
   res r = {.n = 0};
   /* a blocker batch keeps the writer busy so the next ones queue up and form one group */
   for (int i = 0; i < 40; i++) {
-    xgr_store_batch *b = xgr_store_batch_new();
+    xgr_store_changes *b = xgr_store_changes_new();
     xgr_store_hist h = {.iter = (uint64_t)(i == 20 ? 5 : i + 1), .step_id = "B", .status = 2, .valid = 1};
-    xgr_store_batch_hist(b, T_OWNER, 1, &h);
+    xgr_store_changes_hist(b, T_OWNER, 1, &h);
     xgr_store_submit(st, b, on_res, &r);
   }
   xgr_store_flush(st);

@@ -98,26 +98,26 @@ static void shared_table(xgr_store *st) {
   /* sessions and processes in one batch */
   xgr_store_session s = {.owner = "0xA", .root_pid = 1, .registry = "reg", .ostc_id = "t", .ostc_hash = "0xh",
                          .next_iter = 3, .next_group = 1};
-  xgr_store_batch *b = xgr_store_batch_new();
-  xgr_store_batch_session(b, &s);
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_session(b, &s);
   xgr_store_proc p1 = mkproc(1, XGR_PROC_RUNNING, "{\"x\":1}"), p2 = mkproc(2, XGR_PROC_WAITING, "{\"y\":[1,2.5,\"s\"]}");
-  xgr_store_batch_proc(b, "0xA", 1, &p1);
-  xgr_store_batch_proc(b, "0xA", 1, &p2);
-  assert_int_equal(xgr_store_batch_size(b), 3);
+  xgr_store_changes_proc(b, "0xA", 1, &p1);
+  xgr_store_changes_proc(b, "0xA", 1, &p2);
+  assert_int_equal(xgr_store_changes_size(b), 3);
   assert_int_equal(xgr_store_commit(st, b, &e), 0);
   /* upsert replaces; history appends */
-  b = xgr_store_batch_new();
+  b = xgr_store_changes_new();
   p1.status = XGR_PROC_DONE;
   p1.payload = "{\"x\":2}";
-  xgr_store_batch_proc(b, "0xA", 1, &p1);
+  xgr_store_changes_proc(b, "0xA", 1, &p1);
   xgr_store_hist h1 = {.iter = 1, .step = 1, .step_id = "B", .status = XGR_PROC_DONE, .valid = 1, .at = 3,
                        .finished_at = 4, .payload = "{\"x\":2}"};
-  xgr_store_batch_hist(b, "0xA", 1, &h1);
-  xgr_store_batch_scope_killed(b, "0xA", 1, 7);
-  xgr_store_batch_scope_killed(b, "0xA", 1, 7);
-  xgr_store_batch_session_state(b, "0xA", 1, XGR_RESULT_RUNNING, 0, 4, 8, false);
-  xgr_store_batch_session_state(b, "0xA", 1, XGR_RESULT_RUNNING, 0, 5, 8, true);   /* coalesced */
-  assert_int_equal(xgr_store_batch_size(b), 5);
+  xgr_store_changes_hist(b, "0xA", 1, &h1);
+  xgr_store_changes_scope_killed(b, "0xA", 1, 7);
+  xgr_store_changes_scope_killed(b, "0xA", 1, 7);
+  xgr_store_changes_session_state(b, "0xA", 1, XGR_RESULT_RUNNING, 0, 4, 8, false);
+  xgr_store_changes_session_state(b, "0xA", 1, XGR_RESULT_RUNNING, 0, 5, 8, true);   /* coalesced */
+  assert_int_equal(xgr_store_changes_size(b), 5);
   assert_int_equal(xgr_store_commit(st, b, &e), 0);
   xgr_store_session got;
   assert_int_equal(xgr_store_session_get(st, "0xA", 1, &got, &e), 0);
@@ -138,10 +138,10 @@ static void shared_table(xgr_store *st) {
   xgr_store_procs_free(ps, np);
 
   /* a second history row for the same (owner, rootPid, iter) fails its batch, and nothing of it lands */
-  b = xgr_store_batch_new();
+  b = xgr_store_changes_new();
   p2.status = XGR_PROC_DONE;
-  xgr_store_batch_proc(b, "0xA", 1, &p2);
-  xgr_store_batch_hist(b, "0xA", 1, &h1);
+  xgr_store_changes_proc(b, "0xA", 1, &p2);
+  xgr_store_changes_hist(b, "0xA", 1, &h1);
   assert_int_equal(xgr_store_commit(st, b, &e), XGR_ECONFLICT);
   assert_non_null(strstr(e.message, "UNIQUE") ? e.message : strstr(e.message, "unique") ? e.message : NULL);
   assert_int_equal(xgr_store_procs(st, "0xA", 1, &ps, &np, &e), 0);
@@ -149,11 +149,11 @@ static void shared_table(xgr_store *st) {
   xgr_store_procs_free(ps, np);
   assert_int_equal(xgr_store_failed(st, NULL), 0);   /* a bad batch does not stop the store */
   /* ... also inside one batch */
-  b = xgr_store_batch_new();
+  b = xgr_store_changes_new();
   xgr_store_hist h2 = h1;
   h2.iter = 2;
-  xgr_store_batch_hist(b, "0xA", 1, &h2);
-  xgr_store_batch_hist(b, "0xA", 1, &h2);
+  xgr_store_changes_hist(b, "0xA", 1, &h2);
+  xgr_store_changes_hist(b, "0xA", 1, &h2);
   assert_int_equal(xgr_store_commit(st, b, &e), XGR_ECONFLICT);
   xgr_store_hist *hs;
   size_t nh;
@@ -173,8 +173,8 @@ static void shared_table(xgr_store *st) {
   assert_int_equal(seen.first, 2);
 
   /* the session ends: finished_at set, killed scopes gone, not live any more */
-  b = xgr_store_batch_new();
-  xgr_store_batch_session_state(b, "0xA", 1, XGR_RESULT_KILLED, 42, 5, 8, false);
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, "0xA", 1, XGR_RESULT_KILLED, 42, 5, 8, false);
   assert_int_equal(xgr_store_commit(st, b, &e), 0);
   assert_int_equal(xgr_store_session_get(st, "0xA", 1, &got, &e), 0);
   assert_int_equal(got.status, XGR_RESULT_KILLED);
@@ -186,8 +186,8 @@ static void shared_table(xgr_store *st) {
   assert_int_equal(seen.n, 0);
 
   /* removal: session and processes go, history stays */
-  b = xgr_store_batch_new();
-  xgr_store_batch_remove_session(b, "0xA", 1);
+  b = xgr_store_changes_new();
+  xgr_store_changes_remove_session(b, "0xA", 1);
   assert_int_equal(xgr_store_commit(st, b, &e), 0);
   assert_int_equal(xgr_store_session_get(st, "0xA", 1, &got, &e), XGR_ENOTFOUND);
   assert_int_equal(xgr_store_procs(st, "0xA", 1, &ps, &np, &e), 0);
@@ -316,8 +316,8 @@ static void test_restore_running_runs_again(void **state) {
   xgr_effects fx;
   xgr_effects_init(&fx);
   assert_int_equal(xgr_session_promote(s, 0, 1, &fx), 1);
-  xgr_store_batch *b = xgr_store_batch_new();
-  xgr_store_batch_add_effects(b, s, &fx);
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_add_effects(b, s, &fx);
   assert_int_equal(xgr_store_commit(st, b, NULL), 0);
   xgr_effects_reset(&fx);
   xgr_session_free(s);
@@ -540,9 +540,9 @@ static void test_full_disk(void **state) {
   int rc = 0;
   uint64_t committed = 0;
   for (uint64_t i = 1; i < 10000 && !rc; i++) {
-    xgr_store_batch *b = xgr_store_batch_new();
+    xgr_store_changes *b = xgr_store_changes_new();
     xgr_store_proc p = mkproc(i, XGR_PROC_WAITING, big);
-    xgr_store_batch_proc(b, T_OWNER, 1, &p);
+    xgr_store_changes_proc(b, T_OWNER, 1, &p);
     rc = xgr_store_commit(st, b, &e);
     if (!rc) committed = i;
   }
@@ -553,8 +553,8 @@ static void test_full_disk(void **state) {
   xgr_error f;
   assert_int_equal(xgr_store_failed(st, &f), XGR_EIO);
   assert_string_equal(f.message, e.message);
-  xgr_store_batch *b = xgr_store_batch_new();
-  xgr_store_batch_scope_killed(b, T_OWNER, 1, 1);
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_scope_killed(b, T_OWNER, 1, 1);
   assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EIO);
   uint64_t pid;
   assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, &e), XGR_EIO);
@@ -616,7 +616,7 @@ static void test_read_only_file(void **state) {
   xgr_error e;
   st = xgr_store_open(path, &cfg, &e);
   assert_non_null(st);
-  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_changes *b = xgr_store_changes_new();
   assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EPERM);
   xgr_store_close(st);
   t_rmdir(dir);
@@ -634,17 +634,17 @@ static void test_ttl_gc(void **state) {
                             .clock_ms = t_clock_ms, .clock_ctx = &clk};
     xgr_store *st = open_kind(k, dir, "gc.db", &cfg);
     xgr_store_session ss = {.owner = T_OWNER, .root_pid = 1, .ostc_id = "t", .ostc_hash = "", .next_iter = 100};
-    xgr_store_batch *b = xgr_store_batch_new();
-    xgr_store_batch_session(b, &ss);
+    xgr_store_changes *b = xgr_store_changes_new();
+    xgr_store_changes_session(b, &ss);
     for (uint64_t i = 1; i <= 50; i++) {
       xgr_store_proc p = mkproc(i, i <= 40 ? XGR_PROC_DONE : XGR_PROC_WAITING, "{}");
       p.group = i > 45 ? 3 : 0;
-      xgr_store_batch_proc(b, T_OWNER, 1, &p);
+      xgr_store_changes_proc(b, T_OWNER, 1, &p);
       xgr_store_hist h = {.iter = i, .step_id = "B", .status = 2, .valid = 1};
-      if (i <= 40) xgr_store_batch_hist(b, T_OWNER, 1, &h);
+      if (i <= 40) xgr_store_changes_hist(b, T_OWNER, 1, &h);
     }
-    xgr_store_batch_scope_killed(b, T_OWNER, 1, 3);   /* has live members: stays */
-    xgr_store_batch_scope_killed(b, T_OWNER, 1, 4);   /* none: garbage */
+    xgr_store_changes_scope_killed(b, T_OWNER, 1, 3);   /* has live members: stays */
+    xgr_store_changes_scope_killed(b, T_OWNER, 1, 4);   /* none: garbage */
     assert_int_equal(xgr_store_commit(st, b, NULL), 0);
     size_t d;
     xgr_error e;
@@ -666,8 +666,8 @@ static void test_ttl_gc(void **state) {
     assert_int_equal(nh, 40);   /* history is kept longer */
     xgr_store_hists_free(hs, nh);
     /* the session ends; an hour later its history and row go too */
-    b = xgr_store_batch_new();
-    xgr_store_batch_session_state(b, T_OWNER, 1, XGR_RESULT_COMPLETED, 0, 100, 5, false);
+    b = xgr_store_changes_new();
+    xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_COMPLETED, 0, 100, 5, false);
     assert_int_equal(xgr_store_commit(st, b, NULL), 0);
     clk.ms += 3601 * 1000;
     assert_int_equal(xgr_store_gc(st, &d, &e), 0);
@@ -692,17 +692,17 @@ static void test_background_gc(void **state) {
   t_clock clk = {.ms = 5000};
   xgr_store_config cfg = {.ttl_secs = 1, .gc_interval_ms = 5, .gc_batch = 16, .clock_ms = t_clock_ms, .clock_ctx = &clk};
   xgr_store *st = open_kind(1, dir, "bg.db", &cfg);
-  xgr_store_batch *b = xgr_store_batch_new();
+  xgr_store_changes *b = xgr_store_changes_new();
   for (uint64_t i = 1; i <= 200; i++) {
     xgr_store_proc p = mkproc(i, XGR_PROC_DONE, "{}");
-    xgr_store_batch_proc(b, T_OWNER, 1, &p);
+    xgr_store_changes_proc(b, T_OWNER, 1, &p);
   }
   assert_int_equal(xgr_store_commit(st, b, NULL), 0);
   __atomic_store_n(&clk.ms, 10000, __ATOMIC_SEQ_CST);
   size_t np = 1;
   for (int tries = 0; tries < 400 && np; tries++) {
-    b = xgr_store_batch_new();   /* commits go on meanwhile */
-    xgr_store_batch_scope_killed(b, T_OWNER, 2, (uint32_t)tries + 1);
+    b = xgr_store_changes_new();   /* commits go on meanwhile */
+    xgr_store_changes_scope_killed(b, T_OWNER, 2, (uint32_t)tries + 1);
     assert_int_equal(xgr_store_commit(st, b, NULL), 0);
     usleep(5000);
     xgr_store_proc *ps;
