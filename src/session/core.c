@@ -398,8 +398,10 @@ static xgr_proc *proc_new(xgr_session *s, unsigned step, uint64_t parent, uint32
   return p;
 }
 
-/* Wake delivery of a terminal process p into the open join collecting from its scope (§3.2). */
-static void deliver(xgr_session *s, xgr_proc *p, scope *c) {
+/* Delivery of a terminal process p into the open join collecting from its scope (§3.2). A
+ * change of the target's inbox or fail records is a change of the target: it gets a PROC effect
+ * so that stores and reports see open joins as they are. */
+static void deliver(xgr_session *s, xgr_proc *p, scope *c, xgr_effects *fx) {
   if (!c->target || c->closed) return;
   xgr_proc *t = proc_find(s, c->target);
   if (!t || !t->join || t->join->closed) return;
@@ -408,7 +410,10 @@ static void deliver(xgr_session *s, xgr_proc *p, scope *c) {
   for (unsigned i = 0; i < d->n; i++) {
     if (d->from[i].node != p->step) continue;
     if (p->status == XGR_PROC_ABORTED) {
-      if (js->inbox[i].kind == XGR_VNULL) js->fail[i] = "aborted";
+      if (js->inbox[i].kind == XGR_VNULL && !js->fail[i]) {
+        js->fail[i] = "aborted";
+        fx_proc(fx, t);
+      }
     } else if (d->from[i].when == XGR_WHEN_ANY || (d->from[i].when == XGR_WHEN_VALID && p->valid == 1) ||
                (d->from[i].when == XGR_WHEN_INVALID && p->valid == 0)) {
       if (js->inbox[i].kind == XGR_VNULL) {
@@ -418,6 +423,7 @@ static void deliver(xgr_session *s, xgr_proc *p, scope *c) {
         xgr_map_set_str(piece, "_when", 5, xgr_value_cstring(p->valid ? "valid" : "invalid"));
         js->inbox[i] = piece;
         js->fail[i] = NULL;
+        fx_proc(fx, t);
       }
     }
     break;   /* `from` nodes are unique */
@@ -446,7 +452,7 @@ static void proc_finish(xgr_session *s, xgr_proc *p, xgr_proc_status st, xgr_abo
   proc_unhash(s, p);
   s->live--;
   fx_proc(fx, p);
-  deliver(s, p, c);
+  deliver(s, p, c, fx);
   mark_dirty(s, c);
   p->hash_next_ = s->grave;
   s->grave = p;

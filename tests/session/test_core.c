@@ -301,6 +301,37 @@ static void test_cancel_session_and_abort_step(void **st) {
   w_free(&w);
 }
 
+/* A delivery into an open join is a change of the target: it comes out as a PROC effect. */
+static void test_delivery_emits_target_change(void **st) {
+  (void)st;
+  world w;
+  w_init(&w, seed63, "");
+  w_start(&w, "A1");
+  w_run(&w, 2);   /* A1, then B1 (delivers; the 2-of-2 join stays open) */
+  const xgr_proc *t = xgr_session_find(w.s, 2);
+  assert_non_null(t);
+  assert_false(t->join->closed);
+  assert_int_not_equal(t->join->inbox[0].kind, XGR_VNULL);
+  /* run B1's result again by hand to see the effects of one call */
+  w_free(&w);
+  w_init(&w, seed63, "");
+  w_start(&w, "A1");
+  w_run(&w, 1);
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_promote(w.s, 0, 1, &w.fx), 1);
+  uint64_t b1 = w.fx.items[0].proc->iter;
+  xgr_value pl = xgr_value_retain(w.fx.items[0].proc->payload);
+  xgr_effects_reset(&w.fx);
+  xgr_step_outcome o = {.kind = XGR_OUTCOME_VALID, .effective = pl, .outcome_payload = xgr_value_null()};
+  assert_int_equal(xgr_session_step_result(w.s, b1, &o, 0, &w.fx, NULL), 0);
+  int target_changed = 0;
+  for (size_t i = 0; i < w.fx.n; i++)
+    if (w.fx.items[i].kind == XGR_FX_PROC && w.fx.items[i].proc->iter == 2) target_changed = 1;
+  assert_true(target_changed);
+  xgr_value_release(pl);
+  w_free(&w);
+}
+
 static void test_pid_parse(void **st) {
   (void)st;
   uint64_t r, i;
@@ -327,6 +358,7 @@ int main(void) {
     cmocka_unit_test(test_cascade_upward),
     cmocka_unit_test(test_endless_loop_frees),
     cmocka_unit_test(test_cancel_session_and_abort_step),
+    cmocka_unit_test(test_delivery_emits_target_change),
     cmocka_unit_test(test_pid_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
