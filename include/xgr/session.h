@@ -9,8 +9,9 @@
  *
  *   RUN_STEP     run the XRC-137 rule of a process's step on its payload, then report the
  *                outcome with xgr_session_step_result;
- *   PROC         a process changed (created, promoted, finished, aborted, woken, paused, its join
- *                decided): persist it / show it; the pointer is valid until the next call;
+ *   PROC         a process changed (created, promoted, finished, aborted, woken, paused, a piece
+ *                or fail record arrived in its join inbox, its join decided): persist it / show
+ *                it; the pointer is valid until the next call;
  *   HISTORY      a step ran: one audit row (pid, step, status after the result, outcome, at);
  *   WAKE         deliver an internal wake-up to another session (routed by owner and rootPid);
  *   FINISHED     the session has no live process left (result completed or killed).
