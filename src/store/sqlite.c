@@ -123,7 +123,7 @@ typedef struct sqstore {
   char *path;
   sqlite3 *w;                   /* writer connection (writer thread only after open) */
   sqlite3 *r;                   /* reader connection, under rmu */
-  pthread_mutex_t rmu;
+  pthread_mutex_t rmu;           /* recursive */
   sqlite3_stmt *stmt[S_COUNT];
 
   pthread_t thread;
@@ -938,7 +938,12 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
   sqstore *q = store_xcalloc(1, sizeof *q);
   store_init_common(&q->base, &sqlite_vt, cfg);
   q->path = store_strdup(path);
-  pthread_mutex_init(&q->rmu, NULL);
+  /* recursive: a load_live callback may read the store again (e.g. a session's history) */
+  pthread_mutexattr_t ra;
+  pthread_mutexattr_init(&ra);
+  pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&q->rmu, &ra);
+  pthread_mutexattr_destroy(&ra);
   pthread_mutex_init(&q->qmu, NULL);
   pthread_cond_init(&q->qcv, NULL);
   bool ro = q->base.cfg.read_only;
