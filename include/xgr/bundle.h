@@ -35,6 +35,17 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
 int xgr_bundle_load_file(const char *path, xgr_bundle **out, xgr_error *err, xgr_diags *diags);
 void xgr_bundle_free(xgr_bundle *b);
 
+/* Assemble a bundle from registries: the orchestration from its exact registered bytes (so its
+ * hash is keccak-256 of what was registered) and, for every distinct rule reference of its steps,
+ * the rule document that lookup() returns for the reference's key (an address, lowercased; the
+ * ALIAS of `${addr:ALIAS}`; or a bare alias). lookup fills *bytes (malloc'd, the bundle code frees
+ * it) and *len and returns 0, or returns XGR_ENOTFOUND (the step's rule path is reported as
+ * XGR_ERULEREF) or another negative code. Errors name the path ("orchestration.structure.A1.rule",
+ * "rules.<key>.…"). Returns 0 and *out (xgr_bundle_free) or a negative xgr_errcode. */
+typedef int (*xgr_bundle_lookup_fn)(void *ctx, const char *key, char **bytes, size_t *len, xgr_error *err);
+int xgr_bundle_assemble(const char *orch_bytes, size_t orch_len, xgr_bundle_lookup_fn lookup, void *ctx,
+                        xgr_bundle **out, xgr_error *err);
+
 /* True when the JSON text looks like a bundle (an object with "orchestration" and no "structure"). */
 int xgr_bundle_detect(const char *bytes, size_t len);
 

@@ -48,11 +48,37 @@ extern "C" {
  * exceeded, ...). */
 int xgr_rpc_code_for(int xgr_code);
 
-/* Who is calling, as far as the transport knows (the authorization plumbing of later permits). */
+/* Who is calling, as far as the transport knows (the authorization plumbing of later permits).
+ * Filled by the server for every request; borrowed for the method call. */
 typedef struct xgr_rpc_caller {
   const char *remote;         /* peer address "ip:port" */
   const char *authorization;  /* the Authorization header, or NULL */
+  bool auth_none;             /* the server runs with --auth none (loopback only) */
 } xgr_rpc_caller;
+
+/* What a method is about to do, for xgr_rpc_authorize. */
+typedef enum xgr_rpc_action {
+  XGR_RPC_ACT_READ = 0,       /* read an owner's sessions */
+  XGR_RPC_ACT_START,          /* start / enqueue a session of `owner` */
+  XGR_RPC_ACT_CONTROL,        /* kill, pause, resume a session of `owner` */
+  XGR_RPC_ACT_WAKE,           /* wake processes of `owner`'s session (allow lists may admit others) */
+  XGR_RPC_ACT_REGISTER        /* register an orchestration or a rule (the caller becomes its owner) */
+} xgr_rpc_action;
+
+/* The one place that decides who the caller is and whether it may act on `owner`'s sessions
+ * (owner may be NULL for REGISTER, or when the caller's identity is the owner).
+ * With --auth none the identity is the request's `from` field, else its `owner` field, else
+ * `owner` itself (an address "0x" + 40 hex, lowercased into who, which needs 43 bytes);
+ * START and CONTROL need identity == owner; READ needs identity == owner unless `runner`
+ * mode lets the method filter by allow lists (the method's business); WAKE admits anyone (the
+ * session's allow lists decide); REGISTER admits anyone. Without --auth none every call is
+ * refused until signed permits exist (a later issue). Returns 0 or a JSON-RPC error code with
+ * *err filled (path "from" / "owner"). */
+int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                      char *who, size_t n, xgr_error *err);
+
+/* True when s is "0x" + 40 hex digits. */
+bool xgr_rpc_is_address(const char *s);
 
 /* A method: read params (borrowed; an object, an array or NULL), set *result (a new reference)
  * and return 0, or return a JSON-RPC error code and fill *err (err->path becomes data.path). */
@@ -88,6 +114,41 @@ void xgr_rpc_server_free(xgr_rpc_server *s);
 int xgr_rpc_param_string(const json_t *params, const char *key, bool required, const char **out, xgr_error *err);
 int xgr_rpc_param_object(const json_t *params, const char *key, bool required, const json_t **out, xgr_error *err);
 int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uint64_t *out, xgr_error *err);
+/* The object a method reads its named parameters from: params itself when it is an object, its
+ * only element when it is a one-element array holding an object (the `params[0]` convention of the
+ * public reference), NULL when params is absent. Anything else: -32602 with *err filled. */
+int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *err);
+
+/* ==== xgrd: the service behind the methods (src/rpc/methods.c, src/rpc/persist.c) ============
+ * An xgr_rpcd owns a store (xgr/store.h), an engine (xgr/engine.h) whose store hook persists
+ * every batch of process changes and history rows into that store (group commit), the registries'
+ * assembled bundles, and the JSON-RPC methods of docs/RPC.md. Created stopped-free: recovery of
+ * the live sessions of the store happens in xgr_rpcd_new. */
+typedef struct xgr_rpcd xgr_rpcd;
+
+typedef struct xgr_rpcd_config {
+  const char *store;          /* store URL (xgr_store_open): "memory:" (NULL), "sqlite:PATH" or a path */
+  int store_sync;             /* xgr_store_sync: 0 full (default), 1 normal */
+  unsigned workers;           /* engine worker threads (0: online CPUs) */
+  uint32_t max_running;       /* per-session cap on running steps (0: 32) */
+  long first_step_timeout_ms; /* xgr_validateDataTransfer waits this long for the first step (0: 10000) */
+  FILE *log;                  /* service log (key=value lines), NULL: none */
+} xgr_rpcd_config;
+
+/* Open the store, start the engine, recover the store's live sessions (processes that were
+ * running run again, waiting ones get their timers back). NULL with *err on failure. */
+xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err);
+/* Register every method (both naming styles) and the service's metrics on server s. */
+int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s);
+/* /readyz: true once recovery is done, until shutdown begins. */
+bool xgr_rpcd_ready(void *d);
+/* How many sessions recovery restarted, and how many it could not (logged). */
+void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed);
+/* Graceful stop: refuse new work, let running steps finish and the store commit them. Call after
+ * xgr_rpc_stop. Returns 0 or XGR_ETIMEOUT. */
+int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms);
+/* Shut down (if needed) and free the engine, the store and the bundles. NULL is fine. */
+void xgr_rpcd_free(xgr_rpcd *d);
 
 #ifdef __cplusplus
 }

@@ -187,17 +187,22 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
   return send_text(c, status, "application/json", s, strlen(s));
 }
 
-static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url, unsigned status,
-                     const char *rpc, int code, double ms) {
-  if (!s->cfg.log) return;
-  char remote[64] = "?";
+static void remote_of(struct MHD_Connection *c, char *buf, size_t n) {
+  snprintf(buf, n, "?");
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)ci->client_addr;
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
-    snprintf(remote, sizeof remote, "%s:%u", ip, ntohs(a->sin_port));
+    snprintf(buf, n, "%s:%u", ip, ntohs(a->sin_port));
   }
+}
+
+static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url, unsigned status,
+                     const char *rpc, int code, double ms) {
+  if (!s->cfg.log) return;
+  char remote[64];
+  remote_of(c, remote, sizeof remote);
   struct timeval tv;
   gettimeofday(&tv, NULL);
   struct tm tm;
@@ -216,8 +221,11 @@ static void count(xgr_rpc_server *s, const char *rpc, unsigned status, int code)
 }
 
 static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
-  xgr_rpc_caller caller = {.remote = NULL,
-                           .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")};
+  char remote[64];
+  remote_of(c, remote, sizeof remote);
+  xgr_rpc_caller caller = {.remote = remote,
+                           .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                           .auth_none = s->cfg.auth_none};
   json_error_t je;
   json_t *body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &je);
   const char *name = NULL;
@@ -501,4 +509,77 @@ int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uin
     }
   }
   return wrong(v, key, "a non-negative integer (or its decimal string)", err);
+}
+
+int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *err) {
+  *out = NULL;
+  if (!params || json_is_null(params)) return 0;
+  if (json_is_object(params)) {
+    *out = params;
+    return 0;
+  }
+  if (json_is_array(params) && json_array_size(params) == 0) return 0;
+  if (json_is_array(params) && json_array_size(params) == 1 && json_is_object(json_array_get(params, 0))) {
+    *out = json_array_get(params, 0);
+    return 0;
+  }
+  xgr_error_set(err, XGR_ESCHEMA, json_is_array(params) ? "[0]" : "",
+                "params are an object, or an array holding one object (params[0])");
+  return XGR_RPC_INVALID_PARAMS;
+}
+
+bool xgr_rpc_is_address(const char *s) {
+  if (!s || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || strlen(s) != 42) return false;
+  for (size_t i = 2; i < 42; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F'))) return false;
+  return true;
+}
+
+/* The one place that decides who the caller is and whether it may act (see xgr/rpc.h). */
+int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                      char *who, size_t n, xgr_error *err) {
+  if (n) who[0] = '\0';
+  if (!c || !c->auth_none) {
+    xgr_error_set(err, XGR_EPERM, "permit",
+                  "signed permits are not supported yet; run xgrd with --auth none on a loopback address");
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  const char *key = "from";
+  const json_t *v = json_is_object(params) ? json_object_get(params, "from") : NULL;
+  if (!v || json_is_null(v)) {
+    key = "owner";
+    v = json_is_object(params) ? json_object_get(params, "owner") : NULL;
+  }
+  const char *id = NULL;
+  if (v && !json_is_null(v)) {
+    if (!json_is_string(v) || !xgr_rpc_is_address(json_string_value(v))) {
+      char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+      xgr_error_set(err, XGR_ESCHEMA, key, "is %.60s; expected an address (0x + 40 hex)", t ? t : "?");
+      free(t);
+      return XGR_RPC_INVALID_PARAMS;
+    }
+    id = json_string_value(v);
+  } else if (owner) {
+    id = owner;
+  }
+  if (id && n > 42) {
+    snprintf(who, n, "%s", id);
+    for (char *p = who; *p; p++)
+      if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+  }
+  switch (act) {
+    case XGR_RPC_ACT_START:
+    case XGR_RPC_ACT_CONTROL:
+      if (owner && who[0] && strcasecmp(who, owner)) {
+        xgr_error_set(err, XGR_EPERM, key, "%s may not %s sessions of %s (only the owner may)", who,
+                      act == XGR_RPC_ACT_START ? "start" : "control", owner);
+        return XGR_RPC_NOT_PERMITTED;
+      }
+      return 0;
+    case XGR_RPC_ACT_READ:
+    case XGR_RPC_ACT_WAKE:
+    case XGR_RPC_ACT_REGISTER:
+    default:
+      return 0;
+  }
 }

@@ -73,6 +73,35 @@ static const char *ref_key(const char *ref, char *buf, size_t n) {
   return ref;
 }
 
+/* Resolve every step's rule among b's rules (by address, case-insensitive; by the alias inside
+ * ${addr:ALIAS}; or by bare alias). Unresolved steps are errors. Returns XGR_ENOMEM or 0. */
+static int resolve_steps(xgr_bundle *b, xgr_error *err, xgr_diags *diags, int *nerr) {
+  size_t ns = b->orch->nsteps;
+  b->step_rule = calloc(ns, sizeof *b->step_rule);
+  b->step_rule_address = calloc(ns, sizeof *b->step_rule_address);
+  if (!b->step_rule || !b->step_rule_address) return XGR_ENOMEM;
+  for (size_t s = 0; s < ns; s++) {
+    const char *ref = b->orch->steps[s].rule;
+    char buf[256];
+    const char *want = ref_key(ref, buf, sizeof buf);
+    for (size_t i = 0; i < b->nrules && !b->step_rule[s]; i++) {
+      const char *k = b->rule_keys[i];
+      if ((is_address(want) && !strcasecmp(k, want)) || !strcmp(k, want) || !strcmp(k, ref)) {
+        b->step_rule[s] = b->rules[i];
+        b->step_rule_address[s] = is_address(k) ? k : NULL;
+      }
+    }
+    if (!b->step_rule[s]) {
+      char path[XGR_PATH_MAX];
+      snprintf(path, sizeof path, "orchestration.structure.%s.rule", b->orch->steps[s].id);
+      fail(err, diags, nerr, XGR_ERULEREF, path,
+           "rule \"%s\" of this step is not in the bundle's \"rules\" (keys are addresses or aliases; "
+           "\"${addr:ALIAS}\" and a bare alias look up ALIAS)%s", ref, "");
+    }
+  }
+  return 0;
+}
+
 int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error *err, xgr_diags *diags) {
   *out = NULL;
   xgr_error_clear(err);
@@ -147,31 +176,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
       b->rules[b->nrules++] = r;
     }
   }
-  if (b->orch) {
-    size_t ns = b->orch->nsteps;
-    b->step_rule = calloc(ns, sizeof *b->step_rule);
-    b->step_rule_address = calloc(ns, sizeof *b->step_rule_address);
-    if (!b->step_rule || !b->step_rule_address) goto oom;
-    for (size_t s = 0; s < ns; s++) {
-      const char *ref = b->orch->steps[s].rule;
-      char buf[256];
-      const char *want = ref_key(ref, buf, sizeof buf);
-      for (size_t i = 0; i < b->nrules && !b->step_rule[s]; i++) {
-        const char *k = b->rule_keys[i];
-        if ((is_address(want) && !strcasecmp(k, want)) || !strcmp(k, want) || !strcmp(k, ref)) {
-          b->step_rule[s] = b->rules[i];
-          b->step_rule_address[s] = is_address(k) ? k : NULL;
-        }
-      }
-      if (!b->step_rule[s]) {
-        char path[XGR_PATH_MAX];
-        snprintf(path, sizeof path, "orchestration.structure.%s.rule", b->orch->steps[s].id);
-        fail(err, diags, &nerr, XGR_ERULEREF, path,
-             "rule \"%s\" of this step is not in the bundle's \"rules\" (keys are addresses or aliases; "
-             "\"${addr:ALIAS}\" and a bare alias look up ALIAS)%s", ref, "");
-      }
-    }
-  }
+  if (b->orch && resolve_steps(b, err, diags, &nerr) == XGR_ENOMEM) goto oom;
 done:
   json_decref(root);
   if (nerr || !b->orch) {
@@ -201,4 +206,83 @@ int xgr_bundle_load_file(const char *path, xgr_bundle **out, xgr_error *err, xgr
   rc = xgr_bundle_parse(buf, len, out, err, diags);
   free(buf);
   return rc;
+}
+
+/* Assemble a bundle from registries (xgr/bundle.h): the orchestration from its exact bytes, the
+ * rules from lookup() once per distinct key, then the same step resolution as a bundle file. */
+int xgr_bundle_assemble(const char *orch_bytes, size_t orch_len, xgr_bundle_lookup_fn lookup, void *ctx,
+                        xgr_bundle **out, xgr_error *err) {
+  *out = NULL;
+  xgr_error_clear(err);
+  xgr_bundle *b = calloc(1, sizeof *b);
+  if (!b) return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
+  xgr_error e;
+  int rc = xgr_orch_parse(orch_bytes, orch_len, &b->orch, &e, NULL);
+  if (rc) {
+    xgr_error_set(err, e.code, NULL, "%s", e.message);
+    char full[XGR_PATH_MAX + 32];
+    snprintf(full, sizeof full, "orchestration%s%s", e.path[0] && e.path[0] != '[' ? "." : "", e.path);
+    snprintf(err->path, sizeof err->path, "%.*s", (int)sizeof err->path - 1, full);
+    xgr_bundle_free(b);
+    return rc;
+  }
+  size_t ns = b->orch->nsteps;
+  b->rule_keys = calloc(ns ? ns : 1, sizeof *b->rule_keys);
+  b->rules = calloc(ns ? ns : 1, sizeof *b->rules);
+  if (!b->rule_keys || !b->rules) goto oom;
+  int nerr = 0;
+  for (size_t s = 0; s < ns; s++) {
+    char buf[256], key[256];
+    const char *want = ref_key(b->orch->steps[s].rule, buf, sizeof buf);
+    snprintf(key, sizeof key, "%s", want);
+    if (is_address(key))
+      for (char *p = key; *p; p++) *p = (char)tolower((unsigned char)*p);
+    bool have = false;
+    for (size_t i = 0; i < b->nrules && !have; i++) have = !strcmp(b->rule_keys[i], key);
+    if (have) continue;
+    char path[XGR_PATH_MAX];
+    snprintf(path, sizeof path, "orchestration.structure.%s.rule", b->orch->steps[s].id);
+    char *bytes = NULL;
+    size_t len = 0;
+    rc = lookup(ctx, key, &bytes, &len, &e);
+    if (rc) {
+      free(bytes);
+      if (nerr++) continue;
+      if (rc == XGR_ENOTFOUND)
+        xgr_error_set(err, XGR_ERULEREF, path, "rule \"%s\" of this step is not registered (looked up \"%s\")",
+                      b->orch->steps[s].rule, key);
+      else
+        xgr_error_set(err, rc, path, "rule \"%s\": %s", key, e.message);
+      continue;
+    }
+    xgr_rule *r = NULL;
+    rc = xgr_rule_parse(bytes, len, &r, &e);
+    free(bytes);
+    if (rc) {
+      if (nerr++) continue;
+      xgr_path pb;
+      xgr_path_init(&pb);
+      xgr_path_key(&pb, "rules");
+      xgr_path_key(&pb, key);
+      xgr_error_set(err, e.code, NULL, "registered rule \"%s\" does not parse: %s", key, e.message);
+      char full[2 * XGR_PATH_MAX + 8];
+      snprintf(full, sizeof full, "%s%s%s", pb.buf, e.path[0] && e.path[0] != '[' ? "." : "", e.path);
+      snprintf(err->path, sizeof err->path, "%.*s", (int)sizeof err->path - 1, full);
+      continue;
+    }
+    b->rule_keys[b->nrules] = strdup(key);
+    b->rules[b->nrules++] = r;
+    if (!b->rule_keys[b->nrules - 1]) goto oom;
+  }
+  if (!nerr && resolve_steps(b, err, NULL, &nerr) == XGR_ENOMEM) goto oom;
+  if (nerr) {
+    rc = err && err->code ? err->code : XGR_ERULEREF;
+    xgr_bundle_free(b);
+    return rc;
+  }
+  *out = b;
+  return 0;
+oom:
+  xgr_bundle_free(b);
+  return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
 }

@@ -1,0 +1,294 @@
+/* xgrd.c — the xgr daemon: the JSON-RPC server (xgr/rpc.h) in front of the engine and the store.
+ *
+ *   xgrd [--listen 127.0.0.1:8729] [--store FILE] [--workers N] [--config FILE] [--auth none] ...
+ *
+ * Start-up: read the config file (a JSON object whose keys are the long options without dashes;
+ * flags given on the command line win), open the store and recover its live sessions, start the
+ * HTTP server, log `msg=listening`. SIGTERM / SIGINT: stop accepting and finish the requests in
+ * flight, let the engine finish the steps that run and the store commit them, exit 0. Logs are
+ * key=value lines on stderr: one per request at info level, service events at info/warn/error.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "xgr/rpc.h"
+
+#define EXIT_USAGE 2
+#define EXIT_HARD 3
+
+typedef struct opts {
+  const char *listen, *store, *config, *auth, *port_file, *log_level, *sync;
+  unsigned workers, threads, timeout_s, max_connections;
+  unsigned long max_body;
+  long first_step_timeout_ms, shutdown_timeout_ms;
+} opts;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "xgrd — the xgr daemon: JSON-RPC 2.0 over HTTP in front of the engine and the store\n\n"
+          "usage: xgrd [options]\n\n"
+          "  --listen ADDR:PORT     where to listen (default 127.0.0.1:8729; port 0 picks a free port)\n"
+          "  --store URL            sqlite:FILE, a plain FILE path, or memory: (default memory:, nothing survives)\n"
+          "  --sync full|normal     SQLite durability: fsync every commit (full, default) or WAL normal\n"
+          "  --workers N            engine worker threads (default: online CPUs)\n"
+          "  --threads N            HTTP threads (default 8)\n"
+          "  --config FILE          JSON object with any of these options without dashes (\"listen\", \"store\",\n"
+          "                         \"workers\", \"auth\", ...); command-line flags win\n"
+          "  --auth none            no signatures: the caller is the request's from/owner field (only on loopback;\n"
+          "                         required until signed permits exist)\n"
+          "  --max-body BYTES       request body cap (default 1048576)\n"
+          "  --max-connections N    connection cap (default 1024)\n"
+          "  --timeout SECONDS      idle connection / slow header timeout (default 15)\n"
+          "  --first-step-timeout MS  how long xgr_validateDataTransfer waits for the first step (default 10000)\n"
+          "  --shutdown-timeout MS  how long a graceful stop waits for running steps (default 30000)\n"
+          "  --log-level info|warn  info logs one line per request (default info)\n"
+          "  --port-file FILE       write the bound port to FILE once listening (for tests and scripts)\n"
+          "  --help                 this text\n\n"
+          "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
+}
+
+static void log_kv(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_kv(const char *level, const char *fmt, ...) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char t[32];
+  strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+  va_list ap;
+  va_start(ap, fmt);
+  flockfile(stderr);
+  fprintf(stderr, "ts=%s.%03ldZ level=%s ", t, ts.tv_nsec / 1000000, level);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  funlockfile(stderr);
+  va_end(ap);
+}
+
+static int parse_uint(const char *flag, const char *v, unsigned long max, unsigned long *out) {
+  char *end;
+  errno = 0;
+  unsigned long u = v && *v ? strtoul(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || u > max) {
+    fprintf(stderr, "xgrd: %s is \"%s\"; expected a whole number up to %lu\n", flag, v ? v : "", max);
+    return -1;
+  }
+  *out = u;
+  return 0;
+}
+
+/* Set one option by name (without dashes) from its text. */
+static int set_opt(opts *o, const char *name, const char *v) {
+  unsigned long u;
+  if (!strcmp(name, "listen")) o->listen = v;
+  else if (!strcmp(name, "store")) o->store = v;
+  else if (!strcmp(name, "auth")) o->auth = v;
+  else if (!strcmp(name, "port-file")) o->port_file = v;
+  else if (!strcmp(name, "log-level")) o->log_level = v;
+  else if (!strcmp(name, "sync")) o->sync = v;
+  else if (!strcmp(name, "config")) o->config = v;
+  else if (!strcmp(name, "workers")) { if (parse_uint("--workers", v, 1024, &u)) return -1; o->workers = (unsigned)u; }
+  else if (!strcmp(name, "threads")) { if (parse_uint("--threads", v, 1024, &u) || !u) return -1; o->threads = (unsigned)u; }
+  else if (!strcmp(name, "timeout")) { if (parse_uint("--timeout", v, 3600, &u) || !u) return -1; o->timeout_s = (unsigned)u; }
+  else if (!strcmp(name, "max-connections")) { if (parse_uint("--max-connections", v, 1000000, &u) || !u) return -1; o->max_connections = (unsigned)u; }
+  else if (!strcmp(name, "max-body")) { if (parse_uint("--max-body", v, 1ul << 30, &u) || !u) return -1; o->max_body = u; }
+  else if (!strcmp(name, "first-step-timeout")) { if (parse_uint("--first-step-timeout", v, 3600000, &u)) return -1; o->first_step_timeout_ms = (long)u; }
+  else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
+  else {
+    fprintf(stderr, "xgrd: unknown option --%s (xgrd --help lists them)\n", name);
+    return -1;
+  }
+  return 0;
+}
+
+/* Apply the options of a config file (a JSON object: option name without dashes -> string or
+ * number) to o. Command-line flags are applied afterwards, so they win. The strings stay alive in
+ * the returned document (freed at exit); NULL on error (reported). */
+static json_t *load_config(const char *path, opts *o) {
+  json_error_t je;
+  json_t *c = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!c) {
+    fprintf(stderr, "xgrd: --config %s: %s (line %d)\n", path, je.text, je.line);
+    return NULL;
+  }
+  if (!json_is_object(c)) {
+    fprintf(stderr, "xgrd: --config %s: expected a JSON object of options\n", path);
+    json_decref(c);
+    return NULL;
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach(c, k, v) {
+    char buf[32];
+    const char *text;
+    if (json_is_string(v)) {
+      text = json_string_value(v);
+    } else if (json_is_integer(v)) {
+      snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+      text = buf;
+    } else {
+      fprintf(stderr, "xgrd: --config %s: \"%s\" must be a string or a number\n", path, k);
+      json_decref(c);
+      return NULL;
+    }
+    if (!strcmp(k, "config") || set_opt(o, k, text)) {
+      fprintf(stderr, "xgrd: --config %s: option \"%s\" is not accepted\n", path, k);
+      json_decref(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+/* Parse argv into o (pass 1 only looks for --config). */
+static int parse_args(int argc, char **argv, opts *o, bool config_only) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2)) {
+      fprintf(stderr, "xgrd: unexpected argument \"%s\" (xgrd --help)\n", a);
+      return -1;
+    }
+    char name[64];
+    const char *eq = strchr(a, '='), *v;
+    if (eq) {
+      snprintf(name, sizeof name, "%.*s", (int)(eq - a - 2), a + 2);
+      v = eq + 1;
+    } else {
+      snprintf(name, sizeof name, "%s", a + 2);
+      if (i + 1 >= argc) {
+        fprintf(stderr, "xgrd: %s needs a value (xgrd --help)\n", a);
+        return -1;
+      }
+      v = argv[++i];
+    }
+    if (config_only != !strcmp(name, "config")) continue;
+    if (set_opt(o, name, v)) return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  opts o = {0};
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  json_t *cfgdoc = NULL;
+  if (parse_args(argc, argv, &o, true)) return EXIT_USAGE;
+  if (o.config && !(cfgdoc = load_config(o.config, &o))) return EXIT_USAGE;
+  if (parse_args(argc, argv, &o, false)) {
+    json_decref(cfgdoc);
+    return EXIT_USAGE;
+  }
+  if (o.auth && strcmp(o.auth, "none")) {
+    fprintf(stderr, "xgrd: --auth %s: only \"none\" exists until signed permits are implemented\n", o.auth);
+    return EXIT_USAGE;
+  }
+  if (!o.auth) {
+    fprintf(stderr, "xgrd: no authorization configured; signed permits are not implemented yet, so start xgrd with "
+                    "--auth none on a loopback address\n");
+    return EXIT_USAGE;
+  }
+  bool info = !o.log_level || !strcmp(o.log_level, "info");
+  if (o.log_level && strcmp(o.log_level, "info") && strcmp(o.log_level, "warn")) {
+    fprintf(stderr, "xgrd: --log-level %s: expected info or warn\n", o.log_level);
+    return EXIT_USAGE;
+  }
+  if (o.sync && strcmp(o.sync, "full") && strcmp(o.sync, "normal")) {
+    fprintf(stderr, "xgrd: --sync %s: expected full or normal\n", o.sync);
+    return EXIT_USAGE;
+  }
+
+  /* signals: every thread created from here on inherits the mask; main waits for them */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc = 0;
+  xgr_rpc_config rc_cfg = {.listen = o.listen ? o.listen : "127.0.0.1:8729",
+                           .max_body = o.max_body,
+                           .max_connections = o.max_connections,
+                           .timeout_s = o.timeout_s,
+                           .threads = o.threads ? o.threads : 8,
+                           .auth_none = true,
+                           .log = info ? stderr : NULL,
+                           .ready = xgr_rpcd_ready};
+  xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
+  if (!srv) {
+    log_kv("error", "msg=\"cannot configure the server\" path=%s error=\"%s\"", err.path, err.message);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_USAGE;
+  }
+  xgr_rpcd_config dc = {.store = o.store,
+                        .store_sync = o.sync && !strcmp(o.sync, "normal"),
+                        .workers = o.workers,
+                        .first_step_timeout_ms = o.first_step_timeout_ms,
+                        .log = stderr};
+  log_kv("info", "msg=starting store=%s workers=%u", o.store ? o.store : "memory:", o.workers);
+  xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
+  if (!d) {
+    log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
+    xgr_rpc_server_free(srv);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_HARD;
+  }
+  /* the ready callback's context is the service */
+  rc_cfg.ready_ctx = d;
+  xgr_rpc_server_free(srv);
+  srv = xgr_rpc_server_new(&rc_cfg, &err);
+  if (!srv || xgr_rpcd_register(d, srv) || xgr_rpc_start(srv, &err)) {
+    log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
+    xgr_rpc_server_free(srv);
+    xgr_rpcd_free(d);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_HARD;
+  }
+  size_t restored, failed;
+  xgr_rpcd_recovered(d, &restored, &failed);
+  char host[64];
+  snprintf(host, sizeof host, "%s", rc_cfg.listen);
+  char *colon = strrchr(host, ':');
+  if (colon) *colon = '\0';
+  log_kv("info", "msg=listening addr=%s:%u auth=none recovered=%zu recover_failed=%zu", host, xgr_rpc_port(srv), restored,
+       failed);
+  if (o.port_file) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o.port_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%u\n", xgr_rpc_port(srv)) < 0 || fclose(f) || rename(tmp, o.port_file)) {
+      log_kv("error", "msg=\"cannot write the port file\" file=%s", o.port_file);
+      rc = EXIT_HARD;
+    }
+  }
+  int sig = 0;
+  if (!rc) sigwait(&set, &sig);
+  log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
+  xgr_rpc_stop(srv);
+  long tmo = o.shutdown_timeout_ms ? o.shutdown_timeout_ms : 30000;
+  if (xgr_rpcd_shutdown(d, tmo)) log_kv("warn", "msg=\"steps still running after the shutdown timeout\" timeout_ms=%ld", tmo);
+  xgr_rpcd_free(d);
+  xgr_rpc_server_free(srv);
+  curl_global_cleanup();
+  json_decref(cfgdoc);
+  log_kv("info", "msg=stopped");
+  return rc;
+}

@@ -1,0 +1,383 @@
+/* persist.c — the engine's store hook on top of the store's group commit (see rpcd.h).
+ *
+ * The engine hands over one batch per session actor turn: the snapshots of the processes that
+ * changed and the history rows of the steps whose results were applied. submit() copies them
+ * into an xgr_store_changes (proc_rt upserts, proc_steps rows, killed scopes, and the session's
+ * state row) and submits it; the SQLite store's writer thread commits every queued batch in one
+ * transaction and calls back, and the callback calls the engine's done(), which releases the
+ * session's visible effects (next steps, wake-ups, control replies).
+ *
+ * What the batch lacks is filled here:
+ *   - the session's counters (next iter, next join group, paused) for recovery: a small sharded
+ *     table per live session, seeded at enqueue / recovery and raised by every snapshot seen;
+ *   - the join state in the core's restore form: the engine's snapshot names the expected steps,
+ *     k and policy; the declaring branch is the one of the orchestration that matches them;
+ *   - a history row's parent, payload, error and end time: from the process snapshot of the same
+ *     iter in the batch (a step's result and its history row are always in the same turn).
+ * Metrics: steps by outcome, step latency (ready to applied, session clock), commit latency
+ * (submit to durable), processes that ended by status, batches in flight.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rpc/rpcd.h"
+
+#define NSHARDS 64
+
+typedef struct track {
+  struct track *next;
+  char owner[64];
+  uint64_t root;
+  uint64_t next_iter;
+  uint32_t next_group;
+  bool paused;
+} track;
+
+typedef struct tshard {
+  pthread_mutex_t mu;
+  track **tab;
+  size_t cap, n;
+} tshard;
+
+struct xgr_persist {
+  xgr_store *st;
+  xgr_store_hook hook;
+  tshard sh[NSHARDS];
+  atomic_uint_fast64_t inflight;
+  /* metrics (NULL until xgr_persist_metrics) */
+  xgr_counter *steps[6];
+  xgr_counter *ended[2];
+  xgr_histogram *step_lat, *commit_lat;
+  xgr_counter *batches, *failed;
+};
+
+enum { OUT_VALID, OUT_INVALID, OUT_ERROR, OUT_ABORT, OUT_CANCEL, OUT_OTHER };
+static const char *const out_names[] = {"valid", "invalid", "error", "abort_step", "cancel", "other"};
+
+typedef struct pending {
+  xgr_persist *p;
+  xgr_store_done_fn done;
+  void *token;
+  double t0;
+} pending;
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t hash_key(const char *owner, uint64_t root) {
+  uint64_t h = 1469598103934665603ull ^ root * 0x9E3779B97F4A7C15ull;
+  for (const unsigned char *s = (const unsigned char *)owner; *s; s++) h = (h ^ *s) * 1099511628211ull;
+  return h ^ (h >> 29);
+}
+
+/* The entry of (owner, root), created when create is set; the shard's mutex is held on return
+ * (*shp). */
+static track *lookup(xgr_persist *p, const char *owner, uint64_t root, bool create, tshard **shp) {
+  uint64_t h = hash_key(owner, root);
+  tshard *sh = &p->sh[h % NSHARDS];
+  pthread_mutex_lock(&sh->mu);
+  *shp = sh;
+  if (sh->cap) {
+    for (track *t = sh->tab[(h / NSHARDS) & (sh->cap - 1)]; t; t = t->next)
+      if (t->root == root && !strcmp(t->owner, owner)) return t;
+  }
+  if (!create) return NULL;
+  if (sh->n + 1 > sh->cap / 2) {   /* grow (power of two) and rehash */
+    size_t nc = sh->cap ? sh->cap * 2 : 64;
+    track **nt = calloc(nc, sizeof *nt);
+    if (!nt) abort();
+    for (size_t i = 0; i < sh->cap; i++)
+      for (track *t = sh->tab[i], *nx; t; t = nx) {
+        nx = t->next;
+        size_t k = (hash_key(t->owner, t->root) / NSHARDS) & (nc - 1);
+        t->next = nt[k];
+        nt[k] = t;
+      }
+    free(sh->tab);
+    sh->tab = nt;
+    sh->cap = nc;
+  }
+  track *t = calloc(1, sizeof *t);
+  if (!t) abort();
+  snprintf(t->owner, sizeof t->owner, "%s", owner);
+  t->root = root;
+  t->next_iter = 1;
+  t->next_group = 1;
+  size_t k = (h / NSHARDS) & (sh->cap - 1);
+  t->next = sh->tab[k];
+  sh->tab[k] = t;
+  sh->n++;
+  return t;
+}
+
+static void forget(xgr_persist *p, const char *owner, uint64_t root) {
+  uint64_t h = hash_key(owner, root);
+  tshard *sh = &p->sh[h % NSHARDS];
+  pthread_mutex_lock(&sh->mu);
+  if (sh->cap) {
+    for (track **pp = &sh->tab[(h / NSHARDS) & (sh->cap - 1)]; *pp; pp = &(*pp)->next)
+      if ((*pp)->root == root && !strcmp((*pp)->owner, owner)) {
+        track *t = *pp;
+        *pp = t->next;
+        free(t);
+        sh->n--;
+        break;
+      }
+  }
+  pthread_mutex_unlock(&sh->mu);
+}
+
+void xgr_persist_track(xgr_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter, uint32_t next_group,
+                       bool paused) {
+  tshard *sh;
+  track *t = lookup(p, owner, root_pid, true, &sh);
+  if (next_iter > t->next_iter) t->next_iter = next_iter;
+  if (next_group > t->next_group) t->next_group = next_group;
+  t->paused = paused;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid, bool paused) {
+  tshard *sh;
+  track *t = lookup(p, owner, root_pid, false, &sh);
+  if (t) t->paused = paused;
+  pthread_mutex_unlock(&sh->mu);
+}
+
+uint64_t xgr_persist_inflight(xgr_persist *p) { return atomic_load(&p->inflight); }
+
+/* ---- join state ---------------------------------------------------------------------------------- */
+
+/* Does join d (declared in o) expect exactly the steps of `expect` (array of step ids, in order)? */
+static bool join_matches(const xgr_orch *o, const xgr_join *d, const json_t *join) {
+  const json_t *expect = json_object_get(join, "expect"), *k = json_object_get(join, "k"),
+               *pol = json_object_get(join, "policy");
+  if (json_array_size(expect) != d->n) return false;
+  if (json_is_integer(k) && json_integer_value(k) != d->k) return false;
+  if (json_is_string(pol) && strcmp(json_string_value(pol), xgr_policy_name(d->policy))) return false;
+  for (unsigned i = 0; i < d->n; i++) {
+    const char *sid = json_string_value(json_array_get(expect, i));
+    if (!sid || strcmp(sid, o->steps[d->from[i].node].id)) return false;
+  }
+  return true;
+}
+
+typedef struct tbuf {
+  char *p;
+  size_t n, cap;
+} tbuf;
+
+static void tb_put(tbuf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t nc = b->cap ? b->cap : 128;
+    while (b->n + n + 1 > nc) nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (!np) abort();
+    b->p = np;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = 0;
+}
+
+static void tb_str(tbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
+
+char *xgr_persist_join_text(const xgr_orch *o, unsigned step, const json_t *join) {
+  if (!json_is_object(join)) return NULL;
+  for (size_t i = 0; i < o->nsteps; i++)
+    for (unsigned br = 0; br < 2; br++) {
+      const xgr_join *d = o->steps[i].branch[br].join;
+      if (!d || d->target != step || !join_matches(o, d, join)) continue;
+      const char *outc = json_string_value(json_object_get(join, "outcome"));
+      int outcome = outc && !strcmp(outc, "satisfied") ? 1 : outc && !strcmp(outc, "unfulfillable") ? 2 : 0;
+      const json_t *inbox = json_object_get(join, "inbox"), *fail = json_object_get(join, "fail");
+      tbuf b = {0};
+      char head[128];
+      snprintf(head, sizeof head, "{\"decl\":[%zu,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":0,\"inbox\":[", i, br,
+               json_is_true(json_object_get(join, "closed")) ? "true" : "false", outcome);
+      tb_str(&b, head);
+      for (unsigned k = 0; k < d->n; k++) {
+        const json_t *piece = json_object_get(inbox, o->steps[d->from[k].node].id);
+        if (k) tb_str(&b, ",");
+        char *t = piece ? json_dumps(piece, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        tb_str(&b, t ? t : "null");
+        free(t);
+      }
+      tb_str(&b, "],\"fail\":[");
+      for (unsigned k = 0; k < d->n; k++) {
+        if (k) tb_str(&b, ",");
+        tb_str(&b, json_object_get(fail, o->steps[d->from[k].node].id) ? "true" : "false");
+      }
+      tb_str(&b, "]}");
+      return b.p;
+    }
+  return NULL;
+}
+
+/* ---- the hook -------------------------------------------------------------------------------------- */
+
+static void committed(void *ctx, int rc, const xgr_error *err) {
+  (void)err;
+  pending *pd = ctx;
+  xgr_persist *p = pd->p;
+  if (p->commit_lat) xgr_histogram_observe(p->commit_lat, mono_s() - pd->t0);
+  if (rc && p->failed) xgr_counter_add(p->failed, 1);
+  atomic_fetch_sub(&p->inflight, 1);
+  pd->done(pd->token, rc);
+  free(pd);
+}
+
+static int outcome_of(const xgr_engine_hist *h, const xgr_engine_proc *pr) {
+  if (h->valid == 1) return OUT_VALID;
+  if (h->valid == 0) return OUT_INVALID;
+  if (!pr) return OUT_OTHER;
+  switch (pr->abort_reason) {
+    case XGR_ABORT_ERROR: return OUT_ERROR;
+    case XGR_ABORT_STEP: return OUT_ABORT;
+    case XGR_ABORT_CANCEL: return OUT_CANCEL;
+    default: return OUT_OTHER;
+  }
+}
+
+static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, void *token) {
+  xgr_persist *p = ctx;
+  xgr_store_changes *c = xgr_store_changes_new();
+  if (!c) return XGR_ENOMEM;
+  uint64_t max_iter = 0;
+  uint32_t max_group = 0;
+  int64_t last_end = 0;
+  for (size_t i = 0; i < b->nprocs; i++) {
+    const xgr_engine_proc *e = &b->procs[i];
+    /* only the last snapshot of a process in the batch counts */
+    bool later = false;
+    for (size_t j = i + 1; j < b->nprocs && !later; j++) later = b->procs[j].iter == e->iter;
+    if (e->iter > max_iter) max_iter = e->iter;
+    if (e->group > max_group) max_group = e->group;
+    if (e->from_group > max_group) max_group = e->from_group;
+    if (later) continue;
+    char *payload = xgr_value_to_json_text(e->payload, 0, NULL);
+    char *join = e->join ? xgr_persist_join_text(b->orch, e->step, e->join) : NULL;
+    xgr_store_proc row = {.iter = e->iter,
+                          .parent_iter = e->parent_iter,
+                          .step = e->step,
+                          .step_id = (char *)e->step_id,
+                          .status = e->status,
+                          .paused = e->paused,
+                          .valid = e->valid,
+                          .abort_reason = e->abort_reason,
+                          .group = e->group,
+                          .from_group = e->from_group,
+                          .next_wake_at = e->next_wake_at,
+                          .created_at = e->created_at,
+                          .started_at = e->started_at,
+                          .finished_at = e->finished_at,
+                          .payload = payload ? payload : (char *)"null",
+                          .error = (char *)e->error,
+                          .join = join};
+    xgr_store_changes_proc(c, b->owner, b->root_pid, &row);
+    if (e->join && json_is_true(json_object_get(e->join, "closed")) &&
+        !strcmp(json_string_value(json_object_get(e->join, "policy")) ? json_string_value(json_object_get(e->join, "policy")) : "", "kill") &&
+        e->from_group)
+      xgr_store_changes_scope_killed(c, b->owner, b->root_pid, e->from_group);
+    if (e->finished_at > last_end) last_end = e->finished_at;
+    if (p->ended[0] && (e->status == XGR_PROC_DONE || e->status == XGR_PROC_ABORTED))
+      xgr_counter_add(p->ended[e->status == XGR_PROC_DONE ? 0 : 1], 1);
+    free(payload);
+    free(join);
+  }
+  for (size_t i = 0; i < b->nhist; i++) {
+    const xgr_engine_hist *h = &b->hist[i];
+    const xgr_engine_proc *pr = NULL;
+    for (size_t j = b->nprocs; j-- > 0 && !pr;)
+      if (b->procs[j].iter == h->iter) pr = &b->procs[j];
+    char *payload = pr ? xgr_value_to_json_text(pr->payload, 0, NULL) : NULL;
+    int64_t fin = pr && pr->finished_at ? pr->finished_at : h->at;
+    xgr_store_hist row = {.iter = h->iter,
+                          .parent_iter = pr ? pr->parent_iter : 0,
+                          .step = h->step,
+                          .step_id = (char *)b->orch->steps[h->step < b->orch->nsteps ? h->step : 0].id,
+                          .status = h->status,
+                          .valid = h->valid,
+                          .abort_reason = pr ? pr->abort_reason : 0,
+                          .at = h->at,
+                          .finished_at = fin,
+                          .error = pr ? (char *)pr->error : NULL,
+                          .payload = payload};
+    xgr_store_changes_hist(c, b->owner, b->root_pid, &row);
+    free(payload);
+    if (p->steps[0]) {
+      xgr_counter_add(p->steps[outcome_of(h, pr)], 1);
+      if (fin >= h->at) xgr_histogram_observe(p->step_lat, (double)(fin - h->at) / 1e3);
+    }
+  }
+  tshard *sh;
+  track *t = lookup(p, b->owner, b->root_pid, true, &sh);
+  if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;
+  if (max_group + 1 > t->next_group) t->next_group = max_group + 1;
+  uint64_t next_iter = t->next_iter;
+  uint32_t next_group = t->next_group;
+  bool paused = t->paused;
+  pthread_mutex_unlock(&sh->mu);
+  uint8_t status = XGR_RESULT_RUNNING;
+  if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
+  xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0, next_iter,
+                                  next_group, paused);
+  if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
+  pending *pd = malloc(sizeof *pd);
+  if (!pd) abort();
+  *pd = (pending){.p = p, .done = done, .token = token, .t0 = mono_s()};
+  atomic_fetch_add(&p->inflight, 1);
+  if (p->batches) xgr_counter_add(p->batches, 1);
+  xgr_store_submit(p->st, c, committed, pd);   /* committed() runs exactly once, maybe already */
+  return 0;
+}
+
+xgr_persist *xgr_persist_new(xgr_store *st) {
+  xgr_persist *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->st = st;
+  p->hook.submit = submit;
+  p->hook.ctx = p;
+  for (size_t i = 0; i < NSHARDS; i++) pthread_mutex_init(&p->sh[i].mu, NULL);
+  return p;
+}
+
+void xgr_persist_metrics(xgr_persist *p, xgr_metrics *m) {
+  for (int i = 0; i < 6; i++) {
+    char l[48];
+    snprintf(l, sizeof l, "outcome=\"%s\"", out_names[i]);
+    p->steps[i] = xgr_metrics_counter(m, "xgr_steps_total", "Steps whose result was applied, by outcome", l);
+  }
+  p->ended[0] = xgr_metrics_counter(m, "xgr_processes_ended_total", "Processes that ended, by status", "status=\"done\"");
+  p->ended[1] = xgr_metrics_counter(m, "xgr_processes_ended_total", "Processes that ended, by status", "status=\"aborted\"");
+  p->step_lat = xgr_metrics_histogram(m, "xgr_step_seconds", "Step latency: began to run until its result was applied",
+                                      "", xgr_metrics_latency_buckets, xgr_metrics_latency_nbuckets);
+  p->commit_lat = xgr_metrics_histogram(m, "xgr_store_commit_seconds", "Store batch latency: submitted until durable", "",
+                                        xgr_metrics_latency_buckets, xgr_metrics_latency_nbuckets);
+  p->batches = xgr_metrics_counter(m, "xgr_store_batches_total", "Engine batches submitted to the store", "");
+  p->failed = xgr_metrics_counter(m, "xgr_store_batches_failed_total", "Engine batches the store refused", "");
+}
+
+const xgr_store_hook *xgr_persist_hook(xgr_persist *p) { return &p->hook; }
+
+void xgr_persist_free(xgr_persist *p) {
+  if (!p) return;
+  for (size_t i = 0; i < NSHARDS; i++) {
+    tshard *sh = &p->sh[i];
+    for (size_t k = 0; k < sh->cap; k++)
+      for (track *t = sh->tab[k], *nx; t; t = nx) {
+        nx = t->next;
+        free(t);
+      }
+    free(sh->tab);
+    pthread_mutex_destroy(&sh->mu);
+  }
+  free(p);
+}
