@@ -4,10 +4,15 @@
 # the store holds exactly the rows of an uninterrupted run (same final payloads, same proc_steps
 # rows: nothing lost, nothing twice).
 #
-#   crash.sh CRASH_RUN BUNDLE [SESSIONS KILLS ROUNDS]      (XGR_SOAK=1: a longer run)
+#   crash.sh CRASH_RUN BUNDLE [SESSIONS KILLS ROUNDS]
+#   crash.sh CRASH_RUN BUNDLE soak      the long run; skipped (exit 77) unless XGR_SOAK=1
 set -euo pipefail
 RUN=$1
 BUNDLE=$2
+if [ "${3:-}" = soak ]; then
+  [ "${XGR_SOAK:-}" = 1 ] || { echo "crash soak: skipped (make soak sets XGR_SOAK=1)"; exit 77; }
+  set -- "$1" "$2"
+fi
 N=${3:-120}
 KILLS=${4:-4}
 ROUNDS=${5:-3}
