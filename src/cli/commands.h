@@ -22,5 +22,6 @@ int xgr_cmd_hash(int argc, char **argv);
 int xgr_cmd_eval(int argc, char **argv);
 int xgr_cmd_run(int argc, char **argv);
 int xgr_cmd_step(int argc, char **argv);
+int xgr_cmd_history(int argc, char **argv);
 
 #endif

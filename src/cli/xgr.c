@@ -12,6 +12,7 @@ static const xgr_cli_command commands[] = {
   {"eval", "evaluate an expression or template (rule, value or extract mode)", xgr_cmd_eval},
   {"run", "run a session of a bundle and show its timeline and tree", xgr_cmd_run},
   {"step", "run one XRC-137 rule step on a payload (real HTTP for apiCalls)", xgr_cmd_step},
+  {"history", "print a session's audit trail from a store file (proc_steps)", xgr_cmd_history},
 };
 
 static void usage(FILE *out) {
