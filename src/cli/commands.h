@@ -22,6 +22,17 @@ int xgr_cmd_hash(int argc, char **argv);
 int xgr_cmd_eval(int argc, char **argv);
 int xgr_cmd_run(int argc, char **argv);
 int xgr_cmd_step(int argc, char **argv);
+/* xgrd clients (client.h) */
+int xgr_cmd_enqueue(int argc, char **argv);
+int xgr_cmd_sessions(int argc, char **argv);
+int xgr_cmd_show(int argc, char **argv);
+int xgr_cmd_kill(int argc, char **argv);
+int xgr_cmd_pause(int argc, char **argv);
+int xgr_cmd_resume(int argc, char **argv);
+int xgr_cmd_wake(int argc, char **argv);
+int xgr_cmd_put_orchestration(int argc, char **argv);
+int xgr_cmd_put_rule(int argc, char **argv);
+int xgr_cmd_deploy(int argc, char **argv);
 int xgr_cmd_history(int argc, char **argv);
 
 #endif

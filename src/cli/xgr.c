@@ -12,6 +12,16 @@ static const xgr_cli_command commands[] = {
   {"eval", "evaluate an expression or template (rule, value or extract mode)", xgr_cmd_eval},
   {"run", "run a session of a bundle and show its timeline and tree", xgr_cmd_run},
   {"step", "run one XRC-137 rule step on a payload (real HTTP for apiCalls)", xgr_cmd_step},
+  {"enqueue", "start a session on xgrd (JSON-RPC client; --url)", xgr_cmd_enqueue},
+  {"sessions", "list an owner's sessions and processes on xgrd", xgr_cmd_sessions},
+  {"show", "show one session on xgrd: processes, joins, step timeline", xgr_cmd_show},
+  {"kill", "kill a session or process on xgrd", xgr_cmd_kill},
+  {"pause", "pause a session or process on xgrd", xgr_cmd_pause},
+  {"resume", "resume a paused session or process on xgrd", xgr_cmd_resume},
+  {"wake", "wake waiting processes on xgrd (PID or step mode)", xgr_cmd_wake},
+  {"put-orchestration", "register an orchestration in xgrd's registry", xgr_cmd_put_orchestration},
+  {"put-rule", "register a rule document in xgrd's registry", xgr_cmd_put_rule},
+  {"deploy", "register a bundle's rules and orchestration on xgrd", xgr_cmd_deploy},
   {"history", "print a session's audit trail from a store file (proc_steps)", xgr_cmd_history},
 };
 
@@ -20,7 +30,7 @@ static void usage(FILE *out) {
           "xgr — the xDaLa process engine (XRC-729 orchestrations, XRC-137 rules)\n\n"
           "usage: xgr <command> [options] [args]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-18s %s\n", commands[i].name, commands[i].summary);
   fprintf(out, "\n`xgr <command> --help` describes a command. Exit codes: 0 ok, 1 failed check or "
                "evaluation, 2 usage or unreadable input, 3 hard error.\n");
 }

@@ -1,0 +1,179 @@
+/* client.c — JSON-RPC over HTTP for the CLI's daemon commands (see client.h): one libcurl easy
+ * handle per call (a CLI makes one or a few calls), a request id per call, and the error output
+ * every command shares. */
+#include "cli/client.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/commands.h"
+
+const char xgr_client_opts_help[] =
+    "  --url URL       xgrd's address (default " XGR_CLIENT_DEFAULT_URL ", or $XGR_URL)\n"
+    "  --from ADDR     the caller's address (sent as \"from\"; with --auth none it is the identity)\n"
+    "  --json          print the daemon's answer as JSON\n"
+    "  --timeout MS    give up after MS milliseconds (default 30000)\n";
+
+void xgr_client_init(xgr_client *c) {
+  memset(c, 0, sizeof *c);
+  const char *u = getenv("XGR_URL");
+  c->url = u && *u ? u : XGR_CLIENT_DEFAULT_URL;
+  c->timeout_ms = 30000;
+}
+
+int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  if (!strcmp(a, "--json")) {
+    c->json = true;
+    return 1;
+  }
+  if (strcmp(a, "--url") && strcmp(a, "--from") && strcmp(a, "--timeout")) return 0;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "xgr: %s needs a value\n", a);
+    return -1;
+  }
+  const char *v = argv[++*i];
+  if (!strcmp(a, "--url")) c->url = v;
+  else if (!strcmp(a, "--from")) c->from = v;
+  else {
+    char *end;
+    long t = strtol(v, &end, 10);
+    if (*end || t <= 0) {
+      fprintf(stderr, "xgr: --timeout %s: expected milliseconds > 0\n", v);
+      return -1;
+    }
+    c->timeout_ms = t;
+  }
+  return 1;
+}
+
+typedef struct rbuf {
+  char *p;
+  size_t n;
+} rbuf;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+  rbuf *b = ud;
+  size_t n = size * nmemb;
+  if (b->n + n > (64u << 20)) return 0;   /* a runaway answer */
+  char *np = realloc(b->p, b->n + n + 1);
+  if (!np) return 0;
+  memcpy(np + b->n, ptr, n);
+  b->n += n;
+  np[b->n] = 0;
+  b->p = np;
+  return n;
+}
+
+int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result) {
+  *result = NULL;
+  if (c->from && json_is_object(params) && !json_object_get(params, "from"))
+    json_object_set_new(params, "from", json_string(c->from));
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method,
+                         "params", params);
+  char *body = json_dumps(rq, JSON_COMPACT);
+  json_decref(rq);
+  CURL *h = curl_easy_init();
+  if (!h || !body) {
+    free(body);
+    if (h) curl_easy_cleanup(h);
+    fprintf(stderr, "xgr %s: cannot set up an HTTP request\n", cmd);
+    return XGR_EXIT_HARD;
+  }
+  rbuf b = {0};
+  struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+  curl_easy_setopt(h, CURLOPT_URL, c->url);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  CURLcode cc = curl_easy_perform(h);
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(hdr);
+  curl_easy_cleanup(h);
+  free(body);
+  if (cc != CURLE_OK) {
+    fprintf(stderr, "xgr %s: cannot reach xgrd at %s: %s (is it running? start it with `xgrd --auth none`, or pass "
+                    "--url)\n", cmd, c->url, curl_easy_strerror(cc));
+    free(b.p);
+    return XGR_EXIT_USAGE;
+  }
+  json_error_t je;
+  json_t *ans = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
+  if (status != 200 || !json_is_object(ans)) {
+    fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, c->url, status, b.p ? b.p : "(no body)");
+    free(b.p);
+    json_decref(ans);
+    return status >= 400 && status < 500 ? XGR_EXIT_FAIL : XGR_EXIT_HARD;
+  }
+  free(b.p);
+  json_t *err = json_object_get(ans, "error");
+  if (err) {
+    const char *path = json_string_value(json_object_get(json_object_get(err, "data"), "path"));
+    fprintf(stderr, "xgr %s: %s failed: %s (code %lld%s%s)\n", cmd, method,
+            json_string_value(json_object_get(err, "message")) ? json_string_value(json_object_get(err, "message")) : "?",
+            (long long)json_integer_value(json_object_get(err, "code")), path && *path ? ", at " : "",
+            path && *path ? path : "");
+    json_decref(ans);
+    return XGR_EXIT_FAIL;
+  }
+  json_t *r = json_object_get(ans, "result");
+  if (!r) {
+    fprintf(stderr, "xgr %s: xgrd's answer has neither result nor error\n", cmd);
+    json_decref(ans);
+    return XGR_EXIT_HARD;
+  }
+  *result = json_incref(r);
+  json_decref(ans);
+  return 0;
+}
+
+void xgr_client_print_json(const json_t *j) {
+  char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+  if (s) puts(s);
+  free(s);
+}
+
+json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text) {
+  json_error_t je;
+  json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+  if (!json_is_object(j)) {
+    fprintf(stderr, "xgr %s: %s must be a JSON object: %s\n", cmd, flag, j ? "got another JSON value" : je.text);
+    json_decref(j);
+    return NULL;
+  }
+  return j;
+}
+
+char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "xgr %s: cannot open %s\n", cmd, path);
+    return NULL;
+  }
+  char *p = malloc(max + 1);
+  size_t n = p ? fread(p, 1, max + 1, f) : 0;
+  bool bad = ferror(f);
+  fclose(f);
+  if (!p || bad || n > max) {
+    fprintf(stderr, "xgr %s: cannot read %s%s\n", cmd, path, n > max ? " (too large)" : "");
+    free(p);
+    return NULL;
+  }
+  p[n] = 0;
+  *len = n;
+  return p;
+}
+
+void xgr_client_time(long long secs, char *buf, size_t n) {
+  time_t t = (time_t)secs;
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+}

@@ -1,0 +1,52 @@
+/* client.h — the `xgr` CLI as a JSON-RPC client of xgrd (libcurl): one call helper, the options
+ * every client command shares (--url, --json, --from, --timeout), and output helpers. Used by
+ * cmd_enqueue.c, cmd_sessions.c, cmd_show.c, cmd_control.c, cmd_wake.c, cmd_put.c, cmd_deploy.c.
+ *
+ * Exit codes (commands.h): 0 ok; 1 the daemon answered with an error; 2 usage, unreadable input,
+ * or the daemon is unreachable; 3 a malformed answer.
+ */
+#ifndef XGR_CLI_CLIENT_H
+#define XGR_CLI_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define XGR_CLIENT_DEFAULT_URL "http://127.0.0.1:8729"
+
+typedef struct xgr_client {
+  const char *url;      /* --url (default XGR_CLIENT_DEFAULT_URL or $XGR_URL) */
+  const char *from;     /* --from: the caller's address (sent as "from") */
+  bool json;            /* --json: print the raw result */
+  long timeout_ms;      /* --timeout (default 30000) */
+} xgr_client;
+
+/* Initialise from the environment (XGR_URL). */
+void xgr_client_init(xgr_client *c);
+/* If argv[*i] is one of the shared options, consume it (and its value) and return 1; 0 if not;
+ * -1 on a missing value (reported). */
+int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i);
+/* Help text for the shared options. */
+extern const char xgr_client_opts_help[];
+
+/* Call method with params (stolen; an object). On success returns 0 and *result (a new
+ * reference). On failure prints the reason to stderr prefixed with `cmd` and returns the exit
+ * code: 1 for a JSON-RPC error (code, message and data.path printed), 2 when the daemon cannot
+ * be reached, 3 for a malformed answer. */
+int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result);
+
+/* Print a result as pretty JSON to stdout. */
+void xgr_client_print_json(const json_t *j);
+/* Parse a JSON object given on the command line ("--payload"); prints the error and returns NULL. */
+json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text);
+/* Read a whole file (at most max bytes) into a malloc'd NUL-terminated buffer; NULL with a
+ * message on failure. */
+char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t *len);
+/* Seconds since the epoch as "YYYY-MM-DD HH:MM:SS" (UTC) into buf. */
+void xgr_client_time(long long secs, char *buf, size_t n);
+
+/* Shared printers (cmd_sessions.c): a join view as "got/k of n policy outcome"; processes of the
+ * join view as a table. */
+void xgr_cli_join_summary(const json_t *j, char *buf, size_t n);
+void xgr_cli_print_items(const json_t *items);
+
+#endif

@@ -1,0 +1,78 @@
+/* cmd_enqueue.c — `xgr enqueue`: start (or find) a session on xgrd (xgr.enqueue). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: xgr enqueue --owner ADDR --step STEP [options]\n\n"
+          "Start a session of a registered orchestration on xgrd (xgr.enqueue). The answer is queued,\n"
+          "already_queued, paused or scheduled; the session is durable when it is answered.\n\n"
+          "  --owner ADDR       the session's owner (0x + 40 hex)\n"
+          "  --step STEP        the start step (default: the orchestration's first step)\n"
+          "  --payload JSON     the start payload (an object)\n"
+          "  --root N           the rootPid (default: the owner's next one)\n"
+          "  --registry NAME    the XRC-729 registry (address) it was registered under (default local)\n"
+          "  --ostc-id ID       the orchestration id inside the registry\n"
+          "  --ostc-hash HASH   refuse to start unless the registered content has this hash\n"
+          "%s", xgr_client_opts_help);
+}
+
+int xgr_cmd_enqueue(int argc, char **argv) {
+  xgr_client c;
+  xgr_client_init(&c);
+  const char *owner = NULL, *step = NULL, *payload = NULL, *root = NULL, *reg = NULL, *id = NULL, *hash = NULL;
+  for (int i = 1; i < argc; i++) {
+    int r = xgr_client_opt(&c, argc, argv, &i);
+    if (r < 0) return XGR_EXIT_USAGE;
+    if (r) continue;
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return XGR_EXIT_OK;
+    }
+    const char **dst = !strcmp(a, "--owner") ? &owner : !strcmp(a, "--step") ? &step : !strcmp(a, "--payload") ? &payload
+                     : !strcmp(a, "--root") ? &root : !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id
+                     : !strcmp(a, "--ostc-hash") ? &hash : NULL;
+    if (!dst || i + 1 >= argc) {
+      fprintf(stderr, "xgr enqueue: %s '%s'\n\n", dst ? "missing value for" : "unknown option", a);
+      usage(stderr);
+      return XGR_EXIT_USAGE;
+    }
+    *dst = argv[++i];
+  }
+  if (!owner) owner = c.from;
+  if (!owner) {
+    fprintf(stderr, "xgr enqueue: --owner is required\n\n");
+    usage(stderr);
+    return XGR_EXIT_USAGE;
+  }
+  json_t *init = json_object();
+  if (step) json_object_set_new(init, "stepId", json_string(step));
+  if (payload) {
+    json_t *p = xgr_client_parse_object("enqueue", "--payload", payload);
+    if (!p) {
+      json_decref(init);
+      return XGR_EXIT_USAGE;
+    }
+    json_object_set_new(init, "payload", p);
+  }
+  json_t *params = json_pack("{s:s, s:o}", "owner", owner, "init", init);
+  if (root) json_object_set_new(params, "rootPid", json_string(root));
+  if (reg) json_object_set_new(params, "xrc729", json_string(reg));
+  if (id) json_object_set_new(params, "ostcId", json_string(id));
+  if (hash) json_object_set_new(params, "ostcHash", json_string(hash));
+  json_t *res;
+  int rc = xgr_client_call(&c, "enqueue", "xgr.enqueue", params, &res);
+  if (rc) return rc;
+  if (c.json) xgr_client_print_json(res);
+  else
+    printf("%s  session %s/%s  pid %s  ostcHash %s\n", json_string_value(json_object_get(res, "ack")),
+           json_string_value(json_object_get(res, "owner")), json_string_value(json_object_get(res, "rootPid")),
+           json_string_value(json_object_get(res, "pid")), json_string_value(json_object_get(res, "ostcHash")));
+  json_decref(res);
+  return XGR_EXIT_OK;
+}

@@ -1,0 +1,85 @@
+/* cmd_show.c — `xgr show PID`: one session (or process) on xgrd with its processes and its step
+ * timeline (xgr.getSession). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: xgr show PID --owner ADDR [options]\n\n"
+          "Show a session (PID = rootPid) or one process (PID = rootPid:iter): the session's registry,\n"
+          "orchestration and status, its processes with their join state, and the timeline of the steps\n"
+          "that ran (xgr.getSession).\n\n"
+          "  --owner ADDR     the session's owner (default --from)\n"
+          "%s", xgr_client_opts_help);
+}
+
+int xgr_cmd_show(int argc, char **argv) {
+  xgr_client c;
+  xgr_client_init(&c);
+  const char *owner = NULL, *pid = NULL;
+  for (int i = 1; i < argc; i++) {
+    int r = xgr_client_opt(&c, argc, argv, &i);
+    if (r < 0) return XGR_EXIT_USAGE;
+    if (r) continue;
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return XGR_EXIT_OK;
+    }
+    if (!strcmp(a, "--owner") && i + 1 < argc) owner = argv[++i];
+    else if (a[0] != '-' && !pid) pid = a;
+    else {
+      fprintf(stderr, "xgr show: unexpected '%s'\n\n", a);
+      usage(stderr);
+      return XGR_EXIT_USAGE;
+    }
+  }
+  if (!owner) owner = c.from;
+  if (!owner || !pid) {
+    fprintf(stderr, "xgr show: %s is required\n\n", pid ? "--owner" : "PID");
+    usage(stderr);
+    return XGR_EXIT_USAGE;
+  }
+  json_t *res;
+  int rc = xgr_client_call(&c, "show", "xgr.getSession", json_pack("{s:s, s:s}", "owner", owner, "pid", pid), &res);
+  if (rc) return rc;
+  if (c.json) {
+    xgr_client_print_json(res);
+    json_decref(res);
+    return XGR_EXIT_OK;
+  }
+  const json_t *s = json_object_get(res, "session");
+  char created[32];
+  xgr_client_time(json_integer_value(json_object_get(s, "createdAt")) / 1000, created, sizeof created);
+  printf("session %s/%s  %s%s  registry %s  orchestration %s  %s\n  created %s UTC\n",
+         json_string_value(json_object_get(s, "owner")), json_string_value(json_object_get(s, "rootPid")),
+         json_string_value(json_object_get(s, "status")), json_is_true(json_object_get(s, "paused")) ? " (paused)" : "",
+         json_string_value(json_object_get(s, "registry")), json_string_value(json_object_get(s, "ostcId")),
+         json_string_value(json_object_get(s, "ostcHash")), created);
+  printf("\nprocesses:\n");
+  xgr_cli_print_items(json_object_get(res, "processes"));
+  printf("\ntimeline (ms after the first step):\n");
+  const json_t *hist = json_object_get(res, "history");
+  long long t0 = json_array_size(hist) ? json_integer_value(json_object_get(json_array_get(hist, 0), "at")) : 0;
+  size_t i;
+  const json_t *h;
+  json_array_foreach(hist, i, h) {
+    long long at = json_integer_value(json_object_get(h, "at")), fin = json_integer_value(json_object_get(h, "finishedAt"));
+    if (at < t0) t0 = at;
+    (void)fin;
+  }
+  json_array_foreach(hist, i, h) {
+    const json_t *v = json_object_get(h, "valid");
+    const char *e = json_string_value(json_object_get(h, "error"));
+    long long at = json_integer_value(json_object_get(h, "at")), fin = json_integer_value(json_object_get(h, "finishedAt"));
+    printf("  +%6lld ms  %-12s %-16s %-8s %-8s %lld ms%s%s\n", at - t0, json_string_value(json_object_get(h, "pid")),
+           json_string_value(json_object_get(h, "step")), json_string_value(json_object_get(h, "status")),
+           json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", fin - at, e ? "  error: " : "", e ? e : "");
+  }
+  if (!json_array_size(hist)) printf("  (no step ran yet)\n");
+  json_decref(res);
+  return XGR_EXIT_OK;
+}
