@@ -12,3 +12,5 @@ echo "# xgr benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(unam
 "$B/bench/session/bench_session" loop --steps 1000000; "$B/bench/session/bench_session" fanout --sessions 10000
 # rule (issue 4): XRC-137 step engine, IterationOfPi steps per second, one core, no I/O
 XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule" --steps 2000000
+# store (issue 8): durable steps/s of the fan-out workload on SQLite, synchronous=FULL and NORMAL
+"$B/bench/store/bench_store" --sync full --sessions 6000 --live 2048; "$B/bench/store/bench_store" --sync normal --sessions 6000 --live 2048; "$B/bench/store/bench_store" --sync full --sessions 3000 --live 256

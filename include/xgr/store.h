@@ -199,7 +199,7 @@ void xgr_store_changes_session(xgr_store_changes *b, const xgr_store_session *s)
  * store when status becomes terminal. */
 void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint8_t status,
                                    int64_t killed_at, uint64_t next_iter, uint32_t next_group, bool paused);
-/* Upsert a process row. */
+/* Upsert a process row (a later state of the same process in this batch replaces the earlier). */
 void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p);
 /* Append a history row (unique per (owner, rootPid, iter): a second one fails its batch). */
 void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h);

@@ -230,6 +230,7 @@ void xgr_store_changes_free(xgr_store_changes *b) {
   if (!b) return;
   for (size_t i = 0; i < b->n; i++) store_op_free(&b->ops[i]);
   free(b->ops);
+  free(b->pidx);
   free(b);
 }
 
@@ -271,8 +272,48 @@ void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, ui
   op->u.state.paused = paused;
 }
 
+static size_t pidx_hash(uint64_t root, uint64_t iter) {
+  uint64_t x = root * 0x9E3779B97F4A7C15ULL ^ iter;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 29;
+  return (size_t)x;
+}
+
+/* The OP_PROC entry of (owner, root, iter) in b: the existing one (its record cleared, to be
+ * replaced by the newer state) or a new one. Entries keep the position of their first state. */
+static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
+  if ((b->npidx + 1) * 2 > b->cappidx) {
+    size_t nc = b->cappidx ? b->cappidx * 2 : 64;
+    size_t *t = store_xcalloc(nc, sizeof *t);
+    for (size_t i = 0; i < b->cappidx; i++) {
+      if (!b->pidx[i]) continue;
+      const store_op *op = &b->ops[b->pidx[i] - 1];
+      size_t h = pidx_hash(op->root, op->u.proc.iter) & (nc - 1);
+      while (t[h]) h = (h + 1) & (nc - 1);
+      t[h] = b->pidx[i];
+    }
+    free(b->pidx);
+    b->pidx = t;
+    b->cappidx = nc;
+  }
+  size_t h = pidx_hash(root, iter) & (b->cappidx - 1);
+  while (b->pidx[h]) {
+    store_op *op = &b->ops[b->pidx[h] - 1];
+    if (op->root == root && op->u.proc.iter == iter && !strcmp(op->owner, owner ? owner : "")) {
+      xgr_store_proc_clear(&op->u.proc);
+      return op;
+    }
+    h = (h + 1) & (b->cappidx - 1);
+  }
+  store_op *op = push(b, OP_PROC, owner, root);
+  b->pidx[h] = b->n;
+  b->npidx++;
+  return op;
+}
+
 void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
-  store_op *op = push(b, OP_PROC, owner, root_pid);
+  store_op *op = proc_slot(b, owner, root_pid, p->iter);
   store_proc_copy(&op->u.proc, p);
 }
 
@@ -359,8 +400,8 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   if (nref > 1) qsort(refs, nref, sizeof *refs, ref_cmp);
   for (size_t i = 0; i < nref; i++) {
     if (i && refs[i].iter == refs[i - 1].iter) continue;
-    store_op *op = push(b, OP_PROC, owner, root);
     size_t k = refs[i].idx;
+    store_op *op = proc_slot(b, owner, root, refs[i].iter);
     proc_record(o, k < fx->n ? fx->items[k].proc : extra[k - fx->n], &op->u.proc);
   }
   free(refs);

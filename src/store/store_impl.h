@@ -39,6 +39,9 @@ struct xgr_store_changes {
   store_op *ops;
   size_t n, cap;
   size_t last_state;            /* index + 1 of the last OP_STATE (coalescing), 0: none */
+  size_t *pidx;                 /* open-addressing index of OP_PROC entries by (root, iter): the
+                                   last state of a process replaces an earlier one (index + 1) */
+  size_t npidx, cappidx;
   xgr_store_commit_fn done;
   void *ctx;
   struct xgr_store_changes *next; /* queue link */
