@@ -378,7 +378,7 @@ static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *),
     for (size_t j = 0; j < s->nprocs; j++)
       if (s->procs[j].r.status <= XGR_PROC_RUNNING) store_proc_copy(&procs[k][nprocs[k]++], &s->procs[j].r);
     scopes[k] = store_xmalloc((s->nscopes ? s->nscopes : 1) * sizeof **scopes);
-    memcpy(scopes[k], s->scopes, s->nscopes * sizeof **scopes);
+    if (s->nscopes) memcpy(scopes[k], s->scopes, s->nscopes * sizeof **scopes);
     nscopes[k] = s->nscopes;
     k++;
   }

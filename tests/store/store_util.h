@@ -32,7 +32,8 @@ static const char *const t_orch_doc =
 static inline char *t_tmpdir(void) {
   char tmpl[] = "/tmp/xgr-store-test-XXXXXX";
   char *d = mkdtemp(tmpl);
-  return d ? strdup(d) : NULL;
+  if (!d) abort();
+  return strdup(d);
 }
 
 static inline void t_rmdir(const char *dir) {
