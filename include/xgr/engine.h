@@ -236,8 +236,24 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
 
 /* Run fn(ctx, now) on the timer thread when the engine clock reaches at_ms (at once if it has).
  * fn must not block; it typically issues xgr_engine_control calls. Timers of equal time run in
- * the order they were scheduled. Under the stepped clock they count as pending work. */
+ * the order they were scheduled; xgr_engine_wait and xgr_engine_wait_all wait for them too. */
 int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t now), void *ctx);
+
+/* Schedule the timed control actions of `xgr run --script` (the format of xgr_driver_add_script:
+ *   [{"at":5000,"wake":{"pid":"1:3"}|{"step":"E1"},"payload":{...},"caller":"0x..."},
+ *    {"at":0,"kill":"1"|"1:4"}, {"at":0,"pause":"1:2"}, {"at":10,"resume":"1:2"|"1"}])
+ * at base_ms + "at" on the engine clock. Kill, pause, resume and PID wakes go to the session of
+ * the rootPid they name; a step-mode wake to `root_pid` unless "session": rootPid says otherwise.
+ * Each action is recorded in its session's report with its compact JSON text as "action".
+ * Nothing is scheduled when an entry is invalid (*err names it: "[2].at"). Schedule a script
+ * before starting its session so that actions due at the same time as a timer go first, as in
+ * the deterministic driver. */
+int xgr_engine_add_script(xgr_engine *e, uint64_t root_pid, const json_t *script, int64_t base_ms, xgr_error *err);
+
+/* Stepped clock only: while held (a counter: every hold needs a release), virtual time does not
+ * move. Hold it while starting sessions and scheduling their scripts so that they all begin at
+ * the same instant. No effect on the other clocks. */
+void xgr_engine_hold_clock(xgr_engine *e, bool hold);
 
 /* ---- inspection ------------------------------------------------------------------------------- */
 typedef struct xgr_engine_session_info {

@@ -168,6 +168,8 @@ int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx) {
 
 int64_t xgr_engine_now(xgr_engine *e) { return xgr_eng_now(e); }
 
+void xgr_engine_hold_clock(xgr_engine *e, bool hold) { xgr_eng_busy_add(e, hold ? 1 : -1); }
+
 /* ---- bundles ------------------------------------------------------------------------------------- */
 
 int xgr_engine_register(xgr_engine *e, const char *name, const xgr_bundle *b, xgr_error *err) {

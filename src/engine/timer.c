@@ -55,8 +55,12 @@ void xgr_eng_busy_add(xgr_engine *e, long n) {
 
 /* ---- the 4-ary heap ------------------------------------------------------------------------ */
 
+/* Order: deadline, then callbacks before actor timers (scripted actions due at the same time as
+ * a process go first, as in the deterministic driver), then scheduling order. */
 static bool before(const timer_ent *a, const timer_ent *b) {
-  return a->at < b->at || (a->at == b->at && (a->seq & ~(1ull << 63)) < (b->seq & ~(1ull << 63)));
+  if (a->at != b->at) return a->at < b->at;
+  if ((a->seq >> 63) != (b->seq >> 63)) return (a->seq >> 63) > (b->seq >> 63);
+  return a->seq < b->seq;
 }
 
 void xgr_eng_heap_push(timer_ent **heap, size_t *n, size_t *cap, timer_ent e) {
@@ -117,7 +121,6 @@ void xgr_eng_timer_add(xgr_engine *e, int64_t at, xgr_pid pid) { add_entry(e, at
 
 int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb) {
   atomic_fetch_add(&e->pending_at, 1);
-  xgr_eng_busy_add(e, 1);
   add_entry(e, at, (uint64_t)(uintptr_t)cb, true);
   return 0;
 }
@@ -130,7 +133,6 @@ static void fire(xgr_engine *e, const timer_ent *te, int64_t now) {
     cb->fn(cb->ctx, now);
     free(cb);
     if (atomic_fetch_sub(&e->pending_at, 1) == 1) xgr_eng_notify_waiters(e);
-    xgr_eng_busy_add(e, -1);
     return;
   }
   atomic_fetch_add_explicit(&e->st_timers, 1, memory_order_relaxed);
