@@ -32,6 +32,6 @@ step "xgr run: a 2-of-3 race with kill, where one producer fails (hard error)"
 $X run examples/bundles/kofn_race.json --start A --payload '{"B":"error"}' || exit 1
 
 step "xgr run: IterationOfPi, 5 steps of the endless loop (waitSec 3600 on virtual time)"
-$X run examples/bundles/iteration_of_pi.json --start PiIterationStep --payload '{"Iter":0,"S":0.0,"Pi":0.0}' --max-steps 5 --quiet
+$X run examples/bundles/iteration_of_pi.json --start PiIterationStep --payload '{"Iter":0,"S":0.0,"Pi":0.0}' --max-steps 5 --quiet --virtual-time
 [ $? -eq 1 ] || exit 1   # a step limit ends the run with exit code 1 by design
 exit 0

@@ -1,8 +1,14 @@
 /* cmd_run.c — `xgr run BUNDLE --start STEP ...`: run a session of a bundle and show its timeline
- * and final tree (or the --json report). Until the concurrent engine lands, runs use the
- * deterministic driver on virtual time (--virtual-time is accepted and always in effect). */
+ * and final tree (or the --json report). By default the session runs on the concurrent engine
+ * (xgr/engine.h) in real time: steps on worker threads, API calls through the libcurl loop,
+ * waitSec on real timers, scripted actions at their real time. --virtual-time runs it on the
+ * deterministic driver instead (one process at a time, a virtual clock that jumps). Both print
+ * the same timeline, tree and --json report. Ctrl-C kills the session cleanly and prints the tree
+ * so far (a second Ctrl-C exits at once). */
 #include <curl/curl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +16,7 @@
 #include "cli/commands.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
+#include "xgr/engine.h"
 #include "xgr/json.h"
 
 #define DEFAULT_OWNER "0x0000000000000000000000000000000000000001"
@@ -17,11 +24,15 @@
 static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
-        "               [--max-running N] [--json] [--quiet]\n\n"
+        "               [--max-running N] [--time-scale F] [--json] [--quiet]\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
-        "k-of-n state. Runs on the deterministic driver: one process at a time on a virtual clock that\n"
-        "jumps to the next timer (waitSec) or scripted action.\n\n"
+        "k-of-n state. Runs on the concurrent engine in real time (steps in parallel on all cores,\n"
+        "waitSec on real timers); Ctrl-C kills the session and prints the tree so far.\n\n"
+        "  --virtual-time     run on the deterministic driver instead: one process at a time on a\n"
+        "                     virtual clock that jumps to the next timer (waitSec) or scripted action\n"
+        "  --time-scale F     run the engine's clock F times faster than real time (waitSec 3600\n"
+        "                     passes in 3.6 s at 1000; script times are on the same clock)\n"
         "  --payload JSON     start payload (an object; default {})\n"
         "  --owner ADDR       session owner (default " DEFAULT_OWNER ")\n"
         "  --root-pid N       rootPid of the session (default 1)\n"
@@ -118,10 +129,118 @@ static void print_tree(const json_t *procs, const char *parent, int depth) {
   }
 }
 
+/* ---- the concurrent engine --------------------------------------------------------------------- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+  if (interrupted) _exit(130);   /* a second Ctrl-C: leave at once */
+  interrupted = 1;
+}
+
+typedef struct eview {
+  view v;
+  pthread_mutex_t mu;   /* events of one session come from one actor at a time; keep lines whole */
+} eview;
+
+static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
+  eview *ev_ = ctx;
+  view *v = &ev_->v;
+  if (v->quiet) return;
+  pthread_mutex_lock(&ev_->mu);
+  char pid[48];
+  if (ev->kind == XGR_EEV_PROC || ev->kind == XGR_EEV_JOIN) {
+    const xgr_engine_proc *p = ev->proc;
+    xgr_pid_format(v->root, p->iter, pid, sizeof pid);
+    if (ev->kind == XGR_EEV_JOIN) {
+      const json_t *j = p->join;
+      printf("%8lldms  %-8s %-14s join %s: %zu of %zu pieces, k=%d, %s\n", (long long)ev->now, pid, p->step_id,
+             json_string_value(json_object_get(j, "outcome")), json_object_size(json_object_get(j, "inbox")),
+             json_array_size(json_object_get(j, "expect")), (int)json_integer_value(json_object_get(j, "k")),
+             json_string_value(json_object_get(j, "policy")));
+      pthread_mutex_unlock(&ev_->mu);
+      return;
+    }
+    if (p->iter >= v->nlast) {
+      size_t n = v->nlast ? v->nlast : 64;
+      while (n <= p->iter) n *= 2;
+      v->last = realloc(v->last, n);
+      if (!v->last) abort();
+      memset(v->last + v->nlast, 0xff, n - v->nlast);
+      v->nlast = n;
+    }
+    uint8_t prev = v->last[p->iter], now = p->status;
+    if (prev != now) {
+      v->last[p->iter] = now;
+      char extra[96] = "";
+      if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", p->valid ? "valid" : "invalid");
+      else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
+      else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
+        snprintf(extra, sizeof extra, "  until %lldms", (long long)p->next_wake_at);
+      printf("%8lldms  %-8s %-14s %s → %s%s\n", (long long)ev->now, pid, p->step_id,
+             prev == 0xff ? "created" : xgr_proc_status_name(prev), xgr_proc_status_name(now), extra);
+    }
+  } else if (ev->message && ev->kind != XGR_EEV_IDLE) {
+    printf("%8lldms  %s%s\n", (long long)ev->now, ev->kind == XGR_EEV_FINISHED ? "session " : "", ev->message);
+  }
+  fflush(stdout);
+  pthread_mutex_unlock(&ev_->mu);
+}
+
+/* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
+static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
+                      const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
+                      size_t nmap, double scale, bool quiet, json_t **rep) {
+  eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
+  pthread_mutex_init(&ev.mu, NULL);
+  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true,
+                           .keep_finished = true,
+                           .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
+  xgr_error e;
+  xgr_engine *eng = xgr_engine_new(&cfg, &e);
+  if (!eng) {
+    fprintf(stderr, "xgr run: %s\n", e.message);
+    return XGR_EXIT_HARD;
+  }
+  xgr_engine_subscribe(eng, on_engine_event, &ev);
+  xgr_engine_start req = {.bundle = b, .owner = owner, .root_pid = root, .start = start, .payload = payload,
+                          .max_steps = max_steps, .record = true};
+  int code = 0;
+  if (script && xgr_engine_add_script(eng, root, script, xgr_engine_now(eng), &e)) {
+    fprintf(stderr, "xgr run: --script %s: %s\n", e.path, e.message);
+    code = XGR_EXIT_USAGE;
+  } else if (xgr_engine_start_session(eng, &req, &e)) {
+    fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
+    code = XGR_EXIT_USAGE;
+  } else {
+    struct sigaction sa = {.sa_handler = on_sigint}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    int w;
+    while ((w = xgr_engine_wait(eng, owner, root, 100)) == XGR_ETIMEOUT) {
+      if (!interrupted) continue;
+      if (!quiet) printf("%8lldms  interrupted: killing the session\n", (long long)xgr_engine_now(eng));
+      xgr_engine_kill(eng, owner, root, 0, &e);
+      interrupted = 0;
+    }
+    sigaction(SIGINT, &old, NULL);
+    *rep = xgr_engine_report(eng, owner, root, &e);
+    if (!*rep) {
+      fprintf(stderr, "xgr run: %s\n", e.message);
+      code = XGR_EXIT_HARD;
+    }
+  }
+  xgr_engine_free(eng);
+  pthread_mutex_destroy(&ev.mu);
+  free(ev.v.last);
+  return code;
+}
+
 int xgr_cmd_run(int argc, char **argv) {
   const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL;
   long long max_steps = 10000, root_pid = 1, max_running = 0;
-  int as_json = 0, quiet = 0;
+  int as_json = 0, quiet = 0, virtual_time = 0;
+  double scale = 1;
   xgr_api_map_entry map[32];
   size_t nmap = 0;
   static const struct option opts[] = {
@@ -130,19 +249,27 @@ int xgr_cmd_run(int argc, char **argv) {
     {"max-steps", required_argument, NULL, 'm'}, {"script", required_argument, NULL, 'S'},
     {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
-    {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+    {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
+    {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qh", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
       case 'p': payload_s = optarg; break;
       case 'o': owner = optarg; break;
-      case 'v': break;
+      case 'v': virtual_time = 1; break;
       case 'S': script_file = optarg; break;
       case 'j': as_json = 1; break;
       case 'q': quiet = 1; break;
+      case 'T':
+        scale = strtod(optarg, &end);
+        if (*end || !(scale > 0) || scale > 1e9) {
+          fprintf(stderr, "xgr run: --time-scale is '%s'; expected a number above 0 (at most 1e9)\n", optarg);
+          return XGR_EXIT_USAGE;
+        }
+        break;
       case 'm':
       case 'r':
       case 'c': {
@@ -213,6 +340,31 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   xgr_diags_free(&d);
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!virtual_time) {
+    json_t *rep = NULL;
+    int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
+                          (uint32_t)max_running, map, nmap, scale, quiet || as_json, &rep);
+    if (!code) {
+      const char *result = json_string_value(json_object_get(rep, "result"));
+      long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
+      if (as_json) {
+        char *txt = json_dumps(rep, JSON_INDENT(2));
+        if (txt) puts(txt);
+        free(txt);
+      } else {
+        printf("\nsession %s/%lld: %s after %lld step%s, clock %lldms\n", owner, root_pid, result, steps,
+               steps == 1 ? "" : "s", (long long)json_integer_value(json_object_get(rep, "clockMs")));
+        print_tree(json_object_get(rep, "processes"), NULL, 1);
+      }
+      code = strcmp(result, "completed") ? XGR_EXIT_FAIL : XGR_EXIT_OK;
+    }
+    json_decref(rep);
+    xgr_bundle_free(b);
+    xgr_value_release(payload);
+    json_decref(script);
+    curl_global_cleanup();
+    return code;
+  }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
   xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
