@@ -13,3 +13,6 @@ echo "# xgr vs peers — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(uname 
 
 # expressions (issue 3): CEL evaluations/s vs the JavaScript CEL engines (npm)
 "$ROOT/bench/peers/cel/run.sh" "$B"
+
+# engine (issue 7): 32-way fan-out + all join vs bpmn-engine (npm) parallel gateways
+"$ROOT/bench/peers/engine/run.sh" "$B"

@@ -131,12 +131,12 @@ static int allow_kill_race(json_t *eng, const json_t *det, bool free_mode) {
   json_array_foreach(procs, i, p) {
     const json_t *d = find_proc(json_object_get(det, "processes"), sget(p, "pid"));
     if (!d || !join_killed(d, free_mode)) continue;
-    if (!strcmp(sget(p, "status"), "done")) json_array_set_new(procs, i, json_deep_copy(d));
+    if (!strcmp(sget(p, "status"), "done")) json_array_set_new(procs, i, json_deep_copy(d));   /* frees p */
     /* the driver never ran it: drop the row of the step that still finished on the engine */
     bool det_ran = false;
     size_t k;
     json_t *h;
-    json_array_foreach(json_object_get(det, "history"), k, h) if (!strcmp(sget(h, "pid"), sget(p, "pid"))) det_ran = true;
+    json_array_foreach(json_object_get(det, "history"), k, h) if (!strcmp(sget(h, "pid"), sget(d, "pid"))) det_ran = true;
     if (det_ran) continue;
     for (k = json_array_size(hist); k-- > 0;)
       if (!strcmp(sget(json_array_get(hist, k), "pid"), sget(d, "pid"))) {

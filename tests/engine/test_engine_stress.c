@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
   xgr_engine_get_stats(e, &stats);
   int bad = w != 0;
   if (w) fprintf(stderr, "not every session settled\n");
-  long created = 0, ended = 0, killed_fin = 0;
+  long created = 0, ended = 0;
   for (long i = 0; i < nsessions; i++) {
     track *t = &tracks[i];
     int c = 0, en = 0;
@@ -198,7 +198,6 @@ int main(int argc, char **argv) {
                 t->finished, t->dup, t->lost, c, en, t->toobig);
       bad++;
     }
-    killed_fin += t->finished;
   }
   if (stats.sessions_started != (uint64_t)nsessions || stats.sessions_finished != (uint64_t)nsessions) {
     fprintf(stderr, "counters: started %llu, finished %llu, expected %ld\n", (unsigned long long)stats.sessions_started,

@@ -1,0 +1,149 @@
+/* bench_engine.c — throughput and step latency of the concurrent engine (no I/O, memory store).
+ *
+ *   bench_engine fanout [--sessions N] [--workers W] [--rate R]
+ *       N sessions (default 10,000) of a 32-way fan-out + `all` join (34 steps each), all started
+ *       at once (saturated); with --rate R they are started at R sessions/s instead (open loop,
+ *       not saturated), which is what the latency goal is about.
+ *   bench_engine loop [--sessions N] [--steps K] [--workers W]
+ *       N concurrent IterationOfPi loops (the public example's rule, waitSec 3600) of K steps each
+ *       (default 10,000 x 20) on a clock scaled by 10^7, so each 3600 s wait is 0.36 ms of real
+ *       time and every step goes through the timer heap.
+ *
+ * Prints steps/s (steps applied / wall time from the first start to the last session's end) and
+ * p50 / p99 / max step latency, ready (promoted) -> result applied, from the engine's histograms.
+ */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xgr/engine.h"
+
+#define OWNER "0x0000000000000000000000000000000000000001"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *pi_rule =
+    "{\"onInvalid\":{},\"onValid\":{\"payload\":{\"Iter\":\"[Iter]+1\",\"Pi\":\"4.0*[S]\","
+    "\"S\":\"[S]+pow(-1.0,double([Iter]))/(2.0*double([Iter])+1.0)\"},\"waitSec\":3600},"
+    "\"payload\":{\"Iter\":{\"type\":\"int64\"},\"Pi\":{\"type\":\"double\"},\"S\":{\"type\":\"double\"}}}";
+
+static xgr_bundle *load(const char *txt) {
+  xgr_bundle *b = NULL;
+  xgr_error e;
+  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
+    fprintf(stderr, "bench_engine: bundle: %s: %s\n", e.path, e.message);
+    exit(1);
+  }
+  return b;
+}
+
+static xgr_value json_value(const char *txt) {
+  xgr_value v;
+  xgr_error e;
+  if (xgr_value_from_json_text(txt, strlen(txt), 0, &v, &e)) abort();
+  return v;
+}
+
+static xgr_bundle *fanout_bundle(void) {
+  char *txt = malloc(64 * 1024), *p = txt;
+  p += sprintf(p, "{\"orchestration\":{\"id\":\"fanout32\",\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
+  for (int i = 0; i < 32; i++) p += sprintf(p, "%s\"B%d\"", i ? "," : "", i);
+  p += sprintf(p, "],\"join\":{\"joinid\":\"J\",\"mode\":\"all\",\"waitonjoin\":\"kill\",\"from\":[");
+  for (int i = 0; i < 32; i++) p += sprintf(p, "%s{\"node\":\"B%d\",\"when\":\"valid\"}", i ? "," : "", i);
+  p += sprintf(p, "]}}},\"J\":{\"rule\":\"r\"}");
+  for (int i = 0; i < 32; i++) p += sprintf(p, ",\"B%d\":{\"rule\":\"r\"}", i);
+  sprintf(p, "}},\"rules\":{\"r\":{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},\"rules\":[\"[N] >= 0\"],"
+             "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"}}}}}");
+  xgr_bundle *b = load(txt);
+  free(txt);
+  return b;
+}
+
+static void sleep_until(double t) {
+  double d = t - now_s();
+  if (d <= 0) return;
+  struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+static int run(const char *what, long sessions, long steps, unsigned workers, double rate) {
+  bool loop = !strcmp(what, "loop");
+  xgr_bundle *b;
+  if (loop) {
+    char txt[2048];
+    snprintf(txt, sizeof txt,
+             "{\"orchestration\":{\"id\":\"IterationOfPi\",\"structure\":{\"PiIterationStep\":{\"rule\":\"pi\","
+             "\"onValid\":{\"spawns\":[\"PiIterationStep\"]}}}},\"rules\":{\"pi\":%s}}", pi_rule);
+    b = load(txt);
+  } else {
+    b = fanout_bundle();
+  }
+  xgr_value payload = json_value(loop ? "{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}" : "{\"N\":0}");
+  xgr_engine_config cfg = {.workers = workers, .measure_latency = true,
+                           .clock = loop ? (xgr_clock_config){.kind = XGR_CLOCK_SCALED, .scale = 1e7}
+                                         : (xgr_clock_config){.kind = XGR_CLOCK_REAL}};
+  xgr_error e;
+  xgr_engine *eng = xgr_engine_new(&cfg, &e);
+  if (!eng) {
+    fprintf(stderr, "bench_engine: %s\n", e.message);
+    return 1;
+  }
+  double t0 = now_s();
+  for (long s = 0; s < sessions; s++) {
+    if (rate > 0) sleep_until(t0 + (double)s / rate);
+    xgr_engine_start req = {.bundle = b, .owner = OWNER, .root_pid = (uint64_t)s + 1,
+                            .start = loop ? "PiIterationStep" : "A", .payload = payload,
+                            .max_steps = loop ? (uint64_t)steps : 0};
+    if (xgr_engine_start_session(eng, &req, &e)) {
+      fprintf(stderr, "bench_engine: start: %s\n", e.message);
+      return 1;
+    }
+  }
+  xgr_engine_stats st;
+  for (;;) {
+    xgr_engine_get_stats(eng, &st);
+    if (st.sessions_finished == (uint64_t)sessions) break;
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  double dt = now_s() - t0;
+  xgr_engine_get_stats(eng, &st);
+  char mode[64];
+  if (rate > 0) snprintf(mode, sizeof mode, "started at %.0f/s", rate);
+  else snprintf(mode, sizeof mode, "all at once");
+  printf("engine %s: %ld sessions (%s), %llu steps in %.3f s = %.0f steps/s on %u worker%s; step latency "
+         "p50 %.1f us, p99 %.1f us, max %.1f ms\n",
+         loop ? "loop" : "fanout", sessions, mode, (unsigned long long)st.steps, dt, (double)st.steps / dt, workers,
+         workers == 1 ? "" : "s", (double)st.lat_p50_ns / 1e3, (double)st.lat_p99_ns / 1e3, (double)st.lat_max_ns / 1e6);
+  fflush(stdout);
+  xgr_engine_free(eng);
+  xgr_value_release(payload);
+  xgr_bundle_free(b);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || (strcmp(argv[1], "fanout") && strcmp(argv[1], "loop"))) {
+    fprintf(stderr, "usage: bench_engine fanout|loop [--sessions N] [--steps K] [--workers W] [--rate R]\n");
+    return 2;
+  }
+  long sessions = 10000, steps = 20;
+  unsigned workers = 2;
+  double rate = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--sessions")) sessions = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--workers")) workers = (unsigned)atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
+  }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  int rc = run(argv[1], sessions, steps, workers, rate);
+  curl_global_cleanup();
+  return rc;
+}
