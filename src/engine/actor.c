@@ -80,6 +80,7 @@ struct actor {
   uint64_t steps, promoted, max_steps;
   uint32_t inflight;
   int64_t armed;
+  int64_t clock_ms;              /* the session clock of its last change (reports' clockMs) */
   records rec;
   /* ordered application */
   bool ordered;
@@ -295,6 +296,7 @@ static void flush(actor *a, visq *q);
 /* Carry out the effects of one core call (they point into the core until the next call). */
 static void consume(actor *a) {
   xgr_engine *e = a->e;
+  if (a->fx.n) a->clock_ms = a->now;   /* a stale timer that changes nothing leaves the clock */
   for (size_t i = 0; i < a->fx.n; i++) {
     xgr_effect *fe = &a->fx.items[i];
     switch (fe->kind) {
@@ -457,6 +459,7 @@ void xgr_eng_iwake_free(iwake_msg *m) {
 }
 
 static void on_ctl(actor *a, ctl_msg *m) {
+  a->clock_ms = a->now;
   xgr_error err;
   xgr_error_clear(&err);
   int rc;
@@ -498,6 +501,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
 }
 
 static void on_iwake(actor *a, iwake_msg *m) {
+  a->clock_ms = a->now;
   xgr_error err;
   xgr_error_clear(&err);
   size_t woken = 0;
@@ -523,7 +527,7 @@ static const char *live_result(actor *a) {
 }
 
 static void on_report(actor *a, report_msg *m) {
-  json_t *r = xgr_eng_report(a->record ? &a->rec : NULL, a->s, live_result(a), a->steps, a->now);
+  json_t *r = xgr_eng_report(a->record ? &a->rec : NULL, a->s, live_result(a), a->steps, a->clock_ms);
   pthread_mutex_lock(&m->mu);
   m->report = r;
   m->done = true;
@@ -626,7 +630,7 @@ static void complete(actor *a) {
   }
   json_t *rep = NULL;
   if (a->finished && e->cfg.keep_finished)
-    rep = xgr_eng_report(a->record ? &a->rec : NULL, a->s, xgr_session_result_name(a->result), a->steps, a->now);
+    rep = xgr_eng_report(a->record ? &a->rec : NULL, a->s, xgr_session_result_name(a->result), a->steps, a->clock_ms);
   publish(a);
   shard *sh = xgr_eng_shard(e, a->root);
   pthread_mutex_lock(&sh->mu);
@@ -809,7 +813,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->lat = calloc(1, sizeof *a->lat);
     if (!a->lat) abort();
   }
-  a->now = xgr_eng_now(e);
+  a->now = a->clock_ms = xgr_eng_now(e);
   if (xgr_session_start(a->s, (unsigned)step, req->payload, a->now, &a->fx, err)) {
     a->ent = NULL;
     xgr_eng_actor_free(a);
