@@ -211,16 +211,14 @@ static void index_add(xgr_rpcd *d, const char *owner, uint64_t root) {
     o->next = d->owners[b];
     d->owners[b] = o;
   }
-  bool have = false;
-  for (size_t i = o->n; i-- > 0 && !have;) have = o->roots[i] == root;
-  if (!have) {
-    if (o->n == o->cap) {
-      o->cap = o->cap ? o->cap * 2 : 8;
-      o->roots = realloc(o->roots, o->cap * sizeof *o->roots);
-      if (!o->roots) abort();
-    }
-    o->roots[o->n++] = root;
+  /* callers add a session once: start_session only for a session the store did not have,
+   * recovery once per stored session */
+  if (o->n == o->cap) {
+    o->cap = o->cap ? o->cap * 2 : 8;
+    o->roots = realloc(o->roots, o->cap * sizeof *o->roots);
+    if (!o->roots) abort();
   }
+  o->roots[o->n++] = root;
   pthread_mutex_unlock(&d->idx_mu);
 }
 
@@ -1571,7 +1569,6 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
     return 0;
   }
   xgr_persist_track(d->p, ss->owner, ss->root_pid, ss->next_iter, ss->next_group, ss->paused);
-#ifdef XGR_ENGINE_HAS_RESTORE
   xgr_effects fx;
   xgr_effects_init(&fx);
   xgr_session_config sc = {.max_running = d->cfg.max_running};
@@ -1593,11 +1590,6 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
     return 0;
   }
   d->restored++;
-#else
-  d->failed++;
-  logf_(d, "level=error msg=\"cannot restart session: the engine has no restore entry (xgr_engine_start.restore)\" "
-        "owner=%s rootPid=%llu procs=%zu", ss->owner, (unsigned long long)ss->root_pid, l->nprocs);
-#endif
   return 0;
 }
 

@@ -1,0 +1,832 @@
+/* test_daemon.c — xgrd end to end: the real daemon binary (XGRD) started on an ephemeral loopback
+ * port with a SQLite store in a temporary directory, driven with real HTTP requests (libcurl and
+ * raw sockets). Every JSON-RPC method, both naming styles, protocol errors (bad JSON, wrong
+ * types, unknown methods, oversize bodies, wrong content type, batches, notifications), a slow
+ * client, metrics and health endpoints, graceful and crash restarts in the middle of running
+ * sessions (the sessions continue), and a bounded load test of concurrent clients enqueuing and
+ * waking sessions (no lost request, no error). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#define OWNER "0x00000000000000000000000000000000000000c1"
+#define OTHER "0x00000000000000000000000000000000000000c2"
+#define DELEGATE "0x00000000000000000000000000000000000000b0"
+
+typedef struct daemon_t {
+  pid_t pid;
+  int port;
+  char dir[256];
+  char store[300];
+} daemon_t;
+
+/* Daemons started by the current test, killed by the teardown when a test fails half-way. */
+static pid_t g_started[8];
+
+static int teardown(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof g_started / sizeof g_started[0]; i++)
+    if (g_started[i] > 0) {
+      kill(g_started[i], SIGKILL);
+      waitpid(g_started[i], NULL, 0);
+      g_started[i] = 0;
+    }
+  return 0;
+}
+
+static void remember(pid_t pid, bool add) {
+  for (size_t i = 0; i < sizeof g_started / sizeof g_started[0]; i++)
+    if (add ? g_started[i] == 0 : g_started[i] == pid) {
+      g_started[i] = add ? pid : 0;
+      return;
+    }
+}
+
+static const char *xgrd_path(void) {
+  const char *p = getenv("XGRD");
+  return p ? p : "./xgrd";
+}
+
+static const char *src_dir(void) {
+  const char *p = getenv("XGR_SRC");
+  return p ? p : ".";
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void msleep(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Start xgrd on port 0 with the daemon's store; waits for the port file. */
+static void start(daemon_t *d, const char *extra1, const char *extra2) {
+  char portfile[320], logf[320];
+  snprintf(portfile, sizeof portfile, "%s/port", d->dir);
+  snprintf(logf, sizeof logf, "%s/xgrd.log", d->dir);
+  unlink(portfile);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    FILE *f = freopen(logf, "a", stderr);
+    (void)f;
+    const char *argv[16] = {xgrd_path(), "--listen", "127.0.0.1:0", "--auth", "none", "--store", d->store,
+                            "--port-file", portfile, "--workers", "2", "--timeout", "2"};
+    int n = 13;
+    if (extra1) argv[n++] = extra1;
+    if (extra2) argv[n++] = extra2;
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  d->pid = pid;
+  remember(pid, true);
+  for (int i = 0; i < 500; i++) {
+    FILE *f = fopen(portfile, "r");
+    if (f) {
+      int ok = fscanf(f, "%d", &d->port);
+      fclose(f);
+      if (ok == 1 && d->port > 0) return;
+    }
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) fail_msg("xgrd exited at start (see %s)", logf);
+    msleep(10);
+  }
+  fail_msg("xgrd did not write its port file");
+}
+
+/* Signal xgrd and return its exit status. */
+static int stop(daemon_t *d, int sig) {
+  kill(d->pid, sig);
+  int st = 0;
+  waitpid(d->pid, &st, 0);
+  remember(d->pid, false);
+  d->pid = 0;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+typedef struct hbuf {
+  char *p;
+  size_t n;
+} hbuf;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+  hbuf *b = ud;
+  size_t n = size * nmemb;
+  b->p = realloc(b->p, b->n + n + 1);
+  memcpy(b->p + b->n, ptr, n);
+  b->n += n;
+  b->p[b->n] = 0;
+  return n;
+}
+
+/* POST body with a content type; returns the HTTP status, *out the body (malloc'd). */
+static long http(const daemon_t *d, const char *verb, const char *path, const char *ctype, const char *body, size_t len,
+                 char **out) {
+  CURL *h = curl_easy_init();
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
+  hbuf b = {0};
+  struct curl_slist *hd = NULL;
+  if (ctype) {
+    char line[128];
+    snprintf(line, sizeof line, "Content-Type: %s", ctype);
+    hd = curl_slist_append(hd, line);
+  }
+  hd = curl_slist_append(hd, "Expect:");
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  if (body) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+  }
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+  CURLcode cc = curl_easy_perform(h);
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  if (cc != CURLE_OK) status = -1;
+  if (out) *out = b.p ? b.p : strdup("");
+  else free(b.p);
+  return status;
+}
+
+/* Call a method; returns the whole response object (caller decrefs). params is stolen. */
+static json_t *rpc(const daemon_t *d, const char *method, json_t *params) {
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 7, "method", method, "params",
+                         params ? params : json_object());
+  char *s = json_dumps(rq, JSON_COMPACT);
+  json_decref(rq);
+  char *out;
+  long st = http(d, "POST", "/", "application/json", s, strlen(s), &out);
+  free(s);
+  if (st != 200) fail_msg("%s: HTTP %ld %s", method, st, out);
+  json_t *r = json_loads(out, 0, NULL);
+  if (!r) fail_msg("%s: not JSON: %s", method, out);
+  free(out);
+  return r;
+}
+
+/* The result of a call that must succeed (new reference). */
+static json_t *ok(const daemon_t *d, const char *method, json_t *params) {
+  json_t *r = rpc(d, method, params);
+  json_t *e = json_object_get(r, "error");
+  if (e) {
+    char *t = json_dumps(e, 0);
+    fail_msg("%s failed: %s", method, t);
+  }
+  json_t *res = json_incref(json_object_get(r, "result"));
+  json_decref(r);
+  return res;
+}
+
+/* A call that must fail with code (and data.path when path is not NULL). */
+static void fails(const daemon_t *d, const char *method, json_t *params, int code, const char *path) {
+  json_t *r = rpc(d, method, params);
+  json_t *e = json_object_get(r, "error");
+  if (!e) {
+    char *t = json_dumps(r, 0);
+    fail_msg("%s succeeded, expected error %d: %s", method, code, t);
+  }
+  int got = (int)json_integer_value(json_object_get(e, "code"));
+  const char *gp = json_string_value(json_object_get(json_object_get(e, "data"), "path"));
+  if (got != code || (path && (!gp || strcmp(gp, path)))) {
+    char *t = json_dumps(e, 0);
+    fail_msg("%s: expected %d at %s, got %s", method, code, path ? path : "-", t);
+  }
+  json_decref(r);
+}
+
+/* Register a bundle file's rules and orchestration under registry reg. */
+static void deploy(const daemon_t *d, const char *file, const char *reg) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/daemon/%s", src_dir(), file);
+  json_t *b = json_load_file(path, 0, NULL);
+  assert_non_null(b);
+  const char *k;
+  json_t *r;
+  json_object_foreach(json_object_get(b, "rules"), k, r) {
+    json_t *res = ok(d, "xgr_putRule", json_pack("[{s:s, s:O}]", "address", k, "rule", r));
+    json_decref(res);
+  }
+  json_t *res = ok(d, "xgr.putOrchestration", json_pack("{s:s, s:O}", "xrc729", reg, "orchestration",
+                                                        json_object_get(b, "orchestration")));
+  json_decref(res);
+  json_decref(b);
+}
+
+static void mkdaemon(daemon_t *d, const char *name) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->dir, sizeof d->dir, "/tmp/xgr-test-daemon-%s-%d", name, (int)getpid());
+  mkdir(d->dir, 0700);
+  snprintf(d->store, sizeof d->store, "sqlite:%s/store.db", d->dir);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -f %s/store.db*", d->dir);
+  if (system(cmd)) { /* nothing to remove */ }
+}
+
+static void rmdaemon(daemon_t *d) {
+  if (d->pid) stop(d, SIGKILL);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
+  if (system(cmd)) { /* best effort */ }
+}
+
+static const char *sget(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+/* Wait until xgr_sessionAlive says false (at most secs). */
+static bool wait_dead(const daemon_t *d, const char *owner, uint64_t root, double secs) {
+  double t0 = now_s();
+  char r[24];
+  snprintf(r, sizeof r, "%llu", (unsigned long long)root);
+  while (now_s() - t0 < secs) {
+    json_t *res = ok(d, "xgr_sessionAlive", json_pack("[s, s]", owner, r));
+    bool alive = json_is_true(res);
+    json_decref(res);
+    if (!alive) return true;
+    msleep(20);
+  }
+  return false;
+}
+
+/* The session's status in the store (getSession). */
+static char *session_status(const daemon_t *d, const char *owner, uint64_t root) {
+  json_t *res = ok(d, "xgr.getSession", json_pack("{s:s, s:I}", "owner", owner, "rootPid", (json_int_t)root));
+  char *s = strdup(sget(json_object_get(res, "session"), "status"));
+  json_decref(res);
+  return s;
+}
+
+/* ---- tests ------------------------------------------------------------------------------------- */
+
+static void test_registries_and_enqueue(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "reg");
+  start(&d, NULL, NULL);
+  deploy(&d, "gate.json", "0x00000000000000000000000000000000000000f1");
+  /* get returns the exact bytes that were hashed */
+  json_t *g = ok(&d, "xgr_getOrchestration", json_pack("[{s:s}]", "xrc729", "0x00000000000000000000000000000000000000F1"));
+  assert_string_equal(sget(g, "ostcId"), "gate");
+  assert_int_equal(json_integer_value(json_object_get(g, "version")), 1);
+  const char *hash = sget(g, "hash");
+  assert_non_null(json_object_get(json_object_get(g, "orchestration"), "structure"));
+  json_t *gr = ok(&d, "xgr.getRule", json_pack("{s:s}", "address", "W"));
+  assert_non_null(json_object_get(json_object_get(gr, "rule"), "rules"));
+  json_decref(gr);
+  fails(&d, "xgr.getRule", json_pack("{s:s}", "address", "nope"), -32004, "address");
+  fails(&d, "xgr.getOrchestration", json_pack("{s:s}", "xrc729", "0x00000000000000000000000000000000000000f9"), -32004,
+        NULL);
+  /* putOrchestration: schema errors name the path; an oversize document is a limit */
+  fails(&d, "xgr.putOrchestration", json_pack("{s:{s:s, s:{s:{}}}}", "orchestration", "id", "x", "structure", "A"),
+        -32602, NULL);
+  fails(&d, "xgr.putOrchestration", json_pack("{s:i}", "orchestration", 5), -32602, "orchestration");
+  char *big = malloc(300000);
+  memset(big, ' ', 299999);
+  big[0] = '{';
+  big[299998] = '}';
+  big[299999] = 0;
+  fails(&d, "xgr.putOrchestration", json_pack("{s:s}", "orchestration", big), -32005, "orchestration");
+  free(big);
+
+  /* enqueue: queued, then already_queued for the same (owner, rootPid) */
+  json_t *e1 = ok(&d, "xgr.enqueue",
+                  json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:{s:i}}}", "owner", OWNER, "rootPid", "5329", "xrc729",
+                            "0x00000000000000000000000000000000000000f1", "ostcHash", hash, "init", "stepId", "A",
+                            "payload", "n", 10));
+  assert_string_equal(sget(e1, "ack"), "queued");
+  assert_string_equal(sget(e1, "pid"), "5329:1");
+  json_decref(e1);
+  json_t *e2 = ok(&d, "xgr_enqueue",
+                  json_pack("[{s:s, s:i, s:s, s:{s:s}}]", "owner", OWNER, "rootPid", 5329, "xrc729",
+                            "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"));
+  assert_true(!strcmp(sget(e2, "ack"), "already_queued") || !strcmp(sget(e2, "ack"), "scheduled"));
+  json_decref(e2);
+  /* a hash mismatch is refused before anything is stored */
+  fails(&d, "xgr.enqueue",
+        json_pack("{s:s, s:i, s:s, s:s, s:{s:s}}", "owner", OWNER, "rootPid", 77, "xrc729",
+                  "0x00000000000000000000000000000000000000f1", "ostcHash",
+                  "0x0000000000000000000000000000000000000000000000000000000000000000", "init", "stepId", "A"),
+        -32006, "ostcHash");
+  fails(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 77), -32004, NULL);
+  /* schema and limit errors */
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729", "0x00000000000000000000000000000000000000f1",
+                                     "init", "stepId", "Nope"), -32602, "init.stepId");
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s, s:i}}", "owner", OWNER, "xrc729",
+                                     "0x00000000000000000000000000000000000000f1", "init", "stepId", "A", "payload", 3),
+        -32602, "init.payload");
+  json_t *list = json_array();
+  for (int i = 0; i < 65; i++) json_array_append_new(list, json_integer(i));
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s, s:{s:o}}}", "owner", OWNER, "xrc729",
+                                     "0x00000000000000000000000000000000000000f1", "init", "stepId", "A", "payload", "l", list),
+        -32005, "init.payload");
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:{}, s:{s:s}}", "owner", OWNER, "rootPid", "init", "stepId", "A"), -32602,
+        "rootPid");
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:{s:s}}", "owner", "alice", "init", "stepId", "A"), -32602, "owner");
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729", "0x00000000000000000000000000000000000000f7",
+                                     "init", "stepId", "A"), -32004, NULL);
+  /* another caller may not start the owner's sessions */
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "from", OTHER, "xrc729",
+                                     "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"), -32007, "from");
+  json_decref(g);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+static void test_public_methods(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "pub");
+  start(&d, NULL, NULL);
+  deploy(&d, "gate.json", "0x00000000000000000000000000000000000000f1");
+  deploy(&d, "short.json", "0x00000000000000000000000000000000000000f2");
+  /* getNextProcessId never gives the same value twice */
+  json_t *n1 = ok(&d, "xgr_getNextProcessId", json_pack("[{s:s}]", "from", OWNER));
+  json_t *n2 = ok(&d, "xgr.getNextProcessId", json_pack("{s:s}", "from", OWNER));
+  assert_string_equal(sget(n1, "nextProcessId"), "1");
+  assert_string_equal(sget(n2, "nextProcessId"), "2");
+  json_decref(n1);
+  json_decref(n2);
+  fails(&d, "xgr_getNextProcessId", json_pack("[{s:i}]", "from", 12), -32602, "from");
+  /* validateDataTransfer: starts a session and answers the first step's result */
+  json_t *v = ok(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s, s:{s:i}, s:s}]", "from", OWNER, "stepId", "S",
+                                                           "payload", "x", 21, "orchestration",
+                                                           "0x00000000000000000000000000000000000000f2"));
+  assert_string_equal(sget(v, "processId"), "3:1");
+  assert_true(json_is_true(json_object_get(v, "finalResult")));
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "payload"), "x")), 21);
+  json_decref(v);
+  v = ok(&d, "xgr.validateDataTransfer", json_pack("{s:s, s:s, s:{s:i}, s:s}", "from", OWNER, "stepId", "S", "payload", "x",
+                                                    -1, "orchestration", "0x00000000000000000000000000000000000000f2"));
+  assert_true(json_is_false(json_object_get(v, "finalResult")));
+  json_decref(v);
+  fails(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s}]", "from", OWNER, "orchestration",
+                                                  "0x00000000000000000000000000000000000000f2"), -32602, "stepId");
+  /* a gate session: A runs, W waits for a wake-up (waitSec 3600) */
+  json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s, s:{s:{s:{s:[s]}}}}}", "owner", OWNER, "xrc729",
+                                              "0x00000000000000000000000000000000000000f1", "init", "stepId", "A",
+                                              "payload", "__wakeUp", "default", "rpc", DELEGATE));
+  uint64_t root = strtoull(sget(e, "rootPid"), NULL, 10);
+  json_decref(e);
+  char rs[24], pid2[40];
+  snprintf(rs, sizeof rs, "%llu", (unsigned long long)root);
+  snprintf(pid2, sizeof pid2, "%llu:2", (unsigned long long)root);
+  /* wait for W to exist (stepExecuted 1 true, 2 false, 99 null) */
+  double t0 = now_s();
+  json_t *se = NULL;
+  for (;;) {
+    se = ok(&d, "xgr_stepExecuted", json_pack("[s, s, i]", OWNER, rs, 2));
+    if (json_is_false(se) || now_s() - t0 > 5) break;
+    json_decref(se);
+    msleep(10);
+  }
+  assert_true(json_is_false(se));
+  json_decref(se);
+  se = ok(&d, "xgr_stepExecuted", json_pack("[s, s, i]", OWNER, rs, 1));
+  assert_true(json_is_true(se));
+  json_decref(se);
+  se = ok(&d, "xgr.stepExecuted", json_pack("{s:s, s:s, s:i}", "owner", OWNER, "sessionId", rs, "iteration", 99));
+  assert_true(json_is_null(se));
+  json_decref(se);
+  fails(&d, "xgr_stepExecuted", json_pack("[s, s]", OWNER, rs), -32602, NULL);
+  fails(&d, "xgr_stepExecuted", json_pack("[i, s, i]", 5, rs, 1), -32602, "[0]");
+  json_t *al = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, rs));
+  assert_true(json_is_true(al));
+  json_decref(al);
+  /* listSessions: the join view (seed) and the raw rows (public), allow-list mode for a delegate */
+  json_t *ls = ok(&d, "xgr.listSessions", json_pack("{s:s, s:s, s:i, s:{s:[s, s]}}", "owner", OWNER, "rootPid", rs, "limit",
+                                                    10, "sort", "by", "rootPid:desc", "iter:desc"));
+  json_t *items = json_object_get(ls, "items");
+  assert_int_equal(json_array_size(items), 2);
+  assert_string_equal(sget(json_array_get(items, 0), "pid"), pid2);
+  assert_string_equal(sget(json_array_get(items, 0), "status"), "waiting");
+  assert_string_equal(sget(json_array_get(items, 0), "resumeStep"), "W");
+  assert_string_equal(sget(json_array_get(items, 1), "lastStep"), "A");
+  json_decref(ls);
+  ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:i}]", "from", OWNER, "last", 100));
+  assert_true(json_array_size(json_object_get(ls, "sessions")) >= 4);
+  json_decref(ls);
+  ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:s, s:s}]", "from", DELEGATE, "runner", OWNER, "rootId", rs));
+  assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 1);
+  assert_string_equal(sget(json_array_get(json_object_get(ls, "sessions"), 0), "step"), "W");
+  json_decref(ls);
+  fails(&d, "xgr_listSessions", json_pack("[{s:s, s:s}]", "from", OTHER, "owner", OWNER), -32007, NULL);
+  fails(&d, "xgr.listSessions", json_pack("{s:s, s:{s:[s]}}", "owner", OWNER, "sort", "by", "color:asc"), -32602,
+        "sort.by[0]");
+  /* wakeUpProcess: a stranger in PID mode is refused; the delegate in step mode is allowed */
+  fails(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s, s:s}]", "from", OTHER, "runner", OWNER, "processId", pid2), -32007,
+        NULL);
+  fails(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", "x:y"), -32602, "processId");
+  fails(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s, s:s}]", "from", OWNER, "processId", pid2, "stepId", "W"), -32602,
+        "stepId");
+  json_t *w = ok(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s, s:s, s:s, s:{s:i}}]", "from", DELEGATE, "runner", OWNER,
+                                                    "sessionId", rs, "stepId", "W", "payload", "n", 41));
+  assert_int_equal(json_integer_value(json_object_get(w, "woken")), 1);
+  assert_string_equal(sget(w, "mode"), "step");
+  json_decref(w);
+  assert_true(wait_dead(&d, OWNER, root, 5));
+  char *st = session_status(&d, OWNER, root);
+  assert_string_equal(st, "completed");
+  free(st);
+  /* the history shows W ran with the merged payload (n 41 + 1) */
+  json_t *gs = ok(&d, "xgr_getSession", json_pack("[{s:s, s:s}]", "owner", OWNER, "pid", pid2));
+  json_t *h = json_array_get(json_object_get(gs, "history"), 0);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(h, "payload"), "n")), 42);
+  json_decref(gs);
+  /* PID mode by the owner, then xgr_control kill of another gate session */
+  e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729",
+                                      "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"));
+  uint64_t r2 = strtoull(sget(e, "rootPid"), NULL, 10);
+  json_decref(e);
+  snprintf(pid2, sizeof pid2, "%llu:2", (unsigned long long)r2);
+  snprintf(rs, sizeof rs, "%llu", (unsigned long long)r2);
+  t0 = now_s();
+  for (;;) {
+    json_t *r = rpc(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", pid2));
+    bool good = json_object_get(r, "result") != NULL;
+    json_decref(r);
+    if (good) break;
+    assert_true(now_s() - t0 < 5);
+    msleep(10);
+  }
+  assert_true(wait_dead(&d, OWNER, r2, 5));
+  e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729",
+                                      "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"));
+  uint64_t r3 = strtoull(sget(e, "rootPid"), NULL, 10);
+  json_decref(e);
+  fails(&d, "xgr_control", json_pack("[{s:s, s:s, s:I}]", "from", OWNER, "action", "pause", "sessionId", (json_int_t)r3),
+        -32602, "action");
+  fails(&d, "xgr_control", json_pack("[{s:s, s:s, s:s, s:I}]", "from", OTHER, "owner", OWNER, "action", "kill", "sessionId",
+                                     (json_int_t)r3), -32007, "from");
+  json_t *k = ok(&d, "xgr_control", json_pack("[{s:s, s:s, s:I}]", "from", OWNER, "action", "kill", "sessionId", (json_int_t)r3));
+  assert_string_equal(sget(k, "status"), "killed");
+  json_decref(k);
+  assert_true(wait_dead(&d, OWNER, r3, 5));
+  msleep(50);
+  st = session_status(&d, OWNER, r3);
+  assert_string_equal(st, "killed");
+  free(st);
+  fails(&d, "xgr_control", json_pack("[{s:s, s:s, s:I}]", "from", OWNER, "action", "kill", "sessionId", (json_int_t)r3),
+        -32004, NULL);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+static void test_pause_resume_kill(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "ctl");
+  start(&d, NULL, NULL);
+  deploy(&d, "ticker.json", "local");
+  json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s, s:{s:i}}}", "owner", OWNER, "rootPid", 9, "init",
+                                              "stepId", "T", "payload", "max", 1000));
+  json_decref(e);
+  msleep(100);
+  json_t *p = ok(&d, "xgr.pause", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "9"));
+  assert_true(json_is_true(json_object_get(p, "ok")));
+  json_decref(p);
+  msleep(1300);   /* the next tick is due after 1 s, but the session is paused */
+  json_t *ls = ok(&d, "xgr.listSessions", json_pack("{s:s, s:i, s:s}", "owner", OWNER, "rootPid", 9, "sort", "iter:desc"));
+  json_t *first = json_array_get(json_object_get(ls, "items"), 0);
+  assert_string_equal(sget(first, "status"), "paused");
+  size_t before = json_array_size(json_object_get(ls, "items"));
+  json_decref(ls);
+  /* enqueue of a paused session answers paused */
+  e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s}}", "owner", OWNER, "rootPid", 9, "init", "stepId", "T"));
+  assert_string_equal(sget(e, "ack"), "paused");
+  json_decref(e);
+  fails(&d, "xgr.pause", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "from", OTHER, "pid", "9"), -32007, "from");
+  p = ok(&d, "xgr_resume", json_pack("[{s:s, s:s}]", "owner", OWNER, "pid", "9"));
+  json_decref(p);
+  msleep(1300);
+  ls = ok(&d, "xgr.listSessions", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 9));
+  assert_true(json_array_size(json_object_get(ls, "items")) > before);
+  json_decref(ls);
+  p = ok(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "9"));
+  json_decref(p);
+  assert_true(wait_dead(&d, OWNER, 9, 5));
+  fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "9"), -32004, NULL);
+  fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "nine"), -32602, "pid");
+  assert_int_equal(stop(&d, SIGINT), 0);
+  rmdaemon(&d);
+}
+
+static void test_protocol(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "proto");
+  start(&d, "--max-body", "4096");
+  char *out;
+  /* bad JSON */
+  assert_int_equal(http(&d, "POST", "/", "application/json", "{\"jsonrpc\":", 11, &out), 200);
+  assert_non_null(strstr(out, "-32700"));
+  free(out);
+  /* wrong types in the envelope */
+  const char *bad = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}";
+  http(&d, "POST", "/", "application/json", bad, strlen(bad), &out);
+  assert_non_null(strstr(out, "-32600"));
+  free(out);
+  bad = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_sessionAlive\",\"params\":\"x\"}";
+  http(&d, "POST", "/", "application/json", bad, strlen(bad), &out);
+  assert_non_null(strstr(out, "-32600"));
+  free(out);
+  /* unknown method */
+  fails(&d, "xgr_nope", NULL, -32601, NULL);
+  /* wrong parameter types */
+  fails(&d, "xgr_sessionAlive", json_pack("[s, {}]", OWNER), -32602, "[1]");
+  fails(&d, "xgr.enqueue", json_pack("[i]", 1), -32602, "[0]");
+  /* oversize body: 413, and the server keeps serving */
+  char *big = malloc(8192);
+  memset(big, 'x', 8191);
+  big[8191] = 0;
+  assert_int_equal(http(&d, "POST", "/", "application/json", big, 8191, NULL), 413);
+  free(big);
+  /* wrong content type, wrong path, wrong HTTP method */
+  assert_int_equal(http(&d, "POST", "/", "text/plain", "{}", 2, NULL), 415);
+  assert_int_equal(http(&d, "POST", "/nope", "application/json", "{}", 2, NULL), 404);
+  assert_int_equal(http(&d, "PUT", "/", "application/json", "{}", 2, NULL), 405);
+  /* a batch with a notification: two answers */
+  const char *batch = "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_sessionAlive\",\"params\":[\"" OWNER "\",\"1\"]},"
+                      "{\"jsonrpc\":\"2.0\",\"method\":\"xgr_sessionAlive\",\"params\":[\"" OWNER "\",\"1\"]},"
+                      "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"nope\"}]";
+  assert_int_equal(http(&d, "POST", "/rpc", "application/json", batch, strlen(batch), &out), 200);
+  json_t *arr = json_loads(out, 0, NULL);
+  free(out);
+  assert_int_equal(json_array_size(arr), 2);
+  assert_true(json_is_false(json_object_get(json_array_get(arr, 0), "result")));
+  json_decref(arr);
+  const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"xgr_sessionAlive\",\"params\":[\"" OWNER "\",\"1\"]}";
+  assert_int_equal(http(&d, "POST", "/", "application/json", note, strlen(note), NULL), 204);
+  /* health, readiness, metrics */
+  assert_int_equal(http(&d, "GET", "/healthz", NULL, NULL, 0, NULL), 200);
+  assert_int_equal(http(&d, "GET", "/readyz", NULL, NULL, 0, NULL), 200);
+  assert_int_equal(http(&d, "GET", "/metrics", NULL, NULL, 0, &out), 200);
+  const char *names[] = {"xgr_sessions_live", "xgr_processes{status=\"running\"}", "xgr_steps_total",
+                         "xgr_step_seconds_bucket", "xgr_store_commit_seconds_bucket", "xgr_queue_depth",
+                         "xgr_http_requests_total{method=\"xgr_sessionAlive\",http=\"200\",code=\"-32602\"}"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strstr(out, names[i])) fail_msg("metrics lack %s", names[i]);
+  free(out);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* A client that sends half a request and stalls is dropped after the timeout (2 s) while others
+ * are served meanwhile. */
+static void test_slow_client(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "slow");
+  start(&d, NULL, NULL);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  const char *half = "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: appl";
+  assert_true(send(fd, half, strlen(half), 0) > 0);
+  double t0 = now_s();
+  for (int i = 0; i < 20; i++) {
+    json_t *r = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
+    json_decref(r);
+  }
+  assert_true(now_s() - t0 < 1.5);   /* not held up by the slow client */
+  struct timeval tv = {6, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  ssize_t n = recv(fd, buf, sizeof buf, 0);
+  double waited = now_s() - t0;
+  assert_true(n <= 0);            /* closed, no answer */
+  assert_true(waited < 5.5);      /* by the server's timeout, not ours */
+  close(fd);
+  /* a slow body: headers complete, body trickles in slower than the timeout */
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  const char *hdr = "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+  assert_true(send(fd, hdr, strlen(hdr), 0) > 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  n = recv(fd, buf, sizeof buf, 0);
+  assert_true(n <= 0);
+  close(fd);
+  json_t *r = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
+  json_decref(r);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* Sessions survive restarts: a graceful one (SIGTERM) and a crash (SIGKILL) while ticker
+ * sessions are between ticks or running one. After each restart they go on and complete with
+ * every tick in their history. */
+static void test_restart(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "restart");
+  start(&d, NULL, NULL);
+  deploy(&d, "ticker.json", "local");
+  deploy(&d, "gate.json", "gates");
+  enum { N = 8 };
+  for (int i = 1; i <= N; i++) {
+    json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s, s:{s:i}}}", "owner", OWNER, "rootPid", i, "init",
+                                                "stepId", "T", "payload", "max", 4));
+    json_decref(e);
+  }
+  json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:s, s:{s:s}}", "owner", OWNER, "rootPid", 100, "xrc729", "gates",
+                                              "init", "stepId", "A"));
+  json_decref(e);
+  msleep(1300);                         /* a tick or two done, the next ones waiting */
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  start(&d, NULL, NULL);
+  json_t *al = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
+  assert_true(json_is_true(al));        /* recovered, still ticking */
+  json_decref(al);
+  msleep(700);
+  assert_int_equal(stop(&d, SIGKILL), 128 + SIGKILL);   /* a crash */
+  start(&d, NULL, NULL);
+  for (int i = 1; i <= N; i++) {
+    if (!wait_dead(&d, OWNER, (uint64_t)i, 10)) fail_msg("session %d did not finish after the restarts", i);
+    char *st = session_status(&d, OWNER, (uint64_t)i);
+    assert_string_equal(st, "completed");
+    free(st);
+    json_t *gs = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", i));
+    json_t *hist = json_object_get(gs, "history");
+    assert_int_equal(json_array_size(hist), 5);   /* n = 0..3 valid, n = 4 invalid */
+    json_t *last = json_array_get(hist, 4);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(last, "payload"), "n")), 4);
+    json_decref(gs);
+  }
+  /* the gate session waits for its wake-up across both restarts */
+  json_t *w = ok(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", "100:2"));
+  json_decref(w);
+  assert_true(wait_dead(&d, OWNER, 100, 5));
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* Many concurrent clients enqueue gate sessions and wake them (libcurl multi, keep-alive):
+ * every request answered without error, every session completed. */
+static void test_load(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "load");
+  start(&d, NULL, NULL);
+  deploy(&d, "gate.json", "local");
+  enum { CLIENTS = 32, SESSIONS = 1500 };
+  CURLM *m = curl_multi_init();
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", d.port);
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  typedef struct slot {
+    CURL *h;
+    hbuf b;
+    char body[512];
+    int phase;   /* 0 enqueue, 1 wake */
+    int n;
+  } slot;
+  slot *s = calloc(CLIENTS, sizeof *s);
+  int next = 0, done = 0, errors = 0, retries = 0;
+  int *phase_of = calloc(SESSIONS + 1, sizeof *phase_of);
+  /* each session: enqueue, then wake 2 (retried while W is not yet waiting) */
+  for (int i = 0; i < CLIENTS; i++) {
+    s[i].h = curl_easy_init();
+    curl_easy_setopt(s[i].h, CURLOPT_URL, url);
+    curl_easy_setopt(s[i].h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(s[i].h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(s[i].h, CURLOPT_WRITEDATA, &s[i].b);
+    curl_easy_setopt(s[i].h, CURLOPT_PRIVATE, &s[i]);
+    curl_easy_setopt(s[i].h, CURLOPT_TIMEOUT, 30L);
+  }
+  double t0 = now_s();
+  int launched = 0;
+  for (int i = 0; i < CLIENTS && next < SESSIONS; i++) {
+    s[i].n = ++next;
+    s[i].phase = 0;
+    snprintf(s[i].body, sizeof s[i].body,
+             "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\",\"rootPid\":%d,"
+             "\"init\":{\"stepId\":\"A\"}}}", s[i].n, s[i].n);
+    curl_easy_setopt(s[i].h, CURLOPT_POSTFIELDS, s[i].body);
+    curl_multi_add_handle(m, s[i].h);
+    launched++;
+  }
+  while (launched > 0 && now_s() - t0 < 60) {
+    int running;
+    curl_multi_perform(m, &running);
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m, &left))) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      slot *sl;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&sl);
+      long code = 0;
+      curl_easy_getinfo(sl->h, CURLINFO_RESPONSE_CODE, &code);
+      json_t *r = msg->data.result == CURLE_OK && code == 200 ? json_loads(sl->b.p ? sl->b.p : "", 0, NULL) : NULL;
+      json_t *err = json_object_get(r, "error");
+      curl_multi_remove_handle(m, sl->h);
+      launched--;
+      free(sl->b.p);
+      sl->b.p = NULL;
+      sl->b.n = 0;
+      bool again = false;
+      if (!r) {
+        errors++;
+      } else if (sl->phase == 0) {
+        if (err || strcmp(sget(json_object_get(r, "result"), "ack"), "queued")) errors++;
+        else {
+          sl->phase = 1;
+          again = true;
+        }
+      } else {
+        /* W may not be waiting yet (A still running): a conflict is retried */
+        if (err && json_integer_value(json_object_get(err, "code")) == -32008) {
+          retries++;
+          again = true;
+        } else if (err) {
+          errors++;
+        } else {
+          done++;
+          phase_of[sl->n] = 2;
+        }
+      }
+      json_decref(r);
+      if (!again && next < SESSIONS) {
+        sl->n = ++next;
+        sl->phase = 0;
+        again = true;
+      }
+      if (again) {
+        if (sl->phase == 0)
+          snprintf(sl->body, sizeof sl->body,
+                   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER
+                   "\",\"rootPid\":%d,\"init\":{\"stepId\":\"A\"}}}", sl->n, sl->n);
+        else
+          snprintf(sl->body, sizeof sl->body,
+                   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"xgr_wakeUpProcess\",\"params\":[{\"from\":\"" OWNER
+                   "\",\"processId\":\"%d:2\",\"payload\":{\"n\":%d}}]}", sl->n, sl->n, sl->n);
+        curl_easy_setopt(sl->h, CURLOPT_POSTFIELDS, sl->body);
+        curl_multi_add_handle(m, sl->h);
+        launched++;
+      }
+    }
+    curl_multi_poll(m, NULL, 0, 100, NULL);
+  }
+  double secs = now_s() - t0;
+  print_message("load: %d sessions enqueued and woken by %d clients in %.2f s (%.0f req/s), %d wake retries\n", done,
+                CLIENTS, secs, (2.0 * done + retries) / secs, retries);
+  for (int i = 0; i < CLIENTS; i++) curl_easy_cleanup(s[i].h);
+  curl_multi_cleanup(m);
+  curl_slist_free_all(hd);
+  free(s);
+  assert_int_equal(errors, 0);
+  assert_int_equal(done, SESSIONS);
+  /* every session completed */
+  for (int i = 1; i <= SESSIONS; i += 1) {
+    if (!wait_dead(&d, OWNER, (uint64_t)i, 10)) fail_msg("session %d still alive", i);
+  }
+  char *st = session_status(&d, OWNER, SESSIONS);
+  assert_string_equal(st, "completed");
+  free(st);
+  free(phase_of);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_teardown(test_registries_and_enqueue, teardown),
+    cmocka_unit_test_teardown(test_public_methods, teardown),
+    cmocka_unit_test_teardown(test_pause_resume_kill, teardown),
+    cmocka_unit_test_teardown(test_protocol, teardown),
+    cmocka_unit_test_teardown(test_slow_client, teardown),
+    cmocka_unit_test_teardown(test_restart, teardown),
+    cmocka_unit_test_teardown(test_load, teardown),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return rc;
+}
