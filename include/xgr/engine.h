@@ -196,6 +196,12 @@ typedef struct xgr_engine_start {
   xgr_value payload;            /* start payload (a map or null), borrowed */
   uint64_t max_steps;           /* stop promoting after this many steps (result "limit"); 0 = none */
   bool record;                  /* keep every process's last state and the history for reports */
+  /* Recovery (xgrd): adopt a core rebuilt from the store (xgr_store_restore_session, on
+   * bundle->orch) instead of starting one; start and payload are then ignored. The engine owns
+   * the core from the call on, also when it fails. restore_fx (may be NULL) holds the effects
+   * restoring produced (a pending join decision); they are taken over and the buffer left empty. */
+  xgr_session *restore;
+  xgr_effects *restore_fx;
 } xgr_engine_start;
 
 /* Start a session: creates its actor and the start process. Returns 0, XGR_ENOTFOUND (bundle or

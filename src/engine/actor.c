@@ -788,7 +788,7 @@ const xgr_process_vt xgr_eng_actor_vt = {
 
 actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, const xgr_engine_start *req,
                          xgr_error *err) {
-  int step = xgr_orch_find(b->orch, req->start);
+  int step = req->restore ? 0 : xgr_orch_find(b->orch, req->start);
   if (step < 0) {
     xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", req->start);
     return NULL;
@@ -800,8 +800,12 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->b = b;
   a->root = req->root_pid;
   xgr_session_config sc = {.max_running = e->cfg.max_running};
-  a->s = xgr_session_new(b->orch, req->owner, req->root_pid, &sc);
+  a->s = req->restore ? req->restore : xgr_session_new(b->orch, req->owner, req->root_pid, &sc);
   xgr_effects_init(&a->fx);
+  if (req->restore_fx) {   /* a restored core's pending effects: consumed by the first turn */
+    a->fx = *req->restore_fx;
+    xgr_effects_init(req->restore_fx);
+  }
   a->armed = XGR_NEVER;
   a->record = req->record;
   a->subs = e->nsubs > 0;
@@ -814,7 +818,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     if (!a->lat) abort();
   }
   a->now = a->clock_ms = xgr_eng_now(e);
-  if (xgr_session_start(a->s, (unsigned)step, req->payload, a->now, &a->fx, err)) {
+  if (!req->restore && xgr_session_start(a->s, (unsigned)step, req->payload, a->now, &a->fx, err)) {
     a->ent = NULL;
     xgr_eng_actor_free(a);
     return NULL;

@@ -204,8 +204,11 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
   if (atomic_load(&e->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
   const xgr_bundle *b = req->bundle ? req->bundle : req->bundle_name ? xgr_engine_bundle(e, req->bundle_name) : NULL;
   if (!b) return xgr_error_set(err, XGR_ENOTFOUND, "bundle", "no bundle \"%s\" is registered", req->bundle_name ? req->bundle_name : "");
-  if (!req->owner || strlen(req->owner) >= sizeof ((sess_entry *)0)->owner || !req->root_pid || !req->start)
+  if (!req->owner || strlen(req->owner) >= sizeof ((sess_entry *)0)->owner || !req->root_pid ||
+      (!req->start && !req->restore)) {
+    xgr_session_free(req->restore);
     return xgr_error_set(err, XGR_EINVAL, NULL, "a session needs an owner (at most 63 bytes), a rootPid > 0 and a start step");
+  }
   atomic_store(&e->started_any, true);
   sess_entry *ent = calloc(1, sizeof *ent);
   if (!ent) abort();
@@ -218,6 +221,7 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
   if (old) {
     pthread_mutex_unlock(&sh->mu);
     free(ent);
+    xgr_session_free(req->restore);
     return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists already", req->owner,
                          (unsigned long long)req->root_pid);
   }
