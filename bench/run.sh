@@ -18,3 +18,5 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 for w in 1 2; do "$B/bench/engine/bench_engine" fanout --sessions 10000 --workers $w; done
 for w in 1 2; do "$B/bench/engine/bench_engine" loop --sessions 10000 --steps 20 --workers $w; done
 "$B/bench/engine/bench_engine" fanout --sessions 2000 --workers 2 --rate 1000
+# xgrd (issue 9): JSON-RPC requests per second over loopback with wrk (sessionAlive, durable enqueue)
+"$(dirname "$0")/daemon/run.sh" "$B"

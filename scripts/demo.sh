@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/demo.sh — the main job on the examples: check the example orchestrations and bundles,
-# draw them, and run sessions end to end on the deterministic driver. `make demo` runs it after
+# draw them, run sessions end to end on the deterministic driver, then register the bundles in
+# xgrd (a throwaway SQLite store) and run sessions through JSON-RPC, printing their timelines. `make demo` runs it after
 # `make deps build`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +35,29 @@ $X run examples/bundles/kofn_race.json --start A --payload '{"B":"error"}' || ex
 step "xgr run: IterationOfPi, 5 steps of the endless loop (waitSec 3600 on virtual time)"
 $X run examples/bundles/iteration_of_pi.json --start PiIterationStep --payload '{"Iter":0,"S":0.0,"Pi":0.0}' --max-steps 5 --quiet --virtual-time
 [ $? -eq 1 ] || exit 1   # a step limit ends the run with exit code 1 by design
+
+step "xgrd: the daemon with a throwaway SQLite store; the example bundles registered and run through JSON-RPC"
+D=build/xgrd
+ddir=$(mktemp -d /tmp/xgr-demo.XXXXXX)
+$D --listen 127.0.0.1:0 --auth none --store "sqlite:$ddir/store.db" --port-file "$ddir/port" --log-level warn 2>"$ddir/xgrd.log" &
+dpid=$!
+trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -rf "$ddir"' EXIT
+for _ in $(seq 100); do [ -s "$ddir/port" ] && break; sleep 0.05; done
+URL="http://127.0.0.1:$(cat "$ddir/port")"
+OWNER=0x00000000000000000000000000000000000000d1
+echo "xgrd listening at $URL (store $ddir/store.db)"
+for b in nested_joins kofn_race iteration_of_pi; do
+  $X deploy examples/bundles/$b.json --registry $b --url "$URL" | tail -1 || exit 1
+done
+$X enqueue --url "$URL" --owner $OWNER --root 1 --registry nested_joins --step A1 || exit 1
+$X enqueue --url "$URL" --owner $OWNER --root 2 --registry kofn_race --step A --payload '{"B":"error"}' || exit 1
+$X enqueue --url "$URL" --owner $OWNER --root 3 --registry iteration_of_pi --step PiIterationStep \
+  --payload '{"Iter":0,"S":0.0,"Pi":0.0}' || exit 1
+echo "curl: xgr_sessionAlive for the endless IterationOfPi session (it waits 3600 s between steps):"
+curl -s -H 'Content-Type: application/json' "$URL" \
+  -d '{"jsonrpc":"2.0","id":1,"method":"xgr_sessionAlive","params":["'$OWNER'","3"]}'; echo
+sleep 1
+for r in 1 2; do echo; $X show $r --owner $OWNER --url "$URL" || exit 1; done
+echo; $X sessions --owner $OWNER --root 3 --url "$URL" || exit 1
+$X kill 3 --owner $OWNER --url "$URL" || exit 1
 exit 0

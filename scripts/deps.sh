@@ -13,6 +13,8 @@ PKGS=(
   libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
   # tests
   libcmocka-dev
+  # benchmarks: HTTP load for xgrd (bench/daemon)
+  wrk
 )
 
 # Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,

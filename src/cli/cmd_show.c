@@ -62,7 +62,16 @@ int xgr_cmd_show(int argc, char **argv) {
   printf("\nprocesses:\n");
   xgr_cli_print_items(json_object_get(res, "processes"));
   printf("\ntimeline (ms after the first step):\n");
-  const json_t *hist = json_object_get(res, "history");
+  json_t *hist = json_object_get(res, "history");
+  /* in the order the steps began (insertion sort: histories are short and nearly sorted) */
+  for (size_t a = 1; a < json_array_size(hist); a++)
+    for (size_t b = a; b > 0; b--) {
+      json_t *x = json_array_get(hist, b - 1), *y = json_array_get(hist, b);
+      if (json_integer_value(json_object_get(x, "at")) <= json_integer_value(json_object_get(y, "at"))) break;
+      json_incref(x);
+      json_array_set(hist, b - 1, y);
+      json_array_set_new(hist, b, x);
+    }
   long long t0 = json_array_size(hist) ? json_integer_value(json_object_get(json_array_get(hist, 0), "at")) : 0;
   size_t i;
   const json_t *h;
