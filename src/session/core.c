@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "session/join_json.h"
 #include "xgr/session.h"
 
 /* ---- small utilities ------------------------------------------------------------------------ */
@@ -367,6 +368,22 @@ static void heap_sync(xgr_session *s, xgr_proc *p) {
 
 /* ---- creating and ending processes ------------------------------------------------------------- */
 
+/* Enter a new live process into the process table and its scope (not into a heap). */
+static void proc_insert(xgr_session *s, xgr_proc *p) {
+  p->heap_idx_ = HEAP_NONE;
+  if (s->live + 1 > s->nbuckets) procs_grow(s);
+  size_t h = hash64(p->iter) & (s->nbuckets - 1);
+  p->hash_next_ = s->buckets[h];
+  s->buckets[h] = p;
+  s->live++;
+  scope *c = scope_get(s, p->group);
+  c->live++;
+  if (c->step_count[p->step]++ == 0) xgr_stepset_add(&c->live_steps, p->step);
+  p->scope_next_ = c->members;
+  if (c->members) c->members->scope_prev_ = p;
+  c->members = p;
+}
+
 static xgr_proc *proc_new(xgr_session *s, unsigned step, uint64_t parent, uint32_t group, xgr_value payload,
                           int64_t wake_at, int64_t now, xgr_effects *fx) {
   xgr_proc *p = xcalloc(1, sizeof *p);
@@ -381,18 +398,7 @@ static xgr_proc *proc_new(xgr_session *s, unsigned step, uint64_t parent, uint32
   p->created_at = now;
   p->started_at = p->finished_at = -1;
   p->payload = xgr_value_retain(payload);
-  p->heap_idx_ = HEAP_NONE;
-  if (s->live + 1 > s->nbuckets) procs_grow(s);
-  size_t h = hash64(p->iter) & (s->nbuckets - 1);
-  p->hash_next_ = s->buckets[h];
-  s->buckets[h] = p;
-  s->live++;
-  scope *c = scope_get(s, group);
-  c->live++;
-  if (c->step_count[step]++ == 0) xgr_stepset_add(&c->live_steps, step);
-  p->scope_next_ = c->members;
-  if (c->members) c->members->scope_prev_ = p;
-  c->members = p;
+  proc_insert(s, p);
   heap_sync(s, p);
   fx_proc(fx, p);
   return p;
@@ -982,4 +988,127 @@ int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr
                          denied, denied == 1 ? "" : "es", sid);
   return xgr_error_set(err, XGR_ESTATE, NULL, "the %zu process%s waiting on step \"%s\" %s open join target%s; nothing was woken",
                        join_open, join_open == 1 ? "" : "es", sid, join_open == 1 ? "is an" : "are", join_open == 1 ? "" : "s");
+}
+
+/* ==== recovery (issue 8): rebuild a core from stored rows; see xgr/session.h ==================
+ * What is restored, and from what (SEMANTICS §2–3): the counters (next_iter, next_group, the
+ * session-wide pause, killed); every live process with all its fields — one that was running
+ * comes back waiting with the payload it had before its step ran (its result never committed);
+ * join targets with their join state; scopes rebuilt from live members and targets (a scope whose
+ * target is no longer live has a closed join; scopes closed with policy kill come from the stored
+ * killed scopes). restore_end settles, which takes any join decision that was still pending. */
+
+void xgr_session_state_get(const xgr_session *s, xgr_session_state *out) {
+  out->next_iter = s->next_iter;
+  out->next_group = s->next_group;
+  out->paused = s->paused;
+  out->killed = s->killed;
+  out->killed_at = s->killed_at;
+}
+
+const xgr_proc *xgr_session_collector(const xgr_session *s, uint32_t group) {
+  const scope *c = scope_find(s, group);
+  return c && c->target ? proc_find(s, c->target) : NULL;
+}
+
+xgr_session *xgr_session_restore_begin(const xgr_orch *o, const char *owner, uint64_t root_pid,
+                                       const xgr_session_config *cfg, const xgr_session_state *st) {
+  xgr_session *s = xgr_session_new(o, owner, root_pid, cfg);
+  if (st) {
+    s->next_iter = st->next_iter ? st->next_iter : 1;
+    s->next_group = st->next_group ? st->next_group : 1;
+    s->paused = st->paused;
+    s->killed = st->killed;
+    s->killed_at = st->killed_at;
+  }
+  return s;
+}
+
+int xgr_session_restore_proc(xgr_session *s, const xgr_proc *src, const char *join_json, xgr_error *err) {
+  char pid[48];
+  xgr_pid_format(s->root_pid, src->iter, pid, sizeof pid);
+  if (src->status != XGR_PROC_WAITING && src->status != XGR_PROC_RUNNING)
+    return xgr_error_set(err, XGR_EINVAL, pid, "process %s is %s; only live processes are restored", pid,
+                         xgr_proc_status_name(src->status));
+  if (src->iter == 0 || src->iter >= s->next_iter)
+    return xgr_error_set(err, XGR_EINVAL, pid, "process %s is outside the session's iters (next %llu)", pid,
+                         (unsigned long long)s->next_iter);
+  if (src->step >= s->orch->nsteps)
+    return xgr_error_set(err, XGR_EINVAL, pid, "process %s is at step index %u, the orchestration has %zu steps", pid,
+                         (unsigned)src->step, s->orch->nsteps);
+  if (proc_find(s, src->iter)) return xgr_error_set(err, XGR_EINVAL, pid, "process %s is there twice", pid);
+  if (src->group >= s->next_group || src->from_group >= s->next_group)
+    return xgr_error_set(err, XGR_EINVAL, pid, "process %s names join group %u, the session has %u", pid,
+                         (unsigned)(src->group > src->from_group ? src->group : src->from_group), (unsigned)s->next_group);
+  xgr_join_state *js = NULL;
+  if (join_json && session_join_from_json(s->orch, join_json, &js, err)) return XGR_EINVAL;
+  if (js && (js->decl->target != src->step || !src->from_group)) {
+    for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(js->inbox[i]);
+    free(js);
+    return xgr_error_set(err, XGR_EINVAL, pid, "process %s has a join state but is not its target", pid);
+  }
+  xgr_proc *p = xcalloc(1, sizeof *p);
+  p->iter = src->iter;
+  p->parent_iter = src->parent_iter;
+  p->step = src->step;
+  p->status = XGR_PROC_WAITING;   /* a running step's result never committed: it runs again */
+  p->paused = src->paused;
+  p->valid = -1;
+  p->group = src->group;
+  p->from_group = src->from_group;
+  p->next_wake_at = src->next_wake_at;
+  p->created_at = src->created_at;
+  p->started_at = -1;
+  p->finished_at = -1;
+  p->payload = xgr_value_kind(src->payload) == XGR_VMAP ? xgr_value_retain(src->payload) : xgr_map_new(0);
+  p->join = js;
+  proc_insert(s, p);
+  return 0;
+}
+
+void xgr_session_restore_scope_killed(xgr_session *s, uint32_t group) {
+  if (group == 0) return;
+  scope *c = scope_get(s, group);
+  c->killed = true;
+  c->closed = true;
+}
+
+int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_error *err) {
+  /* join targets: their scope collects into them */
+  for (size_t i = 0; i < s->nbuckets; i++)
+    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) {
+      if (!p->join) continue;
+      scope *c = scope_get(s, p->from_group);
+      if (c->target && c->target != p->iter) {
+        char pid[48];
+        xgr_pid_format(s->root_pid, p->iter, pid, sizeof pid);
+        return xgr_error_set(err, XGR_EINVAL, pid, "join group %u has two targets", (unsigned)p->from_group);
+      }
+      c->target = p->iter;
+      if (p->join->closed) {
+        c->closed = true;
+        if (p->join->decl->policy == XGR_POLICY_KILL) c->killed = true;
+      }
+    }
+  /* scopes whose target is gone (terminal) have a closed join */
+  for (size_t i = 0; i < s->nsbuckets; i++)
+    for (scope *c = s->sbuckets[i]; c; c = c->hash_next)
+      if (c->id != 0 && !c->target) c->closed = true;
+  for (size_t i = 0; i < s->nbuckets; i++)
+    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) heap_sync(s, p);
+  /* drop scopes with nothing left in them; queue open joins for a decision */
+  size_t nsc = 0;
+  for (size_t i = 0; i < s->nsbuckets; i++)
+    for (scope *c = s->sbuckets[i]; c; c = c->hash_next) nsc++;
+  scope **all = xmalloc((nsc ? nsc : 1) * sizeof *all);
+  size_t k = 0;
+  for (size_t i = 0; i < s->nsbuckets; i++)
+    for (scope *c = s->sbuckets[i]; c; c = c->hash_next) all[k++] = c;
+  for (size_t i = 0; i < k; i++) {
+    if (all[i]->target && !all[i]->closed) mark_dirty(s, all[i]);
+    else scope_free_if_done(s, all[i]);
+  }
+  free(all);
+  settle(s, now, fx);
+  return 0;
 }

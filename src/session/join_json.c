@@ -1,0 +1,142 @@
+/* join_json.c — the join state of a join target as JSON text and back (xgr_session_join_to_json
+ * in xgr/session.h; session_join_from_json in join_json.h). Stores keep a target's join state in
+ * this form: the branch that declared the join ([step, branch] of the orchestration), closed,
+ * outcome, closedAt, one piece (or null) and one fail flag per `from` entry. */
+#include "session/join_json.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- join state as JSON ------------------------------------------------------------------------ */
+
+typedef struct sbuf {
+  char *p;
+  size_t n, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    while (b->n + n + 1 > b->cap) b->cap = b->cap ? b->cap * 2 : 256;
+    b->p = realloc(b->p, b->cap);
+    if (!b->p) abort();
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = 0;
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  char tmp[128];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  sb_put(b, tmp, n > 0 ? (size_t)n : 0);
+}
+
+/* Which step and branch declared join d (pointer identity inside o); false if none. */
+static bool decl_ref(const xgr_orch *o, const xgr_join *d, unsigned *step, unsigned *branch) {
+  for (size_t i = 0; i < o->nsteps; i++)
+    for (unsigned b = 0; b < 2; b++)
+      if (o->steps[i].branch[b].join == d) {
+        *step = (unsigned)i;
+        *branch = b;
+        return true;
+      }
+  return false;
+}
+
+char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
+  unsigned step = 0, branch = 0;
+  if (!js || !decl_ref(o, js->decl, &step, &branch)) return NULL;
+  sbuf b = {0};
+  sb_printf(&b, "{\"decl\":[%u,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", step, branch,
+            js->closed ? "true" : "false", (int)js->outcome, (long long)js->closed_at);
+  for (unsigned i = 0; i < js->decl->n; i++) {
+    if (i) sb_put(&b, ",", 1);
+    if (js->inbox[i].kind == XGR_VNULL) {
+      sb_put(&b, "null", 4);
+    } else {
+      size_t n;
+      char *t = xgr_value_to_json_text(js->inbox[i], 0, &n);
+      sb_put(&b, t, n);
+      free(t);
+    }
+  }
+  sb_put(&b, "],\"fail\":[", 10);
+  for (unsigned i = 0; i < js->decl->n; i++) sb_printf(&b, "%s%s", i ? "," : "", js->fail[i] ? "true" : "false");
+  sb_put(&b, "]}", 2);
+  return b.p;
+}
+
+/* Integer field of a parsed map (int or uint that fits int64). */
+static bool get_i64(xgr_value m, const char *key, int64_t *out) {
+  xgr_value v;
+  if (!xgr_map_get_str(m, key, strlen(key), &v)) return false;
+  if (v.kind == XGR_VINT) *out = v.as.i;
+  else if (v.kind == XGR_VUINT && v.as.u <= INT64_MAX) *out = (int64_t)v.as.u;
+  else return false;
+  return true;
+}
+
+/* Parse the JSON of xgr_session_join_to_json into a new join state for o. */
+int session_join_from_json(const xgr_orch *o, const char *text, xgr_join_state **out, xgr_error *err) {
+  xgr_value m;
+  if (xgr_value_from_json_text(text, strlen(text), 0, &m, err)) return XGR_EINVAL;
+  int rc = XGR_EINVAL;
+  xgr_join_state *js = NULL;
+  xgr_value decl, closed, inbox, fail;
+  if (m.kind != XGR_VMAP || !xgr_map_get_str(m, "decl", 4, &decl) || xgr_list_size(decl) != 2 ||
+      !xgr_map_get_str(m, "closed", 6, &closed) || closed.kind != XGR_VBOOL || !xgr_map_get_str(m, "inbox", 5, &inbox) ||
+      inbox.kind != XGR_VLIST || !xgr_map_get_str(m, "fail", 4, &fail) || fail.kind != XGR_VLIST) {
+    xgr_error_set(err, XGR_EINVAL, "join", "a join state needs decl, closed, inbox and fail");
+    goto done;
+  }
+  xgr_value ds = xgr_list_get(decl, 0), db = xgr_list_get(decl, 1);
+  int64_t step = ds.kind == XGR_VINT ? ds.as.i : -1, branch = db.kind == XGR_VINT ? db.as.i : -1;
+  if (step < 0 || (size_t)step >= o->nsteps || branch < 0 || branch > 1 || !o->steps[step].branch[branch].join) {
+    xgr_error_set(err, XGR_EINVAL, "join.decl", "the declaring branch [%lld,%lld] has no join in this orchestration",
+                  (long long)step, (long long)branch);
+    goto done;
+  }
+  const xgr_join *d = o->steps[step].branch[branch].join;
+  if (xgr_list_size(inbox) != d->n || xgr_list_size(fail) != d->n) {
+    xgr_error_set(err, XGR_EINVAL, "join.inbox", "expected %u entries as the join declares", (unsigned)d->n);
+    goto done;
+  }
+  int64_t outcome = 0, closed_at = 0;
+  if (!get_i64(m, "outcome", &outcome) || outcome < 0 || outcome > 2 || !get_i64(m, "closedAt", &closed_at)) {
+    xgr_error_set(err, XGR_EINVAL, "join.outcome", "expected an outcome 0..2 and closedAt");
+    goto done;
+  }
+  js = calloc(1, sizeof *js);
+  if (!js) abort();
+  js->decl = d;
+  js->closed = closed.as.b;
+  js->outcome = (xgr_join_outcome)outcome;
+  js->closed_at = closed_at;
+  for (unsigned i = 0; i < d->n; i++) {
+    xgr_value piece = xgr_list_get(inbox, i), f = xgr_list_get(fail, i);
+    if (piece.kind != XGR_VNULL && piece.kind != XGR_VMAP) {
+      xgr_error_set(err, XGR_EINVAL, "join.inbox", "a piece is an object or null");
+      goto done;
+    }
+    js->inbox[i] = xgr_value_retain(piece);
+    js->fail[i] = f.kind == XGR_VBOOL && f.as.b ? "aborted" : NULL;
+  }
+  *out = js;
+  js = NULL;
+  rc = 0;
+done:
+  if (js) {
+    for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(js->inbox[i]);
+    free(js);
+  }
+  xgr_value_release(m);
+  return rc;
+}
+

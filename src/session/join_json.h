@@ -1,0 +1,12 @@
+/* join_json.h — private to src/session: parse the JSON form of a join state (the inverse of
+ * xgr_session_join_to_json). */
+#ifndef XGR_SESSION_JOIN_JSON_H
+#define XGR_SESSION_JOIN_JSON_H
+
+#include "xgr/session.h"
+
+/* A new join state for orchestration o from text (malloc'd; pieces retained; the caller frees it
+ * with free() after releasing the inbox values). Returns 0 or XGR_EINVAL with *err naming the field. */
+int session_join_from_json(const xgr_orch *o, const char *text, xgr_join_state **out, xgr_error *err);
+
+#endif
