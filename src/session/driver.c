@@ -10,6 +10,7 @@
 
 #include "xgr/json.h"
 #include "xgr/outcome.h"
+#include "xgr/records.h"
 
 static void *xcalloc(size_t n, size_t m) {
   void *p = calloc(n ? n : 1, m ? m : 1);
@@ -22,36 +23,10 @@ static void *xrealloc(void *p, size_t n) {
   return p;
 }
 
-/* The last known state of one process (kept when cfg.record). */
-typedef struct rec {
-  bool used;
-  uint64_t parent;
-  uint16_t step;
-  uint8_t status, abort_reason;
-  bool paused;
-  int8_t valid;
-  uint32_t group, from_group;
-  json_t *join;                 /* snapshot of the join state, or NULL */
-  xgr_value payload;
-  char *error;
-} rec;
-
-typedef struct hist {
-  uint64_t iter;
-  uint16_t step;
-  uint8_t status;
-  int8_t valid;
-  int64_t at;
-} hist;
-
 typedef struct dsession {
   const xgr_bundle *b;
   xgr_session *s;
-  rec *recs;                    /* indexed by iter - 1 */
-  size_t nrecs, caprecs;
-  hist *hist;
-  size_t nhist, caphist;
-  json_t *actions;              /* reports of scripted actions that concerned this session */
+  xgr_records *rec;             /* processes, history and scripted actions (NULL unless cfg.record) */
 } dsession;
 
 typedef enum act_kind { ACT_WAKE_PID, ACT_WAKE_STEP, ACT_KILL, ACT_PAUSE, ACT_RESUME } act_kind;
@@ -90,14 +65,7 @@ void xgr_driver_free(xgr_driver *d) {
   if (!d) return;
   for (size_t i = 0; i < d->nss; i++) {
     dsession *ds = &d->ss[i];
-    for (size_t k = 0; k < ds->nrecs; k++) {
-      json_decref(ds->recs[k].join);
-      xgr_value_release(ds->recs[k].payload);
-      free(ds->recs[k].error);
-    }
-    free(ds->recs);
-    free(ds->hist);
-    json_decref(ds->actions);
+    xgr_records_free(ds->rec);
     xgr_session_free(ds->s);
   }
   free(d->ss);
@@ -133,61 +101,6 @@ static void observe(xgr_driver *d, xgr_driver_event_kind kind, size_t si, const 
   d->cfg.observe(d->cfg.observe_ctx, &ev);
 }
 
-/* ---- records ---------------------------------------------------------------------------------- */
-
-static json_t *join_json(const xgr_orch *o, const xgr_join_state *js) {
-  const xgr_join *d = js->decl;
-  json_t *expect = json_array(), *inbox = json_object(), *failj = json_object();
-  for (unsigned i = 0; i < d->n; i++) {
-    const char *sid = o->steps[d->from[i].node].id;
-    json_array_append_new(expect, json_string(sid));
-    if (js->inbox[i].kind != XGR_VNULL) json_object_set_new(inbox, sid, xgr_value_to_json(js->inbox[i]));
-    if (js->fail[i]) json_object_set_new(failj, sid, json_string(js->fail[i]));
-  }
-  return json_pack("{s:o, s:i, s:s, s:o, s:o, s:b, s:s}", "expect", expect, "k", (int)d->k, "policy",
-                   xgr_policy_name(d->policy), "inbox", inbox, "fail", failj, "closed", js->closed, "outcome",
-                   xgr_join_outcome_name(js->outcome));
-}
-
-static void record(dsession *ds, const xgr_proc *p) {
-  if (p->iter > ds->caprecs) {
-    size_t nc = ds->caprecs ? ds->caprecs * 2 : 64;
-    while (nc < p->iter) nc *= 2;
-    ds->recs = xrealloc(ds->recs, nc * sizeof *ds->recs);
-    memset(ds->recs + ds->caprecs, 0, (nc - ds->caprecs) * sizeof *ds->recs);
-    ds->caprecs = nc;
-  }
-  if (p->iter > ds->nrecs) ds->nrecs = p->iter;
-  rec *r = &ds->recs[p->iter - 1];
-  r->used = true;
-  r->parent = p->parent_iter;
-  r->step = p->step;
-  r->status = p->status;
-  r->abort_reason = p->abort_reason;
-  r->paused = p->paused;
-  r->valid = p->valid;
-  r->group = p->group;
-  r->from_group = p->from_group;
-  xgr_value_release(r->payload);
-  r->payload = xgr_value_retain(p->payload);
-  if (p->error && (!r->error || strcmp(r->error, p->error))) {
-    free(r->error);
-    r->error = strdup(p->error);
-  }
-  if (p->join) {
-    json_decref(r->join);
-    r->join = join_json(xgr_session_orch(ds->s), p->join);
-  }
-}
-
-static void add_history(dsession *ds, const xgr_effect *e) {
-  if (ds->nhist == ds->caphist) {
-    ds->caphist = ds->caphist ? ds->caphist * 2 : 64;
-    ds->hist = xrealloc(ds->hist, ds->caphist * sizeof *ds->hist);
-  }
-  ds->hist[ds->nhist++] = (hist){e->proc->iter, e->proc->step, e->status, e->valid, e->at};
-}
-
 /* ---- effects ---------------------------------------------------------------------------------- */
 
 static void route_wake(xgr_driver *d, size_t from, const xgr_effect *e) {
@@ -220,15 +133,15 @@ static void consume(xgr_driver *d, size_t si) {
     const xgr_effect *e = &d->fx.items[i];
     switch (e->kind) {
       case XGR_FX_PROC:
-        if (d->cfg.record) record(ds, e->proc);
+        if (ds->rec) xgr_records_proc(ds->rec, ds->b->orch, e->proc);
         observe(d, XGR_DEV_PROC, si, e, NULL, true);
         break;
       case XGR_FX_JOIN:
-        if (d->cfg.record) record(ds, e->proc);
+        if (ds->rec) xgr_records_proc(ds->rec, ds->b->orch, e->proc);
         observe(d, XGR_DEV_JOIN, si, e, NULL, true);
         break;
       case XGR_FX_HISTORY:
-        if (d->cfg.record) add_history(ds, e);
+        if (ds->rec) xgr_records_hist(ds->rec, e);
         break;
       case XGR_FX_FINISHED:
         observe(d, XGR_DEV_FINISHED, si, e, xgr_session_result_name(e->result), true);
@@ -256,7 +169,7 @@ int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner
   ds->b = b;
   xgr_session_config sc = {.max_running = d->cfg.max_running};
   ds->s = xgr_session_new(b->orch, owner, root_pid, &sc);
-  ds->actions = json_array();
+  ds->rec = d->cfg.record ? xgr_records_new() : NULL;
   int rc = xgr_session_start(ds->s, (unsigned)step, payload, d->now, &d->fx, err);
   d->nss++;
   consume(d, d->nss - 1);
@@ -381,9 +294,7 @@ static void apply_action(xgr_driver *d, action *a) {
   }
   snprintf(msg, sizeof msg, "%s: %s", a->text, rc ? err.message : err.message[0] ? err.message : "ok");
   size_t si = ds ? (size_t)(ds - d->ss) : 0;
-  if (ds && d->cfg.record)
-    json_array_append_new(ds->actions, json_pack("{s:I, s:s, s:b, s:s}", "at", (json_int_t)d->now, "action", a->text,
-                                                 "ok", rc == 0, "message", rc ? err.message : err.message[0] ? err.message : "ok"));
+  if (ds && ds->rec) xgr_records_action(ds->rec, d->now, a->text, rc == 0, rc ? err.message : err.message[0] ? err.message : "ok");
   if (ds) consume(d, si);
   observe(d, XGR_DEV_ACTION, si, NULL, msg, rc == 0);
 }
@@ -458,46 +369,11 @@ xgr_session_result xgr_driver_run(xgr_driver *d) {
 
 /* ---- reports ------------------------------------------------------------------------------------ */
 
-static json_t *valid_json(int8_t v) { return v < 0 ? json_null() : json_boolean(v); }
-
 json_t *xgr_driver_report(const xgr_driver *d, size_t si) {
   if (si >= d->nss) return NULL;
   const dsession *ds = &d->ss[si];
-  const xgr_orch *o = xgr_session_orch(ds->s);
-  uint64_t root = xgr_session_root_pid(ds->s);
   xgr_session_result r = xgr_session_result_of(ds->s);
   if (r == XGR_RESULT_RUNNING)
     r = d->cfg.max_steps && d->steps >= d->cfg.max_steps ? XGR_RESULT_LIMIT : XGR_RESULT_STALLED;
-  json_t *procs = json_array();
-  for (size_t i = 0; i < ds->nrecs; i++) {
-    const rec *p = &ds->recs[i];
-    if (!p->used) continue;
-    char pid[48], ppid[48];
-    xgr_pid_format(root, i + 1, pid, sizeof pid);
-    xgr_pid_format(root, p->parent, ppid, sizeof ppid);
-    json_t *j = json_pack("{s:s, s:o, s:s, s:s, s:b, s:o, s:I, s:I, s:O*, s:o, s:o}", "pid", pid, "parentPid",
-                          p->parent ? json_string(ppid) : json_null(), "step", o->steps[p->step].id, "status",
-                          xgr_proc_status_name(p->status), "paused", p->paused, "valid", valid_json(p->valid),
-                          "joinGroupId", (json_int_t)p->group, "joinFromGroupId", (json_int_t)p->from_group, "join",
-                          p->join, "payload", xgr_value_to_json(p->payload), "error",
-                          p->error ? json_string(p->error) : json_null());
-    if (!p->join) json_object_set_new(j, "join", json_null());
-    if (p->status == XGR_PROC_ABORTED && p->abort_reason)
-      json_object_set_new(j, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
-    json_array_append_new(procs, j);
-  }
-  json_t *h = json_array();
-  for (size_t i = 0; i < ds->nhist; i++) {
-    char pid[48];
-    xgr_pid_format(root, ds->hist[i].iter, pid, sizeof pid);
-    json_array_append_new(h, json_pack("{s:s, s:s, s:s, s:o, s:I}", "pid", pid, "step", o->steps[ds->hist[i].step].id,
-                                       "status", xgr_proc_status_name(ds->hist[i].status), "valid",
-                                       valid_json(ds->hist[i].valid), "at", (json_int_t)ds->hist[i].at));
-  }
-  char rootbuf[24];
-  snprintf(rootbuf, sizeof rootbuf, "%llu", (unsigned long long)root);
-  return json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:o, s:o, s:O, s:I, s:I}", "result", xgr_session_result_name(r),
-                   "session", "owner", xgr_session_owner(ds->s), "rootPid", rootbuf, "ostcId", o->id, "ostcHash",
-                   o->hash, "processes", procs, "history", h, "actions", ds->actions, "steps", (json_int_t)d->steps,
-                   "clockMs", (json_int_t)d->now);
+  return xgr_records_report(ds->rec, ds->s, xgr_session_result_name(r), d->steps, d->now);
 }
