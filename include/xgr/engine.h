@@ -109,7 +109,12 @@ typedef struct xgr_store_batch {
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
- * else a negative xgr_errcode (the engine reports it as an event and carries on in memory). */
+ * else a negative xgr_errcode. A refused batch stops its session: nothing the batch caused becomes
+ * visible (its steps are not dispatched, its wake-ups not sent, its events not delivered, its
+ * control calls are answered with err), the session promotes nothing more, results of steps still
+ * running are dropped, and subscribers get one XGR_EEV_STORE_ERROR event. A failed store refuses
+ * every later batch, so every session stops at its next change; what was committed is what a
+ * restart recovers. */
 typedef void (*xgr_store_done_fn)(void *token, int err);
 
 /* The interface a store implements. submit() runs on the session's actor (a worker thread) and
@@ -131,7 +136,11 @@ typedef enum xgr_engine_event_kind {
   XGR_EEV_WAKE,         /* an internal wake-up arrived / could not be delivered (message, ok) */
   XGR_EEV_FINISHED,     /* the session ended (result; message: its name) */
   XGR_EEV_IDLE,         /* nothing runs and no timer is due: only wake-ups can move the session */
-  XGR_EEV_STORE_ERROR   /* the store refused a batch (message) */
+  XGR_EEV_STORE_ERROR,  /* the store refused a batch: the session stopped (message; see xgr_store_done_fn) */
+  XGR_EEV_STEP          /* a step's result was applied: iter, output (its outcome payload, the branch's
+                           `payload` — `outputPayload` of xgr_validateDataTransfer), rule_action, ok
+                           (no hard error); no message. Delivered before the PROC events of the same
+                           result, and like them only after the result is committed */
 } xgr_engine_event_kind;
 
 typedef struct xgr_engine_event {
@@ -145,6 +154,9 @@ typedef struct xgr_engine_event {
   bool ok;
   xgr_session_result result;    /* FINISHED; also IDLE (running) */
   uint64_t steps;               /* steps the session ran so far */
+  uint64_t iter;                /* STEP: the process whose step ran */
+  xgr_value output;             /* STEP: the outcome payload (null after a hard error or a rule action) */
+  uint8_t rule_action;          /* STEP: xgr_rule_action of the result */
 } xgr_engine_event;
 
 /* Called on the session's actor (a worker thread; sessions call concurrently). Everything in ev

@@ -133,6 +133,11 @@ typedef struct xgr_rpcd_config {
   uint32_t max_running;       /* per-session cap on running steps (0: 32) */
   long first_step_timeout_ms; /* xgr_validateDataTransfer waits this long for the first step (0: 10000) */
   FILE *log;                  /* service log (key=value lines), NULL: none */
+  /* the engine clock runs time_scale times faster than wall time (0 or 1: real time). The clock
+   * is Unix ms x time_scale, so it goes on where it was across restarts (tests: waitSec 60 passes
+   * in 60 ms at 1000). */
+  double time_scale;
+  uint32_t store_max_pages;   /* PRAGMA max_page_count of the SQLite store (0: none; tests: a full disk) */
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were
@@ -142,6 +147,10 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err);
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s);
 /* /readyz: true once recovery is done, until shutdown begins. */
 bool xgr_rpcd_ready(void *d);
+/* 0 while the store works; else the error that stopped it (copied into *err, may be NULL). From
+ * then on writing methods answer XGR_RPC_UNAVAILABLE, sessions stop (engine.h: a refused batch
+ * stops its session) and /readyz answers 503; xgrd logs it and exits non-zero when stopped. */
+int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err);
 /* How many sessions recovery restarted, and how many it could not (logged). */
 void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed);
 /* Graceful stop: refuse new work, let running steps finish and the store commit them. Call after

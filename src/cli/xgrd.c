@@ -7,6 +7,12 @@
  * HTTP server, log `msg=listening`. SIGTERM / SIGINT: stop accepting and finish the requests in
  * flight, let the engine finish the steps that run and the store commit them, exit 0. Logs are
  * key=value lines on stderr: one per request at info level, service events at info/warn/error.
+ *
+ * A store failure (full disk, read-only or broken file) stops the work, not the process: from the
+ * failed commit on nothing more is acted on (sessions stop, writing methods answer -32009 with the
+ * store's error, /readyz answers 503), reads of what was committed still work, one error line is
+ * logged, and when xgrd is then stopped it exits with status 4 (EXIT_STORE), so a supervisor sees
+ * the failure. Everything committed is recovered by the next start on a working store.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -24,12 +30,15 @@
 
 #define EXIT_USAGE 2
 #define EXIT_HARD 3
+#define EXIT_STORE 4   /* the store failed while running (see above) */
 
 typedef struct opts {
   const char *listen, *store, *config, *auth, *port_file, *log_level, *sync;
   unsigned workers, threads, timeout_s, max_connections;
   unsigned long max_body;
   long first_step_timeout_ms, shutdown_timeout_ms;
+  double time_scale;
+  unsigned long store_max_pages;
 } opts;
 
 static void usage(FILE *f) {
@@ -51,6 +60,11 @@ static void usage(FILE *f) {
           "  --first-step-timeout MS  how long xgr_validateDataTransfer waits for the first step (default 10000)\n"
           "  --shutdown-timeout MS  how long a graceful stop waits for running steps (default 30000)\n"
           "  --log-level info|warn  info logs one line per request (default info)\n"
+          "  --time-scale F         the engine clock runs F times faster than wall time (default 1; at most\n"
+          "                         100000): waitSec 60 passes in 60 ms at 1000. The clock is Unix ms x F, so it\n"
+          "                         goes on across restarts with the same F (tests and demos)\n"
+          "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
+          "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
           "  --port-file FILE       write the bound port to FILE once listening (for tests and scripts)\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
@@ -102,6 +116,17 @@ static int set_opt(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "max-connections")) { if (parse_uint("--max-connections", v, 1000000, &u) || !u) return -1; o->max_connections = (unsigned)u; }
   else if (!strcmp(name, "max-body")) { if (parse_uint("--max-body", v, 1ul << 30, &u) || !u) return -1; o->max_body = u; }
   else if (!strcmp(name, "first-step-timeout")) { if (parse_uint("--first-step-timeout", v, 3600000, &u)) return -1; o->first_step_timeout_ms = (long)u; }
+  else if (!strcmp(name, "time-scale")) {
+    char *end;
+    errno = 0;
+    double f = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || errno || !(f > 0) || f > 100000) {
+      fprintf(stderr, "xgrd: --time-scale is \"%s\"; expected a number above 0, at most 100000\n", v ? v : "");
+      return -1;
+    }
+    o->time_scale = f;
+  }
+  else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
     fprintf(stderr, "xgrd: unknown option --%s (xgrd --help lists them)\n", name);
@@ -240,8 +265,11 @@ int main(int argc, char **argv) {
                         .store_sync = o.sync && !strcmp(o.sync, "normal"),
                         .workers = o.workers,
                         .first_step_timeout_ms = o.first_step_timeout_ms,
-                        .log = stderr};
-  log_kv("info", "msg=starting store=%s workers=%u", o.store ? o.store : "memory:", o.workers);
+                        .log = stderr,
+                        .time_scale = o.time_scale,
+                        .store_max_pages = (uint32_t)o.store_max_pages};
+  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
+         o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
   if (!d) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
@@ -279,16 +307,33 @@ int main(int argc, char **argv) {
       rc = EXIT_HARD;
     }
   }
+  /* wait for a signal; watch the store meanwhile (its failure is logged once, xgrd keeps serving
+   * reads and refusing writes until it is stopped) */
   int sig = 0;
-  if (!rc) sigwait(&set, &sig);
+  bool store_failed = false;
+  while (!rc) {
+    struct timespec tick = {0, 200 * 1000000L};
+    sig = sigtimedwait(&set, NULL, &tick);
+    if (sig > 0) break;
+    sig = 0;
+    xgr_error se;
+    if (!store_failed && xgr_rpcd_store_failed(d, &se)) {
+      store_failed = true;
+      log_kv("error", "msg=\"store failed: no more work is accepted (writes answer -32009, /readyz 503); fix the store "
+                      "and restart xgrd, which recovers everything committed\" store=%s error=\"%s\"",
+             o.store ? o.store : "memory:", se.message);
+    }
+  }
   log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
   xgr_rpc_stop(srv);
   long tmo = o.shutdown_timeout_ms ? o.shutdown_timeout_ms : 30000;
   if (xgr_rpcd_shutdown(d, tmo)) log_kv("warn", "msg=\"steps still running after the shutdown timeout\" timeout_ms=%ld", tmo);
+  if (xgr_rpcd_store_failed(d, NULL)) store_failed = true;   /* also a failure while stopping */
   xgr_rpcd_free(d);
   xgr_rpc_server_free(srv);
   curl_global_cleanup();
   json_decref(cfgdoc);
-  log_kv("info", "msg=stopped");
+  if (!rc && store_failed) rc = EXIT_STORE;
+  log_kv(rc == EXIT_STORE ? "error" : "info", "msg=stopped%s", rc == EXIT_STORE ? " exit=4 reason=\"the store failed\"" : "");
   return rc;
 }

@@ -90,6 +90,7 @@ struct actor {
   /* visible effects: pending (current batch) and held (committing batch) */
   visq pend, hold;
   bool committing;
+  bool store_failed;             /* the store refused a batch: the session stops, results are dropped */
   xgr_engine_proc *bp;
   size_t nbp, capbp;
   xgr_engine_hist *bh;
@@ -170,6 +171,7 @@ static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, boo
 
 static void ev_free(evsnap *s) {
   if (s->ev.proc) snap_release(&s->p);
+  xgr_value_release(s->ev.output);
   free(s->msg);
   free(s);
 }
@@ -398,6 +400,13 @@ static void apply(actor *a, job *j) {
   xgr_outcome_buf ob;
   xgr_step_outcome o;
   xgr_outcome_from_result(&j->res, a->b->step_rule_address[j->step], &ob, &o);
+  if (a->subs) {   /* the step's own outcome payload, which the core's snapshots do not carry */
+    evsnap *s = ev_new(a, XGR_EEV_STEP, NULL, !j->res.error.code);
+    s->ev.iter = j->iter;
+    s->ev.rule_action = (uint8_t)j->res.action;
+    s->ev.output = xgr_value_retain(j->res.output);
+    push_event(a, s);
+  }
   xgr_session_step_result(a->s, j->iter, &o, a->now, &a->fx, NULL);
   a->inflight--;
   a->steps++;
@@ -408,6 +417,11 @@ static void apply(actor *a, job *j) {
 }
 
 static void on_job(actor *a, job *j) {
+  if (a->store_failed) {   /* nothing it produces could be committed */
+    a->inflight--;
+    job_free(a, j);
+    return;
+  }
   if (j->phase == JOB_FINISH) {   /* its API calls are done: finish the rules on a worker */
     xgr_eng_busy_add(a->e, 1);
     if (xgr_step_yield(a->out, CMD_STEP, j->iter, j)) abort();
@@ -569,14 +583,60 @@ static void batch_clear(actor *a) {
   a->batch_finished = false;
 }
 
+/* A batch the store refused: nothing it caused may become visible. Steps are not dispatched
+ * (the core's promotion is dropped with the actor), wake-ups not sent, events not delivered,
+ * control calls answered with the store's error; the session stops (no more promotions; steps
+ * already running finish and their batches are refused the same way) and subscribers get one
+ * STORE_ERROR event. What was committed before stays committed: a restart on a working store
+ * recovers the session from there. */
+static void discard_held(actor *a, int err) {
+  for (size_t i = 0; i < a->hold.n; i++) {
+    vis *v = &a->hold.v[i];
+    switch (v->kind) {
+      case V_DISPATCH:
+        a->inflight--;
+        job_release(v->u.j);
+        free(v->u.j);
+        break;
+      case V_WAKE:
+        xgr_eng_iwake_free(v->u.w.m);
+        free(v->u.w.target_owner);
+        break;
+      case V_EVENT:
+        ev_free(v->u.ev);
+        break;
+      case V_REPLY:
+        if (v->u.r.fn) v->u.r.fn(v->u.r.ctx, err, "the store failed; nothing of this call was kept");
+        free(v->u.r.msg);
+        break;
+    }
+  }
+  a->hold.n = 0;
+  for (size_t i = 0; i < a->ringcap; i++)   /* results waiting for their turn (ordered) */
+    if (a->ring[i]) {
+      a->inflight--;
+      job_free(a, a->ring[i]);
+      a->ring[i] = NULL;
+    }
+}
+
 static void on_commit(actor *a, int err) {
   a->committing = false;
-  if (err && a->subs) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "the store refused a batch: %s", xgr_errcode_name(err));
-    vpush(&a->hold, (vis){.kind = V_EVENT, .u.ev = ev_new(a, XGR_EEV_STORE_ERROR, msg, false)});
+  if (!err) {
+    flush(a, &a->hold);
+    return;
   }
-  flush(a, &a->hold);
+  bool first = !a->store_failed;
+  a->store_failed = true;
+  a->stopping = true;
+  discard_held(a, err);
+  if (first && a->subs) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the store refused a batch (%s); the session stops", xgr_errcode_name(err));
+    evsnap *s = ev_new(a, XGR_EEV_STORE_ERROR, msg, false);
+    for (unsigned k = 0; k < a->e->nsubs; k++) a->e->subs[k](a->e->subs_ctx[k], &s->ev);
+    ev_free(s);
+  }
 }
 
 /* Submit the turn's rows, holding back their visible effects; or release them if nothing needs

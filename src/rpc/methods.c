@@ -22,9 +22,9 @@
  * (owner, rootPid) are serialised by a striped lock, so a second enqueue sees the first.
  *
  * Listing reads the store (what is committed): a session's processes from proc_rt with their join
- * state, in the join view of seed 001 §2.2 or the raw rows of the public reference. The store
- * has no per-owner session index, so the service keeps one in memory (sessions started or
- * recovered by this process); a listing by rootPid reads the store directly.
+ * state, in the join view of seed 001 §2.2 or the raw rows of the public reference. Without a
+ * rootPid the owner's newest sessions come from the store's sessions table (xgr_store_sessions),
+ * so sessions of earlier xgrd processes are listed too.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -43,7 +43,6 @@
 #include "xgr/xrc_types.h"
 
 #define STRIPES 64
-#define OWNER_BUCKETS 1024
 #define LIST_MAX 10000
 #define LIST_SCAN_SESSIONS 1000
 
@@ -70,16 +69,16 @@ typedef struct waiter {
   uint8_t status;
   int8_t valid;
   json_t *payload;
+  json_t *output;              /* the first step's outcome payload (XGR_EEV_STEP), or NULL */
+  uint8_t action;              /* its rule action */
   char *error;
 } waiter;
 
-/* The in-memory per-owner session index. */
-typedef struct oidx {
-  struct oidx *next;
-  char owner[64];
-  uint64_t *roots;
-  size_t n, cap;
-} oidx;
+/* A writing method and its service (the guard's context). */
+typedef struct guard {
+  struct xgr_rpcd *d;
+  xgr_rpc_method_fn fn;
+} guard;
 
 struct xgr_rpcd {
   xgr_rpcd_config cfg;
@@ -87,6 +86,7 @@ struct xgr_rpcd {
   xgr_persist *p;
   xgr_engine *e;
   atomic_bool ready, stopping;
+  atomic_bool store_down;      /* the store failed (logged once) */
   pthread_mutex_t reg_mu;
   regent *regs;
   bnode *bundles;
@@ -96,11 +96,10 @@ struct xgr_rpcd {
   pthread_cond_t w_cv;
   waiter *waiters;
   atomic_int nwaiters;
-  pthread_mutex_t idx_mu;
-  oidx *owners[OWNER_BUCKETS];
   size_t restored, failed;
   xgr_counter *c_enq[4];
   char names[48][40];          /* method names registered on the server (borrowed by it) */
+  guard guards[24];            /* contexts of the guarded (writing) methods */
 };
 
 static const char *const ack_names[] = {"queued", "already_queued", "paused", "scheduled"};
@@ -195,52 +194,6 @@ static const char *first_key(const json_t *o, const char *const *keys) {
 static int rpc_err(int rc, xgr_error *err) {
   if (!err->message[0]) xgr_error_set(err, rc, err->path, "%s", xgr_errcode_name(rc));
   return xgr_rpc_code_for(rc);
-}
-
-/* ---- the session index ----------------------------------------------------------------------- */
-
-static void index_add(xgr_rpcd *d, const char *owner, uint64_t root) {
-  size_t b = hash_str(owner, 1469598103934665603ull) % OWNER_BUCKETS;
-  pthread_mutex_lock(&d->idx_mu);
-  oidx *o = d->owners[b];
-  while (o && strcmp(o->owner, owner)) o = o->next;
-  if (!o) {
-    o = calloc(1, sizeof *o);
-    if (!o) abort();
-    snprintf(o->owner, sizeof o->owner, "%s", owner);
-    o->next = d->owners[b];
-    d->owners[b] = o;
-  }
-  /* callers add a session once: start_session only for a session the store did not have,
-   * recovery once per stored session */
-  if (o->n == o->cap) {
-    o->cap = o->cap ? o->cap * 2 : 8;
-    o->roots = realloc(o->roots, o->cap * sizeof *o->roots);
-    if (!o->roots) abort();
-  }
-  o->roots[o->n++] = root;
-  pthread_mutex_unlock(&d->idx_mu);
-}
-
-static int cmp_u64_desc(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* The owner's roots, newest first, at most max (malloc'd). */
-static uint64_t *index_roots(xgr_rpcd *d, const char *owner, size_t max, size_t *n) {
-  size_t b = hash_str(owner, 1469598103934665603ull) % OWNER_BUCKETS;
-  pthread_mutex_lock(&d->idx_mu);
-  oidx *o = d->owners[b];
-  while (o && strcmp(o->owner, owner)) o = o->next;
-  size_t k = o ? o->n : 0;
-  uint64_t *out = malloc((k ? k : 1) * sizeof *out);
-  if (!out) abort();
-  if (k) memcpy(out, o->roots, k * sizeof *out);
-  pthread_mutex_unlock(&d->idx_mu);
-  qsort(out, k, sizeof *out, cmp_u64_desc);
-  *n = k < max ? k : max;
-  return out;
 }
 
 /* ---- registries and bundles ---------------------------------------------------------------- */
@@ -340,8 +293,38 @@ static int registry_of(const json_t *o, char *reg, size_t n, const char **path, 
 
 /* ---- waiting for a first step (validateDataTransfer) ------------------------------------------- */
 
+/* The store refused a batch: log it once and wake every validateDataTransfer waiting for a first
+ * step (they answer "unavailable"). Writing methods are refused from now on (guarded()). */
+static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
+  if (atomic_exchange(&d->store_down, true)) return;
+  xgr_error e;
+  xgr_error_clear(&e);
+  if (!xgr_store_failed(d->st, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
+  logf_(d, "level=error msg=\"the store failed: xgrd refuses every write from now on and keeps what was committed; "
+           "fix the store and restart xgrd\" owner=%s rootPid=%llu error=\"%s\"", ev->owner,
+        (unsigned long long)ev->root_pid, e.message);
+  pthread_mutex_lock(&d->w_mu);
+  pthread_cond_broadcast(&d->w_cv);
+  pthread_mutex_unlock(&d->w_mu);
+}
+
 static void on_event(void *ctx, const xgr_engine_event *ev) {
   xgr_rpcd *d = ctx;
+  if (ev->kind == XGR_EEV_STORE_ERROR) {
+    on_store_error(d, ev);
+    return;
+  }
+  if (ev->kind == XGR_EEV_STEP) {   /* the first step's outcome payload, before its PROC event */
+    if (ev->iter != 1 || !atomic_load(&d->nwaiters)) return;
+    pthread_mutex_lock(&d->w_mu);
+    for (waiter *w = d->waiters; w; w = w->next)
+      if (!w->done && !w->output && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
+        w->output = xgr_value_to_json(ev->output);
+        w->action = ev->rule_action;
+      }
+    pthread_mutex_unlock(&d->w_mu);
+    return;
+  }
   if (ev->kind != XGR_EEV_PROC || !ev->proc || ev->proc->iter != 1 || !atomic_load(&d->nwaiters)) return;
   if (ev->proc->status != XGR_PROC_DONE && ev->proc->status != XGR_PROC_ABORTED) return;
   pthread_mutex_lock(&d->w_mu);
@@ -496,7 +479,6 @@ static int start_session(xgr_rpcd *d, start_req *rq, ack *out_ack, uint64_t *out
     return rpc_err(rc, err);
   }
   xgr_persist_track(d->p, rq->owner, root, ss.next_iter, ss.next_group, ss.paused);
-  index_add(d, rq->owner, root);
   if (rq->w) {
     snprintf(rq->w->owner, sizeof rq->w->owner, "%s", rq->owner);
     rq->w->root = root;
@@ -637,7 +619,10 @@ METHOD(m_validate) {
   const xgr_bundle *b = NULL;
   rc = start_session(d, &rq, &a, &root, &b, err);
   if (rc || a != ACK_QUEUED) {
-    if (!rc && w->root) waiter_remove(d, w);
+    if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
+    json_decref(w->output);
+    free(w->error);
+    json_decref(w->payload);
     free(w);
     if (rc) return rc;
     return xgr_error_set(err, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner, (unsigned long long)root,
@@ -655,17 +640,27 @@ METHOD(m_validate) {
     dl.tv_nsec -= 1000000000L;
   }
   pthread_mutex_lock(&d->w_mu);
-  while (!w->done && !atomic_load(&d->stopping))
+  while (!w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down))
     if (pthread_cond_timedwait(&d->w_cv, &d->w_mu, &dl)) break;
   pthread_mutex_unlock(&d->w_mu);
   waiter_remove(d, w);
+  if (!w->done && atomic_load(&d->store_down)) {
+    json_decref(w->output);
+    free(w);
+    xgr_error se;
+    xgr_store_failed(d->st, &se);
+    return xgr_error_set(err, XGR_EIO, NULL, "the store failed before the first step was committed: %s", se.message),
+           XGR_RPC_UNAVAILABLE;
+  }
   json_t *r = json_pack("{s:o, s:o, s:s, s:s}", "processId", pid_json(root, 1), "sessionId", u64_str(root), "ruleAction",
-                        "", "ostcHash", b->orch->hash);
+                        w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
+                        b->orch->hash);
   if (w->done) {
     json_object_set_new(r, "status", json_string(xgr_proc_status_name((xgr_proc_status)w->status)));
     json_object_set_new(r, "finalResult", w->valid < 0 ? json_null() : json_boolean(w->valid));
     json_object_set_new(r, "payload", w->payload ? w->payload : json_null());
-    json_object_set_new(r, "outputPayload", json_null());
+    json_object_set_new(r, "outputPayload", w->output ? w->output : json_null());
+    w->output = NULL;
     if (w->error) json_object_set_new(r, "error", json_string(w->error));
     json_object_set_new(r, "executedSteps",
                         json_pack("[{s:o, s:s, s:o, s:s}]", "pid", pid_json(root, 1), "stepId", step, "valid",
@@ -678,6 +673,7 @@ METHOD(m_validate) {
     json_object_set_new(r, "outputPayload", json_null());
     json_object_set_new(r, "executedSteps", json_array());
   }
+  json_decref(w->output);
   free(w->error);
   free(w);
   *result = r;
@@ -1129,20 +1125,20 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   static const char *const root_keys[] = {"rootPid", "rootId", NULL};
   const char *rk = first_key(o, root_keys);
   const json_t *rv = json_object_get(o, rk);
-  uint64_t one_root = 0, *roots;
-  size_t nroots;
+  /* the sessions to look at: one by rootPid, else the owner's newest (the store's sessions table) */
+  uint64_t one_root = 0;
+  xgr_store_session *ss = NULL;
+  size_t nss = 0;
   if (rv && !json_is_null(rv)) {
     if ((rc = get_u64(rv, rk, &one_root, err))) return rc;
-    roots = malloc(sizeof *roots);
-    if (!roots) abort();
-    roots[0] = one_root;
-    nroots = 1;
-  } else {
-    roots = index_roots(d, owner, LIST_SCAN_SESSIONS, &nroots);
+    ss = calloc(1, sizeof *ss);
+    if (!ss) abort();
+    if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
+  } else if ((rc = xgr_store_sessions(d->st, owner, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
+    return rpc_err(rc, err);
   }
-  for (size_t r = 0; r < nroots; r++) {
-    xgr_store_session s = {0};
-    if (xgr_store_session_get(d->st, owner, roots[r], &s, err)) continue;
+  for (size_t r = 0; r < nss; r++) {
+    const xgr_store_session s = ss[r];
     const xgr_bundle *b = NULL;
     char hk[80];
     snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
@@ -1150,12 +1146,12 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!raw) bundle_for(d, hk, &b, "ostcHash", &be);
     xgr_store_proc *ps = NULL;
     size_t n = 0;
-    if (!xgr_store_procs(d->st, owner, roots[r], &ps, &n, err)) {
+    if (!xgr_store_procs(d->st, owner, s.root_pid, &ps, &n, err)) {
       for (size_t i = 0; i < n; i++) {
         if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
         if (parent) {
           char pp[48];
-          xgr_pid_format(roots[r], ps[i].parent_iter, pp, sizeof pp);
+          xgr_pid_format(s.root_pid, ps[i].parent_iter, pp, sizeof pp);
           if (strcmp(pp, parent)) continue;
         }
         if (rs.n == rs.cap) {
@@ -1163,15 +1159,14 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
           rs.v = realloc(rs.v, rs.cap * sizeof *rs.v);
           if (!rs.v) abort();
         }
-        rs.v[rs.n++] = (row){roots[r], ps[i].iter, updated_ms(&ps[i]),
+        rs.v[rs.n++] = (row){s.root_pid, ps[i].iter, updated_ms(&ps[i]),
                              raw ? item_raw(&s, &ps[i], allow_mode) : item_join(&s, b ? b->orch : NULL, &ps[i])};
       }
       xgr_store_procs_free(ps, n);
     }
-    xgr_store_session_clear(&s);
   }
+  xgr_store_sessions_free(ss, nss);
   xgr_error_clear(err);
-  free(roots);
   row *tmp = malloc((rs.n ? rs.n : 1) * sizeof *tmp);
   if (!tmp) abort();
   sort_rows(rs.v, rs.n, tmp, rs.keys, rs.nkeys);
@@ -1513,24 +1508,43 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
 typedef struct mdef {
   const char *name;   /* without prefix: registered as xgr.<name> and xgr_<name> */
   xgr_rpc_method_fn fn;
+  bool writes;        /* refused with -32009 once the store has failed */
 } mdef;
+
+/* A writing method behind the store-failure guard: once the store has failed, nothing more is
+ * accepted that would have to be written (reads of what was committed still work). */
+static int guarded(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
+  const guard *g = ctx;
+  xgr_error se;
+  if (xgr_store_failed(g->d->st, &se))
+    return xgr_error_set(err, XGR_EIO, NULL, "the store failed, so xgrd takes no more work: %s", se.message),
+           XGR_RPC_UNAVAILABLE;
+  return g->fn(g->d, caller, params, result, err);
+}
+
+int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed(d->st, err); }
 
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   static const mdef defs[] = {
-    {"enqueue", m_enqueue}, {"validateDataTransfer", m_validate}, {"getNextProcessId", m_next_pid},
-    {"kill", m_kill}, {"pause", m_pause}, {"resume", m_resume}, {"control", m_control},
-    {"wakeUpProcess", m_wake}, {"wake", m_wake}, {"sessionAlive", m_alive}, {"stepExecuted", m_step_executed},
-    {"getSession", m_get_session}, {"putOrchestration", m_put_orch}, {"getOrchestration", m_get_orch},
-    {"putRule", m_put_rule}, {"getRule", m_get_rule},
+    {"enqueue", m_enqueue, true}, {"validateDataTransfer", m_validate, true}, {"getNextProcessId", m_next_pid, true},
+    {"kill", m_kill, true}, {"pause", m_pause, true}, {"resume", m_resume, true}, {"control", m_control, true},
+    {"wakeUpProcess", m_wake, true}, {"wake", m_wake, true}, {"sessionAlive", m_alive, false},
+    {"stepExecuted", m_step_executed, false}, {"getSession", m_get_session, false},
+    {"putOrchestration", m_put_orch, true}, {"getOrchestration", m_get_orch, false}, {"putRule", m_put_rule, true},
+    {"getRule", m_get_rule, false},
   };
+  _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
   size_t k = 0;
   char (*names)[40] = d->names;
-  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+    d->guards[i] = (guard){d, defs[i].fn};
     for (int style = 0; style < 2; style++) {
       snprintf(names[k], sizeof names[k], "xgr%c%s", style ? '_' : '.', defs[i].name);
-      int rc = xgr_rpc_register(s, names[k++], defs[i].fn, d);
+      int rc = defs[i].writes ? xgr_rpc_register(s, names[k++], guarded, &d->guards[i])
+                              : xgr_rpc_register(s, names[k++], defs[i].fn, d);
       if (rc) return rc;
     }
+  }
   /* listSessions: the seed's join view under xgr.listSessions, the public raw rows under
    * xgr_listSessions; the same code, `view` picks either */
   int rc = xgr_rpc_register(s, "xgr.listSessions", m_list_join, d);
@@ -1560,7 +1574,6 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
   const xgr_bundle *b = NULL;
   char hk[80];
   snprintf(hk, sizeof hk, "#%s", ss->ostc_hash ? ss->ostc_hash : "");
-  index_add(d, ss->owner, ss->root_pid);
   int rc = bundle_for(d, hk, &b, "ostcHash", &err);
   if (rc) {
     d->failed++;
@@ -1600,9 +1613,9 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   pthread_mutex_init(&d->reg_mu, NULL);
   pthread_mutex_init(&d->w_mu, NULL);
   pthread_cond_init(&d->w_cv, NULL);
-  pthread_mutex_init(&d->idx_mu, NULL);
   for (int i = 0; i < STRIPES; i++) pthread_mutex_init(&d->stripe[i], NULL);
-  xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL};
+  xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
+                         .max_page_count = cfg->store_max_pages};
   d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
   if (!d->st) goto fail;
   d->p = xgr_persist_new(d->st);
@@ -1611,6 +1624,11 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                           .max_running = cfg->max_running,
                           .store = xgr_persist_hook(d->p),
                           .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()}};
+  if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
+    ec.clock.kind = XGR_CLOCK_SCALED;
+    ec.clock.scale = cfg->time_scale;
+    ec.clock.origin_ms = (int64_t)((double)wall_ms() * cfg->time_scale);
+  }
   d->e = xgr_engine_new(&ec, err);
   if (!d->e) goto fail;
   if (xgr_engine_subscribe(d->e, on_event, d)) {
@@ -1664,16 +1682,9 @@ void xgr_rpcd_free(xgr_rpcd *d) {
     xgr_bundle_free(b->b);
     free(b);
   }
-  for (size_t i = 0; i < OWNER_BUCKETS; i++)
-    for (oidx *o = d->owners[i], *nx; o; o = nx) {
-      nx = o->next;
-      free(o->roots);
-      free(o);
-    }
   for (int i = 0; i < STRIPES; i++) pthread_mutex_destroy(&d->stripe[i]);
   pthread_mutex_destroy(&d->reg_mu);
   pthread_mutex_destroy(&d->w_mu);
   pthread_cond_destroy(&d->w_cv);
-  pthread_mutex_destroy(&d->idx_mu);
   free(d);
 }

@@ -358,6 +358,26 @@ static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_
   return 0;
 }
 
+/* The owner's sessions, newest rootPid first: the sessions array is sorted by (owner, rootPid), so
+ * they are one contiguous run, walked backwards. */
+static int m_sessions(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n,
+                      xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  bool f;
+  size_t end = sess_pos(m, owner, UINT64_MAX, &f);   /* just past the owner's run (or at rootPid UINT64_MAX) */
+  if (f) end++;
+  size_t cap = 0;
+  for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && cap < limit;) cap += m->sess[i]->has_row;
+  *out = store_xcalloc(cap ? cap : 1, sizeof **out);
+  *n = 0;
+  for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && *n < cap;)
+    if (m->sess[i]->has_row) store_session_copy(&(*out)[(*n)++], &m->sess[i]->row);
+  pthread_mutex_unlock(&m->lock);
+  (void)err;
+  return 0;
+}
+
 static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
   mstore *m = (mstore *)st;
   /* copy under the lock, call back without it (fn may read the store) */
@@ -493,7 +513,7 @@ static int m_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
 }
 
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
-                                   m_history, m_load_live, m_doc_get, m_gc};
+                                   m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

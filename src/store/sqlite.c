@@ -771,6 +771,21 @@ static int sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store
   return rc;
 }
 
+static void session_row_cb(sqlite3_stmt *s, void *p) { read_session_row(s, p); }
+
+/* The owner's sessions, newest rootPid first: a range scan of the primary key (owner, root_pid). */
+static int sq_sessions(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n,
+                       xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->rmu);
+  void *a;
+  int rc = read_rows(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=?1 ORDER BY root_pid DESC LIMIT ?2", owner,
+                     (uint64_t)limit, sizeof(xgr_store_session), session_row_cb, &a, n, err);
+  pthread_mutex_unlock(&q->rmu);
+  *out = a;
+  return rc;
+}
+
 static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
   sqstore *q = (sqstore *)st;
   pthread_mutex_lock(&q->rmu);
@@ -862,7 +877,7 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 }
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
-                                   sq_history, sq_load_live, sq_doc_get, sq_gc};
+                                   sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

@@ -81,8 +81,9 @@ static void msleep(long ms) {
   nanosleep(&ts, NULL);
 }
 
-/* Start xgrd on port 0 with the daemon's store; waits for the port file. */
-static void start(daemon_t *d, const char *extra1, const char *extra2) {
+/* Start xgrd on port 0 with the daemon's store and up to four extra arguments; waits for the port
+ * file. */
+static void start4(daemon_t *d, const char *extra1, const char *extra2, const char *extra3, const char *extra4) {
   char portfile[320], logf[320];
   snprintf(portfile, sizeof portfile, "%s/port", d->dir);
   snprintf(logf, sizeof logf, "%s/xgrd.log", d->dir);
@@ -92,11 +93,13 @@ static void start(daemon_t *d, const char *extra1, const char *extra2) {
   if (pid == 0) {
     FILE *f = freopen(logf, "a", stderr);
     (void)f;
-    const char *argv[16] = {xgrd_path(), "--listen", "127.0.0.1:0", "--auth", "none", "--store", d->store,
+    const char *argv[20] = {xgrd_path(), "--listen", "127.0.0.1:0", "--auth", "none", "--store", d->store,
                             "--port-file", portfile, "--workers", "2", "--timeout", "2"};
     int n = 13;
     if (extra1) argv[n++] = extra1;
     if (extra2) argv[n++] = extra2;
+    if (extra3) argv[n++] = extra3;
+    if (extra4) argv[n++] = extra4;
     argv[n] = NULL;
     execv(argv[0], (char *const *)argv);
     _exit(127);
@@ -116,6 +119,8 @@ static void start(daemon_t *d, const char *extra1, const char *extra2) {
   }
   fail_msg("xgrd did not write its port file");
 }
+
+static void start(daemon_t *d, const char *extra1, const char *extra2) { start4(d, extra1, extra2, NULL, NULL); }
 
 /* Signal xgrd and return its exit status. */
 static int stop(daemon_t *d, int sig) {
@@ -381,10 +386,17 @@ static void test_public_methods(void **state) {
   assert_string_equal(sget(v, "processId"), "3:1");
   assert_true(json_is_true(json_object_get(v, "finalResult")));
   assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "payload"), "x")), 21);
+  /* outputPayload: the outcome payload of the branch taken (onValid.payload {"y": "[x] * 2"}) */
+  json_t *outp = json_object_get(v, "outputPayload");
+  assert_true(json_is_object(outp));
+  assert_int_equal(json_object_size(outp), 1);
+  assert_int_equal(json_integer_value(json_object_get(outp, "y")), 42);
+  assert_string_equal(sget(v, "ruleAction"), "");
   json_decref(v);
   v = ok(&d, "xgr.validateDataTransfer", json_pack("{s:s, s:s, s:{s:i}, s:s}", "from", OWNER, "stepId", "S", "payload", "x",
                                                     -1, "orchestration", "0x00000000000000000000000000000000000000f2"));
   assert_true(json_is_false(json_object_get(v, "finalResult")));
+  assert_int_equal(json_object_size(json_object_get(v, "outputPayload")), 0);   /* onInvalid: {} */
   json_decref(v);
   fails(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s}]", "from", OWNER, "orchestration",
                                                   "0x00000000000000000000000000000000000000f2"), -32602, "stepId");
@@ -661,6 +673,28 @@ static void test_restart(void **state) {
   msleep(1300);                         /* a tick or two done, the next ones waiting */
   assert_int_equal(stop(&d, SIGTERM), 0);
   start(&d, NULL, NULL);
+  /* listing by owner without rootPid reads the store's sessions table: every session of the
+   * earlier process is listed (join view and raw rows), newest rootPid first */
+  json_t *ls = ok(&d, "xgr.listSessions", json_pack("{s:s, s:i}", "owner", OWNER, "limit", 1000));
+  json_t *items = json_object_get(ls, "items");
+  bool seen[N + 2] = {false};
+  size_t ix;
+  json_t *it;
+  json_array_foreach(items, ix, it) {
+    long r = strtol(sget(it, "rootPid"), NULL, 10);
+    seen[r == 100 ? N + 1 : (r >= 1 && r <= N ? r : 0)] = true;
+  }
+  for (int r = 1; r <= N + 1; r++)
+    if (!seen[r]) fail_msg("session %d is not listed after the restart", r == N + 1 ? 100 : r);
+  assert_string_equal(sget(json_array_get(items, 0), "rootPid"), "100");
+  json_decref(ls);
+  ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:i}]", "from", OWNER, "last", 3));
+  assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 3);
+  assert_true(json_integer_value(json_object_get(ls, "total")) >= N + 1);
+  json_decref(ls);
+  ls = ok(&d, "xgr.listSessions", json_pack("{s:s}", "owner", OTHER));
+  assert_int_equal(json_array_size(json_object_get(ls, "items")), 0);
+  json_decref(ls);
   json_t *al = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
   assert_true(json_is_true(al));        /* recovered, still ticking */
   json_decref(al);
@@ -683,6 +717,103 @@ static void test_restart(void **state) {
   json_t *w = ok(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", "100:2"));
   json_decref(w);
   assert_true(wait_dead(&d, OWNER, 100, 5));
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* The value of a metric line that starts with `prefix` in a /metrics text, or -1. */
+static double metric(const char *text, const char *prefix) {
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (!strncmp(p, prefix, strlen(prefix)) && p[strlen(prefix)] == ' ') return strtod(p + strlen(prefix) + 1, NULL);
+  return -1;
+}
+
+static double steps_applied(const daemon_t *d) {
+  char *out;
+  assert_int_equal(http(d, "GET", "/metrics", NULL, NULL, 0, &out), 200);
+  double v = metric(out, "xgr_engine_events{kind=\"steps\"}");
+  free(out);
+  return v;
+}
+
+/* A full disk while sessions run: the store (limited with --store-max-pages, SQLite's
+ * max_page_count) refuses a commit. From then on nothing more happens — the sessions stop (the
+ * engine's step counter stands still), writing methods answer -32009 with the store's error,
+ * /readyz answers 503, reads of what was committed still work, the log says so — and xgrd exits
+ * with status 4 when stopped. Restarted without the limit, it recovers the sessions from what was
+ * committed and they go on: nothing committed was lost. */
+static void test_store_full(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "full");
+  start4(&d, "--store-max-pages", "120", "--time-scale", "100");
+  deploy(&d, "ticker.json", "local");
+  char *pad = malloc(3001);
+  memset(pad, 'p', 3000);
+  pad[3000] = 0;
+  enum { N = 4 };
+  for (int i = 1; i <= N; i++) {
+    json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s, s:{s:i, s:s}}}", "owner", OWNER, "rootPid", i, "init",
+                                                "stepId", "T", "payload", "max", 1000000, "__pad", pad));
+    json_decref(e);
+  }
+  free(pad);
+  /* every tick (10 ms at --time-scale 100) writes a process row and a history row of ~3 KB */
+  double t0 = now_s();
+  while (http(&d, "GET", "/readyz", NULL, NULL, 0, NULL) == 200) {
+    if (now_s() - t0 > 30) fail_msg("the store did not fill up");
+    msleep(50);
+  }
+  msleep(300);   /* the failure has reached every session */
+  double s1 = steps_applied(&d);
+  msleep(500);   /* 50 ticks per session would be due meanwhile */
+  double s2 = steps_applied(&d);
+  assert_true(s1 > 0);
+  assert_true(s1 == s2);
+  assert_int_equal(http(&d, "GET", "/readyz", NULL, NULL, 0, NULL), 503);
+  /* writes are refused with the store's error */
+  json_t *r = rpc(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s}}", "owner", OWNER, "rootPid", 50, "init", "stepId", "T"));
+  json_t *e = json_object_get(r, "error");
+  assert_non_null(e);
+  assert_int_equal(json_integer_value(json_object_get(e, "code")), -32009);
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  if (!strstr(msg, "full")) fail_msg("the error does not name the cause: %s", msg);
+  json_decref(r);
+  fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "1"), -32009, NULL);
+  fails(&d, "xgr_getNextProcessId", json_pack("[{s:s}]", "from", OWNER), -32009, NULL);
+  fails(&d, "xgr_putRule", json_pack("[{s:s, s:{}}]", "address", "Z", "rule"), -32009, NULL);
+  /* reads of what was committed work */
+  json_t *gs = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 1));
+  size_t ticks_before = json_array_size(json_object_get(gs, "history"));
+  json_decref(gs);
+  assert_int_equal(stop(&d, SIGTERM), 4);
+  char logf[320], line[4096];
+  snprintf(logf, sizeof logf, "%s/xgrd.log", d.dir);
+  FILE *f = fopen(logf, "r");
+  assert_non_null(f);
+  bool logged = false;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "level=error") && strstr(line, "store failed") && strstr(line, "full")) logged = true;
+  fclose(f);
+  assert_true(logged);
+  /* restart on a store that can grow: recovered, the sessions go on from their last commit */
+  start4(&d, "--time-scale", "100", NULL, NULL);
+  assert_int_equal(http(&d, "GET", "/readyz", NULL, NULL, 0, NULL), 200);
+  t0 = now_s();
+  for (;;) {
+    gs = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 1));
+    size_t now_ticks = json_array_size(json_object_get(gs, "history"));
+    json_t *hist = json_object_get(gs, "history");
+    /* no tick twice, none lost: n counts 0, 1, 2, ... in the history */
+    for (size_t k = 0; k < now_ticks; k++) {
+      json_t *pl = json_object_get(json_array_get(hist, k), "payload");
+      assert_int_equal(json_integer_value(json_object_get(pl, "n")), (json_int_t)k + 1);
+    }
+    json_decref(gs);
+    if (now_ticks > ticks_before + 5) break;
+    if (now_s() - t0 > 10) fail_msg("session 1 did not go on after the restart (%zu ticks)", now_ticks);
+    msleep(50);
+  }
   assert_int_equal(stop(&d, SIGTERM), 0);
   rmdaemon(&d);
 }
@@ -825,6 +956,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_slow_client, teardown),
     cmocka_unit_test_teardown(test_restart, teardown),
     cmocka_unit_test_teardown(test_load, teardown),
+    cmocka_unit_test_teardown(test_store_full, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();

@@ -525,6 +525,70 @@ static void test_migrate_from_v1(void **state) {
   free(dir);
 }
 
+/* ---- listing by owner ------------------------------------------------------------------------------ */
+
+/* xgr_store_sessions: the owner's sessions only, newest rootPid first, finished ones included,
+ * limit respected; the same on both backends and after reopening the file. */
+static void test_sessions_by_owner(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  const char *other = "0x00000000000000000000000000000000000000bb", *other2 = "0x00000000000000000000000000000000000000a9";
+  for (int k = 0; k < 2; k++) {
+    xgr_store *st = open_kind(k, dir, "owners.db", NULL);
+    xgr_error e;
+    xgr_store_session *ss;
+    size_t n;
+    assert_int_equal(xgr_store_sessions(st, T_OWNER, 10, &ss, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_sessions_free(ss, n);
+    xgr_store_changes *b = xgr_store_changes_new();
+    static const uint64_t roots[] = {7, 2, 30, 11, 5};
+    for (size_t i = 0; i < 5; i++) {
+      xgr_store_session row = {.owner = T_OWNER, .root_pid = roots[i], .registry = "r", .ostc_id = "t",
+                               .ostc_hash = "0x00", .status = i == 1 ? XGR_RESULT_COMPLETED : XGR_RESULT_RUNNING,
+                               .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(b, &row);
+    }
+    /* neighbours on both sides of the owner in key order, and rows without a session row */
+    xgr_store_session o1 = {.owner = (char *)other, .root_pid = 1, .registry = "", .ostc_id = "t", .ostc_hash = ""};
+    xgr_store_session o2 = {.owner = (char *)other2, .root_pid = 99, .registry = "", .ostc_id = "t", .ostc_hash = ""};
+    xgr_store_changes_session(b, &o1);
+    xgr_store_changes_session(b, &o2);
+    xgr_store_proc p = mkproc(1, XGR_PROC_WAITING, "{}");
+    xgr_store_changes_proc(b, T_OWNER, 40, &p);
+    assert_int_equal(xgr_store_commit(st, b, &e), 0);
+    for (int reopen = 0; reopen < 1 + k; reopen++) {
+      if (reopen) {
+        xgr_store_close(st);
+        st = open_kind(k, dir, "owners.db", NULL);
+      }
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, &ss, &n, &e), 0);
+      assert_int_equal(n, 5);
+      static const uint64_t want[] = {30, 11, 7, 5, 2};
+      for (size_t i = 0; i < n; i++) {
+        assert_int_equal(ss[i].root_pid, want[i]);
+        assert_string_equal(ss[i].owner, T_OWNER);
+      }
+      assert_int_equal(ss[4].status, XGR_RESULT_COMPLETED);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 2, &ss, &n, &e), 0);
+      assert_int_equal(n, 2);
+      assert_int_equal(ss[1].root_pid, 11);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, other, 5, &ss, &n, &e), 0);
+      assert_int_equal(n, 1);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, "0x0", 5, &ss, &n, &e), 0);
+      assert_int_equal(n, 0);
+      xgr_store_sessions_free(ss, n);
+    }
+    assert_int_equal(xgr_store_sessions(st, NULL, 5, &ss, &n, &e), XGR_EINVAL);
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
 
 static void test_full_disk(void **state) {
@@ -724,6 +788,7 @@ int main(void) {
       cmocka_unit_test(test_restore_rejects_bad_rows),
       cmocka_unit_test(test_migrate_empty),
       cmocka_unit_test(test_migrate_from_v1),
+      cmocka_unit_test(test_sessions_by_owner),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),
       cmocka_unit_test(test_ttl_gc),
