@@ -4,6 +4,8 @@
  *
  *   crash_run run  STORE BUNDLE N [--rounds R] [--group G] [--sync full|normal]
  *   crash_run dump STORE N        canonical text of every session's rows (for comparing runs)
+ *   crash_run canon STORE OWNER N the same for a store written by xgrd (crash_daemon.sh): processes
+ *                                 named by their step path instead of their iter, no times
  *
  * `run` is a small driver over the session core and the step engine, built like the
  * deterministic driver: each session runs one process at a time on its own virtual clock (the
@@ -264,6 +266,77 @@ static int cmd_dump(const char *store, size_t n) {
   return 0;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A canonical dump of sessions 1..n of owner that does not depend on timing: a process is named by
+ * its path of step ids from the start process along parent links ("/Start/Fan/W1/.../Final"), not
+ * by its iter — on the concurrent engine two results that spawn children may be applied in either
+ * order, which numbers the children differently (SEMANTICS §6) — and times are left out. Per
+ * session its status and one line per proc_steps row (path, status, valid, effective payload,
+ * error), sorted; a row written twice would show twice, a lost one not at all. */
+static int cmd_canon(const char *store, const char *owner, size_t n) {
+  xgr_error err;
+  xgr_store_config cfg = {.read_only = true};
+  xgr_store *st = xgr_store_open(store, &cfg, &err);
+  if (!st) {
+    fprintf(stderr, "crash_run: %s\n", err.message);
+    return 3;
+  }
+  uint64_t rows = 0, completed = 0;
+  for (uint64_t r = 1; r <= n; r++) {
+    xgr_store_session ss;
+    if (xgr_store_session_get(st, owner, r, &ss, &err)) {
+      printf("session %" PRIu64 " missing\n", r);
+      continue;
+    }
+    xgr_store_hist *hs;
+    size_t nh;
+    if (xgr_store_history(st, owner, r, &hs, &nh, &err)) {
+      fprintf(stderr, "crash_run: %s\n", err.message);
+      xgr_store_session_clear(&ss);
+      xgr_store_close(st);
+      return 3;
+    }
+    printf("session %" PRIu64 " %s rows=%zu\n", r, xgr_session_result_name(ss.status), nh);
+    completed += ss.status == XGR_RESULT_COMPLETED;
+    xgr_store_session_clear(&ss);
+    char **path = calloc(nh ? nh : 1, sizeof *path), **lines = calloc(nh ? nh : 1, sizeof *lines);
+    if (!path || !lines) abort();
+    for (size_t i = 0; i < nh; i++) {   /* rows come by iter; a parent's iter is smaller than its child's */
+      const char *pp = "";
+      for (size_t k = i; k-- > 0;)
+        if (hs[k].iter == hs[i].parent_iter) {
+          pp = path[k];
+          break;
+        }
+      if (hs[i].parent_iter && !*pp) pp = "/?";   /* a parent without a row: shows as a difference */
+      size_t len = strlen(pp) + strlen(hs[i].step_id) + 2;
+      path[i] = malloc(len);
+      if (!path[i]) abort();
+      snprintf(path[i], len, "%s/%s", pp, hs[i].step_id);
+      const char *pl = hs[i].payload ? hs[i].payload : "-", *er = hs[i].error ? hs[i].error : "-";
+      size_t ll = strlen(path[i]) + strlen(pl) + strlen(er) + 64;
+      lines[i] = malloc(ll);
+      if (!lines[i]) abort();
+      snprintf(lines[i], ll, "  %s %s valid=%d payload=%s error=%s", path[i],
+               xgr_proc_status_name((xgr_proc_status)hs[i].status), hs[i].valid, pl, er);
+    }
+    qsort(lines, nh, sizeof *lines, cmp_str);
+    for (size_t i = 0; i < nh; i++) {
+      puts(lines[i]);
+      free(lines[i]);
+      free(path[i]);
+    }
+    free(lines);
+    free(path);
+    rows += nh;
+    xgr_store_hists_free(hs, nh);
+  }
+  printf("sessions completed: %" PRIu64 " of %zu; proc_steps rows: %" PRIu64 "\n", completed, n, rows);
+  xgr_store_close(st);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 5 && !strcmp(argv[1], "run")) {
     int rounds = 3;
@@ -282,7 +355,9 @@ int main(int argc, char **argv) {
     return rc;
   }
   if (argc == 4 && !strcmp(argv[1], "dump")) return cmd_dump(argv[2], (size_t)atol(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "canon")) return cmd_canon(argv[2], argv[3], (size_t)atol(argv[4]));
   fprintf(stderr, "usage: crash_run run STORE BUNDLE N [--rounds R] [--group G] [--sync full|normal]\n"
-                  "       crash_run dump STORE N\n");
+                  "       crash_run dump STORE N\n"
+                  "       crash_run canon STORE OWNER N   (timing-independent dump of an xgrd store)\n");
   return 2;
 }

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# crash_daemon.sh — the crash test on the real engine (issue 8): xgrd (the concurrent engine, the
+# SQLite store with group commit, recovery on start) on a temporary file store and an ephemeral
+# loopback port runs hundreds of concurrent sessions of tests/stress/crash/daemon_bundle.json —
+# fan-outs into an `all` join, a loop with a timer wait between rounds, a k-of-n `kill` join — and
+# is killed with kill -9 at random moments several times, restarted each time on the same store
+# (enqueues are sent again after every restart: sessions that exist answer already_queued, the
+# missing ones start). At the end every session must be complete and the store must hold exactly
+# the proc_steps rows of an uninterrupted reference run, with the same payloads: nothing lost,
+# nothing twice.
+#
+# What is compared (crash_run canon): per session its status and every proc_steps row — step path
+# from the start process, status, valid, effective payload, error — but not iters or times. On the
+# concurrent engine the order in which two results that spawn children are applied may vary, which
+# numbers processes differently (SEMANTICS §6); the step path names a process independently of that.
+# The k-of-n kill join is built so that its outcome does not depend on timing either (SEMANTICS
+# §3.4): its third producer R3 only exists after a timer of 10^8 s (H's waitSec), so whenever the
+# join closes (R1 and R2 valid) R3 is waiting on its timer or not created yet, and is never run.
+# Whether R3 was created before the kill (an aborted proc_rt row) is timing, so proc_rt is not
+# compared; proc_steps and the final payloads are.
+#
+#   crash_daemon.sh XGRD XGR CRASH_RUN BUNDLE [SESSIONS KILLS ROUNDS]
+#   crash_daemon.sh XGRD XGR CRASH_RUN BUNDLE soak   long run; skipped (exit 77) unless XGR_SOAK=1
+# The engine clock runs at --time-scale 250 (the loop's waitSec 60 is 240 ms; XGR_CRASHD_SCALE overrides).
+set -euo pipefail
+XGRD=$1 XGR=$2 RUN=$3 BUNDLE=$4
+shift 4
+if [ "${1:-}" = soak ]; then
+  [ "${XGR_SOAK:-}" = 1 ] || { echo "crash daemon soak: skipped (make soak sets XGR_SOAK=1)"; exit 77; }
+  set --
+  N=${SOAK_SESSIONS:-1000} KILLS=${SOAK_KILLS:-20} ROUNDS=${SOAK_ROUNDS:-5}
+else
+  N=${1:-200} KILLS=${2:-5} ROUNDS=${3:-3}
+fi
+SCALE=${XGR_CRASHD_SCALE:-250}
+OWNER=0x00000000000000000000000000000000000000c8
+DIR=$(mktemp -d /tmp/xgr-crashd-XXXXXX)
+PID=
+cleanup() {
+  if [ -n "$PID" ]; then kill -9 "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+T0=$(date +%s)
+deadline() { [ $(( $(date +%s) - T0 )) -lt "${XGR_CRASHD_BUDGET:-1500}" ] || { echo "FAIL: time budget exceeded"; exit 1; }; }
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# start_xgrd DB LOG: xgrd in the background on 127.0.0.1, port 0; sets PID and URL
+start_xgrd() {
+  rm -f "$DIR/port"
+  "$XGRD" --listen 127.0.0.1:0 --auth none --store "sqlite:$1" --port-file "$DIR/port" --workers 2 \
+    --time-scale "$SCALE" --log-level warn --first-step-timeout 100 2>>"$2" &
+  PID=$!
+  for _ in $(seq 1 1000); do
+    [ -s "$DIR/port" ] && break
+    kill -0 "$PID" 2>/dev/null || { echo "FAIL: xgrd exited at start:"; tail -5 "$2"; exit 1; }
+    sleep 0.01
+  done
+  [ -s "$DIR/port" ] || { echo "FAIL: xgrd wrote no port file"; exit 1; }
+  URL="http://127.0.0.1:$(cat "$DIR/port")"
+}
+
+# stop_xgrd: SIGTERM, expect exit 0
+stop_xgrd() {
+  kill -TERM "$PID"
+  local rc=0
+  wait "$PID" || rc=$?
+  PID=
+  [ "$rc" = 0 ] || { echo "FAIL: xgrd exited with $rc after SIGTERM"; exit 1; }
+}
+
+# the enqueue requests: 8 JSON-RPC batches, sent concurrently (group commit)
+for c in 0 1 2 3 4 5 6 7; do
+  {
+    printf '['
+    sep=
+    for i in $(seq $((c + 1)) 8 "$N"); do
+      printf '%s{"jsonrpc":"2.0","id":%d,"method":"xgr.enqueue","params":{"owner":"%s","rootPid":%d,"xrc729":"crash","init":{"stepId":"Start","payload":{"Rounds":%d,"Seed":%d}}}}' \
+        "$sep" "$i" "$OWNER" "$i" "$ROUNDS" "$i"
+      sep=,
+    done
+    printf ']'
+  } >"$DIR/enq$c.json"
+done
+enqueue_all() {
+  local pids=()
+  for c in 0 1 2 3 4 5 6 7; do
+    curl -s --max-time 60 -H 'Content-Type: application/json' --data-binary "@$DIR/enq$c.json" "$URL/" \
+      >"$DIR/enq$c.out" 2>/dev/null &
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+# wait until the engine has no live session (all enqueued sessions exist by then)
+wait_done() {
+  local t=$(ms)
+  while :; do
+    local live
+    live=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_sessions_live" {print $2}')
+    [ "$live" = 0 ] && return 0
+    [ $(( $(ms) - t )) -lt 120000 ] || { echo "FAIL: sessions still live after 120 s ($live)"; exit 1; }
+    deadline
+    sleep 0.05
+  done
+}
+
+echo "crash test on xgrd: $N sessions ($ROUNDS rounds each), $KILLS kills -9, time scale $SCALE"
+
+# ---- the reference: one uninterrupted run
+start_xgrd "$DIR/ref.db" "$DIR/ref.log"
+"$XGR" deploy "$BUNDLE" --registry crash --url "$URL" >/dev/null
+t=$(ms)
+enqueue_all || { echo "FAIL: enqueue on the reference run"; exit 1; }
+if grep -q '"error"' "$DIR"/enq*.out; then echo "FAIL: an enqueue failed:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out | head -3; exit 1; fi
+wait_done
+span=$(( $(ms) - t ))
+stop_xgrd
+"$RUN" canon "$DIR/ref.db" "$OWNER" "$N" >"$DIR/ref.txt"
+echo "reference: $(tail -1 "$DIR/ref.txt") in ${span} ms"
+[ "$span" -ge 50 ] || span=50
+
+# ---- the crash run: kill -9 at random moments, restart on the same store
+start_xgrd "$DIR/crash.db" "$DIR/crash.log"
+"$XGR" deploy "$BUNDLE" --registry crash --url "$URL" >/dev/null
+enqueue_all &
+EPID=$!
+mid=0
+for k in $(seq 1 "$KILLS"); do
+  deadline
+  delay=$(( RANDOM % (span * 3 / (2 * KILLS) + 1) + 10 ))
+  sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+  live=$(curl -s --max-time 2 "$URL/metrics" | awk '$1 == "xgr_sessions_live" {print $2}' || true)
+  kill -9 "$PID"
+  wait "$PID" 2>/dev/null || true
+  PID=
+  wait "$EPID" 2>/dev/null || true   # the enqueues in flight may have been cut off
+  [ "${live:-0}" != 0 ] && mid=$((mid + 1))
+  echo "kill $k: kill -9 after ${delay} ms with ${live:-?} live sessions"
+  start_xgrd "$DIR/crash.db" "$DIR/crash.log"
+  enqueue_all &
+  EPID=$!
+done
+wait "$EPID" || true
+enqueue_all || { echo "FAIL: enqueue after the last restart"; exit 1; }
+wait_done
+stop_xgrd
+"$RUN" canon "$DIR/crash.db" "$OWNER" "$N" >"$DIR/crash.txt"
+rec=$(grep -c 'msg=listening.*recovered=[1-9]' "$DIR/crash.log" || true)
+echo "crash run: $(tail -1 "$DIR/crash.txt"); $rec restarts recovered live sessions; $mid kills hit live sessions"
+
+if ! diff -q "$DIR/ref.txt" "$DIR/crash.txt" >/dev/null; then
+  echo "FAIL: the store after the crashes differs from the uninterrupted run:"
+  diff "$DIR/ref.txt" "$DIR/crash.txt" | head -40
+  exit 1
+fi
+grep -q "^sessions completed: $N of $N;" "$DIR/crash.txt" || { echo "FAIL: not every session completed"; exit 1; }
+[ "$mid" -ge 1 ] && [ "$rec" -ge 1 ] || { echo "FAIL: no kill hit a running engine with live sessions"; exit 1; }
+if grep -q 'level=error' "$DIR/crash.log"; then echo "FAIL: errors in the xgrd log:"; grep 'level=error' "$DIR/crash.log" | head -5; exit 1; fi
+echo "every session completed; proc_steps rows and payloads identical to the uninterrupted run ($(( $(date +%s) - T0 )) s)"
+echo "1 passed, 0 failed"
