@@ -8,8 +8,9 @@
  *              several steps of one session run at once, up to the per-session cap. A step that
  *              calls APIs hands each HTTP request to the engine's single libcurl multi loop
  *              thread, so waiting on the network never holds a worker.
- *   nextWakeAt timers on the engine's timer thread (a 4-ary min-heap: O(log n) with a million
- *              pending timers), which send the actor a message when a deadline comes.
+ *   nextWakeAt timers in per-worker 4-ary min-heaps (O(log n) with a million pending timers),
+ *              fired by the workers themselves between actor turns (a timer thread fires what
+ *              idle workers leave); a due timer sends the actor a message.
  *   WAKE       internal wake-ups between sessions: messages routed by (owner, rootPid).
  *   PROC,      with a store hook: handed to the store as one batch per actor turn; the batch's
  *   HISTORY    visible effects (steps started, wake-ups sent, events, control replies) wait until

@@ -74,6 +74,8 @@ struct actor {
   const xgr_ctx *ctx;
   xgr_step_out *out;
   int64_t now;
+  uint64_t mono;                 /* monotonic ns when the turn began (now is the clock then) */
+  wtimers *slot;                 /* the turn's worker slot (timer heap, counters) or NULL */
   /* state */
   bool started, finished, stopping, limit, idle, completed, record, subs, touched, ent_unlinked;
   xgr_session_result result;
@@ -180,6 +182,22 @@ static void push_event(actor *a, evsnap *s) { vpush(&a->pend, (vis){.kind = V_EV
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
+/* "<root>:<iter>" (xgr_pid_format without snprintf: this runs for every step). */
+static void pid_format(uint64_t root, uint64_t iter, char buf[32]) {
+  if (root >= 10000000000000ull || iter >= 10000000000000ull) {   /* 13 + 1 + 13 + 1 < 32 */
+    xgr_pid_format(root, iter, buf, 32);
+    return;
+  }
+  char tmp[20];
+  size_t n = 0, k = 0;
+  do tmp[k++] = (char)('0' + root % 10); while ((root /= 10));
+  while (k) buf[n++] = tmp[--k];
+  buf[n++] = ':';
+  do tmp[k++] = (char)('0' + iter % 10); while ((iter /= 10));
+  while (k) buf[n++] = tmp[--k];
+  buf[n] = 0;
+}
+
 static job *job_new(actor *a, const xgr_proc *p) {
   job *j = a->free_jobs;
   if (j) {
@@ -199,8 +217,8 @@ static job *job_new(actor *a, const xgr_proc *p) {
   j->payload = xgr_value_retain(p->payload);
   j->st = NULL;
   j->x = NULL;
-  j->t_ready = a->lat ? xgr_eng_mono_ns() : 0;
-  xgr_pid_format(a->root, p->iter, j->pid, sizeof j->pid);
+  j->t_ready = a->mono;   /* the turn that promoted it began (latency errs on the long side) */
+  pid_format(a->root, p->iter, j->pid);
   j->sctx = (xgr_step_ctx){.owner = xgr_session_owner(a->s),
                            .session_id = a->root,
                            .pid = j->pid,
@@ -411,7 +429,11 @@ static void apply(actor *a, job *j) {
   a->inflight--;
   a->steps++;
   if (a->lat) xgr_eng_lat_add(a->lat, xgr_eng_mono_ns() - j->t_ready);
-  atomic_fetch_add_explicit(&e->st_steps, 1, memory_order_relaxed);
+  if (a->slot)   /* only this worker writes its slot */
+    atomic_store_explicit(&a->slot->steps, atomic_load_explicit(&a->slot->steps, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(&e->st_steps, 1, memory_order_relaxed);
   job_free(a, j);
   consume(a);
 }
@@ -725,7 +747,7 @@ static void end_turn(actor *a) {
   if (!a->stopping && !a->finished && !a->limit) {
     due = xgr_session_next_due(a->s);
     if (due != XGR_NEVER && due > a->now && due < a->armed) {
-      xgr_eng_timer_add(e, due, a->pid);
+      xgr_eng_timer_add(e, a->slot, due, a->pid);
       a->armed = due;
     }
   }
@@ -761,7 +783,9 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
   xgr_engine *e = a->e;
   a->ctx = ctx;
   a->out = out;
-  a->now = xgr_eng_now(e);
+  a->mono = xgr_eng_mono_ns();
+  a->now = xgr_eng_now_at(e, a->mono);
+  a->slot = xgr_eng_wslot(e, ctx);
   long owed = 0, nctl = 0;
   if (!a->started) {
     a->started = true;
@@ -788,6 +812,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
   end_turn(a);
   if (nctl) atomic_fetch_sub(&e->ctl_inflight, nctl);
   xgr_eng_busy_add(e, -owed);
+  xgr_eng_timers_poll(e, a->slot, ctx, a->now, a->mono);   /* this worker's due timers */
   return 0;
 }
 
@@ -877,7 +902,8 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->lat = calloc(1, sizeof *a->lat);
     if (!a->lat) abort();
   }
-  a->now = a->clock_ms = xgr_eng_now(e);
+  a->mono = xgr_eng_mono_ns();
+  a->now = a->clock_ms = xgr_eng_now_at(e, a->mono);
   if (!req->restore && xgr_session_start(a->s, (unsigned)step, req->payload, a->now, &a->fx, err)) {
     a->ent = NULL;
     xgr_eng_actor_free(a);

@@ -151,6 +151,8 @@ void xgr_engine_free(xgr_engine *e) {
   }
   for (size_t i = 0; i < e->nbundles; i++) free(e->bundles[i].name);
   free(e->bundles);
+  free(e->tm.w);
+  free(e->tm.owners);
   pthread_mutex_destroy(&e->reg_mu);
   pthread_mutex_destroy(&e->wait_mu);
   pthread_mutex_destroy(&e->lat_mu);
@@ -466,9 +468,9 @@ void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   memset(out, 0, sizeof *out);
   out->sessions_started = atomic_load(&e->st_started);
   out->sessions_finished = atomic_load(&e->st_finished);
-  out->steps = atomic_load(&e->st_steps);
+  out->steps = xgr_eng_steps(e);
   out->http_requests = atomic_load(&e->st_http);
-  out->timers_fired = atomic_load(&e->st_timers);
+  out->timers_fired = xgr_eng_timers_fired(e);
   out->store_batches = atomic_load(&e->st_batches);
   pthread_mutex_lock(&e->lat_mu);
   out->lat_count = e->lat.count;

@@ -3,7 +3,7 @@
  *   engine.c   the public API: configuration, the session registry (sharded hash table keyed by
  *              (owner, rootPid)), control calls as messages, waiting, counters, shutdown;
  *   actor.c    the root actor of one session: a runtime process that owns the session core;
- *   timer.c    the timer thread: a 4-ary min-heap of deadlines and the engine clock;
+ *   timer.c    the engine clock, per-worker timer heaps (4-ary) and the timer thread;
  *   http.c     the libcurl multi loop thread that performs the API calls of steps;
  *   report.c   per-session records (last state of every process, history) and the report JSON.
  *
@@ -40,6 +40,23 @@ typedef struct at_cb {
   void *ctx;
 } at_cb;
 
+/* One worker's slot (real and scaled clocks): its timer heap and counters. Actor timers armed on a
+ * worker go to that worker's heap; the worker fires what is due at the end of its actor turns
+ * (and a neighbour's heap when none of its own is due); the timer thread only fires entries that
+ * stayed overdue for a grace period after a worker last looked (the workers are parked or busy
+ * with long steps). `mu` is taken by the owner, a neighbour and the timer thread, so it is almost
+ * never contended; `min` publishes the earliest deadline without it. */
+typedef struct wtimers {
+  _Alignas(64) pthread_mutex_t mu;
+  timer_ent *heap;              /* 4-ary heap (under mu) */
+  size_t n, cap;
+  uint64_t seq;                 /* ties: arming order (under mu) */
+  _Atomic int64_t min;          /* heap[0].at, INT64_MAX when empty (written under mu) */
+  _Atomic uint64_t fired;       /* timers fired from this heap (written under mu) */
+  _Atomic uint64_t polled_ns;   /* when a worker last looked at this heap (monotonic ns) */
+  _Atomic uint64_t steps;       /* step results applied on this worker (written by it only) */
+} wtimers;
+
 typedef struct timers {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -49,9 +66,15 @@ typedef struct timers {
   size_t n, cap;
   uint64_t seq;                 /* under mu */
   _Atomic int64_t sleep_until;  /* the deadline the thread sleeps towards (INT64_MAX: none) */
+  _Atomic int64_t cb_min;       /* earliest central entry (callbacks) not yet run; INT64_MAX: none */
   bool stop;                    /* under mu */
   pthread_t th;
   bool started;
+  /* per-worker heaps (not under the stepped clock); owners[i] is the worker of w[i], claimed by
+   * the worker on its first arm (compare-and-swap from NULL) */
+  wtimers *w;
+  _Atomic(const xgr_worker *) *owners;
+  unsigned nw;
 } timers;
 
 /* 4-ary heap primitives (exposed for the unit test). */
@@ -172,12 +195,24 @@ struct xgr_engine {
 };
 
 int64_t xgr_eng_now(xgr_engine *e);
+int64_t xgr_eng_now_at(xgr_engine *e, uint64_t mono_ns);   /* the engine clock at that monotonic time */
 uint64_t xgr_eng_mono_ns(void);
 void xgr_eng_busy_add(xgr_engine *e, long n);
 int xgr_eng_timers_start(xgr_engine *e, xgr_error *err);
 void xgr_eng_timers_stop(xgr_engine *e);
-/* Arm a timer that sends MSG_TIMER (data: the deadline) to pid at `at`. */
-void xgr_eng_timer_add(xgr_engine *e, int64_t at, xgr_pid pid);
+/* The calling worker's slot (its timer heap and counters), claimed on first use; NULL under the
+ * stepped clock or off the workers. */
+wtimers *xgr_eng_wslot(xgr_engine *e, const xgr_ctx *ctx);
+/* Arm a timer that sends MSG_TIMER (data: the deadline) to pid at `at`, in the calling worker's
+ * heap (own, from xgr_eng_wslot) or, when own is NULL, the timer thread's. */
+void xgr_eng_timer_add(xgr_engine *e, wtimers *own, int64_t at, xgr_pid pid);
+/* On a worker (own = its slot, may be NULL): fire the actor timers that are due at `now` (the
+ * engine clock at monotonic time mono_ns, read recently) in this worker's heap, at most 64 — and
+ * when none of its own are due, a neighbour's (timers follow the work to a worker that has time).
+ * Cheap when nothing is due (an atomic load). */
+void xgr_eng_timers_poll(xgr_engine *e, wtimers *own, const xgr_ctx *ctx, int64_t now, uint64_t mono_ns);
+uint64_t xgr_eng_timers_fired(xgr_engine *e);
+uint64_t xgr_eng_steps(xgr_engine *e);   /* step results applied (all workers) */
 int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb);
 
 /* Registry. */

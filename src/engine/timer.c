@@ -1,23 +1,41 @@
-/* timer.c — the engine clock and the timer thread.
+/* timer.c — the engine clock, the timer heaps and the timer thread.
  *
  * Clock: real (ms since creation), scaled (times a factor) or stepped (virtual; see below), each
  * plus the configured origin.
  *
- * Timers: a 4-ary min-heap of (deadline, sequence, target) owned by the timer thread. A 4-ary heap
- * is shallower than a binary one (10 levels for a million entries) and its four children share a
- * cache line or two, so pushes and pops stay cheap with a million pending timers. Other threads
- * never touch the heap: they append to an incoming array under a mutex, and wake the thread only
- * when the new deadline is earlier than the one it sleeps towards (an atomic load), so the common
- * case — a later deadline — costs one short critical section.
+ * Heaps: every heap is a 4-ary min-heap of (deadline, sequence, target). A 4-ary heap is
+ * shallower than a binary one (10 levels for a million entries) and its four children share a
+ * cache line or two, so pushes and pops stay cheap with a million pending timers.
+ *
+ * Real and scaled clocks — per-worker heaps. An actor arms its timer in the heap of the worker it
+ * runs on (a slot claimed by that worker on first use; engine_int.h, wtimers). At the end of
+ * every actor turn the worker fires up to 64 due entries of its own heap — or, when none of its
+ * own is due, of its neighbour's (trylock) — by sending MSG_TIMER with xgr_ctx_send, which puts
+ * the actor on the worker's own deque: no thread hop, no futex, no global queue, and the actor's
+ * next timer lands in the same heap. Workers note when they last looked at a heap; the timer
+ * thread is only the backstop for parked workers (or ones stuck in a long step): it sleeps
+ * towards the earliest deadline of all heaps plus a grace period (GRACE_NS after the deadline or
+ * after a worker last looked, whichever is later) and fires what is still overdue then. An arm
+ * signals the thread only when it makes its heap's minimum earlier than the deadline the thread
+ * sleeps towards (the thread publishes it in sleep_until, then re-reads the heap minimums: with
+ * both sides sequentially consistent, either the arm sees the value and signals, or the thread
+ * sees the new minimum). Under load the thread sleeps; the workers fire everything.
+ *
+ * Central heap: xgr_engine_at callbacks (and timers armed off the workers) live in the timer
+ * thread's own heap, fed through a mutex-protected incoming array. Callbacks run on the timer
+ * thread, before actor timers of the same or a later deadline: cb_min publishes the earliest
+ * callback not yet run, and nobody fires a worker-heap entry at or after it; right after running
+ * callbacks the thread fires the entries they held back itself.
  *
  * A timer either sends MSG_TIMER (with its deadline) to an actor, or runs an xgr_engine_at
  * callback. Actors do not cancel timers: a stale one arrives, the actor sees its deadline is not
  * the one it armed, and ignores it (lazy deletion).
  *
- * Stepped clock: every event in flight (messages, step yields, store commits, pending callbacks)
- * is counted in e->busy; when it is zero the whole engine is quiescent, and the timer thread moves
- * virtual time to the earliest deadline and fires everything due then. Time therefore behaves as
- * in the deterministic driver while steps of one instant run concurrently.
+ * Stepped clock: every timer lives in the central heap. Every event in flight (messages, step
+ * yields, store commits, pending callbacks) is counted in e->busy; when it is zero the whole
+ * engine is quiescent, and the timer thread moves virtual time to the earliest deadline and
+ * fires everything due then. Time therefore behaves as in the deterministic driver while steps
+ * of one instant run concurrently.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,9 +50,11 @@ uint64_t xgr_eng_mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int64_t xgr_eng_now(xgr_engine *e) {
+int64_t xgr_eng_now(xgr_engine *e) { return xgr_eng_now_at(e, e->stepped ? 0 : xgr_eng_mono_ns()); }
+
+int64_t xgr_eng_now_at(xgr_engine *e, uint64_t mono_ns) {
   if (e->stepped) return atomic_load_explicit(&e->vnow, memory_order_acquire);
-  uint64_t dt = xgr_eng_mono_ns() - e->t0_ns;
+  uint64_t dt = mono_ns - e->t0_ns;
   if (e->cfg.clock.kind == XGR_CLOCK_SCALED) return e->cfg.clock.origin_ms + (int64_t)((double)dt * e->cfg.clock.scale / 1e6);
   return e->cfg.clock.origin_ms + (int64_t)(dt / 1000000u);
 }
@@ -102,6 +122,12 @@ timer_ent xgr_eng_heap_pop(timer_ent *h, size_t *n) {
 
 /* ---- adding ------------------------------------------------------------------------------- */
 
+static void signal_thread(timers *t) {
+  pthread_mutex_lock(&t->mu);
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+}
+
 static void add_entry(xgr_engine *e, int64_t at, uint64_t target, bool cb) {
   timers *t = &e->tm;
   pthread_mutex_lock(&t->mu);
@@ -112,12 +138,44 @@ static void add_entry(xgr_engine *e, int64_t at, uint64_t target, bool cb) {
   }
   uint64_t seq = t->seq++;
   t->in[t->nin++] = (timer_ent){at, cb ? seq | (1ull << 63) : seq, target};
+  /* workers hold back actor timers due at or after a pending callback (callbacks go first) */
+  if (at < atomic_load_explicit(&t->cb_min, memory_order_relaxed)) atomic_store(&t->cb_min, at);
   /* wake the thread only if it sleeps towards a later deadline (or polls under the stepped clock) */
   if (!e->stepped && at < atomic_load_explicit(&t->sleep_until, memory_order_relaxed)) pthread_cond_signal(&t->cv);
   pthread_mutex_unlock(&t->mu);
 }
 
-void xgr_eng_timer_add(xgr_engine *e, int64_t at, xgr_pid pid) { add_entry(e, at, pid, false); }
+/* The heap of worker w, claimed on first use; NULL if every heap belongs to another worker. */
+static wtimers *heap_of(timers *t, const xgr_worker *w) {
+  for (unsigned i = 0; i < t->nw; i++) {
+    const xgr_worker *o = atomic_load_explicit(&t->owners[i], memory_order_acquire);
+    if (o == w) return &t->w[i];
+    if (!o) {
+      const xgr_worker *none = NULL;
+      if (atomic_compare_exchange_strong(&t->owners[i], &none, w) || none == w) return &t->w[i];
+    }
+  }
+  return NULL;
+}
+
+wtimers *xgr_eng_wslot(xgr_engine *e, const xgr_ctx *ctx) {
+  return e->tm.nw && ctx && ctx->worker ? heap_of(&e->tm, ctx->worker) : NULL;
+}
+
+void xgr_eng_timer_add(xgr_engine *e, wtimers *w, int64_t at, xgr_pid pid) {
+  timers *t = &e->tm;
+  if (!w) {
+    add_entry(e, at, pid, false);
+    return;
+  }
+  pthread_mutex_lock(&w->mu);
+  xgr_eng_heap_push(&w->heap, &w->n, &w->cap, (timer_ent){at, w->seq++, pid});
+  bool earliest = w->heap[0].at == at && at < atomic_load_explicit(&w->min, memory_order_relaxed);
+  if (earliest) atomic_store(&w->min, at);   /* seq_cst: pairs with the thread's sleep_until store */
+  pthread_mutex_unlock(&w->mu);
+  /* the timer thread is the backstop for idle workers: tell it only about an earlier deadline */
+  if (earliest && at < atomic_load(&t->sleep_until)) signal_thread(t);
+}
 
 int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb) {
   atomic_fetch_add(&e->pending_at, 1);
@@ -125,7 +183,65 @@ int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb) {
   return 0;
 }
 
-/* ---- the thread ----------------------------------------------------------------------------- */
+/* ---- firing -------------------------------------------------------------------------------- */
+
+static void send_timer(xgr_engine *e, const xgr_ctx *ctx, const timer_ent *te) {
+  /* the deadline travels as the message data (never dereferenced) */
+  xgr_eng_send(e, ctx, (xgr_pid)te->target, MSG_TIMER, (void *)(intptr_t)te->at);
+}
+
+/* Fire the entries of w due at `limit` or earlier, at most 64 per lock hold (`all`: until none
+ * is left), sending outside the lock. With try set, give up when the heap is locked (someone else
+ * is firing it). */
+static void fire_heap(xgr_engine *e, wtimers *w, int64_t limit, const xgr_ctx *ctx, bool try, bool all) {
+  timer_ent due[64];
+  for (;;) {
+    if (try ? pthread_mutex_trylock(&w->mu) != 0 : pthread_mutex_lock(&w->mu) != 0) return;
+    size_t nd = 0;
+    while (w->n && w->heap[0].at <= limit && nd < 64) due[nd++] = xgr_eng_heap_pop(w->heap, &w->n);
+    atomic_store_explicit(&w->min, w->n ? w->heap[0].at : INT64_MAX, memory_order_relaxed);
+    if (nd)
+      atomic_store_explicit(&w->fired, atomic_load_explicit(&w->fired, memory_order_relaxed) + nd,
+                            memory_order_relaxed);
+    bool more = w->n && w->heap[0].at <= limit;
+    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; i < nd; i++) send_timer(e, ctx, &due[i]);
+    if (!more || !all) return;
+  }
+}
+
+/* What may fire now: due, and not at or after a callback that has not run yet. */
+static int64_t fire_limit(timers *t, int64_t now) {
+  int64_t cb = atomic_load_explicit(&t->cb_min, memory_order_acquire);
+  return cb <= now ? cb - 1 : now;
+}
+
+void xgr_eng_timers_poll(xgr_engine *e, wtimers *own, const xgr_ctx *ctx, int64_t now, uint64_t mono_ns) {
+  timers *t = &e->tm;
+  if (!own) return;
+  size_t i = (size_t)(own - t->w);
+  /* own heap; a neighbour's only when none of our own is due (this worker is running out of work,
+   * and a worker busy with a long step does not hold back its timers) */
+  for (size_t k = 0; k < 2 && k < t->nw; k++) {
+    wtimers *w = &t->w[(i + k) % t->nw];
+    int64_t m = atomic_load_explicit(&w->min, memory_order_relaxed);
+    if (m == INT64_MAX) continue;
+    /* tell the timer thread this heap is looked after (at most one store per 50 us) */
+    if (mono_ns - atomic_load_explicit(&w->polled_ns, memory_order_relaxed) > 50000u)
+      atomic_store_explicit(&w->polled_ns, mono_ns, memory_order_relaxed);
+    int64_t limit = fire_limit(t, now);
+    if (m <= limit) {
+      fire_heap(e, w, limit, ctx, k > 0, false);
+      return;
+    }
+  }
+}
+
+uint64_t xgr_eng_steps(xgr_engine *e) {
+  uint64_t n = atomic_load(&e->st_steps);
+  for (unsigned i = 0; i < e->tm.nw; i++) n += atomic_load_explicit(&e->tm.w[i].steps, memory_order_relaxed);
+  return n;
+}
 
 static void fire(xgr_engine *e, const timer_ent *te, int64_t now) {
   if (te->seq >> 63) {
@@ -136,8 +252,7 @@ static void fire(xgr_engine *e, const timer_ent *te, int64_t now) {
     return;
   }
   atomic_fetch_add_explicit(&e->st_timers, 1, memory_order_relaxed);
-  /* the deadline travels as the message data (never dereferenced) */
-  xgr_eng_send(e, NULL, (xgr_pid)te->target, MSG_TIMER, (void *)(intptr_t)te->at);
+  send_timer(e, NULL, te);
 }
 
 static void drain_incoming(timers *t) {
@@ -145,11 +260,16 @@ static void drain_incoming(timers *t) {
   t->nin = 0;
 }
 
+/* Worker-heap entries are the workers' to fire; the timer thread fires those still there this
+ * long (real time) after their deadline — the workers are parked or stuck in long steps. */
+#define GRACE_NS 200000u
+
 static void *timer_main(void *arg) {
   xgr_engine *e = arg;
   timers *t = &e->tm;
   timer_ent *due = NULL;
   size_t ndue = 0, capdue = 0;
+  bool ran_cb = false;
   pthread_mutex_lock(&t->mu);
   while (!t->stop) {
     drain_incoming(t);
@@ -169,16 +289,45 @@ static void *timer_main(void *arg) {
       }
     } else {
       now = xgr_eng_now(e);
+      atomic_store_explicit(&t->cb_min, t->n ? t->heap[0].at : INT64_MAX, memory_order_release);
       if (t->n == 0 || t->heap[0].at > now) {
+        /* the workers' heaps: fire what stayed overdue (right after callbacks ran: what they held
+         * back), else sleep towards the earliest deadline (plus the grace) */
+        uint64_t rnow = xgr_eng_mono_ns(), wake = UINT64_MAX;
         int64_t until = t->n ? t->heap[0].at : INT64_MAX;
-        atomic_store_explicit(&t->sleep_until, until, memory_order_relaxed);
-        if (until == INT64_MAX) {
-          pthread_cond_wait(&t->cv, &t->mu);
-        } else {
-          uint64_t ns = real_ns_of(e, until);
-          /* condvar waits use CLOCK_MONOTONIC (set at init) */
-          struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-          pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        bool fired = false;
+        for (unsigned i = 0; i < t->nw; i++) {
+          int64_t m = atomic_load(&t->w[i].min);
+          if (m == INT64_MAX) continue;
+          uint64_t mr = real_ns_of(e, m), polled = atomic_load_explicit(&t->w[i].polled_ns, memory_order_relaxed);
+          if (polled > mr) mr = polled;   /* a worker looked after it since: give it the grace */
+          if (m <= now && (ran_cb || rnow >= mr + GRACE_NS)) {
+            pthread_mutex_unlock(&t->mu);
+            fire_heap(e, &t->w[i], fire_limit(t, now), NULL, false, true);
+            pthread_mutex_lock(&t->mu);
+            fired = true;
+            continue;
+          }
+          if (m < until) until = m;
+          if (mr + GRACE_NS < wake) wake = mr + GRACE_NS;
+        }
+        ran_cb = false;
+        if (fired) continue;
+        if (t->n) {
+          uint64_t cr = real_ns_of(e, t->heap[0].at);
+          if (cr < wake) wake = cr;
+        }
+        atomic_store(&t->sleep_until, until);   /* seq_cst: an arm either sees it or we see its min */
+        bool raced = false;
+        for (unsigned i = 0; i < t->nw && !raced; i++) raced = atomic_load(&t->w[i].min) < until;
+        if (!raced && !t->stop && !t->nin) {
+          if (wake == UINT64_MAX) {
+            pthread_cond_wait(&t->cv, &t->mu);
+          } else {
+            /* condvar waits use CLOCK_MONOTONIC (set at init) */
+            struct timespec ts = {(time_t)(wake / 1000000000u), (long)(wake % 1000000000u)};
+            pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+          }
         }
         atomic_store_explicit(&t->sleep_until, INT64_MAX, memory_order_relaxed);
         continue;
@@ -196,6 +345,7 @@ static void *timer_main(void *arg) {
     }
     pthread_mutex_unlock(&t->mu);
     for (size_t i = 0; i < ndue; i++) fire(e, &due[i], now);
+    ran_cb = true;
     pthread_mutex_lock(&t->mu);
   }
   pthread_mutex_unlock(&t->mu);
@@ -212,12 +362,36 @@ int xgr_eng_timers_start(xgr_engine *e, xgr_error *err) {
   pthread_cond_init(&t->cv, &ca);
   pthread_condattr_destroy(&ca);
   atomic_init(&t->sleep_until, INT64_MAX);
+  atomic_init(&t->cb_min, INT64_MAX);
+  if (!e->stepped) {
+    t->nw = xgr_rt_workers(e->rt);
+    t->w = aligned_alloc(64, t->nw * sizeof *t->w);
+    t->owners = calloc(t->nw, sizeof *t->owners);
+    if (!t->w || !t->owners) abort();
+    memset(t->w, 0, t->nw * sizeof *t->w);
+    for (unsigned i = 0; i < t->nw; i++) {
+      pthread_mutex_init(&t->w[i].mu, NULL);
+      atomic_init(&t->w[i].min, INT64_MAX);
+      atomic_init(&t->w[i].fired, 0);
+      atomic_init(&t->w[i].polled_ns, 0);
+      atomic_init(&t->w[i].steps, 0);
+      atomic_init(&t->owners[i], NULL);
+    }
+  }
   if (pthread_create(&t->th, NULL, timer_main, e)) return xgr_error_set(err, XGR_ENOMEM, NULL, "cannot start the timer thread");
   t->started = true;
   return 0;
 }
 
-/* Stop the thread; callbacks still pending are freed without running. */
+/* Timers fired so far (the thread's and the workers' heaps). */
+uint64_t xgr_eng_timers_fired(xgr_engine *e) {
+  uint64_t n = atomic_load(&e->st_timers);
+  for (unsigned i = 0; i < e->tm.nw; i++) n += atomic_load_explicit(&e->tm.w[i].fired, memory_order_relaxed);
+  return n;
+}
+
+/* Stop the thread (the workers are stopped already); callbacks still pending are freed without
+ * running. */
 void xgr_eng_timers_stop(xgr_engine *e) {
   timers *t = &e->tm;
   if (!t->started) return;
@@ -234,6 +408,10 @@ void xgr_eng_timers_stop(xgr_engine *e) {
   free(t->in);
   t->heap = t->in = NULL;
   t->n = t->nin = 0;
+  for (unsigned i = 0; i < t->nw; i++) {
+    free(t->w[i].heap);
+    pthread_mutex_destroy(&t->w[i].mu);
+  }
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv);
 }
