@@ -1450,18 +1450,15 @@ static void collect_sessions(void *ctx, xgr_metrics_out *out) {
   xgr_engine_session_info *v = malloc((n ? n : 1) * sizeof *v);
   if (!v) return;
   n = xgr_engine_list(d->e, v, n);
-  size_t live = 0, running = 0, procs = 0, idle = 0;
+  size_t live = 0, idle = 0;
   for (size_t i = 0; i < n; i++) {
     if (v[i].finished) continue;
     live++;
-    running += v[i].running;
-    procs += v[i].live;
     idle += v[i].idle;
   }
   free(v);
   xgr_metrics_line(out, "xgr_sessions_live", "", (double)live);
   xgr_metrics_line(out, "xgr_sessions_idle", "", (double)idle);
-  (void)procs;
 }
 
 static void collect_procs(void *ctx, xgr_metrics_out *out) {
