@@ -215,6 +215,13 @@ typedef struct xgr_engine_start {
    * restoring produced (a pending join decision); they are taken over and the buffer left empty. */
   xgr_session *restore;
   xgr_effects *restore_fx;
+  /* With a store hook: the caller has already committed the session row and the start process as
+   * xgr_session_start leaves them (xgrd's enqueue does, before it answers). The actor then leaves
+   * the start process out of its first turn's batch — its waiting state and its promotion to
+   * running (a process stored as running recovers exactly as a waiting one: it runs again) — so
+   * the first step is dispatched without a store round trip. The store shows the start process as
+   * waiting until its first result is committed. Ignored with restore. */
+  bool start_committed;
 } xgr_engine_start;
 
 /* Start a session: creates its actor and the start process. Returns 0, XGR_ENOTFOUND (bundle or

@@ -217,6 +217,10 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
 /* The session row of a session that xgr_session_start just started (status running, counters
  * from the core). registry may be NULL. */
 void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry);
+/* The same row, inserted only if (owner, rootPid) has none yet — an existence check folded into
+ * the commit: when a row exists, the whole batch fails with XGR_ECONFLICT and nothing of it is
+ * written (the other batches of its group commit as usual). Add it as the batch's first entry. */
+void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *s, const char *registry);
 
 /* Called once per submitted batch after its transaction committed (rc 0) or failed (rc < 0, err
  * says why; err is valid during the call only). */

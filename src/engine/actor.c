@@ -78,6 +78,7 @@ struct actor {
   wtimers *slot;                 /* the turn's worker slot (timer heap, counters) or NULL */
   /* state */
   bool started, finished, stopping, limit, idle, completed, record, subs, touched, ent_unlinked;
+  bool start_committed;          /* first turn: the start process is committed already (see engine.h) */
   xgr_session_result result;
   uint64_t steps, promoted, max_steps;
   uint32_t inflight;
@@ -326,7 +327,10 @@ static void consume(actor *a) {
       case XGR_FX_PROC:
       case XGR_FX_JOIN:
         if (a->record) xgr_eng_record_proc(&a->rec, a->b->orch, fe->proc);
-        if (e->has_store && fe->kind == XGR_FX_PROC) batch_row(a, fe);
+        if (e->has_store && fe->kind == XGR_FX_PROC &&
+            !(a->start_committed && fe->proc->iter == 1 && !fe->proc->paused &&
+              (fe->status == XGR_PROC_WAITING || fe->status == XGR_PROC_RUNNING)))
+          batch_row(a, fe);
         if (a->subs) {
           evsnap *s = ev_new(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN, NULL, true);
           snap_fill(a, &s->p, fe);
@@ -810,6 +814,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     }
   }
   end_turn(a);
+  a->start_committed = false;
   if (nctl) atomic_fetch_sub(&e->ctl_inflight, nctl);
   xgr_eng_busy_add(e, -owed);
   xgr_eng_timers_poll(e, a->slot, ctx, a->now, a->mono);   /* this worker's due timers */
@@ -896,6 +901,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->subs = e->nsubs > 0;
   a->ordered = e->cfg.ordered;
   a->max_steps = req->max_steps;
+  a->start_committed = req->start_committed && !req->restore;
   a->result = XGR_RESULT_RUNNING;
   if (a->record) xgr_eng_records_init(&a->rec);
   if (e->cfg.measure_latency) {

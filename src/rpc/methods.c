@@ -382,6 +382,25 @@ static ack existing_ack(xgr_rpcd *d, const char *owner, uint64_t root, bool paus
   return a;
 }
 
+/* The answer for a session the store has already: its ack while it runs, else a conflict (a
+ * rootPid is used once). */
+static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, ack *out_ack, xgr_error *err) {
+  xgr_store_session row = {0};
+  int rc = xgr_store_session_get(d->st, owner, root, &row, err);
+  if (rc && rc != XGR_ENOTFOUND) return rpc_err(rc, err);
+  bool running = !rc && row.status == XGR_RESULT_RUNNING, paused = !rc && row.paused;
+  const char *st = rc ? "gone" : xgr_session_result_name((xgr_session_result)row.status);
+  xgr_store_session_clear(&row);
+  xgr_error_clear(err);
+  if (running) {
+    *out_ack = existing_ack(d, owner, root, paused);
+    return 0;
+  }
+  return xgr_error_set(err, XGR_ECONFLICT, "rootPid", "session %s/%llu exists and is %s; a rootPid is used once", owner,
+                       (unsigned long long)root, st),
+         XGR_RPC_CONFLICT;
+}
+
 static int start_session(xgr_rpcd *d, start_req *rq, ack *out_ack, uint64_t *out_root, const xgr_bundle **out_b,
                          xgr_error *err) {
   if (atomic_load(&d->stopping))
@@ -421,37 +440,16 @@ static int start_session(xgr_rpcd *d, start_req *rq, ack *out_ack, uint64_t *out
   *out_root = root;
   pthread_mutex_t *mu = &d->stripe[hash_str(rq->owner, root * 0x9E3779B97F4A7C15ull) % STRIPES];
   pthread_mutex_lock(mu);
-  /* an existing session? */
+  /* a live session? (one the store has but the engine does not run is found by the commit) */
   xgr_engine_session_info info;
-  xgr_store_session row = {0};
   if (!xgr_engine_session(d->e, rq->owner, root, &info) && !info.finished) {
     pthread_mutex_unlock(mu);
     xgr_value_release(payload);
     *out_ack = existing_ack(d, rq->owner, root, false);
     return 0;
   }
-  rc = xgr_store_session_get(d->st, rq->owner, root, &row, err);
-  if (rc == 0) {
-    bool running = row.status == XGR_RESULT_RUNNING, paused = row.paused;
-    const char *st = xgr_session_result_name((xgr_session_result)row.status);
-    xgr_store_session_clear(&row);
-    pthread_mutex_unlock(mu);
-    xgr_value_release(payload);
-    if (running) {
-      *out_ack = existing_ack(d, rq->owner, root, paused);
-      return 0;
-    }
-    return xgr_error_set(err, XGR_ECONFLICT, "rootPid", "session %s/%llu exists and is %s; a rootPid is used once",
-                         rq->owner, (unsigned long long)root, st),
-           XGR_RPC_CONFLICT;
-  }
-  if (rc != XGR_ENOTFOUND) {
-    pthread_mutex_unlock(mu);
-    xgr_value_release(payload);
-    return rpc_err(rc, err);
-  }
-  xgr_error_clear(err);
-  /* durable first: the session row and its start process, in one batch */
+  /* durable first: the session row and its start process, in one batch; the row is inserted only
+   * if the store has none, so the existence check costs no read of its own */
   int64_t now = xgr_engine_now(d->e);
   xgr_session *core = xgr_session_new(b->orch, rq->owner, root, NULL);
   xgr_effects fx;
@@ -466,13 +464,19 @@ static int start_session(xgr_rpcd *d, start_req *rq, ack *out_ack, uint64_t *out
     return rpc_err(rc, err);
   }
   xgr_store_changes *c = xgr_store_changes_new();
-  xgr_store_changes_add_session_start(c, core, rq->registry);
+  xgr_store_changes_add_session_new(c, core, rq->registry);
   xgr_store_changes_add_effects(c, core, &fx);
   xgr_session_state ss;
   xgr_session_state_get(core, &ss);
   xgr_effects_free(&fx);
   xgr_session_free(core);
   rc = xgr_store_commit(d->st, c, err);
+  if (rc == XGR_ECONFLICT) {   /* the store has this session: nothing was written */
+    pthread_mutex_unlock(mu);
+    xgr_value_release(payload);
+    xgr_error_clear(err);
+    return stored_ack(d, rq->owner, root, out_ack, err);
+  }
   if (rc) {
     pthread_mutex_unlock(mu);
     xgr_value_release(payload);
@@ -488,7 +492,8 @@ static int start_session(xgr_rpcd *d, start_req *rq, ack *out_ack, uint64_t *out
     atomic_fetch_add(&d->nwaiters, 1);
     pthread_mutex_unlock(&d->w_mu);
   }
-  xgr_engine_start sr = {.bundle = b, .owner = rq->owner, .root_pid = root, .start = step, .payload = payload};
+  xgr_engine_start sr = {.bundle = b, .owner = rq->owner, .root_pid = root, .start = step, .payload = payload,
+                         .start_committed = true};   /* the batch above holds the start process */
   rc = xgr_engine_start_session(d->e, &sr, err);
   pthread_mutex_unlock(mu);
   xgr_value_release(payload);

@@ -135,6 +135,13 @@ static size_t hist_pos(const msess *s, uint64_t iter, bool *found) {
 static int check_batch(mstore *m, const xgr_store_changes *b, xgr_error *err) {
   for (size_t i = 0; i < b->n; i++) {
     const store_op *op = &b->ops[i];
+    if (op->kind == OP_SESSION && op->if_absent) {
+      const msess *s = sess_find(m, op->owner, op->root);
+      if (s && s->has_row)
+        return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists already; the batch was not applied",
+                             op->owner, (unsigned long long)op->root);
+      continue;
+    }
     if (op->kind != OP_HIST) continue;
     msess *s = sess_find(m, op->owner, op->root);
     bool f = false;

@@ -70,7 +70,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 /* ---- the handle ------------------------------------------------------------------------------- */
 
 enum {
-  S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
+  S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
   S_RM_SESSION, S_NEXTPID, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_COUNT
 };
 
@@ -84,6 +84,9 @@ static const char *const stmt_sql[S_COUNT] = {
                   " ostc_hash=excluded.ostc_hash, status=excluded.status, killed_at=excluded.killed_at,"
                   " finished_at=excluded.finished_at, next_iter=excluded.next_iter, paused=excluded.paused,"
                   " next_group=excluded.next_group",
+    [S_SESSION_NEW] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
+                      " created_at, finished_at, next_iter, paused, next_group)"
+                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12) ON CONFLICT(owner, root_pid) DO NOTHING",
     [S_STATE] = "UPDATE sessions SET status=?3, killed_at=?4, next_iter=?5, next_group=?6, paused=?7,"
                 " finished_at=CASE WHEN ?3 <> 0 AND status = 0 THEN ?8 ELSE finished_at END"
                 " WHERE owner=?1 AND root_pid=?2",
@@ -234,12 +237,15 @@ static int apply_register(sqstore *q, xgr_store_doc *d) {
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* apply_op: an if_absent session row found its session already there (nothing was written). */
+#define RC_EXISTS 0x7fff0001
+
 static int apply_op(sqstore *q, store_op *op, int64_t now) {
   sqlite3_stmt *s;
   switch (op->kind) {
     case OP_SESSION: {
       const xgr_store_session *x = &op->u.session;
-      s = q->stmt[S_SESSION];
+      s = q->stmt[op->if_absent ? S_SESSION_NEW : S_SESSION];
       bind_text(s, 1, x->owner);
       bind_u64(s, 2, x->root_pid);
       bind_text(s, 3, x->registry);
@@ -252,7 +258,8 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_u64(s, 10, x->next_iter);
       bind_i64(s, 11, x->paused);
       bind_i64(s, 12, x->next_group);
-      return step_done(s);
+      int rc = step_done(s);
+      return rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0 ? RC_EXISTS : rc;
     }
     case OP_STATE: {
       s = q->stmt[S_STATE];
@@ -352,9 +359,19 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
 }
 
 /* Apply every op of b; returns the first SQLite error (and fills b->err) or SQLITE_OK. */
+/* Apply b's entries. RC_EXISTS: its first entry, an if_absent session row, found the session
+ * there — nothing of b was written, b->rc is XGR_ECONFLICT, and the group goes on without it.
+ * (Found later in a batch, earlier entries were written: then it is a constraint failure that
+ * rolls the group back like any other batch fault.) */
 static int apply_batch(sqstore *q, xgr_store_changes *b, int64_t now) {
   for (size_t i = 0; i < b->n; i++) {
     int rc = apply_op(q, &b->ops[i], now);
+    if (rc == RC_EXISTS) {
+      xgr_error_set(&b->err, XGR_ECONFLICT, NULL, "session %s/%llu exists already; the batch was not applied",
+                    b->ops[i].owner, (unsigned long long)b->ops[i].root);
+      b->rc = XGR_ECONFLICT;
+      return i == 0 ? RC_EXISTS : SQLITE_CONSTRAINT;
+    }
     if (rc != SQLITE_OK) {
       sq_error(q->w, rc, q->path, "a write failed", &b->err);
       b->rc = b->err.code;
@@ -397,7 +414,7 @@ static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
   size_t bad = n;
   for (size_t i = 0; i < n && bad == n; i++) {
     rc = apply_batch(q, list[i], now);
-    if (rc) bad = i;
+    if (rc && rc != RC_EXISTS) bad = i;
   }
   if (bad == n) {
     rc = tx(q, S_COMMIT);
@@ -430,7 +447,7 @@ static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
     }
     rc = apply_batch(q, list[i], now);
     if (rc == SQLITE_OK) rc = tx(q, S_COMMIT);
-    else if (batch_fault(rc)) {
+    else if (rc == RC_EXISTS || batch_fault(rc)) {
       tx(q, S_ROLLBACK);
       continue;   /* this batch fails alone (its rc/err are set) */
     }

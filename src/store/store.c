@@ -451,6 +451,11 @@ void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session
   xgr_store_changes_session(b, &row);
 }
 
+void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *s, const char *registry) {
+  xgr_store_changes_add_session_start(b, s, registry);
+  b->ops[b->n - 1].if_absent = true;
+}
+
 /* ---- submit and the synchronous helpers ----------------------------------------------------------- */
 
 int xgr_store_submit(xgr_store *st, xgr_store_changes *b, xgr_store_commit_fn done, void *ctx) {

@@ -16,6 +16,7 @@ typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMO
 
 typedef struct store_op {
   op_kind kind;
+  bool if_absent;               /* OP_SESSION: insert only; an existing row fails the batch (XGR_ECONFLICT) */
   char *owner;
   uint64_t root;
   union {

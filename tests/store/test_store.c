@@ -591,6 +591,77 @@ static void test_sessions_by_owner(void **state) {
 
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
 
+/* xgr_store_changes_add_session_new: the row goes in only if the session has none; otherwise the
+ * batch fails alone with XGR_ECONFLICT and writes nothing, while a batch committed in the same
+ * group goes through. */
+typedef struct rc_box {
+  int rc;
+  bool done;
+} rc_box;
+
+static void rc_done(void *ctx, int rc, const xgr_error *err) {
+  (void)err;
+  rc_box *b = ctx;
+  b->rc = rc;
+  b->done = true;
+}
+
+static xgr_store_changes *new_session_batch(const xgr_orch *o, uint64_t root, const char *extra_payload) {
+  xgr_session *s = xgr_session_new(o, T_OWNER, root, NULL);
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  assert_int_equal(xgr_session_start(s, 0, xgr_value_null(), 10, &fx, NULL), 0);
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_add_session_new(b, s, "test");
+  xgr_store_changes_add_effects(b, s, &fx);
+  if (extra_payload) {
+    xgr_store_proc p = mkproc(7, XGR_PROC_WAITING, extra_payload);
+    xgr_store_changes_proc(b, T_OWNER, root, &p);
+  }
+  xgr_effects_free(&fx);
+  xgr_session_free(s);
+  return b;
+}
+
+static void test_session_new(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (int k = 0; k < 2; k++) {
+    xgr_store *st = open_kind(k, dir, "new.db", NULL);
+    xgr_error e;
+    assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, NULL), &e), 0);
+    xgr_store_proc *ps;
+    size_t n;
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
+    assert_int_equal(n, 1);
+    xgr_store_procs_free(ps, n);
+    /* again, with one more row: refused whole */
+    assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, "{\"x\":1}"), &e), XGR_ECONFLICT);
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
+    assert_int_equal(n, 1);
+    xgr_store_procs_free(ps, n);
+    /* a conflicting batch and a good one submitted together: only the conflicting one fails */
+    rc_box bad = {0}, good = {0};
+    xgr_store_submit(st, new_session_batch(o, 1, "{}"), rc_done, &bad);
+    xgr_store_submit(st, new_session_batch(o, 2, "{}"), rc_done, &good);
+    xgr_store_flush(st);
+    assert_true(bad.done && good.done);
+    assert_int_equal(bad.rc, XGR_ECONFLICT);
+    assert_int_equal(good.rc, 0);
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 2, &ps, &n, &e), 0);
+    assert_int_equal(n, 2);
+    xgr_store_procs_free(ps, n);
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
+    assert_int_equal(n, 1);
+    xgr_store_procs_free(ps, n);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+  free(dir);
+}
+
 static void test_full_disk(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -789,6 +860,7 @@ int main(void) {
       cmocka_unit_test(test_migrate_empty),
       cmocka_unit_test(test_migrate_from_v1),
       cmocka_unit_test(test_sessions_by_owner),
+      cmocka_unit_test(test_session_new),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),
       cmocka_unit_test(test_ttl_gc),
