@@ -253,6 +253,11 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   uint64_t max_iter = 0;
   uint32_t max_group = 0;
   int64_t last_end = 0;
+  /* the payload text of each process's last snapshot, reused by its history row */
+  char *stack_texts[16];
+  char **texts = b->nprocs <= 16 ? stack_texts : calloc(b->nprocs, sizeof *texts);
+  if (!texts) abort();
+  for (size_t i = 0; i < b->nprocs; i++) texts[i] = NULL;
   for (size_t i = 0; i < b->nprocs; i++) {
     const xgr_engine_proc *e = &b->procs[i];
     /* only the last snapshot of a process in the batch counts */
@@ -289,15 +294,17 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     if (e->finished_at > last_end) last_end = e->finished_at;
     if (p->ended[0] && (e->status == XGR_PROC_DONE || e->status == XGR_PROC_ABORTED))
       xgr_counter_add(p->ended[e->status == XGR_PROC_DONE ? 0 : 1], 1);
-    free(payload);
+    texts[i] = payload;
     free(join);
   }
   for (size_t i = 0; i < b->nhist; i++) {
     const xgr_engine_hist *h = &b->hist[i];
     const xgr_engine_proc *pr = NULL;
+    size_t pj = 0;
     for (size_t j = b->nprocs; j-- > 0 && !pr;)
-      if (b->procs[j].iter == h->iter) pr = &b->procs[j];
-    char *payload = pr ? xgr_value_to_json_text(pr->payload, 0, NULL) : NULL;
+      if (b->procs[j].iter == h->iter) pr = &b->procs[pj = j];
+    char *owned = pr && !texts[pj] ? xgr_value_to_json_text(pr->payload, 0, NULL) : NULL;
+    const char *payload = pr ? (texts[pj] ? texts[pj] : owned) : NULL;
     int64_t fin = pr && pr->finished_at ? pr->finished_at : h->at;
     xgr_store_hist row = {.iter = h->iter,
                           .parent_iter = pr ? pr->parent_iter : 0,
@@ -309,14 +316,16 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
                           .at = h->at,
                           .finished_at = fin,
                           .error = pr ? (char *)pr->error : NULL,
-                          .payload = payload};
+                          .payload = (char *)payload};
     xgr_store_changes_hist(c, b->owner, b->root_pid, &row);
-    free(payload);
+    free(owned);
     if (p->steps[0]) {
       xgr_counter_add(p->steps[outcome_of(h, pr)], 1);
       if (fin >= h->at) xgr_histogram_observe(p->step_lat, (double)(fin - h->at) / 1e3);
     }
   }
+  for (size_t i = 0; i < b->nprocs; i++) free(texts[i]);
+  if (texts != stack_texts) free(texts);
   tshard *sh;
   track *t = lookup(p, b->owner, b->root_pid, true, &sh);
   if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;
