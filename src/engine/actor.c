@@ -218,7 +218,7 @@ static job *job_new(actor *a, const xgr_proc *p) {
   j->payload = xgr_value_retain(p->payload);
   j->st = NULL;
   j->x = NULL;
-  j->t_ready = a->mono;   /* the turn that promoted it began (latency errs on the long side) */
+  j->t_ready = a->lat ? xgr_eng_mono_ns() : 0;
   pid_format(a->root, p->iter, j->pid);
   j->sctx = (xgr_step_ctx){.owner = xgr_session_owner(a->s),
                            .session_id = a->root,
