@@ -802,7 +802,7 @@ static int parse_branch(pc *c, xgr_value doc, const char *name, rbranch *b) {
       xgr_path_pop(&c->path, m4);
       if (!get(g, "rights", &rv)) return pmiss(c, "rights", "missing `rights` (bitmask: 1 READ, 2 WRITE, 4 MANAGE)");
       m4 = xgr_path_key(&c->path, "rights");
-      uint64_t rights;
+      uint64_t rights = 0;
       if (get_uint(c, rv, 7, &rights)) return c->e->code;
       if (rights == 0) return perr(c, XGR_ESCHEMA, "`rights` is 0; expected a bitmask in 1..7 (1 READ, 2 WRITE, 4 MANAGE)");
       b->grants[i].rights = (uint32_t)rights;
