@@ -84,7 +84,7 @@ struct actor {
   uint32_t inflight;
   int64_t armed;
   int64_t clock_ms;              /* the session clock of its last change (reports' clockMs) */
-  records rec;
+  xgr_records *rec;             /* reports (record only), else NULL */
   /* ordered application */
   bool ordered;
   job **ring;
@@ -147,7 +147,7 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
   d->finished_at = p->finished_at;
   d->payload = xgr_value_retain(p->payload);
   d->error = p->error ? xstrdup(p->error) : NULL;
-  d->join = p->join ? xgr_eng_join_json(o, p->join) : NULL;
+  d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
 }
 
 static void snap_release(xgr_engine_proc *d) {
@@ -326,7 +326,7 @@ static void consume(actor *a) {
         break;
       case XGR_FX_PROC:
       case XGR_FX_JOIN:
-        if (a->record) xgr_eng_record_proc(&a->rec, a->b->orch, fe->proc);
+        if (a->record) xgr_records_proc(a->rec, a->b->orch, fe->proc);
         if (e->has_store && fe->kind == XGR_FX_PROC &&
             !(a->start_committed && fe->proc->iter == 1 && !fe->proc->paused &&
               (fe->status == XGR_PROC_WAITING || fe->status == XGR_PROC_RUNNING)))
@@ -339,7 +339,7 @@ static void consume(actor *a) {
         }
         break;
       case XGR_FX_HISTORY:
-        if (a->record) xgr_eng_record_hist(&a->rec, fe);
+        if (a->record) xgr_records_hist(a->rec, fe);
         if (e->has_store) batch_hist(a, fe);
         break;
       case XGR_FX_WAKE: {
@@ -527,8 +527,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
   consume(a);
   const char *text = rc ? err.message : err.message[0] ? err.message : "ok";
   if (m->label && a->record)
-    json_array_append_new(a->rec.actions, json_pack("{s:I, s:s, s:b, s:s}", "at", (json_int_t)a->now, "action", m->label,
-                                                    "ok", rc == 0, "message", text));
+    xgr_records_action(a->rec, a->now, m->label, rc == 0, text);
   if (a->subs) {
     char msg[700];
     snprintf(msg, sizeof msg, "%s: %s", m->label ? m->label : "control", text);
@@ -567,7 +566,7 @@ static const char *live_result(actor *a) {
 }
 
 static void on_report(actor *a, report_msg *m) {
-  json_t *r = xgr_eng_report(a->record ? &a->rec : NULL, a->s, live_result(a), a->steps, a->clock_ms);
+  json_t *r = xgr_records_report(a->record ? a->rec : NULL, a->s, live_result(a), a->steps, a->clock_ms);
   pthread_mutex_lock(&m->mu);
   m->report = r;
   m->done = true;
@@ -716,7 +715,7 @@ static void complete(actor *a) {
   }
   json_t *rep = NULL;
   if (a->finished && e->cfg.keep_finished)
-    rep = xgr_eng_report(a->record ? &a->rec : NULL, a->s, xgr_session_result_name(a->result), a->steps, a->clock_ms);
+    rep = xgr_records_report(a->record ? a->rec : NULL, a->s, xgr_session_result_name(a->result), a->steps, a->clock_ms);
   publish(a);
   shard *sh = xgr_eng_shard(e, a->root);
   pthread_mutex_lock(&sh->mu);
@@ -903,7 +902,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->max_steps = req->max_steps;
   a->start_committed = req->start_committed && !req->restore;
   a->result = XGR_RESULT_RUNNING;
-  if (a->record) xgr_eng_records_init(&a->rec);
+  if (a->record) a->rec = xgr_records_new();
   if (e->cfg.measure_latency) {
     a->lat = calloc(1, sizeof *a->lat);
     if (!a->lat) abort();
@@ -953,7 +952,7 @@ void xgr_eng_actor_free(actor *a) {
     }
   free(a->ring);
   xgr_effects_free(&a->fx);
-  if (a->record) xgr_eng_records_free(&a->rec);
+  xgr_records_free(a->rec);
   free(a->lat);
   xgr_session_free(a->s);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */

@@ -5,7 +5,6 @@
  *   actor.c    the root actor of one session: a runtime process that owns the session core;
  *   timer.c    the engine clock, per-worker timer heaps (4-ary) and the timer thread;
  *   http.c     the libcurl multi loop thread that performs the API calls of steps;
- *   report.c   per-session records (last state of every process, history) and the report JSON.
  *
  * Nothing here is public; see include/xgr/engine.h for the contracts.
  */
@@ -18,6 +17,7 @@
 #include <stdint.h>
 
 #include "xgr/engine.h"
+#include "xgr/records.h"
 #include "xgr/runtime.h"
 
 /* Runtime command types. */
@@ -119,22 +119,7 @@ void xgr_eng_lat_add(lat_hist *h, uint64_t ns);
 void xgr_eng_lat_merge(lat_hist *into, const lat_hist *h);
 uint64_t xgr_eng_lat_quantile(const lat_hist *h, double q);
 
-/* ---- records (report.c) ---------------------------------------------------------------------- */
-typedef struct rec rec;
-typedef struct records {
-  rec *recs;                    /* indexed by iter - 1 */
-  size_t nrecs, caprecs;
-  xgr_engine_hist *hist;
-  size_t nhist, caphist;
-  json_t *actions;
-} records;
-json_t *xgr_eng_join_json(const xgr_orch *o, const xgr_join_state *js);
-void xgr_eng_records_init(records *r);
-void xgr_eng_records_free(records *r);
-void xgr_eng_record_proc(records *r, const xgr_orch *o, const xgr_proc *p);
-void xgr_eng_record_hist(records *r, const xgr_effect *e);
-/* The report; s gives the live processes when r is NULL (not recording). */
-json_t *xgr_eng_report(const records *r, const xgr_session *s, const char *result, uint64_t steps, int64_t now);
+/* ---- records: xgr/records.h (shared with the deterministic driver) --------------------------- */
 
 /* ---- session registry entry ------------------------------------------------------------------ */
 typedef struct sess_entry {

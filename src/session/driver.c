@@ -11,6 +11,7 @@
 #include "xgr/json.h"
 #include "xgr/outcome.h"
 #include "xgr/records.h"
+#include "xgr/script.h"
 
 static void *xcalloc(size_t n, size_t m) {
   void *p = calloc(n ? n : 1, m ? m : 1);
@@ -29,24 +30,11 @@ typedef struct dsession {
   xgr_records *rec;             /* processes, history and scripted actions (NULL unless cfg.record) */
 } dsession;
 
-typedef enum act_kind { ACT_WAKE_PID, ACT_WAKE_STEP, ACT_KILL, ACT_PAUSE, ACT_RESUME } act_kind;
-
-typedef struct action {
-  int64_t at;
-  size_t seq;                   /* script order, for ties */
-  act_kind kind;
-  uint64_t root, iter;
-  char *step;
-  char *caller;
-  xgr_value payload;
-  char *text;                   /* the action as written, for reports */
-} action;
-
 struct xgr_driver {
   xgr_driver_config cfg;
   dsession *ss;
   size_t nss;
-  action *acts;
+  xgr_script_action *acts;     /* scripted actions, sorted by time */
   size_t nacts, next_act;
   int64_t now;
   uint64_t steps;
@@ -69,13 +57,7 @@ void xgr_driver_free(xgr_driver *d) {
     xgr_session_free(ds->s);
   }
   free(d->ss);
-  for (size_t i = 0; i < d->nacts; i++) {
-    free(d->acts[i].step);
-    free(d->acts[i].caller);
-    free(d->acts[i].text);
-    xgr_value_release(d->acts[i].payload);
-  }
-  free(d->acts);
+  xgr_script_free(d->acts, d->nacts);
   xgr_effects_free(&d->fx);
   xgr_http_exchange_free(d->http);
   free(d);
@@ -176,84 +158,20 @@ int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner
   return rc;
 }
 
-static int act_err(xgr_error *err, size_t i, const char *field, const char *msg) {
-  char path[64];
-  snprintf(path, sizeof path, "[%zu]%s%s", i, field ? "." : "", field ? field : "");
-  return xgr_error_set(err, XGR_ESCHEMA, path, "%s", msg);
-}
-
-static int parse_pid_field(const json_t *v, uint64_t *root, uint64_t *iter) {
-  if (!json_is_string(v)) return XGR_EINVAL;
-  return xgr_pid_parse(json_string_value(v), root, iter);
-}
-
 int xgr_driver_add_script(xgr_driver *d, const json_t *script, xgr_error *err) {
-  if (!json_is_array(script)) return xgr_error_set(err, XGR_ESCHEMA, "", "a script is an array of actions");
-  for (size_t i = 0; i < json_array_size(script); i++) {
-    const json_t *a = json_array_get(script, i);
-    if (!json_is_object(a)) return act_err(err, i, NULL, "an action is an object");
-    action ac = {0};
-    const json_t *at = json_object_get(a, "at");
-    if (!at) ac.at = 0;
-    else if (!json_is_integer(at) || json_integer_value(at) < 0)
-      return act_err(err, i, "at", "expected a non-negative integer (milliseconds on the session clock)");
-    else ac.at = json_integer_value(at);
-    const json_t *v;
-    int kinds = 0;
-    if ((v = json_object_get(a, "wake"))) {
-      kinds++;
-      const json_t *pid = json_object_get(v, "pid"), *step = json_object_get(v, "step");
-      if (pid) {
-        if (parse_pid_field(pid, &ac.root, &ac.iter) || ac.iter == 0)
-          return act_err(err, i, "wake.pid", "expected a process id \"<rootPid>:<iter>\"");
-        ac.kind = ACT_WAKE_PID;
-      } else if (json_is_string(step)) {
-        ac.kind = ACT_WAKE_STEP;
-        ac.step = strdup(json_string_value(step));
-        const json_t *sess = json_object_get(a, "session");
-        ac.root = json_is_integer(sess) ? (uint64_t)json_integer_value(sess) : 0;
-      } else {
-        return act_err(err, i, "wake", "expected {\"pid\": \"<rootPid>:<iter>\"} or {\"step\": STEP}");
-      }
-    }
-    static const char *const names[] = {"kill", "pause", "resume"};
-    static const act_kind kinds_of[] = {ACT_KILL, ACT_PAUSE, ACT_RESUME};
-    for (int k = 0; k < 3; k++)
-      if ((v = json_object_get(a, names[k]))) {
-        kinds++;
-        ac.kind = kinds_of[k];
-        if (parse_pid_field(v, &ac.root, &ac.iter)) return act_err(err, i, names[k], "expected \"<rootPid>\" or \"<rootPid>:<iter>\"");
-      }
-    if (kinds != 1) {
-      free(ac.step);
-      return act_err(err, i, NULL, "expected exactly one of wake, kill, pause, resume");
-    }
-    const json_t *caller = json_object_get(a, "caller");
-    if (caller && !json_is_string(caller)) {
-      free(ac.step);
-      return act_err(err, i, "caller", "expected an address string");
-    }
-    if (caller) ac.caller = strdup(json_string_value(caller));
-    const json_t *pl = json_object_get(a, "payload");
-    ac.payload = xgr_value_null();
-    if (pl) {
-      if (!json_is_object(pl)) {
-        free(ac.step);
-        free(ac.caller);
-        return act_err(err, i, "payload", "expected an object");
-      }
-      xgr_value_from_json(pl, 0, &ac.payload, NULL);
-    }
-    ac.text = json_dumps(a, JSON_COMPACT);
-    ac.seq = d->nacts;
-    d->acts = xrealloc(d->acts, (d->nacts + 1) * sizeof *d->acts);
-    d->acts[d->nacts++] = ac;
-  }
-  /* stable sort by time (insertion sort: scripts are short) */
-  for (size_t i = 1; i < d->nacts; i++) {
-    action v = d->acts[i];
+  xgr_script_action *more;
+  size_t n;
+  int rc = xgr_script_parse(script, &more, &n, err);
+  if (rc) return rc;
+  d->acts = xrealloc(d->acts, (d->nacts + n) * sizeof *d->acts);
+  memcpy(d->acts + d->nacts, more, n * sizeof *more);
+  free(more);   /* the entries moved into d->acts */
+  d->nacts += n;
+  /* stable merge by time of what is not applied yet (insertion sort: scripts are short) */
+  for (size_t i = d->next_act + 1; i < d->nacts; i++) {
+    xgr_script_action v = d->acts[i];
     size_t j = i;
-    while (j > d->next_act && (d->acts[j - 1].at > v.at || (d->acts[j - 1].at == v.at && d->acts[j - 1].seq > v.seq))) {
+    while (j > d->next_act && d->acts[j - 1].at > v.at) {
       d->acts[j] = d->acts[j - 1];
       j--;
     }
@@ -262,20 +180,20 @@ int xgr_driver_add_script(xgr_driver *d, const json_t *script, xgr_error *err) {
   return 0;
 }
 
-static void apply_action(xgr_driver *d, action *a) {
-  dsession *ds = a->kind == ACT_WAKE_STEP && a->root == 0 ? (d->nss ? &d->ss[0] : NULL) : find_session(d, NULL, a->root);
+static void apply_action(xgr_driver *d, xgr_script_action *a) {
+  dsession *ds = a->kind == XGR_SCRIPT_WAKE_STEP && a->root_pid == 0 ? (d->nss ? &d->ss[0] : NULL) : find_session(d, NULL, a->root_pid);
   char msg[640];
   xgr_error err;
   xgr_error_clear(&err);
   int rc;
   if (!ds) {
-    rc = xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no session with rootPid %llu", (unsigned long long)a->root);
+    rc = xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no session with rootPid %llu", (unsigned long long)a->root_pid);
   } else {
     switch (a->kind) {
-      case ACT_WAKE_PID:
+      case XGR_SCRIPT_WAKE_PID:
         rc = xgr_session_wake_pid(ds->s, a->iter, a->caller, a->payload, d->now, &d->fx, &err);
         break;
-      case ACT_WAKE_STEP: {
+      case XGR_SCRIPT_WAKE_STEP: {
         int step = xgr_orch_find(xgr_session_orch(ds->s), a->step);
         size_t woken = 0;
         rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\" in the orchestration", a->step)
@@ -284,11 +202,11 @@ static void apply_action(xgr_driver *d, action *a) {
         if (!rc) snprintf(err.message, sizeof err.message, "woke %zu process%s", woken, woken == 1 ? "" : "es");
         break;
       }
-      case ACT_KILL:
+      case XGR_SCRIPT_KILL:
         rc = xgr_session_kill(ds->s, a->iter, d->now, &d->fx, &err);
         break;
       default:
-        rc = xgr_session_pause(ds->s, a->iter, a->kind == ACT_PAUSE, d->now, &d->fx, &err);
+        rc = xgr_session_pause(ds->s, a->iter, a->kind == XGR_SCRIPT_PAUSE, d->now, &d->fx, &err);
         break;
     }
   }
