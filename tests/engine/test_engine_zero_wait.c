@@ -1,0 +1,114 @@
+/* test_engine_inline.c — zero-wait work on the real clock, without a store:
+ *   1. a chain of 40 zero-wait steps completes with every step in order;
+ *   2. an endless loop without waits does not monopolise the engine: kill(root) arrives and the
+ *      session ends killed;
+ *   3. a 32-way fan-out in the same engine completes meanwhile.
+ */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xgr/engine.h"
+
+#define OWNER "0x0000000000000000000000000000000000000001"
+
+static int failures;
+#define CHECK(c, ...)                   \
+  do {                                  \
+    if (!(c)) {                         \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);              \
+      printf("\n");                     \
+      failures++;                       \
+    }                                   \
+  } while (0)
+
+static const char *rule = "{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},\"rules\":[\"[N] >= 0\"],"
+                          "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"}}}";
+
+static xgr_bundle *load(const char *orch) {
+  char txt[16384];
+  snprintf(txt, sizeof txt, "{\"orchestration\":%s,\"rules\":{\"r\":%s}}", orch, rule);
+  xgr_bundle *b = NULL;
+  xgr_error e;
+  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
+    printf("bundle: %s: %s\n", e.path, e.message);
+    exit(1);
+  }
+  return b;
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  char chain[8192], *p = chain;
+  p += sprintf(p, "{\"id\":\"chain\",\"structure\":{");
+  for (int i = 0; i < 40; i++) {
+    if (i < 39) p += sprintf(p, "%s\"S%d\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[\"S%d\"]}}", i ? "," : "", i, i + 1);
+    else p += sprintf(p, ",\"S%d\":{\"rule\":\"r\"}", i);
+  }
+  sprintf(p, "}}");
+  xgr_bundle *bc = load(chain);
+  xgr_bundle *bl = load("{\"id\":\"loop\",\"structure\":{\"L\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[\"L\"]}}}}");
+  char fan[8192];
+  p = fan;
+  p += sprintf(p, "{\"id\":\"fan\",\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
+  for (int i = 0; i < 32; i++) p += sprintf(p, "%s\"B%d\"", i ? "," : "", i);
+  p += sprintf(p, "],\"join\":{\"joinid\":\"J\",\"mode\":\"all\",\"waitonjoin\":\"kill\",\"from\":[");
+  for (int i = 0; i < 32; i++) p += sprintf(p, "%s{\"node\":\"B%d\"}", i ? "," : "", i);
+  p += sprintf(p, "]}}},\"J\":{\"rule\":\"r\"}");
+  for (int i = 0; i < 32; i++) p += sprintf(p, ",\"B%d\":{\"rule\":\"r\"}", i);
+  sprintf(p, "}}");
+  xgr_bundle *bf = load(fan);
+
+  xgr_error e;
+  xgr_engine_config cfg = {.workers = 2, .keep_finished = true};
+  xgr_engine *eng = xgr_engine_new(&cfg, &e);
+  CHECK(eng != NULL, "engine: %s", e.message);
+  if (!eng) return 1;
+  xgr_value none = xgr_value_null();
+  xgr_engine_start s1 = {.bundle = bc, .owner = OWNER, .root_pid = 1, .start = "S0", .payload = none, .record = true};
+  xgr_engine_start s2 = {.bundle = bl, .owner = OWNER, .root_pid = 2, .start = "L", .payload = none};
+  xgr_engine_start s3 = {.bundle = bf, .owner = OWNER, .root_pid = 3, .start = "A", .payload = none, .record = true};
+  CHECK(xgr_engine_start_session(eng, &s1, &e) == 0, "start chain: %s", e.message);
+  CHECK(xgr_engine_start_session(eng, &s2, &e) == 0, "start loop: %s", e.message);
+  CHECK(xgr_engine_start_session(eng, &s3, &e) == 0, "start fan: %s", e.message);
+
+  CHECK(xgr_engine_wait(eng, OWNER, 1, 10000) == 0, "the chain did not finish");
+  json_t *rep = xgr_engine_report(eng, OWNER, 1, &e);
+  CHECK(rep && !strcmp(json_string_value(json_object_get(rep, "result")), "completed"), "chain result");
+  json_t *hist = json_object_get(rep, "history");
+  CHECK(json_array_size(hist) == 40, "chain history has %zu rows, expected 40", json_array_size(hist));
+  for (size_t i = 0; i < json_array_size(hist); i++) {
+    char want[32];
+    snprintf(want, sizeof want, "S%zu", i);
+    const char *got = json_string_value(json_object_get(json_array_get(hist, i), "step"));
+    CHECK(got && !strcmp(got, want), "history row %zu is %s, expected %s", i, got ? got : "?", want);
+  }
+  json_t *last = json_array_get(json_object_get(rep, "processes"), 39);
+  CHECK(json_integer_value(json_object_get(json_object_get(last, "payload"), "N")) == 40, "the chain's N");
+  json_decref(rep);
+
+  CHECK(xgr_engine_wait(eng, OWNER, 3, 10000) == 0, "the fan-out did not finish");
+  rep = xgr_engine_report(eng, OWNER, 3, &e);
+  CHECK(rep && json_array_size(json_object_get(rep, "history")) == 34, "fan-out history");
+  json_decref(rep);
+
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);   /* let the zero-wait loop spin */
+  CHECK(xgr_engine_kill(eng, OWNER, 2, 0, &e) == 0, "kill of the loop: %s", e.message);
+  CHECK(xgr_engine_wait(eng, OWNER, 2, 10000) == 0, "the loop did not end after kill");
+  xgr_engine_session_info info;
+  CHECK(xgr_engine_session(eng, OWNER, 2, &info) == 0 && info.result == XGR_RESULT_KILLED, "loop result");
+  CHECK(info.steps > 100, "the loop ran only %llu steps in 50 ms", (unsigned long long)info.steps);
+  printf("zero-wait loop: %llu steps before the kill\n", (unsigned long long)info.steps);
+
+  xgr_engine_free(eng);
+  xgr_bundle_free(bc);
+  xgr_bundle_free(bl);
+  xgr_bundle_free(bf);
+  curl_global_cleanup();
+  printf("%s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
