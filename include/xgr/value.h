@@ -197,6 +197,11 @@ int xgr_value_from_json(const json_t *j, unsigned flags, xgr_value *out, xgr_err
  * Numbers are exact (uint beyond int64 printed as digits; doubles keep a '.' or exponent so
  * they read back as DOUBLE). */
 char *xgr_value_to_json_text(xgr_value v, unsigned flags, size_t *len);
+/* Text of a jansson value (borrowed) with numbers written as the value writer writes them:
+ * doubles in their shortest round-trip form ("0.1", not jansson's 17-digit "0.10000000000000001").
+ * flags: 0 compact or XGR_JSON_PRETTY. Returns a malloc'd string (caller frees), or NULL for a
+ * NULL j. Every printed report uses it. */
+char *xgr_json_dumps(const json_t *j, unsigned flags);
 /* A new jansson reference (caller json_decref's). jansson cannot hold integers above int64:
  * such uints become decimal strings, like bigints. */
 json_t *xgr_value_to_json(xgr_value v);

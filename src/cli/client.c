@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "xgr/value.h"
 
 const char xgr_client_opts_help[] =
     "  --url URL       xgrd's address (default " XGR_CLIENT_DEFAULT_URL ", or $XGR_URL)\n"
@@ -135,7 +136,7 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
 }
 
 void xgr_client_print_json(const json_t *j) {
-  char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+  char *s = xgr_json_dumps(j, XGR_JSON_PRETTY);
   if (s) puts(s);
   free(s);
 }

@@ -96,7 +96,7 @@ int xgr_cmd_history(int argc, char **argv) {
                                    "finishedAt", (json_int_t)ss.finished_at, "killedAt", (json_int_t)ss.killed_at)
                        : json_null();
     json_t *out = json_pack("{s:o, s:o}", "session", sess, "history", hist);
-    char *txt = json_dumps(out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *txt = xgr_json_dumps(out, XGR_JSON_PRETTY);
     puts(txt);
     free(txt);
     json_decref(out);

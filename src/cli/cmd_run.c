@@ -348,7 +348,7 @@ int xgr_cmd_run(int argc, char **argv) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
       if (as_json) {
-        char *txt = json_dumps(rep, JSON_INDENT(2));
+        char *txt = xgr_json_dumps(rep, XGR_JSON_PRETTY);
         if (txt) puts(txt);
         free(txt);
       } else {
@@ -381,7 +381,7 @@ int xgr_cmd_run(int argc, char **argv) {
     json_t *rep = xgr_driver_report(drv, 0);
     const char *result = json_string_value(json_object_get(rep, "result"));
     if (as_json) {
-      char *s = json_dumps(rep, JSON_INDENT(2));
+      char *s = xgr_json_dumps(rep, XGR_JSON_PRETTY);
       if (s) puts(s);
       free(s);
     } else {

@@ -132,7 +132,7 @@ int xgr_cmd_step(int argc, char **argv) {
     if (as_json) {
       json_t *o = json_pack("{s:b,s:{s:s,s:s,s:s}}", "valid", 0, "error", "path", e.path, "code",
                             xgr_errcode_name(e.code), "message", e.message);
-      char *t = json_dumps(o, JSON_INDENT(2));
+      char *t = xgr_json_dumps(o, XGR_JSON_PRETTY);
       printf("%s\n", t);
       free(t);
       json_decref(o);
@@ -171,7 +171,7 @@ int xgr_cmd_step(int argc, char **argv) {
 
   if (as_json) {
     json_t *o = xgr_step_result_to_json(&res);
-    char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *t = xgr_json_dumps(o, XGR_JSON_PRETTY);
     printf("%s\n", t);
     free(t);
     json_decref(o);

@@ -8,6 +8,7 @@
  * request counters and latency histogram of the server's metrics registry.
  */
 #include "xgr/rpc.h"
+#include "xgr/value.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -181,7 +182,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *j) {
-  char *s = json_dumps(j, JSON_COMPACT);
+  char *s = xgr_json_dumps(j, 0);
   json_decref(j);
   if (!s) return MHD_NO;
   return send_text(c, status, "application/json", s, strlen(s));

@@ -508,3 +508,12 @@ json_t *xgr_value_to_json(xgr_value v) {
     }
   }
 }
+
+char *xgr_json_dumps(const json_t *j, unsigned flags) {
+  if (!j) return NULL;
+  xgr_value v;
+  if (xgr_value_from_json(j, 0, &v, NULL)) return NULL;
+  char *s = xgr_value_to_json_text(v, flags & XGR_JSON_PRETTY, NULL);
+  xgr_value_release(v);
+  return s;
+}
