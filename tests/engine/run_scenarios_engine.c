@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "xgr/driver.h"
+#include "../scenarios/expect.h"
 #include "xgr/engine.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
@@ -147,88 +148,18 @@ static int allow_kill_race(json_t *eng, const json_t *det, bool free_mode) {
   return n;
 }
 
-static int subset(const json_t *want, const json_t *got) {
-  const char *k;
-  json_t *v;
-  json_object_foreach((json_t *)want, k, v) {
-    const json_t *g = json_object_get(got, k);
-    if (!g) return 0;
-    if (json_is_number(v) && json_is_number(g)) {
-      if (json_number_value(v) != json_number_value(g)) return 0;
-    } else if (!json_equal(v, g)) {
-      return 0;
-    }
-  }
-  return 1;
+typedef struct fail_ctx {
+  const char *name, *mode;
+} fail_ctx;
+
+static void on_fail(void *ctx, const char *msg) {
+  const fail_ctx *f = ctx;
+  failf(f->name, f->mode, "%s", msg);
 }
 
-/* The file's expectations (as tests/scenarios/run_scenarios.c checks them). */
 static void check_expect(const char *name, const char *mode, const json_t *x, const json_t *rep) {
-  const json_t *wr = json_object_get(x, "result");
-  if (wr && strcmp(sget(rep, "result"), json_string_value(wr)))
-    failf(name, mode, "result %s, expected %s", sget(rep, "result"), json_string_value(wr));
-  const json_t *procs = json_object_get(rep, "processes");
-  size_t i;
-  json_t *w;
-  json_array_foreach(json_object_get(x, "processes"), i, w) {
-    const char *pid = sget(w, "pid");
-    const json_t *p = find_proc(procs, pid);
-    if (!p) {
-      failf(name, mode, "process %s was never created", pid);
-      continue;
-    }
-    static const char *const plain[] = {"step", "status", "valid", "paused", "abortReason"};
-    for (size_t k = 0; k < 5; k++) {
-      const json_t *wv = json_object_get(w, plain[k]), *gv = json_object_get(p, plain[k]);
-      if (wv && (!gv || !json_equal(wv, gv))) {
-        char *a = gv ? dump(gv) : strdup("(missing)"), *b = dump(wv);
-        failf(name, mode, "%s.%s = %s, expected %s", pid, plain[k], a, b);
-        free(a);
-        free(b);
-      }
-    }
-    const json_t *wj = json_object_get(w, "join");
-    if (wj) {
-      const json_t *gj = json_object_get(p, "join");
-      const char *out = json_is_object(gj) ? sget(gj, "outcome") : "(no join)";
-      if (strcmp(out, json_string_value(wj))) failf(name, mode, "%s join %s, expected %s", pid, out, json_string_value(wj));
-      const json_t *wf = json_object_get(w, "joinFail");
-      if (wf && !(json_is_object(gj) && subset(wf, json_object_get(gj, "fail")))) failf(name, mode, "%s join.fail differs", pid);
-    }
-    if (json_is_true(json_object_get(w, "error")) && !json_is_string(json_object_get(p, "error")))
-      failf(name, mode, "%s has no error", pid);
-    const json_t *wp = json_object_get(w, "payload");
-    if (wp && !subset(wp, json_object_get(p, "payload"))) failf(name, mode, "%s payload lacks expected keys", pid);
-    size_t k;
-    json_t *key;
-    json_array_foreach(json_object_get(w, "payloadLacks"), k, key) if (json_object_get(json_object_get(p, "payload"),
-                                                                                          json_string_value(key)))
-        failf(name, mode, "%s payload has key %s", pid, json_string_value(key));
-  }
-  const json_t *cnt = json_object_get(x, "count");
-  if (cnt && (json_int_t)json_array_size(procs) != json_integer_value(cnt))
-    failf(name, mode, "%zu processes, expected %lld", json_array_size(procs), (long long)json_integer_value(cnt));
-  const json_t *hc = json_object_get(x, "history");
-  if (hc && (json_int_t)json_array_size(json_object_get(rep, "history")) != json_integer_value(hc))
-    failf(name, mode, "%zu history rows, expected %lld", json_array_size(json_object_get(rep, "history")),
-          (long long)json_integer_value(hc));
-  const char *pid;
-  json_t *at;
-  json_object_foreach(json_object_get(x, "historyAt"), pid, at) {
-    json_int_t got = -1;
-    size_t k;
-    json_t *h;
-    json_array_foreach(json_object_get(rep, "history"), k, h) if (!strcmp(sget(h, "pid"), pid)) {
-      got = json_integer_value(json_object_get(h, "at"));
-      break;
-    }
-    if (got != json_integer_value(at))
-      failf(name, mode, "%s ran at %lld ms, expected %lld", pid, (long long)got, (long long)json_integer_value(at));
-  }
-  json_array_foreach(json_object_get(x, "actionsOk"), i, w) {
-    const json_t *g = json_object_get(json_array_get(json_object_get(rep, "actions"), i), "ok");
-    if (!g || !json_equal(g, w)) failf(name, mode, "action %zu: %s", i, g ? "wrong outcome" : "not applied");
-  }
+  fail_ctx f = {name, mode};
+  scen_check(x, rep, on_fail, &f);
 }
 
 /* History rows in (at, pid) order: steps of one instant run concurrently on the engine. */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "xgr/driver.h"
+#include "expect.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
 
@@ -32,80 +33,7 @@ static void failf(const char *name, const char *fmt, const char *a, const char *
   nfail++;
 }
 
-static json_t *find_proc(json_t *procs, const char *pid) {
-  size_t i;
-  json_t *p;
-  json_array_foreach(procs, i, p) if (!strcmp(json_string_value(json_object_get(p, "pid")), pid)) return p;
-  return NULL;
-}
-
-/* Every key of want is in got with an equal value (JSON equality). */
-static int subset(const json_t *want, const json_t *got) {
-  const char *k;
-  json_t *v;
-  json_object_foreach((json_t *)want, k, v) {
-    const json_t *g = json_object_get(got, k);
-    if (!g) return 0;
-    if (json_is_number(v) && json_is_number(g)) {
-      if (json_number_value(v) != json_number_value(g)) return 0;
-    } else if (!json_equal(v, g)) {
-      return 0;
-    }
-  }
-  return 1;
-}
-
-static char *dump(const json_t *j) {
-  return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
-}
-
-static void check_proc(const char *name, json_t *procs, const json_t *w) {
-  const char *pid = json_string_value(json_object_get(w, "pid"));
-  json_t *p = find_proc(procs, pid);
-  if (!p) {
-    failf(name, "process %s%s was never created", pid, "");
-    return;
-  }
-  static const char *const plain[] = {"step", "status", "valid", "paused", "abortReason"};
-  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
-    const json_t *wv = json_object_get(w, plain[i]);
-    if (!wv) continue;
-    const json_t *gv = json_object_get(p, plain[i]);
-    if (!gv || !json_equal(wv, gv)) {
-      char *ws = dump(wv), *gs = gv ? dump(gv) : strdup("(missing)");
-      char what[128];
-      snprintf(what, sizeof what, "%s.%s = %%s, expected %%s", pid, plain[i]);
-      failf(name, what, gs, ws);
-      free(ws);
-      free(gs);
-    }
-  }
-  const json_t *wj = json_object_get(w, "join");
-  if (wj) {
-    const json_t *gj = json_object_get(p, "join");
-    const char *out = json_is_object(gj) ? json_string_value(json_object_get(gj, "outcome")) : "(no join)";
-    if (strcmp(out, json_string_value(wj))) failf(name, "join outcome %s, expected %s", out, json_string_value(wj));
-    const json_t *wf = json_object_get(w, "joinFail");
-    if (wf && !(json_is_object(gj) && subset(wf, json_object_get(gj, "fail"))))
-      failf(name, "%s join.fail lacks %s", pid, dump(wf));
-  }
-  const json_t *we = json_object_get(w, "error");
-  if (json_is_true(we) && !json_is_string(json_object_get(p, "error"))) failf(name, "%s has no error%s", pid, "");
-  const json_t *wp = json_object_get(w, "payload");
-  if (wp && !subset(wp, json_object_get(p, "payload"))) {
-    char *ws = dump(wp), *gs = dump(json_object_get(p, "payload"));
-    char what[128];
-    snprintf(what, sizeof what, "%s payload %%s lacks %%s", pid);
-    failf(name, what, gs, ws);
-    free(ws);
-    free(gs);
-  }
-  const json_t *lacks = json_object_get(w, "payloadLacks");
-  size_t i;
-  json_t *k;
-  json_array_foreach(lacks, i, k) if (json_object_get(json_object_get(p, "payload"), json_string_value(k)))
-      failf(name, "%s payload has key %s", pid, json_string_value(k));
-}
+static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY); }
 
 /* Run the scenario; returns the reports of every session as an array. */
 static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
@@ -144,60 +72,17 @@ static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
   return rep;
 }
 
+static void on_fail(void *ctx, const char *msg) {
+  printf("  %s: %s\n", (const char *)ctx, msg);
+  nfail++;
+}
+
 static void check_report(const char *file, json_t *rep, const json_t *x) {
   if (!rep) {
     failf(file, "no report for an expected session%s%s", "", "");
     return;
   }
-  const char *res = json_string_value(json_object_get(rep, "result"));
-  const json_t *wr = json_object_get(x, "result");
-  if (wr && strcmp(res, json_string_value(wr))) failf(file, "result %s, expected %s", res, json_string_value(wr));
-  json_t *procs = json_object_get(rep, "processes");
-  size_t i;
-  json_t *w;
-  json_array_foreach(json_object_get(x, "processes"), i, w) check_proc(file, procs, w);
-  const json_t *cnt = json_object_get(x, "count");
-  char a[32], bb[32];
-  if (cnt && (json_int_t)json_array_size(procs) != json_integer_value(cnt)) {
-    snprintf(a, sizeof a, "%zu", json_array_size(procs));
-    snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(cnt));
-    failf(file, "%s processes, expected %s", a, bb);
-  }
-  json_t *hist = json_object_get(rep, "history");
-  const json_t *hc = json_object_get(x, "history");
-  if (hc && (json_int_t)json_array_size(hist) != json_integer_value(hc)) {
-    snprintf(a, sizeof a, "%zu", json_array_size(hist));
-    snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(hc));
-    failf(file, "%s history rows, expected %s", a, bb);
-  }
-  const char *pid;
-  json_t *at;
-  json_object_foreach(json_object_get(x, "historyAt"), pid, at) {
-    json_int_t got = -1;
-    size_t k;
-    json_t *h;
-    json_array_foreach(hist, k, h) if (!strcmp(json_string_value(json_object_get(h, "pid")), pid)) {
-      got = json_integer_value(json_object_get(h, "at"));
-      break;
-    }
-    if (got != json_integer_value(at)) {
-      snprintf(a, sizeof a, "%lld", (long long)got);
-      snprintf(bb, sizeof bb, "%lld", (long long)json_integer_value(at));
-      char what[96];
-      snprintf(what, sizeof what, "%s ran at %%s ms, expected %%s", pid);
-      failf(file, what, a, bb);
-    }
-  }
-  const json_t *aok = json_object_get(x, "actionsOk");
-  json_t *acts = json_object_get(rep, "actions");
-  json_array_foreach(aok, i, w) {
-    const json_t *g = json_object_get(json_array_get(acts, i), "ok");
-    if (!g || !json_equal(g, w)) {
-      snprintf(a, sizeof a, "%zu", i);
-      failf(file, "action %s: %s", a,
-            g ? json_string_value(json_object_get(json_array_get(acts, i), "message")) : "not applied");
-    }
-  }
+  scen_check(x, rep, on_fail, (void *)file);
 }
 
 static void run_file(const char *dir, const char *file) {

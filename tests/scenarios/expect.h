@@ -1,0 +1,18 @@
+/* expect.h — the expectations of a scenario file checked against a report (the shape of
+ * `xgr run --json`), shared by the scenario runners of the deterministic driver
+ * (tests/scenarios/run_scenarios.c) and of the engine (tests/engine/run_scenarios_engine.c):
+ *   result; processes[] {pid, step?, status?, valid?, paused?, abortReason?, join? (outcome),
+ *   joinFail? (subset of join.fail), error? (true: has one), payload? (subset), payloadLacks?};
+ *   count (processes created); history (rows); historyAt {pid: time of its first row};
+ *   actionsOk [bool per scripted action]. */
+#ifndef XGR_TESTS_SCENARIO_EXPECT_H
+#define XGR_TESTS_SCENARIO_EXPECT_H
+
+#include <jansson.h>
+
+/* Called once per mismatch with a readable message. */
+typedef void (*scen_fail_fn)(void *ctx, const char *msg);
+
+void scen_check(const json_t *expect, const json_t *report, scen_fail_fn fail, void *ctx);
+
+#endif
