@@ -105,6 +105,9 @@ int xgr_diags_add(xgr_diags *d, xgr_severity sev, const char *code, const char *
 /* Append an xgr_error as an error finding. */
 int xgr_diags_add_error(xgr_diags *d, const xgr_error *e);
 size_t xgr_diags_count(const xgr_diags *d, xgr_severity sev);
+/* Make the paths of findings from..n-1 relative to an enclosing document: "structure.A" under
+ * prefix "orchestration" becomes "orchestration.structure.A" (an index path "[2]" gets no dot). */
+void xgr_diags_prefix(xgr_diags *d, size_t from, const char *prefix);
 
 #ifdef __cplusplus
 }

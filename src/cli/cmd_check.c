@@ -63,18 +63,7 @@ int xgr_cmd_check(int argc, char **argv) {
     if (doc.orch) {
       size_t before = d.n;
       xgr_orch_analyze(doc.orch, &d);
-      if (doc.is_bundle)
-        for (size_t i = before; i < d.n; i++) {
-          /* analysis paths start at "structure": make them relative to the bundle */
-          char *p = d.items[i].path;
-          size_t n = strlen(p) + 16;
-          char *np = malloc(n);
-          if (np) {
-            snprintf(np, n, "orchestration.%s", p);
-            free(p);
-            d.items[i].path = np;
-          }
-        }
+      if (doc.is_bundle) xgr_diags_prefix(&d, before, "orchestration");   /* relative to the bundle */
     }
     size_t ne = xgr_diags_count(&d, XGR_SEV_ERROR), nw = xgr_diags_count(&d, XGR_SEV_WARNING);
     tot_err += ne;

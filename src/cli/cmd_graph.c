@@ -15,14 +15,6 @@ static void usage(FILE *f) {
         f);
 }
 
-/* Print load errors of a failed document to stderr; shared shape with `xgr check`. */
-static void print_errors(const char *file, const xgr_diags *d) {
-  for (size_t i = 0; i < d->n; i++)
-    if (d->items[i].severity == XGR_SEV_ERROR)
-      fprintf(stderr, "%s: %s: error: %s [%s]\n", file, d->items[i].path[0] ? d->items[i].path : "(document)",
-              d->items[i].message, d->items[i].code);
-}
-
 int xgr_cmd_graph(int argc, char **argv) {
   xgr_graph_format fmt = XGR_GRAPH_MERMAID;
   const char *out = NULL;
@@ -56,7 +48,7 @@ int xgr_cmd_graph(int argc, char **argv) {
   cli_load_orch(argv[optind], &doc, &d);
   int rc = XGR_EXIT_OK;
   if (!doc.orch) {
-    print_errors(argv[optind], &d);
+    cli_print_errors(stderr, argv[optind], &d);
     rc = doc.io_error ? XGR_EXIT_USAGE : XGR_EXIT_FAIL;
   } else {
     FILE *f = out ? fopen(out, "w") : stdout;

@@ -24,10 +24,7 @@ int xgr_cmd_hash(int argc, char **argv) {
       if (argc == 2) printf("%s\n", doc.orch->hash);
       else printf("%s  %s\n", doc.orch->hash, argv[i]);
     } else {
-      for (size_t k = 0; k < d.n; k++)
-        if (d.items[k].severity == XGR_SEV_ERROR)
-          fprintf(stderr, "%s: %s: error: %s [%s]\n", argv[i], d.items[k].path[0] ? d.items[k].path : "(document)",
-                  d.items[k].message, d.items[k].code);
+      cli_print_errors(stderr, argv[i], &d);
       int r = doc.io_error ? XGR_EXIT_USAGE : XGR_EXIT_FAIL;
       if (r > rc) rc = r;
     }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
 #include "xgr/engine.h"
@@ -329,10 +330,7 @@ int xgr_cmd_run(int argc, char **argv) {
   xgr_bundle *b = NULL;
   int rc = xgr_bundle_load_file(argv[optind], &b, &e, &d);
   if (rc) {
-    for (size_t i = 0; i < d.n; i++)
-      if (d.items[i].severity == XGR_SEV_ERROR)
-        fprintf(stderr, "%s: %s: error: %s [%s]\n", argv[optind], d.items[i].path[0] ? d.items[i].path : "(document)",
-                d.items[i].message, d.items[i].code);
+    cli_print_errors(stderr, argv[optind], &d);
     xgr_diags_free(&d);
     xgr_value_release(payload);
     json_decref(script);

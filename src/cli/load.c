@@ -40,3 +40,10 @@ void cli_doc_free(cli_doc *d) {
   xgr_orch_free(d->orch);
   d->orch = NULL;
 }
+
+void cli_print_errors(FILE *f, const char *file, const xgr_diags *d) {
+  for (size_t i = 0; i < d->n; i++)
+    if (d->items[i].severity == XGR_SEV_ERROR)
+      fprintf(f, "%s: %s: error: %s [%s]\n", file, d->items[i].path[0] ? d->items[i].path : "(document)",
+              d->items[i].message, d->items[i].code);
+}

@@ -5,6 +5,8 @@
 #ifndef XGR_CLI_LOAD_H
 #define XGR_CLI_LOAD_H
 
+#include <stdio.h>
+
 #include "xgr/orch.h"
 
 typedef struct cli_doc {
@@ -17,5 +19,9 @@ typedef struct cli_doc {
  * file. Returns 0 when an orchestration was loaded. */
 int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags);
 void cli_doc_free(cli_doc *d);
+
+/* Print the error findings of file to f as `file: path: error: message [code]`, the shape of
+ * `xgr check` (a document-wide finding shows its path as "(document)"). */
+void cli_print_errors(FILE *f, const char *file, const xgr_diags *d);
 
 #endif

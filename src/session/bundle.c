@@ -41,19 +41,6 @@ int xgr_bundle_detect(const char *bytes, size_t len) {
   return r;
 }
 
-/* Prefix diags[from..] paths with prefix. */
-static void prefix(xgr_diags *d, size_t from, const char *pre) {
-  for (size_t i = from; d && i < d->n; i++) {
-    const char *p = d->items[i].path;
-    size_t n = strlen(pre) + strlen(p) + 2;
-    char *np = malloc(n);
-    if (!np) continue;
-    snprintf(np, n, "%s%s%s", pre, *p && *p != '[' ? "." : "", p);
-    free(d->items[i].path);
-    d->items[i].path = np;
-  }
-}
-
 static int fail(xgr_error *err, xgr_diags *d, int *nerr, int code, const char *path, const char *fmt, const char *a,
                 const char *b) {
   xgr_error e;
@@ -131,7 +118,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
     char *compact = json_dumps(oj, JSON_COMPACT);
     size_t from = diags ? diags->n : 0;
     int rc = compact ? xgr_orch_parse(compact, strlen(compact), &b->orch, &e, diags) : XGR_ENOMEM;
-    prefix(diags, from, "orchestration");
+    xgr_diags_prefix(diags, from, "orchestration");
     if (rc) {
       if (nerr++ == 0 && err) {
         *err = e;

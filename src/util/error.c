@@ -151,3 +151,15 @@ size_t xgr_diags_count(const xgr_diags *d, xgr_severity sev) {
   for (size_t i = 0; i < d->n; i++) c += d->items[i].severity == sev;
   return c;
 }
+
+void xgr_diags_prefix(xgr_diags *d, size_t from, const char *prefix) {
+  for (size_t i = from; d && i < d->n; i++) {
+    const char *p = d->items[i].path;
+    size_t n = strlen(prefix) + strlen(p) + 2;
+    char *np = malloc(n);
+    if (!np) continue;   /* the finding keeps its shorter path */
+    snprintf(np, n, "%s%s%s", prefix, *p && *p != '[' ? "." : "", p);
+    free(d->items[i].path);
+    d->items[i].path = np;
+  }
+}

@@ -58,6 +58,15 @@ static void test_diags(void **s) {
   assert_int_equal(xgr_diags_count(&d, XGR_SEV_WARNING), 10);
   assert_string_equal(d.items[19].message, "m19");
   xgr_diags_free(&d);
+  xgr_diags_init(&d);
+  xgr_diags_add(&d, XGR_SEV_ERROR, "x", "structure.A", "a");
+  xgr_diags_add(&d, XGR_SEV_ERROR, "x", "[2]", "b");
+  xgr_diags_add(&d, XGR_SEV_ERROR, "x", "", "c");
+  xgr_diags_prefix(&d, 1, "orchestration");
+  assert_string_equal(d.items[0].path, "structure.A");   /* before `from`: untouched */
+  assert_string_equal(d.items[1].path, "orchestration[2]");
+  assert_string_equal(d.items[2].path, "orchestration");
+  xgr_diags_free(&d);
 }
 
 int main(void) {
