@@ -104,6 +104,10 @@ typedef enum xgr_cel_kind {
 int xgr_cel_compile(const char *src, size_t len, const xgr_cel_options *opts,
                     xgr_cel_program **out, xgr_error *e);
 void xgr_cel_program_free(xgr_cel_program *p);
+/* Pin the program's constants (xgr_value_pin) for programs evaluated by many threads at once.
+ * Values an evaluation returns may then be the constants themselves, holding no reference of
+ * their own: they must not outlive p. xgr_cel_program_free unpins. */
+void xgr_cel_program_pin(xgr_cel_program *p);
 
 xgr_cel_kind xgr_cel_program_kind(const xgr_cel_program *p);
 /* The free variables the program reads (placeholders and bare names, after rewriting), in first-

@@ -45,6 +45,7 @@
 #include "xgr/bundle.h"
 #include "xgr/error.h"
 #include "xgr/rule.h"
+#include "xgr/runtime.h"
 #include "xgr/session.h"
 #include "xgr/value.h"
 
@@ -323,6 +324,7 @@ typedef struct xgr_engine_stats {
   uint64_t store_batches;
   /* step latency (ready -> result applied) in ns, when measure_latency; 0 otherwise */
   uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns;
+  xgr_rt_counters runtime;           /* the work-stealing runtime's counters (steals, parks, ...) */
 } xgr_engine_stats;
 
 void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out);

@@ -90,6 +90,9 @@ typedef struct xgr_rule xgr_rule;   /* opaque, immutable after parsing */
 int xgr_rule_parse(const char *bytes, size_t len, xgr_rule **out, xgr_error *e);
 /* Read a file (at most XGR_MAX_XRC137_BYTES; larger is XGR_ELIMIT MaxXRC137Bytes) and parse it. */
 int xgr_rule_load_file(const char *path, xgr_rule **out, xgr_error *e);
+/* Free the rule. Its constants (payload keys, defaults, literals, the empty map) are pinned
+ * (xgr_value_pin), so steps on many threads share them without counting references; values a
+ * step produced may therefore borrow them: free step results and payloads built from them first. */
 void xgr_rule_free(xgr_rule *r);
 
 /* Introspection (borrowed data, valid while the rule lives). */
@@ -230,7 +233,8 @@ typedef struct xgr_read_report {
 
 /* The outcome of one step. Everything is owned by the result: strings and arrays live in its
  * arena, values hold references; xgr_step_result_free releases it all. Payload maps are
- * insertion-ordered xgr_value maps (never null). */
+ * insertion-ordered xgr_value maps (never null). Values may borrow the rule's pinned constants:
+ * the rule must outlive the result and anything built from it (see xgr_rule_free). */
 typedef struct xgr_step_result {
   bool valid;                 /* the branch taken (after a soft-invalid downgrade: false) */
   xgr_rule_action action;     /* when not NONE, no branch was evaluated (SEMANTICS §2) */

@@ -27,6 +27,7 @@
 #ifndef XGR_RUNTIME_H
 #define XGR_RUNTIME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -152,6 +153,12 @@ typedef struct xgr_rt_config {
   unsigned spin_tight;    /* idle rounds spun with a pause instruction; 0 = 4 */
   unsigned spin_yield;    /* idle rounds (in total) before parking, yielding meanwhile; 0 = 16 */
   uint64_t seed;          /* seed of the victim choice; 0 = a fixed default */
+  /* Called on a worker that found no work, once per idle round; `parking` is set on the round
+   * after which the worker parks unless work appears. Return true when the hook made work (the
+   * worker looks again at once). Runs on the worker (ctx->self is 0); may use xgr_ctx_send.
+   * May be NULL. */
+  bool (*idle)(void *idle_ctx, const xgr_ctx *ctx, bool parking);
+  void *idle_ctx;
 } xgr_rt_config;
 
 /* Create a runtime (threads are not started yet). cfg may be NULL for defaults. Returns NULL when
@@ -185,6 +192,11 @@ int xgr_rt_send(xgr_rt *rt, xgr_pid to, uint64_t tag, void *data);
 /* The same from inside a step on a worker: the sender's pid is recorded and a woken receiver
  * goes onto this worker's deque. */
 int xgr_ctx_send(const xgr_ctx *ctx, xgr_pid to, uint64_t tag, void *data);
+
+/* Items waiting on the calling worker's own deque (a snapshot; 0 off the workers). A hint for
+ * callers deciding how much work to release at once: the engine fires due timers only while its
+ * worker's deque is short, so sessions wait in its timer heap, not on a deque, and stay put. */
+size_t xgr_ctx_queued(const xgr_ctx *ctx);
 
 /* Report the outcome of a yield of process `pid`: err = 0 or a negative xgr_errcode, data passes
  * to the process. Wakes the process if it is Blocked or Idle. Callable from any thread. Returns 0,

@@ -103,6 +103,14 @@ static inline bool xgr_value_is_number(xgr_value v) {
 xgr_value xgr_value_retain(xgr_value v);
 /* Drop the reference v holds; frees the object when it was the last. No-op for scalars. */
 void xgr_value_release(xgr_value v);
+/* Pin v and everything inside it: retain and release become no-ops on pinned objects, so
+ * constants read by many threads at once (a rule's keys and literals, its empty map) cost no
+ * shared write per use. The pinning owner keeps the one reference it held; it must unpin and then
+ * release only when no other holder is left — a value taken from a pinned constant holds no
+ * reference of its own. Not thread-safe against concurrent pin/unpin of the same value. */
+void xgr_value_pin(xgr_value v);
+/* Undo xgr_value_pin for v and everything inside it (reference counts are as before pinning). */
+void xgr_value_unpin(xgr_value v);
 /* Release *v and set it to null. */
 static inline void xgr_value_clear(xgr_value *v) { xgr_value_release(*v); *v = xgr_value_null(); }
 

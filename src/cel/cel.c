@@ -261,7 +261,14 @@ int xgr_cel_rewrite(const char *src, size_t len, char **out, xgr_error *e) {
 
 /* ---- programs ----------------------------------------------------------------------------- */
 
+void xgr_cel_program_pin(xgr_cel_program *p) {
+  for (uint32_t i = 0; i < p->nconsts; i++) xgr_value_pin(p->consts[i]);
+  p->pinned = true;
+}
+
 void cel_program_clear(xgr_cel_program *p) {
+  if (p->pinned)
+    for (uint32_t i = 0; i < p->nconsts; i++) xgr_value_unpin(p->consts[i]);
   for (uint32_t i = 0; i < p->nconsts; i++) xgr_value_release(p->consts[i]);
   for (uint32_t i = 0; i < p->nvars; i++) free(p->vars[i].name);
   for (uint32_t i = 0; i < p->nregex; i++) pcre2_code_free(p->regex[i]);

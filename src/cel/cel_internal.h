@@ -73,6 +73,7 @@ struct xgr_cel_program {
   xgr_value *consts;       /* constants (owned); string constants keep their hash in hashes[] */
   uint64_t *hashes;
   uint32_t nconsts;
+  bool pinned;             /* consts are pinned (xgr_cel_program_pin) */
   cel_var *vars;           /* free variables: slots 0 .. nvars-1 */
   uint32_t nvars;
   uint32_t nslots;         /* nvars + comprehension slots */

@@ -106,7 +106,9 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   pthread_cond_init(&e->wait_cv, &ca);
   pthread_condattr_destroy(&ca);
   for (int i = 0; i < NSHARDS; i++) pthread_mutex_init(&e->shards[i].mu, NULL);
-  xgr_rt_config rc = {.workers = e->cfg.workers};
+  /* idle workers fire due timers before they spin, and hand their heap to the timer thread when
+   * they park (timer.c) */
+  xgr_rt_config rc = {.workers = e->cfg.workers, .idle = xgr_eng_timers_idle, .idle_ctx = e};
   e->rt = xgr_rt_new(&rc);
   e->http = xgr_eng_http_new(e);
   if (!e->rt || !e->http) {
@@ -115,8 +117,9 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
     return NULL;
   }
   xgr_handler h = {.name = "step", .mode = XGR_HANDLER_TASK, .run = xgr_eng_step_task, .drop = xgr_eng_step_drop, .hctx = e};
-  if (xgr_rt_register_handler(e->rt, CMD_STEP, &h) || xgr_rt_start(e->rt, err) || xgr_eng_http_start(e->http, err) ||
-      xgr_eng_timers_start(e, err)) {
+  /* the timer heaps exist before the workers start (their idle hook uses them) */
+  if (xgr_rt_register_handler(e->rt, CMD_STEP, &h) || xgr_eng_timers_start(e, err) || xgr_rt_start(e->rt, err) ||
+      xgr_eng_http_start(e->http, err)) {
     xgr_engine_free(e);
     return NULL;
   }
@@ -472,6 +475,7 @@ void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   out->http_requests = atomic_load(&e->st_http);
   out->timers_fired = xgr_eng_timers_fired(e);
   out->store_batches = atomic_load(&e->st_batches);
+  xgr_rt_get_counters(e->rt, &out->runtime);
   pthread_mutex_lock(&e->lat_mu);
   out->lat_count = e->lat.count;
   out->lat_p50_ns = xgr_eng_lat_quantile(&e->lat, 0.50);

@@ -197,6 +197,9 @@ void xgr_eng_timer_add(xgr_engine *e, wtimers *own, int64_t at, xgr_pid pid);
  * Cheap when nothing is due (an atomic load). */
 void xgr_eng_timers_poll(xgr_engine *e, wtimers *own, const xgr_ctx *ctx, int64_t now, uint64_t mono_ns);
 uint64_t xgr_eng_timers_fired(xgr_engine *e);
+/* The runtime's idle hook (xgr_rt_config.idle; engine = the engine): an idle worker fires the due
+ * timers of its heap (or its neighbour's); when it parks, it leaves its heap to the timer thread. */
+bool xgr_eng_timers_idle(void *engine, const xgr_ctx *ctx, bool parking);
 uint64_t xgr_eng_steps(xgr_engine *e);   /* step results applied (all workers) */
 int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb);
 

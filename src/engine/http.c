@@ -130,6 +130,7 @@ static void *http_main(void *arg) {
 
 int xgr_eng_http_start(http_loop *h, xgr_error *err) {
   if (pthread_create(&h->th, NULL, http_main, h)) return xgr_error_set(err, XGR_ENOMEM, NULL, "cannot start the HTTP loop");
+  pthread_setname_np(h->th, "xgr-http");
   h->started = true;
   return 0;
 }

@@ -190,15 +190,14 @@ static void send_timer(xgr_engine *e, const xgr_ctx *ctx, const timer_ent *te) {
   xgr_eng_send(e, ctx, (xgr_pid)te->target, MSG_TIMER, (void *)(intptr_t)te->at);
 }
 
-/* Fire the entries of w due at `limit` or earlier, at most 64 per lock hold (`all`: until none
- * is left), sending outside the lock. With try set, give up when the heap is locked (someone else
- * is firing it). */
-static void fire_heap(xgr_engine *e, wtimers *w, int64_t limit, const xgr_ctx *ctx, bool try, bool all) {
+/* Fire up to max entries of w due at `limit` or earlier, at most 64 per lock hold, sending
+ * outside the lock. With try set, give up when the heap is locked (someone else is firing it). */
+static void fire_heap(xgr_engine *e, wtimers *w, int64_t limit, const xgr_ctx *ctx, bool try, size_t max) {
   timer_ent due[64];
   for (;;) {
     if (try ? pthread_mutex_trylock(&w->mu) != 0 : pthread_mutex_lock(&w->mu) != 0) return;
-    size_t nd = 0;
-    while (w->n && w->heap[0].at <= limit && nd < 64) due[nd++] = xgr_eng_heap_pop(w->heap, &w->n);
+    size_t nd = 0, batch = max < 64 ? max : 64;
+    while (w->n && w->heap[0].at <= limit && nd < batch) due[nd++] = xgr_eng_heap_pop(w->heap, &w->n);
     atomic_store_explicit(&w->min, w->n ? w->heap[0].at : INT64_MAX, memory_order_relaxed);
     if (nd)
       atomic_store_explicit(&w->fired, atomic_load_explicit(&w->fired, memory_order_relaxed) + nd,
@@ -206,7 +205,8 @@ static void fire_heap(xgr_engine *e, wtimers *w, int64_t limit, const xgr_ctx *c
     bool more = w->n && w->heap[0].at <= limit;
     pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; i < nd; i++) send_timer(e, ctx, &due[i]);
-    if (!more || !all) return;
+    max -= nd;
+    if (!more || !max) return;
   }
 }
 
@@ -216,25 +216,49 @@ static int64_t fire_limit(timers *t, int64_t now) {
   return cb <= now ? cb - 1 : now;
 }
 
+/* Workers fire timers only while their deque is short (fewer than LOW_QUEUE items): the heap is
+ * where sessions wait, so a busy worker does not pour its heap onto its deque, and no other worker
+ * takes timers from it — a session stays on the worker (its caches, its malloc arena) it ran on.
+ * With a long deque, one entry overdue by LATE_NS (real time) still fires per turn, so timers do
+ * not starve behind work that keeps a deque full. A neighbour's heap is looked at only by a worker
+ * with nothing queued and none of its own timers due (timers follow the work to a worker that
+ * has time). */
+#define LOW_QUEUE 8
+#define LATE_NS 5000000u
+
 void xgr_eng_timers_poll(xgr_engine *e, wtimers *own, const xgr_ctx *ctx, int64_t now, uint64_t mono_ns) {
   timers *t = &e->tm;
   if (!own) return;
-  size_t i = (size_t)(own - t->w);
-  /* own heap; a neighbour's only when none of our own is due (this worker is running out of work,
-   * and a worker busy with a long step does not hold back its timers) */
-  for (size_t k = 0; k < 2 && k < t->nw; k++) {
-    wtimers *w = &t->w[(i + k) % t->nw];
-    int64_t m = atomic_load_explicit(&w->min, memory_order_relaxed);
-    if (m == INT64_MAX) continue;
+  size_t q = xgr_ctx_queued(ctx);
+  int64_t limit = fire_limit(t, now);
+  int64_t m = atomic_load_explicit(&own->min, memory_order_relaxed);
+  if (m != INT64_MAX) {
     /* tell the timer thread this heap is looked after (at most one store per 50 us) */
-    if (mono_ns - atomic_load_explicit(&w->polled_ns, memory_order_relaxed) > 50000u)
-      atomic_store_explicit(&w->polled_ns, mono_ns, memory_order_relaxed);
-    int64_t limit = fire_limit(t, now);
+    if (mono_ns - atomic_load_explicit(&own->polled_ns, memory_order_relaxed) > 50000u)
+      atomic_store_explicit(&own->polled_ns, mono_ns, memory_order_relaxed);
     if (m <= limit) {
-      fire_heap(e, w, limit, ctx, k > 0, false);
+      if (q < LOW_QUEUE) fire_heap(e, own, limit, ctx, false, 64);
+      else if (mono_ns > real_ns_of(e, m) + LATE_NS) fire_heap(e, own, limit, ctx, false, 1);
       return;
     }
   }
+  if (q || t->nw < 2) return;
+  wtimers *nb = &t->w[(size_t)(own - t->w + 1) % t->nw];
+  if (atomic_load_explicit(&nb->min, memory_order_relaxed) <= limit) fire_heap(e, nb, limit, ctx, true, 64);
+}
+
+bool xgr_eng_timers_idle(void *engine, const xgr_ctx *ctx, bool parking) {
+  xgr_engine *e = engine;
+  wtimers *own = xgr_eng_wslot(e, ctx);
+  if (!own) return false;
+  uint64_t mono = xgr_eng_mono_ns();
+  xgr_eng_timers_poll(e, own, ctx, xgr_eng_now_at(e, mono), mono);
+  if (xgr_ctx_queued(ctx)) return true;   /* timers fired (or work arrived): look again */
+  if (!parking) return false;
+  /* parking: nobody looks after this heap now; the timer thread fires it at its deadlines */
+  atomic_store(&own->polled_ns, 0);
+  if (atomic_load(&own->min) != INT64_MAX) signal_thread(&e->tm);
+  return false;
 }
 
 uint64_t xgr_eng_steps(xgr_engine *e) {
@@ -260,9 +284,10 @@ static void drain_incoming(timers *t) {
   t->nin = 0;
 }
 
-/* Worker-heap entries are the workers' to fire; the timer thread fires those still there this
- * long (real time) after their deadline — the workers are parked or stuck in long steps. */
-#define GRACE_NS 200000u
+/* Worker-heap entries are the workers' to fire while they run; the timer thread fires the
+ * entries of an active worker still there this long (real time) after their deadline and after
+ * the worker last looked — it is stuck in a long step — and those of a parked worker at once. */
+#define BACKSTOP_NS 2000000u
 
 static void *timer_main(void *arg) {
   xgr_engine *e = arg;
@@ -299,17 +324,19 @@ static void *timer_main(void *arg) {
         for (unsigned i = 0; i < t->nw; i++) {
           int64_t m = atomic_load(&t->w[i].min);
           if (m == INT64_MAX) continue;
+          /* a parked owner (polled 0) leaves its heap to us at the deadline; an active one
+           * fires it itself, we step in only after BACKSTOP_NS without a look */
           uint64_t mr = real_ns_of(e, m), polled = atomic_load_explicit(&t->w[i].polled_ns, memory_order_relaxed);
-          if (polled > mr) mr = polled;   /* a worker looked after it since: give it the grace */
-          if (m <= now && (ran_cb || rnow >= mr + GRACE_NS)) {
+          if (polled) mr = (polled > mr ? polled : mr) + BACKSTOP_NS;
+          if (m <= now && (ran_cb || rnow >= mr)) {
             pthread_mutex_unlock(&t->mu);
-            fire_heap(e, &t->w[i], fire_limit(t, now), NULL, false, true);
+            fire_heap(e, &t->w[i], fire_limit(t, now), NULL, false, SIZE_MAX);
             pthread_mutex_lock(&t->mu);
             fired = true;
             continue;
           }
           if (m < until) until = m;
-          if (mr + GRACE_NS < wake) wake = mr + GRACE_NS;
+          if (mr < wake) wake = mr;
         }
         ran_cb = false;
         if (fired) continue;
@@ -379,6 +406,7 @@ int xgr_eng_timers_start(xgr_engine *e, xgr_error *err) {
     }
   }
   if (pthread_create(&t->th, NULL, timer_main, e)) return xgr_error_set(err, XGR_ENOMEM, NULL, "cannot start the timer thread");
+  pthread_setname_np(t->th, "xgr-timers");
   t->started = true;
   return 0;
 }

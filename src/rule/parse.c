@@ -864,6 +864,11 @@ int xgr_rule_parse(const char *bytes, size_t len, xgr_rule **out, xgr_error *e) 
     xgr_rule_free(r);
     return rc;
   }
+  /* the rule's constants are read by every session on every worker: pin them (see xgr_rule_free) */
+  for (size_t i = 0; i < r->nvals; i++) xgr_value_pin(r->vals[i]);
+  for (size_t i = 0; i < r->nprogs; i++) xgr_cel_program_pin(r->progs[i]);
+  xgr_value_pin(r->empty_map);
+  xgr_value_pin(r->empty_list);
   *out = r;
   return 0;
 }
@@ -885,6 +890,10 @@ int xgr_rule_load_file(const char *path, xgr_rule **out, xgr_error *e) {
 
 void xgr_rule_free(xgr_rule *r) {
   if (!r) return;
+  /* unpin everything before releasing anything: constants may share parts */
+  for (size_t i = 0; i < r->nvals; i++) xgr_value_unpin(r->vals[i]);
+  xgr_value_unpin(r->empty_map);
+  xgr_value_unpin(r->empty_list);
   for (size_t i = 0; i < r->nvals; i++) xgr_value_release(r->vals[i]);
   for (size_t i = 0; i < r->nprogs; i++) xgr_cel_program_free(r->progs[i]);
   free(r->vals);

@@ -677,6 +677,13 @@ static void *worker_main(void *arg) {
       continue;
     }
     idle++;
+    if (rt->cfg.idle) {
+      xgr_ctx c = {rt, 0, w};
+      if (rt->cfg.idle(rt->cfg.idle_ctx, &c, idle >= rt->cfg.spin_yield)) {
+        idle = 0;
+        continue;
+      }
+    }
     if (idle < rt->cfg.spin_tight) {
       CNT_W(w, spins, 1);
       for (int i = 0; i < 32; i++) cpu_relax();
@@ -777,6 +784,10 @@ int xgr_rt_start(xgr_rt *rt, xgr_error *err) {
       if (pthread_create(&rh->threads[i], NULL, hpool_main, rh) != 0)
         return xgr_error_set(err, XGR_ENOMEM, NULL, "cannot start thread %u of handler %s", i,
                              rh->h.name ? rh->h.name : "?");
+      char name[32];   /* thread names hold 15 bytes: cut to that */
+      snprintf(name, sizeof name, "xgr-%s-%u", rh->h.name ? rh->h.name : "h", i % 1000u);
+      name[15] = '\0';
+      pthread_setname_np(rh->threads[i], name);
       rh->nthreads++;
     }
   }
@@ -788,6 +799,10 @@ int xgr_rt_start(xgr_rt *rt, xgr_error *err) {
       rt->started = false; /* handler threads are stopped by xgr_rt_free */
       return xgr_error_set(err, XGR_ENOMEM, NULL, "cannot start worker thread %u", i);
     }
+    char name[32];   /* thread names hold 15 bytes: cut to that */
+    snprintf(name, sizeof name, "xgr-worker-%u", i % 10000u);
+    name[15] = '\0';
+    pthread_setname_np(rt->w[i].thread, name);   /* for top -H, perf and gdb */
   }
   return 0;
 }
@@ -857,6 +872,10 @@ int xgr_rt_send(xgr_rt *rt, xgr_pid to, uint64_t tag, void *data) {
 
 int xgr_ctx_send(const xgr_ctx *ctx, xgr_pid to, uint64_t tag, void *data) {
   return rt_deliver(ctx->rt, ctx->worker, to, XGR_EV_MESSAGE, tag, ctx->self, data, 0);
+}
+
+size_t xgr_ctx_queued(const xgr_ctx *ctx) {
+  return ctx && ctx->worker ? (size_t)rt_dq_size(&ctx->worker->dq) : 0;
 }
 
 int xgr_rt_complete_yield(xgr_rt *rt, xgr_pid pid, uint64_t tag, void *data, int err) {

@@ -1027,6 +1027,7 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
       goto fail;
     }
     q->has_thread = true;
+    pthread_setname_np(q->thread, "xgr-store");
   }
   return &q->base;
 fail:

@@ -44,13 +44,30 @@ static void map_free(xgr_map *m) {
   free(m);
 }
 
+/* Pinned objects carry RC_PINNED in their count: retain and release leave them alone, so threads
+ * sharing a rule's constants never write (and bounce) the cache line that holds the count. */
+#define RC_PINNED 0x80000000u
+
+static inline bool pinned(atomic_uint *rc) {
+  return atomic_load_explicit(rc, memory_order_relaxed) & RC_PINNED;
+}
+
+static inline void rc_inc(atomic_uint *rc) {
+  if (!pinned(rc)) atomic_fetch_add_explicit(rc, 1, memory_order_relaxed);
+}
+
+/* True when the caller dropped the last reference. */
+static inline bool rc_dec(atomic_uint *rc) {
+  return !pinned(rc) && atomic_fetch_sub_explicit(rc, 1, memory_order_acq_rel) == 1;
+}
+
 xgr_value xgr_value_retain(xgr_value v) {
   switch (v.kind) {
     case XGR_VSTRING:
-    case XGR_VBYTES: atomic_fetch_add_explicit(&v.as.s->rc, 1, memory_order_relaxed); break;
-    case XGR_VLIST: atomic_fetch_add_explicit(&v.as.l->rc, 1, memory_order_relaxed); break;
-    case XGR_VMAP: atomic_fetch_add_explicit(&v.as.m->rc, 1, memory_order_relaxed); break;
-    case XGR_VBIGINT: atomic_fetch_add_explicit(&v.as.n->rc, 1, memory_order_relaxed); break;
+    case XGR_VBYTES: rc_inc(&v.as.s->rc); break;
+    case XGR_VLIST: rc_inc(&v.as.l->rc); break;
+    case XGR_VMAP: rc_inc(&v.as.m->rc); break;
+    case XGR_VBIGINT: rc_inc(&v.as.n->rc); break;
     default: break;
   }
   return v;
@@ -60,16 +77,16 @@ void xgr_value_release(xgr_value v) {
   switch (v.kind) {
     case XGR_VSTRING:
     case XGR_VBYTES:
-      if (atomic_fetch_sub_explicit(&v.as.s->rc, 1, memory_order_acq_rel) == 1) free(v.as.s);
+      if (rc_dec(&v.as.s->rc)) free(v.as.s);
       break;
     case XGR_VLIST:
-      if (atomic_fetch_sub_explicit(&v.as.l->rc, 1, memory_order_acq_rel) == 1) list_free(v.as.l);
+      if (rc_dec(&v.as.l->rc)) list_free(v.as.l);
       break;
     case XGR_VMAP:
-      if (atomic_fetch_sub_explicit(&v.as.m->rc, 1, memory_order_acq_rel) == 1) map_free(v.as.m);
+      if (rc_dec(&v.as.m->rc)) map_free(v.as.m);
       break;
     case XGR_VBIGINT:
-      if (atomic_fetch_sub_explicit(&v.as.n->rc, 1, memory_order_acq_rel) == 1) {
+      if (rc_dec(&v.as.n->rc)) {
         mpz_clear(v.as.n->z);
         free(v.as.n);
       }
@@ -77,6 +94,38 @@ void xgr_value_release(xgr_value v) {
     default: break;
   }
 }
+
+static atomic_uint *rc_of(xgr_value v) {
+  switch (v.kind) {
+    case XGR_VSTRING:
+    case XGR_VBYTES: return &v.as.s->rc;
+    case XGR_VLIST: return &v.as.l->rc;
+    case XGR_VMAP: return &v.as.m->rc;
+    case XGR_VBIGINT: return &v.as.n->rc;
+    default: return NULL;
+  }
+}
+
+/* Set (pin) or clear the pinned bit of v and of everything inside it; a subtree already in the
+ * wanted state is skipped, so shared parts are visited once. */
+static void pin_deep(xgr_value v, bool pin) {
+  atomic_uint *rc = rc_of(v);
+  if (!rc || pinned(rc) == pin) return;
+  if (pin) atomic_fetch_or_explicit(rc, RC_PINNED, memory_order_relaxed);
+  else atomic_fetch_and_explicit(rc, ~RC_PINNED, memory_order_relaxed);
+  if (v.kind == XGR_VLIST) {
+    for (uint32_t i = 0; i < v.as.l->len; i++) pin_deep(v.as.l->items[i], pin);
+  } else if (v.kind == XGR_VMAP) {
+    for (uint32_t i = 0; i < v.as.m->len; i++) {
+      pin_deep(v.as.m->e[i].key, pin);
+      pin_deep(v.as.m->e[i].val, pin);
+    }
+  }
+}
+
+void xgr_value_pin(xgr_value v) { pin_deep(v, true); }
+
+void xgr_value_unpin(xgr_value v) { pin_deep(v, false); }
 
 /* ---- strings ------------------------------------------------------------------------------ */
 
@@ -379,7 +428,11 @@ int xgr_map_set(xgr_value map, xgr_value take_key, xgr_value take_val) {
   }
   int64_t at = map_find(m, take_key, h);
   if (at >= 0) {
-    xgr_value_release(take_key);
+    /* keep the new key object, equal to the old one: maps copied from a map shared by many
+     * sessions (a start payload) then hold the writer's keys — usually a rule's pinned constants —
+     * instead of sharing, and counting references on, the first map's keys forever */
+    xgr_value_release(m->e[at].key);
+    m->e[at].key = take_key;
     xgr_value_release(m->e[at].val);
     m->e[at].val = take_val;
   } else {

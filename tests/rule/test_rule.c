@@ -83,12 +83,24 @@ static bool has_soft(const xgr_step_result *r, const char *key) {
 static xgr_step_ctx ctx = {.owner = "0xAbCdEf0000000000000000000000000000000001", .session_id = 42, .pid = "42:3",
                            .step_id = "Main"};
 
+/* Rules behind results handed to the tests: a result may borrow its rule's pinned constants, so
+ * they are freed only when the group ends (xgr_rule_free's contract). */
+static xgr_rule *kept[64];
+static size_t nkept;
+
+static int free_kept(void **s) {
+  (void)s;
+  while (nkept) xgr_rule_free(kept[--nkept]);
+  return 0;
+}
+
 static void run(const char *doc, const char *payload, xgr_step_result *res) {
   xgr_rule *r = load(doc);
   xgr_value p = payload ? J(payload) : xgr_value_null();
   xgr_step_run(r, p, &ctx, NULL, res);
   xgr_value_release(p);
-  xgr_rule_free(r);
+  if (nkept == sizeof kept / sizeof *kept) free_kept(NULL);
+  kept[nkept++] = r;
 }
 
 /* ---- caps ---------------------------------------------------------------------------------- */
@@ -649,5 +661,5 @@ int main(void) {
       cmocka_unit_test(test_soft_invalid),  cmocka_unit_test(test_hidden_and_context),
       cmocka_unit_test(test_branch_outputs), cmocka_unit_test(test_contract_reads),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, NULL, free_kept);
 }
