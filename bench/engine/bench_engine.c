@@ -153,8 +153,9 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
          loop ? "loop" : "fanout", sessions, mode, (unsigned long long)st.steps, dt, (double)st.steps / dt, workers,
          workers == 1 ? "" : "s", (double)st.lat_p50_ns / 1e3, (double)st.lat_p99_ns / 1e3, (double)st.lat_max_ns / 1e6);
   const xgr_rt_counters *rc = &st.runtime;
-  printf("  runtime: %llu tasks, %llu steals (%llu items), %llu global takes, %llu spins, %llu parks, %llu wake-ups\n",
-         (unsigned long long)rc->tasks, (unsigned long long)rc->steals, (unsigned long long)rc->stolen,
+  printf("  runtime: %llu actor turns, %llu events, %llu tasks, %llu steals (%llu items), %llu global takes, %llu spins, "
+         "%llu parks, %llu wake-ups\n",
+         (unsigned long long)rc->steps, (unsigned long long)rc->events, (unsigned long long)rc->tasks, (unsigned long long)rc->steals, (unsigned long long)rc->stolen,
          (unsigned long long)rc->global_batches, (unsigned long long)rc->spins, (unsigned long long)rc->parks,
          (unsigned long long)rc->wakeups);
   print_threads(dt);

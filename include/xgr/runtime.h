@@ -153,6 +153,12 @@ typedef struct xgr_rt_config {
   unsigned spin_tight;    /* idle rounds spun with a pause instruction; 0 = 4 */
   unsigned spin_yield;    /* idle rounds (in total) before parking, yielding meanwhile; 0 = 16 */
   uint64_t seed;          /* seed of the victim choice; 0 = a fixed default */
+  /* A worker runs the newest item of its own deque first (depth first). With fair set, every
+   * 1024th pick takes its oldest instead, so no process waits forever behind others that keep
+   * pushing work (actor workloads: the engine sets it); unset, fork-join trees keep the memory
+   * bound of strict depth-first order. Work from outside (the global queue) is served when a
+   * deque runs dry, and every 1024th pick either way. */
+  bool fair;
   /* Called on a worker that found no work, once per idle round; `parking` is set on the round
    * after which the worker parks unless work appears. Return true when the hook made work (the
    * worker looks again at once). Runs on the worker (ctx->self is 0); may use xgr_ctx_send.

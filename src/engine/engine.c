@@ -108,7 +108,7 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   for (int i = 0; i < NSHARDS; i++) pthread_mutex_init(&e->shards[i].mu, NULL);
   /* idle workers fire due timers before they spin, and hand their heap to the timer thread when
    * they park (timer.c) */
-  xgr_rt_config rc = {.workers = e->cfg.workers, .idle = xgr_eng_timers_idle, .idle_ctx = e};
+  xgr_rt_config rc = {.workers = e->cfg.workers, .fair = true, .idle = xgr_eng_timers_idle, .idle_ctx = e};
   e->rt = xgr_rt_new(&rc);
   e->http = xgr_eng_http_new(e);
   if (!e->rt || !e->http) {

@@ -8,18 +8,24 @@
  * cache line or two, so pushes and pops stay cheap with a million pending timers.
  *
  * Real and scaled clocks — per-worker heaps. An actor arms its timer in the heap of the worker it
- * runs on (a slot claimed by that worker on first use; engine_int.h, wtimers). At the end of
- * every actor turn the worker fires up to 64 due entries of its own heap — or, when none of its
- * own is due, of its neighbour's (trylock) — by sending MSG_TIMER with xgr_ctx_send, which puts
- * the actor on the worker's own deque: no thread hop, no futex, no global queue, and the actor's
- * next timer lands in the same heap. Workers note when they last looked at a heap; the timer
- * thread is only the backstop for parked workers (or ones stuck in a long step): it sleeps
- * towards the earliest deadline of all heaps plus a grace period (GRACE_NS after the deadline or
- * after a worker last looked, whichever is later) and fires what is still overdue then. An arm
- * signals the thread only when it makes its heap's minimum earlier than the deadline the thread
- * sleeps towards (the thread publishes it in sleep_until, then re-reads the heap minimums: with
- * both sides sequentially consistent, either the arm sees the value and signals, or the thread
- * sees the new minimum). Under load the thread sleeps; the workers fire everything.
+ * runs on (a slot claimed by that worker on first use; engine_int.h, wtimers). A worker fires due
+ * entries of its own heap at the end of an actor turn, by sending MSG_TIMER with xgr_ctx_send,
+ * which puts the actor on the worker's own deque: no thread hop, no futex, no global queue, and
+ * the actor's next timer lands in the same heap. It does so only while its deque is short
+ * (xgr_eng_timers_poll: up to 64 at once below LOW_QUEUE items; above, one entry per turn once it
+ * is LATE_NS overdue, so timers cannot starve): the heap is where a session waits, so sessions
+ * stay on the worker whose caches and malloc arena hold them. A worker with nothing queued also
+ * takes due entries of its neighbour's heap (trylock) — from its actor turns and from the
+ * runtime's idle hook, which idle workers call between looking for work.
+ *
+ * The timer thread is the backstop: a worker that parks marks its heap unattended (polled_ns 0)
+ * and wakes the thread, which fires that heap at its deadlines; a worker that runs notes when it
+ * last looked (polled_ns, at most one store per 50 us), and the thread fires its heap only
+ * BACKSTOP_NS after that (it is stuck in a long step). The thread sleeps towards the earliest of
+ * those times. An arm signals it only when it makes its heap's minimum earlier than the deadline
+ * the thread sleeps towards (the thread publishes it in sleep_until, then re-reads the heap
+ * minimums: with both sides sequentially consistent, either the arm sees the value and signals,
+ * or the thread sees the new minimum). Under load the thread sleeps; the workers fire everything.
  *
  * Central heap: xgr_engine_at callbacks (and timers armed off the workers) live in the timer
  * thread's own heap, fed through a mutex-protected incoming array. Callbacks run on the timer

@@ -2,7 +2,10 @@
  *   1. a chain of 40 zero-wait steps completes with every step in order;
  *   2. an endless loop without waits does not monopolise the engine: kill(root) arrives and the
  *      session ends killed;
- *   3. a 32-way fan-out in the same engine completes meanwhile.
+ *   3. a 32-way fan-out in the same engine completes meanwhile;
+ *   4. timers are not starved by work that keeps the workers' deques long: on a clock scaled by
+ *      1000, a chain of 20 steps that each wait 1 s (1 ms real) completes while four endless
+ *      zero-wait loops, each spawning 16 more steps per round, keep both workers busy.
  */
 #include <curl/curl.h>
 #include <stdio.h>
@@ -105,6 +108,53 @@ int main(void) {
   printf("zero-wait loop: %llu steps before the kill\n", (unsigned long long)info.steps);
 
   xgr_engine_free(eng);
+
+  /* 4: timers against a storm */
+  char tchain[8192];
+  p = tchain;
+  p += sprintf(p, "{\"orchestration\":{\"id\":\"tchain\",\"structure\":{");
+  for (int i = 0; i < 20; i++) {
+    if (i < 19) p += sprintf(p, "%s\"T%d\":{\"rule\":\"w\",\"onValid\":{\"spawns\":[\"T%d\"]}}", i ? "," : "", i, i + 1);
+    else p += sprintf(p, ",\"T%d\":{\"rule\":\"w\"}", i);
+  }
+  sprintf(p, "}},\"rules\":{\"w\":{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},"
+             "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"},\"waitSec\":1}}}}");
+  xgr_bundle *bt = NULL;
+  CHECK(xgr_bundle_parse(tchain, strlen(tchain), &bt, &e, NULL) == 0, "timer chain: %s", e.message);
+  char storm[4096];
+  p = storm;
+  p += sprintf(p, "{\"id\":\"storm\",\"structure\":{\"L\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[\"L\"");
+  for (int i = 0; i < 16; i++) p += sprintf(p, ",\"X%d\"", i);
+  p += sprintf(p, "]}}");
+  for (int i = 0; i < 16; i++) p += sprintf(p, ",\"X%d\":{\"rule\":\"r\"}", i);
+  sprintf(p, "}}");
+  xgr_bundle *bs = load(storm);
+  xgr_engine_config scfg = {.workers = 2, .keep_finished = true,
+                            .clock = {.kind = XGR_CLOCK_SCALED, .scale = 1000}};
+  eng = xgr_engine_new(&scfg, &e);
+  CHECK(eng != NULL, "engine: %s", e.message);
+  if (!eng) return 1;
+  for (int i = 0; i < 4; i++) {
+    xgr_engine_start st = {.bundle = bs, .owner = OWNER, .root_pid = (uint64_t)(10 + i), .start = "L", .payload = none};
+    CHECK(xgr_engine_start_session(eng, &st, &e) == 0, "start storm: %s", e.message);
+  }
+  nanosleep(&ts, NULL);   /* the storm is under way */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  xgr_engine_start stc = {.bundle = bt, .owner = OWNER, .root_pid = 1, .start = "T0", .payload = none};
+  CHECK(xgr_engine_start_session(eng, &stc, &e) == 0, "start timer chain: %s", e.message);
+  CHECK(xgr_engine_wait(eng, OWNER, 1, 20000) == 0, "the timer chain did not finish during the storm");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  CHECK(xgr_engine_session(eng, OWNER, 1, &info) == 0 && info.result == XGR_RESULT_COMPLETED, "timer chain result");
+  printf("timer chain (20 waits of 1 ms real) during a zero-wait storm: %.0f ms\n", ms);
+  for (int i = 0; i < 4; i++) {
+    CHECK(xgr_engine_kill(eng, OWNER, (uint64_t)(10 + i), 0, &e) == 0, "kill storm: %s", e.message);
+    CHECK(xgr_engine_wait(eng, OWNER, (uint64_t)(10 + i), 10000) == 0, "a storm session did not end after kill");
+  }
+  xgr_engine_free(eng);
+  xgr_bundle_free(bt);
+  xgr_bundle_free(bs);
   xgr_bundle_free(bc);
   xgr_bundle_free(bl);
   xgr_bundle_free(bf);

@@ -225,6 +225,129 @@ static void test_rt_spawn_send(void **s) {
   xgr_rt_free(rt);
 }
 
+/* The idle hook: an idle worker calls it between looking for work; work it makes (a message to
+ * an idle process) lands on that worker's own deque (xgr_ctx_queued sees it) and runs at once;
+ * once nothing is left, the worker says it parks. */
+typedef struct idle_probe {
+  _Atomic xgr_pid pid;
+  _Atomic int to_send;
+  _Atomic long calls, parking, queued_after_send;
+} idle_probe;
+
+static bool idle_hook(void *hctx, const xgr_ctx *ctx, bool parking) {
+  idle_probe *p = hctx;
+  atomic_fetch_add(&p->calls, 1);
+  CHECK(ctx->worker != NULL && ctx->self == 0);
+  xgr_pid pid = atomic_load(&p->pid);
+  if (pid && atomic_load(&p->to_send) > 0) {
+    atomic_fetch_sub(&p->to_send, 1);
+    CHECK(xgr_ctx_send(ctx, pid, 7, NULL) == 0);
+    if (xgr_ctx_queued(ctx) > 0) atomic_fetch_add(&p->queued_after_send, 1);
+    return true;
+  }
+  if (parking) atomic_fetch_add(&p->parking, 1);
+  return false;
+}
+
+static void test_rt_idle_hook(void **s) {
+  (void)s;
+  idle_probe p = {0};
+  xgr_rt_config cfg = {.workers = 1, .idle = idle_hook, .idle_ctx = &p};
+  xgr_rt *rt = xgr_rt_new(&cfg);
+  assert_non_null(rt);
+  xgr_error err;
+  assert_int_equal(xgr_rt_start(rt, &err), 0);
+  counts c = {0};
+  xgr_pid pid = 0;
+  assert_int_equal(xgr_rt_spawn(rt, &echo_vt, NULL, "main", &c, &pid, &err), 0);
+  atomic_store(&p.to_send, 50);
+  atomic_store(&p.pid, pid);
+  for (int i = 0; i < 5000 && (atomic_load(&c.received) < 50 || atomic_load(&p.parking) == 0); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(atomic_load(&c.received), 50);
+  assert_int_equal(atomic_load(&p.queued_after_send), 50);   /* each message woke echo locally */
+  assert_true(atomic_load(&p.parking) >= 1);
+  xgr_ctx off = {rt, 0, NULL};
+  assert_int_equal(xgr_ctx_queued(&off), 0);
+  assert_int_equal(xgr_rt_shutdown(rt, 2000), 0);
+  xgr_rt_free(rt);
+}
+
+/* Fairness (cfg.fair): a process that never stops pushing work onto its worker's deque (it spawns
+ * two children and messages itself on every step) must not starve the global queue (a process
+ * spawned and a message sent from outside) nor the oldest items of its own deque (the children,
+ * which pile up under the spinner). One worker, so nobody steals. */
+typedef struct spinner {
+  _Atomic long *children_done;
+  _Atomic int *stop;
+} spinner;
+
+static int leaf_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_t n, xgr_step_out *out) {
+  (void)ctx, (void)ev, (void)n;
+  atomic_fetch_add(*(_Atomic long **)self, 1);
+  out->status = XGR_STEP_COMPLETE;
+  return 0;
+}
+static int leaf_init(void *self, const xgr_ctx *ctx, const char *method, void *input, xgr_error *err) {
+  (void)ctx, (void)method, (void)err;
+  *(_Atomic long **)self = input;
+  return 0;
+}
+static const xgr_process_vt leaf_vt = {"leaf", sizeof(_Atomic long *), leaf_init, leaf_step, NULL, NULL};
+
+static int spin_init(void *self, const xgr_ctx *ctx, const char *method, void *input, xgr_error *err) {
+  (void)ctx, (void)method, (void)err;
+  *(spinner *)self = *(spinner *)input;
+  return 0;
+}
+
+static int spin_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_t n, xgr_step_out *out) {
+  spinner *sp = self;
+  (void)ev, (void)n;
+  if (atomic_load(sp->stop)) {
+    out->status = XGR_STEP_COMPLETE;
+    return 0;
+  }
+  for (int i = 0; i < 2; i++) {
+    int rc = xgr_ctx_spawn(ctx, &leaf_vt, NULL, NULL, (void *)sp->children_done, NULL, NULL);
+    CHECK(rc == 0 || rc == XGR_ESTATE);   /* ESTATE: the test is shutting the runtime down */
+  }
+  CHECK(xgr_ctx_send(ctx, ctx->self, 1, NULL) == 0);
+  out->status = XGR_STEP_IDLE;
+  return 0;
+}
+static const xgr_process_vt spin_vt = {"spinner", sizeof(spinner), spin_init, spin_step, NULL, NULL};
+
+static void test_rt_fairness(void **s) {
+  (void)s;
+  xgr_rt_config cfg = {.workers = 1, .fair = true};
+  xgr_rt *rt = xgr_rt_new(&cfg);
+  assert_non_null(rt);
+  xgr_error err;
+  assert_int_equal(xgr_rt_start(rt, &err), 0);
+  _Atomic long done = 0;
+  _Atomic int stop = 0;
+  spinner in = {&done, &stop};
+  assert_int_equal(xgr_rt_spawn(rt, &spin_vt, NULL, NULL, &in, NULL, &err), 0);
+  struct timespec ms = {0, 1000000};
+  nanosleep(&ms, NULL);
+  counts c = {0};
+  xgr_pid pid = 0;
+  assert_int_equal(xgr_rt_spawn(rt, &echo_vt, NULL, "main", &c, &pid, &err), 0);
+  assert_int_equal(xgr_rt_send(rt, pid, 5, NULL), 0);
+  for (int i = 0; i < 5000 && atomic_load(&c.received) < 1; i++) nanosleep(&ms, NULL);
+  assert_int_equal(atomic_load(&c.received), 1);   /* the outside message got through */
+  long d0 = atomic_load(&done);   /* children (the deque's oldest) keep completing: */
+  for (int i = 0; i < 5000 && atomic_load(&done) < d0 + 10; i++) nanosleep(&ms, NULL);
+  assert_true(atomic_load(&done) >= d0 + 10);
+  atomic_store(&stop, 1);
+  assert_int_equal(xgr_rt_send(rt, pid, 0, NULL), 0);
+  assert_int_equal(xgr_rt_shutdown(rt, 5000), 0);
+  xgr_rt_free(rt);
+}
+
 static void test_rt_init_failure(void **s) {
   (void)s;
   xgr_rt *rt = start_rt(1);
@@ -544,6 +667,8 @@ int main(void) {
     cmocka_unit_test(test_mpsc_fifo),
     cmocka_unit_test(test_rt_spawn_send),
     cmocka_unit_test(test_rt_init_failure),
+    cmocka_unit_test(test_rt_idle_hook),
+    cmocka_unit_test(test_rt_fairness),
     cmocka_unit_test(test_rt_ping),
     cmocka_unit_test(test_rt_yields),
     cmocka_unit_test(test_rt_discard),
