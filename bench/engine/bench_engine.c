@@ -115,7 +115,9 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
   } else {
     b = fanout_bundle();
   }
-  xgr_value payload = json_value(loop ? "{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}" : "{\"N\":0}");
+  /* each session parses its own start payload, as sessions arriving over JSON-RPC do (one value
+   * shared by every session would make all of them count references on the same objects) */
+  const char *payload_json = loop ? "{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}" : "{\"N\":0}";
   xgr_engine_config cfg = {.workers = workers, .measure_latency = true,
                            .clock = loop ? (xgr_clock_config){.kind = XGR_CLOCK_SCALED, .scale = 1e7}
                                          : (xgr_clock_config){.kind = XGR_CLOCK_REAL}};
@@ -128,6 +130,7 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
   double t0 = now_s();
   for (long s = 0; s < sessions; s++) {
     if (rate > 0) sleep_until(t0 + (double)s / rate);
+    xgr_value payload = json_value(payload_json);
     xgr_engine_start req = {.bundle = b, .owner = OWNER, .root_pid = (uint64_t)s + 1,
                             .start = loop ? "PiIterationStep" : "A", .payload = payload,
                             .max_steps = loop ? (uint64_t)steps : 0};
@@ -135,6 +138,7 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
       fprintf(stderr, "bench_engine: start: %s\n", e.message);
       return 1;
     }
+    xgr_value_release(payload);
   }
   xgr_engine_stats st;
   for (;;) {   /* the end to within 1 ms (of 0.3 s or more), without stealing the workers' cores */
@@ -161,7 +165,6 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
   print_threads(dt);
   fflush(stdout);
   xgr_engine_free(eng);
-  xgr_value_release(payload);
   xgr_bundle_free(b);
   return 0;
 }

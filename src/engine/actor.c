@@ -79,6 +79,12 @@ struct actor {
   /* state */
   bool started, finished, stopping, limit, idle, completed, record, subs, touched, ent_unlinked;
   bool start_committed;          /* first turn: the start process is committed already (see engine.h) */
+  /* a new session's core is made on its first turn, on the worker that runs it (its memory then
+   * lives in that worker's malloc arena, and the starting thread returns sooner) */
+  bool need_start;
+  unsigned start_step;
+  xgr_value start_payload;       /* held until the first turn */
+  int64_t start_now;             /* the engine clock when the session was started */
   xgr_session_result result;
   uint64_t steps, promoted, max_steps;
   uint32_t inflight;
@@ -104,6 +110,8 @@ struct actor {
   job *free_jobs;
   unsigned nfree;
 };
+
+static void first_turn(actor *a);
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
@@ -793,6 +801,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
   if (!a->started) {
     a->started = true;
     owed++;
+    first_turn(a);
     consume(a);
   }
   for (size_t i = 0; i < n; i++) {
@@ -888,8 +897,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->ent = ent;
   a->b = b;
   a->root = req->root_pid;
-  xgr_session_config sc = {.max_running = e->cfg.max_running};
-  a->s = req->restore ? req->restore : xgr_session_new(b->orch, req->owner, req->root_pid, &sc);
+  a->s = req->restore;   /* else made on the first turn (first_turn) */
   xgr_effects_init(&a->fx);
   if (req->restore_fx) {   /* a restored core's pending effects: consumed by the first turn */
     a->fx = *req->restore_fx;
@@ -903,18 +911,32 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->start_committed = req->start_committed && !req->restore;
   a->result = XGR_RESULT_RUNNING;
   if (a->record) a->rec = xgr_records_new();
+  a->mono = xgr_eng_mono_ns();
+  a->now = a->clock_ms = xgr_eng_now_at(e, a->mono);
+  if (!req->restore) {
+    a->need_start = true;
+    a->start_step = (unsigned)step;
+    a->start_payload = xgr_value_retain(req->payload);
+    a->start_now = a->now;
+  }
+  return a;
+}
+
+/* The first turn: allocations that live as long as the session are made here, on a worker. */
+static void first_turn(actor *a) {
+  xgr_engine *e = a->e;
   if (e->cfg.measure_latency) {
     a->lat = calloc(1, sizeof *a->lat);
     if (!a->lat) abort();
   }
-  a->mono = xgr_eng_mono_ns();
-  a->now = a->clock_ms = xgr_eng_now_at(e, a->mono);
-  if (!req->restore && xgr_session_start(a->s, (unsigned)step, req->payload, a->now, &a->fx, err)) {
-    a->ent = NULL;
-    xgr_eng_actor_free(a);
-    return NULL;
-  }
-  return a;
+  if (!a->need_start) return;
+  a->need_start = false;
+  xgr_session_config sc = {.max_running = e->cfg.max_running};
+  a->s = xgr_session_new(a->b->orch, a->ent->owner, a->root, &sc);
+  xgr_error err;
+  /* the step index was checked by xgr_eng_actor_new and the core is new: this cannot fail */
+  if (xgr_session_start(a->s, a->start_step, a->start_payload, a->start_now, &a->fx, &err)) abort();
+  xgr_value_clear(&a->start_payload);
 }
 
 void xgr_eng_actor_free(actor *a) {
@@ -954,6 +976,7 @@ void xgr_eng_actor_free(actor *a) {
   xgr_effects_free(&a->fx);
   xgr_records_free(a->rec);
   free(a->lat);
+  xgr_value_release(a->start_payload);
   xgr_session_free(a->s);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);
