@@ -699,9 +699,7 @@ static void store_turn(actor *a) {
 /* ---- the turn ---------------------------------------------------------------------------------------- */
 
 static void publish(actor *a) {
-  xgr_engine *e = a->e;
-  shard *sh = xgr_eng_shard(e, a->root);
-  pthread_mutex_lock(&sh->mu);
+  pthread_mutex_lock(&a->ent->mu);   /* the entry's own lock, not the shard's (engine_int.h) */
   xgr_engine_session_info *in = &a->ent->info;
   in->result = a->finished ? a->result : XGR_RESULT_RUNNING;
   in->finished = a->completed && a->finished;
@@ -710,7 +708,7 @@ static void publish(actor *a) {
   in->running = xgr_session_running(a->s);
   in->steps = a->steps;
   in->now = a->now;
-  pthread_mutex_unlock(&sh->mu);
+  pthread_mutex_unlock(&a->ent->mu);
 }
 
 static void complete(actor *a) {
@@ -980,7 +978,7 @@ void xgr_eng_actor_free(actor *a) {
   xgr_session_free(a->s);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);
-    free(a->ent);
+    xgr_eng_entry_free(a->ent);
   }
   free(a);
 }

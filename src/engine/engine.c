@@ -147,7 +147,7 @@ void xgr_engine_free(xgr_engine *e) {
       for (sess_entry *x = sh->tab[b], *nx; x; x = nx) {
         nx = x->next;
         json_decref(x->report);
-        free(x);
+        xgr_eng_entry_free(x);
       }
     free(sh->tab);
     pthread_mutex_destroy(&sh->mu);
@@ -217,6 +217,7 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
   atomic_store(&e->started_any, true);
   sess_entry *ent = calloc(1, sizeof *ent);
   if (!ent) abort();
+  pthread_mutex_init(&ent->mu, NULL);
   snprintf(ent->owner, sizeof ent->owner, "%s", req->owner);
   ent->root = req->root_pid;
   snprintf(ent->info.owner, sizeof ent->info.owner, "%s", req->owner);
@@ -225,8 +226,8 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
   sess_entry *old = xgr_eng_lookup_locked(e, req->owner, req->root_pid, &sh);
   if (old) {
     pthread_mutex_unlock(&sh->mu);
-    free(ent);
     xgr_session_free(req->restore);
+    xgr_eng_entry_free(ent);
     return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists already", req->owner,
                          (unsigned long long)req->root_pid);
   }
@@ -248,7 +249,7 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
     pthread_mutex_lock(&sh->mu);
     xgr_eng_unlink_locked(sh, ent);
     pthread_mutex_unlock(&sh->mu);
-    free(ent);
+    xgr_eng_entry_free(ent);
   }
   return rc;
 }
@@ -357,6 +358,19 @@ int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t no
 
 /* ---- inspection ------------------------------------------------------------------------------------ */
 
+xgr_engine_session_info xgr_eng_info(sess_entry *ent) {
+  pthread_mutex_lock(&ent->mu);
+  xgr_engine_session_info in = ent->info;
+  pthread_mutex_unlock(&ent->mu);
+  return in;
+}
+
+void xgr_eng_entry_free(sess_entry *ent) {
+  if (!ent) return;
+  pthread_mutex_destroy(&ent->mu);
+  free(ent);
+}
+
 size_t xgr_engine_list(xgr_engine *e, xgr_engine_session_info *out, size_t max) {
   size_t n = 0;
   for (int i = 0; i < NSHARDS; i++) {
@@ -364,7 +378,7 @@ size_t xgr_engine_list(xgr_engine *e, xgr_engine_session_info *out, size_t max) 
     pthread_mutex_lock(&sh->mu);
     for (size_t b = 0; b < sh->cap; b++)
       for (sess_entry *x = sh->tab[b]; x; x = x->next) {
-        if (n < max) out[n] = x->info;
+        if (n < max) out[n] = xgr_eng_info(x);
         n++;
       }
     pthread_mutex_unlock(&sh->mu);
@@ -375,7 +389,7 @@ size_t xgr_engine_list(xgr_engine *e, xgr_engine_session_info *out, size_t max) 
 int xgr_engine_session(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_engine_session_info *out) {
   shard *sh;
   sess_entry *x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
-  if (x) *out = x->info;
+  if (x) *out = xgr_eng_info(x);
   pthread_mutex_unlock(&sh->mu);
   return x ? 0 : XGR_ENOTFOUND;
 }
@@ -430,13 +444,15 @@ int xgr_engine_wait(xgr_engine *e, const char *owner, uint64_t root_pid, long ti
   for (;;) {
     shard *sh;
     sess_entry *x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
-    int st = !x ? XGR_ENOTFOUND : x->info.finished ? 0 : (x->info.idle || x->gone) ? 1 : 2;
+    xgr_engine_session_info in = x ? xgr_eng_info(x) : (xgr_engine_session_info){0};
+    int st = !x ? XGR_ENOTFOUND : in.finished ? 0 : (in.idle || x->gone) ? 1 : 2;
     pthread_mutex_unlock(&sh->mu);
     if (st <= 0) return st;
     if (st == 1 && settled(e)) {
       /* re-check: the settled counters were read after the idle flag */
       x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
-      int again = !x ? XGR_ENOTFOUND : x->info.finished ? 0 : (x->info.idle || x->gone) ? 1 : 2;
+      in = x ? xgr_eng_info(x) : (xgr_engine_session_info){0};
+      int again = !x ? XGR_ENOTFOUND : in.finished ? 0 : (in.idle || x->gone) ? 1 : 2;
       pthread_mutex_unlock(&sh->mu);
       if (again <= 1) return again;
     }
@@ -454,8 +470,10 @@ int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
       shard *sh = &e->shards[i];
       pthread_mutex_lock(&sh->mu);
       for (size_t b = 0; b < sh->cap && all; b++)
-        for (sess_entry *x = sh->tab[b]; x && all; x = x->next)
-          if (!x->info.finished && !x->info.idle && !x->gone) all = false;
+        for (sess_entry *x = sh->tab[b]; x && all; x = x->next) {
+          xgr_engine_session_info in = xgr_eng_info(x);
+          if (!in.finished && !in.idle && !x->gone) all = false;
+        }
       pthread_mutex_unlock(&sh->mu);
     }
     if (all && settled(e)) return 0;

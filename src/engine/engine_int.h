@@ -127,7 +127,11 @@ typedef struct sess_entry {
   char owner[64];
   uint64_t root;
   xgr_pid pid;                  /* 0 while starting */
-  xgr_engine_session_info info; /* updated by the actor at the end of each turn */
+  /* info: written by the actor at the end of each turn under mu alone (the entry is its own, so
+   * the two workers never share this lock's cache line); readers hold the shard lock (the entry
+   * stays alive) and then mu — xgr_eng_info() */
+  pthread_mutex_t mu;
+  xgr_engine_session_info info;
   json_t *report;               /* final report (record + keep_finished) */
   bool gone;                    /* the actor closed */
 } sess_entry;
@@ -207,6 +211,9 @@ int xgr_eng_timer_add_cb(xgr_engine *e, int64_t at, at_cb *cb);
 sess_entry *xgr_eng_lookup_locked(xgr_engine *e, const char *owner, uint64_t root, shard **sh);
 shard *xgr_eng_shard(xgr_engine *e, uint64_t root);
 void xgr_eng_unlink_locked(shard *sh, sess_entry *ent);
+/* A copy of ent->info (the caller holds ent's shard lock). */
+xgr_engine_session_info xgr_eng_info(sess_entry *ent);
+void xgr_eng_entry_free(sess_entry *ent);
 void xgr_eng_notify_waiters(xgr_engine *e);
 /* Send an accounted message to an actor; returns 0 or XGR_ENOTFOUND (data stays with the caller). */
 int xgr_eng_send(xgr_engine *e, const xgr_ctx *ctx, xgr_pid pid, uint64_t tag, void *data);
