@@ -35,8 +35,18 @@ static void *xmalloc(size_t n) {
   if (!p) abort();   /* out of memory is not recoverable in the core (same as xgr/value.h) */
   return p;
 }
+/* Zeroed memory. Small blocks (process records, join states: one per step) come from malloc +
+ * memset: glibc's calloc bypasses the per-thread cache and takes the arena lock every time. */
 static void *xcalloc(size_t n, size_t m) {
-  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!n) n = 1;
+  if (!m) m = 1;
+  if (m > SIZE_MAX / n) abort();
+  if (n * m <= 1024) {
+    void *p = xmalloc(n * m);
+    memset(p, 0, n * m);
+    return p;
+  }
+  void *p = calloc(n, m);
   if (!p) abort();
   return p;
 }
