@@ -15,8 +15,9 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 # store (issue 8): durable steps/s of the fan-out workload on SQLite, synchronous=FULL and NORMAL
 "$B/bench/store/bench_store" --sync full --sessions 6000 --live 2048; "$B/bench/store/bench_store" --sync normal --sessions 6000 --live 2048; "$B/bench/store/bench_store" --sync full --sessions 3000 --live 256
 # concurrent engine (issue 7): fan-out + join and IterationOfPi loops, 1 and 2 workers; an open-loop fan-out for latency
-for w in 1 2; do "$B/bench/engine/bench_engine" fanout --sessions 10000 --workers $w; done
-for w in 1 2; do "$B/bench/engine/bench_engine" loop --sessions 10000 --steps 20 --workers $w; done
+# (--compare 5: five rounds alternating 1 and 2 workers, then the medians and the scaling ratio)
+"$B/bench/engine/bench_engine" fanout --sessions 10000 --workers 2 --compare 5
+"$B/bench/engine/bench_engine" loop --sessions 10000 --steps 20 --workers 2 --compare 5
 "$B/bench/engine/bench_engine" fanout --sessions 2000 --workers 2 --rate 1000
 # xgrd (issue 9): JSON-RPC requests per second over loopback with wrk (sessionAlive, durable enqueue)
 "$(dirname "$0")/daemon/run.sh" "$B"

@@ -8,6 +8,9 @@
  *       N concurrent IterationOfPi loops (the public example's rule, waitSec 3600) of K steps each
  *       (default 10,000 x 20) on a clock scaled by 10^7, so each 3600 s wait is 0.36 ms of real
  *       time and every step goes through the timer heap.
+ *   --compare R (either workload): R rounds alternating 1 worker and W workers in this process,
+ *       then the median steps/s of each and the scaling ratio (median of the round-by-round
+ *       ratios: pairs taken back to back, so a machine that drifts affects both sides alike).
  *
  * Prints steps/s (steps applied / wall time from the first start to the last session's end) and
  * p50 / p99 / max step latency, ready (promoted) -> result applied, from the engine's histograms.
@@ -103,7 +106,7 @@ static void print_threads(double wall) {
   printf("\n");
 }
 
-static int run(const char *what, long sessions, long steps, unsigned workers, double rate) {
+static int run(const char *what, long sessions, long steps, unsigned workers, double rate, double *steps_per_s) {
   bool loop = !strcmp(what, "loop");
   xgr_bundle *b;
   if (loop) {
@@ -156,6 +159,7 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
          "p50 %.1f us, p99 %.1f us, max %.1f ms\n",
          loop ? "loop" : "fanout", sessions, mode, (unsigned long long)st.steps, dt, (double)st.steps / dt, workers,
          workers == 1 ? "" : "s", (double)st.lat_p50_ns / 1e3, (double)st.lat_p99_ns / 1e3, (double)st.lat_max_ns / 1e6);
+  *steps_per_s = (double)st.steps / dt;
   const xgr_rt_counters *rc = &st.runtime;
   printf("  runtime: %llu actor turns, %llu events, %llu tasks, %llu steals (%llu items), %llu global takes, %llu spins, "
          "%llu parks, %llu wake-ups\n",
@@ -169,22 +173,58 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: bench_engine fanout|loop [--sessions N] [--steps K] [--workers W] [--rate R] [--compare ROUNDS]\n");
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2 || (strcmp(argv[1], "fanout") && strcmp(argv[1], "loop"))) {
-    fprintf(stderr, "usage: bench_engine fanout|loop [--sessions N] [--steps K] [--workers W] [--rate R]\n");
-    return 2;
-  }
+  if (argc < 2 || (strcmp(argv[1], "fanout") && strcmp(argv[1], "loop"))) return usage();
   long sessions = 10000, steps = 20;
   unsigned workers = 2;
   double rate = 0;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  int rounds = 0;
+  for (int i = 2; i < argc; i += 2) {
+    if (i + 1 >= argc) return usage();
     if (!strcmp(argv[i], "--sessions")) sessions = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--workers")) workers = (unsigned)atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--compare")) rounds = atoi(argv[i + 1]);
+    else return usage();
   }
+  if (sessions < 1 || steps < 1 || workers < 1 || rounds < 0 || rounds > 100) return usage();
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  int rc = run(argv[1], sessions, steps, workers, rate);
+  int rc = 0;
+  if (!rounds) {
+    double r;
+    rc = run(argv[1], sessions, steps, workers, rate, &r);
+  } else {
+    double one[100], many[100], ratio[100];
+    for (int k = 0; k < rounds && !rc; k++) {
+      rc = run(argv[1], sessions, steps, 1, rate, &one[k]);
+      if (!rc) rc = run(argv[1], sessions, steps, workers, rate, &many[k]);
+      ratio[k] = many[k] / one[k];
+    }
+    if (!rc) {
+      printf("engine %s scaling over %d alternating rounds: pairwise ratios", argv[1], rounds);
+      for (int k = 0; k < rounds; k++) printf(" %.2f", ratio[k]);
+      double m1 = median(one, rounds), mw = median(many, rounds);
+      printf("\nengine %s scaling: 1 worker %.0f steps/s, %u workers %.0f steps/s (medians); %u workers = %.2fx one "
+             "(median of the pairwise ratios; ratio of the medians %.2fx)\n",
+             argv[1], m1, workers, mw, workers, median(ratio, rounds), mw / m1);
+    }
+  }
   curl_global_cleanup();
   return rc;
 }
