@@ -945,6 +945,8 @@ static json_t *join_view(const xgr_orch *o, const char *text) {
     v = json_pack("{s:o, s:s, s:i, s:o, s:o, s:b, s:s}", "expect", expect, "policy", xgr_policy_name(dj->policy), "k",
                   (int)dj->k, "inbox", inbox, "failed", fail, "closed", json_is_true(json_object_get(j, "closed")),
                   "outcome", xgr_join_outcome_name((xgr_join_outcome)oc));
+    if (json_is_true(json_object_get(j, "closed")))   /* session clock (ms) when it closed */
+      json_object_set_new(v, "closedAt", json_integer(json_integer_value(json_object_get(j, "closedAt"))));
   }
   json_decref(j);
   return v;

@@ -199,9 +199,10 @@ char *xgr_persist_join_text(const xgr_orch *o, unsigned step, const json_t *join
       int outcome = outc && !strcmp(outc, "satisfied") ? 1 : outc && !strcmp(outc, "unfulfillable") ? 2 : 0;
       const json_t *inbox = json_object_get(join, "inbox"), *fail = json_object_get(join, "fail");
       tbuf b = {0};
-      char head[128];
-      snprintf(head, sizeof head, "{\"decl\":[%zu,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":0,\"inbox\":[", i, br,
-               json_is_true(json_object_get(join, "closed")) ? "true" : "false", outcome);
+      char head[160];
+      json_int_t closed_at = json_integer_value(json_object_get(join, "closedAt"));   /* 0 when open */
+      snprintf(head, sizeof head, "{\"decl\":[%zu,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", i,
+               br, json_is_true(json_object_get(join, "closed")) ? "true" : "false", outcome, (long long)closed_at);
       tb_str(&b, head);
       for (unsigned k = 0; k < d->n; k++) {
         const json_t *piece = json_object_get(inbox, o->steps[d->from[k].node].id);

@@ -43,9 +43,11 @@ json_t *xgr_join_state_json(const xgr_orch *o, const xgr_join_state *js) {
     if (js->inbox[i].kind != XGR_VNULL) json_object_set_new(inbox, sid, xgr_value_to_json(js->inbox[i]));
     if (js->fail[i]) json_object_set_new(failj, sid, json_string(js->fail[i]));
   }
-  return json_pack("{s:o, s:i, s:s, s:o, s:o, s:b, s:s}", "expect", expect, "k", (int)d->k, "policy",
-                   xgr_policy_name(d->policy), "inbox", inbox, "fail", failj, "closed", js->closed, "outcome",
-                   xgr_join_outcome_name(js->outcome));
+  json_t *j = json_pack("{s:o, s:i, s:s, s:o, s:o, s:b, s:s}", "expect", expect, "k", (int)d->k, "policy",
+                         xgr_policy_name(d->policy), "inbox", inbox, "fail", failj, "closed", js->closed, "outcome",
+                         xgr_join_outcome_name(js->outcome));
+  if (js->closed) json_object_set_new(j, "closedAt", json_integer(js->closed_at));   /* session clock, ms */
+  return j;
 }
 
 xgr_records *xgr_records_new(void) {

@@ -651,6 +651,31 @@ static void test_slow_client(void **state) {
   rmdaemon(&d);
 }
 
+/* Pause process `pid` of OWNER; false while it does not exist yet (the session is starting). */
+static bool paused_ok(const daemon_t *d, const char *pid) {
+  json_t *r = rpc(d, "xgr.pause", json_pack("{s:s, s:s}", "owner", OWNER, "pid", pid));
+  bool done = json_object_get(r, "result") != NULL;
+  json_decref(r);
+  return done;
+}
+
+/* The closedAt of the join of process `pid` in the join view of xgr.listSessions (0: open, -1: no join). */
+static json_int_t join_closed_at(const daemon_t *d, int root, const char *pid) {
+  char rs[32];
+  snprintf(rs, sizeof rs, "%d", root);
+  json_t *ls = ok(d, "xgr.listSessions", json_pack("{s:s, s:s, s:i}", "owner", OWNER, "rootPid", rs, "limit", 10));
+  json_int_t at = -1;
+  size_t i;
+  json_t *it;
+  json_array_foreach(json_object_get(ls, "items"), i, it) {
+    if (strcmp(sget(it, "pid"), pid)) continue;
+    const json_t *j = json_object_get(it, "join");
+    if (json_is_object(j)) at = json_is_true(json_object_get(j, "closed")) ? json_integer_value(json_object_get(j, "closedAt")) : 0;
+  }
+  json_decref(ls);
+  return at;
+}
+
 /* Sessions survive restarts: a graceful one (SIGTERM) and a crash (SIGKILL) while ticker
  * sessions are between ticks or running one. After each restart they go on and complete with
  * every tick in their history. */
@@ -661,6 +686,7 @@ static void test_restart(void **state) {
   start(&d, NULL, NULL);
   deploy(&d, "ticker.json", "local");
   deploy(&d, "gate.json", "gates");
+  deploy(&d, "joinpause.json", "joins");
   enum { N = 8 };
   for (int i = 1; i <= N; i++) {
     json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s, s:{s:i}}}", "owner", OWNER, "rootPid", i, "init",
@@ -670,7 +696,15 @@ static void test_restart(void **state) {
   json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:s, s:{s:s}}", "owner", OWNER, "rootPid", 100, "xrc729", "gates",
                                               "init", "stepId", "A"));
   json_decref(e);
-  msleep(1300);                         /* a tick or two done, the next ones waiting */
+  /* a join target paused while its join is open: the join closes when B runs (after 1 s), the
+   * target stays waiting, and its join state (closed, closedAt) must come back after restarts */
+  e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:s, s:{s:s}}", "owner", OWNER, "rootPid", 200, "xrc729", "joins", "init",
+                                      "stepId", "A"));
+  json_decref(e);
+  for (int i = 0; i < 100 && !paused_ok(&d, "200:2"); i++) msleep(10);
+  msleep(1300);                         /* a tick or two done, the next ones waiting; B has run */
+  json_int_t closed_at = join_closed_at(&d, 200, "200:2");
+  assert_true(closed_at > 0);
   assert_int_equal(stop(&d, SIGTERM), 0);
   start(&d, NULL, NULL);
   /* listing by owner without rootPid reads the store's sessions table: every session of the
@@ -686,7 +720,7 @@ static void test_restart(void **state) {
   }
   for (int r = 1; r <= N + 1; r++)
     if (!seen[r]) fail_msg("session %d is not listed after the restart", r == N + 1 ? 100 : r);
-  assert_string_equal(sget(json_array_get(items, 0), "rootPid"), "100");
+  assert_string_equal(sget(json_array_get(items, 0), "rootPid"), "200");   /* newest rootPid first */
   json_decref(ls);
   ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:i}]", "from", OWNER, "last", 3));
   assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 3);
@@ -698,9 +732,14 @@ static void test_restart(void **state) {
   json_t *al = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
   assert_true(json_is_true(al));        /* recovered, still ticking */
   json_decref(al);
+  assert_int_equal(join_closed_at(&d, 200, "200:2"), closed_at);   /* after the graceful restart */
   msleep(700);
   assert_int_equal(stop(&d, SIGKILL), 128 + SIGKILL);   /* a crash */
   start(&d, NULL, NULL);
+  assert_int_equal(join_closed_at(&d, 200, "200:2"), closed_at);   /* after the crash */
+  json_t *rs = ok(&d, "xgr_resume", json_pack("[{s:s, s:s}]", "owner", OWNER, "pid", "200:2"));
+  json_decref(rs);
+  assert_true(wait_dead(&d, OWNER, 200, 5));
   for (int i = 1; i <= N; i++) {
     if (!wait_dead(&d, OWNER, (uint64_t)i, 10)) fail_msg("session %d did not finish after the restarts", i);
     char *st = session_status(&d, OWNER, (uint64_t)i);

@@ -78,6 +78,10 @@ void scen_check(const json_t *x, const json_t *rep, scen_fail_fn fail, void *ctx
       if (strcmp(out, json_string_value(wj))) failf(fail, ctx, "%s join %s, expected %s", pid, out, json_string_value(wj));
       const json_t *wf = json_object_get(w, "joinFail");
       if (wf && !(json_is_object(gj) && subset(wf, json_object_get(gj, "fail")))) failf(fail, ctx, "%s join.fail differs", pid);
+      const json_t *wc = json_object_get(w, "joinClosedAt"), *gc = json_is_object(gj) ? json_object_get(gj, "closedAt") : NULL;
+      if (wc && !(gc && json_integer_value(gc) == json_integer_value(wc)))
+        failf(fail, ctx, "%s join.closedAt = %lld, expected %lld", pid, gc ? (long long)json_integer_value(gc) : -1LL,
+              (long long)json_integer_value(wc));
     }
     if (json_is_true(json_object_get(w, "error")) && !json_is_string(json_object_get(p, "error")))
       failf(fail, ctx, "%s has no error", pid);

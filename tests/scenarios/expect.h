@@ -2,7 +2,7 @@
  * `xgr run --json`), shared by the scenario runners of the deterministic driver
  * (tests/scenarios/run_scenarios.c) and of the engine (tests/engine/run_scenarios_engine.c):
  *   result; processes[] {pid, step?, status?, valid?, paused?, abortReason?, join? (outcome),
- *   joinFail? (subset of join.fail), error? (true: has one), payload? (subset), payloadLacks?};
+ *   joinFail? (subset of join.fail), joinClosedAt? (ms), error? (true: has one), payload? (subset), payloadLacks?};
  *   count (processes created); history (rows); historyAt {pid: time of its first row};
  *   actionsOk [bool per scripted action]. */
 #ifndef XGR_TESTS_SCENARIO_EXPECT_H

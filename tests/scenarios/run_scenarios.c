@@ -4,7 +4,7 @@
  *   expect.result        "completed" | "stalled" | "killed" | "limit"
  *   expect.processes[]   {pid, step?, status?, valid?, paused?, join? (outcome), abortReason?,
  *                         error? (true: has one), payload? (subset), payloadLacks? [keys],
- *                         joinFail? (subset of join.fail)}
+ *                         joinFail? (subset of join.fail), joinClosedAt? (ms)}
  *   expect.count         number of processes the session created
  *   expect.history       number of history rows
  *   expect.historyAt     {pid: time of its (first) history row}

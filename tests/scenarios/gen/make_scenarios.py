@@ -207,7 +207,7 @@ def kj(policy):
     return {"A": {"onValid": {"spawns": ["B"], "join": join("J", [("B", "valid")], policy=policy)}}, "B": {}, "J": {}}
 write("kill_join_target_drain", "killing an open join target closes its join as unfulfillable; with drain its producer still runs", bundle(kj("drain"), waits={"A": 10}), "A", {},
       script=[{"at": 100, "kill": "1:2"}],
-      expect={"result": "completed", "processes": [P("1:2", "J", "aborted", None, join="unfulfillable", abortReason="killed"), P("1:3", "B", "done", V)]})
+      expect={"result": "completed", "processes": [P("1:2", "J", "aborted", None, join="unfulfillable", abortReason="killed", joinClosedAt=100), P("1:3", "B", "done", V)]})
 write("kill_join_target_kill", "killing an open join target with policy kill also kills its waiting producers", bundle(kj("kill"), waits={"A": 10}), "A", {},
       script=[{"at": 100, "kill": "1:2"}],
       expect={"result": "completed", "processes": [P("1:2", "J", "aborted", None, join="unfulfillable"), P("1:3", "B", "aborted", None, abortReason="join kill")], "history": 1})
