@@ -126,9 +126,14 @@ int xgr_store_doc_by_hash(xgr_store *st, xgr_registry_kind kind, const char *has
 
 /* ---- owners ------------------------------------------------------------------------------------- */
 
-/* getNextProcessId: the next rootPid of owner (1, 2, ...), durable before it returns; never the
- * same value twice, whatever threads or crashes happen. */
+/* Take the next rootPid of owner (1, 2, ...) for a session started without one: durable before it
+ * returns; never the same value twice, whatever threads or crashes happen. */
 int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err);
+/* getNextProcessId: the rootPid owner's next session is expected to get, without taking it — the
+ * same value until a session of owner starts. A session started with rootPid R (given or taken)
+ * moves it to at least R + 1 in the same commit as the session's row. What committed sessions
+ * reached; a taken id is never peeked again. */
+int xgr_store_peek_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err);
 
 /* ---- records -------------------------------------------------------------------------------------- */
 

@@ -694,8 +694,8 @@ METHOD(m_next_pid) {
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
   if (!who[0]) return xgr_error_set(err, XGR_ESCHEMA, "from", "missing; expected the sender's address (0x + 40 hex)"),
                       XGR_RPC_INVALID_PARAMS;
-  uint64_t root;
-  if ((rc = xgr_store_next_process_id(d->st, who, &root, err))) return rpc_err(rc, err);
+  uint64_t root;   /* the next expected rootPid (public reference §6): read, not taken */
+  if ((rc = xgr_store_peek_process_id(d->st, who, &root, err))) return rpc_err(rc, err);
   *result = json_pack("{s:o}", "nextProcessId", u64_str(root));
   return 0;
 }
@@ -1530,7 +1530,7 @@ int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed
 
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   static const mdef defs[] = {
-    {"enqueue", m_enqueue, true}, {"validateDataTransfer", m_validate, true}, {"getNextProcessId", m_next_pid, true},
+    {"enqueue", m_enqueue, true}, {"validateDataTransfer", m_validate, true}, {"getNextProcessId", m_next_pid, false},
     {"kill", m_kill, true}, {"pause", m_pause, true}, {"resume", m_resume, true}, {"control", m_control, true},
     {"wakeUpProcess", m_wake, true}, {"wake", m_wake, true}, {"sessionAlive", m_alive, false},
     {"stepExecuted", m_step_executed, false}, {"getSession", m_get_session, false},

@@ -157,9 +157,27 @@ static int check_batch(mstore *m, const xgr_store_changes *b, xgr_error *err) {
   return 0;
 }
 
+/* The owner's counter (next expected rootPid, 1 for a new owner); m->lock held. */
+static mowner *owner_get(mstore *m, const char *owner) {
+  for (size_t i = 0; i < m->nowners; i++)
+    if (!strcmp(m->owners[i].owner, owner)) return &m->owners[i];
+  m->owners = store_xrealloc(m->owners, (m->nowners + 1) * sizeof *m->owners);
+  mowner *o = &m->owners[m->nowners++];
+  o->owner = store_strdup(owner);
+  o->next = 1;
+  return o;
+}
+
+/* A session started with rootPid root: the next expected one is at least root + 1. */
+static void owner_bump(mstore *m, const char *owner, uint64_t root) {
+  mowner *o = owner_get(m, owner);
+  if (root != UINT64_MAX && o->next < root + 1) o->next = root + 1;
+}
+
 static void apply_op(mstore *m, store_op *op, int64_t now) {
   switch (op->kind) {
     case OP_SESSION: {
+      owner_bump(m, op->owner, op->root);
       msess *s = sess_get(m, op->owner, op->root);
       xgr_store_session_clear(&s->row);
       store_session_copy(&s->row, &op->u.session);
@@ -244,15 +262,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       break;
     }
     case OP_NEXTPID: {
-      mowner *o = NULL;
-      for (size_t i = 0; i < m->nowners; i++)
-        if (!strcmp(m->owners[i].owner, op->owner)) o = &m->owners[i];
-      if (!o) {
-        m->owners = store_xrealloc(m->owners, (m->nowners + 1) * sizeof *m->owners);
-        o = &m->owners[m->nowners++];
-        o->owner = store_strdup(op->owner);
-        o->next = 1;
-      }
+      mowner *o = owner_get(m, op->owner);
       *op->u.next_pid = o->next++;
       break;
     }
@@ -329,6 +339,17 @@ static void m_close(xgr_store *st) {
 }
 
 /* ---- reading ---------------------------------------------------------------------------------------- */
+
+static int m_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *next = 1;
+  for (size_t i = 0; i < m->nowners; i++)
+    if (!strcmp(m->owners[i].owner, owner)) *next = m->owners[i].next;
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
 
 static int m_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {
   mstore *m = (mstore *)st;
@@ -520,7 +541,8 @@ static int m_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
 }
 
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
-                                   m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions};
+                                   m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
+                                   .peek_pid = m_peek_pid};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

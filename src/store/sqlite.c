@@ -71,7 +71,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 
 enum {
   S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
-  S_RM_SESSION, S_NEXTPID, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_COUNT
+  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_COUNT
 };
 
 static const char *const stmt_sql[S_COUNT] = {
@@ -108,6 +108,9 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_SCOPE] = "INSERT OR IGNORE INTO proc_scopes(owner, root_pid, grp) VALUES(?1,?2,?3)",
     [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner=?1 AND root_pid=?2",
     [S_RM_SESSION] = "DELETE FROM sessions WHERE owner=?1 AND root_pid=?2",
+    /* a session started with rootPid R: the owner's next expected rootPid becomes at least R + 1 */
+    [S_OWNER_BUMP] = "INSERT INTO owners(owner, next_root) VALUES(?1, ?2) ON CONFLICT(owner)"
+                     " DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root",
     [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(?1, 2) ON CONFLICT(owner)"
                   " DO UPDATE SET next_root = next_root + 1 RETURNING next_root - 1",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
@@ -259,7 +262,12 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_i64(s, 11, x->paused);
       bind_i64(s, 12, x->next_group);
       int rc = step_done(s);
-      return rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0 ? RC_EXISTS : rc;
+      if (rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0) return RC_EXISTS;
+      if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;
+      s = q->stmt[S_OWNER_BUMP];
+      bind_text(s, 1, x->owner);
+      bind_u64(s, 2, x->root_pid + 1);
+      return step_done(s);
     }
     case OP_STATE: {
       s = q->stmt[S_STATE];
@@ -739,6 +747,23 @@ static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_s
   return rc;
 }
 
+static int sq_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  sqlite3_stmt *s;
+  pthread_mutex_lock(&q->rmu);
+  int rc = rd_prepare(q, "SELECT next_root FROM owners WHERE owner=?1", &s, err);
+  if (!rc) {
+    bind_text(s, 1, owner);
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW) *next = (uint64_t)sqlite3_column_int64(s, 0);
+    else if (r == SQLITE_DONE) *next = 1;
+    else rc = sq_error(q->r, r, q->path, "cannot read owners", err);
+    sqlite3_finalize(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
 /* Rows of a per-session query into a growing array of `size`-byte records. */
 static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t root, size_t size,
                      void (*row)(sqlite3_stmt *, void *), void **out, size_t *n, xgr_error *err) {
@@ -894,7 +919,8 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 }
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
-                                   sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions};
+                                   sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions,
+                                   .peek_pid = sq_peek_pid};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

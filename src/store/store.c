@@ -524,6 +524,11 @@ int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_p
   return xgr_store_commit(st, b, err);
 }
 
+int xgr_store_peek_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err) {
+  if (!owner || !*owner) return xgr_error_set(err, XGR_EINVAL, "owner", "an owner address is needed");
+  return st->vt->peek_pid(st, owner, root_pid, err);
+}
+
 int xgr_store_register(xgr_store *st, xgr_registry_kind kind, const char *id, const char *owner, const char *content,
                        size_t len, xgr_store_doc *out, xgr_error *err) {
   if (!id || !*id) return xgr_error_set(err, XGR_EINVAL, "id", "a registered document needs an id");

@@ -65,6 +65,8 @@ typedef struct store_vt {
   int (*gc)(xgr_store *st, size_t *deleted, xgr_error *err);
   /* the owner's session rows, rootPid descending, at most limit (xgr_store_sessions) */
   int (*sessions)(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n, xgr_error *err);
+  /* the owner's next expected rootPid (1 when it has none yet), without taking it */
+  int (*peek_pid)(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */

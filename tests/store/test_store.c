@@ -67,6 +67,26 @@ static void shared_table(xgr_store *st) {
   assert_int_equal(xgr_store_next_process_id(st, "0xB", &pid, &e), 0);
   assert_int_equal(pid, 1);
   assert_int_equal(xgr_store_next_process_id(st, "", &pid, &e), XGR_EINVAL);
+  /* getNextProcessId peeks: the expected id, not taken (twice the same), 1 for a new owner */
+  assert_int_equal(xgr_store_peek_process_id(st, "0xA", &pid, &e), 0);
+  assert_int_equal(pid, 3);
+  assert_int_equal(xgr_store_peek_process_id(st, "0xA", &pid, &e), 0);
+  assert_int_equal(pid, 3);
+  assert_int_equal(xgr_store_peek_process_id(st, "0xC", &pid, &e), 0);
+  assert_int_equal(pid, 1);
+  assert_int_equal(xgr_store_peek_process_id(st, "", &pid, &e), XGR_EINVAL);
+  /* a session started with rootPid 10 moves the expected id past it; taking then gives 11 */
+  xgr_store_session s10 = {.owner = "0xD", .root_pid = 10, .registry = "reg", .ostc_id = "t", .ostc_hash = "0xh",
+                           .status = XGR_RESULT_COMPLETED, .next_iter = 2};
+  xgr_store_changes *b10 = xgr_store_changes_new();
+  xgr_store_changes_session(b10, &s10);
+  assert_int_equal(xgr_store_commit(st, b10, &e), 0);
+  assert_int_equal(xgr_store_peek_process_id(st, "0xD", &pid, &e), 0);
+  assert_int_equal(pid, 11);
+  assert_int_equal(xgr_store_next_process_id(st, "0xD", &pid, &e), 0);
+  assert_int_equal(pid, 11);
+  assert_int_equal(xgr_store_peek_process_id(st, "0xD", &pid, &e), 0);
+  assert_int_equal(pid, 12);
   /* registries: versions, idempotent re-registration, get by id / version / hash */
   xgr_store_doc d1, d2, d3, g;
   assert_int_equal(xgr_store_register(st, XGR_REG_ORCHESTRATION, "o1", "0xA", "{\"a\":1}", 7, &d1, &e), 0);
@@ -105,6 +125,8 @@ static void shared_table(xgr_store *st) {
   xgr_store_changes_proc(b, "0xA", 1, &p2);
   assert_int_equal(xgr_store_changes_size(b), 3);
   assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  assert_int_equal(xgr_store_peek_process_id(st, "0xA", &pid, &e), 0);
+  assert_int_equal(pid, 3);   /* session 1 (below the expected id) changes nothing */
   /* upsert replaces; history appends */
   b = xgr_store_changes_new();
   p1.status = XGR_PROC_DONE;
