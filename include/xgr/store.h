@@ -254,11 +254,12 @@ int xgr_store_history(xgr_store *st, const char *owner, uint64_t root_pid, xgr_s
                       xgr_error *err);
 void xgr_store_hists_free(xgr_store_hist *h, size_t n);
 
-/* The session rows of owner, newest first (rootPid descending), at most limit (0: 1000), finished
- * ones included until their retention ends (the listing methods of xgrd use it). *out (the
- * caller's; free it with xgr_store_sessions_free) may be empty. */
-int xgr_store_sessions(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n,
-                       xgr_error *err);
+/* The session rows of owner with rootPid below `before` (0: no bound), newest first (rootPid
+ * descending), at most limit (0: 1000), finished ones included until their retention ends (the
+ * listing methods of xgrd use it; `before` pages through an owner's sessions). *out (the caller's;
+ * free it with xgr_store_sessions_free) may be empty. */
+int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
+                       size_t *n, xgr_error *err);
 void xgr_store_sessions_free(xgr_store_session *s, size_t n);
 
 /* What recovery needs of one live session: its row, its live processes (waiting or running,

@@ -1133,7 +1133,9 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   const char *rk = first_key(o, root_keys);
   const json_t *rv = json_object_get(o, rk);
   /* the sessions to look at: one by rootPid, else the owner's newest (the store's sessions table) */
-  uint64_t one_root = 0;
+  uint64_t one_root = 0, before = 0;
+  const json_t *bv = json_object_get(o, "beforeRootPid");   /* paging: only sessions below it */
+  if (bv && !json_is_null(bv) && (rc = get_u64(bv, "beforeRootPid", &before, err))) return rc;
   xgr_store_session *ss = NULL;
   size_t nss = 0;
   if (rv && !json_is_null(rv)) {
@@ -1141,9 +1143,11 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     ss = calloc(1, sizeof *ss);
     if (!ss) abort();
     if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
-  } else if ((rc = xgr_store_sessions(d->st, owner, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
+  } else if ((rc = xgr_store_sessions(d->st, owner, before, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
     return rpc_err(rc, err);
   }
+  /* a full scan window may have older sessions below it: the cursor for the next page */
+  uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].root_pid : 0;
   for (size_t r = 0; r < nss; r++) {
     const xgr_store_session s = ss[r];
     const xgr_bundle *b = NULL;
@@ -1185,6 +1189,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   }
   free(rs.v);
   *result = json_pack("{s:o, s:I}", raw ? "sessions" : "items", items, "total", (json_int_t)rs.n);
+  if (next_before) json_object_set_new(*result, "nextBeforeRootPid", u64_str(next_before));
   return 0;
 }
 

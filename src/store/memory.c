@@ -388,13 +388,12 @@ static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_
 
 /* The owner's sessions, newest rootPid first: the sessions array is sorted by (owner, rootPid), so
  * they are one contiguous run, walked backwards. */
-static int m_sessions(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n,
-                      xgr_error *err) {
+static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
+                      size_t *n, xgr_error *err) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
   bool f;
-  size_t end = sess_pos(m, owner, UINT64_MAX, &f);   /* just past the owner's run (or at rootPid UINT64_MAX) */
-  if (f) end++;
+  size_t end = sess_pos(m, owner, before, &f);   /* the first row at or after (owner, before): excluded */
   size_t cap = 0;
   for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && cap < limit;) cap += m->sess[i]->has_row;
   *out = store_xcalloc(cap ? cap : 1, sizeof **out);

@@ -816,13 +816,19 @@ static int sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store
 static void session_row_cb(sqlite3_stmt *s, void *p) { read_session_row(s, p); }
 
 /* The owner's sessions, newest rootPid first: a range scan of the primary key (owner, root_pid). */
-static int sq_sessions(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n,
-                       xgr_error *err) {
+static int sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
+                       size_t *n, xgr_error *err) {
   sqstore *q = (sqstore *)st;
+  /* the limit is a number: part of the text; ?2 is the bound (rootPids are stored as SQLite's
+   * signed integers: no bound above INT64_MAX) */
+  char sql[384];
+  bool all = before > (uint64_t)INT64_MAX;
+  snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=?1 AND root_pid %s ?2 ORDER BY root_pid DESC LIMIT %zu",
+           all ? "<=" : "<", limit);
   pthread_mutex_lock(&q->rmu);
   void *a;
-  int rc = read_rows(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=?1 ORDER BY root_pid DESC LIMIT ?2", owner,
-                     (uint64_t)limit, sizeof(xgr_store_session), session_row_cb, &a, n, err);
+  int rc = read_rows(q, sql, owner, all ? (uint64_t)INT64_MAX : before, sizeof(xgr_store_session), session_row_cb, &a,
+                     n, err);
   pthread_mutex_unlock(&q->rmu);
   *out = a;
   return rc;

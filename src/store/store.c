@@ -577,13 +577,13 @@ int xgr_store_history(xgr_store *st, const char *owner, uint64_t root_pid, xgr_s
   return st->vt->history(st, owner, root_pid, out, n, err);
 }
 
-int xgr_store_sessions(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n,
-                       xgr_error *err) {
+int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
+                       size_t *n, xgr_error *err) {
   *out = NULL;
   *n = 0;
   if (!owner) return xgr_error_set(err, XGR_EINVAL, "owner", "missing; expected the owner's address");
   if (limit == 0) limit = 1000;
-  return st->vt->sessions(st, owner, limit, out, n, err);
+  return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
 }
 
 void xgr_store_sessions_free(xgr_store_session *s, size_t n) {

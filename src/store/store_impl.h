@@ -63,8 +63,9 @@ typedef struct store_vt {
   int (*doc_get)(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
                  xgr_store_doc *out, xgr_error *err);
   int (*gc)(xgr_store *st, size_t *deleted, xgr_error *err);
-  /* the owner's session rows, rootPid descending, at most limit (xgr_store_sessions) */
-  int (*sessions)(xgr_store *st, const char *owner, size_t limit, xgr_store_session **out, size_t *n, xgr_error *err);
+  /* the owner's session rows below rootPid `before`, rootPid descending, at most limit (xgr_store_sessions) */
+  int (*sessions)(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out, size_t *n,
+                  xgr_error *err);
   /* the owner's next expected rootPid (1 when it has none yet), without taking it */
   int (*peek_pid)(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
 } store_vt;

@@ -984,6 +984,34 @@ static void test_load(void **state) {
   char *st = session_status(&d, OWNER, SESSIONS);
   assert_string_equal(st, "completed");
   free(st);
+  /* paging through the owner's 1,500 sessions: a listing scans the newest 1,000 and says where the
+   * next page starts; the second page holds the other 500, each session once */
+  bool *listed = calloc(SESSIONS + 1, sizeof *listed);
+  int pages = 0;
+  const char *before = NULL;
+  char cursor[32] = "";
+  for (;;) {
+    json_t *pr = json_pack("[{s:s, s:i}]", "from", OWNER, "last", 10000);
+    if (before) json_object_set_new(json_array_get(pr, 0), "beforeRootPid", json_string(before));
+    json_t *ls = ok(&d, "xgr_listSessions", pr);
+    size_t ix;
+    json_t *it;
+    json_array_foreach(json_object_get(ls, "sessions"), ix, it) {
+      long r = strtol(sget(it, "sessionId"), NULL, 10);
+      assert_true(r >= 1 && r <= SESSIONS);
+      listed[r] = true;
+    }
+    pages++;
+    const char *nb = sget(ls, "nextBeforeRootPid");
+    if (nb) snprintf(cursor, sizeof cursor, "%s", nb);
+    json_decref(ls);
+    if (!nb || pages > 3) break;
+    before = cursor;
+  }
+  assert_int_equal(pages, 2);
+  for (int i = 1; i <= SESSIONS; i++)
+    if (!listed[i]) fail_msg("session %d was on no page", i);
+  free(listed);
   free(phase_of);
   assert_int_equal(stop(&d, SIGTERM), 0);
   rmdaemon(&d);

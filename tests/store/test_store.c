@@ -560,7 +560,7 @@ static void test_sessions_by_owner(void **state) {
     xgr_error e;
     xgr_store_session *ss;
     size_t n;
-    assert_int_equal(xgr_store_sessions(st, T_OWNER, 10, &ss, &n, &e), 0);
+    assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, 10, &ss, &n, &e), 0);
     assert_int_equal(n, 0);
     xgr_store_sessions_free(ss, n);
     xgr_store_changes *b = xgr_store_changes_new();
@@ -584,7 +584,7 @@ static void test_sessions_by_owner(void **state) {
         xgr_store_close(st);
         st = open_kind(k, dir, "owners.db", NULL);
       }
-      assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, &ss, &n, &e), 0);
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, 0, &ss, &n, &e), 0);
       assert_int_equal(n, 5);
       static const uint64_t want[] = {30, 11, 7, 5, 2};
       for (size_t i = 0; i < n; i++) {
@@ -593,18 +593,31 @@ static void test_sessions_by_owner(void **state) {
       }
       assert_int_equal(ss[4].status, XGR_RESULT_COMPLETED);
       xgr_store_sessions_free(ss, n);
-      assert_int_equal(xgr_store_sessions(st, T_OWNER, 2, &ss, &n, &e), 0);
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, 2, &ss, &n, &e), 0);
       assert_int_equal(n, 2);
       assert_int_equal(ss[1].root_pid, 11);
       xgr_store_sessions_free(ss, n);
-      assert_int_equal(xgr_store_sessions(st, other, 5, &ss, &n, &e), 0);
+      /* paging: the next page starts below the last rootPid seen */
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 11, 2, &ss, &n, &e), 0);
+      assert_int_equal(n, 2);
+      assert_int_equal(ss[0].root_pid, 7);
+      assert_int_equal(ss[1].root_pid, 5);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 5, 2, &ss, &n, &e), 0);
+      assert_int_equal(n, 1);
+      assert_int_equal(ss[0].root_pid, 2);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 2, 2, &ss, &n, &e), 0);
+      assert_int_equal(n, 0);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, other, 0, 5, &ss, &n, &e), 0);
       assert_int_equal(n, 1);
       xgr_store_sessions_free(ss, n);
-      assert_int_equal(xgr_store_sessions(st, "0x0", 5, &ss, &n, &e), 0);
+      assert_int_equal(xgr_store_sessions(st, "0x0", 0, 5, &ss, &n, &e), 0);
       assert_int_equal(n, 0);
       xgr_store_sessions_free(ss, n);
     }
-    assert_int_equal(xgr_store_sessions(st, NULL, 5, &ss, &n, &e), XGR_EINVAL);
+    assert_int_equal(xgr_store_sessions(st, NULL, 0, 5, &ss, &n, &e), XGR_EINVAL);
     xgr_store_close(st);
   }
   t_rmdir(dir);
