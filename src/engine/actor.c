@@ -722,10 +722,12 @@ static void complete(actor *a) {
   json_t *rep = NULL;
   if (a->finished && e->cfg.keep_finished)
     rep = xgr_records_report(a->record ? a->rec : NULL, a->s, xgr_session_result_name(a->result), a->steps, a->clock_ms);
-  publish(a);
   shard *sh = xgr_eng_shard(e, a->root);
   pthread_mutex_lock(&sh->mu);
   a->ent->report = rep;
+  /* "finished" is published with the report in place, under the shard lock readers hold: a
+   * waiter that sees it finds the report (publishing first left a window where it did not) */
+  publish(a);
   a->ent->pid = 0;
   a->ent->gone = true;
   if (!a->finished || e->cfg.keep_finished) {
