@@ -1496,6 +1496,22 @@ static void collect_queues(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_queue_depth", "queue=\"first_step_waiters\"", (double)atomic_load(&d->nwaiters));
 }
 
+/* The work-stealing runtime: how work moved between the workers and how often they slept. */
+static void collect_runtime(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  xgr_engine_stats s;
+  xgr_engine_get_stats(d->e, &s);
+  const xgr_rt_counters *rc = &s.runtime;
+  static const char *const kinds[] = {"actor_turns", "tasks", "steals", "stolen_items", "global_takes", "parks",
+                                      "wakeups"};
+  const uint64_t vals[] = {rc->steps, rc->tasks, rc->steals, rc->stolen, rc->global_batches, rc->parks, rc->wakeups};
+  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+    char label[48];
+    snprintf(label, sizeof label, "kind=\"%s\"", kinds[i]);
+    xgr_metrics_line(out, "xgr_runtime_events", label, (double)vals[i]);
+  }
+}
+
 static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_rpcd *d = ctx;
   xgr_engine_stats s;
@@ -1570,6 +1586,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   xgr_metrics_gauge(m, "xgr_processes", "Live processes by status", collect_procs, d);
   xgr_metrics_gauge(m, "xgr_queue_depth", "Work queued inside xgrd", collect_queues, d);
   xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
+  xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
   return 0;
 }
 

@@ -290,6 +290,8 @@ static char *session_status(const daemon_t *d, const char *owner, uint64_t root)
 
 /* ---- tests ------------------------------------------------------------------------------------- */
 
+static double metric(const char *text, const char *prefix);
+
 static void test_registries_and_enqueue(void **state) {
   (void)state;
   daemon_t d;
@@ -608,6 +610,7 @@ static void test_protocol(void **state) {
                          "xgr_http_requests_total{method=\"xgr_sessionAlive\",http=\"200\",code=\"-32602\"}"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strstr(out, names[i])) fail_msg("metrics lack %s", names[i]);
+  if (metric(out, "xgr_runtime_events{kind=\"actor_turns\"}") < 0) fail_msg("metrics lack the runtime's counters");
   free(out);
   assert_int_equal(stop(&d, SIGTERM), 0);
   rmdaemon(&d);
