@@ -14,9 +14,10 @@
  * the actor's next timer lands in the same heap. It does so only while its deque is short
  * (xgr_eng_timers_poll: up to 64 at once below LOW_QUEUE items; above, one entry per turn once it
  * is LATE_NS overdue, so timers cannot starve): the heap is where a session waits, so sessions
- * stay on the worker whose caches and malloc arena hold them. A worker with nothing queued also
- * takes due entries of its neighbour's heap (trylock) — from its actor turns and from the
- * runtime's idle hook, which idle workers call between looking for work.
+ * stay on the worker whose caches and malloc arena hold them. A worker with nothing queued and
+ * none of its own timers due within SOON_NS also takes due entries of its neighbour's heap
+ * (trylock) — from its actor turns and from the runtime's idle hook, which idle workers call
+ * between looking for work.
  *
  * The timer thread is the backstop: a worker that parks marks its heap unattended (polled_ns 0)
  * and wakes the thread, which fires that heap at its deadlines; a worker that runs notes when it
