@@ -22,51 +22,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "workloads.h"
 #include "xgr/engine.h"
 
-#define OWNER "0x0000000000000000000000000000000000000001"
+#define OWNER BENCH_OWNER
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static const char *pi_rule =
-    "{\"onInvalid\":{},\"onValid\":{\"payload\":{\"Iter\":\"[Iter]+1\",\"Pi\":\"4.0*[S]\","
-    "\"S\":\"[S]+pow(-1.0,double([Iter]))/(2.0*double([Iter])+1.0)\"},\"waitSec\":3600},"
-    "\"payload\":{\"Iter\":{\"type\":\"int64\"},\"Pi\":{\"type\":\"double\"},\"S\":{\"type\":\"double\"}}}";
-
-static xgr_bundle *load(const char *txt) {
-  xgr_bundle *b = NULL;
-  xgr_error e;
-  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-    fprintf(stderr, "bench_engine: bundle: %s: %s\n", e.path, e.message);
-    exit(1);
-  }
-  return b;
-}
-
-static xgr_value json_value(const char *txt) {
-  xgr_value v;
-  xgr_error e;
-  if (xgr_value_from_json_text(txt, strlen(txt), 0, &v, &e)) abort();
-  return v;
-}
-
-static xgr_bundle *fanout_bundle(void) {
-  char *txt = malloc(64 * 1024), *p = txt;
-  p += sprintf(p, "{\"orchestration\":{\"id\":\"fanout32\",\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
-  for (int i = 0; i < 32; i++) p += sprintf(p, "%s\"B%d\"", i ? "," : "", i);
-  p += sprintf(p, "],\"join\":{\"joinid\":\"J\",\"mode\":\"all\",\"waitonjoin\":\"kill\",\"from\":[");
-  for (int i = 0; i < 32; i++) p += sprintf(p, "%s{\"node\":\"B%d\",\"when\":\"valid\"}", i ? "," : "", i);
-  p += sprintf(p, "]}}},\"J\":{\"rule\":\"r\"}");
-  for (int i = 0; i < 32; i++) p += sprintf(p, ",\"B%d\":{\"rule\":\"r\"}", i);
-  sprintf(p, "}},\"rules\":{\"r\":{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},\"rules\":[\"[N] >= 0\"],"
-             "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"}}}}}");
-  xgr_bundle *b = load(txt);
-  free(txt);
-  return b;
 }
 
 static void sleep_until(double t) {
@@ -108,19 +72,10 @@ static void print_threads(double wall) {
 
 static int run(const char *what, long sessions, long steps, unsigned workers, double rate, double *steps_per_s) {
   bool loop = !strcmp(what, "loop");
-  xgr_bundle *b;
-  if (loop) {
-    char txt[2048];
-    snprintf(txt, sizeof txt,
-             "{\"orchestration\":{\"id\":\"IterationOfPi\",\"structure\":{\"PiIterationStep\":{\"rule\":\"pi\","
-             "\"onValid\":{\"spawns\":[\"PiIterationStep\"]}}}},\"rules\":{\"pi\":%s}}", pi_rule);
-    b = load(txt);
-  } else {
-    b = fanout_bundle();
-  }
+  xgr_bundle *b = loop ? bench_pi_loop_bundle() : bench_fanout_bundle();
   /* each session parses its own start payload, as sessions arriving over JSON-RPC do (one value
    * shared by every session would make all of them count references on the same objects) */
-  const char *payload_json = loop ? "{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}" : "{\"N\":0}";
+  const char *payload_json = loop ? BENCH_PI_PAYLOAD : BENCH_FANOUT_PAYLOAD;
   xgr_engine_config cfg = {.workers = workers, .measure_latency = true,
                            .clock = loop ? (xgr_clock_config){.kind = XGR_CLOCK_SCALED, .scale = 1e7}
                                          : (xgr_clock_config){.kind = XGR_CLOCK_REAL}};
@@ -133,7 +88,7 @@ static int run(const char *what, long sessions, long steps, unsigned workers, do
   double t0 = now_s();
   for (long s = 0; s < sessions; s++) {
     if (rate > 0) sleep_until(t0 + (double)s / rate);
-    xgr_value payload = json_value(payload_json);
+    xgr_value payload = bench_json(payload_json);
     xgr_engine_start req = {.bundle = b, .owner = OWNER, .root_pid = (uint64_t)s + 1,
                             .start = loop ? "PiIterationStep" : "A", .payload = payload,
                             .max_steps = loop ? (uint64_t)steps : 0};

@@ -14,9 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "workloads.h"
 #include "xgr/driver.h"
 
-#define OWNER "0x0000000000000000000000000000000000000001"
+#define OWNER BENCH_OWNER
 
 static double now_s(void) {
   struct timespec ts;
@@ -34,36 +35,10 @@ static long rss_kb(void) {
   return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static const char *pi_rule =
-    "{\"onInvalid\":{},\"onValid\":{\"payload\":{\"Iter\":\"[Iter]+1\",\"Pi\":\"4.0*[S]\","
-    "\"S\":\"[S]+pow(-1.0,double([Iter]))/(2.0*double([Iter])+1.0)\"},\"waitSec\":3600},"
-    "\"payload\":{\"Iter\":{\"type\":\"int64\"},\"Pi\":{\"type\":\"double\"},\"S\":{\"type\":\"double\"}}}";
-
-static xgr_bundle *load(const char *txt) {
-  xgr_bundle *b = NULL;
-  xgr_error e;
-  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-    fprintf(stderr, "bench_session: bundle: %s: %s\n", e.path, e.message);
-    exit(1);
-  }
-  return b;
-}
-
-static xgr_value json_value(const char *txt) {
-  xgr_value v;
-  xgr_error e;
-  if (xgr_value_from_json_text(txt, strlen(txt), 0, &v, &e)) abort();
-  return v;
-}
-
 static int loop(uint64_t steps) {
-  char txt[2048];
-  snprintf(txt, sizeof txt,
-           "{\"orchestration\":{\"id\":\"IterationOfPi\",\"structure\":{\"PiIterationStep\":{\"rule\":\"pi\","
-           "\"onValid\":{\"spawns\":[\"PiIterationStep\"]}}}},\"rules\":{\"pi\":%s}}", pi_rule);
-  xgr_bundle *b = load(txt);
+  xgr_bundle *b = bench_pi_loop_bundle();
   xgr_error e;
-  xgr_value payload = json_value("{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}");
+  xgr_value payload = bench_json(BENCH_PI_PAYLOAD);
   xgr_driver_config cfg = {0};
   xgr_driver *d = xgr_driver_new(&cfg);
   xgr_driver_add_session(d, b, OWNER, 1, "PiIterationStep", payload, &e);
@@ -86,19 +61,8 @@ static int loop(uint64_t steps) {
 }
 
 static int fanout(long sessions) {
-  size_t cap = 64 * 1024;
-  char *txt = malloc(cap), *p = txt;
-  p += sprintf(p, "{\"orchestration\":{\"id\":\"fanout32\",\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
-  for (int i = 0; i < 32; i++) p += sprintf(p, "%s\"B%d\"", i ? "," : "", i);
-  p += sprintf(p, "],\"join\":{\"joinid\":\"J\",\"mode\":\"all\",\"waitonjoin\":\"kill\",\"from\":[");
-  for (int i = 0; i < 32; i++) p += sprintf(p, "%s{\"node\":\"B%d\",\"when\":\"valid\"}", i ? "," : "", i);
-  p += sprintf(p, "]}}},\"J\":{\"rule\":\"r\"}");
-  for (int i = 0; i < 32; i++) p += sprintf(p, ",\"B%d\":{\"rule\":\"r\"}", i);
-  sprintf(p, "}},\"rules\":{\"r\":{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},\"rules\":[\"[N] >= 0\"],"
-             "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"}}}}}");
-  xgr_bundle *b = load(txt);
-  free(txt);
-  xgr_value payload = json_value("{\"N\":0}");
+  xgr_bundle *b = bench_fanout_bundle();
+  xgr_value payload = bench_json(BENCH_FANOUT_PAYLOAD);
   uint64_t total = 0;
   double t0 = now_s();
   for (long s = 0; s < sessions; s++) {

@@ -18,11 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "workloads.h"
 #include "xgr/bundle.h"
 #include "xgr/outcome.h"
 #include "xgr/store.h"
 
-#define OWNER "0x0000000000000000000000000000000000000001"
+#define OWNER BENCH_OWNER
 
 static double now_s(void) {
   struct timespec ts;
@@ -51,27 +52,6 @@ static void on_commit(void *ctx, int rc, const xgr_error *err) {
   }
   __atomic_add_fetch(&durable_steps, x->steps_in_flight, __ATOMIC_SEQ_CST);
   __atomic_store_n(&x->pending, 0, __ATOMIC_RELEASE);
-}
-
-static xgr_bundle *fanout_bundle(void) {
-  size_t cap = 64 * 1024;
-  char *txt = malloc(cap), *p = txt;
-  p += sprintf(p, "{\"orchestration\":{\"id\":\"fanout32\",\"structure\":{\"A\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[");
-  for (int i = 0; i < 32; i++) p += sprintf(p, "%s\"B%d\"", i ? "," : "", i);
-  p += sprintf(p, "],\"join\":{\"joinid\":\"J\",\"mode\":\"all\",\"waitonjoin\":\"kill\",\"from\":[");
-  for (int i = 0; i < 32; i++) p += sprintf(p, "%s{\"node\":\"B%d\",\"when\":\"valid\"}", i ? "," : "", i);
-  p += sprintf(p, "]}}},\"J\":{\"rule\":\"r\"}");
-  for (int i = 0; i < 32; i++) p += sprintf(p, ",\"B%d\":{\"rule\":\"r\"}", i);
-  sprintf(p, "}},\"rules\":{\"r\":{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},\"rules\":[\"[N] >= 0\"],"
-             "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"}}}}}");
-  xgr_bundle *b = NULL;
-  xgr_error e;
-  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-    fprintf(stderr, "bench_store: %s\n", e.message);
-    exit(1);
-  }
-  free(txt);
-  return b;
 }
 
 /* One turn of x: run every due process (up to the cap) and apply the results; one batch. */
@@ -135,7 +115,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_store: %s\n", e.message);
     return 1;
   }
-  xgr_bundle *b = fanout_bundle();
+  xgr_bundle *b = bench_fanout_bundle();
   xgr_value payload = xgr_map_new(1);
   xgr_map_set_str(payload, "N", 1, xgr_value_int(0));
   bsess *ss = calloc((size_t)live, sizeof *ss);
