@@ -84,7 +84,9 @@ typedef struct xgr_engine_proc {
   xgr_value payload;            /* resumePlain before the step ran, effective payload after */
   const char *error;            /* hard error text or NULL */
   const json_t *join;           /* join targets: {"expect","k","policy","inbox","fail","closed",
-                                   "outcome"} as in reports; else NULL */
+                                   "outcome","closedAt"?} as in reports; else NULL */
+  const char *join_state;       /* the same join in the core's restore form (xgr_session_join_to_json,
+                                   read back by xgr_session_restore_proc), for stores; else NULL */
 } xgr_engine_proc;
 
 /* One history row: a step ran (status after the result, outcome, when it began). */

@@ -156,12 +156,14 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
   d->payload = xgr_value_retain(p->payload);
   d->error = p->error ? xstrdup(p->error) : NULL;
   d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
+  d->join_state = p->join ? xgr_session_join_to_json(o, p->join) : NULL;
 }
 
 static void snap_release(xgr_engine_proc *d) {
   xgr_value_release(d->payload);
   free((char *)d->error);
   json_decref((json_t *)d->join);
+  free((char *)d->join_state);
 }
 
 static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, bool ok) {

@@ -7,11 +7,9 @@
  * transaction and calls back, and the callback calls the engine's done(), which releases the
  * session's visible effects (next steps, wake-ups, control replies).
  *
- * What the batch lacks is filled here:
+ * What the batch lacks is filled here (join states come in the core's restore form already):
  *   - the session's counters (next iter, next join group, paused) for recovery: a small sharded
  *     table per live session, seeded at enqueue / recovery and raised by every snapshot seen;
- *   - the join state in the core's restore form: the engine's snapshot names the expected steps,
- *     k and policy; the declaring branch is the one of the orchestration that matches them;
  *   - a history row's parent, payload, error and end time: from the process snapshot of the same
  *     iter in the batch (a step's result and its history row are always in the same turn).
  * Metrics: steps by outcome, step latency (ready to applied, session clock), commit latency
@@ -152,76 +150,6 @@ void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid
 
 uint64_t xgr_persist_inflight(xgr_persist *p) { return atomic_load(&p->inflight); }
 
-/* ---- join state ---------------------------------------------------------------------------------- */
-
-/* Does join d (declared in o) expect exactly the steps of `expect` (array of step ids, in order)? */
-static bool join_matches(const xgr_orch *o, const xgr_join *d, const json_t *join) {
-  const json_t *expect = json_object_get(join, "expect"), *k = json_object_get(join, "k"),
-               *pol = json_object_get(join, "policy");
-  if (json_array_size(expect) != d->n) return false;
-  if (json_is_integer(k) && json_integer_value(k) != d->k) return false;
-  if (json_is_string(pol) && strcmp(json_string_value(pol), xgr_policy_name(d->policy))) return false;
-  for (unsigned i = 0; i < d->n; i++) {
-    const char *sid = json_string_value(json_array_get(expect, i));
-    if (!sid || strcmp(sid, o->steps[d->from[i].node].id)) return false;
-  }
-  return true;
-}
-
-typedef struct tbuf {
-  char *p;
-  size_t n, cap;
-} tbuf;
-
-static void tb_put(tbuf *b, const char *s, size_t n) {
-  if (b->n + n + 1 > b->cap) {
-    size_t nc = b->cap ? b->cap : 128;
-    while (b->n + n + 1 > nc) nc *= 2;
-    char *np = realloc(b->p, nc);
-    if (!np) abort();
-    b->p = np;
-    b->cap = nc;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-static void tb_str(tbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
-
-char *xgr_persist_join_text(const xgr_orch *o, unsigned step, const json_t *join) {
-  if (!json_is_object(join)) return NULL;
-  for (size_t i = 0; i < o->nsteps; i++)
-    for (unsigned br = 0; br < 2; br++) {
-      const xgr_join *d = o->steps[i].branch[br].join;
-      if (!d || d->target != step || !join_matches(o, d, join)) continue;
-      const char *outc = json_string_value(json_object_get(join, "outcome"));
-      int outcome = outc && !strcmp(outc, "satisfied") ? 1 : outc && !strcmp(outc, "unfulfillable") ? 2 : 0;
-      const json_t *inbox = json_object_get(join, "inbox"), *fail = json_object_get(join, "fail");
-      tbuf b = {0};
-      char head[160];
-      json_int_t closed_at = json_integer_value(json_object_get(join, "closedAt"));   /* 0 when open */
-      snprintf(head, sizeof head, "{\"decl\":[%zu,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", i,
-               br, json_is_true(json_object_get(join, "closed")) ? "true" : "false", outcome, (long long)closed_at);
-      tb_str(&b, head);
-      for (unsigned k = 0; k < d->n; k++) {
-        const json_t *piece = json_object_get(inbox, o->steps[d->from[k].node].id);
-        if (k) tb_str(&b, ",");
-        char *t = piece ? json_dumps(piece, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        tb_str(&b, t ? t : "null");
-        free(t);
-      }
-      tb_str(&b, "],\"fail\":[");
-      for (unsigned k = 0; k < d->n; k++) {
-        if (k) tb_str(&b, ",");
-        tb_str(&b, json_object_get(fail, o->steps[d->from[k].node].id) ? "true" : "false");
-      }
-      tb_str(&b, "]}");
-      return b.p;
-    }
-  return NULL;
-}
-
 /* ---- the hook -------------------------------------------------------------------------------------- */
 
 static void committed(void *ctx, int rc, const xgr_error *err) {
@@ -269,7 +197,6 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     if (e->from_group > max_group) max_group = e->from_group;
     if (later) continue;
     char *payload = xgr_value_to_json_text(e->payload, 0, NULL);
-    char *join = e->join ? xgr_persist_join_text(b->orch, e->step, e->join) : NULL;
     xgr_store_proc row = {.iter = e->iter,
                           .parent_iter = e->parent_iter,
                           .step = e->step,
@@ -286,7 +213,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
                           .finished_at = e->finished_at,
                           .payload = payload ? payload : (char *)"null",
                           .error = (char *)e->error,
-                          .join = join};
+                          .join = (char *)e->join_state};
     xgr_store_changes_proc(c, b->owner, b->root_pid, &row);
     if (e->join && json_is_true(json_object_get(e->join, "closed")) &&
         !strcmp(json_string_value(json_object_get(e->join, "policy")) ? json_string_value(json_object_get(e->join, "policy")) : "", "kill") &&
@@ -296,7 +223,6 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     if (p->ended[0] && (e->status == XGR_PROC_DONE || e->status == XGR_PROC_ABORTED))
       xgr_counter_add(p->ended[e->status == XGR_PROC_DONE ? 0 : 1], 1);
     texts[i] = payload;
-    free(join);
   }
   for (size_t i = 0; i < b->nhist; i++) {
     const xgr_engine_hist *h = &b->hist[i];

@@ -36,9 +36,5 @@ void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid
 /* Batches submitted and not yet committed. */
 uint64_t xgr_persist_inflight(xgr_persist *p);
 
-/* Turn an engine join snapshot (report form: {"expect","k","policy","inbox","fail","closed",
- * "outcome"}) of a join target at step `step` into the core's restore form
- * (xgr_session_join_to_json). malloc'd text, or NULL when no branch of o declares such a join. */
-char *xgr_persist_join_text(const xgr_orch *o, unsigned step, const json_t *join);
 
 #endif
