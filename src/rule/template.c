@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rule/rule_impl.h"
+#include "util/buf.h"
 
 static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
 static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
@@ -49,45 +50,26 @@ void rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *o
   out->nseg = n;
 }
 
-typedef struct buf {
-  char *p;
-  size_t n, cap;
-} buf;
-
-static void put(buf *b, const char *s, size_t n) {
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 128;
-    while (cap < b->n + n + 1) cap *= 2;
-    b->p = realloc(b->p, cap);
-    if (!b->p) abort();
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-static void put_encoded(buf *b, const char *s, size_t n) {
+static void put_encoded(xgr_buf *b, const char *s, size_t n) {
   static const char hx[] = "0123456789ABCDEF";
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      put(b, (const char *)&s[i], 1);
+      xgr__buf_putc(b, (char)c);
     } else {
       char e[3] = {'%', hx[c >> 4], hx[c & 15]};
-      put(b, e, 3);
+      xgr__buf_put(b, e, 3);
     }
   }
 }
 
 int rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
                          size_t *outlen, const char **missing, size_t *missing_len) {
-  buf b = {0};
-  put(&b, "", 0);
+  xgr_buf b = {0};
   for (size_t i = 0; i < t->nseg; i++) {
     const rtseg *s = &t->seg[i];
     if (!s->is_var) {
-      put(&b, s->text, s->len);
+      xgr__buf_put(&b, s->text, s->len);
       continue;
     }
     xgr_value v;
@@ -100,10 +82,9 @@ int rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool 
     size_t n;
     char *r = xgr_value_render(v, &n);
     if (encode) put_encoded(&b, r, n);
-    else put(&b, r, n);
+    else xgr__buf_put(&b, r, n);
     free(r);
   }
-  *out = b.p;
-  *outlen = b.n;
+  *out = xgr__buf_finish(&b, outlen);
   return 0;
 }

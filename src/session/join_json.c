@@ -3,40 +3,14 @@
  * this form: the branch that declared the join ([step, branch] of the orchestration), closed,
  * outcome, closedAt, one piece (or null) and one fail flag per `from` entry. */
 #include "session/join_json.h"
+#include "util/buf.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- join state as JSON ------------------------------------------------------------------------ */
-
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->n + n + 1 > b->cap) {
-    while (b->n + n + 1 > b->cap) b->cap = b->cap ? b->cap * 2 : 256;
-    b->p = realloc(b->p, b->cap);
-    if (!b->p) abort();
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  char tmp[128];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  sb_put(b, tmp, n > 0 ? (size_t)n : 0);
-}
 
 /* Which step and branch declared join d (pointer identity inside o); false if none. */
 static bool decl_ref(const xgr_orch *o, const xgr_join *d, unsigned *step, unsigned *branch) {
@@ -53,24 +27,24 @@ static bool decl_ref(const xgr_orch *o, const xgr_join *d, unsigned *step, unsig
 char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
   unsigned step = 0, branch = 0;
   if (!js || !decl_ref(o, js->decl, &step, &branch)) return NULL;
-  sbuf b = {0};
-  sb_printf(&b, "{\"decl\":[%u,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", step, branch,
+  xgr_buf b = {0};
+  xgr__buf_printf(&b, "{\"decl\":[%u,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", step, branch,
             js->closed ? "true" : "false", (int)js->outcome, (long long)js->closed_at);
   for (unsigned i = 0; i < js->decl->n; i++) {
-    if (i) sb_put(&b, ",", 1);
+    if (i) xgr__buf_put(&b, ",", 1);
     if (js->inbox[i].kind == XGR_VNULL) {
-      sb_put(&b, "null", 4);
+      xgr__buf_put(&b, "null", 4);
     } else {
       size_t n;
       char *t = xgr_value_to_json_text(js->inbox[i], 0, &n);
-      sb_put(&b, t, n);
+      xgr__buf_put(&b, t, n);
       free(t);
     }
   }
-  sb_put(&b, "],\"fail\":[", 10);
-  for (unsigned i = 0; i < js->decl->n; i++) sb_printf(&b, "%s%s", i ? "," : "", js->fail[i] ? "true" : "false");
-  sb_put(&b, "]}", 2);
-  return b.p;
+  xgr__buf_put(&b, "],\"fail\":[", 10);
+  for (unsigned i = 0; i < js->decl->n; i++) xgr__buf_printf(&b, "%s%s", i ? "," : "", js->fail[i] ? "true" : "false");
+  xgr__buf_put(&b, "]}", 2);
+  return xgr__buf_finish(&b, NULL);
 }
 
 /* Integer field of a parsed map (int or uint that fits int64). */

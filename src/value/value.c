@@ -558,27 +558,6 @@ int xgr_value_check_list_cap(xgr_value v, size_t max, xgr_error *e) {
 
 /* ---- text --------------------------------------------------------------------------------- */
 
-void xgr__buf_put(xgr_buf *b, const void *p, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t c = b->cap ? b->cap : 64;
-    while (c < b->len + n + 1) c *= 2;
-    b->p = xgr__xrealloc(b->p, c);
-    b->cap = c;
-  }
-  memcpy(b->p + b->len, p, n);
-  b->len += n;
-}
-
-char *xgr__buf_finish(xgr_buf *b, size_t *len) {
-  if (!b->p) xgr__buf_put(b, "", 0);
-  b->p[b->len] = '\0';
-  char *r = b->p;
-  if (len) *len = b->len;
-  b->p = NULL;
-  b->len = b->cap = 0;
-  return r;
-}
-
 size_t xgr_format_double(double d, char *buf, size_t n) {
   int k;
   if (!buf || n < 32) return 0;

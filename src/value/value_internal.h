@@ -14,6 +14,7 @@
 #include <gmp.h>
 #include <stdatomic.h>
 
+#include "util/buf.h"
 #include "xgr/value.h"
 
 struct xgr_str {
@@ -70,20 +71,7 @@ bool xgr__to_mpz(xgr_value v, mpz_ptr z);
  * values are unordered (NaN). Both must be numbers. */
 int xgr__num_cmp(xgr_value a, xgr_value b);
 
-/* Growable byte buffer used by the renderers and the JSON writer. Aborts on OOM. */
-typedef struct xgr_buf {
-  char *p;
-  size_t len, cap;
-} xgr_buf;
-void xgr__buf_put(xgr_buf *b, const void *p, size_t n);
-static inline void xgr__buf_putc(xgr_buf *b, char c) { xgr__buf_put(b, &c, 1); }
-static inline void xgr__buf_puts(xgr_buf *b, const char *s) {
-  size_t n = 0;
-  while (s[n]) n++;
-  xgr__buf_put(b, s, n);
-}
-/* Finish: NUL-terminate and return the malloc'd string (the buffer is reset). */
-char *xgr__buf_finish(xgr_buf *b, size_t *len);
+/* The growable byte buffer of the renderers and the JSON writer: util/buf.h. */
 /* Append the JSON form of v (the writer of xgr_value_to_json_text). */
 void xgr__json_write(xgr_buf *b, xgr_value v, unsigned flags, int indent);
 /* Append s as a JSON string literal. */

@@ -1,0 +1,49 @@
+/* buf.c — the growable byte buffer (util/buf.h). */
+#include "util/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void reserve(xgr_buf *b, size_t n) {
+  if (b->len + n + 1 <= b->cap) return;
+  size_t c = b->cap ? b->cap : 64;
+  while (c < b->len + n + 1) c *= 2;
+  char *p = realloc(b->p, c);
+  if (!p) {
+    fputs("xgr: out of memory\n", stderr);
+    abort();
+  }
+  b->p = p;
+  b->cap = c;
+}
+
+void xgr__buf_put(xgr_buf *b, const void *p, size_t n) {
+  reserve(b, n);
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+}
+
+void xgr__buf_printf(xgr_buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n <= 0) return;
+  reserve(b, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+char *xgr__buf_finish(xgr_buf *b, size_t *len) {
+  if (!b->p) reserve(b, 0);
+  b->p[b->len] = '\0';
+  char *r = b->p;
+  if (len) *len = b->len;
+  b->p = NULL;
+  b->len = b->cap = 0;
+  return r;
+}

@@ -1,0 +1,27 @@
+/* buf.h — a growable byte buffer for code that builds text (renderers, the JSON writer, the
+ * join-state and template formats). Internal to the library: not part of include/xgr. Aborts when
+ * out of memory, like the value model. A zeroed xgr_buf is empty; xgr__buf_finish hands over the
+ * bytes (NUL-terminated, the caller frees them) and leaves the buffer empty. */
+#ifndef XGR_UTIL_BUF_H
+#define XGR_UTIL_BUF_H
+
+#include <stddef.h>
+
+typedef struct xgr_buf {
+  char *p;
+  size_t len, cap;
+} xgr_buf;
+
+void xgr__buf_put(xgr_buf *b, const void *p, size_t n);
+static inline void xgr__buf_putc(xgr_buf *b, char c) { xgr__buf_put(b, &c, 1); }
+static inline void xgr__buf_puts(xgr_buf *b, const char *s) {
+  size_t n = 0;
+  while (s[n]) n++;
+  xgr__buf_put(b, s, n);
+}
+/* Append printf-formatted text (any length). */
+void xgr__buf_printf(xgr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Finish: NUL-terminate and return the malloc'd string (the buffer is reset). */
+char *xgr__buf_finish(xgr_buf *b, size_t *len);
+
+#endif
