@@ -26,11 +26,16 @@ void xgr__buf_put(xgr_buf *b, const void *p, size_t n) {
 }
 
 void xgr__buf_printf(xgr_buf *b, const char *fmt, ...) {
+  char tmp[256];   /* most pieces fit: formatted once */
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
   if (n <= 0) return;
+  if ((size_t)n < sizeof tmp) {
+    xgr__buf_put(b, tmp, (size_t)n);
+    return;
+  }
   reserve(b, (size_t)n);
   va_start(ap, fmt);
   vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
