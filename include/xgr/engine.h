@@ -86,7 +86,7 @@ typedef struct xgr_engine_proc {
   const json_t *join;           /* join targets: {"expect","k","policy","inbox","fail","closed",
                                    "outcome","closedAt"?} as in reports; else NULL */
   const char *join_state;       /* the same join in the core's restore form (xgr_session_join_to_json,
-                                   read back by xgr_session_restore_proc), for stores; else NULL */
+                                   read back by xgr_session_restore_proc), with a store hook; else NULL */
 } xgr_engine_proc;
 
 /* One history row: a step ran (status after the result, outcome, when it began). */

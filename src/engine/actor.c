@@ -156,7 +156,7 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
   d->payload = xgr_value_retain(p->payload);
   d->error = p->error ? xstrdup(p->error) : NULL;
   d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
-  d->join_state = p->join ? xgr_session_join_to_json(o, p->join) : NULL;
+  d->join_state = p->join && a->e->has_store ? xgr_session_join_to_json(o, p->join) : NULL;   /* stores only */
 }
 
 static void snap_release(xgr_engine_proc *d) {
