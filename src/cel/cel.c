@@ -7,7 +7,7 @@
 
 #include "cel/cel_internal.h"
 
-int cel_eval_program(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_value *result,
+int xgr__cel_eval_program(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_value *result,
                      xgr_error *e);
 
 xgr_cel_options xgr_cel_options_default(xgr_cel_mode mode) {
@@ -37,7 +37,7 @@ static bool idc(int c) { return id0(c) || (c >= '0' && c <= '9'); }
 static bool dig(int c) { return c >= '0' && c <= '9'; }
 static bool wsp(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-bool cel_is_ident(const char *s, size_t n) {
+bool xgr__cel_is_ident(const char *s, size_t n) {
   if (n == 0 || !id0((unsigned char)s[0])) return false;
   for (size_t i = 1; i < n; i++)
     if (!idc((unsigned char)s[i])) return false;
@@ -266,7 +266,7 @@ void xgr_cel_program_pin(xgr_cel_program *p) {
   p->pinned = true;
 }
 
-void cel_program_clear(xgr_cel_program *p) {
+void xgr__cel_program_clear(xgr_cel_program *p) {
   if (p->pinned)
     for (uint32_t i = 0; i < p->nconsts; i++) xgr_value_unpin(p->consts[i]);
   for (uint32_t i = 0; i < p->nconsts; i++) xgr_value_release(p->consts[i]);
@@ -283,7 +283,7 @@ void cel_program_clear(xgr_cel_program *p) {
 
 void xgr_cel_program_free(xgr_cel_program *p) {
   if (!p) return;
-  cel_program_clear(p);
+  xgr__cel_program_clear(p);
   free(p);
 }
 
@@ -364,7 +364,7 @@ int xgr_cel_compile(const char *src, size_t len, const xgr_cel_options *opts,
     else if ((rc = xgr_cel_rewrite(src, len, &rw, e)) != 0) goto fail;
     p->source = rw;
     p->source_len = o.mode == XGR_CEL_MODE_PLAIN ? len : strlen(rw);
-    rc = cel_parse_into(p, p->source, p->source_len, &o, e);
+    rc = xgr__cel_parse_into(p, p->source, p->source_len, &o, e);
     if (rc) goto fail;
   }
   *out = p;
@@ -433,5 +433,5 @@ int xgr_cel_eval(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_value *
     free(s);
     return XGR_CEL_OK;
   }
-  return cel_eval_program(p, vars, result, e);
+  return xgr__cel_eval_program(p, vars, result, e);
 }

@@ -107,14 +107,14 @@ typedef struct cel_ctx {
 } cel_ctx;
 
 /* Make an error value: records pos and the message in the context. */
-xgr_value cel_err(cel_ctx *c, uint32_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-xgr_value cel_err_code(cel_ctx *c, int code, uint32_t pos, const char *fmt, ...)
+xgr_value xgr__cel_err(cel_ctx *c, uint32_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+xgr_value xgr__cel_err_code(cel_ctx *c, int code, uint32_t pos, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static inline bool cel_is_err(xgr_value v) { return v.kind == XGR_VERR; }
 /* A type name for messages ("int", "string", ...). */
-const char *cel_kind_name(xgr_value v);
+const char *xgr__cel_kind_name(xgr_value v);
 /* Charge n units of the evaluation budget; false (and an error in *out) when exhausted. */
-bool cel_charge(cel_ctx *c, uint32_t pos, uint64_t n, xgr_value *out);
+bool xgr__cel_charge(cel_ctx *c, uint32_t pos, uint64_t n, xgr_value *out);
 
 /* ---- functions --------------------------------------------------------------------------- */
 typedef enum cel_fn {
@@ -131,29 +131,29 @@ typedef struct cel_fndef {
   uint8_t style;       /* 1 global, 2 receiver, 3 both */
 } cel_fndef;
 
-extern const cel_fndef cel_functions[F_COUNT_];
+extern const cel_fndef xgr__cel_functions[F_COUNT_];
 /* Look up a function by name; -1 if unknown. */
-int cel_fn_lookup(const char *name, size_t len);
+int xgr__cel_fn_lookup(const char *name, size_t len);
 /* Call function fn on n evaluated arguments (borrowed). Returns an owned value or an error. */
-xgr_value cel_call(cel_ctx *c, const cel_node *n, int fn, const xgr_value *args, int nargs);
+xgr_value xgr__cel_call(cel_ctx *c, const cel_node *n, int fn, const xgr_value *args, int nargs);
 
 /* Operators shared with the function library. */
-xgr_value cel_op_add(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b);
-xgr_value cel_op_sub(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b);
-xgr_value cel_op_div(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b);
+xgr_value xgr__cel_op_add(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b);
+xgr_value xgr__cel_op_sub(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b);
+xgr_value xgr__cel_op_div(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b);
 
 /* Number -> double for the XDaLa helpers (int, uint, double, bigint); false for non-numbers. */
-bool cel_num_to_double(xgr_value v, double *d);
+bool xgr__cel_num_to_double(xgr_value v, double *d);
 
 /* ---- compiler --------------------------------------------------------------------------- */
 /* Parse and resolve len bytes of CEL source into p (which starts zeroed). Errors as for
- * xgr_cel_compile; p may hold partial data afterwards (cel_program_clear frees it). */
-int cel_parse_into(xgr_cel_program *p, const char *src, size_t len, const xgr_cel_options *o,
+ * xgr_cel_compile; p may hold partial data afterwards (xgr__cel_program_clear frees it). */
+int xgr__cel_parse_into(xgr_cel_program *p, const char *src, size_t len, const xgr_cel_options *o,
                    xgr_error *e);
-void cel_program_clear(xgr_cel_program *p);
+void xgr__cel_program_clear(xgr_cel_program *p);
 
 /* ---- XDaLa layer ------------------------------------------------------------------------- */
 /* Is the identifier at s[0..n) valid as a placeholder body? */
-bool cel_is_ident(const char *s, size_t n);
+bool xgr__cel_is_ident(const char *s, size_t n);
 
 #endif

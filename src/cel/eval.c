@@ -25,7 +25,7 @@ static xgr_value verr(cel_ctx *c, int code, uint32_t pos, const char *fmt, va_li
   return v;
 }
 
-xgr_value cel_err(cel_ctx *c, uint32_t pos, const char *fmt, ...) {
+xgr_value xgr__cel_err(cel_ctx *c, uint32_t pos, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   xgr_value v = verr(c, XGR_EEVAL, pos, fmt, ap);
@@ -33,7 +33,7 @@ xgr_value cel_err(cel_ctx *c, uint32_t pos, const char *fmt, ...) {
   return v;
 }
 
-xgr_value cel_err_code(cel_ctx *c, int code, uint32_t pos, const char *fmt, ...) {
+xgr_value xgr__cel_err_code(cel_ctx *c, int code, uint32_t pos, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   xgr_value v = verr(c, code, pos, fmt, ap);
@@ -41,23 +41,23 @@ xgr_value cel_err_code(cel_ctx *c, int code, uint32_t pos, const char *fmt, ...)
   return v;
 }
 
-const char *cel_kind_name(xgr_value v) {
+const char *xgr__cel_kind_name(xgr_value v) {
   if (v.kind == XGR_VERR) return "error";
   if (v.kind == XGR_VUNBOUND) return "unbound";
   return xgr_value_kind_name(v);
 }
 
-bool cel_charge(cel_ctx *c, uint32_t pos, uint64_t n, xgr_value *out) {
+bool xgr__cel_charge(cel_ctx *c, uint32_t pos, uint64_t n, xgr_value *out) {
   c->cost += n;
   if (c->cost <= c->max_cost) return true;
-  *out = cel_err_code(c, XGR_ELIMIT, pos,
+  *out = xgr__cel_err_code(c, XGR_ELIMIT, pos,
                       "evaluation budget exhausted: cost %llu, the maximum is %llu",
                       (unsigned long long)c->cost, (unsigned long long)c->max_cost);
   return false;
 }
 
 static xgr_value no_overload2(cel_ctx *c, uint32_t pos, const char *op, xgr_value a, xgr_value b) {
-  return cel_err(c, pos, "no such overload: %s %s %s", cel_kind_name(a), op, cel_kind_name(b));
+  return xgr__cel_err(c, pos, "no such overload: %s %s %s", xgr__cel_kind_name(a), op, xgr__cel_kind_name(b));
 }
 
 /* ---- arithmetic --------------------------------------------------------------------------- */
@@ -76,7 +76,7 @@ static xgr_value big_arith(cel_ctx *c, uint32_t pos, char op, xgr_value a, xgr_v
   xgr__to_mpz(b, y);
   xgr_value r;
   if ((op == '/' || op == '%') && mpz_sgn(y) == 0) {
-    r = cel_err(c, pos, op == '/' ? "division by zero" : "modulus by zero");
+    r = xgr__cel_err(c, pos, op == '/' ? "division by zero" : "modulus by zero");
     goto out;
   }
   switch (op) {
@@ -87,7 +87,7 @@ static xgr_value big_arith(cel_ctx *c, uint32_t pos, char op, xgr_value a, xgr_v
     default: mpz_tdiv_r(x, x, y); break;
   }
   if (!xgr__bigint_in_range(x, sgn))
-    r = cel_err(c, pos, "%s overflow in '%c'", sgn ? "int256" : "uint256", op);
+    r = xgr__cel_err(c, pos, "%s overflow in '%c'", sgn ? "int256" : "uint256", op);
   else
     r = xgr__bigint_from_mpz(x, sgn);
 out:
@@ -99,15 +99,15 @@ static xgr_value concat(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   xgr_value r;
   if (a.kind == XGR_VLIST) {
     uint32_t n = a.as.l->len + b.as.l->len;
-    if (!cel_charge(c, pos, n, &r)) return r;
+    if (!xgr__cel_charge(c, pos, n, &r)) return r;
     r = xgr_list_new(n);
     for (uint32_t i = 0; i < a.as.l->len; i++) xgr_list_push(r, xgr_value_retain(a.as.l->items[i]));
     for (uint32_t i = 0; i < b.as.l->len; i++) xgr_list_push(r, xgr_value_retain(b.as.l->items[i]));
     return r;
   }
   size_t n = (size_t)a.as.s->len + b.as.s->len;
-  if (!cel_charge(c, pos, n / 16, &r)) return r;
-  if (n > (64u << 20)) return cel_err_code(c, XGR_ELIMIT, pos, "string of %zu bytes is too long", n);
+  if (!xgr__cel_charge(c, pos, n / 16, &r)) return r;
+  if (n > (64u << 20)) return xgr__cel_err_code(c, XGR_ELIMIT, pos, "string of %zu bytes is too long", n);
   xgr_str *s = xgr__xmalloc(sizeof *s + n + 1);
   atomic_init(&s->rc, 1);
   s->len = (uint32_t)n;
@@ -120,17 +120,17 @@ static xgr_value concat(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   return r;
 }
 
-xgr_value cel_op_add(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
+xgr_value xgr__cel_op_add(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   if (a.kind == b.kind) {
     switch (a.kind) {
       case XGR_VINT: {
         int64_t r;
-        if (__builtin_add_overflow(a.as.i, b.as.i, &r)) return cel_err(c, pos, "int overflow in '+'");
+        if (__builtin_add_overflow(a.as.i, b.as.i, &r)) return xgr__cel_err(c, pos, "int overflow in '+'");
         return xgr_value_int(r);
       }
       case XGR_VUINT: {
         uint64_t r;
-        if (__builtin_add_overflow(a.as.u, b.as.u, &r)) return cel_err(c, pos, "uint overflow in '+'");
+        if (__builtin_add_overflow(a.as.u, b.as.u, &r)) return xgr__cel_err(c, pos, "uint overflow in '+'");
         return xgr_value_uint(r);
       }
       case XGR_VDOUBLE: return xgr_value_double(a.as.d + b.as.d);
@@ -144,17 +144,17 @@ xgr_value cel_op_add(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   return no_overload2(c, pos, "+", a, b);
 }
 
-xgr_value cel_op_sub(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
+xgr_value xgr__cel_op_sub(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   if (a.kind == b.kind) {
     switch (a.kind) {
       case XGR_VINT: {
         int64_t r;
-        if (__builtin_sub_overflow(a.as.i, b.as.i, &r)) return cel_err(c, pos, "int overflow in '-'");
+        if (__builtin_sub_overflow(a.as.i, b.as.i, &r)) return xgr__cel_err(c, pos, "int overflow in '-'");
         return xgr_value_int(r);
       }
       case XGR_VUINT: {
         uint64_t r;
-        if (__builtin_sub_overflow(a.as.u, b.as.u, &r)) return cel_err(c, pos, "uint overflow in '-'");
+        if (__builtin_sub_overflow(a.as.u, b.as.u, &r)) return xgr__cel_err(c, pos, "uint overflow in '-'");
         return xgr_value_uint(r);
       }
       case XGR_VDOUBLE: return xgr_value_double(a.as.d - b.as.d);
@@ -172,12 +172,12 @@ static xgr_value op_mul(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
     switch (a.kind) {
       case XGR_VINT: {
         int64_t r;
-        if (__builtin_mul_overflow(a.as.i, b.as.i, &r)) return cel_err(c, pos, "int overflow in '*'");
+        if (__builtin_mul_overflow(a.as.i, b.as.i, &r)) return xgr__cel_err(c, pos, "int overflow in '*'");
         return xgr_value_int(r);
       }
       case XGR_VUINT: {
         uint64_t r;
-        if (__builtin_mul_overflow(a.as.u, b.as.u, &r)) return cel_err(c, pos, "uint overflow in '*'");
+        if (__builtin_mul_overflow(a.as.u, b.as.u, &r)) return xgr__cel_err(c, pos, "uint overflow in '*'");
         return xgr_value_uint(r);
       }
       case XGR_VDOUBLE: return xgr_value_double(a.as.d * b.as.d);
@@ -190,15 +190,15 @@ static xgr_value op_mul(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   return no_overload2(c, pos, "*", a, b);
 }
 
-xgr_value cel_op_div(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
+xgr_value xgr__cel_op_div(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   if (a.kind == b.kind) {
     switch (a.kind) {
       case XGR_VINT:
-        if (b.as.i == 0) return cel_err(c, pos, "division by zero");
-        if (a.as.i == INT64_MIN && b.as.i == -1) return cel_err(c, pos, "int overflow in '/'");
+        if (b.as.i == 0) return xgr__cel_err(c, pos, "division by zero");
+        if (a.as.i == INT64_MIN && b.as.i == -1) return xgr__cel_err(c, pos, "int overflow in '/'");
         return xgr_value_int(a.as.i / b.as.i);
       case XGR_VUINT:
-        if (b.as.u == 0) return cel_err(c, pos, "division by zero");
+        if (b.as.u == 0) return xgr__cel_err(c, pos, "division by zero");
         return xgr_value_uint(a.as.u / b.as.u);
       case XGR_VDOUBLE: return xgr_value_double(a.as.d / b.as.d);
       case XGR_VBIGINT: return big_arith(c, pos, '/', a, b);
@@ -214,11 +214,11 @@ static xgr_value op_mod(cel_ctx *c, uint32_t pos, xgr_value a, xgr_value b) {
   if (a.kind == b.kind) {
     switch (a.kind) {
       case XGR_VINT:
-        if (b.as.i == 0) return cel_err(c, pos, "modulus by zero");
-        if (a.as.i == INT64_MIN && b.as.i == -1) return cel_err(c, pos, "int overflow in '%%'");
+        if (b.as.i == 0) return xgr__cel_err(c, pos, "modulus by zero");
+        if (a.as.i == INT64_MIN && b.as.i == -1) return xgr__cel_err(c, pos, "int overflow in '%%'");
         return xgr_value_int(a.as.i % b.as.i);
       case XGR_VUINT:
-        if (b.as.u == 0) return cel_err(c, pos, "modulus by zero");
+        if (b.as.u == 0) return xgr__cel_err(c, pos, "modulus by zero");
         return xgr_value_uint(a.as.u % b.as.u);
       case XGR_VBIGINT: return big_arith(c, pos, '%', a, b);
       default: break;
@@ -277,10 +277,10 @@ static xgr_value select_field(cel_ctx *c, const cel_node *n, xgr_value obj, int3
     xgr_value out;
     if (xgr__map_get_str_hashed(obj.as.m, f.as.s->data, f.as.s->len, p->hashes[field], &out))
       return xgr_value_retain(out);
-    return cel_err(c, n->pos, "no such key: '%s'", f.as.s->data);
+    return xgr__cel_err(c, n->pos, "no such key: '%s'", f.as.s->data);
   }
-  return cel_err(c, n->pos, "type '%s' does not support field selection (field '%s')",
-                 cel_kind_name(obj), f.as.s->data);
+  return xgr__cel_err(c, n->pos, "type '%s' does not support field selection (field '%s')",
+                 xgr__cel_kind_name(obj), f.as.s->data);
 }
 
 static xgr_value ev_index(cel_ctx *c, const cel_node *n, xgr_value obj, xgr_value ix) {
@@ -289,23 +289,23 @@ static xgr_value ev_index(cel_ctx *c, const cel_node *n, xgr_value obj, xgr_valu
     if (ix.kind == XGR_VINT) i = ix.as.i;
     else if (ix.kind == XGR_VUINT) i = ix.as.u > INT64_MAX ? INT64_MAX : (int64_t)ix.as.u;
     else if (ix.kind == XGR_VDOUBLE && ix.as.d == floor(ix.as.d) && fabs(ix.as.d) < 9e18) i = (int64_t)ix.as.d;
-    else if (ix.kind == XGR_VDOUBLE) return cel_err(c, n->pos, "invalid list index %g: not an integer", ix.as.d);
-    else return cel_err(c, n->pos, "no such overload: list[%s]", cel_kind_name(ix));
+    else if (ix.kind == XGR_VDOUBLE) return xgr__cel_err(c, n->pos, "invalid list index %g: not an integer", ix.as.d);
+    else return xgr__cel_err(c, n->pos, "no such overload: list[%s]", xgr__cel_kind_name(ix));
     if (i < 0 || i >= (int64_t)obj.as.l->len)
-      return cel_err(c, n->pos, "index %lld out of range for a list of %u elements", (long long)i,
+      return xgr__cel_err(c, n->pos, "index %lld out of range for a list of %u elements", (long long)i,
                      obj.as.l->len);
     return xgr_value_retain(obj.as.l->items[i]);
   }
   if (obj.kind == XGR_VMAP) {
     xgr_value out;
     if (xgr__map_get(obj.as.m, ix, &out)) return xgr_value_retain(out);
-    if (ix.kind == XGR_VSTRING) return cel_err(c, n->pos, "no such key: '%s'", ix.as.s->data);
+    if (ix.kind == XGR_VSTRING) return xgr__cel_err(c, n->pos, "no such key: '%s'", ix.as.s->data);
     char *t = xgr_value_render(ix, NULL);
-    xgr_value r = cel_err(c, n->pos, "no such key: %s (%s)", t, cel_kind_name(ix));
+    xgr_value r = xgr__cel_err(c, n->pos, "no such key: %s (%s)", t, xgr__cel_kind_name(ix));
     free(t);
     return r;
   }
-  return cel_err(c, n->pos, "no such overload: %s[%s]", cel_kind_name(obj), cel_kind_name(ix));
+  return xgr__cel_err(c, n->pos, "no such overload: %s[%s]", xgr__cel_kind_name(obj), xgr__cel_kind_name(ix));
 }
 
 static xgr_value ev_qual(cel_ctx *c, const cel_node *n) {
@@ -324,7 +324,7 @@ static xgr_value ev_qual(cel_ctx *c, const cel_node *n) {
     }
     return v;
   }
-  return cel_err(c, n->pos, "undeclared reference to '%s'", p->vars[k[nf]].name);
+  return xgr__cel_err(c, n->pos, "undeclared reference to '%s'", p->vars[k[nf]].name);
 }
 
 static xgr_value ev_list(cel_ctx *c, const cel_node *n) {
@@ -357,7 +357,7 @@ static xgr_value ev_map(cel_ctx *c, const cel_node *n) {
     }
     xgr_value dummy;
     if (k.kind != XGR_VSTRING && k.kind != XGR_VINT && k.kind != XGR_VUINT && k.kind != XGR_VBOOL) {
-      xgr_value r = cel_err(c, kn->pos, "unsupported map key type '%s'", cel_kind_name(k));
+      xgr_value r = xgr__cel_err(c, kn->pos, "unsupported map key type '%s'", xgr__cel_kind_name(k));
       xgr_value_release(k);
       xgr_value_release(v);
       xgr_value_release(m);
@@ -365,7 +365,7 @@ static xgr_value ev_map(cel_ctx *c, const cel_node *n) {
     }
     if (xgr__map_get(m.as.m, k, &dummy)) {
       char *t = xgr_value_render(k, NULL);
-      xgr_value r = cel_err(c, kn->pos, "repeated map key %s", t);
+      xgr_value r = xgr__cel_err(c, kn->pos, "repeated map key %s", t);
       free(t);
       xgr_value_release(k);
       xgr_value_release(v);
@@ -379,7 +379,7 @@ static xgr_value ev_map(cel_ctx *c, const cel_node *n) {
 
 static xgr_value not_bool(cel_ctx *c, const cel_node *n, xgr_value v, const char *what) {
   if (cel_is_err(v)) return v;
-  xgr_value r = cel_err(c, n->pos, "no such overload: %s needs a bool, got %s", what, cel_kind_name(v));
+  xgr_value r = xgr__cel_err(c, n->pos, "no such overload: %s needs a bool, got %s", what, xgr__cel_kind_name(v));
   xgr_value_release(v);
   return r;
 }
@@ -391,8 +391,8 @@ static xgr_value ev_comp(cel_ctx *c, const cel_node *n) {
   if (range.kind == XGR_VLIST) len = range.as.l->len;
   else if (range.kind == XGR_VMAP) len = range.as.m->len;
   else {
-    xgr_value r = cel_err(c, n->pos, "no such overload: comprehension over %s (needs a list or map)",
-                          cel_kind_name(range));
+    xgr_value r = xgr__cel_err(c, n->pos, "no such overload: comprehension over %s (needs a list or map)",
+                          xgr__cel_kind_name(range));
     xgr_value_release(range);
     return r;
   }
@@ -404,7 +404,7 @@ static xgr_value ev_comp(cel_ctx *c, const cel_node *n) {
   if (mk == M_MAP || mk == M_MAP3 || mk == M_FILTER) acc = xgr_list_new(len);
   for (uint32_t i = 0; i < len; i++) {
     xgr_value out;
-    if (!cel_charge(c, n->pos, 1u + n->nargs, &out)) {
+    if (!xgr__cel_charge(c, n->pos, 1u + n->nargs, &out)) {
       xgr_value_release(acc);
       if (have_err) xgr_value_release(err);
       xgr_value_release(range);
@@ -524,7 +524,7 @@ static xgr_value ev_call(cel_ctx *c, const cel_node *n) {
     if (cel_is_err(a[k])) break;
   }
   if (k < n->nargs) r = a[k];
-  else r = cel_call(c, n, n->fn, a, n->nargs);
+  else r = xgr__cel_call(c, n, n->fn, a, n->nargs);
   for (uint32_t i = stack_list ? 1 : 0; i < k; i++) xgr_value_release(a[i]);
   for (uint32_t i = 0; i < nitems; i++) xgr_value_release(items[i]);
   if (a != args) free(a);
@@ -540,8 +540,8 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
     case N_LOCAL:
       l = c->slots[n->a];
       if (l.kind == XGR_VUNBOUND) {
-        if (n->op == N_VAR) return cel_err(c, n->pos, "undeclared reference to '%s'", c->p->vars[n->a].name);
-        return cel_err(c, n->pos, "comprehension variable used outside its comprehension");
+        if (n->op == N_VAR) return xgr__cel_err(c, n->pos, "undeclared reference to '%s'", c->p->vars[n->a].name);
+        return xgr__cel_err(c, n->pos, "comprehension variable used outside its comprehension");
       }
       return xgr_value_retain(l);
     case N_QUAL: return ev_qual(c, n);
@@ -555,7 +555,7 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
       l = ev(c, n->a);
       if (cel_is_err(l)) return l;
       if (l.kind != XGR_VMAP) {
-        out = cel_err(c, n->pos, "has() on type '%s' (needs a map)", cel_kind_name(l));
+        out = xgr__cel_err(c, n->pos, "has() on type '%s' (needs a map)", xgr__cel_kind_name(l));
       } else {
         xgr_value f = c->p->consts[n->b], dummy;
         out = xgr_value_bool(xgr__map_get_str_hashed(l.as.m, f.as.s->data, f.as.s->len, c->p->hashes[n->b], &dummy));
@@ -585,13 +585,13 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
       l = ev(c, n->a);
       switch (l.kind) {
         case XGR_VINT:
-          if (l.as.i == INT64_MIN) return cel_err(c, n->pos, "int overflow in unary '-'");
+          if (l.as.i == INT64_MIN) return xgr__cel_err(c, n->pos, "int overflow in unary '-'");
           return xgr_value_int(-l.as.i);
         case XGR_VDOUBLE: return xgr_value_double(-l.as.d);
         case XGR_VBIGINT: out = big_arith(c, n->pos, '-', xgr_value_int(0), l); xgr_value_release(l); return out;
         case XGR_VERR: return l;
         default:
-          out = cel_err(c, n->pos, "no such overload: -%s", cel_kind_name(l));
+          out = xgr__cel_err(c, n->pos, "no such overload: -%s", xgr__cel_kind_name(l));
           xgr_value_release(l);
           return out;
       }
@@ -614,8 +614,8 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
         xgr_value_release(l);
         return r;
       }
-      out = cel_err(c, n->pos, "no such overload: %s %s %s", cel_kind_name(l), decisive ? "||" : "&&",
-                    cel_kind_name(r));
+      out = xgr__cel_err(c, n->pos, "no such overload: %s %s %s", xgr__cel_kind_name(l), decisive ? "||" : "&&",
+                    xgr__cel_kind_name(r));
       xgr_value_release(l);
       xgr_value_release(r);
       return out;
@@ -633,9 +633,9 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
         if (cel_is_err(l)) return l;
         xgr_value_release(l);
       }
-      return cel_err(c, n->pos, "%s", c->p->consts[n->b].as.s->data);
+      return xgr__cel_err(c, n->pos, "%s", c->p->consts[n->b].as.s->data);
     }
-    case N_IDENT: return cel_err(c, n->pos, "internal error: unresolved identifier");
+    case N_IDENT: return xgr__cel_err(c, n->pos, "internal error: unresolved identifier");
     default: break;
   }
   /* binary operators: both sides evaluated, errors propagate */
@@ -647,10 +647,10 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
     return r;
   }
   switch ((node_op)n->op) {
-    case N_ADD: out = cel_op_add(c, n->pos, l, r); break;
-    case N_SUB: out = cel_op_sub(c, n->pos, l, r); break;
+    case N_ADD: out = xgr__cel_op_add(c, n->pos, l, r); break;
+    case N_SUB: out = xgr__cel_op_sub(c, n->pos, l, r); break;
     case N_MUL: out = op_mul(c, n->pos, l, r); break;
-    case N_DIV: out = cel_op_div(c, n->pos, l, r); break;
+    case N_DIV: out = xgr__cel_op_div(c, n->pos, l, r); break;
     case N_MOD: out = op_mod(c, n->pos, l, r); break;
     case N_EQ: out = xgr_value_bool(xgr_value_equal(l, r)); break;
     case N_NE: out = xgr_value_bool(!xgr_value_equal(l, r)); break;
@@ -659,7 +659,7 @@ static xgr_value ev(cel_ctx *c, int32_t id) {
     case N_GT: out = op_cmp(c, n->pos, 2, l, r); break;
     case N_GE: out = op_cmp(c, n->pos, 3, l, r); break;
     case N_IN: out = op_in(c, n->pos, l, r); break;
-    default: out = cel_err(c, n->pos, "internal error: bad node %d", n->op); break;
+    default: out = xgr__cel_err(c, n->pos, "internal error: bad node %d", n->op); break;
   }
   xgr_value_release(l);
   xgr_value_release(r);
@@ -690,7 +690,7 @@ static bool lookup(const xgr_cel_vars *vars, const cel_var *v, xgr_value *out) {
   return false;
 }
 
-int cel_eval_program(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_value *result,
+int xgr__cel_eval_program(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_value *result,
                      xgr_error *e) {
   cel_ctx c;
   c.p = p;
@@ -732,7 +732,7 @@ int cel_eval_program(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_val
     else xgr_error_set(e, er->code, NULL, "at %u: %s", er->pos, er->msg);
     status = XGR_CEL_ERROR;
   } else if (p->mode == XGR_CEL_MODE_RULE && r.kind != XGR_VBOOL) {
-    xgr_error_set(e, XGR_EEVAL, NULL, "a rule must evaluate to bool, got %s", cel_kind_name(r));
+    xgr_error_set(e, XGR_EEVAL, NULL, "a rule must evaluate to bool, got %s", xgr__cel_kind_name(r));
     xgr_value_release(r);
     status = XGR_CEL_ERROR;
   } else {

@@ -14,7 +14,7 @@
 #include "cel/cel_internal.h"
 
 /* style: 1 global f(x), 2 receiver x.f(), 3 both */
-const cel_fndef cel_functions[F_COUNT_] = {
+const cel_fndef xgr__cel_functions[F_COUNT_] = {
   [F_SIZE] = {"size", 1, 1, 3},           [F_CONTAINS] = {"contains", 2, 2, 2},
   [F_STARTSWITH] = {"startsWith", 2, 2, 2}, [F_ENDSWITH] = {"endsWith", 2, 2, 2},
   [F_MATCHES] = {"matches", 2, 2, 3},     [F_LOWERASCII] = {"lowerAscii", 1, 1, 2},
@@ -36,13 +36,13 @@ const cel_fndef cel_functions[F_COUNT_] = {
   [F_U256] = {"u256", 1, 1, 1},           [F_UINT256] = {"uint256", 1, 1, 1},
 };
 
-int cel_fn_lookup(const char *name, size_t len) {
+int xgr__cel_fn_lookup(const char *name, size_t len) {
   for (int i = 0; i < F_COUNT_; i++)
-    if (strlen(cel_functions[i].name) == len && !memcmp(cel_functions[i].name, name, len)) return i;
+    if (strlen(xgr__cel_functions[i].name) == len && !memcmp(xgr__cel_functions[i].name, name, len)) return i;
   return -1;
 }
 
-bool cel_num_to_double(xgr_value v, double *d) {
+bool xgr__cel_num_to_double(xgr_value v, double *d) {
   switch (v.kind) {
     case XGR_VINT: *d = (double)v.as.i; return true;
     case XGR_VUINT: *d = (double)v.as.u; return true;
@@ -52,15 +52,15 @@ bool cel_num_to_double(xgr_value v, double *d) {
   }
 }
 
-#define FNAME(n) (cel_functions[(n)->fn].name)
+#define FNAME(n) (xgr__cel_functions[(n)->fn].name)
 
 static xgr_value bad_args(cel_ctx *c, const cel_node *n, const xgr_value *a, int na) {
   char buf[160];
   size_t k = 0;
   for (int i = 0; i < na && k < sizeof buf - 20; i++)
-    k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", cel_kind_name(a[i]));
+    k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", xgr__cel_kind_name(a[i]));
   buf[k < sizeof buf ? k : sizeof buf - 1] = '\0';
-  return cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), buf);
+  return xgr__cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), buf);
 }
 
 /* ---- strings ------------------------------------------------------------------------------ */
@@ -99,7 +99,7 @@ static xgr_value fn_matches(cel_ctx *c, const cel_node *n, xgr_value s, xgr_valu
     if (!code) {
       PCRE2_UCHAR msg[160];
       pcre2_get_error_message(ec, msg, sizeof msg);
-      return cel_err(c, n->pos, "invalid regular expression: %s", (const char *)msg);
+      return xgr__cel_err(c, n->pos, "invalid regular expression: %s", (const char *)msg);
     }
     own = true;
   }
@@ -109,7 +109,7 @@ static xgr_value fn_matches(cel_ctx *c, const cel_node *n, xgr_value s, xgr_valu
   if (own) pcre2_code_free(code);
   if (rc >= 0) return xgr_value_bool(true);
   if (rc == PCRE2_ERROR_NOMATCH) return xgr_value_bool(false);
-  return cel_err(c, n->pos, "regular expression match failed (PCRE2 error %d)", rc);
+  return xgr__cel_err(c, n->pos, "regular expression match failed (PCRE2 error %d)", rc);
 }
 
 static xgr_value ascii_case(xgr_value s, bool upper) {
@@ -154,22 +154,22 @@ static xgr_value to_int(cel_ctx *c, const cel_node *n, xgr_value v) {
   switch (v.kind) {
     case XGR_VINT: return v;
     case XGR_VUINT:
-      if (v.as.u > INT64_MAX) return cel_err(c, n->pos, "range error: %llu does not fit int", (unsigned long long)v.as.u);
+      if (v.as.u > INT64_MAX) return xgr__cel_err(c, n->pos, "range error: %llu does not fit int", (unsigned long long)v.as.u);
       return xgr_value_int((int64_t)v.as.u);
     case XGR_VDOUBLE:
       if (isnan(v.as.d) || v.as.d <= -9223372036854775808.0 || v.as.d >= 9223372036854775808.0)
-        return cel_err(c, n->pos, "range error: %g does not fit int", v.as.d);
+        return xgr__cel_err(c, n->pos, "range error: %g does not fit int", v.as.d);
       return xgr_value_int((int64_t)v.as.d);
     case XGR_VSTRING: {
       int64_t i;
       if (!parse_i64(v.as.s->data, v.as.s->len, &i))
-        return cel_err(c, n->pos, "cannot convert '%s' to int", v.as.s->data);
+        return xgr__cel_err(c, n->pos, "cannot convert '%s' to int", v.as.s->data);
       return xgr_value_int(i);
     }
     case XGR_VBIGINT:
-      if (!mpz_fits_slong_p(v.as.n->z)) return cel_err(c, n->pos, "range error: value does not fit int");
+      if (!mpz_fits_slong_p(v.as.n->z)) return xgr__cel_err(c, n->pos, "range error: value does not fit int");
       return xgr_value_int((int64_t)mpz_get_si(v.as.n->z));
-    default: return cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), cel_kind_name(v));
+    default: return xgr__cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), xgr__cel_kind_name(v));
   }
 }
 
@@ -177,29 +177,29 @@ static xgr_value to_uint(cel_ctx *c, const cel_node *n, xgr_value v) {
   switch (v.kind) {
     case XGR_VUINT: return v;
     case XGR_VINT:
-      if (v.as.i < 0) return cel_err(c, n->pos, "range error: %lld does not fit uint", (long long)v.as.i);
+      if (v.as.i < 0) return xgr__cel_err(c, n->pos, "range error: %lld does not fit uint", (long long)v.as.i);
       return xgr_value_uint((uint64_t)v.as.i);
     case XGR_VDOUBLE:
       if (isnan(v.as.d) || v.as.d < 0 || v.as.d >= 18446744073709551616.0)
-        return cel_err(c, n->pos, "range error: %g does not fit uint", v.as.d);
+        return xgr__cel_err(c, n->pos, "range error: %g does not fit uint", v.as.d);
       return xgr_value_uint((uint64_t)v.as.d);
     case XGR_VSTRING: {
       uint64_t u;
       if (!parse_u64(v.as.s->data, v.as.s->len, &u))
-        return cel_err(c, n->pos, "cannot convert '%s' to uint", v.as.s->data);
+        return xgr__cel_err(c, n->pos, "cannot convert '%s' to uint", v.as.s->data);
       return xgr_value_uint(u);
     }
     case XGR_VBIGINT:
       if (mpz_sgn(v.as.n->z) < 0 || !mpz_fits_ulong_p(v.as.n->z))
-        return cel_err(c, n->pos, "range error: value does not fit uint");
+        return xgr__cel_err(c, n->pos, "range error: value does not fit uint");
       return xgr_value_uint((uint64_t)mpz_get_ui(v.as.n->z));
-    default: return cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), cel_kind_name(v));
+    default: return xgr__cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), xgr__cel_kind_name(v));
   }
 }
 
 static xgr_value to_double(cel_ctx *c, const cel_node *n, xgr_value v) {
   double d;
-  if (cel_num_to_double(v, &d)) return xgr_value_double(d);
+  if (xgr__cel_num_to_double(v, &d)) return xgr_value_double(d);
   if (v.kind == XGR_VSTRING) {
     char *end;
     if (v.as.s->len == 0 || isspace((unsigned char)v.as.s->data[0])) goto bad;
@@ -207,9 +207,9 @@ static xgr_value to_double(cel_ctx *c, const cel_node *n, xgr_value v) {
     if (end != v.as.s->data + v.as.s->len) goto bad;
     return xgr_value_double(d);
   bad:
-    return cel_err(c, n->pos, "cannot convert '%s' to double", v.as.s->data);
+    return xgr__cel_err(c, n->pos, "cannot convert '%s' to double", v.as.s->data);
   }
-  return cel_err(c, n->pos, "no such overload: double(%s)", cel_kind_name(v));
+  return xgr__cel_err(c, n->pos, "no such overload: double(%s)", xgr__cel_kind_name(v));
 }
 
 static xgr_value to_string(cel_ctx *c, const cel_node *n, xgr_value v) {
@@ -217,7 +217,7 @@ static xgr_value to_string(cel_ctx *c, const cel_node *n, xgr_value v) {
     case XGR_VSTRING: return xgr_value_retain(v);
     case XGR_VBYTES:
       if (!xgr_utf8_valid(v.as.s->data, v.as.s->len))
-        return cel_err(c, n->pos, "string(bytes): invalid UTF-8");
+        return xgr__cel_err(c, n->pos, "string(bytes): invalid UTF-8");
       return xgr_value_string(v.as.s->data, v.as.s->len);
     case XGR_VINT: case XGR_VUINT: case XGR_VDOUBLE: case XGR_VBOOL: case XGR_VBIGINT: {
       char buf[96];
@@ -227,7 +227,7 @@ static xgr_value to_string(cel_ctx *c, const cel_node *n, xgr_value v) {
       else k = xgr_bigint_to_dec(v, buf, sizeof buf);
       return xgr_value_string(buf, k);
     }
-    default: return cel_err(c, n->pos, "no such overload: string(%s)", cel_kind_name(v));
+    default: return xgr__cel_err(c, n->pos, "no such overload: string(%s)", xgr__cel_kind_name(v));
   }
 }
 
@@ -240,9 +240,9 @@ static xgr_value to_bool(cel_ctx *c, const cel_node *n, xgr_value v) {
       if (!strcmp(v.as.s->data, t[i]) && strlen(t[i]) == v.as.s->len) return xgr_value_bool(true);
       if (!strcmp(v.as.s->data, f[i]) && strlen(f[i]) == v.as.s->len) return xgr_value_bool(false);
     }
-    return cel_err(c, n->pos, "type conversion error: cannot convert '%s' to bool", v.as.s->data);
+    return xgr__cel_err(c, n->pos, "type conversion error: cannot convert '%s' to bool", v.as.s->data);
   }
-  return cel_err(c, n->pos, "no such overload: bool(%s)", cel_kind_name(v));
+  return xgr__cel_err(c, n->pos, "no such overload: bool(%s)", xgr__cel_kind_name(v));
 }
 
 static xgr_value to_u256(cel_ctx *c, const cel_node *n, xgr_value v) {
@@ -253,19 +253,19 @@ static xgr_value to_u256(cel_ctx *c, const cel_node *n, xgr_value v) {
     case XGR_VINT: case XGR_VUINT: case XGR_VBIGINT: xgr__to_mpz(v, z); break;
     case XGR_VDOUBLE:
       if (!isfinite(v.as.d) || v.as.d != floor(v.as.d)) {
-        r = cel_err(c, n->pos, "%s(%g): not an integer", FNAME(n), v.as.d);
+        r = xgr__cel_err(c, n->pos, "%s(%g): not an integer", FNAME(n), v.as.d);
         goto out;
       }
       mpz_set_d(z, v.as.d);
       break;
     case XGR_VSTRING: {
       xgr_error e;
-      if (xgr_bigint_parse(v.as.s->data, v.as.s->len, false, &r, &e)) r = cel_err(c, n->pos, "%s", e.message);
+      if (xgr_bigint_parse(v.as.s->data, v.as.s->len, false, &r, &e)) r = xgr__cel_err(c, n->pos, "%s", e.message);
       goto out;
     }
-    default: r = cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), cel_kind_name(v)); goto out;
+    default: r = xgr__cel_err(c, n->pos, "no such overload: %s(%s)", FNAME(n), xgr__cel_kind_name(v)); goto out;
   }
-  if (!xgr__bigint_in_range(z, false)) r = cel_err(c, n->pos, "%s: value out of the uint256 range", FNAME(n));
+  if (!xgr__bigint_in_range(z, false)) r = xgr__cel_err(c, n->pos, "%s: value out of the uint256 range", FNAME(n));
   else r = xgr__bigint_from_mpz(z, false);
 out:
   mpz_clear(z);
@@ -284,7 +284,7 @@ static double rel_diff(double a, double b) {
 static bool num_slice(xgr_value l, double *out, size_t *n) {
   if (l.kind != XGR_VLIST || l.as.l->len == 0 || l.as.l->len > 4096) return false;
   for (uint32_t i = 0; i < l.as.l->len; i++)
-    if (!cel_num_to_double(l.as.l->items[i], &out[i])) return false;
+    if (!xgr__cel_num_to_double(l.as.l->items[i], &out[i])) return false;
   *n = l.as.l->len;
   return true;
 }
@@ -384,9 +384,9 @@ static bool distance(cel_ctx *c, const cel_node *n, metric m, xgr_value a, xgr_v
   switch (m) {
     case MET_REL:
     case MET_ABS:
-      if (!cel_num_to_double(a, &x) || !cel_num_to_double(b, &y)) {
-        *err = cel_err(c, n->pos, "%s: metric expects numeric values, got %s and %s", FNAME(n),
-                       cel_kind_name(a), cel_kind_name(b));
+      if (!xgr__cel_num_to_double(a, &x) || !xgr__cel_num_to_double(b, &y)) {
+        *err = xgr__cel_err(c, n->pos, "%s: metric expects numeric values, got %s and %s", FNAME(n),
+                       xgr__cel_kind_name(a), xgr__cel_kind_name(b));
         return false;
       }
       *out = m == MET_REL ? rel_diff(x, y) : fabs(x - y);
@@ -395,8 +395,8 @@ static bool distance(cel_ctx *c, const cel_node *n, metric m, xgr_value a, xgr_v
     case MET_HAM:
     case MET_LEV: {
       if (a.kind != XGR_VSTRING || b.kind != XGR_VSTRING) {
-        *err = cel_err(c, n->pos, "%s: metric '%s' expects strings, got %s and %s", FNAME(n),
-                       m == MET_HAM ? "hamming" : "lev", cel_kind_name(a), cel_kind_name(b));
+        *err = xgr__cel_err(c, n->pos, "%s: metric '%s' expects strings, got %s and %s", FNAME(n),
+                       m == MET_HAM ? "hamming" : "lev", xgr__cel_kind_name(a), xgr__cel_kind_name(b));
         return false;
       }
       size_t na, nb;
@@ -420,26 +420,26 @@ static bool distance(cel_ctx *c, const cel_node *n, metric m, xgr_value a, xgr_v
       free(pb);
       return true;
     }
-    default: *err = cel_err(c, n->pos, "unsupported metric"); return false;
+    default: *err = xgr__cel_err(c, n->pos, "unsupported metric"); return false;
   }
 }
 
 static bool get_metric(cel_ctx *c, const cel_node *n, xgr_value v, metric *m, xgr_value *err) {
   if (v.kind != XGR_VSTRING) {
-    *err = cel_err(c, n->pos, "%s: metric must be string, got %s", FNAME(n), cel_kind_name(v));
+    *err = xgr__cel_err(c, n->pos, "%s: metric must be string, got %s", FNAME(n), xgr__cel_kind_name(v));
     return false;
   }
   *m = parse_metric(v);
   if (*m == MET_BAD) {
-    *err = cel_err(c, n->pos, "%s: unsupported metric '%s'", FNAME(n), v.as.s->data);
+    *err = xgr__cel_err(c, n->pos, "%s: unsupported metric '%s'", FNAME(n), v.as.s->data);
     return false;
   }
   return true;
 }
 
 static bool get_tol(cel_ctx *c, const cel_node *n, xgr_value v, double *tol, xgr_value *err) {
-  if (!cel_num_to_double(v, tol) || !(*tol >= 0)) {
-    *err = cel_err(c, n->pos, "%s: tol must be >= 0", FNAME(n));
+  if (!xgr__cel_num_to_double(v, tol) || !(*tol >= 0)) {
+    *err = xgr__cel_err(c, n->pos, "%s: tol must be >= 0", FNAME(n));
     return false;
   }
   return true;
@@ -461,7 +461,7 @@ static bool select_subset(cel_ctx *c, const cel_node *n, xgr_value vals, metric 
   for (uint32_t i = 0; i < len; i++)
     for (uint32_t j = 0; j < len; j++) {
       double d;
-      if (!cel_charge(c, n->pos, 1, err) || !distance(c, n, m, it[i], it[j], &d, err)) {
+      if (!xgr__cel_charge(c, n->pos, 1, err) || !distance(c, n, m, it[i], it[j], &d, err)) {
         if (ok != okbuf) free(ok);
         return false;
       }
@@ -506,7 +506,7 @@ static xgr_value fn_quorum(cel_ctx *c, const cel_node *n, const xgr_value *a, in
   int ai = 0;
   xgr_value vals = a[ai++];
   if (vals.kind != XGR_VLIST)
-    return cel_err(c, n->pos, "%s: values must be a list, got %s", FNAME(n), cel_kind_name(vals));
+    return xgr__cel_err(c, n->pos, "%s: values must be a list, got %s", FNAME(n), xgr__cel_kind_name(vals));
   metric m;
   if (!get_metric(c, n, a[ai++], &m, &err)) return err;
   bool pairwise = false;
@@ -514,25 +514,25 @@ static xgr_value fn_quorum(cel_ctx *c, const cel_node *n, const xgr_value *a, in
   if (na == full) {
     xgr_value mode = a[ai++];
     if (mode.kind != XGR_VSTRING)
-      return cel_err(c, n->pos, "%s: mode must be string, got %s", FNAME(n), cel_kind_name(mode));
+      return xgr__cel_err(c, n->pos, "%s: mode must be string, got %s", FNAME(n), xgr__cel_kind_name(mode));
     if (!strcasecmp(mode.as.s->data, "ball") || mode.as.s->len == 0) pairwise = false;
     else if (!strcasecmp(mode.as.s->data, "pairwise") || !strcasecmp(mode.as.s->data, "clique")) pairwise = true;
-    else return cel_err(c, n->pos, "%s: unsupported mode '%s' (ball, pairwise, clique)", FNAME(n), mode.as.s->data);
+    else return xgr__cel_err(c, n->pos, "%s: unsupported mode '%s' (ball, pairwise, clique)", FNAME(n), mode.as.s->data);
   }
   agg g = AGG_MEDOID;
   if (consensus) {
     xgr_value av = a[ai++];
     if (av.kind != XGR_VSTRING)
-      return cel_err(c, n->pos, "consensus: agg must be string, got %s", cel_kind_name(av));
+      return xgr__cel_err(c, n->pos, "consensus: agg must be string, got %s", xgr__cel_kind_name(av));
     const char *s = av.as.s->data;
     g = !strcasecmp(s, "medoid") ? AGG_MEDOID : !strcasecmp(s, "mode") ? AGG_MODE
       : !strcasecmp(s, "mean") ? AGG_MEAN : !strcasecmp(s, "median") ? AGG_MEDIAN : AGG_BAD;
-    if (g == AGG_BAD) return cel_err(c, n->pos, "consensus: unknown agg '%s' (medoid, mode, mean, median)", s);
+    if (g == AGG_BAD) return xgr__cel_err(c, n->pos, "consensus: unknown agg '%s' (medoid, mode, mean, median)", s);
   }
   double tol, kd;
   if (!get_tol(c, n, a[ai++], &tol, &err)) return err;
   xgr_value kv = a[ai++];
-  if (!cel_num_to_double(kv, &kd) || !(kd >= 1)) return cel_err(c, n->pos, "%s: k must be >= 1", FNAME(n));
+  if (!xgr__cel_num_to_double(kv, &kd) || !(kd >= 1)) return xgr__cel_err(c, n->pos, "%s: k must be >= 1", FNAME(n));
   int64_t k = kd > 1e9 ? 1000000000 : (int64_t)kd;
   uint32_t len = vals.as.l->len;
   uint32_t selbuf[64], *sel = len <= 64 ? selbuf : xgr__xmalloc(len * sizeof *sel), nsel;
@@ -587,8 +587,8 @@ static xgr_value fn_quorum(cel_ctx *c, const cel_node *n, const xgr_value *a, in
     default: {
       double v[64], *vp = nsel <= 64 ? v : xgr__xmalloc(nsel * sizeof *vp);
       bool okn = true;
-      for (uint32_t x = 0; x < nsel && okn; x++) okn = cel_num_to_double(it[sel[x]], &vp[x]);
-      if (!okn) r = cel_err(c, n->pos, "consensus: agg '%s' needs numeric values", g == AGG_MEAN ? "mean" : "median");
+      for (uint32_t x = 0; x < nsel && okn; x++) okn = xgr__cel_num_to_double(it[sel[x]], &vp[x]);
+      if (!okn) r = xgr__cel_err(c, n->pos, "consensus: agg '%s' needs numeric values", g == AGG_MEAN ? "mean" : "median");
       else if (g == AGG_MEAN) {
         double s = 0;
         for (uint32_t x = 0; x < nsel; x++) s += vp[x];
@@ -620,7 +620,7 @@ static xgr_value fn_join(cel_ctx *c, const cel_node *n, xgr_value l, xgr_value s
   size_t k;
   char *s = xgr__buf_finish(&b, &k);
   xgr_value r;
-  if (!cel_charge(c, n->pos, k / 16, &r)) {
+  if (!xgr__cel_charge(c, n->pos, k / 16, &r)) {
     free(s);
     return r;
   }
@@ -633,7 +633,7 @@ static xgr_value fn_unique(cel_ctx *c, const cel_node *n, xgr_value l) {
   if (l.kind != XGR_VLIST) return bad_args(c, n, &l, 1);
   xgr_value r = xgr_list_new(l.as.l->len);
   xgr_value out;
-  if (!cel_charge(c, n->pos, (uint64_t)l.as.l->len * l.as.l->len / 8, &out)) {
+  if (!xgr__cel_charge(c, n->pos, (uint64_t)l.as.l->len * l.as.l->len / 8, &out)) {
     xgr_value_release(r);
     return out;
   }
@@ -647,7 +647,7 @@ static xgr_value fn_unique(cel_ctx *c, const cel_node *n, xgr_value l) {
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
-xgr_value cel_call(cel_ctx *c, const cel_node *n, int fn, const xgr_value *a, int na) {
+xgr_value xgr__cel_call(cel_ctx *c, const cel_node *n, int fn, const xgr_value *a, int na) {
   xgr_value x = a[0], err;
   double d, e2, f;
   switch ((cel_fn)fn) {
@@ -692,22 +692,22 @@ xgr_value cel_call(cel_ctx *c, const cel_node *n, int fn, const xgr_value *a, in
       return xgr_value_type((xgr_vkind)x.kind, x.kind == XGR_VBIGINT ? x.flags : 0);
     case F_U256: case F_UINT256: return to_u256(c, n, x);
     case F_ABS:
-      if (!cel_num_to_double(x, &d)) return bad_args(c, n, a, na);
-      if (!isfinite(d)) return cel_err(c, n->pos, "abs: argument is not finite (%g)", d);
+      if (!xgr__cel_num_to_double(x, &d)) return bad_args(c, n, a, na);
+      if (!isfinite(d)) return xgr__cel_err(c, n->pos, "abs: argument is not finite (%g)", d);
       return xgr_value_double(fabs(d));
     case F_POW:
-      if (!cel_num_to_double(x, &d) || !cel_num_to_double(a[1], &e2)) return xgr_value_double(0.0);
+      if (!xgr__cel_num_to_double(x, &d) || !xgr__cel_num_to_double(a[1], &e2)) return xgr_value_double(0.0);
       return xgr_value_double(pow(d, e2));
     case F_RELDIFF:
-      if (!cel_num_to_double(x, &d) || !cel_num_to_double(a[1], &e2)) return bad_args(c, n, a, na);
+      if (!xgr__cel_num_to_double(x, &d) || !xgr__cel_num_to_double(a[1], &e2)) return bad_args(c, n, a, na);
       return xgr_value_double(rel_diff(d, e2));
     case F_SAFEDIV:
-      if (!cel_num_to_double(x, &d) || !cel_num_to_double(a[1], &e2) || e2 == 0)
+      if (!xgr__cel_num_to_double(x, &d) || !xgr__cel_num_to_double(a[1], &e2) || e2 == 0)
         return xgr_value_retain(a[2]);
       return xgr_value_double(d / e2);
     case F_CLAMP: {
       double lo, hi;
-      if (!cel_num_to_double(x, &d) || !cel_num_to_double(a[1], &lo) || !cel_num_to_double(a[2], &hi))
+      if (!xgr__cel_num_to_double(x, &d) || !xgr__cel_num_to_double(a[1], &lo) || !xgr__cel_num_to_double(a[2], &hi))
         return xgr_value_retain(x);
       if (lo > hi) f = lo, lo = hi, hi = f;
       return xgr_value_double(d < lo ? lo : d > hi ? hi : d);
@@ -727,6 +727,6 @@ xgr_value cel_call(cel_ctx *c, const cel_node *n, int fn, const xgr_value *a, in
     case F_CONSENSUS: return fn_quorum(c, n, a, na, true);
     case F_JOIN: return fn_join(c, n, x, a[1]);
     case F_UNIQUE: return fn_unique(c, n, x);
-    default: return cel_err(c, n->pos, "internal error: function %d", fn);
+    default: return xgr__cel_err(c, n->pos, "internal error: function %d", fn);
   }
 }

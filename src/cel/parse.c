@@ -511,14 +511,14 @@ static int32_t make_call(parser *ps, uint32_t pos, const char *name, size_t nlen
   size_t k = 0;
   if (recv >= 0) tmp[k++] = recv;
   for (size_t i = 0; i < nargs; i++) tmp[k++] = args[i];
-  int fn = cel_fn_lookup(name, nlen);
+  int fn = xgr__cel_fn_lookup(name, nlen);
   const char *why = NULL;
   char whybuf[160];
   if (fn < 0) {
     snprintf(whybuf, sizeof whybuf, "unknown function '%.*s'", (int)nlen, name);
     why = whybuf;
   } else {
-    const cel_fndef *d = &cel_functions[fn];
+    const cel_fndef *d = &xgr__cel_functions[fn];
     if (!(d->style & (recv >= 0 ? 2 : 1))) {
       snprintf(whybuf, sizeof whybuf, recv >= 0 ? "'%s' is a function, not a method: write %s(...)"
                                                 : "'%s' is a method: write x.%s(...)",
@@ -1088,7 +1088,7 @@ static int precompile_regex(parser *ps) {
   return 0;
 }
 
-int cel_parse_into(xgr_cel_program *p, const char *src, size_t len, const xgr_cel_options *o,
+int xgr__cel_parse_into(xgr_cel_program *p, const char *src, size_t len, const xgr_cel_options *o,
                    xgr_error *e) {
   parser ps = {0};
   ps.s = src;

@@ -21,6 +21,7 @@
  * Stepped clock accounting: each event the actor consumes was counted in e->busy by its producer;
  * the actor subtracts them at the end of the turn, after counting the work it produced itself.
  */
+#include "util/alloc.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,17 +114,6 @@ struct actor {
 
 static void first_turn(actor *a);
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) abort();
-  return p;
-}
-static char *xstrdup(const char *s) {
-  char *p = strdup(s ? s : "");
-  if (!p) abort();
-  return p;
-}
-
 static void vpush(visq *q, vis v) {
   if (q->n == q->cap) {
     q->cap = q->cap ? q->cap * 2 : 16;
@@ -154,7 +144,7 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
   d->started_at = p->started_at;
   d->finished_at = p->finished_at;
   d->payload = xgr_value_retain(p->payload);
-  d->error = p->error ? xstrdup(p->error) : NULL;
+  d->error = p->error ? xgr__xstrdup(p->error) : NULL;
   d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
   d->join_state = p->join && a->e->has_store ? xgr_session_join_to_json(o, p->join) : NULL;   /* stores only */
 }
@@ -177,7 +167,7 @@ static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, boo
   s->ev.ok = ok;
   s->ev.result = a->result;
   s->ev.steps = a->steps;
-  if (msg) s->msg = xstrdup(msg);
+  if (msg) s->msg = xgr__xstrdup(msg);
   s->ev.message = s->msg;
   return s;
 }
@@ -215,7 +205,7 @@ static job *job_new(actor *a, const xgr_proc *p) {
     a->free_jobs = j->next;
     a->nfree--;
   } else {
-    j = xmalloc(sizeof *j);
+    j = xgr__xmalloc(sizeof *j);
     memset(&j->res, 0, sizeof j->res);
   }
   j->next = NULL;
@@ -353,8 +343,8 @@ static void consume(actor *a) {
         if (e->has_store) batch_hist(a, fe);
         break;
       case XGR_FX_WAKE: {
-        iwake_msg *m = xmalloc(sizeof *m);
-        m->caller = xstrdup(xgr_session_owner(a->s));
+        iwake_msg *m = xgr__xmalloc(sizeof *m);
+        m->caller = xgr__xstrdup(xgr_session_owner(a->s));
         m->from_root = a->root;
         m->step_id = fe->step_id;
         m->rule_address = fe->rule_address;
@@ -543,7 +533,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
     snprintf(msg, sizeof msg, "%s: %s", m->label ? m->label : "control", text);
     push_event(a, ev_new(a, XGR_EEV_ACTION, msg, rc == 0));
   }
-  vpush(&a->pend, (vis){.kind = V_REPLY, .u.r = {m->done, m->done_ctx, rc, xstrdup(text)}});
+  vpush(&a->pend, (vis){.kind = V_REPLY, .u.r = {m->done, m->done_ctx, rc, xgr__xstrdup(text ? text : "")}});
   if (!a->e->has_store) flush(a, &a->pend);
   m->done = NULL;
   xgr_eng_ctl_free(m);

@@ -11,6 +11,6 @@ typedef struct orch_impl {
 } orch_impl;
 
 /* Fill o->reach_all and o->reach_scope (allocated in im->arena). Returns 0 or XGR_ENOMEM. */
-int orch_compute_reach(xgr_orch *o, orch_impl *im);
+int xgr__orch_compute_reach(xgr_orch *o, orch_impl *im);
 
 #endif

@@ -514,7 +514,7 @@ int xgr_orch_parse(const char *bytes, size_t len, xgr_orch **out, xgr_error *err
     xgr_path_pop(&c.path, mk);
   }
   xgr_path_pop(&c.path, m);
-  if (c.nerr == 0 && orch_compute_reach(o, im) != 0) goto oom;
+  if (c.nerr == 0 && xgr__orch_compute_reach(o, im) != 0) goto oom;
 
 done:
   json_decref(root);

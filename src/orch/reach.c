@@ -19,7 +19,7 @@ static void closure(xgr_stepset *r, size_t n) {
       }
 }
 
-int orch_compute_reach(xgr_orch *o, orch_impl *im) {
+int xgr__orch_compute_reach(xgr_orch *o, orch_impl *im) {
   size_t n = o->nsteps;
   o->reach_all = xgr_arena_alloc(&im->arena, n * sizeof *o->reach_all);
   o->reach_scope = xgr_arena_alloc(&im->arena, n * sizeof *o->reach_scope);

@@ -166,7 +166,7 @@ static unsigned prog_flags(const xgr_cel_program *p) {
   for (size_t i = 0; i < xgr_cel_program_nvars(p); i++) {
     const char *n = xgr_cel_program_var(p, i);
     size_t len = strlen(n);
-    if (rule_is_ctx_var(n, len)) f |= RX_CTX;
+    if (xgr__rule_is_ctx_var(n, len)) f |= RX_CTX;
     else if (n[0] == '_') f |= RX_HIDDEN;
   }
   return f;
@@ -175,7 +175,7 @@ static unsigned prog_flags(const xgr_cel_program *p) {
 static unsigned tpl_flags(const rtemplate *t) {
   unsigned f = t->hidden ? RX_HIDDEN : 0;
   for (size_t i = 0; i < t->nseg; i++)
-    if (t->seg[i].is_var && rule_is_ctx_var(t->seg[i].text, t->seg[i].len)) f |= RX_CTX;
+    if (t->seg[i].is_var && xgr__rule_is_ctx_var(t->seg[i].text, t->seg[i].len)) f |= RX_CTX;
   return f;
 }
 
@@ -224,7 +224,7 @@ static int parse_rvalue(pc *c, xgr_value v, rvalue *out) {
   }
   if (xgr_cel_classify(s, n) == XGR_CEL_KIND_TEMPLATE) {
     out->kind = RV_TEMPLATE;
-    rule_template_parse(&c->r->arena, adup(c, s, n), n, &out->tpl);
+    xgr__rule_template_parse(&c->r->arena, adup(c, s, n), n, &out->tpl);
     out->flags = tpl_flags(&out->tpl);
     out->path = path_dup(c);
     return 0;
@@ -385,7 +385,7 @@ static int parse_template_field(pc *c, xgr_value obj, const char *key, size_t ma
   size_t n;
   const char *s = xgr_value_str(v, &n);
   if (check_len(c, n, max, cap, key)) return c->e->code;
-  rule_template_parse(&c->r->arena, adup(c, s, n), n, t);
+  xgr__rule_template_parse(&c->r->arena, adup(c, s, n), n, t);
   xgr_path_pop(&c->path, m);
   *has = true;
   return 0;
@@ -500,7 +500,7 @@ static int parse_api(pc *c, xgr_value doc) {
         for (size_t q = 0; q < vl; q++)
           if (vs[q] == '\r' || vs[q] == '\n') return perr(c, XGR_ESCHEMA, "header value contains a line break");
         a->headers[j].name = adup(c, ks, kl);
-        rule_template_parse(&c->r->arena, adup(c, vs, vl), vl, &a->headers[j].value);
+        xgr__rule_template_parse(&c->r->arena, adup(c, vs, vl), vl, &a->headers[j].value);
         xgr_path_pop(&c->path, m4);
       }
       xgr_path_pop(&c->path, m3);

@@ -194,16 +194,16 @@ struct xgr_rule {
 /* ---- template.c ---- */
 /* Split src into segments (arena memory). Never fails: text without valid placeholders is one
  * literal segment. */
-void rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *out);
+void xgr__rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *out);
 /* Variable lookup used for templates: borrowed value, false when missing. */
 typedef bool (*rule_lookup_fn)(void *ctx, const char *name, size_t len, xgr_value *out);
 /* Render t into a malloc'd string (*out, *outlen). encode: percent-encode placeholder text for
  * URLs. Returns 0, or XGR_ENOTFOUND with *missing pointing at the missing name (not NUL-terminated,
  * *missing_len bytes). */
-int rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
+int xgr__rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
                          size_t *outlen, const char **missing, size_t *missing_len);
 
 /* True for the context variable names of SEMANTICS §8. */
-bool rule_is_ctx_var(const char *name, size_t len);
+bool xgr__rule_is_ctx_var(const char *name, size_t len);
 
 #endif

@@ -90,7 +90,7 @@ static void ensure_ctx(xgr_step_state *st) {
 
 static bool ctx_lookup(void *p, const char *name, size_t len, xgr_value *out) {
   xgr_step_state *st = p;
-  if (!rule_is_ctx_var(name, len)) return false;
+  if (!xgr__rule_is_ctx_var(name, len)) return false;
   ensure_ctx(st);
   for (int i = 0; i < NCTX; i++)
     if (strlen(ctx_names[i]) == len && !memcmp(ctx_names[i], name, len)) {
@@ -152,7 +152,7 @@ static int resolve(xgr_step_state *st, const rvalue *v, xgr_value *out, char *wh
     size_t n;
     const char *miss;
     size_t ml;
-    if (rule_template_render(&v->tpl, env_lookup, st, false, &s, &n, &miss, &ml)) {
+    if (xgr__rule_template_render(&v->tpl, env_lookup, st, false, &s, &n, &miss, &ml)) {
       snprintf(why, whyn, "missing key %.*s", (int)ml, miss);
       return R_SOFT;
     }
@@ -386,7 +386,7 @@ static bool prepare_request(xgr_step_state *st) {
   size_t n, ml;
   const char *miss;
   char why[XGR_MSG_MAX];
-  if (rule_template_render(&a->url, env_lookup, st, true, &s, &n, &miss, &ml)) {
+  if (xgr__rule_template_render(&a->url, env_lookup, st, true, &s, &n, &miss, &ml)) {
     snprintf(why, sizeof why, "urlTemplate: missing key %.*s", (int)ml, miss);
     call_failed(st, a, why);
     return false;
@@ -395,7 +395,7 @@ static bool prepare_request(xgr_step_state *st) {
   for (size_t i = 0; i < a->nheaders; i++) {
     char *v;
     size_t vl;
-    if (rule_template_render(&a->headers[i].value, env_lookup, st, false, &v, &vl, &miss, &ml)) {
+    if (xgr__rule_template_render(&a->headers[i].value, env_lookup, st, false, &v, &vl, &miss, &ml)) {
       snprintf(why, sizeof why, "headers.%s: missing key %.*s", a->headers[i].name, (int)ml, miss);
       call_failed(st, a, why);
       free_request(st);
@@ -411,7 +411,7 @@ static bool prepare_request(xgr_step_state *st) {
     st->req.nheaders = i + 1;
   }
   if (a->has_body) {
-    if (rule_template_render(&a->body, env_lookup, st, false, &st->body, &n, &miss, &ml)) {
+    if (xgr__rule_template_render(&a->body, env_lookup, st, false, &st->body, &n, &miss, &ml)) {
       snprintf(why, sizeof why, "bodyTemplate: missing key %.*s", (int)ml, miss);
       call_failed(st, a, why);
       free_request(st);

@@ -15,14 +15,14 @@
 static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
 static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
-bool rule_is_ctx_var(const char *name, size_t len) {
+bool xgr__rule_is_ctx_var(const char *name, size_t len) {
   static const char *const names[] = {"__sessionId", "__pid", "__stepId", "__owner", "from"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strlen(names[i]) == len && !memcmp(names[i], name, len)) return true;
   return false;
 }
 
-void rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *out) {
+void xgr__rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *out) {
   /* Count segments first: at most 2 per placeholder + 1. */
   size_t max = 1;
   for (size_t i = 0; i < len; i++)
@@ -38,7 +38,7 @@ void rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *o
       if (j < len && src[j] == ']') {
         if (i > lit) seg[n++] = (rtseg){src + lit, i - lit, false};
         seg[n++] = (rtseg){src + i + 1, j - i - 1, true};
-        if (src[i + 1] == '_' && !rule_is_ctx_var(src + i + 1, j - i - 1)) out->hidden = true;
+        if (src[i + 1] == '_' && !xgr__rule_is_ctx_var(src + i + 1, j - i - 1)) out->hidden = true;
         i = lit = j + 1;
         continue;
       }
@@ -63,7 +63,7 @@ static void put_encoded(xgr_buf *b, const char *s, size_t n) {
   }
 }
 
-int rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
+int xgr__rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
                          size_t *outlen, const char **missing, size_t *missing_len) {
   xgr_buf b = {0};
   for (size_t i = 0; i < t->nseg; i++) {

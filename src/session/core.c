@@ -18,6 +18,7 @@
  * terminal or a new join was opened), iteratively, so cascades (an inner join that becomes
  * unfulfillable aborts its target, which fails the outer join, ...) need no recursion.
  */
+#include "util/alloc.h"
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,38 +30,6 @@
 #include "xgr/session.h"
 
 /* ---- small utilities ------------------------------------------------------------------------ */
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) abort();   /* out of memory is not recoverable in the core (same as xgr/value.h) */
-  return p;
-}
-/* Zeroed memory. Small blocks (process records, join states: one per step) come from malloc +
- * memset: glibc's calloc bypasses the per-thread cache and takes the arena lock every time. */
-static void *xcalloc(size_t n, size_t m) {
-  if (!n) n = 1;
-  if (!m) m = 1;
-  if (m > SIZE_MAX / n) abort();
-  if (n * m <= 1024) {
-    void *p = xmalloc(n * m);
-    memset(p, 0, n * m);
-    return p;
-  }
-  void *p = calloc(n, m);
-  if (!p) abort();
-  return p;
-}
-static void *xrealloc(void *p, size_t n) {
-  p = realloc(p, n ? n : 1);
-  if (!p) abort();
-  return p;
-}
-static char *xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = xmalloc(n);
-  memcpy(d, s, n);
-  return d;
-}
 
 /* ---- scopes --------------------------------------------------------------------------------- */
 
@@ -124,7 +93,7 @@ static void heap_down(heap *h, size_t i, size_t tag) {
 static void heap_push(heap *h, xgr_proc *p, size_t tag) {
   if (h->n == h->cap) {
     h->cap = h->cap ? h->cap * 2 : 16;
-    h->a = xrealloc(h->a, h->cap * sizeof *h->a);
+    h->a = xgr__xrealloc(h->a, h->cap * sizeof *h->a);
   }
   h->a[h->n] = p;
   heap_up(h, h->n++, tag);
@@ -196,7 +165,7 @@ static xgr_effect *fx_push(xgr_effects *fx, xgr_effect_kind kind, const xgr_proc
   if (!fx) return NULL;
   if (fx->n == fx->cap) {
     fx->cap = fx->cap ? fx->cap * 2 : 16;
-    fx->items = xrealloc(fx->items, fx->cap * sizeof *fx->items);
+    fx->items = xgr__xrealloc(fx->items, fx->cap * sizeof *fx->items);
   }
   xgr_effect *e = &fx->items[fx->n++];
   memset(e, 0, sizeof *e);
@@ -263,7 +232,7 @@ static size_t hash64(uint64_t x) {
 
 static void procs_grow(xgr_session *s) {
   size_t nb = s->nbuckets * 2;
-  xgr_proc **b = xcalloc(nb, sizeof *b);
+  xgr_proc **b = xgr__xcalloc(nb, sizeof *b);
   for (size_t i = 0; i < s->nbuckets; i++) {
     xgr_proc *p = s->buckets[i];
     while (p) {
@@ -302,7 +271,7 @@ static scope *scope_get(xgr_session *s, uint32_t id) {
   if (c) return c;
   if (s->nscopes >= s->nsbuckets) {
     size_t nb = s->nsbuckets * 2;
-    scope **b = xcalloc(nb, sizeof *b);
+    scope **b = xgr__xcalloc(nb, sizeof *b);
     for (size_t i = 0; i < s->nsbuckets; i++) {
       scope *x = s->sbuckets[i];
       while (x) {
@@ -317,9 +286,9 @@ static scope *scope_get(xgr_session *s, uint32_t id) {
     s->sbuckets = b;
     s->nsbuckets = nb;
   }
-  c = xcalloc(1, sizeof *c);
+  c = xgr__xcalloc(1, sizeof *c);
   c->id = id;
-  c->step_count = xcalloc(s->orch->nsteps, sizeof *c->step_count);
+  c->step_count = xgr__xcalloc(s->orch->nsteps, sizeof *c->step_count);
   size_t h = hash64(id) & (s->nsbuckets - 1);
   c->hash_next = s->sbuckets[h];
   s->sbuckets[h] = c;
@@ -342,7 +311,7 @@ static void mark_dirty(xgr_session *s, scope *c) {
   c->dirty = true;
   if (s->ndirty == s->capdirty) {
     s->capdirty = s->capdirty ? s->capdirty * 2 : 16;
-    s->dirty = xrealloc(s->dirty, s->capdirty * sizeof *s->dirty);
+    s->dirty = xgr__xrealloc(s->dirty, s->capdirty * sizeof *s->dirty);
   }
   s->dirty[s->ndirty++] = c;
 }
@@ -350,7 +319,7 @@ static void mark_dirty(xgr_session *s, scope *c) {
 static void queue_kill(xgr_session *s, uint32_t id) {
   if (s->nkill == s->capkill) {
     s->capkill = s->capkill ? s->capkill * 2 : 8;
-    s->killq = xrealloc(s->killq, s->capkill * sizeof *s->killq);
+    s->killq = xgr__xrealloc(s->killq, s->capkill * sizeof *s->killq);
   }
   s->killq[s->nkill++] = id;
 }
@@ -396,7 +365,7 @@ static void proc_insert(xgr_session *s, xgr_proc *p) {
 
 static xgr_proc *proc_new(xgr_session *s, unsigned step, uint64_t parent, uint32_t group, xgr_value payload,
                           int64_t wake_at, int64_t now, xgr_effects *fx) {
-  xgr_proc *p = xcalloc(1, sizeof *p);
+  xgr_proc *p = xgr__xcalloc(1, sizeof *p);
   p->iter = s->next_iter++;
   p->parent_iter = parent;
   p->step = (uint16_t)step;
@@ -573,7 +542,7 @@ static void kill_scope(xgr_session *s, uint32_t id, int64_t now, xgr_effects *fx
   size_t n = 0;
   for (xgr_proc *p = c->members; p; p = p->scope_next_) n += p->status == XGR_PROC_WAITING;
   if (!n) return;
-  uint64_t *iters = xmalloc(n * sizeof *iters);
+  uint64_t *iters = xgr__xmalloc(n * sizeof *iters);
   size_t k = 0;
   for (xgr_proc *p = c->members; p; p = p->scope_next_)
     if (p->status == XGR_PROC_WAITING) iters[k++] = p->iter;
@@ -615,17 +584,17 @@ static void settle(xgr_session *s, int64_t now, xgr_effects *fx) {
 
 xgr_session *xgr_session_new(const xgr_orch *o, const char *owner, uint64_t root_pid,
                              const xgr_session_config *cfg) {
-  xgr_session *s = xcalloc(1, sizeof *s);
+  xgr_session *s = xgr__xcalloc(1, sizeof *s);
   s->orch = o;
-  s->owner = xstrdup(owner ? owner : "");
+  s->owner = xgr__xstrdup(owner ? owner : "");
   s->root_pid = root_pid;
   s->max_running = cfg && cfg->max_running ? cfg->max_running : 32;
   s->next_iter = 1;
   s->next_group = 1;
   s->nbuckets = 16;
-  s->buckets = xcalloc(s->nbuckets, sizeof *s->buckets);
+  s->buckets = xgr__xcalloc(s->nbuckets, sizeof *s->buckets);
   s->nsbuckets = 8;
-  s->sbuckets = xcalloc(s->nsbuckets, sizeof *s->sbuckets);
+  s->sbuckets = xgr__xcalloc(s->nsbuckets, sizeof *s->sbuckets);
   for (size_t i = 0; i < o->nsteps; i++)
     if (o->steps[i].branch[0].join || o->steps[i].branch[1].join) xgr_stepset_add(&s->join_steps, (unsigned)i);
   return s;
@@ -750,7 +719,7 @@ static void run_branch(xgr_session *s, xgr_proc *p, const xgr_step_outcome *o, i
     group = s->next_group++;
     xgr_proc *t = proc_new(s, b->join->target, p->iter, p->group, p->payload, wake, now, NULL);
     t->from_group = group;
-    t->join = xcalloc(1, sizeof *t->join);
+    t->join = xgr__xcalloc(1, sizeof *t->join);
     t->join->decl = b->join;
     heap_sync(s, t);   /* an open join target is not promotable */
     scope *c = scope_get(s, group);
@@ -768,10 +737,10 @@ static void emit_wakeups(xgr_session *s, const xgr_step_outcome *o, xgr_effects 
     if (xgr_value_kind(o->outcome_payload) == XGR_VMAP) merge_public(pl, o->outcome_payload);
     if (xgr_value_kind(w->payload) == XGR_VMAP) merge_public(pl, w->payload);
     xgr_effect *e = fx_push(fx, XGR_FX_WAKE, NULL);
-    e->runner = xstrdup(w->runner ? w->runner : "");
+    e->runner = xgr__xstrdup(w->runner ? w->runner : "");
     e->session_id = w->session_id;
-    e->step_id = xstrdup(w->step_id ? w->step_id : "");
-    e->rule_address = o->rule_address ? xstrdup(o->rule_address) : NULL;
+    e->step_id = xgr__xstrdup(w->step_id ? w->step_id : "");
+    e->rule_address = o->rule_address ? xgr__xstrdup(o->rule_address) : NULL;
     e->payload = pl;
   }
   (void)s;   /* the caller of an internal wake-up is this session's owner: the driver knows it */
@@ -788,17 +757,17 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
   }
   switch (o->kind) {
     case XGR_OUTCOME_HARD_ERROR:
-      p->error = xstrdup(o->error ? o->error : "hard error");
+      p->error = xgr__xstrdup(o->error ? o->error : "hard error");
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_ERROR, now, fx);
       history(fx, p);
       break;
     case XGR_OUTCOME_ABORT_STEP:
-      if (o->error) p->error = xstrdup(o->error);
+      if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_STEP, now, fx);
       history(fx, p);
       break;
     case XGR_OUTCOME_CANCEL_SESSION: {
-      if (o->error) p->error = xstrdup(o->error);
+      if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_CANCEL, now, fx);
       history(fx, p);
       kill_all(s, XGR_ABORT_CANCEL, now, fx);   /* every other live process */
@@ -842,7 +811,7 @@ static void kill_all(xgr_session *s, xgr_abort_reason why, int64_t now, xgr_effe
 
 /* Live processes sorted by iter (for deterministic bulk operations). Caller frees. */
 static uint64_t *live_iters(const xgr_session *s, size_t *n) {
-  uint64_t *a = xmalloc((s->live ? s->live : 1) * sizeof *a);
+  uint64_t *a = xgr__xmalloc((s->live ? s->live : 1) * sizeof *a);
   size_t k = 0;
   for (size_t i = 0; i < s->nbuckets; i++)
     for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) a[k++] = p->iter;
@@ -1051,13 +1020,13 @@ int xgr_session_restore_proc(xgr_session *s, const xgr_proc *src, const char *jo
     return xgr_error_set(err, XGR_EINVAL, pid, "process %s names join group %u, the session has %u", pid,
                          (unsigned)(src->group > src->from_group ? src->group : src->from_group), (unsigned)s->next_group);
   xgr_join_state *js = NULL;
-  if (join_json && session_join_from_json(s->orch, join_json, &js, err)) return XGR_EINVAL;
+  if (join_json && xgr__session_join_from_json(s->orch, join_json, &js, err)) return XGR_EINVAL;
   if (js && (js->decl->target != src->step || !src->from_group)) {
     for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(js->inbox[i]);
     free(js);
     return xgr_error_set(err, XGR_EINVAL, pid, "process %s has a join state but is not its target", pid);
   }
-  xgr_proc *p = xcalloc(1, sizeof *p);
+  xgr_proc *p = xgr__xcalloc(1, sizeof *p);
   p->iter = src->iter;
   p->parent_iter = src->parent_iter;
   p->step = src->step;
@@ -1110,7 +1079,7 @@ int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_er
   size_t nsc = 0;
   for (size_t i = 0; i < s->nsbuckets; i++)
     for (scope *c = s->sbuckets[i]; c; c = c->hash_next) nsc++;
-  scope **all = xmalloc((nsc ? nsc : 1) * sizeof *all);
+  scope **all = xgr__xmalloc((nsc ? nsc : 1) * sizeof *all);
   size_t k = 0;
   for (size_t i = 0; i < s->nsbuckets; i++)
     for (scope *c = s->sbuckets[i]; c; c = c->hash_next) all[k++] = c;

@@ -1,6 +1,7 @@
 /* driver.c — the deterministic driver (xgr/driver.h): sessions on a virtual clock, one process at
  * a time, steps through the step engine, scripted control actions, and (optionally) a record of
  * every process's last state and the history for reports. */
+#include "util/alloc.h"
 #include "xgr/driver.h"
 
 #include <stdio.h>
@@ -12,17 +13,6 @@
 #include "xgr/outcome.h"
 #include "xgr/records.h"
 #include "xgr/script.h"
-
-static void *xcalloc(size_t n, size_t m) {
-  void *p = calloc(n ? n : 1, m ? m : 1);
-  if (!p) abort();
-  return p;
-}
-static void *xrealloc(void *p, size_t n) {
-  p = realloc(p, n ? n : 1);
-  if (!p) abort();
-  return p;
-}
 
 typedef struct dsession {
   const xgr_bundle *b;
@@ -43,7 +33,7 @@ struct xgr_driver {
 };
 
 xgr_driver *xgr_driver_new(const xgr_driver_config *cfg) {
-  xgr_driver *d = xcalloc(1, sizeof *d);
+  xgr_driver *d = xgr__xcalloc(1, sizeof *d);
   if (cfg) d->cfg = *cfg;
   xgr_effects_init(&d->fx);
   return d;
@@ -145,7 +135,7 @@ int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner
   if (step < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
   if (find_session(d, owner, root_pid))
     return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists already", owner, (unsigned long long)root_pid);
-  d->ss = xrealloc(d->ss, (d->nss + 1) * sizeof *d->ss);
+  d->ss = xgr__xrealloc(d->ss, (d->nss + 1) * sizeof *d->ss);
   dsession *ds = &d->ss[d->nss];
   memset(ds, 0, sizeof *ds);
   ds->b = b;
@@ -163,7 +153,7 @@ int xgr_driver_add_script(xgr_driver *d, const json_t *script, xgr_error *err) {
   size_t n;
   int rc = xgr_script_parse(script, &more, &n, err);
   if (rc) return rc;
-  d->acts = xrealloc(d->acts, (d->nacts + n) * sizeof *d->acts);
+  d->acts = xgr__xrealloc(d->acts, (d->nacts + n) * sizeof *d->acts);
   memcpy(d->acts + d->nacts, more, n * sizeof *more);
   free(more);   /* the entries moved into d->acts */
   d->nacts += n;

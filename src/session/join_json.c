@@ -1,5 +1,5 @@
 /* join_json.c — the join state of a join target as JSON text and back (xgr_session_join_to_json
- * in xgr/session.h; session_join_from_json in join_json.h). Stores keep a target's join state in
+ * in xgr/session.h; xgr__session_join_from_json in join_json.h). Stores keep a target's join state in
  * this form: the branch that declared the join ([step, branch] of the orchestration), closed,
  * outcome, closedAt, one piece (or null) and one fail flag per `from` entry. */
 #include "session/join_json.h"
@@ -58,7 +58,7 @@ static bool get_i64(xgr_value m, const char *key, int64_t *out) {
 }
 
 /* Parse the JSON of xgr_session_join_to_json into a new join state for o. */
-int session_join_from_json(const xgr_orch *o, const char *text, xgr_join_state **out, xgr_error *err) {
+int xgr__session_join_from_json(const xgr_orch *o, const char *text, xgr_join_state **out, xgr_error *err) {
   xgr_value m;
   if (xgr_value_from_json_text(text, strlen(text), 0, &m, err)) return XGR_EINVAL;
   int rc = XGR_EINVAL;

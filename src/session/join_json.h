@@ -7,6 +7,6 @@
 
 /* A new join state for orchestration o from text (malloc'd; pieces retained; the caller frees it
  * with free() after releasing the inbox values). Returns 0 or XGR_EINVAL with *err naming the field. */
-int session_join_from_json(const xgr_orch *o, const char *text, xgr_join_state **out, xgr_error *err);
+int xgr__session_join_from_json(const xgr_orch *o, const char *text, xgr_join_state **out, xgr_error *err);
 
 #endif

@@ -86,11 +86,11 @@ static msess *sess_get(mstore *m, const char *owner, uint64_t root) {
   if (f) return m->sess[i];
   if (m->nsess == m->capsess) {
     m->capsess = m->capsess ? m->capsess * 2 : 16;
-    m->sess = store_xrealloc(m->sess, m->capsess * sizeof *m->sess);
+    m->sess = xgr__xrealloc(m->sess, m->capsess * sizeof *m->sess);
   }
   memmove(m->sess + i + 1, m->sess + i, (m->nsess - i) * sizeof *m->sess);
-  msess *s = store_xcalloc(1, sizeof *s);
-  s->owner = store_strdup(owner);
+  msess *s = xgr__xcalloc(1, sizeof *s);
+  s->owner = xgr__xstrdup(owner);
   s->root = root;
   m->sess[i] = s;
   m->nsess++;
@@ -161,9 +161,9 @@ static int check_batch(mstore *m, const xgr_store_changes *b, xgr_error *err) {
 static mowner *owner_get(mstore *m, const char *owner) {
   for (size_t i = 0; i < m->nowners; i++)
     if (!strcmp(m->owners[i].owner, owner)) return &m->owners[i];
-  m->owners = store_xrealloc(m->owners, (m->nowners + 1) * sizeof *m->owners);
+  m->owners = xgr__xrealloc(m->owners, (m->nowners + 1) * sizeof *m->owners);
   mowner *o = &m->owners[m->nowners++];
-  o->owner = store_strdup(owner);
+  o->owner = xgr__xstrdup(owner);
   o->next = 1;
   return o;
 }
@@ -180,7 +180,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       owner_bump(m, op->owner, op->root);
       msess *s = sess_get(m, op->owner, op->root);
       xgr_store_session_clear(&s->row);
-      store_session_copy(&s->row, &op->u.session);
+      xgr__store_session_copy(&s->row, &op->u.session);
       if (!s->row.created_at) s->row.created_at = now;
       if (s->row.status != XGR_RESULT_RUNNING && !s->row.finished_at) s->row.finished_at = now;
       s->has_row = true;
@@ -210,7 +210,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       } else {
         if (s->nprocs == s->capprocs) {
           s->capprocs = s->capprocs ? s->capprocs * 2 : 16;
-          s->procs = store_xrealloc(s->procs, s->capprocs * sizeof *s->procs);
+          s->procs = xgr__xrealloc(s->procs, s->capprocs * sizeof *s->procs);
         }
         memmove(s->procs + i + 1, s->procs + i, (s->nprocs - i) * sizeof *s->procs);
         s->nprocs++;
@@ -227,7 +227,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       if (f) break;   /* excluded by check_batch */
       if (s->nhist == s->caphist) {
         s->caphist = s->caphist ? s->caphist * 2 : 16;
-        s->hist = store_xrealloc(s->hist, s->caphist * sizeof *s->hist);
+        s->hist = xgr__xrealloc(s->hist, s->caphist * sizeof *s->hist);
       }
       memmove(s->hist + i + 1, s->hist + i, (s->nhist - i) * sizeof *s->hist);
       s->nhist++;
@@ -246,7 +246,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
         if (s->scopes[i] == op->u.group) return;
       if (s->nscopes == s->capscopes) {
         s->capscopes = s->capscopes ? s->capscopes * 2 : 8;
-        s->scopes = store_xrealloc(s->scopes, s->capscopes * sizeof *s->scopes);
+        s->scopes = xgr__xrealloc(s->scopes, s->capscopes * sizeof *s->scopes);
       }
       s->scopes[s->nscopes++] = op->u.group;
       break;
@@ -274,14 +274,14 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
         if (x->kind != d->kind || strcmp(x->id, d->id)) continue;
         if (!strcmp(x->hash, d->hash)) {   /* the same bytes again: that version */
           xgr_store_doc_clear(d);
-          store_doc_copy(d, x);
+          xgr__store_doc_copy(d, x);
           return;
         }
         if (x->version > maxv) maxv = x->version;
       }
       d->version = maxv + 1;
-      m->docs = store_xrealloc(m->docs, (m->ndocs + 1) * sizeof *m->docs);
-      store_doc_copy(&m->docs[m->ndocs++], d);
+      m->docs = xgr__xrealloc(m->docs, (m->ndocs + 1) * sizeof *m->docs);
+      xgr__store_doc_copy(&m->docs[m->ndocs++], d);
       break;
     }
   }
@@ -292,7 +292,7 @@ static size_t gc_locked(mstore *m, int64_t now);
 static void m_submit(xgr_store *st, xgr_store_changes *b) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
-  int64_t now = store_now_ms(st);
+  int64_t now = xgr__store_now_ms(st);
   b->rc = check_batch(m, b, &b->err);
   if (!b->rc) {
     for (size_t i = 0; i < b->n; i++) apply_op(m, &b->ops[i], now);
@@ -309,7 +309,7 @@ static void m_submit(xgr_store *st, xgr_store_changes *b) {
     pthread_mutex_unlock(&st->mu);
   }
   pthread_mutex_unlock(&m->lock);
-  store_signal(st, b);
+  xgr__store_signal(st, b);
 }
 
 static void m_flush(xgr_store *st) { (void)st; /* batches are applied inside submit */ }
@@ -334,7 +334,7 @@ static void m_close(xgr_store *st) {
   for (size_t i = 0; i < m->ndocs; i++) xgr_store_doc_clear(&m->docs[i]);
   free(m->docs);
   pthread_mutex_destroy(&m->lock);
-  store_destroy_common(st);
+  xgr__store_destroy_common(st);
   free(m);
 }
 
@@ -356,7 +356,7 @@ static int m_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_st
   pthread_mutex_lock(&m->lock);
   msess *s = sess_find(m, owner, root);
   int rc = 0;
-  if (s && s->has_row) store_session_copy(out, &s->row);
+  if (s && s->has_row) xgr__store_session_copy(out, &s->row);
   else rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%llu in the store", owner, (unsigned long long)root);
   pthread_mutex_unlock(&m->lock);
   return rc;
@@ -367,8 +367,8 @@ static int m_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_pr
   pthread_mutex_lock(&m->lock);
   msess *s = sess_find(m, owner, root);
   *n = s ? s->nprocs : 0;
-  *out = store_xcalloc(*n ? *n : 1, sizeof **out);
-  for (size_t i = 0; i < *n; i++) store_proc_copy(&(*out)[i], &s->procs[i].r);
+  *out = xgr__xcalloc(*n ? *n : 1, sizeof **out);
+  for (size_t i = 0; i < *n; i++) xgr__store_proc_copy(&(*out)[i], &s->procs[i].r);
   pthread_mutex_unlock(&m->lock);
   (void)err;
   return 0;
@@ -379,8 +379,8 @@ static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_
   pthread_mutex_lock(&m->lock);
   msess *s = sess_find(m, owner, root);
   *n = s ? s->nhist : 0;
-  *out = store_xcalloc(*n ? *n : 1, sizeof **out);
-  for (size_t i = 0; i < *n; i++) store_hist_copy(&(*out)[i], &s->hist[i]);
+  *out = xgr__xcalloc(*n ? *n : 1, sizeof **out);
+  for (size_t i = 0; i < *n; i++) xgr__store_hist_copy(&(*out)[i], &s->hist[i]);
   pthread_mutex_unlock(&m->lock);
   (void)err;
   return 0;
@@ -396,10 +396,10 @@ static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t 
   size_t end = sess_pos(m, owner, before, &f);   /* the first row at or after (owner, before): excluded */
   size_t cap = 0;
   for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && cap < limit;) cap += m->sess[i]->has_row;
-  *out = store_xcalloc(cap ? cap : 1, sizeof **out);
+  *out = xgr__xcalloc(cap ? cap : 1, sizeof **out);
   *n = 0;
   for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && *n < cap;)
-    if (m->sess[i]->has_row) store_session_copy(&(*out)[(*n)++], &m->sess[i]->row);
+    if (m->sess[i]->has_row) xgr__store_session_copy(&(*out)[(*n)++], &m->sess[i]->row);
   pthread_mutex_unlock(&m->lock);
   (void)err;
   return 0;
@@ -411,20 +411,20 @@ static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *),
   pthread_mutex_lock(&m->lock);
   size_t nlive = 0;
   for (size_t i = 0; i < m->nsess; i++) nlive += m->sess[i]->has_row && m->sess[i]->row.status == XGR_RESULT_RUNNING;
-  xgr_store_session *rows = store_xcalloc(nlive ? nlive : 1, sizeof *rows);
-  xgr_store_proc **procs = store_xcalloc(nlive ? nlive : 1, sizeof *procs);
-  size_t *nprocs = store_xcalloc(nlive ? nlive : 1, sizeof *nprocs);
-  uint32_t **scopes = store_xcalloc(nlive ? nlive : 1, sizeof *scopes);
-  size_t *nscopes = store_xcalloc(nlive ? nlive : 1, sizeof *nscopes);
+  xgr_store_session *rows = xgr__xcalloc(nlive ? nlive : 1, sizeof *rows);
+  xgr_store_proc **procs = xgr__xcalloc(nlive ? nlive : 1, sizeof *procs);
+  size_t *nprocs = xgr__xcalloc(nlive ? nlive : 1, sizeof *nprocs);
+  uint32_t **scopes = xgr__xcalloc(nlive ? nlive : 1, sizeof *scopes);
+  size_t *nscopes = xgr__xcalloc(nlive ? nlive : 1, sizeof *nscopes);
   size_t k = 0;
   for (size_t i = 0; i < m->nsess; i++) {
     msess *s = m->sess[i];
     if (!s->has_row || s->row.status != XGR_RESULT_RUNNING) continue;
-    store_session_copy(&rows[k], &s->row);
-    procs[k] = store_xcalloc(s->nprocs ? s->nprocs : 1, sizeof **procs);
+    xgr__store_session_copy(&rows[k], &s->row);
+    procs[k] = xgr__xcalloc(s->nprocs ? s->nprocs : 1, sizeof **procs);
     for (size_t j = 0; j < s->nprocs; j++)
-      if (s->procs[j].r.status <= XGR_PROC_RUNNING) store_proc_copy(&procs[k][nprocs[k]++], &s->procs[j].r);
-    scopes[k] = store_xmalloc((s->nscopes ? s->nscopes : 1) * sizeof **scopes);
+      if (s->procs[j].r.status <= XGR_PROC_RUNNING) xgr__store_proc_copy(&procs[k][nprocs[k]++], &s->procs[j].r);
+    scopes[k] = xgr__xmalloc((s->nscopes ? s->nscopes : 1) * sizeof **scopes);
     if (s->nscopes) memcpy(scopes[k], s->scopes, s->nscopes * sizeof **scopes);
     nscopes[k] = s->nscopes;
     k++;
@@ -463,7 +463,7 @@ static int m_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint
     if (match && (!hash || !best || x->version > best->version)) best = x;
   }
   int rc = 0;
-  if (best) store_doc_copy(out, best);
+  if (best) xgr__store_doc_copy(out, best);
   else rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no %s %s%s in the registry", kind ? "rule" : "orchestration",
                           hash ? "with hash " : "", hash ? hash : id);
   pthread_mutex_unlock(&m->lock);
@@ -530,7 +530,7 @@ static size_t gc_locked(mstore *m, int64_t now) {
 static int m_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
-  *deleted = gc_locked(m, store_now_ms(st));
+  *deleted = gc_locked(m, xgr__store_now_ms(st));
   pthread_mutex_unlock(&m->lock);
   pthread_mutex_lock(&st->mu);
   st->stats.gc_deleted += *deleted;
@@ -545,11 +545,11 @@ static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_sessi
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;
-  mstore *m = store_xcalloc(1, sizeof *m);
-  store_init_common(&m->base, &memory_vt, cfg);
+  mstore *m = xgr__xcalloc(1, sizeof *m);
+  xgr__store_init_common(&m->base, &memory_vt, cfg);
   m->base.version = XGR_STORE_SCHEMA_VERSION;
   m->base.found_version = 0;
-  m->last_gc = store_now_ms(&m->base);
+  m->last_gc = xgr__store_now_ms(&m->base);
   pthread_mutex_init(&m->lock, NULL);
   return &m->base;
 }

@@ -187,7 +187,7 @@ static void bind_u64(sqlite3_stmt *s, int i, uint64_t v) { sqlite3_bind_int64(s,
 
 static char *col_text(sqlite3_stmt *s, int i) {
   const unsigned char *t = sqlite3_column_text(s, i);
-  return t ? store_strdup((const char *)t) : NULL;
+  return t ? xgr__xstrdup((const char *)t) : NULL;
 }
 
 /* Run a prepared statement to completion (no rows expected). */
@@ -391,7 +391,7 @@ static int apply_batch(sqstore *q, xgr_store_changes *b, int64_t now) {
 
 /* The store can no longer write: record why, fail every batch in list. */
 static void fail_all(sqstore *q, xgr_store_changes **list, size_t n, const xgr_error *why) {
-  store_set_failed(&q->base, why->code ? why->code : XGR_EIO, why->message);
+  xgr__store_set_failed(&q->base, why->code ? why->code : XGR_EIO, why->message);
   xgr_error ferr;
   xgr_store_failed(&q->base, &ferr);
   for (size_t i = 0; i < n; i++) {
@@ -405,7 +405,7 @@ static int tx(sqstore *q, int which) { return step_done(q->stmt[which]); }
 /* One group: all batches in one transaction, or (after a batch's own fault) one each. */
 static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
   xgr_error err;
-  int64_t now = store_now_ms(&q->base);
+  int64_t now = xgr__store_now_ms(&q->base);
   if (xgr_store_failed(&q->base, &err)) {
     for (size_t i = 0; i < n; i++) {
       list[i]->rc = err.code;
@@ -477,7 +477,7 @@ static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
  * deleted (*more: some kind hit the limit), or < 0 after an error (in *err). */
 static long gc_step(sqstore *q, bool *more, xgr_error *err) {
   const xgr_store_config *c = &q->base.cfg;
-  int64_t now = store_now_ms(&q->base);
+  int64_t now = xgr__store_now_ms(&q->base);
   int lim = c->gc_batch;
   long total = 0;
   *more = false;
@@ -558,14 +558,14 @@ static void *writer_main(void *arg) {
       for (xgr_store_changes *b = q->head; b; b = b->next) n++;
       if (n > cap) {
         cap = n * 2;
-        list = store_xrealloc(list, cap * sizeof *list);
+        list = xgr__xrealloc(list, cap * sizeof *list);
       }
       n = 0;
       for (xgr_store_changes *b = q->head; b; b = b->next) list[n++] = b;
       q->head = q->tail = NULL;
       pthread_mutex_unlock(&q->qmu);
       commit_group(q, list, n);
-      for (size_t i = 0; i < n; i++) store_signal(&q->base, list[i]);
+      for (size_t i = 0; i < n; i++) xgr__store_signal(&q->base, list[i]);
       pthread_mutex_lock(&q->qmu);
       q->signalled += n;
       pthread_cond_broadcast(&q->qcv);
@@ -655,7 +655,7 @@ static void sq_close(xgr_store *st) {
   pthread_mutex_destroy(&q->rmu);
   pthread_mutex_destroy(&q->qmu);
   pthread_cond_destroy(&q->qcv);
-  store_destroy_common(st);
+  xgr__store_destroy_common(st);
   free(q->path);
   free(q);
 }
@@ -775,10 +775,10 @@ static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t ro
   bind_text(s, 1, owner);
   bind_u64(s, 2, root);
   size_t cap = 16;
-  char *a = store_xmalloc(cap * size);
+  char *a = xgr__xmalloc(cap * size);
   int r;
   while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-    if (*n == cap) a = store_xrealloc(a, (cap *= 2) * size);
+    if (*n == cap) a = xgr__xrealloc(a, (cap *= 2) * size);
     row(s, a + *n * size);
     (*n)++;
   }
@@ -848,7 +848,7 @@ static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
     size_t np = 0;
     rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=?1 AND root_pid=?2 AND status < 2 ORDER BY iter",
                    row.owner, row.root_pid, sizeof(xgr_store_proc), proc_row_cb, &procs, &np, err);
-    uint32_t *groups = store_xmalloc(16 * sizeof *groups);
+    uint32_t *groups = xgr__xmalloc(16 * sizeof *groups);
     size_t ng = 0, capg = 16;
     sqlite3_stmt *g = NULL;
     if (!rc) rc = rd_prepare(q, "SELECT grp FROM proc_scopes WHERE owner=?1 AND root_pid=?2 ORDER BY grp", &g, err);
@@ -857,7 +857,7 @@ static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
       bind_u64(g, 2, row.root_pid);
       int gr;
       while ((gr = sqlite3_step(g)) == SQLITE_ROW) {
-        if (ng == capg) groups = store_xrealloc(groups, (capg *= 2) * sizeof *groups);
+        if (ng == capg) groups = xgr__xrealloc(groups, (capg *= 2) * sizeof *groups);
         groups[ng++] = (uint32_t)sqlite3_column_int64(g, 0);
       }
       if (gr != SQLITE_DONE) rc = sq_error(q->r, gr, q->path, "cannot read proc_scopes", err);
@@ -909,7 +909,7 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
       out->owner = col_text(s, 3);
       out->registered_at = sqlite3_column_int64(s, 4);
       out->len = (size_t)sqlite3_column_bytes(s, 5);
-      out->content = store_xmalloc(out->len + 1);
+      out->content = xgr__xmalloc(out->len + 1);
       if (out->len) memcpy(out->content, sqlite3_column_blob(s, 5), out->len);
       out->content[out->len] = 0;
     } else if (r == SQLITE_DONE) {
@@ -964,7 +964,7 @@ static int migrate(sqstore *q, int from, xgr_error *err) {
     int rc = v == 1 ? exec_sql(q->w, q->path, "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)", err) : 0;
     if (!rc) rc = exec_sql(q->w, q->path, migrations[v - 1], err);
     snprintf(sql, sizeof sql, "INSERT INTO schema_version(version, applied_at) VALUES(%d, %lld)", v,
-             (long long)store_now_ms(&q->base));
+             (long long)xgr__store_now_ms(&q->base));
     if (!rc) rc = exec_sql(q->w, q->path, sql, err);
     if (!rc) rc = exec_sql(q->w, q->path, "COMMIT", err);
     if (rc) {
@@ -999,9 +999,9 @@ static int configure(sqstore *q, sqlite3 *db, bool writer, xgr_error *err) {
 }
 
 xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, xgr_error *err) {
-  sqstore *q = store_xcalloc(1, sizeof *q);
-  store_init_common(&q->base, &sqlite_vt, cfg);
-  q->path = store_strdup(path);
+  sqstore *q = xgr__xcalloc(1, sizeof *q);
+  xgr__store_init_common(&q->base, &sqlite_vt, cfg);
+  q->path = xgr__xstrdup(path);
   /* recursive: a load_live callback may read the store again (e.g. a session's history) */
   pthread_mutexattr_t ra;
   pthread_mutexattr_init(&ra);

@@ -13,40 +13,17 @@
 
 /* ---- small helpers ----------------------------------------------------------------------------- */
 
-void *store_xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) abort();   /* out of memory is not recoverable (as everywhere in xgr) */
-  return p;
-}
-void *store_xcalloc(size_t n, size_t m) {
-  void *p = calloc(n ? n : 1, m ? m : 1);
-  if (!p) abort();
-  return p;
-}
-void *store_xrealloc(void *p, size_t n) {
-  p = realloc(p, n ? n : 1);
-  if (!p) abort();
-  return p;
-}
-char *store_strdup(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *d = store_xmalloc(n);
-  memcpy(d, s, n);
-  return d;
-}
-
 static int64_t realtime_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t store_now_ms(const xgr_store *st) {
+int64_t xgr__store_now_ms(const xgr_store *st) {
   return st->cfg.clock_ms ? st->cfg.clock_ms(st->cfg.clock_ctx) : realtime_ms();
 }
 
-void store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config *cfg) {
+void xgr__store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config *cfg) {
   st->vt = vt;
   if (cfg) st->cfg = *cfg;
   if (st->cfg.busy_timeout_ms <= 0) st->cfg.busy_timeout_ms = 5000;
@@ -61,9 +38,9 @@ void store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config
   pthread_mutex_init(&st->mu, NULL);
 }
 
-void store_destroy_common(xgr_store *st) { pthread_mutex_destroy(&st->mu); }
+void xgr__store_destroy_common(xgr_store *st) { pthread_mutex_destroy(&st->mu); }
 
-void store_set_failed(xgr_store *st, int code, const char *msg) {
+void xgr__store_set_failed(xgr_store *st, int code, const char *msg) {
   pthread_mutex_lock(&st->mu);
   if (!st->failed) {
     st->failed = code ? code : XGR_EIO;
@@ -80,7 +57,7 @@ int xgr_store_failed(xgr_store *st, xgr_error *err) {
   return rc;
 }
 
-void store_signal(xgr_store *st, xgr_store_changes *b) {
+void xgr__store_signal(xgr_store *st, xgr_store_changes *b) {
   pthread_mutex_lock(&st->mu);
   if (b->rc == 0) {
     st->stats.batches++;
@@ -174,49 +151,49 @@ void xgr_store_hists_free(xgr_store_hist *h, size_t n) {
   free(h);
 }
 
-void store_session_copy(xgr_store_session *d, const xgr_store_session *s) {
+void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) {
   *d = *s;
-  d->owner = store_strdup(s->owner ? s->owner : "");
-  d->registry = store_strdup(s->registry ? s->registry : "");
-  d->ostc_id = store_strdup(s->ostc_id ? s->ostc_id : "");
-  d->ostc_hash = store_strdup(s->ostc_hash ? s->ostc_hash : "");
+  d->owner = xgr__xstrdup(s->owner ? s->owner : "");
+  d->registry = xgr__xstrdup(s->registry ? s->registry : "");
+  d->ostc_id = xgr__xstrdup(s->ostc_id ? s->ostc_id : "");
+  d->ostc_hash = xgr__xstrdup(s->ostc_hash ? s->ostc_hash : "");
 }
 
-void store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) {
+void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) {
   *d = *s;
-  d->step_id = store_strdup(s->step_id ? s->step_id : "");
-  d->payload = store_strdup(s->payload ? s->payload : "{}");
-  d->error = store_strdup(s->error);
-  d->join = store_strdup(s->join);
+  d->step_id = xgr__xstrdup(s->step_id ? s->step_id : "");
+  d->payload = xgr__xstrdup(s->payload ? s->payload : "{}");
+  d->error = xgr__xstrdup(s->error);
+  d->join = xgr__xstrdup(s->join);
 }
 
-void store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) {
+void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) {
   *d = *s;
-  d->step_id = store_strdup(s->step_id ? s->step_id : "");
-  d->error = store_strdup(s->error);
-  d->payload = store_strdup(s->payload);
+  d->step_id = xgr__xstrdup(s->step_id ? s->step_id : "");
+  d->error = xgr__xstrdup(s->error);
+  d->payload = xgr__xstrdup(s->payload);
 }
 
-void store_doc_copy(xgr_store_doc *d, const xgr_store_doc *s) {
+void xgr__store_doc_copy(xgr_store_doc *d, const xgr_store_doc *s) {
   *d = *s;
-  d->id = store_strdup(s->id);
-  d->hash = store_strdup(s->hash);
-  d->owner = store_strdup(s->owner);
-  d->content = store_xmalloc(s->len + 1);
+  d->id = xgr__xstrdup(s->id);
+  d->hash = xgr__xstrdup(s->hash);
+  d->owner = xgr__xstrdup(s->owner);
+  d->content = xgr__xmalloc(s->len + 1);
   memcpy(d->content, s->content, s->len);
   d->content[s->len] = 0;
 }
 
-int store_doc_hash(const char *content, size_t len, char out[67]) {
+int xgr__store_doc_hash(const char *content, size_t len, char out[67]) {
   xgr_keccak256_hex(content, len, out);
   return 0;
 }
 
 /* ---- batches ------------------------------------------------------------------------------------- */
 
-xgr_store_changes *xgr_store_changes_new(void) { return store_xcalloc(1, sizeof(xgr_store_changes)); }
+xgr_store_changes *xgr_store_changes_new(void) { return xgr__xcalloc(1, sizeof(xgr_store_changes)); }
 
-void store_op_free(store_op *op) {
+void xgr__store_op_free(store_op *op) {
   free(op->owner);
   switch (op->kind) {
     case OP_SESSION: xgr_store_session_clear(&op->u.session); break;
@@ -228,7 +205,7 @@ void store_op_free(store_op *op) {
 
 void xgr_store_changes_free(xgr_store_changes *b) {
   if (!b) return;
-  for (size_t i = 0; i < b->n; i++) store_op_free(&b->ops[i]);
+  for (size_t i = 0; i < b->n; i++) xgr__store_op_free(&b->ops[i]);
   free(b->ops);
   free(b->pidx);
   free(b);
@@ -239,19 +216,19 @@ size_t xgr_store_changes_size(const xgr_store_changes *b) { return b->n; }
 static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uint64_t root) {
   if (b->n == b->cap) {
     b->cap = b->cap ? b->cap * 2 : 16;
-    b->ops = store_xrealloc(b->ops, b->cap * sizeof *b->ops);
+    b->ops = xgr__xrealloc(b->ops, b->cap * sizeof *b->ops);
   }
   store_op *op = &b->ops[b->n++];
   memset(op, 0, sizeof *op);
   op->kind = kind;
-  op->owner = store_strdup(owner ? owner : "");
+  op->owner = xgr__xstrdup(owner ? owner : "");
   op->root = root;
   return op;
 }
 
 void xgr_store_changes_session(xgr_store_changes *b, const xgr_store_session *s) {
   store_op *op = push(b, OP_SESSION, s->owner, s->root_pid);
-  store_session_copy(&op->u.session, s);
+  xgr__store_session_copy(&op->u.session, s);
 }
 
 void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint8_t status,
@@ -285,7 +262,7 @@ static size_t pidx_hash(uint64_t root, uint64_t iter) {
 static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
   if ((b->npidx + 1) * 2 > b->cappidx) {
     size_t nc = b->cappidx ? b->cappidx * 2 : 64;
-    size_t *t = store_xcalloc(nc, sizeof *t);
+    size_t *t = xgr__xcalloc(nc, sizeof *t);
     for (size_t i = 0; i < b->cappidx; i++) {
       if (!b->pidx[i]) continue;
       const store_op *op = &b->ops[b->pidx[i] - 1];
@@ -314,12 +291,12 @@ static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t roo
 
 void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
   store_op *op = proc_slot(b, owner, root_pid, p->iter);
-  store_proc_copy(&op->u.proc, p);
+  xgr__store_proc_copy(&op->u.proc, p);
 }
 
 void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h) {
   store_op *op = push(b, OP_HIST, owner, root_pid);
-  store_hist_copy(&op->u.hist, h);
+  xgr__store_hist_copy(&op->u.hist, h);
 }
 
 void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint32_t group) {
@@ -333,7 +310,7 @@ void xgr_store_changes_remove_session(xgr_store_changes *b, const char *owner, u
 /* ---- effects -> entries ----------------------------------------------------------------------- */
 
 static char *value_json(xgr_value v) {
-  if (xgr_value_kind(v) == XGR_VNULL) return store_strdup("{}");
+  if (xgr_value_kind(v) == XGR_VNULL) return xgr__xstrdup("{}");
   return xgr_value_to_json_text(v, 0, NULL);
 }
 
@@ -343,7 +320,7 @@ static void proc_record(const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r)
   r->iter = p->iter;
   r->parent_iter = p->parent_iter;
   r->step = p->step;
-  r->step_id = store_strdup(o->steps[p->step].id);
+  r->step_id = xgr__xstrdup(o->steps[p->step].id);
   r->status = p->status;
   r->paused = p->paused;
   r->valid = p->valid;
@@ -355,7 +332,7 @@ static void proc_record(const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r)
   r->started_at = p->started_at;
   r->finished_at = p->finished_at;
   r->payload = value_json(p->payload);
-  r->error = store_strdup(p->error);
+  r->error = xgr__xstrdup(p->error);
   r->join = p->join ? xgr_session_join_to_json(o, p->join) : NULL;
 }
 
@@ -375,7 +352,7 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   const char *owner = xgr_session_owner(s);
   uint64_t root = xgr_session_root_pid(s);
   size_t nref = 0;
-  fx_ref *refs = fx->n ? store_xmalloc(fx->n * sizeof *refs) : NULL;
+  fx_ref *refs = fx->n ? xgr__xmalloc(fx->n * sizeof *refs) : NULL;
   for (size_t i = 0; i < fx->n; i++) {
     const xgr_effect *e = &fx->items[i];
     if ((e->kind == XGR_FX_PROC || e->kind == XGR_FX_JOIN) && e->proc) refs[nref++] = (fx_ref){e->proc->iter, i};
@@ -390,10 +367,10 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
     if (p->status < XGR_PROC_DONE) continue;
     const xgr_proc *t = xgr_session_collector(s, p->group);
     if (!t) continue;
-    extra = store_xrealloc(extra, (nextra + 1) * sizeof *extra);
+    extra = xgr__xrealloc(extra, (nextra + 1) * sizeof *extra);
     extra[nextra++] = t;
   }
-  if (nextra) refs = store_xrealloc(refs, (nref + nextra) * sizeof *refs);
+  if (nextra) refs = xgr__xrealloc(refs, (nref + nextra) * sizeof *refs);
   for (size_t i = 0; i < nextra; i++) refs[nref++] = (fx_ref){extra[i]->iter, fx->n + i};
   /* processes: the last state of each (effects point at the live struct, so any of them shows
    * the state after the call; the latest one is taken for clarity) */
@@ -415,13 +392,13 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
       h->iter = p->iter;
       h->parent_iter = p->parent_iter;
       h->step = p->step;
-      h->step_id = store_strdup(o->steps[p->step].id);
+      h->step_id = xgr__xstrdup(o->steps[p->step].id);
       h->status = e->status;
       h->valid = e->valid;
       h->abort_reason = p->abort_reason;
       h->at = e->at;
       h->finished_at = p->finished_at;
-      h->error = store_strdup(p->error);
+      h->error = xgr__xstrdup(p->error);
       h->payload = value_json(p->payload);
     } else if (e->kind == XGR_FX_JOIN && e->proc && e->proc->join && e->proc->join->closed &&
                e->proc->join->decl->policy == XGR_POLICY_KILL) {
@@ -468,13 +445,13 @@ int xgr_store_submit(xgr_store *st, xgr_store_changes *b, xgr_store_commit_fn do
   if (rc) {
     b->rc = rc;
     b->err = ferr;
-    store_signal(st, b);
+    xgr__store_signal(st, b);
     return rc;
   }
   if (st->cfg.read_only) {
     b->rc = XGR_EPERM;
     xgr_error_set(&b->err, XGR_EPERM, NULL, "the store was opened read-only");
-    store_signal(st, b);
+    xgr__store_signal(st, b);
     return XGR_EPERM;
   }
   st->vt->submit(st, b);
@@ -536,11 +513,11 @@ int xgr_store_register(xgr_store *st, xgr_registry_kind kind, const char *id, co
   xgr_store_doc d = {.kind = kind, .id = (char *)id, .owner = (char *)(owner ? owner : ""),
                      .content = (char *)content, .len = len};
   char hash[67];
-  store_doc_hash(content, len, hash);
+  xgr__store_doc_hash(content, len, hash);
   d.hash = hash;
-  d.registered_at = store_now_ms(st);
-  xgr_store_doc *io = store_xcalloc(1, sizeof *io);
-  store_doc_copy(io, &d);
+  d.registered_at = xgr__store_now_ms(st);
+  xgr_store_doc *io = xgr__xcalloc(1, sizeof *io);
+  xgr__store_doc_copy(io, &d);
   xgr_store_changes *b = xgr_store_changes_new();
   push(b, OP_REGISTER, owner, 0)->u.doc = io;
   int rc = xgr_store_commit(st, b, err);

@@ -8,6 +8,7 @@
 #ifndef XGR_STORE_IMPL_H
 #define XGR_STORE_IMPL_H
 
+#include "util/alloc.h"
 #include <pthread.h>
 
 #include "xgr/store.h"
@@ -52,7 +53,7 @@ struct xgr_store_changes {
 
 typedef struct store_vt {
   const char *name;
-  /* queue b (owned from now on); the backend calls store_signal for it exactly once */
+  /* queue b (owned from now on); the backend calls xgr__store_signal for it exactly once */
   void (*submit)(xgr_store *st, xgr_store_changes *b);
   void (*flush)(xgr_store *st);
   void (*close)(xgr_store *st);
@@ -82,25 +83,21 @@ struct xgr_store {
 };
 
 /* store.c */
-void store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config *cfg);
-void store_destroy_common(xgr_store *st);
-int64_t store_now_ms(const xgr_store *st);
+void xgr__store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_config *cfg);
+void xgr__store_destroy_common(xgr_store *st);
+int64_t xgr__store_now_ms(const xgr_store *st);
 /* Record a fatal error: the store refuses every later write. */
-void store_set_failed(xgr_store *st, int code, const char *msg);
+void xgr__store_set_failed(xgr_store *st, int code, const char *msg);
 /* Signal b's callback with b->rc / b->err and free b. */
-void store_signal(xgr_store *st, xgr_store_changes *b);
-void store_op_free(store_op *op);
-char *store_strdup(const char *s);
-void *store_xmalloc(size_t n);
-void *store_xcalloc(size_t n, size_t m);
-void *store_xrealloc(void *p, size_t n);
+void xgr__store_signal(xgr_store *st, xgr_store_changes *b);
+void xgr__store_op_free(store_op *op);
 /* Deep copies of records (strings duplicated). */
-void store_session_copy(xgr_store_session *dst, const xgr_store_session *src);
-void store_proc_copy(xgr_store_proc *dst, const xgr_store_proc *src);
-void store_hist_copy(xgr_store_hist *dst, const xgr_store_hist *src);
-void store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
+void xgr__store_session_copy(xgr_store_session *dst, const xgr_store_session *src);
+void xgr__store_proc_copy(xgr_store_proc *dst, const xgr_store_proc *src);
+void xgr__store_hist_copy(xgr_store_hist *dst, const xgr_store_hist *src);
+void xgr__store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
 /* A new registry record: hash computed (keccak-256 of content). */
-int store_doc_hash(const char *content, size_t len, char out[67]);
+int xgr__store_doc_hash(const char *content, size_t len, char out[67]);
 
 /* backends */
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err);

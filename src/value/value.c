@@ -8,24 +8,6 @@
 
 #include "value/value_internal.h"
 
-void *xgr__xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fputs("xgr: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
-void *xgr__xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
-  if (!q) {
-    fputs("xgr: out of memory\n", stderr);
-    abort();
-  }
-  return q;
-}
-
 /* ---- reference counting ------------------------------------------------------------------ */
 
 static void list_free(xgr_list *l) {

@@ -11,6 +11,7 @@
 #ifndef XGR_VALUE_INTERNAL_H
 #define XGR_VALUE_INTERNAL_H
 
+#include "util/alloc.h"
 #include <gmp.h>
 #include <stdatomic.h>
 
@@ -77,7 +78,5 @@ void xgr__json_write(xgr_buf *b, xgr_value v, unsigned flags, int indent);
 /* Append s as a JSON string literal. */
 void xgr__json_write_string(xgr_buf *b, const char *s, size_t n);
 
-void *xgr__xmalloc(size_t n);
-void *xgr__xrealloc(void *p, size_t n);
 
 #endif

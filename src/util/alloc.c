@@ -1,0 +1,47 @@
+/* alloc.c — the allocation helpers of alloc.h: malloc, calloc, realloc and strdup that abort with
+ * one line on stderr when memory runs out. */
+#include "util/alloc.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void out_of_memory(void) {
+  fputs("xgr: out of memory\n", stderr);
+  abort();
+}
+
+void *xgr__xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) out_of_memory();
+  return p;
+}
+
+void *xgr__xcalloc(size_t n, size_t m) {
+  if (!n) n = 1;
+  if (!m) m = 1;
+  if (m > SIZE_MAX / n) out_of_memory();
+  if (n * m <= 1024) {
+    void *p = xgr__xmalloc(n * m);
+    memset(p, 0, n * m);
+    return p;
+  }
+  void *p = calloc(n, m);
+  if (!p) out_of_memory();
+  return p;
+}
+
+void *xgr__xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) out_of_memory();
+  return q;
+}
+
+char *xgr__xstrdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = xgr__xmalloc(n);
+  memcpy(d, s, n);
+  return d;
+}
