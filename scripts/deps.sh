@@ -11,6 +11,7 @@ PKGS=(
   # libraries (see ../shared/DESIGN.md)
   libjansson-dev nettle-dev libgmp-dev libpcre2-dev
   libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
+  libsecp256k1-dev
   # tests
   libcmocka-dev
   # benchmarks: HTTP load for xgrd (bench/daemon)
