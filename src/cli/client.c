@@ -16,13 +16,16 @@ const char xgr_client_opts_help[] =
     "  --url URL       xgrd's address (default " XGR_CLIENT_DEFAULT_URL ", or $XGR_URL)\n"
     "  --from ADDR     the caller's address (sent as \"from\"; with --auth none it is the identity)\n"
     "  --json          print the daemon's answer as JSON\n"
-    "  --timeout MS    give up after MS milliseconds (default 30000)\n";
+    "  --timeout MS    give up after MS milliseconds (default 30000)\n"
+    "  --key FILE      sign: attach the permit each call needs (default $XGR_KEY_FILE; xgr key new)\n";
 
 void xgr_client_init(xgr_client *c) {
   memset(c, 0, sizeof *c);
   const char *u = getenv("XGR_URL");
   c->url = u && *u ? u : XGR_CLIENT_DEFAULT_URL;
   c->timeout_ms = 30000;
+  const char *k = getenv("XGR_KEY_FILE");
+  if (k && *k) xgr_client_load_key(c, k);
 }
 
 int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
@@ -31,14 +34,15 @@ int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
     c->json = true;
     return 1;
   }
-  if (strcmp(a, "--url") && strcmp(a, "--from") && strcmp(a, "--timeout")) return 0;
+  if (strcmp(a, "--url") && strcmp(a, "--from") && strcmp(a, "--timeout") && strcmp(a, "--key")) return 0;
   if (*i + 1 >= argc) {
     fprintf(stderr, "xgr: %s needs a value\n", a);
     return -1;
   }
   const char *v = argv[++*i];
   if (!strcmp(a, "--url")) c->url = v;
-  else if (!strcmp(a, "--from")) c->from = v;
+  else if (!strcmp(a, "--key")) return xgr_client_load_key(c, v) ? -1 : 1;
+  else if (!strcmp(a, "--from")) c->from = v, c->from_is_key = false;
   else {
     char *end;
     long t = strtol(v, &end, 10);
@@ -71,6 +75,15 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
 
 int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result) {
   *result = NULL;
+  if (c->key_failed) {
+    json_decref(params);
+    return XGR_EXIT_USAGE;
+  }
+  int prc = xgr_client_attach_permit(c, cmd, method, params);
+  if (prc) {
+    json_decref(params);
+    return prc;
+  }
   if (c->from && json_is_object(params) && !json_object_get(params, "from"))
     json_object_set_new(params, "from", json_string(c->from));
   json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method,

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define XGR_CLIENT_DEFAULT_URL "http://127.0.0.1:8729"
 
@@ -18,6 +19,10 @@ typedef struct xgr_client {
   const char *from;     /* --from: the caller's address (sent as "from") */
   bool json;            /* --json: print the raw result */
   long timeout_ms;      /* --timeout (default 30000) */
+  /* --key FILE / $XGR_KEY_FILE (cmd_permit.c): every call attaches the permit its method needs */
+  bool has_key, key_failed, from_is_key;
+  uint8_t key[32];
+  char key_addr[43];    /* the key's address; the default --from */
 } xgr_client;
 
 /* Initialise from the environment (XGR_URL). */
@@ -25,6 +30,14 @@ void xgr_client_init(xgr_client *c);
 /* If argv[*i] is one of the shared options, consume it (and its value) and return 1; 0 if not;
  * -1 on a missing value (reported). */
 int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i);
+/* Load a private key file into c (cmd_permit.c): c->from defaults to its address. Prints the
+ * reason and returns -1 when the file is unreadable, malformed or readable by others. */
+int xgr_client_load_key(xgr_client *c, const char *path);
+/* With a key loaded: put the permit `method` needs into params.permit (an object), signed, after
+ * asking xgrd what it must know (chain id, control contract, next rootPid, registered hash).
+ * Methods without permits, and params that carry one already, are left alone. Returns 0 or an
+ * exit code (message printed). */
+int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params);
 /* Help text for the shared options. */
 extern const char xgr_client_opts_help[];
 

@@ -34,5 +34,7 @@ int xgr_cmd_put_orchestration(int argc, char **argv);
 int xgr_cmd_put_rule(int argc, char **argv);
 int xgr_cmd_deploy(int argc, char **argv);
 int xgr_cmd_history(int argc, char **argv);
+int xgr_cmd_key(int argc, char **argv);
+int xgr_cmd_permit(int argc, char **argv);
 
 #endif

@@ -23,6 +23,8 @@ static const xgr_cli_command commands[] = {
   {"put-rule", "register a rule document in xgrd's registry", xgr_cmd_put_rule},
   {"deploy", "register a bundle's rules and orchestration on xgrd", xgr_cmd_deploy},
   {"history", "print a session's audit trail from a store file (proc_steps)", xgr_cmd_history},
+  {"key", "make a signing key (xgr key new FILE) or print a key file's address", xgr_cmd_key},
+  {"permit", "print a signed EIP-712 permit (session, control, xdala) for curl users", xgr_cmd_permit},
 };
 
 static void usage(FILE *out) {
