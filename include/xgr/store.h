@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 2   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 3   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -134,6 +134,13 @@ int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_p
  * moves it to at least R + 1 in the same commit as the session's row. What committed sessions
  * reached; a taken id is never peeked again. */
 int xgr_store_peek_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err);
+
+/* ---- single-use marks (used permits) ------------------------------------------------------------ */
+
+/* Record key (at most 200 bytes; a used control permit's digest) as used until expires_at (Unix
+ * seconds), durably, before returning. XGR_ECONFLICT when key is recorded already and has not
+ * expired at now (Unix seconds). Marks that expired are removed by later calls. */
+int xgr_store_mark_once(xgr_store *st, const char *key, int64_t expires_at, int64_t now, xgr_error *err);
 
 /* ---- records -------------------------------------------------------------------------------------- */
 

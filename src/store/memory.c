@@ -47,6 +47,11 @@ typedef struct mstore {
   xgr_store_doc *docs;
   size_t ndocs;
   int64_t last_gc;
+  struct mmark {
+    char *key;
+    int64_t expires_at;
+  } *marks;                     /* single-use marks (xgr_store_mark_once) */
+  size_t nmarks;
 } mstore;
 
 /* ---- lookups ------------------------------------------------------------------------------------ */
@@ -135,6 +140,13 @@ static size_t hist_pos(const msess *s, uint64_t iter, bool *found) {
 static int check_batch(mstore *m, const xgr_store_changes *b, xgr_error *err) {
   for (size_t i = 0; i < b->n; i++) {
     const store_op *op = &b->ops[i];
+    if (op->kind == OP_MARK) {
+      for (size_t j = 0; j < m->nmarks; j++)
+        if (!strcmp(m->marks[j].key, op->owner) && m->marks[j].expires_at > op->u.mark.now)
+          return xgr_error_set(err, XGR_ECONFLICT, NULL, "already used (recorded until %lld)",
+                               (long long)m->marks[j].expires_at);
+      continue;
+    }
     if (op->kind == OP_SESSION && op->if_absent) {
       const msess *s = sess_find(m, op->owner, op->root);
       if (s && s->has_row)
@@ -266,6 +278,18 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       *op->u.next_pid = o->next++;
       break;
     }
+    case OP_MARK: {
+      size_t k = 0;   /* drop expired marks (and an expired earlier use of this key) */
+      for (size_t j = 0; j < m->nmarks; j++) {
+        if (m->marks[j].expires_at <= op->u.mark.now || !strcmp(m->marks[j].key, op->owner)) free(m->marks[j].key);
+        else m->marks[k++] = m->marks[j];
+      }
+      m->marks = xgr__xrealloc(m->marks, (k + 1) * sizeof *m->marks);
+      m->marks[k].key = xgr__xstrdup(op->owner);
+      m->marks[k].expires_at = op->u.mark.expires_at;
+      m->nmarks = k + 1;
+      break;
+    }
     case OP_REGISTER: {
       xgr_store_doc *d = op->u.doc;
       uint32_t maxv = 0;
@@ -333,6 +357,8 @@ static void m_close(xgr_store *st) {
   free(m->owners);
   for (size_t i = 0; i < m->ndocs; i++) xgr_store_doc_clear(&m->docs[i]);
   free(m->docs);
+  for (size_t i = 0; i < m->nmarks; i++) free(m->marks[i].key);
+  free(m->marks);
   pthread_mutex_destroy(&m->lock);
   xgr__store_destroy_common(st);
   free(m);

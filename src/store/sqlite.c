@@ -63,6 +63,9 @@ static const char *const migrations[] = {
     "CREATE INDEX proc_rt_terminal ON proc_rt(terminal_at) WHERE terminal_at IS NOT NULL;"
     "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
     "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
+    /* 3: single-use marks (used control permits until their expiry) */
+    "CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX marks_expiry ON marks(expires_at);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -71,7 +74,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 
 enum {
   S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
-  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_COUNT
+  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_COUNT
 };
 
 static const char *const stmt_sql[S_COUNT] = {
@@ -113,6 +116,10 @@ static const char *const stmt_sql[S_COUNT] = {
                      " DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root",
     [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(?1, 2) ON CONFLICT(owner)"
                   " DO UPDATE SET next_root = next_root + 1 RETURNING next_root - 1",
+    /* a mark is inserted, or replaces one that expired; no change: used */
+    [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET"
+               " expires_at = excluded.expires_at WHERE marks.expires_at <= ?3",
+    [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= ?1 LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= ?1 LIMIT ?2)",
     [S_GC_HIST] = "DELETE FROM proc_steps WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM"
@@ -362,6 +369,19 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
     }
     case OP_REGISTER:
       return apply_register(q, op->u.doc);
+    case OP_MARK: {
+      s = q->stmt[S_MARK_GC];
+      bind_i64(s, 1, op->u.mark.now);
+      int rc = step_done(s);
+      if (rc) return rc;
+      s = q->stmt[S_MARK];
+      bind_text(s, 1, op->owner);
+      bind_i64(s, 2, op->u.mark.expires_at);
+      bind_i64(s, 3, op->u.mark.now);
+      rc = step_done(s);
+      if (rc == SQLITE_OK && sqlite3_changes(q->w) == 0) return RC_EXISTS;
+      return rc;
+    }
   }
   return SQLITE_OK;
 }
@@ -374,6 +394,11 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
 static int apply_batch(sqstore *q, xgr_store_changes *b, int64_t now) {
   for (size_t i = 0; i < b->n; i++) {
     int rc = apply_op(q, &b->ops[i], now);
+    if (rc == RC_EXISTS && b->ops[i].kind == OP_MARK) {
+      xgr_error_set(&b->err, XGR_ECONFLICT, NULL, "already used (recorded until it expires)");
+      b->rc = XGR_ECONFLICT;
+      return i == 0 ? RC_EXISTS : SQLITE_CONSTRAINT;
+    }
     if (rc == RC_EXISTS) {
       xgr_error_set(&b->err, XGR_ECONFLICT, NULL, "session %s/%llu exists already; the batch was not applied",
                     b->ops[i].owner, (unsigned long long)b->ops[i].root);

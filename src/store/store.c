@@ -501,6 +501,15 @@ int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_p
   return xgr_store_commit(st, b, err);
 }
 
+int xgr_store_mark_once(xgr_store *st, const char *key, int64_t expires_at, int64_t now, xgr_error *err) {
+  if (!key || !*key || strlen(key) > 200) return xgr_error_set(err, XGR_EINVAL, NULL, "a mark's key is 1..200 bytes");
+  xgr_store_changes *b = xgr_store_changes_new();
+  store_op *op = push(b, OP_MARK, key, 0);
+  op->u.mark.expires_at = expires_at;
+  op->u.mark.now = now;
+  return xgr_store_commit(st, b, err);
+}
+
 int xgr_store_peek_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err) {
   if (!owner || !*owner) return xgr_error_set(err, XGR_EINVAL, "owner", "an owner address is needed");
   return st->vt->peek_pid(st, owner, root_pid, err);

@@ -13,7 +13,7 @@
 
 #include "xgr/store.h"
 
-typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER } op_kind;
+typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK } op_kind;
 
 typedef struct store_op {
   op_kind kind;
@@ -34,6 +34,9 @@ typedef struct store_op {
     uint32_t group;                             /* OP_SCOPE */
     uint64_t *next_pid;                         /* OP_NEXTPID: result */
     xgr_store_doc *doc;                         /* OP_REGISTER: in (kind, id, owner, content) and out */
+    struct {
+      int64_t expires_at, now;                  /* Unix seconds */
+    } mark;                                     /* OP_MARK: owner holds the mark's key */
   } u;
 } store_op;
 

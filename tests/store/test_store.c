@@ -500,7 +500,7 @@ static void test_migrate_from_v1(void **state) {
   xgr_store *st = xgr_store_open(path, NULL, &e);
   assert_non_null(st);
   int found;
-  assert_int_equal(xgr_store_schema_version(st, &found), 2);
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
   assert_int_equal(found, 1);
   /* data kept; next_group derived from the rows; the kill-closed scope found in the join state */
   xgr_store_session ss;
@@ -540,8 +540,8 @@ static void test_migrate_from_v1(void **state) {
   xgr_store_close(st);
   /* a migrated file opens as current from now on */
   st = xgr_store_open(path, NULL, &e);
-  assert_int_equal(xgr_store_schema_version(st, &found), 2);
-  assert_int_equal(found, 2);
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
   xgr_store_close(st);
   t_rmdir(dir);
   free(dir);
