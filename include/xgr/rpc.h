@@ -119,7 +119,7 @@ int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uin
  * public reference), NULL when params is absent. Anything else: -32602 with *err filled. */
 int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *err);
 
-/* ==== xgrd: the service behind the methods (src/rpc/methods.c, src/rpc/persist.c) ============
+/* ==== xgrd: the service behind the methods (src/rpc/rpcd.c and the files of rpc_impl.h, persist.c) ============
  * An xgr_rpcd owns a store (xgr/store.h), an engine (xgr/engine.h) whose store hook persists
  * every batch of process changes and history rows into that store (group commit), the registries'
  * assembled bundles, and the JSON-RPC methods of docs/RPC.md. Created stopped-free: recovery of

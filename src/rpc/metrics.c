@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
+
 const double xgr_metrics_latency_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                               0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,
                                               2.5,     5,      10};
@@ -67,16 +69,14 @@ static void out_printf(xgr_metrics_out *o, const char *fmt, ...) {
       return;
     }
     size_t nc = o->cap * 2 + (size_t)(k > 0 ? k : 0) + 256;
-    char *nb = realloc(o->buf, nc);
-    if (!nb) abort();
+    char *nb = xgr__xrealloc(o->buf, nc);
     o->buf = nb;
     o->cap = nc;
   }
 }
 
 xgr_metrics *xgr_metrics_new(void) {
-  xgr_metrics *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  xgr_metrics *m = xgr__xcalloc(1, sizeof *m);
   pthread_mutex_init(&m->mu, NULL);
   return m;
 }
@@ -108,12 +108,10 @@ void xgr_metrics_free(xgr_metrics *m) {
 static family *family_get(xgr_metrics *m, const char *name, const char *help, int kind) {
   for (family *f = m->families; f; f = f->next)
     if (!strcmp(f->name, name)) return f->kind == kind ? f : NULL;
-  family *f = calloc(1, sizeof *f);
-  if (!f) abort();
+  family *f = xgr__xcalloc(1, sizeof *f);
   f->kind = kind;
-  f->name = strdup(name);
-  f->help = strdup(help ? help : "");
-  if (!f->name || !f->help) abort();
+  f->name = xgr__xstrdup(name);
+  f->help = xgr__xstrdup(help ? help : "");
   if (m->last) m->last->next = f;
   else m->families = f;
   m->last = f;
@@ -127,8 +125,8 @@ xgr_counter *xgr_metrics_counter(xgr_metrics *m, const char *name, const char *h
   if (f) {
     for (c = f->counters; c && strcmp(c->labels, labels ? labels : ""); c = c->next) {}
     if (!c) {
-      c = calloc(1, sizeof *c);
-      if (!c || !(c->labels = strdup(labels ? labels : ""))) abort();
+      c = xgr__xcalloc(1, sizeof *c);
+      c->labels = xgr__xstrdup(labels ? labels : "");
       c->next = f->counters;
       f->counters = c;
     }
@@ -150,8 +148,8 @@ xgr_histogram *xgr_metrics_histogram(xgr_metrics *m, const char *name, const cha
   if (f) {
     for (h = f->histograms; h && strcmp(h->labels, labels ? labels : ""); h = h->next) {}
     if (!h) {
-      h = calloc(1, sizeof *h);
-      if (!h || !(h->labels = strdup(labels ? labels : ""))) abort();
+      h = xgr__xcalloc(1, sizeof *h);
+      h->labels = xgr__xstrdup(labels ? labels : "");
       h->n = nbounds;
       memcpy(h->bounds, bounds, nbounds * sizeof *bounds);
       h->next = f->histograms;

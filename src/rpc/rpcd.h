@@ -1,6 +1,6 @@
 /* rpcd.h — private interface between the files of xgrd's service (src/rpc): the persistence
  * adapter (persist.c) that connects the engine's store hook to the store's group-commit batches,
- * and the methods (methods.c). Not installed; nothing outside src/rpc includes it. */
+ * and the service (rpc_impl.h lists its files). Not installed; nothing outside src/rpc includes it. */
 #ifndef XGR_RPC_RPCD_H
 #define XGR_RPC_RPCD_H
 

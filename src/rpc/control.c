@@ -1,0 +1,207 @@
+/* control.c — acting on running sessions: kill, pause and resume (a process or the whole
+ * session), xgr_control (the public reference's kill), wakeUpProcess in PID and step mode, and the
+ * two read-only probes of the public reference, sessionAlive and stepExecuted (which also take
+ * their positional arrays [owner, sessionId(, iteration)]).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/rpc_impl.h"
+#include "xgr/xrc_types.h"
+
+typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
+
+static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, ctl_kind kind, json_t **result,
+                   xgr_error *err) {
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *tpath;
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, err))) return rc;
+  uint64_t root, iter;
+  if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  if (kind == C_KILL) {
+    rc = xgr_engine_kill(d->e, owner, root, iter, err);
+  } else {
+    if (!iter) xgr_persist_set_paused(d->p, owner, root, kind == C_PAUSE);
+    rc = xgr_engine_pause(d->e, owner, root, iter, kind == C_PAUSE, err);
+  }
+  if (rc) {
+    if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
+    return xgr__rpc_code(rc, err);
+  }
+  *result = json_pack("{s:b, s:s, s:o}", "ok", 1, "owner", owner, "pid", xgr__rpc_pid_json(root, iter));
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_kill) { return control(ctx, caller, params, C_KILL, result, err); }
+XGR__RPCD_METHOD(xgr__rpcd_m_pause) { return control(ctx, caller, params, C_PAUSE, result, err); }
+XGR__RPCD_METHOD(xgr__rpcd_m_resume) { return control(ctx, caller, params, C_RESUME, result, err); }
+
+XGR__RPCD_METHOD(xgr__rpcd_m_control) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  const char *action = NULL;
+  if ((rc = xgr__rpc_opt_str(o, "action", &action, err))) return rc;
+  if (action && strcmp(action, "kill"))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_EUNSUPPORTED, "action",
+                         "is \"%.40s\"; only \"kill\" is supported (pause and resume " "are xgr.pause / xgr.resume)",
+                         action);
+  char who[64] = "", owner[64];
+  const char *opath, *tpath;
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, err))) return rc;
+  uint64_t root, iter;
+  if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  xgr_engine_session_info info = {0};
+  size_t affected = 0;
+  if (!xgr_engine_session(d->e, owner, root, &info)) affected = info.live;
+  if ((rc = xgr_engine_kill(d->e, owner, root, 0, err))) {
+    if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
+    return xgr__rpc_code(rc, err);
+  }
+  *result = json_pack("{s:b, s:s, s:I, s:s, s:s, s:I}", "ok", 1, "owner", owner, "processId", (json_int_t)root, "action",
+                      "kill", "status", "killed", "affected", (json_int_t)affected);
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *step = NULL;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_WAKE, NULL, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr__rpc_opt_str(o, "stepId", &step, err))) return rc;
+  const json_t *payload = json_object_get(o, "payload");
+  if (payload && !json_is_null(payload) && !json_is_object(payload))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "payload",
+                         "is not an object; expected {...} merged into the resume payload");
+  const json_t *pidv = json_object_get(o, "processId");
+  if (!pidv || json_is_null(pidv)) pidv = json_object_get(o, "pid");
+  bool pid_mode = pidv && !json_is_null(pidv);
+  if (pid_mode == (step != NULL))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, pid_mode ? "stepId" : "processId",
+                         pid_mode ? "is set together with processId; PID mode and step mode exclude each other"
+                                  : "missing; expected \"processId\" (PID mode) or \"stepId\" with \"sessionId\" (step mode)");
+  uint64_t root = 0, iter = 0;
+  if (pid_mode) {
+    if (!json_is_string(pidv) || xgr_pid_parse(json_string_value(pidv), &root, &iter) || !root || !iter)
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "processId",
+                           "is not \"<rootPid>:<iter>\"; PID mode wakes one process");
+  } else {
+    static const char *const keys[] = {"sessionId", "rootPid", NULL};
+    const char *k = xgr__rpc_first_key(o, keys);
+    const json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "sessionId",
+                           "missing; step mode needs the root session id");
+    if ((rc = xgr__rpc_uint(v, k, &root, err))) return rc;
+  }
+  xgr_value pv = xgr_value_null();
+  if (payload && json_is_object(payload)) {
+    xgr_value_from_json(payload, 0, &pv, err);
+    if (xgr_value_check_list_cap(pv, 64, err)) {
+      xgr_value_release(pv);
+      snprintf(err->path, sizeof err->path, "payload");
+      return XGR_RPC_LIMITS_EXCEEDED;
+    }
+  }
+  const char *callr = who[0] ? who : owner;
+  size_t woken = 0;
+  if (pid_mode) {
+    rc = xgr_engine_wake_pid(d->e, owner, root, iter, callr, pv, err);
+    woken = rc ? 0 : 1;
+  } else {
+    rc = xgr_engine_wake_step(d->e, owner, root, step, callr, pv, &woken, err);
+  }
+  xgr_value_release(pv);
+  if (rc) {
+    if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", pid_mode ? "processId" : "stepId");
+    return xgr__rpc_code(rc, err);
+  }
+  *result = json_pack("{s:b, s:s, s:I, s:o, s:s, s:I}", "ok", 1, "owner", owner, "sessionId", (json_int_t)root, "rootPid",
+                      xgr__rpc_u64_json(root), "mode", pid_mode ? "pid" : "step", "woken", (json_int_t)woken);
+  return 0;
+}
+
+/* owner, sessionId[, iteration] from a positional array or an object. */
+static int positional(const json_t *params, bool with_iter, char *owner, size_t n, uint64_t *root, uint64_t *iter,
+                      xgr_error *err) {
+  const json_t *ov, *sv, *iv = NULL;
+  const char *op = "[0]", *sp = "[1]", *ip = "[2]";
+  if (json_is_array(params) && !(json_array_size(params) == 1 && json_is_object(json_array_get(params, 0)))) {
+    size_t want = with_iter ? 3 : 2;
+    if (json_array_size(params) != want)
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "",
+                           "has %zu elements; expected [owner, sessionId%s]", json_array_size(params),
+                           with_iter ? ", iteration" : "");
+    ov = json_array_get(params, 0);
+    sv = json_array_get(params, 1);
+    if (with_iter) iv = json_array_get(params, 2);
+  } else {
+    const json_t *o;
+    int rc = xgr_rpc_params_object(params, &o, err);
+    if (rc) return rc;
+    ov = json_object_get(o, "owner");
+    sv = json_object_get(o, "sessionId");
+    if (!sv) sv = json_object_get(o, "rootPid");
+    if (with_iter) iv = json_object_get(o, "iteration");
+    op = "owner", sp = "sessionId", ip = "iteration";
+  }
+  if (!json_is_string(ov) || !xgr_rpc_is_address(json_string_value(ov))) {
+    char *t = ov ? json_dumps(ov, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    xgr_error_set(err, XGR_ESCHEMA, op, "is %.60s; expected the owner's address (0x + 40 hex)", t ? t : "missing");
+    free(t);
+    return XGR_RPC_INVALID_PARAMS;
+  }
+  snprintf(owner, n, "%s", json_string_value(ov));
+  xgr__rpc_lower(owner);
+  int rc = xgr__rpc_uint(sv, sp, root, err);
+  if (!rc && with_iter) rc = xgr__rpc_uint(iv, ip, iter, err);
+  return rc;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_alive) {
+  xgr_rpcd *d = ctx;
+  char owner[64];
+  uint64_t root, iter;
+  int rc = positional(params, false, owner, sizeof owner, &root, &iter, err);
+  if (rc) return rc;
+  xgr_engine_session_info info;
+  bool alive = !xgr_engine_session(d->e, owner, root, &info) && !info.finished;
+  *result = json_boolean(alive);
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_step_executed) {
+  xgr_rpcd *d = ctx;
+  char owner[64];
+  uint64_t root, iter;
+  int rc = positional(params, true, owner, sizeof owner, &root, &iter, err);
+  if (rc) return rc;
+  xgr_store_proc *ps = NULL;
+  size_t n = 0;
+  if ((rc = xgr_store_procs(d->st, owner, root, &ps, &n, err))) return xgr__rpc_code(rc, err);
+  json_t *r = NULL;
+  for (size_t i = 0; i < n && !r; i++)
+    if (ps[i].iter == iter) r = json_boolean(ps[i].status == XGR_PROC_DONE || ps[i].status == XGR_PROC_ABORTED);
+  xgr_store_procs_free(ps, n);
+  if (!r) {   /* the process row may have left with the TTL; its history row says it ran */
+    xgr_store_hist *hs = NULL;
+    if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
+      for (size_t i = 0; i < n && !r; i++)
+        if (hs[i].iter == iter) r = json_true();
+      xgr_store_hists_free(hs, n);
+    }
+  }
+  *result = r ? r : json_null();
+  return 0;
+}
+

@@ -1,0 +1,350 @@
+/* list.c — reading sessions: xgr.listSessions (the join view of seed 001 §2.2), xgr_listSessions
+ * (the raw rows of the public reference §13, and its allow-list mode for a caller that is not the
+ * owner), sorting and paging, and xgr.getSession (one session with its processes, history and
+ * engine state).
+ *
+ * Listing reads the store (what is committed): a session's processes from proc_rt with their join
+ * state. Without a rootPid the owner's newest sessions come from the store's sessions table
+ * (xgr_store_sessions), so sessions of earlier xgrd processes are listed too.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "rpc/rpc_impl.h"
+#include "util/alloc.h"
+#include "xgr/xrc_types.h"
+
+#define LIST_MAX 10000
+#define LIST_SCAN_SESSIONS 1000
+
+/* ---- listing ---------------------------------------------------------------------------------- */
+
+/* The join state of a stored process (restore form) in the view of seed 001 §2.2. */
+static json_t *join_view(const xgr_orch *o, const char *text) {
+  json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+  if (!j) return json_null();
+  json_t *decl = json_object_get(j, "decl");
+  json_int_t si = json_integer_value(json_array_get(decl, 0)), bi = json_integer_value(json_array_get(decl, 1));
+  json_t *v = json_null();
+  if (o && si >= 0 && (size_t)si < o->nsteps && bi >= 0 && bi < 2 && o->steps[si].branch[bi].join) {
+    const xgr_join *dj = o->steps[si].branch[bi].join;
+    json_t *expect = json_array(), *inbox = json_object(), *fail = json_array();
+    json_t *in = json_object_get(j, "inbox"), *fl = json_object_get(j, "fail");
+    for (unsigned k = 0; k < dj->n; k++) {
+      const char *sid = o->steps[dj->from[k].node].id;
+      json_array_append_new(expect, json_string(sid));
+      json_t *piece = json_array_get(in, k);
+      if (piece && !json_is_null(piece)) json_object_set(inbox, sid, piece);
+      if (json_is_true(json_array_get(fl, k))) json_array_append_new(fail, json_string(sid));
+    }
+    json_int_t oc = json_integer_value(json_object_get(j, "outcome"));
+    v = json_pack("{s:o, s:s, s:i, s:o, s:o, s:b, s:s}", "expect", expect, "policy", xgr_policy_name(dj->policy), "k",
+                  (int)dj->k, "inbox", inbox, "failed", fail, "closed", json_is_true(json_object_get(j, "closed")),
+                  "outcome", xgr_join_outcome_name((xgr_join_outcome)oc));
+    if (json_is_true(json_object_get(j, "closed")))   /* session clock (ms) when it closed */
+      json_object_set_new(v, "closedAt", json_integer(json_integer_value(json_object_get(j, "closedAt"))));
+  }
+  json_decref(j);
+  return v;
+}
+
+static int64_t updated_ms(const xgr_store_proc *p) {
+  int64_t u = p->created_at;
+  if (p->started_at > u) u = p->started_at;
+  if (p->finished_at > u) u = p->finished_at;
+  return u;
+}
+
+static const char *status_view(const xgr_store_proc *p) {
+  if (p->status == XGR_PROC_WAITING && p->paused) return "paused";
+  return xgr_proc_status_name((xgr_proc_status)p->status);
+}
+
+/* One process in the join view (seed 001 §2.2). */
+static json_t *item_join(const xgr_store_session *s, const xgr_orch *o, const xgr_store_proc *p) {
+  bool terminal = p->status == XGR_PROC_DONE || p->status == XGR_PROC_ABORTED;
+  json_t *it = json_pack("{s:o, s:o, s:I, s:s, s:s, s:o, s:o, s:I}", "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "parentPid",
+                         p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : json_null(), "iter",
+                         (json_int_t)p->iter, "status", status_view(p), "owner", s->owner, "resumeStep",
+                         terminal ? json_null() : json_string(p->step_id), "lastStep",
+                         terminal ? json_string(p->step_id) : json_null(), "updatedAt",
+                         (json_int_t)(updated_ms(p) / 1000));
+  json_object_set_new(it, "rootPid", xgr__rpc_u64_json(s->root_pid));
+  json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
+  if (p->status == XGR_PROC_WAITING)
+    json_object_set_new(it, "nextWakeAt", p->next_wake_at == XGR_NEVER ? json_null() : json_integer(p->next_wake_at));
+  if (p->status == XGR_PROC_ABORTED) json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
+  if (p->error) json_object_set_new(it, "error", json_string(p->error));
+  json_object_set_new(it, "join", p->join ? join_view(o, p->join) : json_null());
+  return it;
+}
+
+/* One process in the raw view of the public reference (§13). */
+static json_t *item_raw(const xgr_store_session *s, const xgr_store_proc *p, bool allow_mode) {
+  char gid[16] = "", fgid[16] = "";
+  if (p->group) snprintf(gid, sizeof gid, "%u", p->group);
+  if (p->from_group) snprintf(fgid, sizeof fgid, "%u", p->from_group);
+  json_t *it = json_pack("{s:s, s:o, s:o, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:s}", "owner", s->owner, "sessionId",
+                         xgr__rpc_u64_json(s->root_pid), "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "step", p->step_id, "status",
+                         allow_mode ? "waiting" : status_view(p), "updated", (json_int_t)(updated_ms(p) / 1000),
+                         "iterationStep", (json_int_t)p->iter, "xrc729", s->registry ? s->registry : "", "ostcId",
+                         s->ostc_id ? s->ostc_id : "", "joinGroupId", gid, "joinFromGroupId", fgid);
+  if (!allow_mode)
+    json_object_set_new(it, "parentPid", p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : xgr__rpc_u64_json(s->root_pid));
+  return it;
+}
+
+/* Is `who` on the rpc allow list of the waiting process p (its __wakeUp)? */
+static bool allowed_rpc(const xgr_store_proc *p, const char *who) {
+  json_t *pl = p->payload ? json_loads(p->payload, 0, NULL) : NULL;
+  json_t *wu = json_object_get(pl, "__wakeUp");
+  json_t *ent = json_object_get(json_object_get(wu, "steps"), p->step_id);
+  if (!ent) ent = json_object_get(wu, "default");
+  json_t *list = json_object_get(ent, "rpc");
+  bool ok = false;
+  size_t i;
+  json_t *v;
+  json_array_foreach(list, i, v) if (json_is_string(v) && !strcasecmp(json_string_value(v), who)) ok = true;
+  json_decref(pl);
+  return ok;
+}
+
+typedef struct sortkey {
+  int key;   /* 0 rootPid, 1 iter, 2 updatedAt */
+  int dir;   /* 1 asc, -1 desc */
+} sortkey;
+
+typedef struct row {
+  uint64_t root, iter;
+  int64_t updated;
+  json_t *item;
+} row;
+
+typedef struct rows {
+  row *v;
+  size_t n, cap;
+  sortkey keys[4];
+  size_t nkeys;
+} rows;
+
+static int cmp_rows_keys(const row *a, const row *b, const sortkey *keys, size_t nkeys) {
+  for (size_t i = 0; i < nkeys; i++) {
+    int64_t x, y;
+    switch (keys[i].key) {
+      case 0: x = (int64_t)a->root, y = (int64_t)b->root; break;
+      case 1: x = (int64_t)a->iter, y = (int64_t)b->iter; break;
+      default: x = a->updated, y = b->updated; break;
+    }
+    if (x != y) return (x < y ? -1 : 1) * keys[i].dir;
+  }
+  return 0;
+}
+
+/* A merge sort with the keys passed along (qsort_r is not C17). */
+static void sort_rows(row *v, size_t n, row *tmp, const sortkey *keys, size_t nkeys) {
+  if (n < 2) return;
+  size_t m = n / 2;
+  sort_rows(v, m, tmp, keys, nkeys);
+  sort_rows(v + m, n - m, tmp, keys, nkeys);
+  size_t i = 0, j = m, k = 0;
+  while (i < m && j < n) tmp[k++] = cmp_rows_keys(&v[j], &v[i], keys, nkeys) < 0 ? v[j++] : v[i++];
+  while (i < m) tmp[k++] = v[i++];
+  while (j < n) tmp[k++] = v[j++];
+  memcpy(v, tmp, n * sizeof *v);
+}
+
+static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
+  rs->nkeys = 0;
+  const json_t *s = json_object_get(o, "sort"), *by = NULL;
+  if (!s || json_is_null(s)) {
+    rs->keys[0] = (sortkey){0, -1};
+    rs->keys[1] = (sortkey){1, 1};
+    rs->nkeys = 2;
+    return 0;
+  }
+  by = json_is_object(s) ? json_object_get(s, "by") : s;
+  json_t *one = NULL;
+  if (json_is_string(by)) {
+    one = json_array();
+    json_array_append(one, (json_t *)by);
+    by = one;
+  }
+  if (!json_is_array(by)) {
+    json_decref(one);
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "sort.by",
+                         "expected [\"rootPid:desc\", \"iter:asc\", ...] (keys rootPid, " "iter, updatedAt)");
+  }
+  size_t i;
+  const json_t *v;
+  json_array_foreach(by, i, v) {
+    char path[32];
+    snprintf(path, sizeof path, "sort.by[%zu]", i);
+    const char *t = json_string_value(v);
+    char key[32] = "", dir[8] = "asc";
+    if (t) sscanf(t, "%31[^:]:%7s", key, dir);
+    int k = !strcmp(key, "rootPid") ? 0 : !strcmp(key, "iter") ? 1 : !strcmp(key, "updatedAt") ? 2 : -1;
+    int dr = !strcmp(dir, "asc") ? 1 : !strcmp(dir, "desc") ? -1 : 0;
+    if (!t || k < 0 || !dr || rs->nkeys == 4) {
+      json_decref(one);
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path,
+                           "is \"%.40s\"; expected \"<rootPid|iter|updatedAt>:<asc|desc>\" " "(at most 4 keys)",
+                           t ? t : "?");
+    }
+    rs->keys[rs->nkeys++] = (sortkey){k, dr};
+  }
+  json_decref(one);
+  return 0;
+}
+
+static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, bool raw_default,
+                         json_t **result, xgr_error *err) {
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *view = NULL, *parent = NULL;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  bool allow_mode = who[0] && strcmp(who, owner);
+  if (allow_mode && !json_object_get(o, "runner"))
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "from",
+                         "%s may not list the sessions of %s (allow-list mode needs \"runner\")", who, owner);
+  if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err))) return rc;
+  bool raw = view ? !strcmp(view, "raw") : raw_default;
+  if (view && strcmp(view, "raw") && strcmp(view, "join"))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view", "is \"%.20s\"; expected \"raw\" or \"join\"",
+                         view);
+  uint64_t limit = 100;
+  static const char *const lim_keys[] = {"limit", "last", NULL};
+  const char *lk = xgr__rpc_first_key(o, lim_keys);
+  if ((rc = xgr_rpc_param_uint(o, lk, false, &limit, err))) return rc;
+  if (limit > LIST_MAX)
+    return xgr__rpc_fail(err, XGR_RPC_LIMITS_EXCEEDED, XGR_ELIMIT, lk, "is %llu; at most %d items are listed at once",
+                         (unsigned long long)limit, LIST_MAX);
+  rows rs = {0};
+  if ((rc = parse_sort(o, &rs, err))) return rc;
+  static const char *const root_keys[] = {"rootPid", "rootId", NULL};
+  const char *rk = xgr__rpc_first_key(o, root_keys);
+  const json_t *rv = json_object_get(o, rk);
+  /* the sessions to look at: one by rootPid, else the owner's newest (the store's sessions table) */
+  uint64_t one_root = 0, before = 0;
+  const json_t *bv = json_object_get(o, "beforeRootPid");   /* paging: only sessions below it */
+  if (bv && !json_is_null(bv) && (rc = xgr__rpc_uint(bv, "beforeRootPid", &before, err))) return rc;
+  xgr_store_session *ss = NULL;
+  size_t nss = 0;
+  if (rv && !json_is_null(rv)) {
+    if ((rc = xgr__rpc_uint(rv, rk, &one_root, err))) return rc;
+    ss = xgr__xcalloc(1, sizeof *ss);
+    if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
+  } else if ((rc = xgr_store_sessions(d->st, owner, before, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
+    return xgr__rpc_code(rc, err);
+  }
+  /* a full scan window may have older sessions below it: the cursor for the next page */
+  uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].root_pid : 0;
+  for (size_t r = 0; r < nss; r++) {
+    const xgr_store_session s = ss[r];
+    const xgr_bundle *b = NULL;
+    char hk[80];
+    snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
+    xgr_error be;
+    if (!raw) xgr__rpcd_bundle(d, hk, &b, "ostcHash", &be);
+    xgr_store_proc *ps = NULL;
+    size_t n = 0;
+    if (!xgr_store_procs(d->st, owner, s.root_pid, &ps, &n, err)) {
+      for (size_t i = 0; i < n; i++) {
+        if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
+        if (parent) {
+          char pp[48];
+          xgr_pid_format(s.root_pid, ps[i].parent_iter, pp, sizeof pp);
+          if (strcmp(pp, parent)) continue;
+        }
+        if (rs.n == rs.cap) {
+          rs.cap = rs.cap ? rs.cap * 2 : 64;
+          rs.v = xgr__xrealloc(rs.v, rs.cap * sizeof *rs.v);
+        }
+        rs.v[rs.n++] = (row){s.root_pid, ps[i].iter, updated_ms(&ps[i]),
+                             raw ? item_raw(&s, &ps[i], allow_mode) : item_join(&s, b ? b->orch : NULL, &ps[i])};
+      }
+      xgr_store_procs_free(ps, n);
+    }
+  }
+  xgr_store_sessions_free(ss, nss);
+  xgr_error_clear(err);
+  row *tmp = xgr__xmalloc(rs.n * sizeof *tmp);
+  sort_rows(rs.v, rs.n, tmp, rs.keys, rs.nkeys);
+  free(tmp);
+  json_t *items = json_array();
+  for (size_t i = 0; i < rs.n; i++) {
+    if (i < limit) json_array_append_new(items, rs.v[i].item);
+    else json_decref(rs.v[i].item);
+  }
+  free(rs.v);
+  *result = json_pack("{s:o, s:I}", raw ? "sessions" : "items", items, "total", (json_int_t)rs.n);
+  if (next_before) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next_before));
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_list_join) { return list_sessions(ctx, caller, params, false, result, err); }
+XGR__RPCD_METHOD(xgr__rpcd_m_list_raw) { return list_sessions(ctx, caller, params, true, result, err); }
+
+/* xgr.getSession: one session with its processes (join view), history and engine state. */
+XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *tpath;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  uint64_t root, iter;
+  if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  xgr_store_session s = {0};
+  if ((rc = xgr_store_session_get(d->st, owner, root, &s, err))) {
+    if (rc == XGR_ENOTFOUND)
+      xgr_error_set(err, rc, tpath, "no session %s/%llu", owner, (unsigned long long)root);
+    return xgr__rpc_code(rc, err);
+  }
+  const xgr_bundle *b = NULL;
+  char hk[80];
+  snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
+  xgr_error be;
+  xgr__rpcd_bundle(d, hk, &b, "ostcHash", &be);
+  json_t *procs = json_array(), *hist = json_array();
+  xgr_store_proc *ps = NULL;
+  size_t n = 0;
+  if (!xgr_store_procs(d->st, owner, root, &ps, &n, err)) {
+    for (size_t i = 0; i < n; i++)
+      if (!iter || ps[i].iter == iter) json_array_append_new(procs, item_join(&s, b ? b->orch : NULL, &ps[i]));
+    xgr_store_procs_free(ps, n);
+  }
+  xgr_store_hist *hs = NULL;
+  if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
+    for (size_t i = 0; i < n; i++) {
+      if (iter && hs[i].iter != iter) continue;
+      json_t *h = json_pack("{s:o, s:s, s:s, s:o, s:I, s:I}", "pid", xgr__rpc_pid_json(root, hs[i].iter), "step", hs[i].step_id,
+                            "status", xgr_proc_status_name((xgr_proc_status)hs[i].status), "valid",
+                            hs[i].valid < 0 ? json_null() : json_boolean(hs[i].valid), "at", (json_int_t)hs[i].at,
+                            "finishedAt", (json_int_t)hs[i].finished_at);
+      if (hs[i].error) json_object_set_new(h, "error", json_string(hs[i].error));
+      json_t *pl = hs[i].payload ? json_loads(hs[i].payload, JSON_DECODE_ANY, NULL) : NULL;
+      if (pl) json_object_set_new(h, "payload", pl);
+      json_array_append_new(hist, h);
+    }
+    xgr_store_hists_free(hs, n);
+  }
+  xgr_error_clear(err);
+  xgr_engine_session_info info;
+  bool live = !xgr_engine_session(d->e, owner, root, &info) && !info.finished;
+  json_t *sess = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:b}", "owner", s.owner, "rootPid",
+                           xgr__rpc_u64_json(s.root_pid), "registry", s.registry ? s.registry : "", "ostcId",
+                           s.ostc_id ? s.ostc_id : "", "ostcHash", s.ostc_hash ? s.ostc_hash : "", "status",
+                           xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
+                           "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
+  if (live) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  xgr_store_session_clear(&s);
+  *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
+  return 0;
+}
+

@@ -1,0 +1,214 @@
+/* params.c — the parameter parsers every method of xgrd's service shares (see rpc_impl.h), and
+ * the generic parameter helpers of xgr/rpc.h (xgr_rpc_param_*, xgr_rpc_params_object).
+ *
+ * One parser per kind of value, so that every method accepts and refuses the same way: one
+ * unsigned-integer parser (xgr__rpc_uint), one rule for the names that become registry keys (xgr__rpc_check_name: registry
+ * names, ostcIds, rule keys), one owner parser, one target parser. A refused call goes through
+ * xgr__rpc_fail, which fills the error (code, field path, message) and returns the JSON-RPC code.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/rpc_impl.h"
+#include "util/alloc.h"
+
+int xgr__rpc_fail(xgr_error *err, int rpc, int code, const char *path, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  xgr_error_vset(err, code, path, fmt, ap);
+  va_end(ap);
+  return rpc;
+}
+
+int xgr__rpc_code(int rc, xgr_error *err) {
+  if (!err->message[0]) xgr_error_set(err, rc, err->path, "%s", xgr_errcode_name(rc));
+  return xgr_rpc_code_for(rc);
+}
+
+/* v as compact JSON for a message (owned; "missing" stands in for NULL). */
+static char *shown(const json_t *v) {
+  char *t = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+  return t ? t : xgr__xstrdup(v ? "?" : "missing");
+}
+
+static int wrong(const json_t *v, const char *path, const char *what, xgr_error *err) {
+  char *t = shown(v);
+  xgr_error_set(err, XGR_ESCHEMA, path, "is %.60s; expected %s", t, what);
+  free(t);
+  return XGR_RPC_INVALID_PARAMS;
+}
+
+int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *err) {
+  if (json_is_integer(v) && json_integer_value(v) >= 0) {
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+  }
+  if (json_is_string(v)) {
+    const char *s = json_string_value(v);
+    if (*s >= '0' && *s <= '9') {
+      char *end;
+      unsigned long long u = strtoull(s, &end, 10);
+      if (!*end) {
+        *out = u;
+        return 0;
+      }
+    }
+  }
+  return wrong(v, path, "a non-negative integer or its decimal string", err);
+}
+
+int xgr__rpc_check_name(const char *v, size_t max, const char *forbid, const char *path, const char *what,
+                        xgr_error *err) {
+  if (!*v || strlen(v) > max || strpbrk(v, forbid))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path, "is \"%.80s\"; expected %s", v, what);
+  return 0;
+}
+
+int xgr__rpc_ostc_id(const json_t *o, const char **out, xgr_error *err) {
+  int rc = xgr__rpc_opt_str(o, "ostcId", out, err);
+  if (rc || !*out) return rc;
+  return xgr__rpc_check_name(*out, XGR__RPC_MAX_OSTC_ID, "/", "ostcId",
+                             "a non-empty id without '/' (at most 96 bytes)", err);
+}
+
+int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_error *err) {
+  return xgr_rpc_param_string(o, key, false, out, err);
+}
+
+const char *xgr__rpc_first_key(const json_t *o, const char *const *keys) {
+  assert(keys[0]);
+  for (; *keys; keys++) {
+    const json_t *v = json_object_get(o, *keys);
+    if (v && !json_is_null(v)) return *keys;
+  }
+  return keys[-1];
+}
+
+void xgr__rpc_lower(char *s) {
+  for (; *s; s++) *s = (char)tolower((unsigned char)*s);
+}
+
+json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter) {
+  char b[48];
+  xgr_pid_format(root, iter, b, sizeof b);
+  return json_string(b);
+}
+
+json_t *xgr__rpc_u64_json(uint64_t v) {
+  char b[24];
+  snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+  return json_string(b);
+}
+
+int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, char *reg, size_t n, const char **path,
+                      xgr_error *err) {
+  static const char *const dflt[] = {"xrc729", "registry", NULL};
+  const char *k = xgr__rpc_first_key(o, keys ? keys : dflt);
+  const char *v;
+  int rc = xgr_rpc_param_string(o, k, required, &v, err);
+  if (rc) return rc;
+  *path = k;
+  if (!v || (!*v && !required)) v = "local";
+  char what[112];
+  snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/' or '#' (at most %zu bytes)", n - 1);
+  if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, what, err))) return rc;
+  snprintf(reg, n, "%s", v);
+  xgr__rpc_lower(reg);
+  return 0;
+}
+
+int xgr__rpc_owner(const json_t *o, const char *who, char *owner, size_t n, const char **path, xgr_error *err) {
+  static const char *const keys[] = {"owner", "runner", NULL};
+  const char *k = xgr__rpc_first_key(o, keys), *v;
+  int rc = xgr__rpc_opt_str(o, k, &v, err);
+  if (rc) return rc;
+  *path = k;
+  if (!v) v = who;
+  if (!v || !*v)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "owner",
+                         "missing; expected the owner's address (0x + 40 hex)");
+  if (!xgr_rpc_is_address(v))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k, "is \"%.80s\"; expected an address (0x + 40 hex)",
+                         v);
+  snprintf(owner, n, "%s", v);
+  xgr__rpc_lower(owner);
+  return 0;
+}
+
+int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char **path, xgr_error *err) {
+  static const char *const keys[] = {"pid", "processId", "rootPid", "sessionId", NULL};
+  const char *k = xgr__rpc_first_key(o, keys);
+  const json_t *v = json_object_get(o, k);
+  *path = k;
+  *iter = 0;
+  if (!v || json_is_null(v))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "pid",
+                         "missing; expected \"pid\" (\"<rootPid>:<iter>\" or \"<rootPid>\") or \"rootPid\"");
+  if (!strcmp(k, "pid") || !strcmp(k, "processId")) {
+    if (json_is_integer(v)) return xgr__rpc_uint(v, k, root, err);
+    if (!json_is_string(v) || xgr_pid_parse(json_string_value(v), root, iter) || !*root)
+      return wrong(v, k, "\"<rootPid>:<iter>\" or \"<rootPid>\"", err);
+    return 0;
+  }
+  return xgr__rpc_uint(v, k, root, err);
+}
+
+/* ---- the generic helpers of xgr/rpc.h --------------------------------------------------------- */
+
+/* params[key], NULL when absent or null; a missing required key is refused. */
+static int param(const json_t *params, const char *key, bool required, const json_t **v, const char *what,
+                 xgr_error *err) {
+  *v = json_is_object(params) ? json_object_get(params, key) : NULL;
+  if (!*v || json_is_null(*v)) {
+    *v = NULL;
+    if (required) return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, key, "missing; expected %s", what);
+  }
+  return 0;
+}
+
+int xgr_rpc_param_string(const json_t *params, const char *key, bool required, const char **out, xgr_error *err) {
+  const json_t *v;
+  *out = NULL;
+  int rc = param(params, key, required, &v, "a string", err);
+  if (rc || !v) return rc;
+  if (!json_is_string(v)) return wrong(v, key, "a string", err);
+  *out = json_string_value(v);
+  return 0;
+}
+
+int xgr_rpc_param_object(const json_t *params, const char *key, bool required, const json_t **out, xgr_error *err) {
+  const json_t *v;
+  *out = NULL;
+  int rc = param(params, key, required, &v, "an object", err);
+  if (rc || !v) return rc;
+  if (!json_is_object(v)) return wrong(v, key, "an object", err);
+  *out = v;
+  return 0;
+}
+
+int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uint64_t *out, xgr_error *err) {
+  const json_t *v;
+  int rc = param(params, key, required, &v, "a non-negative integer (or its decimal string)", err);
+  if (rc || !v) return rc;
+  return xgr__rpc_uint(v, key, out, err);
+}
+
+int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *err) {
+  *out = NULL;
+  if (!params || json_is_null(params)) return 0;
+  if (json_is_object(params)) {
+    *out = params;
+    return 0;
+  }
+  if (json_is_array(params) && json_array_size(params) == 0) return 0;
+  if (json_is_array(params) && json_array_size(params) == 1 && json_is_object(json_array_get(params, 0))) {
+    *out = json_array_get(params, 0);
+    return 0;
+  }
+  return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, json_is_array(params) ? "[0]" : "",
+                       "params are an object, or an array holding one object (params[0])");
+}

@@ -1,0 +1,183 @@
+/* rpc_impl.h — private interface between the files of xgrd's service (src/rpc), one room per
+ * concern:
+ *
+ *   params.c    the shared parameter parsers: the one unsigned-integer parser (range-checked), the
+ *               one validator of names that become registry keys (registry, ostcId, rule keys), owner
+ *               and target parsing, and xgr__rpc_fail, the one way a method refuses a call.
+ *   start.c     starting sessions (xgr.enqueue, xgr_validateDataTransfer), the first-step waiters,
+ *               xgr_getNextProcessId, the engine event callback.
+ *   control.c   kill, pause, resume, control, wakeUp, sessionAlive, stepExecuted.
+ *   list.c      listSessions (join and raw views, sorting, paging) and getSession.
+ *   registry.c  orchestration and rule registries and the bundle cache.
+ *   rpcd.c      the service object: life cycle, recovery, metrics gauges, the method table.
+ *
+ * Not installed; nothing outside src/rpc includes it. Every function here is library-private
+ * (xgr__ prefix). Strings returned through `const char **` point into the request's JSON
+ * (borrowed, valid while the params live); json_t results are new references owned by the caller
+ * unless a comment says otherwise. Methods follow xgr_rpc_method_fn (xgr/rpc.h): 0 with *result
+ * set (owned by the server), or a JSON-RPC code with err naming the parameter path.
+ */
+#ifndef XGR_RPC_RPC_IMPL_H
+#define XGR_RPC_RPC_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rpc/rpcd.h"
+#include "xgr/bundle.h"
+#include "xgr/engine.h"
+#include "xgr/rpc.h"
+#include "xgr/store.h"
+
+#define XGR__RPCD_STRIPES 64
+
+/* A cached bundle of a registry key (registry.c; guarded by xgr_rpcd.reg_mu). */
+typedef struct xgr__regent {
+  struct xgr__regent *next;
+  char *key;                   /* owned */
+  uint64_t gen;                /* rules generation it was assembled in */
+  const xgr_bundle *b;         /* borrowed from the bundles list */
+} xgr__regent;
+
+/* Every bundle ever assembled: the engine borrows them until the service is freed. */
+typedef struct xgr__bnode {
+  struct xgr__bnode *next;
+  xgr_bundle *b;               /* owned */
+} xgr__bnode;
+
+/* A validateDataTransfer waiting for the first step of its session (start.c; fields after `next`
+ * are written under xgr_rpcd.w_mu by the event callback). Owned by the method call that waits. */
+typedef struct xgr__waiter {
+  struct xgr__waiter *next;
+  char owner[64];
+  uint64_t root;               /* 0 until registered */
+  bool done;
+  uint8_t status;
+  int8_t valid;
+  json_t *payload;             /* owned: the first process's payload */
+  json_t *output;              /* owned: the first step's outcome payload (XGR_EEV_STEP), or NULL */
+  uint8_t action;              /* its rule action */
+  char *error;                 /* owned */
+} xgr__waiter;
+
+/* A writing method and its service (the context of rpcd.c's store-failure guard). */
+typedef struct xgr__guard {
+  struct xgr_rpcd *d;
+  xgr_rpc_method_fn fn;
+} xgr__guard;
+
+/* The answer to a start. */
+typedef enum xgr__ack { XGR__ACK_QUEUED = 0, XGR__ACK_ALREADY, XGR__ACK_PAUSED, XGR__ACK_SCHEDULED, XGR__ACK_N } xgr__ack;
+/* Their names in the answers and the xgr_enqueue_total labels (defined in start.c). */
+extern const char *const xgr__rpcd_ack_names[XGR__ACK_N];
+
+/* The service. Created and freed by rpcd.c; the other files only use it. */
+struct xgr_rpcd {
+  xgr_rpcd_config cfg;
+  xgr_store *st;               /* owned */
+  xgr_persist *p;              /* owned */
+  xgr_engine *e;               /* owned */
+  atomic_bool ready, stopping;
+  atomic_bool store_down;      /* the store failed (logged once) */
+  pthread_mutex_t reg_mu;      /* regs, bundles */
+  xgr__regent *regs;
+  xgr__bnode *bundles;
+  atomic_uint_fast64_t rules_gen;   /* bumped by putRule: cached bundles of older generations are stale */
+  pthread_mutex_t stripe[XGR__RPCD_STRIPES];   /* starts of one (owner, rootPid) are serialised */
+  pthread_mutex_t w_mu;        /* waiters */
+  pthread_cond_t w_cv;
+  xgr__waiter *waiters;
+  atomic_int nwaiters;
+  size_t restored, failed;     /* recovery counts */
+  xgr_counter *c_enq[XGR__ACK_N];
+  char names[48][40];          /* method names registered on the server (borrowed by it) */
+  xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
+};
+
+/* The signature of every method (xgr_rpc_method_fn); ctx is the xgr_rpcd. */
+#define XGR__RPCD_METHOD(name) \
+  int name(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err)
+
+/* ---- params.c ------------------------------------------------------------------------------- */
+
+/* Refuse a call: sets err (code, path, formatted message) and returns the JSON-RPC code `rpc`. */
+int xgr__rpc_fail(xgr_error *err, int rpc, int code, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* An xgr error code from a lower layer as a JSON-RPC code; fills a message if err has none. */
+int xgr__rpc_code(int rc, xgr_error *err);
+/* The one unsigned-integer parser: a non-negative JSON integer or a decimal string of digits only
+ * that fits in 64 bits (no sign, no spaces; "18446744073709551616" is refused, not clamped).
+ * v NULL or null counts as missing and is refused. 0 or -32602 naming path. */
+int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *err);
+/* The one rule for a name that becomes (part of) a registry key: non-empty, at most max bytes,
+ * none of the characters of `forbid`. 0 or -32602 naming path and quoting the value. */
+int xgr__rpc_check_name(const char *v, size_t max, const char *forbid, const char *path, const char *what,
+                        xgr_error *err);
+/* Longest ostcId, and the optional `ostcId` parameter checked by xgr__rpc_check_name (no '/'):
+ * *out NULL when absent. Every method that takes an ostcId reads it here. */
+#define XGR__RPC_MAX_OSTC_ID 96
+int xgr__rpc_ostc_id(const json_t *o, const char **out, xgr_error *err);
+/* Optional string field (null counts as absent). */
+int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_error *err);
+/* The first of NULL-terminated alias keys present (not null) in o, else the last key. */
+const char *xgr__rpc_first_key(const json_t *o, const char *const *keys);
+/* ASCII lowercase in place. */
+void xgr__rpc_lower(char *s);
+/* "R:I" (or "R" for iter 0) and a u64 as decimal JSON strings (new references). */
+json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter);
+json_t *xgr__rpc_u64_json(uint64_t v);
+/* The owner of a request: "owner" (or "runner"), else `who` (the caller); an address, lowercased
+ * into owner[n]; *path gets the key it came from. */
+int xgr__rpc_owner(const json_t *o, const char *who, char *owner, size_t n, const char **path, xgr_error *err);
+/* The registry name of a request, lowercased into reg[n]: the first of `keys` present (default
+ * {"xrc729", "registry"}); "local" when absent unless `required`. *path gets the key. */
+int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, char *reg, size_t n, const char **path,
+                      xgr_error *err);
+/* A target: "pid"/"processId" ("R:I" or "R") or "rootPid"/"sessionId"; *iter 0 for a session. */
+int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char **path, xgr_error *err);
+
+/* ---- rpcd.c ----------------------------------------------------------------------------------- */
+
+/* One key=value log line on cfg.log (no-op without one). */
+void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- registry.c ------------------------------------------------------------------------------- */
+
+/* The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"), assembled from the
+ * store or taken from the cache. *out is borrowed and lives as long as d. Errors name `path`. */
+int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
+/* Free the cache and every bundle (rpcd.c, after the engine is gone). */
+void xgr__rpcd_bundles_free(xgr_rpcd *d);
+XGR__RPCD_METHOD(xgr__rpcd_m_put_orch);
+XGR__RPCD_METHOD(xgr__rpcd_m_get_orch);
+XGR__RPCD_METHOD(xgr__rpcd_m_put_rule);
+XGR__RPCD_METHOD(xgr__rpcd_m_get_rule);
+
+/* ---- start.c ---------------------------------------------------------------------------------- */
+
+/* The engine's event callback (ctx = d): first-step waiters and the store-failure latch. */
+void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev);
+XGR__RPCD_METHOD(xgr__rpcd_m_enqueue);
+XGR__RPCD_METHOD(xgr__rpcd_m_validate);
+XGR__RPCD_METHOD(xgr__rpcd_m_next_pid);
+
+/* ---- control.c -------------------------------------------------------------------------------- */
+
+XGR__RPCD_METHOD(xgr__rpcd_m_kill);
+XGR__RPCD_METHOD(xgr__rpcd_m_pause);
+XGR__RPCD_METHOD(xgr__rpcd_m_resume);
+XGR__RPCD_METHOD(xgr__rpcd_m_control);
+XGR__RPCD_METHOD(xgr__rpcd_m_wake);
+XGR__RPCD_METHOD(xgr__rpcd_m_alive);
+XGR__RPCD_METHOD(xgr__rpcd_m_step_executed);
+
+/* ---- list.c ----------------------------------------------------------------------------------- */
+
+XGR__RPCD_METHOD(xgr__rpcd_m_list_join);
+XGR__RPCD_METHOD(xgr__rpcd_m_list_raw);
+XGR__RPCD_METHOD(xgr__rpcd_m_get_session);
+
+#endif

@@ -1,0 +1,306 @@
+/* rpcd.c — xgrd's service object (xgr/rpc.h, "xgrd" section): its life cycle (open the store,
+ * start the engine on the persistence hook, recover live sessions, shut down), the Prometheus
+ * gauges it exports, and the method table.
+ *
+ * Both naming styles reach the same code: the seed-001 names (`xgr.enqueue`, `xgr.listSessions`,
+ * ...) and the public reference's (`xgr_validateDataTransfer`, `xgr_listSessions`, ...); every
+ * method is registered under `xgr.<name>` and `xgr_<name>`. Named parameters come as an object
+ * or as a one-element array holding it (`params[0]`); `xgr_stepExecuted` and `xgr_sessionAlive`
+ * also take their positional arrays. Writing methods sit behind a guard that refuses them once
+ * the store has failed. The methods themselves live in start.c, control.c, list.c and
+ * registry.c (see rpc_impl.h).
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rpc/rpc_impl.h"
+#include "util/alloc.h"
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) {
+  if (!d->cfg.log) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char t[32];
+  strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+  va_list ap;
+  va_start(ap, fmt);
+  flockfile(d->cfg.log);
+  fprintf(d->cfg.log, "ts=%s.%03ldZ ", t, ts.tv_nsec / 1000000);
+  vfprintf(d->cfg.log, fmt, ap);
+  fputc('\n', d->cfg.log);
+  fflush(d->cfg.log);
+  funlockfile(d->cfg.log);
+  va_end(ap);
+}
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------------- */
+
+/* Live sessions, idle ones among them, and their running and live processes (the engine's view). */
+typedef struct totals {
+  size_t sessions, idle, running, live;
+} totals;
+
+static totals engine_totals(xgr_rpcd *d) {
+  size_t n = xgr_engine_list(d->e, NULL, 0);
+  xgr_engine_session_info *v = xgr__xmalloc(n * sizeof *v);
+  n = xgr_engine_list(d->e, v, n);
+  totals t = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].finished) continue;
+    t.sessions++;
+    t.idle += v[i].idle;
+    t.running += v[i].running;
+    t.live += v[i].live;
+  }
+  free(v);
+  return t;
+}
+
+static void collect_sessions(void *ctx, xgr_metrics_out *out) {
+  totals t = engine_totals(ctx);
+  xgr_metrics_line(out, "xgr_sessions_live", "", (double)t.sessions);
+  xgr_metrics_line(out, "xgr_sessions_idle", "", (double)t.idle);
+}
+
+static void collect_procs(void *ctx, xgr_metrics_out *out) {
+  totals t = engine_totals(ctx);
+  xgr_metrics_line(out, "xgr_processes", "status=\"running\"", (double)t.running);
+  xgr_metrics_line(out, "xgr_processes", "status=\"waiting\"", (double)(t.live > t.running ? t.live - t.running : 0));
+}
+
+static void collect_queues(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  xgr_metrics_line(out, "xgr_queue_depth", "queue=\"store_batches\"", (double)xgr_persist_inflight(d->p));
+  xgr_metrics_line(out, "xgr_queue_depth", "queue=\"first_step_waiters\"", (double)atomic_load(&d->nwaiters));
+}
+
+/* The work-stealing runtime: how work moved between the workers and how often they slept. */
+static void collect_runtime(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  xgr_engine_stats s;
+  xgr_engine_get_stats(d->e, &s);
+  const xgr_rt_counters *rc = &s.runtime;
+  static const char *const kinds[] = {"actor_turns", "tasks", "steals", "stolen_items", "global_takes", "parks",
+                                      "wakeups"};
+  const uint64_t vals[] = {rc->steps, rc->tasks, rc->steals, rc->stolen, rc->global_batches, rc->parks, rc->wakeups};
+  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+    char label[48];
+    snprintf(label, sizeof label, "kind=\"%s\"", kinds[i]);
+    xgr_metrics_line(out, "xgr_runtime_events", label, (double)vals[i]);
+  }
+}
+
+static void collect_engine(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  xgr_engine_stats s;
+  xgr_engine_get_stats(d->e, &s);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_started\"", (double)s.sessions_started);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_finished\"", (double)s.sessions_finished);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"steps\"", (double)s.steps);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"store_batches\"", (double)s.store_batches);
+  xgr_store_stats ss;
+  xgr_store_get_stats(d->st, &ss);
+  xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
+  xgr_metrics_line(out, "xgr_store_max_batches_per_tx", "", (double)ss.max_batches_per_tx);
+}
+
+/* ---- registration ----------------------------------------------------------------------------- */
+
+typedef struct mdef {
+  const char *name;   /* without prefix: registered as xgr.<name> and xgr_<name> */
+  xgr_rpc_method_fn fn;
+  bool writes;        /* refused with -32009 once the store has failed */
+} mdef;
+
+/* A writing method behind the store-failure xgr__guard: once the store has failed, nothing more is
+ * accepted that would have to be written (reads of what was committed still work). */
+static int guarded(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
+  const xgr__guard *g = ctx;
+  xgr_error se;
+  if (xgr_store_failed(g->d->st, &se))
+    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "the store failed, so xgrd takes no more work: %s",
+                         se.message);
+  return g->fn(g->d, caller, params, result, err);
+}
+
+int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed(d->st, err); }
+
+int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
+  static const mdef defs[] = {
+    {"enqueue", xgr__rpcd_m_enqueue, true},
+    {"validateDataTransfer", xgr__rpcd_m_validate, true},
+    {"getNextProcessId", xgr__rpcd_m_next_pid, false},
+    {"kill", xgr__rpcd_m_kill, true},
+    {"pause", xgr__rpcd_m_pause, true},
+    {"resume", xgr__rpcd_m_resume, true},
+    {"control", xgr__rpcd_m_control, true},
+    {"wakeUpProcess", xgr__rpcd_m_wake, true},
+    {"wake", xgr__rpcd_m_wake, true},
+    {"sessionAlive", xgr__rpcd_m_alive, false},
+    {"stepExecuted", xgr__rpcd_m_step_executed, false},
+    {"getSession", xgr__rpcd_m_get_session, false},
+    {"putOrchestration", xgr__rpcd_m_put_orch, true},
+    {"getOrchestration", xgr__rpcd_m_get_orch, false},
+    {"putRule", xgr__rpcd_m_put_rule, true},
+    {"getRule", xgr__rpcd_m_get_rule, false},
+  };
+  _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
+  size_t k = 0;
+  char (*names)[40] = d->names;
+  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+    d->guards[i] = (xgr__guard){d, defs[i].fn};
+    for (int style = 0; style < 2; style++) {
+      snprintf(names[k], sizeof names[k], "xgr%c%s", style ? '_' : '.', defs[i].name);
+      int rc = defs[i].writes ? xgr_rpc_register(s, names[k++], guarded, &d->guards[i])
+                              : xgr_rpc_register(s, names[k++], defs[i].fn, d);
+      if (rc) return rc;
+    }
+  }
+  /* listSessions: the seed's join view under xgr.listSessions, the public raw rows under
+   * xgr_listSessions; the same code, `view` picks either */
+  int rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
+  if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
+  if (rc) return rc;
+  xgr_metrics *m = xgr_rpc_metrics(s);
+  xgr_persist_metrics(d->p, m);
+  for (int a = 0; a < XGR__ACK_N; a++) {
+    char l[40];
+    snprintf(l, sizeof l, "ack=\"%s\"", xgr__rpcd_ack_names[a]);
+    d->c_enq[a] = xgr_metrics_counter(m, "xgr_enqueue_total", "Session starts by answer", l);
+  }
+  xgr_metrics_gauge(m, "xgr_sessions_live", "Sessions with live processes in the engine", collect_sessions, d);
+  xgr_metrics_gauge(m, "xgr_processes", "Live processes by status", collect_procs, d);
+  xgr_metrics_gauge(m, "xgr_queue_depth", "Work queued inside xgrd", collect_queues, d);
+  xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
+  xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
+  return 0;
+}
+
+/* ---- life cycle and recovery -------------------------------------------------------------------- */
+
+static int recover_one(void *ctx, const xgr_store_live *l) {
+  xgr_rpcd *d = ctx;
+  const xgr_store_session *ss = l->session;
+  xgr_error err;
+  xgr_error_clear(&err);
+  const xgr_bundle *b = NULL;
+  char hk[80];
+  snprintf(hk, sizeof hk, "#%s", ss->ostc_hash ? ss->ostc_hash : "");
+  int rc = xgr__rpcd_bundle(d, hk, &b, "ostcHash", &err);
+  if (rc) {
+    d->failed++;
+    xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
+          (unsigned long long)ss->root_pid, err.message);
+    return 0;
+  }
+  xgr_persist_track(d->p, ss->owner, ss->root_pid, ss->next_iter, ss->next_group, ss->paused);
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  xgr_session_config sc = {.max_running = d->cfg.max_running};
+  xgr_session *s = xgr_store_restore_session(b->orch, l, &sc, xgr_engine_now(d->e), &fx, &err);
+  if (!s) {
+    xgr_effects_free(&fx);
+    d->failed++;
+    xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
+          (unsigned long long)ss->root_pid, err.message);
+    return 0;
+  }
+  xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx};
+  rc = xgr_engine_start_session(d->e, &sr, &err);
+  xgr_effects_free(&fx);
+  if (rc) {
+    d->failed++;
+    xgr__rpcd_log(d, "level=error msg=\"cannot restart session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
+          (unsigned long long)ss->root_pid, err.message);
+    return 0;
+  }
+  d->restored++;
+  return 0;
+}
+
+xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
+  xgr_rpcd *d = xgr__xcalloc(1, sizeof *d);
+  d->cfg = *cfg;
+  pthread_mutex_init(&d->reg_mu, NULL);
+  pthread_mutex_init(&d->w_mu, NULL);
+  pthread_cond_init(&d->w_cv, NULL);
+  for (int i = 0; i < XGR__RPCD_STRIPES; i++) pthread_mutex_init(&d->stripe[i], NULL);
+  xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
+                         .max_page_count = cfg->store_max_pages};
+  d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
+  if (!d->st) goto fail;
+  d->p = xgr_persist_new(d->st);
+  if (!d->p) goto fail;
+  xgr_engine_config ec = {.workers = cfg->workers,
+                          .max_running = cfg->max_running,
+                          .store = xgr_persist_hook(d->p),
+                          .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()}};
+  if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
+    ec.clock.kind = XGR_CLOCK_SCALED;
+    ec.clock.scale = cfg->time_scale;
+    ec.clock.origin_ms = (int64_t)((double)wall_ms() * cfg->time_scale);
+  }
+  d->e = xgr_engine_new(&ec, err);
+  if (!d->e) goto fail;
+  if (xgr_engine_subscribe(d->e, xgr__rpcd_on_event, d)) {
+    xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
+    goto fail;
+  }
+  xgr_error le;
+  if (xgr_store_load_live(d->st, recover_one, d, &le))
+    xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
+  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu", xgr_store_backend(d->st), d->restored, d->failed);
+  atomic_store(&d->ready, true);
+  return d;
+fail:
+  xgr_rpcd_free(d);
+  return NULL;
+}
+
+bool xgr_rpcd_ready(void *ctx) {
+  xgr_rpcd *d = ctx;
+  return atomic_load(&d->ready) && !atomic_load(&d->stopping) && !xgr_store_failed(d->st, NULL);
+}
+
+void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed) {
+  *restored = d->restored;
+  *failed = d->failed;
+}
+
+int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms) {
+  atomic_store(&d->stopping, true);
+  pthread_mutex_lock(&d->w_mu);
+  pthread_cond_broadcast(&d->w_cv);
+  pthread_mutex_unlock(&d->w_mu);
+  int rc = d->e ? xgr_engine_shutdown(d->e, timeout_ms) : 0;
+  if (d->st) xgr_store_flush(d->st);
+  return rc;
+}
+
+void xgr_rpcd_free(xgr_rpcd *d) {
+  if (!d) return;
+  atomic_store(&d->stopping, true);
+  xgr_engine_free(d->e);     /* shuts down: steps finish, batches are submitted */
+  xgr_store_close(d->st);    /* commits what is queued */
+  xgr_persist_free(d->p);
+  xgr__rpcd_bundles_free(d);
+  for (int i = 0; i < XGR__RPCD_STRIPES; i++) pthread_mutex_destroy(&d->stripe[i]);
+  pthread_mutex_destroy(&d->reg_mu);
+  pthread_mutex_destroy(&d->w_mu);
+  pthread_cond_destroy(&d->w_cv);
+  free(d);
+}

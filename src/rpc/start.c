@@ -1,0 +1,402 @@
+/* start.c — starting sessions: xgr.enqueue, xgr_validateDataTransfer (which waits for the
+ * session's first step), xgr_getNextProcessId, and the engine event callback that wakes the
+ * first-step waiters and latches a store failure.
+ *
+ * Starting a session is durable before it is answered: the session row and its start process are
+ * committed (group commit with every other writer) and only then is the session handed to the
+ * engine, whose batches carry it on. A pinned `ostcHash` that differs from the registered content
+ * is refused before anything is written. Starts of one (owner, rootPid) are serialised by a
+ * striped lock, so a second enqueue sees the first.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "rpc/rpc_impl.h"
+#include "util/alloc.h"
+#include "xgr/xrc_types.h"
+
+const char *const xgr__rpcd_ack_names[XGR__ACK_N] = {"queued", "already_queued", "paused", "scheduled"};
+
+/* FNV-1a over s, seeded with h (the start stripe of an (owner, rootPid)). */
+static uint64_t hash_str(const char *s, uint64_t h) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+/* ---- waiting for a first step (validateDataTransfer) ------------------------------------------- */
+
+/* The store refused a batch: log it once and wake every validateDataTransfer waiting for a first
+ * step (they answer "unavailable"). Writing methods are refused from now on (rpcd.c's guard). */
+static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
+  if (atomic_exchange(&d->store_down, true)) return;
+  xgr_error e;
+  xgr_error_clear(&e);
+  if (!xgr_store_failed(d->st, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
+  xgr__rpcd_log(d, "level=error msg=\"the store failed: xgrd refuses every write from now on and keeps what was committed; "
+           "fix the store and restart xgrd\" owner=%s rootPid=%llu error=\"%s\"", ev->owner,
+        (unsigned long long)ev->root_pid, e.message);
+  pthread_mutex_lock(&d->w_mu);
+  pthread_cond_broadcast(&d->w_cv);
+  pthread_mutex_unlock(&d->w_mu);
+}
+
+void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
+  xgr_rpcd *d = ctx;
+  if (ev->kind == XGR_EEV_STORE_ERROR) {
+    on_store_error(d, ev);
+    return;
+  }
+  if (ev->kind == XGR_EEV_STEP) {   /* the first step's outcome payload, before its PROC event */
+    if (ev->iter != 1 || !atomic_load(&d->nwaiters)) return;
+    pthread_mutex_lock(&d->w_mu);
+    for (xgr__waiter *w = d->waiters; w; w = w->next)
+      if (!w->done && !w->output && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
+        w->output = xgr_value_to_json(ev->output);
+        w->action = ev->rule_action;
+      }
+    pthread_mutex_unlock(&d->w_mu);
+    return;
+  }
+  if (ev->kind != XGR_EEV_PROC || !ev->proc || ev->proc->iter != 1 || !atomic_load(&d->nwaiters)) return;
+  if (ev->proc->status != XGR_PROC_DONE && ev->proc->status != XGR_PROC_ABORTED) return;
+  pthread_mutex_lock(&d->w_mu);
+  for (xgr__waiter *w = d->waiters; w; w = w->next)
+    if (!w->done && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
+      w->done = true;
+      w->status = ev->proc->status;
+      w->valid = ev->proc->valid;
+      w->payload = xgr_value_to_json(ev->proc->payload);
+      w->error = ev->proc->error ? xgr__xstrdup(ev->proc->error) : NULL;
+      pthread_cond_broadcast(&d->w_cv);
+    }
+  pthread_mutex_unlock(&d->w_mu);
+}
+
+/* ---- starting sessions --------------------------------------------------------------------------- */
+
+typedef struct start_req {
+  const char *owner;           /* lowercased address */
+  uint64_t root;               /* 0: allocate */
+  const char *reg_key;         /* registry key */
+  const char *registry;        /* the registry name recorded on the session */
+  const char *reg_path;        /* parameter path of the registry */
+  const char *ostc_hash;       /* pin or NULL */
+  const char *step;            /* start step or NULL (the orchestration's first step) */
+  const char *step_path, *payload_path;
+  const json_t *payload;       /* object or NULL */
+  xgr__waiter *w;                   /* validateDataTransfer */
+} start_req;
+
+/* The ack for a session that exists already. */
+static xgr__ack existing_ack(xgr_rpcd *d, const char *owner, uint64_t root, bool paused) {
+  if (paused) return XGR__ACK_PAUSED;
+  xgr_store_proc *ps = NULL;
+  size_t n = 0;
+  xgr_error e;
+  xgr__ack a = XGR__ACK_ALREADY;
+  if (!xgr_store_procs(d->st, owner, root, &ps, &n, &e)) {
+    bool live = false, running = false, all_paused = true;
+    int64_t now = xgr_engine_now(d->e), due = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+      if (ps[i].status == XGR_PROC_RUNNING) running = true;
+      if (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) {
+        live = true;
+        if (!ps[i].paused) all_paused = false;
+        if (ps[i].status == XGR_PROC_WAITING && ps[i].next_wake_at < due) due = ps[i].next_wake_at;
+      }
+    }
+    if (live && all_paused) a = XGR__ACK_PAUSED;
+    else if (live && !running && due != INT64_MAX && due > now) a = XGR__ACK_SCHEDULED;
+    xgr_store_procs_free(ps, n);
+  }
+  return a;
+}
+
+/* The answer for a session the store has already: its ack while it runs, else a conflict (a
+ * rootPid is used once). */
+static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, xgr__ack *out_ack, xgr_error *err) {
+  xgr_store_session row = {0};
+  int rc = xgr_store_session_get(d->st, owner, root, &row, err);
+  if (rc && rc != XGR_ENOTFOUND) return xgr__rpc_code(rc, err);
+  bool running = !rc && row.status == XGR_RESULT_RUNNING, paused = !rc && row.paused;
+  const char *st = rc ? "gone" : xgr_session_result_name((xgr_session_result)row.status);
+  xgr_store_session_clear(&row);
+  xgr_error_clear(err);
+  if (running) {
+    *out_ack = existing_ack(d, owner, root, paused);
+    return 0;
+  }
+  return xgr__rpc_fail(err, XGR_RPC_CONFLICT, XGR_ECONFLICT, "rootPid",
+                       "session %s/%llu exists and is %s; a rootPid is used once", owner, (unsigned long long)root, st);
+}
+
+static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, const xgr_bundle **out_b,
+                         xgr_error *err) {
+  if (atomic_load(&d->stopping))
+    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "xgrd is shutting down");
+  const xgr_bundle *b = NULL;
+  int rc = xgr__rpcd_bundle(d, rq->reg_key, &b, rq->reg_path, err);
+  if (rc) return xgr__rpc_code(rc, err);
+  *out_b = b;
+  if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
+    return xgr__rpc_fail(err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
+                         "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
+                         rq->ostc_hash, rq->reg_key, b->orch->hash);
+  const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
+  int si = xgr_orch_find(b->orch, step);
+  if (si < 0)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ENOTFOUND, rq->step_path,
+                         "step \"%.80s\" is not a step of orchestration \"%s\"", step, b->orch->id);
+  xgr_value payload = xgr_value_null();
+  if (rq->payload) {
+    if (!json_is_object(rq->payload))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, rq->payload_path,
+                           "is not an object; expected the step's input payload {...}");
+    xgr_value_from_json(rq->payload, 0, &payload, err);
+    if (xgr_value_check_list_cap(payload, 64, err)) {
+      xgr_value_release(payload);
+      snprintf(err->path, sizeof err->path, "%s", rq->payload_path);
+      return XGR_RPC_LIMITS_EXCEEDED;
+    }
+  }
+  uint64_t root = rq->root;
+  if (!root && (rc = xgr_store_next_process_id(d->st, rq->owner, &root, err))) {
+    xgr_value_release(payload);
+    return xgr__rpc_code(rc, err);
+  }
+  *out_root = root;
+  pthread_mutex_t *mu = &d->stripe[hash_str(rq->owner, root * 0x9E3779B97F4A7C15ull) % XGR__RPCD_STRIPES];
+  pthread_mutex_lock(mu);
+  /* a live session? (one the store has but the engine does not run is found by the commit) */
+  xgr_engine_session_info info;
+  if (!xgr_engine_session(d->e, rq->owner, root, &info) && !info.finished) {
+    pthread_mutex_unlock(mu);
+    xgr_value_release(payload);
+    *out_ack = existing_ack(d, rq->owner, root, false);
+    return 0;
+  }
+  /* durable first: the session row and its start process, in one batch; the row is inserted only
+   * if the store has none, so the existence check costs no read of its own */
+  int64_t now = xgr_engine_now(d->e);
+  xgr_session *core = xgr_session_new(b->orch, rq->owner, root, NULL);
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  rc = xgr_session_start(core, (unsigned)si, payload, now, &fx, err);
+  if (rc) {
+    xgr_effects_free(&fx);
+    xgr_session_free(core);
+    pthread_mutex_unlock(mu);
+    xgr_value_release(payload);
+    if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", rq->payload_path);
+    return xgr__rpc_code(rc, err);
+  }
+  xgr_store_changes *c = xgr_store_changes_new();
+  xgr_store_changes_add_session_new(c, core, rq->registry);
+  xgr_store_changes_add_effects(c, core, &fx);
+  xgr_session_state ss;
+  xgr_session_state_get(core, &ss);
+  xgr_effects_free(&fx);
+  xgr_session_free(core);
+  rc = xgr_store_commit(d->st, c, err);
+  if (rc == XGR_ECONFLICT) {   /* the store has this session: nothing was written */
+    pthread_mutex_unlock(mu);
+    xgr_value_release(payload);
+    xgr_error_clear(err);
+    return stored_ack(d, rq->owner, root, out_ack, err);
+  }
+  if (rc) {
+    pthread_mutex_unlock(mu);
+    xgr_value_release(payload);
+    return xgr__rpc_code(rc, err);
+  }
+  xgr_persist_track(d->p, rq->owner, root, ss.next_iter, ss.next_group, ss.paused);
+  if (rq->w) {
+    snprintf(rq->w->owner, sizeof rq->w->owner, "%s", rq->owner);
+    rq->w->root = root;
+    pthread_mutex_lock(&d->w_mu);
+    rq->w->next = d->waiters;
+    d->waiters = rq->w;
+    atomic_fetch_add(&d->nwaiters, 1);
+    pthread_mutex_unlock(&d->w_mu);
+  }
+  xgr_engine_start sr = {.bundle = b, .owner = rq->owner, .root_pid = root, .start = step, .payload = payload,
+                         .start_committed = true};   /* the batch above holds the start process */
+  rc = xgr_engine_start_session(d->e, &sr, err);
+  pthread_mutex_unlock(mu);
+  xgr_value_release(payload);
+  if (rc) {
+    /* committed but not running: recovery picks it up at the next start */
+    xgr__rpcd_log(d, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"", rq->owner,
+          (unsigned long long)root, err->message);
+    return xgr__rpc_code(rc == XGR_ESTATE ? XGR_EIO : rc, err);
+  }
+  *out_ack = XGR__ACK_QUEUED;
+  return 0;
+}
+
+static void waiter_remove(xgr_rpcd *d, xgr__waiter *w) {
+  pthread_mutex_lock(&d->w_mu);
+  for (xgr__waiter **pp = &d->waiters; *pp; pp = &(*pp)->next)
+    if (*pp == w) {
+      *pp = w->next;
+      atomic_fetch_sub(&d->nwaiters, 1);
+      break;
+    }
+  pthread_mutex_unlock(&d->w_mu);
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64], reg[96], key[200];
+  const char *opath, *rpath, *ostc_id = NULL, *hash = NULL, *step = NULL;
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err))) return rc;
+  if ((rc = xgr__rpc_opt_str(o, "ostcId", &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  uint64_t root = 0;
+  const json_t *rv = json_object_get(o, "rootPid");
+  if (rv && !json_is_null(rv) && (rc = xgr__rpc_uint(rv, "rootPid", &root, err))) return rc;
+  const json_t *init = NULL, *payload = NULL;
+  if ((rc = xgr_rpc_param_object(o, "init", false, &init, err))) return rc;
+  if (init) {
+    const json_t *sv = json_object_get(init, "stepId");
+    if (sv && !json_is_string(sv))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "init.stepId",
+                           "is not a string; expected a step id");
+    step = json_string_value(sv);
+    payload = json_object_get(init, "payload");
+    if (json_is_null(payload)) payload = NULL;
+  }
+  if (ostc_id && (strchr(ostc_id, '/') || strlen(ostc_id) > 96))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ostcId",
+                         "is \"%.60s\"; expected an id without '/' (at most 96 bytes)", ostc_id);
+  if (ostc_id) snprintf(key, sizeof key, "%s/%s", reg, ostc_id);
+  else snprintf(key, sizeof key, "%s", reg);
+  start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
+                  .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
+                  .payload = payload};
+  xgr__ack a;
+  const xgr_bundle *b = NULL;
+  if ((rc = start_session(d, &rq, &a, &root, &b, err))) return rc;
+  xgr_counter_add(d->c_enq[a], 1);
+  *result = json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid", xgr__rpc_u64_json(root), "pid",
+                      xgr__rpc_pid_json(root, 1), "ostcHash", b->orch->hash);
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64], reg[96], key[200];
+  const char *opath, *step = NULL, *ostc_id = NULL, *hash = NULL;
+  static const char *const from_keys[] = {"from", "owner", NULL};
+  const char *fk = xgr__rpc_first_key(o, from_keys);
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, fk)), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
+  if ((rc = xgr_rpc_param_string(o, "stepId", true, &step, err))) return rc;
+  const char *orch;
+  if ((rc = xgr_rpc_param_string(o, "orchestration", true, &orch, err))) return rc;
+  if (!*orch || strlen(orch) >= sizeof reg || strchr(orch, '/') || strchr(orch, '#'))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "orchestration",
+                         "is \"%.80s\"; expected the XRC-729 address", orch);
+  snprintf(reg, sizeof reg, "%s", orch);
+  xgr__rpc_lower(reg);
+  if ((rc = xgr__rpc_opt_str(o, "ostcId", &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  if (ostc_id) snprintf(key, sizeof key, "%s/%.96s", reg, ostc_id);
+  else snprintf(key, sizeof key, "%s", reg);
+  uint64_t root = 0;
+  static const char *const sid_keys[] = {"sessionId", "rootPid", NULL};
+  const char *sk = xgr__rpc_first_key(o, sid_keys);
+  const json_t *rv = json_object_get(o, sk);
+  if (rv && !json_is_null(rv) && (rc = xgr__rpc_uint(rv, sk, &root, err))) return rc;
+  const json_t *payload = json_object_get(o, "payload");
+  if (json_is_null(payload)) payload = NULL;
+  xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
+  start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
+                  .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
+                  .w = w};
+  xgr__ack a = XGR__ACK_QUEUED;
+  const xgr_bundle *b = NULL;
+  rc = start_session(d, &rq, &a, &root, &b, err);
+  if (rc || a != XGR__ACK_QUEUED) {
+    if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
+    json_decref(w->output);
+    free(w->error);
+    json_decref(w->payload);
+    free(w);
+    if (rc) return rc;
+    return xgr__rpc_fail(err, XGR_RPC_CONFLICT, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner,
+                         (unsigned long long)root, xgr__rpcd_ack_names[a]);
+  }
+  xgr_counter_add(d->c_enq[XGR__ACK_QUEUED], 1);
+  long tmo = d->cfg.first_step_timeout_ms > 0 ? d->cfg.first_step_timeout_ms : 10000;
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += tmo / 1000;
+  dl.tv_nsec += (tmo % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&d->w_mu);
+  while (!w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down))
+    if (pthread_cond_timedwait(&d->w_cv, &d->w_mu, &dl)) break;
+  pthread_mutex_unlock(&d->w_mu);
+  waiter_remove(d, w);
+  if (!w->done && atomic_load(&d->store_down)) {
+    json_decref(w->output);
+    free(w);
+    xgr_error se;
+    xgr_store_failed(d->st, &se);
+    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL,
+                         "the store failed before the first step was committed: %s", se.message);
+  }
+  json_t *r = json_pack("{s:o, s:o, s:s, s:s}", "processId", xgr__rpc_pid_json(root, 1), "sessionId", xgr__rpc_u64_json(root), "ruleAction",
+                        w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
+                        b->orch->hash);
+  if (w->done) {
+    json_object_set_new(r, "status", json_string(xgr_proc_status_name((xgr_proc_status)w->status)));
+    json_object_set_new(r, "finalResult", w->valid < 0 ? json_null() : json_boolean(w->valid));
+    json_object_set_new(r, "payload", w->payload ? w->payload : json_null());
+    json_object_set_new(r, "outputPayload", w->output ? w->output : json_null());
+    w->output = NULL;
+    if (w->error) json_object_set_new(r, "error", json_string(w->error));
+    json_object_set_new(r, "executedSteps",
+                        json_pack("[{s:o, s:s, s:o, s:s}]", "pid", xgr__rpc_pid_json(root, 1), "stepId", step, "valid",
+                                  w->valid < 0 ? json_null() : json_boolean(w->valid), "status",
+                                  xgr_proc_status_name((xgr_proc_status)w->status)));
+  } else {
+    json_object_set_new(r, "status", json_string("running"));
+    json_object_set_new(r, "finalResult", json_null());
+    json_object_set_new(r, "payload", json_null());
+    json_object_set_new(r, "outputPayload", json_null());
+    json_object_set_new(r, "executedSteps", json_array());
+  }
+  json_decref(w->output);
+  free(w->error);
+  free(w);
+  *result = r;
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr_rpc_params_object(params, &o, err);
+  if (rc) return rc;
+  char who[64] = "";
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  if (!who[0]) return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from",
+                                    "missing; expected the sender's address (0x + 40 hex)");
+  uint64_t root;   /* the next expected rootPid (public reference §6): read, not taken */
+  if ((rc = xgr_store_peek_process_id(d->st, who, &root, err))) return xgr__rpc_code(rc, err);
+  *result = json_pack("{s:o}", "nextProcessId", xgr__rpc_u64_json(root));
+  return 0;
+}
+
