@@ -245,9 +245,20 @@ int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr
                           const char *rule_address, xgr_value payload, int64_t now,
                           xgr_effects *fx, size_t *woken, xgr_error *err);
 
+/* The one `__wakeUp` allow-list check: may `caller` (not the owner; compared case-insensitively)
+ * wake a process waiting on step `step_id` whose payload is `payload` (borrowed)? The entry is
+ * `__wakeUp.steps[step_id]` when that is an object, else `__wakeUp.default` (an object), else none.
+ * XGR_WAKE_RPC: caller is in the entry's `rpc` list. XGR_WAKE_INTERNAL: caller is in `internal`
+ * (a list, wildcards "*" and the zero address allowed) or in `internal.allow`, with rule_address in
+ * `internal.fromXRC137` when that is given. xgr_session_wake_step decides with it, and xgrd's
+ * allow-list listing shows exactly the processes it would let the caller wake. */
+bool xgr_session_wake_allowed(xgr_value payload, const char *step_id, const char *caller, xgr_wake_scope scope,
+                              const char *rule_address);
+
 /* "<rootPid>:<iter>" into buf (32 bytes suffice). */
 void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n);
-/* Parse "<rootPid>:<iter>" or "<rootPid>" (iter 0). Returns 0 or XGR_EINVAL. */
+/* Parse "<rootPid>:<iter>" or "<rootPid>" (iter 0): decimal digits, each part in 1..2^64-1 (a larger
+ * number is refused, not clamped). Returns 0 or XGR_EINVAL. */
 int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter);
 
 /* ==== Recovery (src/session/restore.c, issue 8 — durable sessions) ===========================

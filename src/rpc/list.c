@@ -95,18 +95,16 @@ static json_t *item_raw(const xgr_store_session *s, const xgr_store_proc *p, boo
   return it;
 }
 
-/* Is `who` on the rpc allow list of the waiting process p (its __wakeUp)? */
+/* May `who` wake the stored waiting process p in step mode over RPC? The session core's own
+ * __wakeUp check (xgr_session_wake_allowed) on the stored payload, so the listing shows exactly
+ * what a wake-up would be allowed to reach. */
 static bool allowed_rpc(const xgr_store_proc *p, const char *who) {
-  json_t *pl = p->payload ? json_loads(p->payload, 0, NULL) : NULL;
-  json_t *wu = json_object_get(pl, "__wakeUp");
-  json_t *ent = json_object_get(json_object_get(wu, "steps"), p->step_id);
-  if (!ent) ent = json_object_get(wu, "default");
-  json_t *list = json_object_get(ent, "rpc");
-  bool ok = false;
-  size_t i;
-  json_t *v;
-  json_array_foreach(list, i, v) if (json_is_string(v) && !strcasecmp(json_string_value(v), who)) ok = true;
-  json_decref(pl);
+  if (!p->payload) return false;
+  xgr_value pl = xgr_value_null();
+  xgr_error e;
+  bool ok = !xgr_value_from_json_text(p->payload, strlen(p->payload), 0, &pl, &e) &&
+            xgr_session_wake_allowed(pl, p->step_id, who, XGR_WAKE_RPC, NULL);
+  xgr_value_release(pl);
   return ok;
 }
 

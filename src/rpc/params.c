@@ -2,7 +2,8 @@
  * the generic parameter helpers of xgr/rpc.h (xgr_rpc_param_*, xgr_rpc_params_object).
  *
  * One parser per kind of value, so that every method accepts and refuses the same way: one
- * unsigned-integer parser (xgr__rpc_uint), one rule for the names that become registry keys (xgr__rpc_check_name: registry
+ * unsigned-integer parser (xgr__rpc_uint, range-checked: a decimal string beyond 2^64-1 is refused,
+ * never clamped), one rule for the names that become registry keys (xgr__rpc_check_name: registry
  * names, ostcIds, rule keys), one owner parser, one target parser. A refused call goes through
  * xgr__rpc_fail, which fills the error (code, field path, message) and returns the JSON-RPC code.
  */
@@ -51,11 +52,16 @@ int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *e
     const char *s = json_string_value(v);
     if (*s >= '0' && *s <= '9') {
       char *end;
+      errno = 0;
       unsigned long long u = strtoull(s, &end, 10);
-      if (!*end) {
+      if (!*end && errno != ERANGE) {
         *out = u;
         return 0;
       }
+      if (!*end)
+        return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path,
+                             "is \"%.60s\"; expected a non-negative integer of at most 64 bits (<= %llu)", s,
+                             (unsigned long long)UINT64_MAX);
     }
   }
   return wrong(v, path, "a non-negative integer or its decimal string", err);
@@ -73,6 +79,24 @@ int xgr__rpc_ostc_id(const json_t *o, const char **out, xgr_error *err) {
   if (rc || !*out) return rc;
   return xgr__rpc_check_name(*out, XGR__RPC_MAX_OSTC_ID, "/", "ostcId",
                              "a non-empty id without '/' (at most 96 bytes)", err);
+}
+
+void xgr__rpc_registry_key(char key[XGR__RPC_KEY_SIZE], const char *reg, const char *ostc_id) {
+  assert(strlen(reg) <= XGR__RPC_MAX_REGISTRY && (!ostc_id || strlen(ostc_id) <= XGR__RPC_MAX_OSTC_ID));
+  if (ostc_id) snprintf(key, XGR__RPC_KEY_SIZE, "%s/%s", reg, ostc_id);
+  else snprintf(key, XGR__RPC_KEY_SIZE, "%s", reg);
+}
+
+int xgr__rpc_version(const json_t *o, uint32_t *out, xgr_error *err) {
+  uint64_t v = 0;
+  int rc = xgr_rpc_param_uint(o, "version", false, &v, err);
+  if (rc) return rc;
+  if (v > UINT32_MAX)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "version",
+                         "is %llu; expected a registry version (at most %lu)", (unsigned long long)v,
+                         (unsigned long)UINT32_MAX);
+  *out = (uint32_t)v;
+  return 0;
 }
 
 int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_error *err) {

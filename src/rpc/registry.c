@@ -129,10 +129,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
-  char who[64] = "", reg[96], key[200];
+  char who[64] = "", reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_REGISTER, NULL, who, sizeof who, err))) return rc;
-  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) || (rc = xgr__rpc_opt_str(o, "ostcId", &ostc_id, err))) return rc;
+  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) || (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
+    return rc;
   char *bytes;
   size_t len;
   if ((rc = doc_bytes(o, "orchestration", &bytes, &len, err))) return rc;
@@ -148,13 +149,14 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
     return prefixed(rc, err, "orchestration", &e);
   }
   const char *id = ostc_id ? ostc_id : orch->id;
-  if (!*id || strchr(id, '/') || strlen(id) > 96) {
+  if (!ostc_id && (rc = xgr__rpc_check_name(id, XGR__RPC_MAX_OSTC_ID, "/", "orchestration.id",
+                                            "a non-empty id without '/' (at most 96 bytes), or an ostcId parameter",
+                                            err))) {
     xgr_orch_free(orch);
     free(bytes);
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, ostc_id ? "ostcId" : "orchestration.id",
-                         "is \"%.60s\"; expected a non-empty id without '/' (at most 96 bytes)", id);
+    return rc;
   }
-  snprintf(key, sizeof key, "%s/%s", reg, id);
+  xgr__rpc_registry_key(key, reg, id);
   xgr_store_doc doc = {0}, doc2 = {0};
   rc = xgr_store_register(d->st, XGR_REG_ORCHESTRATION, key, who, bytes, len, &doc, err);
   if (!rc) rc = xgr_store_register(d->st, XGR_REG_ORCHESTRATION, reg, who, bytes, len, &doc2, err);
@@ -183,15 +185,15 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
-  char reg[96], key[200];
+  char reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
-  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) || (rc = xgr__rpc_opt_str(o, "ostcId", &ostc_id, err))) return rc;
-  uint64_t version = 0;
-  if ((rc = xgr_rpc_param_uint(o, "version", false, &version, err))) return rc;
-  if (ostc_id) snprintf(key, sizeof key, "%s/%.96s", reg, ostc_id);
-  else snprintf(key, sizeof key, "%s", reg);
+  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) || (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
+    return rc;
+  uint32_t version;
+  if ((rc = xgr__rpc_version(o, &version, err))) return rc;
+  xgr__rpc_registry_key(key, reg, ostc_id);
   xgr_store_doc doc = {0};
-  if ((rc = xgr_store_doc_get(d->st, XGR_REG_ORCHESTRATION, key, (uint32_t)version, &doc, err))) {
+  if ((rc = xgr_store_doc_get(d->st, XGR_REG_ORCHESTRATION, key, version, &doc, err))) {
     if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, ostc_id ? "ostcId" : rpath, "no orchestration \"%s\"%s", key,
                                            version ? " in that version" : "");
     return xgr__rpc_code(rc, err);
@@ -217,9 +219,8 @@ static int rule_key(const json_t *o, char *key, size_t n, const char **path, xgr
     return rc;
   }
   *path = k;
-  if (!*v || strlen(v) >= n || strchr(v, '/') || strchr(v, '#'))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
-                         "is \"%.60s\"; expected a rule address (0x + 40 hex) or an alias", v);
+  if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, "a rule address (0x + 40 hex) or an alias without '/' or '#'", err)))
+    return rc;
   snprintf(key, n, "%s", v);
   if (xgr_rpc_is_address(key)) xgr__rpc_lower(key);
   return 0;
@@ -270,10 +271,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   char key[128];
   const char *kpath;
   if ((rc = rule_key(o, key, sizeof key, &kpath, err))) return rc;
-  uint64_t version = 0;
-  if ((rc = xgr_rpc_param_uint(o, "version", false, &version, err))) return rc;
+  uint32_t version;
+  if ((rc = xgr__rpc_version(o, &version, err))) return rc;
   xgr_store_doc doc = {0};
-  if ((rc = xgr_store_doc_get(d->st, XGR_REG_RULE, key, (uint32_t)version, &doc, err))) {
+  if ((rc = xgr_store_doc_get(d->st, XGR_REG_RULE, key, version, &doc, err))) {
     if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, kpath, "no rule is registered under \"%s\"", key);
     return xgr__rpc_code(rc, err);
   }

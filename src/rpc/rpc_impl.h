@@ -120,6 +120,15 @@ int xgr__rpc_check_name(const char *v, size_t max, const char *forbid, const cha
  * *out NULL when absent. Every method that takes an ostcId reads it here. */
 #define XGR__RPC_MAX_OSTC_ID 96
 int xgr__rpc_ostc_id(const json_t *o, const char **out, xgr_error *err);
+/* Longest registry name (xgr__rpc_registry), and the size of a registry key buffer. */
+#define XGR__RPC_MAX_REGISTRY 95
+#define XGR__RPC_KEY_SIZE (XGR__RPC_MAX_REGISTRY + 1 + XGR__RPC_MAX_OSTC_ID + 1)
+/* The registry key of an orchestration: "<reg>/<ostcId>", or "<reg>" (its current one) when
+ * ostc_id is NULL. Both must have passed their validators (asserted). */
+void xgr__rpc_registry_key(char key[XGR__RPC_KEY_SIZE], const char *reg, const char *ostc_id);
+/* The optional `version` parameter of a registry read: 0 (the newest) when absent; refused beyond
+ * 32 bits. */
+int xgr__rpc_version(const json_t *o, uint32_t *out, xgr_error *err);
 /* Optional string field (null counts as absent). */
 int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_error *err);
 /* The first of NULL-terminated alias keys present (not null) in o, else the last key. */

@@ -251,12 +251,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
-  char who[64] = "", owner[64], reg[96], key[200];
+  char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *rpath, *ostc_id = NULL, *hash = NULL, *step = NULL;
   if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err))) return rc;
-  if ((rc = xgr__rpc_opt_str(o, "ostcId", &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
   uint64_t root = 0;
   const json_t *rv = json_object_get(o, "rootPid");
   if (rv && !json_is_null(rv) && (rc = xgr__rpc_uint(rv, "rootPid", &root, err))) return rc;
@@ -271,11 +271,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
     payload = json_object_get(init, "payload");
     if (json_is_null(payload)) payload = NULL;
   }
-  if (ostc_id && (strchr(ostc_id, '/') || strlen(ostc_id) > 96))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ostcId",
-                         "is \"%.60s\"; expected an id without '/' (at most 96 bytes)", ostc_id);
-  if (ostc_id) snprintf(key, sizeof key, "%s/%s", reg, ostc_id);
-  else snprintf(key, sizeof key, "%s", reg);
+  xgr__rpc_registry_key(key, reg, ostc_id);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
                   .payload = payload};
@@ -293,23 +289,18 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
-  char who[64] = "", owner[64], reg[96], key[200];
+  char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *step = NULL, *ostc_id = NULL, *hash = NULL;
   static const char *const from_keys[] = {"from", "owner", NULL};
   const char *fk = xgr__rpc_first_key(o, from_keys);
   if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, fk)), owner, sizeof owner, &opath, err))) return rc;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
   if ((rc = xgr_rpc_param_string(o, "stepId", true, &step, err))) return rc;
-  const char *orch;
-  if ((rc = xgr_rpc_param_string(o, "orchestration", true, &orch, err))) return rc;
-  if (!*orch || strlen(orch) >= sizeof reg || strchr(orch, '/') || strchr(orch, '#'))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "orchestration",
-                         "is \"%.80s\"; expected the XRC-729 address", orch);
-  snprintf(reg, sizeof reg, "%s", orch);
-  xgr__rpc_lower(reg);
-  if ((rc = xgr__rpc_opt_str(o, "ostcId", &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
-  if (ostc_id) snprintf(key, sizeof key, "%s/%.96s", reg, ostc_id);
-  else snprintf(key, sizeof key, "%s", reg);
+  static const char *const reg_keys[] = {"orchestration", NULL};
+  const char *rpath;
+  if ((rc = xgr__rpc_registry(o, reg_keys, true, reg, sizeof reg, &rpath, err))) return rc;
+  if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  xgr__rpc_registry_key(key, reg, ostc_id);
   uint64_t root = 0;
   static const char *const sid_keys[] = {"sessionId", "rootPid", NULL};
   const char *sk = xgr__rpc_first_key(o, sid_keys);

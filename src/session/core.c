@@ -20,6 +20,7 @@
  */
 #include "util/alloc.h"
 #include <assert.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,15 +206,16 @@ void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n) {
 
 int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter) {
   char *end;
-  if (!s || !*s || *s == '-' || *s == '+') return XGR_EINVAL;
+  if (!s || !(*s >= '0' && *s <= '9')) return XGR_EINVAL;
+  errno = 0;
   unsigned long long r = strtoull(s, &end, 10);
-  if (end == s || r == 0) return XGR_EINVAL;
+  if (end == s || r == 0 || errno == ERANGE) return XGR_EINVAL;   /* beyond 2^64-1: refused, not clamped */
   unsigned long long it = 0;
   if (*end == ':') {
     const char *q = end + 1;
-    if (!*q || *q == '-' || *q == '+') return XGR_EINVAL;
+    if (!(*q >= '0' && *q <= '9')) return XGR_EINVAL;
     it = strtoull(q, &end, 10);
-    if (end == q || it == 0) return XGR_EINVAL;
+    if (end == q || it == 0 || errno == ERANGE) return XGR_EINVAL;
   }
   if (*end) return XGR_EINVAL;
   *root_pid = r;
@@ -899,11 +901,11 @@ static bool list_has(xgr_value list, const char *who, bool wildcards) {
   return false;
 }
 
-/* The `__wakeUp` allow list of p for stepId (§5; endpoint reference §12). */
-static bool allowed(const xgr_proc *p, const char *step_id, const char *caller, xgr_wake_scope scope_kind,
-                    const char *rule_address) {
+/* The `__wakeUp` allow list of a waiting process (§5; endpoint reference §12); see xgr/session.h. */
+bool xgr_session_wake_allowed(xgr_value payload, const char *step_id, const char *caller, xgr_wake_scope scope_kind,
+                              const char *rule_address) {
   xgr_value wu, entry = xgr_value_null(), steps, lst;
-  if (!xgr_map_get_str(p->payload, "__wakeUp", 8, &wu) || xgr_value_kind(wu) != XGR_VMAP) return false;
+  if (!xgr_map_get_str(payload, "__wakeUp", 8, &wu) || xgr_value_kind(wu) != XGR_VMAP) return false;
   if (xgr_map_get_str(wu, "steps", 5, &steps) && xgr_value_kind(steps) == XGR_VMAP &&
       xgr_map_get_str(steps, step_id, strlen(step_id), &entry) && xgr_value_kind(entry) == XGR_VMAP) {
     /* steps[stepId] replaces default as a whole */
@@ -954,7 +956,7 @@ int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr
     if (!p || p->step != step || p->status != XGR_PROC_WAITING) continue;
     waiting++;
     if (p->join && !p->join->closed) { join_open++; continue; }
-    if (!is_owner(s, caller) && !allowed(p, sid, caller, scope_kind, rule_address)) { denied++; continue; }
+    if (!is_owner(s, caller) && !xgr_session_wake_allowed(p->payload, sid, caller, scope_kind, rule_address)) { denied++; continue; }
     wake(s, p, payload, now, fx);
     (*woken)++;
   }

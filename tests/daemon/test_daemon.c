@@ -1020,6 +1020,135 @@ static void test_load(void **state) {
   rmdaemon(&d);
 }
 
+/* ---- drift bugs of issue 13: every method parses the same field the same way ------------------ */
+
+#define REG_F3 "0x00000000000000000000000000000000000000f3"
+
+/* One ostcId rule for every method: non-empty, no '/', at most 96 bytes; refused with -32602 at
+ * "ostcId" (validateDataTransfer and getOrchestration used to cut a longer id to 96 bytes and
+ * answer for the orchestration registered under the cut id). */
+static void test_drift_ostc_id(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "ostc");
+  start(&d, NULL, NULL);
+  deploy(&d, "short.json", REG_F3);
+  char id96[97], id97[98];
+  memset(id96, 'g', 96);
+  id96[96] = '\0';
+  snprintf(id97, sizeof id97, "%sx", id96);
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/daemon/short.json", src_dir());
+  json_t *b = json_load_file(path, 0, NULL);
+  assert_non_null(b);
+  json_t *orch = json_object_get(b, "orchestration");
+  json_decref(ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:s, s:O}", "xrc729", REG_F3, "ostcId", id96, "orchestration",
+                                                       orch)));
+  const char *bad[] = {id97, "a/b", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729", REG_F3, "ostcId", bad[i],
+                                       "init", "stepId", "S"), -32602, "ostcId");
+    fails(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s, s:s, s:s, s:{s:i}}]", "from", OWNER, "stepId", "S",
+                                                    "orchestration", REG_F3, "ostcId", bad[i], "payload", "x", 2),
+          -32602, "ostcId");
+    fails(&d, "xgr.getOrchestration", json_pack("{s:s, s:s}", "xrc729", REG_F3, "ostcId", bad[i]), -32602, "ostcId");
+    fails(&d, "xgr.putOrchestration", json_pack("{s:s, s:s, s:O}", "xrc729", REG_F3, "ostcId", bad[i], "orchestration",
+                                                orch), -32602, "ostcId");
+  }
+  /* nothing was started by a refused call */
+  json_t *n = ok(&d, "xgr_getNextProcessId", json_pack("[{s:s}]", "from", OWNER));
+  assert_string_equal(sget(n, "nextProcessId"), "1");
+  json_decref(n);
+  /* the 96-byte id itself is accepted everywhere */
+  json_t *g = ok(&d, "xgr.getOrchestration", json_pack("{s:s, s:s}", "xrc729", REG_F3, "ostcId", id96));
+  assert_string_equal(sget(g, "ostcId"), id96);
+  json_decref(g);
+  json_t *v = ok(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s, s:s, s:s, s:{s:i}}]", "from", OWNER, "stepId", "S",
+                                                           "orchestration", REG_F3, "ostcId", id96, "payload", "x", 2));
+  assert_true(json_is_true(json_object_get(v, "finalResult")));
+  json_decref(v);
+  json_decref(ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729", REG_F3, "ostcId", id96,
+                                              "init", "stepId", "S")));
+  json_decref(b);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* Listing in allow-list mode asks the session core's own __wakeUp check: when steps[stepId] is not
+ * an object, `default` applies, for the wake-up and for the listing alike (the listing used to
+ * hide a process the delegate was allowed to wake). */
+static void test_drift_allow_list(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "allow");
+  start(&d, NULL, NULL);
+  deploy(&d, "gate.json", REG_F3);
+  json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s, s:{s:{s:{s:s}, s:{s:[s]}}}}}", "owner", OWNER, "xrc729",
+                                              REG_F3, "init", "stepId", "A", "payload", "__wakeUp", "steps", "W", "nope",
+                                              "default", "rpc", DELEGATE));
+  uint64_t root = strtoull(sget(e, "rootPid"), NULL, 10);
+  json_decref(e);
+  char rs[24];
+  snprintf(rs, sizeof rs, "%llu", (unsigned long long)root);
+  double t0 = now_s();
+  for (;;) {   /* W waits */
+    json_t *se = ok(&d, "xgr_stepExecuted", json_pack("[s, s, i]", OWNER, rs, 2));
+    bool waiting = json_is_false(se);
+    json_decref(se);
+    if (waiting) break;
+    assert_true(now_s() - t0 < 5);
+    msleep(10);
+  }
+  json_t *ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:s, s:s}]", "from", DELEGATE, "runner", OWNER, "rootId", rs));
+  assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 1);
+  assert_string_equal(sget(json_array_get(json_object_get(ls, "sessions"), 0), "step"), "W");
+  json_decref(ls);
+  /* a stranger sees nothing */
+  ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:s, s:s}]", "from", OTHER, "runner", OWNER, "rootId", rs));
+  assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 0);
+  json_decref(ls);
+  /* and what the listing shows is what the core lets the delegate do */
+  json_t *w = ok(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s, s:s, s:s}]", "from", DELEGATE, "runner", OWNER,
+                                                    "sessionId", rs, "stepId", "W"));
+  assert_int_equal(json_integer_value(json_object_get(w, "woken")), 1);
+  json_decref(w);
+  assert_true(wait_dead(&d, OWNER, root, 5));
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* One unsigned-integer parser, range-checked: a decimal string beyond 2^64-1 is refused at its
+ * field, never clamped to 2^64-1 (rootPid, sessionId, limit, pid strings). */
+static void test_drift_uint_range(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "uint");
+  start(&d, NULL, NULL);
+  deploy(&d, "short.json", REG_F3);
+  const char *big = "18446744073709551616";
+  fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729", REG_F3, "rootPid", big, "init",
+                                     "stepId", "S"), -32602, "rootPid");
+  fails(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s, s:s, s:s, s:{s:i}}]", "from", OWNER, "stepId", "S",
+                                                  "orchestration", REG_F3, "sessionId", big, "payload", "x", 2),
+        -32602, "sessionId");
+  fails(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, big), -32602, "[1]");
+  fails(&d, "xgr_stepExecuted", json_pack("[s, s, s]", OWNER, "1", "99999999999999999999999"), -32602, "[2]");
+  fails(&d, "xgr.listSessions", json_pack("{s:s, s:s}", "owner", OWNER, "limit", big), -32602, "limit");
+  fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "rootPid", big), -32602, "rootPid");
+  fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "18446744073709551616:1"), -32602, "pid");
+  fails(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", "1:18446744073709551616"), -32602,
+        "processId");
+  /* nothing was started; the largest value still parses (and names no session) */
+  json_t *n = ok(&d, "xgr_getNextProcessId", json_pack("[{s:s}]", "from", OWNER));
+  assert_string_equal(sget(n, "nextProcessId"), "1");
+  json_decref(n);
+  json_t *al = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "18446744073709551615"));
+  assert_true(json_is_false(al));
+  json_decref(al);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   signal(SIGPIPE, SIG_IGN);
@@ -1032,7 +1161,12 @@ int main(void) {
     cmocka_unit_test_teardown(test_restart, teardown),
     cmocka_unit_test_teardown(test_load, teardown),
     cmocka_unit_test_teardown(test_store_full, teardown),
+    cmocka_unit_test_teardown(test_drift_ostc_id, teardown),
+    cmocka_unit_test_teardown(test_drift_allow_list, teardown),
+    cmocka_unit_test_teardown(test_drift_uint_range, teardown),
   };
+  const char *only = getenv("XGR_TEST_FILTER");   /* e.g. XGR_TEST_FILTER='test_drift_*' */
+  if (only && *only) cmocka_set_test_filter(only);
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
   return rc;
