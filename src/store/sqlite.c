@@ -15,6 +15,7 @@
  *   migrations   schema_version holds one row per applied migration; the list below is applied
  *                in order from the version found, each in its own transaction.
  */
+#include <assert.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,22 +83,28 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
     [S_SESSION] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
-                  " finished_at, next_iter, paused, next_group) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"
+                  " finished_at, next_iter, paused, next_group)"
+                  " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
+                  " :finished_at, :next_iter, :paused, :next_group)"
                   " ON CONFLICT(owner, root_pid) DO UPDATE SET registry=excluded.registry, ostc_id=excluded.ostc_id,"
                   " ostc_hash=excluded.ostc_hash, status=excluded.status, killed_at=excluded.killed_at,"
                   " finished_at=excluded.finished_at, next_iter=excluded.next_iter, paused=excluded.paused,"
                   " next_group=excluded.next_group",
     [S_SESSION_NEW] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
                       " created_at, finished_at, next_iter, paused, next_group)"
-                      " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12) ON CONFLICT(owner, root_pid) DO NOTHING",
-    [S_STATE] = "UPDATE sessions SET status=?3, killed_at=?4, next_iter=?5, next_group=?6, paused=?7,"
-                " finished_at=CASE WHEN ?3 <> 0 AND status = 0 THEN ?8 ELSE finished_at END"
-                " WHERE owner=?1 AND root_pid=?2",
-    [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner=?1 AND root_pid=?2",
+                      " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
+                      " :finished_at, :next_iter, :paused, :next_group) ON CONFLICT(owner, root_pid) DO NOTHING",
+    [S_STATE] = "UPDATE sessions SET status=:status, killed_at=:killed_at, next_iter=:next_iter,"
+                " next_group=:next_group, paused=:paused,"
+                " finished_at=CASE WHEN :status <> 0 AND status = 0 THEN :now ELSE finished_at END"
+                " WHERE owner=:owner AND root_pid=:root_pid",
+    [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner=:owner AND root_pid=:root_pid",
     [S_PROC] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
                " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
                " payload, error, join_state, terminal_at)"
-               " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+               " VALUES(:owner, :root_pid, :iter, :parent_iter, :step, :step_id, :status, :paused, :valid,"
+               " :abort_reason, :join_group, :join_from_group, :next_wake_at, :created_at, :started_at,"
+               " :finished_at, :payload, :error, :join_state, :terminal_at)"
                " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter=excluded.parent_iter,"
                " step=excluded.step, step_id=excluded.step_id, status=excluded.status, paused=excluded.paused,"
                " valid=excluded.valid, abort_reason=excluded.abort_reason, join_group=excluded.join_group,"
@@ -107,28 +114,29 @@ static const char *const stmt_sql[S_COUNT] = {
                " terminal_at=excluded.terminal_at",
     [S_HIST] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
                " abort_reason, at, finished_at, error, payload, recorded_at)"
-               " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
-    [S_SCOPE] = "INSERT OR IGNORE INTO proc_scopes(owner, root_pid, grp) VALUES(?1,?2,?3)",
-    [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner=?1 AND root_pid=?2",
-    [S_RM_SESSION] = "DELETE FROM sessions WHERE owner=?1 AND root_pid=?2",
+               " VALUES(:owner, :root_pid, :iter, :parent_iter, :step, :step_id, :status, :valid, :abort_reason,"
+               " :at, :finished_at, :error, :payload, :recorded_at)",
+    [S_SCOPE] = "INSERT OR IGNORE INTO proc_scopes(owner, root_pid, grp) VALUES(:owner,:root_pid,:grp)",
+    [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner=:owner AND root_pid=:root_pid",
+    [S_RM_SESSION] = "DELETE FROM sessions WHERE owner=:owner AND root_pid=:root_pid",
     /* a session started with rootPid R: the owner's next expected rootPid becomes at least R + 1 */
-    [S_OWNER_BUMP] = "INSERT INTO owners(owner, next_root) VALUES(?1, ?2) ON CONFLICT(owner)"
+    [S_OWNER_BUMP] = "INSERT INTO owners(owner, next_root) VALUES(:owner, :next_root) ON CONFLICT(owner)"
                      " DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root",
-    [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(?1, 2) ON CONFLICT(owner)"
+    [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(:owner, 2) ON CONFLICT(owner)"
                   " DO UPDATE SET next_root = next_root + 1 RETURNING next_root - 1",
     /* a mark is inserted, or replaces one that expired; no change: used */
-    [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET"
-               " expires_at = excluded.expires_at WHERE marks.expires_at <= ?3",
-    [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= ?1 LIMIT 64)",
+    [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES(:key, :expires_at) ON CONFLICT(key) DO UPDATE SET"
+               " expires_at = excluded.expires_at WHERE marks.expires_at <= :now",
+    [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
-                   " WHERE terminal_at IS NOT NULL AND terminal_at <= ?1 LIMIT ?2)",
+                   " WHERE terminal_at IS NOT NULL AND terminal_at <= :before LIMIT :limit)",
     [S_GC_HIST] = "DELETE FROM proc_steps WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM"
-                  " proc_steps WHERE recorded_at <= ?1 LIMIT ?2)",
+                  " proc_steps WHERE recorded_at <= :before LIMIT :limit)",
     [S_GC_SESS] = "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE status <> 0 AND"
-                  " finished_at <= ?1 LIMIT ?2)",
+                  " finished_at <= :before LIMIT :limit)",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE (owner, root_pid, grp) IN (SELECT s.owner, s.root_pid, s.grp"
                     " FROM proc_scopes s WHERE NOT EXISTS (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND"
-                    " r.root_pid = s.root_pid AND r.join_group = s.grp AND r.status < 2) LIMIT ?1)",
+                    " r.root_pid = s.root_pid AND r.join_group = s.grp AND r.status < 2) LIMIT :limit)",
 };
 
 typedef struct sqstore {
@@ -185,12 +193,29 @@ static int exec_sql(sqlite3 *db, const char *path, const char *sql, xgr_error *e
 
 /* ---- binding helpers ------------------------------------------------------------------------- */
 
-static void bind_text(sqlite3_stmt *s, int i, const char *t) {
-  if (t) sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, i);
+/* Statements name their parameters (`:owner`, `:root_pid`, ...) and are bound by name: the index
+ * of `name` in s. Every name bound is in the statement's text (asserted). */
+static int ix(sqlite3_stmt *s, const char *name) {
+  int i = sqlite3_bind_parameter_index(s, name);
+  assert(i > 0 && "a parameter the statement does not name");
+  return i;
 }
-static void bind_i64(sqlite3_stmt *s, int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
-static void bind_u64(sqlite3_stmt *s, int i, uint64_t v) { sqlite3_bind_int64(s, i, (sqlite3_int64)v); }
+/* Text (NULL binds SQL NULL); borrowed until the statement is reset. */
+static void bind_text(sqlite3_stmt *s, const char *name, const char *t) {
+  if (t) sqlite3_bind_text(s, ix(s, name), t, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(s, ix(s, name));
+}
+static void bind_i64(sqlite3_stmt *s, const char *name, int64_t v) { sqlite3_bind_int64(s, ix(s, name), v); }
+/* uint64 values are stored as SQLite's int64 of the same bits. */
+static void bind_u64(sqlite3_stmt *s, const char *name, uint64_t v) {
+  sqlite3_bind_int64(s, ix(s, name), (sqlite3_int64)v);
+}
+static void bind_int(sqlite3_stmt *s, const char *name, int v) { sqlite3_bind_int(s, ix(s, name), v); }
+static void bind_null(sqlite3_stmt *s, const char *name) { sqlite3_bind_null(s, ix(s, name)); }
+/* Bytes, borrowed until the statement is reset. */
+static void bind_blob(sqlite3_stmt *s, const char *name, const void *p, int n) {
+  sqlite3_bind_blob(s, ix(s, name), p, n, SQLITE_STATIC);
+}
 
 static char *col_text(sqlite3_stmt *s, int i) {
   const unsigned char *t = sqlite3_column_text(s, i);
@@ -211,12 +236,12 @@ static int apply_register(sqstore *q, xgr_store_doc *d) {
   const char *table = d->kind == XGR_REG_RULE ? "rules" : "orchestrations";
   char sql[256];
   sqlite3_stmt *s = NULL;
-  snprintf(sql, sizeof sql, "SELECT version, owner, registered_at FROM %s WHERE id=?1 AND hash=?2 ORDER BY version LIMIT 1",
-           table);
+  snprintf(sql, sizeof sql,
+           "SELECT version, owner, registered_at FROM %s WHERE id=:id AND hash=:hash ORDER BY version LIMIT 1", table);
   int rc = sqlite3_prepare_v2(q->w, sql, -1, &s, NULL);
   if (rc) return rc;
-  bind_text(s, 1, d->id);
-  bind_text(s, 2, d->hash);
+  bind_text(s, ":id", d->id);
+  bind_text(s, ":hash", d->hash);
   rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {   /* the same bytes again: that version */
     d->version = (uint32_t)sqlite3_column_int64(s, 0);
@@ -229,15 +254,16 @@ static int apply_register(sqstore *q, xgr_store_doc *d) {
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) return rc;
   snprintf(sql, sizeof sql,
-           "INSERT INTO %s(id, version, hash, owner, registered_at, content) VALUES(?1, (SELECT COALESCE(MAX(version), 0) + 1"
-           " FROM %s WHERE id=?1), ?2, ?3, ?4, ?5) RETURNING version", table, table);
+           "INSERT INTO %s(id, version, hash, owner, registered_at, content) VALUES(:id,"
+           " (SELECT COALESCE(MAX(version), 0) + 1 FROM %s WHERE id=:id), :hash, :owner, :registered_at, :content)"
+           " RETURNING version", table, table);
   rc = sqlite3_prepare_v2(q->w, sql, -1, &s, NULL);
   if (rc) return rc;
-  bind_text(s, 1, d->id);
-  bind_text(s, 2, d->hash);
-  bind_text(s, 3, d->owner);
-  bind_i64(s, 4, d->registered_at);
-  sqlite3_bind_blob(s, 5, d->content, (int)d->len, SQLITE_STATIC);
+  bind_text(s, ":id", d->id);
+  bind_text(s, ":hash", d->hash);
+  bind_text(s, ":owner", d->owner);
+  bind_i64(s, ":registered_at", d->registered_at);
+  bind_blob(s, ":content", d->content, (int)d->len);
   rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {
     d->version = (uint32_t)sqlite3_column_int64(s, 0);
@@ -256,108 +282,108 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
     case OP_SESSION: {
       const xgr_store_session *x = &op->u.session;
       s = q->stmt[op->if_absent ? S_SESSION_NEW : S_SESSION];
-      bind_text(s, 1, x->owner);
-      bind_u64(s, 2, x->root_pid);
-      bind_text(s, 3, x->registry);
-      bind_text(s, 4, x->ostc_id);
-      bind_text(s, 5, x->ostc_hash);
-      bind_i64(s, 6, x->status);
-      bind_i64(s, 7, x->killed_at);
-      bind_i64(s, 8, x->created_at ? x->created_at : now);
-      bind_i64(s, 9, x->status != XGR_RESULT_RUNNING ? (x->finished_at ? x->finished_at : now) : 0);
-      bind_u64(s, 10, x->next_iter);
-      bind_i64(s, 11, x->paused);
-      bind_i64(s, 12, x->next_group);
+      bind_text(s, ":owner", x->owner);
+      bind_u64(s, ":root_pid", x->root_pid);
+      bind_text(s, ":registry", x->registry);
+      bind_text(s, ":ostc_id", x->ostc_id);
+      bind_text(s, ":ostc_hash", x->ostc_hash);
+      bind_i64(s, ":status", x->status);
+      bind_i64(s, ":killed_at", x->killed_at);
+      bind_i64(s, ":created_at", x->created_at ? x->created_at : now);
+      bind_i64(s, ":finished_at", x->status != XGR_RESULT_RUNNING ? (x->finished_at ? x->finished_at : now) : 0);
+      bind_u64(s, ":next_iter", x->next_iter);
+      bind_i64(s, ":paused", x->paused);
+      bind_i64(s, ":next_group", x->next_group);
       int rc = step_done(s);
       if (rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0) return RC_EXISTS;
       if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;
       s = q->stmt[S_OWNER_BUMP];
-      bind_text(s, 1, x->owner);
-      bind_u64(s, 2, x->root_pid + 1);
+      bind_text(s, ":owner", x->owner);
+      bind_u64(s, ":next_root", x->root_pid + 1);
       return step_done(s);
     }
     case OP_STATE: {
       s = q->stmt[S_STATE];
-      bind_text(s, 1, op->owner);
-      bind_u64(s, 2, op->root);
-      bind_i64(s, 3, op->u.state.status);
-      bind_i64(s, 4, op->u.state.killed_at);
-      bind_u64(s, 5, op->u.state.next_iter);
-      bind_i64(s, 6, op->u.state.next_group);
-      bind_i64(s, 7, op->u.state.paused);
-      bind_i64(s, 8, now);
+      bind_text(s, ":owner", op->owner);
+      bind_u64(s, ":root_pid", op->root);
+      bind_i64(s, ":status", op->u.state.status);
+      bind_i64(s, ":killed_at", op->u.state.killed_at);
+      bind_u64(s, ":next_iter", op->u.state.next_iter);
+      bind_i64(s, ":next_group", op->u.state.next_group);
+      bind_i64(s, ":paused", op->u.state.paused);
+      bind_i64(s, ":now", now);
       int rc = step_done(s);
       if (rc || op->u.state.status == XGR_RESULT_RUNNING) return rc;
       s = q->stmt[S_SCOPES_DEL];   /* killed scopes matter only while the session lives */
-      bind_text(s, 1, op->owner);
-      bind_u64(s, 2, op->root);
+      bind_text(s, ":owner", op->owner);
+      bind_u64(s, ":root_pid", op->root);
       return step_done(s);
     }
     case OP_PROC: {
       const xgr_store_proc *p = &op->u.proc;
       s = q->stmt[S_PROC];
-      bind_text(s, 1, op->owner);
-      bind_u64(s, 2, op->root);
-      bind_u64(s, 3, p->iter);
-      bind_u64(s, 4, p->parent_iter);
-      bind_i64(s, 5, p->step);
-      bind_text(s, 6, p->step_id ? p->step_id : "");
-      bind_i64(s, 7, p->status);
-      bind_i64(s, 8, p->paused);
-      bind_i64(s, 9, p->valid);
-      bind_i64(s, 10, p->abort_reason);
-      bind_i64(s, 11, p->group);
-      bind_i64(s, 12, p->from_group);
-      bind_i64(s, 13, p->next_wake_at);
-      bind_i64(s, 14, p->created_at);
-      bind_i64(s, 15, p->started_at);
-      bind_i64(s, 16, p->finished_at);
-      bind_text(s, 17, p->payload ? p->payload : "{}");
-      bind_text(s, 18, p->error);
-      bind_text(s, 19, p->join);
-      if (p->status >= XGR_PROC_DONE) bind_i64(s, 20, now);
-      else sqlite3_bind_null(s, 20);
+      bind_text(s, ":owner", op->owner);
+      bind_u64(s, ":root_pid", op->root);
+      bind_u64(s, ":iter", p->iter);
+      bind_u64(s, ":parent_iter", p->parent_iter);
+      bind_i64(s, ":step", p->step);
+      bind_text(s, ":step_id", p->step_id ? p->step_id : "");
+      bind_i64(s, ":status", p->status);
+      bind_i64(s, ":paused", p->paused);
+      bind_i64(s, ":valid", p->valid);
+      bind_i64(s, ":abort_reason", p->abort_reason);
+      bind_i64(s, ":join_group", p->group);
+      bind_i64(s, ":join_from_group", p->from_group);
+      bind_i64(s, ":next_wake_at", p->next_wake_at);
+      bind_i64(s, ":created_at", p->created_at);
+      bind_i64(s, ":started_at", p->started_at);
+      bind_i64(s, ":finished_at", p->finished_at);
+      bind_text(s, ":payload", p->payload ? p->payload : "{}");
+      bind_text(s, ":error", p->error);
+      bind_text(s, ":join_state", p->join);
+      if (p->status >= XGR_PROC_DONE) bind_i64(s, ":terminal_at", now);
+      else bind_null(s, ":terminal_at");
       return step_done(s);
     }
     case OP_HIST: {
       const xgr_store_hist *h = &op->u.hist;
       s = q->stmt[S_HIST];
-      bind_text(s, 1, op->owner);
-      bind_u64(s, 2, op->root);
-      bind_u64(s, 3, h->iter);
-      bind_u64(s, 4, h->parent_iter);
-      bind_i64(s, 5, h->step);
-      bind_text(s, 6, h->step_id ? h->step_id : "");
-      bind_i64(s, 7, h->status);
-      bind_i64(s, 8, h->valid);
-      bind_i64(s, 9, h->abort_reason);
-      bind_i64(s, 10, h->at);
-      bind_i64(s, 11, h->finished_at);
-      bind_text(s, 12, h->error);
-      bind_text(s, 13, q->base.cfg.no_history_payload ? NULL : h->payload);
-      bind_i64(s, 14, now);
+      bind_text(s, ":owner", op->owner);
+      bind_u64(s, ":root_pid", op->root);
+      bind_u64(s, ":iter", h->iter);
+      bind_u64(s, ":parent_iter", h->parent_iter);
+      bind_i64(s, ":step", h->step);
+      bind_text(s, ":step_id", h->step_id ? h->step_id : "");
+      bind_i64(s, ":status", h->status);
+      bind_i64(s, ":valid", h->valid);
+      bind_i64(s, ":abort_reason", h->abort_reason);
+      bind_i64(s, ":at", h->at);
+      bind_i64(s, ":finished_at", h->finished_at);
+      bind_text(s, ":error", h->error);
+      bind_text(s, ":payload", q->base.cfg.no_history_payload ? NULL : h->payload);
+      bind_i64(s, ":recorded_at", now);
       return step_done(s);
     }
     case OP_SCOPE:
       s = q->stmt[S_SCOPE];
-      bind_text(s, 1, op->owner);
-      bind_u64(s, 2, op->root);
-      bind_i64(s, 3, op->u.group);
+      bind_text(s, ":owner", op->owner);
+      bind_u64(s, ":root_pid", op->root);
+      bind_i64(s, ":grp", op->u.group);
       return step_done(s);
     case OP_REMOVE: {
       int rc;
       int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION};
       for (int i = 0; i < 3; i++) {
         s = q->stmt[ids[i]];
-        bind_text(s, 1, op->owner);
-        bind_u64(s, 2, op->root);
+        bind_text(s, ":owner", op->owner);
+        bind_u64(s, ":root_pid", op->root);
         if ((rc = step_done(s))) return rc;
       }
       return SQLITE_OK;
     }
     case OP_NEXTPID: {
       s = q->stmt[S_NEXTPID];
-      bind_text(s, 1, op->owner);
+      bind_text(s, ":owner", op->owner);
       int rc = sqlite3_step(s);
       if (rc == SQLITE_ROW) {
         *op->u.next_pid = (uint64_t)sqlite3_column_int64(s, 0);
@@ -371,13 +397,13 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       return apply_register(q, op->u.doc);
     case OP_MARK: {
       s = q->stmt[S_MARK_GC];
-      bind_i64(s, 1, op->u.mark.now);
+      bind_i64(s, ":now", op->u.mark.now);
       int rc = step_done(s);
       if (rc) return rc;
       s = q->stmt[S_MARK];
-      bind_text(s, 1, op->owner);
-      bind_i64(s, 2, op->u.mark.expires_at);
-      bind_i64(s, 3, op->u.mark.now);
+      bind_text(s, ":key", op->owner);
+      bind_i64(s, ":expires_at", op->u.mark.expires_at);
+      bind_i64(s, ":now", op->u.mark.now);
       rc = step_done(s);
       if (rc == SQLITE_OK && sqlite3_changes(q->w) == 0) return RC_EXISTS;
       return rc;
@@ -518,10 +544,10 @@ static long gc_step(sqstore *q, bool *more, xgr_error *err) {
     if (!jobs[j].on) continue;
     sqlite3_stmt *s = q->stmt[jobs[j].stmt];
     if (jobs[j].stmt == S_GC_SCOPES) {
-      sqlite3_bind_int(s, 1, lim);
+      bind_int(s, ":limit", lim);
     } else {
-      bind_i64(s, 1, jobs[j].cut);
-      sqlite3_bind_int(s, 2, lim);
+      bind_i64(s, ":before", jobs[j].cut);
+      bind_int(s, ":limit", lim);
     }
     if ((rc = step_done(s))) {
       tx(q, S_ROLLBACK);
@@ -757,10 +783,10 @@ static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_s
   sqstore *q = (sqstore *)st;
   sqlite3_stmt *s;
   pthread_mutex_lock(&q->rmu);
-  int rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=?1 AND root_pid=?2", &s, err);
+  int rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid=:root_pid", &s, err);
   if (!rc) {
-    bind_text(s, 1, owner);
-    bind_u64(s, 2, root);
+    bind_text(s, ":owner", owner);
+    bind_u64(s, ":root_pid", root);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) read_session_row(s, out);
     else if (r == SQLITE_DONE)
@@ -776,9 +802,9 @@ static int sq_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   sqstore *q = (sqstore *)st;
   sqlite3_stmt *s;
   pthread_mutex_lock(&q->rmu);
-  int rc = rd_prepare(q, "SELECT next_root FROM owners WHERE owner=?1", &s, err);
+  int rc = rd_prepare(q, "SELECT next_root FROM owners WHERE owner=:owner", &s, err);
   if (!rc) {
-    bind_text(s, 1, owner);
+    bind_text(s, ":owner", owner);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) *next = (uint64_t)sqlite3_column_int64(s, 0);
     else if (r == SQLITE_DONE) *next = 1;
@@ -797,8 +823,8 @@ static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t ro
   *n = 0;
   int rc = rd_prepare(q, sql, &s, err);
   if (rc) return rc;
-  bind_text(s, 1, owner);
-  bind_u64(s, 2, root);
+  bind_text(s, ":owner", owner);
+  bind_u64(s, ":root_pid", root);
   size_t cap = 16;
   char *a = xgr__xmalloc(cap * size);
   int r;
@@ -820,7 +846,7 @@ static int sq_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_p
   sqstore *q = (sqstore *)st;
   pthread_mutex_lock(&q->rmu);
   void *a;
-  int rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=?1 AND root_pid=?2 ORDER BY iter", owner, root,
+  int rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=:owner AND root_pid=:root_pid ORDER BY iter", owner, root,
                      sizeof(xgr_store_proc), proc_row_cb, &a, n, err);
   pthread_mutex_unlock(&q->rmu);
   *out = a;
@@ -831,7 +857,7 @@ static int sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store
   sqstore *q = (sqstore *)st;
   pthread_mutex_lock(&q->rmu);
   void *a;
-  int rc = read_rows(q, "SELECT " HIST_COLS " FROM proc_steps WHERE owner=?1 AND root_pid=?2 ORDER BY iter", owner,
+  int rc = read_rows(q, "SELECT " HIST_COLS " FROM proc_steps WHERE owner=:owner AND root_pid=:root_pid ORDER BY iter", owner,
                      root, sizeof(xgr_store_hist), hist_row_cb, &a, n, err);
   pthread_mutex_unlock(&q->rmu);
   *out = a;
@@ -844,11 +870,11 @@ static void session_row_cb(sqlite3_stmt *s, void *p) { read_session_row(s, p); }
 static int sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                        size_t *n, xgr_error *err) {
   sqstore *q = (sqstore *)st;
-  /* the limit is a number: part of the text; ?2 is the bound (rootPids are stored as SQLite's
+  /* the limit is a number: part of the text; `:root_pid` is the bound (rootPids are stored as SQLite's
    * signed integers: no bound above INT64_MAX) */
   char sql[384];
   bool all = before > (uint64_t)INT64_MAX;
-  snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=?1 AND root_pid %s ?2 ORDER BY root_pid DESC LIMIT %zu",
+  snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid %s :root_pid ORDER BY root_pid DESC LIMIT %zu",
            all ? "<=" : "<", limit);
   pthread_mutex_lock(&q->rmu);
   void *a;
@@ -871,15 +897,15 @@ static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
     read_session_row(s, &row);
     void *procs = NULL;
     size_t np = 0;
-    rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=?1 AND root_pid=?2 AND status < 2 ORDER BY iter",
+    rc = read_rows(q, "SELECT " PROC_COLS " FROM proc_rt WHERE owner=:owner AND root_pid=:root_pid AND status < 2 ORDER BY iter",
                    row.owner, row.root_pid, sizeof(xgr_store_proc), proc_row_cb, &procs, &np, err);
     uint32_t *groups = xgr__xmalloc(16 * sizeof *groups);
     size_t ng = 0, capg = 16;
     sqlite3_stmt *g = NULL;
-    if (!rc) rc = rd_prepare(q, "SELECT grp FROM proc_scopes WHERE owner=?1 AND root_pid=?2 ORDER BY grp", &g, err);
+    if (!rc) rc = rd_prepare(q, "SELECT grp FROM proc_scopes WHERE owner=:owner AND root_pid=:root_pid ORDER BY grp", &g, err);
     if (!rc) {
-      bind_text(g, 1, row.owner);
-      bind_u64(g, 2, row.root_pid);
+      bind_text(g, ":owner", row.owner);
+      bind_u64(g, ":root_pid", row.root_pid);
       int gr;
       while ((gr = sqlite3_step(g)) == SQLITE_ROW) {
         if (ng == capg) groups = xgr__xrealloc(groups, (capg *= 2) * sizeof *groups);
@@ -910,20 +936,20 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
   const char *table = kind == XGR_REG_RULE ? "rules" : "orchestrations";
   char sql[256];
   if (hash)
-    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE hash = lower(?1)"
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE hash = lower(:hash)"
              " ORDER BY version DESC LIMIT 1", table);
   else if (version)
-    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id=?1 AND version=?2",
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id=:id AND version=:version",
              table);
   else
-    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id=?1"
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id=:id"
              " ORDER BY version DESC LIMIT 1", table);
   pthread_mutex_lock(&q->rmu);
   sqlite3_stmt *s;
   int rc = rd_prepare(q, sql, &s, err);
   if (!rc) {
-    bind_text(s, 1, hash ? hash : id);
-    if (!hash && version) sqlite3_bind_int64(s, 2, version);
+    bind_text(s, hash ? ":hash" : ":id", hash ? hash : id);
+    if (!hash && version) bind_i64(s, ":version", version);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) {
       memset(out, 0, sizeof *out);
