@@ -6,13 +6,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/buf.h"
 
 const double xgr_metrics_latency_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                               0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,
@@ -52,28 +52,12 @@ struct xgr_metrics {
   family *families, *last;
 };
 
+/* What gauge callbacks write into: the text being rendered. */
 struct xgr_metrics_out {
-  char *buf;
-  size_t len, cap;
+  xgr_buf text;
 };
 
-static void out_printf(xgr_metrics_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_printf(xgr_metrics_out *o, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-    if (k >= 0 && (size_t)k < o->cap - o->len) {
-      o->len += (size_t)k;
-      return;
-    }
-    size_t nc = o->cap * 2 + (size_t)(k > 0 ? k : 0) + 256;
-    char *nb = xgr__xrealloc(o->buf, nc);
-    o->buf = nb;
-    o->cap = nc;
-  }
-}
+#define out_printf(o, ...) xgr__buf_printf(&(o)->text, __VA_ARGS__)
 
 xgr_metrics *xgr_metrics_new(void) {
   xgr_metrics *m = xgr__xcalloc(1, sizeof *m);
@@ -194,7 +178,6 @@ static void series(xgr_metrics_out *o, const char *name, const char *suffix, con
 
 char *xgr_metrics_render(xgr_metrics *m, size_t *len) {
   xgr_metrics_out o = {0};
-  out_printf(&o, "%s", "");
   static const char *const types[] = {"counter", "histogram", "gauge"};
   /* counters and histograms under the lock; gauge callbacks after it (they may take other locks) */
   size_t ngauges = 0;
@@ -236,6 +219,5 @@ char *xgr_metrics_render(xgr_metrics *m, size_t *len) {
     out_printf(&o, "# HELP %s %s\n# TYPE %s gauge\n", f->name, f->help, f->name);
     if (f->collect) f->collect(f->ctx, &o);
   }
-  if (len) *len = o.len;
-  return o.buf;
+  return xgr__buf_finish(&o.text, len);
 }
