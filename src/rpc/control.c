@@ -18,7 +18,8 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *tpath;
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err)))
+    return rc;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, err))) return rc;
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
@@ -53,7 +54,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
                          action);
   char who[64] = "", owner[64];
   const char *opath, *tpath;
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err)))
+    return rc;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, err))) return rc;
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
@@ -64,8 +66,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
   }
-  *result = json_pack("{s:b, s:s, s:I, s:s, s:s, s:I}", "ok", 1, "owner", owner, "processId", (json_int_t)root, "action",
-                      "kill", "status", "killed", "affected", (json_int_t)affected);
+  *result = json_pack("{s:b, s:s, s:I, s:s, s:s, s:I}", "ok", 1, "owner", owner, "processId", (json_int_t)root,
+                      "action", "kill", "status", "killed", "affected", (json_int_t)affected);
   return 0;
 }
 
@@ -87,9 +89,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   if (!pidv || json_is_null(pidv)) pidv = json_object_get(o, "pid");
   bool pid_mode = pidv && !json_is_null(pidv);
   if (pid_mode == (step != NULL))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, pid_mode ? "stepId" : "processId",
-                         pid_mode ? "is set together with processId; PID mode and step mode exclude each other"
-                                  : "missing; expected \"processId\" (PID mode) or \"stepId\" with \"sessionId\" (step mode)");
+    return xgr__rpc_fail(
+        err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, pid_mode ? "stepId" : "processId",
+        pid_mode ? "is set together with processId; PID mode and step mode exclude each other"
+                 : "missing; expected \"processId\" (PID mode) or \"stepId\" with \"sessionId\" (step mode)");
   uint64_t root = 0, iter = 0;
   if (pid_mode) {
     if (!json_is_string(pidv) || xgr_pid_parse(json_string_value(pidv), &root, &iter) || !root || !iter)
@@ -126,8 +129,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
     if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", pid_mode ? "processId" : "stepId");
     return xgr__rpc_code(rc, err);
   }
-  *result = json_pack("{s:b, s:s, s:I, s:o, s:s, s:I}", "ok", 1, "owner", owner, "sessionId", (json_int_t)root, "rootPid",
-                      xgr__rpc_u64_json(root), "mode", pid_mode ? "pid" : "step", "woken", (json_int_t)woken);
+  *result =
+      json_pack("{s:b, s:s, s:I, s:o, s:s, s:I}", "ok", 1, "owner", owner, "sessionId", (json_int_t)root, "rootPid",
+                xgr__rpc_u64_json(root), "mode", pid_mode ? "pid" : "step", "woken", (json_int_t)woken);
   return 0;
 }
 

@@ -64,17 +64,17 @@ static const char *status_view(const xgr_store_proc *p) {
 /* One process in the join view (seed 001 §2.2). */
 static json_t *item_join(const xgr_store_session *s, const xgr_orch *o, const xgr_store_proc *p) {
   bool terminal = p->status == XGR_PROC_DONE || p->status == XGR_PROC_ABORTED;
-  json_t *it = json_pack("{s:o, s:o, s:I, s:s, s:s, s:o, s:o, s:I}", "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "parentPid",
-                         p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : json_null(), "iter",
-                         (json_int_t)p->iter, "status", status_view(p), "owner", s->owner, "resumeStep",
-                         terminal ? json_null() : json_string(p->step_id), "lastStep",
-                         terminal ? json_string(p->step_id) : json_null(), "updatedAt",
-                         (json_int_t)(updated_ms(p) / 1000));
+  json_t *it = json_pack(
+      "{s:o, s:o, s:I, s:s, s:s, s:o, s:o, s:I}", "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "parentPid",
+      p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : json_null(), "iter", (json_int_t)p->iter,
+      "status", status_view(p), "owner", s->owner, "resumeStep", terminal ? json_null() : json_string(p->step_id),
+      "lastStep", terminal ? json_string(p->step_id) : json_null(), "updatedAt", (json_int_t)(updated_ms(p) / 1000));
   json_object_set_new(it, "rootPid", xgr__rpc_u64_json(s->root_pid));
   json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
   if (p->status == XGR_PROC_WAITING)
     json_object_set_new(it, "nextWakeAt", p->next_wake_at == XGR_NEVER ? json_null() : json_integer(p->next_wake_at));
-  if (p->status == XGR_PROC_ABORTED) json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
+  if (p->status == XGR_PROC_ABORTED)
+    json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
   if (p->error) json_object_set_new(it, "error", json_string(p->error));
   json_object_set_new(it, "join", p->join ? join_view(o, p->join) : json_null());
   return it;
@@ -85,13 +85,16 @@ static json_t *item_raw(const xgr_store_session *s, const xgr_store_proc *p, boo
   char gid[16] = "", fgid[16] = "";
   if (p->group) snprintf(gid, sizeof gid, "%u", p->group);
   if (p->from_group) snprintf(fgid, sizeof fgid, "%u", p->from_group);
-  json_t *it = json_pack("{s:s, s:o, s:o, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:s}", "owner", s->owner, "sessionId",
-                         xgr__rpc_u64_json(s->root_pid), "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "step", p->step_id, "status",
-                         allow_mode ? "waiting" : status_view(p), "updated", (json_int_t)(updated_ms(p) / 1000),
-                         "iterationStep", (json_int_t)p->iter, "xrc729", s->registry ? s->registry : "", "ostcId",
-                         s->ostc_id ? s->ostc_id : "", "joinGroupId", gid, "joinFromGroupId", fgid);
+  json_t *it =
+      json_pack("{s:s, s:o, s:o, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:s}", "owner", s->owner, "sessionId",
+                xgr__rpc_u64_json(s->root_pid), "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "step", p->step_id,
+                "status", allow_mode ? "waiting" : status_view(p), "updated", (json_int_t)(updated_ms(p) / 1000),
+                "iterationStep", (json_int_t)p->iter, "xrc729", s->registry ? s->registry : "", "ostcId",
+                s->ostc_id ? s->ostc_id : "", "joinGroupId", gid, "joinFromGroupId", fgid);
   if (!allow_mode)
-    json_object_set_new(it, "parentPid", p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : xgr__rpc_u64_json(s->root_pid));
+    json_object_set_new(
+        it, "parentPid",
+        p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : xgr__rpc_u64_json(s->root_pid));
   return it;
 }
 
@@ -208,7 +211,8 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (allow_mode && !json_object_get(o, "runner"))
     return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "from",
                          "%s may not list the sessions of %s (allow-list mode needs \"runner\")", who, owner);
-  if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err))) return rc;
+  if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)))
+    return rc;
   bool raw = view ? !strcmp(view, "raw") : raw_default;
   if (view && strcmp(view, "raw") && strcmp(view, "join"))
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view", "is \"%.20s\"; expected \"raw\" or \"join\"",
@@ -321,8 +325,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
     for (size_t i = 0; i < n; i++) {
       if (iter && hs[i].iter != iter) continue;
-      json_t *h = json_pack("{s:o, s:s, s:s, s:o, s:I, s:I}", "pid", xgr__rpc_pid_json(root, hs[i].iter), "step", hs[i].step_id,
-                            "status", xgr_proc_status_name((xgr_proc_status)hs[i].status), "valid",
+      json_t *h = json_pack("{s:o, s:s, s:s, s:o, s:I, s:I}", "pid", xgr__rpc_pid_json(root, hs[i].iter), "step",
+                            hs[i].step_id, "status", xgr_proc_status_name((xgr_proc_status)hs[i].status), "valid",
                             hs[i].valid < 0 ? json_null() : json_boolean(hs[i].valid), "at", (json_int_t)hs[i].at,
                             "finishedAt", (json_int_t)hs[i].finished_at);
       if (hs[i].error) json_object_set_new(h, "error", json_string(hs[i].error));

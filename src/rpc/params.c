@@ -138,7 +138,8 @@ int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, c
   *path = k;
   if (!v || (!*v && !required)) v = "local";
   char what[112];
-  snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/' or '#' (at most %zu bytes)", n - 1);
+  snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/' or '#' (at most %zu bytes)",
+           n - 1);
   if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, what, err))) return rc;
   snprintf(reg, n, "%s", v);
   xgr__rpc_lower(reg);

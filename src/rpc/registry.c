@@ -58,7 +58,8 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
                          : xgr_store_doc_get(d->st, XGR_REG_ORCHESTRATION, key, 0, &doc, err);
   if (rc) {
     if (rc == XGR_ENOTFOUND)
-      xgr_error_set(err, rc, path, "no orchestration is registered under \"%s\" (register it with xgr.putOrchestration)",
+      xgr_error_set(err, rc, path,
+                    "no orchestration is registered under \"%s\" (register it with xgr.putOrchestration)",
                     key[0] == '#' ? key + 1 : key);
     return rc;
   }
@@ -132,7 +133,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   char who[64] = "", reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_REGISTER, NULL, who, sizeof who, err))) return rc;
-  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) || (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
+  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) ||
+      (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
     return rc;
   char *bytes;
   size_t len;
@@ -171,8 +173,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   json_object_set_new(r, "registry", json_string(reg));
   json_object_set_new(r, "ostcId", json_string(id));
   json_object_set_new(r, "steps", json_integer((json_int_t)orch->nsteps));
-  xgr__rpcd_log(d, "level=info msg=\"orchestration registered\" registry=%s ostcId=%s version=%u hash=%s", reg, id, doc.version,
-        doc.hash);
+  xgr__rpcd_log(d, "level=info msg=\"orchestration registered\" registry=%s ostcId=%s version=%u hash=%s", reg, id,
+                doc.version, doc.hash);
   xgr_store_doc_clear(&doc);
   xgr_store_doc_clear(&doc2);
   xgr_orch_free(orch);
@@ -187,7 +189,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   if (rc) return rc;
   char reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
-  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) || (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
+  if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) ||
+      (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
     return rc;
   uint32_t version;
   if ((rc = xgr__rpc_version(o, &version, err))) return rc;

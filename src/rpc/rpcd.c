@@ -263,7 +263,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_error le;
   if (xgr_store_load_live(d->st, recover_one, d, &le))
     xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
-  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu", xgr_store_backend(d->st), d->restored, d->failed);
+  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu", xgr_store_backend(d->st), d->restored,
+                d->failed);
   atomic_store(&d->ready, true);
   return d;
 fail:

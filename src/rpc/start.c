@@ -33,9 +33,11 @@ static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
   xgr_error e;
   xgr_error_clear(&e);
   if (!xgr_store_failed(d->st, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
-  xgr__rpcd_log(d, "level=error msg=\"the store failed: xgrd refuses every write from now on and keeps what was committed; "
-           "fix the store and restart xgrd\" owner=%s rootPid=%llu error=\"%s\"", ev->owner,
-        (unsigned long long)ev->root_pid, e.message);
+  xgr__rpcd_log(
+      d,
+      "level=error msg=\"the store failed: xgrd refuses every write from now on and keeps what was committed; "
+      "fix the store and restart xgrd\" owner=%s rootPid=%llu error=\"%s\"",
+      ev->owner, (unsigned long long)ev->root_pid, e.message);
   pthread_mutex_lock(&d->w_mu);
   pthread_cond_broadcast(&d->w_cv);
   pthread_mutex_unlock(&d->w_mu);
@@ -140,9 +142,10 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   if (rc) return xgr__rpc_code(rc, err);
   *out_b = b;
   if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
-    return xgr__rpc_fail(err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
-                         "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
-                         rq->ostc_hash, rq->reg_key, b->orch->hash);
+    return xgr__rpc_fail(
+        err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
+        "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
+        rq->ostc_hash, rq->reg_key, b->orch->hash);
   const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
   int si = xgr_orch_find(b->orch, step);
   if (si < 0)
@@ -227,8 +230,8 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   xgr_value_release(payload);
   if (rc) {
     /* committed but not running: recovery picks it up at the next start */
-    xgr__rpcd_log(d, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"", rq->owner,
-          (unsigned long long)root, err->message);
+    xgr__rpcd_log(d, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"",
+                  rq->owner, (unsigned long long)root, err->message);
     return xgr__rpc_code(rc == XGR_ESTATE ? XGR_EIO : rc, err);
   }
   *out_ack = XGR__ACK_QUEUED;
@@ -253,7 +256,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   if (rc) return rc;
   char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *rpath, *ostc_id = NULL, *hash = NULL, *step = NULL;
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err)))
+    return rc;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err))) return rc;
   if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
@@ -279,8 +283,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   const xgr_bundle *b = NULL;
   if ((rc = start_session(d, &rq, &a, &root, &b, err))) return rc;
   xgr_counter_add(d->c_enq[a], 1);
-  *result = json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid", xgr__rpc_u64_json(root), "pid",
-                      xgr__rpc_pid_json(root, 1), "ostcHash", b->orch->hash);
+  *result = json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
+                      xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", b->orch->hash);
   return 0;
 }
 
@@ -348,9 +352,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
     return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL,
                          "the store failed before the first step was committed: %s", se.message);
   }
-  json_t *r = json_pack("{s:o, s:o, s:s, s:s}", "processId", xgr__rpc_pid_json(root, 1), "sessionId", xgr__rpc_u64_json(root), "ruleAction",
-                        w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
-                        b->orch->hash);
+  json_t *r =
+      json_pack("{s:o, s:o, s:s, s:s}", "processId", xgr__rpc_pid_json(root, 1), "sessionId", xgr__rpc_u64_json(root),
+                "ruleAction", w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
+                b->orch->hash);
   if (w->done) {
     json_object_set_new(r, "status", json_string(xgr_proc_status_name((xgr_proc_status)w->status)));
     json_object_set_new(r, "finalResult", w->valid < 0 ? json_null() : json_boolean(w->valid));
