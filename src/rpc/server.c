@@ -9,6 +9,7 @@
  */
 #include "xgr/rpc.h"
 #include "xgr/value.h"
+#include "util/alloc.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -290,8 +291,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   xgr_rpc_server *s = cls;
   req *r = *con_cls;
   if (!r) {
-    r = calloc(1, sizeof *r);
-    if (!r) return MHD_NO;
+    r = xgr__xcalloc(1, sizeof *r);
     r->t0 = now_s();
     *con_cls = r;
     bool rpc_path = !strcmp(url, "/") || !strcmp(url, "/rpc");
@@ -302,11 +302,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         count(s, "GET /metrics", 200, 0);
         return send_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, len);
       }
-      if (!strcmp(url, "/healthz")) return send_text(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"), 3);
+      if (!strcmp(url, "/healthz")) return send_text(c, MHD_HTTP_OK, "text/plain", xgr__xstrdup("ok\n"), 3);
       if (!strcmp(url, "/readyz")) {
         bool ready = !s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx);
         return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                         strdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
+                         xgr__xstrdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
       }
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
                     rpc_path ? "JSON-RPC takes POST" : "no such path");
@@ -343,9 +343,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (r->len + *data_size > r->cap) {
           size_t nc = (r->cap ? r->cap * 2 : 4096);
           while (nc < r->len + *data_size) nc *= 2;
-          char *nb = realloc(r->body, nc);
-          if (!nb) return MHD_NO;
-          r->body = nb;
+          r->body = xgr__xrealloc(r->body, nc);
           r->cap = nc;
         }
         memcpy(r->body + r->len, data, *data_size);
@@ -372,8 +370,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 }
 
 xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
-  xgr_rpc_server *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
+  xgr_rpc_server *s = xgr__xcalloc(1, sizeof *s);
   s->cfg = *cfg;
   if (!s->cfg.max_body) s->cfg.max_body = 1u << 20;
   if (!s->cfg.max_connections) s->cfg.max_connections = 1024;
