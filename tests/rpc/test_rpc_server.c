@@ -252,6 +252,35 @@ static void test_auth_none_needs_loopback(void **st) {
   assert_string_equal(e.path, "listen");
 }
 
+/* The parameter helpers of xgr/rpc.h (src/rpc/params.c): xgr_rpc_param_uint shares the service's
+ * one unsigned-integer parser, so a decimal string beyond 2^64-1 is refused at its key, not
+ * clamped (issue 13). */
+static void test_param_uint_range(void **st) {
+  (void)st;
+  xgr_error e;
+  uint64_t v = 7;
+  json_t *p = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s}", "max", "18446744073709551615", "over", "18446744073709551616",
+                        "int", (json_int_t)42, "sign", "+1", "neg", (json_int_t)-1, "huge", "99999999999999999999999");
+  assert_int_equal(xgr_rpc_param_uint(p, "max", true, &v, &e), 0);
+  assert_true(v == UINT64_MAX);
+  assert_int_equal(xgr_rpc_param_uint(p, "int", true, &v, &e), 0);
+  assert_true(v == 42);
+  const char *bad[] = {"over", "sign", "neg", "huge"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    v = 7;
+    xgr_error_clear(&e);
+    assert_int_equal(xgr_rpc_param_uint(p, bad[i], true, &v, &e), XGR_RPC_INVALID_PARAMS);
+    assert_string_equal(e.path, bad[i]);
+    assert_true(v == 7);   /* nothing written on refusal */
+  }
+  uint64_t absent = 5;
+  assert_int_equal(xgr_rpc_param_uint(p, "missing", false, &absent, &e), 0);
+  assert_true(absent == 5);
+  assert_int_equal(xgr_rpc_param_uint(p, "missing", true, &absent, &e), XGR_RPC_INVALID_PARAMS);
+  assert_string_equal(e.path, "missing");
+  json_decref(p);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {
@@ -262,6 +291,7 @@ int main(void) {
     cmocka_unit_test(test_metrics_health_ready),
     cmocka_unit_test(test_slow_client),
     cmocka_unit_test(test_auth_none_needs_loopback),
+    cmocka_unit_test(test_param_uint_range),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
