@@ -100,8 +100,9 @@ typedef struct xgr_proc {
   xgr_value payload;            /* resumePlain before the step ran, effective payload after */
   char *error;                  /* hard error text (owned) or NULL */
   xgr_join_state *join;         /* join targets only */
-  /* private to the core */
-  struct xgr_proc *scope_prev_, *scope_next_, *hash_next_;
+  /* private to the core: the scope's member list (scope_next_ also links the core's list of
+   * terminal processes awaiting release) and the position in a promotion heap */
+  struct xgr_proc *scope_prev_, *scope_next_;
   size_t heap_idx_;
 } xgr_proc;
 

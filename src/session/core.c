@@ -1,9 +1,9 @@
 /* core.c — the session manager core: SEMANTICS.md as a pure state machine (see xgr/session.h).
  *
  * Data structures, all per session:
- *   - procs:  a chained hash of live processes by iter (terminal ones leave at once; they sit on
+ *   - procs:  live processes by iter (util/hashmap.h; terminal ones leave at once; they sit on
  *             a "grave" list until the next call so that effect pointers stay valid meanwhile);
- *   - scopes: a chained hash of join scopes by group id. A scope knows its live members (an
+ *   - scopes: join scopes by group id (util/hashmap.h). A scope knows its live members (an
  *             intrusive list plus a per-step count and the set of steps they are at), the join
  *             target that collects from it (if any), and whether its join closed with `kill`.
  *             Scope 0 is the session's root scope;
@@ -19,6 +19,7 @@
  * unfulfillable aborts its target, which fails the outer join, ...) need no recursion.
  */
 #include "util/alloc.h"
+#include "util/hashmap.h"
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -44,7 +45,6 @@ typedef struct scope {
   xgr_stepset live_steps;       /* steps at which live members are */
   uint32_t *step_count;         /* live members per step (nsteps entries) */
   xgr_proc *members;            /* intrusive list of live members */
-  struct scope *hash_next;
 } scope;
 
 /* ---- heap of promotable processes ------------------------------------------------------------ */
@@ -125,10 +125,8 @@ struct xgr_session {
   int64_t killed_at;
   xgr_stepset join_steps;       /* steps with a branch that declares a join (cap bypass) */
 
-  xgr_proc **buckets;           /* procs by iter */
-  size_t nbuckets;
-  scope **sbuckets;             /* scopes by id */
-  size_t nsbuckets, nscopes;
+  xgr_hashmap procs;            /* live xgr_proc by iter */
+  xgr_hashmap scopes;           /* scope by id */
 
   heap normal, bypass;          /* promotable waiting processes */
   xgr_proc *grave;              /* terminal processes to free at the next call */
@@ -225,85 +223,23 @@ int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter) {
 
 /* ---- process and scope tables ----------------------------------------------------------------- */
 
-static size_t hash64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
+static xgr_proc *proc_find(const xgr_session *s, uint64_t iter) { return xgr__hashmap_get(&s->procs, iter); }
 
-static void procs_grow(xgr_session *s) {
-  size_t nb = s->nbuckets * 2;
-  xgr_proc **b = xgr__xcalloc(nb, sizeof *b);
-  for (size_t i = 0; i < s->nbuckets; i++) {
-    xgr_proc *p = s->buckets[i];
-    while (p) {
-      xgr_proc *next = p->hash_next_;
-      size_t h = hash64(p->iter) & (nb - 1);
-      p->hash_next_ = b[h];
-      b[h] = p;
-      p = next;
-    }
-  }
-  free(s->buckets);
-  s->buckets = b;
-  s->nbuckets = nb;
-}
-
-static xgr_proc *proc_find(const xgr_session *s, uint64_t iter) {
-  for (xgr_proc *p = s->buckets[hash64(iter) & (s->nbuckets - 1)]; p; p = p->hash_next_)
-    if (p->iter == iter) return p;
-  return NULL;
-}
-
-static void proc_unhash(xgr_session *s, xgr_proc *p) {
-  xgr_proc **pp = &s->buckets[hash64(p->iter) & (s->nbuckets - 1)];
-  while (*pp != p) pp = &(*pp)->hash_next_;
-  *pp = p->hash_next_;
-}
-
-static scope *scope_find(const xgr_session *s, uint32_t id) {
-  for (scope *c = s->sbuckets[hash64(id) & (s->nsbuckets - 1)]; c; c = c->hash_next)
-    if (c->id == id) return c;
-  return NULL;
-}
+static scope *scope_find(const xgr_session *s, uint32_t id) { return xgr__hashmap_get(&s->scopes, id); }
 
 static scope *scope_get(xgr_session *s, uint32_t id) {
   scope *c = scope_find(s, id);
   if (c) return c;
-  if (s->nscopes >= s->nsbuckets) {
-    size_t nb = s->nsbuckets * 2;
-    scope **b = xgr__xcalloc(nb, sizeof *b);
-    for (size_t i = 0; i < s->nsbuckets; i++) {
-      scope *x = s->sbuckets[i];
-      while (x) {
-        scope *next = x->hash_next;
-        size_t h = hash64(x->id) & (nb - 1);
-        x->hash_next = b[h];
-        b[h] = x;
-        x = next;
-      }
-    }
-    free(s->sbuckets);
-    s->sbuckets = b;
-    s->nsbuckets = nb;
-  }
   c = xgr__xcalloc(1, sizeof *c);
   c->id = id;
   c->step_count = xgr__xcalloc(s->orch->nsteps, sizeof *c->step_count);
-  size_t h = hash64(id) & (s->nsbuckets - 1);
-  c->hash_next = s->sbuckets[h];
-  s->sbuckets[h] = c;
-  s->nscopes++;
+  xgr__hashmap_put(&s->scopes, id, c);
   return c;
 }
 
 static void scope_free_if_done(xgr_session *s, scope *c) {
   if (c->id == 0 || c->live || c->dirty || !(c->closed || !c->target)) return;
-  scope **pp = &s->sbuckets[hash64(c->id) & (s->nsbuckets - 1)];
-  while (*pp != c) pp = &(*pp)->hash_next;
-  *pp = c->hash_next;
-  s->nscopes--;
+  xgr__hashmap_del(&s->scopes, c->id);
   free(c->step_count);
   free(c);
 }
@@ -352,10 +288,7 @@ static void heap_sync(xgr_session *s, xgr_proc *p) {
 /* Enter a new live process into the process table and its scope (not into a heap). */
 static void proc_insert(xgr_session *s, xgr_proc *p) {
   p->heap_idx_ = HEAP_NONE;
-  if (s->live + 1 > s->nbuckets) procs_grow(s);
-  size_t h = hash64(p->iter) & (s->nbuckets - 1);
-  p->hash_next_ = s->buckets[h];
-  s->buckets[h] = p;
+  xgr__hashmap_put(&s->procs, p->iter, p);
   s->live++;
   scope *c = scope_get(s, p->group);
   c->live++;
@@ -436,12 +369,12 @@ static void proc_finish(xgr_session *s, xgr_proc *p, xgr_proc_status st, xgr_abo
   else c->members = p->scope_next_;
   if (p->scope_next_) p->scope_next_->scope_prev_ = p->scope_prev_;
   p->scope_prev_ = p->scope_next_ = NULL;
-  proc_unhash(s, p);
+  xgr__hashmap_del(&s->procs, p->iter);
   s->live--;
   fx_proc(fx, p);
   deliver(s, p, c, fx);
   mark_dirty(s, c);
-  p->hash_next_ = s->grave;
+  p->scope_next_ = s->grave;   /* the grave list reuses the scope link */
   s->grave = p;
 }
 
@@ -458,7 +391,7 @@ static void free_proc(xgr_proc *p) {
 static void bury(xgr_session *s) {
   while (s->grave) {
     xgr_proc *p = s->grave;
-    s->grave = p->hash_next_;
+    s->grave = p->scope_next_;
     free_proc(p);
   }
 }
@@ -593,10 +526,6 @@ xgr_session *xgr_session_new(const xgr_orch *o, const char *owner, uint64_t root
   s->max_running = cfg && cfg->max_running ? cfg->max_running : 32;
   s->next_iter = 1;
   s->next_group = 1;
-  s->nbuckets = 16;
-  s->buckets = xgr__xcalloc(s->nbuckets, sizeof *s->buckets);
-  s->nsbuckets = 8;
-  s->sbuckets = xgr__xcalloc(s->nsbuckets, sizeof *s->sbuckets);
   for (size_t i = 0; i < o->nsteps; i++)
     if (o->steps[i].branch[0].join || o->steps[i].branch[1].join) xgr_stepset_add(&s->join_steps, (unsigned)i);
   return s;
@@ -605,25 +534,15 @@ xgr_session *xgr_session_new(const xgr_orch *o, const char *owner, uint64_t root
 void xgr_session_free(xgr_session *s) {
   if (!s) return;
   bury(s);
-  for (size_t i = 0; i < s->nbuckets; i++) {
-    xgr_proc *p = s->buckets[i];
-    while (p) {
-      xgr_proc *n = p->hash_next_;
-      free_proc(p);
-      p = n;
-    }
+  size_t pos = 0;
+  for (xgr_proc *p; (p = xgr__hashmap_next(&s->procs, &pos, NULL));) free_proc(p);
+  pos = 0;
+  for (scope *c; (c = xgr__hashmap_next(&s->scopes, &pos, NULL));) {
+    free(c->step_count);
+    free(c);
   }
-  for (size_t i = 0; i < s->nsbuckets; i++) {
-    scope *c = s->sbuckets[i];
-    while (c) {
-      scope *n = c->hash_next;
-      free(c->step_count);
-      free(c);
-      c = n;
-    }
-  }
-  free(s->buckets);
-  free(s->sbuckets);
+  xgr__hashmap_free(&s->procs);
+  xgr__hashmap_free(&s->scopes);
   free(s->normal.a);
   free(s->bypass.a);
   free(s->dirty);
@@ -642,8 +561,8 @@ uint64_t xgr_session_next_iter(const xgr_session *s) { return s->next_iter; }
 const xgr_proc *xgr_session_find(const xgr_session *s, uint64_t iter) { return proc_find(s, iter); }
 
 void xgr_session_foreach(const xgr_session *s, void (*fn)(void *ctx, const xgr_proc *p), void *ctx) {
-  for (size_t i = 0; i < s->nbuckets; i++)
-    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) fn(ctx, p);
+  size_t pos = 0;
+  for (const xgr_proc *p; (p = xgr__hashmap_next(&s->procs, &pos, NULL));) fn(ctx, p);
 }
 
 int xgr_session_start(xgr_session *s, unsigned step, xgr_value payload, int64_t now, xgr_effects *fx,
@@ -811,18 +730,19 @@ static void kill_all(xgr_session *s, xgr_abort_reason why, int64_t now, xgr_effe
   s->nkill = 0;   /* nothing is left to kill */
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Live processes sorted by iter (for deterministic bulk operations). Caller frees. */
 static uint64_t *live_iters(const xgr_session *s, size_t *n) {
   uint64_t *a = xgr__xmalloc((s->live ? s->live : 1) * sizeof *a);
-  size_t k = 0;
-  for (size_t i = 0; i < s->nbuckets; i++)
-    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) a[k++] = p->iter;
-  for (size_t i = 1; i < k; i++) {   /* insertion sort: nearly sorted, small */
-    uint64_t v = a[i];
-    size_t j = i;
-    while (j > 0 && a[j - 1] > v) { a[j] = a[j - 1]; j--; }
-    a[j] = v;
-  }
+  size_t k = 0, pos = 0;
+  uint64_t iter;
+  while (xgr__hashmap_next(&s->procs, &pos, &iter)) a[k++] = iter;
+  assert(k == s->live);
+  qsort(a, k, sizeof *a, cmp_u64);
   *n = k;
   return a;
 }
@@ -850,13 +770,18 @@ int xgr_session_pause(xgr_session *s, uint64_t iter, bool pause, int64_t now, xg
   (void)now;
   if (iter == 0) {
     s->paused = pause;
-    for (size_t i = 0; i < s->nbuckets; i++)
-      for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_)
-        if (p->status == XGR_PROC_WAITING && p->paused != pause) {
-          p->paused = pause;
-          heap_sync(s, p);
-          fx_proc(fx, p);
-        }
+    /* in iter order, so that the PROC effects come out the same on every run */
+    size_t n;
+    uint64_t *its = live_iters(s, &n);
+    for (size_t i = 0; i < n; i++) {
+      xgr_proc *p = proc_find(s, its[i]);
+      if (p->status == XGR_PROC_WAITING && p->paused != pause) {
+        p->paused = pause;
+        heap_sync(s, p);
+        fx_proc(fx, p);
+      }
+    }
+    free(its);
     return 0;
   }
   xgr_proc *p = proc_find(s, iter);
@@ -1054,38 +979,43 @@ void xgr_session_restore_scope_killed(xgr_session *s, uint32_t group) {
   c->closed = true;
 }
 
+static int cmp_scope_id(const void *a, const void *b) {
+  uint32_t x = (*(scope *const *)a)->id, y = (*(scope *const *)b)->id;
+  return x < y ? -1 : x > y;
+}
+
 int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_error *err) {
+  /* everything in iter / scope id order, so that a restore's effects do not depend on the
+   * tables' layout */
+  size_t n;
+  uint64_t *its = live_iters(s, &n);
   /* join targets: their scope collects into them */
-  for (size_t i = 0; i < s->nbuckets; i++)
-    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) {
-      if (!p->join) continue;
-      scope *c = scope_get(s, p->from_group);
-      if (c->target && c->target != p->iter) {
-        char pid[48];
-        xgr_pid_format(s->root_pid, p->iter, pid, sizeof pid);
-        return xgr_error_set(err, XGR_EINVAL, pid, "join group %u has two targets", (unsigned)p->from_group);
-      }
-      c->target = p->iter;
-      if (p->join->closed) {
-        c->closed = true;
-        if (p->join->decl->policy == XGR_POLICY_KILL) c->killed = true;
-      }
+  for (size_t i = 0; i < n; i++) {
+    xgr_proc *p = proc_find(s, its[i]);
+    if (!p->join) continue;
+    scope *c = scope_get(s, p->from_group);
+    if (c->target && c->target != p->iter) {
+      char pid[48];
+      xgr_pid_format(s->root_pid, p->iter, pid, sizeof pid);
+      free(its);
+      return xgr_error_set(err, XGR_EINVAL, pid, "join group %u has two targets", (unsigned)p->from_group);
     }
-  /* scopes whose target is gone (terminal) have a closed join */
-  for (size_t i = 0; i < s->nsbuckets; i++)
-    for (scope *c = s->sbuckets[i]; c; c = c->hash_next)
-      if (c->id != 0 && !c->target) c->closed = true;
-  for (size_t i = 0; i < s->nbuckets; i++)
-    for (xgr_proc *p = s->buckets[i]; p; p = p->hash_next_) heap_sync(s, p);
-  /* drop scopes with nothing left in them; queue open joins for a decision */
-  size_t nsc = 0;
-  for (size_t i = 0; i < s->nsbuckets; i++)
-    for (scope *c = s->sbuckets[i]; c; c = c->hash_next) nsc++;
-  scope **all = xgr__xmalloc((nsc ? nsc : 1) * sizeof *all);
-  size_t k = 0;
-  for (size_t i = 0; i < s->nsbuckets; i++)
-    for (scope *c = s->sbuckets[i]; c; c = c->hash_next) all[k++] = c;
+    c->target = p->iter;
+    if (p->join->closed) {
+      c->closed = true;
+      if (p->join->decl->policy == XGR_POLICY_KILL) c->killed = true;
+    }
+  }
+  for (size_t i = 0; i < n; i++) heap_sync(s, proc_find(s, its[i]));
+  free(its);
+  /* scopes whose target is gone (terminal) have a closed join; drop scopes with nothing left in
+   * them; queue open joins for a decision */
+  size_t k = 0, pos = 0;
+  scope **all = xgr__xmalloc((xgr__hashmap_size(&s->scopes) + 1) * sizeof *all);
+  for (scope *c; (c = xgr__hashmap_next(&s->scopes, &pos, NULL));) all[k++] = c;
+  qsort(all, k, sizeof *all, cmp_scope_id);
   for (size_t i = 0; i < k; i++) {
+    if (all[i]->id != 0 && !all[i]->target) all[i]->closed = true;
     if (all[i]->target && !all[i]->closed) mark_dirty(s, all[i]);
     else scope_free_if_done(s, all[i]);
   }

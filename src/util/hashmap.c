@@ -166,10 +166,3 @@ void *xgr__hashmap_next(const xgr_hashmap *m, size_t *pos, uint64_t *key) {
   *pos = m->cap;
   return NULL;
 }
-
-uint64_t xgr__hash_bytes(uint64_t seed, const void *p, size_t n) {
-  const unsigned char *s = p;
-  uint64_t h = seed;
-  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-  return h;
-}

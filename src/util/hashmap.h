@@ -10,9 +10,10 @@
  *   - exact keys: the key is the identity (process iters, scope ids). _get/_put/_del; one value
  *     per key.
  *   - hashed keys: the key is a hash of a compound or string key the value carries itself
- *     ((owner, rootPid) pairs). _find with a match callback tells apart values whose hashes are
- *     equal; _add inserts without a uniqueness check (the caller _finds first when it must);
- *     _remove removes one value by identity. Several values may share a hash.
+ *     ((owner, rootPid) pairs, hashed by rootPid alone). _find with a match callback tells apart
+ *     values whose hashes are equal; _add inserts without a uniqueness check (the caller _finds
+ *     first when it must); _remove removes one value by identity. Several values may share a
+ *     hash.
  *
  * Capacity is a power of two (at least 16 once anything was added); the table doubles before an
  * insertion would take it above 3/4 full, and never shrinks (xgr__hashmap_clear keeps it too).
@@ -73,9 +74,5 @@ bool xgr__hashmap_remove(xgr_hashmap *m, uint64_t hash, const void *val);
 /* The next value at or after slot *pos (start with *pos = 0), or NULL at the end; *pos moves past
  * it and *key (if not NULL) gets its key or hash. The order is unspecified. */
 void *xgr__hashmap_next(const xgr_hashmap *m, size_t *pos, uint64_t *key);
-
-/* FNV-1a over n bytes, continuing from seed (use XGR_HASH_SEED to start): for hashed keys. */
-#define XGR_HASH_SEED 0xcbf29ce484222325ull
-uint64_t xgr__hash_bytes(uint64_t seed, const void *p, size_t n);
 
 #endif
