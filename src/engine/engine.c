@@ -2,8 +2,9 @@
  * the runtime, the HTTP loop and the timer thread; bundles; the session registry; control calls
  * turned into messages to session actors; waiting; counters.
  *
- * The session registry maps (owner, rootPid) to the actor's runtime pid. It is a hash table split
- * into 64 shards, each under its own mutex, keyed by rootPid (owners compared without case), so
+ * The session registry maps (owner, rootPid) to the actor's runtime pid. It is split into 64
+ * shards, each a util/hashmap under its own mutex, keyed by rootPid (owners compared without
+ * case by the lookup's match, so that a lookup without an owner finds any), so
  * control calls, wake-up routing and the actors' end-of-turn bookkeeping of different sessions
  * rarely meet on a lock. Entries are only read under their shard's lock; nothing outside the lock
  * keeps a pointer to one except the session's own actor.
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "engine/engine_int.h"
+#include "util/hashmap.h"
 
 /* ---- registry ---------------------------------------------------------------------------------- */
 
@@ -22,48 +24,28 @@ static uint64_t hash_root(uint64_t root) { return root * 0x9E3779B97F4A7C15ull; 
 
 shard *xgr_eng_shard(xgr_engine *e, uint64_t root) { return &e->shards[hash_root(root) >> 58]; }
 
-static size_t bucket(const shard *sh, uint64_t root) { return (size_t)(hash_root(root) & (sh->cap - 1)); }
+typedef struct reg_key {
+  const char *owner;            /* NULL: any owner */
+  uint64_t root;
+} reg_key;
+
+static bool reg_match(const void *ctx, const void *val) {
+  const reg_key *k = ctx;
+  const sess_entry *x = val;
+  return x->root == k->root && (!k->owner || !strcasecmp(k->owner, x->owner));
+}
 
 sess_entry *xgr_eng_lookup_locked(xgr_engine *e, const char *owner, uint64_t root, shard **out) {
   shard *sh = xgr_eng_shard(e, root);
   *out = sh;
   pthread_mutex_lock(&sh->mu);
-  if (!sh->cap) return NULL;
-  for (sess_entry *x = sh->tab[bucket(sh, root)]; x; x = x->next)
-    if (x->root == root && (!owner || !strcasecmp(owner, x->owner))) return x;
-  return NULL;
+  reg_key k = {owner, root};
+  return xgr__hashmap_find(&sh->tab, root, reg_match, &k);
 }
 
-static void insert_locked(shard *sh, sess_entry *ent) {
-  if (sh->n + 1 > sh->cap / 2 * 3 || !sh->cap) {
-    size_t nc = sh->cap ? sh->cap * 2 : 64;
-    sess_entry **t = calloc(nc, sizeof *t);
-    if (!t) abort();
-    for (size_t i = 0; i < sh->cap; i++)
-      for (sess_entry *x = sh->tab[i], *nx; x; x = nx) {
-        nx = x->next;
-        size_t b = (size_t)(hash_root(x->root) & (nc - 1));
-        x->next = t[b];
-        t[b] = x;
-      }
-    free(sh->tab);
-    sh->tab = t;
-    sh->cap = nc;
-  }
-  size_t b = bucket(sh, ent->root);
-  ent->next = sh->tab[b];
-  sh->tab[b] = ent;
-  sh->n++;
-}
+static void insert_locked(shard *sh, sess_entry *ent) { xgr__hashmap_add(&sh->tab, ent->root, ent); }
 
-void xgr_eng_unlink_locked(shard *sh, sess_entry *ent) {
-  for (sess_entry **pp = &sh->tab[bucket(sh, ent->root)]; *pp; pp = &(*pp)->next)
-    if (*pp == ent) {
-      *pp = ent->next;
-      sh->n--;
-      return;
-    }
-}
+void xgr_eng_unlink_locked(shard *sh, sess_entry *ent) { xgr__hashmap_remove(&sh->tab, ent->root, ent); }
 
 void xgr_eng_notify_waiters(xgr_engine *e) {
   if (!atomic_load(&e->waiters)) return;
@@ -143,13 +125,12 @@ void xgr_engine_free(xgr_engine *e) {
   xgr_rt_free(e->rt);
   for (int i = 0; i < NSHARDS; i++) {
     shard *sh = &e->shards[i];
-    for (size_t b = 0; b < sh->cap; b++)
-      for (sess_entry *x = sh->tab[b], *nx; x; x = nx) {
-        nx = x->next;
-        json_decref(x->report);
-        xgr_eng_entry_free(x);
-      }
-    free(sh->tab);
+    size_t pos = 0;
+    for (sess_entry *x; (x = xgr__hashmap_next(&sh->tab, &pos, NULL));) {
+      json_decref(x->report);
+      xgr_eng_entry_free(x);
+    }
+    xgr__hashmap_free(&sh->tab);
     pthread_mutex_destroy(&sh->mu);
   }
   for (size_t i = 0; i < e->nbundles; i++) free(e->bundles[i].name);
@@ -376,11 +357,11 @@ size_t xgr_engine_list(xgr_engine *e, xgr_engine_session_info *out, size_t max) 
   for (int i = 0; i < NSHARDS; i++) {
     shard *sh = &e->shards[i];
     pthread_mutex_lock(&sh->mu);
-    for (size_t b = 0; b < sh->cap; b++)
-      for (sess_entry *x = sh->tab[b]; x; x = x->next) {
-        if (n < max) out[n] = xgr_eng_info(x);
-        n++;
-      }
+    size_t pos = 0;
+    for (sess_entry *x; (x = xgr__hashmap_next(&sh->tab, &pos, NULL));) {
+      if (n < max) out[n] = xgr_eng_info(x);
+      n++;
+    }
     pthread_mutex_unlock(&sh->mu);
   }
   return n;
@@ -469,11 +450,11 @@ int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
     for (int i = 0; i < NSHARDS && all; i++) {
       shard *sh = &e->shards[i];
       pthread_mutex_lock(&sh->mu);
-      for (size_t b = 0; b < sh->cap && all; b++)
-        for (sess_entry *x = sh->tab[b]; x && all; x = x->next) {
-          xgr_engine_session_info in = xgr_eng_info(x);
-          if (!in.finished && !in.idle && !x->gone) all = false;
-        }
+      size_t pos = 0;
+      for (sess_entry *x; all && (x = xgr__hashmap_next(&sh->tab, &pos, NULL));) {
+        xgr_engine_session_info in = xgr_eng_info(x);
+        if (!in.finished && !in.idle && !x->gone) all = false;
+      }
       pthread_mutex_unlock(&sh->mu);
     }
     if (all && settled(e)) return 0;

@@ -19,6 +19,7 @@
 #include "xgr/engine.h"
 #include "xgr/records.h"
 #include "xgr/runtime.h"
+#include "util/hashmap.h"
 
 /* Runtime command types. */
 enum { CMD_STEP = 1 };
@@ -123,7 +124,6 @@ uint64_t xgr_eng_lat_quantile(const lat_hist *h, double q);
 
 /* ---- session registry entry ------------------------------------------------------------------ */
 typedef struct sess_entry {
-  struct sess_entry *next;
   char owner[64];
   uint64_t root;
   xgr_pid pid;                  /* 0 while starting */
@@ -139,8 +139,7 @@ typedef struct sess_entry {
 #define NSHARDS 64
 typedef struct shard {
   pthread_mutex_t mu;
-  sess_entry **tab;
-  size_t cap, n;
+  xgr_hashmap tab;              /* sess_entry by rootPid (util/hashmap.h, hashed mode) */
 } shard;
 
 /* ---- the engine ------------------------------------------------------------------------------ */

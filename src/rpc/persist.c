@@ -8,8 +8,9 @@
  * session's visible effects (next steps, wake-ups, control replies).
  *
  * What the batch lacks is filled here (join states come in the core's restore form already):
- *   - the session's counters (next iter, next join group, paused) for recovery: a small sharded
- *     table per live session, seeded at enqueue / recovery and raised by every snapshot seen;
+ *   - the session's counters (next iter, next join group, paused) for recovery: one entry per
+ *     live session in 64 shards (each a util/hashmap keyed by rootPid, owners compared exactly,
+ *     under its own mutex), seeded at enqueue / recovery and raised by every snapshot seen;
  *   - a history row's parent, payload, error and end time: from the process snapshot of the same
  *     iter in the batch (a step's result and its history row are always in the same turn).
  * Metrics: steps by outcome, step latency (ready to applied, session clock), commit latency
@@ -22,11 +23,12 @@
 #include <time.h>
 
 #include "rpc/rpcd.h"
+#include "util/alloc.h"
+#include "util/hashmap.h"
 
 #define NSHARDS 64
 
 typedef struct track {
-  struct track *next;
   char owner[64];
   uint64_t root;
   uint64_t next_iter;
@@ -36,8 +38,7 @@ typedef struct track {
 
 typedef struct tshard {
   pthread_mutex_t mu;
-  track **tab;
-  size_t cap, n;
+  xgr_hashmap tab;              /* track by rootPid (hashed mode: owner told apart by match) */
 } tshard;
 
 struct xgr_persist {
@@ -68,65 +69,43 @@ static double mono_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint64_t hash_key(const char *owner, uint64_t root) {
-  uint64_t h = 1469598103934665603ull ^ root * 0x9E3779B97F4A7C15ull;
-  for (const unsigned char *s = (const unsigned char *)owner; *s; s++) h = (h ^ *s) * 1099511628211ull;
-  return h ^ (h >> 29);
+typedef struct track_key {
+  const char *owner;
+  uint64_t root;
+} track_key;
+
+static bool track_match(const void *ctx, const void *val) {
+  const track_key *k = ctx;
+  const track *t = val;
+  return t->root == k->root && !strcmp(t->owner, k->owner);
 }
+
+static tshard *shard_of(xgr_persist *p, uint64_t root) { return &p->sh[(root * 0x9E3779B97F4A7C15ull) >> 58]; }
 
 /* The entry of (owner, root), created when create is set; the shard's mutex is held on return
  * (*shp). */
 static track *lookup(xgr_persist *p, const char *owner, uint64_t root, bool create, tshard **shp) {
-  uint64_t h = hash_key(owner, root);
-  tshard *sh = &p->sh[h % NSHARDS];
+  tshard *sh = shard_of(p, root);
   pthread_mutex_lock(&sh->mu);
   *shp = sh;
-  if (sh->cap) {
-    for (track *t = sh->tab[(h / NSHARDS) & (sh->cap - 1)]; t; t = t->next)
-      if (t->root == root && !strcmp(t->owner, owner)) return t;
-  }
-  if (!create) return NULL;
-  if (sh->n + 1 > sh->cap / 2) {   /* grow (power of two) and rehash */
-    size_t nc = sh->cap ? sh->cap * 2 : 64;
-    track **nt = calloc(nc, sizeof *nt);
-    if (!nt) abort();
-    for (size_t i = 0; i < sh->cap; i++)
-      for (track *t = sh->tab[i], *nx; t; t = nx) {
-        nx = t->next;
-        size_t k = (hash_key(t->owner, t->root) / NSHARDS) & (nc - 1);
-        t->next = nt[k];
-        nt[k] = t;
-      }
-    free(sh->tab);
-    sh->tab = nt;
-    sh->cap = nc;
-  }
-  track *t = calloc(1, sizeof *t);
-  if (!t) abort();
+  track_key k = {owner, root};
+  track *t = xgr__hashmap_find(&sh->tab, root, track_match, &k);
+  if (t || !create) return t;
+  t = xgr__xcalloc(1, sizeof *t);
   snprintf(t->owner, sizeof t->owner, "%s", owner);
   t->root = root;
   t->next_iter = 1;
   t->next_group = 1;
-  size_t k = (h / NSHARDS) & (sh->cap - 1);
-  t->next = sh->tab[k];
-  sh->tab[k] = t;
-  sh->n++;
+  xgr__hashmap_add(&sh->tab, root, t);
   return t;
 }
 
 static void forget(xgr_persist *p, const char *owner, uint64_t root) {
-  uint64_t h = hash_key(owner, root);
-  tshard *sh = &p->sh[h % NSHARDS];
-  pthread_mutex_lock(&sh->mu);
-  if (sh->cap) {
-    for (track **pp = &sh->tab[(h / NSHARDS) & (sh->cap - 1)]; *pp; pp = &(*pp)->next)
-      if ((*pp)->root == root && !strcmp((*pp)->owner, owner)) {
-        track *t = *pp;
-        *pp = t->next;
-        free(t);
-        sh->n--;
-        break;
-      }
+  tshard *sh;
+  track *t = lookup(p, owner, root, false, &sh);
+  if (t) {
+    xgr__hashmap_remove(&sh->tab, root, t);
+    free(t);
   }
   pthread_mutex_unlock(&sh->mu);
 }
@@ -184,8 +163,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   int64_t last_end = 0;
   /* the payload text of each process's last snapshot, reused by its history row */
   char *stack_texts[16];
-  char **texts = b->nprocs <= 16 ? stack_texts : calloc(b->nprocs, sizeof *texts);
-  if (!texts) abort();
+  char **texts = b->nprocs <= 16 ? stack_texts : xgr__xcalloc(b->nprocs, sizeof *texts);
   for (size_t i = 0; i < b->nprocs; i++) texts[i] = NULL;
   for (size_t i = 0; i < b->nprocs; i++) {
     const xgr_engine_proc *e = &b->procs[i];
@@ -266,8 +244,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0, next_iter,
                                   next_group, paused);
   if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
-  pending *pd = malloc(sizeof *pd);
-  if (!pd) abort();
+  pending *pd = xgr__xmalloc(sizeof *pd);
   *pd = (pending){.p = p, .done = done, .token = token, .t0 = mono_s()};
   atomic_fetch_add(&p->inflight, 1);
   if (p->batches) xgr_counter_add(p->batches, 1);
@@ -307,12 +284,9 @@ void xgr_persist_free(xgr_persist *p) {
   if (!p) return;
   for (size_t i = 0; i < NSHARDS; i++) {
     tshard *sh = &p->sh[i];
-    for (size_t k = 0; k < sh->cap; k++)
-      for (track *t = sh->tab[k], *nx; t; t = nx) {
-        nx = t->next;
-        free(t);
-      }
-    free(sh->tab);
+    size_t pos = 0;
+    for (track *t; (t = xgr__hashmap_next(&sh->tab, &pos, NULL));) free(t);
+    xgr__hashmap_free(&sh->tab);
     pthread_mutex_destroy(&sh->mu);
   }
   free(p);
