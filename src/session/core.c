@@ -135,6 +135,9 @@ struct xgr_session {
   size_t ndirty, capdirty;
   uint32_t *killq;              /* scopes whose waiting members must be aborted */
   size_t nkill, capkill;
+#ifndef NDEBUG
+  size_t check_credit;          /* table entries check_invariants() may walk (see there) */
+#endif
 };
 
 /* ---- effects ---------------------------------------------------------------------------------- */
@@ -374,6 +377,7 @@ static void proc_finish(xgr_session *s, xgr_proc *p, xgr_proc_status st, xgr_abo
   fx_proc(fx, p);
   deliver(s, p, c, fx);
   mark_dirty(s, c);
+  scope_free_if_done(s, c);    /* the last member of a scope whose join closed already */
   p->scope_next_ = s->grave;   /* the grave list reuses the scope link */
   s->grave = p;
 }
@@ -515,6 +519,148 @@ static void settle(xgr_session *s, int64_t now, xgr_effects *fx) {
   check_finished(s, fx);
 }
 
+/* ---- invariants (debug and sanitizer builds) ---------------------------------------------------
+ * check_invariants() runs at the end of every public entry point that changes a session, in every
+ * build without NDEBUG (meson's b_ndebug=if-release keeps assert() in debug, debugoptimized and
+ * the sanitizer builds; only release drops it). What it asserts:
+ *   - the queues are drained and no scope is dirty (so a closed scope is never dirty);
+ *   - the process table holds `live` processes, each waiting or running, each on the member
+ *     list of its own scope, and a scope's `live` count, per-step counts and live step set equal
+ *     its member list;
+ *   - `running` equals the processes in RUNNING;
+ *   - a process is in a promotion heap exactly when it is promotable, in the heap its heap tag
+ *     names (the bypass heap for steps that declare a join) at the index it records, and the
+ *     heaps are ordered by (nextWakeAt, iter);
+ *   - a scope's join target is the live process that collects from it while the join is open,
+ *     and a scope other than the root one is kept only while it has live members or an open
+ *     join (memory follows the live processes);
+ *   - a join holds at most one piece per expected step, each from that step, never beside a fail
+ *     record; an open join has fewer than k pieces and can still get k (its producers are live);
+ *     a satisfied one has at least k.
+ * A full check walks every process and scope. To keep big sessions linear, each call earns
+ * CHECK_CREDIT entries of checking and a full check runs once the credit covers the session's
+ * size: small sessions (the property test's) are checked after every call, a session of n
+ * processes about every n / CHECK_CREDIT calls. The O(1) parts run on every call. */
+#ifndef NDEBUG
+#define CHECK_CREDIT 512
+
+static void check_join(const xgr_session *s, const xgr_proc *t) {
+  const xgr_join_state *js = t->join;
+  const xgr_join *d = js->decl;
+  assert(t->from_group != 0 && d->target == t->step && d->n <= XGR_MAX_JOIN_INPUTS && d->k <= d->n);
+  for (unsigned i = 0; i < d->n; i++)
+    for (unsigned j = i + 1; j < d->n; j++) assert(d->from[i].node != d->from[j].node);   /* one slot per step */
+  unsigned got = 0;
+  for (unsigned i = 0; i < d->n; i++) {
+    if (js->inbox[i].kind == XGR_VNULL) continue;
+    got++;
+    assert(!js->fail[i]);                                   /* a piece or a fail record, not both */
+    xgr_value from;
+    assert(xgr_value_kind(js->inbox[i]) == XGR_VMAP && xgr_map_get_str(js->inbox[i], "_from", 5, &from));
+    const char *sid = xgr_value_str(from, NULL);
+    assert(sid && !strcmp(sid, s->orch->steps[d->from[i].node].id));   /* the piece of that step */
+    (void)sid;
+  }
+  if (js->closed) {
+    assert(js->outcome != XGR_JOIN_OPEN);
+    assert(js->outcome != XGR_JOIN_SATISFIED || got >= d->k);
+    return;
+  }
+  assert(js->outcome == XGR_JOIN_OPEN && got < d->k && t->status == XGR_PROC_WAITING);
+  const scope *c = scope_find(s, t->from_group);
+  assert(c && c->target == t->iter && !c->closed && !c->killed);
+  xgr_stepset reach = c->live_steps;
+  for (unsigned st = 0; st < s->orch->nsteps; st++)
+    if (xgr_stepset_has(&c->live_steps, st)) {
+      reach.w[0] |= s->orch->reach_scope[st].w[0];
+      reach.w[1] |= s->orch->reach_scope[st].w[1];
+    }
+  unsigned potential = 0;
+  for (unsigned i = 0; i < d->n; i++)
+    potential += js->inbox[i].kind == XGR_VNULL && xgr_stepset_has(&reach, d->from[i].node);
+  assert(got + potential >= d->k);                          /* still fulfillable */
+  (void)potential;
+}
+
+static void check_heap(const xgr_session *s, const heap *h, size_t tag) {
+  for (size_t i = 0; i < h->n; i++) {
+    const xgr_proc *p = h->a[i];
+    assert(p->heap_idx_ == (i | tag) && proc_find(s, p->iter) == p);
+    assert(i == 0 || !before(p, h->a[(i - 1) / 2]));
+    (void)p;
+  }
+}
+
+static void check_scope(const xgr_session *s, const scope *c) {
+  uint32_t count[XGR_MAX_STEPS] = {0};
+  size_t n = 0;
+  for (const xgr_proc *p = c->members; p; p = p->scope_next_) {
+    assert(p->group == c->id && proc_find(s, p->iter) == p);
+    assert(p->scope_next_ == NULL || p->scope_next_->scope_prev_ == p);
+    assert((p->scope_prev_ == NULL) == (p == c->members));
+    count[p->step]++;
+    n++;
+  }
+  assert(n == c->live);                                     /* live count = member list */
+  for (unsigned st = 0; st < s->orch->nsteps; st++) {
+    assert(c->step_count[st] == count[st]);
+    assert(xgr_stepset_has(&c->live_steps, st) == (count[st] != 0));
+  }
+  assert(!c->dirty);                                        /* so never closed and dirty */
+  assert(!c->killed || c->closed);
+  assert(c->id == 0 || c->live || (c->target && !c->closed));   /* no empty scope is kept */
+  if (c->target) {
+    const xgr_proc *t = proc_find(s, c->target);
+    assert(c->closed || (t && t->join && !t->join->closed && t->from_group == c->id));
+    assert(!t || !t->join || t->from_group != c->id || t->join->closed == c->closed);
+    (void)t;
+  }
+  (void)s;
+}
+
+static void check_invariants(xgr_session *s) {
+  assert(s->ndirty == 0 && s->nkill == 0);
+  assert(xgr__hashmap_size(&s->procs) == s->live && s->running <= s->live);
+  assert(s->orch->nsteps <= XGR_MAX_STEPS);
+  size_t cost = s->live + xgr__hashmap_size(&s->scopes) + s->normal.n + s->bypass.n;
+  s->check_credit += CHECK_CREDIT;
+  if (s->check_credit < cost) return;
+  s->check_credit = 0;
+  size_t pos = 0, in_scopes = 0;
+  for (const scope *c; (c = xgr__hashmap_next(&s->scopes, &pos, NULL));) {
+    check_scope(s, c);
+    in_scopes += c->live;
+  }
+  assert(in_scopes == s->live);   /* with the member checks: every process is in its scope's list */
+  size_t running = 0, in_heaps = 0;
+  pos = 0;
+  for (const xgr_proc *p; (p = xgr__hashmap_next(&s->procs, &pos, NULL));) {
+    assert(p->status == XGR_PROC_WAITING || p->status == XGR_PROC_RUNNING);
+    running += p->status == XGR_PROC_RUNNING;
+    if (p->heap_idx_ == HEAP_NONE) {
+      assert(!promotable(p));
+    } else {
+      assert(promotable(p));
+      bool bypass = (p->heap_idx_ & HEAP_BIT) != 0;         /* the heap tag */
+      const heap *h = bypass ? &s->bypass : &s->normal;
+      assert(bypass == xgr_stepset_has(&s->join_steps, p->step));
+      assert((p->heap_idx_ & ~HEAP_BIT) < h->n && h->a[p->heap_idx_ & ~HEAP_BIT] == p);
+      (void)h;
+      in_heaps++;
+    }
+    if (p->join) check_join(s, p);
+  }
+  assert(running == s->running);                            /* running = processes in RUNNING */
+  assert(in_heaps == s->normal.n + s->bypass.n);
+  check_heap(s, &s->normal, 0);
+  check_heap(s, &s->bypass, HEAP_BIT);
+  (void)running;
+  (void)in_heaps;
+}
+#else
+#define check_invariants(s) ((void)0)
+#endif
+
 /* ---- public API ------------------------------------------------------------------------------- */
 
 xgr_session *xgr_session_new(const xgr_orch *o, const char *owner, uint64_t root_pid,
@@ -573,6 +719,7 @@ int xgr_session_start(xgr_session *s, unsigned step, xgr_value payload, int64_t 
   xgr_value pl = xgr_value_kind(payload) == XGR_VMAP ? xgr_value_retain(payload) : xgr_map_new(0);
   proc_new(s, step, 0, 0, pl, now, now, fx);
   xgr_value_release(pl);
+  check_invariants(s);
   return 0;
 }
 
@@ -606,6 +753,7 @@ size_t xgr_session_promote(xgr_session *s, int64_t now, size_t max, xgr_effects 
     fx_proc(fx, p);
     promoted++;
   }
+  check_invariants(s);
   return promoted;
 }
 
@@ -711,6 +859,7 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
       return xgr_error_set(err, XGR_EINVAL, NULL, "unknown outcome kind %d", (int)o->kind);
   }
   settle(s, now, fx);
+  check_invariants(s);
   return 0;
 }
 
@@ -752,6 +901,7 @@ int xgr_session_kill(xgr_session *s, uint64_t iter, int64_t now, xgr_effects *fx
   if (iter == 0) {
     kill_all(s, XGR_ABORT_KILL, now, fx);
     settle(s, now, fx);
+    check_invariants(s);
     return 0;
   }
   xgr_proc *p = proc_find(s, iter);
@@ -762,6 +912,7 @@ int xgr_session_kill(xgr_session *s, uint64_t iter, int64_t now, xgr_effects *fx
   }
   abort_proc(s, p, XGR_ABORT_KILL, now, fx);
   settle(s, now, fx);
+  check_invariants(s);
   return 0;
 }
 
@@ -782,6 +933,7 @@ int xgr_session_pause(xgr_session *s, uint64_t iter, bool pause, int64_t now, xg
       }
     }
     free(its);
+    check_invariants(s);
     return 0;
   }
   xgr_proc *p = proc_find(s, iter);
@@ -794,6 +946,7 @@ int xgr_session_pause(xgr_session *s, uint64_t iter, bool pause, int64_t now, xg
   p->paused = pause;
   heap_sync(s, p);
   fx_proc(fx, p);
+  check_invariants(s);
   return 0;
 }
 
@@ -864,6 +1017,7 @@ int xgr_session_wake_pid(xgr_session *s, uint64_t iter, const char *caller, xgr_
   if (p->join && !p->join->closed)
     return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is an open join target; it runs when its join closes", pid);
   wake(s, p, payload, now, fx);
+  check_invariants(s);
   return 0;
 }
 
@@ -886,6 +1040,7 @@ int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr
     (*woken)++;
   }
   free(its);
+  check_invariants(s);
   if (*woken) return 0;
   if (!waiting) return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no process is waiting on step \"%s\"; nothing was woken", sid);
   if (denied)
@@ -1021,5 +1176,6 @@ int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_er
   }
   free(all);
   settle(s, now, fx);
+  check_invariants(s);
   return 0;
 }

@@ -6,6 +6,10 @@
  *   3. no process is promoted after its scope's join closed with kill;
  *   4. without timers or wake-ups a session never stalls (no open join whose producers are dead);
  *   5. the same seed gives a byte-identical report.
+ * Beside these, the core checks its own invariants (check_invariants() in src/session/core.c:
+ * member lists and counts, `running`, heap tags, dirty scopes, join pieces) after every call, as
+ * the library is built without NDEBUG wherever tests are built; an invariant that breaks aborts
+ * the run with the assertion.
  * usage: prop_sessions [RUNS] [FIRST_SEED]; prints the failing seed and its bundle on a failure. */
 #include <curl/curl.h>
 #include <stdarg.h>
@@ -14,6 +18,10 @@
 #include <string.h>
 
 #include "xgr/driver.h"
+
+#ifdef NDEBUG
+#error "prop_sessions relies on the session core's assert()ed invariants: build without NDEBUG"
+#endif
 
 typedef struct rng { uint64_t s; } rng;
 static uint64_t next(rng *r) {

@@ -279,6 +279,31 @@ static void test_endless_loop_frees(void **st) {
   w_free(&w);
 }
 
+/* An endless loop through a join that closes before all its producers ended (mode any, drain):
+ * the join's scope is released when its last member ends. Before, every round left an empty
+ * scope behind (the core's invariant check, on in this build, catches a kept empty scope). */
+static void test_endless_join_loop_frees_scopes(void **st) {
+  (void)st;
+  const char *doc =
+      "{\"structure\":{\"L\":{\"rule\":\"l\",\"onValid\":{\"spawns\":[\"A\",\"B\"],\"join\":{\"joinid\":\"J\","
+      "\"mode\":\"any\",\"waitonjoin\":\"drain\",\"from\":[{\"node\":\"A\",\"when\":\"valid\"},"
+      "{\"node\":\"B\",\"when\":\"valid\"}]}}},\"A\":{\"rule\":\"a\"},\"B\":{\"rule\":\"b\"},"
+      "\"J\":{\"rule\":\"j\",\"onValid\":{\"spawns\":[\"L\"]}}}}";
+  world w;
+  w_init(&w, doc, "");
+  w_start(&w, "L");
+  /* one round: L, A (satisfies J), B (drains into the closed join), J -> next L */
+  for (int round = 0; round < 10; round++) {
+    w_run(&w, 400);
+    assert_true(xgr_session_live(w.s) <= 4);
+  }
+  assert_int_equal(w.steps_run, 4000);
+  xgr_session_state ss;
+  xgr_session_state_get(w.s, &ss);
+  assert_int_equal(ss.next_group, 1001);   /* a thousand joins opened and closed */
+  w_free(&w);
+}
+
 static void test_cancel_session_and_abort_step(void **st) {
   (void)st;
   const char *doc = "{\"structure\":{\"A\":{\"rule\":\"a\",\"onValid\":{\"spawns\":[\"B\",\"C\"]}},\"B\":{\"rule\":\"b\"},"
@@ -357,6 +382,7 @@ int main(void) {
     cmocka_unit_test(test_pitfall_aborts_at_once),
     cmocka_unit_test(test_cascade_upward),
     cmocka_unit_test(test_endless_loop_frees),
+    cmocka_unit_test(test_endless_join_loop_frees_scopes),
     cmocka_unit_test(test_cancel_session_and_abort_step),
     cmocka_unit_test(test_delivery_emits_target_change),
     cmocka_unit_test(test_pid_parse),
