@@ -73,6 +73,8 @@ extern "C" {
 #define XGR_MAX_OUTCOME_KEYS 64            /* MaxOutcomeKeys */
 #define XGR_MAX_GRANTS 16                  /* MaxGrants */
 #define XGR_MAX_EXEC_ARGS 16               /* MaxExecArgs */
+#define XGR_MAX_WAKEUPS 16                 /* xgr's own cap on wakeUps per branch: XDaLa_Limits.md
+                                              has none; the MaxGrants number */
 
 #define XGR_HTTP_DEFAULT_TIMEOUT_MS 5000   /* apiCalls[].timeoutMs when omitted */
 #define XGR_HTTP_MAX_RESPONSE 1048576      /* response bodies above 1 MiB fail the call */

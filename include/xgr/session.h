@@ -14,15 +14,21 @@
  *                it; the pointer is valid until the next call;
  *   HISTORY      a step ran: one audit row (pid, step, status after the result, outcome, at);
  *   WAKE         deliver an internal wake-up to another session (routed by owner and rootPid);
- *   FINISHED     the session has no live process left (result completed or killed).
+ *   FINISHED     the session has no live process left (result completed or killed);
+ *   JOIN         a join closed (satisfied or unfulfillable): proc is its target, the outcome is
+ *                in proc->join; a PROC effect of the target follows in the same call.
  *
  * Timers: the driver asks xgr_session_next_due() for the earliest time a waiting process can be
  * promoted and calls xgr_session_promote() when that time has come (or after any event).
  * Promotion is explicit so that the deterministic driver can run one process at a time while a
  * concurrent driver promotes up to the per-session cap.
  *
- * Terminal processes are freed at once (their last state went out as a PROC effect); the core's
+ * Terminal processes leave the core's tables at once and are freed at the start of the next call
+ * (their last state went out as a PROC effect, whose pointer stays valid until then); the core's
  * memory is proportional to the live processes and open joins, so endless loops stay flat.
+ *
+ * In builds without NDEBUG every call that changes a session ends by checking the core's
+ * invariants with assert() (docs/SESSIONS.md lists them).
  *
  * Thread safety: none. One session is only ever touched by one thread at a time (its actor).
  * The orchestration is borrowed and must outlive the session.
@@ -262,7 +268,7 @@ void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n);
  * number is refused, not clamped). Returns 0 or XGR_EINVAL. */
 int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter);
 
-/* ==== Recovery (src/session/restore.c, issue 8 — durable sessions) ===========================
+/* ==== Recovery (issue 8 — durable sessions; implemented in src/session/core.c) ===============
  * Additive: rebuild a session core from stored records (xgr/store.h) after a restart. The
  * session's counters and the join state of a process are what the store needs beyond the PROC
  * effects. Restored processes that were running when the previous process died become waiting
