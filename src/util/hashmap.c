@@ -12,18 +12,7 @@
 
 #define MIN_CAP 16
 
-/* The murmur3 finaliser: every key bit affects every bit of the result, so sequential ids and
- * hashes whose high bits were already used to pick a shard still spread over the table. */
-static inline uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-static inline size_t home(const xgr_hashmap *m, uint64_t key) { return (size_t)mix(key) & (m->cap - 1); }
+static inline size_t home(const xgr_hashmap *m, uint64_t key) { return xgr__hashmap_home(m, key); }
 
 /* Rebuild the table with ncap slots (a power of two that holds every value under 3/4 load). */
 static void rehash(xgr_hashmap *m, size_t ncap) {
@@ -85,14 +74,6 @@ static void delete_at(xgr_hashmap *m, size_t i) {
 }
 
 /* ---- exact keys ---- */
-
-void *xgr__hashmap_get(const xgr_hashmap *m, uint64_t key) {
-  if (!m->n) return NULL;
-  size_t mask = m->cap - 1;
-  for (size_t i = home(m, key); m->slots[i].val; i = (i + 1) & mask)
-    if (m->slots[i].key == key) return m->slots[i].val;
-  return NULL;
-}
 
 void *xgr__hashmap_put(xgr_hashmap *m, uint64_t key, void *val) {
   assert(val);

@@ -4,8 +4,8 @@
  * include/xgr).
  *
  * A map holds (key, value) slots: a 64-bit key and a non-NULL value pointer (NULL marks an empty
- * slot). The map mixes every key itself (a full 64-bit avalanche), so callers may use raw
- * sequential ids as keys. It is used in one of two modes, never both in one map:
+ * slot). The map mixes every key itself (xgr__hashmap_home), so callers may use raw sequential
+ * ids as keys. It is used in one of two modes, never both in one map:
  *
  *   - exact keys: the key is the identity (process iters, scope ids). _get/_put/_del; one value
  *     per key.
@@ -52,9 +52,24 @@ static inline size_t xgr__hashmap_size(const xgr_hashmap *m) { return m->n; }
 /* Make room for n values without growing later (never shrinks). */
 void xgr__hashmap_reserve(xgr_hashmap *m, size_t n);
 
+/* The slot where the probe for key starts (internal to the map; here for the inline lookup).
+ * Fibonacci hashing folded: the product's low bits are a permutation of the key's low bits (so
+ * sequential ids fill distinct slots) and the fold mixes in bits 32 and up, where the high key
+ * bits land; the top bits, which the sharded users take to pick a shard, stay out of it. */
+static inline size_t xgr__hashmap_home(const xgr_hashmap *m, uint64_t key) {
+  key *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(key ^ (key >> 32)) & (m->cap - 1);
+}
+
 /* ---- exact keys ---- */
-/* The value stored under key, or NULL. */
-void *xgr__hashmap_get(const xgr_hashmap *m, uint64_t key);
+/* The value stored under key, or NULL (inline: the session core looks up on every step). */
+static inline void *xgr__hashmap_get(const xgr_hashmap *m, uint64_t key) {
+  if (!m->n) return NULL;
+  size_t mask = m->cap - 1;
+  for (size_t i = xgr__hashmap_home(m, key); m->slots[i].val; i = (i + 1) & mask)
+    if (m->slots[i].key == key) return m->slots[i].val;
+  return NULL;
+}
 /* Store val (non-NULL) under key; returns the value it replaced, or NULL. */
 void *xgr__hashmap_put(xgr_hashmap *m, uint64_t key, void *val);
 /* Remove key; returns its value, or NULL when absent. */
