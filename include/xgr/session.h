@@ -106,8 +106,10 @@ typedef struct xgr_proc {
   xgr_value payload;            /* resumePlain before the step ran, effective payload after */
   char *error;                  /* hard error text (owned) or NULL */
   xgr_join_state *join;         /* join targets only */
-  /* private to the core: the scope's member list (scope_next_ also links the core's list of
-   * terminal processes awaiting release) and the position in a promotion heap */
+  /* private to the core: its scope (while live), the scope's member list (scope_next_ also
+   * links the core's list of terminal processes awaiting release) and the position in a
+   * promotion heap */
+  void *scope_;
   struct xgr_proc *scope_prev_, *scope_next_;
   size_t heap_idx_;
 } xgr_proc;

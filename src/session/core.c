@@ -6,7 +6,8 @@
  *   - scopes: join scopes by group id (util/hashmap.h). A scope knows its live members (an
  *             intrusive list plus a per-step count and the set of steps they are at), the join
  *             target that collects from it (if any), and whether its join closed with `kill`.
- *             Scope 0 is the session's root scope;
+ *             Scope 0 is the session's root scope; a live process points at its own scope
+ *             (scope_), so the per-step path looks up no scope;
  *   - two min-heaps of promotable waiting processes keyed by (nextWakeAt, iter): one for steps
  *             that declare a join (they bypass the per-session cap) and one for the rest.
  * A join decision needs only its scope: `potential` is the union, over the distinct steps live
@@ -294,6 +295,7 @@ static void proc_insert(xgr_session *s, xgr_proc *p) {
   xgr__hashmap_put(&s->procs, p->iter, p);
   s->live++;
   scope *c = scope_get(s, p->group);
+  p->scope_ = c;
   c->live++;
   if (c->step_count[p->step]++ == 0) xgr_stepset_add(&c->live_steps, p->step);
   p->scope_next_ = c->members;
@@ -363,7 +365,7 @@ static void proc_finish(xgr_session *s, xgr_proc *p, xgr_proc_status st, xgr_abo
   p->abort_reason = (uint8_t)why;
   p->finished_at = now;
   heap_sync(s, p);
-  scope *c = scope_get(s, p->group);
+  scope *c = p->scope_;
   c->live--;
   if (--c->step_count[p->step] == 0) {
     c->live_steps.w[p->step >> 6] &= ~((uint64_t)1 << (p->step & 63));
@@ -595,7 +597,7 @@ static void check_scope(const xgr_session *s, const scope *c) {
   uint32_t count[XGR_MAX_STEPS] = {0};
   size_t n = 0;
   for (const xgr_proc *p = c->members; p; p = p->scope_next_) {
-    assert(p->group == c->id && proc_find(s, p->iter) == p);
+    assert(p->group == c->id && p->scope_ == c && proc_find(s, p->iter) == p);
     assert(p->scope_next_ == NULL || p->scope_next_->scope_prev_ == p);
     assert((p->scope_prev_ == NULL) == (p == c->members));
     count[p->step]++;
@@ -739,8 +741,8 @@ size_t xgr_session_promote(xgr_session *s, int64_t now, size_t max, xgr_effects 
     xgr_proc *bp = s->bypass.n ? s->bypass.a[0] : NULL;
     xgr_proc *p = !nb ? bp : !bp ? nb : before(bp, nb) ? bp : nb;
     if (!p || p->next_wake_at > now) break;
-    scope *c = scope_find(s, p->group);
-    if (c && c->killed) {   /* dispatch gate */
+    scope *c = p->scope_;
+    if (c->killed) {   /* dispatch gate */
       abort_proc(s, p, XGR_ABORT_JOIN_KILL, now, fx);
       settle(s, now, fx);
       continue;
@@ -779,8 +781,8 @@ static void history(xgr_effects *fx, const xgr_proc *p) {
 }
 
 static void run_branch(xgr_session *s, xgr_proc *p, const xgr_step_outcome *o, int64_t now, xgr_effects *fx) {
-  scope *own = scope_find(s, p->group);
-  if (own && own->killed) return;   /* spawn gate: nothing is created into a killed scope */
+  scope *own = p->scope_;
+  if (own->killed) return;   /* spawn gate: nothing is created into a killed scope */
   const xgr_branch *b = &s->orch->steps[p->step].branch[p->valid ? XGR_ON_VALID : XGR_ON_INVALID];
   int64_t wake = o->wait_sec < 0 ? XGR_NEVER : now + o->wait_sec * 1000;
   uint32_t group = p->group;
