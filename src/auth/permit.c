@@ -146,7 +146,7 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
   memset(out, 0, sizeof *out);
   if (!json_is_object(permit))
     return refuse(&v, "", "expected a permit object {domain, types, primaryType, message, signature}, got %s",
-                  xgr_json_type_name(permit));
+                  permit ? xgr_json_type_name(permit) : "nothing");
   static const char *const top[] = {"domain", "types", "primaryType", "message", "signature"};
   const char *key;
   const json_t *val;

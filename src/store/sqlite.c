@@ -65,8 +65,8 @@ static const char *const migrations[] = {
     "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
     "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
     /* 3: single-use marks (used control permits until their expiry) */
-    "CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE INDEX marks_expiry ON marks(expires_at);",
+    ("CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
+     "CREATE INDEX marks_expiry ON marks(expires_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

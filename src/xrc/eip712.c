@@ -17,6 +17,9 @@
 
 #define TYPE_MAX 128 /* longest type string accepted */
 
+/* The JSON type of v for messages; "nothing" for a missing value. */
+static const char *tname(const json_t *v) { return v ? xgr_json_type_name(v) : "nothing"; }
+
 typedef enum kind { K_ADDRESS, K_BOOL, K_STRING, K_BYTES, K_BYTESN, K_UINT, K_INT, K_STRUCT } kind;
 
 /* ---- type strings ---------------------------------------------------------------------------- */
@@ -311,7 +314,7 @@ int xgr_eip712_encode_int(const char *type, const json_t *v, const char *path, u
     }
   } else {
     return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s (integer or decimal string), got %s", type,
-                         xgr_json_type_name(v));
+                         tname(v));
   }
   int bl = word_bitlen(out);
   if (bl == 0) neg = 0;
@@ -334,7 +337,7 @@ static int hash_struct(const json_t *types, const char *name, const json_t *v, c
 static int hex_value(const json_t *v, const char *path, const char *type, uint8_t **bytes, size_t *n,
                      size_t max, xgr_error *err) {
   const char *s = json_string_value(v);
-  if (!s) return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s as 0x-hex, got %s", type, xgr_json_type_name(v));
+  if (!s) return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s as 0x-hex, got %s", type, tname(v));
   size_t len = json_string_length(v);
   if (len < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || len % 2)
     return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s as 0x followed by an even number of hex digits", type);
@@ -368,7 +371,7 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
   if (arr < 0) return xgr_error_set(err, XGR_ESCHEMA, path, "malformed array type \"%.64s\"", type);
   if (arr) {
     if (!json_is_array(v))
-      return xgr_error_set(err, XGR_ESCHEMA, path, "expected an array (%s), got %s", type, xgr_json_type_name(v));
+      return xgr_error_set(err, XGR_ESCHEMA, path, "expected an array (%s), got %s", type, tname(v));
     size_t n = json_array_size(v);
     if (n > XGR_EIP712_MAX_ARRAY)
       return xgr_error_set(err, XGR_ELIMIT, path, "%zu elements; at most %d", n, XGR_EIP712_MAX_ARRAY);
@@ -396,14 +399,14 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
     return hash_struct(types, type, v, path, depth + 1, out, err);
   case K_STRING:
     if (!json_is_string(v))
-      return xgr_error_set(err, XGR_ESCHEMA, path, "expected a string, got %s", xgr_json_type_name(v));
+      return xgr_error_set(err, XGR_ESCHEMA, path, "expected a string, got %s", tname(v));
     if (json_string_length(v) > MAX_BYTES)
       return xgr_error_set(err, XGR_ELIMIT, path, "string of %zu bytes; at most %d", json_string_length(v), MAX_BYTES);
     xgr_keccak256(json_string_value(v), json_string_length(v), out);
     return 0;
   case K_BOOL:
     if (!json_is_boolean(v))
-      return xgr_error_set(err, XGR_ESCHEMA, path, "expected true or false, got %s", xgr_json_type_name(v));
+      return xgr_error_set(err, XGR_ESCHEMA, path, "expected true or false, got %s", tname(v));
     out[31] = json_is_true(v);
     return 0;
   case K_UINT:
@@ -452,7 +455,7 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
 static int hash_struct(const json_t *types, const char *name, const json_t *v, const char *path, int depth,
                        uint8_t out[32], xgr_error *err) {
   if (!json_is_object(v))
-    return xgr_error_set(err, XGR_ESCHEMA, path, "expected an object (%s), got %s", name, xgr_json_type_name(v));
+    return xgr_error_set(err, XGR_ESCHEMA, path, "expected an object (%s), got %s", name, tname(v));
   const json_t *fields;
   int rc = struct_fields(types, name, &fields, err);
   if (rc) return rc;
@@ -502,7 +505,7 @@ int xgr_eip712_hash_struct(const json_t *types, const char *type, const json_t *
 
 int xgr_eip712_domain_separator(const json_t *types, const json_t *domain, uint8_t out[32], xgr_error *err) {
   if (!json_is_object(domain))
-    return xgr_error_set(err, XGR_ESCHEMA, "domain", "expected an object, got %s", xgr_json_type_name(domain));
+    return xgr_error_set(err, XGR_ESCHEMA, "domain", "expected an object, got %s", tname(domain));
   if (json_object_get(types, "EIP712Domain")) return hash_struct(types, "EIP712Domain", domain, "domain", 0, out, err);
   static const char *const names[] = {"name", "version", "chainId", "verifyingContract", "salt"};
   static const char *const tys[] = {"string", "string", "uint256", "address", "bytes32"};
