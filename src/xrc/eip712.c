@@ -126,33 +126,44 @@ static int struct_fields(const json_t *types, const char *name, const json_t **o
     return xgr_error_set(err, XGR_ELIMIT, "types", "%zu struct types; at most %d", json_object_size(types),
                          XGR_EIP712_MAX_TYPES);
   const json_t *f = json_object_get(types, name);
-  char path[XGR_PATH_MAX];
-  snprintf(path, sizeof path, "types.%s", name);
-  if (!f) return xgr_error_set(err, XGR_ESCHEMA, path, "type %s is not defined", name);
-  if (!json_is_array(f)) return xgr_error_set(err, XGR_ESCHEMA, path, "expected an array of {name, type}");
+  if (!f) return xgr_error_set(err, XGR_ESCHEMA, "types", "type %.64s is not defined", name);
+  if (!json_is_array(f))
+    return xgr_error_set(err, XGR_ESCHEMA, "types", "types.%.64s: expected an array of {name, type}", name);
   size_t n = json_array_size(f);
   if (n > XGR_EIP712_MAX_FIELDS)
-    return xgr_error_set(err, XGR_ELIMIT, path, "%zu fields; at most %d", n, XGR_EIP712_MAX_FIELDS);
+    return xgr_error_set(err, XGR_ELIMIT, "types", "types.%.64s: %zu fields; at most %d", name, n, XGR_EIP712_MAX_FIELDS);
   for (size_t i = 0; i < n; i++) {
     const json_t *e = json_array_get(f, i);
     const char *fn = json_string_value(json_object_get(e, "name"));
     const char *ft = json_string_value(json_object_get(e, "type"));
-    char fp[XGR_PATH_MAX + 32];
-    snprintf(fp, sizeof fp, "%s[%zu]", path, i);
-    if (!json_is_object(e) || !fn || !ft)
-      return xgr_error_set(err, XGR_ESCHEMA, fp, "expected {\"name\": string, \"type\": string}");
-    if (!is_ident(fn) || strlen(fn) >= TYPE_MAX)
-      return xgr_error_set(err, XGR_ESCHEMA, fp, "field name \"%.64s\" is not an identifier", fn);
+    const char *bad = NULL;
     char base[TYPE_MAX];
     int sz;
-    if (base_type(ft, base) || (classify(base, &sz) == K_STRUCT && !is_ident(base)))
-      return xgr_error_set(err, XGR_ESCHEMA, fp, "malformed type \"%.64s\"", ft);
-    for (size_t j = 0; j < i; j++)
-      if (!strcmp(fn, json_string_value(json_object_get(json_array_get(f, j), "name"))))
-        return xgr_error_set(err, XGR_EDUP, fp, "field %s appears twice", fn);
+    if (!json_is_object(e) || !fn || !ft) bad = "expected {\"name\": string, \"type\": string}";
+    else if (!is_ident(fn) || strlen(fn) >= TYPE_MAX) bad = "the field name is not an identifier";
+    else if (base_type(ft, base) || (classify(base, &sz) == K_STRUCT && !is_ident(base))) bad = "malformed type";
+    for (size_t j = 0; !bad && j < i; j++)
+      if (!strcmp(fn, json_string_value(json_object_get(json_array_get(f, j), "name")))) bad = "the field appears twice";
+    if (bad) {
+      char fp[XGR_PATH_MAX];
+      snprintf(fp, sizeof fp, "types.%.64s[%zu]", name, i);
+      return xgr_error_set(err, XGR_ESCHEMA, fp, "%s", bad);
+    }
   }
   *out = f;
   return 0;
+}
+
+/* out = a + "." + b (or b when a is empty), truncated to cap. */
+static void path_join(char *out, size_t cap, const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la + 1 + lb + 1 > cap) {
+    snprintf(out, cap, "%s.%s", a, b);
+    return;
+  }
+  memcpy(out, a, la);
+  if (la) out[la++] = '.';
+  memcpy(out + la, b, lb + 1);
 }
 
 typedef struct typeset {
@@ -466,7 +477,7 @@ static int hash_struct(const json_t *types, const char *name, const json_t *v, c
     const json_t *f = json_array_get(fields, i);
     const char *fn = json_string_value(json_object_get(f, "name"));
     char fp[XGR_PATH_MAX];
-    snprintf(fp, sizeof fp, "%s%s%s", path, path[0] ? "." : "", fn);
+    path_join(fp, sizeof fp, path, fn);
     const json_t *fv = json_object_get(v, fn);
     if (!fv) {
       rc = xgr_error_set(err, XGR_ESCHEMA, fp, "missing; %s has a field %s", name, fn);
