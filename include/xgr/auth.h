@@ -77,6 +77,12 @@ int xgr_auth_check_control(const xgr_permit *p, const char *action, uint64_t roo
  * refused ("already used"), also after a restart. */
 int xgr_auth_consume(const xgr_auth *a, const xgr_permit *p, xgr_error *err);
 
+/* DNS rebinding: may a request with this Host header reach a server listening on listen_host:port?
+ * A server on a loopback address accepts only localhost, 127.x.y.z and [::1]; one on a specific
+ * address only that address; one on 0.0.0.0 or :: any host. A Host header with a port must name
+ * the listening port. host NULL (HTTP/1.0 without Host) is accepted. */
+bool xgr_auth_host_ok(const char *host, const char *listen_host, unsigned port);
+
 #ifdef __cplusplus
 }
 #endif

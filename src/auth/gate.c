@@ -154,3 +154,36 @@ int xgr_auth_consume(const xgr_auth *a, const xgr_permit *p, xgr_error *err) {
   }
   return 0;
 }
+
+static bool is_loopback(const char *h) {
+  return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcasecmp(h, "localhost");
+}
+
+bool xgr_auth_host_ok(const char *host, const char *listen_host, unsigned port) {
+  if (!host) return true;
+  char name[256];
+  size_t n = strlen(host);
+  if (n == 0 || n >= sizeof name) return false;
+  const char *colon;
+  if (host[0] == '[') { /* [v6]:port */
+    const char *close = strchr(host, ']');
+    if (!close) return false;
+    memcpy(name, host + 1, (size_t)(close - host - 1));
+    name[close - host - 1] = 0;
+    colon = close[1] == ':' ? close + 1 : close[1] ? host /* junk after ] */ : NULL;
+    if (colon == host) return false;
+  } else {
+    colon = strchr(host, ':');
+    size_t l = colon ? (size_t)(colon - host) : n;
+    memcpy(name, host, l);
+    name[l] = 0;
+  }
+  if (colon) {
+    char *end;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (*end || colon[1] == 0 || p != port) return false;
+  }
+  if (!strcmp(listen_host, "0.0.0.0") || !strcmp(listen_host, "::") || !*listen_host) return true;
+  if (is_loopback(listen_host)) return is_loopback(name);
+  return !strcasecmp(name, listen_host);
+}

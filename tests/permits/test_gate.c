@@ -164,8 +164,25 @@ static void test_control_bindings(void **state) {
   json_decref(params);
 }
 
+static void test_host(void **state) {
+  (void)state;
+  assert_true(xgr_auth_host_ok(NULL, "127.0.0.1", 8729));
+  assert_true(xgr_auth_host_ok("127.0.0.1:8729", "127.0.0.1", 8729));
+  assert_true(xgr_auth_host_ok("localhost:8729", "127.0.0.1", 8729));
+  assert_true(xgr_auth_host_ok("localhost", "127.0.0.1", 8729));
+  assert_true(xgr_auth_host_ok("[::1]:8729", "127.0.0.1", 8729));
+  assert_false(xgr_auth_host_ok("evil.example:8729", "127.0.0.1", 8729)); /* DNS rebinding */
+  assert_false(xgr_auth_host_ok("127.0.0.1:80", "127.0.0.1", 8729));
+  assert_false(xgr_auth_host_ok("127.0.0.1:", "127.0.0.1", 8729));
+  assert_false(xgr_auth_host_ok("[::1", "127.0.0.1", 8729));
+  assert_false(xgr_auth_host_ok("", "127.0.0.1", 8729));
+  assert_true(xgr_auth_host_ok("10.0.0.5:8729", "10.0.0.5", 8729));
+  assert_false(xgr_auth_host_ok("10.0.0.6:8729", "10.0.0.5", 8729));
+  assert_true(xgr_auth_host_ok("xgr.example.org", "0.0.0.0", 8729));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_missing_and_kind), cmocka_unit_test(test_session_bindings),
-                                     cmocka_unit_test(test_control_bindings)};
+                                     cmocka_unit_test(test_control_bindings), cmocka_unit_test(test_host)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
