@@ -300,6 +300,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   const char *opath, *tpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  if (xgr__rpc_permits(caller) && strcmp(who, owner))   /* a signer reads its own sessions */
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, opath,
+                         "signer %s may not read the sessions of %s (it is not the owner)", who, owner);
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
   xgr_store_session s = {0};
