@@ -371,9 +371,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   if (owner && !xgr_rpc_is_address(key)) {   /* an owner's rule name (permit mode registers them so) */
     if (!xgr_rpc_is_address(owner))
       return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "owner", "is \"%.60s\"; expected an address", owner);
-    char scoped[sizeof key];
-    snprintf(scoped, sizeof scoped, "%.42s/%.127s", owner, key);
-    xgr__rpc_lower(scoped);
+    char lo[43], scoped[sizeof key];
+    snprintf(lo, sizeof lo, "%s", owner);
+    xgr__rpc_lower(lo);
+    snprintf(scoped, sizeof scoped, "%.42s/%.127s", lo, key);
     memcpy(key, scoped, sizeof key);
   }
   uint32_t version;

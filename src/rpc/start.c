@@ -146,6 +146,11 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   int rc = xgr__rpcd_bundle_ex(d, rq->reg_key, &b, &reg_owner, &executors, rq->reg_path, err);
   if (rc) return xgr__rpc_code(rc, err);
   *out_b = b;
+  if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
+    return xgr__rpc_fail(
+        err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
+        "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
+        rq->ostc_hash, rq->reg_key, b->orch->hash);
   if (rq->permit && rq->permit->kind) {
     /* the SessionPermit binds the rootPid this start gets (the request's, else the owner's next),
      * the orchestration (ostcId, registered hash) and the signer's right to start it; checked
@@ -155,11 +160,6 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
         (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
       return rc;
   }
-  if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
-    return xgr__rpc_fail(
-        err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
-        "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
-        rq->ostc_hash, rq->reg_key, b->orch->hash);
   const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
   int si = xgr_orch_find(b->orch, step);
   if (si < 0)
@@ -271,8 +271,6 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *rpath, *ostc_id = NULL, *hash = NULL, *step = NULL;
   if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
-  xgr_permit permit;
-  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err))) return rc;
   if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
   uint64_t root = 0;
@@ -289,6 +287,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
     payload = json_object_get(init, "payload");
     if (json_is_null(payload)) payload = NULL;
   }
+  xgr_permit permit;   /* who may: checked once the request is well-formed */
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
@@ -404,7 +404,17 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
   char who[64] = "";
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  if (xgr__rpc_permits(caller)) {   /* public, as on a chain: `from` names whose counter to read */
+    const json_t *f = json_object_get(o, "from");
+    if (f && (!json_is_string(f) || !xgr_rpc_is_address(json_string_value(f))))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from", "is not an address (0x + 40 hex)");
+    if (f) {
+      snprintf(who, sizeof who, "%s", json_string_value(f));
+      xgr__rpc_lower(who);
+    }
+  } else if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) {
+    return rc;
+  }
   if (!who[0]) return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from",
                                     "missing; expected the sender's address (0x + 40 hex)");
   uint64_t root;   /* the next expected rootPid (public reference §6): read, not taken */

@@ -67,6 +67,8 @@ static inline void tsign_free(tsign *t) { xgr_secp_free(t->s); }
  * (malformed addresses, unknown callers) get no permit: xgrd must refuse those calls anyway.
  * Returns 0, or -1 with *err when signing failed. */
 static inline int tsign_attach(tsign *t, const char *method, json_t *params, xgr_error *err) {
+  if (json_is_array(params) && json_array_size(params) == 1 && json_is_object(json_array_get(params, 0)))
+    params = json_array_get(params, 0); /* the params[0] convention */
   if (!json_is_object(params) || !xgr_permit_kind_for_method(method)) return 0;
   const char *who = json_string_value(json_object_get(params, "from"));
   if (!who) who = json_string_value(json_object_get(params, "owner"));
@@ -77,7 +79,8 @@ static inline int tsign_attach(tsign *t, const char *method, json_t *params, xgr
   xgr_permit_call info = t->info;
   info.chain_id = t->chain_id;
   info.control_contract = t->contract;
-  if (!info.expiry) info.expiry = (uint64_t)time(NULL) + 600;
+  static uint64_t n; /* distinct expiries: the same call signed twice is two permits (single use) */
+  if (!info.expiry) info.expiry = (uint64_t)time(NULL) + 600 + (n++ % 100000);
   if (!info.max_total_gas) info.max_total_gas = 1000000;
   return xgr_permit_sign_call(t->s, key, method, params, &info, err) ? -1 : 0;
 }
