@@ -5,7 +5,8 @@
  * runs). Covered: forged signature, another signer, expired, wrong chain, wrong domain name, wrong
  * primaryType, extra field, wrong sessionId, wrong action, a control permit used twice (also after
  * a restart), high s, bad v, truncated hex, a start by a non-owner, a registry write by a
- * non-owner, reading another owner's session; and the good permits that the refusals mutate. */
+ * non-owner, reading another owner's session; and the good permits that the refusals mutate. Also
+ * the Host header check, /metrics on --metrics-listen, and xgr_getCoreAddrs. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -60,7 +61,7 @@ static void start_xgrd(void) {
     if (!freopen(logf, "a", stderr)) _exit(126);
     const char *xgrd = getenv("XGRD") ? getenv("XGRD") : "./xgrd";
     execl(xgrd, xgrd, "--listen", "127.0.0.1:0", "--store", C.store, "--port-file", portfile, "--workers", "1",
-          "--chain-id", "31337", "--control-contract", CONTRACT, (char *)NULL);
+          "--chain-id", "31337", "--control-contract", CONTRACT, "--metrics-listen", "127.0.0.1:0", (char *)NULL);
     _exit(127);
   }
   C.pid = pid;
@@ -421,7 +422,65 @@ static void test_refusals(void **state) {
   json_decref(b);
 }
 
+/* A GET with an optional Host header; the HTTP status. */
+static long get(int port, const char *path, const char *host) {
+  CURL *h = curl_easy_init();
+  char url[96], hh[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+  struct curl_slist *hd = NULL;
+  if (host) {
+    snprintf(hh, sizeof hh, "Host: %s", host);
+    hd = curl_slist_append(hd, hh);
+  }
+  hbuf b = {0};
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+  long st = 0;
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  free(b.p);
+  return st;
+}
+
+/* The Host header (DNS rebinding), /metrics on its own listener, xgr_getCoreAddrs. */
+static void test_http_guards(void **state) {
+  (void)state;
+  char logf[200], line[512];
+  snprintf(logf, sizeof logf, "%s/xgrd.log", C.dir);
+  int mport = 0;
+  FILE *f = fopen(logf, "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof line, f)) {
+    const char *p = strstr(line, "msg=\"metrics listening\"");
+    if (p && (p = strstr(p, "port="))) mport = atoi(p + 5);
+  }
+  fclose(f);
+  assert_true(mport > 0);
+  char good[64], bad[64];
+  snprintf(good, sizeof good, "localhost:%d", C.port);
+  snprintf(bad, sizeof bad, "rebind.example:%d", C.port);
+  assert_int_equal(get(C.port, "/healthz", NULL), 200);
+  assert_int_equal(get(C.port, "/healthz", good), 200);
+  assert_int_equal(get(C.port, "/healthz", bad), 403);
+  snprintf(bad, sizeof bad, "127.0.0.1:%d", C.port + 1);
+  assert_int_equal(get(C.port, "/healthz", bad), 403);
+  assert_int_equal(get(C.port, "/metrics", NULL), 404);   /* it lives on --metrics-listen */
+  assert_int_equal(get(mport, "/metrics", NULL), 200);
+  assert_int_equal(get(mport, "/", NULL), 404);
+  snprintf(bad, sizeof bad, "rebind.example:%d", mport);
+  assert_int_equal(get(mport, "/metrics", bad), 403);
+  json_t *r = ok("xgr_getCoreAddrs", json_object());
+  assert_string_equal(json_string_value(json_object_get(r, "chainId")), "0x7a69");
+  assert_string_equal(json_string_value(json_object_get(r, "precompile")), CONTRACT);
+  assert_string_equal(json_string_value(json_object_get(r, "grants")), "");
+  json_decref(r);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusals)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusals), cmocka_unit_test(test_http_guards)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }
