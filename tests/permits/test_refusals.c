@@ -411,6 +411,29 @@ static void test_refusals(void **state) {
           "not");
   refused("no permit", "xgr.listSessions", json_pack("{s:s}", "owner", C.owner), "xdalaPermit");
 
+  /* an executor listed in the orchestration document (XRC-729 §4.2) may start it; others may not */
+  json_t *orch2 = json_deep_copy(orch);
+  json_object_set_new(orch2, "executors", json_pack("[s]", C.other));
+  r = ok("xgr.putOrchestration", json_pack("{s:s, s:o, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2",
+                                          "orchestration", orch2, "permit",
+                                          sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+  char hash2[67];
+  snprintf(hash2, sizeof hash2, "%s", json_string_value(json_object_get(r, "hash")));
+  json_decref(r);
+  uint8_t h2[32];
+  xgr_hex_decode(hash2, h2, 32);
+  xgr_permit_fields ex = {.kind = XGR_PERMIT_SESSION, .ostc_id = "", .ostc_hash = h2, .session_id = 1, .max_total_gas = 1};
+  r = ok("xgr.enqueue", json_pack("{s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "init",
+                                  "stepId", "A", "permit", sign(C.other_key, ex)));
+  assert_string_equal(json_string_value(json_object_get(r, "owner")), C.other);   /* the signer's session */
+  json_decref(r);
+  uint8_t third[32];
+  memset(third, 0x53, 32);
+  refused("start by a non-executor", "xgr.enqueue",
+          json_pack("{s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "init", "stepId", "A",
+                    "permit", sign(third, ex)),
+          "nor one of its executors");
+
   /* the owner reads its own session; the public probes need no permit */
   r = ok("xgr.getSession", json_pack("{s:i, s:o}", "rootPid", 1, "permit",
                                      sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
