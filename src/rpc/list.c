@@ -348,6 +348,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   if (live) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
+    json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_store_session_clear(&s);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
   return 0;

@@ -210,6 +210,7 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   }
   xgr_store_changes *c = xgr_store_changes_new();
   xgr_store_changes_add_session_new(c, core, rq->registry);
+  if (rq->permit && rq->permit->kind) xgr_store_changes_set_max_total_gas(c, rq->permit->max_total_gas);
   xgr_store_changes_add_effects(c, core, &fx);
   xgr_session_state ss;
   xgr_session_state_get(core, &ss);

@@ -438,6 +438,7 @@ static void test_refusals(void **state) {
   r = ok("xgr.getSession", json_pack("{s:i, s:o}", "rootPid", 1, "permit",
                                      sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
   assert_string_equal(json_string_value(json_object_get(json_object_get(r, "session"), "owner")), C.owner);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r, "session"), "maxTotalGas")), "1000000");
   json_decref(r);
   r = ok("xgr_sessionAlive", json_pack("[s, s]", C.owner, "1"));
   assert_true(json_is_true(r));
