@@ -65,7 +65,8 @@ static const json_t *first_of(const json_t *o, const char *const *keys, const ch
 int xgr_permit_sign_call(const xgr_secp *ctx, const uint8_t key[32], const char *method, json_t *params,
                          const xgr_permit_call *info, xgr_error *err) {
   xgr_permit_kind kind = xgr_permit_kind_for_method(method);
-  if (!kind || !json_is_object(params) || json_object_get(params, "permit")) return 0;
+  if (!kind || !json_is_object(params) || json_object_get(params, "permit") || json_object_get(params, "controlPermit"))
+    return 0;
   uint8_t a[20];
   int rc = xgr_secp_address(ctx, key, a, err);
   if (rc) return rc;

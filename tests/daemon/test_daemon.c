@@ -1165,6 +1165,21 @@ static void test_drift_allow_list(void **state) {
   assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 1);
   assert_string_equal(sget(json_array_get(json_object_get(ls, "sessions"), 0), "step"), "W");
   json_decref(ls);
+  /* the public reference's allow mode: a ControlPermitV2 (action wake) names runner and session; its
+   * stepId, when set, narrows the list (least privilege) */
+  for (int k = 0; k < 2; k++) {
+    uint8_t key[32];
+    assert_int_equal(tsign_key(DELEGATE, key), 0);
+    xgr_permit_fields f = {.kind = XGR_PERMIT_CONTROL_V2, .chain_id = g_sign.chain_id, .verifying_contract = g_sign.contract,
+                           .runner = OWNER, .session_id = root, .action = "wake", .step_id = k ? "X" : "W",
+                           .expiry = (uint64_t)time(NULL) + 600};
+    json_t *cp;
+    xgr_error se;
+    assert_int_equal(xgr_permit_sign(g_sign.s, key, &f, &cp, &se), 0);
+    ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:o}]", "runner", OWNER, "controlPermit", cp));
+    assert_int_equal(json_array_size(json_object_get(ls, "sessions")), k ? 0 : 1);
+    json_decref(ls);
+  }
   /* a stranger sees nothing */
   ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:s, s:s}]", "from", OTHER, "runner", OWNER, "rootId", rs));
   assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 0);
