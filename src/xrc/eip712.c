@@ -522,7 +522,8 @@ int xgr_eip712_domain_separator(const json_t *types, const json_t *domain, uint8
   static const char *const tys[] = {"string", "string", "uint256", "address", "bytes32"};
   json_t *fields = json_array();
   for (size_t i = 0; i < 5; i++)
-    if (json_object_get(domain, names[i])) json_array_append_new(fields, json_pack("{s:s, s:s}", "name", names[i], "type", tys[i]));
+    if (json_object_get(domain, names[i]))
+      json_array_append_new(fields, json_pack("{s:s, s:s}", "name", names[i], "type", tys[i]));
   json_t *t = json_pack("{s:o}", "EIP712Domain", fields);
   int rc = hash_struct(t, "EIP712Domain", domain, "domain", 0, out, err);
   json_decref(t);
@@ -530,7 +531,8 @@ int xgr_eip712_domain_separator(const json_t *types, const json_t *domain, uint8
 }
 
 int xgr_eip712_digest(const json_t *typed, uint8_t out[32], xgr_error *err) {
-  if (!json_is_object(typed)) return xgr_error_set(err, XGR_ESCHEMA, "", "expected an object {types, domain, primaryType, message}");
+  if (!json_is_object(typed))
+    return xgr_error_set(err, XGR_ESCHEMA, "", "expected an object {types, domain, primaryType, message}");
   const json_t *types = json_object_get(typed, "types");
   const char *primary = json_string_value(json_object_get(typed, "primaryType"));
   if (!json_is_object(types)) return xgr_error_set(err, XGR_ESCHEMA, "types", "missing or not an object");
