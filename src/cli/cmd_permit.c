@@ -8,7 +8,8 @@
  * ControlPermit for kill/pause/resume and wakes (ControlPermitV2 with runner = owner when the
  * signer is not the owner), an xdalaPermit for reads and registry writes. The chain id and the
  * control contract come from xgrd's xgr_getCoreAddrs unless given. Permits expire after
- * $XGR_PERMIT_TTL seconds (default 300).
+ * $XGR_PERMIT_TTL seconds (default 300). What each method needs is decided and signed by
+ * xgr_permit_sign_call (src/auth/callsign.c); this file asks xgrd what the params do not say.
  */
 #include <errno.h>
 #include <stdio.h>
