@@ -2,10 +2,12 @@
  *   bench_permits verify [SECONDS]   verifications per second of each permit kind on one core:
  *                                    JSON text -> parse -> all checks -> keccak -> ecrecover, as
  *                                    xgrd does per request; also signing per second.
- *   bench_permits bodies N KEYFILE CHAIN REGISTRY STEP OSTCHASH FIRSTROOT
+ *   bench_permits bodies N KEYFILE CHAIN REGISTRY STEP OSTCHASH FIRSTROOT [unsigned]
  *                                    N xgr.enqueue request bodies, one per line, each with a
- *                                    SessionPermit for rootPid FIRSTROOT+i (bench/daemon/run.sh
- *                                    feeds them to wrk). */
+ *                                    SessionPermit for rootPid FIRSTROOT+i (bench/permits/run.sh
+ *                                    feeds them to wrk); `unsigned`: the same requests with an
+ *                                    `owner` instead of a permit (the --auth none baseline). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +74,9 @@ static int verify_bench(double secs) {
 }
 
 static int bodies(int argc, char **argv) {
-  if (argc != 9) return fprintf(stderr, "usage: bench_permits bodies N KEYFILE CHAIN REGISTRY STEP OSTCHASH FIRSTROOT\n"), 2;
+  if (argc != 9 && !(argc == 10 && !strcmp(argv[9], "unsigned")))
+    return fprintf(stderr, "usage: bench_permits bodies N KEYFILE CHAIN REGISTRY STEP OSTCHASH FIRSTROOT [unsigned]\n"), 2;
+  bool plain = argc == 10;
   long n = atol(argv[2]);
   xgr_secp *s = xgr_secp_new();
   uint8_t key[32], h[32];
@@ -80,7 +84,17 @@ static int bodies(int argc, char **argv) {
   if (xgr_secp_key_load(s, argv[3], key, &e)) return fprintf(stderr, "%s\n", e.message), 2;
   if (xgr_hex_decode(argv[7], h, 32)) return fprintf(stderr, "bad OSTCHASH\n"), 2;
   uint64_t chain = strtoull(argv[4], NULL, 0), first = strtoull(argv[8], NULL, 10);
+  uint8_t addr[20];
+  char owner[43];
+  if (xgr_secp_address(s, key, addr, &e)) return fprintf(stderr, "%s\n", e.message), 2;
+  xgr_addr_hex(addr, owner);
   for (long i = 0; i < n; i++) {
+    if (plain) {
+      printf("{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"xgr.enqueue\",\"params\":{\"rootPid\":%llu,\"xrc729\":\"%s\","
+             "\"init\":{\"stepId\":\"%s\",\"payload\":{\"x\":%ld}},\"owner\":\"%s\"}}\n",
+             i, (unsigned long long)(first + (uint64_t)i), argv[5], argv[6], i, owner);
+      continue;
+    }
     xgr_permit_fields f = {.kind = XGR_PERMIT_SESSION, .chain_id = chain, .ostc_id = "", .ostc_hash = h,
                            .session_id = first + (uint64_t)i, .max_total_gas = 1000000,
                            .expiry = (uint64_t)time(NULL) + 3600};
