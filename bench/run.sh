@@ -21,3 +21,5 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 "$B/bench/engine/bench_engine" fanout --sessions 2000 --workers 2 --rate 1000
 # xgrd (issue 9): JSON-RPC requests per second over loopback with wrk (sessionAlive, durable enqueue)
 "$(dirname "$0")/daemon/run.sh" "$B"
+# permits (issue 16): verifications/s on one core; permit-verified durable enqueues/s with wrk
+"$(dirname "$0")/permits/run.sh" "$B"

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/auth.h"
 #include "util/alloc.h"
 #include "xgr/xrc_types.h"
 
@@ -204,8 +205,26 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64];
-  const char *opath, *view = NULL, *parent = NULL;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  const char *opath, *view = NULL, *parent = NULL, *only_step = NULL;
+  uint64_t bound_root = 0;
+  xgr_permit cp;
+  if (xgr__rpc_permits(caller) && json_object_get(o, "controlPermit") && !json_object_get(o, "permit")) {
+    /* the public reference's allow mode: a ControlPermitV2 (action wake) for `runner`'s session
+     * sessionId lists the waiting steps the signer may wake there (its stepId, if set, only) */
+    if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return rc;
+    const char *runner = json_string_value(json_object_get(o, "runner"));
+    if (strcmp(cp.action, "wake"))
+      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "controlPermit.message.action",
+                           "is \"%s\"; listing in allow mode takes a wake permit", cp.action);
+    if (!runner || strcasecmp(runner, cp.runner))
+      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "runner", "must be the permit's runner %s",
+                           cp.runner);
+    snprintf(who, sizeof who, "%s", cp.from);
+    bound_root = cp.session_id;
+    if (cp.step_id[0]) only_step = cp.step_id;
+  } else if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) {
+    return rc;
+  }
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
   bool allow_mode = who[0] && strcmp(who, owner);
   if (allow_mode && !json_object_get(o, "runner"))
@@ -235,7 +254,14 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (bv && !json_is_null(bv) && (rc = xgr__rpc_uint(bv, "beforeRootPid", &before, err))) return rc;
   xgr_store_session *ss = NULL;
   size_t nss = 0;
-  if (rv && !json_is_null(rv)) {
+  if (bound_root && rv && !json_is_null(rv) && (xgr__rpc_uint(rv, rk, &one_root, err) || one_root != bound_root))
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, rk, "must equal the permit's sessionId %llu",
+                         (unsigned long long)bound_root);
+  if (bound_root) {   /* the permit's session only */
+    one_root = bound_root;
+    ss = xgr__xcalloc(1, sizeof *ss);
+    if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
+  } else if (rv && !json_is_null(rv)) {
     if ((rc = xgr__rpc_uint(rv, rk, &one_root, err))) return rc;
     ss = xgr__xcalloc(1, sizeof *ss);
     if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
@@ -256,6 +282,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!xgr_store_procs(d->st, owner, s.root_pid, &ps, &n, err)) {
       for (size_t i = 0; i < n; i++) {
         if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
+        if (only_step && (ps[i].status != XGR_PROC_WAITING || strcmp(ps[i].step_id, only_step))) continue;
         if (parent) {
           char pp[48];
           xgr_pid_format(s.root_pid, ps[i].parent_iter, pp, sizeof pp);
@@ -300,6 +327,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   const char *opath, *tpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  if (xgr__rpc_permits(caller) && strcmp(who, owner))   /* a signer reads its own sessions */
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, opath,
+                         "signer %s may not read the sessions of %s (it is not the owner)", who, owner);
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
   xgr_store_session s = {0};
@@ -345,6 +375,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   if (live) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
+    json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_store_session_clear(&s);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
   return 0;

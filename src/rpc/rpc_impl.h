@@ -40,12 +40,15 @@ typedef struct xgr__regent {
   char *key;                   /* owned */
   uint64_t gen;                /* rules generation it was assembled in */
   const xgr_bundle *b;         /* borrowed from the bundles list */
+  const struct xgr__bnode *bn; /* its node: the orchestration's owner and executors */
 } xgr__regent;
 
 /* Every bundle ever assembled: the engine borrows them until the service is freed. */
 typedef struct xgr__bnode {
   struct xgr__bnode *next;
   xgr_bundle *b;               /* owned */
+  char *owner;                 /* owned: who registered the orchestration ("" if nobody) */
+  json_t *executors;           /* owned: its document's top-level `executors` (XRC-729 §4.2), or NULL */
 } xgr__bnode;
 
 /* A validateDataTransfer waiting for the first step of its session (start.c; fields after `next`
@@ -158,6 +161,12 @@ void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(prin
 /* The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"), assembled from the
  * store or taken from the cache. *out is borrowed and lives as long as d. Errors name `path`. */
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
+/* The same, also giving the orchestration's owner and executor list (borrowed for the service's
+ * life; either out pointer may be NULL). */
+int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
+                        const json_t **executors, const char *path, xgr_error *err);
+/* Permit mode (the caller is a verified signer)? */
+bool xgr__rpc_permits(const xgr_rpc_caller *caller);
 /* Free the cache and every bundle (rpcd.c, after the engine is gone). */
 void xgr__rpcd_bundles_free(xgr_rpcd *d);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_orch);

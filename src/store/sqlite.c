@@ -67,6 +67,8 @@ static const char *const migrations[] = {
     /* 3: single-use marks (used control permits until their expiry) */
     ("CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
      "CREATE INDEX marks_expiry ON marks(expires_at);"),
+    /* 4: the gas budget of the SessionPermit that started a session */
+    "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -83,17 +85,18 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
     [S_SESSION] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
-                  " finished_at, next_iter, paused, next_group)"
+                  " finished_at, next_iter, paused, next_group, max_total_gas)"
                   " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
-                  " :finished_at, :next_iter, :paused, :next_group)"
+                  " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
                   " ON CONFLICT(owner, root_pid) DO UPDATE SET registry=excluded.registry, ostc_id=excluded.ostc_id,"
                   " ostc_hash=excluded.ostc_hash, status=excluded.status, killed_at=excluded.killed_at,"
                   " finished_at=excluded.finished_at, next_iter=excluded.next_iter, paused=excluded.paused,"
                   " next_group=excluded.next_group",
     [S_SESSION_NEW] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
-                      " created_at, finished_at, next_iter, paused, next_group)"
+                      " created_at, finished_at, next_iter, paused, next_group, max_total_gas)"
                       " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
-                      " :finished_at, :next_iter, :paused, :next_group) ON CONFLICT(owner, root_pid) DO NOTHING",
+                      " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
+                      " ON CONFLICT(owner, root_pid) DO NOTHING",
     [S_STATE] = "UPDATE sessions SET status=:status, killed_at=:killed_at, next_iter=:next_iter,"
                 " next_group=:next_group, paused=:paused,"
                 " finished_at=CASE WHEN :status <> 0 AND status = 0 THEN :now ELSE finished_at END"
@@ -294,6 +297,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_u64(s, ":next_iter", x->next_iter);
       bind_i64(s, ":paused", x->paused);
       bind_i64(s, ":next_group", x->next_group);
+      bind_text(s, ":max_total_gas", x->max_total_gas ? x->max_total_gas : "");
       int rc = step_done(s);
       if (rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0) return RC_EXISTS;
       if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;
@@ -733,10 +737,11 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   o->next_iter = (uint64_t)sqlite3_column_int64(s, 9);
   o->paused = sqlite3_column_int(s, 10) != 0;
   o->next_group = (uint32_t)sqlite3_column_int64(s, 11);
+  o->max_total_gas = col_text(s, 12);
 }
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group"
+                     "next_iter, paused, next_group, max_total_gas"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \

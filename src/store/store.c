@@ -121,6 +121,7 @@ void xgr_store_session_clear(xgr_store_session *s) {
   free(s->registry);
   free(s->ostc_id);
   free(s->ostc_hash);
+  free(s->max_total_gas);
   memset(s, 0, sizeof *s);
 }
 
@@ -157,6 +158,7 @@ void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) {
   d->registry = xgr__xstrdup(s->registry ? s->registry : "");
   d->ostc_id = xgr__xstrdup(s->ostc_id ? s->ostc_id : "");
   d->ostc_hash = xgr__xstrdup(s->ostc_hash ? s->ostc_hash : "");
+  d->max_total_gas = xgr__xstrdup(s->max_total_gas ? s->max_total_gas : "");
 }
 
 void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) {
@@ -426,6 +428,15 @@ void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session
                            .next_group = st.next_group,
                            .paused = st.paused};
   xgr_store_changes_session(b, &row);
+}
+
+void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_total_gas) {
+  for (size_t i = b->n; i > 0; i--)
+    if (b->ops[i - 1].kind == OP_SESSION) {
+      free(b->ops[i - 1].u.session.max_total_gas);
+      b->ops[i - 1].u.session.max_total_gas = xgr__xstrdup(max_total_gas ? max_total_gas : "");
+      return;
+    }
 }
 
 void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *s, const char *registry) {
