@@ -101,6 +101,8 @@ void xgr_rule_free(xgr_rule *r);
 size_t xgr_rule_napi_calls(const xgr_rule *r);
 size_t xgr_rule_ncontract_reads(const xgr_rule *r);
 size_t xgr_rule_nrules(const xgr_rule *r);
+/* Number of `wakeUps` entries over both branches (0: its steps never wake another process). */
+size_t xgr_rule_nwakeups(const xgr_rule *r);
 /* The declared input fields, in document order. */
 size_t xgr_rule_ninputs(const xgr_rule *r);
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/engine_int.h"
 #include "xgr/outcome.h"
@@ -94,6 +95,7 @@ struct actor {
   xgr_records *rec;             /* reports (record only), else NULL */
   /* ordered application */
   bool ordered;
+  bool serial;                 /* ordered and a rule can wake: one step at a time, as the driver */
   job **ring;
   size_t ringcap;
   uint64_t next_seq, apply_seq;
@@ -315,8 +317,14 @@ static void batch_hist(actor *a, const xgr_effect *fe) {
 static void flush(actor *a, visq *q);
 
 /* Carry out the effects of one core call (they point into the core until the next call). */
+static void on_iwake(actor *a, iwake_msg *m);
+
 static void consume(actor *a) {
   xgr_engine *e = a->e;
+  /* ordered mode: wake-ups of this session by itself are applied right after the result that
+   * sent them, before anything else is promoted (the driver's order; SEMANTICS §5, §6) */
+  iwake_msg *self_wakes[16];
+  size_t nself = 0;
   if (a->fx.n) a->clock_ms = a->now;   /* a stale timer that changes nothing leaves the clock */
   for (size_t i = 0; i < a->fx.n; i++) {
     xgr_effect *fe = &a->fx.items[i];
@@ -350,9 +358,15 @@ static void consume(actor *a) {
         m->rule_address = fe->rule_address;
         m->payload = fe->payload;
         wake_out w = {fe->runner, fe->session_id, m};
+        bool self = a->ordered && fe->session_id == a->root && !strcasecmp(fe->runner, xgr_session_owner(a->s));
         fe->runner = fe->step_id = fe->rule_address = NULL;   /* moved */
         fe->payload = xgr_value_null();
-        vpush(&a->pend, (vis){.kind = V_WAKE, .u.w = w});
+        if (self && nself < sizeof self_wakes / sizeof *self_wakes) {   /* delivered below, as the driver does */
+          free(w.target_owner);
+          self_wakes[nself++] = m;
+        } else {
+          vpush(&a->pend, (vis){.kind = V_WAKE, .u.w = w});
+        }
         break;
       }
       case XGR_FX_FINISHED:
@@ -365,6 +379,10 @@ static void consume(actor *a) {
   }
   xgr_effects_reset(&a->fx);
   if (!e->has_store) flush(a, &a->pend);
+  for (size_t i = 0; i < nself; i++) {   /* a wake produces no further wake-ups: no deeper recursion */
+    a->touched = true;
+    on_iwake(a, self_wakes[i]);
+  }
 }
 
 static void route_wake(actor *a, wake_out *w) {
@@ -739,6 +757,7 @@ static void end_turn(actor *a) {
   if (!a->stopping && !a->finished && !a->limit) {
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
+    if (a->serial && max) max = a->inflight ? 0 : 1;
     if (max) {
       size_t k = xgr_session_promote(a->s, a->now, max, &a->fx);
       a->promoted += k;
@@ -899,6 +918,11 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->record = req->record;
   a->subs = e->nsubs > 0;
   a->ordered = e->cfg.ordered;
+  /* A result that wakes a sibling must reach it before the sibling is promoted, as on the
+   * deterministic driver (SEMANTICS §6): with wake-ups in the bundle, ordered mode runs one step
+   * at a time; without, promoting every due process at once gives the same results. */
+  for (size_t i = 0; a->ordered && i < b->orch->nsteps && !a->serial; i++)
+    a->serial = b->step_rule[i] && xgr_rule_nwakeups(b->step_rule[i]) > 0;
   a->max_steps = req->max_steps;
   a->start_committed = req->start_committed && !req->restore;
   a->result = XGR_RESULT_RUNNING;

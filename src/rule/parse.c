@@ -908,6 +908,7 @@ void xgr_rule_free(xgr_rule *r) {
 size_t xgr_rule_napi_calls(const xgr_rule *r) { return r->napi; }
 size_t xgr_rule_ncontract_reads(const xgr_rule *r) { return r->nreads; }
 size_t xgr_rule_nrules(const xgr_rule *r) { return r->nrules; }
+size_t xgr_rule_nwakeups(const xgr_rule *r) { return r->branch[0].nwake + r->branch[1].nwake; }
 size_t xgr_rule_ninputs(const xgr_rule *r) { return r->ninputs; }
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i) { return r->inputs[i].name; }
 xgr_xrc_type xgr_rule_input_type(const xgr_rule *r, size_t i) { return r->inputs[i].type; }
