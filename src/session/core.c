@@ -817,6 +817,14 @@ static void emit_wakeups(xgr_session *s, const xgr_step_outcome *o, xgr_effects 
   (void)s;   /* the caller of an internal wake-up is this session's owner: the driver knows it */
 }
 
+/* Once its step ran, a process's payload is the step's effective payload (SEMANTICS §7), also
+ * when its rule said abortStep or cancelSession; a hard error leaves the resume payload. */
+static void set_effective(xgr_proc *p, const xgr_step_outcome *o) {
+  if (xgr_value_kind(o->effective) != XGR_VMAP) return;
+  xgr_value_release(p->payload);
+  p->payload = xgr_value_retain(o->effective);
+}
+
 int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcome *o, int64_t now,
                             xgr_effects *fx, xgr_error *err) {
   bury(s);
@@ -833,11 +841,13 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
       history(fx, p);
       break;
     case XGR_OUTCOME_ABORT_STEP:
+      set_effective(p, o);
       if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_STEP, now, fx);
       history(fx, p);
       break;
     case XGR_OUTCOME_CANCEL_SESSION: {
+      set_effective(p, o);
       if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_CANCEL, now, fx);
       history(fx, p);
@@ -847,10 +857,7 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
     case XGR_OUTCOME_VALID:
     case XGR_OUTCOME_INVALID: {
       p->valid = o->kind == XGR_OUTCOME_VALID;
-      if (xgr_value_kind(o->effective) == XGR_VMAP) {
-        xgr_value_release(p->payload);
-        p->payload = xgr_value_retain(o->effective);
-      }
+      set_effective(p, o);
       run_branch(s, p, o, now, fx);
       emit_wakeups(s, o, fx);
       proc_finish(s, p, XGR_PROC_DONE, XGR_ABORT_NONE, now, fx);
