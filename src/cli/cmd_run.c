@@ -19,6 +19,7 @@
 #include "xgr/driver.h"
 #include "xgr/engine.h"
 #include "xgr/json.h"
+#include "xgr/script.h"
 
 #define DEFAULT_OWNER "0x0000000000000000000000000000000000000001"
 
@@ -207,11 +208,13 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   xgr_engine_start req = {.bundle = b, .owner = owner, .root_pid = root, .start = start, .payload = payload,
                           .max_steps = max_steps, .record = true};
   int code = 0;
-  if (script && xgr_engine_add_script(eng, root, script, xgr_engine_now(eng), &e)) {
-    fprintf(stderr, "xgr run: --script %s: %s\n", e.path, e.message);
-    code = XGR_EXIT_USAGE;
-  } else if (xgr_engine_start_session(eng, &req, &e)) {
+  int64_t t0 = xgr_engine_now(eng);   /* the session's start: script times count from here */
+  if (xgr_engine_start_session(eng, &req, &e)) {
     fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
+    code = XGR_EXIT_USAGE;
+  } else if (script && xgr_engine_add_script(eng, root, script, t0, &e)) {   /* checked before: cannot fail */
+    fprintf(stderr, "xgr run: --script: %s%s%s\n", e.path, e.path[0] ? ": " : "", e.message);
+    xgr_engine_kill(eng, owner, root, 0, &e);
     code = XGR_EXIT_USAGE;
   } else {
     struct sigaction sa = {.sa_handler = on_sigint}, old;
@@ -317,13 +320,20 @@ int xgr_cmd_run(int argc, char **argv) {
   if (script_file) {
     char *buf;
     size_t len;
-    if (xgr_file_read(script_file, &buf, &len, 16u << 20, &e) || xgr_json_parse(buf, len, &script, &e)) {
-      fprintf(stderr, "xgr run: --script %s: %s\n", script_file, e.message);
-      if (!e.code || e.code != XGR_EPARSE) {}
+    xgr_script_action *acts = NULL;
+    size_t nacts = 0;
+    int bad = xgr_file_read(script_file, &buf, &len, 16u << 20, &e);
+    if (!bad) {
+      bad = xgr_json_parse(buf, len, &script, &e) || xgr_script_parse(script, &acts, &nacts, &e);
+      free(buf);
+    }
+    xgr_script_free(acts, nacts);   /* checked here, before anything starts; each driver parses it again */
+    if (bad) {   /* one line: FILE, the entry's path, what was wrong */
+      fprintf(stderr, "xgr run: --script %s%s%s: %s\n", script_file, e.path[0] ? " " : "", e.path, e.message);
       xgr_value_release(payload);
+      json_decref(script);
       return XGR_EXIT_USAGE;
     }
-    free(buf);
   }
   xgr_diags d;
   xgr_diags_init(&d);
@@ -368,11 +378,9 @@ int xgr_cmd_run(int argc, char **argv) {
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
   xgr_driver *drv = xgr_driver_new(&cfg);
   int exit_code = XGR_EXIT_OK;
-  if (xgr_driver_add_session(drv, b, owner, (uint64_t)root_pid, start, payload, &e) ||
-      (script && xgr_driver_add_script(drv, script, &e))) {
-    fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? (script && strchr(e.path, '[') ? "--script " : "") : "",
-            e.path[0] ? e.path : "", e.path[0] ? ": " : "");
-    fprintf(stderr, "xgr run: %s\n", e.message);
+  if ((script && xgr_driver_add_script(drv, script, &e)) ||
+      xgr_driver_add_session(drv, b, owner, (uint64_t)root_pid, start, payload, &e)) {
+    fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
     exit_code = XGR_EXIT_USAGE;
   } else {
     xgr_driver_run(drv);

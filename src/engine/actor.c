@@ -521,7 +521,13 @@ static void on_ctl(actor *a, ctl_msg *m) {
   xgr_error err;
   xgr_error_clear(&err);
   int rc;
-  switch (m->kind) {
+  bool owner_only = m->kind == XGR_CTL_KILL || m->kind == XGR_CTL_PAUSE || m->kind == XGR_CTL_RESUME;
+  if (owner_only && m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
+    /* as xgrd: only the owner controls a session (scripted actions name a caller) */
+    rc = xgr_error_set(&err, XGR_EPERM, NULL, "%s is not the owner of session %llu; only the owner may %s it",
+                       m->caller, (unsigned long long)a->root, m->kind == XGR_CTL_KILL ? "kill"
+                       : m->kind == XGR_CTL_PAUSE ? "pause" : "resume");
+  } else switch (m->kind) {
     case XGR_CTL_KILL:
       rc = xgr_session_kill(a->s, m->iter, a->now, &a->fx, &err);
       break;

@@ -202,6 +202,11 @@ static void apply_action(xgr_driver *d, xgr_script_action *a) {
   int rc;
   if (!ds) {
     rc = xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no session with rootPid %llu", (unsigned long long)a->root_pid);
+  } else if (a->caller && a->kind >= XGR_SCRIPT_KILL && strcasecmp(a->caller, xgr_session_owner(ds->s))) {
+    /* as xgrd: only the session's owner controls it; delegation exists for step-mode wakes only */
+    rc = xgr_error_set(&err, XGR_EPERM, NULL, "%s is not the owner of session %llu; only the owner may %s it",
+                       a->caller, (unsigned long long)a->root_pid, a->kind == XGR_SCRIPT_KILL ? "kill"
+                       : a->kind == XGR_SCRIPT_PAUSE ? "pause" : "resume");
   } else {
     switch (a->kind) {
       case XGR_SCRIPT_WAKE_PID:

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# cli_author.sh XGR XGRD — issue 15 from the outside: each item a new user ran into, as a check of
+# exit code and output. One PASS/FAIL line per check; exit 1 when any failed.
+set -u
+X=$1
+XD=${2:-}
+D=$(cd "$(dirname "$0")" && pwd)/data
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+t() {  # t NAME EXPECTED_EXIT CMD... ; stdout in $out, stderr in $err
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
+  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; head -20 "$tmp/out" "$tmp/err"; fail=1; else echo "PASS $name"; fi
+}
+has() { if ! grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output lacks: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
+lacks() { if grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output has: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+OTHER=0x00000000000000000000000000000000000000bb
+
+# ---- --script: unknown keys are errors, on one line, before the session starts --------------
+echo '[{"at":10,"wake":{"step":"W"},"from":"'$OTHER'"}]' > "$tmp/s.json"
+for vt in --virtual-time ""; do
+  t "script unknown key $vt" 2 "$X" run "$D/wait_hour.json" --start A $vt --script "$tmp/s.json"
+  has "script unknown key names it $vt" '[0].from: unknown key "from"'
+  [ -z "$out" ] || { echo "FAIL script error before start $vt: stdout not empty"; fail=1; }
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "FAIL script error on one line $vt"; cat "$tmp/err"; fail=1; }
+done
+echo '[{"at":10,"wake":{"stp":"W"}}]' > "$tmp/s.json"
+t "script nearest key" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --script "$tmp/s.json"
+has "script nearest key named" 'unknown key "stp" (did you mean "step"?)'
+echo '[{"at":10,"wake":{"step":"W"},"caller":"nope"}]' > "$tmp/s.json"
+t "script caller checked" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --script "$tmp/s.json"
+has "script caller message" '[0].caller: expected an address'
+
+# ---- --script: the caller is honoured like an RPC caller ---------------------------------------
+echo '[{"at":10,"wake":{"step":"W"},"caller":"'$OTHER'"}]' > "$tmp/s.json"
+t "script stranger wake refused" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --script "$tmp/s.json" --json
+[ "$(json "d['actions'][0]['ok']")" = False ] || { echo "FAIL stranger wake applied"; fail=1; }
+has "stranger wake message" 'is not on the rpc allow list'
+echo '[{"at":10,"kill":"1","caller":"'$OTHER'"}]' > "$tmp/s.json"
+for vt in --virtual-time "--time-scale 1000"; do
+  t "script stranger kill refused $vt" 0 "$X" run "$D/wait_hour.json" --start A $vt --script "$tmp/s.json" --json
+  has "stranger kill message $vt" 'only the owner may kill it'
+done
+
+exit $fail
