@@ -20,13 +20,15 @@
 #include "xgr/engine.h"
 #include "xgr/json.h"
 #include "xgr/script.h"
+#include "xgr/store.h"
+#include "rpc/rpcd.h"
 
 #define DEFAULT_OWNER "0x0000000000000000000000000000000000000001"
 
 static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
-        "               [--max-running N] [--time-scale F] [--json] [--quiet]\n\n"
+        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
         "k-of-n state. Runs on the concurrent engine in real time (steps in parallel on all cores,\n"
@@ -42,6 +44,9 @@ static void usage(FILE *f) {
         "  --script FILE      timed control actions, e.g. [{\"at\":5000,\"wake\":{\"pid\":\"1:3\"},\"payload\":{}},\n"
         "                     {\"at\":0,\"kill\":\"1:4\"},{\"at\":0,\"pause\":\"1:2\"},{\"at\":10,\"resume\":\"1:2\"}]\n"
         "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+        "  --store FILE       keep the run's audit trail in a SQLite store file (created if missing),\n"
+        "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
+        "                     --root-pid the session takes the owner's next rootPid in that file\n"
         "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
         "  --quiet            no timeline, only the tree\n\n"
         "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
@@ -131,6 +136,78 @@ static void print_tree(const json_t *procs, const char *parent, int depth) {
   }
 }
 
+/* ---- --store: the run's audit trail in a store file ----------------------------------------------- */
+
+typedef struct run_store {
+  xgr_store *st;
+  xgr_persist *p;             /* the engine's store hook (as in xgrd) */
+  const char *registry;       /* the bundle's file name, kept as the session's registry */
+  bool started;               /* deterministic driver: the session row went out */
+  pthread_mutex_t mu;         /* commit callbacks run on the store's writer thread */
+  int rc;
+  char why[600];
+} run_store;
+
+static void store_done(void *ctx, int rc, const xgr_error *err) {
+  run_store *rs = ctx;
+  if (!rc) return;
+  pthread_mutex_lock(&rs->mu);
+  if (!rs->rc) {
+    rs->rc = rc;
+    snprintf(rs->why, sizeof rs->why, "%s", err ? err->message : "commit failed");
+  }
+  pthread_mutex_unlock(&rs->mu);
+}
+
+/* Deterministic driver: every core call's effects become one batch (the store's writer thread
+ * commits queued batches together); the first is the session's start and carries its row. */
+static void store_effects(void *ctx, size_t si, const xgr_session *s, const xgr_effects *fx) {
+  run_store *rs = ctx;
+  xgr_store_changes *c = xgr_store_changes_new();
+  if (!rs->started) xgr_store_changes_add_session_start(c, s, rs->registry);
+  rs->started = true;
+  xgr_store_changes_add_effects(c, s, fx);
+  xgr_store_submit(rs->st, c, store_done, rs);
+}
+
+/* Open FILE for a run of (owner, *root): *root 0 takes the owner's next rootPid there; a session
+ * the file holds already is refused (its trail is not mixed with another run's). */
+static int store_open(run_store *rs, const char *file, const char *registry, const char *owner, uint64_t *root) {
+  memset(rs, 0, sizeof *rs);
+  pthread_mutex_init(&rs->mu, NULL);
+  rs->registry = registry;
+  xgr_error e;
+  rs->st = xgr_store_open(file, NULL, &e);
+  if (!rs->st) {
+    fprintf(stderr, "xgr run: --store %s: %s\n", file, e.message);
+    return XGR_EXIT_USAGE;
+  }
+  if (!*root && xgr_store_next_process_id(rs->st, owner, root, &e)) {
+    fprintf(stderr, "xgr run: --store %s: %s\n", file, e.message);
+    return XGR_EXIT_USAGE;
+  }
+  xgr_store_session row;
+  if (xgr_store_session_get(rs->st, owner, *root, &row, &e) == 0) {
+    xgr_store_session_clear(&row);
+    fprintf(stderr, "xgr run: --store %s holds session %s/%llu already; give another --root-pid, or none to take the "
+            "next free one (xgr history --store %s %s %llu shows it)\n", file, owner, (unsigned long long)*root, file,
+            owner, (unsigned long long)*root);
+    return XGR_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* Close the store after the run (every batch committed); nonzero when a commit failed. */
+static int store_close(run_store *rs, const char *file) {
+  if (rs->st) xgr_store_flush(rs->st);
+  xgr_persist_free(rs->p);
+  xgr_store_close(rs->st);
+  pthread_mutex_destroy(&rs->mu);
+  if (!rs->rc) return 0;
+  fprintf(stderr, "xgr run: --store %s: %s (the trail stops at the last committed step)\n", file, rs->why);
+  return XGR_EXIT_HARD;
+}
+
 /* ---- the concurrent engine --------------------------------------------------------------------- */
 
 static volatile sig_atomic_t interrupted;
@@ -192,11 +269,12 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
 /* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
 static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
                       const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
-                      size_t nmap, double scale, bool quiet, json_t **rep) {
+                      size_t nmap, double scale, bool quiet, run_store *rs, json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
   pthread_mutex_init(&ev.mu, NULL);
+  if (rs) rs->p = xgr_persist_new(rs->st);
   xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true,
-                           .keep_finished = true,
+                           .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
   xgr_engine *eng = xgr_engine_new(&cfg, &e);
@@ -209,6 +287,31 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
                           .max_steps = max_steps, .record = true};
   int code = 0;
   int64_t t0 = xgr_engine_now(eng);   /* the session's start: script times count from here */
+  if (rs) {   /* durable first, as xgrd does: the session row and its start process in one batch */
+    xgr_session_config sc = {.max_running = max_running};
+    xgr_session *core = xgr_session_new(b->orch, owner, root, &sc);
+    xgr_effects fx;
+    xgr_effects_init(&fx);
+    int rc = xgr_session_start(core, (unsigned)xgr_orch_find(b->orch, start), payload, t0, &fx, &e);
+    if (!rc) {
+      xgr_store_changes *c = xgr_store_changes_new();
+      xgr_store_changes_add_session_new(c, core, rs->registry);
+      xgr_store_changes_add_effects(c, core, &fx);
+      rc = xgr_store_commit(rs->st, c, &e);
+    }
+    xgr_session_state ss;
+    xgr_session_state_get(core, &ss);
+    xgr_effects_free(&fx);
+    xgr_session_free(core);
+    if (rc) {
+      fprintf(stderr, "xgr run: --store: %s\n", e.message);
+      xgr_engine_free(eng);
+      pthread_mutex_destroy(&ev.mu);
+      return XGR_EXIT_HARD;
+    }
+    xgr_persist_track(rs->p, owner, root, ss.next_iter, ss.next_group, ss.paused);
+    req.start_committed = true;
+  }
   if (xgr_engine_start_session(eng, &req, &e)) {
     fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
     code = XGR_EXIT_USAGE;
@@ -241,8 +344,8 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
 }
 
 int xgr_cmd_run(int argc, char **argv) {
-  const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL;
-  long long max_steps = 10000, root_pid = 1, max_running = 0;
+  const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL, *store_file = NULL;
+  long long max_steps = 10000, root_pid = 0, max_running = 0;
   int as_json = 0, quiet = 0, virtual_time = 0;
   double scale = 1;
   xgr_api_map_entry map[32];
@@ -254,10 +357,10 @@ int xgr_cmd_run(int argc, char **argv) {
     {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
-    {0, 0, 0, 0}};
+    {"store", required_argument, NULL, 'D'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -265,6 +368,7 @@ int xgr_cmd_run(int argc, char **argv) {
       case 'o': owner = optarg; break;
       case 'v': virtual_time = 1; break;
       case 'S': script_file = optarg; break;
+      case 'D': store_file = optarg; break;
       case 'j': as_json = 1; break;
       case 'q': quiet = 1; break;
       case 'T':
@@ -347,11 +451,33 @@ int xgr_cmd_run(int argc, char **argv) {
     return rc == XGR_EIO ? XGR_EXIT_USAGE : XGR_EXIT_HARD;
   }
   xgr_diags_free(&d);
+  if (xgr_orch_find(b->orch, start) < 0) {
+    fprintf(stderr, "xgr run: --start: \"%s\" is not a step of orchestration \"%s\"\n", start, b->orch->id);
+    xgr_bundle_free(b);
+    xgr_value_release(payload);
+    json_decref(script);
+    return XGR_EXIT_USAGE;
+  }
+  run_store rs_, *rs = NULL;
+  if (store_file) {
+    uint64_t r = (uint64_t)root_pid;
+    int code = store_open(&rs_, store_file, argv[optind], owner, &r);
+    if (code) {
+      store_close(&rs_, store_file);
+      xgr_bundle_free(b);
+      xgr_value_release(payload);
+      json_decref(script);
+      return code;
+    }
+    root_pid = (long long)r;
+    rs = &rs_;
+  }
+  if (!root_pid) root_pid = 1;
   curl_global_init(CURL_GLOBAL_DEFAULT);
   if (!virtual_time) {
     json_t *rep = NULL;
     int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
-                          (uint32_t)max_running, map, nmap, scale, quiet || as_json, &rep);
+                          (uint32_t)max_running, map, nmap, scale, quiet || as_json, rs, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
@@ -367,6 +493,10 @@ int xgr_cmd_run(int argc, char **argv) {
       code = strcmp(result, "completed") ? XGR_EXIT_FAIL : XGR_EXIT_OK;
     }
     json_decref(rep);
+    if (rs) {
+      int sc = store_close(rs, store_file);
+      if (sc) code = sc;
+    }
     xgr_bundle_free(b);
     xgr_value_release(payload);
     json_decref(script);
@@ -375,7 +505,8 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
   xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
-                           .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
+                           .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v,
+                           .on_effects = rs ? store_effects : NULL, .effects_ctx = rs};
   xgr_driver *drv = xgr_driver_new(&cfg);
   int exit_code = XGR_EXIT_OK;
   if ((script && xgr_driver_add_script(drv, script, &e)) ||
@@ -400,6 +531,10 @@ int xgr_cmd_run(int argc, char **argv) {
     json_decref(rep);
   }
   xgr_driver_free(drv);
+  if (rs) {
+    int sc = store_close(rs, store_file);
+    if (sc) exit_code = sc;
+  }
   xgr_bundle_free(b);
   xgr_value_release(payload);
   json_decref(script);

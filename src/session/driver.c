@@ -82,6 +82,7 @@ static void observe(xgr_driver *d, xgr_driver_event_kind kind, size_t si, const 
 /* Record and report the effects in d->fx of one core call on session si (WAKE effects aside). */
 static void record(xgr_driver *d, size_t si) {
   dsession *ds = &d->ss[si];
+  if (d->cfg.on_effects && d->fx.n) d->cfg.on_effects(d->cfg.effects_ctx, si, ds->s, &d->fx);
   for (size_t i = 0; i < d->fx.n; i++) {
     const xgr_effect *e = &d->fx.items[i];
     switch (e->kind) {

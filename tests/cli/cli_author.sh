@@ -45,4 +45,19 @@ for vt in --virtual-time "--time-scale 1000"; do
   has "stranger kill message $vt" 'only the owner may kill it'
 done
 
+# ---- xgr run --store FILE: a local run leaves an audit trail for xgr history --------------------
+OWN=0x0000000000000000000000000000000000000001
+t "run --store driver" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --store "$tmp/st.db" --quiet
+has "run --store takes rootPid 1" "session $OWN/1: completed"
+t "run --store engine" 0 "$X" run "$D/wait_hour.json" --start A --time-scale 1000000 --store "$tmp/st.db" --quiet
+has "run --store takes the next rootPid" "session $OWN/2: completed"
+t "history of a --store run" 0 "$X" history --store "$tmp/st.db" --json $OWN 1
+[ "$(json "len(d['history'])")" = 2 ] || { echo "FAIL history rows of --store run"; cat "$tmp/out"; fail=1; }
+t "history of an engine --store run" 0 "$X" history --store "$tmp/st.db" --json $OWN 2
+[ "$(json "[h['step'] for h in d['history']]")" = "['A', 'W']" ] || { echo "FAIL engine --store rows"; cat "$tmp/out"; fail=1; }
+t "run --store refuses a stored session" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --store "$tmp/st.db" --root-pid 2
+has "run --store conflict message" "holds session $OWN/2 already"
+t "run bad --start" 2 "$X" run "$D/wait_hour.json" --start Nope --virtual-time
+has "run bad --start message" '"Nope" is not a step of orchestration'
+
 exit $fail
