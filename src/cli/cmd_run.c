@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/human.h"
 #include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
@@ -22,6 +23,9 @@
 #include "xgr/script.h"
 #include "xgr/store.h"
 #include "rpc/rpcd.h"
+
+/* a human duration for one printf argument (a compound literal lives until the end of the block) */
+#define HD(ms) xgr_cli_duration((ms), (char[32]){0}, 32)
 
 #define DEFAULT_OWNER "0x0000000000000000000000000000000000000001"
 
@@ -74,7 +78,7 @@ static void on_event(void *ctx, const xgr_driver_event *ev) {
       const xgr_join_state *js = p->join;
       unsigned got = 0;
       for (unsigned i = 0; i < js->decl->n; i++) got += js->inbox[i].kind != XGR_VNULL;
-      printf("%8lldms  %-8s %-14s join %s: %u of %u pieces, k=%u, %s\n", (long long)ev->now, pid, step,
+      printf("%10s  %-8s %-14s join %s: %u of %u pieces, k=%u, %s\n", HD(ev->now), pid, step,
              xgr_join_outcome_name(js->outcome), got, js->decl->n, js->decl->k, xgr_policy_name(js->decl->policy));
       return;
     }
@@ -94,46 +98,159 @@ static void on_event(void *ctx, const xgr_driver_event *ev) {
     if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", ev->effect->valid ? "valid" : "invalid");
     else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
     else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
-      snprintf(extra, sizeof extra, "  until %lldms", (long long)p->next_wake_at);
-    printf("%8lldms  %-8s %-14s %s → %s%s\n", (long long)ev->now, pid, step,
+      snprintf(extra, sizeof extra, "  until %s", HD(p->next_wake_at));
+    printf("%10s  %-8s %-14s %s → %s%s\n", HD(ev->now), pid, step,
            prev == 0xff ? "created" : xgr_proc_status_name(prev), xgr_proc_status_name(now), extra);
   } else if (ev->message) {
-    printf("%8lldms  %s%s\n", (long long)ev->now, ev->kind == XGR_DEV_FINISHED ? "session " : "", ev->message);
+    printf("%10s  %s%s\n", HD(ev->now), ev->kind == XGR_DEV_FINISHED ? "session " : "", ev->message);
   }
 }
 
-static void print_tree(const json_t *procs, const char *parent, int depth) {
-  size_t i;
-  json_t *p;
-  json_array_foreach(procs, i, p) {
-    const json_t *pp = json_object_get(p, "parentPid");
-    if (parent ? !json_is_string(pp) || strcmp(json_string_value(pp), parent) : !json_is_null(pp)) continue;
-    const json_t *valid = json_object_get(p, "valid");
-    const json_t *join = json_object_get(p, "join");
-    const json_t *reason = json_object_get(p, "abortReason");
-    printf("%*s%s %s  %s%s%s%s%s\n", depth * 2, "", json_string_value(json_object_get(p, "pid")),
-           json_string_value(json_object_get(p, "step")), json_string_value(json_object_get(p, "status")),
-           json_is_boolean(valid) ? (json_is_true(valid) ? " valid" : " invalid") : "",
-           reason ? " (" : "", reason ? json_string_value(reason) : "", reason ? ")" : "");
-    if (json_is_object(join)) {
-      printf("%*s  join: %s, k=%d of %zu, %s; pieces from:", depth * 2, "",
-             json_string_value(json_object_get(join, "outcome")), (int)json_integer_value(json_object_get(join, "k")),
-             json_array_size(json_object_get(join, "expect")), json_string_value(json_object_get(join, "policy")));
-      const char *k;
-      json_t *v;
-      int any = 0;
-      json_object_foreach(json_object_get(join, "inbox"), k, v) {
-        printf(" %s", k);
-        any = 1;
-      }
-      if (!any) printf(" none");
-      json_object_foreach(json_object_get(join, "fail"), k, v) printf(" [%s %s]", k, json_string_value(v));
-      printf("\n");
-    }
-    const json_t *err = json_object_get(p, "error");
-    if (json_is_string(err)) printf("%*s  error: %s\n", depth * 2, "", json_string_value(err));
-    print_tree(procs, json_string_value(json_object_get(p, "pid")), depth + 1);
+/* ---- the final tree ---------------------------------------------------------------------------------
+ * Linear in the number of processes: children are linked once (reports list processes by iter),
+ * the walk uses an explicit stack, and indentation grows only where a process has several
+ * children — a single child continues its parent's line of descent at the same depth ("→").
+ * Runs of the same step that look alike collapse into one line with a count: a chain (each the
+ * only child of the one before, e.g. a loop) and consecutive sibling leaves (a fan-out). */
+
+typedef struct tnode {
+  const json_t *p;
+  size_t first, next, nchild;   /* first child, next sibling (SIZE_MAX: none) */
+} tnode;
+
+static const char *jstr(const json_t *o, const char *k) {
+  const char *v = json_string_value(json_object_get(o, k));
+  return v ? v : "";
+}
+
+static uint64_t iter_of(const char *pid) {
+  const char *c = strchr(pid, ':');
+  return c ? strtoull(c + 1, NULL, 10) : 0;
+}
+
+/* Do two processes print the same apart from their pid (and neither has a join or an error)? */
+static bool alike(const json_t *a, const json_t *b) {
+  if (!json_is_null(json_object_get(a, "join")) || !json_is_null(json_object_get(b, "join"))) return false;
+  if (json_is_string(json_object_get(a, "error")) || json_is_string(json_object_get(b, "error"))) return false;
+  static const char *const keys[] = {"step", "status", "valid", "paused", "abortReason"};
+  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+    const json_t *x = json_object_get(a, keys[k]), *y = json_object_get(b, keys[k]);
+    if (!(x == y || (x && y && json_equal(x, y)))) return false;
   }
+  return true;
+}
+
+static void print_line(const json_t *p, const json_t *last, size_t count, int depth, bool chained) {
+  const json_t *valid = json_object_get(p, "valid");
+  const json_t *join = json_object_get(p, "join");
+  const char *reason = json_string_value(json_object_get(p, "abortReason"));
+  int ind = depth > 32 ? 32 : depth;   /* deeper levels say their depth instead of indenting further */
+  char deep[24] = "", range[96];
+  if (depth > 32) snprintf(deep, sizeof deep, "[depth %d] ", depth);
+  if (count > 1) snprintf(range, sizeof range, "%s … %s ×%zu", jstr(p, "pid"), jstr(last, "pid"), count);
+  else snprintf(range, sizeof range, "%s", jstr(p, "pid"));
+  printf("%*s%s%s%s %s  %s%s%s%s%s%s\n", ind * 2, "", deep, chained ? "→ " : "", range, jstr(p, "step"),
+         jstr(p, "status"), json_is_boolean(valid) ? (json_is_true(valid) ? " valid" : " invalid") : "",
+         json_is_true(json_object_get(p, "paused")) ? " paused" : "", reason ? " (" : "", reason ? reason : "",
+         reason ? ")" : "");
+  if (json_is_object(join)) {
+    printf("%*s  join: %s, k=%d of %zu, %s; pieces from:", ind * 2, "", jstr(join, "outcome"),
+           (int)json_integer_value(json_object_get(join, "k")), json_array_size(json_object_get(join, "expect")),
+           jstr(join, "policy"));
+    const char *k;
+    json_t *v;
+    int any = 0;
+    json_object_foreach(json_object_get(join, "inbox"), k, v) {
+      printf(" %s", k);
+      any = 1;
+    }
+    if (!any) printf(" none");
+    json_object_foreach(json_object_get(join, "fail"), k, v) printf(" [%s %s]", k, json_string_value(v));
+    printf("\n");
+  }
+  const json_t *err = json_object_get(p, "error");
+  if (json_is_string(err)) printf("%*s  error: %s\n", ind * 2, "", json_string_value(err));
+}
+
+typedef struct tframe {
+  size_t node, count, last;   /* count > 1: a run of alike sibling leaves node..last */
+  int depth;
+  bool chained;
+} tframe;
+
+/* Push the sibling list starting at head onto the stack (reversed, so it pops in order),
+ * grouping runs of three or more alike leaves into one frame. */
+static void push_children(const tnode *t, tframe *st, size_t *nst, size_t head, int depth) {
+  size_t mark = *nst;
+  for (size_t c = head; c != SIZE_MAX;) {
+    size_t last = c, cnt = 1;
+    if (!t[c].nchild)
+      while (t[last].next != SIZE_MAX && !t[t[last].next].nchild && alike(t[c].p, t[t[last].next].p)) {
+        last = t[last].next;
+        cnt++;
+      }
+    if (cnt < 3) {
+      last = c;
+      cnt = 1;
+    }
+    st[(*nst)++] = (tframe){c, cnt, last, depth, false};
+    c = t[last].next;
+  }
+  for (size_t a = mark, b = *nst; b > a + 1; a++, b--) {
+    tframe x = st[a];
+    st[a] = st[b - 1];
+    st[b - 1] = x;
+  }
+}
+
+static void print_tree(const json_t *procs) {
+  size_t n = json_array_size(procs);
+  if (!n) return;
+  tnode *t = calloc(n, sizeof *t);
+  uint64_t maxit = 0;
+  for (size_t i = 0; i < n; i++) {
+    t[i] = (tnode){json_array_get(procs, i), SIZE_MAX, SIZE_MAX, 0};
+    uint64_t it = iter_of(jstr(t[i].p, "pid"));
+    if (it > maxit) maxit = it;
+  }
+  size_t *by_iter = malloc((maxit + 1) * sizeof *by_iter);
+  tframe *st = malloc((n + 1) * sizeof *st);
+  if (!t || !by_iter || !st) abort();
+  for (uint64_t k = 0; k <= maxit; k++) by_iter[k] = SIZE_MAX;
+  for (size_t i = 0; i < n; i++) by_iter[iter_of(jstr(t[i].p, "pid"))] = i;
+  size_t nst = 0, roots = SIZE_MAX;
+  for (size_t i = n; i-- > 0;) {   /* prepend in reverse: children end up in iter order */
+    const json_t *pp = json_object_get(t[i].p, "parentPid");
+    uint64_t pit = json_is_string(pp) ? iter_of(json_string_value(pp)) : 0;
+    size_t par = pit && pit <= maxit ? by_iter[pit] : SIZE_MAX;
+    size_t *head = par == SIZE_MAX ? &roots : &t[par].first;
+    t[i].next = *head;
+    *head = i;
+    if (par != SIZE_MAX) t[par].nchild++;
+  }
+  push_children(t, st, &nst, roots, 1);
+  while (nst) {
+    tframe f = st[--nst];
+    if (f.count > 1) {   /* alike sibling leaves */
+      print_line(t[f.node].p, t[f.last].p, f.count, f.depth, f.chained);
+      continue;
+    }
+    size_t last = f.node, cnt = 1;   /* a chain of alike single children */
+    while (t[last].nchild == 1 && alike(t[f.node].p, t[t[last].first].p)) {
+      last = t[last].first;
+      cnt++;
+    }
+    if (cnt < 3) {
+      last = f.node;
+      cnt = 1;
+    }
+    print_line(t[f.node].p, t[last].p, cnt, f.depth, f.chained);
+    if (t[last].nchild == 1) st[nst++] = (tframe){t[last].first, 1, t[last].first, f.depth, true};
+    else if (t[last].nchild > 1) push_children(t, st, &nst, t[last].first, f.depth + 1);
+  }
+  free(st);
+  free(by_iter);
+  free(t);
 }
 
 /* ---- --store: the run's audit trail in a store file ----------------------------------------------- */
@@ -233,7 +350,7 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
     xgr_pid_format(v->root, p->iter, pid, sizeof pid);
     if (ev->kind == XGR_EEV_JOIN) {
       const json_t *j = p->join;
-      printf("%8lldms  %-8s %-14s join %s: %zu of %zu pieces, k=%d, %s\n", (long long)ev->now, pid, p->step_id,
+      printf("%10s  %-8s %-14s join %s: %zu of %zu pieces, k=%d, %s\n", HD(ev->now), pid, p->step_id,
              json_string_value(json_object_get(j, "outcome")), json_object_size(json_object_get(j, "inbox")),
              json_array_size(json_object_get(j, "expect")), (int)json_integer_value(json_object_get(j, "k")),
              json_string_value(json_object_get(j, "policy")));
@@ -255,12 +372,12 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
       if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", p->valid ? "valid" : "invalid");
       else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
       else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
-        snprintf(extra, sizeof extra, "  until %lldms", (long long)p->next_wake_at);
-      printf("%8lldms  %-8s %-14s %s → %s%s\n", (long long)ev->now, pid, p->step_id,
+        snprintf(extra, sizeof extra, "  until %s", HD(p->next_wake_at));
+      printf("%10s  %-8s %-14s %s → %s%s\n", HD(ev->now), pid, p->step_id,
              prev == 0xff ? "created" : xgr_proc_status_name(prev), xgr_proc_status_name(now), extra);
     }
   } else if (ev->message && ev->kind != XGR_EEV_IDLE) {
-    printf("%8lldms  %s%s\n", (long long)ev->now, ev->kind == XGR_EEV_FINISHED ? "session " : "", ev->message);
+    printf("%10s  %s%s\n", HD(ev->now), ev->kind == XGR_EEV_FINISHED ? "session " : "", ev->message);
   }
   fflush(stdout);
   pthread_mutex_unlock(&ev_->mu);
@@ -326,7 +443,7 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
     int w;
     while ((w = xgr_engine_wait(eng, owner, root, 100)) == XGR_ETIMEOUT) {
       if (!interrupted) continue;
-      if (!quiet) printf("%8lldms  interrupted: killing the session\n", (long long)xgr_engine_now(eng));
+      if (!quiet) printf("%10s  interrupted: killing the session\n", HD(xgr_engine_now(eng)));
       xgr_engine_kill(eng, owner, root, 0, &e);
       interrupted = 0;
     }
@@ -486,9 +603,9 @@ int xgr_cmd_run(int argc, char **argv) {
         if (txt) puts(txt);
         free(txt);
       } else {
-        printf("\nsession %s/%lld: %s after %lld step%s, clock %lldms\n", owner, root_pid, result, steps,
-               steps == 1 ? "" : "s", (long long)json_integer_value(json_object_get(rep, "clockMs")));
-        print_tree(json_object_get(rep, "processes"), NULL, 1);
+        printf("\nsession %s/%lld: %s after %lld step%s, clock %s\n", owner, root_pid, result, steps,
+               steps == 1 ? "" : "s", HD(json_integer_value(json_object_get(rep, "clockMs"))));
+        print_tree(json_object_get(rep, "processes"));
       }
       code = strcmp(result, "completed") ? XGR_EXIT_FAIL : XGR_EXIT_OK;
     }
@@ -522,10 +639,10 @@ int xgr_cmd_run(int argc, char **argv) {
       if (s) puts(s);
       free(s);
     } else {
-      printf("\nsession %s/%lld: %s after %llu step%s, clock %lldms\n", owner, root_pid, result,
+      printf("\nsession %s/%lld: %s after %llu step%s, clock %s\n", owner, root_pid, result,
              (unsigned long long)xgr_driver_steps(drv), xgr_driver_steps(drv) == 1 ? "" : "s",
-             (long long)xgr_driver_now(drv));
-      print_tree(json_object_get(rep, "processes"), NULL, 1);
+             HD(xgr_driver_now(drv)));
+      print_tree(json_object_get(rep, "processes"));
     }
     exit_code = strcmp(result, "completed") ? XGR_EXIT_FAIL : XGR_EXIT_OK;
     json_decref(rep);

@@ -60,4 +60,20 @@ has "run --store conflict message" "holds session $OWN/2 already"
 t "run bad --start" 2 "$X" run "$D/wait_hour.json" --start Nope --virtual-time
 has "run bad --start message" '"Nope" is not a step of orchestration'
 
+# ---- text output scales: a loop's chain and a fan-out's leaves collapse; times in human units ------
+t "loop text output" 0 "$X" run "$D/loop20000.json" --start S --virtual-time --max-steps 0 --quiet
+has "loop chain collapsed" '→ 1:2 … 1:20001 ×20000 A  done valid'
+[ "$(wc -l <"$tmp/out")" -le 8 ] || { echo "FAIL loop tree is not one line per run"; fail=1; }
+t "fan-out text output" 0 "$X" run "$D/fan2000.json" --start S --virtual-time --quiet
+has "fan-out leaves collapsed" '        1:290 … 1:297 ×8 W  done valid'
+[ "$(wc -c <"$tmp/out")" -lt 20000 ] || { echo "FAIL fan-out tree too big"; fail=1; }
+echo '[{"at":2500,"pause":"1:2"},{"at":90061001,"resume":"1:2"}]' > "$tmp/s.json"
+t "human durations" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --script "$tmp/s.json"
+has "duration until" 'until 1h'
+has "duration seconds" '      2.5s  {"at":2500'
+has "duration days" 'clock 1d1h1m1.001s'
+lacks "no raw ms" '3600000ms'
+t "json keeps numbers" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --json
+[ "$(json "d['clockMs']")" = 3600000 ] || { echo "FAIL json clockMs"; fail=1; }
+
 exit $fail
