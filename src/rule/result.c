@@ -77,6 +77,14 @@ json_t *xgr_step_result_to_json(const xgr_step_result *r) {
     json_array_append_new(rd, json_pack("{s:o,s:o,s:o}", "function", str_or_null(r->reads[i].function), "to",
                                         str_or_null(r->reads[i].to), "error", str_or_null(r->reads[i].error)));
   json_object_set_new(o, "contractReads", rd);
+  static const char *const rname[] = {"false", "true", "missing", "error", "skipped"};
+  static const char *const tname[] = {"validate", "abortStep", "cancelSession"};
+  json_t *rr = json_array();
+  for (size_t i = 0; i < r->nrule_reports; i++)
+    json_array_append_new(rr, json_pack("{s:s,s:s,s:o}", "type", tname[r->rule_reports[i].type % 3], "result",
+                                        rname[r->rule_reports[i].outcome % 5], "detail",
+                                        str_or_null(r->rule_reports[i].detail)));
+  json_object_set_new(o, "rules", rr);
   if (r->has_log_expire_days) json_object_set_new(o, "logExpireDays", json_integer(r->log_expire_days));
   if (r->encrypt_logs >= 0) json_object_set_new(o, "encryptLogs", json_boolean(r->encrypt_logs));
   if (err)

@@ -76,4 +76,42 @@ lacks "no raw ms" '3600000ms'
 t "json keeps numbers" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --json
 [ "$(json "d['clockMs']")" = 3600000 ] || { echo "FAIL json clockMs"; fail=1; }
 
+# ---- why did it do that: xgr step prints each rule and why the invalid branch ran ---------------
+t "step per-rule results" 1 "$X" step "$D/three_rules.json" --payload '{"n":5}'
+has "rule true" 'rule[0]    true     [n] > 1'
+has "rule missing key" "rule[1]    missing  [q] == 2   (missing key 'q')"
+has "rule abortStep false" 'rule[2]    false    abortStep [m] > 5'
+t "step missing input" 1 "$X" step "$D/three_rules.json" --payload '{}'
+has "missing input named" 'missing    input n: required (no default)'
+has "skipped validate rules" 'rule[0]    skipped  [n] > 1   (a required input is missing)'
+t "step --json rules" 1 "$X" step "$D/three_rules.json" --payload '{"n":5}' --json
+[ "$(json "[r['result'] for r in d['rules']]")" = "['true', 'missing', 'false']" ] || { echo "FAIL step --json rules"; cat "$tmp/out"; fail=1; }
+
+# ---- errors that mislead: document kinds, typos, template traps, failed rule loads --------------
+t "step of a bundle needs --rule" 2 "$X" step "$D/typos_bundle.json"
+has "step bundle hint" 'is a bundle; name the rule to run with --rule NAME, a key of its rules (a, b)'
+t "step BUNDLE --rule by step id" 0 "$X" step "$D/template_trap_bundle.json" --rule B --payload '{"x":3}'
+t "step BUNDLE --rule by key" 0 "$X" step "$D/template_trap_bundle.json" --rule b --payload '{"x":3}'
+t "step of an orchestration" 2 "$X" step "$D/../../orch/docs/mode_any.json"
+has "step orchestration hint" 'is an orchestration (XRC-729), not a rule document; for an orchestration: xgr check'
+t "check of a rule document" 0 "$X" check "$D/three_rules.json"
+has "check rule ok" 'ok, rule document, 2 inputs, 3 rules'
+lacks "check rule no structure error" 'structure'
+t "put-orchestration of a bundle" 2 "$X" put-orchestration "$D/typos_bundle.json"
+has "put-orchestration hint" 'is a bundle ({"orchestration", "rules"}), not an orchestration (XRC-729); for a bundle:'
+t "put-rule of an orchestration" 2 "$X" put-rule --address 0x00000000000000000000000000000000000000aa "$D/../../orch/docs/mode_any.json"
+has "put-rule hint" 'is an orchestration (XRC-729), not a rule document (XRC-137)'
+t "check typos in rules" 1 "$X" check "$D/typos_bundle.json"
+has "typo paylod" 'rules.a.paylod: warning: unknown key `paylod` in a rule document is ignored — did you mean `payload`?'
+has "typo rulez" 'did you mean `rules`?'
+has "typo waitsec" 'rules.a.onValid.waitsec: warning: unknown key `waitsec` in a branch is ignored — did you mean `waitSec`?'
+has "typo defualt" 'did you mean `default`?'
+has "template minus" 'rules.a.onValid.payload.d: warning: "[x]-[y]" is a template, not arithmetic'
+lacks "no template warning for [n]+1" 'payload.u: warning'
+lacks "no template warning for kyc-valid-[x]" 'payload.t: warning'
+has "failed rule load reported" 'rules.b.rules[0]: error:'
+lacks "failed rule load not also unresolved" 'orchestration.structure.B.rule: error'
+t "template trap error" 1 "$X" check "$D/template_trap_bundle.json"
+has "template trap explained" 'is read as an expression, not a template, because `=` appears outside placeholders and quotes'
+
 exit $fail
