@@ -5,7 +5,9 @@
  * deterministic driver instead (one process at a time, a virtual clock that jumps). Both print
  * the same timeline, tree and --json report. Ctrl-C kills the session cleanly and prints the tree
  * so far (a second Ctrl-C exits at once). */
+#include <ctype.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include "xgr/json.h"
 #include "xgr/script.h"
 #include "xgr/store.h"
+#include "xgr/xrc_types.h"
 #include "rpc/rpcd.h"
 
 /* a human duration for one printf argument (a compound literal lives until the end of the block) */
@@ -498,10 +501,12 @@ int xgr_cmd_run(int argc, char **argv) {
       case 'm':
       case 'r':
       case 'c': {
+        errno = 0;
         long long v = strtoll(optarg, &end, 10);
-        if (*end || v < 0 || (ch == 'r' && v == 0)) {
-          fprintf(stderr, "xgr run: --%s is '%s'; expected a %s integer\n", ch == 'm' ? "max-steps" : ch == 'r' ? "root-pid" : "max-running",
-                  optarg, ch == 'r' ? "positive" : "non-negative");
+        if (*end || end == optarg || errno == ERANGE || v < 0 || (ch == 'r' && v == 0)) {   /* no silent clamping */
+          fprintf(stderr, "xgr run: --%s is '%s'; expected a %s integer below 2^63\n",
+                  ch == 'm' ? "max-steps" : ch == 'r' ? "root-pid" : "max-running", optarg,
+                  ch == 'r' ? "positive" : "non-negative");
           return XGR_EXIT_USAGE;
         }
         if (ch == 'm') max_steps = v;
@@ -523,6 +528,13 @@ int xgr_cmd_run(int argc, char **argv) {
       default: usage(stderr); return XGR_EXIT_USAGE;
     }
   }
+  if (!xgr_xrc_is_address(owner, strlen(owner))) {
+    fprintf(stderr, "xgr run: --owner is '%s'; expected an address (\"0x\" and 40 hex digits)\n", owner);
+    return XGR_EXIT_USAGE;
+  }
+  char owner_lc[43];   /* addresses compare case-insensitively; kept lowercased, as xgrd does */
+  for (size_t k = 0; k < 43; k++) owner_lc[k] = (char)tolower((unsigned char)owner[k]);
+  owner = owner_lc;
   if (optind != argc - 1 || !start) {
     fprintf(stderr, "xgr run: %s\n", !start ? "--start STEP is required" : "exactly one BUNDLE is expected");
     usage(stderr);

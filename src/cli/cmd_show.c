@@ -5,6 +5,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/human.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -46,6 +47,12 @@ int xgr_cmd_show(int argc, char **argv) {
   json_t *res;
   int rc = xgr_client_call(&c, "show", "xgr.getSession", json_pack("{s:s, s:s}", "owner", owner, "pid", pid), &res);
   if (rc) return rc;
+  if (strchr(pid, ':') && !json_array_size(json_object_get(res, "processes")) &&
+      !json_array_size(json_object_get(res, "history"))) {   /* the session exists, that process does not */
+    fprintf(stderr, "xgr show: session %s/%.*s has no process %s\n", owner, (int)(strchr(pid, ':') - pid), pid, pid);
+    json_decref(res);
+    return XGR_EXIT_FAIL;
+  }
   if (c.json) {
     xgr_client_print_json(res);
     json_decref(res);
@@ -61,7 +68,7 @@ int xgr_cmd_show(int argc, char **argv) {
          json_string_value(json_object_get(s, "ostcHash")), created);
   printf("\nprocesses:\n");
   xgr_cli_print_items(json_object_get(res, "processes"));
-  printf("\ntimeline (ms after the first step):\n");
+  printf("\ntimeline (time after the first step, then how long the step took):\n");
   json_t *hist = json_object_get(res, "history");
   /* in the order the steps began (insertion sort: histories are short and nearly sorted) */
   for (size_t a = 1; a < json_array_size(hist); a++)
@@ -84,9 +91,11 @@ int xgr_cmd_show(int argc, char **argv) {
     const json_t *v = json_object_get(h, "valid");
     const char *e = json_string_value(json_object_get(h, "error"));
     long long at = json_integer_value(json_object_get(h, "at")), fin = json_integer_value(json_object_get(h, "finishedAt"));
-    printf("  +%6lld ms  %-12s %-16s %-8s %-8s %lld ms%s%s\n", at - t0, json_string_value(json_object_get(h, "pid")),
-           json_string_value(json_object_get(h, "step")), json_string_value(json_object_get(h, "status")),
-           json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", fin - at, e ? "  error: " : "", e ? e : "");
+    char d1[32], d2[32];
+    printf("  +%-9s %-12s %-16s %-8s %-8s %s%s%s\n", xgr_cli_duration(at - t0, d1, sizeof d1),
+           json_string_value(json_object_get(h, "pid")), json_string_value(json_object_get(h, "step")),
+           json_string_value(json_object_get(h, "status")), json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-",
+           xgr_cli_duration(fin - at, d2, sizeof d2), e ? "  error: " : "", e ? e : "");
   }
   if (!json_array_size(hist)) printf("  (no step ran yet)\n");
   json_decref(res);

@@ -3,6 +3,7 @@
  * 1 invalid, 3 hard error (including a rule document that does not load), 2 usage or unreadable
  * input. libcurl's global initialisation happens here, once, as xgr/rule.h asks of its callers. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "cli/load.h"
 #include "xgr/json.h"
 #include "xgr/rule.h"
+#include "xgr/xrc_types.h"
 
 #define MAX_MAPS 32
 
@@ -125,11 +127,17 @@ int xgr_cmd_step(int argc, char **argv) {
       maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
     } else if (i + 1 < argc && !strcmp(a, "--owner")) {
       ctx.owner = argv[++i];
+      if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
+        fprintf(stderr, "xgr step: --owner is '%s'; expected an address (\"0x\" and 40 hex digits)\n", ctx.owner);
+        return XGR_EXIT_USAGE;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--session-id")) {
       char *end;
-      ctx.session_id = strtoull(argv[++i], &end, 10);
-      if (*end || !ctx.session_id) {
-        fprintf(stderr, "xgr step: --session-id expects an integer > 0\n");
+      errno = 0;
+      const char *sv = argv[++i];
+      ctx.session_id = strtoull(sv, &end, 10);
+      if (*end || end == sv || sv[0] == '-' || errno == ERANGE || !ctx.session_id) {
+        fprintf(stderr, "xgr step: --session-id is '%s'; expected an integer from 1 to 18446744073709551615\n", sv);
         return XGR_EXIT_USAGE;
       }
     } else if (i + 1 < argc && !strcmp(a, "--pid")) {

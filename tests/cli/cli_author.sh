@@ -114,4 +114,26 @@ lacks "failed rule load not also unresolved" 'orchestration.structure.B.rule: er
 t "template trap error" 1 "$X" check "$D/template_trap_bundle.json"
 has "template trap explained" 'is read as an expression, not a template, because `=` appears outside placeholders and quotes'
 
+# ---- small things that misled ------------------------------------------------------------------
+t "k:-1 reported as -1" 1 "$X" check "$D/k_minus_one.json"
+has "k:-1 message" 'k is -1 but the join has 2 `from` entries'
+lacks "no citation of seeds" 'seed 003'
+t "pitfall cites the project's docs" 1 "$X" check "$D/../../orch/docs/seed003_7_4_pitfall.json"
+has "pitfall cites docs/SEMANTICS.md" '(docs/SEMANTICS.md, "Join scopes")'
+t "run --root-pid beyond int64" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --root-pid 18446744073709551616
+has "root-pid refused" "--root-pid is '18446744073709551616'"
+t "step --session-id beyond uint64" 2 "$X" step "$D/three_rules.json" --session-id 18446744073709551616
+t "run --owner validated" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --owner nope
+has "owner message" "--owner is 'nope'; expected an address"
+t "step --owner validated" 2 "$X" step "$D/three_rules.json" --owner nope
+t "history owner validated" 2 "$X" history --store "$tmp/st.db" nope 1
+has "history owner message" "OWNER is 'nope'; expected an address"
+t "history owner lowercased" 0 "$X" history --store "$tmp/st.db" 0X0000000000000000000000000000000000000001 1
+has "history UTC created" 'created 20'
+has "history human times" '+1h'
+t "eval --json NaN" 0 "$X" eval --json '1.0/0.0'
+has "eval Infinity" '"value":null,"nonFinite":"Infinity"'
+t "eval invalid UTF-8 refused" 2 "$X" eval --json $'ab\xffc'
+has "eval UTF-8 message" 'EXPR is not valid UTF-8'
+
 exit $fail
