@@ -199,6 +199,44 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
   return 0;
 }
 
+/* One row of the sessions view: the session's row and a summary of its processes —
+ * {"rootPid","owner","status","paused","registry","ostcId","ostcHash","createdAt","finishedAt",
+ *  "killedAt"?,"live","waiting","running","nextWakeAt" (earliest timer of a waiting process, or
+ *  null),"abortReason"? (why a killed session ended: "killed" or "cancelSession")}. */
+static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
+  xgr_store_proc *ps = NULL;
+  size_t n = 0, waiting = 0, running = 0;
+  int64_t next = INT64_MAX;
+  const char *why = NULL;
+  xgr_error e;
+  if (!xgr_store_procs(d->st, s->owner, s->root_pid, &ps, &n, &e)) {
+    for (size_t i = 0; i < n; i++) {
+      const xgr_store_proc *p = &ps[i];
+      if (p->status == XGR_PROC_WAITING) {
+        waiting++;
+        if (!p->paused && p->next_wake_at < next) next = p->next_wake_at;
+      } else if (p->status == XGR_PROC_RUNNING) {
+        running++;
+      } else if (p->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_CANCEL) {
+        why = "cancelSession";
+      }
+    }
+    xgr_store_procs_free(ps, n);
+  }
+  json_t *j = json_pack("{s:o, s:s, s:s, s:b, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "rootPid",
+                        xgr__rpc_u64_json(s->root_pid), "owner", s->owner,
+                        "status", xgr_session_result_name((xgr_session_result)s->status), "paused", s->paused,
+                        "registry", s->registry ? s->registry : "", "ostcId", s->ostc_id ? s->ostc_id : "",
+                        "ostcHash", s->ostc_hash ? s->ostc_hash : "", "createdAt", (json_int_t)s->created_at,
+                        "finishedAt", (json_int_t)s->finished_at, "live", (json_int_t)(waiting + running),
+                        "waiting", (json_int_t)waiting, "running", (json_int_t)running);
+  json_object_set_new(j, "nextWakeAt", next == INT64_MAX ? json_null() : json_integer(next));
+  if (s->killed_at) json_object_set_new(j, "killedAt", json_integer(s->killed_at));
+  if (s->status == XGR_RESULT_KILLED) json_object_set_new(j, "abortReason", json_string(why ? why : "killed"));
+  (void)d;
+  return j;
+}
+
 static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, bool raw_default,
                          json_t **result, xgr_error *err) {
   const json_t *o;
@@ -233,9 +271,13 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)))
     return rc;
   bool raw = view ? !strcmp(view, "raw") : raw_default;
-  if (view && strcmp(view, "raw") && strcmp(view, "join"))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view", "is \"%.20s\"; expected \"raw\" or \"join\"",
-                         view);
+  bool per_session = view && !strcmp(view, "sessions");   /* one row per session (xgr sessions) */
+  if (view && strcmp(view, "raw") && strcmp(view, "join") && !per_session)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view",
+                         "is \"%.20s\"; expected \"raw\", \"join\" or \"sessions\"", view);
+  if (per_session && allow_mode)
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "view",
+                         "the sessions view is for the owner; allow-list mode lists waiting processes");
   uint64_t limit = 100;
   static const char *const lim_keys[] = {"limit", "last", NULL};
   const char *lk = xgr__rpc_first_key(o, lim_keys);
@@ -270,6 +312,15 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   }
   /* a full scan window may have older sessions below it: the cursor for the next page */
   uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].root_pid : 0;
+  if (per_session) {
+    json_t *rows_ = json_array();
+    for (size_t r = 0; r < nss && r < limit; r++) json_array_append_new(rows_, session_row(d, &ss[r]));
+    xgr_store_sessions_free(ss, nss);
+    xgr_error_clear(err);
+    *result = json_pack("{s:o, s:I}", "sessions", rows_, "total", (json_int_t)nss);
+    if (next_before) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next_before));
+    return 0;
+  }
   for (size_t r = 0; r < nss; r++) {
     const xgr_store_session s = ss[r];
     const xgr_bundle *b = NULL;

@@ -8,6 +8,7 @@
  * orchestration's bytes and the registered rules (xgr_bundle_assemble); bundles are cached per
  * registry key and rules generation and live as long as the service (the engine borrows them).
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -301,6 +302,22 @@ static int rule_key(const json_t *o, char *key, size_t n, const char **path, xgr
   *path = k;
   if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, "a rule address (0x + 40 hex) or an alias without '/' or '#'", err)))
     return rc;
+  /* only keys a step's `rule` can name (docs/SEMANTICS.md, "Documents"): an address, or an alias
+   * that is neither address-like nor a ${addr:...} form and has no white space */
+  size_t vl = strlen(v);
+  bool hex = vl > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+  for (size_t i = 2; hex && i < vl; i++) hex = isxdigit((unsigned char)v[i]) != 0;
+  if (hex && vl != 42)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+                         "\"%.80s\" looks like an address but has %zu hex digits; expected 40 (no step could name it)",
+                         v, vl - 2);
+  if (!strncmp(v, "${", 2))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+                         "\"%.80s\" is a reference form; register the rule under ALIAS and name it ${addr:ALIAS} in steps", v);
+  for (size_t i = 0; i < vl; i++)
+    if (isspace((unsigned char)v[i]) || iscntrl((unsigned char)v[i]))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+                           "\"%.80s\" contains white space; no step's `rule` can name it", v);
   snprintf(key, n, "%s", v);
   if (xgr_rpc_is_address(key)) xgr__rpc_lower(key);
   return 0;

@@ -136,4 +136,43 @@ has "eval Infinity" '"value":null,"nonFinite":"Infinity"'
 t "eval invalid UTF-8 refused" 2 "$X" eval --json $'ab\xffc'
 has "eval UTF-8 message" 'EXPR is not valid UTF-8'
 
+# ---- against a real xgrd on loopback -------------------------------------------------------------
+if [ -n "$XD" ]; then
+  "$XD" --listen 127.0.0.1:0 --auth none --store memory: --port-file "$tmp/port" --workers 2 --log-level warn \
+    >"$tmp/xgrd.log" 2>&1 &
+  XPID=$!
+  trap 'kill $XPID 2>/dev/null; wait $XPID 2>/dev/null; rm -rf "$tmp"' EXIT
+  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+  export XGR_URL="http://127.0.0.1:$(cat "$tmp/port")"
+  O=0x00000000000000000000000000000000000000c1
+  t "deploy" 0 "$X" deploy "$D/wait_hour.json" --from $O
+  t "enqueue 1" 0 "$X" enqueue --owner $O --from $O --ostc-id w --step A
+  t "enqueue 2" 0 "$X" enqueue --owner $O --from $O --ostc-id w --step A
+  sleep 0.3
+  t "kill session 2" 0 "$X" kill 2 --owner $O --from $O
+  t "sessions: one row per session" 0 "$X" sessions --owner $O --from $O
+  has "sessions header" 'ROOTPID  STATUS     ORCHESTRATION'
+  has "session 1 running with one live process" '1        running    local/w'
+  has "session 2 killed" 'killed'
+  [ "$(grep -c '^[0-9]' "$tmp/out")" -eq 2 ] || { echo "FAIL sessions: expected 2 rows"; cat "$tmp/out"; fail=1; }
+  t "sessions --json" 0 "$X" sessions --owner $O --from $O --json
+  [ "$(json "[(s['rootPid'], s['live'], s.get('abortReason')) for s in d['sessions']]")" = "[('2', 0, 'killed'), ('1', 1, None)]" ] \
+    || { echo "FAIL sessions json rows"; cat "$tmp/out"; fail=1; }
+  [ "$(json "d['sessions'][1]['nextWakeAt'] is not None")" = True ] || { echo "FAIL sessions nextWakeAt"; fail=1; }
+  t "sessions --processes" 0 "$X" sessions --owner $O --from $O --processes
+  has "process rows" 'PID            PARENT'
+  has "process 1:2" '1:2'
+  t "sessions --runner" 0 "$X" sessions --runner $O --from 0x00000000000000000000000000000000000000c2
+  has "runner view header" 'PID            PARENT'
+  t "sessions --owner validated" 2 "$X" sessions --owner nope --from $O
+  t "show a session" 0 "$X" show 1 --owner $O --from $O
+  t "show a missing process" 1 "$X" show 1:99 --owner $O --from $O
+  has "show missing process message" 'has no process 1:99'
+  t "show an existing process" 0 "$X" show 1:2 --owner $O --from $O
+  t "putRule name no step can use" 1 "$X" put-rule --address 0x123 "$D/three_rules.json" --from $O
+  has "putRule 0x123 refused" 'looks like an address but has 3 hex digits; expected 40'
+  t "putRule with white space" 1 "$X" put-rule --address 'my rule' "$D/three_rules.json" --from $O
+  t "putRule alias ok" 0 "$X" put-rule --address my_rule "$D/three_rules.json" --from $O
+fi
+
 exit $fail
