@@ -33,7 +33,7 @@
 #define DEFAULT_OWNER "0x0000000000000000000000000000000000000001"
 
 static void usage(FILE *f) {
-  fputs("usage: xgr run BUNDLE --start STEP [--payload JSON] [--owner ADDR] [--root-pid N]\n"
+  fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
         "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
@@ -44,10 +44,12 @@ static void usage(FILE *f) {
         "                     virtual clock that jumps to the next timer (waitSec) or scripted action\n"
         "  --time-scale F     run the engine's clock F times faster than real time (waitSec 3600\n"
         "                     passes in 3.6 s at 1000; script times are on the same clock)\n"
-        "  --payload JSON     start payload (an object; default {})\n"
+        "  --payload JSON     start payload (an object, or @FILE to read it from FILE; default {})\n"
         "  --owner ADDR       session owner (default " DEFAULT_OWNER ")\n"
         "  --root-pid N       rootPid of the session (default 1)\n"
         "  --max-steps N      stop after N steps (result \"limit\"; default 10000, 0 = no limit)\n"
+        "  --max-running N    at most N processes of the session run at once (default 32; a step whose\n"
+        "                     branch declares a join is not held back by it)\n"
         "  --script FILE      timed control actions, e.g. [{\"at\":5000,\"wake\":{\"pid\":\"1:3\"},\"payload\":{}},\n"
         "                     {\"at\":0,\"kill\":\"1:4\"},{\"at\":0,\"pause\":\"1:2\"},{\"at\":10,\"resume\":\"1:2\"}]\n"
         "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
@@ -542,8 +544,18 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   xgr_error e;
   xgr_value payload = xgr_value_null();
-  if (payload_s) {
-    if (xgr_value_from_json_text(payload_s, strlen(payload_s), 0, &payload, &e) || xgr_value_kind(payload) != XGR_VMAP) {
+  if (payload_s) {   /* JSON text, or @FILE as in xgr step and xgr eval */
+    char *pbuf = NULL;
+    size_t plen = 0;
+    xgr_error_clear(&e);
+    if (payload_s[0] == '@' && xgr_file_read(payload_s + 1, &pbuf, &plen, 16u << 20, &e)) {
+      fprintf(stderr, "xgr run: --payload %s: %s\n", payload_s, e.message);
+      return XGR_EXIT_USAGE;
+    }
+    int bad = xgr_value_from_json_text(pbuf ? pbuf : payload_s, pbuf ? plen : strlen(payload_s), 0, &payload, &e) ||
+              xgr_value_kind(payload) != XGR_VMAP;
+    free(pbuf);
+    if (bad) {
       fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
       xgr_value_release(payload);
       return XGR_EXIT_USAGE;
