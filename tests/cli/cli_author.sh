@@ -136,6 +136,23 @@ has "eval Infinity" '"value":null,"nonFinite":"Infinity"'
 t "eval invalid UTF-8 refused" 2 "$X" eval --json $'ab\xffc'
 has "eval UTF-8 message" 'EXPR is not valid UTF-8'
 
+# ---- docs/SEMANTICS.md stays in step with the tests: every scenario it names exists -------------
+SC=$D/../../scenarios
+for name in $(grep -o '`[a-z0-9_*]*\.json`' "$D/../../../docs/SEMANTICS.md" | tr -d '`' | sort -u); do
+  # shellcheck disable=SC2086
+  if ! ls $SC/$name >/dev/null 2>&1; then echo "FAIL SEMANTICS.md names scenario $name, which does not exist"; fail=1; fi
+done
+echo "PASS SEMANTICS.md scenario names"
+grep -q 'docs/SEMANTICS.md' "$D/../../../README.md" || { echo "FAIL README does not point at docs/SEMANTICS.md"; fail=1; }
+if grep -q '\.\./shared/SEMANTICS' "$D/../../../README.md"; then echo "FAIL README points outside the repository"; fail=1; fi
+
+# ---- README's sample `xgr check` output is what xgr prints -----------------------------------------
+R=$D/../../..
+want=$(awk '/^\$ build\/xgr check examples\/orchestrations\/pitfall_unfulfillable_join.json$/{on=1; next} on && /^```/{exit} on' "$R/README.md" | sort)
+got=$(cd "$R" && "$X" check examples/orchestrations/pitfall_unfulfillable_join.json 2>&1 | sort)
+if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "PASS README check sample"; else
+  echo "FAIL README check sample differs:"; diff <(echo "$want") <(echo "$got"); fail=1; fi
+
 # ---- against a real xgrd on loopback -------------------------------------------------------------
 if [ -n "$XD" ]; then
   "$XD" --listen 127.0.0.1:0 --auth none --store memory: --port-file "$tmp/port" --workers 2 --log-level warn \
