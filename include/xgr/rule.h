@@ -232,6 +232,9 @@ typedef struct xgr_api_call_report {
   long status;                /* HTTP status, 0 when none arrived or the call was not made */
   double ms;
   const char *error;          /* NULL on success; else why the call's aliases were defaulted */
+  const char *url;            /* the final URL with credentials masked (user:password@ and the values
+                                 of query keys such as key, token, secret, password, signature), or
+                                 NULL when the URL could not be rendered */
 } xgr_api_call_report;
 
 /* What one entry of `rules` gave (xgr step prints them, issue 15). */

@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 4   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 5   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -193,6 +193,8 @@ typedef struct xgr_store_hist {
   char *error;                      /* or NULL */
   char *payload;                    /* effective payload (JSON) or NULL */
   int64_t recorded_at;              /* store clock when committed */
+  char *api;                        /* the step's API calls (JSON text: [{"name","status","ms","url","error"}],
+                                       URLs with credentials masked) or NULL (schema version 5) */
 } xgr_store_hist;
 
 void xgr_store_hist_clear(xgr_store_hist *h);

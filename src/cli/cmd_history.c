@@ -92,6 +92,8 @@ int xgr_cmd_history(int argc, char **argv) {
                               "finishedAt", (json_int_t)h->finished_at, "error",
                               h->error ? json_string(h->error) : json_null(), "recordedAt", (json_int_t)h->recorded_at);
       if (h->abort_reason) json_object_set_new(row, "abortReason", json_string(xgr_abort_reason_name(h->abort_reason)));
+      json_t *api = h->api ? json_loads(h->api, 0, NULL) : NULL;
+      if (api) json_object_set_new(row, "apiCalls", api);
       json_t *pl = h->payload ? json_loads(h->payload, JSON_DECODE_ANY, NULL) : NULL;
       json_object_set_new(row, "payload", pl ? pl : json_null());
       json_array_append_new(hist, row);
@@ -135,6 +137,18 @@ int xgr_cmd_history(int argc, char **argv) {
       printf("%-12s %-12s %-16s %-9s %-8s %-24s %-9s  %s%s%s\n", pid, ppid, h->step_id, xgr_proc_status_name(h->status),
              outc, at, took, h->abort_reason ? xgr_abort_reason_name(h->abort_reason) : "",
              h->abort_reason && h->error ? ": " : "", h->error ? h->error : "");
+      json_t *api = h->api ? json_loads(h->api, 0, NULL) : NULL;
+      size_t k;
+      json_t *c;
+      json_array_foreach(api, k, c) {   /* what each API call did */
+        const char *ce = json_string_value(json_object_get(c, "error"));
+        printf("%-12s api %s: status %lld, %lld ms, %s%s%s\n", "", json_string_value(json_object_get(c, "name")),
+               (long long)json_integer_value(json_object_get(c, "status")),
+               (long long)json_integer_value(json_object_get(c, "ms")),
+               json_string_value(json_object_get(c, "url")) ? json_string_value(json_object_get(c, "url")) : "-",
+               ce ? ", error: " : "", ce ? ce : "");
+      }
+      json_decref(api);
     }
   }
   xgr_store_hists_free(hs, nh);

@@ -96,6 +96,17 @@ int xgr_cmd_show(int argc, char **argv) {
            json_string_value(json_object_get(h, "pid")), json_string_value(json_object_get(h, "step")),
            json_string_value(json_object_get(h, "status")), json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-",
            xgr_cli_duration(fin - at, d2, sizeof d2), e ? "  error: " : "", e ? e : "");
+    size_t k;
+    const json_t *call;
+    json_array_foreach(json_object_get(h, "apiCalls"), k, call) {   /* what each API call did */
+      const char *ce = json_string_value(json_object_get(call, "error"));
+      const char *url = json_string_value(json_object_get(call, "url"));
+      char d3[32];
+      printf("  %-10s api %s: status %lld, %s, %s%s%s\n", "", json_string_value(json_object_get(call, "name")),
+             (long long)json_integer_value(json_object_get(call, "status")),
+             xgr_cli_duration(json_integer_value(json_object_get(call, "ms")), d3, sizeof d3), url ? url : "-",
+             ce ? ", error: " : "", ce ? ce : "");
+    }
   }
   if (!json_array_size(hist)) printf("  (no step ran yet)\n");
   json_decref(res);

@@ -72,8 +72,8 @@ static void print_readable(const xgr_step_result *r) {
   }
   for (size_t i = 0; i < r->napi_calls; i++) {
     const xgr_api_call_report *c = &r->api_calls[i];
-    printf("api %-6s %s: status %ld, %.0f ms%s%s\n", "", c->name ? c->name : "?", c->status, c->ms,
-           c->error ? ", " : "", c->error ? c->error : "");
+    printf("api %-6s %s: status %ld, %.0f ms%s%s%s%s\n", "", c->name ? c->name : "?", c->status, c->ms,
+           c->url ? ", " : "", c->url ? c->url : "", c->error ? ", error: " : "", c->error ? c->error : "");
   }
   for (size_t i = 0; i < r->nreads; i++)
     printf("read       %s: %s\n", r->reads[i].function, r->reads[i].error ? r->reads[i].error : "ok");

@@ -311,7 +311,8 @@ static void batch_hist(actor *a, const xgr_effect *fe) {
     a->bh = realloc(a->bh, a->capbh * sizeof *a->bh);
     if (!a->bh) abort();
   }
-  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at};
+  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at,
+                                      fe->api ? xgr__xstrdup(fe->api) : NULL};   /* freed by batch_clear */
 }
 
 static void flush(actor *a, visq *q);
@@ -628,6 +629,7 @@ static void store_done(void *token, int err) {
 
 static void batch_clear(actor *a) {
   for (size_t i = 0; i < a->nbp; i++) snap_release(&a->bp[i]);
+  for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
 }

@@ -392,6 +392,11 @@ static bool prepare_request(xgr_step_state *st) {
     return false;
   }
   st->url = apply_api_map(&st->ctx, s);
+  {   /* what reports show of the call: its final URL, credentials masked */
+    char *masked = xgr__rule_mask_url(st->url);
+    st->res.api_calls[st->call].url = rdup(&st->res, masked);
+    free(masked);
+  }
   for (size_t i = 0; i < a->nheaders; i++) {
     char *v;
     size_t vl;

@@ -153,6 +153,8 @@ void xgr_effects_reset(xgr_effects *fx) {
       free(e->step_id);
       free(e->rule_address);
       xgr_value_release(e->payload);
+    } else if (e->kind == XGR_FX_HISTORY) {
+      free(e->api);
     }
   }
   fx->n = 0;
@@ -775,9 +777,11 @@ static void merge_public(xgr_value dst, xgr_value src) {
 
 static void kill_all(xgr_session *s, xgr_abort_reason why, int64_t now, xgr_effects *fx);
 
-static void history(xgr_effects *fx, const xgr_proc *p) {
+static void history(xgr_effects *fx, const xgr_proc *p, const xgr_step_outcome *o) {
   xgr_effect *e = fx_push(fx, XGR_FX_HISTORY, p);
-  if (e) e->at = p->started_at;
+  if (!e) return;
+  e->at = p->started_at;
+  if (o->api_json) e->api = xgr__xstrdup(o->api_json);   /* the step's API calls, for its history row */
 }
 
 static void run_branch(xgr_session *s, xgr_proc *p, const xgr_step_outcome *o, int64_t now, xgr_effects *fx) {
@@ -838,19 +842,19 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
     case XGR_OUTCOME_HARD_ERROR:
       p->error = xgr__xstrdup(o->error ? o->error : "hard error");
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_ERROR, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       break;
     case XGR_OUTCOME_ABORT_STEP:
       set_effective(p, o);
       if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_STEP, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       break;
     case XGR_OUTCOME_CANCEL_SESSION: {
       set_effective(p, o);
       if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_CANCEL, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       kill_all(s, XGR_ABORT_CANCEL, now, fx);   /* every other live process */
       break;
     }
@@ -861,7 +865,7 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
       run_branch(s, p, o, now, fx);
       emit_wakeups(s, o, fx);
       proc_finish(s, p, XGR_PROC_DONE, XGR_ABORT_NONE, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       break;
     }
     default:

@@ -14,6 +14,7 @@ typedef struct hist_row {
   int8_t valid;
   int64_t at;
   char *error;                  /* the process's error text after the result (owned) or NULL */
+  char *api;                    /* the step's API calls as JSON text (owned) or NULL */
 } hist_row;
 
 typedef struct rec {
@@ -68,7 +69,10 @@ void xgr_records_free(xgr_records *r) {
     free(r->recs[k].error);
   }
   free(r->recs);
-  for (size_t k = 0; k < r->nhist; k++) free(r->hist[k].error);
+  for (size_t k = 0; k < r->nhist; k++) {
+    free(r->hist[k].error);
+    free(r->hist[k].api);
+  }
   free(r->hist);
   json_decref(r->actions);
   free(r);
@@ -118,7 +122,7 @@ void xgr_records_hist(xgr_records *r, const xgr_effect *e) {
     if (!r->hist) abort();
   }
   r->hist[r->nhist++] = (hist_row){e->proc->iter, e->proc->step, e->status, e->valid, e->at,
-                                   e->proc->error ? xgr__xstrdup(e->proc->error) : NULL};
+                                   e->proc->error ? xgr__xstrdup(e->proc->error) : NULL, xgr__xstrdup(e->api)};
 }
 
 static json_t *valid_json(int8_t v) { return v < 0 ? json_null() : json_boolean(v); }
@@ -184,6 +188,10 @@ json_t *xgr_records_report(const xgr_records *r, const xgr_session *s, const cha
                                          "status", xgr_proc_status_name(hr->status), "valid", valid_json(hr->valid),
                                          "at", (json_int_t)hr->at, "error",
                                          hr->error ? json_string(hr->error) : json_null()));
+      if (hr->api) {   /* what its API calls did: status, time, URL (credentials masked), error */
+        json_t *calls = json_loads(hr->api, 0, NULL);
+        if (calls) json_object_set_new(json_array_get(h, json_array_size(h) - 1), "apiCalls", calls);
+      }
     }
   } else {
     collect c = {0};

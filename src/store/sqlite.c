@@ -69,6 +69,8 @@ static const char *const migrations[] = {
      "CREATE INDEX marks_expiry ON marks(expires_at);"),
     /* 4: the gas budget of the SessionPermit that started a session */
     "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
+    /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
+    "ALTER TABLE proc_steps ADD COLUMN api TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -116,9 +118,9 @@ static const char *const stmt_sql[S_COUNT] = {
                " payload=excluded.payload, error=excluded.error, join_state=excluded.join_state,"
                " terminal_at=excluded.terminal_at",
     [S_HIST] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
-               " abort_reason, at, finished_at, error, payload, recorded_at)"
+               " abort_reason, at, finished_at, error, payload, recorded_at, api)"
                " VALUES(:owner, :root_pid, :iter, :parent_iter, :step, :step_id, :status, :valid, :abort_reason,"
-               " :at, :finished_at, :error, :payload, :recorded_at)",
+               " :at, :finished_at, :error, :payload, :recorded_at, :api)",
     [S_SCOPE] = "INSERT OR IGNORE INTO proc_scopes(owner, root_pid, grp) VALUES(:owner,:root_pid,:grp)",
     [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner=:owner AND root_pid=:root_pid",
     [S_RM_SESSION] = "DELETE FROM sessions WHERE owner=:owner AND root_pid=:root_pid",
@@ -365,6 +367,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_i64(s, ":finished_at", h->finished_at);
       bind_text(s, ":error", h->error);
       bind_text(s, ":payload", q->base.cfg.no_history_payload ? NULL : h->payload);
+      bind_text(s, ":api", h->api);
       bind_i64(s, ":recorded_at", now);
       return step_done(s);
     }
@@ -745,7 +748,7 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
-                  "recorded_at"
+                  "recorded_at, api"
 
 static void read_proc_row(sqlite3_stmt *s, xgr_store_proc *p) {
   memset(p, 0, sizeof *p);
@@ -782,6 +785,7 @@ static void read_hist_row(sqlite3_stmt *s, xgr_store_hist *h) {
   h->error = col_text(s, 9);
   h->payload = col_text(s, 10);
   h->recorded_at = sqlite3_column_int64(s, 11);
+  h->api = col_text(s, 12);
 }
 
 static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {

@@ -139,6 +139,7 @@ void xgr_store_hist_clear(xgr_store_hist *h) {
   free(h->step_id);
   free(h->error);
   free(h->payload);
+  free(h->api);
   memset(h, 0, sizeof *h);
 }
 
@@ -174,6 +175,7 @@ void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) {
   d->step_id = xgr__xstrdup(s->step_id ? s->step_id : "");
   d->error = xgr__xstrdup(s->error);
   d->payload = xgr__xstrdup(s->payload);
+  d->api = xgr__xstrdup(s->api);
 }
 
 void xgr__store_doc_copy(xgr_store_doc *d, const xgr_store_doc *s) {
@@ -402,6 +404,7 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
       h->finished_at = p->finished_at;
       h->error = xgr__xstrdup(p->error);
       h->payload = value_json(p->payload);
+      h->api = xgr__xstrdup(e->api);
     } else if (e->kind == XGR_FX_JOIN && e->proc && e->proc->join && e->proc->join->closed &&
                e->proc->join->decl->policy == XGR_POLICY_KILL) {
       push(b, OP_SCOPE, owner, root)->u.group = e->proc->from_group;

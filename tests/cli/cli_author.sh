@@ -136,6 +136,25 @@ has "eval Infinity" '"value":null,"nonFinite":"Infinity"'
 t "eval invalid UTF-8 refused" 2 "$X" eval --json $'ab\xffc'
 has "eval UTF-8 message" 'EXPR is not valid UTF-8'
 
+# ---- API outcomes are kept: status, time, final URL (credentials masked), error ------------------
+t "step shows the API call" 1 "$X" step "$D/api_dns.json"
+has "step api url masked" 'http://***@quotes.invalid/v1/price?apikey=***&symbol=ETH'
+has "step api error" 'error: transport error: Could not resolve host: quotes.invalid'
+lacks "step hides the secret" 'SECRET123'
+lacks "step hides the password" 'user:pw'
+for vt in --virtual-time ""; do
+  t "run history apiCalls $vt" 0 "$X" run "$D/api_dns_bundle.json" --start Q $vt --json
+  [ "$(json "d['history'][0]['apiCalls'][0]['url']")" = 'http://***@quotes.invalid/v1/price?apikey=***&symbol=ETH' ] \
+    || { echo "FAIL run history apiCalls $vt"; cat "$tmp/out"; fail=1; }
+  [ "$(json "'Could not resolve host' in d['history'][0]['apiCalls'][0]['error']")" = True ] \
+    || { echo "FAIL run history api error $vt"; fail=1; }
+done
+t "run --store keeps API outcomes" 0 "$X" run "$D/api_dns_bundle.json" --start Q --virtual-time --store "$tmp/api.db" --quiet
+t "history shows API outcomes" 0 "$X" history --store "$tmp/api.db" $OWN 1
+has "history api line" 'api quote: status 0,'
+has "history api error" 'Could not resolve host: quotes.invalid'
+lacks "history hides the secret" 'SECRET123'
+
 # ---- docs/SEMANTICS.md stays in step with the tests: every scenario it names exists -------------
 SC=$D/../../scenarios
 for name in $(grep -o '`[a-z0-9_*]*\.json`' "$D/../../../docs/SEMANTICS.md" | tr -d '`' | sort -u); do
@@ -190,6 +209,15 @@ if [ -n "$XD" ]; then
   has "putRule 0x123 refused" 'looks like an address but has 3 hex digits; expected 40'
   t "putRule with white space" 1 "$X" put-rule --address 'my rule' "$D/three_rules.json" --from $O
   t "putRule alias ok" 0 "$X" put-rule --address my_rule "$D/three_rules.json" --from $O
+  t "deploy the API bundle" 0 "$X" deploy "$D/api_dns_bundle.json" --from $O
+  t "enqueue the API bundle" 0 "$X" enqueue --owner $O --from $O --ostc-id api --step Q
+  sleep 0.5
+  t "show keeps API outcomes" 0 "$X" show 3 --owner $O --from $O
+  has "show api line" 'api quote: status 0,'
+  has "show api url masked" 'http://***@quotes.invalid/v1/price?apikey=***&symbol=ETH'
+  has "show api error" 'Could not resolve host'
+  lacks "show hides the secret" 'SECRET123'
+
 fi
 
 exit $fail
