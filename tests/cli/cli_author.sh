@@ -73,6 +73,12 @@ has "duration until" 'until 1h'
 has "duration seconds" '      2.5s  {"at":2500'
 has "duration days" 'clock 1d1h1m1.001s'
 lacks "no raw ms" '3600000ms'
+echo '{"Y":"from a file"}' > "$tmp/p.json"
+t "run --payload @FILE" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --payload "@$tmp/p.json" --json
+[ "$(json "d['processes'][0]['payload']['Y']")" = "from a file" ] || { echo "FAIL run --payload @FILE"; fail=1; }
+t "run --payload @missing" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --payload @/nonexistent/p.json
+t "run --help names --max-running" 0 "$X" run --help
+has "max-running documented" '--max-running N    at most N processes of the session run at once'
 t "json keeps numbers" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --json
 [ "$(json "d['clockMs']")" = 3600000 ] || { echo "FAIL json clockMs"; fail=1; }
 
