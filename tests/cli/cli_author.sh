@@ -39,6 +39,9 @@ echo '[{"at":10,"wake":{"step":"W"},"caller":"'$OTHER'"}]' > "$tmp/s.json"
 t "script stranger wake refused" 0 "$X" run "$D/wait_hour.json" --start A --virtual-time --script "$tmp/s.json" --json
 [ "$(json "d['actions'][0]['ok']")" = False ] || { echo "FAIL stranger wake applied"; fail=1; }
 has "stranger wake message" 'is not on the rpc allow list'
+echo '[{"at":3000000,"wake":{"step":"W"},"caller":"'$OTHER'"}]' > "$tmp/s.json"
+t "script stranger wake refused (engine)" 0 "$X" run "$D/wait_hour.json" --start A --time-scale 10000 --script "$tmp/s.json" --json
+has "stranger wake message (engine)" 'is not on the rpc allow list'
 echo '[{"at":10,"kill":"1","caller":"'$OTHER'"}]' > "$tmp/s.json"
 for vt in --virtual-time "--time-scale 1000"; do
   t "script stranger kill refused $vt" 0 "$X" run "$D/wait_hour.json" --start A $vt --script "$tmp/s.json" --json
