@@ -1,6 +1,7 @@
 /* cmd_show.c — `xgr show PID`: one session (or process) on xgrd with its processes and its step
  * timeline (xgr.getSession). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/client.h"
@@ -15,6 +16,16 @@ static void usage(FILE *f) {
           "that ran (xgr.getSession).\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
           "%s", xgr_client_opts_help);
+}
+
+static int by_at(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  json_int_t p = json_integer_value(json_object_get(x, "at")), q = json_integer_value(json_object_get(y, "at"));
+  if (p != q) return p < q ? -1 : 1;
+  const char *ix = strchr(json_string_value(json_object_get(x, "pid")) ? json_string_value(json_object_get(x, "pid")) : "", ':');
+  const char *iy = strchr(json_string_value(json_object_get(y, "pid")) ? json_string_value(json_object_get(y, "pid")) : "", ':');
+  unsigned long long u = ix ? strtoull(ix + 1, NULL, 10) : 0, w = iy ? strtoull(iy + 1, NULL, 10) : 0;
+  return u < w ? -1 : u > w;
 }
 
 int xgr_cmd_show(int argc, char **argv) {
@@ -70,15 +81,18 @@ int xgr_cmd_show(int argc, char **argv) {
   xgr_cli_print_items(json_object_get(res, "processes"));
   printf("\ntimeline (time after the first step, then how long the step took):\n");
   json_t *hist = json_object_get(res, "history");
-  /* in the order the steps began (insertion sort: histories are short and nearly sorted) */
-  for (size_t a = 1; a < json_array_size(hist); a++)
-    for (size_t b = a; b > 0; b--) {
-      json_t *x = json_array_get(hist, b - 1), *y = json_array_get(hist, b);
-      if (json_integer_value(json_object_get(x, "at")) <= json_integer_value(json_object_get(y, "at"))) break;
-      json_incref(x);
-      json_array_set(hist, b - 1, y);
-      json_array_set_new(hist, b, x);
-    }
+  { /* in the order the steps began (a stable sort: iter order for steps that began together) */
+    size_t nh = json_array_size(hist);
+    json_t **v = malloc((nh ? nh : 1) * sizeof *v);
+    if (!v) abort();
+    for (size_t k = 0; k < nh; k++) v[k] = json_incref(json_array_get(hist, k));
+    qsort(v, nh, sizeof *v, by_at);
+    json_t *sorted = json_array();
+    for (size_t k = 0; k < nh; k++) json_array_append_new(sorted, v[k]);
+    free(v);
+    json_object_set_new(res, "history", sorted);
+    hist = sorted;
+  }
   long long t0 = json_array_size(hist) ? json_integer_value(json_object_get(json_array_get(hist, 0), "at")) : 0;
   size_t i;
   const json_t *h;
