@@ -24,4 +24,4 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 # permits (issue 16): verifications/s on one core; permit-verified durable enqueues/s with wrk
 "$(dirname "$0")/permits/run.sh" "$B"
 # xgr run text output (issue 15): a 20,000-step loop and a 2,337-process fan-out, each under 2 s
-bench/cli/run_text.sh "$B"
+"$(dirname "$0")/cli/run_text.sh" "$B"
