@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -28,8 +29,22 @@ typedef struct method {
   void *ctx;
 } method;
 
+/* One accepted connection, for the request deadline: libmicrohttpd's own timeout only counts
+ * idle time, so a client trickling one byte a second would hold its connection forever. */
+typedef struct conn {
+  struct conn *prev, *next;
+  int fd;
+  double base;   /* when the current request's clock started (accept, or the previous answer) */
+  bool busy;     /* a method runs for it: its own waits are bounded elsewhere */
+} conn;
+
 struct xgr_rpc_server {
   xgr_rpc_config cfg;
+  pthread_mutex_t cmu;     /* guards conns and reaper_stop */
+  pthread_cond_t ccv;
+  conn *conns;
+  pthread_t reaper;
+  bool reaper_on, reaper_stop;
   struct sockaddr_in addr;
   struct MHD_Daemon *d;
   uint16_t port;
@@ -144,14 +159,16 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
     xgr_error_set(&e, 0, "params", "\"params\" must be an object or an array");
   }
   if (*code) return response(id, NULL, error_obj(*code, &e));
-  *name = json_string_value(m);
+  const char *asked = json_string_value(m);
   method *mt = NULL;
   for (size_t i = 0; i < s->nmethods && !mt; i++)
-    if (!strcmp(s->methods[i].name, *name)) mt = &s->methods[i];
+    if (!strcmp(s->methods[i].name, asked)) mt = &s->methods[i];
+  /* logs and metrics only ever see a registered name: a client cannot mint label values */
+  *name = mt ? mt->name : "unknown";
   json_t *result = NULL, *err = NULL;
   if (!mt) {
     *code = XGR_RPC_METHOD_NOT_FOUND;
-    xgr_error_set(&e, 0, NULL, "method \"%.100s\" does not exist", *name);
+    xgr_error_set(&e, 0, NULL, "method \"%.100s\" does not exist", asked);
     err = error_obj(*code, &e);
   } else {
     int rc = mt->fn(mt->ctx, caller, params, &result, &e);
@@ -217,9 +234,79 @@ static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *ht
 }
 
 static void count(xgr_rpc_server *s, const char *rpc, unsigned status, int code) {
-  char labels[160];
-  snprintf(labels, sizeof labels, "method=\"%.80s\",http=\"%u\",code=\"%d\"", rpc ? rpc : "-", status, code);
+  char labels[256], m[160];
+  xgr_metrics_label_escape(m, sizeof m, rpc ? rpc : "-");
+  snprintf(labels, sizeof labels, "method=\"%s\",http=\"%u\",code=\"%d\"", m, status, code);
   xgr_counter_add(xgr_metrics_counter(s->metrics, "xgr_http_requests_total", "HTTP requests by JSON-RPC method, HTTP status and JSON-RPC code", labels), 1);
+}
+
+static conn *conn_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* busy: a method starts running for the connection; !busy: its answer is queued, the client gets a
+ * whole deadline to take it. */
+static void conn_busy(xgr_rpc_server *s, struct MHD_Connection *c, bool busy) {
+  conn *k = conn_of(c);
+  if (!k) return;
+  pthread_mutex_lock(&s->cmu);
+  k->busy = busy;
+  k->base = now_s();
+  pthread_mutex_unlock(&s->cmu);
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode toe) {
+  xgr_rpc_server *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    conn *k = calloc(1, sizeof *k);
+    if (!k || !ci) {
+      free(k);
+      return;
+    }
+    k->fd = ci->connect_fd;
+    k->base = now_s();
+    pthread_mutex_lock(&s->cmu);
+    k->next = s->conns;
+    if (s->conns) s->conns->prev = k;
+    s->conns = k;
+    pthread_mutex_unlock(&s->cmu);
+    *ctx = k;
+  } else if (*ctx) {
+    /* libmicrohttpd reports the close before it closes the socket, so the reaper never shuts
+     * down a descriptor that was reused */
+    conn *k = *ctx;
+    pthread_mutex_lock(&s->cmu);
+    if (k->prev) k->prev->next = k->next;
+    else s->conns = k->next;
+    if (k->next) k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->cmu);
+    free(k);
+    *ctx = NULL;
+  }
+}
+
+/* Shut down every connection whose request (or the taking of its answer) has lasted longer than
+ * --timeout; libmicrohttpd then sees the socket fail and closes it. */
+static void *reaper_main(void *arg) {
+  xgr_rpc_server *s = arg;
+  pthread_mutex_lock(&s->cmu);
+  while (!s->reaper_stop) {
+    double now = now_s();
+    for (conn *k = s->conns; k; k = k->next)
+      if (!k->busy && now - k->base > (double)s->cfg.timeout_s) {
+        shutdown(k->fd, SHUT_RD);
+        k->base = now;   /* once per deadline */
+      }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&s->ccv, &s->cmu, &ts);
+  }
+  pthread_mutex_unlock(&s->cmu);
+  return NULL;
 }
 
 static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
@@ -354,13 +441,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return MHD_YES;
   }
   if (r->refuse) return refuse(s, c, http, url, (unsigned)r->refuse, r->refuse_msg);
-  return answer_rpc(s, c, r, url);
+  conn_busy(s, c, true);
+  enum MHD_Result ret = answer_rpc(s, c, r, url);
+  conn_busy(s, c, false);
+  return ret;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)cls;
-  (void)c;
   (void)toe;
+  conn_busy(cls, c, false);   /* the next request on a kept-alive connection gets its own deadline */
   req *r = *con_cls;
   if (r) {
     free(r->body);
@@ -372,6 +461,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
   xgr_rpc_server *s = xgr__xcalloc(1, sizeof *s);
   s->cfg = *cfg;
+  pthread_mutex_init(&s->cmu, NULL);
+  pthread_cond_init(&s->ccv, NULL);
   if (!s->cfg.max_body) s->cfg.max_body = 1u << 20;
   if (!s->cfg.max_connections) s->cfg.max_connections = 1024;
   if (!s->cfg.timeout_s) s->cfg.timeout_s = 15;
@@ -414,17 +505,20 @@ int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, 
 }
 
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
-  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO, 0, NULL, NULL, handle, s,
+  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ITC, 0, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
                           (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-                          completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+                          completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
+                          MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
   if (!s->d) {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &s->addr.sin_addr, ip, sizeof ip);
     return xgr_error_set(err, XGR_EIO, "listen", "cannot listen on %s:%u (address in use or not allowed)", ip,
                          ntohs(s->addr.sin_port));
   }
+  s->reaper_stop = false;
+  s->reaper_on = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : ntohs(s->addr.sin_port);
   return 0;
@@ -434,6 +528,14 @@ uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s) { return s->metrics; }
 
 void xgr_rpc_stop(xgr_rpc_server *s) {
+  if (s->reaper_on) {
+    pthread_mutex_lock(&s->cmu);
+    s->reaper_stop = true;
+    pthread_cond_signal(&s->ccv);
+    pthread_mutex_unlock(&s->cmu);
+    pthread_join(s->reaper, NULL);
+    s->reaper_on = false;
+  }
   if (s->d) MHD_stop_daemon(s->d);
   s->d = NULL;
 }
@@ -442,6 +544,8 @@ void xgr_rpc_server_free(xgr_rpc_server *s) {
   if (!s) return;
   xgr_rpc_stop(s);
   xgr_metrics_free(s->metrics);
+  pthread_cond_destroy(&s->ccv);
+  pthread_mutex_destroy(&s->cmu);
   free(s);
 }
 

@@ -1,0 +1,360 @@
+/* test_hostile.c — xgrd under hostile input (issue 14), end to end: the real daemon binary (XGRD)
+ * on an ephemeral loopback port with a SQLite store in a temporary directory, driven with real
+ * HTTP requests (libcurl and raw sockets). Each test is one defect found by trying xgrd as an
+ * attacker or a careless client would: minted metric series and injected metric lines, slow
+ * clients holding connections, file modes of the store and the port file, exit codes of listening
+ * failures, JSON nested deeper than the daemon can read back. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#define OWNER "0x00000000000000000000000000000000000000c1"
+
+typedef struct daemon_t {
+  pid_t pid;
+  int port;
+  char dir[256];
+  char store[300];
+  char log[320];
+} daemon_t;
+
+/* Daemons started by the current test, killed by the teardown when a test fails half-way. */
+static pid_t g_started[8];
+
+static int teardown(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof g_started / sizeof g_started[0]; i++)
+    if (g_started[i] > 0) {
+      kill(g_started[i], SIGKILL);
+      waitpid(g_started[i], NULL, 0);
+      g_started[i] = 0;
+    }
+  return 0;
+}
+
+static void remember(pid_t pid, bool add) {
+  for (size_t i = 0; i < sizeof g_started / sizeof g_started[0]; i++)
+    if (add ? g_started[i] == 0 : g_started[i] == pid) {
+      g_started[i] = add ? pid : 0;
+      return;
+    }
+}
+
+static const char *xgrd_path(void) {
+  const char *p = getenv("XGRD");
+  return p ? p : "./xgrd";
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void msleep(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void mkdaemon(daemon_t *d, const char *name) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->dir, sizeof d->dir, "/tmp/xgr-test-hostile-%s-%d", name, (int)getpid());
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
+  if (system(cmd)) { /* nothing to remove */ }
+  mkdir(d->dir, 0700);
+  snprintf(d->store, sizeof d->store, "sqlite:%s/store.db", d->dir);
+  snprintf(d->log, sizeof d->log, "%s/xgrd.log", d->dir);
+}
+
+static void rmdaemon(daemon_t *d) {
+  if (d->pid > 0) {
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    remember(d->pid, false);
+  }
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
+  if (system(cmd)) { /* best effort */ }
+}
+
+/* Fork xgrd with the standard arguments plus extra (NULL-terminated); no wait. */
+static pid_t spawn(daemon_t *d, const char *const *extra) {
+  char portfile[320];
+  snprintf(portfile, sizeof portfile, "%s/port", d->dir);
+  unlink(portfile);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    FILE *f = freopen(d->log, "a", stderr);
+    (void)f;
+    const char *argv[40] = {xgrd_path(), "--auth", "none", "--store", d->store, "--port-file", portfile,
+                            "--workers", "2"};
+    int n = 9;
+    bool listen = false;
+    for (size_t i = 0; extra && extra[i] && n < 38; i++) {
+      if (!strcmp(extra[i], "--listen")) listen = true;
+      argv[n++] = extra[i];
+    }
+    if (!listen && n < 37) {
+      argv[n++] = "--listen";
+      argv[n++] = "127.0.0.1:0";
+    }
+    argv[n] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  d->pid = pid;
+  remember(pid, true);
+  return pid;
+}
+
+/* Start xgrd and wait for its port file. */
+static void startv(daemon_t *d, const char *const *extra) {
+  spawn(d, extra);
+  char portfile[320];
+  snprintf(portfile, sizeof portfile, "%s/port", d->dir);
+  for (int i = 0; i < 1000; i++) {
+    FILE *f = fopen(portfile, "r");
+    if (f) {
+      int ok = fscanf(f, "%d", &d->port);
+      fclose(f);
+      if (ok == 1 && d->port > 0) return;
+    }
+    int st;
+    if (waitpid(d->pid, &st, WNOHANG) == d->pid) fail_msg("xgrd exited at start (see %s)", d->log);
+    msleep(10);
+  }
+  fail_msg("xgrd did not write its port file");
+}
+
+/* Signal xgrd and return its exit status. */
+static int stop(daemon_t *d, int sig) {
+  kill(d->pid, sig);
+  int st = 0;
+  waitpid(d->pid, &st, 0);
+  remember(d->pid, false);
+  d->pid = 0;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+typedef struct hbuf {
+  char *p;
+  size_t n;
+} hbuf;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+  hbuf *b = ud;
+  size_t n = size * nmemb;
+  b->p = realloc(b->p, b->n + n + 1);
+  memcpy(b->p + b->n, ptr, n);
+  b->n += n;
+  b->p[b->n] = 0;
+  return n;
+}
+
+/* One HTTP request; returns the status (-1: no answer), *out the body (malloc'd). */
+static long http(const daemon_t *d, const char *verb, const char *path, const char *body, size_t len, char **out) {
+  CURL *h = curl_easy_init();
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
+  hbuf b = {0};
+  struct curl_slist *hd = NULL;
+  hd = curl_slist_append(hd, "Content-Type: application/json");
+  hd = curl_slist_append(hd, "Expect:");
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  if (body) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+  }
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+  CURLcode cc = curl_easy_perform(h);
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  if (cc != CURLE_OK) status = -1;
+  if (out) *out = b.p ? b.p : strdup("");
+  else free(b.p);
+  return status;
+}
+
+/* POST a raw body; returns the parsed answer (caller decrefs); fails the test unless HTTP 200. */
+static json_t *post(const daemon_t *d, const char *body, size_t len) {
+  char *out;
+  long st = http(d, "POST", "/", body, len, &out);
+  if (st != 200) fail_msg("HTTP %ld %s", st, out);
+  json_t *r = json_loads(out, 0, NULL);
+  if (!r) fail_msg("not JSON: %s", out);
+  free(out);
+  return r;
+}
+
+/* Call a method; returns the whole response object (caller decrefs). params is stolen. */
+static json_t *rpc(const daemon_t *d, const char *method, json_t *params) {
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 7, "method", method, "params",
+                         params ? params : json_object());
+  char *s = json_dumps(rq, JSON_COMPACT);
+  json_decref(rq);
+  json_t *r = post(d, s, strlen(s));
+  free(s);
+  return r;
+}
+
+/* The result of a call that must succeed (new reference). */
+static json_t *ok(const daemon_t *d, const char *method, json_t *params) {
+  json_t *r = rpc(d, method, params);
+  json_t *e = json_object_get(r, "error");
+  if (e) {
+    char *t = json_dumps(e, 0);
+    fail_msg("%s failed: %s", method, t);
+  }
+  json_t *res = json_incref(json_object_get(r, "result"));
+  json_decref(r);
+  return res;
+}
+
+/* The error code of an answer (0: a result), and its data.path into path (may be NULL). */
+static int err_of(const json_t *r, char *path, size_t n) __attribute__((unused));
+static int err_of(const json_t *r, char *path, size_t n) {
+  const json_t *e = json_object_get(r, "error");
+  if (path && n) path[0] = 0;
+  if (!e) return 0;
+  const char *p = json_string_value(json_object_get(json_object_get(e, "data"), "path"));
+  if (path && p) snprintf(path, n, "%s", p);
+  return (int)json_integer_value(json_object_get(e, "code"));
+}
+
+static int connect_raw(const daemon_t *d) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* ---- tests ------------------------------------------------------------------------------------- */
+
+/* /metrics: unknown method names do not mint series (one label value "unknown"), and nothing a
+ * client sends can inject a line into the exposition. */
+static void test_metrics_labels(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "metrics");
+  startv(&d, (const char *[]){NULL});
+  for (int i = 0; i < 200; i++) {
+    char body[200];
+    int n = snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"nope_%d\"}", i);
+    json_t *r = post(&d, body, (size_t)n);
+    assert_int_equal(err_of(r, NULL, 0), -32601);
+    json_decref(r);
+  }
+  const char *inject = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\\\"} 1\\nxgr_injected_total 99\\n#\"}";
+  json_t *r = post(&d, inject, strlen(inject));
+  assert_int_equal(err_of(r, NULL, 0), -32601);
+  json_decref(r);
+  char *out;
+  assert_int_equal(http(&d, "GET", "/metrics", NULL, 0, &out), 200);
+  if (strstr(out, "xgr_injected_total")) fail_msg("a method name injected a metrics line");
+  if (strstr(out, "nope_")) fail_msg("unknown method names became label values");
+  const char *want = "xgr_http_requests_total{method=\"unknown\",http=\"200\",code=\"-32601\"} 201";
+  if (!strstr(out, want)) fail_msg("metrics lack %s:\n%s", want, out);
+  /* every sample line is name{labels} value or name value */
+  for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    if (line[0] == '#') continue;
+    if (strncmp(line, "xgr_", 4)) fail_msg("metrics line not from xgr: %s", line);
+  }
+  free(out);
+  /* the log holds no client-chosen method name either */
+  char buf[1 << 16];
+  FILE *f = fopen(d.log, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[n] = 0;
+  if (f) fclose(f);
+  assert_null(strstr(buf, "nope_"));
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+
+/* Slow clients: four connections trickling a request one byte every 300 ms (never idle for the
+ * 2 s timeout) hold all of --max-connections 4. Each request has an overall deadline of
+ * --timeout, so they are all cut within it and a fresh client is served. */
+static void test_slow_clients(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "slow");
+  startv(&d, (const char *[]){"--timeout", "2", "--max-connections", "4", NULL});
+  enum { N = 4 };
+  int fds[N];
+  bool open_[N];
+  const char *req = "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Slow: "
+                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+  for (int i = 0; i < N; i++) {
+    fds[i] = connect_raw(&d);
+    open_[i] = true;
+  }
+  double t0 = now_s(), closed_by = 0;
+  size_t pos = 0;
+  while (now_s() - t0 < 6) {
+    int nopen = 0;
+    for (int i = 0; i < N; i++) {
+      if (!open_[i]) continue;
+      char c;
+      ssize_t r = recv(fds[i], &c, 1, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+          send(fds[i], req + pos % strlen(req), 1, MSG_NOSIGNAL) < 0) {
+        open_[i] = false;
+        closed_by = now_s() - t0;
+        continue;
+      }
+      nopen++;
+    }
+    if (!nopen) break;
+    pos++;
+    msleep(300);
+  }
+  for (int i = 0; i < N; i++) {
+    if (open_[i]) fail_msg("slow connection %d still open after %.1f s", i, now_s() - t0);
+    close(fds[i]);
+  }
+  assert_true(closed_by < 4.0);
+  json_t *r = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
+  json_decref(r);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  curl_global_init(CURL_GLOBAL_ALL);
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_teardown(test_metrics_labels, teardown),
+    cmocka_unit_test_teardown(test_slow_clients, teardown),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return rc;
+}
