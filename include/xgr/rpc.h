@@ -95,15 +95,22 @@ typedef struct xgr_rpc_config {
   FILE *log;                  /* request log (NULL: no log) */
   bool (*ready)(void *ctx);   /* /readyz; NULL: ready while running */
   void *ready_ctx;
+  /* listen before the methods can work (xgrd recovering its sessions): until xgr_rpc_open,
+   * /readyz answers 503 and every JSON-RPC request XGR_RPC_UNAVAILABLE saying so */
+  bool start_closed;
 } xgr_rpc_config;
 
 typedef struct xgr_rpc_server xgr_rpc_server;
 
 /* A stopped server with its own metrics registry. Returns NULL on bad config with *err filled. */
 xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err);
-/* Register a method before start; name and ctx are borrowed for the server's life. */
+/* Register a method before start, or before xgr_rpc_open of a server started closed; name and
+ * ctx are borrowed for the server's life. */
 int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx);
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err);
+/* Open a server started with start_closed: from now on requests reach the methods registered so
+ * far, and /readyz asks ready(ctx) (NULL: ready while running). Call once, from one thread. */
+void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx);
 uint16_t xgr_rpc_port(const xgr_rpc_server *s);     /* the bound port (after start) */
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s);    /* owned by the server */
 /* Stop accepting, finish requests in flight, close. */

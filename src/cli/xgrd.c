@@ -15,6 +15,7 @@
  * the failure. Everything committed is recovered by the next start on a working store.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -252,15 +254,30 @@ int main(int argc, char **argv) {
                            .timeout_s = o.timeout_s,
                            .threads = o.threads ? o.threads : 8,
                            .auth_none = true,
-                           .log = info ? stderr : NULL,
-                           .ready = xgr_rpcd_ready};
+                           .log = info ? stderr : NULL};
+  rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
   if (!srv) {
     log_kv("error", "msg=\"cannot configure the server\" path=%s error=\"%s\"", err.path, err.message);
     curl_global_cleanup();
     json_decref(cfgdoc);
-    return EXIT_USAGE;
+    /* a malformed address is a usage error; an address xgrd may not listen on is a failure to start */
+    return err.code == XGR_EINVAL ? EXIT_USAGE : EXIT_HARD;
   }
+  /* listen first: while the store's sessions are recovered, /readyz answers 503 and every call a
+   * clear -32009, instead of clients seeing "connection refused" */
+  if (xgr_rpc_start(srv, &err)) {
+    log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
+    xgr_rpc_server_free(srv);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_HARD;
+  }
+  char host[64];
+  snprintf(host, sizeof host, "%s", rc_cfg.listen);
+  char *colon = strrchr(host, ':');
+  if (colon) *colon = '\0';
+  log_kv("info", "msg=listening addr=%s:%u auth=none ready=false", host, xgr_rpc_port(srv));
   xgr_rpcd_config dc = {.store = o.store,
                         .store_sync = o.sync && !strcmp(o.sync, "normal"),
                         .workers = o.workers,
@@ -271,37 +288,27 @@ int main(int argc, char **argv) {
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
-  if (!d) {
+  if (!d || xgr_rpcd_register(d, srv)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
-    xgr_rpc_server_free(srv);
-    curl_global_cleanup();
-    json_decref(cfgdoc);
-    return EXIT_HARD;
-  }
-  /* the ready callback's context is the service */
-  rc_cfg.ready_ctx = d;
-  xgr_rpc_server_free(srv);
-  srv = xgr_rpc_server_new(&rc_cfg, &err);
-  if (!srv || xgr_rpcd_register(d, srv) || xgr_rpc_start(srv, &err)) {
-    log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
     xgr_rpc_server_free(srv);
     xgr_rpcd_free(d);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
   }
+  xgr_rpc_open(srv, xgr_rpcd_ready, d);
   size_t restored, failed;
   xgr_rpcd_recovered(d, &restored, &failed);
-  char host[64];
-  snprintf(host, sizeof host, "%s", rc_cfg.listen);
-  char *colon = strrchr(host, ':');
-  if (colon) *colon = '\0';
-  log_kv("info", "msg=listening addr=%s:%u auth=none recovered=%zu recover_failed=%zu", host, xgr_rpc_port(srv), restored,
-       failed);
+  log_kv("info", "msg=ready addr=%s:%u recovered=%zu recover_failed=%zu", host, xgr_rpc_port(srv), restored, failed);
+  /* the port file is written once xgrd is ready, so that whoever waits for it can work at once
+   * (the port is also in the msg=listening line logged before recovery) */
   if (o.port_file) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", o.port_file);
-    FILE *f = fopen(tmp, "w");
+    /* 0600: the port file is nobody else's business */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (!f || fprintf(f, "%u\n", xgr_rpc_port(srv)) < 0 || fclose(f) || rename(tmp, o.port_file)) {
       log_kv("error", "msg=\"cannot write the port file\" file=%s", o.port_file);
       rc = EXIT_HARD;

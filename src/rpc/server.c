@@ -12,8 +12,10 @@
 #include "util/alloc.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -45,6 +47,7 @@ struct xgr_rpc_server {
   conn *conns;
   pthread_t reaper;
   bool reaper_on, reaper_stop;
+  _Atomic bool open;       /* methods and the ready callback may be used (see start_closed) */
   struct sockaddr_in addr;
   struct MHD_Daemon *d;
   uint16_t port;
@@ -157,6 +160,11 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
   } else if (params && !json_is_object(params) && !json_is_array(params)) {
     *code = XGR_RPC_INVALID_REQUEST;
     xgr_error_set(&e, 0, "params", "\"params\" must be an object or an array");
+  }
+  if (!*code && !atomic_load_explicit(&s->open, memory_order_acquire)) {
+    *code = XGR_RPC_UNAVAILABLE;
+    xgr_error_set(&e, XGR_EIO, NULL,
+                  "xgrd is starting: it recovers the store's sessions first; retry once GET /readyz answers 200");
   }
   if (*code) return response(id, NULL, error_obj(*code, &e));
   const char *asked = json_string_value(m);
@@ -391,7 +399,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       if (!strcmp(url, "/healthz")) return send_text(c, MHD_HTTP_OK, "text/plain", xgr__xstrdup("ok\n"), 3);
       if (!strcmp(url, "/readyz")) {
-        bool ready = !s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx);
+        bool ready = atomic_load_explicit(&s->open, memory_order_acquire) && (!s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx));
         return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                          xgr__xstrdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
       }
@@ -463,6 +471,7 @@ xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
   s->cfg = *cfg;
   pthread_mutex_init(&s->cmu, NULL);
   pthread_cond_init(&s->ccv, NULL);
+  atomic_init(&s->open, !cfg->start_closed);
   if (!s->cfg.max_body) s->cfg.max_body = 1u << 20;
   if (!s->cfg.max_connections) s->cfg.max_connections = 1024;
   if (!s->cfg.timeout_s) s->cfg.timeout_s = 15;
@@ -505,12 +514,15 @@ int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, 
 }
 
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
+  /* no MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, and a second xgrd on the same
+   * port would then share it silently instead of failing (SO_REUSEADDR, MHD's default, is kept so
+   * a restart does not wait for TIME_WAIT) */
   s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ITC, 0, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
                           (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
                           completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
-                          MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+                          MHD_OPTION_END);
   if (!s->d) {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &s->addr.sin_addr, ip, sizeof ip);
@@ -522,6 +534,13 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : ntohs(s->addr.sin_port);
   return 0;
+}
+
+void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx) {
+  assert(!atomic_load(&s->open));
+  s->cfg.ready = ready;
+  s->cfg.ready_ctx = ctx;
+  atomic_store_explicit(&s->open, true, memory_order_release);   /* publishes the methods and ready */
 }
 
 uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }

@@ -237,7 +237,6 @@ static json_t *ok(const daemon_t *d, const char *method, json_t *params) {
 }
 
 /* The error code of an answer (0: a result), and its data.path into path (may be NULL). */
-static int err_of(const json_t *r, char *path, size_t n) __attribute__((unused));
 static int err_of(const json_t *r, char *path, size_t n) {
   const json_t *e = json_object_get(r, "error");
   if (path && n) path[0] = 0;
@@ -347,12 +346,146 @@ static void test_slow_clients(void **state) {
   rmdaemon(&d);
 }
 
+/* The store file, its -wal and -shm, and the port file are created 0600 (whatever the umask lets
+ * through beyond that); listening failures exit 3 as documented (2 is kept for usage errors). */
+static void test_files_and_exit(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "files");
+  mode_t old = umask(022);
+  startv(&d, (const char *[]){NULL});
+  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
+                                               "rules", "true", "onValid", "onInvalid"));
+  json_decref(r);
+  const char *files[] = {"store.db", "store.db-wal", "store.db-shm", "port"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", d.dir, files[i]);
+    struct stat st;
+    if (stat(p, &st)) fail_msg("%s missing", p);
+    if ((st.st_mode & 0777) != 0600) fail_msg("%s is %o, expected 600", files[i], (unsigned)(st.st_mode & 0777));
+  }
+  umask(old);
+  /* the same address again: in use */
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", d.port);
+  daemon_t d2;
+  mkdaemon(&d2, "files2");
+  spawn(&d2, (const char *[]){"--listen", addr, NULL});
+  assert_int_equal(stop(&d2, 0), 3);
+  /* --auth none on an address that is not loopback: refused to listen */
+  spawn(&d2, (const char *[]){"--listen", "0.0.0.0:0", NULL});
+  assert_int_equal(stop(&d2, 0), 3);
+  /* a malformed address stays a usage error */
+  spawn(&d2, (const char *[]){"--listen", "127.0.0.1:99999", NULL});
+  assert_int_equal(stop(&d2, 0), 2);
+  rmdaemon(&d2);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* The port in the msg=listening line of the log (0 until it is there); *ready whether msg=ready is
+ * there too. */
+static int logged_port(const daemon_t *d, bool *ready) {
+  FILE *f = fopen(d->log, "r");
+  int port = 0;
+  *ready = false;
+  if (!f) return 0;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    const char *p = strstr(line, "msg=listening addr=127.0.0.1:");
+    if (p && !port) port = atoi(p + strlen("msg=listening addr=127.0.0.1:"));
+    if (strstr(line, "msg=ready ") && port) *ready = true;
+  }
+  fclose(f);
+  return port;
+}
+
+/* xgrd listens before it recovers: while 1,500 sessions are recovered, /readyz answers 503 and a
+ * write gets a clear -32009 instead of "connection refused"; once ready every session is there. */
+static void test_listen_first(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "listen");
+  startv(&d, (const char *[]){NULL});
+  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{s:i}, s:{}}}]", "address", "W", "rule",
+                                               "payload", "rules", "true", "onValid", "waitSec", 36000, "onInvalid"));
+  json_decref(r);
+  r = ok(&d, "xgr.putOrchestration",
+         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "local", "orchestration", "id", "w", "structure",
+                   "W", "rule", "W", "onValid", "spawns", "W"));
+  json_decref(r);
+  enum { N = 1500, B = 250 };
+  for (int k = 0; k < N / B; k++) {
+    json_t *batch = json_array();
+    for (int i = 0; i < B; i++)
+      json_array_append_new(batch, json_pack("{s:s, s:i, s:s, s:{s:s, s:i, s:{s:s}}}", "jsonrpc", "2.0", "id", i,
+                                             "method", "xgr.enqueue", "params", "owner", OWNER, "rootPid",
+                                             k * B + i + 1, "init", "stepId", "W"));
+    char *body = json_dumps(batch, JSON_COMPACT);
+    json_decref(batch);
+    json_t *ans = post(&d, body, strlen(body));
+    free(body);
+    for (size_t i = 0; i < json_array_size(ans); i++)
+      if (err_of(json_array_get(ans, i), NULL, 0)) fail_msg("enqueue %zu failed", i);
+    json_decref(ans);
+  }
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  truncate(d.log, 0);
+  spawn(&d, (const char *[]){NULL});
+  int port = 0;
+  bool ready = false;
+  double t0 = now_s();
+  while (!(port = logged_port(&d, &ready)) && now_s() - t0 < 20) msleep(1);
+  assert_true(port > 0);
+  d.port = port;
+  int n503 = 0, n200 = 0, nrefused = 0, nunavail = 0;
+  const char *enq = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER
+                    "\",\"rootPid\":99999,\"init\":{\"stepId\":\"W\"}}}";
+  while (now_s() - t0 < 30) {
+    long st = http(&d, "GET", "/readyz", NULL, 0, NULL);
+    if (st == 503) {
+      n503++;
+      json_t *a = post(&d, enq, strlen(enq));
+      char path[64];
+      int code = err_of(a, path, sizeof path);
+      if (code == -32009) {
+        const char *m = json_string_value(json_object_get(json_object_get(a, "error"), "message"));
+        assert_non_null(strstr(m, "recovers"));
+        nunavail++;
+      }
+      json_decref(a);
+    } else if (st == 200) {
+      n200++;
+      break;
+    } else {
+      nrefused++;
+    }
+  }
+  assert_int_equal(nrefused, 0);
+  assert_int_equal(n200, 1);
+  logged_port(&d, &ready);
+  assert_true(ready);
+  print_message("recovery: %d answers 503, %d writes answered -32009\n", n503, nunavail);
+  assert_true(n503 > 0 && nunavail > 0);
+  json_t *ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:i}]", "owner", OWNER, "limit", 2000));
+  (void)ls;
+  json_decref(ls);
+  json_t *alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1500"));
+  assert_true(json_is_true(alive));
+  json_decref(alive);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_metrics_labels, teardown),
     cmocka_unit_test_teardown(test_slow_clients, teardown),
+    cmocka_unit_test_teardown(test_files_and_exit, teardown),
+    cmocka_unit_test_teardown(test_listen_first, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
