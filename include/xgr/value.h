@@ -194,7 +194,16 @@ enum {
   XGR_JSON_NUMBERS_AS_DOUBLE = 1u << 0, /* guide §6.1 normalisation: every number -> DOUBLE */
   XGR_JSON_PRETTY = 1u << 1,            /* writer: indent with two spaces */
 };
-/* Parse JSON text (length-aware, duplicate object keys rejected, nesting depth <= 512) into a
+/* The one nesting limit of every JSON text xgr reads or writes: requests (xgrd refuses a deeper
+ * one at the door with -32602 and the path where it crosses the limit), documents, payloads, store
+ * rows. A document of depth d has d containers nested in each other ("[[1]]" has depth 2). Since
+ * anything stored is part of something that passed the door, nothing accepted is unreadable later. */
+#define XGR_JSON_MAX_DEPTH 128
+/* Scan JSON text (no allocation; strings and escapes skipped, nothing else validated) for
+ * containers nested deeper than max. Returns 0, or XGR_ELIMIT with e (may be NULL) naming the path
+ * to the first container that crosses the limit (`params.init.payload.a[0]…`, cut to fit). */
+int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e);
+/* Parse JSON text (length-aware, duplicate object keys rejected, nesting depth <= XGR_JSON_MAX_DEPTH) into a
  * value (caller releases). Errors: XGR_EPARSE "line L, column C: reason". */
 int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,
                              xgr_error *e);

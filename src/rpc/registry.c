@@ -117,7 +117,10 @@ static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len
 static int prefixed(int rc, xgr_error *err, const char *pre, const xgr_error *e) {
   xgr_error_set(err, e->code ? e->code : rc, NULL, "%s", e->message);
   snprintf(err->path, sizeof err->path, "%s%s%.200s", pre, e->path[0] && e->path[0] != '[' ? "." : "", e->path);
-  return xgr_rpc_code_for(e->code ? e->code : rc);
+  /* a document that does not load is the client's: invalid params whatever failed in it (an
+   * unknown CEL function is an eval_error of the compiler, not an internal error), limits apart */
+  int c = xgr_rpc_code_for(e->code ? e->code : rc);
+  return c == XGR_RPC_INTERNAL_ERROR && (e->code ? e->code : rc) != XGR_ENOMEM ? XGR_RPC_INVALID_PARAMS : c;
 }
 
 static json_t *doc_json(const xgr_store_doc *doc) {

@@ -324,12 +324,23 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
                            .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                            .auth_none = s->cfg.auth_none};
   json_error_t je;
+  xgr_error de;
+  xgr_error_clear(&de);
+  /* one nesting limit for everything xgrd reads: checked on the raw text first, so that nothing
+   * deeper is parsed, run or stored (the store's reader would refuse it after a restart) */
+  bool too_deep = xgr_json_check_depth(r->body ? r->body : "", r->len, XGR_JSON_MAX_DEPTH, &de) != 0;
   json_t *body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &je);
   const char *name = NULL;
   int code = 0;
   json_t *out = NULL;
   char label[32];
-  if (!body) {
+  if (too_deep) {
+    code = XGR_RPC_INVALID_PARAMS;
+    de.code = XGR_ELIMIT;
+    json_t *id = json_is_object(body) ? json_object_get(body, "id") : NULL;
+    if (id && !json_is_string(id) && !json_is_number(id)) id = NULL;
+    out = response(id, NULL, error_obj(code, &de));
+  } else if (!body) {
     code = XGR_RPC_PARSE_ERROR;
     xgr_error e;
     xgr_error_set(&e, XGR_EPARSE, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);

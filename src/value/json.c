@@ -3,16 +3,17 @@
  * doubles, object keys keep document order and duplicates are rejected. The writer prints numbers
  * exactly and keeps doubles recognisable as doubles ("2.0"). Conversions to and from jansson's
  * json_t are here too. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "value/value_internal.h"
 
 /* ---- reader ------------------------------------------------------------------------------- */
 
-#define JSON_MAX_DEPTH 512
 
 typedef struct jr {
   const char *s, *end, *p;
@@ -173,8 +174,8 @@ static int jr_value(jr *r, xgr_value *out, int depth);
 static int jr_value(jr *r, xgr_value *out, int depth) {
   jr_ws(r);
   if (r->p >= r->end) return jr_fail(r, "unexpected end of input");
-  if (depth > JSON_MAX_DEPTH) return jr_fail(r, "nesting deeper than 512");
   char c = *r->p;
+  if ((c == '{' || c == '[') && depth >= XGR_JSON_MAX_DEPTH) return jr_fail(r, "nesting deeper than 128");
   if (c == '{') {
     r->p++;
     xgr_value m = xgr_map_new(4);
@@ -283,6 +284,69 @@ static int jr_value(jr *r, xgr_value *out, int depth) {
     }
   }
   return jr_fail(r, "unexpected character");
+}
+
+/* ---- depth scanner ------------------------------------------------------------------------ */
+
+typedef struct dseg {
+  bool arr;
+  size_t idx;
+  char key[48];
+} dseg;
+
+static void depth_path(const dseg *st, size_t n, char *out, size_t cap) {
+  size_t k = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n && k + 1 < cap; i++) {
+    char seg[64];
+    int m = st[i].arr ? snprintf(seg, sizeof seg, "[%zu]", st[i].idx)
+                      : snprintf(seg, sizeof seg, "%s%s", k ? "." : "", st[i].key);
+    if (m < 0) m = 0;
+    if (k + (size_t)m + 4 >= cap) {   /* no room: mark the cut */
+      snprintf(out + k, cap - k, "...");
+      return;
+    }
+    memcpy(out + k, seg, (size_t)m + 1);
+    k += (size_t)m;
+  }
+}
+
+int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e) {
+  assert(max > 0 && max <= 4096);
+  dseg *st = xgr__xcalloc(max + 1, sizeof *st);
+  size_t n = 0;
+  char last[48] = "";
+  int rc = 0;
+  for (size_t i = 0; i < len && !rc; i++) {
+    char c = text[i];
+    if (c == '"') {
+      size_t j = ++i, kl = 0;
+      while (i < len && text[i] != '"') {
+        if (text[i] == '\\') i++;
+        i++;
+      }
+      kl = i - j < sizeof last - 1 ? i - j : sizeof last - 1;
+      memcpy(last, text + j, kl);
+      last[kl] = 0;
+    } else if (c == ':') {
+      if (n && !st[n - 1].arr) snprintf(st[n - 1].key, sizeof st[n - 1].key, "%s", last);
+    } else if (c == ',') {
+      if (n && st[n - 1].arr) st[n - 1].idx++;
+    } else if (c == '{' || c == '[') {
+      if (n == max) {
+        char path[XGR_PATH_MAX];
+        depth_path(st, n, path, sizeof path);
+        rc = xgr_error_set(e, XGR_ELIMIT, path, "is nested deeper than %zu levels (the limit of every JSON xgr reads)",
+                           max);
+        break;
+      }
+      st[n++] = (dseg){.arr = c == '['};
+    } else if (c == '}' || c == ']') {
+      if (n) n--;
+    }
+  }
+  free(st);
+  return rc;
 }
 
 int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,

@@ -384,6 +384,31 @@ static void test_files_and_exit(void **state) {
   rmdaemon(&d);
 }
 
+/* Register the waiting orchestration "w" (one step W that waits 10 hours) under registry local. */
+static void deploy_wait(const daemon_t *d) {
+  json_t *r = ok(d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{s:i}, s:{}}}]", "address", "W", "rule",
+                                              "payload", "rules", "true", "onValid", "waitSec", 36000, "onInvalid"));
+  json_decref(r);
+  r = ok(d, "xgr.putOrchestration",
+         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "local", "orchestration", "id", "w", "structure",
+                   "W", "rule", "W", "onValid", "spawns", "W"));
+  json_decref(r);
+}
+
+/* An enqueue request whose payload is {"a":{"a":...}} with `levels` objects (the payload object
+ * included), as text. */
+static char *deep_enqueue(int root, int levels) {
+  size_t cap = (size_t)levels * 8 + 512;
+  char *b = malloc(cap);
+  int k = snprintf(b, cap, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER
+                   "\",\"rootPid\":%d,\"init\":{\"stepId\":\"W\",\"payload\":", root);
+  for (int i = 0; i < levels - 1; i++) k += snprintf(b + k, cap - (size_t)k, "{\"a\":");
+  k += snprintf(b + k, cap - (size_t)k, "{\"z\":1}");
+  for (int i = 0; i < levels - 1; i++) b[k++] = '}';
+  k += snprintf(b + k, cap - (size_t)k, "}}}");
+  return b;
+}
+
 /* The port in the msg=listening line of the log (0 until it is there); *ready whether msg=ready is
  * there too. */
 static int logged_port(const daemon_t *d, bool *ready) {
@@ -408,13 +433,7 @@ static void test_listen_first(void **state) {
   daemon_t d;
   mkdaemon(&d, "listen");
   startv(&d, (const char *[]){NULL});
-  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{s:i}, s:{}}}]", "address", "W", "rule",
-                                               "payload", "rules", "true", "onValid", "waitSec", 36000, "onInvalid"));
-  json_decref(r);
-  r = ok(&d, "xgr.putOrchestration",
-         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "local", "orchestration", "id", "w", "structure",
-                   "W", "rule", "W", "onValid", "spawns", "W"));
-  json_decref(r);
+  deploy_wait(&d);
   enum { N = 1500, B = 250 };
   for (int k = 0; k < N / B; k++) {
     json_t *batch = json_array();
@@ -478,6 +497,88 @@ static void test_listen_first(void **state) {
   rmdaemon(&d);
 }
 
+/* One nesting limit: a payload that makes the request deeper than 128 levels is refused at the
+ * door with -32602 and the path (600 levels, and 129); one exactly at the limit is accepted, and
+ * after a restart its session is recovered (alive, killable). */
+static void test_nesting(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "nesting");
+  startv(&d, (const char *[]){NULL});
+  deploy_wait(&d);
+  int levels[] = {600, 126, 3000};
+  for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+    char *b = deep_enqueue(1, levels[i]);
+    json_t *r = post(&d, b, strlen(b));
+    free(b);
+    char path[300];
+    assert_int_equal(err_of(r, path, sizeof path), -32602);
+    if (strncmp(path, "params.init.payload.a.a.a", 25)) fail_msg("path %s", path);
+    if (levels[i] == 600) assert_int_equal(json_integer_value(json_object_get(r, "id")), 5);
+    json_decref(r);
+  }
+  /* envelope (1) + params (2) + init (3) + payload levels: 125 levels reach the limit of 128 */
+  char *b = deep_enqueue(2, 125);
+  json_t *r = post(&d, b, strlen(b));
+  free(b);
+  assert_int_equal(err_of(r, NULL, 0), 0);
+  json_decref(r);
+  json_t *alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
+  assert_true(json_is_false(alive));   /* nothing of the refused ones was stored */
+  json_decref(alive);
+  assert_int_equal(stop(&d, SIGKILL), 128 + SIGKILL);
+  startv(&d, (const char *[]){NULL});
+  char buf[1 << 14];
+  FILE *f = fopen(d.log, "r");
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  if (!strstr(buf, "recovered=1 recover_failed=0")) fail_msg("the deep session was not recovered:\n%s", buf);
+  alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "2"));
+  assert_true(json_is_true(alive));
+  json_decref(alive);
+  r = ok(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "rootPid", "2"));
+  json_decref(r);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* putOrchestration with a bad id and no ostcId (a '/', empty, over 96 bytes) is -32602 at
+ * orchestration.id naming the id (this read freed memory before: run under ASan); a rule with an
+ * unknown CEL function is -32602 at its path, not an internal error. */
+static void test_documents(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "docs");
+  startv(&d, (const char *[]){NULL});
+  char longid[120];
+  memset(longid, 'x', 100);
+  longid[100] = 0;
+  const char *ids[] = {"a/b", "", longid};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *r = rpc(&d, "xgr.putOrchestration",
+                    json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "r", "orchestration", "id", ids[i], "structure",
+                              "S", "rule", "x"));
+    char path[64];
+    assert_int_equal(err_of(r, path, sizeof path), -32602);
+    assert_string_equal(path, "orchestration.id");
+    const char *m = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+    char want[64];
+    snprintf(want, sizeof want, "\"%.20s", ids[i]);
+    assert_non_null(strstr(m, want));
+    json_decref(r);
+  }
+  json_t *r = rpc(&d, "xgr_putRule",
+                  json_pack("[{s:s, s:{s:{s:{s:s, s:i}}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload", "x",
+                            "type", "int64", "default", 1, "rules", "nosuchfn([x]) > 0", "onValid", "onInvalid"));
+  char path[64];
+  assert_int_equal(err_of(r, path, sizeof path), -32602);
+  assert_string_equal(path, "rule.rules[0]");
+  json_decref(r);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
@@ -486,6 +587,8 @@ int main(void) {
     cmocka_unit_test_teardown(test_slow_clients, teardown),
     cmocka_unit_test_teardown(test_files_and_exit, teardown),
     cmocka_unit_test_teardown(test_listen_first, teardown),
+    cmocka_unit_test_teardown(test_nesting, teardown),
+    cmocka_unit_test_teardown(test_documents, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
