@@ -179,6 +179,12 @@ typedef struct xgr_engine_config {
   bool ordered;                      /* apply results in promotion order (see above) */
   bool keep_finished;                /* keep finished sessions (and their reports) until freed */
   bool measure_latency;              /* keep step latency (ready -> result applied) histograms */
+  /* Called exactly once for every xgr_engine_start_session given a bundle directly
+   * (xgr_engine_start.bundle): when the session's actor is freed (no part of the engine uses the
+   * bundle any more), or before the call returns an error. Lets the caller free bundles of ended
+   * sessions (xgrd's bundle cache). NULL: bundles must outlive the engine. From any thread. */
+  void (*bundle_done)(void *ctx, const xgr_bundle *b);
+  void *bundle_ctx;
 } xgr_engine_config;
 
 /* Create and start an engine (workers, HTTP loop thread, timer thread). curl_global_init is the
@@ -205,7 +211,7 @@ const xgr_bundle *xgr_engine_bundle(xgr_engine *e, const char *name);
 /* ---- sessions ------------------------------------------------------------------------------ */
 typedef struct xgr_engine_start {
   const char *bundle_name;      /* a registered bundle ... */
-  const xgr_bundle *bundle;     /* ... or one given directly (borrowed, must outlive the engine) */
+  const xgr_bundle *bundle;     /* ... or one given directly (borrowed; until bundle_done, else must outlive the engine) */
   const char *owner;            /* owner address */
   uint64_t root_pid;            /* > 0; unique per owner among live sessions */
   const char *start;            /* start step id */

@@ -67,6 +67,7 @@ struct actor {
   xgr_engine *e;
   sess_entry *ent;
   const xgr_bundle *b;
+  bool bundle_done;                /* b came from xgr_engine_start.bundle: report it when freed */
   xgr_session *s;
   uint64_t root;
   xgr_pid pid;
@@ -888,6 +889,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->e = e;
   a->ent = ent;
   a->b = b;
+  a->bundle_done = req->bundle != NULL;
   a->root = req->root_pid;
   a->s = req->restore;   /* else made on the first turn (first_turn) */
   xgr_effects_init(&a->fx);
@@ -974,5 +976,8 @@ void xgr_eng_actor_free(actor *a) {
     json_decref(a->ent->report);
     xgr_eng_entry_free(a->ent);
   }
+  xgr_engine *e = a->e;
+  const xgr_bundle *b = a->bundle_done ? a->b : NULL;
   free(a);
+  if (b && e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, b);   /* last: nothing uses it now */
 }

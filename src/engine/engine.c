@@ -186,7 +186,16 @@ const xgr_bundle *xgr_engine_bundle(xgr_engine *e, const char *name) {
 
 /* ---- sessions ------------------------------------------------------------------------------------- */
 
+static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken, xgr_error *err);
+
 int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_error *err) {
+  bool taken = false;   /* the actor holds the bundle: its free calls bundle_done */
+  int rc = start_session(e, req, &taken, err);
+  if (!taken && req->bundle && e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, req->bundle);
+  return rc;
+}
+
+static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken, xgr_error *err) {
   if (atomic_load(&e->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
   const xgr_bundle *b = req->bundle ? req->bundle : req->bundle_name ? xgr_engine_bundle(e, req->bundle_name) : NULL;
   if (!b) return xgr_error_set(err, XGR_ENOTFOUND, "bundle", "no bundle \"%s\" is registered", req->bundle_name ? req->bundle_name : "");
@@ -217,6 +226,7 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
   actor *a = xgr_eng_actor_new(e, ent, b, req, err);
   int rc = a ? 0 : err->code ? err->code : XGR_EINVAL;
   if (a) {
+    *taken = true;   /* from here on the actor's free reports the bundle (xgr_eng_actor_new) */
     atomic_fetch_add(&e->live_actors, 1);
     atomic_fetch_add(&e->st_started, 1);
     xgr_eng_busy_add(e, 1);

@@ -270,6 +270,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
       }
       xgr_store_procs_free(ps, n);
     }
+    xgr__rpcd_bundle_put(d, b);
   }
   xgr_store_sessions_free(ss, nss);
   xgr_error_clear(err);
@@ -321,6 +322,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       if (!iter || ps[i].iter == iter) json_array_append_new(procs, item_join(&s, b ? b->orch : NULL, &ps[i]));
     xgr_store_procs_free(ps, n);
   }
+  xgr__rpcd_bundle_put(d, b);
   xgr_store_hist *hs = NULL;
   if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
     for (size_t i = 0; i < n; i++) {

@@ -6,8 +6,10 @@
  * or `orchestration`, lowercased; "local" when none). Their exact bytes are what is hashed. Rules
  * are stored under their address (lowercased) or alias. A session runs a bundle assembled from the
  * orchestration's bytes and the registered rules (xgr_bundle_assemble); bundles are cached per
- * registry key and rules generation and live as long as the service (the engine borrows them).
+ * registry key and rules generation (at most XGR__RPCD_MAX_CACHED entries) and freed when no cache
+ * entry points at them and no method call or running session holds them (xgr__rpcd_bundle_put).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,26 +31,74 @@ static int rule_lookup(void *ctx, const char *key, char **bytes, size_t *len, xg
   return 0;
 }
 
-/* Drop the cache entry of key, if any (reg_mu held). */
-static void drop_locked(xgr_rpcd *d, const char *key) {
-  for (xgr__regent **pp = &d->regs; *pp; pp = &(*pp)->next)
-    if (!strcmp((*pp)->key, key)) {
-      xgr__regent *old = *pp;
-      *pp = old->next;
-      free(old->key);
-      free(old);
+/* Free bn when nothing holds it and no cache entry points at it (reg_mu held). */
+static void bnode_release_locked(xgr_rpcd *d, xgr__bnode *bn) {
+  if (bn->refs || bn->cached) return;
+  for (xgr__bnode **pp = &d->bundles; *pp; pp = &(*pp)->next)
+    if (*pp == bn) {
+      *pp = bn->next;
       break;
     }
+  xgr_bundle_free(bn->b);
+  free(bn);
 }
 
-/* Assemble (or take from the cache) the bundle of registry key `key` ("<reg>/<ostcId>", "<reg>"
- * or "#<hash>"). */
+static void regent_free_locked(xgr_rpcd *d, xgr__regent *r) {
+  r->bn->cached = false;
+  bnode_release_locked(d, r->bn);
+  free(r->key);
+  free(r);
+}
+
+/* Drop the cache entry of key, if any, and every entry of an older rules generation (reg_mu held). */
+static void drop_locked(xgr_rpcd *d, const char *key, uint64_t gen) {
+  for (xgr__regent **pp = &d->regs; *pp;) {
+    xgr__regent *r = *pp;
+    if ((key && !strcmp(r->key, key)) || r->gen != gen) {
+      *pp = r->next;
+      regent_free_locked(d, r);
+    } else {
+      pp = &r->next;
+    }
+  }
+}
+
+static xgr__bnode *bnode_of_locked(xgr_rpcd *d, const xgr_bundle *b) {
+  for (xgr__bnode *bn = d->bundles; bn; bn = bn->next)
+    if (bn->b == b) return bn;
+  return NULL;
+}
+
+void xgr__rpcd_bundle_hold(xgr_rpcd *d, const xgr_bundle *b) {
+  pthread_mutex_lock(&d->reg_mu);
+  xgr__bnode *bn = bnode_of_locked(d, b);
+  assert(bn && bn->refs > 0);
+  bn->refs++;
+  pthread_mutex_unlock(&d->reg_mu);
+}
+
+void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b) {
+  if (!b) return;
+  pthread_mutex_lock(&d->reg_mu);
+  xgr__bnode *bn = bnode_of_locked(d, b);
+  assert(bn && bn->refs > 0);
+  if (bn) {
+    bn->refs--;
+    bnode_release_locked(d, bn);
+  }
+  pthread_mutex_unlock(&d->reg_mu);
+}
+
+void xgr__rpcd_bundle_done(void *d, const xgr_bundle *b) { xgr__rpcd_bundle_put(d, b); }
+
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err) {
+  *out = NULL;
   uint64_t gen = atomic_load(&d->rules_gen);
   pthread_mutex_lock(&d->reg_mu);
   for (xgr__regent *r = d->regs; r; r = r->next)
     if (r->gen == gen && !strcmp(r->key, key)) {
-      *out = r->b;
+      r->bn->refs++;
+      *out = r->bn->b;
       pthread_mutex_unlock(&d->reg_mu);
       return 0;
     }
@@ -71,14 +121,33 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
   xgr__bnode *bn = xgr__xcalloc(1, sizeof *bn);
   r->key = xgr__xstrdup(key);
   r->gen = gen;
-  r->b = b;
+  r->bn = bn;
   bn->b = b;
+  bn->refs = 1;          /* the caller's */
+  bn->cached = true;     /* r's */
   pthread_mutex_lock(&d->reg_mu);
   bn->next = d->bundles;
   d->bundles = bn;
-  drop_locked(d, key);   /* replace an older entry of the same key */
-  r->next = d->regs;
-  d->regs = r;
+  /* replace an older entry of the same key; forget stale generations */
+  drop_locked(d, key, atomic_load(&d->rules_gen));
+  if (gen == atomic_load(&d->rules_gen)) {
+    r->next = d->regs;
+    d->regs = r;
+    size_t n = 0;   /* bounded: drop the oldest entries beyond the cap */
+    for (xgr__regent **pp = &d->regs; *pp;) {
+      if (++n > XGR__RPCD_MAX_CACHED) {
+        xgr__regent *old = *pp;
+        *pp = old->next;
+        regent_free_locked(d, old);
+      } else {
+        pp = &(*pp)->next;
+      }
+    }
+  } else {   /* rules changed meanwhile: used by this call only */
+    free(r->key);
+    free(r);
+    bn->cached = false;
+  }
   pthread_mutex_unlock(&d->reg_mu);
   *out = b;
   return 0;
@@ -86,7 +155,7 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
 
 static void invalidate(xgr_rpcd *d, const char *key) {
   pthread_mutex_lock(&d->reg_mu);
-  drop_locked(d, key);
+  drop_locked(d, key, atomic_load(&d->rules_gen));
   pthread_mutex_unlock(&d->reg_mu);
 }
 
@@ -260,7 +329,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   rc = xgr_store_register(d->st, XGR_REG_RULE, key, who, bytes, len, &doc, err);
   free(bytes);
   if (rc) return xgr__rpc_code(rc, err);
-  atomic_fetch_add(&d->rules_gen, 1);
+  uint64_t gen = atomic_fetch_add(&d->rules_gen, 1) + 1;
+  pthread_mutex_lock(&d->reg_mu);
+  drop_locked(d, NULL, gen);   /* stale now: freed unless a call or a session holds them */
+  pthread_mutex_unlock(&d->reg_mu);
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "address", json_string(key));
   xgr__rpcd_log(d, "level=info msg=\"rule registered\" key=%s version=%u hash=%s", key, doc.version, doc.hash);

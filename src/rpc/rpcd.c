@@ -213,6 +213,7 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
   xgr_session_config sc = {.max_running = d->cfg.max_running};
   xgr_session *s = xgr_store_restore_session(b->orch, l, &sc, xgr_engine_now(d->e), &fx, &err);
   if (!s) {
+    xgr__rpcd_bundle_put(d, b);
     xgr_effects_free(&fx);
     d->failed++;
     xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
@@ -220,7 +221,7 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
     return 0;
   }
   xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx};
-  rc = xgr_engine_start_session(d->e, &sr, &err);
+  rc = xgr_engine_start_session(d->e, &sr, &err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);
   if (rc) {
     d->failed++;
@@ -248,7 +249,9 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_engine_config ec = {.workers = cfg->workers,
                           .max_running = cfg->max_running,
                           .store = xgr_persist_hook(d->p),
-                          .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()}};
+                          .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
+                          .bundle_done = xgr__rpcd_bundle_done,
+                          .bundle_ctx = d};
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
     ec.clock.kind = XGR_CLOCK_SCALED;
     ec.clock.scale = cfg->time_scale;

@@ -579,6 +579,85 @@ static void test_documents(void **state) {
   rmdaemon(&d);
 }
 
+/* xgrd's resident memory in kB (VmRSS). */
+static long rss_kb(pid_t pid) {
+  char p[64], line[256];
+  snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(p, "r");
+  long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmRSS:", 6)) kb = atol(line + 6);
+  if (f) fclose(f);
+  return kb;
+}
+
+/* Wait until no session of OWNER is alive in the engine (xgr_sessions_live is 0), at most secs. */
+static bool wait_idle(const daemon_t *d, double secs) {
+  double t0 = now_s();
+  while (now_s() - t0 < secs) {
+    char *out;
+    if (http(d, "GET", "/metrics", NULL, 0, &out) == 200) {
+      const char *p = strstr(out, "\nxgr_sessions_live ");
+      bool idle = p && atof(p + strlen("\nxgr_sessions_live ")) == 0;
+      free(out);
+      if (idle) return true;
+    }
+    msleep(50);
+  }
+  return false;
+}
+
+/* putRule + enqueue pairs, each putRule a new version of the rule: the bundles assembled for the
+ * sessions are freed once the sessions end, so memory stays flat (it grew ~80 kB a pair). */
+static void run_pairs(const daemon_t *d, int from, int n) {
+  enum { B = 100 };
+  for (int k = 0; k < n; k += B) {
+    json_t *batch = json_array();
+    for (int i = from + k; i < from + k + B; i++) {
+      json_array_append_new(batch, json_pack("{s:s, s:i, s:s, s:[{s:s, s:{s:{s:{s:s, s:i}}, s:[s], s:{}, s:{}}}]}",
+                                             "jsonrpc", "2.0", "id", 2 * i, "method", "xgr_putRule", "params",
+                                             "address", "S", "rule", "payload", "x", "type", "int64", "default", i,
+                                             "rules", "[x] >= 0", "onValid", "onInvalid"));
+      json_array_append_new(batch, json_pack("{s:s, s:i, s:s, s:{s:s, s:s, s:i}}", "jsonrpc", "2.0", "id", 2 * i + 1,
+                                             "method", "xgr.enqueue", "params", "owner", OWNER, "xrc729", "short",
+                                             "rootPid", i + 1));
+    }
+    char *body = json_dumps(batch, JSON_COMPACT);
+    json_decref(batch);
+    json_t *ans = post(d, body, strlen(body));
+    free(body);
+    for (size_t i = 0; i < json_array_size(ans); i++)
+      if (err_of(json_array_get(ans, i), NULL, 0)) {
+        char *t = json_dumps(json_array_get(ans, i), 0);
+        fail_msg("pair answer %zu: %s", i, t);
+      }
+    json_decref(ans);
+  }
+}
+
+static void test_bundle_memory(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "bundles");
+  startv(&d, (const char *[]){"--sync", "normal", NULL});
+  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
+                                               "rules", "true", "onValid", "onInvalid"));
+  json_decref(r);
+  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
+                                               "short", "structure", "S", "rule", "S"));
+  json_decref(r);
+  run_pairs(&d, 0, 300);   /* warm up: allocator arenas, SQLite page cache */
+  assert_true(wait_idle(&d, 20));
+  long before = rss_kb(d.pid);
+  run_pairs(&d, 300, 2000);
+  assert_true(wait_idle(&d, 30));
+  long after = rss_kb(d.pid);
+  print_message("RSS %ld kB -> %ld kB after 2,000 putRule + enqueue pairs\n", before, after);
+  assert_true(after - before < 10 * 1024);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
@@ -589,6 +668,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_listen_first, teardown),
     cmocka_unit_test_teardown(test_nesting, teardown),
     cmocka_unit_test_teardown(test_documents, teardown),
+    cmocka_unit_test_teardown(test_bundle_memory, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
