@@ -185,7 +185,17 @@ typedef struct xgr_engine_config {
    * sessions (xgrd's bundle cache). NULL: bundles must outlive the engine. From any thread. */
   void (*bundle_done)(void *ctx, const xgr_bundle *b);
   void *bundle_ctx;
+  /* Per-session caps: a session with more live (waiting + running) processes than max_live, or
+   * that has run more than max_session_steps steps, is killed at the end of that turn; its aborted
+   * processes carry the reason as their error ("session aborted: 10001 live processes exceed the
+   * cap of 10000 per session") and subscribers get an XGR_EEV_ACTION event with it (ok false).
+   * 0: the defaults below. */
+  uint64_t max_live;
+  uint64_t max_session_steps;
 } xgr_engine_config;
+
+#define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
+#define XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS 1000000u
 
 /* Create and start an engine (workers, HTTP loop thread, timer thread). curl_global_init is the
  * caller's job, before this call. Returns NULL and fills *err on failure. */
@@ -330,6 +340,7 @@ typedef struct xgr_engine_stats {
   uint64_t http_requests;
   uint64_t timers_fired;
   uint64_t store_batches;
+  uint64_t sessions_capped;          /* sessions killed by max_live / max_session_steps */
   /* step latency (ready -> result applied) in ns, when measure_latency; 0 otherwise */
   uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns;
   xgr_rt_counters runtime;           /* the work-stealing runtime's counters (steals, parks, ...) */

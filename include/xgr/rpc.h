@@ -145,6 +145,8 @@ typedef struct xgr_rpcd_config {
    * in 60 ms at 1000). */
   double time_scale;
   uint32_t store_max_pages;   /* PRAGMA max_page_count of the SQLite store (0: none; tests: a full disk) */
+  uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
+  uint64_t max_session_steps;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

@@ -41,6 +41,7 @@ typedef struct opts {
   long first_step_timeout_ms, shutdown_timeout_ms;
   double time_scale;
   unsigned long store_max_pages;
+  unsigned long max_session_processes, max_session_steps;
 } opts;
 
 static void usage(FILE *f) {
@@ -67,7 +68,10 @@ static void usage(FILE *f) {
           "                         goes on across restarts with the same F (tests and demos)\n"
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
           "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
-          "  --port-file FILE       write the bound port to FILE once listening (for tests and scripts)\n"
+          "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
+          "                         reason on its processes (default 10000)\n"
+          "  --max-session-steps N  per-session cap on steps run, likewise (default 1000000)\n"
+          "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
@@ -129,6 +133,8 @@ static int set_opt(opts *o, const char *name, const char *v) {
     o->time_scale = f;
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
+  else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
+  else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
     fprintf(stderr, "xgrd: unknown option --%s (xgrd --help lists them)\n", name);
@@ -284,7 +290,9 @@ int main(int argc, char **argv) {
                         .first_step_timeout_ms = o.first_step_timeout_ms,
                         .log = stderr,
                         .time_scale = o.time_scale,
-                        .store_max_pages = (uint32_t)o.store_max_pages};
+                        .store_max_pages = (uint32_t)o.store_max_pages,
+                        .max_live = o.max_session_processes,
+                        .max_session_steps = o.max_session_steps};
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);

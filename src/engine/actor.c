@@ -89,6 +89,7 @@ struct actor {
   int64_t start_now;             /* the engine clock when the session was started */
   xgr_session_result result;
   uint64_t steps, promoted, max_steps;
+  char cap_reason[128];            /* set when a per-session cap killed the session */
   uint32_t inflight;
   int64_t armed;
   int64_t clock_ms;              /* the session clock of its last change (reports' clockMs) */
@@ -145,7 +146,10 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
   d->started_at = p->started_at;
   d->finished_at = p->finished_at;
   d->payload = xgr_value_retain(p->payload);
-  d->error = p->error ? xgr__xstrdup(p->error) : NULL;
+  d->error = p->error ? xgr__xstrdup(p->error)
+             : a->cap_reason[0] && fe->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_KILL
+                 ? xgr__xstrdup(a->cap_reason)
+                 : NULL;
   d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
   d->join_state = p->join && a->e->has_store ? xgr_session_join_to_json(o, p->join) : NULL;   /* stores only */
 }
@@ -735,8 +739,34 @@ static void complete(actor *a) {
   xgr_eng_notify_waiters(e);
 }
 
+/* The per-session caps (xgr_engine_config.max_live, max_session_steps): kill the session once it
+ * exceeds one, with the reason on its aborted processes and in an ACTION event. */
+static void check_caps(actor *a) {
+  xgr_engine *e = a->e;
+  if (a->cap_reason[0] || a->finished || !a->s) return;
+  uint64_t max_live = e->cfg.max_live ? e->cfg.max_live : XGR_ENGINE_DEFAULT_MAX_LIVE;
+  uint64_t max_steps = e->cfg.max_session_steps ? e->cfg.max_session_steps : XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS;
+  size_t live = xgr_session_live(a->s);
+  if (live > max_live)
+    snprintf(a->cap_reason, sizeof a->cap_reason,
+             "session aborted: %zu live processes exceed the cap of %llu per session", live,
+             (unsigned long long)max_live);
+  else if (a->steps > max_steps)
+    snprintf(a->cap_reason, sizeof a->cap_reason, "session aborted: %llu steps exceed the cap of %llu per session",
+             (unsigned long long)a->steps, (unsigned long long)max_steps);
+  else
+    return;
+  atomic_fetch_add(&e->st_capped, 1);
+  xgr_error err;
+  xgr_error_clear(&err);
+  xgr_session_kill(a->s, 0, a->now, &a->fx, &err);
+  if (a->subs) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
+  consume(a);
+}
+
 static void end_turn(actor *a) {
   xgr_engine *e = a->e;
+  check_caps(a);
   if (!a->stopping && !a->finished && !a->limit) {
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;

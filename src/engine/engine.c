@@ -479,6 +479,7 @@ int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
 void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   memset(out, 0, sizeof *out);
   out->sessions_started = atomic_load(&e->st_started);
+  out->sessions_capped = atomic_load(&e->st_capped);
   out->sessions_finished = atomic_load(&e->st_finished);
   out->steps = xgr_eng_steps(e);
   out->http_requests = atomic_load(&e->st_http);

@@ -108,6 +108,7 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_engine_get_stats(d->e, &s);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_started\"", (double)s.sessions_started);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_finished\"", (double)s.sessions_finished);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_capped\"", (double)s.sessions_capped);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"steps\"", (double)s.steps);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);
@@ -250,6 +251,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                           .max_running = cfg->max_running,
                           .store = xgr_persist_hook(d->p),
                           .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
+                          .max_live = cfg->max_live,
+                          .max_session_steps = cfg->max_session_steps,
                           .bundle_done = xgr__rpcd_bundle_done,
                           .bundle_ctx = d};
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */

@@ -646,15 +646,121 @@ static void test_bundle_memory(void **state) {
   r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
                                                "short", "structure", "S", "rule", "S"));
   json_decref(r);
-  run_pairs(&d, 0, 300);   /* warm up: allocator arenas, SQLite page cache */
+  run_pairs(&d, 0, 1000);   /* warm up: allocator arenas, SQLite page caches (they fill up to ~2,000 sessions) */
   assert_true(wait_idle(&d, 20));
   long before = rss_kb(d.pid);
-  run_pairs(&d, 300, 2000);
+  run_pairs(&d, 1000, 2000);
   assert_true(wait_idle(&d, 30));
   long after = rss_kb(d.pid);
   print_message("RSS %ld kB -> %ld kB after 2,000 putRule + enqueue pairs\n", before, after);
   assert_true(after - before < 10 * 1024);
   assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
+/* Register orchestration "fan" under registry "fan": steps A and B each spawn both, so a session
+ * doubles its live processes with every generation; and "loop" (L spawns L). */
+static void deploy_fan(const daemon_t *d) {
+  json_t *r = ok(d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "T", "rule", "payload",
+                                              "rules", "true", "onValid", "onInvalid"));
+  json_decref(r);
+  r = ok(d, "xgr.putOrchestration",
+         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s, s]}}, s:{s:s, s:{s:[s, s]}}}}}", "xrc729", "fan", "orchestration",
+                   "id", "fan", "structure", "A", "rule", "T", "onValid", "spawns", "A", "B", "B", "rule", "T",
+                   "onValid", "spawns", "A", "B"));
+  json_decref(r);
+  r = ok(d, "xgr.putOrchestration",
+         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "loop", "orchestration", "id", "loop", "structure",
+                   "L", "rule", "T", "onValid", "spawns", "L"));
+  json_decref(r);
+}
+
+static void enqueue_reg(const daemon_t *d, const char *reg, int root) {
+  json_t *r = ok(d, "xgr.enqueue", json_pack("{s:s, s:s, s:i}", "owner", OWNER, "xrc729", reg, "rootPid", root));
+  json_decref(r);
+}
+
+/* The error texts of a session's processes, joined (caller frees). */
+static char *proc_errors(const daemon_t *d, int root) {
+  json_t *res = ok(d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", root));
+  char *all = strdup("");
+  size_t i;
+  json_t *p;
+  json_array_foreach(json_object_get(res, "processes"), i, p) {
+    const char *e = json_string_value(json_object_get(p, "error"));
+    if (e && !strstr(all, e)) {
+      char *n = NULL;
+      if (asprintf(&n, "%s%s\n", all, e) < 0) abort();
+      free(all);
+      all = n;
+    }
+  }
+  json_decref(res);
+  return all;
+}
+
+static const char *session_status(const daemon_t *d, int root, char *buf, size_t n) {
+  json_t *res = ok(d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", root));
+  snprintf(buf, n, "%s", json_string_value(json_object_get(json_object_get(res, "session"), "status")));
+  json_decref(res);
+  return buf;
+}
+
+/* Per-session caps: a session doubling its processes is killed once it has more than
+ * --max-session-processes live ones, a loop once it ran --max-session-steps steps; the reason is
+ * on its processes, in the log and in a metric. kill and SIGTERM are answered within a second
+ * while a session is as busy as the caps let it be. */
+static void test_session_caps(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "caps");
+  startv(&d, (const char *[]){"--max-session-processes", "40", "--max-session-steps", "200", NULL});
+  deploy_fan(&d);
+  enqueue_reg(&d, "fan", 1);
+  enqueue_reg(&d, "loop", 2);
+  char st[32];
+  double t0 = now_s();
+  while (now_s() - t0 < 10 && (strcmp(session_status(&d, 1, st, sizeof st), "killed") ||
+                               strcmp(session_status(&d, 2, st, sizeof st), "killed")))
+    msleep(20);
+  assert_string_equal(session_status(&d, 1, st, sizeof st), "killed");
+  assert_string_equal(session_status(&d, 2, st, sizeof st), "killed");
+  char *e1 = proc_errors(&d, 1), *e2 = proc_errors(&d, 2);
+  if (!strstr(e1, "session aborted: ") || !strstr(e1, "live processes exceed the cap of 40 per session"))
+    fail_msg("fan errors: %s", e1);
+  if (!strstr(e2, "session aborted: 201 steps exceed the cap of 200 per session")) fail_msg("loop errors: %s", e2);
+  free(e1);
+  free(e2);
+  char *out;
+  assert_int_equal(http(&d, "GET", "/metrics", NULL, 0, &out), 200);
+  assert_non_null(strstr(out, "xgr_engine_events{kind=\"sessions_capped\"} 2"));
+  free(out);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  FILE *f = fopen(d.log, "r");
+  char buf[1 << 15];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  assert_non_null(strstr(buf, "level=warn msg=\"session aborted: "));
+  /* default caps: kill of a busy fan-out session answers within a second, and so does SIGTERM */
+  startv(&d, (const char *[]){NULL});
+  deploy_fan(&d);
+  enqueue_reg(&d, "fan", 3);
+  msleep(300);
+  t0 = now_s();
+  json_t *r = rpc(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "rootPid", "3"));
+  double dt = now_s() - t0;
+  json_decref(r);
+  print_message("kill answered in %.3f s\n", dt);
+  assert_true(dt < 1.0);
+  enqueue_reg(&d, "fan", 4);
+  enqueue_reg(&d, "loop", 5);
+  msleep(300);
+  t0 = now_s();
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  dt = now_s() - t0;
+  print_message("SIGTERM answered in %.3f s\n", dt);
+  assert_true(dt < 1.0);
   rmdaemon(&d);
 }
 
@@ -669,6 +775,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_nesting, teardown),
     cmocka_unit_test_teardown(test_documents, teardown),
     cmocka_unit_test_teardown(test_bundle_memory, teardown),
+    cmocka_unit_test_teardown(test_session_caps, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
