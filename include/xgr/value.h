@@ -223,6 +223,24 @@ char *xgr_json_dumps(const json_t *j, unsigned flags);
  * such uints become decimal strings, like bigints. */
 json_t *xgr_value_to_json(xgr_value v);
 
+/* ---- exact integers in jansson trees ----------------------------------------------------------
+ * jansson holds integers up to int64 only. Where JSON from outside may carry bigger ones (RPC
+ * requests, bundle files, stored payloads), xgr parses with xgr_json_parse_exact: an integer
+ * jansson cannot hold becomes an "exact integer" node, a jansson string whose bytes (a prefix that
+ * is not UTF-8, then the decimal digits) no parsed JSON can produce. xgr_value_from_json turns it
+ * back into the exact uint/bigint (or int), xgr_json_dumps and xgr_json_dumps_compact write it
+ * as a JSON number. Anything else sees an opaque string. */
+/* Parse like xgr_json_parse (duplicate keys rejected, NUL allowed), exactly: 0 with *out (caller
+ * decrefs), or XGR_EPARSE "invalid JSON at line L, column C: ...". */
+int xgr_json_parse_exact(const char *text, size_t len, json_t **out, xgr_error *e);
+/* Like xgr_value_to_json, but integers beyond int64 become exact integer nodes. */
+json_t *xgr_value_to_json_exact(xgr_value v);
+/* When j is an exact integer node: true and *out its value (uint, bigint or int). */
+bool xgr_json_exact_integer(const json_t *j, xgr_value *out);
+/* Compact text of j (malloc'd, caller frees; NULL for NULL j): jansson's own JSON_COMPACT form, or
+ * xgr's writer when the tree holds exact integer nodes (jansson would write them as strings). */
+char *xgr_json_dumps_compact(const json_t *j);
+
 #ifdef __cplusplus
 }
 #endif

@@ -332,7 +332,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                             hs[i].valid < 0 ? json_null() : json_boolean(hs[i].valid), "at", (json_int_t)hs[i].at,
                             "finishedAt", (json_int_t)hs[i].finished_at);
       if (hs[i].error) json_object_set_new(h, "error", json_string(hs[i].error));
-      json_t *pl = hs[i].payload ? json_loads(hs[i].payload, JSON_DECODE_ANY, NULL) : NULL;
+      json_t *pl = NULL;   /* exact: payload integers beyond int64 stay numbers */
+      if (hs[i].payload && xgr_json_parse_exact(hs[i].payload, strlen(hs[i].payload), &pl, NULL)) pl = NULL;
       if (pl) json_object_set_new(h, "payload", pl);
       json_array_append_new(hist, h);
     }

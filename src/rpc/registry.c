@@ -177,7 +177,7 @@ static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len
   if (!json_is_object(v))
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, key,
                          "is not an object; expected the document as an object or its JSON text");
-  *bytes = json_dumps(v, JSON_COMPACT);
+  *bytes = xgr_json_dumps_compact(v);   /* numbers beyond int64 as numbers */
   if (!*bytes) abort();
   *len = strlen(*bytes);
   return 0;
@@ -275,7 +275,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   }
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "registry", json_string(reg));
-  json_t *oj = json_loadb(doc.content, doc.len, 0, NULL);
+  json_t *oj = NULL;
+  if (xgr_json_parse_exact(doc.content, doc.len, &oj, NULL)) oj = NULL;
   const char *doc_id = json_string_value(json_object_get(oj, "id"));
   json_object_set_new(r, "ostcId", json_string(ostc_id ? ostc_id : doc_id ? doc_id : ""));
   json_object_set_new(r, "orchestration", oj ? oj : json_null());
@@ -358,7 +359,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   }
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "address", json_string(key));
-  json_t *rj = json_loadb(doc.content, doc.len, 0, NULL);
+  json_t *rj = NULL;
+  if (xgr_json_parse_exact(doc.content, doc.len, &rj, NULL)) rj = NULL;
   json_object_set_new(r, "rule", rj ? rj : json_null());
   json_object_set_new(r, "content", json_stringn(doc.content, doc.len));
   xgr_store_doc_clear(&doc);

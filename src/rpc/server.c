@@ -323,13 +323,14 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
   xgr_rpc_caller caller = {.remote = remote,
                            .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                            .auth_none = s->cfg.auth_none};
-  json_error_t je;
   xgr_error de;
   xgr_error_clear(&de);
   /* one nesting limit for everything xgrd reads: checked on the raw text first, so that nothing
    * deeper is parsed, run or stored (the store's reader would refuse it after a restart) */
   bool too_deep = xgr_json_check_depth(r->body ? r->body : "", r->len, XGR_JSON_MAX_DEPTH, &de) != 0;
-  json_t *body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &je);
+  xgr_error pe;
+  json_t *body = NULL;   /* exact: integers beyond int64 travel as xgr's exact integer nodes */
+  if (xgr_json_parse_exact(r->body ? r->body : "", r->len, &body, &pe)) body = NULL;
   const char *name = NULL;
   int code = 0;
   json_t *out = NULL;
@@ -343,7 +344,7 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
   } else if (!body) {
     code = XGR_RPC_PARSE_ERROR;
     xgr_error e;
-    xgr_error_set(&e, XGR_EPARSE, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    xgr_error_set(&e, XGR_EPARSE, NULL, "%s", pe.message);
     out = response(NULL, NULL, error_obj(code, &e));
   } else if (json_is_array(body)) {
     snprintf(label, sizeof label, "batch");

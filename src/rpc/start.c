@@ -59,7 +59,7 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
     pthread_mutex_lock(&d->w_mu);
     for (xgr__waiter *w = d->waiters; w; w = w->next)
       if (!w->done && !w->output && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
-        w->output = xgr_value_to_json(ev->output);
+        w->output = xgr_value_to_json_exact(ev->output);
         w->action = ev->rule_action;
       }
     pthread_mutex_unlock(&d->w_mu);
@@ -73,7 +73,7 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
       w->done = true;
       w->status = ev->proc->status;
       w->valid = ev->proc->valid;
-      w->payload = xgr_value_to_json(ev->proc->payload);
+      w->payload = xgr_value_to_json_exact(ev->proc->payload);
       w->error = ev->proc->error ? xgr__xstrdup(ev->proc->error) : NULL;
       pthread_cond_broadcast(&d->w_cv);
     }

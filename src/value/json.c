@@ -374,7 +374,10 @@ int xgr_value_from_json(const json_t *j, unsigned flags, xgr_value *out, xgr_err
                                                   : xgr_value_int(json_integer_value(j));
       return 0;
     case JSON_REAL: *out = xgr_value_double(json_real_value(j)); return 0;
-    case JSON_STRING: *out = xgr_value_string(json_string_value(j), json_string_length(j)); return 0;
+    case JSON_STRING:
+      if (xgr_json_exact_integer(j, out)) return 0;
+      *out = xgr_value_string(json_string_value(j), json_string_length(j));
+      return 0;
     case JSON_ARRAY: {
       xgr_value l = xgr_list_new(json_array_size(j));
       for (size_t i = 0; i < json_array_size(j); i++) {
@@ -580,4 +583,103 @@ char *xgr_json_dumps(const json_t *j, unsigned flags) {
   char *s = xgr_value_to_json_text(v, flags & XGR_JSON_PRETTY, NULL);
   xgr_value_release(v);
   return s;
+}
+
+/* ---- exact integers in jansson trees ------------------------------------------------------ */
+
+/* Bytes 0xFF 0xFE cannot occur in UTF-8, and jansson only parses UTF-8: no client makes this. */
+static const char exact_prefix[] = "\xff\xfe" "xgr-int:";
+#define EXACT_PREFIX_LEN (sizeof exact_prefix - 1)
+
+static json_t *exact_node(xgr_value v) {
+  char tmp[96 + EXACT_PREFIX_LEN];
+  memcpy(tmp, exact_prefix, EXACT_PREFIX_LEN);
+  size_t n = xgr_bigint_to_dec(v, tmp + EXACT_PREFIX_LEN, sizeof tmp - EXACT_PREFIX_LEN);
+  return json_stringn_nocheck(tmp, EXACT_PREFIX_LEN + n);
+}
+
+bool xgr_json_exact_integer(const json_t *j, xgr_value *out) {
+  if (!json_is_string(j)) return false;
+  size_t n = json_string_length(j);
+  const char *s = json_string_value(j);
+  if (n <= EXACT_PREFIX_LEN || memcmp(s, exact_prefix, EXACT_PREFIX_LEN)) return false;
+  s += EXACT_PREFIX_LEN;
+  n -= EXACT_PREFIX_LEN;
+  xgr_value v;
+  if (xgr_value_from_json_text(s, n, 0, &v, NULL)) return false;   /* digits: the reader is exact */
+  if (v.kind != XGR_VINT && v.kind != XGR_VUINT && v.kind != XGR_VBIGINT) {
+    xgr_value_release(v);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+json_t *xgr_value_to_json_exact(xgr_value v) {
+  switch (v.kind) {
+    case XGR_VUINT:
+      if (v.as.u <= INT64_MAX) return json_integer((json_int_t)v.as.u);
+      return exact_node(v);
+    case XGR_VBIGINT: return exact_node(v);
+    case XGR_VLIST: {
+      json_t *a = json_array();
+      for (uint32_t i = 0; i < v.as.l->len; i++) json_array_append_new(a, xgr_value_to_json_exact(v.as.l->items[i]));
+      return a;
+    }
+    case XGR_VMAP: {
+      json_t *o = json_object();
+      for (uint32_t i = 0; i < v.as.m->len; i++) {
+        size_t n;
+        char *ks = xgr_value_render(v.as.m->e[i].key, &n);
+        json_object_setn_new(o, ks, n, xgr_value_to_json_exact(v.as.m->e[i].val));
+        free(ks);
+      }
+      return o;
+    }
+    default: return xgr_value_to_json(v);
+  }
+}
+
+int xgr_json_parse_exact(const char *text, size_t len, json_t **out, xgr_error *e) {
+  json_error_t je;
+  json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+  if (j) {
+    *out = j;
+    return 0;
+  }
+  if (!strstr(je.text, "too big integer"))
+    return xgr_error_set(e, XGR_EPARSE, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+  /* integers beyond int64: the exact reader, then a tree with exact integer nodes */
+  xgr_value v;
+  if (xgr_value_from_json_text(text, len, 0, &v, e)) return XGR_EPARSE;
+  *out = xgr_value_to_json_exact(v);
+  xgr_value_release(v);
+  return 0;
+}
+
+static bool has_exact(const json_t *j) {
+  size_t i;
+  const char *k;
+  json_t *v;
+  switch (json_typeof(j)) {
+    case JSON_STRING: {
+      xgr_value x;
+      if (!xgr_json_exact_integer(j, &x)) return false;
+      xgr_value_release(x);
+      return true;
+    }
+    case JSON_ARRAY:
+      json_array_foreach(j, i, v) if (has_exact(v)) return true;
+      return false;
+    case JSON_OBJECT:
+      json_object_foreach((json_t *)j, k, v) if (has_exact(v)) return true;
+      return false;
+    default: return false;
+  }
+}
+
+char *xgr_json_dumps_compact(const json_t *j) {
+  if (!j) return NULL;
+  if (!has_exact(j)) return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+  return xgr_json_dumps(j, 0);
 }

@@ -26,6 +26,8 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "xgr/value.h"
+
 #define OWNER "0x00000000000000000000000000000000000000c1"
 
 typedef struct daemon_t {
@@ -764,6 +766,102 @@ static void test_session_caps(void **state) {
   rmdaemon(&d);
 }
 
+/* POST a raw body and parse the answer exactly (numbers beyond int64 kept); caller releases. */
+static xgr_value post_exact(const daemon_t *d, const char *body) {
+  char *out;
+  long st = http(d, "POST", "/", body, strlen(body), &out);
+  if (st != 200) fail_msg("HTTP %ld %s", st, out);
+  xgr_value v;
+  xgr_error e;
+  if (xgr_value_from_json_text(out, strlen(out), 0, &v, &e)) fail_msg("not JSON: %s", out);
+  free(out);
+  return v;
+}
+
+static xgr_value path_get(xgr_value v, const char *const *keys) {
+  for (; *keys; keys++) {
+    xgr_value n = xgr_value_null();
+    if (v.kind == XGR_VLIST) n = xgr_list_get(v, (size_t)atoi(*keys));
+    else xgr_map_get_str(v, *keys, strlen(*keys), &n);
+    v = n;
+  }
+  return v;
+}
+
+static bool is_u64(xgr_value v, uint64_t want) {
+  return (v.kind == XGR_VUINT && v.as.u == want) || (v.kind == XGR_VINT && v.as.i >= 0 && (uint64_t)v.as.i == want);
+}
+
+#define U64MAX "18446744073709551615"
+#define U256MAX "115792089237316195423570985008687907853269984665640564039457584007913129639935"
+
+/* uint64 and uint256 travel exactly: a rule with uint64 / uint256 defaults registers over RPC and
+ * passes `xgr check`, `xgr run` and `xgr deploy`; payload numbers above int64 are accepted by
+ * xgrd (no -32700), a JSON rootPid of 2^64-2 is one, and the step's output and the stored history
+ * keep them exact, also after a restart. */
+static void test_integers(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "ints");
+  startv(&d, (const char *[]){NULL});
+  const char *rule = "{\"payload\":{\"n\":{\"type\":\"uint64\",\"default\":" U64MAX "},\"b\":{\"type\":\"uint256\","
+                     "\"default\":" U256MAX "}},\"rules\":[\"[n] > 0\"],\"onValid\":{\"payload\":{\"m\":\"[n]\","
+                     "\"c\":\"[b]\"}},\"onInvalid\":{}}";
+  char body[4096];
+  snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_putRule\",\"params\":[{\"address\":\"U\","
+                              "\"rule\":%s}]}", rule);
+  json_t *r = post(&d, body, strlen(body));
+  assert_int_equal(err_of(r, NULL, 0), 0);
+  json_decref(r);
+  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "big", "orchestration", "id",
+                                               "big", "structure", "U", "rule", "U"));
+  json_decref(r);
+  /* the rule reads back with its exact defaults */
+  snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_getRule\",\"params\":[{\"address\":\"U\"}]}");
+  xgr_value v = post_exact(&d, body);
+  assert_true(is_u64(path_get(v, (const char *[]){"result", "rule", "payload", "n", "default", NULL}), UINT64_MAX));
+  xgr_value_release(v);
+  /* validateDataTransfer: a JSON-number rootPid of 2^64-2 and a payload number of 2^64-3 */
+  snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_validateDataTransfer\",\"params\":[{"
+                              "\"from\":\"" OWNER "\",\"orchestration\":\"big\",\"stepId\":\"U\",\"sessionId\":"
+                              "18446744073709551614,\"payload\":{\"n\":18446744073709551613}}]}");
+  v = post_exact(&d, body);
+  char *t = xgr_value_to_json_text(v, 0, NULL);
+  if (!is_u64(path_get(v, (const char *[]){"result", "outputPayload", "m", NULL}), UINT64_MAX - 2)) fail_msg("%s", t);
+  free(t);
+  xgr_value_release(v);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  startv(&d, (const char *[]){NULL});
+  snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.getSession\",\"params\":{\"owner\":\""
+                              OWNER "\",\"rootPid\":18446744073709551614}}");
+  v = post_exact(&d, body);
+  t = xgr_value_to_json_text(v, 0, NULL);
+  if (!is_u64(path_get(v, (const char *[]){"result", "session", "rootPid", NULL}), UINT64_MAX - 1) &&
+      strcmp(xgr_value_str(path_get(v, (const char *[]){"result", "session", "rootPid", NULL}), NULL) ?: "",
+             "18446744073709551614"))
+    fail_msg("rootPid: %s", t);
+  if (!is_u64(path_get(v, (const char *[]){"result", "history", "0", "payload", "m", NULL}), UINT64_MAX - 2))
+    fail_msg("history: %s", t);
+  free(t);
+  xgr_value_release(v);
+  /* the CLI: check, run and deploy a bundle with these defaults */
+  const char *xgr = getenv("XGR");
+  if (!xgr) xgr = "./xgr";
+  char file[400], cmd[1200];
+  snprintf(file, sizeof file, "%s/big.json", d.dir);
+  FILE *f = fopen(file, "w");
+  fprintf(f, "{\"orchestration\":{\"id\":\"big\",\"structure\":{\"U\":{\"rule\":\"U\"}}},\"rules\":{\"U\":%s}}", rule);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s check %s >/dev/null 2>&1", xgr, file);
+  assert_int_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s run %s --start U --json 2>&1 | grep -q '\"m\": " U64MAX "'", xgr, file);
+  assert_int_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s deploy %s --registry big2 --url http://127.0.0.1:%d >/dev/null 2>&1", xgr, file, d.port);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
@@ -776,6 +874,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_documents, teardown),
     cmocka_unit_test_teardown(test_bundle_memory, teardown),
     cmocka_unit_test_teardown(test_session_caps, teardown),
+    cmocka_unit_test_teardown(test_integers, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
