@@ -108,6 +108,10 @@ xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err);
  * ctx are borrowed for the server's life. */
 int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx);
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err);
+/* Mark a registered method as independent of its neighbours in a batch: consecutive requests of
+ * such methods in one batch run concurrently (their store commits are then shared by the store's
+ * group commit), the rest of the batch in order. Same timing rules as xgr_rpc_register. */
+int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name);
 /* Open a server started with start_closed: from now on requests reach the methods registered so
  * far, and /readyz asks ready(ctx) (NULL: ready while running). Call once, from one thread. */
 void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx);

@@ -171,9 +171,14 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
       if (rc) return rc;
     }
   }
+  /* enqueues in a batch are independent (each session is serialised on its own stripe): they run
+   * concurrently, so a batch of N enqueues shares the store's commits instead of making N */
+  int rc = xgr_rpc_set_concurrent(s, "xgr.enqueue");
+  if (!rc) rc = xgr_rpc_set_concurrent(s, "xgr_enqueue");
+  if (rc) return rc;
   /* listSessions: the seed's join view under xgr.listSessions, the public raw rows under
    * xgr_listSessions; the same code, `view` picks either */
-  int rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
+  rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
   if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
   if (rc) return rc;
   xgr_metrics *m = xgr_rpc_metrics(s);

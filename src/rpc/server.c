@@ -29,7 +29,11 @@ typedef struct method {
   const char *name;
   xgr_rpc_method_fn fn;
   void *ctx;
+  bool concurrent;   /* see xgr_rpc_set_concurrent */
 } method;
+
+/* Threads that run one batch's run of concurrent requests (at most). */
+#define BATCH_THREADS 16
 
 /* One accepted connection, for the request deadline: libmicrohttpd's own timeout only counts
  * idle time, so a client trickling one byte a second would hold its connection forever. */
@@ -195,6 +199,67 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
   return response(id, result, err);
 }
 
+/* The registered method a request object names, if any (for the batch planner). */
+static const method *method_of(const xgr_rpc_server *s, const json_t *rq) {
+  const char *m = json_string_value(json_object_get(rq, "method"));
+  if (!m) return NULL;
+  for (size_t i = 0; i < s->nmethods; i++)
+    if (!strcmp(s->methods[i].name, m)) return &s->methods[i];
+  return NULL;
+}
+
+/* A run of a batch dispatched by several threads: each takes the next index. */
+typedef struct batch_run {
+  xgr_rpc_server *s;
+  const xgr_rpc_caller *caller;
+  json_t *body;
+  size_t from, to;
+  _Atomic size_t next;
+  json_t **out;
+  const char **names;
+  int *codes;
+} batch_run;
+
+static void *batch_worker(void *arg) {
+  batch_run *b = arg;
+  for (;;) {
+    size_t i = atomic_fetch_add(&b->next, 1);
+    if (i >= b->to) return NULL;
+    b->out[i] = dispatch_one(b->s, b->caller, json_array_get(b->body, i), &b->names[i], &b->codes[i]);
+  }
+}
+
+/* Dispatch every request of a batch: runs of consecutive concurrent requests (xgr_rpc_set_concurrent)
+ * on up to BATCH_THREADS threads, the rest in order. out/names/codes have one slot per request. */
+static void dispatch_batch(xgr_rpc_server *s, const xgr_rpc_caller *caller, json_t *body, json_t **out,
+                           const char **names, int *codes) {
+  size_t n = json_array_size(body);
+  bool open = atomic_load_explicit(&s->open, memory_order_acquire);
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (open && j < n) {
+      const method *m = method_of(s, json_array_get(body, j));
+      if (!m || !m->concurrent) break;
+      j++;
+    }
+    if (j - i < 2) {
+      out[i] = dispatch_one(s, caller, json_array_get(body, i), &names[i], &codes[i]);
+      i++;
+      continue;
+    }
+    batch_run b = {.s = s, .caller = caller, .body = body, .from = i, .to = j, .out = out, .names = names,
+                   .codes = codes};
+    atomic_init(&b.next, i);
+    pthread_t th[BATCH_THREADS];
+    size_t nt = j - i < BATCH_THREADS ? j - i : BATCH_THREADS, started = 0;
+    for (size_t k = 1; k < nt; k++)
+      if (pthread_create(&th[started], NULL, batch_worker, &b) == 0) started++;
+    batch_worker(&b);   /* this thread works too */
+    for (size_t k = 0; k < started; k++) pthread_join(th[k], NULL);
+    i = j;
+  }
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   if (!r) {
@@ -356,15 +421,19 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
       out = response(NULL, NULL, error_obj(code, &e));
     } else {
       out = json_array();
-      size_t i;
-      json_t *rq;
-      json_array_foreach(body, i, rq) {
-        const char *n = NULL;
-        int cd;
-        json_t *one = dispatch_one(s, &caller, rq, &n, &cd);
-        count(s, n, 200, cd);
-        if (one) json_array_append_new(out, one);
+      size_t nb = json_array_size(body);
+      json_t **outs = calloc(nb, sizeof *outs);
+      const char **names = calloc(nb, sizeof *names);
+      int *codes = calloc(nb, sizeof *codes);
+      if (!outs || !names || !codes) abort();
+      dispatch_batch(s, &caller, body, outs, names, codes);
+      for (size_t i = 0; i < nb; i++) {
+        count(s, names[i], 200, codes[i]);
+        if (outs[i]) json_array_append_new(out, outs[i]);
       }
+      free(outs);
+      free(names);
+      free(codes);
       if (json_array_size(out) == 0) {
         json_decref(out);
         out = NULL;
@@ -521,7 +590,7 @@ xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
 
 int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx) {
   if (s->nmethods == MAX_METHODS) return XGR_ELIMIT;
-  s->methods[s->nmethods++] = (method){name, fn, ctx};
+  s->methods[s->nmethods++] = (method){name, fn, ctx, false};
   return 0;
 }
 
@@ -553,6 +622,15 @@ void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx) {
   s->cfg.ready = ready;
   s->cfg.ready_ctx = ctx;
   atomic_store_explicit(&s->open, true, memory_order_release);   /* publishes the methods and ready */
+}
+
+int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name) {
+  for (size_t i = 0; i < s->nmethods; i++)
+    if (!strcmp(s->methods[i].name, name)) {
+      s->methods[i].concurrent = true;
+      return 0;
+    }
+  return XGR_ENOTFOUND;
 }
 
 uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }

@@ -862,6 +862,50 @@ static void test_integers(void **state) {
   rmdaemon(&d);
 }
 
+static double metric_of(const daemon_t *d, const char *prefix) {
+  char *out;
+  assert_int_equal(http(d, "GET", "/metrics", NULL, 0, &out), 200);
+  const char *p = strstr(out, prefix);
+  double v = p ? atof(p + strlen(prefix)) : -1;
+  free(out);
+  return v;
+}
+
+/* A JSON-RPC batch of N enqueues shares the store's commits (it made N one after the other):
+ * 200 enqueues in one batch take far fewer than 200 transactions, and all are answered in order. */
+static void test_batch_commits(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "batch");
+  startv(&d, (const char *[]){NULL});
+  deploy_wait(&d);
+  enum { N = 200 };
+  double tx0 = metric_of(&d, "\nxgr_store_transactions ");
+  json_t *batch = json_array();
+  for (int i = 0; i < N; i++)
+    json_array_append_new(batch, json_pack("{s:s, s:i, s:s, s:{s:s, s:i}}", "jsonrpc", "2.0", "id", i, "method",
+                                           i % 2 ? "xgr.enqueue" : "xgr_enqueue", "params", "owner", OWNER, "rootPid",
+                                           i + 1));
+  char *body = json_dumps(batch, JSON_COMPACT);
+  json_decref(batch);
+  double t0 = now_s();
+  json_t *ans = post(&d, body, strlen(body));
+  double dt = now_s() - t0;
+  free(body);
+  assert_int_equal(json_array_size(ans), N);
+  for (int i = 0; i < N; i++) {
+    json_t *a = json_array_get(ans, (size_t)i);
+    assert_int_equal(err_of(a, NULL, 0), 0);
+    assert_int_equal(json_integer_value(json_object_get(a, "id")), i);
+  }
+  json_decref(ans);
+  double tx = metric_of(&d, "\nxgr_store_transactions ") - tx0;
+  print_message("%d enqueues in one batch: %.0f store transactions, %.3f s\n", N, tx, dt);
+  assert_true(tx < N / 2);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
@@ -875,6 +919,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_bundle_memory, teardown),
     cmocka_unit_test_teardown(test_session_caps, teardown),
     cmocka_unit_test_teardown(test_integers, teardown),
+    cmocka_unit_test_teardown(test_batch_commits, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
