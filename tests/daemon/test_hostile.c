@@ -906,6 +906,89 @@ static void test_batch_commits(void **state) {
   rmdaemon(&d);
 }
 
+/* One round of hostile requests, about `n` of them: unique unknown method names, putRule +
+ * enqueue pairs, deep payloads (over the limit: refused; at it: a session), a huge batch.
+ * Returns how many requests were sent; root numbers sessions. */
+static long hostile_round(const daemon_t *d, int round, int *root) {
+  long sent = 0;
+  /* 400 unknown methods, unique names, in batches of 200 */
+  for (int b = 0; b < 2; b++) {
+    json_t *batch = json_array();
+    for (int i = 0; i < 200; i++) {
+      char name[64];
+      snprintf(name, sizeof name, "nope_%d_%d_%d", round, b, i);
+      json_array_append_new(batch, json_pack("{s:s, s:i, s:s}", "jsonrpc", "2.0", "id", i, "method", name));
+    }
+    char *body = json_dumps(batch, JSON_COMPACT);
+    json_decref(batch);
+    json_t *ans = post(d, body, strlen(body));
+    free(body);
+    json_decref(ans);
+    sent += 200;
+  }
+  /* 200 putRule + enqueue pairs */
+  run_pairs(d, *root, 200);
+  *root += 200;
+  sent += 400;
+  /* deep payloads: 100 refused, 20 at the limit */
+  for (int i = 0; i < 120; i++) {
+    char *b = deep_enqueue(*root, i < 100 ? 200 : 125);
+    char *fix = strstr(b, "\"stepId\":\"W\",");   /* these go to the short orchestration */
+    if (fix) memcpy(fix, "\"stepId\":\"S\",", 13);
+    json_t *r = post(d, b, strlen(b));
+    free(b);
+    json_decref(r);
+    (*root)++;
+    sent++;
+  }
+  /* a huge batch: 600 reads */
+  json_t *batch = json_array();
+  for (int i = 0; i < 600; i++)
+    json_array_append_new(batch, json_pack("{s:s, s:i, s:s, s:[s, s]}", "jsonrpc", "2.0", "id", i, "method",
+                                           "xgr_sessionAlive", "params", OWNER, "1"));
+  char *body = json_dumps(batch, JSON_COMPACT);
+  json_decref(batch);
+  json_t *ans = post(d, body, strlen(body));
+  free(body);
+  json_decref(ans);
+  sent += 600;
+  return sent;
+}
+
+/* 20,000 mixed hostile requests leave xgrd's RSS within 10 MB of where it was after a warm-up,
+ * once the sessions they started have ended. */
+static void test_memory_mixed(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "memory");
+  startv(&d, (const char *[]){"--sync", "normal", "--max-body", "4194304", NULL});
+  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
+                                               "rules", "true", "onValid", "onInvalid"));
+  json_decref(r);
+  /* registry "short" for the pairs, and the default registry (enqueue without xrc729) for the
+   * deep payloads: both run the one-step orchestration */
+  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
+                                               "short", "structure", "S", "rule", "S"));
+  json_decref(r);
+  r = ok(&d, "xgr.putOrchestration", json_pack("{s:{s:s, s:{s:{s:s}}}}", "orchestration", "id", "short", "structure",
+                                               "S", "rule", "S"));
+  json_decref(r);
+  int root = 1;
+  long warm = 0;
+  long warm_n = getenv("XGR_TEST_MEM_WARM") ? atol(getenv("XGR_TEST_MEM_WARM")) : 12000;   /* SQLite page caches and malloc arenas fill up first */
+  for (int k = 0; warm < warm_n; k++) warm += hostile_round(&d, k, &root);
+  assert_true(wait_idle(&d, 30));
+  long before = rss_kb(d.pid);
+  long sent = 0;
+  for (int k = 100; sent < 20000; k++) sent += hostile_round(&d, k, &root);
+  assert_true(wait_idle(&d, 60));
+  long after = rss_kb(d.pid);
+  print_message("RSS %ld kB -> %ld kB after %ld mixed hostile requests (%d sessions)\n", before, after, sent, root - 1);
+  assert_true(after - before < 10 * 1024);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
@@ -920,6 +1003,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_session_caps, teardown),
     cmocka_unit_test_teardown(test_integers, teardown),
     cmocka_unit_test_teardown(test_batch_commits, teardown),
+    cmocka_unit_test_teardown(test_memory_mixed, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
