@@ -593,6 +593,19 @@ static long rss_kb(pid_t pid) {
   return kb;
 }
 
+
+/* True when xgrd runs with AddressSanitizer: its allocator keeps freed memory in a quarantine, so
+ * RSS says nothing about leaks there (LeakSanitizer checks those at exit instead). */
+static bool under_asan(pid_t pid) {
+  char p[64], line[512];
+  snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(p, "r");
+  bool asan = false;
+  while (f && !asan && fgets(line, sizeof line, f)) asan = strstr(line, "libasan") != NULL;
+  if (f) fclose(f);
+  return asan;
+}
+
 /* Wait until no session of OWNER is alive in the engine (xgr_sessions_live is 0), at most secs. */
 static bool wait_idle(const daemon_t *d, double secs) {
   double t0 = now_s();
@@ -655,7 +668,8 @@ static void test_bundle_memory(void **state) {
   assert_true(wait_idle(&d, 30));
   long after = rss_kb(d.pid);
   print_message("RSS %ld kB -> %ld kB after 2,000 putRule + enqueue pairs\n", before, after);
-  assert_true(after - before < 10 * 1024);
+  if (under_asan(d.pid)) print_message("xgrd runs under ASan: RSS not compared (quarantine)\n");
+  else assert_true(after - before < 10 * 1024);
   assert_int_equal(stop(&d, SIGTERM), 0);
   rmdaemon(&d);
 }
@@ -984,7 +998,8 @@ static void test_memory_mixed(void **state) {
   assert_true(wait_idle(&d, 60));
   long after = rss_kb(d.pid);
   print_message("RSS %ld kB -> %ld kB after %ld mixed hostile requests (%d sessions)\n", before, after, sent, root - 1);
-  assert_true(after - before < 10 * 1024);
+  if (under_asan(d.pid)) print_message("xgrd runs under ASan: RSS not compared (quarantine)\n");
+  else assert_true(after - before < 10 * 1024);
   assert_int_equal(stop(&d, SIGTERM), 0);
   rmdaemon(&d);
 }
