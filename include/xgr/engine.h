@@ -341,6 +341,7 @@ typedef struct xgr_engine_stats {
   uint64_t timers_fired;
   uint64_t store_batches;
   uint64_t sessions_capped;          /* sessions killed by max_live / max_session_steps */
+  uint64_t wakeups_refused;          /* internal wake-ups not applied: no such session, not allowed, no such step */
   /* step latency (ready -> result applied) in ns, when measure_latency; 0 otherwise */
   uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns;
   xgr_rt_counters runtime;           /* the work-stealing runtime's counters (steals, parks, ...) */

@@ -382,10 +382,12 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
+  atomic_fetch_add(&e->st_wake_refused, 1);
   if (a->subs) {
     char msg[512];
-    snprintf(msg, sizeof msg, "wake-up for session %s/%llu step %s: no such session here", w->target_owner,
-             (unsigned long long)w->target_root, w->m->step_id ? w->m->step_id : "");
+    snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session here",
+             w->m->caller, (unsigned long long)w->m->from_root, w->target_owner, (unsigned long long)w->target_root,
+             w->m->step_id ? w->m->step_id : "");
     evsnap *s = ev_new(a, XGR_EEV_WAKE, msg, false);
     for (unsigned i = 0; i < e->nsubs; i++) e->subs[i](e->subs_ctx[i], &s->ev);
     ev_free(s);
@@ -554,10 +556,16 @@ static void on_iwake(actor *a, iwake_msg *m) {
                     : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_INTERNAL, m->rule_address, m->payload,
                                             a->now, &a->fx, &woken, &err);
   consume(a);
+  if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (a->subs) {
     char msg[1024];
-    snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: %s", (unsigned long long)a->root, m->step_id,
-             rc ? err.message : "woken");
+    if (rc)
+      snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: %s", m->caller,
+               (unsigned long long)m->from_root, xgr_session_owner(a->s), (unsigned long long)a->root, m->step_id,
+               err.message);
+    else
+      snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: woken", (unsigned long long)a->root,
+               m->step_id);
     push_event(a, ev_new(a, XGR_EEV_WAKE, msg, rc == 0));
     if (!a->e->has_store) flush(a, &a->pend);
   }

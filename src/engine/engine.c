@@ -480,6 +480,7 @@ void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   memset(out, 0, sizeof *out);
   out->sessions_started = atomic_load(&e->st_started);
   out->sessions_capped = atomic_load(&e->st_capped);
+  out->wakeups_refused = atomic_load(&e->st_wake_refused);
   out->sessions_finished = atomic_load(&e->st_finished);
   out->steps = xgr_eng_steps(e);
   out->http_requests = atomic_load(&e->st_http);

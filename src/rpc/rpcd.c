@@ -109,6 +109,7 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_started\"", (double)s.sessions_started);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_finished\"", (double)s.sessions_finished);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_capped\"", (double)s.sessions_capped);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"wakeups_refused\"", (double)s.wakeups_refused);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"steps\"", (double)s.steps);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);

@@ -49,6 +49,10 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
     on_store_error(d, ev);
     return;
   }
+  if (ev->kind == XGR_EEV_WAKE && !ev->ok && ev->message && !strncmp(ev->message, "wake-up refused:", 16)) {
+    xgr__rpcd_log(d, "level=warn msg=\"%s\"", ev->message);   /* names the producing session */
+    return;
+  }
   if (ev->kind == XGR_EEV_ACTION && !ev->ok && ev->message && !strncmp(ev->message, "session aborted:", 16)) {
     xgr__rpcd_log(d, "level=warn msg=\"%s\" owner=%s rootPid=%llu", ev->message, ev->owner,
                   (unsigned long long)ev->root_pid);   /* a per-session cap killed it */

@@ -1004,6 +1004,49 @@ static void test_memory_mixed(void **state) {
   rmdaemon(&d);
 }
 
+/* A refused internal wake-up (no such session; a session whose allow list does not admit the
+ * caller) leaves a trace: a log line naming the producing session and the target, and the
+ * xgr_engine_events{kind="wakeups_refused"} counter. */
+static void test_wake_refused(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "wake");
+  startv(&d, (const char *[]){NULL});
+  deploy_wait(&d);
+  json_t *r = ok(&d, "xgr_putRule",
+                 json_pack("[{s:s, s:{s:{s:{s:s}, s:{s:s}}, s:[], s:{s:[{s:s, s:s, s:s, s:{}}]}, s:{}}}]", "address", "P",
+                           "rule", "payload", "Runner", "type", "address", "Target", "type", "uint64", "rules", "onValid",
+                           "wakeUps", "runner", "[Runner]", "sessionId", "[Target]", "stepId", "W", "payload",
+                           "onInvalid"));
+  json_decref(r);
+  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "prod", "orchestration", "id",
+                                               "prod", "structure", "P", "rule", "P"));
+  json_decref(r);
+  const char *other = "0x00000000000000000000000000000000000000c2";
+  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i}", "owner", other, "rootPid", 7));   /* waits, no allow list */
+  json_decref(r);
+  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 1,
+                                      "init", "payload", "Runner", other, "Target", 999));
+  json_decref(r);
+  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 2,
+                                      "init", "payload", "Runner", other, "Target", 7));
+  json_decref(r);
+  double t0 = now_s();
+  while (now_s() - t0 < 10 && metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") < 2) msleep(20);
+  assert_true(metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") == 2);
+  assert_int_equal(stop(&d, SIGTERM), 0);
+  char buf[1 << 15];
+  FILE *f = fopen(d.log, "r");
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  if (!strstr(buf, "wake-up refused: from session " OWNER "/1 to session 0x00000000000000000000000000000000000000c2/999"))
+    fail_msg("no line for the unknown session:\n%s", buf);
+  if (!strstr(buf, "wake-up refused: from session " OWNER "/2 to session 0x00000000000000000000000000000000000000c2/7"))
+    fail_msg("no line for the refused session:\n%s", buf);
+  rmdaemon(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
@@ -1019,6 +1062,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_integers, teardown),
     cmocka_unit_test_teardown(test_batch_commits, teardown),
     cmocka_unit_test_teardown(test_memory_mixed, teardown),
+    cmocka_unit_test_teardown(test_wake_refused, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
