@@ -21,3 +21,7 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 "$B/bench/engine/bench_engine" fanout --sessions 2000 --workers 2 --rate 1000
 # xgrd (issue 9): JSON-RPC requests per second over loopback with wrk (sessionAlive, durable enqueue)
 "$(dirname "$0")/daemon/run.sh" "$B"
+# permits (issue 16): verifications/s on one core; permit-verified durable enqueues/s with wrk
+"$(dirname "$0")/permits/run.sh" "$B"
+# xgr run text output (issue 15): a 20,000-step loop and a 2,337-process fan-out, each under 2 s
+"$(dirname "$0")/cli/run_text.sh" "$B"

@@ -36,28 +36,43 @@ step "xgr run: IterationOfPi, 5 steps of the endless loop (waitSec 3600 on virtu
 $X run examples/bundles/iteration_of_pi.json --start PiIterationStep --payload '{"Iter":0,"S":0.0,"Pi":0.0}' --max-steps 5 --quiet --virtual-time
 [ $? -eq 1 ] || exit 1   # a step limit ends the run with exit code 1 by design
 
-step "xgrd: the daemon with a throwaway SQLite store; the example bundles registered and run through JSON-RPC"
+step "xgrd: the daemon with a throwaway SQLite store, in permit mode (every call signed); the example bundles registered and run through JSON-RPC"
 D=build/xgrd
 ddir=$(mktemp -d /tmp/xgr-demo.XXXXXX)
-$D --listen 127.0.0.1:0 --auth none --store "sqlite:$ddir/store.db" --port-file "$ddir/port" --log-level warn 2>"$ddir/xgrd.log" &
+$D --listen 127.0.0.1:0 --store "sqlite:$ddir/store.db" --port-file "$ddir/port" --log-level warn 2>"$ddir/xgrd.log" &
 dpid=$!
 trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -rf "$ddir"' EXIT
 for _ in $(seq 100); do [ -s "$ddir/port" ] && break; sleep 0.05; done
 URL="http://127.0.0.1:$(cat "$ddir/port")"
-OWNER=0x00000000000000000000000000000000000000d1
-echo "xgrd listening at $URL (store $ddir/store.db)"
+echo "xgrd listening at $URL (store $ddir/store.db, --auth permits: EIP-712 permits on every call that acts)"
+echo "xgr key new: the owner's signing key (mode 0600); the CLI signs each call's permit with it (XGR_KEY_FILE)"
+OWNER=$($X key new "$ddir/owner.key") || exit 1
+export XGR_KEY_FILE="$ddir/owner.key"
+echo "owner $OWNER"
+OWNER=$(echo "$OWNER" | tr 'A-F' 'a-f')
 for b in nested_joins kofn_race iteration_of_pi; do
   $X deploy examples/bundles/$b.json --registry $b --url "$URL" | tail -1 || exit 1
 done
-$X enqueue --url "$URL" --owner $OWNER --root 1 --registry nested_joins --step A1 || exit 1
-$X enqueue --url "$URL" --owner $OWNER --root 2 --registry kofn_race --step A --payload '{"B":"error"}' || exit 1
-$X enqueue --url "$URL" --owner $OWNER --root 3 --registry iteration_of_pi --step PiIterationStep \
+echo "a signed start (SessionPermit: sessionId = the next rootPid, ostcHash = the registered orchestration):"
+$X enqueue --url "$URL" --registry nested_joins --step A1 || exit 1
+$X enqueue --url "$URL" --registry kofn_race --step A --payload '{"B":"error"}' || exit 1
+$X enqueue --url "$URL" --registry iteration_of_pi --step PiIterationStep \
   --payload '{"Iter":0,"S":0.0,"Pi":0.0}' || exit 1
-echo "curl: xgr_sessionAlive for the endless IterationOfPi session (it waits 3600 s between steps):"
+echo "curl without a permit: refused (-32007)"
 curl -s -H 'Content-Type: application/json' "$URL" \
-  -d '{"jsonrpc":"2.0","id":1,"method":"xgr_sessionAlive","params":["'$OWNER'","3"]}'; echo
+  -d '{"jsonrpc":"2.0","id":1,"method":"xgr.listSessions","params":{"owner":"'$OWNER'"}}'; echo
+echo "curl with a permit from xgr permit (xdalaPermit), and the public xgr_sessionAlive for the endless IterationOfPi session:"
+P=$($X permit xdala --url "$URL") || exit 1
+curl -s -H 'Content-Type: application/json' "$URL" \
+  -d '{"jsonrpc":"2.0","id":2,"method":"xgr.listSessions","params":{"rootPid":"3","permit":'"$P"'}}' | head -c 300; echo ...
+curl -s -H 'Content-Type: application/json' "$URL" \
+  -d '{"jsonrpc":"2.0","id":3,"method":"xgr_sessionAlive","params":["'$OWNER'","3"]}'; echo
 sleep 1
-for r in 1 2; do echo; $X show $r --owner $OWNER --url "$URL" || exit 1; done
-echo; $X sessions --owner $OWNER --root 3 --url "$URL" || exit 1
-$X kill 3 --owner $OWNER --url "$URL" || exit 1
+for r in 1 2; do echo; $X show $r --url "$URL" || exit 1; done
+echo; echo "a signed wake (ControlPermit, action wake, step mode): IterationOfPi's next step runs now instead of in 3600 s"
+$X wake --step PiIterationStep --root 3 --url "$URL" || exit 1
+sleep 0.5
+echo; $X sessions --root 3 --url "$URL" || exit 1
+echo "a signed kill (ControlPermit, single use):"
+$X kill 3 --url "$URL" || exit 1
 exit 0

@@ -14,6 +14,7 @@ PKGS=(
   libsecp256k1-dev
   # tests
   libcmocka-dev
+  curl python3
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
 )

@@ -48,6 +48,10 @@ typedef struct xgr_driver_config {
   uint32_t max_running;               /* per-session cap (0: default 32) */
   void (*observe)(void *ctx, const xgr_driver_event *ev);   /* live output, may be NULL */
   void *observe_ctx;
+  /* Every core call's effects of session `session` (core s), right after the call while their
+   * pointers are valid — for a store (`xgr run --virtual-time --store`). May be NULL. */
+  void (*on_effects)(void *ctx, size_t session, const xgr_session *s, const xgr_effects *fx);
+  void *effects_ctx;
 } xgr_driver_config;
 
 typedef struct xgr_driver xgr_driver;

@@ -96,6 +96,7 @@ typedef struct xgr_engine_hist {
   uint8_t status;
   int8_t valid;
   int64_t at;
+  const char *api;              /* the step's API calls as JSON text (xgr_effect.api), or NULL */
 } xgr_engine_hist;
 
 /* ---- the store hook --------------------------------------------------------------------------- */

@@ -19,6 +19,7 @@ extern "C" {
 typedef struct xgr_outcome_buf {
   char error[XGR_PATH_MAX + XGR_MSG_MAX + 32];
   xgr_wakeup_req wakeups[64];
+  char api[12288];              /* the API calls as JSON text (URLs and errors cut to 300 bytes each) */
 } xgr_outcome_buf;
 
 /* Fill *o from r. rule_address is the executing rule's address (for `fromXRC137`), or NULL.

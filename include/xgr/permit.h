@@ -114,6 +114,37 @@ typedef struct xgr_permit_fields {
 int xgr_permit_sign(const xgr_secp *ctx, const uint8_t key[32], const xgr_permit_fields *f, json_t **out,
                     xgr_error *err);
 
+/* ---- signing for a JSON-RPC call (the CLI's --key, tests) ------------------------------------ */
+
+/* What a client must know to sign the permit of a call. The callbacks learn what the request does
+ * not say; each returns 0 or an xgr error code with *err filled. */
+typedef struct xgr_permit_call {
+  uint64_t chain_id;
+  const uint8_t *control_contract;   /* 20 bytes: control permits' verifyingContract */
+  uint64_t expiry;                   /* Unix seconds */
+  uint64_t max_total_gas;            /* SessionPermit */
+  /* the rootPid the signer's next session gets (xgr_getNextProcessId) */
+  int (*next_pid)(void *ctx, const char *from, uint64_t *out, xgr_error *err);
+  /* the hash of the orchestration the start names (registry xrc729/registry/orchestration, ostcId) */
+  int (*ostc_hash)(void *ctx, const json_t *params, uint8_t out[32], xgr_error *err);
+  void *ctx;
+} xgr_permit_call;
+
+/* The permit kind `method` needs (xgr.enqueue / xgr_validateDataTransfer: session; kill, pause,
+ * resume, xgr_control, wakes: control; listSessions, getSession, registry writes: xdala), 0 for a
+ * public method. */
+xgr_permit_kind xgr_permit_kind_for_method(const char *method);
+
+/* Sign, with key, the permit `method` needs for params (an object, modified) and put it into
+ * params.permit: a SessionPermit binding the rootPid (params.rootPid / sessionId, else next_pid,
+ * which is then written into params so the request starts exactly that session), ostcId and the
+ * registered ostcHash (params.ostcHash, else ostc_hash); a ControlPermit with the call's action,
+ * root and, for a step-mode wake, its step — a ControlPermitV2 with runner = params.owner when the
+ * signer is not the owner; an xdalaPermit otherwise. Public methods and params that carry a
+ * permit already are left alone. 0 or an error naming the parameter. */
+int xgr_permit_sign_call(const xgr_secp *ctx, const uint8_t key[32], const char *method, json_t *params,
+                         const xgr_permit_call *info, xgr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

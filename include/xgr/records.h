@@ -3,8 +3,12 @@
  * to it; and the report JSON built from them — the shape of `xgr run --json`:
  *   {"result","session":{"owner","rootPid","ostcId","ostcHash"},"processes":[{"pid","parentPid",
  *    "step","status","paused","valid","joinGroupId","joinFromGroupId","join","payload","error",
- *    "abortReason"?}],"history":[{"pid","step","status","valid","at"}],"actions":[...],"steps",
- *    "clockMs"}
+ *    "abortReason"?}],"history":[{"pid","step","status","valid","at","error","apiCalls"?}],"actions":[...],"steps",
+ *    "clockMs","killedAt"?}
+ * "killedAt" (ms on the session clock) is there once kill(root) or cancelSession happened; a
+ * history row's "error" is the process's error text after that result (hard error, abortStep,
+ * cancelSession) or null; "apiCalls" ([{"name","status","ms","url","error"}], URLs with credentials
+ * masked) is there for a step that made API calls.
  * The deterministic driver and the concurrent engine both use it, so their reports are the same.
  * A records object belongs to one thread at a time (the driver, or the session's actor). */
 #ifndef XGR_RECORDS_H

@@ -25,6 +25,9 @@
 
 #include "xgr/error.h"
 #include "xgr/metrics.h"
+#include "xgr/permit.h"
+
+struct xgr_auth; /* xgr/auth.h: signed permits */
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +57,7 @@ typedef struct xgr_rpc_caller {
   const char *remote;         /* peer address "ip:port" */
   const char *authorization;  /* the Authorization header, or NULL */
   bool auth_none;             /* the server runs with --auth none (loopback only) */
+  const struct xgr_auth *auth; /* the chain id, control contract and (unless auth_none) the permit checks */
 } xgr_rpc_caller;
 
 /* What a method is about to do, for xgr_rpc_authorize. */
@@ -77,6 +81,18 @@ typedef enum xgr_rpc_action {
 int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                       char *who, size_t n, xgr_error *err);
 
+/* The same decision in permit mode (caller->auth): params.permit is verified as the kind `act`
+ * needs (START: SessionPermit; CONTROL and WAKE: ControlPermit/V2; READ and REGISTER:
+ * xdalaPermit) and the caller (who) is its signer; START needs owner == signer, CONTROL owner ==
+ * the permit's runner. The verified permit goes to *p (may be NULL) for the method's own bindings
+ * (xgr/auth.h); with --auth none p->kind is 0. Refusals: -32007 naming the check. */
+int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                             char *who, size_t n, xgr_permit *p, xgr_error *err);
+
+/* The identity a request claims before any check: its `from`, else (permit mode) the permit's
+ * message.runner or message.from; NULL if none. Methods use it as the default owner. */
+const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params);
+
 /* True when s is "0x" + 40 hex digits. */
 bool xgr_rpc_is_address(const char *s);
 
@@ -92,6 +108,8 @@ typedef struct xgr_rpc_config {
   unsigned timeout_s;         /* idle connection / header timeout in seconds (default 15) */
   unsigned threads;           /* worker threads (default 4) */
   bool auth_none;             /* no authorization: only allowed on loopback addresses */
+  const struct xgr_auth *auth; /* permits, chain id, control contract (borrowed; may be NULL with auth_none) */
+  const char *metrics_listen; /* "IP:PORT": serve /metrics there only (NULL: on `listen`) */
   FILE *log;                  /* request log (NULL: no log) */
   bool (*ready)(void *ctx);   /* /readyz; NULL: ready while running */
   void *ready_ctx;
@@ -115,7 +133,11 @@ int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name);
 /* Open a server started with start_closed: from now on requests reach the methods registered so
  * far, and /readyz asks ready(ctx) (NULL: ready while running). Call once, from one thread. */
 void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx);
+/* Replace the permit gate of a server started closed, before xgr_rpc_open (which publishes it):
+ * xgrd makes it again once its store is open. auth is borrowed for the server's life. */
+void xgr_rpc_set_auth(xgr_rpc_server *s, const struct xgr_auth *auth);
 uint16_t xgr_rpc_port(const xgr_rpc_server *s);     /* the bound port (after start) */
+uint16_t xgr_rpc_metrics_port(const xgr_rpc_server *s); /* --metrics-listen's bound port, 0 without */
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s);    /* owned by the server */
 /* Stop accepting, finish requests in flight, close. */
 void xgr_rpc_stop(xgr_rpc_server *s);
@@ -156,6 +178,8 @@ typedef struct xgr_rpcd_config {
 /* Open the store, start the engine, recover the store's live sessions (processes that were
  * running run again, waiting ones get their timers back). NULL with *err on failure. */
 xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err);
+/* The service's store (owned by it): xgrd gives it to the permit checks (single-use marks). */
+struct xgr_store *xgr_rpcd_store(xgr_rpcd *d);
 /* Register every method (both naming styles) and the service's metrics on server s. */
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s);
 /* /readyz: true once recovery is done, until shutdown begins. */

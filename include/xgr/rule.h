@@ -43,6 +43,7 @@
 #define XGR_RULE_H
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +93,10 @@ typedef struct xgr_rule xgr_rule;   /* opaque, immutable after parsing */
 int xgr_rule_parse(const char *bytes, size_t len, xgr_rule **out, xgr_error *e);
 /* Read a file (at most XGR_MAX_XRC137_BYTES; larger is XGR_ELIMIT MaxXRC137Bytes) and parse it. */
 int xgr_rule_load_file(const char *path, xgr_rule **out, xgr_error *e);
+/* Warnings for a rule document (src/rule/lint.c): keys the parser ignores, with the nearest known
+ * key ("unknown_key"), and templates that look like arithmetic ("template_operator"). Paths are
+ * relative to the document (prefix them with xgr_diags_prefix). doc is borrowed; d gets the findings. */
+void xgr_rule_lint(const json_t *doc, xgr_diags *d);
 /* Free the rule. Its constants (payload keys, defaults, literals, the empty map) are pinned
  * (xgr_value_pin), so steps on many threads share them without counting references; values a
  * step produced may therefore borrow them: free step results and payloads built from them first. */
@@ -101,6 +106,8 @@ void xgr_rule_free(xgr_rule *r);
 size_t xgr_rule_napi_calls(const xgr_rule *r);
 size_t xgr_rule_ncontract_reads(const xgr_rule *r);
 size_t xgr_rule_nrules(const xgr_rule *r);
+/* Number of `wakeUps` entries over both branches (0: its steps never wake another process). */
+size_t xgr_rule_nwakeups(const xgr_rule *r);
 /* The declared input fields, in document order. */
 size_t xgr_rule_ninputs(const xgr_rule *r);
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i);
@@ -225,7 +232,26 @@ typedef struct xgr_api_call_report {
   long status;                /* HTTP status, 0 when none arrived or the call was not made */
   double ms;
   const char *error;          /* NULL on success; else why the call's aliases were defaulted */
+  const char *url;            /* the final URL with credentials masked (user:password@ and the values
+                                 of query keys such as key, token, secret, password, signature), or
+                                 NULL when the URL could not be rendered */
 } xgr_api_call_report;
+
+/* What one entry of `rules` gave (xgr step prints them, issue 15). */
+typedef enum xgr_rule_outcome {
+  XGR_RULE_FALSE = 0,
+  XGR_RULE_TRUE = 1,
+  XGR_RULE_MISSING = 2,       /* a key it reads is missing: counts as false */
+  XGR_RULE_ERROR = 3,         /* a hard error (the step's error says which) */
+  XGR_RULE_SKIPPED = 4        /* not evaluated: a validate rule when a required input is missing,
+                                 or a rule after a hard error */
+} xgr_rule_outcome;
+
+typedef struct xgr_rule_report {
+  uint8_t outcome;            /* xgr_rule_outcome */
+  uint8_t type;               /* 0 validate, 1 abortStep, 2 cancelSession */
+  const char *detail;         /* MISSING / ERROR: the evaluator's message, else NULL */
+} xgr_rule_report;
 
 typedef struct xgr_read_report {
   const char *function;
@@ -259,6 +285,8 @@ typedef struct xgr_step_result {
   xgr_api_call_report *api_calls;   /* one per apiCalls entry, in order */
   size_t nreads;
   xgr_read_report *reads;           /* one per contractReads entry, in order */
+  size_t nrule_reports;
+  xgr_rule_report *rule_reports;    /* one per rules entry, in order (when the rules ran) */
   xgr_error error;            /* error.code != 0: hard error, no branch ran (valid is false) */
   xgr_arena arena;            /* private: storage of the strings and arrays above */
 } xgr_step_result;

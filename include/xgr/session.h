@@ -138,6 +138,7 @@ typedef struct xgr_step_outcome {
   int64_t wait_sec;             /* waitSec of the branch taken (0: none; < 0: wait for a wake-up) */
   const char *error;            /* hard error text, or the reason of abortStep/cancelSession */
   const char *rule_address;     /* address of the XRC-137 rule that ran (for fromXRC137), or NULL */
+  const char *api_json;         /* its API calls as JSON text (for the history row), borrowed, or NULL */
   size_t nwakeups;
   const xgr_wakeup_req *wakeups;
 } xgr_step_outcome;
@@ -168,6 +169,8 @@ typedef struct xgr_effect {
   uint8_t status;               /* status after the result */
   int8_t valid;                 /* -1 none, 0, 1 */
   int64_t at;                   /* when the step began to run */
+  char *api;                    /* the step's API calls as JSON text [{"name","status","ms","url","error"}]
+                                   (owned by the effects buffer), or NULL when it made none */
   /* WAKE: target and merged payload (owned by the effects buffer) */
   char *runner;
   uint64_t session_id;
@@ -179,7 +182,7 @@ typedef struct xgr_effect {
 } xgr_effect;
 
 /* A growable effects buffer owned by the driver. xgr_effects_reset releases what the effects
- * own (WAKE strings and payloads) and empties it; xgr_effects_free also frees the array. */
+ * own (WAKE strings and payloads, HISTORY api texts) and empties it; xgr_effects_free also frees the array. */
 typedef struct xgr_effects {
   xgr_effect *items;
   size_t n, cap;

@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 3   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 5   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -157,6 +157,7 @@ typedef struct xgr_store_session {
   uint64_t next_iter;
   uint32_t next_group;
   bool paused;
+  char *max_total_gas;              /* the starting SessionPermit's gas budget (decimal), "" without one */
 } xgr_store_session;
 
 void xgr_store_session_clear(xgr_store_session *s);
@@ -192,6 +193,8 @@ typedef struct xgr_store_hist {
   char *error;                      /* or NULL */
   char *payload;                    /* effective payload (JSON) or NULL */
   int64_t recorded_at;              /* store clock when committed */
+  char *api;                        /* the step's API calls (JSON text: [{"name","status","ms","url","error"}],
+                                       URLs with credentials masked) or NULL (schema version 5) */
 } xgr_store_hist;
 
 void xgr_store_hist_clear(xgr_store_hist *h);
@@ -229,6 +232,8 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
 /* The session row of a session that xgr_session_start just started (status running, counters
  * from the core). registry may be NULL. */
 void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry);
+/* Record the starting permit's gas budget (decimal text, copied) on the batch's last session row. */
+void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_total_gas);
 /* The same row, inserted only if (owner, rootPid) has none yet — an existence check folded into
  * the commit: when a row exists, the whole batch fails with XGR_ECONFLICT and nothing of it is
  * written (the other batches of its group commit as usual). Add it as the batch's first entry. */

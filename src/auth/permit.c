@@ -146,7 +146,7 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
   memset(out, 0, sizeof *out);
   if (!json_is_object(permit))
     return refuse(&v, "", "expected a permit object {domain, types, primaryType, message, signature}, got %s",
-                  xgr_json_type_name(permit));
+                  permit ? xgr_json_type_name(permit) : "nothing");
   static const char *const top[] = {"domain", "types", "primaryType", "message", "signature"};
   const char *key;
   const json_t *val;
@@ -171,7 +171,8 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
                xgr_permit_kind_name((xgr_permit_kind)b));
   if (!pt) return refuse(&v, "primaryType", "expected a string naming %s", accepted);
   xgr_permit_kind k = kind_of(pt);
-  if (!k || !(pol->accept & k)) return refuse(&v, "primaryType", "\"%.64s\" is not accepted here; expected %s", pt, accepted);
+  if (!k || !(pol->accept & k))
+    return refuse(&v, "primaryType", "\"%.64s\" is not accepted here; expected %s", pt, accepted);
   out->kind = k;
 
   /* types: exactly EIP712Domain and the primary type, with the specified fields */

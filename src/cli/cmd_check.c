@@ -12,8 +12,10 @@
 
 static void usage(FILE *f) {
   fputs("usage: xgr check [--json] [--quiet] FILE...\n\n"
-        "Validate XRC-729 orchestrations (or the orchestration of a bundle): schema, the caps of\n"
-        "XDaLa_Limits.md §4, references, join thresholds, and joins that can never be satisfied.\n"
+        "Validate XRC-729 orchestrations, XRC-137 rule documents and bundles (an orchestration with\n"
+        "its rules): schema, the caps of XDaLa_Limits.md, references, join thresholds, joins that can\n"
+        "never be satisfied, unknown keys (with the nearest known one) and templates that look like\n"
+        "arithmetic. The kind of each FILE is told by its keys.\n"
         "Prints `file: path: severity: message [code]` lines and a summary.\n\n"
         "  --json    one JSON object per file: {\"file\",\"ok\",\"hash\",\"errors\":[{\"path\",\"code\",\"message\"}],\n"
         "            \"warnings\":[...],\"info\":[...]}\n"
@@ -85,7 +87,12 @@ int xgr_cmd_check(int argc, char **argv) {
         printf("%s: %s: %s: %s [%s]\n", file, g->path[0] ? g->path : "(document)", sev_name[g->severity],
                g->message, g->code);
       }
-      if (doc.orch && !quiet)
+      if (doc.is_rule && !quiet)
+        printf("%s: %s, rule document, %zu input%s, %zu rule%s\n", file, ne || !doc.rule_ok ? "FAILED" : "ok",
+               doc.rule_inputs, doc.rule_inputs == 1 ? "" : "s", doc.rule_rules, doc.rule_rules == 1 ? "" : "s");
+      else if (doc.is_rule)
+        ;
+      else if (doc.orch && !quiet)
         printf("%s: %s, %zu step%s, hash %s\n", file, ne ? "FAILED" : "ok", doc.orch->nsteps,
                doc.orch->nsteps == 1 ? "" : "s", doc.orch->hash);
       else if (!doc.orch)

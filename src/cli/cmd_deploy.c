@@ -74,9 +74,13 @@ int xgr_cmd_deploy(int argc, char **argv) {
     rc = xgr_client_call(&c, "deploy", "xgr_putRule", json_pack("{s:s, s:s}", "address", key, "rule", text), &res);
     free(text);
     if (rc) goto done;
-    if (!c.json)
-      printf("rule %-44s version %-3lld %s\n", json_string_value(json_object_get(res, "address")),
+    if (!c.json) {
+      printf("rule %-44s version %-3lld %s", json_string_value(json_object_get(res, "address")),
              (long long)json_integer_value(json_object_get(res, "version")), json_string_value(json_object_get(res, "hash")));
+      const json_t *rp = json_object_get(res, "replaces");
+      if (rp) printf("  (replaces version %lld)", (long long)json_integer_value(json_object_get(rp, "version")));
+      putchar('\n');
+    }
     json_array_append_new(json_object_get(out, "rules"), res);
   }
   {
@@ -88,10 +92,14 @@ int xgr_cmd_deploy(int argc, char **argv) {
     json_t *res;
     rc = xgr_client_call(&c, "deploy", "xgr.putOrchestration", params, &res);
     if (rc) goto done;
-    if (!c.json)
-      printf("orchestration %s/%s version %lld  %s\n", json_string_value(json_object_get(res, "registry")),
+    if (!c.json) {
+      printf("orchestration %s/%s version %lld  %s", json_string_value(json_object_get(res, "registry")),
              json_string_value(json_object_get(res, "ostcId")), (long long)json_integer_value(json_object_get(res, "version")),
              json_string_value(json_object_get(res, "hash")));
+      const json_t *rp = json_object_get(res, "replaces");
+      if (rp) printf("  (replaces version %lld)", (long long)json_integer_value(json_object_get(rp, "version")));
+      putchar('\n');
+    }
     json_object_set_new(out, "orchestration", res);
   }
   if (c.json) xgr_client_print_json(out);

@@ -1,5 +1,6 @@
 /* cmd_eval.c — `xgr eval`: compile and evaluate one expression (or template) the way the step
  * engine does, for authors who want to try a rule, an outcome value or an extract expression. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,10 @@ int xgr_cmd_eval(int argc, char **argv) {
     eval_usage(stderr);
     return XGR_EXIT_USAGE;
   }
+  if (!xgr_utf8_valid(expr, strlen(expr))) {   /* raw bytes would reach the output (and --json) as they are */
+    fprintf(stderr, "xgr eval: EXPR is not valid UTF-8; write other characters as \\uXXXX inside a quoted string\n");
+    return XGR_EXIT_USAGE;
+  }
   xgr_cel_mode mode;
   if (!strcmp(mode_s, "rule")) mode = XGR_CEL_MODE_RULE;
   else if (!strcmp(mode_s, "value")) mode = XGR_CEL_MODE_VALUE;
@@ -135,7 +140,13 @@ int xgr_cmd_eval(int argc, char **argv) {
     xgr_value m = xgr_map_new(4);
     xgr_map_set_str(m, "ok", 2, xgr_value_bool(true));
     xgr_map_set_str(m, "type", 4, xgr_value_cstring(type_name(r)));
-    xgr_map_set_str(m, "value", 5, xgr_value_retain(r));
+    if (r.kind == XGR_VDOUBLE && !isfinite(r.as.d)) {   /* JSON has no NaN or Infinity: say it in words */
+      xgr_map_set_str(m, "value", 5, xgr_value_null());
+      xgr_map_set_str(m, "nonFinite", 9,
+                      xgr_value_cstring(isnan(r.as.d) ? "NaN" : r.as.d > 0 ? "Infinity" : "-Infinity"));
+    } else {
+      xgr_map_set_str(m, "value", 5, xgr_value_retain(r));
+    }
     if (st == XGR_CEL_MISSING) xgr_map_set_str(m, "missing", 7, xgr_value_cstring(e.message));
     char *t = xgr_value_to_json_text(m, 0, NULL);
     puts(t);

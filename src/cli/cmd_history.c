@@ -1,6 +1,7 @@
 /* cmd_history.c — `xgr history --store FILE OWNER ROOTPID`: a session's audit trail from a store
  * (proc_steps, one row per executed step), as a readable table or as JSON. Opens the store
  * read-only; never changes it. */
+#include <ctype.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -9,7 +10,9 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/human.h"
 #include "xgr/store.h"
+#include "xgr/xrc_types.h"
 
 static void usage(FILE *f) {
   fputs("usage: xgr history --store FILE [--json] OWNER ROOTPID\n\n"
@@ -43,7 +46,13 @@ int xgr_cmd_history(int argc, char **argv) {
     usage(stderr);
     return XGR_EXIT_USAGE;
   }
-  const char *owner = argv[optind];
+  const char *owner_arg = argv[optind];
+  if (!xgr_xrc_is_address(owner_arg, strlen(owner_arg))) {
+    fprintf(stderr, "xgr history: OWNER is '%s'; expected an address (\"0x\" and 40 hex digits)\n", owner_arg);
+    return XGR_EXIT_USAGE;
+  }
+  char owner[43];   /* addresses compare case-insensitively; the store keeps them lowercased */
+  for (size_t k = 0; k < 43; k++) owner[k] = (char)tolower((unsigned char)owner_arg[k]);
   uint64_t root = 0, iter = 0;
   if (xgr_pid_parse(argv[optind + 1], &root, &iter) || iter) {
     fprintf(stderr, "xgr history: ROOTPID must be a positive integer, not \"%s\"\n", argv[optind + 1]);
@@ -83,6 +92,8 @@ int xgr_cmd_history(int argc, char **argv) {
                               "finishedAt", (json_int_t)h->finished_at, "error",
                               h->error ? json_string(h->error) : json_null(), "recordedAt", (json_int_t)h->recorded_at);
       if (h->abort_reason) json_object_set_new(row, "abortReason", json_string(xgr_abort_reason_name(h->abort_reason)));
+      json_t *api = h->api ? json_loads(h->api, 0, NULL) : NULL;
+      if (api) json_object_set_new(row, "apiCalls", api);
       json_t *pl = NULL;   /* exact: integers beyond int64 stay numbers */
       if (h->payload && xgr_json_parse_exact(h->payload, strlen(h->payload), &pl, NULL)) pl = NULL;
       json_object_set_new(row, "payload", pl ? pl : json_null());
@@ -102,13 +113,17 @@ int xgr_cmd_history(int argc, char **argv) {
     free(txt);
     json_decref(out);
   } else {
+    char cbuf[40];
     if (has_session)
-      printf("session %s/%" PRIu64 "  %s  orchestration %s %s  (%zu step%s)\n", ss.owner, root,
-             xgr_session_result_name(ss.status), ss.ostc_id, ss.ostc_hash, nh, nh == 1 ? "" : "s");
+      printf("session %s/%" PRIu64 "  %s  orchestration %s %s  (%zu step%s)\n  created %s\n", ss.owner, root,
+             xgr_session_result_name(ss.status), ss.ostc_id, ss.ostc_hash, nh, nh == 1 ? "" : "s",
+             xgr_cli_utc(ss.created_at, cbuf, sizeof cbuf));
     else
       printf("session %s/%" PRIu64 "  (its row is gone; history kept)  (%zu steps)\n", owner, root, nh);
-    printf("%-12s %-12s %-16s %-9s %-8s %12s %12s  %s\n", "pid", "parent", "step", "status", "outcome", "at(ms)",
-           "done(ms)", "error");
+    /* a step's time is on the session's clock: Unix ms under xgrd and `xgr run` in real time (shown
+     * as UTC), ms from the start under --virtual-time (shown as +duration) */
+    printf("%-12s %-12s %-16s %-9s %-8s %-24s %-9s  %s\n", "pid", "parent", "step", "status", "outcome", "ran at",
+           "took", "error");
     for (size_t i = 0; i < nh; i++) {
       const xgr_store_hist *h = &hs[i];
       char pid[48], ppid[48];
@@ -116,9 +131,25 @@ int xgr_cmd_history(int argc, char **argv) {
       if (h->parent_iter) xgr_pid_format(root, h->parent_iter, ppid, sizeof ppid);
       else snprintf(ppid, sizeof ppid, "-");
       const char *outc = h->valid < 0 ? "-" : h->valid ? "valid" : "invalid";
-      printf("%-12s %-12s %-16s %-9s %-8s %12lld %12lld  %s%s%s\n", pid, ppid, h->step_id, xgr_proc_status_name(h->status),
-             outc, (long long)h->at, (long long)h->finished_at, h->abort_reason ? xgr_abort_reason_name(h->abort_reason) : "",
+      char at[40], took[32];
+      if (h->at >= 100000000000LL) xgr_cli_utc(h->at, at, sizeof at);   /* after 1973: a wall-clock time */
+      else snprintf(at, sizeof at, "+%s", xgr_cli_duration(h->at, took, sizeof took));
+      xgr_cli_duration(h->finished_at - h->at, took, sizeof took);
+      printf("%-12s %-12s %-16s %-9s %-8s %-24s %-9s  %s%s%s\n", pid, ppid, h->step_id, xgr_proc_status_name(h->status),
+             outc, at, took, h->abort_reason ? xgr_abort_reason_name(h->abort_reason) : "",
              h->abort_reason && h->error ? ": " : "", h->error ? h->error : "");
+      json_t *api = h->api ? json_loads(h->api, 0, NULL) : NULL;
+      size_t k;
+      json_t *c;
+      json_array_foreach(api, k, c) {   /* what each API call did */
+        const char *ce = json_string_value(json_object_get(c, "error"));
+        printf("%-12s api %s: status %lld, %lld ms, %s%s%s\n", "", json_string_value(json_object_get(c, "name")),
+               (long long)json_integer_value(json_object_get(c, "status")),
+               (long long)json_integer_value(json_object_get(c, "ms")),
+               json_string_value(json_object_get(c, "url")) ? json_string_value(json_object_get(c, "url")) : "-",
+               ce ? ", error: " : "", ce ? ce : "");
+      }
+      json_decref(api);
     }
   }
   xgr_store_hists_free(hs, nh);

@@ -8,7 +8,8 @@
  * ControlPermit for kill/pause/resume and wakes (ControlPermitV2 with runner = owner when the
  * signer is not the owner), an xdalaPermit for reads and registry writes. The chain id and the
  * control contract come from xgrd's xgr_getCoreAddrs unless given. Permits expire after
- * $XGR_PERMIT_TTL seconds (default 300).
+ * $XGR_PERMIT_TTL seconds (default 300). What each method needs is decided and signed by
+ * xgr_permit_sign_call (src/auth/callsign.c); this file asks xgrd what the params do not say.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -133,132 +134,74 @@ static int root_of(const json_t *v, uint64_t *root) {
   return parse_u64(buf, root);
 }
 
-static const json_t *first_of(const json_t *o, const char *const *keys) {
-  for (; *keys; keys++) {
-    const json_t *v = json_object_get(o, *keys);
-    if (v && !json_is_null(v)) return v;
-  }
-  return NULL;
+/* Callbacks of xgr_permit_sign_call: ask xgrd (without signing: these methods are public). */
+typedef struct ask {
+  xgr_client plain;
+  const char *cmd;
+  int exit_code;
+} ask;
+
+static int ask_next_pid(void *ctx, const char *from, uint64_t *out, xgr_error *err) {
+  ask *a = ctx;
+  json_t *res;
+  if ((a->exit_code = xgr_client_call(&a->plain, a->cmd, "xgr_getNextProcessId", json_pack("{s:s}", "from", from), &res)))
+    return xgr_error_set(err, XGR_EIO, NULL, "xgr_getNextProcessId failed");
+  int rc = root_of(json_object_get(res, "nextProcessId"), out);
+  json_decref(res);
+  return rc ? xgr_error_set(err, XGR_EIO, NULL, "xgr_getNextProcessId answered no number") : 0;
 }
 
-static int session_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params, uint8_t h[32],
-                          xgr_permit_fields *f) {
-  xgr_client plain = *c;
-  plain.has_key = false;
-  bool vdt = !strcmp(method, "xgr_validateDataTransfer");
-  static const char *const root_keys[] = {"rootPid", "sessionId", NULL};
-  const json_t *rv = first_of(params, root_keys);
-  if (rv) {
-    if (root_of(rv, &f->session_id)) {
-      fprintf(stderr, "xgr %s: rootPid must be a number to be signed\n", cmd);
-      return XGR_EXIT_USAGE;
+static int ask_ostc_hash(void *ctx, const json_t *params, uint8_t out[32], xgr_error *err) {
+  ask *a = ctx;
+  static const char *const reg_keys[] = {"xrc729", "registry", "orchestration", NULL};
+  json_t *q = json_object();
+  for (const char *const *k = reg_keys; *k; k++) {
+    const json_t *v = json_object_get(params, *k);
+    if (json_is_string(v)) {
+      json_object_set_new(q, "xrc729", json_deep_copy(v));
+      break;
     }
-  } else {
-    json_t *res;
-    int rc = xgr_client_call(&plain, cmd, "xgr_getNextProcessId", json_pack("{s:s}", "from", c->key_addr), &res);
-    if (rc) return rc;
-    rc = root_of(json_object_get(res, "nextProcessId"), &f->session_id);
-    json_decref(res);
-    if (rc) {
-      fprintf(stderr, "xgr %s: xgr_getNextProcessId answered no number\n", cmd);
-      return XGR_EXIT_HARD;
-    }
-    /* bind the request to the signed id, so a concurrent start of the same owner cannot shift it */
-    json_object_set_new(params, vdt ? "sessionId" : "rootPid", json_sprintf("%llu", (unsigned long long)f->session_id));
   }
-  const char *ostc_id = json_string_value(json_object_get(params, "ostcId"));
-  f->ostc_id = ostc_id ? ostc_id : "";
-  const char *hash = json_string_value(json_object_get(params, "ostcHash"));
-  if (!hash) {
-    static const char *const reg_keys[] = {"xrc729", "registry", "orchestration", NULL};
-    const json_t *reg = first_of(params, reg_keys);
-    json_t *q = json_object();
-    if (reg) json_object_set_new(q, "xrc729", json_deep_copy(reg));
-    if (ostc_id) json_object_set_new(q, "ostcId", json_string(ostc_id));
-    json_t *res;
-    int rc = xgr_client_call(&plain, cmd, "xgr.getOrchestration", q, &res);
-    if (rc) return rc;
-    const char *rh = json_string_value(json_object_get(res, "hash"));
-    rc = !rh || xgr_hex_decode(rh, h, 32);
-    json_decref(res);
-    if (rc) {
-      fprintf(stderr, "xgr %s: the registered orchestration has no hash to sign\n", cmd);
-      return XGR_EXIT_HARD;
-    }
-  } else if (xgr_hex_decode(hash, h, 32)) {
-    fprintf(stderr, "xgr %s: --ostc-hash must be 0x + 64 hex digits\n", cmd);
-    return XGR_EXIT_USAGE;
-  }
-  f->ostc_hash = h;
-  f->max_total_gas = DEFAULT_MAX_GAS;
-  const char *g = getenv("XGR_MAX_TOTAL_GAS");
-  if (g && *g && parse_u64(g, &f->max_total_gas)) {
-    fprintf(stderr, "xgr %s: $XGR_MAX_TOTAL_GAS must be a number\n", cmd);
-    return XGR_EXIT_USAGE;
-  }
-  return 0;
+  const json_t *id = json_object_get(params, "ostcId");
+  if (json_is_string(id)) json_object_set_new(q, "ostcId", json_deep_copy(id));
+  json_t *res;
+  if ((a->exit_code = xgr_client_call(&a->plain, a->cmd, "xgr.getOrchestration", q, &res)))
+    return xgr_error_set(err, XGR_EIO, NULL, "xgr.getOrchestration failed");
+  const char *h = json_string_value(json_object_get(res, "hash"));
+  int rc = !h || xgr_hex_decode(h, out, 32);
+  json_decref(res);
+  return rc ? xgr_error_set(err, XGR_EIO, NULL, "the registered orchestration has no hash to sign") : 0;
 }
 
 int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params) {
-  if (!c->has_key || !json_is_object(params) || json_object_get(params, "permit")) return 0;
-  static const char *const session_m[] = {"xgr.enqueue", "xgr_enqueue", "xgr_validateDataTransfer",
-                                          "xgr.validateDataTransfer", NULL};
-  static const char *const control_m[] = {"xgr.kill",   "xgr_kill",   "xgr.pause",   "xgr_pause", "xgr.resume",
-                                          "xgr_resume", "xgr_control", "xgr.control", NULL};
-  static const char *const wake_m[] = {"xgr_wakeUpProcess", "xgr.wakeUpProcess", "xgr.wake", "xgr_wake", NULL};
-  static const char *const xdala_m[] = {"xgr.listSessions",     "xgr_listSessions",  "xgr.getSession",
-                                        "xgr_getSession",       "xgr.putOrchestration", "xgr_putOrchestration",
-                                        "xgr.putRule",          "xgr_putRule",       NULL};
-  int kind = 0;
-  const char *const *lists[] = {session_m, control_m, wake_m, xdala_m};
-  for (int l = 0; l < 4 && !kind; l++)
-    for (const char *const *m = lists[l]; *m; m++)
-      if (!strcmp(*m, method)) kind = l + 1;
-  if (!kind) return 0;
+  xgr_permit_kind kind = xgr_permit_kind_for_method(method);
+  if (!c->has_key || !kind || !json_is_object(params) || json_object_get(params, "permit")) return 0;
   chain ch = {0};
-  uint8_t hash[32];
-  xgr_permit_fields f = {.expiry = ttl_expiry()};
-  int rc = learn_chain(c, cmd, &ch, kind == 2 || kind == 3);
+  int rc = learn_chain(c, cmd, &ch, kind == XGR_PERMIT_CONTROL);
   if (rc) return rc;
-  f.chain_id = ch.id;
-  f.verifying_contract = ch.contract;
-  char owner[43] = "";
-  const char *ov = json_string_value(json_object_get(params, "owner"));
-  if (ov && strlen(ov) == 42) {
-    for (int i = 0; i < 42; i++) owner[i] = (char)(ov[i] >= 'A' && ov[i] <= 'Z' ? ov[i] - 'A' + 'a' : ov[i]);
-    owner[42] = 0;
+  ask a = {.plain = *c, .cmd = cmd};
+  a.plain.has_key = false;
+  xgr_permit_call info = {.chain_id = ch.id, .control_contract = ch.contract, .expiry = ttl_expiry(),
+                          .max_total_gas = DEFAULT_MAX_GAS, .next_pid = ask_next_pid, .ostc_hash = ask_ostc_hash,
+                          .ctx = &a};
+  const char *g = getenv("XGR_MAX_TOTAL_GAS");
+  if (g && *g && parse_u64(g, &info.max_total_gas)) {
+    fprintf(stderr, "xgr %s: $XGR_MAX_TOTAL_GAS must be a number\n", cmd);
+    return XGR_EXIT_USAGE;
   }
-  if (kind == 1) {
-    f.kind = XGR_PERMIT_SESSION;
-    if ((rc = session_permit(c, cmd, method, params, hash, &f))) return rc;
-  } else if (kind == 2 || kind == 3) {
-    static const char *const pid_keys[] = {"pid", "processId", "rootPid", "sessionId", NULL};
-    const json_t *pv = first_of(params, pid_keys);
-    if (!pv || root_of(pv, &f.session_id)) {
-      fprintf(stderr, "xgr %s: no session id to sign a control permit for\n", cmd);
-      return XGR_EXIT_USAGE;
-    }
-    f.kind = XGR_PERMIT_CONTROL;
-    if (kind == 2) {
-      const char *a = strchr(method, '.') ? strchr(method, '.') + 1 : strchr(method, '_') + 1;
-      if (!strcmp(a, "control")) a = json_string_value(json_object_get(params, "action")) ? json_string_value(json_object_get(params, "action")) : "kill";
-      f.action = a;
-      f.step_id = "";
-    } else {
-      f.action = "wake";
-      const char *st = json_string_value(json_object_get(params, "stepId"));
-      f.step_id = json_object_get(params, "processId") || json_object_get(params, "pid") || !st ? "" : st;
-      if (owner[0] && strcmp(owner, c->key_addr)) {
-        f.kind = XGR_PERMIT_CONTROL_V2;
-        f.runner = owner;
-      }
-    }
-  } else {
-    f.kind = XGR_PERMIT_XDALA;
+  xgr_secp *s = xgr_secp_new();
+  if (!s) {
+    fprintf(stderr, "xgr %s: cannot create a secp256k1 context\n", cmd);
+    return XGR_EXIT_HARD;
   }
-  json_t *p;
-  if ((rc = sign_print(cmd, c->key, &f, &p))) return rc;
-  json_object_set_new(params, "permit", p);
+  xgr_error e;
+  rc = xgr_permit_sign_call(s, c->key, method, params, &info, &e);
+  xgr_secp_free(s);
+  if (rc) {
+    if (a.exit_code) return a.exit_code; /* the daemon's answer was printed */
+    fprintf(stderr, "xgr %s: cannot sign the permit: %s%s%s\n", cmd, e.path, e.path[0] ? ": " : "", e.message);
+    return XGR_EXIT_USAGE;
+  }
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/load.h"
 #include "xgr/orch.h"
 
 static int put(int argc, char **argv, bool orch) {
@@ -47,6 +48,16 @@ static int put(int argc, char **argv, bool orch) {
   size_t len;
   char *bytes = xgr_client_read_file(name, file, orch ? XGR_MAX_OSTC_BYTES : 131072, &len);
   if (!bytes) return XGR_EXIT_USAGE;
+  json_t *probe = json_loadb(bytes, len, 0, NULL);   /* the wrong kind of file gets a hint, not a schema error */
+  cli_kind kind = cli_doc_kind(probe), want = orch ? CLI_DOC_ORCH : CLI_DOC_RULE;
+  json_decref(probe);
+  if (kind != CLI_DOC_UNKNOWN && kind != want) {
+    char hint[512];
+    fprintf(stderr, "xgr %s: %s is %s, not %s; %s\n", name, file, cli_doc_kind_name(kind), cli_doc_kind_name(want),
+            cli_doc_hint(kind, file, hint, sizeof hint));
+    free(bytes);
+    return XGR_EXIT_USAGE;
+  }
   json_t *params = json_object();
   json_object_set_new(params, orch ? "orchestration" : "rule", json_stringn(bytes, len));
   free(bytes);

@@ -1,21 +1,29 @@
-/* cmd_sessions.c — `xgr sessions`: list an owner's processes on xgrd as a table
- * (xgr.listSessions, the join view of seed 001 §2.2). */
+/* cmd_sessions.c — `xgr sessions`: an owner's sessions on xgrd, one row each (xgr.listSessions
+ * with view "sessions"); --processes lists their processes (the join view), --runner the
+ * processes another runner's allow lists let the caller wake (the to-do list). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/human.h"
+#include "xgr/xrc_types.h"
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: xgr sessions --owner ADDR [--root N] [--limit N] [--sort KEY:DIR,...] [options]\n\n"
-          "List the processes of an owner's sessions (xgr.listSessions): pid, parent, status, step,\n"
-          "outcome and join state, newest session first.\n\n"
+          "usage: xgr sessions --owner ADDR [--root N] [--limit N] [--processes [--sort KEY:DIR,...]] [options]\n"
+          "       xgr sessions --runner ADDR --from ADDR [options]\n\n"
+          "List an owner's sessions, newest first, one row each: rootPid, status, registry and\n"
+          "orchestration, when it was created (UTC), live processes, the next timer of a waiting process\n"
+          "and why a killed session ended.\n\n"
           "  --owner ADDR     whose sessions (default --from)\n"
           "  --root N         only this session\n"
           "  --limit N        at most N rows (default 100)\n"
-          "  --sort SPEC      e.g. rootPid:desc,iter:asc (keys rootPid, iter, updatedAt)\n"
+          "  --processes      one row per process instead: pid, parent, status, step, outcome, join\n"
+          "  --sort SPEC      with --processes, e.g. rootPid:desc,iter:asc (keys rootPid, iter, updatedAt)\n"
+          "  --runner ADDR    the to-do list: ADDR's waiting processes whose __wakeUp allow list names\n"
+          "                   --from (what you may wake with xgr wake)\n"
           "%s", xgr_client_opts_help);
 }
 
@@ -50,10 +58,40 @@ void xgr_cli_print_items(const json_t *items) {
   }
 }
 
+/* A session-clock time: UTC when it is a wall-clock time (xgrd's clock is Unix ms), else ms. */
+static const char *clock_text(const json_t *v, char *buf, size_t n) {
+  if (!json_is_integer(v)) return "-";
+  long long t = json_integer_value(v);
+  if (t >= 100000000000LL) return xgr_cli_utc(t, buf, n);
+  snprintf(buf, n, "%lld", t);
+  return buf;
+}
+
+static void print_sessions(const json_t *rows) {
+  printf("%-8s %-10s %-32s %-24s %5s  %-24s %s\n", "ROOTPID", "STATUS", "ORCHESTRATION", "CREATED (UTC)", "LIVE",
+         "NEXT WAKE (UTC)", "ABORT");
+  size_t i;
+  const json_t *r;
+  json_array_foreach(rows, i, r) {
+    char orch[96], created[40], next[40];
+    const char *reg = json_string_value(json_object_get(r, "registry"));
+    snprintf(orch, sizeof orch, "%s/%s", reg && *reg ? reg : "local", json_string_value(json_object_get(r, "ostcId")));
+    printf("%-8s %-10s %-32s %-24s %5lld  %-24s %s\n", json_string_value(json_object_get(r, "rootPid")),
+           json_is_true(json_object_get(r, "paused")) ? "paused" : json_string_value(json_object_get(r, "status")), orch,
+           xgr_cli_utc(json_integer_value(json_object_get(r, "createdAt")), created, sizeof created),
+           (long long)json_integer_value(json_object_get(r, "live")),
+           clock_text(json_object_get(r, "nextWakeAt"), next, sizeof next),
+           json_string_value(json_object_get(r, "abortReason")) ? json_string_value(json_object_get(r, "abortReason"))
+                                                                : "-");
+  }
+  if (!json_array_size(rows)) printf("(no sessions)\n");
+}
+
 int xgr_cmd_sessions(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
-  const char *owner = NULL, *root = NULL, *limit = NULL, *sort = NULL;
+  const char *owner = NULL, *root = NULL, *limit = NULL, *sort = NULL, *runner = NULL;
+  bool processes = false;
   for (int i = 1; i < argc; i++) {
     int r = xgr_client_opt(&c, argc, argv, &i);
     if (r < 0) return XGR_EXIT_USAGE;
@@ -63,8 +101,12 @@ int xgr_cmd_sessions(int argc, char **argv) {
       usage(stdout);
       return XGR_EXIT_OK;
     }
+    if (!strcmp(a, "--processes")) {
+      processes = true;
+      continue;
+    }
     const char **dst = !strcmp(a, "--owner") ? &owner : !strcmp(a, "--root") ? &root : !strcmp(a, "--limit") ? &limit
-                     : !strcmp(a, "--sort") ? &sort : NULL;
+                     : !strcmp(a, "--sort") ? &sort : !strcmp(a, "--runner") ? &runner : NULL;
     if (!dst || i + 1 >= argc) {
       fprintf(stderr, "xgr sessions: %s '%s'\n\n", dst ? "missing value for" : "unknown option", a);
       usage(stderr);
@@ -72,13 +114,28 @@ int xgr_cmd_sessions(int argc, char **argv) {
     }
     *dst = argv[++i];
   }
-  if (!owner) owner = c.from;
+  if (runner && (owner || !c.from)) {
+    fprintf(stderr, "xgr sessions: --runner lists what --from may wake; give --from and no --owner\n\n");
+    usage(stderr);
+    return XGR_EXIT_USAGE;
+  }
+  if (sort && !processes) {
+    fprintf(stderr, "xgr sessions: --sort orders process rows; add --processes\n");
+    return XGR_EXIT_USAGE;
+  }
+  if (!owner) owner = runner ? runner : c.from;
   if (!owner) {
     fprintf(stderr, "xgr sessions: --owner is required\n\n");
     usage(stderr);
     return XGR_EXIT_USAGE;
   }
-  json_t *params = json_pack("{s:s}", "owner", owner);
+  if (!xgr_xrc_is_address(owner, strlen(owner))) {
+    fprintf(stderr, "xgr sessions: %s is '%s'; expected an address (\"0x\" and 40 hex digits)\n",
+            runner ? "--runner" : "--owner", owner);
+    return XGR_EXIT_USAGE;
+  }
+  json_t *params = json_pack("{s:s}", runner ? "runner" : "owner", owner);
+  if (!processes && !runner) json_object_set_new(params, "view", json_string("sessions"));
   if (root) json_object_set_new(params, "rootPid", json_string(root));
   if (limit) {
     char *end;
@@ -101,7 +158,13 @@ int xgr_cmd_sessions(int argc, char **argv) {
   int rc = xgr_client_call(&c, "sessions", "xgr.listSessions", params, &res);
   if (rc) return rc;
   if (c.json) xgr_client_print_json(res);
-  else {
+  else if (!processes && !runner) {
+    print_sessions(json_object_get(res, "sessions"));
+    if (json_object_get(res, "nextBeforeRootPid") || (size_t)json_integer_value(json_object_get(res, "total")) >
+                                                          json_array_size(json_object_get(res, "sessions")))
+      printf("(%zu of %lld sessions; --limit shows more)\n", json_array_size(json_object_get(res, "sessions")),
+             (long long)json_integer_value(json_object_get(res, "total")));
+  } else {
     xgr_cli_print_items(json_object_get(res, "items"));
     long long total = json_integer_value(json_object_get(res, "total"));
     if ((size_t)total > json_array_size(json_object_get(res, "items")))

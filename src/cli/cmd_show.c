@@ -1,10 +1,12 @@
 /* cmd_show.c — `xgr show PID`: one session (or process) on xgrd with its processes and its step
  * timeline (xgr.getSession). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/human.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -14,6 +16,16 @@ static void usage(FILE *f) {
           "that ran (xgr.getSession).\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
           "%s", xgr_client_opts_help);
+}
+
+static int by_at(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  json_int_t p = json_integer_value(json_object_get(x, "at")), q = json_integer_value(json_object_get(y, "at"));
+  if (p != q) return p < q ? -1 : 1;
+  const char *ix = strchr(json_string_value(json_object_get(x, "pid")) ? json_string_value(json_object_get(x, "pid")) : "", ':');
+  const char *iy = strchr(json_string_value(json_object_get(y, "pid")) ? json_string_value(json_object_get(y, "pid")) : "", ':');
+  unsigned long long u = ix ? strtoull(ix + 1, NULL, 10) : 0, w = iy ? strtoull(iy + 1, NULL, 10) : 0;
+  return u < w ? -1 : u > w;
 }
 
 int xgr_cmd_show(int argc, char **argv) {
@@ -46,6 +58,12 @@ int xgr_cmd_show(int argc, char **argv) {
   json_t *res;
   int rc = xgr_client_call(&c, "show", "xgr.getSession", json_pack("{s:s, s:s}", "owner", owner, "pid", pid), &res);
   if (rc) return rc;
+  if (strchr(pid, ':') && !json_array_size(json_object_get(res, "processes")) &&
+      !json_array_size(json_object_get(res, "history"))) {   /* the session exists, that process does not */
+    fprintf(stderr, "xgr show: session %s/%.*s has no process %s\n", owner, (int)(strchr(pid, ':') - pid), pid, pid);
+    json_decref(res);
+    return XGR_EXIT_FAIL;
+  }
   if (c.json) {
     xgr_client_print_json(res);
     json_decref(res);
@@ -61,17 +79,20 @@ int xgr_cmd_show(int argc, char **argv) {
          json_string_value(json_object_get(s, "ostcHash")), created);
   printf("\nprocesses:\n");
   xgr_cli_print_items(json_object_get(res, "processes"));
-  printf("\ntimeline (ms after the first step):\n");
+  printf("\ntimeline (time after the first step, then how long the step took):\n");
   json_t *hist = json_object_get(res, "history");
-  /* in the order the steps began (insertion sort: histories are short and nearly sorted) */
-  for (size_t a = 1; a < json_array_size(hist); a++)
-    for (size_t b = a; b > 0; b--) {
-      json_t *x = json_array_get(hist, b - 1), *y = json_array_get(hist, b);
-      if (json_integer_value(json_object_get(x, "at")) <= json_integer_value(json_object_get(y, "at"))) break;
-      json_incref(x);
-      json_array_set(hist, b - 1, y);
-      json_array_set_new(hist, b, x);
-    }
+  { /* in the order the steps began (a stable sort: iter order for steps that began together) */
+    size_t nh = json_array_size(hist);
+    json_t **v = malloc((nh ? nh : 1) * sizeof *v);
+    if (!v) abort();
+    for (size_t k = 0; k < nh; k++) v[k] = json_incref(json_array_get(hist, k));
+    qsort(v, nh, sizeof *v, by_at);
+    json_t *sorted = json_array();
+    for (size_t k = 0; k < nh; k++) json_array_append_new(sorted, v[k]);
+    free(v);
+    json_object_set_new(res, "history", sorted);
+    hist = sorted;
+  }
   long long t0 = json_array_size(hist) ? json_integer_value(json_object_get(json_array_get(hist, 0), "at")) : 0;
   size_t i;
   const json_t *h;
@@ -84,9 +105,22 @@ int xgr_cmd_show(int argc, char **argv) {
     const json_t *v = json_object_get(h, "valid");
     const char *e = json_string_value(json_object_get(h, "error"));
     long long at = json_integer_value(json_object_get(h, "at")), fin = json_integer_value(json_object_get(h, "finishedAt"));
-    printf("  +%6lld ms  %-12s %-16s %-8s %-8s %lld ms%s%s\n", at - t0, json_string_value(json_object_get(h, "pid")),
-           json_string_value(json_object_get(h, "step")), json_string_value(json_object_get(h, "status")),
-           json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", fin - at, e ? "  error: " : "", e ? e : "");
+    char d1[32], d2[32];
+    printf("  +%-9s %-12s %-16s %-8s %-8s %s%s%s\n", xgr_cli_duration(at - t0, d1, sizeof d1),
+           json_string_value(json_object_get(h, "pid")), json_string_value(json_object_get(h, "step")),
+           json_string_value(json_object_get(h, "status")), json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-",
+           xgr_cli_duration(fin - at, d2, sizeof d2), e ? "  error: " : "", e ? e : "");
+    size_t k;
+    const json_t *call;
+    json_array_foreach(json_object_get(h, "apiCalls"), k, call) {   /* what each API call did */
+      const char *ce = json_string_value(json_object_get(call, "error"));
+      const char *url = json_string_value(json_object_get(call, "url"));
+      char d3[32];
+      printf("  %-10s api %s: status %lld, %s, %s%s%s\n", "", json_string_value(json_object_get(call, "name")),
+             (long long)json_integer_value(json_object_get(call, "status")),
+             xgr_cli_duration(json_integer_value(json_object_get(call, "ms")), d3, sizeof d3), url ? url : "-",
+             ce ? ", error: " : "", ce ? ce : "");
+    }
   }
   if (!json_array_size(hist)) printf("  (no step ran yet)\n");
   json_decref(res);

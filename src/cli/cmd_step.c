@@ -3,29 +3,62 @@
  * 1 invalid, 3 hard error (including a rule document that does not load), 2 usage or unreadable
  * input. libcurl's global initialisation happens here, once, as xgr/rule.h asks of its callers. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/commands.h"
+#include "cli/load.h"
 #include "xgr/json.h"
 #include "xgr/rule.h"
+#include "xgr/xrc_types.h"
 
 #define MAX_MAPS 32
 
 static const char usage_text[] =
     "usage: xgr step RULE.json [--payload JSON|@FILE] [--api-map FROM=TO]... [--json]\n"
-    "                 [--owner ADDR] [--session-id N] [--pid PID] [--step-id ID]\n\n"
+    "                 [--owner ADDR] [--session-id N] [--pid PID] [--step-id ID]\n"
+    "       xgr step BUNDLE.json --rule NAME ...   (NAME: a key of the bundle's rules, or a step id)\n\n"
     "Run one XRC-137 step: input casts and defaults, contract reads (no chain backend: their\n"
     "defaults apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
     "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
-    "as JSON with --json. Exit: 0 valid, 1 invalid, 2 usage or unreadable input, 3 hard error.\n";
+    "as JSON with --json: each rule with its result (true, false, missing key, error, skipped),\n"
+    "required inputs that are missing, and why keys could not be produced (soft-invalid).\n"
+    "Exit: 0 valid, 1 invalid, 2 usage or unreadable input, 3 hard error.\n";
 
 static void print_value_line(const char *label, xgr_value v) {
   char *t = xgr_value_to_json_text(v, 0, NULL);
   printf("%-10s %s\n", label, t ? t : "?");
   free(t);
+}
+
+/* Each rule with its result; the source text comes from the document (doc, may be NULL). */
+static void print_rules(const xgr_step_result *r, const json_t *doc) {
+  static const char *const rname[] = {"false", "true", "missing", "error", "skipped"};
+  static const char *const tname[] = {"", "abortStep ", "cancelSession "};
+  const json_t *rules = json_object_get(doc, "rules");
+  for (size_t i = 0; i < r->nrule_reports; i++) {
+    const xgr_rule_report *rr = &r->rule_reports[i];
+    const json_t *e = json_array_get(rules, i);
+    const char *src = json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "expression"));
+    printf("rule[%zu]    %-8s %s%s", i, rname[rr->outcome % 5], tname[rr->type % 3], src ? src : "");
+    if (rr->detail) printf("   (%s)", rr->detail);
+    else if (rr->outcome == XGR_RULE_SKIPPED) printf("   (%s)", r->missing_input ? "a required input is missing" : "not reached");
+    printf("\n");
+  }
+}
+
+/* Required inputs (no default) that the payload lacks: why the invalid branch was forced. */
+static void print_missing_inputs(const xgr_rule *rule, xgr_value given) {
+  for (size_t i = 0; i < xgr_rule_ninputs(rule); i++) {
+    const char *name = xgr_rule_input_name(rule, i);
+    xgr_value v;
+    if (xgr_rule_input_required(rule, i) && !(given.kind == XGR_VMAP && xgr_map_get_str(given, name, strlen(name), &v)))
+      printf("missing    input %s: required (no default) and not in the payload — the invalid branch runs\n", name);
+  }
 }
 
 static void print_readable(const xgr_step_result *r) {
@@ -39,8 +72,8 @@ static void print_readable(const xgr_step_result *r) {
   }
   for (size_t i = 0; i < r->napi_calls; i++) {
     const xgr_api_call_report *c = &r->api_calls[i];
-    printf("api %-6s %s: status %ld, %.0f ms%s%s\n", "", c->name ? c->name : "?", c->status, c->ms,
-           c->error ? ", " : "", c->error ? c->error : "");
+    printf("api %-6s %s: status %ld, %.0f ms%s%s%s%s\n", "", c->name ? c->name : "?", c->status, c->ms,
+           c->url ? ", " : "", c->url ? c->url : "", c->error ? ", error: " : "", c->error ? c->error : "");
   }
   for (size_t i = 0; i < r->nreads; i++)
     printf("read       %s: %s\n", r->reads[i].function, r->reads[i].error ? r->reads[i].error : "ok");
@@ -48,7 +81,11 @@ static void print_readable(const xgr_step_result *r) {
   if (xgr_map_size(r->extracted)) print_value_line("extracted", r->extracted);
   print_value_line("output", r->output);
   print_value_line("effective", r->effective);
-  if (xgr_list_size(r->soft_invalid)) print_value_line("soft", r->soft_invalid);
+  if (xgr_list_size(r->soft_invalid)) {
+    print_value_line("soft", r->soft_invalid);
+    printf("%-10s missing required inputs, or keys whose value could not be produced because a placeholder\n"
+           "%-10s or variable they read is missing: the outcome is the invalid branch, without them\n", "", "");
+  }
   if (r->wait_sec) printf("%-10s %" PRIu64 "\n", "waitSec", r->wait_sec);
   if (r->execution) printf("%-10s to %s %s (%zu args)\n", "execution", r->execution->to,
                            r->execution->function ? r->execution->function : "", r->execution->nargs);
@@ -62,7 +99,7 @@ static void print_readable(const xgr_step_result *r) {
 }
 
 int xgr_cmd_step(int argc, char **argv) {
-  const char *rule_path = NULL, *payload_arg = NULL;
+  const char *rule_path = NULL, *payload_arg = NULL, *rule_name = NULL;
   xgr_api_map_entry maps[MAX_MAPS];
   size_t nmaps = 0;
   bool as_json = false;
@@ -90,15 +127,23 @@ int xgr_cmd_step(int argc, char **argv) {
       maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
     } else if (i + 1 < argc && !strcmp(a, "--owner")) {
       ctx.owner = argv[++i];
+      if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
+        fprintf(stderr, "xgr step: --owner is '%s'; expected an address (\"0x\" and 40 hex digits)\n", ctx.owner);
+        return XGR_EXIT_USAGE;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--session-id")) {
       char *end;
-      ctx.session_id = strtoull(argv[++i], &end, 10);
-      if (*end || !ctx.session_id) {
-        fprintf(stderr, "xgr step: --session-id expects an integer > 0\n");
+      errno = 0;
+      const char *sv = argv[++i];
+      ctx.session_id = strtoull(sv, &end, 10);
+      if (*end || end == sv || sv[0] == '-' || errno == ERANGE || !ctx.session_id) {
+        fprintf(stderr, "xgr step: --session-id is '%s'; expected an integer from 1 to 18446744073709551615\n", sv);
         return XGR_EXIT_USAGE;
       }
     } else if (i + 1 < argc && !strcmp(a, "--pid")) {
       ctx.pid = argv[++i];
+    } else if (i + 1 < argc && !strcmp(a, "--rule")) {
+      rule_name = argv[++i];
     } else if (i + 1 < argc && !strcmp(a, "--step-id")) {
       ctx.step_id = argv[++i];
     } else if (a[0] == '-' && a[1]) {
@@ -125,8 +170,73 @@ int xgr_cmd_step(int argc, char **argv) {
     fprintf(stderr, "xgr step: %s: %s\n", rule_path, e.message);
     return XGR_EXIT_USAGE;
   }
+  /* what kind of document is it? a bundle needs --rule; an orchestration is the wrong file */
+  json_t *root = NULL, *doc = NULL;
+  char hint[512];
+  if (xgr_json_parse(buf, len, &root, &e)) {
+    fprintf(stderr, "%s: %s: error: %s [%s]\n", rule_path, e.path[0] ? e.path : "(document)", e.message,
+            xgr_errcode_name(e.code));
+    free(buf);
+    return XGR_EXIT_HARD;
+  }
+  cli_kind kind = cli_doc_kind(root);
+  if (kind == CLI_DOC_BUNDLE) {
+    const json_t *rules = json_object_get(root, "rules");
+    doc = rule_name ? json_object_get(rules, rule_name) : NULL;
+    if (!doc && rule_name) {   /* a step id: the rule its step names (address, ${addr:ALIAS} or alias) */
+      const char *ref = json_string_value(json_object_get(
+          json_object_get(json_object_get(json_object_get(root, "orchestration"), "structure"), rule_name), "rule"));
+      char key[256] = "";
+      if (ref) snprintf(key, sizeof key, "%s", ref);
+      size_t kl = strlen(key);
+      if (!strncmp(key, "${addr:", 7) && kl > 8 && key[kl - 1] == '}') {
+        memmove(key, key + 7, kl - 8);
+        key[kl - 8] = '\0';
+      }
+      const char *k;
+      json_t *v;
+      json_object_foreach((json_t *)rules, k, v) if (key[0] && !strcasecmp(k, key)) doc = v;
+    }
+    if (!doc) {
+      char names[400] = "";
+      const char *k;
+      json_t *v;
+      json_object_foreach((json_t *)rules, k, v)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", k);
+      fprintf(stderr, "xgr step: %s is a bundle; %s --rule NAME, a key of its rules (%s) or a step id\n", rule_path,
+              rule_name ? "no rule or step matches" : "name the rule to run with", names[0] ? names : "none");
+      json_decref(root);
+      free(buf);
+      return XGR_EXIT_USAGE;
+    }
+    json_incref(doc);
+  } else if (kind != CLI_DOC_RULE) {
+    fprintf(stderr, "xgr step: %s is %s, not a rule document; %s\n", rule_path, cli_doc_kind_name(kind),
+            cli_doc_hint(kind, rule_path, hint, sizeof hint));
+    json_decref(root);
+    free(buf);
+    return XGR_EXIT_USAGE;
+  } else {
+    doc = json_incref(root);
+  }
+  json_decref(root);
+  if (rule_name && kind != CLI_DOC_BUNDLE) {
+    fprintf(stderr, "xgr step: --rule picks a rule of a bundle; %s is already a rule document\n", rule_path);
+    json_decref(doc);
+    free(buf);
+    return XGR_EXIT_USAGE;
+  }
+  xgr_diags lint;
+  xgr_diags_init(&lint);
+  xgr_rule_lint(doc, &lint);
+  for (size_t k = 0; k < lint.n; k++)
+    fprintf(stderr, "%s: %s: warning: %s [%s]\n", rule_path, lint.items[k].path, lint.items[k].message, lint.items[k].code);
+  xgr_diags_free(&lint);
+  free(buf);
+  buf = json_dumps(doc, JSON_COMPACT);
+  len = buf ? strlen(buf) : 0;
   xgr_rule *rule = NULL;
-  int rc = xgr_rule_parse(buf, len, &rule, &e);
+  int rc = buf ? xgr_rule_parse(buf, len, &rule, &e) : XGR_ENOMEM;
   free(buf);
   if (rc) {
     if (as_json) {
@@ -139,6 +249,7 @@ int xgr_cmd_step(int argc, char **argv) {
     }
     fprintf(stderr, "%s: %s: error: %s [%s]\n", rule_path, e.path[0] ? e.path : "(document)", e.message,
             xgr_errcode_name(e.code));
+    json_decref(doc);
     return XGR_EXIT_HARD;
   }
 
@@ -150,6 +261,7 @@ int xgr_cmd_step(int argc, char **argv) {
       if (xgr_file_read(payload_arg + 1, &pbuf, &plen, 16u << 20, &e)) {
         fprintf(stderr, "xgr step: --payload %s: %s\n", payload_arg, e.message);
         xgr_rule_free(rule);
+        json_decref(doc);
         return XGR_EXIT_USAGE;
       }
     }
@@ -159,6 +271,7 @@ int xgr_cmd_step(int argc, char **argv) {
       fprintf(stderr, "xgr step: --payload must be a JSON object: %s\n", rc ? e.message : "got another JSON value");
       xgr_value_release(payload);
       xgr_rule_free(rule);
+      json_decref(doc);
       return XGR_EXIT_USAGE;
     }
   }
@@ -177,11 +290,14 @@ int xgr_cmd_step(int argc, char **argv) {
     json_decref(o);
   } else {
     print_readable(&res);
+    print_rules(&res, doc);
+    if (res.missing_input) print_missing_inputs(rule, payload);
   }
   int exit_code = res.error.code ? XGR_EXIT_HARD : res.valid && res.action == XGR_ACTION_NONE ? XGR_EXIT_OK : XGR_EXIT_FAIL;
   xgr_step_result_free(&res);
   xgr_value_release(payload);
   xgr_rule_free(rule);
+  json_decref(doc);
   curl_global_cleanup();
   return exit_code;
 }

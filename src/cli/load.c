@@ -1,11 +1,13 @@
 /* load.c — read an orchestration or a bundle's orchestration for the CLI (see load.h). */
 #include "cli/load.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "xgr/bundle.h"
 #include "xgr/json.h"
+#include "xgr/rule.h"
 
 int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags) {
   memset(d, 0, sizeof *d);
@@ -19,6 +21,25 @@ int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags) {
     xgr_diags_add_error(diags, &e);
     return rc;
   }
+  json_t *root = NULL;
+  if (xgr_json_parse(buf, len, &root, &e) == 0 && cli_doc_kind(root) == CLI_DOC_RULE) {
+    d->is_rule = 1;   /* an XRC-137 rule document: its own checks, no orchestration */
+    xgr_rule_lint(root, diags);
+    xgr_rule *r = NULL;
+    rc = xgr_rule_parse(buf, len, &r, &e);
+    if (rc) {
+      xgr_diags_add_error(diags, &e);
+    } else {
+      d->rule_ok = 1;
+      d->rule_inputs = xgr_rule_ninputs(r);
+      d->rule_rules = xgr_rule_nrules(r);
+    }
+    xgr_rule_free(r);
+    json_decref(root);
+    free(buf);
+    return rc;
+  }
+  json_decref(root);
   if (xgr_bundle_detect(buf, len)) {
     /* a bundle: its rules are checked too, and every step's rule must resolve */
     d->is_bundle = 1;
@@ -46,4 +67,40 @@ void cli_print_errors(FILE *f, const char *file, const xgr_diags *d) {
     if (d->items[i].severity == XGR_SEV_ERROR)
       fprintf(f, "%s: %s: error: %s [%s]\n", file, d->items[i].path[0] ? d->items[i].path : "(document)",
               d->items[i].message, d->items[i].code);
+}
+
+cli_kind cli_doc_kind(const json_t *root) {
+  if (!json_is_object(root)) return CLI_DOC_UNKNOWN;
+  if (json_object_get(root, "orchestration")) return CLI_DOC_BUNDLE;
+  if (json_object_get(root, "structure")) return CLI_DOC_ORCH;
+  static const char *const rule_keys[] = {"payload", "rules", "onValid", "onInvalid", "apiCalls", "contractReads"};
+  for (size_t i = 0; i < sizeof rule_keys / sizeof *rule_keys; i++)
+    if (json_object_get(root, rule_keys[i])) return CLI_DOC_RULE;
+  return CLI_DOC_UNKNOWN;
+}
+
+const char *cli_doc_kind_name(cli_kind k) {
+  static const char *const n[] = {"not an xgr document", "an orchestration (XRC-729)", "a rule document (XRC-137)",
+                                  "a bundle ({\"orchestration\", \"rules\"})"};
+  return n[k];
+}
+
+const char *cli_doc_hint(cli_kind k, const char *file, char *buf, size_t n) {
+  switch (k) {
+    case CLI_DOC_ORCH:
+      snprintf(buf, n, "for an orchestration: xgr check %s, xgr graph %s, xgr put-orchestration %s", file, file, file);
+      break;
+    case CLI_DOC_RULE:
+      snprintf(buf, n, "for a rule document: xgr check %s, xgr step %s --payload JSON, xgr put-rule %s", file, file, file);
+      break;
+    case CLI_DOC_BUNDLE:
+      snprintf(buf, n, "for a bundle: xgr check %s, xgr run %s --start STEP, xgr step %s --rule NAME, xgr deploy %s",
+               file, file, file, file);
+      break;
+    default:
+      snprintf(buf, n, "expected an orchestration {\"id\",\"structure\"}, a rule document {\"payload\",\"rules\",...} or a "
+               "bundle {\"orchestration\",\"rules\"}");
+      break;
+  }
+  return buf;
 }

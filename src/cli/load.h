@@ -5,6 +5,8 @@
 #ifndef XGR_CLI_LOAD_H
 #define XGR_CLI_LOAD_H
 
+#include <jansson.h>
+
 #include <stdio.h>
 
 #include "xgr/orch.h"
@@ -13,12 +15,25 @@ typedef struct cli_doc {
   xgr_orch *orch;       /* owned; NULL when loading failed */
   int is_bundle;        /* the file was a bundle; diagnostic paths are prefixed "orchestration." */
   int io_error;         /* the file could not be read at all (exit code 2) */
+  int is_rule;          /* the file was an XRC-137 rule document (no orchestration) */
+  int rule_ok;          /* ... and it loads */
+  size_t rule_inputs, rule_rules;
 } cli_doc;
 
 /* Load file into d. Findings (load errors, warnings) go to diags with paths relative to the
- * file. Returns 0 when an orchestration was loaded. */
+ * file. Returns 0 when an orchestration was loaded. A rule document is loaded and checked as one
+ * (is_rule; no orchestration). */
 int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags);
 void cli_doc_free(cli_doc *d);
+
+/* What kind of document a JSON value is, by its keys: a bundle has "orchestration", an XRC-729
+ * orchestration "structure", an XRC-137 rule "payload", "rules", "onValid" or "onInvalid". */
+typedef enum cli_kind { CLI_DOC_UNKNOWN = 0, CLI_DOC_ORCH, CLI_DOC_RULE, CLI_DOC_BUNDLE } cli_kind;
+cli_kind cli_doc_kind(const json_t *root);
+/* "an orchestration (XRC-729)", "a rule document (XRC-137)", "a bundle", "not an xgr document". */
+const char *cli_doc_kind_name(cli_kind k);
+/* A hint for a command that got the wrong kind of document: what command or flag fits `file`. */
+const char *cli_doc_hint(cli_kind k, const char *file, char *buf, size_t n);
 
 /* Print the error findings of file to f as `file: path: error: message [code]`, the shape of
  * `xgr check` (a document-wide finding shows its path as "(document)"). */

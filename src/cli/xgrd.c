@@ -1,6 +1,6 @@
 /* xgrd.c — the xgr daemon: the JSON-RPC server (xgr/rpc.h) in front of the engine and the store.
  *
- *   xgrd [--listen 127.0.0.1:8729] [--store FILE] [--workers N] [--config FILE] [--auth none] ...
+ *   xgrd [--listen 127.0.0.1:8729] [--store FILE] [--workers N] [--config FILE] [--auth permits|none] ...
  *
  * Start-up: read the config file (a JSON object whose keys are the long options without dashes;
  * flags given on the command line win), open the store and recover its live sessions, start the
@@ -28,6 +28,7 @@
 
 #include <curl/curl.h>
 
+#include "xgr/auth.h"
 #include "xgr/rpc.h"
 
 #define EXIT_USAGE 2
@@ -35,7 +36,8 @@
 #define EXIT_STORE 4   /* the store failed while running (see above) */
 
 typedef struct opts {
-  const char *listen, *store, *config, *auth, *port_file, *log_level, *sync;
+  const char *listen, *store, *config, *auth, *port_file, *log_level, *sync, *control_contract, *metrics_listen;
+  uint64_t chain_id;
   unsigned workers, threads, timeout_s, max_connections;
   unsigned long max_body;
   long first_step_timeout_ms, shutdown_timeout_ms;
@@ -55,8 +57,13 @@ static void usage(FILE *f) {
           "  --threads N            HTTP threads (default 8)\n"
           "  --config FILE          JSON object with any of these options without dashes (\"listen\", \"store\",\n"
           "                         \"workers\", \"auth\", ...); command-line flags win\n"
-          "  --auth none            no signatures: the caller is the request's from/owner field (only on loopback;\n"
-          "                         required until signed permits exist)\n"
+          "  --auth permits|none    permits (default): every call that starts, controls or reads a session and\n"
+          "                         every registry write carries a signed EIP-712 permit (docs/RPC.md, Permits);\n"
+          "                         none: no signatures, the caller is the request's from/owner (loopback only)\n"
+          "  --chain-id N           the chain id permits must name (default 1887 = 0x75f)\n"
+          "  --control-contract A   control permits' verifyingContract (default\n"
+          "                         " XGR_AUTH_DEFAULT_CONTROL_CONTRACT ")\n"
+          "  --metrics-listen ADDR:PORT  serve GET /metrics on this address only (default: on --listen)\n"
           "  --max-body BYTES       request body cap (default 1048576)\n"
           "  --max-connections N    connection cap (default 1024)\n"
           "  --timeout SECONDS      idle connection / slow header timeout (default 15)\n"
@@ -116,6 +123,19 @@ static int set_opt(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "log-level")) o->log_level = v;
   else if (!strcmp(name, "sync")) o->sync = v;
   else if (!strcmp(name, "config")) o->config = v;
+  else if (!strcmp(name, "control-contract")) o->control_contract = v;
+  else if (!strcmp(name, "metrics-listen")) o->metrics_listen = v;
+  else if (!strcmp(name, "chain-id")) {
+    char *end;
+    errno = 0;
+    int hex = v && v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+    unsigned long long c = v && *v && *v != '-' ? strtoull(v, &end, hex ? 16 : 10) : 0;
+    if (!v || !*v || *v == '-' || *end || errno || !c) {
+      fprintf(stderr, "xgrd: --chain-id is \"%s\"; expected a chain id above 0 (decimal or 0x-hex)\n", v ? v : "");
+      return -1;
+    }
+    o->chain_id = c;
+  }
   else if (!strcmp(name, "workers")) { if (parse_uint("--workers", v, 1024, &u)) return -1; o->workers = (unsigned)u; }
   else if (!strcmp(name, "threads")) { if (parse_uint("--threads", v, 1024, &u) || !u) return -1; o->threads = (unsigned)u; }
   else if (!strcmp(name, "timeout")) { if (parse_uint("--timeout", v, 3600, &u) || !u) return -1; o->timeout_s = (unsigned)u; }
@@ -223,13 +243,16 @@ int main(int argc, char **argv) {
     json_decref(cfgdoc);
     return EXIT_USAGE;
   }
-  if (o.auth && strcmp(o.auth, "none")) {
-    fprintf(stderr, "xgrd: --auth %s: only \"none\" exists until signed permits are implemented\n", o.auth);
+  if (o.auth && strcmp(o.auth, "none") && strcmp(o.auth, "permits")) {
+    fprintf(stderr, "xgrd: --auth %s: expected permits (the default) or none\n", o.auth);
     return EXIT_USAGE;
   }
-  if (!o.auth) {
-    fprintf(stderr, "xgrd: no authorization configured; signed permits are not implemented yet, so start xgrd with "
-                    "--auth none on a loopback address\n");
+  bool auth_none = o.auth && !strcmp(o.auth, "none");
+  xgr_auth_config ac = {.none = auth_none, .chain_id = o.chain_id, .control_contract = o.control_contract};
+  xgr_error aerr;
+  xgr_auth *auth = xgr_auth_new(&ac, &aerr);   /* checked here; made again with the store below */
+  if (!auth) {
+    fprintf(stderr, "xgrd: --%s: %s\n", aerr.path, aerr.message);
     return EXIT_USAGE;
   }
   bool info = !o.log_level || !strcmp(o.log_level, "info");
@@ -259,12 +282,15 @@ int main(int argc, char **argv) {
                            .max_connections = o.max_connections,
                            .timeout_s = o.timeout_s,
                            .threads = o.threads ? o.threads : 8,
-                           .auth_none = true,
+                           .auth_none = auth_none,
+                           .auth = auth,
+                           .metrics_listen = o.metrics_listen,
                            .log = info ? stderr : NULL};
   rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
   if (!srv) {
     log_kv("error", "msg=\"cannot configure the server\" path=%s error=\"%s\"", err.path, err.message);
+    xgr_auth_free(auth);
     curl_global_cleanup();
     json_decref(cfgdoc);
     /* a malformed address is a usage error; an address xgrd may not listen on is a failure to start */
@@ -275,6 +301,7 @@ int main(int argc, char **argv) {
   if (xgr_rpc_start(srv, &err)) {
     log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
     xgr_rpc_server_free(srv);
+    xgr_auth_free(auth);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
@@ -283,7 +310,7 @@ int main(int argc, char **argv) {
   snprintf(host, sizeof host, "%s", rc_cfg.listen);
   char *colon = strrchr(host, ':');
   if (colon) *colon = '\0';
-  log_kv("info", "msg=listening addr=%s:%u auth=none ready=false", host, xgr_rpc_port(srv));
+  log_kv("info", "msg=listening addr=%s:%u auth=%s ready=false", host, xgr_rpc_port(srv), auth_none ? "none" : "permits");
   xgr_rpcd_config dc = {.store = o.store,
                         .store_sync = o.sync && !strcmp(o.sync, "normal"),
                         .workers = o.workers,
@@ -299,15 +326,34 @@ int main(int argc, char **argv) {
   if (!d || xgr_rpcd_register(d, srv)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
     xgr_rpc_server_free(srv);
-    xgr_rpcd_free(d);
+    xgr_auth_free(auth);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
   }
+  /* used control permits are kept in the store: the server's permit gate is made again with it
+   * before the server opens (nothing used the first one: every call was refused until then) */
+  ac.store = xgr_rpcd_store(d);
+  xgr_auth *sauth = xgr_auth_new(&ac, &aerr);
+  if (!sauth) {
+    log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", aerr.path, aerr.message);
+    xgr_rpc_server_free(srv);
+    xgr_rpcd_free(d);
+    xgr_auth_free(auth);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_HARD;
+  }
+  xgr_rpc_set_auth(srv, sauth);
+  xgr_auth_free(auth);
+  auth = sauth;
   xgr_rpc_open(srv, xgr_rpcd_ready, d);
   size_t restored, failed;
   xgr_rpcd_recovered(d, &restored, &failed);
-  log_kv("info", "msg=ready addr=%s:%u recovered=%zu recover_failed=%zu", host, xgr_rpc_port(srv), restored, failed);
+  log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu",
+         host, xgr_rpc_port(srv), auth_none ? "none" : "permits", (unsigned long long)xgr_auth_chain_id(auth),
+         xgr_auth_control_contract(auth), restored, failed);
+  if (o.metrics_listen) log_kv("info", "msg=\"metrics listening\" addr=%s port=%u", o.metrics_listen, xgr_rpc_metrics_port(srv));
   /* the port file is written once xgrd is ready, so that whoever waits for it can work at once
    * (the port is also in the msg=listening line logged before recovery) */
   if (o.port_file) {
@@ -346,6 +392,7 @@ int main(int argc, char **argv) {
   if (xgr_rpcd_store_failed(d, NULL)) store_failed = true;   /* also a failure while stopping */
   xgr_rpcd_free(d);
   xgr_rpc_server_free(srv);
+  xgr_auth_free(auth);
   curl_global_cleanup();
   json_decref(cfgdoc);
   if (!rc && store_failed) rc = EXIT_STORE;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/engine_int.h"
 #include "xgr/outcome.h"
@@ -96,6 +97,7 @@ struct actor {
   xgr_records *rec;             /* reports (record only), else NULL */
   /* ordered application */
   bool ordered;
+  bool serial;                 /* ordered and a rule can wake: one step at a time, as the driver */
   job **ring;
   size_t ringcap;
   uint64_t next_seq, apply_seq;
@@ -314,14 +316,21 @@ static void batch_hist(actor *a, const xgr_effect *fe) {
     a->bh = realloc(a->bh, a->capbh * sizeof *a->bh);
     if (!a->bh) abort();
   }
-  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at};
+  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at,
+                                      fe->api ? xgr__xstrdup(fe->api) : NULL};   /* freed by batch_clear */
 }
 
 static void flush(actor *a, visq *q);
 
 /* Carry out the effects of one core call (they point into the core until the next call). */
+static void on_iwake(actor *a, iwake_msg *m);
+
 static void consume(actor *a) {
   xgr_engine *e = a->e;
+  /* ordered mode: wake-ups of this session by itself are applied right after the result that
+   * sent them, before anything else is promoted (the driver's order; SEMANTICS §5, §6) */
+  iwake_msg *self_wakes[16];
+  size_t nself = 0;
   if (a->fx.n) a->clock_ms = a->now;   /* a stale timer that changes nothing leaves the clock */
   for (size_t i = 0; i < a->fx.n; i++) {
     xgr_effect *fe = &a->fx.items[i];
@@ -355,9 +364,15 @@ static void consume(actor *a) {
         m->rule_address = fe->rule_address;
         m->payload = fe->payload;
         wake_out w = {fe->runner, fe->session_id, m};
+        bool self = a->ordered && fe->session_id == a->root && !strcasecmp(fe->runner, xgr_session_owner(a->s));
         fe->runner = fe->step_id = fe->rule_address = NULL;   /* moved */
         fe->payload = xgr_value_null();
-        vpush(&a->pend, (vis){.kind = V_WAKE, .u.w = w});
+        if (self && nself < sizeof self_wakes / sizeof *self_wakes) {   /* delivered below, as the driver does */
+          free(w.target_owner);
+          self_wakes[nself++] = m;
+        } else {
+          vpush(&a->pend, (vis){.kind = V_WAKE, .u.w = w});
+        }
         break;
       }
       case XGR_FX_FINISHED:
@@ -370,6 +385,10 @@ static void consume(actor *a) {
   }
   xgr_effects_reset(&a->fx);
   if (!e->has_store) flush(a, &a->pend);
+  for (size_t i = 0; i < nself; i++) {   /* a wake produces no further wake-ups: no deeper recursion */
+    a->touched = true;
+    on_iwake(a, self_wakes[i]);
+  }
 }
 
 static void route_wake(actor *a, wake_out *w) {
@@ -510,7 +529,13 @@ static void on_ctl(actor *a, ctl_msg *m) {
   xgr_error err;
   xgr_error_clear(&err);
   int rc;
-  switch (m->kind) {
+  bool owner_only = m->kind == XGR_CTL_KILL || m->kind == XGR_CTL_PAUSE || m->kind == XGR_CTL_RESUME;
+  if (owner_only && m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
+    /* as xgrd: only the owner controls a session (scripted actions name a caller) */
+    rc = xgr_error_set(&err, XGR_EPERM, NULL, "%s is not the owner of session %llu; only the owner may %s it",
+                       m->caller, (unsigned long long)a->root, m->kind == XGR_CTL_KILL ? "kill"
+                       : m->kind == XGR_CTL_PAUSE ? "pause" : "resume");
+  } else switch (m->kind) {
     case XGR_CTL_KILL:
       rc = xgr_session_kill(a->s, m->iter, a->now, &a->fx, &err);
       break;
@@ -617,6 +642,7 @@ static void store_done(void *token, int err) {
 
 static void batch_clear(actor *a) {
   for (size_t i = 0; i < a->nbp; i++) snap_release(&a->bp[i]);
+  for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
 }
@@ -778,6 +804,7 @@ static void end_turn(actor *a) {
   if (!a->stopping && !a->finished && !a->limit) {
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
+    if (a->serial && max) max = a->inflight ? 0 : 1;
     if (max) {
       size_t k = xgr_session_promote(a->s, a->now, max, &a->fx);
       a->promoted += k;
@@ -939,6 +966,11 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->record = req->record;
   a->subs = e->nsubs > 0;
   a->ordered = e->cfg.ordered;
+  /* A result that wakes a sibling must reach it before the sibling is promoted, as on the
+   * deterministic driver (SEMANTICS §6): with wake-ups in the bundle, ordered mode runs one step
+   * at a time; without, promoting every due process at once gives the same results. */
+  for (size_t i = 0; a->ordered && i < b->orch->nsteps && !a->serial; i++)
+    a->serial = b->step_rule[i] && xgr_rule_nwakeups(b->step_rule[i]) > 0;
   a->max_steps = req->max_steps;
   a->start_committed = req->start_committed && !req->restore;
   a->result = XGR_RESULT_RUNNING;

@@ -45,13 +45,13 @@ static size_t check_join(const xgr_orch *o, size_t s, int b, xgr_diags *d) {
     if (br->nspawns == 0)
       xgr_diags_add(d, XGR_SEV_ERROR, "join_unfulfillable", path,
                     "join \"%s\" needs %u of %u pieces but this branch spawns nothing, so no producer "
-                    "is in its scope: spawn %s in this branch (seed 003 §7.4)",
+                    "is in its scope: spawn %s in this branch (docs/SEMANTICS.md, \"Join scopes\")",
                     target, j->k, j->n, dead);
     else
       xgr_diags_add(d, XGR_SEV_ERROR, "join_unfulfillable", path,
                     "join \"%s\" needs %u of %u pieces but at most %zu can arrive: %s %s neither spawned "
                     "by this branch nor reachable in its scope from its spawns (%s); producers spawned "
-                    "elsewhere belong to another join group — spawn them in this branch (seed 003 §7.4)",
+                    "elsewhere belong to another join group — spawn them in this branch (docs/SEMANTICS.md, \"Join scopes\")",
                     target, j->k, j->n, deliverable, dead, strchr(dead, ',') ? "are" : "is", spawns);
     errors++;
   } else {

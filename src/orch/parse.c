@@ -10,6 +10,7 @@
  */
 #include <ctype.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,7 @@ static int step_ref(pctx *c, const json_t *v, const char *what) {
 }
 
 static const char *const legacy_hint =
-    "that is the v0 model of seed 000; declare the join on the branch instead: "
+    "that is the old (v0) document model, which xgr does not accept (docs/SEMANTICS.md, \"Documents\"); declare the join on the branch instead: "
     "\"join\": {\"joinid\": STEP, \"mode\": \"any\"|\"all\"|{\"k\": N}, \"waitonjoin\": \"kill\"|\"drain\", "
     "\"from\": [{\"node\": STEP, \"when\": \"valid\"|\"invalid\"|\"any\"}]} and list the producers in \"spawns\"";
 
@@ -147,11 +148,10 @@ static long parse_k(pctx *c, const json_t *v, const char *name) {
     char p[64];
     preview(v, p, sizeof p);
     perr(c, XGR_ESCHEMA, "`%s` is %s %s; expected a positive integer", name, v ? xgr_json_type_name(v) : "missing", v ? p : "");
-    return -1;
+    return LONG_MIN;
   }
-  json_int_t k = json_integer_value(v);
-  if (k < 1 || k > 65535) return k < 1 ? 0 : 65535;   /* range is checked against n later */
-  return (long)k;
+  json_int_t k = json_integer_value(v);   /* the value as written (`k:-1` says -1); range checked against n later */
+  return k < -1000000000 ? -1000000000 : k > 1000000000 ? 1000000000 : (long)k;
 }
 
 static xgr_join *parse_join(pctx *c, const json_t *j) {
@@ -240,7 +240,7 @@ static xgr_join *parse_join(pctx *c, const json_t *j) {
   /* mode and k */
   const json_t *mode = json_object_get(j, "mode");
   const json_t *ksib = json_object_get(j, "k");
-  long k = -1;
+  long k = LONG_MIN;   /* LONG_MIN: not known (missing or reported already) */
   xgr_path kpath;   /* where k was written, for the range error */
   m = xgr_path_key(&c->path, "mode");
   kpath = c->path;
@@ -288,14 +288,14 @@ static xgr_join *parse_join(pctx *c, const json_t *j) {
          xgr_json_type_name(mode), p);
   }
   xgr_path_pop(&c->path, m);
-  if (k >= 0 && n > 0 && (k < 1 || (size_t)k > n)) {
+  if (k != LONG_MIN && n > 0 && (k < 1 || (size_t)k > n)) {
     xgr_path here = c->path;
     c->path = kpath;
     perr(c, XGR_EKRANGE, "k is %ld but the join has %zu `from` entr%s; expected 1 <= k <= %zu", k, n,
          n == 1 ? "y" : "ies", n);
     c->path = here;
   }
-  jn->k = k > 0 ? (uint16_t)k : 1;
+  jn->k = k > 0 ? (uint16_t)(k > 65535 ? 65535 : k) : 1;
 
   /* waitonjoin */
   const json_t *w = json_object_get(j, "waitonjoin");

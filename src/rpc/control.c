@@ -7,9 +7,24 @@
 #include <string.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/auth.h"
 #include "xgr/xrc_types.h"
 
 typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
+
+/* Permit mode: the control permit names this call (action, root, step) and the session's owner;
+ * the session must be live in the engine (so a call refused for that uses nothing up); then the
+ * permit is used up (its digest is kept in the store until it expires). */
+static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *action,
+                              const char *owner, uint64_t root, const char *step, xgr_error *err) {
+  int rc = xgr_auth_check_control(p, action, root, step, owner, err);
+  if (rc) return rc;
+  xgr_engine_session_info info;
+  if (xgr_engine_session(d->e, owner, root, &info) || info.finished)
+    return xgr__rpc_fail(err, XGR_RPC_NOT_FOUND, XGR_ENOTFOUND, "permit.message.sessionId",
+                         "no live session %s/%llu (the permit was not used)", owner, (unsigned long long)root);
+  return xgr_auth_consume(caller->auth, p, err);
+}
 
 static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, ctl_kind kind, json_t **result,
                    xgr_error *err) {
@@ -18,11 +33,14 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *tpath;
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err)))
-    return rc;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  xgr_permit permit;
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  if (permit.kind && (rc = use_control_permit(d, caller, &permit, kind == C_KILL ? "kill" : kind == C_PAUSE ? "pause" : "resume",
+                                               owner, root, NULL, err)))
+    return rc;
   if (kind == C_KILL) {
     rc = xgr_engine_kill(d->e, owner, root, iter, err);
   } else {
@@ -54,11 +72,18 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
                          action);
   char who[64] = "", owner[64];
   const char *opath, *tpath;
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err)))
+  if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
+  uint64_t root = 0, iter = 0;
+  /* the public form may name the session only in the permit: its sessionId is the root */
+  bool signed_root = xgr__rpc_permits(caller) && !json_object_get(o, "pid") && !json_object_get(o, "processId") &&
+                     !json_object_get(o, "rootPid") && !json_object_get(o, "sessionId");
+  if (signed_root) tpath = "permit.message.sessionId";
+  else if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err)))
     return rc;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, err))) return rc;
-  uint64_t root, iter;
-  if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  xgr_permit permit;
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  if (signed_root) root = permit.session_id;
+  if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, err))) return rc;
   xgr_engine_session_info info = {0};
   size_t affected = 0;
   if (!xgr_engine_session(d->e, owner, root, &info)) affected = info.live;
@@ -78,8 +103,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *step = NULL;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_WAKE, NULL, who, sizeof who, err))) return rc;
-  if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  xgr_permit permit;
   if ((rc = xgr__rpc_opt_str(o, "stepId", &step, err))) return rc;
   const json_t *payload = json_object_get(o, "payload");
   if (payload && !json_is_null(payload) && !json_is_object(payload))
@@ -102,11 +126,18 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
     static const char *const keys[] = {"sessionId", "rootPid", NULL};
     const char *k = xgr__rpc_first_key(o, keys);
     const json_t *v = json_object_get(o, k);
-    if (!v || json_is_null(v))
+    if ((!v || json_is_null(v)) && xgr__rpc_permits(caller)) root = 0;   /* the signed root, below */
+    else if (!v || json_is_null(v))
       return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "sessionId",
                            "missing; step mode needs the root session id");
-    if ((rc = xgr__rpc_uint(v, k, &root, err))) return rc;
+    else if ((rc = xgr__rpc_uint(v, k, &root, err)))
+      return rc;
   }
+  /* who may: checked once the request is well-formed */
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_WAKE, NULL, who, sizeof who, &permit, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, permit.kind ? permit.runner : who, owner, sizeof owner, &opath, err))) return rc;
+  if (!root) root = permit.session_id;
+  if (permit.kind && (rc = use_control_permit(d, caller, &permit, "wake", owner, root, pid_mode ? NULL : step, err))) return rc;
   xgr_value pv = xgr_value_null();
   if (payload && json_is_object(payload)) {
     xgr_value_from_json(payload, 0, &pv, err);

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/auth.h"
 #include "util/alloc.h"
 #include "xgr/xrc_types.h"
 
@@ -198,14 +199,70 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
   return 0;
 }
 
+/* One row of the sessions view: the session's row and a summary of its processes —
+ * {"rootPid","owner","status","paused","registry","ostcId","ostcHash","createdAt","finishedAt",
+ *  "killedAt"?,"live","waiting","running","nextWakeAt" (earliest timer of a waiting process, or
+ *  null),"abortReason"? (why a killed session ended: "killed" or "cancelSession")}. */
+static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
+  xgr_store_proc *ps = NULL;
+  size_t n = 0, waiting = 0, running = 0;
+  int64_t next = INT64_MAX;
+  const char *why = NULL;
+  xgr_error e;
+  if (!xgr_store_procs(d->st, s->owner, s->root_pid, &ps, &n, &e)) {
+    for (size_t i = 0; i < n; i++) {
+      const xgr_store_proc *p = &ps[i];
+      if (p->status == XGR_PROC_WAITING) {
+        waiting++;
+        if (!p->paused && p->next_wake_at < next) next = p->next_wake_at;
+      } else if (p->status == XGR_PROC_RUNNING) {
+        running++;
+      } else if (p->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_CANCEL) {
+        why = "cancelSession";
+      }
+    }
+    xgr_store_procs_free(ps, n);
+  }
+  json_t *j = json_pack("{s:o, s:s, s:s, s:b, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "rootPid",
+                        xgr__rpc_u64_json(s->root_pid), "owner", s->owner,
+                        "status", xgr_session_result_name((xgr_session_result)s->status), "paused", s->paused,
+                        "registry", s->registry ? s->registry : "", "ostcId", s->ostc_id ? s->ostc_id : "",
+                        "ostcHash", s->ostc_hash ? s->ostc_hash : "", "createdAt", (json_int_t)s->created_at,
+                        "finishedAt", (json_int_t)s->finished_at, "live", (json_int_t)(waiting + running),
+                        "waiting", (json_int_t)waiting, "running", (json_int_t)running);
+  json_object_set_new(j, "nextWakeAt", next == INT64_MAX ? json_null() : json_integer(next));
+  if (s->killed_at) json_object_set_new(j, "killedAt", json_integer(s->killed_at));
+  if (s->status == XGR_RESULT_KILLED) json_object_set_new(j, "abortReason", json_string(why ? why : "killed"));
+  (void)d;
+  return j;
+}
+
 static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, bool raw_default,
                          json_t **result, xgr_error *err) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64];
-  const char *opath, *view = NULL, *parent = NULL;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  const char *opath, *view = NULL, *parent = NULL, *only_step = NULL;
+  uint64_t bound_root = 0;
+  xgr_permit cp;
+  if (xgr__rpc_permits(caller) && json_object_get(o, "controlPermit") && !json_object_get(o, "permit")) {
+    /* the public reference's allow mode: a ControlPermitV2 (action wake) for `runner`'s session
+     * sessionId lists the waiting steps the signer may wake there (its stepId, if set, only) */
+    if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return rc;
+    const char *runner = json_string_value(json_object_get(o, "runner"));
+    if (strcmp(cp.action, "wake"))
+      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "controlPermit.message.action",
+                           "is \"%s\"; listing in allow mode takes a wake permit", cp.action);
+    if (!runner || strcasecmp(runner, cp.runner))
+      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "runner", "must be the permit's runner %s",
+                           cp.runner);
+    snprintf(who, sizeof who, "%s", cp.from);
+    bound_root = cp.session_id;
+    if (cp.step_id[0]) only_step = cp.step_id;
+  } else if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) {
+    return rc;
+  }
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
   bool allow_mode = who[0] && strcmp(who, owner);
   if (allow_mode && !json_object_get(o, "runner"))
@@ -214,9 +271,13 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)))
     return rc;
   bool raw = view ? !strcmp(view, "raw") : raw_default;
-  if (view && strcmp(view, "raw") && strcmp(view, "join"))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view", "is \"%.20s\"; expected \"raw\" or \"join\"",
-                         view);
+  bool per_session = view && !strcmp(view, "sessions");   /* one row per session (xgr sessions) */
+  if (view && strcmp(view, "raw") && strcmp(view, "join") && !per_session)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view",
+                         "is \"%.20s\"; expected \"raw\", \"join\" or \"sessions\"", view);
+  if (per_session && allow_mode)
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "view",
+                         "the sessions view is for the owner; allow-list mode lists waiting processes");
   uint64_t limit = 100;
   static const char *const lim_keys[] = {"limit", "last", NULL};
   const char *lk = xgr__rpc_first_key(o, lim_keys);
@@ -235,7 +296,14 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (bv && !json_is_null(bv) && (rc = xgr__rpc_uint(bv, "beforeRootPid", &before, err))) return rc;
   xgr_store_session *ss = NULL;
   size_t nss = 0;
-  if (rv && !json_is_null(rv)) {
+  if (bound_root && rv && !json_is_null(rv) && (xgr__rpc_uint(rv, rk, &one_root, err) || one_root != bound_root))
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, rk, "must equal the permit's sessionId %llu",
+                         (unsigned long long)bound_root);
+  if (bound_root) {   /* the permit's session only */
+    one_root = bound_root;
+    ss = xgr__xcalloc(1, sizeof *ss);
+    if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
+  } else if (rv && !json_is_null(rv)) {
     if ((rc = xgr__rpc_uint(rv, rk, &one_root, err))) return rc;
     ss = xgr__xcalloc(1, sizeof *ss);
     if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
@@ -244,6 +312,15 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   }
   /* a full scan window may have older sessions below it: the cursor for the next page */
   uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].root_pid : 0;
+  if (per_session) {
+    json_t *rows_ = json_array();
+    for (size_t r = 0; r < nss && r < limit; r++) json_array_append_new(rows_, session_row(d, &ss[r]));
+    xgr_store_sessions_free(ss, nss);
+    xgr_error_clear(err);
+    *result = json_pack("{s:o, s:I}", "sessions", rows_, "total", (json_int_t)nss);
+    if (next_before) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next_before));
+    return 0;
+  }
   for (size_t r = 0; r < nss; r++) {
     const xgr_store_session s = ss[r];
     const xgr_bundle *b = NULL;
@@ -256,6 +333,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!xgr_store_procs(d->st, owner, s.root_pid, &ps, &n, err)) {
       for (size_t i = 0; i < n; i++) {
         if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
+        if (only_step && (ps[i].status != XGR_PROC_WAITING || strcmp(ps[i].step_id, only_step))) continue;
         if (parent) {
           char pp[48];
           xgr_pid_format(s.root_pid, ps[i].parent_iter, pp, sizeof pp);
@@ -301,6 +379,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   const char *opath, *tpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  if (xgr__rpc_permits(caller) && strcmp(who, owner))   /* a signer reads its own sessions */
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, opath,
+                         "signer %s may not read the sessions of %s (it is not the owner)", who, owner);
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
   xgr_store_session s = {0};
@@ -332,6 +413,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                             hs[i].valid < 0 ? json_null() : json_boolean(hs[i].valid), "at", (json_int_t)hs[i].at,
                             "finishedAt", (json_int_t)hs[i].finished_at);
       if (hs[i].error) json_object_set_new(h, "error", json_string(hs[i].error));
+      json_t *api = hs[i].api ? json_loads(hs[i].api, 0, NULL) : NULL;   /* what its API calls did */
+      if (api) json_object_set_new(h, "apiCalls", api);
       json_t *pl = NULL;   /* exact: payload integers beyond int64 stay numbers */
       if (hs[i].payload && xgr_json_parse_exact(hs[i].payload, strlen(hs[i].payload), &pl, NULL)) pl = NULL;
       if (pl) json_object_set_new(h, "payload", pl);
@@ -348,6 +431,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   if (live) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
+    json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_store_session_clear(&s);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
   return 0;

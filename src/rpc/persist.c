@@ -221,7 +221,8 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
                           .at = h->at,
                           .finished_at = fin,
                           .error = pr ? (char *)pr->error : NULL,
-                          .payload = (char *)payload};
+                          .payload = (char *)payload,
+                          .api = (char *)h->api};
     xgr_store_changes_hist(c, b->owner, b->root_pid, &row);
     free(owned);
     if (p->steps[0]) {

@@ -10,8 +10,10 @@
  * entry points at them and no method call or running session holds them (xgr__rpcd_bundle_put).
  */
 #include <assert.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rpc/rpc_impl.h"
 #include "util/alloc.h"
@@ -19,10 +21,27 @@
 
 /* ---- bundles ---------------------------------------------------------------------------------- */
 
+bool xgr__rpc_permits(const xgr_rpc_caller *caller) { return caller && !caller->auth_none && caller->auth; }
+
+/* Rule lookups of one bundle: an alias resolves to the orchestration owner's rule of that name
+ * ("<owner>/<alias>", the per-owner names of permit mode) before a plain alias. */
+typedef struct lookup_ctx {
+  xgr_rpcd *d;
+  const char *owner;
+} lookup_ctx;
+
 static int rule_lookup(void *ctx, const char *key, char **bytes, size_t *len, xgr_error *err) {
-  xgr_rpcd *d = ctx;
+  lookup_ctx *lc = ctx;
+  xgr_rpcd *d = lc->d;
   xgr_store_doc doc = {0};
-  int rc = xgr_store_doc_get(d->st, XGR_REG_RULE, key, 0, &doc, err);
+  int rc = XGR_ENOTFOUND;
+  if (lc->owner && lc->owner[0] && !xgr_rpc_is_address(key)) {
+    char scoped[256];
+    snprintf(scoped, sizeof scoped, "%s/%s", lc->owner, key);
+    rc = xgr_store_doc_get(d->st, XGR_REG_RULE, scoped, 0, &doc, err);
+    if (rc && rc != XGR_ENOTFOUND) return rc;
+  }
+  if (rc) rc = xgr_store_doc_get(d->st, XGR_REG_RULE, key, 0, &doc, err);
   if (rc) return rc;
   *bytes = doc.content;
   *len = doc.len;
@@ -40,6 +59,8 @@ static void bnode_release_locked(xgr_rpcd *d, xgr__bnode *bn) {
       break;
     }
   xgr_bundle_free(bn->b);
+  free(bn->owner);
+  json_decref(bn->executors);
   free(bn);
 }
 
@@ -92,6 +113,11 @@ void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b) {
 void xgr__rpcd_bundle_done(void *d, const xgr_bundle *b) { xgr__rpcd_bundle_put(d, b); }
 
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err) {
+  return xgr__rpcd_bundle_ex(d, key, out, NULL, NULL, path, err);
+}
+
+int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
+                        const json_t **executors, const char *path, xgr_error *err) {
   *out = NULL;
   uint64_t gen = atomic_load(&d->rules_gen);
   pthread_mutex_lock(&d->reg_mu);
@@ -99,6 +125,8 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
     if (r->gen == gen && !strcmp(r->key, key)) {
       r->bn->refs++;
       *out = r->bn->b;
+      if (owner) *owner = r->bn->owner;
+      if (executors) *executors = r->bn->executors;
       pthread_mutex_unlock(&d->reg_mu);
       return 0;
     }
@@ -114,9 +142,12 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
     return rc;
   }
   xgr_bundle *b = NULL;
-  rc = xgr_bundle_assemble(doc.content, doc.len, rule_lookup, d, &b, err);
-  xgr_store_doc_clear(&doc);
-  if (rc) return rc;
+  lookup_ctx lc = {d, doc.owner};
+  rc = xgr_bundle_assemble(doc.content, doc.len, rule_lookup, &lc, &b, err);
+  if (rc) {
+    xgr_store_doc_clear(&doc);
+    return rc;
+  }
   xgr__regent *r = xgr__xcalloc(1, sizeof *r);
   xgr__bnode *bn = xgr__xcalloc(1, sizeof *bn);
   r->key = xgr__xstrdup(key);
@@ -125,6 +156,15 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
   bn->b = b;
   bn->refs = 1;          /* the caller's */
   bn->cached = true;     /* r's */
+  bn->owner = xgr__xstrdup(doc.owner ? doc.owner : "");
+  json_t *dj = NULL;   /* exact: a document with integers beyond int64 keeps its executors */
+  if (xgr_json_parse_exact(doc.content, doc.len, &dj, NULL)) dj = NULL;
+  json_t *ex = json_object_get(dj, "executors");
+  if (json_is_array(ex)) bn->executors = json_incref(ex);
+  json_decref(dj);
+  xgr_store_doc_clear(&doc);
+  if (owner) *owner = bn->owner;
+  if (executors) *executors = bn->executors;
   pthread_mutex_lock(&d->reg_mu);
   bn->next = d->bundles;
   d->bundles = bn;
@@ -183,6 +223,34 @@ static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len
   return 0;
 }
 
+/* The newest registration of (kind, key) into *prev (version 0 when there is none). In permit mode
+ * a key registered by another owner is refused: the first writer owns it (issue 16). */
+static int owned(xgr_rpcd *d, const xgr_rpc_caller *caller, xgr_registry_kind kind, const char *key, const char *who,
+                 const char *path, xgr_store_doc *prev, xgr_error *err) {
+  memset(prev, 0, sizeof *prev);
+  int rc = xgr_store_doc_get(d->st, kind, key, 0, prev, err);
+  if (rc == XGR_ENOTFOUND) {
+    xgr_error_clear(err);
+    memset(prev, 0, sizeof *prev);
+    return 0;
+  }
+  if (rc) return xgr__rpc_code(rc, err);
+  if (xgr__rpc_permits(caller) && prev->owner && prev->owner[0] && strcasecmp(prev->owner, who)) {
+    int r = xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, path,
+                          "\"%s\" is owned by %s; only its owner may register a new version (signer %s)", key,
+                          prev->owner, who);
+    xgr_store_doc_clear(prev);
+    return r;
+  }
+  return 0;
+}
+
+/* "replaces": {version, hash} of the registration a new version replaced. */
+static void replaced(json_t *r, const xgr_store_doc *prev, const xgr_store_doc *now) {
+  if (prev->version && now->version > prev->version)
+    json_object_set_new(r, "replaces", json_pack("{s:I, s:s}", "version", (json_int_t)prev->version, "hash", prev->hash));
+}
+
 static int prefixed(int rc, xgr_error *err, const char *pre, const xgr_error *e) {
   xgr_error_set(err, e->code ? e->code : rc, NULL, "%s", e->message);
   snprintf(err->path, sizeof err->path, "%s%s%.200s", pre, e->path[0] && e->path[0] != '[' ? "." : "", e->path);
@@ -231,11 +299,20 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
     return rc;
   }
   xgr__rpc_registry_key(key, reg, id);
-  xgr_store_doc doc = {0}, doc2 = {0};
+  xgr_store_doc doc = {0}, doc2 = {0}, prev = {0}, prev2 = {0};
+  if ((rc = owned(d, caller, XGR_REG_ORCHESTRATION, reg, who, rpath, &prev2, err)) ||
+      (rc = owned(d, caller, XGR_REG_ORCHESTRATION, key, who, ostc_id ? "ostcId" : "orchestration.id", &prev, err))) {
+    xgr_store_doc_clear(&prev2);
+    xgr_orch_free(orch);
+    free(bytes);
+    return rc;
+  }
   rc = xgr_store_register(d->st, XGR_REG_ORCHESTRATION, key, who, bytes, len, &doc, err);
   if (!rc) rc = xgr_store_register(d->st, XGR_REG_ORCHESTRATION, reg, who, bytes, len, &doc2, err);
   free(bytes);
   if (rc) {
+    xgr_store_doc_clear(&prev);
+    xgr_store_doc_clear(&prev2);
     xgr_orch_free(orch);
     return xgr__rpc_code(rc, err);
   }
@@ -245,6 +322,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   json_object_set_new(r, "registry", json_string(reg));
   json_object_set_new(r, "ostcId", json_string(id));
   json_object_set_new(r, "steps", json_integer((json_int_t)orch->nsteps));
+  replaced(r, &prev, &doc);
+  xgr_store_doc_clear(&prev);
+  xgr_store_doc_clear(&prev2);
   xgr__rpcd_log(d, "level=info msg=\"orchestration registered\" registry=%s ostcId=%s version=%u hash=%s", reg, id,
                 doc.version, doc.hash);
   xgr_store_doc_clear(&doc);
@@ -297,6 +377,22 @@ static int rule_key(const json_t *o, char *key, size_t n, const char **path, xgr
   *path = k;
   if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, "a rule address (0x + 40 hex) or an alias without '/' or '#'", err)))
     return rc;
+  /* only keys a step's `rule` can name (docs/SEMANTICS.md, "Documents"): an address, or an alias
+   * that is neither address-like nor a ${addr:...} form and has no white space */
+  size_t vl = strlen(v);
+  bool hex = vl > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+  for (size_t i = 2; hex && i < vl; i++) hex = isxdigit((unsigned char)v[i]) != 0;
+  if (hex && vl != 42)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+                         "\"%.80s\" looks like an address but has %zu hex digits; expected 40 (no step could name it)",
+                         v, vl - 2);
+  if (!strncmp(v, "${", 2))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+                         "\"%.80s\" is a reference form; register the rule under ALIAS and name it ${addr:ALIAS} in steps", v);
+  for (size_t i = 0; i < vl; i++)
+    if (isspace((unsigned char)v[i]) || iscntrl((unsigned char)v[i]))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+                           "\"%.80s\" contains white space; no step's `rule` can name it", v);
   snprintf(key, n, "%s", v);
   if (xgr_rpc_is_address(key)) xgr__rpc_lower(key);
   return 0;
@@ -307,15 +403,26 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
-  char who[64] = "", key[128];
+  char who[64] = "", key[200];
   const char *kpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_REGISTER, NULL, who, sizeof who, err))) return rc;
-  if ((rc = rule_key(o, key, sizeof key, &kpath, err))) return rc;
+  if ((rc = rule_key(o, key, 128, &kpath, err))) return rc;
+  if (xgr__rpc_permits(caller) && !xgr_rpc_is_address(key)) {   /* rule names are per owner */
+    char scoped[sizeof key];
+    snprintf(scoped, sizeof scoped, "%.42s/%.127s", who, key);
+    memcpy(key, scoped, sizeof key);
+  }
+  xgr_store_doc prev = {0};
+  if ((rc = owned(d, caller, XGR_REG_RULE, key, who, kpath, &prev, err))) return rc;
   char *bytes;
   size_t len;
-  if ((rc = doc_bytes(o, "rule", &bytes, &len, err))) return rc;
+  if ((rc = doc_bytes(o, "rule", &bytes, &len, err))) {
+    xgr_store_doc_clear(&prev);
+    return rc;
+  }
   if (len > 131072) {
     free(bytes);
+    xgr_store_doc_clear(&prev);
     return xgr__rpc_fail(err, XGR_RPC_LIMITS_EXCEEDED, XGR_ELIMIT, "rule", "is %zu bytes; MaxXRC137Bytes is 131072",
                          len);
   }
@@ -323,19 +430,25 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   xgr_error e;
   if ((rc = xgr_rule_parse(bytes, len, &rule, &e))) {
     free(bytes);
+    xgr_store_doc_clear(&prev);
     return prefixed(rc, err, "rule", &e);
   }
   xgr_rule_free(rule);
   xgr_store_doc doc = {0};
   rc = xgr_store_register(d->st, XGR_REG_RULE, key, who, bytes, len, &doc, err);
   free(bytes);
-  if (rc) return xgr__rpc_code(rc, err);
+  if (rc) {
+    xgr_store_doc_clear(&prev);
+    return xgr__rpc_code(rc, err);
+  }
   uint64_t gen = atomic_fetch_add(&d->rules_gen, 1) + 1;
   pthread_mutex_lock(&d->reg_mu);
   drop_locked(d, NULL, gen);   /* stale now: freed unless a call or a session holds them */
   pthread_mutex_unlock(&d->reg_mu);
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "address", json_string(key));
+  replaced(r, &prev, &doc);
+  xgr_store_doc_clear(&prev);
   xgr__rpcd_log(d, "level=info msg=\"rule registered\" key=%s version=%u hash=%s", key, doc.version, doc.hash);
   xgr_store_doc_clear(&doc);
   *result = r;
@@ -347,9 +460,18 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   const json_t *o;
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
-  char key[128];
-  const char *kpath;
-  if ((rc = rule_key(o, key, sizeof key, &kpath, err))) return rc;
+  char key[200];
+  const char *kpath, *owner = NULL;
+  if ((rc = rule_key(o, key, 128, &kpath, err)) || (rc = xgr__rpc_opt_str(o, "owner", &owner, err))) return rc;
+  if (owner && !xgr_rpc_is_address(key)) {   /* an owner's rule name (permit mode registers them so) */
+    if (!xgr_rpc_is_address(owner))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "owner", "is \"%.60s\"; expected an address", owner);
+    char lo[43], scoped[sizeof key];
+    snprintf(lo, sizeof lo, "%s", owner);
+    xgr__rpc_lower(lo);
+    snprintf(scoped, sizeof scoped, "%.42s/%.127s", lo, key);
+    memcpy(key, scoped, sizeof key);
+  }
   uint32_t version;
   if ((rc = xgr__rpc_version(o, &version, err))) return rc;
   xgr_store_doc doc = {0};
@@ -378,6 +500,8 @@ void xgr__rpcd_bundles_free(xgr_rpcd *d) {
   for (xgr__bnode *b = d->bundles, *nx; b; b = nx) {
     nx = b->next;
     xgr_bundle_free(b->b);
+    free(b->owner);
+    json_decref(b->executors);
     free(b);
   }
   d->regs = NULL;

@@ -39,7 +39,8 @@ typedef struct xgr__regent {
   struct xgr__regent *next;
   char *key;                   /* owned */
   uint64_t gen;                /* rules generation it was assembled in */
-  struct xgr__bnode *bn;       /* the bundle (its `cached` is set while this entry exists) */
+  struct xgr__bnode *bn;       /* the bundle, the orchestration's owner and executors (its `cached`
+                                  is set while this entry exists) */
 } xgr__regent;
 
 /* An assembled bundle in use: freed when no cache entry points at it and nobody holds it (method
@@ -50,6 +51,8 @@ typedef struct xgr__bnode {
   xgr_bundle *b;               /* owned */
   size_t refs;                 /* holders (reg_mu) */
   bool cached;                 /* a cache entry points at it (reg_mu) */
+  char *owner;                 /* owned: who registered the orchestration ("" if nobody) */
+  json_t *executors;           /* owned: its document's top-level `executors` (XRC-729 §4.2), or NULL */
 } xgr__bnode;
 
 /* Most cache entries kept (least recently assembled dropped first). */
@@ -166,6 +169,13 @@ void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(prin
  * store or taken from the cache. *out is a reference the caller gives back with
  * xgr__rpcd_bundle_put. Errors name `path`. */
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
+/* The same, also giving the orchestration's owner and executor list (borrowed: they live as long
+ * as the reference in *out, which the caller gives back with xgr__rpcd_bundle_put; either of
+ * owner/executors may be NULL). */
+int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
+                        const json_t **executors, const char *path, xgr_error *err);
+/* Permit mode (the caller is a verified signer)? */
+bool xgr__rpc_permits(const xgr_rpc_caller *caller);
 /* Free the cache and every bundle (rpcd.c, after the engine is gone). */
 void xgr__rpcd_bundles_free(xgr_rpcd *d);
 /* Another reference to b (from xgr__rpcd_bundle), e.g. the one a started session holds. */

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/auth.h"
 #include "util/alloc.h"
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -139,10 +140,28 @@ static int guarded(void *ctx, const xgr_rpc_caller *caller, const json_t *params
   return g->fn(g->d, caller, params, result, err);
 }
 
+xgr_store *xgr_rpcd_store(xgr_rpcd *d) { return d->st; }
+
 int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed(d->st, err); }
+
+/* xgr_getCoreAddrs (public reference §5): what a client needs to build permits — the chain id as
+ * hex and the control contract as `precompile`; no grants or public sale contracts locally. */
+static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
+                        xgr_error *err) {
+  (void)ctx, (void)params, (void)err;
+  char chain[24] = "";
+  const char *pc = "";
+  if (caller && caller->auth) {
+    snprintf(chain, sizeof chain, "0x%llx", (unsigned long long)xgr_auth_chain_id(caller->auth));
+    pc = xgr_auth_control_contract(caller->auth);
+  }
+  *result = json_pack("{s:s, s:s, s:s, s:s}", "grants", "", "publicSale", "", "precompile", pc, "chainId", chain);
+  return 0;
+}
 
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   static const mdef defs[] = {
+    {"getCoreAddrs", m_core_addrs, false},
     {"enqueue", xgr__rpcd_m_enqueue, true},
     {"validateDataTransfer", xgr__rpcd_m_validate, true},
     {"getNextProcessId", xgr__rpcd_m_next_pid, false},

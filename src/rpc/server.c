@@ -8,6 +8,7 @@
  * request counters and latency histogram of the server's metrics registry.
  */
 #include "xgr/rpc.h"
+#include "xgr/auth.h"
 #include "xgr/value.h"
 #include "util/alloc.h"
 
@@ -59,6 +60,11 @@ struct xgr_rpc_server {
   size_t nmethods;
   xgr_metrics *metrics;
   xgr_histogram *latency;
+  char host[64];                /* the listen address's host (Host header check) */
+  struct sockaddr_in maddr;     /* --metrics-listen */
+  struct MHD_Daemon *md;
+  char mhost[64];
+  uint16_t mport;
 };
 
 /* Per-request state kept in MHD's con_cls. */
@@ -171,6 +177,10 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
                   "xgrd is starting: it recovers the store's sessions first; retry once GET /readyz answers 200");
   }
   if (*code) return response(id, NULL, error_obj(*code, &e));
+  /* the permit gate is read only once the server is open (xgr_rpc_set_auth happens before that) */
+  xgr_rpc_caller opened = *caller;
+  opened.auth = s->cfg.auth;
+  caller = &opened;
   const char *asked = json_string_value(m);
   method *mt = NULL;
   for (size_t i = 0; i < s->nmethods && !mt; i++)
@@ -387,7 +397,8 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
   remote_of(c, remote, sizeof remote);
   xgr_rpc_caller caller = {.remote = remote,
                            .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                           .auth_none = s->cfg.auth_none};
+                           .auth_none = s->cfg.auth_none,
+                           .auth = NULL};   /* filled by dispatch_one once the server is open */
   xgr_error de;
   xgr_error_clear(&de);
   /* one nesting limit for everything xgrd reads: checked on the raw text first, so that nothing
@@ -471,8 +482,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     r->t0 = now_s();
     *con_cls = r;
     bool rpc_path = !strcmp(url, "/") || !strcmp(url, "/rpc");
-    if (!strcmp(http, "GET") || !strcmp(http, "HEAD")) {
-      if (!strcmp(url, "/metrics")) {
+    bool host_ok = xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), s->host, s->port);
+    if (!host_ok && (!strcmp(http, "GET") || !strcmp(http, "HEAD")))
+      return refuse(s, c, http, url, MHD_HTTP_FORBIDDEN, "the Host header does not name this server (DNS rebinding)");
+    if (!host_ok) {
+      r->refuse = MHD_HTTP_FORBIDDEN;
+      r->refuse_msg = "the Host header does not name this server (DNS rebinding)";
+    } else if (!strcmp(http, "GET") || !strcmp(http, "HEAD")) {
+      if (!strcmp(url, "/metrics") && !s->cfg.metrics_listen) {
         size_t len;
         char *text = xgr_metrics_render(s->metrics, &len);
         count(s, "GET /metrics", 200, 0);
@@ -487,7 +504,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
                     rpc_path ? "JSON-RPC takes POST" : "no such path");
     }
-    if (strcmp(http, "POST")) {
+    if (r->refuse) {
+      /* refused above */
+    } else if (strcmp(http, "POST")) {
       r->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
       r->refuse_msg = "only GET and POST are served";
     } else if (!rpc_path) {
@@ -547,6 +566,38 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   *con_cls = NULL;
 }
 
+/* "IPv4:PORT" into addr and its host part into host[64]; -1 when malformed. */
+static int parse_listen(const char *listen, struct sockaddr_in *addr, char host[64]) {
+  const char *colon = strrchr(listen, ':');
+  if (!colon || (size_t)(colon - listen) >= 64) return -1;
+  memcpy(host, listen, (size_t)(colon - listen));
+  host[colon - listen] = '\0';
+  char *end;
+  unsigned long port = strtoul(colon + 1, &end, 10);
+  memset(addr, 0, sizeof *addr);
+  addr->sin_family = AF_INET;
+  if (*end || !colon[1] || port > 65535 ||
+      inet_pton(AF_INET, !strcmp(host, "localhost") ? "127.0.0.1" : host, &addr->sin_addr) != 1)
+    return -1;
+  addr->sin_port = htons((uint16_t)port);
+  return 0;
+}
+
+/* The --metrics-listen listener: GET /metrics only. */
+static enum MHD_Result handle_metrics(void *cls, struct MHD_Connection *c, const char *url, const char *http,
+                                      const char *version, const char *data, size_t *data_size, void **con_cls) {
+  (void)version, (void)data, (void)data_size, (void)con_cls;
+  xgr_rpc_server *s = cls;
+  if (!xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), s->mhost, s->mport))
+    return send_text(c, MHD_HTTP_FORBIDDEN, "text/plain", xgr__xstrdup("Host header refused\n"), 20);
+  if ((strcmp(http, "GET") && strcmp(http, "HEAD")) || strcmp(url, "/metrics"))
+    return send_text(c, MHD_HTTP_NOT_FOUND, "text/plain", xgr__xstrdup("only GET /metrics here\n"), 23);
+  size_t len;
+  char *text = xgr_metrics_render(s->metrics, &len);
+  count(s, "GET /metrics", 200, 0);
+  return send_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4", text, len);
+}
+
 xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
   xgr_rpc_server *s = xgr__xcalloc(1, sizeof *s);
   s->cfg = *cfg;
@@ -576,6 +627,18 @@ xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
     return NULL;
   }
   s->addr.sin_port = htons((uint16_t)port);
+  snprintf(s->host, sizeof s->host, "%s", host);
+  if (cfg->metrics_listen && parse_listen(cfg->metrics_listen, &s->maddr, s->mhost)) {
+    xgr_error_set(err, XGR_EINVAL, "metrics-listen", "--metrics-listen is \"%s\"; expected IPv4:PORT",
+                  cfg->metrics_listen);
+    free(s);
+    return NULL;
+  }
+  if (!s->cfg.auth_none && !s->cfg.auth) {
+    xgr_error_set(err, XGR_EINVAL, "auth", "no authorization configured: --auth permits (the default) or --auth none");
+    free(s);
+    return NULL;
+  }
   if (s->cfg.auth_none && (ntohl(s->addr.sin_addr.s_addr) >> 24) != 127) {
     xgr_error_set(err, XGR_EPERM, "listen",
                   "--auth none is only allowed on a loopback address (127.0.0.0/8), not %s", host);
@@ -614,7 +677,26 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
   s->reaper_on = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : ntohs(s->addr.sin_port);
+  if (s->cfg.metrics_listen) {
+    s->md = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handle_metrics, s,
+                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->maddr, MHD_OPTION_CONNECTION_LIMIT, 64u,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
+                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+    if (!s->md) {
+      MHD_stop_daemon(s->d);
+      s->d = NULL;
+      return xgr_error_set(err, XGR_EIO, "metrics-listen", "cannot listen on %s for /metrics", s->cfg.metrics_listen);
+    }
+    di = MHD_get_daemon_info(s->md, MHD_DAEMON_INFO_BIND_PORT);
+    s->mport = di ? di->port : ntohs(s->maddr.sin_port);
+  }
   return 0;
+}
+
+void xgr_rpc_set_auth(xgr_rpc_server *s, const struct xgr_auth *auth) {
+  assert(!atomic_load(&s->open));
+  assert(auth || s->cfg.auth_none);
+  s->cfg.auth = auth;
 }
 
 void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx) {
@@ -647,7 +729,11 @@ void xgr_rpc_stop(xgr_rpc_server *s) {
   }
   if (s->d) MHD_stop_daemon(s->d);
   s->d = NULL;
+  if (s->md) MHD_stop_daemon(s->md);
+  s->md = NULL;
 }
+
+uint16_t xgr_rpc_metrics_port(const xgr_rpc_server *s) { return s->mport; }
 
 void xgr_rpc_server_free(xgr_rpc_server *s) {
   if (!s) return;
@@ -665,13 +751,53 @@ bool xgr_rpc_is_address(const char *s) {
   return true;
 }
 
-/* The one place that decides who the caller is and whether it may act (see xgr/rpc.h). */
+const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params) {
+  if (!json_is_object(params)) return NULL;
+  const char *f = json_string_value(json_object_get(params, "from"));
+  if (f || !c || c->auth_none) return f;
+  const json_t *m = json_object_get(json_object_get(params, "permit"), "message");
+  const char *r = json_string_value(json_object_get(m, "runner"));
+  return r ? r : json_string_value(json_object_get(m, "from"));
+}
+
+/* Permit mode: verify the permit the action needs; the signer is the caller. */
+static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                            char *who, size_t n, xgr_permit *p, xgr_error *err) {
+  unsigned kinds = act == XGR_RPC_ACT_START                                 ? XGR_PERMIT_SESSION
+                   : act == XGR_RPC_ACT_CONTROL || act == XGR_RPC_ACT_WAKE ? XGR_PERMIT_ANY_CONTROL
+                                                                            : XGR_PERMIT_XDALA;
+  int rc = xgr_auth_verify(c->auth, params, "permit", kinds, p, err);
+  if (rc) return rc;
+  if (n) snprintf(who, n, "%s", p->from);
+  if (act == XGR_RPC_ACT_START && owner && strcasecmp(owner, p->from)) {
+    xgr_error_set(err, XGR_EPERM, "permit.message.from", "signer %s is not the owner %s the request names", p->from,
+                  owner);
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  if (act == XGR_RPC_ACT_CONTROL && owner && strcasecmp(owner, p->runner)) {
+    xgr_error_set(err, XGR_EPERM, p->kind == XGR_PERMIT_CONTROL_V2 ? "permit.message.runner" : "permit.message.from",
+                  "%s is not the session's owner %s", p->runner, owner);
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  return 0;
+}
+
 int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                       char *who, size_t n, xgr_error *err) {
+  xgr_permit p;
+  return xgr_rpc_authorize_permit(c, params, act, owner, who, n, &p, err);
+}
+
+/* The one place that decides who the caller is and whether it may act (see xgr/rpc.h). */
+int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                             char *who, size_t n, xgr_permit *p, xgr_error *err) {
   if (n) who[0] = '\0';
+  xgr_permit local;
+  if (!p) p = &local;
+  p->kind = 0;
+  if (c && !c->auth_none && c->auth) return authorize_permit(c, params, act, owner, who, n, p, err);
   if (!c || !c->auth_none) {
-    xgr_error_set(err, XGR_EPERM, "permit",
-                  "signed permits are not supported yet; run xgrd with --auth none on a loopback address");
+    xgr_error_set(err, XGR_EPERM, "permit", "xgrd has no authorization configured (--auth permits or --auth none)");
     return XGR_RPC_NOT_PERMITTED;
   }
   const char *key = "from";
@@ -694,8 +820,8 @@ int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_act
   }
   if (id && n > 42) {
     snprintf(who, n, "%s", id);
-    for (char *p = who; *p; p++)
-      if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    for (char *q = who; *q; q++)
+      if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
   }
   switch (act) {
     case XGR_RPC_ACT_START:

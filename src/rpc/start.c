@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/auth.h"
 #include "util/alloc.h"
 #include "xgr/xrc_types.h"
 
@@ -97,6 +98,8 @@ typedef struct start_req {
   const char *step_path, *payload_path;
   const json_t *payload;       /* object or NULL */
   xgr__waiter *w;                   /* validateDataTransfer */
+  const xgr_permit *permit;    /* permit mode: the verified SessionPermit (kind 0 otherwise) */
+  const char *ostc_id;         /* the ostcId the request names, NULL for a registry's current one */
 } start_req;
 
 /* The ack for a session that exists already. */
@@ -147,7 +150,9 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
   if (atomic_load(&d->stopping))
     return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "xgrd is shutting down");
   const xgr_bundle *b = NULL;
-  int rc = xgr__rpcd_bundle(d, rq->reg_key, &b, rq->reg_path, err);
+  const char *reg_owner = NULL;
+  const json_t *executors = NULL;
+  int rc = xgr__rpcd_bundle_ex(d, rq->reg_key, &b, &reg_owner, &executors, rq->reg_path, err);
   if (rc) return xgr__rpc_code(rc, err);
   *out_b = b;
   if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
@@ -155,6 +160,15 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
         err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
         "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
         rq->ostc_hash, rq->reg_key, b->orch->hash);
+  if (rq->permit && rq->permit->kind) {
+    /* the SessionPermit binds the rootPid this start gets (the request's, else the owner's next),
+     * the orchestration (ostcId, registered hash) and the signer's right to start it; checked
+     * before anything is written, and the next rootPid is read, not taken */
+    if (!rq->root && (rc = xgr_store_peek_process_id(d->st, rq->owner, &rq->root, err))) return xgr__rpc_code(rc, err);
+    if ((rc = xgr_auth_check_session(rq->permit, rq->root, rq->ostc_id, b->orch->hash, err)) ||
+        (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
+      return rc;
+  }
   const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
   int si = xgr_orch_find(b->orch, step);
   if (si < 0)
@@ -205,6 +219,7 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
   }
   xgr_store_changes *c = xgr_store_changes_new();
   xgr_store_changes_add_session_new(c, core, rq->registry);
+  if (rq->permit && rq->permit->kind) xgr_store_changes_set_max_total_gas(c, rq->permit->max_total_gas);
   xgr_store_changes_add_effects(c, core, &fx);
   xgr_session_state ss;
   xgr_session_state_get(core, &ss);
@@ -277,9 +292,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   if (rc) return rc;
   char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *rpath, *ostc_id = NULL, *hash = NULL, *step = NULL;
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, "from")), owner, sizeof owner, &opath, err)))
-    return rc;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err))) return rc;
   if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
   uint64_t root = 0;
@@ -296,10 +309,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
     payload = json_object_get(init, "payload");
     if (json_is_null(payload)) payload = NULL;
   }
+  xgr_permit permit;   /* who may: checked once the request is well-formed */
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
-                  .payload = payload};
+                  .payload = payload, .permit = &permit, .ostc_id = ostc_id};
   xgr__ack a;
   char hash_of[67];
   if ((rc = start_session(d, &rq, &a, &root, hash_of, err))) return rc;
@@ -318,8 +333,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   const char *opath, *step = NULL, *ostc_id = NULL, *hash = NULL;
   static const char *const from_keys[] = {"from", "owner", NULL};
   const char *fk = xgr__rpc_first_key(o, from_keys);
-  if ((rc = xgr__rpc_owner(o, json_string_value(json_object_get(o, fk)), owner, sizeof owner, &opath, err))) return rc;
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, err))) return rc;
+  const char *claimed = json_string_value(json_object_get(o, fk));
+  if ((rc = xgr__rpc_owner(o, claimed ? claimed : xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err)))
+    return rc;
+  xgr_permit permit;
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   if ((rc = xgr_rpc_param_string(o, "stepId", true, &step, err))) return rc;
   static const char *const reg_keys[] = {"orchestration", NULL};
   const char *rpath;
@@ -336,7 +354,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
                   .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
-                  .w = w};
+                  .w = w, .permit = &permit, .ostc_id = ostc_id};
   xgr__ack a = XGR__ACK_QUEUED;
   char hash_of[67];
   rc = start_session(d, &rq, &a, &root, hash_of, err);
@@ -408,7 +426,17 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   int rc = xgr_rpc_params_object(params, &o, err);
   if (rc) return rc;
   char who[64] = "";
-  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  if (xgr__rpc_permits(caller)) {   /* public, as on a chain: `from` names whose counter to read */
+    const json_t *f = json_object_get(o, "from");
+    if (f && (!json_is_string(f) || !xgr_rpc_is_address(json_string_value(f))))
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from", "is not an address (0x + 40 hex)");
+    if (f) {
+      snprintf(who, sizeof who, "%s", json_string_value(f));
+      xgr__rpc_lower(who);
+    }
+  } else if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) {
+    return rc;
+  }
   if (!who[0]) return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from",
                                     "missing; expected the sender's address (0x + 40 hex)");
   uint64_t root;   /* the next expected rootPid (public reference §6): read, not taken */

@@ -229,7 +229,30 @@ static int parse_rvalue(pc *c, xgr_value v, rvalue *out) {
     out->path = path_dup(c);
     return 0;
   }
-  return compile(c, s, n, XGR_CEL_MODE_VALUE, out);
+  if (compile(c, s, n, XGR_CEL_MODE_VALUE, out) == 0) return 0;
+  /* The template-or-expression trap: text with placeholders that holds an operator character is
+   * an expression, and prose does not compile. Say why it was read as one and how to write it. */
+  char tok = 0;
+  bool quoted = false;
+  for (size_t i = 0, depth = 0; i < n && !tok; i++) {
+    char ch = s[i];
+    if (ch == '\'' || ch == '"') quoted = !quoted;
+    else if (!quoted && ch == '[') depth++;
+    else if (!quoted && ch == ']' && depth) depth--;
+    else if (!quoted && !depth && strchr("*/%()<>!=|&", ch)) tok = ch;
+  }
+  if (memchr(s, '[', n) && memchr(s, ' ', n)) {
+    char hint[sizeof c->e->message + 512];
+    snprintf(hint, sizeof hint,
+             "%.200s — this string is read as an expression, not a template, because %s%c%s appears outside "
+             "placeholders and quotes (docs/SEMANTICS.md, \"Template or expression\"); for text, leave out that "
+             "character, or write the whole value as an expression, e.g. '\"Hello \" + [Name]'",
+             c->e->message, tok ? "`" : "an operator", tok ? tok : ' ', tok ? "`" : "");
+    size_t hl = strnlen(hint, sizeof c->e->message - 1);   /* cut at the message size */
+    memcpy(c->e->message, hint, hl);
+    c->e->message[hl] = '\0';
+  }
+  return c->e->code;
 }
 
 static int parse_type(pc *c, xgr_value obj, xgr_xrc_type *t) {
@@ -909,6 +932,7 @@ void xgr_rule_free(xgr_rule *r) {
 size_t xgr_rule_napi_calls(const xgr_rule *r) { return r->napi; }
 size_t xgr_rule_ncontract_reads(const xgr_rule *r) { return r->nreads; }
 size_t xgr_rule_nrules(const xgr_rule *r) { return r->nrules; }
+size_t xgr_rule_nwakeups(const xgr_rule *r) { return r->branch[0].nwake + r->branch[1].nwake; }
 size_t xgr_rule_ninputs(const xgr_rule *r) { return r->ninputs; }
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i) { return r->inputs[i].name; }
 xgr_xrc_type xgr_rule_input_type(const xgr_rule *r, size_t i) { return r->inputs[i].type; }

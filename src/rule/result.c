@@ -4,6 +4,12 @@
 
 #include "xgr/rule.h"
 
+#include <stdbool.h>
+#include <strings.h>
+
+#include "rule/rule_impl.h"
+#include "util/alloc.h"
+
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
 static json_t *typed_json(const xgr_typed_value *t) {
@@ -69,6 +75,7 @@ json_t *xgr_step_result_to_json(const xgr_step_result *r) {
     json_object_set_new(e, "status", json_integer(c->status));
     json_object_set_new(e, "ms", json_integer((json_int_t)(c->ms + 0.5)));
     json_object_set_new(e, "error", str_or_null(c->error));
+    json_object_set_new(e, "url", str_or_null(c->url));
     json_array_append_new(a, e);
   }
   json_object_set_new(o, "apiCalls", a);
@@ -77,6 +84,14 @@ json_t *xgr_step_result_to_json(const xgr_step_result *r) {
     json_array_append_new(rd, json_pack("{s:o,s:o,s:o}", "function", str_or_null(r->reads[i].function), "to",
                                         str_or_null(r->reads[i].to), "error", str_or_null(r->reads[i].error)));
   json_object_set_new(o, "contractReads", rd);
+  static const char *const rname[] = {"false", "true", "missing", "error", "skipped"};
+  static const char *const tname[] = {"validate", "abortStep", "cancelSession"};
+  json_t *rr = json_array();
+  for (size_t i = 0; i < r->nrule_reports; i++)
+    json_array_append_new(rr, json_pack("{s:s,s:s,s:o}", "type", tname[r->rule_reports[i].type % 3], "result",
+                                        rname[r->rule_reports[i].outcome % 5], "detail",
+                                        str_or_null(r->rule_reports[i].detail)));
+  json_object_set_new(o, "rules", rr);
   if (r->has_log_expire_days) json_object_set_new(o, "logExpireDays", json_integer(r->log_expire_days));
   if (r->encrypt_logs >= 0) json_object_set_new(o, "encryptLogs", json_boolean(r->encrypt_logs));
   if (err)
@@ -102,4 +117,59 @@ void xgr_step_result_free(xgr_step_result *r) {
   }
   xgr_arena_free(&r->arena);
   memset(r, 0, sizeof *r);
+}
+
+static bool secret_name(const char *k, size_t n) {
+  static const char *const words[] = {"key", "token", "secret", "pass", "auth", "sig"};
+  for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+    size_t wl = strlen(words[w]);
+    for (size_t i = 0; i + wl <= n; i++)
+      if (!strncasecmp(k + i, words[w], wl)) return true;
+  }
+  return false;
+}
+
+char *xgr__rule_mask_url(const char *url) {
+  size_t n = strlen(url);
+  char *out = xgr__xmalloc(n * 3 + 8);   /* a masked part (at least 2 bytes: "@", "k=") grows by at most 3 */
+  size_t o = 0;
+  const char *p = url, *scheme = strstr(url, "://");
+  if (scheme) {   /* the authority: scheme://[userinfo@]host... */
+    const char *auth = scheme + 3, *end = auth + strcspn(auth, "/?#"), *at = memchr(auth, '@', (size_t)(end - auth));
+    memcpy(out, url, (size_t)(auth - url));
+    o = (size_t)(auth - url);
+    if (at) {
+      memcpy(out + o, "***", 3);
+      o += 3;
+      p = at;
+    } else {
+      p = auth;
+    }
+  }
+  const char *q = strchr(p, '?');
+  size_t head = q ? (size_t)(q - p) + 1 : strlen(p);
+  memcpy(out + o, p, head);
+  o += head;
+  if (q) {
+    const char *s = q + 1;
+    while (*s && *s != '#') {
+      size_t len = strcspn(s, "&#"), klen = strcspn(s, "=&#");
+      if (klen < len && secret_name(s, klen)) {
+        memcpy(out + o, s, klen + 1);
+        o += klen + 1;
+        memcpy(out + o, "***", 3);
+        o += 3;
+      } else {
+        memcpy(out + o, s, len);
+        o += len;
+      }
+      s += len;
+      if (*s == '&') out[o++] = *s++;
+    }
+    size_t rest = strlen(s);
+    memcpy(out + o, s, rest);
+    o += rest;
+  }
+  out[o] = '\0';
+  return out;
 }

@@ -392,6 +392,11 @@ static bool prepare_request(xgr_step_state *st) {
     return false;
   }
   st->url = apply_api_map(&st->ctx, s);
+  {   /* what reports show of the call: its final URL, credentials masked */
+    char *masked = xgr__rule_mask_url(st->url);
+    st->res.api_calls[st->call].url = rdup(&st->res, masked);
+    free(masked);
+  }
   for (size_t i = 0; i < a->nheaders; i++) {
     char *v;
     size_t vl;
@@ -556,6 +561,11 @@ static void run_rules(xgr_step_state *st, bool *all_valid) {
   const xgr_rule *r = st->rule;
   bool abort_step = false, cancel = false;
   *all_valid = true;
+  xgr_rule_report *rep = r->nrules ? xgr_arena_alloc(&st->res.arena, r->nrules * sizeof *rep) : NULL;
+  if (r->nrules && !rep) abort();
+  for (size_t i = 0; i < r->nrules; i++) rep[i] = (xgr_rule_report){XGR_RULE_SKIPPED, (uint8_t)r->rules[i].type, NULL};
+  st->res.rule_reports = rep;
+  st->res.nrule_reports = r->nrules;
   for (size_t i = 0; i < r->nrules; i++) {
     const rrule *rr = &r->rules[i];
     if (rr->type == RR_VALIDATE && st->res.missing_input) continue;
@@ -568,15 +578,22 @@ static void run_rules(xgr_step_state *st, bool *all_valid) {
     bool val = false;
     if (rc == XGR_CEL_OK) {
       if (v.kind != XGR_VBOOL) {
+        rep[i].outcome = XGR_RULE_ERROR;
         hard(st, XGR_EEVAL, rr->expr.path, "rule evaluated to %s; expected bool", xgr_value_kind_name(v));
         xgr_value_release(v);
         return;
       }
       val = v.as.b;
+      rep[i].outcome = val ? XGR_RULE_TRUE : XGR_RULE_FALSE;
     } else if (rc != XGR_CEL_MISSING) {
+      rep[i].outcome = XGR_RULE_ERROR;
+      rep[i].detail = rdup(&st->res, e.message);
       hard(st, e.code ? e.code : XGR_EEVAL, rr->expr.path, "%s", e.message);
       xgr_value_release(v);
       return;
+    } else {
+      rep[i].outcome = XGR_RULE_MISSING;
+      rep[i].detail = rdup(&st->res, e.message[0] ? e.message : "a key it reads is missing");
     }
     xgr_value_release(v);
     if (rr->type == RR_VALIDATE) *all_valid = *all_valid && val;

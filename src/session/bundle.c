@@ -62,7 +62,7 @@ static const char *ref_key(const char *ref, char *buf, size_t n) {
 
 /* Resolve every step's rule among b's rules (by address, case-insensitive; by the alias inside
  * ${addr:ALIAS}; or by bare alias). Unresolved steps are errors. Returns XGR_ENOMEM or 0. */
-static int resolve_steps(xgr_bundle *b, xgr_error *err, xgr_diags *diags, int *nerr) {
+static int resolve_steps(xgr_bundle *b, xgr_error *err, xgr_diags *diags, int *nerr, const json_t *failed) {
   size_t ns = b->orch->nsteps;
   b->step_rule = calloc(ns, sizeof *b->step_rule);
   b->step_rule_address = calloc(ns, sizeof *b->step_rule_address);
@@ -78,7 +78,10 @@ static int resolve_steps(xgr_bundle *b, xgr_error *err, xgr_diags *diags, int *n
         b->step_rule_address[s] = is_address(k) ? k : NULL;
       }
     }
-    if (!b->step_rule[s]) {
+    if (!b->step_rule[s] && (json_object_get(failed, want) || json_object_get(failed, ref))) {
+      /* its rule is in the bundle but did not load: that error was reported; say nothing more */
+      (*nerr)++;
+    } else if (!b->step_rule[s]) {
       char path[XGR_PATH_MAX];
       snprintf(path, sizeof path, "orchestration.structure.%s.rule", b->orch->steps[s].id);
       fail(err, diags, nerr, XGR_ERULEREF, path,
@@ -107,6 +110,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
   }
   const json_t *oj = json_is_object(root) ? json_object_get(root, "orchestration") : NULL;
   const json_t *rj = json_is_object(root) ? json_object_get(root, "rules") : NULL;
+  json_t *failed = json_object();   /* keys of rules that did not load */
   if (!json_is_object(root)) {
     fail(err, diags, &nerr, XGR_ESCHEMA, "", "a bundle is an object {\"orchestration\": {...}, \"rules\": {...}}%s%s", "", "");
     goto done;
@@ -147,6 +151,11 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
       snprintf(path, sizeof path, "%s", pb.buf);
       char *txt = xgr_json_dumps_compact(val);
       if (!txt) goto oom;
+      if (diags) {   /* what was probably not meant (typos, templates that look like arithmetic) */
+        size_t from = diags->n;
+        xgr_rule_lint(val, diags);
+        xgr_diags_prefix(diags, from, path);
+      }
       xgr_rule *r = NULL;
       int rc = xgr_rule_parse(txt, strlen(txt), &r, &e);
       free(txt);
@@ -157,14 +166,16 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
         xgr_error_set(&fe, e.code, full, "%s", e.message);
         if (nerr++ == 0 && err) *err = fe;
         if (diags) xgr_diags_add_error(diags, &fe);
+        json_object_set_new(failed, key, json_true());
         continue;
       }
       b->rule_keys[b->nrules] = strdup(key);
       b->rules[b->nrules++] = r;
     }
   }
-  if (b->orch && resolve_steps(b, err, diags, &nerr) == XGR_ENOMEM) goto oom;
+  if (b->orch && resolve_steps(b, err, diags, &nerr, failed) == XGR_ENOMEM) goto oom;
 done:
+  json_decref(failed);
   json_decref(root);
   if (nerr || !b->orch) {
     int code = err && err->code ? err->code : XGR_ESCHEMA;
@@ -174,6 +185,7 @@ done:
   *out = b;
   return 0;
 oom:
+  json_decref(failed);
   json_decref(root);
   xgr_bundle_free(b);
   return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
@@ -261,7 +273,7 @@ int xgr_bundle_assemble(const char *orch_bytes, size_t orch_len, xgr_bundle_look
     b->rules[b->nrules++] = r;
     if (!b->rule_keys[b->nrules - 1]) goto oom;
   }
-  if (!nerr && resolve_steps(b, err, NULL, &nerr) == XGR_ENOMEM) goto oom;
+  if (!nerr && resolve_steps(b, err, NULL, &nerr, NULL) == XGR_ENOMEM) goto oom;
   if (nerr) {
     rc = err && err->code ? err->code : XGR_ERULEREF;
     xgr_bundle_free(b);

@@ -153,6 +153,8 @@ void xgr_effects_reset(xgr_effects *fx) {
       free(e->step_id);
       free(e->rule_address);
       xgr_value_release(e->payload);
+    } else if (e->kind == XGR_FX_HISTORY) {
+      free(e->api);
     }
   }
   fx->n = 0;
@@ -775,9 +777,11 @@ static void merge_public(xgr_value dst, xgr_value src) {
 
 static void kill_all(xgr_session *s, xgr_abort_reason why, int64_t now, xgr_effects *fx);
 
-static void history(xgr_effects *fx, const xgr_proc *p) {
+static void history(xgr_effects *fx, const xgr_proc *p, const xgr_step_outcome *o) {
   xgr_effect *e = fx_push(fx, XGR_FX_HISTORY, p);
-  if (e) e->at = p->started_at;
+  if (!e) return;
+  e->at = p->started_at;
+  if (o->api_json) e->api = xgr__xstrdup(o->api_json);   /* the step's API calls, for its history row */
 }
 
 static void run_branch(xgr_session *s, xgr_proc *p, const xgr_step_outcome *o, int64_t now, xgr_effects *fx) {
@@ -817,6 +821,14 @@ static void emit_wakeups(xgr_session *s, const xgr_step_outcome *o, xgr_effects 
   (void)s;   /* the caller of an internal wake-up is this session's owner: the driver knows it */
 }
 
+/* Once its step ran, a process's payload is the step's effective payload (SEMANTICS §7), also
+ * when its rule said abortStep or cancelSession; a hard error leaves the resume payload. */
+static void set_effective(xgr_proc *p, const xgr_step_outcome *o) {
+  if (xgr_value_kind(o->effective) != XGR_VMAP) return;
+  xgr_value_release(p->payload);
+  p->payload = xgr_value_retain(o->effective);
+}
+
 int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcome *o, int64_t now,
                             xgr_effects *fx, xgr_error *err) {
   bury(s);
@@ -830,31 +842,30 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
     case XGR_OUTCOME_HARD_ERROR:
       p->error = xgr__xstrdup(o->error ? o->error : "hard error");
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_ERROR, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       break;
     case XGR_OUTCOME_ABORT_STEP:
+      set_effective(p, o);
       if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_STEP, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       break;
     case XGR_OUTCOME_CANCEL_SESSION: {
+      set_effective(p, o);
       if (o->error) p->error = xgr__xstrdup(o->error);
       proc_finish(s, p, XGR_PROC_ABORTED, XGR_ABORT_CANCEL, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       kill_all(s, XGR_ABORT_CANCEL, now, fx);   /* every other live process */
       break;
     }
     case XGR_OUTCOME_VALID:
     case XGR_OUTCOME_INVALID: {
       p->valid = o->kind == XGR_OUTCOME_VALID;
-      if (xgr_value_kind(o->effective) == XGR_VMAP) {
-        xgr_value_release(p->payload);
-        p->payload = xgr_value_retain(o->effective);
-      }
+      set_effective(p, o);
       run_branch(s, p, o, now, fx);
       emit_wakeups(s, o, fx);
       proc_finish(s, p, XGR_PROC_DONE, XGR_ABORT_NONE, now, fx);
-      history(fx, p);
+      history(fx, p, o);
       break;
     }
     default:

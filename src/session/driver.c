@@ -4,6 +4,7 @@
 #include "util/alloc.h"
 #include "xgr/driver.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct xgr_driver {
   int64_t now;
   uint64_t steps;
   xgr_effects fx;
+  xgr_effects wakes;           /* the WAKE effects of one core call while they are routed */
   xgr_http_exchange *http;
 };
 
@@ -36,6 +38,7 @@ xgr_driver *xgr_driver_new(const xgr_driver_config *cfg) {
   xgr_driver *d = xgr__xcalloc(1, sizeof *d);
   if (cfg) d->cfg = *cfg;
   xgr_effects_init(&d->fx);
+  xgr_effects_init(&d->wakes);
   return d;
 }
 
@@ -49,6 +52,7 @@ void xgr_driver_free(xgr_driver *d) {
   free(d->ss);
   xgr_script_free(d->acts, d->nacts);
   xgr_effects_free(&d->fx);
+  xgr_effects_free(&d->wakes);
   xgr_http_exchange_free(d->http);
   free(d);
 }
@@ -75,32 +79,10 @@ static void observe(xgr_driver *d, xgr_driver_event_kind kind, size_t si, const 
 
 /* ---- effects ---------------------------------------------------------------------------------- */
 
-static void route_wake(xgr_driver *d, size_t from, const xgr_effect *e) {
-  char msg[1024];
-  dsession *t = find_session(d, e->runner, e->session_id);
-  const char *owner = xgr_session_owner(d->ss[from].s);
-  if (!t) {
-    snprintf(msg, sizeof msg, "wake-up for session %s/%llu step %s: no such session here", e->runner,
-             (unsigned long long)e->session_id, e->step_id);
-    observe(d, XGR_DEV_WAKE, from, e, msg, false);
-    return;
-  }
-  int step = xgr_orch_find(xgr_session_orch(t->s), e->step_id);
-  xgr_error err;
-  size_t woken = 0;
-  int rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\"", e->step_id)
-                    : xgr_session_wake_step(t->s, (unsigned)step, owner, XGR_WAKE_INTERNAL, e->rule_address,
-                                            e->payload, d->now, NULL, &woken, &err);
-  snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: %s", (unsigned long long)e->session_id,
-           e->step_id, rc ? err.message : "woken");
-  observe(d, XGR_DEV_WAKE, from, e, msg, rc == 0);
-}
-
-/* Consume the effects of one core call on session si. Wake-ups are collected and routed after
- * the loop (routing calls into another session's core, which must not happen while effects of
- * this call still point into it — different sessions, so only for clarity and ordering). */
-static void consume(xgr_driver *d, size_t si) {
+/* Record and report the effects in d->fx of one core call on session si (WAKE effects aside). */
+static void record(xgr_driver *d, size_t si) {
   dsession *ds = &d->ss[si];
+  if (d->cfg.on_effects && d->fx.n) d->cfg.on_effects(d->cfg.effects_ctx, si, ds->s, &d->fx);
   for (size_t i = 0; i < d->fx.n; i++) {
     const xgr_effect *e = &d->fx.items[i];
     switch (e->kind) {
@@ -122,9 +104,52 @@ static void consume(xgr_driver *d, size_t si) {
         break;
     }
   }
-  for (size_t i = 0; i < d->fx.n; i++)
-    if (d->fx.items[i].kind == XGR_FX_WAKE) route_wake(d, si, &d->fx.items[i]);
+}
+
+/* Deliver one internal wake-up produced by session `from` (its effects go to d->fx, which is
+ * empty here, and are recorded for the target session like any other core call's). */
+static void route_wake(xgr_driver *d, size_t from, const xgr_effect *e) {
+  char msg[1024];
+  dsession *t = find_session(d, e->runner, e->session_id);
+  const char *owner = xgr_session_owner(d->ss[from].s);
+  if (!t) {
+    snprintf(msg, sizeof msg, "wake-up for session %s/%llu step %s: no such session here", e->runner,
+             (unsigned long long)e->session_id, e->step_id);
+    observe(d, XGR_DEV_WAKE, from, e, msg, false);
+    return;
+  }
+  int step = xgr_orch_find(xgr_session_orch(t->s), e->step_id);
+  xgr_error err;
+  size_t woken = 0;
+  assert(d->fx.n == 0);
+  int rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\"", e->step_id)
+                    : xgr_session_wake_step(t->s, (unsigned)step, owner, XGR_WAKE_INTERNAL, e->rule_address,
+                                            e->payload, d->now, &d->fx, &woken, &err);
+  snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: %s", (unsigned long long)e->session_id,
+           e->step_id, rc ? err.message : "woken");
+  record(d, (size_t)(t - d->ss));   /* the woken processes' new payload and nextWakeAt */
   xgr_effects_reset(&d->fx);
+  observe(d, XGR_DEV_WAKE, from, e, msg, rc == 0);
+}
+
+/* Consume the effects of one core call on session si. Wake-ups are messages (SEMANTICS §5): they
+ * are delivered after the call's other effects are recorded, one after the other, also when they
+ * target session si itself. They move to d->wakes first, so that each delivery's own effects
+ * (PROC rows of the woken processes; a wake never produces further wake-ups) can use d->fx. */
+static void consume(xgr_driver *d, size_t si) {
+  record(d, si);
+  size_t nwake = 0;
+  for (size_t i = 0; i < d->fx.n; i++) nwake += d->fx.items[i].kind == XGR_FX_WAKE;
+  if (!nwake) {
+    xgr_effects_reset(&d->fx);
+    return;
+  }
+  xgr_effects tmp = d->wakes;   /* empty; swap so that d->fx is free for the deliveries */
+  d->wakes = d->fx;
+  d->fx = tmp;
+  for (size_t i = 0; i < d->wakes.n; i++)
+    if (d->wakes.items[i].kind == XGR_FX_WAKE) route_wake(d, si, &d->wakes.items[i]);
+  xgr_effects_reset(&d->wakes);
 }
 
 /* ---- sessions and scripts ----------------------------------------------------------------------- */
@@ -178,6 +203,11 @@ static void apply_action(xgr_driver *d, xgr_script_action *a) {
   int rc;
   if (!ds) {
     rc = xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no session with rootPid %llu", (unsigned long long)a->root_pid);
+  } else if (a->caller && a->kind >= XGR_SCRIPT_KILL && strcasecmp(a->caller, xgr_session_owner(ds->s))) {
+    /* as xgrd: only the session's owner controls it; delegation exists for step-mode wakes only */
+    rc = xgr_error_set(&err, XGR_EPERM, NULL, "%s is not the owner of session %llu; only the owner may %s it",
+                       a->caller, (unsigned long long)a->root_pid, a->kind == XGR_SCRIPT_KILL ? "kill"
+                       : a->kind == XGR_SCRIPT_PAUSE ? "pause" : "resume");
   } else {
     switch (a->kind) {
       case XGR_SCRIPT_WAKE_PID:

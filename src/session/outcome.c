@@ -1,6 +1,7 @@
 /* outcome.c — step result -> core outcome (see xgr/outcome.h). */
 #include "xgr/outcome.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,26 @@ void xgr_outcome_from_result(const xgr_step_result *r, const char *rule_address,
   o->outcome_payload = r->output;
   o->wait_sec = (int64_t)r->wait_sec;
   o->rule_address = rule_address;
+  if (r->napi_calls) {   /* what each API call did, for the history row (issue 15: a DNS failure is visible) */
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->napi_calls; i++) {
+      const xgr_api_call_report *c = &r->api_calls[i];
+      json_t *e = json_pack("{s:s, s:I, s:I}", "name", c->name ? c->name : "", "status", (json_int_t)c->status, "ms",
+                            (json_int_t)(c->ms + 0.5));
+      json_t *u = c->url ? json_stringn(c->url, strnlen(c->url, 300)) : NULL;   /* NULL too for a cut UTF-8 char */
+      json_t *er = c->error ? json_stringn(c->error, strnlen(c->error, 300)) : NULL;
+      json_object_set_new(e, "url", u ? u : json_null());
+      json_object_set_new(e, "error", er ? er : c->error ? json_string("(not shown)") : json_null());
+      json_array_append_new(a, e);
+    }
+    char *t = json_dumps(a, JSON_COMPACT);
+    if (t && strlen(t) < sizeof buf->api) {
+      memcpy(buf->api, t, strlen(t) + 1);
+      o->api_json = buf->api;
+    }
+    free(t);
+    json_decref(a);
+  }
   if (r->error.code) {
     o->kind = XGR_OUTCOME_HARD_ERROR;
     snprintf(buf->error, sizeof buf->error, "%s%s%s [%s]", r->error.path, r->error.path[0] ? ": " : "",

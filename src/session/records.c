@@ -1,6 +1,8 @@
 /* records.c — per-session records and the report JSON (see xgr/records.h). */
 #include "xgr/records.h"
 
+#include "util/alloc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,8 @@ typedef struct hist_row {
   uint8_t status;
   int8_t valid;
   int64_t at;
+  char *error;                  /* the process's error text after the result (owned) or NULL */
+  char *api;                    /* the step's API calls as JSON text (owned) or NULL */
 } hist_row;
 
 typedef struct rec {
@@ -65,6 +69,10 @@ void xgr_records_free(xgr_records *r) {
     free(r->recs[k].error);
   }
   free(r->recs);
+  for (size_t k = 0; k < r->nhist; k++) {
+    free(r->hist[k].error);
+    free(r->hist[k].api);
+  }
   free(r->hist);
   json_decref(r->actions);
   free(r);
@@ -113,7 +121,8 @@ void xgr_records_hist(xgr_records *r, const xgr_effect *e) {
     r->hist = realloc(r->hist, r->caphist * sizeof *r->hist);
     if (!r->hist) abort();
   }
-  r->hist[r->nhist++] = (hist_row){e->proc->iter, e->proc->step, e->status, e->valid, e->at};
+  r->hist[r->nhist++] = (hist_row){e->proc->iter, e->proc->step, e->status, e->valid, e->at,
+                                   e->proc->error ? xgr__xstrdup(e->proc->error) : NULL, xgr__xstrdup(e->api)};
 }
 
 static json_t *valid_json(int8_t v) { return v < 0 ? json_null() : json_boolean(v); }
@@ -174,9 +183,15 @@ json_t *xgr_records_report(const xgr_records *r, const xgr_session *s, const cha
     for (size_t i = 0; i < r->nhist; i++) {
       char pid[48];
       xgr_pid_format(root, r->hist[i].iter, pid, sizeof pid);
-      json_array_append_new(h, json_pack("{s:s, s:s, s:s, s:o, s:I}", "pid", pid, "step", o->steps[r->hist[i].step].id,
-                                         "status", xgr_proc_status_name(r->hist[i].status), "valid",
-                                         valid_json(r->hist[i].valid), "at", (json_int_t)r->hist[i].at));
+      const hist_row *hr = &r->hist[i];
+      json_array_append_new(h, json_pack("{s:s, s:s, s:s, s:o, s:I, s:o}", "pid", pid, "step", o->steps[hr->step].id,
+                                         "status", xgr_proc_status_name(hr->status), "valid", valid_json(hr->valid),
+                                         "at", (json_int_t)hr->at, "error",
+                                         hr->error ? json_string(hr->error) : json_null()));
+      if (hr->api) {   /* what its API calls did: status, time, URL (credentials masked), error */
+        json_t *calls = json_loads(hr->api, 0, NULL);
+        if (calls) json_object_set_new(json_array_get(h, json_array_size(h) - 1), "apiCalls", calls);
+      }
     }
   } else {
     collect c = {0};
@@ -194,7 +209,11 @@ json_t *xgr_records_report(const xgr_records *r, const xgr_session *s, const cha
   char rootbuf[24];
   snprintf(rootbuf, sizeof rootbuf, "%llu", (unsigned long long)root);
   json_t *acts = r ? json_deep_copy(r->actions) : json_array();
-  return json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:o, s:o, s:o, s:I, s:I}", "result", result, "session", "owner",
-                   xgr_session_owner(s), "rootPid", rootbuf, "ostcId", o->id, "ostcHash", o->hash, "processes", procs,
-                   "history", h, "actions", acts, "steps", (json_int_t)steps, "clockMs", (json_int_t)now);
+  json_t *rep = json_pack("{s:s, s:{s:s, s:s, s:s, s:s}, s:o, s:o, s:o, s:I, s:I}", "result", result, "session", "owner",
+                          xgr_session_owner(s), "rootPid", rootbuf, "ostcId", o->id, "ostcHash", o->hash, "processes",
+                          procs, "history", h, "actions", acts, "steps", (json_int_t)steps, "clockMs", (json_int_t)now);
+  xgr_session_state st;
+  xgr_session_state_get(s, &st);
+  if (st.killed) json_object_set_new(rep, "killedAt", json_integer(st.killed_at));   /* session clock, ms */
+  return rep;
 }

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/suggest.h"
 #include "xgr/session.h"
+#include "xgr/xrc_types.h"
 
 static int act_err(xgr_error *err, size_t i, const char *field, const char *msg) {
-  char path[64];
-  snprintf(path, sizeof path, "[%zu]%s%s", i, field ? "." : "", field ? field : "");
+  char path[160];
+  snprintf(path, sizeof path, "[%zu]%s%.120s", i, field ? "." : "", field ? field : "");
   return xgr_error_set(err, XGR_ESCHEMA, path, "%s", msg);
 }
 
@@ -25,9 +27,36 @@ static char *dup(const char *s) {
   return d;
 }
 
+/* Refuse keys of object o (entry i, member `field` or NULL) that are not in known[0..n), naming the
+ * nearest known key: a misspelt key (`from` for `caller`) must not be silently ignored. */
+static int check_keys(const json_t *o, size_t i, const char *field, const char *const *known, size_t n,
+                      xgr_error *err) {
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)o, k, v) {
+    size_t j = 0;
+    while (j < n && strcmp(k, known[j])) j++;
+    if (j < n) continue;
+    const char *near = xgr__nearest_key(k, known, n);
+    char list[160] = "", path[96], msg[320];
+    for (j = 0; j < n; j++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", known[j]);
+    snprintf(path, sizeof path, "%s%s%.60s", field ? field : "", field ? "." : "", k);
+    if (near) snprintf(msg, sizeof msg, "unknown key \"%.60s\" (did you mean \"%s\"?); expected one of %s", k, near, list);
+    else snprintf(msg, sizeof msg, "unknown key \"%.60s\"; expected one of %s", k, list);
+    return act_err(err, i, path, msg);
+  }
+  return 0;
+}
+
 /* Parse entry i of the script into *x (zeroed by the caller). */
 static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error *err) {
   if (!json_is_object(a)) return act_err(err, i, NULL, "an action is an object");
+  static const char *const keys[] = {"at", "wake", "kill", "pause", "resume", "caller", "payload", "session"};
+  static const char *const wake_keys[] = {"pid", "step"};
+  int rc = check_keys(a, i, NULL, keys, sizeof keys / sizeof *keys, err);
+  if (rc) return rc;
+  const json_t *wk = json_object_get(a, "wake");
+  if (json_is_object(wk) && (rc = check_keys(wk, i, "wake", wake_keys, 2, err))) return rc;
   x->payload = xgr_value_null();
   const json_t *at = json_object_get(a, "at");
   if (at && (!json_is_integer(at) || json_integer_value(at) < 0))
@@ -46,7 +75,9 @@ static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error 
       x->kind = XGR_SCRIPT_WAKE_STEP;
       x->step = dup(json_string_value(step));
       const json_t *sess = json_object_get(a, "session");
-      x->root_pid = json_is_integer(sess) && json_integer_value(sess) > 0 ? (uint64_t)json_integer_value(sess) : 0;
+      if (sess && !(json_is_integer(sess) && json_integer_value(sess) > 0))
+        return act_err(err, i, "session", "expected a rootPid (a positive integer)");
+      x->root_pid = sess ? (uint64_t)json_integer_value(sess) : 0;
     } else {
       return act_err(err, i, "wake", "expected {\"pid\": \"<rootPid>:<iter>\"} or {\"step\": STEP}");
     }
@@ -62,7 +93,8 @@ static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error 
     }
   if (kinds != 1) return act_err(err, i, NULL, "expected exactly one of wake, kill, pause, resume");
   const json_t *caller = json_object_get(a, "caller");
-  if (caller && !json_is_string(caller)) return act_err(err, i, "caller", "expected an address string");
+  if (caller && !(json_is_string(caller) && xgr_xrc_is_address(json_string_value(caller), json_string_length(caller))))
+    return act_err(err, i, "caller", "expected an address (\"0x\" and 40 hex digits)");
   if (caller) x->caller = dup(json_string_value(caller));
   const json_t *pl = json_object_get(a, "payload");
   if (pl) {

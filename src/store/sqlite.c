@@ -67,8 +67,12 @@ static const char *const migrations[] = {
     "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
     "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
     /* 3: single-use marks (used control permits until their expiry) */
-    "CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE INDEX marks_expiry ON marks(expires_at);",
+    ("CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
+     "CREATE INDEX marks_expiry ON marks(expires_at);"),
+    /* 4: the gas budget of the SessionPermit that started a session */
+    "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
+    /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
+    "ALTER TABLE proc_steps ADD COLUMN api TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -85,17 +89,18 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
     [S_SESSION] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
-                  " finished_at, next_iter, paused, next_group)"
+                  " finished_at, next_iter, paused, next_group, max_total_gas)"
                   " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
-                  " :finished_at, :next_iter, :paused, :next_group)"
+                  " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
                   " ON CONFLICT(owner, root_pid) DO UPDATE SET registry=excluded.registry, ostc_id=excluded.ostc_id,"
                   " ostc_hash=excluded.ostc_hash, status=excluded.status, killed_at=excluded.killed_at,"
                   " finished_at=excluded.finished_at, next_iter=excluded.next_iter, paused=excluded.paused,"
                   " next_group=excluded.next_group",
     [S_SESSION_NEW] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
-                      " created_at, finished_at, next_iter, paused, next_group)"
+                      " created_at, finished_at, next_iter, paused, next_group, max_total_gas)"
                       " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
-                      " :finished_at, :next_iter, :paused, :next_group) ON CONFLICT(owner, root_pid) DO NOTHING",
+                      " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
+                      " ON CONFLICT(owner, root_pid) DO NOTHING",
     [S_STATE] = "UPDATE sessions SET status=:status, killed_at=:killed_at, next_iter=:next_iter,"
                 " next_group=:next_group, paused=:paused,"
                 " finished_at=CASE WHEN :status <> 0 AND status = 0 THEN :now ELSE finished_at END"
@@ -115,9 +120,9 @@ static const char *const stmt_sql[S_COUNT] = {
                " payload=excluded.payload, error=excluded.error, join_state=excluded.join_state,"
                " terminal_at=excluded.terminal_at",
     [S_HIST] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
-               " abort_reason, at, finished_at, error, payload, recorded_at)"
+               " abort_reason, at, finished_at, error, payload, recorded_at, api)"
                " VALUES(:owner, :root_pid, :iter, :parent_iter, :step, :step_id, :status, :valid, :abort_reason,"
-               " :at, :finished_at, :error, :payload, :recorded_at)",
+               " :at, :finished_at, :error, :payload, :recorded_at, :api)",
     [S_SCOPE] = "INSERT OR IGNORE INTO proc_scopes(owner, root_pid, grp) VALUES(:owner,:root_pid,:grp)",
     [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner=:owner AND root_pid=:root_pid",
     [S_RM_SESSION] = "DELETE FROM sessions WHERE owner=:owner AND root_pid=:root_pid",
@@ -296,6 +301,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_u64(s, ":next_iter", x->next_iter);
       bind_i64(s, ":paused", x->paused);
       bind_i64(s, ":next_group", x->next_group);
+      bind_text(s, ":max_total_gas", x->max_total_gas ? x->max_total_gas : "");
       int rc = step_done(s);
       if (rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0) return RC_EXISTS;
       if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;
@@ -363,6 +369,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_i64(s, ":finished_at", h->finished_at);
       bind_text(s, ":error", h->error);
       bind_text(s, ":payload", q->base.cfg.no_history_payload ? NULL : h->payload);
+      bind_text(s, ":api", h->api);
       bind_i64(s, ":recorded_at", now);
       return step_done(s);
     }
@@ -735,14 +742,15 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   o->next_iter = (uint64_t)sqlite3_column_int64(s, 9);
   o->paused = sqlite3_column_int(s, 10) != 0;
   o->next_group = (uint32_t)sqlite3_column_int64(s, 11);
+  o->max_total_gas = col_text(s, 12);
 }
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group"
+                     "next_iter, paused, next_group, max_total_gas"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
-                  "recorded_at"
+                  "recorded_at, api"
 
 static void read_proc_row(sqlite3_stmt *s, xgr_store_proc *p) {
   memset(p, 0, sizeof *p);
@@ -779,6 +787,7 @@ static void read_hist_row(sqlite3_stmt *s, xgr_store_hist *h) {
   h->error = col_text(s, 9);
   h->payload = col_text(s, 10);
   h->recorded_at = sqlite3_column_int64(s, 11);
+  h->api = col_text(s, 12);
 }
 
 static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {

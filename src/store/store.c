@@ -121,6 +121,7 @@ void xgr_store_session_clear(xgr_store_session *s) {
   free(s->registry);
   free(s->ostc_id);
   free(s->ostc_hash);
+  free(s->max_total_gas);
   memset(s, 0, sizeof *s);
 }
 
@@ -138,6 +139,7 @@ void xgr_store_hist_clear(xgr_store_hist *h) {
   free(h->step_id);
   free(h->error);
   free(h->payload);
+  free(h->api);
   memset(h, 0, sizeof *h);
 }
 
@@ -157,6 +159,7 @@ void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) {
   d->registry = xgr__xstrdup(s->registry ? s->registry : "");
   d->ostc_id = xgr__xstrdup(s->ostc_id ? s->ostc_id : "");
   d->ostc_hash = xgr__xstrdup(s->ostc_hash ? s->ostc_hash : "");
+  d->max_total_gas = xgr__xstrdup(s->max_total_gas ? s->max_total_gas : "");
 }
 
 void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) {
@@ -172,6 +175,7 @@ void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) {
   d->step_id = xgr__xstrdup(s->step_id ? s->step_id : "");
   d->error = xgr__xstrdup(s->error);
   d->payload = xgr__xstrdup(s->payload);
+  d->api = xgr__xstrdup(s->api);
 }
 
 void xgr__store_doc_copy(xgr_store_doc *d, const xgr_store_doc *s) {
@@ -400,6 +404,7 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
       h->finished_at = p->finished_at;
       h->error = xgr__xstrdup(p->error);
       h->payload = value_json(p->payload);
+      h->api = xgr__xstrdup(e->api);
     } else if (e->kind == XGR_FX_JOIN && e->proc && e->proc->join && e->proc->join->closed &&
                e->proc->join->decl->policy == XGR_POLICY_KILL) {
       push(b, OP_SCOPE, owner, root)->u.group = e->proc->from_group;
@@ -426,6 +431,15 @@ void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session
                            .next_group = st.next_group,
                            .paused = st.paused};
   xgr_store_changes_session(b, &row);
+}
+
+void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_total_gas) {
+  for (size_t i = b->n; i > 0; i--)
+    if (b->ops[i - 1].kind == OP_SESSION) {
+      free(b->ops[i - 1].u.session.max_total_gas);
+      b->ops[i - 1].u.session.max_total_gas = xgr__xstrdup(max_total_gas ? max_total_gas : "");
+      return;
+    }
 }
 
 void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *s, const char *registry) {

@@ -17,6 +17,9 @@
 
 #define TYPE_MAX 128 /* longest type string accepted */
 
+/* The JSON type of v for messages; "nothing" for a missing value. */
+static const char *tname(const json_t *v) { return v ? xgr_json_type_name(v) : "nothing"; }
+
 typedef enum kind { K_ADDRESS, K_BOOL, K_STRING, K_BYTES, K_BYTESN, K_UINT, K_INT, K_STRUCT } kind;
 
 /* ---- type strings ---------------------------------------------------------------------------- */
@@ -123,33 +126,44 @@ static int struct_fields(const json_t *types, const char *name, const json_t **o
     return xgr_error_set(err, XGR_ELIMIT, "types", "%zu struct types; at most %d", json_object_size(types),
                          XGR_EIP712_MAX_TYPES);
   const json_t *f = json_object_get(types, name);
-  char path[XGR_PATH_MAX];
-  snprintf(path, sizeof path, "types.%s", name);
-  if (!f) return xgr_error_set(err, XGR_ESCHEMA, path, "type %s is not defined", name);
-  if (!json_is_array(f)) return xgr_error_set(err, XGR_ESCHEMA, path, "expected an array of {name, type}");
+  if (!f) return xgr_error_set(err, XGR_ESCHEMA, "types", "type %.64s is not defined", name);
+  if (!json_is_array(f))
+    return xgr_error_set(err, XGR_ESCHEMA, "types", "types.%.64s: expected an array of {name, type}", name);
   size_t n = json_array_size(f);
   if (n > XGR_EIP712_MAX_FIELDS)
-    return xgr_error_set(err, XGR_ELIMIT, path, "%zu fields; at most %d", n, XGR_EIP712_MAX_FIELDS);
+    return xgr_error_set(err, XGR_ELIMIT, "types", "types.%.64s: %zu fields; at most %d", name, n, XGR_EIP712_MAX_FIELDS);
   for (size_t i = 0; i < n; i++) {
     const json_t *e = json_array_get(f, i);
     const char *fn = json_string_value(json_object_get(e, "name"));
     const char *ft = json_string_value(json_object_get(e, "type"));
-    char fp[XGR_PATH_MAX + 32];
-    snprintf(fp, sizeof fp, "%s[%zu]", path, i);
-    if (!json_is_object(e) || !fn || !ft)
-      return xgr_error_set(err, XGR_ESCHEMA, fp, "expected {\"name\": string, \"type\": string}");
-    if (!is_ident(fn) || strlen(fn) >= TYPE_MAX)
-      return xgr_error_set(err, XGR_ESCHEMA, fp, "field name \"%.64s\" is not an identifier", fn);
+    const char *bad = NULL;
     char base[TYPE_MAX];
     int sz;
-    if (base_type(ft, base) || (classify(base, &sz) == K_STRUCT && !is_ident(base)))
-      return xgr_error_set(err, XGR_ESCHEMA, fp, "malformed type \"%.64s\"", ft);
-    for (size_t j = 0; j < i; j++)
-      if (!strcmp(fn, json_string_value(json_object_get(json_array_get(f, j), "name"))))
-        return xgr_error_set(err, XGR_EDUP, fp, "field %s appears twice", fn);
+    if (!json_is_object(e) || !fn || !ft) bad = "expected {\"name\": string, \"type\": string}";
+    else if (!is_ident(fn) || strlen(fn) >= TYPE_MAX) bad = "the field name is not an identifier";
+    else if (base_type(ft, base) || (classify(base, &sz) == K_STRUCT && !is_ident(base))) bad = "malformed type";
+    for (size_t j = 0; !bad && j < i; j++)
+      if (!strcmp(fn, json_string_value(json_object_get(json_array_get(f, j), "name")))) bad = "the field appears twice";
+    if (bad) {
+      char fp[XGR_PATH_MAX];
+      snprintf(fp, sizeof fp, "types.%.64s[%zu]", name, i);
+      return xgr_error_set(err, XGR_ESCHEMA, fp, "%s", bad);
+    }
   }
   *out = f;
   return 0;
+}
+
+/* out = a + "." + b (or b when a is empty), truncated to cap. */
+static void path_join(char *out, size_t cap, const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la + 1 + lb + 1 > cap) {
+    snprintf(out, cap, "%s.%s", a, b);
+    return;
+  }
+  memcpy(out, a, la);
+  if (la) out[la++] = '.';
+  memcpy(out + la, b, lb + 1);
 }
 
 typedef struct typeset {
@@ -311,7 +325,7 @@ int xgr_eip712_encode_int(const char *type, const json_t *v, const char *path, u
     }
   } else {
     return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s (integer or decimal string), got %s", type,
-                         xgr_json_type_name(v));
+                         tname(v));
   }
   int bl = word_bitlen(out);
   if (bl == 0) neg = 0;
@@ -334,7 +348,7 @@ static int hash_struct(const json_t *types, const char *name, const json_t *v, c
 static int hex_value(const json_t *v, const char *path, const char *type, uint8_t **bytes, size_t *n,
                      size_t max, xgr_error *err) {
   const char *s = json_string_value(v);
-  if (!s) return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s as 0x-hex, got %s", type, xgr_json_type_name(v));
+  if (!s) return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s as 0x-hex, got %s", type, tname(v));
   size_t len = json_string_length(v);
   if (len < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || len % 2)
     return xgr_error_set(err, XGR_ESCHEMA, path, "expected a %s as 0x followed by an even number of hex digits", type);
@@ -368,7 +382,7 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
   if (arr < 0) return xgr_error_set(err, XGR_ESCHEMA, path, "malformed array type \"%.64s\"", type);
   if (arr) {
     if (!json_is_array(v))
-      return xgr_error_set(err, XGR_ESCHEMA, path, "expected an array (%s), got %s", type, xgr_json_type_name(v));
+      return xgr_error_set(err, XGR_ESCHEMA, path, "expected an array (%s), got %s", type, tname(v));
     size_t n = json_array_size(v);
     if (n > XGR_EIP712_MAX_ARRAY)
       return xgr_error_set(err, XGR_ELIMIT, path, "%zu elements; at most %d", n, XGR_EIP712_MAX_ARRAY);
@@ -396,14 +410,14 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
     return hash_struct(types, type, v, path, depth + 1, out, err);
   case K_STRING:
     if (!json_is_string(v))
-      return xgr_error_set(err, XGR_ESCHEMA, path, "expected a string, got %s", xgr_json_type_name(v));
+      return xgr_error_set(err, XGR_ESCHEMA, path, "expected a string, got %s", tname(v));
     if (json_string_length(v) > MAX_BYTES)
       return xgr_error_set(err, XGR_ELIMIT, path, "string of %zu bytes; at most %d", json_string_length(v), MAX_BYTES);
     xgr_keccak256(json_string_value(v), json_string_length(v), out);
     return 0;
   case K_BOOL:
     if (!json_is_boolean(v))
-      return xgr_error_set(err, XGR_ESCHEMA, path, "expected true or false, got %s", xgr_json_type_name(v));
+      return xgr_error_set(err, XGR_ESCHEMA, path, "expected true or false, got %s", tname(v));
     out[31] = json_is_true(v);
     return 0;
   case K_UINT:
@@ -452,7 +466,7 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
 static int hash_struct(const json_t *types, const char *name, const json_t *v, const char *path, int depth,
                        uint8_t out[32], xgr_error *err) {
   if (!json_is_object(v))
-    return xgr_error_set(err, XGR_ESCHEMA, path, "expected an object (%s), got %s", name, xgr_json_type_name(v));
+    return xgr_error_set(err, XGR_ESCHEMA, path, "expected an object (%s), got %s", name, tname(v));
   const json_t *fields;
   int rc = struct_fields(types, name, &fields, err);
   if (rc) return rc;
@@ -463,7 +477,7 @@ static int hash_struct(const json_t *types, const char *name, const json_t *v, c
     const json_t *f = json_array_get(fields, i);
     const char *fn = json_string_value(json_object_get(f, "name"));
     char fp[XGR_PATH_MAX];
-    snprintf(fp, sizeof fp, "%s%s%s", path, path[0] ? "." : "", fn);
+    path_join(fp, sizeof fp, path, fn);
     const json_t *fv = json_object_get(v, fn);
     if (!fv) {
       rc = xgr_error_set(err, XGR_ESCHEMA, fp, "missing; %s has a field %s", name, fn);
@@ -502,13 +516,14 @@ int xgr_eip712_hash_struct(const json_t *types, const char *type, const json_t *
 
 int xgr_eip712_domain_separator(const json_t *types, const json_t *domain, uint8_t out[32], xgr_error *err) {
   if (!json_is_object(domain))
-    return xgr_error_set(err, XGR_ESCHEMA, "domain", "expected an object, got %s", xgr_json_type_name(domain));
+    return xgr_error_set(err, XGR_ESCHEMA, "domain", "expected an object, got %s", tname(domain));
   if (json_object_get(types, "EIP712Domain")) return hash_struct(types, "EIP712Domain", domain, "domain", 0, out, err);
   static const char *const names[] = {"name", "version", "chainId", "verifyingContract", "salt"};
   static const char *const tys[] = {"string", "string", "uint256", "address", "bytes32"};
   json_t *fields = json_array();
   for (size_t i = 0; i < 5; i++)
-    if (json_object_get(domain, names[i])) json_array_append_new(fields, json_pack("{s:s, s:s}", "name", names[i], "type", tys[i]));
+    if (json_object_get(domain, names[i]))
+      json_array_append_new(fields, json_pack("{s:s, s:s}", "name", names[i], "type", tys[i]));
   json_t *t = json_pack("{s:o}", "EIP712Domain", fields);
   int rc = hash_struct(t, "EIP712Domain", domain, "domain", 0, out, err);
   json_decref(t);
@@ -516,7 +531,8 @@ int xgr_eip712_domain_separator(const json_t *types, const json_t *domain, uint8
 }
 
 int xgr_eip712_digest(const json_t *typed, uint8_t out[32], xgr_error *err) {
-  if (!json_is_object(typed)) return xgr_error_set(err, XGR_ESCHEMA, "", "expected an object {types, domain, primaryType, message}");
+  if (!json_is_object(typed))
+    return xgr_error_set(err, XGR_ESCHEMA, "", "expected an object {types, domain, primaryType, message}");
   const json_t *types = json_object_get(typed, "types");
   const char *primary = json_string_value(json_object_get(typed, "primaryType"));
   if (!json_is_object(types)) return xgr_error_set(err, XGR_ESCHEMA, "types", "missing or not an object");

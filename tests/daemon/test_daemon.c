@@ -27,9 +27,12 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#define OWNER "0x00000000000000000000000000000000000000c1"
-#define OTHER "0x00000000000000000000000000000000000000c2"
-#define DELEGATE "0x00000000000000000000000000000000000000b0"
+/* xgrd runs in permit mode (the default): the test identities have keys, and rpc() signs the permit
+ * each call needs with the key of the identity the params name (tests/permits/test_signer.h). */
+#include "../permits/test_signer.h"
+#define OWNER TS_OWNER
+#define OTHER TS_OTHER
+#define DELEGATE TS_DELEGATE
 
 typedef struct daemon_t {
   pid_t pid;
@@ -93,7 +96,7 @@ static void start4(daemon_t *d, const char *extra1, const char *extra2, const ch
   if (pid == 0) {
     FILE *f = freopen(logf, "a", stderr);
     (void)f;
-    const char *argv[20] = {xgrd_path(), "--listen", "127.0.0.1:0", "--auth", "none", "--store", d->store,
+    const char *argv[20] = {xgrd_path(), "--listen", "127.0.0.1:0", "--auth", "permits", "--store", d->store,
                             "--port-file", portfile, "--workers", "2", "--timeout", "2"};
     int n = 13;
     if (extra1) argv[n++] = extra1;
@@ -182,8 +185,50 @@ static long http(const daemon_t *d, const char *verb, const char *path, const ch
   return status;
 }
 
-/* Call a method; returns the whole response object (caller decrefs). params is stolen. */
+static json_t *rpc(const daemon_t *d, const char *method, json_t *params);
+
+/* What the signer asks xgrd (public methods, unsigned). A failure signs a value that cannot match,
+ * so xgrd answers with its own error for the call (unknown registry, ...). */
+static int ask_next_pid(void *ctx, const char *from, uint64_t *out, xgr_error *err) {
+  (void)err;
+  json_t *r = rpc(ctx, "xgr_getNextProcessId", json_pack("{s:s}", "from", from));
+  const char *v = json_string_value(json_object_get(json_object_get(r, "result"), "nextProcessId"));
+  *out = v ? strtoull(v, NULL, 10) : 0;
+  json_decref(r);
+  return 0;
+}
+
+static int ask_ostc_hash(void *ctx, const json_t *params, uint8_t out[32], xgr_error *err) {
+  (void)err;
+  json_t *q = json_object();
+  static const char *const keys[] = {"xrc729", "registry", "orchestration", NULL};
+  for (const char *const *k = keys; *k; k++)
+    if (json_is_string(json_object_get(params, *k))) {
+      json_object_set(q, "xrc729", json_object_get(params, *k));
+      break;
+    }
+  if (json_is_string(json_object_get(params, "ostcId"))) json_object_set(q, "ostcId", json_object_get(params, "ostcId"));
+  json_t *r = rpc(ctx, "xgr.getOrchestration", q);
+  memset(out, 0, 32);
+  xgr_hex_decode(json_string_value(json_object_get(json_object_get(r, "result"), "hash")), out, 32);
+  json_decref(r);
+  return 0;
+}
+
+static tsign g_sign;
+
+/* Call a method; returns the whole response object (caller decrefs). params is stolen. The
+ * permit the method needs is signed first (unless params carry one). */
 static json_t *rpc(const daemon_t *d, const char *method, json_t *params) {
+  if (!g_sign.s) {
+    tsign_init(&g_sign);
+    assert_int_equal(tsign_check(&g_sign), 0);
+    g_sign.info.next_pid = ask_next_pid;
+    g_sign.info.ostc_hash = ask_ostc_hash;
+  }
+  g_sign.info.ctx = (void *)d;
+  xgr_error se;
+  if (params) tsign_attach(&g_sign, method, params, &se);   /* unsignable params go unsigned: xgrd judges them */
   json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 7, "method", method, "params",
                          params ? params : json_object());
   char *s = json_dumps(rq, JSON_COMPACT);
@@ -304,7 +349,7 @@ static void test_registries_and_enqueue(void **state) {
   assert_int_equal(json_integer_value(json_object_get(g, "version")), 1);
   const char *hash = sget(g, "hash");
   assert_non_null(json_object_get(json_object_get(g, "orchestration"), "structure"));
-  json_t *gr = ok(&d, "xgr.getRule", json_pack("{s:s}", "address", "W"));
+  json_t *gr = ok(&d, "xgr.getRule", json_pack("{s:s, s:s}", "address", "W", "owner", OWNER));   /* names are per owner */
   assert_non_null(json_object_get(json_object_get(gr, "rule"), "rules"));
   json_decref(gr);
   fails(&d, "xgr.getRule", json_pack("{s:s}", "address", "nope"), -32004, "address");
@@ -360,7 +405,7 @@ static void test_registries_and_enqueue(void **state) {
                                      "init", "stepId", "A"), -32004, NULL);
   /* another caller may not start the owner's sessions */
   fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "from", OTHER, "xrc729",
-                                     "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"), -32007, "from");
+                                     "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"), -32007, "permit.message.from");
   json_decref(g);
   assert_int_equal(stop(&d, SIGTERM), 0);
   rmdaemon(&d);
@@ -501,7 +546,7 @@ static void test_public_methods(void **state) {
   fails(&d, "xgr_control", json_pack("[{s:s, s:s, s:I}]", "from", OWNER, "action", "pause", "sessionId", (json_int_t)r3),
         -32602, "action");
   fails(&d, "xgr_control", json_pack("[{s:s, s:s, s:s, s:I}]", "from", OTHER, "owner", OWNER, "action", "kill", "sessionId",
-                                     (json_int_t)r3), -32007, "from");
+                                     (json_int_t)r3), -32007, "permit.message.from");
   json_t *k = ok(&d, "xgr_control", json_pack("[{s:s, s:s, s:I}]", "from", OWNER, "action", "kill", "sessionId", (json_int_t)r3));
   assert_string_equal(sget(k, "status"), "killed");
   json_decref(k);
@@ -539,7 +584,7 @@ static void test_pause_resume_kill(void **state) {
   e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s}}", "owner", OWNER, "rootPid", 9, "init", "stepId", "T"));
   assert_string_equal(sget(e, "ack"), "paused");
   json_decref(e);
-  fails(&d, "xgr.pause", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "from", OTHER, "pid", "9"), -32007, "from");
+  fails(&d, "xgr.pause", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "from", OTHER, "pid", "9"), -32007, "permit.message.from");
   p = ok(&d, "xgr_resume", json_pack("[{s:s, s:s}]", "owner", OWNER, "pid", "9"));
   json_decref(p);
   msleep(1300);
@@ -867,6 +912,28 @@ static void test_store_full(void **state) {
 
 /* Many concurrent clients enqueue gate sessions and wake them (libcurl multi, keep-alive):
  * every request answered without error, every session completed. */
+/* A signed request body of the load test: enqueue of session n (phase 0) or the wake of its
+ * process n:2 (phase 1). */
+static void load_body(char *out, size_t cap, const daemon_t *d, int phase, int n, const char *ostc_hash) {
+  json_t *params = phase == 0 ? json_pack("{s:s, s:i, s:s, s:{s:s}}", "owner", OWNER, "rootPid", n, "ostcHash", ostc_hash,
+                                          "init", "stepId", "A")
+                              : json_pack("{s:s, s:s, s:{s:i}}", "from", OWNER, "processId", "", "payload", "n", n);
+  if (phase) {
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d:2", n);
+    json_object_set_new(params, "processId", json_string(pid));
+  }
+  g_sign.info.ctx = (void *)d;
+  xgr_error e;
+  if (tsign_attach(&g_sign, phase ? "xgr_wakeUpProcess" : "xgr.enqueue", params, &e)) fail_msg("sign: %s", e.message);
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", n, "method",
+                         phase ? "xgr_wakeUpProcess" : "xgr.enqueue", "params", params);
+  char *t = json_dumps(rq, JSON_COMPACT);
+  snprintf(out, cap, "%s", t);
+  free(t);
+  json_decref(rq);
+}
+
 static void test_load(void **state) {
   (void)state;
   daemon_t d;
@@ -874,6 +941,10 @@ static void test_load(void **state) {
   start(&d, NULL, NULL);
   deploy(&d, "gate.json", "local");
   enum { CLIENTS = 32, SESSIONS = 1500 };
+  json_t *orch = ok(&d, "xgr.getOrchestration", json_object());
+  char ostc_hash[67];
+  snprintf(ostc_hash, sizeof ostc_hash, "%s", sget(orch, "hash"));
+  json_decref(orch);
   CURLM *m = curl_multi_init();
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/", d.port);
@@ -881,7 +952,7 @@ static void test_load(void **state) {
   typedef struct slot {
     CURL *h;
     hbuf b;
-    char body[512];
+    char body[4096];
     int phase;   /* 0 enqueue, 1 wake */
     int n;
   } slot;
@@ -903,9 +974,7 @@ static void test_load(void **state) {
   for (int i = 0; i < CLIENTS && next < SESSIONS; i++) {
     s[i].n = ++next;
     s[i].phase = 0;
-    snprintf(s[i].body, sizeof s[i].body,
-             "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\",\"rootPid\":%d,"
-             "\"init\":{\"stepId\":\"A\"}}}", s[i].n, s[i].n);
+    load_body(s[i].body, sizeof s[i].body, &d, 0, s[i].n, ostc_hash);
     curl_easy_setopt(s[i].h, CURLOPT_POSTFIELDS, s[i].body);
     curl_multi_add_handle(m, s[i].h);
     launched++;
@@ -956,14 +1025,7 @@ static void test_load(void **state) {
         again = true;
       }
       if (again) {
-        if (sl->phase == 0)
-          snprintf(sl->body, sizeof sl->body,
-                   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER
-                   "\",\"rootPid\":%d,\"init\":{\"stepId\":\"A\"}}}", sl->n, sl->n);
-        else
-          snprintf(sl->body, sizeof sl->body,
-                   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"xgr_wakeUpProcess\",\"params\":[{\"from\":\"" OWNER
-                   "\",\"processId\":\"%d:2\",\"payload\":{\"n\":%d}}]}", sl->n, sl->n, sl->n);
+        load_body(sl->body, sizeof sl->body, &d, sl->phase, sl->n, ostc_hash);   /* a fresh permit each time */
         curl_easy_setopt(sl->h, CURLOPT_POSTFIELDS, sl->body);
         curl_multi_add_handle(m, sl->h);
         launched++;
@@ -1103,6 +1165,21 @@ static void test_drift_allow_list(void **state) {
   assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 1);
   assert_string_equal(sget(json_array_get(json_object_get(ls, "sessions"), 0), "step"), "W");
   json_decref(ls);
+  /* the public reference's allow mode: a ControlPermitV2 (action wake) names runner and session; its
+   * stepId, when set, narrows the list (least privilege) */
+  for (int k = 0; k < 2; k++) {
+    uint8_t key[32];
+    assert_int_equal(tsign_key(DELEGATE, key), 0);
+    xgr_permit_fields f = {.kind = XGR_PERMIT_CONTROL_V2, .chain_id = g_sign.chain_id, .verifying_contract = g_sign.contract,
+                           .runner = OWNER, .session_id = root, .action = "wake", .step_id = k ? "X" : "W",
+                           .expiry = (uint64_t)time(NULL) + 600};
+    json_t *cp;
+    xgr_error se;
+    assert_int_equal(xgr_permit_sign(g_sign.s, key, &f, &cp, &se), 0);
+    ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:o}]", "runner", OWNER, "controlPermit", cp));
+    assert_int_equal(json_array_size(json_object_get(ls, "sessions")), k ? 0 : 1);
+    json_decref(ls);
+  }
   /* a stranger sees nothing */
   ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:s, s:s}]", "from", OTHER, "runner", OWNER, "rootId", rs));
   assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 0);

@@ -94,7 +94,7 @@ static void test_mode_forms(void **s) {
   parse_fails(fanout("\"mode\":{\"k\":1,\"kofn\":1},"), XGR_ESCHEMA, "structure.A1.onValid.join.mode", NULL);
   parse_fails(fanout("\"mode\":3,"), XGR_ESCHEMA, "structure.A1.onValid.join.mode", "integer 3");
   parse_fails(fanout(""), XGR_ESCHEMA, "structure.A1.onValid.join.mode", "missing");
-  parse_fails(fanout("\"mode\":\"exact\","), XGR_ELEGACY, "structure.A1.onValid.join.mode", "seed 000");
+  parse_fails(fanout("\"mode\":\"exact\","), XGR_ELEGACY, "structure.A1.onValid.join.mode", "old (v0) document model");
 }
 
 static void test_when_and_policy(void **s) {

@@ -380,12 +380,94 @@ static void test_forged_many(void **state) {
   json_decref(f);
 }
 
+/* ---- xgr_permit_sign_call: the permit a JSON-RPC call needs, from its params ------------------- */
+
+static int cb_next(void *ctx, const char *from, uint64_t *out, xgr_error *err) {
+  (void)ctx, (void)from, (void)err;
+  *out = 42;
+  return 0;
+}
+static int cb_hash(void *ctx, const json_t *params, uint8_t out[32], xgr_error *err) {
+  (void)ctx, (void)err;
+  memset(out, json_is_string(json_object_get(params, "xrc729")) ? 0x77 : 0x66, 32);
+  return 0;
+}
+
+static void test_sign_call(void **state) {
+  (void)state;
+  assert_int_equal(xgr_permit_kind_for_method("xgr.enqueue"), XGR_PERMIT_SESSION);
+  assert_int_equal(xgr_permit_kind_for_method("xgr_validateDataTransfer"), XGR_PERMIT_SESSION);
+  assert_int_equal(xgr_permit_kind_for_method("xgr_control"), XGR_PERMIT_CONTROL);
+  assert_int_equal(xgr_permit_kind_for_method("xgr.wake"), XGR_PERMIT_CONTROL);
+  assert_int_equal(xgr_permit_kind_for_method("xgr_putRule"), XGR_PERMIT_XDALA);
+  assert_int_equal(xgr_permit_kind_for_method("xgr_sessionAlive"), 0);
+  assert_int_equal(xgr_permit_kind_for_method("xgr_getNextProcessId"), 0);
+  assert_int_equal(xgr_permit_kind_for_method("eth_call"), 0);
+  uint8_t key[32], vc[20] = {0};
+  memset(key, 0x11, 32);
+  vc[19] = 0xaa;
+  xgr_permit_call info = {.chain_id = 1879, .control_contract = vc, .expiry = 4102444800, .max_total_gas = 9,
+                          .next_pid = cb_next, .ostc_hash = cb_hash};
+  xgr_permit_policy pol = policy();
+  xgr_error e;
+  xgr_permit p;
+  /* a start without a rootPid: the next one is signed and written into the request */
+  json_t *params = json_pack("{s:s, s:s}", "xrc729", "reg", "ostcId", "orders");
+  assert_int_equal(xgr_permit_sign_call(S, key, "xgr.enqueue", params, &info, &e), 0);
+  assert_string_equal(json_string_value(json_object_get(params, "rootPid")), "42");
+  assert_int_equal(xgr_permit_verify(S, json_object_get(params, "permit"), &pol, "permit", &p, &e), 0);
+  assert_int_equal(p.kind, XGR_PERMIT_SESSION);
+  assert_int_equal(p.session_id, 42);
+  assert_string_equal(p.ostc_id, "orders");
+  assert_int_equal(p.ostc_hash[0], 0x77);
+  assert_string_equal(p.max_total_gas, "9");
+  json_decref(params);
+  /* kill of a process: the root of its pid, no step */
+  params = json_pack("{s:s}", "pid", "5:2");
+  assert_int_equal(xgr_permit_sign_call(S, key, "xgr.kill", params, &info, &e), 0);
+  assert_int_equal(xgr_permit_verify(S, json_object_get(params, "permit"), &pol, "permit", &p, &e), 0);
+  assert_int_equal(p.kind, XGR_PERMIT_CONTROL);
+  assert_string_equal(p.action, "kill");
+  assert_int_equal(p.session_id, 5);
+  assert_string_equal(p.step_id, "");
+  json_decref(params);
+  /* a step-mode wake for another owner: ControlPermitV2 with runner = owner */
+  params = json_pack("{s:s, s:s, s:s}", "sessionId", "7", "stepId", "Approve", "owner",
+                     "0x00000000000000000000000000000000000000c1");
+  assert_int_equal(xgr_permit_sign_call(S, key, "xgr_wakeUpProcess", params, &info, &e), 0);
+  assert_int_equal(xgr_permit_verify(S, json_object_get(params, "permit"), &pol, "permit", &p, &e), 0);
+  assert_int_equal(p.kind, XGR_PERMIT_CONTROL_V2);
+  assert_string_equal(p.runner, "0x00000000000000000000000000000000000000c1");
+  assert_string_equal(p.step_id, "Approve");
+  assert_string_equal(p.action, "wake");
+  json_decref(params);
+  /* a PID-mode wake signs no step */
+  params = json_pack("{s:s, s:s}", "processId", "7:3", "stepId", "ignored");
+  assert_int_equal(xgr_permit_sign_call(S, key, "xgr.wake", params, &info, &e), 0);
+  assert_int_equal(xgr_permit_verify(S, json_object_get(params, "permit"), &pol, "permit", &p, &e), 0);
+  assert_string_equal(p.step_id, "");
+  json_decref(params);
+  /* public methods, and params with a permit already, are left alone; no session id is an error */
+  params = json_pack("{s:s}", "from", "0x00000000000000000000000000000000000000c1");
+  assert_int_equal(xgr_permit_sign_call(S, key, "xgr_getNextProcessId", params, &info, &e), 0);
+  assert_null(json_object_get(params, "permit"));
+  json_object_set_new(params, "permit", json_string("mine"));
+  assert_int_equal(xgr_permit_sign_call(S, key, "xgr.listSessions", params, &info, &e), 0);
+  assert_string_equal(json_string_value(json_object_get(params, "permit")), "mine");
+  json_decref(params);
+  params = json_object();
+  assert_int_not_equal(xgr_permit_sign_call(S, key, "xgr.pause", params, &info, &e), 0);
+  assert_string_equal(e.path, "pid");
+  json_decref(params);
+}
+
 int main(void) {
   S = xgr_secp_new();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_general_encoder),     cmocka_unit_test(test_integers),
       cmocka_unit_test(test_ethers_fixtures_verify), cmocka_unit_test(test_sign_matches_ethers),
       cmocka_unit_test(test_refusals),            cmocka_unit_test(test_forged_many),
+      cmocka_unit_test(test_sign_call),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   xgr_secp_free(S);

@@ -118,6 +118,21 @@ void scen_check(const json_t *x, const json_t *rep, scen_fail_fn fail, void *ctx
     if (got != json_integer_value(at))
       failf(fail, ctx, "%s ran at %lld ms, expected %lld", pid, (long long)got, (long long)json_integer_value(at));
   }
+  json_object_foreach(json_object_get(x, "historyError"), pid, at) {   /* pid: substring of its row's error */
+    const char *got = NULL;
+    size_t k;
+    json_t *h;
+    json_array_foreach(json_object_get(rep, "history"), k, h) if (!strcmp(sget(h, "pid"), pid)) {
+      got = json_string_value(json_object_get(h, "error"));
+      break;
+    }
+    if (!got || !strstr(got, json_string_value(at)))
+      failf(fail, ctx, "%s history error is %s, expected it to contain \"%s\"", pid, got ? got : "missing",
+            json_string_value(at));
+  }
+  const json_t *ka = json_object_get(x, "killedAt");
+  const json_t *gk = json_object_get(rep, "killedAt");
+  if (ka && (json_is_null(ka) ? gk != NULL : !json_equal(ka, gk))) failf(fail, ctx, "killedAt differs");
   json_array_foreach(json_object_get(x, "actionsOk"), i, w) {
     const json_t *g = json_object_get(json_array_get(json_object_get(rep, "actions"), i), "ok");
     if (!g || !json_equal(g, w)) failf(fail, ctx, "action %zu: %s", i, g ? "wrong outcome" : "not applied");

@@ -4,6 +4,7 @@
  *   result; processes[] {pid, step?, status?, valid?, paused?, abortReason?, join? (outcome),
  *   joinFail? (subset of join.fail), joinClosedAt? (ms), error? (true: has one), payload? (subset), payloadLacks?};
  *   count (processes created); history (rows); historyAt {pid: time of its first row};
+ *   historyError {pid: substring of its row's error}; killedAt (ms, or null: absent);
  *   actionsOk [bool per scripted action]. */
 #ifndef XGR_TESTS_SCENARIO_EXPECT_H
 #define XGR_TESTS_SCENARIO_EXPECT_H

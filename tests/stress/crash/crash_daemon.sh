@@ -33,8 +33,13 @@ else
   N=${1:-200} KILLS=${2:-5} ROUNDS=${3:-3}
 fi
 SCALE=${XGR_CRASHD_SCALE:-250}
-OWNER=0x00000000000000000000000000000000000000c8
 DIR=$(mktemp -d /tmp/xgr-crashd-XXXXXX)
+# xgrd runs in permit mode (issue 16): the owner has a key, deploys are signed, and every enqueue
+# carries a SessionPermit for its rootPid (re-sent unchanged after each restart: it binds the same
+# session, which then answers already_queued)
+"$XGR" key new "$DIR/owner.key" >"$DIR/owner.addr"
+OWNER=$(tr 'A-F' 'a-f' <"$DIR/owner.addr")
+export XGR_KEY_FILE="$DIR/owner.key"
 PID=
 cleanup() {
   if [ -n "$PID" ]; then kill -9 "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
@@ -48,7 +53,7 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # start_xgrd DB LOG: xgrd in the background on 127.0.0.1, port 0; sets PID and URL
 start_xgrd() {
   rm -f "$DIR/port"
-  "$XGRD" --listen 127.0.0.1:0 --auth none --store "sqlite:$1" --port-file "$DIR/port" --workers 2 \
+  "$XGRD" --listen 127.0.0.1:0 --store "sqlite:$1" --port-file "$DIR/port" --workers 2 \
     --time-scale "$SCALE" --log-level warn --first-step-timeout 100 2>>"$2" &
   PID=$!
   for _ in $(seq 1 1000); do
@@ -69,19 +74,24 @@ stop_xgrd() {
   [ "$rc" = 0 ] || { echo "FAIL: xgrd exited with $rc after SIGTERM"; exit 1; }
 }
 
-# the enqueue requests: 8 JSON-RPC batches, sent concurrently (group commit)
-for c in 0 1 2 3 4 5 6 7; do
-  {
-    printf '['
-    sep=
-    for i in $(seq $((c + 1)) 8 "$N"); do
-      printf '%s{"jsonrpc":"2.0","id":%d,"method":"xgr.enqueue","params":{"owner":"%s","rootPid":%d,"xrc729":"crash","init":{"stepId":"Start","payload":{"Rounds":%d,"Seed":%d}}}}' \
-        "$sep" "$i" "$OWNER" "$i" "$ROUNDS" "$i"
-      sep=,
-    done
-    printf ']'
-  } >"$DIR/enq$c.json"
-done
+# the enqueue requests: 8 JSON-RPC batches, sent concurrently (group commit); made after the first
+# deploy, which tells the orchestration's hash the permits sign
+make_enqueues() {
+  local hash=$1
+  for c in 0 1 2 3 4 5 6 7; do
+    {
+      printf '['
+      sep=
+      for i in $(seq $((c + 1)) 8 "$N"); do
+        permit=$("$XGR" permit session --chain-id 1887 --ostc-hash "$hash" --session-id "$i" --ttl 7200)
+        printf '%s{"jsonrpc":"2.0","id":%d,"method":"xgr.enqueue","params":{"rootPid":%d,"xrc729":"crash","init":{"stepId":"Start","payload":{"Rounds":%d,"Seed":%d}},"permit":%s}}' \
+          "$sep" "$i" "$i" "$ROUNDS" "$i" "$permit"
+        sep=,
+      done
+      printf ']'
+    } >"$DIR/enq$c.json"
+  done
+}
 enqueue_all() {
   local pids=()
   for c in 0 1 2 3 4 5 6 7; do
@@ -111,7 +121,8 @@ echo "crash test on xgrd: $N sessions ($ROUNDS rounds each), $KILLS kills -9, ti
 
 # ---- the reference: one uninterrupted run
 start_xgrd "$DIR/ref.db" "$DIR/ref.log"
-"$XGR" deploy "$BUNDLE" --registry crash --url "$URL" >/dev/null
+"$XGR" deploy "$BUNDLE" --registry crash --url "$URL" --json >"$DIR/deploy.json"
+make_enqueues "$(grep -A4 '"orchestration"' "$DIR/deploy.json" | grep -o '0x[0-9a-f]\{64\}' | head -1)"
 t=$(ms)
 enqueue_all || { echo "FAIL: enqueue on the reference run"; exit 1; }
 if grep -q '"error"' "$DIR"/enq*.out; then echo "FAIL: an enqueue failed:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out | head -3; exit 1; fi

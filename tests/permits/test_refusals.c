@@ -1,0 +1,518 @@
+/* test_refusals.c — every permit check of issue 16 from the outside: a real xgrd (XGRD) in permit
+ * mode on an ephemeral loopback port with a SQLite store, driven over HTTP. For each check one
+ * request that fails exactly that check: it must answer -32007 with a message naming the check,
+ * and the store must be unchanged (a fingerprint of every table, read with sqlite3 while xgrd
+ * runs). Covered: forged signature, another signer, expired, wrong chain, wrong domain name, wrong
+ * primaryType, extra field, wrong sessionId, wrong action, a control permit used twice (also after
+ * a restart), high s, bad v, truncated hex, a start by a non-owner, a registry write by a
+ * non-owner, reading another owner's session; and the good permits that the refusals mutate. Also
+ * the Host header check, /metrics on --metrics-listen, and xgr_getCoreAddrs. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "xgr/permit.h"
+#include "xgr/secp.h"
+
+#define CHAIN 31337
+#define CONTRACT "0x00000000000000000000000000000000000000aa"
+#define REG "0x00000000000000000000000000000000000000f1"
+
+typedef struct ctx {
+  pid_t pid;
+  int port;
+  char dir[128], store[220], db[200];
+  xgr_secp *s;
+  uint8_t owner_key[32], other_key[32];
+  char owner[43], other[43];
+  char hash[67];
+} ctx;
+
+static ctx C;
+
+static void msleep(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static void start_xgrd(void) {
+  char portfile[200], logf[200];
+  snprintf(portfile, sizeof portfile, "%s/port", C.dir);
+  snprintf(logf, sizeof logf, "%s/xgrd.log", C.dir);
+  unlink(portfile);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (!freopen(logf, "a", stderr)) _exit(126);
+    const char *xgrd = getenv("XGRD") ? getenv("XGRD") : "./xgrd";
+    execl(xgrd, xgrd, "--listen", "127.0.0.1:0", "--store", C.store, "--port-file", portfile, "--workers", "1",
+          "--chain-id", "31337", "--control-contract", CONTRACT, "--metrics-listen", "127.0.0.1:0", (char *)NULL);
+    _exit(127);
+  }
+  C.pid = pid;
+  for (int i = 0; i < 500; i++) {
+    FILE *f = fopen(portfile, "r");
+    if (f) {
+      int ok = fscanf(f, "%d", &C.port);
+      fclose(f);
+      if (ok == 1 && C.port > 0) return;
+    }
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) fail_msg("xgrd exited at start (see %s)", logf);
+    msleep(10);
+  }
+  fail_msg("xgrd did not write its port file");
+}
+
+static void stop_xgrd(void) {
+  if (C.pid <= 0) return;
+  kill(C.pid, SIGTERM);
+  waitpid(C.pid, NULL, 0);
+  C.pid = 0;
+}
+
+typedef struct hbuf {
+  char *p;
+  size_t n;
+} hbuf;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+  hbuf *b = ud;
+  size_t n = size * nmemb;
+  b->p = realloc(b->p, b->n + n + 1);
+  memcpy(b->p + b->n, ptr, n);
+  b->n += n;
+  b->p[b->n] = 0;
+  return n;
+}
+
+/* Call method with params (stolen); the whole response object. */
+static json_t *rpc(const char *method, json_t *params) {
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
+  char *body = json_dumps(rq, JSON_COMPACT);
+  json_decref(rq);
+  CURL *h = curl_easy_init();
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", C.port);
+  hbuf b = {0};
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+  CURLcode cc = curl_easy_perform(h);
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  free(body);
+  if (cc != CURLE_OK) fail_msg("%s: %s", method, curl_easy_strerror(cc));
+  json_t *r = json_loads(b.p, 0, NULL);
+  if (!r) fail_msg("%s: not JSON: %s", method, b.p);
+  free(b.p);
+  return r;
+}
+
+static json_t *ok(const char *method, json_t *params) {
+  json_t *r = rpc(method, params);
+  if (json_object_get(r, "error")) {
+    char *t = json_dumps(r, 0);
+    fail_msg("%s failed: %s", method, t);
+  }
+  json_t *res = json_incref(json_object_get(r, "result"));
+  json_decref(r);
+  return res;
+}
+
+/* Every table of the store, row by row, hashed into a text fingerprint. */
+static char *fingerprint(void) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open_v2(C.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  static const char *const q[] = {
+      "SELECT owner, next_root FROM owners ORDER BY owner",
+      "SELECT id, version, hash, owner FROM orchestrations ORDER BY id, version",
+      "SELECT id, version, hash, owner FROM rules ORDER BY id, version",
+      "SELECT owner, root_pid, status, paused, next_iter FROM sessions ORDER BY owner, root_pid",
+      "SELECT owner, root_pid, iter, status, paused, payload FROM proc_rt ORDER BY owner, root_pid, iter",
+      "SELECT owner, root_pid, iter FROM proc_steps ORDER BY owner, root_pid, iter",
+      "SELECT key, expires_at FROM marks ORDER BY key",
+  };
+  size_t cap = 1 << 16, len = 0;
+  char *out = malloc(cap);
+  out[0] = 0;
+  for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, q[i], -1, &st, NULL), SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      for (int c = 0; c < sqlite3_column_count(st); c++) {
+        const char *t = (const char *)sqlite3_column_text(st, c);
+        size_t n = strlen(t ? t : "") + 2;
+        if (len + n + 1 > cap) out = realloc(out, cap *= 2);
+        len += (size_t)snprintf(out + len, cap - len, "%s|", t ? t : "");
+      }
+      out[len++] = '\n';
+      out[len] = 0;
+    }
+    sqlite3_finalize(st);
+    if (len + 3 > cap) out = realloc(out, cap *= 2);
+    len += (size_t)snprintf(out + len, cap - len, "--\n");
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+/* ---- permits ---------------------------------------------------------------------------------- */
+
+static json_t *sign(const uint8_t key[32], xgr_permit_fields f) {
+  uint8_t vc[20];
+  xgr_hex_decode(CONTRACT, vc, 20);
+  if (!f.chain_id) f.chain_id = CHAIN;
+  if (!f.verifying_contract) f.verifying_contract = vc;
+  if (!f.expiry) f.expiry = (uint64_t)time(NULL) + 600;
+  json_t *p;
+  xgr_error e;
+  if (xgr_permit_sign(C.s, key, &f, &p, &e)) fail_msg("sign: %s: %s", e.path, e.message);
+  return p;
+}
+
+static xgr_permit_fields session_fields(uint64_t root) {
+  static uint8_t h[32];
+  xgr_hex_decode(C.hash, h, 32);
+  return (xgr_permit_fields){.kind = XGR_PERMIT_SESSION, .ostc_id = "", .ostc_hash = h, .session_id = root,
+                             .max_total_gas = 1000000};
+}
+
+static json_t *enqueue_params(uint64_t root, json_t *permit) {
+  json_t *p = json_pack("{s:s, s:{s:s}, s:o}", "xrc729", REG, "init", "stepId", "A", "permit", permit);
+  if (root) json_object_set_new(p, "rootPid", json_integer((json_int_t)root));
+  return p;
+}
+
+/* Flip hex digit i of the signature; set byte 64 (v); cut it; make s high. */
+static void sig_flip(json_t *p, size_t i) {
+  char s[140];
+  snprintf(s, sizeof s, "%s", json_string_value(json_object_get(p, "signature")));
+  s[i] = s[i] == '0' ? '1' : '0';
+  json_object_set_new(p, "signature", json_string(s));
+}
+static void sig_v(json_t *p, int v) {
+  uint8_t b[65];
+  xgr_hex_decode(json_string_value(json_object_get(p, "signature")), b, 65);
+  b[64] = (uint8_t)v;
+  char s[140];
+  xgr_hex_encode(b, 65, s);
+  json_object_set_new(p, "signature", json_string(s));
+}
+static void sig_cut(json_t *p) {
+  char s[140];
+  snprintf(s, sizeof s, "%s", json_string_value(json_object_get(p, "signature")));
+  s[100] = 0;
+  json_object_set_new(p, "signature", json_string(s));
+}
+static void sig_high_s(json_t *p) {
+  static const uint8_t N[32] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                0xff, 0xff, 0xff, 0xff, 0xfe, 0xba, 0xae, 0xdc, 0xe6, 0xaf, 0x48,
+                                0xa0, 0x3b, 0xbf, 0xd2, 0x5e, 0x8c, 0xd0, 0x36, 0x41, 0x41};
+  uint8_t b[65];
+  xgr_hex_decode(json_string_value(json_object_get(p, "signature")), b, 65);
+  int borrow = 0;
+  for (int i = 31; i >= 0; i--) {
+    int d = N[i] - b[32 + i] - borrow;
+    borrow = d < 0;
+    b[32 + i] = (uint8_t)(d + (borrow ? 256 : 0));
+  }
+  b[64] = b[64] == 27 ? 28 : 27;
+  char s[140];
+  xgr_hex_encode(b, 65, s);
+  json_object_set_new(p, "signature", json_string(s));
+}
+
+/* The call must be refused with -32007, a message containing `words`, and no store change. */
+static void refused(const char *what, const char *method, json_t *params, const char *words) {
+  char *before = fingerprint();
+  for (int i = 0; i < 100; i++) {   /* sessions started before settle first (their steps write) */
+    msleep(20);
+    char *again = fingerprint();
+    bool same = !strcmp(before, again);
+    free(before);
+    before = again;
+    if (same) break;
+  }
+  json_t *r = rpc(method, params);
+  json_t *e = json_object_get(r, "error");
+  char *t = json_dumps(r, 0);
+  if (!e) fail_msg("%s: accepted, expected -32007: %s", what, t);
+  if (json_integer_value(json_object_get(e, "code")) != -32007) fail_msg("%s: expected -32007, got %s", what, t);
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  bool found = false; /* words: alternatives separated by '|' */
+  for (const char *w = words; msg && !found;) {
+    const char *bar = strchr(w, '|');
+    size_t n = bar ? (size_t)(bar - w) : strlen(w);
+    char one[96];
+    snprintf(one, sizeof one, "%.*s", (int)n, w);
+    found = strstr(msg, one) != NULL;
+    if (!bar) break;
+    w = bar + 1;
+  }
+  if (!found) fail_msg("%s: expected \"%s\" in the message, got %s", what, words, t);
+  printf("refused  %-28s %s\n", what, t);
+  free(t);
+  json_decref(r);
+  char *after = fingerprint();
+  if (strcmp(before, after)) fail_msg("%s: the store changed:\n%s\nvs\n%s", what, before, after);
+  free(before);
+  free(after);
+}
+
+static int setup(void **state) {
+  (void)state;
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  snprintf(C.dir, sizeof C.dir, "/tmp/xgr-test-refusals-%d", (int)getpid());
+  mkdir(C.dir, 0700);
+  snprintf(C.db, sizeof C.db, "%s/store.db", C.dir);
+  snprintf(C.store, sizeof C.store, "sqlite:%s", C.db);
+  C.s = xgr_secp_new();
+  memset(C.owner_key, 0x51, 32);
+  memset(C.other_key, 0x52, 32);
+  uint8_t a[20];
+  xgr_error e;
+  xgr_secp_address(C.s, C.owner_key, a, &e);
+  xgr_addr_hex(a, C.owner);
+  xgr_secp_address(C.s, C.other_key, a, &e);
+  xgr_addr_hex(a, C.other);
+  start_xgrd();
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  stop_xgrd();
+  xgr_secp_free(C.s);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", C.dir);
+  if (system(cmd)) { /* best effort */ }
+  curl_global_cleanup();
+  return 0;
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  /* the owner registers the bundle of tests/daemon/gate.json (A, then W waits) */
+  char path[512];
+  snprintf(path, sizeof path, "%s/tests/daemon/gate.json", getenv("XGR_SRC") ? getenv("XGR_SRC") : ".");
+  json_t *b = json_load_file(path, 0, NULL);
+  assert_non_null(b);
+  const char *k;
+  json_t *rule;
+  json_object_foreach(json_object_get(b, "rules"), k, rule) {
+    json_t *r = ok("xgr.putRule", json_pack("{s:s, s:O, s:o}", "address", k, "rule", rule, "permit",
+                                            sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+    json_decref(r);
+  }
+  json_t *orch = json_object_get(b, "orchestration");
+  json_t *r = ok("xgr.putOrchestration", json_pack("{s:s, s:O, s:o}", "xrc729", REG, "orchestration", orch, "permit",
+                                                  sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+  snprintf(C.hash, sizeof C.hash, "%s", json_string_value(json_object_get(r, "hash")));
+  json_decref(r);
+
+  /* a good start: rootPid 1 (the next id), then the session waits in W */
+  r = ok("xgr.enqueue", enqueue_params(0, sign(C.owner_key, session_fields(1))));
+  assert_string_equal(json_string_value(json_object_get(r, "ack")), "queued");
+  assert_string_equal(json_string_value(json_object_get(r, "owner")), C.owner);
+  json_decref(r);
+  msleep(200);
+
+  /* ---- signature checks (SessionPermit for the next start, rootPid 2) ---- */
+  json_t *p = sign(C.owner_key, session_fields(2));
+  sig_flip(p, 20);
+  refused("forged signature", "xgr.enqueue", enqueue_params(0, p), "not by message.from|no public key");
+  p = sign(C.other_key, session_fields(2));
+  json_object_set_new(json_object_get(p, "message"), "from", json_string(C.owner));
+  refused("another signer", "xgr.enqueue", enqueue_params(0, p), "not by message.from");
+  p = sign(C.owner_key, session_fields(2));
+  sig_high_s(p);
+  refused("high s", "xgr.enqueue", enqueue_params(0, p), "high s");
+  p = sign(C.owner_key, session_fields(2));
+  sig_v(p, 29);
+  refused("bad v", "xgr.enqueue", enqueue_params(0, p), "bad v");
+  p = sign(C.owner_key, session_fields(2));
+  sig_cut(p);
+  refused("truncated hex", "xgr.enqueue", enqueue_params(0, p), "130 hex digits");
+
+  /* ---- content checks ---- */
+  xgr_permit_fields f = session_fields(2);
+  f.expiry = (uint64_t)time(NULL) - 1;
+  refused("expired", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, f)), "expired");
+  f = session_fields(2);
+  f.chain_id = 1;
+  refused("wrong chain", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, f)), "wrong chain");
+  f = session_fields(2);
+  f.domain_name = "XDaLa Permit";
+  refused("wrong domain name", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, f)), "domain name");
+  refused("wrong primaryType", "xgr.enqueue",
+          enqueue_params(0, sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})), "not accepted here");
+  p = sign(C.owner_key, session_fields(2));
+  json_array_append_new(json_object_get(json_object_get(p, "types"), "SessionPermit"),
+                        json_pack("{s:s, s:s}", "name", "note", "type", "string"));
+  json_object_set_new(json_object_get(p, "message"), "note", json_string("hi"));
+  refused("extra field", "xgr.enqueue", enqueue_params(0, p), "wrong field list");
+  refused("wrong sessionId", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, session_fields(7))), "wrong sessionId");
+  refused("wrong sessionId (replay)", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, session_fields(1))),
+          "wrong sessionId");
+  refused("non-owner start", "xgr.enqueue", enqueue_params(0, sign(C.other_key, session_fields(1))), "not the orchestration's owner");
+
+  /* ---- control permits ---- */
+  xgr_permit_fields pause = {.kind = XGR_PERMIT_CONTROL, .action = "pause", .session_id = 1, .step_id = ""};
+  refused("wrong action", "xgr.kill", json_pack("{s:s, s:o}", "pid", "1", "permit", sign(C.owner_key, pause)),
+          "wrong action");
+  refused("control by a non-owner", "xgr.pause",
+          json_pack("{s:s, s:s, s:o}", "owner", C.owner, "pid", "1",
+                    "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL_V2, .runner = C.owner,
+                                                                    .action = "pause", .session_id = 1})),
+          "step-mode wakes only");
+  json_t *once = sign(C.owner_key, pause);
+  r = ok("xgr.pause", json_pack("{s:s, s:O}", "pid", "1", "permit", once));
+  json_decref(r);
+  r = ok("xgr.resume", json_pack("{s:s, s:o}", "pid", "1", "permit",
+                                 sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL, .action = "resume",
+                                                                       .session_id = 1})));
+  json_decref(r);
+  refused("reused control permit", "xgr.pause", json_pack("{s:s, s:O}", "pid", "1", "permit", once), "already used");
+  stop_xgrd();
+  start_xgrd();
+  refused("reused after a restart", "xgr.pause", json_pack("{s:s, s:O}", "pid", "1", "permit", once), "already used");
+  json_decref(once);
+
+  /* ---- registries and reads ---- */
+  refused("non-owner registry write", "xgr.putOrchestration",
+          json_pack("{s:s, s:O, s:o}", "xrc729", REG, "orchestration", orch, "permit",
+                    sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
+          "owned by");
+  refused("non-owner rule write", "xgr.putRule",
+          json_pack("{s:s, s:O, s:o}", "address", "0x00000000000000000000000000000000000000a1", "rule",
+                    json_object_get(json_object_get(b, "rules"), "0x00000000000000000000000000000000000000a1"),
+                    "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
+          "owned by");
+  refused("another owner's session", "xgr.getSession",
+          json_pack("{s:s, s:i, s:o}", "owner", C.owner, "rootPid", 1, "permit",
+                    sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
+          "not");
+  refused("another owner's list", "xgr.listSessions",
+          json_pack("{s:s, s:o}", "owner", C.owner, "permit",
+                    sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
+          "not");
+  refused("no permit", "xgr.listSessions", json_pack("{s:s}", "owner", C.owner), "xdalaPermit");
+
+  /* an executor listed in the orchestration document (XRC-729 §4.2) may start it; others may not */
+  json_t *orch2 = json_deep_copy(orch);
+  json_object_set_new(orch2, "executors", json_pack("[s]", C.other));
+  r = ok("xgr.putOrchestration", json_pack("{s:s, s:o, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2",
+                                          "orchestration", orch2, "permit",
+                                          sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+  char hash2[67];
+  snprintf(hash2, sizeof hash2, "%s", json_string_value(json_object_get(r, "hash")));
+  json_decref(r);
+  uint8_t h2[32];
+  xgr_hex_decode(hash2, h2, 32);
+  xgr_permit_fields ex = {.kind = XGR_PERMIT_SESSION, .ostc_id = "", .ostc_hash = h2, .session_id = 1, .max_total_gas = 1};
+  r = ok("xgr.enqueue", json_pack("{s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "init",
+                                  "stepId", "A", "permit", sign(C.other_key, ex)));
+  assert_string_equal(json_string_value(json_object_get(r, "owner")), C.other);   /* the signer's session */
+  json_decref(r);
+  uint8_t third[32];
+  memset(third, 0x53, 32);
+  refused("start by a non-executor", "xgr.enqueue",
+          json_pack("{s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "init", "stepId", "A",
+                    "permit", sign(third, ex)),
+          "nor one of its executors");
+
+  /* the owner reads its own session; the public probes need no permit */
+  r = ok("xgr.getSession", json_pack("{s:i, s:o}", "rootPid", 1, "permit",
+                                     sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r, "session"), "owner")), C.owner);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(r, "session"), "maxTotalGas")), "1000000");
+  json_decref(r);
+  r = ok("xgr_sessionAlive", json_pack("[s, s]", C.owner, "1"));
+  assert_true(json_is_true(r));
+  json_decref(r);
+  json_decref(b);
+}
+
+/* A GET with an optional Host header; the HTTP status. */
+static long get(int port, const char *path, const char *host) {
+  CURL *h = curl_easy_init();
+  char url[96], hh[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+  struct curl_slist *hd = NULL;
+  if (host) {
+    snprintf(hh, sizeof hh, "Host: %s", host);
+    hd = curl_slist_append(hd, hh);
+  }
+  hbuf b = {0};
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+  long st = 0;
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+  curl_slist_free_all(hd);
+  curl_easy_cleanup(h);
+  free(b.p);
+  return st;
+}
+
+/* The Host header (DNS rebinding), /metrics on its own listener, xgr_getCoreAddrs. */
+static void test_http_guards(void **state) {
+  (void)state;
+  char logf[200], line[512];
+  snprintf(logf, sizeof logf, "%s/xgrd.log", C.dir);
+  int mport = 0;
+  FILE *f = fopen(logf, "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof line, f)) {
+    const char *p = strstr(line, "msg=\"metrics listening\"");
+    if (p && (p = strstr(p, "port="))) mport = atoi(p + 5);
+  }
+  fclose(f);
+  assert_true(mport > 0);
+  char good[64], bad[64];
+  snprintf(good, sizeof good, "localhost:%d", C.port);
+  snprintf(bad, sizeof bad, "rebind.example:%d", C.port);
+  assert_int_equal(get(C.port, "/healthz", NULL), 200);
+  assert_int_equal(get(C.port, "/healthz", good), 200);
+  assert_int_equal(get(C.port, "/healthz", bad), 403);
+  snprintf(bad, sizeof bad, "127.0.0.1:%d", C.port + 1);
+  assert_int_equal(get(C.port, "/healthz", bad), 403);
+  assert_int_equal(get(C.port, "/metrics", NULL), 404);   /* it lives on --metrics-listen */
+  assert_int_equal(get(mport, "/metrics", NULL), 200);
+  assert_int_equal(get(mport, "/", NULL), 404);
+  snprintf(bad, sizeof bad, "rebind.example:%d", mport);
+  assert_int_equal(get(mport, "/metrics", bad), 403);
+  json_t *r = ok("xgr_getCoreAddrs", json_object());
+  assert_string_equal(json_string_value(json_object_get(r, "chainId")), "0x7a69");
+  assert_string_equal(json_string_value(json_object_get(r, "precompile")), CONTRACT);
+  assert_string_equal(json_string_value(json_object_get(r, "grants")), "");
+  json_decref(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refusals), cmocka_unit_test(test_http_guards)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
