@@ -15,6 +15,10 @@ PKGS=(
   # tests
   libcmocka-dev
   curl python3
+  # Graphviz for `xgr graph --format svg` and the console (src/orch/svg.c)
+  libgraphviz-dev
+  # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)
+  chromium nodejs
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
 )
