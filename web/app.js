@@ -290,7 +290,7 @@ async function sessionPage(owner, root, qs) {
   $('#a-pause').onclick = () => act('xgr.pause', base, 'pause', root).then(done('pause'), fail);
   $('#a-resume').onclick = () => act('xgr.resume', base, 'resume', root).then(done('resume'), fail);
   $('#a-kill').onclick = () => {
-    if (!window.__xgrNoConfirm && !confirm(`Kill session ${root}?`)) return;
+    if (!confirm(`Kill session ${root}?`)) return;
     act('xgr.kill', base, 'kill', root).then(done('kill'), fail);
   };
   $('#a-wake').onclick = () => {
@@ -439,7 +439,7 @@ async function drawGraph(v, r) {
     const n = svg.getElementById(j.node);
     if (!n) continue;
     n.classList.add('jn-' + j.outcome);
-    const lines = [`${j.have} of ${j.k} (n=${j.n}) · ${j.outcome}`,
+    const lines = [`${j.have}/${j.k} pieces · ${j.outcome}`,
       `inbox: ${j.arrived.join(', ') || '—'}${j.failed.length ? ' · failed: ' + j.failed.join(', ') : ''}`,
       j.closed ? `closed${j.satisfiable ? '' : ' · unsatisfiable'}` : (j.satisfiable ? 'can still be satisfied' : 'can no longer be satisfied')];
     addLabel(svg, n, lines, true);

@@ -108,6 +108,9 @@ int xgr_orch_svg(const xgr_orch *o, char **out, size_t *len, xgr_error *err) {
     return xgr_error_set(err, XGR_EIO, NULL, "Graphviz cannot read the orchestration's DOT text");
   }
   assign_ids(o, g);
+  /* a little more room between ranks than `xgr graph --format dot`: the console writes each node's
+   * live state under it */
+  agattr(g, AGRAPH, "ranksep", "1.0");
   rc = 0;
   char *data = NULL;
   unsigned int n = 0;
