@@ -111,6 +111,7 @@ int xgr_orch_svg(const xgr_orch *o, char **out, size_t *len, xgr_error *err) {
   /* a little more room between ranks than `xgr graph --format dot`: the console writes each node's
    * live state under it */
   agattr(g, AGRAPH, "ranksep", "1.0");
+  agattr(g, AGRAPH, "labelloc", "t");   /* the title on top, clear of the last rank's live labels */
   rc = 0;
   char *data = NULL;
   unsigned int n = 0;
