@@ -233,7 +233,7 @@ async function sessionsPage(qs) {
 
 async function sessionPage(owner, root, qs) {
   const v = state.view = { owner, root, procStep: qs.step || '', procStatus: qs.status || '', procOffset: 0,
-    histOffset: 0, selected: qs.pid || '', svgHash: null, feed: [] };
+    histOffset: 0, selected: qs.pid || '', svgHash: null, feed: [], woken: {} };
   main.innerHTML = `
     <h1><span id="live" class="live-dot" title="live updates"></span>Session <span class="mono">${esc(root)}</span>
       <span class="muted mono" style="font-size:13px">${esc(owner)}</span> <span id="sstatus"></span></h1>
@@ -300,9 +300,12 @@ async function sessionPage(owner, root, qs) {
     if ($('#w-mode').value === 'pid') {
       const pid = $('#w-pid').value.trim();
       if (!/^\d+:\d+$/.test(pid)) return toast('process: expected a pid R:I', true);
+      const row = v.data && v.data.processes.items.find(it => it.pid === pid);
+      v.lastWakeStep = row ? row.step : null;
       act('xgr_wakeUpProcess', { owner, processId: pid, payload }, 'wake', root).then(done('wake ' + pid), fail);
     } else {
       const stepId = $('#w-step').value;
+      v.lastWakeStep = stepId;
       act('xgr_wakeUpProcess', { runner: owner, sessionId: String(root), stepId, payload }, 'wake', root, stepId)
         .then(done('wake at ' + stepId), fail);
     }
@@ -327,6 +330,14 @@ async function sessionPage(owner, root, qs) {
   const again = debounce(() => refresh().catch(fail), 250);
   listen({ owner, rootPid: root }, ev => {
     if (ev.kind !== 'reset') pushFeed(v, ev);
+    // wake-ups that reached this session (internal ones from other sessions' rules, and RPC ones):
+    // the graph marks the step they woke
+    const m = ev.kind === 'wake' && ev.ok && /step (\S+):/.exec(ev.message || '');
+    if (m) v.woken[m[1]] = (v.woken[m[1]] || 0) + 1;
+    if (ev.kind === 'action' && ev.ok && v.lastWakeStep && /^wake/.test(ev.message || '')) {
+      v.woken[v.lastWakeStep] = (v.woken[v.lastWakeStep] || 0) + 1;
+      v.lastWakeStep = null;
+    }
     again();
   });
 }
@@ -373,7 +384,7 @@ function renderSession(v, r) {
       <div><b>${j.have} of ${j.k}</b> needed (n = ${j.n}, ${esc(j.policy)})${j.instances > 1 ? ` · instance ${j.instances}` : ''}</div>
       <div>inbox: ${j.arrived.length ? j.arrived.map(esc).join(', ') : '—'}</div>
       <div>failed: ${j.failed.length ? j.failed.map(esc).join(', ') : '—'}</div>
-      <div>pending: ${j.pending.length ? j.pending.map(esc).join(', ') : '—'}</div>
+      <div>${j.closed ? 'never arrived' : 'pending'}: ${j.pending.length ? j.pending.map(esc).join(', ') : '—'}</div>
       <div>${j.closed ? 'closed' : 'open'} · ${j.satisfiable ? (j.closed ? 'satisfied' : 'can still be satisfied') : 'can no longer be satisfied'}</div>
       <div><a href="javascript:void 0" data-pid="${esc(j.pid)}">target ${esc(j.pid)}</a> (${esc(j.targetStatus)})</div>
     </div>`).join('') : '<p class="muted">No join has opened.</p>';
@@ -417,13 +428,21 @@ async function drawGraph(v, r) {
     if (!res.ok) { g.innerHTML = `<p class="err">${esc(await res.text())}</p>`; return; }
     const doc = new DOMParser().parseFromString(await res.text(), 'image/svg+xml');
     g.innerHTML = '';
-    g.appendChild(document.importNode(doc.documentElement, true));
+    const el = document.importNode(doc.documentElement, true);
+    // room under the last rank for the live labels
+    const vb = (el.getAttribute('viewBox') || '').split(/\s+/).map(Number);
+    if (vb.length === 4 && vb.every(isFinite)) {
+      vb[3] += 44;
+      el.setAttribute('viewBox', vb.join(' '));
+      el.setAttribute('height', (parseFloat(el.getAttribute('height')) + 44) + 'pt');
+    }
+    g.appendChild(el);
     $$('g.node', g).forEach(n => n.addEventListener('click', () => nodeClicked(v, n.id)));
   }
   const svg = $('svg', g);
   if (!svg) return;
   $$('.live', svg).forEach(e => e.remove());
-  $$('g.node', svg).forEach(n => n.classList.remove('st-waiting', 'st-running', 'st-done', 'st-aborted', 'st-paused',
+  $$('g.node', svg).forEach(n => n.classList.remove('woken', 'st-waiting', 'st-running', 'st-done', 'st-aborted', 'st-paused',
     'jn-open', 'jn-satisfied', 'jn-unfulfillable'));
   $$('g.edge', svg).forEach(e => e.classList.toggle('fired', !!r.fired[e.id]));
   for (const [step, c] of Object.entries(r.steps)) {
@@ -433,7 +452,9 @@ async function drawGraph(v, r) {
     if (st) n.classList.add('st-' + st);
     const parts = ['waiting', 'running', 'paused', 'done', 'aborted'].filter(x => c[x]).map(x => `${c[x]} ${x}`);
     n.dataset.state = parts.join(', ');
-    if (parts.length) addLabel(svg, n, [parts.join(' · ')]);
+    const lines = parts.length ? [parts.join(' · ')] : [];
+    if (v.woken[step]) { n.classList.add('woken'); lines.push(`woken ×${v.woken[step]}`); }
+    if (lines.length) addLabel(svg, n, lines);
   }
   for (const j of Object.values(r.joins)) {
     const n = svg.getElementById(j.node);
@@ -459,6 +480,7 @@ function addLabel(svg, n, lines, strong) {
   text.setAttribute('text-anchor', 'middle');
   lines.forEach((l, i) => {
     const t = document.createElementNS(NS, 'tspan');
+    if (l.startsWith('woken')) t.setAttribute('class', 'live woke');
     t.setAttribute('x', b.x + b.width / 2);
     t.setAttribute('y', b.y + b.height + 12 + i * 13);
     if (strong && i === 0) t.setAttribute('font-weight', 'bold');

@@ -60,7 +60,7 @@ async function main() {
   const x = (...args) => execFileSync(XGR, [...args, '--url', URL], { encoding: 'utf8' });
   x('deploy', path.join(SRC, 'examples/bundles/kyc_onboarding.json'), '--registry', 'kyc_onboarding');
   x('deploy', path.join(SRC, 'examples/bundles/kofn_race.json'), '--registry', 'kofn_race');
-  x('deploy', path.join(HERE, 'race_wait.json'), '--registry', 'race_wait');
+  x('deploy', path.join(SRC, 'examples/bundles/race_wait.json'), '--registry', 'race_wait');
   const allow = JSON.stringify({ __wakeUp: { steps: { ship: { internal: ['*'], rpc: [OWNER] } } } });
   const enq = (root, reg, step, payload) =>
     x('enqueue', '--owner', OWNER, '--root', String(root), '--registry', reg, '--step', step, '--payload', payload);
@@ -193,13 +193,24 @@ async function main() {
   ok(await hasClass('#step-ship', 'st-aborted'), 'kill: ship aborted, session killed');
   await shot('09-killed.png');
 
-  // 7. the registry page
+  // 7. the KYC pair live: order 7 is on screen when check session 8 wakes its ship
+  enq(7, 'kyc_onboarding', 'order', allow);
+  await until('order 7 waits at ship', async () => (await session(7)).steps.ship.waiting === 1);
+  await page.goto(`${URL}/ui/#/session/${OWNER}/7`);
+  await page.waitForFunction(() => document.querySelector('#step-ship.st-waiting') && document.querySelector('#live.on'), { timeout: 5000 });
+  enq(8, 'kyc_onboarding', 'kyc_collect', JSON.stringify({ Runner: OWNER, Target: 7 }));
+  await page.waitForFunction(() => document.querySelector('#step-ship.st-done.woken'), { timeout: 10000 });
+  ok((await text('#step-ship')).includes('woken ×1'), 'the internal wake-up from session 8 shows on ship, live', await text('#step-ship'));
+  ok((await text('#feed')).includes('internal wake-up of session 7 step ship: woken'), 'live events list the internal wake-up');
+  await shot('10-kyc-woken-live.png');
+
+  // 8. the registry page
   await page.goto(`${URL}/ui/#/registry?registry=race_wait`);
   await page.waitForSelector('#rgraph svg #join-A-valid');
   ok((await text('#check-result')).includes('passes'), 'registry: xgr check passes');
   ok((await page.$$('#rules tbody tr')).length === 6, 'registry: six steps with their rules');
   ok((await text('#rules')).includes('v1'), 'registry: rule versions listed');
-  await shot('10-registry.png');
+  await shot('11-registry.png');
 
   ok(pageErrors.length === 0, 'no errors in the page', pageErrors);
 }
