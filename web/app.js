@@ -135,6 +135,7 @@ function setOwner(o) {
 
 async function route() {
   if (state.es) { state.es.close(); state.es = null; }
+  $('#toast').hidden = true;
   const raw = location.hash.replace(/^#/, '') || '/sessions';
   const [path, q] = raw.split('?');
   const parts = path.split('/').filter(Boolean);
@@ -585,7 +586,7 @@ async function registryPage(qs) {
       <dt>registered</dt><dd>${fmtTime(r.registeredAt)}</dd>
       <dt>check</dt><dd id="check-result">${errs ? `<span class="err">${errs} error(s)</span>` : 'passes'}${r.findings.length - errs ? `, ${r.findings.length - errs} other finding(s)` : ''}</dd></dl></div>
     <div class="row">
-      <div class="panel grow" style="flex-basis:560px"><h2>Graph</h2><div class="graph" id="rgraph"></div></div>
+      <div class="panel grow" style="flex-basis:560px"><h2>Graph</h2><div class="graph static" id="rgraph"></div></div>
       <div class="panel grow" style="flex-basis:420px">
         <h2>Versions</h2><table><thead><tr><th>version</th><th>hash</th><th>owner</th><th>registered</th></tr></thead><tbody>
         ${r.versions.map(x => `<tr><td><a href="#/registry${query({ hash: x.hash })}">${x.version}</a></td><td class="mono">${esc(x.hash.slice(0, 18))}…</td>
