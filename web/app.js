@@ -69,7 +69,16 @@ async function rpc(method, params) {
   return body.result;
 }
 
-/* ---- actions: direct under --auth none, signed by the wallet in permit mode ----------------------- */
+/* ---- permits: direct calls under --auth none, signed by the wallet in permit mode ---------------- */
+/* Permit mode follows SEMANTICS §9 as xgrd verifies it: params.permit = {domain, types, primaryType,
+ * message, signature}. Reads carry an xdalaPermit {from, expiry} (signed once, reused until a
+ * minute before it expires); each action carries a fresh ControlPermit {from, sessionId, action,
+ * stepId, expiry} — a ControlPermitV2 with runner = the owner when the wallet is not the owner (a
+ * step-mode wake the allow lists admit). The chain id and the control contract (verifyingContract)
+ * come from xgr_getCoreAddrs. */
+
+const permitMode = () => state.info && state.info.auth !== 'none';
+const TTL = 600;   // seconds a permit signed here lives
 
 async function walletAccount() {
   if (!window.ethereum) throw new Error('permit mode needs a wallet (window.ethereum) to sign');
@@ -78,37 +87,54 @@ async function walletAccount() {
   return accts[0].toLowerCase();
 }
 
-/* The typed data of a ControlPermitV2 (SEMANTICS §9) for an action on session root. */
-function controlPermit(from, runner, root, action, stepId) {
-  const info = state.info || {};
-  const p = info.permit || {};
-  return {
-    types: {
-      EIP712Domain: [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' },
-        { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }],
-      ControlPermitV2: [{ name: 'from', type: 'address' }, { name: 'runner', type: 'address' },
-        { name: 'sessionId', type: 'uint256' }, { name: 'action', type: 'string' }, { name: 'stepId', type: 'string' },
-        { name: 'expiry', type: 'uint256' }],
-    },
-    primaryType: 'ControlPermitV2',
-    domain: { name: p.name || 'XDaLa ControlPermit', version: p.version || '1', chainId: p.chainId || 1,
-      verifyingContract: p.verifyingContract || '0x0000000000000000000000000000000000000000' },
-    message: { from, runner, sessionId: String(root), action, stepId: stepId || '',
-      expiry: String(Math.floor(Date.now() / 1000) + 600) },
-  };
+async function coreAddrs() {
+  if (!state.core) {
+    const r = await rpc('xgr_getCoreAddrs', {});
+    state.core = { chainId: String(BigInt(r.chainId)), contract: String(r.precompile).toLowerCase() };
+  }
+  return state.core;
 }
 
+async function signPermit(from, primaryType, fields, domain, message) {
+  const domainFields = [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }];
+  if (domain.verifyingContract) domainFields.push({ name: 'verifyingContract', type: 'address' });
+  const typed = { types: { EIP712Domain: domainFields, [primaryType]: fields.map(([name, type]) => ({ name, type })) },
+    primaryType, domain, message };
+  const signature = await window.ethereum.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
+  return Object.assign(typed, { signature });
+}
+
+async function readPermit() {
+  const now = Math.floor(Date.now() / 1000);
+  if (state.readPermit && Number(state.readPermit.message.expiry) - 60 > now) return state.readPermit;
+  const from = await walletAccount();
+  const c = await coreAddrs();
+  state.readPermit = await signPermit(from, 'xdalaPermit', [['from', 'address'], ['expiry', 'uint256']],
+    { name: 'XDaLa Permit', version: '1', chainId: c.chainId }, { from, expiry: String(now + TTL) });
+  return state.readPermit;
+}
+
+/* A read: under permits it carries the reader's xdalaPermit. */
+async function read(method, params) {
+  if (!permitMode()) return rpc(method, params);
+  const permit = await readPermit();
+  return rpc(method, Object.assign({}, params, { from: permit.message.from, permit }));
+}
+
+/* An action (kill, pause, resume, wake) on session root; stepId for a step-mode wake. */
 async function act(method, params, action, root, stepId) {
-  if (state.info && state.info.auth !== 'none') {
-    const from = await walletAccount();
-    const typed = controlPermit(from, params.owner || params.runner || from, root, action, stepId);
-    const signature = await window.ethereum.request({ method: 'eth_signTypedData_v4',
-      params: [from, JSON.stringify(typed)] });
-    params = Object.assign({}, params, { from, permit: Object.assign({}, typed, { signature }) });
-  } else if (!params.from) {
-    params = Object.assign({ from: params.owner || params.runner }, params);
-  }
-  return rpc(method, params);
+  const owner = (params.owner || params.runner || '').toLowerCase();
+  if (!permitMode()) return rpc(method, Object.assign({ from: owner }, params));
+  const from = await walletAccount();
+  const c = await coreAddrs();
+  const v2 = owner && owner !== from;
+  const fields = v2 ? [['from', 'address'], ['runner', 'address'], ['sessionId', 'uint256'], ['action', 'string'], ['stepId', 'string'], ['expiry', 'uint256']]
+    : [['from', 'address'], ['sessionId', 'uint256'], ['action', 'string'], ['stepId', 'string'], ['expiry', 'uint256']];
+  const message = v2 ? { from, runner: owner } : { from };
+  Object.assign(message, { sessionId: String(root), action, stepId: stepId || '', expiry: String(Math.floor(Date.now() / 1000) + TTL) });
+  const permit = await signPermit(from, v2 ? 'ControlPermitV2' : 'ControlPermit', fields,
+    { name: 'XDaLa ControlPermit', version: '1', chainId: c.chainId, verifyingContract: c.contract }, message);
+  return rpc(method, Object.assign({}, params, { from, permit }));
 }
 
 /* ---- live events ------------------------------------------------------------------------------------ */
@@ -195,7 +221,7 @@ async function sessionsPage(qs) {
   if (qs.before) params.beforeRootPid = qs.before;
   const load = async () => {
     const t0 = performance.now();
-    const r = await rpc('xgr.console.sessions', params);
+    const r = await read('xgr.console.sessions', params);
     const ms = Math.round(performance.now() - t0);
     const c = r.counts;
     $('#counts').innerHTML = `
@@ -319,7 +345,7 @@ async function sessionPage(owner, root, qs) {
 
   const refresh = async () => {
     if (state.view !== v) return;
-    const r = await rpc('xgr.console.session', { owner, rootPid: String(root), procOffset: v.procOffset, procLimit: 50,
+    const r = await read('xgr.console.session', { owner, rootPid: String(root), procOffset: v.procOffset, procLimit: 50,
       procStep: v.procStep, procStatus: v.procStatus, histOffset: v.histOffset, histLimit: 50 });
     if (state.view !== v) return;
     v.data = r;
@@ -516,7 +542,7 @@ async function inspect(v, pid, scroll) {
   $$('#proctable tr').forEach(tr => tr.classList.toggle('sel', tr.dataset.pid === pid));
   const box = $('#inspector');
   let r;
-  try { r = await rpc('xgr.console.process', { owner: v.owner, pid }); } catch (e) {
+  try { r = await read('xgr.console.process', { owner: v.owner, pid }); } catch (e) {
     box.innerHTML = `<h2>Process inspector</h2><p class="err">${esc(e.message)}</p>`;
     return;
   }
@@ -578,7 +604,7 @@ async function registryPage(qs) {
   const params = {};
   for (const k of ['registry', 'ostcId', 'hash']) if (qs[k]) params[k] = qs[k];
   if (qs.version) params.version = Number(qs.version);
-  const r = await rpc('xgr.console.registry', params);
+  const r = await read('xgr.console.registry', params);
   const errs = r.findings.filter(f => f.severity === 'error').length;
   $('#entry').innerHTML = `
     <div class="panel"><h2>${esc(r.id)} · version ${r.version} of ${r.latest}</h2><dl class="kv">
