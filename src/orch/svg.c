@@ -7,11 +7,18 @@
  * Graphviz writes on the SVG group of that node or edge. Graphviz is not thread-safe (global lexer
  * and plugin state), so one process-wide lock serialises the calls: a library-wide resource, not
  * hidden state of ours.
+ *
+ * The context is made with gvContextPlugins from two built-in plugin libraries, Graphviz's `dot`
+ * layout and its `core` renderers (linked from the graphviz plugin directory, see meson.build),
+ * instead of gvContext's configured plugins: no pango or fontconfig is loaded (their caches outlive
+ * a context and leak), and text is measured with Graphviz's own font metrics, so the drawing is the
+ * same on every machine. The browser draws the text itself.
  */
 #include "xgr/svg.h"
 
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
+#include <graphviz/gvplugin.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <assert.h>
@@ -21,6 +28,10 @@
 #include "util/alloc.h"
 
 static pthread_mutex_t gv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* exported by libgvplugin_dot_layout and libgvplugin_core */
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library;
+extern gvplugin_library_t gvplugin_core_LTX_library;
 
 /* Decode a node name of graph.c's DOT: "s<i>" (step i) or "j<i>_<b>" (join declared by step i on
  * branch b). Returns 's', 'j' or 0 when the name is neither. */
@@ -99,7 +110,10 @@ int xgr_orch_svg(const xgr_orch *o, char **out, size_t *len, xgr_error *err) {
     return xgr_error_set(err, XGR_EIO, NULL, "cannot write the DOT text of the orchestration");
   }
   pthread_mutex_lock(&gv_lock);
-  GVC_t *gvc = gvContext();
+  const lt_symlist_t builtins[] = {{"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+                                   {"gvplugin_core_LTX_library", &gvplugin_core_LTX_library},
+                                   {NULL, NULL}};
+  GVC_t *gvc = gvContextPlugins(builtins, 0);
   Agraph_t *g = gvc ? agmemread(dot) : NULL;
   free(dot);
   if (!g) {
