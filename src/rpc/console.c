@@ -211,7 +211,13 @@ static int read_owner(const xgr_rpc_caller *caller, const json_t *o, char *owner
   snprintf(owner, n, "%s", v);
   lower(owner);
   char who[64];
-  return xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, err);
+  rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, err);
+  if (rc) return rc;
+  if (who[0] && strcasecmp(who, owner)) {   /* one reads one's own sessions (as xgr.listSessions) */
+    xgr_error_set(err, XGR_EPERM, "from", "%s may not read the sessions of %s (only the owner may)", who, owner);
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  return 0;
 }
 
 static int named(const json_t *params, const json_t **o, xgr_error *err) {

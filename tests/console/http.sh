@@ -61,6 +61,7 @@ if [ "$n" = 2 ] && ! grep -q 'event: reset' <<<"$out"; then pass "Last-Event-ID 
 expect "sessions: owner missing" "$(rpc xgr.console.sessions '{}')" '"path":"owner"'
 expect "sessions: owner malformed" "$(rpc xgr.console.sessions '{"owner":"0x12"}')" 'is \"0x12\"; expected an address'
 expect "sessions: limit over the cap" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"limit\":500}")" '"message":"is 500; expected at most 200","data":{"path":"limit"'
+expect "sessions: another owner's are not readable" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"from\":\"0x00000000000000000000000000000000000000ff\"}")" '"code":-32007'
 expect "sessions: bad status" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"status\":\"odd\"}")" '"path":"status"'
 expect "sessions: bad since" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":-1}")" '"path":"since"'
 expect "session: no such session" "$(rpc xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"99\"}")" '"code":-32004'
