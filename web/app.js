@@ -139,10 +139,21 @@ async function act(method, params, action, root, stepId) {
 
 /* ---- live events ------------------------------------------------------------------------------------ */
 
-function listen(filter, onEvent) {
+/* The event stream of filter {owner, rootPid}. In permit mode the reader's xdalaPermit goes along
+ * (an EventSource sends no headers); when it nears expiry the stream is reopened with a fresh one. */
+async function listen(filter, onEvent) {
   if (state.es) { state.es.close(); state.es = null; }
   const dot = $('#live');
-  const es = new EventSource('/ui/events' + query(filter));
+  const q = Object.assign({}, filter);
+  if (permitMode()) {
+    const p = await readPermit();
+    q.permit = JSON.stringify(p);
+    const view = state.view;
+    clearTimeout(state.esRenew);
+    state.esRenew = setTimeout(() => { if (state.view === view) listen(filter, onEvent).catch(() => {}); },
+      Math.max(10, Number(p.message.expiry) - 90 - Date.now() / 1000) * 1000);
+  }
+  const es = new EventSource('/ui/events' + query(q));
   es.addEventListener('xgr', ev => { try { onEvent(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
   es.addEventListener('reset', () => onEvent({ kind: 'reset' }));
   es.onopen = () => { const d = $('#live'); if (d) d.classList.add('on'); };
@@ -161,6 +172,7 @@ function setOwner(o) {
 
 async function route() {
   if (state.es) { state.es.close(); state.es = null; }
+  clearTimeout(state.esRenew);
   $('#toast').hidden = true;
   const raw = location.hash.replace(/^#/, '') || '/sessions';
   const [path, q] = raw.split('?');
@@ -255,7 +267,7 @@ async function sessionsPage(qs) {
   };
   await load();
   const again = debounce(() => load().catch(e => toast(e.message, true)), 400);
-  listen({ owner }, ev => { if (ev.kind !== 'proc' || ev.status !== 'running') again(); });
+  listen({ owner }, ev => { if (ev.kind !== 'proc' || ev.status !== 'running') again(); }).catch(e => toast(e.message, true));
 }
 
 /* ---- one session ------------------------------------------------------------------------------------------ */
@@ -368,7 +380,7 @@ async function sessionPage(owner, root, qs) {
       v.lastWakeStep = null;
     }
     again();
-  });
+  }).catch(fail);
 }
 
 function pushFeed(v, ev) {

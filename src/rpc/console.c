@@ -880,7 +880,38 @@ static int graph_svg(xgr__console *c, struct MHD_Connection *conn) {
   return send_buf(conn, MHD_HTTP_OK, "image/svg+xml", svg, len, MHD_RESPMEM_MUST_FREE, "public, max-age=86400");
 }
 
-static int serve_ui(void *ctx, struct MHD_Connection *conn, const char *url) {
+/* GET /ui/events: a stream of one owner's events (or, under --auth none, of everyone's). In permit
+ * mode an EventSource cannot send headers, so the reader's xdalaPermit comes as the query argument
+ * `permit` (its JSON text) and must be the owner's, as for xgr.console.sessions. */
+static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
+  const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
+  const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
+  const char *last = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
+  const char *permit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "permit");
+  if (!last) last = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+  if (owner && *owner && !xgr_rpc_is_address(owner))
+    return send_text(conn, MHD_HTTP_BAD_REQUEST, "owner: expected an address (0x + 40 hex)\n");
+  if (!caller->auth_none) {
+    if (!owner || !*owner) return send_text(conn, MHD_HTTP_FORBIDDEN, "owner: required (whose events)\n");
+    if (permit && strlen(permit) > 16384) return send_text(conn, MHD_HTTP_FORBIDDEN, "permit: too long\n");
+    json_t *p = permit ? json_loads(permit, 0, NULL) : NULL;
+    json_t *params = json_pack("{s:s}", "owner", owner);
+    if (p) json_object_set_new(params, "permit", p);
+    char o[64];
+    xgr_error err;
+    xgr_error_clear(&err);
+    int rc = read_owner(caller, params, o, sizeof o, &err);
+    json_decref(params);
+    if (rc) {
+      char msg[XGR_MSG_MAX + 300];
+      snprintf(msg, sizeof msg, "%s: %s\n", err.path[0] ? err.path : "permit", err.message);
+      return send_text(conn, MHD_HTTP_FORBIDDEN, msg);
+    }
+  }
+  return xgr__sse_serve(c->hub, conn, owner, root ? strtoull(root, NULL, 10) : 0, last ? strtoull(last, NULL, 10) : 0);
+}
+
+static int serve_ui(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *conn, const char *url) {
   xgr__console *c = ctx;
   if (!strcmp(url, "/ui")) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -890,16 +921,7 @@ static int serve_ui(void *ctx, struct MHD_Connection *conn, const char *url) {
     MHD_destroy_response(r);
     return ret;
   }
-  if (!strcmp(url, "/ui/events")) {
-    const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
-    const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
-    const char *last = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
-    if (!last) last = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
-    if (owner && *owner && !xgr_rpc_is_address(owner))
-      return send_text(conn, MHD_HTTP_BAD_REQUEST, "owner: expected an address (0x + 40 hex)\n");
-    return xgr__sse_serve(c->hub, conn, owner, root ? strtoull(root, NULL, 10) : 0,
-                          last ? strtoull(last, NULL, 10) : 0);
-  }
+  if (!strcmp(url, "/ui/events")) return serve_events(c, caller, conn);
   if (!strcmp(url, "/ui/graph.svg")) return graph_svg(c, conn);
   const char *path = !strcmp(url, "/ui/") ? "/ui/index.html" : url;
   for (size_t i = 0; i < xgr__console_nassets; i++)

@@ -328,8 +328,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       for (size_t i = 0; i < s->ngets; i++) {
         size_t pl = strlen(s->gets[i].prefix);
-        if (!strncmp(url, s->gets[i].prefix, pl) && (url[pl] == '\0' || url[pl] == '/'))
-          return (enum MHD_Result)s->gets[i].fn(s->gets[i].ctx, c, url);
+        if (strncmp(url, s->gets[i].prefix, pl) || (url[pl] != '\0' && url[pl] != '/')) continue;
+        char remote[64];
+        remote_of(c, remote, sizeof remote);
+        xgr_rpc_caller caller = {.remote = remote,
+                                 .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                                 .auth_none = s->cfg.auth_none};
+        return (enum MHD_Result)s->gets[i].fn(s->gets[i].ctx, &caller, c, url);
       }
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
                     rpc_path ? "JSON-RPC takes POST" : "no such path");

@@ -38,6 +38,7 @@ process.on('exit', () => { try { daemon.kill('SIGTERM'); } catch (e) { /* gone *
 
 const signed = [];   // what the wallet signed
 const sent = [];     // {method, params} the page sent with a permit
+const streams = [];  // the event streams the page opened
 
 async function main() {
   const end = Date.now() + 10000;
@@ -83,6 +84,7 @@ async function main() {
     }, wallet.address);
     await page.setRequestInterception(true);
     page.on('request', req => {
+      if (req.url().includes('/ui/events')) streams.push(new globalThis.URL(req.url()));
       if (req.method() !== 'POST') return req.continue();
       let body;
       try { body = JSON.parse(req.postData()); } catch (e) { return req.continue(); }
@@ -164,6 +166,9 @@ async function main() {
     else ok(false, `permit of ${s.method}`, { p, who });
   }
   ok(sent.length > 0 && good === sent.length, `all ${sent.length} permits the page sent recover to the wallet, with the §9 types and domains`);
+  const sp = streams.map(u => JSON.parse(u.searchParams.get('permit') || 'null'));
+  ok(streams.length >= 2 && sp.every(p => p && p.primaryType === 'xdalaPermit' && p.message.from === OWNER),
+    'event streams carry the reader\'s xdalaPermit (an EventSource sends no headers)', streams.map(String));
   const ctl = m => sent.filter(s => s.method === m).map(s => s.params.permit.message);
   const [pause] = ctl('xgr.pause'), [resume] = ctl('xgr.resume'), [kill] = ctl('xgr.kill'), [wake, wake2] = ctl('xgr_wakeUpProcess');
   ok(pause && pause.action === 'pause' && pause.sessionId === '1' && pause.stepId === '', 'pause: ControlPermit action pause, session 1', pause);
