@@ -126,6 +126,8 @@ int xgr_orch_svg(const xgr_orch *o, char **out, size_t *len, xgr_error *err) {
    * live state under it */
   agattr(g, AGRAPH, "ranksep", "1.0");
   agattr(g, AGRAPH, "labelloc", "t");   /* the title on top, clear of the last rank's live labels */
+  agattr(g, AGRAPH, "fontname", "Helvetica");   /* measured with Graphviz's metrics, drawn by a browser */
+  agattr(g, AGRAPH, "fontsize", "11");
   rc = 0;
   char *data = NULL;
   unsigned int n = 0;
