@@ -188,6 +188,12 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
     if (k > 0 && (size_t)k < max) n = (size_t)k;
   }
   st->ping = false;
+  if (!n && st->next < h->next_id) {
+    /* an event is due but does not fit what libmicrohttpd can take now: it calls again once its
+     * buffer has drained (SSE_MAX_DATA is below the block size, so an empty buffer takes any) */
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+  }
   if (!n) {   /* nothing to send: wait for publish() or the keep-alive */
     st->waiting = true;
     st->prev = NULL;
