@@ -225,5 +225,15 @@ try {
   clearTimeout(guard);
   if (browser) await browser.close();
 }
+// xgrd stops cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM
+{
+  const code = await new Promise(res => {
+    if (daemon.exitCode !== null) return res(daemon.exitCode);
+    const t = setTimeout(() => res('timeout'), 30000);
+    daemon.once('exit', (c, sig) => { clearTimeout(t); res(c === null ? sig : c); });
+    daemon.kill('SIGTERM');
+  });
+  if (code !== 0) { failures++; console.log(`FAIL xgrd exited with ${code} after SIGTERM`); } else console.log('PASS xgrd stopped cleanly');
+}
 console.log(failures ? `${failures} failure(s); screenshots in ${OUT}` : `all passed; screenshots in ${OUT}`);
 process.exit(failures ? 1 : 0);

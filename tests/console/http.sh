@@ -74,4 +74,6 @@ expect "process: found" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"
 expect "registry: nothing named" "$(rpc xgr.console.registry '{}')" '"path":"registry"'
 expect "registry: unknown" "$(rpc xgr.console.registry '{"registry":"nope"}')" '"code":-32004'
 expect "registry: found" "$(rpc xgr.console.registry '{"registry":"loop"}')" '"steps":[{"step":"L","rule":"L","ruleKey":"L","ruleVersions":[{"version":1'
+kill -TERM $dpid; wait $dpid; rc=$?
+if [ $rc -eq 0 ]; then pass "xgrd stopped cleanly"; else bad "xgrd stop" "exit $rc: $(grep -v 'level=info' "$tmp/log" | head -20)"; fi
 exit $fail
