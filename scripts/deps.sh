@@ -23,6 +23,9 @@ PKGS=(
   wrk
 )
 
+# npm for the console tests: Debian ships it apart from nodejs (nodesource's nodejs carries its own)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
+
 # Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,
 # so a plain `make deps` stays lean. oneTBB (C++ task_group) and Go (goroutines + channels).
 PEERS=(
