@@ -217,6 +217,13 @@ async function sessionsPage(qs) {
     </div>
     <div class="panel counts" id="counts"></div>
     <div class="panel"><div id="list" class="muted">${owner ? 'Loading…' : 'Enter an owner address to list its sessions.'}</div></div>`;
+  if (!permitMode()) {   // somewhere to start: the owners with live sessions
+    rpc('xgr.console.owners', {}).then(r => {
+      if (!r.items.length || !$('#list')) return;
+      const links = r.items.map(o => `<a href="#/sessions${query({ owner: o.owner })}">${esc(o.owner)}</a> (${o.liveSessions} live)`);
+      $('#list').insertAdjacentHTML('afterend', `<p class="muted" id="owners">Owners with live sessions: ${links.join(' · ')}</p>`);
+    }).catch(() => {});
+  }
   $('#filters').addEventListener('submit', ev => {
     ev.preventDefault();
     const f = Object.fromEntries(new FormData(ev.target).entries());

@@ -815,6 +815,56 @@ static int m_registry(void *ctx, const xgr_rpc_caller *caller, const json_t *par
   return 0;
 }
 
+/* ---- xgr.console.owners ----------------------------------------------------------------------- */
+
+/* The owners with live sessions in the engine (at most 100, most live sessions first), so the page
+ * has somewhere to start. Only under --auth none: with permits one reads one's own sessions. */
+static int m_owners(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
+  xgr__console *c = ctx;
+  (void)params;
+  if (!caller || !caller->auth_none) {
+    xgr_error_set(err, XGR_EPERM, "from", "listing every owner needs --auth none; with permits one reads one's own sessions");
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  size_t cap = 4096;
+  xgr_engine_session_info *all = xgr__xmalloc(cap * sizeof *all);
+  size_t total = xgr_engine_list(c->e, all, cap);
+  if (total > cap) {
+    cap = total < LIVE_MAX ? total + 256 : LIVE_MAX;
+    all = xgr__xrealloc(all, cap * sizeof *all);
+    total = xgr_engine_list(c->e, all, cap);
+  }
+  size_t got = total < cap ? total : cap;
+  json_t *count = json_object();
+  for (size_t i = 0; i < got; i++) {
+    if (all[i].finished) continue;
+    char o[64];
+    snprintf(o, sizeof o, "%s", all[i].owner);
+    lower(o);
+    json_object_set_new(count, o, json_integer(json_integer_value(json_object_get(count, o)) + 1));
+  }
+  free(all);
+  json_t *items = json_array();
+  const char *k;
+  json_t *v;
+  json_object_foreach(count, k, v) json_array_append_new(items, json_pack("{s:s, s:O}", "owner", k, "liveSessions", v));
+  json_decref(count);
+  /* most live sessions first; at most 100 */
+  size_t n = json_array_size(items);
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0; j--) {
+      json_t *a = json_array_get(items, j - 1), *b = json_array_get(items, j);
+      if (json_integer_value(json_object_get(a, "liveSessions")) >= json_integer_value(json_object_get(b, "liveSessions")))
+        break;
+      json_incref(a);
+      json_array_set(items, j - 1, b);
+      json_array_set_new(items, j, a);
+    }
+  while (json_array_size(items) > 100) json_array_remove(items, json_array_size(items) - 1);
+  *result = json_pack("{s:o, s:b}", "items", items, "partial", total > got);
+  return 0;
+}
+
 /* ---- xgr.console.info ---------------------------------------------------------------------------- */
 
 /* What the pages need to know first: how actions are authorized, and the event stream's position. */
@@ -961,6 +1011,7 @@ void xgr__console_free(xgr__console *c) {
 int xgr__console_register(xgr__console *c, xgr_rpc_server *s) {
   int rc = xgr_rpc_register(s, "xgr.console.info", m_info, c);
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.sessions", m_sessions, c);
+  if (!rc) rc = xgr_rpc_register(s, "xgr.console.owners", m_owners, c);
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.session", m_session, c);
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.process", m_process, c);
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.registry", m_registry, c);

@@ -91,8 +91,14 @@ async function main() {
   }, { timeout: ms }, sel, s);
   const hasClass = (sel, cls) => page.$eval(sel, (e, c) => e.classList.contains(c), cls).catch(() => false);
 
-  // 1. the list
-  await page.goto(`${URL}/ui/#/sessions?owner=${OWNER}`);
+  // 1. the list; without an owner the page offers the owners with live sessions
+  await page.evaluate(() => localStorage.clear()).catch(() => {});
+  await page.goto(`${URL}/ui/#/sessions`);
+  await page.evaluate(() => localStorage.clear());
+  await page.goto(`${URL}/ui/?fresh#/sessions`);
+  await page.waitForSelector('#owners a', { timeout: 5000 });
+  ok((await text('#owners')).includes(`${OWNER} (3 live)`), 'the start page offers the owners with live sessions', await text('#owners'));
+  await page.click('#owners a');
   await page.waitForSelector('#sessions tbody tr');
   const rows = await page.$$eval('#sessions tbody tr', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
   ok(rows.length === 6, 'list shows the 6 sessions', rows);

@@ -71,6 +71,7 @@ expect "session: bad histOrder" "$(rpc xgr.console.session "{\"owner\":\"$O\",\"
 expect "process: a session id is not a pid" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1\"}")" '"path":"pid"'
 expect "process: no such process" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1:99999\"}")" '"code":-32004'
 expect "process: found" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1:3001\"}")" '"pid":"1:3001"'
+expect "owners: none live after the loop" "$(rpc xgr.console.owners '{}')" '"items":[]'
 expect "registry: nothing named" "$(rpc xgr.console.registry '{}')" '"path":"registry"'
 expect "registry: unknown" "$(rpc xgr.console.registry '{"registry":"nope"}')" '"code":-32004'
 expect "registry: found" "$(rpc xgr.console.registry '{"registry":"loop"}')" '"steps":[{"step":"L","rule":"L","ruleKey":"L","ruleVersions":[{"version":1'
