@@ -819,6 +819,20 @@ static int m_registry(void *ctx, const xgr_rpc_caller *caller, const json_t *par
 
 /* The owners with live sessions in the engine (at most 100, most live sessions first), so the page
  * has somewhere to start. Only under --auth none: with permits one reads one's own sessions. */
+typedef struct owner_count {
+  char owner[64];
+  size_t n;
+} owner_count;
+
+static int by_owner(const void *a, const void *b) {
+  return strcasecmp(((const xgr_engine_session_info *)a)->owner, ((const xgr_engine_session_info *)b)->owner);
+}
+
+static int by_count_desc(const void *a, const void *b) {
+  size_t x = ((const owner_count *)a)->n, y = ((const owner_count *)b)->n;
+  return x < y ? 1 : x > y ? -1 : strcmp(((const owner_count *)a)->owner, ((const owner_count *)b)->owner);
+}
+
 static int m_owners(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
   xgr__console *c = ctx;
   (void)params;
@@ -834,33 +848,24 @@ static int m_owners(void *ctx, const xgr_rpc_caller *caller, const json_t *param
     all = xgr__xrealloc(all, cap * sizeof *all);
     total = xgr_engine_list(c->e, all, cap);
   }
-  size_t got = total < cap ? total : cap;
-  json_t *count = json_object();
+  size_t got = total < cap ? total : cap, k = 0;
+  qsort(all, got, sizeof *all, by_owner);
+  owner_count *oc = xgr__xcalloc(got ? got : 1, sizeof *oc);
   for (size_t i = 0; i < got; i++) {
     if (all[i].finished) continue;
-    char o[64];
-    snprintf(o, sizeof o, "%s", all[i].owner);
-    lower(o);
-    json_object_set_new(count, o, json_integer(json_integer_value(json_object_get(count, o)) + 1));
+    if (!k || strcasecmp(oc[k - 1].owner, all[i].owner)) {
+      snprintf(oc[k].owner, sizeof oc[k].owner, "%s", all[i].owner);
+      lower(oc[k].owner);
+      k++;
+    }
+    oc[k - 1].n++;
   }
   free(all);
+  qsort(oc, k, sizeof *oc, by_count_desc);
   json_t *items = json_array();
-  const char *k;
-  json_t *v;
-  json_object_foreach(count, k, v) json_array_append_new(items, json_pack("{s:s, s:O}", "owner", k, "liveSessions", v));
-  json_decref(count);
-  /* most live sessions first; at most 100 */
-  size_t n = json_array_size(items);
-  for (size_t i = 1; i < n; i++)
-    for (size_t j = i; j > 0; j--) {
-      json_t *a = json_array_get(items, j - 1), *b = json_array_get(items, j);
-      if (json_integer_value(json_object_get(a, "liveSessions")) >= json_integer_value(json_object_get(b, "liveSessions")))
-        break;
-      json_incref(a);
-      json_array_set(items, j - 1, b);
-      json_array_set_new(items, j, a);
-    }
-  while (json_array_size(items) > 100) json_array_remove(items, json_array_size(items) - 1);
+  for (size_t i = 0; i < k && i < 100; i++)
+    json_array_append_new(items, json_pack("{s:s, s:I}", "owner", oc[i].owner, "liveSessions", (json_int_t)oc[i].n));
+  free(oc);
   *result = json_pack("{s:o, s:b}", "items", items, "partial", total > got);
   return 0;
 }
