@@ -817,8 +817,6 @@ static int m_registry(void *ctx, const xgr_rpc_caller *caller, const json_t *par
 
 /* ---- xgr.console.owners ----------------------------------------------------------------------- */
 
-/* The owners with live sessions in the engine (at most 100, most live sessions first), so the page
- * has somewhere to start. Only under --auth none: with permits one reads one's own sessions. */
 typedef struct owner_count {
   char owner[64];
   size_t n;
@@ -833,6 +831,8 @@ static int by_count_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : strcmp(((const owner_count *)a)->owner, ((const owner_count *)b)->owner);
 }
 
+/* The owners with live sessions in the engine (at most 100, most live sessions first), so the page
+ * has somewhere to start. Only under --auth none: with permits one reads one's own sessions. */
 static int m_owners(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
   xgr__console *c = ctx;
   (void)params;
