@@ -6,14 +6,16 @@
 // each action (ControlPermitV2 with runner = the owner when the wallet is not the owner) with the
 // chain id and control contract of xgr_getCoreAddrs, and send them as params.permit.
 //
-// xgrd verifies permits only once the permits work is merged (docs/RPC.md); until then this test
-// runs xgrd with --auth none and answers the two calls that differ in permit mode in the browser
-// (xgr.console.info -> {"auth":"permit"}, xgr_getCoreAddrs -> chain 1887, contract 0x…0729, the
-// documented defaults) while every other call reaches the real xgrd. It checks each permit the page
-// sent: its shape (the types of SEMANTICS §9, in order), that it recovers to the wallet with
-// ethers.verifyTypedData, its binding (action, sessionId, stepId) and that the action happened.
+// When xgrd has permit mode (`--auth permits`), it runs in it and verifies every permit itself; the
+// CLI signs the setup calls with the same keys (--key). An xgrd without it (before the permits
+// work is merged) runs with --auth none, and the two answers that differ in permit mode are given
+// in the browser (xgr.console.info -> {"auth":"permit"}, xgr_getCoreAddrs -> chain 1887, contract
+// 0x…0729, the documented defaults) while every other call reaches xgrd. Either way the test checks
+// each permit the page sent: its shape (the types of SEMANTICS §9, in order), that it recovers to
+// the wallet with ethers.verifyTypedData, its binding (action, sessionId, stepId) and that the
+// action happened.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +26,7 @@ const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const wallet = new Wallet('0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318');
 const OWNER = wallet.address.toLowerCase();
+// (OTHER, a second owner with its own key, is defined below)
 const CHAIN = '1887', CONTRACT = '0x0000000000000000000000000000000000000729';
 let failures = 0;
 const ok = (cond, name, detail) => {
@@ -31,9 +34,15 @@ const ok = (cond, name, detail) => {
   else { failures++; console.log(`FAIL ${name}${detail !== undefined ? ': ' + JSON.stringify(detail).slice(0, 500) : ''}`); }
 };
 const sleep = ms => new Promise(r => setTimeout(r, ms));
+const other = new Wallet('0x8da4ef21b864d2cc526dbdb2a120bd2874c36c9d0a1fb7f8c63d7f7a8b41de8f');
+const OTHER = other.address.toLowerCase();
+const REAL = execFileSync(XGRD, ['--help'], { encoding: 'utf8' }).includes('--auth permits');
+console.log(`# ${REAL ? 'xgrd verifies the permits (--auth permits)' : 'xgrd has no permit mode yet: --auth none, two answers given in the browser'}`);
 const tmp = mkdtempSync(path.join(tmpdir(), 'xgr-console-permit-'));
-const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', '--auth', 'none', '--port-file', `${tmp}/port`, '--log-level', 'warn'],
-  { stdio: ['ignore', 'inherit', 'inherit'] });
+writeFileSync(`${tmp}/wallet.key`, wallet.privateKey + '\n', { mode: 0o600 });
+writeFileSync(`${tmp}/other.key`, other.privateKey + '\n', { mode: 0o600 });
+const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', '--auth', REAL ? 'permits' : 'none', '--port-file', `${tmp}/port`,
+  '--log-level', 'warn'], { stdio: ['ignore', 'inherit', 'inherit'] });
 process.on('exit', () => { try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ } rmSync(tmp, { recursive: true, force: true }); });
 
 const signed = [];   // what the wallet signed
@@ -47,14 +56,17 @@ async function main() {
     await sleep(50);
   }
   const URL = `http://127.0.0.1:${readFileSync(`${tmp}/port`, 'utf8').trim()}`;
-  const x = (...a) => execFileSync(XGR, [...a, '--url', URL], { encoding: 'utf8' });
+  // the CLI signs for the wallet (or the other owner) when xgrd verifies permits
+  const as = key => (...a) => execFileSync(XGR, [...a, '--url', URL, ...(REAL ? ['--key', `${tmp}/${key}.key`] : [])],
+    { encoding: 'utf8' });
+  const x = as('wallet'), y = as('other');
   x('deploy', path.join(SRC, 'examples/bundles/kyc_onboarding.json'), '--registry', 'kyc_onboarding');
   const allow = JSON.stringify({ __wakeUp: { steps: { ship: { internal: ['*'], rpc: [OWNER] } } } });
   x('enqueue', '--owner', OWNER, '--root', '1', '--registry', 'kyc_onboarding', '--step', 'order', '--payload', allow);
   x('enqueue', '--owner', OWNER, '--root', '2', '--registry', 'kyc_onboarding', '--step', 'order', '--payload', allow);
   // a session of another owner whose ship lets the wallet wake it (rpc allow list): ControlPermitV2
-  const OTHER = '0x00000000000000000000000000000000000000c7';
-  x('enqueue', '--owner', OTHER, '--root', '3', '--registry', 'kyc_onboarding', '--step', 'order', '--payload',
+  y('deploy', path.join(SRC, 'examples/bundles/kyc_onboarding.json'), '--registry', 'kyc_other');
+  y('enqueue', '--owner', OTHER, '--root', '3', '--registry', 'kyc_other', '--step', 'order', '--payload',
     JSON.stringify({ __wakeUp: { steps: { ship: { rpc: [OWNER] } } } }));
   await sleep(300);
 
@@ -90,8 +102,8 @@ async function main() {
       try { body = JSON.parse(req.postData()); } catch (e) { return req.continue(); }
       const answer = r => req.respond({ status: 200, contentType: 'application/json',
         body: JSON.stringify({ jsonrpc: '2.0', id: body.id, result: r }) });
-      if (body.method === 'xgr.console.info') return answer({ auth: 'permit', eventId: 0 });
-      if (body.method === 'xgr_getCoreAddrs') return answer({ chainId: CHAIN, precompile: CONTRACT });
+      if (!REAL && body.method === 'xgr.console.info') return answer({ auth: 'permit', eventId: 0 });
+      if (!REAL && body.method === 'xgr_getCoreAddrs') return answer({ chainId: CHAIN, precompile: CONTRACT });
       if (body.params && body.params.permit) sent.push({ method: body.method, params: body.params });
       return req.continue();
     });
@@ -131,9 +143,7 @@ async function main() {
     const end3 = Date.now() + 10000;
     let st3;
     while (Date.now() < end3) {
-      const r = await (await fetch(URL, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'xgr.console.session', params: { owner: OTHER, rootPid: '3' } }) })).json();
-      st3 = r.result && r.result.session.status;
+      st3 = JSON.parse(y('show', '3', '--owner', OTHER, '--json')).session.status;
       if (st3 === 'completed') break;
       await sleep(100);
     }
