@@ -266,7 +266,7 @@ async function sessionsPage(qs) {
       <table id="sessions"><thead><tr><th>session</th><th>registry</th><th>orchestration</th><th>status</th><th>now</th>
       <th>created</th><th>finished</th><th>hash</th></tr></thead><tbody>${rows}</tbody></table>
       <div class="pager">${newer} ${older}</div>` : `<p class="muted">No sessions match${r.nextBeforeRootPid
-        ? ` among the ${r.scanned} newest looked at; older ones may (a call reads at most 20,000)` : ''}.</p>
+        ? ` among the ${r.scanned} newest looked at; older ones may (a call reads at most 20,000 or for 40 ms)` : ''}.</p>
       <div class="pager">${newer} ${older}</div>`;
     $$('#sessions tr.click').forEach(tr => tr.addEventListener('click', ev => {
       if (ev.target.tagName !== 'A') location.hash = tr.dataset.href;

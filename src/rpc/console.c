@@ -9,7 +9,7 @@
  * store (what is committed) and the engine (what is live), bounds every size the client controls,
  * and answers in time independent of the store's size where it can:
  *  - xgr.console.sessions: a page of one owner's sessions, newest first, filtered by registry,
- *    status, creation time range and step, scanning at most 20,000 rows per call (a cursor goes
+ *    status, creation time range and step, scanning at most 20,000 rows or 40 ms per call (a cursor goes
  *    on where the scan stopped), plus live counts from the engine;
  *  - xgr.console.session: one session drawn for the graph: per step the processes waiting,
  *    running, done, aborted and paused; each join node's latest instance (k of n, the pieces in its
@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "util/alloc.h"
 #include "xgr/orch.h"
@@ -41,6 +42,7 @@
 
 #define CACHE_MAX 64            /* orchestrations kept parsed (and drawn) per console */
 #define SCAN_MAX 20000          /* session rows one xgr.console.sessions call looks at */
+#define SCAN_MS 40              /* ... and for at most this long (checked per 1,000 rows) */
 #define STEP_PROBE_MAX 200      /* sessions whose processes a step filter reads per call */
 #define PAGE_MAX 500            /* processes / history rows per page */
 #define LIVE_MAX 100000         /* live sessions counted for the live counts */
@@ -312,7 +314,11 @@ static int m_sessions(void *ctx, const xgr_rpc_caller *caller, const json_t *par
   size_t scanned = 0, probes = 0;
   uint64_t cursor = before, next = 0;
   bool more = true;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   while (more && json_array_size(items) < limit && scanned < SCAN_MAX) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (scanned && (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= SCAN_MS) break;
     xgr_store_session *ss = NULL;
     size_t n = 0;
     if ((rc = xgr_store_sessions(c->st, owner, cursor, 1000, &ss, &n, err))) {

@@ -3,7 +3,7 @@
 // Fills a SQLite store with N sessions of one owner (XGR_CONSOLE_SESSIONS, default 100,000; JSON-RPC
 // batches of xgr.enqueue) and one session that runs 10,000 processes (a step that spawns itself),
 // then checks that xgr.console.sessions answers in under 100 ms (first page, a page deep in the
-// list, and a filter that matches nothing, which scans its 20,000-row budget), that the session
+// list, and a filter that matches nothing, which scans its budget of 20,000 rows or 40 ms), that the session
 // view of the 10,000-process session answers in under 100 ms with one count per step and a paged
 // process list, and that the pages show both in headless chromium (the graph has one node per step).
 import { spawn, execFileSync } from 'node:child_process';
@@ -14,6 +14,7 @@ import puppeteer from 'puppeteer-core';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const N = Number(process.env.XGR_CONSOLE_SESSIONS || 100000);
+const BUDGET = 100 * Number(process.env.XGR_TIME_FACTOR || 1);   // ms; sanitizer builds get more
 const OWNER = '0x00000000000000000000000000000000000000e1';
 const LOOPER = '0x00000000000000000000000000000000000000e2';
 let failures = 0;
@@ -79,17 +80,17 @@ async function main() {
 
   let t = await best(URL, 'xgr.console.sessions', { owner: OWNER, limit: 50 });
   console.log(`# first page: ${t.ms.toFixed(1)} ms`);
-  ok(t.ms < 100 && t.r.items.length === 50 && t.r.items[0].rootPid === String(N), `first page of ${N} sessions in < 100 ms`, t.ms);
+  ok(t.ms < BUDGET && t.r.items.length === 50 && t.r.items[0].rootPid === String(N), `first page of ${N} sessions in < ${BUDGET} ms`, t.ms);
   t = await best(URL, 'xgr.console.sessions', { owner: OWNER, limit: 200, beforeRootPid: Math.floor(N / 2) });
   console.log(`# a page in the middle: ${t.ms.toFixed(1)} ms`);
-  ok(t.ms < 100 && t.r.items.length === 200 && t.r.items[0].rootPid === String(Math.floor(N / 2) - 1), 'a page in the middle in < 100 ms', t.ms);
+  ok(t.ms < BUDGET && t.r.items.length === 200 && t.r.items[0].rootPid === String(Math.floor(N / 2) - 1), `a page in the middle in < ${BUDGET} ms`, t.ms);
   t = await best(URL, 'xgr.console.sessions', { owner: OWNER, registry: 'no-such-registry' });
   console.log(`# a filter matching nothing (${t.r.scanned} rows scanned): ${t.ms.toFixed(1)} ms`);
-  ok(t.ms < 100 && t.r.items.length === 0 && (N <= 20000 || t.r.nextBeforeRootPid), 'a filter that matches nothing: bounded scan in < 100 ms, with a cursor', t.ms);
+  ok(t.ms < BUDGET && t.r.items.length === 0 && (N <= 20000 || t.r.nextBeforeRootPid), `a filter that matches nothing: bounded scan in < ${BUDGET} ms, with a cursor`, t.ms);
   t = await best(URL, 'xgr.console.session', { owner: LOOPER, rootPid: '1', procLimit: 50, histLimit: 50 });
   console.log(`# the 10,000-process session view: ${t.ms.toFixed(1)} ms, ${JSON.stringify(t.r).length} bytes`);
-  ok(t.ms < 100 && t.r.processes.total === 10000 && t.r.processes.items.length === 50 && t.r.steps.L.done === 10000 &&
-     t.r.history.total === 10000, '10,000 processes: one count per step, paged lists, < 100 ms', { ms: t.ms, steps: t.r.steps });
+  ok(t.ms < BUDGET && t.r.processes.total === 10000 && t.r.processes.items.length === 50 && t.r.steps.L.done === 10000 &&
+     t.r.history.total === 10000, `10,000 processes: one count per step, paged lists, < ${BUDGET} ms`, { ms: t.ms, steps: t.r.steps });
 
   const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
