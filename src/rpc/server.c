@@ -333,7 +333,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         remote_of(c, remote, sizeof remote);
         xgr_rpc_caller caller = {.remote = remote,
                                  .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                                 .auth_none = s->cfg.auth_none};
+                                 .auth_none = s->cfg.auth_none,
+                                 .auth = s->cfg.auth};
         return (enum MHD_Result)s->gets[i].fn(s->gets[i].ctx, &caller, c, url);
       }
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,

@@ -116,6 +116,14 @@ async function main() {
 
     await page.goto(`${URL}/ui/#/session/${OWNER}/1`);
     await page.waitForFunction(() => document.querySelector('#step-ship.st-waiting'), { timeout: 10000 });
+    await page.waitForFunction(() => document.querySelector('#live.on'), { timeout: 10000 });
+    ok(true, 'the event stream is open with the permit');
+    if (REAL) {
+      const bare = await fetch(`${URL}/ui/events?owner=${OWNER}`);
+      ok(bare.status === 403, 'an event stream without a permit is refused (403)', bare.status);
+      const other = await fetch(`${URL}/ui/events?owner=${OTHER}&permit=${encodeURIComponent(JSON.stringify(sent.find(x => x.params.permit.primaryType === 'xdalaPermit').params.permit))}`);
+      ok(other.status === 403, "another owner's event stream is refused with the wallet's permit (403)", other.status);
+    }
     await page.click('#a-pause');
     await page.waitForFunction(() => document.querySelector('#step-ship.st-paused'), { timeout: 10000 });
     await page.click('#a-resume');
