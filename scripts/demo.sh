@@ -94,19 +94,19 @@ for b in kyc_onboarding race_wait; do
   $X deploy examples/bundles/$b.json --registry $b --url "$URL" | tail -1 || exit 1
 done
 ALLOW='{"__wakeUp":{"steps":{"ship":{"internal":["*"],"rpc":["'$OWNER'"]}}}}'
-# the KYC-like pair: order 4 waits at ship until the KYC session 5 wakes it; order 6 keeps waiting
-$X enqueue --url "$URL" --owner $OWNER --root 4 --registry kyc_onboarding --step order --payload "$ALLOW" || exit 1
+# the KYC-like pair: order 1 waits at ship until the KYC session 2 wakes it; order 3 keeps waiting
+$X enqueue --url "$URL" --owner $OWNER --root 1 --registry kyc_onboarding --step order --payload "$ALLOW" || exit 1
 sleep 0.3
-$X enqueue --url "$URL" --owner $OWNER --root 5 --registry kyc_onboarding --step kyc_collect \
-  --payload '{"Runner":"'$OWNER'","Target":4}' || exit 1
-$X enqueue --url "$URL" --owner $OWNER --root 6 --registry kyc_onboarding --step order --payload "$ALLOW" || exit 1
+$X enqueue --url "$URL" --owner $OWNER --root 2 --registry kyc_onboarding --step kyc_collect \
+  --payload '{"Runner":"'$OWNER'","Target":1}' || exit 1
+$X enqueue --url "$URL" --owner $OWNER --root 3 --registry kyc_onboarding --step order --payload "$ALLOW" || exit 1
 # a 2-of-3 kill join left open: B fails, C arrives, D waits an hour (wake it from the page)
-$X enqueue --url "$URL" --owner $OWNER --root 7 --registry race_wait --step A --payload '{"B":"error"}' || exit 1
+$X enqueue --url "$URL" --owner $OWNER --root 4 --registry race_wait --step A --payload '{"B":"error"}' || exit 1
 sleep 0.3
 echo
 echo "  console:              $URL/ui/#/sessions?owner=$OWNER"
-echo "  an open 2-of-3 join:  $URL/ui/#/session/$OWNER/7   (wake D from the page to close it)"
-echo "  a KYC order waiting:  $URL/ui/#/session/$OWNER/6   (wake ship in step mode with {\"KycOk\": true})"
+echo "  an open 2-of-3 join:  $URL/ui/#/session/$OWNER/4   (wake D from the page to close it)"
+echo "  a KYC order waiting:  $URL/ui/#/session/$OWNER/3   (wake ship in step mode with {\"KycOk\": true})"
 # Interactive runs keep xgrd up for the console (XGR_DEMO_CONSOLE_SECS, default 1800 on a terminal,
 # 0 otherwise, so CI does not wait); Ctrl-C stops it.
 keep=${XGR_DEMO_CONSOLE_SECS:-$([ -t 1 ] && echo 1800 || echo 0)}
