@@ -58,6 +58,10 @@ out=$(curl -sN --max-time 1 -H "Last-Event-ID: $((last - 2))" "$U/ui/events")
 n=$(grep -c '^id: ' <<<"$out")
 if [ "$n" = 2 ] && ! grep -q 'event: reset' <<<"$out"; then pass "Last-Event-ID resumes with the 2 events missed"; else bad "resume" "$n events: $(head -c 300 <<<"$out")"; fi
 
+now_ms=$(($(date +%s) * 1000))
+expect "sessions: created in the last hour" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms - 3600000)),\"until\":$((now_ms + 60000))}")" '"rootPid":"1"'
+expect "sessions: none created after now" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms + 60000))}")" '"items":[]'
+expect "sessions: none created before an hour ago" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"until\":$((now_ms - 3600000))}")" '"items":[]'
 expect "sessions: owner missing" "$(rpc xgr.console.sessions '{}')" '"path":"owner"'
 expect "sessions: owner malformed" "$(rpc xgr.console.sessions '{"owner":"0x12"}')" 'is \"0x12\"; expected an address'
 expect "sessions: limit over the cap" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"limit\":500}")" '"message":"is 500; expected at most 200","data":{"path":"limit"'
