@@ -457,7 +457,9 @@ function renderSession(v, r) {
     <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => `
     <tr class="click" data-pid="${esc(it.pid)}"><td class="mono">${fmtTime(it.at)}</td><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
     <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtDur(it.durationMs)}</td>
-    <td class="err">${esc(it.error || '')}</td></tr>`).join('')}</tbody></table>
+    <td class="err">${esc(it.error || '')}</td></tr>${(it.apiCalls || []).map(a => `
+    <tr class="api"><td></td><td colspan="6" class="mono">↳ API call <b>${esc(a.name)}</b> ${esc(a.url || '')}
+      → ${a.status !== undefined && a.status !== null ? esc(a.status) : '—'} in ${fmtDur(a.ms)}${a.error ? ` <span class="err">${esc(a.error)}</span>` : ''}</td></tr>`).join('')}`).join('')}</tbody></table>
     <div class="pager"><button class="small" id="h-prev" ${v.histOffset ? '' : 'disabled'}>← newer</button>
     <span class="muted">${hs.total ? `${hs.offset + 1}–${hs.offset + hs.items.length} of ${hs.total} executions (newest first)` : 'no step has run'}</span>
     <button class="small" id="h-next" ${hs.offset + hs.items.length < hs.total ? '' : 'disabled'}>older →</button></div>`;

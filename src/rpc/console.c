@@ -481,6 +481,9 @@ static json_t *hist_item(uint64_t root, const xgr_store_hist *h) {
   json_object_set_new(it, "durationMs", json_integer(h->finished_at >= h->at ? h->finished_at - h->at : 0));
   if (h->error) json_object_set_new(it, "error", json_string(h->error));
   if (h->status == XGR_PROC_ABORTED) json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(h->abort_reason)));
+  json_t *api = h->api ? json_loads(h->api, 0, NULL) : NULL;   /* [{"name","status","ms","url","error"}] */
+  if (json_is_array(api)) json_object_set_new(it, "apiCalls", api);
+  else json_decref(api);
   return it;
 }
 

@@ -210,13 +210,41 @@ async function main() {
   ok((await text('#feed')).includes('internal wake-up of session 7 step ship: woken'), 'live events list the internal wake-up');
   await shot('10-kyc-woken-live.png');
 
-  // 8. the registry page
+  // 8. a step's API calls in the timeline: a price endpoint on 127.0.0.1 served by this test
+  const http = await import('node:http');
+  const api = http.createServer((req, res) => {
+    res.writeHead(req.url.startsWith('/price') ? 200 : 404, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ data: { amount: '42.5' } }));
+  });
+  await new Promise(r => api.listen(0, '127.0.0.1', r));
+  const apiUrl = `http://127.0.0.1:${api.address().port}`;
+  const fetchBundle = { orchestration: { id: 'price', structure: { fetch: { rule: 'fetch' } } },
+    rules: { fetch: { payload: { Pair: { type: 'string', default: 'BTC-USD' } },
+      apiCalls: [{ name: 'spot', method: 'GET', urlTemplate: `${apiUrl}/price/[Pair]`, contentType: 'json',
+        extractMap: { Price: { type: 'double', default: 0, value: 'resp.data.amount' } } },
+      { name: 'missing', method: 'GET', urlTemplate: `${apiUrl}/nope`, contentType: 'json',
+        extractMap: { Other: { type: 'double', default: 0, value: 'resp.data.amount' } } }],
+      rules: ['[Price] > 0.0'], onValid: { payload: { Got: '[Price]' } }, onInvalid: {} } } };
+  const { writeFileSync } = await import('node:fs');
+  writeFileSync(`${tmp}/price.json`, JSON.stringify(fetchBundle));
+  x('deploy', `${tmp}/price.json`, '--registry', 'price');
+  enq(9, 'price', 'fetch', '{}');
+  await until('the price session ends', async () => (await session(9)).session.status !== 'running');
+  await page.goto(`${URL}/ui/#/session/${OWNER}/9`);
+  await page.waitForSelector('#history tr.api');
+  const calls = await page.$$eval('#history tr.api', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
+  ok(calls.length === 2 && calls[0].includes('API call spot') && calls[0].includes('/price/BTC-USD') && calls[0].includes('→ 200') &&
+     calls[1].includes('API call missing') && calls[1].includes('404'), 'the timeline shows the step\'s API calls (URL, status, time)', calls);
+  await shot('11-api-calls.png');
+  api.close();
+
+  // 9. the registry page
   await page.goto(`${URL}/ui/#/registry?registry=race_wait`);
   await page.waitForSelector('#rgraph svg #join-A-valid');
   ok((await text('#check-result')).includes('passes'), 'registry: xgr check passes');
   ok((await page.$$('#rules tbody tr')).length === 6, 'registry: six steps with their rules');
   ok((await text('#rules')).includes('v1'), 'registry: rule versions listed');
-  await shot('11-registry.png');
+  await shot('12-registry.png');
 
   ok(pageErrors.length === 0, 'no errors in the page', pageErrors);
 }
