@@ -15,9 +15,16 @@ PKGS=(
   # tests
   libcmocka-dev
   curl python3
+  # Graphviz for `xgr graph --format svg` and the console (src/orch/svg.c)
+  libgraphviz-dev
+  # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)
+  chromium nodejs
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
 )
+
+# npm for the console tests: Debian ships it apart from nodejs (nodesource's nodejs carries its own)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 # Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,
 # so a plain `make deps` stays lean. oneTBB (C++ task_group) and Go (goroutines + channels).

@@ -90,6 +90,7 @@ struct xgr_rpcd {
   xgr_store *st;               /* owned */
   xgr_persist *p;              /* owned */
   xgr_engine *e;               /* owned */
+  struct xgr__console *console; /* owned: the console's pages, events and read methods (console.h) */
   atomic_bool ready, stopping;
   atomic_bool store_down;      /* the store failed (logged once) */
   pthread_mutex_t reg_mu;      /* regs, bundles */

@@ -17,6 +17,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "xgr/auth.h"
+#include "rpc/console.h"
 #include "util/alloc.h"
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -200,6 +201,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
    * xgr_listSessions; the same code, `view` picks either */
   rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
   if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
+  if (!rc) rc = xgr__console_register(d->console, s);
   if (rc) return rc;
   xgr_metrics *m = xgr_rpc_metrics(s);
   xgr_persist_metrics(d->p, m);
@@ -291,6 +293,11 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
     goto fail;
   }
+  d->console = xgr__console_new(d->st, d->e);
+  if (xgr_engine_subscribe(d->e, xgr__console_on_event, d->console)) {
+    xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
+    goto fail;
+  }
   xgr_error le;
   if (xgr_store_load_live(d->st, recover_one, d, &le))
     xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
@@ -327,6 +334,7 @@ void xgr_rpcd_free(xgr_rpcd *d) {
   if (!d) return;
   atomic_store(&d->stopping, true);
   xgr_engine_free(d->e);     /* shuts down: steps finish, batches are submitted */
+  xgr__console_free(d->console);
   xgr_store_close(d->st);    /* commits what is queued */
   xgr_persist_free(d->p);
   xgr__rpcd_bundles_free(d);
