@@ -6,7 +6,7 @@
 set -u
 XGR=$1 XGRD=$2
 tmp=$(mktemp -d /tmp/xgr-console-http.XXXXXX)
-"$XGRD" --listen 127.0.0.1:0 --auth none --port-file "$tmp/port" --log-level warn 2>"$tmp/log" &
+"$XGRD" --listen 127.0.0.1:0 --auth none --timeout 1 --port-file "$tmp/port" --log-level warn 2>"$tmp/log" &
 dpid=$!
 trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
@@ -20,6 +20,9 @@ expect() {  # expect NAME GOT WANT-SUBSTRING
 }
 rpc() { curl -s -H 'Content-Type: application/json' "$U" -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}"; }
 
+# the per-request deadline (--timeout 1 here) cuts slow requests, never an event stream
+curl -sN --max-time 3 "$U/ui/events?owner=$O" >/dev/null; rc=$?
+if [ $rc -eq 28 ]; then pass "an event stream outlives --timeout"; else bad "event stream cut by the request deadline" "curl exit $rc"; fi
 expect "/ui redirects to /ui/" "$(curl -si "$U/ui")" "Location: /ui/"
 expect "/ui/ is the page" "$(curl -si "$U/ui/")" "Content-Type: text/html; charset=utf-8"
 expect "app.js is JavaScript" "$(curl -si "$U/ui/app.js")" "Content-Type: text/javascript"
