@@ -487,7 +487,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     r->t0 = now_s();
     *con_cls = r;
     bool rpc_path = !strcmp(url, "/") || !strcmp(url, "/rpc");
-    bool host_ok = xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), s->host, s->port);
+    bool host_ok = xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), s->host, __atomic_load_n(&s->port, __ATOMIC_ACQUIRE));
     if (!host_ok && (!strcmp(http, "GET") || !strcmp(http, "HEAD")))
       return refuse(s, c, http, url, MHD_HTTP_FORBIDDEN, "the Host header does not name this server (DNS rebinding)");
     if (!host_ok) {
@@ -693,7 +693,9 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
   s->reaper_stop = false;
   s->reaper_on = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = di ? di->port : ntohs(s->addr.sin_port);
+  /* atomic: the listener's threads already answer (the Host check reads it); a client cannot know
+   * a port given as 0 before this is set */
+  __atomic_store_n(&s->port, di ? di->port : ntohs(s->addr.sin_port), __ATOMIC_RELEASE);
   if (s->cfg.metrics_listen) {
     s->md = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handle_metrics, s,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->maddr, MHD_OPTION_CONNECTION_LIMIT, 64u,
@@ -732,7 +734,7 @@ int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name) {
   return XGR_ENOTFOUND;
 }
 
-uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }
+uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return __atomic_load_n(&s->port, __ATOMIC_ACQUIRE); }
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s) { return s->metrics; }
 
 int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn fn, void *ctx) {
