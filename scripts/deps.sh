@@ -18,12 +18,14 @@ PKGS=(
   # Graphviz for `xgr graph --format svg` and the console (src/orch/svg.c)
   libgraphviz-dev
   # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)
-  chromium nodejs
+  chromium
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
 )
 
-# npm for the console tests: Debian ships it apart from nodejs (nodesource's nodejs carries its own)
+# Node.js and npm for the tests that cross-check with ethers, solc, anvil and puppeteer: only when
+# missing (Node.js from NodeSource brings its own npm and conflicts with Debian's `npm` package).
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 # Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,
