@@ -1,0 +1,106 @@
+/* xgr/chain.h — the chain backend: Ethereum JSON-RPC nodes by name, the contract reader of the
+ * step engine, and synchronous calls for tools (xgr publish, tests, start-up checks).
+ *
+ * A chain set holds the configured backends: at most one unnamed default (`--chain URL`) and any
+ * number of named ones (`--chain NAME=URL`); a contract read's `rpc` selector picks a named one,
+ * no selector the default. The set is immutable once the engine runs and may be shared by every
+ * thread; health counters are atomic.
+ *
+ * Two ways to talk to a node:
+ *   - resumable (the engine): xgr_chain_reader_of() gives the step engine a reader whose reads
+ *     become JSON-RPC POSTs handed out by xgr_step_next_request, so they run on whatever performs
+ *     API calls — in the engine, its one libcurl multi loop — and no worker ever waits on a node;
+ *   - synchronous (tools): xgr_chain_rpc() performs one request with a curl easy handle.
+ *
+ * Node errors are normalised: a revert is XGR_EEVAL "execution reverted: <reason>" whatever the
+ * node's dialect (anvil/geth {code:3, data}, hardhat {code:-32603, data:{data}}, ganache/geth
+ * -32000 with or without data), with the revert data kept in xgr_chain_fault; other JSON-RPC
+ * errors are XGR_EHTTP naming the node's code and message; transport failures XGR_EHTTP,
+ * timeouts XGR_ETIMEOUT.
+ */
+#ifndef XGR_CHAIN_H
+#define XGR_CHAIN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xgr/error.h"
+#include "xgr/rule.h"
+#include "xgr/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XGR_CHAIN_MAX_BACKENDS 32
+#define XGR_CHAIN_DEFAULT_TIMEOUT_MS 10000
+#define XGR_CHAIN_MAX_RESPONSE (8u << 20)  /* bytes of one JSON-RPC response */
+
+/* ---- JSON-RPC wire format (pure functions) ------------------------------------------------- */
+
+/* What a failed call left behind. `data` is the revert data as "0x…" hex (malloc'd, NULL when
+ * the node sent none); release with xgr_chain_fault_clear. */
+typedef struct xgr_chain_fault {
+  bool reverted;
+  long rpc_code;              /* the node's JSON-RPC error code, 0 when none */
+  char *data;
+} xgr_chain_fault;
+
+void xgr_chain_fault_clear(xgr_chain_fault *f);
+
+/* The body of a JSON-RPC 2.0 request (malloc'd, *len its length); takes take_params (an array). */
+char *xgr_chain_rpc_body(const char *method, json_t *take_params, uint64_t id, size_t *len);
+
+/* Parse a response body. 0: *result is a new reference to `result`. Failure: *result NULL, *e
+ * filled (XGR_EEVAL for reverts, XGR_EHTTP for other node errors or a malformed answer) and, when
+ * f is not NULL, *f describes the node's error. */
+int xgr_chain_rpc_parse(const char *body, size_t len, json_t **result, xgr_chain_fault *f, xgr_error *e);
+
+/* ---- the set of backends ------------------------------------------------------------------- */
+typedef struct xgr_chain xgr_chain;
+
+xgr_chain *xgr_chain_new(void);
+void xgr_chain_free(xgr_chain *c);
+/* Add "URL" (the default backend) or "NAME=URL" (NAME: [A-Za-z0-9_.-]{1,64}). URL must start
+ * with http:// or https://. Errors (XGR_EINVAL naming the flag value): a second default, a
+ * duplicate name, a bad name or URL, more than XGR_CHAIN_MAX_BACKENDS. */
+int xgr_chain_add(xgr_chain *c, const char *spec, xgr_error *e);
+/* Total time allowed for one request (default XGR_CHAIN_DEFAULT_TIMEOUT_MS). */
+void xgr_chain_set_timeout(xgr_chain *c, long ms);
+size_t xgr_chain_count(const xgr_chain *c);
+/* URL of a backend: name NULL (or "") is the default. NULL when not configured. */
+const char *xgr_chain_url(const xgr_chain *c, const char *name);
+
+/* The step engine's reader over this set (resumable form plus a synchronous `call`). The set
+ * must outlive every step that uses the reader. */
+xgr_chain_reader xgr_chain_reader_of(xgr_chain *c);
+
+/* ---- synchronous calls --------------------------------------------------------------------- */
+
+/* One JSON-RPC request to backend `name` (NULL: default), performed now on this thread.
+ * Takes take_params (a JSON array; NULL means []). 0: *result a new reference. */
+int xgr_chain_rpc(xgr_chain *c, const char *name, const char *method, json_t *take_params, json_t **result,
+                  xgr_chain_fault *f, xgr_error *e);
+
+/* eth_call of `sig` ("balanceOf(address)(uint256)") on `to` with n arguments, at "latest".
+ * `from` may be NULL. With declared return types *out is the decoded LIST; without, *out is a
+ * BYTES value holding the raw return data. */
+int xgr_chain_eth_call(xgr_chain *c, const char *name, const char *from, const char *to, const char *sig,
+                       const xgr_value *args, size_t n, xgr_value *out, xgr_chain_fault *f, xgr_error *e);
+
+/* A quantity result ("0x1a") as uint64; false when it is not one. */
+bool xgr_chain_quantity(const json_t *j, uint64_t *out);
+
+/* ---- health -------------------------------------------------------------------------------- */
+
+/* Poll eth_blockNumber on every backend now (synchronously) and remember the result. */
+void xgr_chain_probe(xgr_chain *c);
+/* [{"name","url","lastBlock","calls","errors","lastError","ok"}] (new reference). */
+json_t *xgr_chain_health(const xgr_chain *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
