@@ -20,6 +20,7 @@
 #include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
+#include "xgr/chain.h"
 #include "xgr/engine.h"
 #include "xgr/json.h"
 #include "xgr/script.h"
@@ -36,6 +37,8 @@ static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
         "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n\n"
+        "               [--max-running N] [--time-scale F] [--json] [--quiet]\n"
+        "               [--chain URL] [--chain NAME=URL]...\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
         "k-of-n state. Runs on the concurrent engine in real time (steps in parallel on all cores,\n"
@@ -56,6 +59,8 @@ static void usage(FILE *f) {
         "  --store FILE       keep the run's audit trail in a SQLite store file (created if missing),\n"
         "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
         "                     --root-pid the session takes the owner's next rootPid in that file\n"
+        "  --chain URL        Ethereum JSON-RPC node for contract reads (the default backend);\n"
+        "  --chain NAME=URL   a named backend, picked by a read's \"rpc\" selector (repeatable)\n"
         "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
         "  --quiet            no timeline, only the tree\n\n"
         "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
@@ -397,6 +402,11 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   if (rs) rs->p = xgr_persist_new(rs->st);
   xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true,
                            .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
+                      size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, json_t **rep) {
+  eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
+  pthread_mutex_init(&ev.mu, NULL);
+  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true, .chain = chain,
+                           .keep_finished = true,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
   xgr_engine *eng = xgr_engine_new(&cfg, &e);
@@ -472,6 +482,8 @@ int xgr_cmd_run(int argc, char **argv) {
   double scale = 1;
   xgr_api_map_entry map[32];
   size_t nmap = 0;
+  xgr_chain *chain = NULL;
+  xgr_chain_reader reader;
   static const struct option opts[] = {
     {"start", required_argument, NULL, 's'}, {"payload", required_argument, NULL, 'p'},
     {"owner", required_argument, NULL, 'o'}, {"virtual-time", no_argument, NULL, 'v'},
@@ -483,6 +495,11 @@ int xgr_cmd_run(int argc, char **argv) {
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:", opts, NULL)) != -1) {
+    {"chain", required_argument, NULL, 'C'},
+    {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:C:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -526,8 +543,18 @@ int xgr_cmd_run(int argc, char **argv) {
         map[nmap++] = (xgr_api_map_entry){optarg, eq + 1};
         break;
       }
-      case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      case 'C': {
+        xgr_error ce;
+        if (!chain) chain = xgr_chain_new();
+        if (xgr_chain_add(chain, optarg, &ce)) {
+          fprintf(stderr, "xgr run: %s\n", ce.message);
+          xgr_chain_free(chain);
+          return XGR_EXIT_USAGE;
+        }
+        break;
+      }
+      case 'h': usage(stdout); xgr_chain_free(chain); return XGR_EXIT_OK;
+      default: usage(stderr); xgr_chain_free(chain); return XGR_EXIT_USAGE;
     }
   }
   if (!xgr_xrc_is_address(owner, strlen(owner))) {
@@ -540,6 +567,7 @@ int xgr_cmd_run(int argc, char **argv) {
   if (optind != argc - 1 || !start) {
     fprintf(stderr, "xgr run: %s\n", !start ? "--start STEP is required" : "exactly one BUNDLE is expected");
     usage(stderr);
+    xgr_chain_free(chain);
     return XGR_EXIT_USAGE;
   }
   xgr_error e;
@@ -558,6 +586,7 @@ int xgr_cmd_run(int argc, char **argv) {
     if (bad) {
       fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
       xgr_value_release(payload);
+      xgr_chain_free(chain);
       return XGR_EXIT_USAGE;
     }
   }
@@ -577,6 +606,7 @@ int xgr_cmd_run(int argc, char **argv) {
       fprintf(stderr, "xgr run: --script %s%s%s: %s\n", script_file, e.path[0] ? " " : "", e.path, e.message);
       xgr_value_release(payload);
       json_decref(script);
+      xgr_chain_free(chain);
       return XGR_EXIT_USAGE;
     }
   }
@@ -589,6 +619,7 @@ int xgr_cmd_run(int argc, char **argv) {
     xgr_diags_free(&d);
     xgr_value_release(payload);
     json_decref(script);
+    xgr_chain_free(chain);
     return rc == XGR_EIO ? XGR_EXIT_USAGE : XGR_EXIT_HARD;
   }
   xgr_diags_free(&d);
@@ -615,10 +646,12 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   if (!root_pid) root_pid = 1;
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (chain) reader = xgr_chain_reader_of(chain);
   if (!virtual_time) {
     json_t *rep = NULL;
     int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
                           (uint32_t)max_running, map, nmap, scale, quiet || as_json, rs, &rep);
+                          (uint32_t)max_running, map, nmap, chain ? &reader : NULL, scale, quiet || as_json, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
@@ -642,12 +675,15 @@ int xgr_cmd_run(int argc, char **argv) {
     xgr_value_release(payload);
     json_decref(script);
     curl_global_cleanup();
+    xgr_chain_free(chain);
     return code;
   }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
   xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v,
                            .on_effects = rs ? store_effects : NULL, .effects_ctx = rs};
+  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = chain ? &reader : NULL, .max_steps = (uint64_t)max_steps, .record = true,
+                           .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
   xgr_driver *drv = xgr_driver_new(&cfg);
   int exit_code = XGR_EXIT_OK;
   if ((script && xgr_driver_add_script(drv, script, &e)) ||
@@ -681,5 +717,6 @@ int xgr_cmd_run(int argc, char **argv) {
   json_decref(script);
   free(v.last);
   curl_global_cleanup();
+  xgr_chain_free(chain);
   return exit_code;
 }

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/load.h"
+#include "xgr/chain.h"
 #include "xgr/json.h"
 #include "xgr/rule.h"
 #include "xgr/xrc_types.h"
@@ -24,6 +25,10 @@ static const char usage_text[] =
     "       xgr step BUNDLE.json --rule NAME ...   (NAME: a key of the bundle's rules, or a step id)\n\n"
     "Run one XRC-137 step: input casts and defaults, contract reads (no chain backend: their\n"
     "defaults apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
+    "                 [--chain URL] [--chain NAME=URL]...\n\n"
+    "Run one XRC-137 step: input casts and defaults, contract reads (eth_call on the --chain\n"
+    "backend a read's `rpc` selects, the unnamed one by default; without --chain their defaults\n"
+    "apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
     "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
     "as JSON with --json: each rule with its result (true, false, missing key, error, skipped),\n"
     "required inputs that are missing, and why keys could not be produced (soft-invalid).\n"
@@ -104,6 +109,8 @@ int xgr_cmd_step(int argc, char **argv) {
   size_t nmaps = 0;
   bool as_json = false;
   xgr_step_ctx ctx = {0};
+  xgr_chain *chain = NULL;
+  xgr_chain_reader reader;
   ctx.owner = "0x0000000000000000000000000000000000000000";
   ctx.session_id = 1;
   ctx.pid = "1:1";
@@ -125,6 +132,14 @@ int xgr_cmd_step(int argc, char **argv) {
       }
       *eq = 0;
       maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
+    } else if (i + 1 < argc && !strcmp(a, "--chain")) {
+      xgr_error ce;
+      if (!chain) chain = xgr_chain_new();
+      if (xgr_chain_add(chain, argv[++i], &ce)) {
+        fprintf(stderr, "xgr step: %s\n", ce.message);
+        xgr_chain_free(chain);
+        return XGR_EXIT_USAGE;
+      }
     } else if (i + 1 < argc && !strcmp(a, "--owner")) {
       ctx.owner = argv[++i];
       if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
@@ -158,7 +173,12 @@ int xgr_cmd_step(int argc, char **argv) {
   }
   if (!rule_path) {
     fputs(usage_text, stderr);
+    xgr_chain_free(chain);
     return XGR_EXIT_USAGE;
+  }
+  if (chain) {
+    reader = xgr_chain_reader_of(chain);
+    ctx.chain = &reader;
   }
   ctx.api_map = maps;
   ctx.napi_map = nmaps;
@@ -168,6 +188,7 @@ int xgr_cmd_step(int argc, char **argv) {
   size_t len = 0;
   if (xgr_file_read(rule_path, &buf, &len, 16u << 20, &e)) {
     fprintf(stderr, "xgr step: %s: %s\n", rule_path, e.message);
+    xgr_chain_free(chain);
     return XGR_EXIT_USAGE;
   }
   /* what kind of document is it? a bundle needs --rule; an orchestration is the wrong file */
@@ -250,6 +271,7 @@ int xgr_cmd_step(int argc, char **argv) {
     fprintf(stderr, "%s: %s: error: %s [%s]\n", rule_path, e.path[0] ? e.path : "(document)", e.message,
             xgr_errcode_name(e.code));
     json_decref(doc);
+    xgr_chain_free(chain);
     return XGR_EXIT_HARD;
   }
 
@@ -262,6 +284,7 @@ int xgr_cmd_step(int argc, char **argv) {
         fprintf(stderr, "xgr step: --payload %s: %s\n", payload_arg, e.message);
         xgr_rule_free(rule);
         json_decref(doc);
+        xgr_chain_free(chain);
         return XGR_EXIT_USAGE;
       }
     }
@@ -272,6 +295,7 @@ int xgr_cmd_step(int argc, char **argv) {
       xgr_value_release(payload);
       xgr_rule_free(rule);
       json_decref(doc);
+      xgr_chain_free(chain);
       return XGR_EXIT_USAGE;
     }
   }
@@ -299,5 +323,6 @@ int xgr_cmd_step(int argc, char **argv) {
   xgr_rule_free(rule);
   json_decref(doc);
   curl_global_cleanup();
+  xgr_chain_free(chain);
   return exit_code;
 }
