@@ -91,10 +91,11 @@ void xgr_abi_decode_slots(const xgr_abi_type *tuple, const uint8_t *data, size_t
  * string (caller frees); Panic(uint256) becomes "panic 0x11". NULL otherwise. */
 char *xgr_abi_revert_reason(const uint8_t *data, size_t len);
 
-/* Hex helpers: "0x"-prefixed (the prefix is optional on input), even length. hex_decode returns
- * a malloc'd buffer (caller frees) or NULL when s is not hex; hex_encode a malloc'd "0x…" text. */
-uint8_t *xgr_hex_decode(const char *s, size_t len, size_t *outlen);
-char *xgr_hex_encode(const uint8_t *p, size_t n);
+/* Variable-length hex (xgr/secp.h has the fixed-length forms): decode_alloc takes len bytes of
+ * "0x"-prefixed (prefix optional) even-length hex and returns a malloc'd buffer (caller frees),
+ * or NULL when s is not hex; encode_alloc returns a malloc'd "0x…" text. */
+uint8_t *xgr_hex_decode_alloc(const char *s, size_t len, size_t *outlen);
+char *xgr_hex_encode_alloc(const uint8_t *p, size_t n);
 
 #ifdef __cplusplus
 }

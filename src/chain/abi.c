@@ -21,6 +21,7 @@
 #include "value/value_internal.h"
 #include "xgr/abi.h"
 #include "xgr/keccak.h"
+#include "xgr/secp.h"
 #include "xgr/xrc_types.h"
 
 typedef enum tkind { T_UINT, T_INT, T_ADDRESS, T_BOOL, T_FBYTES, T_BYTES, T_STRING, T_ARRAY, T_FARRAY, T_TUPLE } tkind;
@@ -47,7 +48,7 @@ static int hexval(char c) {
   return -1;
 }
 
-uint8_t *xgr_hex_decode(const char *s, size_t len, size_t *outlen) {
+uint8_t *xgr_hex_decode_alloc(const char *s, size_t len, size_t *outlen) {
   if (len >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2, len -= 2;
   if (len % 2) return NULL;
   uint8_t *p = xgr__xmalloc(len / 2 + 1);
@@ -63,16 +64,9 @@ uint8_t *xgr_hex_decode(const char *s, size_t len, size_t *outlen) {
   return p;
 }
 
-char *xgr_hex_encode(const uint8_t *p, size_t n) {
-  static const char dig[] = "0123456789abcdef";
+char *xgr_hex_encode_alloc(const uint8_t *p, size_t n) {
   char *s = xgr__xmalloc(2 * n + 3);
-  s[0] = '0';
-  s[1] = 'x';
-  for (size_t i = 0; i < n; i++) {
-    s[2 + 2 * i] = dig[p[i] >> 4];
-    s[3 + 2 * i] = dig[p[i] & 15];
-  }
-  s[2 * n + 2] = 0;
+  xgr_hex_encode(p, n, s);
   return s;
 }
 
@@ -424,7 +418,7 @@ static bool bytes_of(xgr_value v, const uint8_t **p, size_t *n, uint8_t **owned)
     return true;
   }
   if (v.kind != XGR_VSTRING || sl < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return false;
-  *owned = xgr_hex_decode(s, sl, n);
+  *owned = xgr_hex_decode_alloc(s, sl, n);
   *p = *owned;
   return *owned != NULL;
 }
@@ -732,7 +726,7 @@ static int dec_value(decoder *d, const xgr_abi_type *t, const uint8_t *p, size_t
     case T_ADDRESS: {
       for (int i = 0; i < 12; i++)
         if (p[i]) return dec_fail(d, p, "address has non-zero high bytes");
-      char *s = xgr_hex_encode(p + 12, 20);
+      char *s = xgr_hex_encode_alloc(p + 12, 20);
       *out = xgr_value_string(s, 42);
       free(s);
       return 0;

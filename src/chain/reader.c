@@ -49,7 +49,7 @@ static int chain_prepare(void *ctx, const xgr_chain_call *call, xgr_chain_post *
   rc = xgr_abi_encode_call(s, call->args, call->nargs, &data, &dl, e);
   xgr_abi_sig_free(s);
   if (rc) return rc;
-  char *hex = xgr_hex_encode(data, dl);
+  char *hex = xgr_hex_encode_alloc(data, dl);
   free(data);
   json_t *tx = json_pack("{s:s, s:s}", "to", call->to, "data", hex);
   free(hex);
@@ -71,7 +71,7 @@ static int chain_decode(void *ctx, const xgr_chain_call *call, const char *body,
   if (rc) return rc;
   const char *rs = json_string_value(res);
   size_t rawn = 0;
-  uint8_t *raw = rs ? xgr_hex_decode(rs, strlen(rs), &rawn) : NULL;
+  uint8_t *raw = rs ? xgr_hex_decode_alloc(rs, strlen(rs), &rawn) : NULL;
   json_decref(res);
   if (!raw) return xgr_error_set(e, XGR_EHTTP, NULL, "eth_call result is not hex data");
   xgr_abi_sig *s = NULL;

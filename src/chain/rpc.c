@@ -84,7 +84,7 @@ int xgr_chain_rpc_parse(const char *body, size_t len, json_t **result, xgr_chain
       char *reason = NULL;
       if (data) {
         size_t n;
-        uint8_t *raw = xgr_hex_decode(data, strlen(data), &n);
+        uint8_t *raw = xgr_hex_decode_alloc(data, strlen(data), &n);
         if (raw) reason = xgr_abi_revert_reason(raw, n);
         free(raw);
       }
@@ -314,7 +314,7 @@ int xgr_chain_eth_call(xgr_chain *c, const char *name, const char *from, const c
     xgr_abi_sig_free(s);
     return rc;
   }
-  char *hex = xgr_hex_encode(data, dl);
+  char *hex = xgr_hex_encode_alloc(data, dl);
   free(data);
   json_t *tx = json_pack("{s:s, s:s}", "to", to, "data", hex);
   free(hex);
@@ -327,7 +327,7 @@ int xgr_chain_eth_call(xgr_chain *c, const char *name, const char *from, const c
   }
   const char *rs = json_string_value(res);
   size_t rawn = 0;
-  uint8_t *raw = rs ? xgr_hex_decode(rs, strlen(rs), &rawn) : NULL;
+  uint8_t *raw = rs ? xgr_hex_decode_alloc(rs, strlen(rs), &rawn) : NULL;
   json_decref(res);
   if (!raw) {
     xgr_abi_sig_free(s);

@@ -152,7 +152,7 @@ int anvil_deploy(anvil *a, const char *name, const char *ctor, const char *args_
     json_decref(doc);
     return -1;
   }
-  char *hex = xgr_hex_encode(enc, n);
+  char *hex = xgr_hex_encode_alloc(enc, n);
   free(enc);
   size_t cl = strlen(code), hl = strlen(hex);
   char *data = malloc(cl + hl + 1);
@@ -189,7 +189,7 @@ int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *
   memcpy(data + 4, enc, n);
   free(enc);
   xgr_abi_sig_free(s);
-  char *hex = xgr_hex_encode(data, n + 4);
+  char *hex = xgr_hex_encode_alloc(data, n + 4);
   free(data);
   json_t *tx = json_pack("{s:s, s:s, s:s, s:s}", "from", a->accounts[from], "to", to, "data", hex, "gas", "0x1c9c380");
   free(hex);

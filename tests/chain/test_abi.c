@@ -34,7 +34,7 @@ static void check_call(const char *sig, const char *args, const char *hex) {
   size_t len;
   rc = xgr_abi_encode_call(s, vals, n, &out, &len, &e);
   if (rc) fail_msg("%s: %s", sig, e.message);
-  char *got = xgr_hex_encode(out, len);
+  char *got = xgr_hex_encode_alloc(out, len);
   assert_string_equal(got, hex);
   /* decode the arguments back and re-encode: same bytes */
   xgr_value dec;
@@ -242,7 +242,7 @@ static void expect_decode_error(const char *types, const char *hex, const char *
   int rc = xgr_abi_type_parse(types, strlen(types), &t, &e);
   if (rc) fail_msg("%s: %s", types, e.message);
   size_t n;
-  uint8_t *d = xgr_hex_decode(hex, strlen(hex), &n);
+  uint8_t *d = xgr_hex_decode_alloc(hex, strlen(hex), &n);
   assert_non_null(d);
   xgr_value v;
   rc = xgr_abi_decode(t, d, n, &v, &e);
@@ -319,7 +319,7 @@ static void test_slots(void **state) {
   xgr_error e;
   assert_int_equal(xgr_abi_type_parse(types, strlen(types), &t, &e), 0);
   size_t n;
-  uint8_t *d = xgr_hex_decode(W("05") "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff", 128, &n);
+  uint8_t *d = xgr_hex_decode_alloc(W("05") "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff", 128, &n);
   xgr_value v;
   xgr_abi_decode_slots(t, d, n, &v);
   char *txt = xgr_value_to_json_text(v, 0, NULL);
@@ -327,7 +327,7 @@ static void test_slots(void **state) {
   free(txt);
   xgr_value_release(v);
   free(d);
-  d = xgr_hex_decode(W("05") W("01") W("ff"), 192, &n);
+  d = xgr_hex_decode_alloc(W("05") W("01") W("ff"), 192, &n);
   xgr_abi_decode_slots(t, d, n, &v);
   txt = xgr_value_to_json_text(v, 0, NULL);
   assert_string_equal(txt, "[\"5\",\"1\",null]");  /* a bad offset: null in its slot */
@@ -340,19 +340,19 @@ static void test_slots(void **state) {
 static void test_revert_reason(void **state) {
   (void)state;
   size_t n;
-  uint8_t *d = xgr_hex_decode("0x08c379a0" W("20") W("0d") "48656c6c6f2c20776f726c642100000000000000000000000000000000000000",
+  uint8_t *d = xgr_hex_decode_alloc("0x08c379a0" W("20") W("0d") "48656c6c6f2c20776f726c642100000000000000000000000000000000000000",
                               2 + 8 + 64 * 3, &n);
   char *r = xgr_abi_revert_reason(d, n);
   assert_string_equal(r, "Hello, world!");
   free(r);
   free(d);
-  d = xgr_hex_decode("0x4e487b71" W("11"), 2 + 8 + 64, &n);
+  d = xgr_hex_decode_alloc("0x4e487b71" W("11"), 2 + 8 + 64, &n);
   r = xgr_abi_revert_reason(d, n);
   assert_string_equal(r, "panic 0x11");
   free(r);
   free(d);
   assert_null(xgr_abi_revert_reason((const uint8_t *)"\x01\x02\x03\x04", 4));
-  d = xgr_hex_decode("0x08c379a0" W("20"), 2 + 8 + 64, &n);  /* truncated */
+  d = xgr_hex_decode_alloc("0x08c379a0" W("20"), 2 + 8 + 64, &n);  /* truncated */
   assert_null(xgr_abi_revert_reason(d, n));
   free(d);
 }
