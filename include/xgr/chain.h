@@ -93,6 +93,52 @@ int xgr_chain_eth_call(xgr_chain *c, const char *name, const char *from, const c
 /* A quantity result ("0x1a") as uint64; false when it is not one. */
 bool xgr_chain_quantity(const json_t *j, uint64_t *out);
 
+/* ---- EIP-1559 transactions ------------------------------------------------------------------ */
+
+/* A type-2 transaction. Quantities above 64 bits (value) are 32-byte big-endian. */
+typedef struct xgr_tx1559 {
+  uint64_t chain_id, nonce;
+  uint64_t max_priority_fee, max_fee;   /* wei per gas */
+  uint64_t gas_limit;
+  bool has_to;                          /* false: contract creation */
+  uint8_t to[20];
+  uint8_t value[32];
+  const uint8_t *data;                  /* call data or init code (borrowed) */
+  size_t data_len;
+} xgr_tx1559;
+
+/* RLP of the unsigned fields, the signing digest keccak256(0x02 || rlp([...])), the signature
+ * with key (libsecp256k1 through xgr/secp.h), and the raw transaction
+ * 0x02 || rlp([..., yParity, r, s]) in *raw (malloc'd, caller frees), *hash its keccak-256 (the
+ * transaction hash). */
+struct xgr_secp;
+int xgr_tx1559_sign(const struct xgr_secp *secp, const xgr_tx1559 *tx, const uint8_t key[32], uint8_t **raw,
+                    size_t *rawlen, uint8_t hash[32], xgr_error *e);
+
+/* A synchronous sender for tools (xgr publish) and tests: one key on one backend. The nonce is
+ * read once (eth_getTransactionCount "pending") and then counted locally; gas comes from
+ * eth_estimateGas (+20 %) unless given; fees from eth_feeHistory (2 × base fee + the median tip),
+ * eth_gasPrice when the node has no fee history. */
+typedef struct xgr_chain_sender {
+  xgr_chain *chain;
+  const char *backend;                  /* NULL: default */
+  const struct xgr_secp *secp;
+  uint8_t key[32];
+  char from[43];                        /* filled by xgr_chain_sender_init */
+  uint64_t chain_id, nonce;
+  bool ready;
+  long receipt_timeout_ms;              /* default 60000 */
+} xgr_chain_sender;
+
+/* Derive `from`, read the chain id and the nonce. */
+int xgr_chain_sender_init(xgr_chain_sender *s, xgr_error *e);
+/* Sign and send a transaction (to NULL: deploy `data` as init code), wait for its receipt. 0: mined
+ * with status 1, *receipt (if not NULL) a new reference; XGR_EEVAL: reverted (estimation or
+ * receipt status 0; message with the reason when the node gives one). hash_hex (67 bytes) gets
+ * the transaction hash when one was sent. */
+int xgr_chain_send(xgr_chain_sender *s, const char *to, const uint8_t *data, size_t len, uint64_t gas_limit,
+                   char hash_hex[67], json_t **receipt, xgr_error *e);
+
 /* ---- health -------------------------------------------------------------------------------- */
 
 /* Poll eth_blockNumber on every backend now (synchronously) and remember the result. */

@@ -23,6 +23,7 @@
 #include "xgr/abi.h"
 #include "xgr/chain.h"
 #include "xgr/rule.h"
+#include "xgr/secp.h"
 
 static anvil node;
 static char token[43];
@@ -341,6 +342,78 @@ static void test_read_failures(void **st) {
   json_decref(j);
 }
 
+/* ---- signed EIP-1559 transactions ------------------------------------------------------------- */
+
+/* anvil's well-known dev key #2 (account 0x3c44…93bc); the node accepts only correctly encoded and
+ * signed transactions, and the receipt's `from` proves the signature recovers to that key. */
+#define DEV_KEY2 "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+
+static void test_tx_signed(void **st) {
+  (void)st;
+  xgr_secp *secp = xgr_secp_new();
+  assert_non_null(secp);
+  xgr_chain_sender s = {.chain = node.chain, .secp = secp};
+  assert_int_equal(xgr_hex_decode("0x" DEV_KEY2, s.key, 32), 0);
+  xgr_error e;
+  assert_int_equal(xgr_chain_sender_init(&s, &e), 0);
+  assert_string_equal(s.from, node.accounts[2]);
+  assert_int_equal(s.chain_id, 31337);
+
+  /* deterministic: the same transaction signs to the same bytes */
+  xgr_tx1559 tx = {.chain_id = 31337, .nonce = 5, .max_priority_fee = 1, .max_fee = 2, .gas_limit = 21000, .has_to = true};
+  uint8_t *r1, *r2, h1[32], h2[32];
+  size_t l1, l2;
+  assert_int_equal(xgr_tx1559_sign(secp, &tx, s.key, &r1, &l1, h1, &e), 0);
+  assert_int_equal(xgr_tx1559_sign(secp, &tx, s.key, &r2, &l2, h2, &e), 0);
+  assert_int_equal(l1, l2);
+  assert_memory_equal(r1, r2, l1);
+  assert_int_equal(r1[0], 0x02);
+  free(r1);
+  free(r2);
+
+  /* account 2 has ether but no tokens: account 0 funds it through anvil, then account 2 sends
+   * tokens with a signed transaction */
+  char buf[160];
+  snprintf(buf, sizeof buf, "[\"%s\", 1000]", node.accounts[2]);
+  assert_int_equal(anvil_send(&node, 0, token, "transfer(address,uint256)", buf), 0);
+  xgr_abi_sig *sig;
+  assert_int_equal(xgr_abi_sig_parse("transfer(address,uint256)", 25, &sig, &e), 0);
+  xgr_value args[2] = {xgr_value_cstring(node.accounts[3]), xgr_value_uint(400)};
+  uint8_t *data;
+  size_t dl;
+  assert_int_equal(xgr_abi_encode_call(sig, args, 2, &data, &dl, &e), 0);
+  char hash[67];
+  json_t *rcpt;
+  int rc = xgr_chain_send(&s, token, data, dl, 0, hash, &rcpt, &e);
+  if (rc) fail_msg("send: %s", e.message);
+  assert_string_equal(json_string_value(json_object_get(rcpt, "from")), node.accounts[2]);
+  assert_string_equal(json_string_value(json_object_get(rcpt, "transactionHash")), hash);
+  json_decref(rcpt);
+  xgr_value bal;
+  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &args[0], 1, &bal, NULL, &e), 0);
+  char *txt = xgr_value_to_json_text(bal, 0, NULL);
+  assert_string_equal(txt, "[\"400\"]");
+  free(txt);
+  xgr_value_release(bal);
+  free(data);
+
+  /* more than the balance: estimation reverts with the contract's reason */
+  xgr_value_release(args[1]);
+  args[1] = xgr_value_uint(10000);
+  assert_int_equal(xgr_abi_encode_call(sig, args, 2, &data, &dl, &e), 0);
+  assert_int_equal(xgr_chain_send(&s, token, data, dl, 0, hash, NULL, &e), XGR_EEVAL);
+  assert_non_null(strstr(e.message, "ERC20: insufficient balance"));
+  /* with an explicit gas limit it is mined and reverts: status 0 */
+  assert_int_equal(xgr_chain_send(&s, token, data, dl, 100000, hash, &rcpt, &e), XGR_EEVAL);
+  assert_non_null(rcpt);
+  assert_string_equal(json_string_value(json_object_get(rcpt, "status")), "0x0");
+  json_decref(rcpt);
+  free(data);
+  xgr_value_release(args[0]);
+  xgr_abi_sig_free(sig);
+  xgr_secp_free(secp);
+}
+
 int main(void) {
   if (!anvil_binary()) {
     printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
@@ -350,7 +423,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dialects),      cmocka_unit_test(test_backends),     cmocka_unit_test(test_rpc_live),
       cmocka_unit_test(test_timeout),       cmocka_unit_test(test_read_balance), cmocka_unit_test(test_read_tuple),
-      cmocka_unit_test(test_read_failures),
+      cmocka_unit_test(test_read_failures), cmocka_unit_test(test_tx_signed),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
