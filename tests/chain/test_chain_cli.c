@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "anvil.h"
+#include "xgr/keccak.h"
+#include <sys/stat.h>
 
 static anvil node;
 static char token[43];
@@ -144,13 +146,100 @@ static void test_run(void **st) {
   check_run("--virtual-time");   /* the deterministic driver */
 }
 
+/* ---- xgr publish ------------------------------------------------------------------------------ */
+
+static void key_file(const char *name, const char *hex) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_int_equal(write_file(name, hex), 0);
+  assert_int_equal(chmod(path, 0600), 0);
+}
+
+static json_t *publish(const char *bundle, const char *key, const char *registry, int *code) {
+  char args[2048];
+  snprintf(args, sizeof args, "publish %s --chain %s --key %s/%s --json%s%s 2>/dev/null", bundle, node.url, dir, key,
+           registry ? " --registry " : "", registry ? registry : "");
+  return xgr(args, code);
+}
+
+/* The hash xgr printed is keccak-256 of what the registry returns; each rule contract holds its rule. */
+static void check_on_chain(json_t *pub) {
+  const char *reg = json_string_value(json_object_get(pub, "registry"));
+  xgr_value id = xgr_value_cstring(json_string_value(json_object_get(pub, "ostcId"))), out;
+  xgr_error e;
+  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, reg, "getOSTC(string)(string)", &id, 1, &out, NULL, &e), 0);
+  size_t n;
+  const char *txt = xgr_value_str(xgr_list_get(out, 0), &n);
+  char hash[67];
+  xgr_keccak256_hex(txt, n, hash);
+  assert_string_equal(hash, json_string_value(json_object_get(pub, "ostcHash")));
+  const char *k;
+  json_t *v;
+  json_object_foreach(json_object_get(pub, "rules"), k, v) {
+    if (!strstr(txt, json_string_value(v))) fail_msg("OSTC %s does not reference %s", txt, json_string_value(v));
+    xgr_value r;
+    assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, json_string_value(v), "getRule()(string)", NULL, 0, &r, NULL, &e), 0);
+    assert_non_null(strstr(xgr_value_str(xgr_list_get(r, 0), NULL), "\"payload\""));
+    xgr_value_release(r);
+  }
+  xgr_value_release(out);
+  xgr_value_release(id);
+}
+
+static void test_publish(void **st) {
+  (void)st;
+  key_file("k0.key", "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80\n");
+  key_file("k1.key", "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\n");
+  char bundle[400];
+  snprintf(bundle, sizeof bundle, "%.300s/examples/bundles/iteration_of_pi.json", getenv("XGR_SRC"));
+  int code;
+  json_t *p1 = publish(bundle, "k0.key", NULL, &code);
+  assert_int_equal(code, 0);
+  assert_non_null(p1);
+  assert_string_equal(json_string_value(json_object_get(p1, "ostcId")), "IterationOfPi");
+  check_on_chain(p1);
+  const char *reg = json_string_value(json_object_get(p1, "registry"));
+  const char *rule1 = json_string_value(json_object_get(json_object_get(p1, "rules"), "0x00000000000000000000000000000000000000a1"));
+  assert_non_null(rule1);
+
+  /* re-run on the same registry: nothing redeployed, same hash */
+  json_t *p2 = publish(bundle, "k0.key", reg, &code);
+  assert_int_equal(code, 0);
+  assert_string_equal(json_string_value(json_object_get(p2, "ostcHash")), json_string_value(json_object_get(p1, "ostcHash")));
+  assert_string_equal(json_string_value(json_object_get(json_object_get(p2, "rules"), "0x00000000000000000000000000000000000000a1")), rule1);
+  json_decref(p2);
+
+  /* a changed rule gets a new contract and the orchestration a new hash */
+  char cmd[1024];
+  assert_true(strlen(bundle) < 400);
+  snprintf(cmd, sizeof cmd, "sed 's/3600/60/' %s > %s/changed.json", bundle, dir);
+  assert_int_equal(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/changed.json", dir);
+  json_t *p3 = publish(cmd, "k0.key", reg, &code);
+  assert_int_equal(code, 0);
+  assert_string_not_equal(json_string_value(json_object_get(json_object_get(p3, "rules"), "0x00000000000000000000000000000000000000a1")), rule1);
+  assert_string_not_equal(json_string_value(json_object_get(p3, "ostcHash")), json_string_value(json_object_get(p1, "ostcHash")));
+  check_on_chain(p3);
+  json_decref(p3);
+
+  /* another key does not own the registry */
+  json_t *p4 = publish(bundle, "k1.key", reg, &code);
+  assert_null(p4);
+  assert_int_equal(code, 2);
+  /* usage errors */
+  snprintf(cmd, sizeof cmd, "publish %s --chain %s 2>/dev/null", bundle, node.url);
+  assert_null(xgr(cmd, &code));
+  assert_int_equal(code, 2);
+  json_decref(p1);
+}
+
 int main(void) {
   if (!anvil_binary()) {
     printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
     return 77;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_step), cmocka_unit_test(test_run)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_step), cmocka_unit_test(test_run), cmocka_unit_test(test_publish)};
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
   return rc;
