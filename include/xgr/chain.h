@@ -139,6 +139,44 @@ int xgr_chain_sender_init(xgr_chain_sender *s, xgr_error *e);
 int xgr_chain_send(xgr_chain_sender *s, const char *to, const uint8_t *data, size_t len, uint64_t gas_limit,
                    char hash_hex[67], json_t **receipt, xgr_error *e);
 
+/* ---- orchestrations and rules from the chain (XRC-729 / XRC-137) --------------------------- */
+
+/* A cache of orchestrations (by backend, registry, ostcId) and rule texts (by backend, address),
+ * each remembered with the keccak-256 of its exact bytes. Loaded bundles are kept until the
+ * cache is freed, so a session that pinned one keeps it however the chain changes; a refresh
+ * (xgr_chain_cache_refresh, on the caller's schedule) reads the OSTCSet / OSTCDeleted /
+ * RuleUpdated / EncryptedSet logs since the last refresh and forgets what they changed, so the
+ * next load reads the new content. Thread-safe (one mutex; chain calls happen outside it). */
+typedef struct xgr_chain_cache xgr_chain_cache;
+
+xgr_chain_cache *xgr_chain_cache_new(xgr_chain *c);
+void xgr_chain_cache_free(xgr_chain_cache *k);
+
+/* What a load returns: borrowed from the cache (valid until xgr_chain_cache_free). */
+typedef struct xgr_chain_orch {
+  const struct xgr_bundle *bundle;      /* orchestration + rules, resolved by address */
+  char hash[67];                        /* keccak-256 of the exact getOSTC bytes ("0x…") */
+  bool cached;                          /* served without a chain call */
+} xgr_chain_orch;
+
+/* Load ostcId from the XRC-729 registry at `registry` on backend `name` (NULL: default).
+ * expected_hash (NULL: none) must equal the hash of the returned bytes, else XGR_EMISMATCH
+ * (XRC-729 §8: nothing runs). Each step's rule comes from getRule() of its address; a rule whose
+ * isEncrypted() is true is refused (XGR_EUNSUPPORTED: the XGR1 envelope is not supported); an
+ * unknown ostcId (getOSTC reverts) is XGR_ENOTFOUND. Errors name the registry, id and step. */
+int xgr_chain_load_orch(xgr_chain_cache *k, const char *name, const char *registry, const char *ostc_id,
+                        const char *expected_hash, xgr_chain_orch *out, xgr_error *e);
+
+/* Read logs since the last refresh (first call: remember the current block only) and drop the
+ * cache entries they change. Returns the number of entries dropped, or a negative xgr_errcode. */
+int xgr_chain_cache_refresh(xgr_chain_cache *k, xgr_error *e);
+
+/* Engine-side authorization of XRC-729 §4.2 / XRC-137 §3.2: *ok is true when signer ("0x…") is
+ * contract's owner() or in its getExecutorList(); a getExecutorList() that reverts with empty
+ * data (a contract without the extension) means owner only. */
+int xgr_chain_authorized(xgr_chain *c, const char *name, const char *contract, const char *signer, bool *ok,
+                         xgr_error *e);
+
 /* ---- health -------------------------------------------------------------------------------- */
 
 /* Poll eth_blockNumber on every backend now (synchronously) and remember the result. */
