@@ -167,11 +167,13 @@ static int rule_lookup(void *vctx, const char *key, char **bytes, size_t *len, x
 
 int xgr_chain_load_orch(xgr_chain_cache *k, const char *name, const char *registry_in, const char *ostc_id,
                         const char *expected_hash, xgr_chain_orch *out, xgr_error *e) {
+  char *want = expected_hash ? lower_dup(expected_hash) : NULL;  /* may point into *out */
   memset(out, 0, sizeof *out);
-  if (!xgr_xrc_is_address(registry_in, strlen(registry_in)))
+  if (!xgr_xrc_is_address(registry_in, strlen(registry_in))) {
+    free(want);
     return xgr_error_set(e, XGR_EINVAL, "xrc729", "registry \"%.60s\": expected \"0x\" + 40 hex digits", registry_in);
+  }
   char *registry = lower_dup(registry_in);
-  char *want = expected_hash ? lower_dup(expected_hash) : NULL;
   int rc = 0;
   pthread_mutex_lock(&k->mu);
   for (orch_ent *o = k->orchs; o; o = o->next) {

@@ -1,7 +1,9 @@
 /* anvil.c — see anvil.h. */
 #include "anvil.h"
 
+#include <curl/curl.h>
 #include <fcntl.h>
+#include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,4 +201,84 @@ int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *
   xgr_chain_quantity(json_object_get(r, "status"), &st);
   json_decref(r);
   return st == 1 ? 0 : 1;
+}
+
+/* ---- the latency proxy (libmicrohttpd, one thread per connection) ---------------------------- */
+
+
+typedef struct pbody {
+  char *p;
+  size_t len;
+} pbody;
+
+static size_t sink(char *ptr, size_t size, size_t nmemb, void *ud) {
+  pbody *b = ud;
+  size_t n = size * nmemb;
+  b->p = realloc(b->p, b->len + n + 1);
+  memcpy(b->p + b->len, ptr, n);
+  b->len += n;
+  return n;
+}
+
+static enum MHD_Result on_req(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                              const char *data, size_t *data_len, void **state) {
+  (void)url, (void)method, (void)version;
+  latency_proxy *px = cls;
+  pbody *in = *state;
+  if (!in) {
+    *state = calloc(1, sizeof *in);
+    return MHD_YES;
+  }
+  if (*data_len) {
+    in->p = realloc(in->p, in->len + *data_len + 1);
+    memcpy(in->p + in->len, data, *data_len);
+    in->len += *data_len;
+    *data_len = 0;
+    return MHD_YES;
+  }
+  struct timespec ts = {px->delay_ms / 1000, (px->delay_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  pbody out = {0};
+  CURL *h = curl_easy_init();
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  curl_easy_setopt(h, CURLOPT_URL, px->target);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, in->p ? in->p : "");
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)in->len);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  CURLcode rc = curl_easy_perform(h);
+  curl_easy_cleanup(h);
+  curl_slist_free_all(hd);
+  struct MHD_Response *r = MHD_create_response_from_buffer(out.len, out.p ? out.p : (char *)"", MHD_RESPMEM_MUST_COPY);
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  enum MHD_Result ret = MHD_queue_response(c, rc == CURLE_OK ? MHD_HTTP_OK : MHD_HTTP_BAD_GATEWAY, r);
+  MHD_destroy_response(r);
+  free(out.p);
+  return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode code) {
+  (void)cls, (void)c, (void)code;
+  pbody *in = *state;
+  if (in) free(in->p);
+  free(in);
+  *state = NULL;
+}
+
+int latency_proxy_start(latency_proxy *px) {
+  px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
+                           on_req, px, MHD_OPTION_NOTIFY_COMPLETED, on_done, px, MHD_OPTION_CONNECTION_LIMIT, 8192u,
+                           MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+                           MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
+  if (!px->d) return -1;
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(px->d, MHD_DAEMON_INFO_BIND_PORT);
+  snprintf(px->url, sizeof px->url, "http://127.0.0.1:%u", (unsigned)di->port);
+  return 0;
+}
+
+void latency_proxy_stop(latency_proxy *px) {
+  if (px->d) MHD_stop_daemon(px->d);
+  px->d = NULL;
 }

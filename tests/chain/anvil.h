@@ -10,6 +10,8 @@
 
 #include "xgr/chain.h"
 
+struct MHD_Daemon;
+
 typedef struct anvil {
   pid_t pid;
   char url[64];
@@ -29,5 +31,18 @@ int anvil_deploy(anvil *a, const char *name, const char *ctor, const char *args_
 /* Send a transaction calling `sig` with JSON-list arguments from dev account `from`;
  * 0 when it was mined with status 1, 1 when mined reverted, -1 on error. */
 int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *args_json);
+
+/* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
+ * it: a node across a network, so that tests and benchmarks can show reads overlapping. One
+ * thread per connection (libmicrohttpd). Set target and delay_ms, then start; url is its address. */
+typedef struct latency_proxy {
+  struct MHD_Daemon *d;
+  const char *target;
+  long delay_ms;
+  char url[64];
+} latency_proxy;
+
+int latency_proxy_start(latency_proxy *px);
+void latency_proxy_stop(latency_proxy *px);
 
 #endif
