@@ -132,6 +132,24 @@ typedef struct xgr_chain_sender {
 
 /* Derive `from`, read the chain id and the nonce. */
 int xgr_chain_sender_init(xgr_chain_sender *s, xgr_error *e);
+
+/* A signed transaction, ready to be stored and (re-)broadcast: the same bytes, the same hash. */
+typedef struct xgr_chain_signed {
+  char hash[67];
+  char *raw_hex;                        /* "0x02…" (malloc'd; xgr_chain_signed_clear) */
+  uint64_t nonce, gas_limit;
+} xgr_chain_signed;
+
+void xgr_chain_signed_clear(xgr_chain_signed *t);
+/* Sign a transaction (to NULL: contract creation; value NULL: 0) with the sender's next nonce;
+ * gas_limit 0: eth_estimateGas + 20 % (a revert there is XGR_EEVAL with the reason and takes no
+ * nonce). Nothing is sent. */
+int xgr_chain_sign(xgr_chain_sender *s, const char *to, const uint8_t *data, size_t len, const uint8_t value[32],
+                   uint64_t gas_limit, xgr_chain_signed *out, xgr_error *e);
+/* Send a signed transaction (again, after a restart: a node that already has it or mined it is
+ * fine) and wait for its receipt: 0 mined with status 1, XGR_EEVAL mined reverted (*receipt is
+ * set either way when not NULL), XGR_ETIMEOUT not mined within receipt_timeout_ms. */
+int xgr_chain_broadcast(xgr_chain_sender *s, const xgr_chain_signed *tx, json_t **receipt, xgr_error *e);
 /* Sign and send a transaction (to NULL: deploy `data` as init code), wait for its receipt. 0: mined
  * with status 1, *receipt (if not NULL) a new reference; XGR_EEVAL: reverted (estimation or
  * receipt status 0; message with the reason when the node gives one). hash_hex (67 bytes) gets
@@ -176,6 +194,24 @@ int xgr_chain_cache_refresh(xgr_chain_cache *k, xgr_error *e);
  * data (a contract without the extension) means owner only. */
 int xgr_chain_authorized(xgr_chain *c, const char *name, const char *contract, const char *signer, bool *ok,
                          xgr_error *e);
+
+/* ---- executions (XRC-137 §8.3) ------------------------------------------------------------- */
+
+/* Sign the transaction of a step's resolved execution with the sender's key: data = the function's
+ * selector and ABI-encoded arguments (no function: empty), value = `value` as wei, gas =
+ * gas.limit or an estimate. An estimate that reverts is XGR_EEVAL with the reason (nothing to send).
+ * The caller stores *out with the step before broadcasting it (exactly once across restarts). */
+int xgr_chain_exec_sign(xgr_chain_sender *s, const xgr_execution *x, xgr_chain_signed *out, xgr_error *e);
+
+/* Broadcast (or re-broadcast) tx, wait for its receipt and describe the outcome:
+ * {"txHash", "status": "success"|"reverted"|"pending", "gasUsed", "blockNumber", and "return"
+ * (success, when the function declares return types: the call replayed at the parent block and
+ * decoded; one value as itself, several as a list) or "revertReason" (the reason the replay at the
+ * parent block gives)}. Never NULL; transport failures leave status "pending" with "error". */
+json_t *xgr_chain_exec_settle(xgr_chain_sender *s, const xgr_execution *x, const xgr_chain_signed *tx);
+
+/* The record of an execution that could not be signed because its estimate reverted. */
+json_t *xgr_chain_exec_refused(const xgr_error *e);
 
 /* ---- health -------------------------------------------------------------------------------- */
 

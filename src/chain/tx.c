@@ -151,65 +151,116 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-int xgr_chain_send(xgr_chain_sender *s, const char *to, const uint8_t *data, size_t len, uint64_t gas_limit,
-                   char hash_hex[67], json_t **receipt, xgr_error *e) {
-  if (receipt) *receipt = NULL;
-  if (hash_hex) hash_hex[0] = 0;
+void xgr_chain_signed_clear(xgr_chain_signed *t) {
+  free(t->raw_hex);
+  memset(t, 0, sizeof *t);
+}
+
+int xgr_chain_sign(xgr_chain_sender *s, const char *to, const uint8_t *data, size_t len, const uint8_t value[32],
+                   uint64_t gas_limit, xgr_chain_signed *out, xgr_error *e) {
+  memset(out, 0, sizeof *out);
   if (!s->ready) {
     int rc = xgr_chain_sender_init(s, e);
     if (rc) return rc;
   }
   xgr_tx1559 tx = {.chain_id = s->chain_id, .nonce = s->nonce, .data = data, .data_len = len};
+  if (value) memcpy(tx.value, value, 32);
   if (to) {
     if (!xgr_xrc_is_address(to, strlen(to)) || xgr_hex_decode(to, tx.to, 20))
       return xgr_error_set(e, XGR_EINVAL, NULL, "transaction target \"%.60s\" is not an address", to);
     tx.has_to = true;
   }
-  char *dhex = xgr_hex_encode_alloc(data, len);
   if (!gas_limit) {
+    char *dhex = xgr_hex_encode_alloc(data, len);
     json_t *call = json_pack("{s:s, s:s}", "from", s->from, "data", dhex);
+    free(dhex);
     if (to) json_object_set_new(call, "to", json_string(to));
+    if (value) {
+      char *vhex = xgr_hex_encode_alloc(value, 32);
+      /* a quantity: no leading zeros */
+      const char *p = vhex + 2;
+      while (*p == '0' && p[1]) p++;
+      char q[70];
+      snprintf(q, sizeof q, "0x%s", p);
+      json_object_set_new(call, "value", json_string(q));
+      free(vhex);
+    }
     uint64_t est;
     int rc = rpc_quantity(s, "eth_estimateGas", json_pack("[o]", call), &est, e);
-    if (rc) {
-      free(dhex);
-      return rc;
-    }
+    if (rc) return rc;
     gas_limit = est + est / 5;
   }
-  free(dhex);
   tx.gas_limit = gas_limit;
   int rc = fees(s, &tx.max_fee, &tx.max_priority_fee, e);
   if (rc) return rc;
   uint8_t *raw, hash[32];
   size_t rl;
   if ((rc = xgr_tx1559_sign(s->secp, &tx, s->key, &raw, &rl, hash, e))) return rc;
-  char hh[67];
-  xgr_hex_encode(hash, 32, hh);
-  if (hash_hex) memcpy(hash_hex, hh, 67);
-  char *rawhex = xgr_hex_encode_alloc(raw, rl);
+  xgr_hex_encode(hash, 32, out->hash);
+  out->raw_hex = xgr_hex_encode_alloc(raw, rl);
+  out->nonce = tx.nonce;
+  out->gas_limit = gas_limit;
   free(raw);
+  s->nonce++;  /* the nonce is taken once signed: a re-broadcast reuses this transaction */
+  return 0;
+}
+
+/* The receipt of hash, or NULL when not mined (yet). */
+static int get_receipt(xgr_chain_sender *s, const char *hash, json_t **out, xgr_error *e) {
   json_t *res;
-  rc = xgr_chain_rpc(s->chain, s->backend, "eth_sendRawTransaction", json_pack("[s]", rawhex), &res, NULL, e);
-  free(rawhex);
+  int rc = xgr_chain_rpc(s->chain, s->backend, "eth_getTransactionReceipt", json_pack("[s]", hash), &res, NULL, e);
   if (rc) return rc;
-  json_decref(res);
-  s->nonce++;
-  long waited = 0;
-  for (;;) {
-    rc = xgr_chain_rpc(s->chain, s->backend, "eth_getTransactionReceipt", json_pack("[s]", hh), &res, NULL, e);
-    if (rc) return rc;
-    if (json_is_object(res)) break;
+  if (json_is_object(res)) *out = res;
+  else {
     json_decref(res);
+    *out = NULL;
+  }
+  return 0;
+}
+
+int xgr_chain_broadcast(xgr_chain_sender *s, const xgr_chain_signed *tx, json_t **receipt, xgr_error *e) {
+  if (receipt) *receipt = NULL;
+  json_t *res = NULL;
+  int rc = xgr_chain_rpc(s->chain, s->backend, "eth_sendRawTransaction", json_pack("[s]", tx->raw_hex), &res, NULL, e);
+  json_decref(res);
+  if (rc) {
+    /* sent before (a re-broadcast after a restart): the node knows it or has mined it */
+    json_t *r = NULL;
+    xgr_error e2;
+    if (get_receipt(s, tx->hash, &r, &e2) == 0 && r) {
+      json_decref(r);
+    } else if (!strstr(e->message, "already known") && !strstr(e->message, "already imported")) {
+      return rc;
+    }
+    xgr_error_clear(e);
+  }
+  long waited = 0;
+  json_t *r = NULL;
+  for (;;) {
+    if ((rc = get_receipt(s, tx->hash, &r, e))) return rc;
+    if (r) break;
     if (waited >= s->receipt_timeout_ms)
-      return xgr_error_set(e, XGR_ETIMEOUT, NULL, "transaction %s not mined within %ld ms", hh, s->receipt_timeout_ms);
+      return xgr_error_set(e, XGR_ETIMEOUT, NULL, "transaction %s not mined within %ld ms", tx->hash, s->receipt_timeout_ms);
     sleep_ms(50);
     waited += 50;
   }
   uint64_t status = 0;
-  xgr_chain_quantity(json_object_get(res, "status"), &status);
-  if (receipt) *receipt = json_incref(res);
-  json_decref(res);
-  if (status != 1) return xgr_error_set(e, XGR_EEVAL, NULL, "transaction %s reverted", hh);
+  xgr_chain_quantity(json_object_get(r, "status"), &status);
+  if (receipt) *receipt = r;
+  else json_decref(r);
+  if (status != 1) return xgr_error_set(e, XGR_EEVAL, NULL, "transaction %s reverted", tx->hash);
   return 0;
+}
+
+int xgr_chain_send(xgr_chain_sender *s, const char *to, const uint8_t *data, size_t len, uint64_t gas_limit,
+                   char hash_hex[67], json_t **receipt, xgr_error *e) {
+  if (receipt) *receipt = NULL;
+  if (hash_hex) hash_hex[0] = 0;
+  xgr_chain_signed tx;
+  int rc = xgr_chain_sign(s, to, data, len, NULL, gas_limit, &tx, e);
+  if (rc) return rc;
+  if (hash_hex) memcpy(hash_hex, tx.hash, 67);
+  rc = xgr_chain_broadcast(s, &tx, receipt, e);
+  xgr_chain_signed_clear(&tx);
+  return rc;
 }

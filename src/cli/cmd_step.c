@@ -16,6 +16,7 @@
 #include "xgr/json.h"
 #include "xgr/rule.h"
 #include "xgr/xrc_types.h"
+#include "xgr/secp.h"
 
 #define MAX_MAPS 32
 
@@ -26,12 +27,16 @@ static const char usage_text[] =
     "Run one XRC-137 step: input casts and defaults, contract reads (no chain backend: their\n"
     "defaults apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
     "                 [--chain URL] [--chain NAME=URL]...\n\n"
+    "                 [--chain URL] [--chain NAME=URL]... [--engine-key FILE]\n\n"
     "Run one XRC-137 step: input casts and defaults, contract reads (eth_call on the --chain\n"
     "backend a read's `rpc` selects, the unnamed one by default; without --chain their defaults\n"
     "apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
     "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
     "as JSON with --json: each rule with its result (true, false, missing key, error, skipped),\n"
     "required inputs that are missing, and why keys could not be produced (soft-invalid).\n"
+    "as JSON with --json. With --engine-key FILE (and --chain) the branch's `execution` is sent as\n"
+    "a signed EIP-1559 transaction from that key and its receipt shown (\"execution\": {\"txHash\",\n"
+    "\"status\", \"gasUsed\", \"blockNumber\", \"return\" | \"revertReason\"}).\n"
     "Exit: 0 valid, 1 invalid, 2 usage or unreadable input, 3 hard error.\n";
 
 static void print_value_line(const char *label, xgr_value v) {
@@ -103,6 +108,29 @@ static void print_readable(const xgr_step_result *r) {
   }
 }
 
+/* Sign and send the step's execution from the key in keyfile; the record of its outcome (an error
+ * record when the key or the node fails). */
+static json_t *run_execution(xgr_chain *chain, const char *keyfile, const xgr_execution *x) {
+  xgr_secp *secp = xgr_secp_new();
+  xgr_chain_sender s = {.chain = chain, .secp = secp};
+  xgr_error e;
+  json_t *rec;
+  xgr_chain_signed tx;
+  if (!secp) {
+    rec = json_pack("{s:s, s:s}", "status", "failed", "error", "cannot create a secp256k1 context");
+  } else if (xgr_secp_key_load(secp, keyfile, s.key, &e)) {
+    rec = json_pack("{s:s, s:s+}", "status", "failed", "error", "--engine-key: ", e.message);
+  } else if (xgr_chain_exec_sign(&s, x, &tx, &e)) {
+    rec = e.code == XGR_EEVAL ? xgr_chain_exec_refused(&e) : json_pack("{s:s, s:s}", "status", "failed", "error", e.message);
+  } else {
+    rec = xgr_chain_exec_settle(&s, x, &tx);
+    xgr_chain_signed_clear(&tx);
+  }
+  memset(s.key, 0, sizeof s.key);
+  xgr_secp_free(secp);
+  return rec;
+}
+
 int xgr_cmd_step(int argc, char **argv) {
   const char *rule_path = NULL, *payload_arg = NULL, *rule_name = NULL;
   xgr_api_map_entry maps[MAX_MAPS];
@@ -111,6 +139,7 @@ int xgr_cmd_step(int argc, char **argv) {
   xgr_step_ctx ctx = {0};
   xgr_chain *chain = NULL;
   xgr_chain_reader reader;
+  const char *engine_key = NULL;
   ctx.owner = "0x0000000000000000000000000000000000000000";
   ctx.session_id = 1;
   ctx.pid = "1:1";
@@ -140,6 +169,8 @@ int xgr_cmd_step(int argc, char **argv) {
         xgr_chain_free(chain);
         return XGR_EXIT_USAGE;
       }
+    } else if (i + 1 < argc && !strcmp(a, "--engine-key")) {
+      engine_key = argv[++i];
     } else if (i + 1 < argc && !strcmp(a, "--owner")) {
       ctx.owner = argv[++i];
       if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
@@ -174,6 +205,10 @@ int xgr_cmd_step(int argc, char **argv) {
   if (!rule_path) {
     fputs(usage_text, stderr);
     xgr_chain_free(chain);
+    return XGR_EXIT_USAGE;
+  }
+  if (engine_key && !chain) {
+    fprintf(stderr, "xgr step: --engine-key needs --chain URL (the node the execution is sent to)\n");
     return XGR_EXIT_USAGE;
   }
   if (chain) {
@@ -305,9 +340,12 @@ int xgr_cmd_step(int argc, char **argv) {
   xgr_step_result res;
   xgr_step_run(rule, payload, &ctx, x, &res);
   xgr_http_exchange_free(x);
+  json_t *exec_rec = NULL;
+  if (engine_key && res.execution && !res.error.code) exec_rec = run_execution(chain, engine_key, res.execution);
 
   if (as_json) {
     json_t *o = xgr_step_result_to_json(&res);
+    if (exec_rec) json_object_update(json_object_get(o, "execution"), exec_rec);
     char *t = xgr_json_dumps(o, XGR_JSON_PRETTY);
     printf("%s\n", t);
     free(t);
@@ -316,7 +354,13 @@ int xgr_cmd_step(int argc, char **argv) {
     print_readable(&res);
     print_rules(&res, doc);
     if (res.missing_input) print_missing_inputs(rule, payload);
+    if (exec_rec) {
+      char *t = xgr_json_dumps(exec_rec, 0);
+      printf("%-10s %s\n", "receipt", t);
+      free(t);
+    }
   }
+  json_decref(exec_rec);
   int exit_code = res.error.code ? XGR_EXIT_HARD : res.valid && res.action == XGR_ACTION_NONE ? XGR_EXIT_OK : XGR_EXIT_FAIL;
   xgr_step_result_free(&res);
   xgr_value_release(payload);

@@ -233,13 +233,75 @@ static void test_publish(void **st) {
   json_decref(p1);
 }
 
+/* ---- executions (xgr step --engine-key) ------------------------------------------------------ */
+
+static const char exec_rule_fmt[] =
+    "{\"payload\":{\"To\":{\"type\":\"address\"},\"Amount\":{\"type\":\"uint256\"}},\"rules\":[\"true\"],"
+    "\"onValid\":{\"execution\":{\"to\":\"%s\",%s\"function\":\"transfer(address,uint256)(bool)\","
+    "\"args\":[{\"type\":\"address\",\"value\":\"[To]\"},{\"type\":\"uint256\",\"value\":\"[Amount]\"}]}}}";
+
+static json_t *exec_step(const char *gas, const char *amount, int *code) {
+  char rule[2048], args[2048];
+  snprintf(rule, sizeof rule, exec_rule_fmt, token, gas);
+  assert_int_equal(write_file("exec.json", rule), 0);
+  snprintf(args, sizeof args, "step %s/exec.json --json --chain %s --engine-key %s/k0.key --payload '{\"To\":\"%s\",\"Amount\":\"%s\"}'",
+           dir, node.url, dir, node.accounts[5], amount);
+  json_t *j = xgr(args, code);
+  assert_non_null(j);
+  json_t *x = json_incref(json_object_get(j, "execution"));
+  json_decref(j);
+  return x;
+}
+
+static void test_execution(void **st) {
+  (void)st;
+  int code;
+  /* a transfer from the engine key (account 0 holds the supply) */
+  json_t *x = exec_step("", "77", &code);
+  assert_int_equal(code, 0);
+  assert_string_equal(json_string_value(json_object_get(x, "status")), "success");
+  assert_true(json_is_true(json_object_get(x, "return")));
+  assert_true(json_integer_value(json_object_get(x, "gasUsed")) > 21000);
+  assert_true(json_integer_value(json_object_get(x, "blockNumber")) > 0);
+  const char *hash = json_string_value(json_object_get(x, "txHash"));
+  assert_non_null(hash);
+  json_t *res;
+  xgr_error e;
+  assert_int_equal(xgr_chain_rpc(node.chain, NULL, "eth_getTransactionReceipt", json_pack("[s]", hash), &res, NULL, &e), 0);
+  assert_string_equal(json_string_value(json_object_get(res, "from")), node.accounts[0]);
+  json_decref(res);
+  json_decref(x);
+  xgr_value who = xgr_value_cstring(node.accounts[5]), bal;
+  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e), 0);
+  char *t = xgr_value_to_json_text(bal, 0, NULL);
+  assert_string_equal(t, "[\"77\"]");
+  free(t);
+  xgr_value_release(bal);
+  xgr_value_release(who);
+
+  /* more than the balance with a gas limit: mined, reverted, the contract's reason */
+  x = exec_step("\"gas\":{\"limit\":120000},", "99999999999", &code);
+  assert_string_equal(json_string_value(json_object_get(x, "status")), "reverted");
+  assert_string_equal(json_string_value(json_object_get(x, "revertReason")), "ERC20: insufficient balance");
+  assert_non_null(json_string_value(json_object_get(x, "txHash")));
+  json_decref(x);
+  /* without a gas limit the estimate reverts: nothing is sent */
+  x = exec_step("", "99999999999", &code);
+  assert_string_equal(json_string_value(json_object_get(x, "status")), "reverted");
+  assert_true(json_is_null(json_object_get(x, "txHash")));
+  assert_true(json_is_false(json_object_get(x, "sent")));
+  assert_non_null(strstr(json_string_value(json_object_get(x, "revertReason")), "insufficient balance"));
+  json_decref(x);
+}
+
 int main(void) {
   if (!anvil_binary()) {
     printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
     return 77;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_step), cmocka_unit_test(test_run), cmocka_unit_test(test_publish)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_step), cmocka_unit_test(test_run), cmocka_unit_test(test_publish),
+                                     cmocka_unit_test(test_execution)};
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
   return rc;
