@@ -185,6 +185,14 @@ typedef struct xgr_chain_orch {
 int xgr_chain_load_orch(xgr_chain_cache *k, const char *name, const char *registry, const char *ostc_id,
                         const char *expected_hash, xgr_chain_orch *out, xgr_error *e);
 
+/* Copies of cached texts (malloc'd, *bytes NUL-terminated; caller frees): the exact getOSTC
+ * bytes of a loaded orchestration (XGR_ENOTFOUND when not loaded), and a rule contract's
+ * getRule() text (read now when not cached; an encrypted rule is refused as in loads). */
+int xgr_chain_ostc_text(xgr_chain_cache *k, const char *name, const char *registry, const char *ostc_id, char **bytes,
+                        size_t *len, xgr_error *e);
+int xgr_chain_rule_text(xgr_chain_cache *k, const char *name, const char *address, char **bytes, size_t *len,
+                        xgr_error *e);
+
 /* Read logs since the last refresh (first call: remember the current block only) and drop the
  * cache entries they change. Returns the number of entries dropped, or a negative xgr_errcode. */
 int xgr_chain_cache_refresh(xgr_chain_cache *k, xgr_error *e);

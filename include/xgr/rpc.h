@@ -28,6 +28,7 @@
 #include "xgr/permit.h"
 
 struct xgr_auth; /* xgr/auth.h: signed permits */
+#include "xgr/rule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -157,6 +158,12 @@ typedef struct xgr_rpcd_config {
    * in 60 ms at 1000). */
   double time_scale;
   uint32_t store_max_pages;   /* PRAGMA max_page_count of the SQLite store (0: none; tests: a full disk) */
+  /* The chain backend (docs/CHAIN.md), borrowed, NULL: none. Contract reads go to it; a registry
+   * named by an XRC-729 address with an ostcId that the store does not hold is read from the
+   * chain (getOSTC, getRule); xgr_getCoreAddrs, /readyz and /metrics show its health. */
+  struct xgr_chain *chain;
+  const xgr_api_map_entry *api_map;  /* URL rewriting of API calls (borrowed), like xgr run's --api-map */
+  size_t napi_map;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were
@@ -174,6 +181,9 @@ bool xgr_rpcd_ready(void *d);
 int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err);
 /* How many sessions recovery restarted, and how many it could not (logged). */
 void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed);
+/* Chain upkeep, called by xgrd every few seconds: probe every backend (eth_blockNumber, for
+ * health) and refresh the chain cache from the contracts' logs. No-op without a chain. */
+void xgr_rpcd_chain_tick(xgr_rpcd *d);
 /* Graceful stop: refuse new work, let running steps finish and the store commit them. Call after
  * xgr_rpc_stop. Returns 0 or XGR_ETIMEOUT. */
 int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms);

@@ -24,6 +24,8 @@ typedef struct orch_ent {
   char *backend, *registry, *id;
   char id_topic[67];            /* keccak256(id): the indexed topic of OSTCSet(string) */
   char hash[67];
+  char *bytes;                  /* the exact getOSTC bytes */
+  size_t len;
   xgr_bundle *bundle;
   bool live;
   struct orch_ent *next;
@@ -70,6 +72,7 @@ void xgr_chain_cache_free(xgr_chain_cache *k) {
     free(o->backend);
     free(o->registry);
     free(o->id);
+    free(o->bytes);
     xgr_bundle_free(o->bundle);
     free(o);
   }
@@ -199,11 +202,16 @@ int xgr_chain_load_orch(xgr_chain_cache *k, const char *name, const char *regist
     xgr_keccak256_hex(bytes, n, o->hash);
     lookup_ctx lc = {k, name};
     rc = xgr_bundle_assemble(bytes, n, rule_lookup, &lc, &o->bundle, e);
-    xgr_value_release(ostc);
     if (rc) {
+      xgr_value_release(ostc);
       free(o);
       goto out;
     }
+    o->bytes = xgr__xmalloc(n + 1);
+    memcpy(o->bytes, bytes, n);
+    o->bytes[n] = 0;
+    o->len = n;
+    xgr_value_release(ostc);
     o->backend = name ? xgr__xstrdup(name) : NULL;
     o->registry = xgr__xstrdup(registry);
     o->id = xgr__xstrdup(ostc_id);
@@ -224,6 +232,33 @@ int xgr_chain_load_orch(xgr_chain_cache *k, const char *name, const char *regist
 out:
   free(registry);
   free(want);
+  return rc;
+}
+
+int xgr_chain_ostc_text(xgr_chain_cache *k, const char *name, const char *registry_in, const char *ostc_id, char **bytes,
+                        size_t *len, xgr_error *e) {
+  char *registry = lower_dup(registry_in);
+  int rc = xgr_error_set(e, XGR_ENOTFOUND, NULL, "orchestration \"%s\" of %s is not cached", ostc_id, registry);
+  pthread_mutex_lock(&k->mu);
+  for (orch_ent *o = k->orchs; o; o = o->next)
+    if (o->live && same_backend(o->backend, name) && !strcmp(o->registry, registry) && !strcmp(o->id, ostc_id)) {
+      *bytes = xgr__xmalloc(o->len + 1);
+      memcpy(*bytes, o->bytes, o->len + 1);
+      *len = o->len;
+      rc = 0;
+      break;
+    }
+  pthread_mutex_unlock(&k->mu);
+  free(registry);
+  return rc;
+}
+
+int xgr_chain_rule_text(xgr_chain_cache *k, const char *name, const char *address, char **bytes, size_t *len,
+                        xgr_error *e) {
+  lookup_ctx lc = {k, name};
+  char *a = lower_dup(address);
+  int rc = rule_lookup(&lc, a, bytes, len, e);
+  free(a);
   return rc;
 }
 

@@ -27,6 +27,7 @@
 #include <curl/curl.h>
 
 #include "xgr/auth.h"
+#include "xgr/chain.h"
 #include "xgr/rpc.h"
 
 #define EXIT_USAGE 2
@@ -41,6 +42,9 @@ typedef struct opts {
   long first_step_timeout_ms, shutdown_timeout_ms;
   double time_scale;
   unsigned long store_max_pages;
+  xgr_chain *chain;                 /* --chain (repeatable), NULL: none */
+  xgr_api_map_entry api_map[32];    /* --api-map FROM=TO (repeatable) */
+  size_t napi_map;
 } opts;
 
 static void usage(FILE *f) {
@@ -73,6 +77,10 @@ static void usage(FILE *f) {
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
           "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
           "  --port-file FILE       write the bound port to FILE once listening (for tests and scripts)\n"
+          "  --chain URL            Ethereum JSON-RPC node (the default backend): contract reads, and registries\n"
+          "                         named by an XRC-729 address (xrc729/orchestration + ostcId) read from the chain\n"
+          "  --chain NAME=URL       a named backend for reads whose \"rpc\" selects it (repeatable)\n"
+          "  --api-map FROM=TO      rewrite API URLs starting with FROM to start with TO (repeatable)\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
@@ -145,6 +153,23 @@ static int set_opt(opts *o, const char *name, const char *v) {
       return -1;
     }
     o->time_scale = f;
+  }
+  else if (!strcmp(name, "chain")) {
+    xgr_error ce;
+    if (!o->chain) o->chain = xgr_chain_new();
+    if (!v || xgr_chain_add(o->chain, v, &ce)) {
+      fprintf(stderr, "xgrd: %s\n", v ? ce.message : "--chain needs a URL");
+      return -1;
+    }
+  }
+  else if (!strcmp(name, "api-map")) {
+    const char *eq = v ? strchr(v, '=') : NULL;
+    if (!eq || eq == v || !eq[1] || o->napi_map == 32) {
+      fprintf(stderr, "xgrd: --api-map \"%s\": expected FROM=TO (at most 32)\n", v ? v : "");
+      return -1;
+    }
+    char *from = strndup(v, (size_t)(eq - v));   /* lives as long as xgrd */
+    o->api_map[o->napi_map++] = (xgr_api_map_entry){from, eq + 1};
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
@@ -293,7 +318,10 @@ int main(int argc, char **argv) {
                         .first_step_timeout_ms = o.first_step_timeout_ms,
                         .log = stderr,
                         .time_scale = o.time_scale,
-                        .store_max_pages = (uint32_t)o.store_max_pages};
+                        .store_max_pages = (uint32_t)o.store_max_pages,
+                        .chain = o.chain,
+                        .api_map = o.api_map,
+                        .napi_map = o.napi_map};
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
@@ -345,11 +373,16 @@ int main(int argc, char **argv) {
    * reads and refusing writes until it is stopped) */
   int sig = 0;
   bool store_failed = false;
+  int chain_ticks = 0;
   while (!rc) {
     struct timespec tick = {0, 200 * 1000000L};
     sig = sigtimedwait(&set, NULL, &tick);
     if (sig > 0) break;
     sig = 0;
+    if (o.chain && ++chain_ticks == 10) {   /* every 2 s: health probe and cache refresh from logs */
+      chain_ticks = 0;
+      xgr_rpcd_chain_tick(d);
+    }
     xgr_error se;
     if (!store_failed && xgr_rpcd_store_failed(d, &se)) {
       store_failed = true;
@@ -366,6 +399,8 @@ int main(int argc, char **argv) {
   xgr_rpcd_free(d);
   xgr_rpc_server_free(srv);
   xgr_auth_free(auth);
+  xgr_chain_free(o.chain);
+  for (size_t i = 0; i < o.napi_map; i++) free((char *)o.api_map[i].from);
   curl_global_cleanup();
   json_decref(cfgdoc);
   if (!rc && store_failed) rc = EXIT_STORE;
