@@ -114,18 +114,20 @@ static json_t *call(const char *method, json_t *params) {
 }
 
 static int start_xgrd(void) {
-  char portfile[128], map[160], chain[96];
+  char portfile[128], map[160], chain[96], store[128];
   snprintf(portfile, sizeof portfile, "%s/port", dir);
+  unlink(portfile);
+  snprintf(store, sizeof store, "sqlite:%s/xgrd.db", dir);
   snprintf(map, sizeof map, "https://api.coinbase.com=%s", srv.base);
   snprintf(chain, sizeof chain, "%s", node.url);
   xgrd_pid = fork();
   if (xgrd_pid == 0) {
     char log[128];
     snprintf(log, sizeof log, "%s/xgrd.log", dir);
-    FILE *f = freopen(log, "w", stderr);
+    FILE *f = freopen(log, "a", stderr);
     (void)f;
     execl(getenv("XGRD"), "xgrd", "--listen", "127.0.0.1:0", "--port-file", portfile, "--auth", "none", "--chain", chain,
-          "--api-map", map, "--time-scale", "100000", "--workers", "2", (char *)NULL);
+          "--api-map", map, "--time-scale", "100000", "--workers", "2", "--store", store, (char *)NULL);
     _exit(127);
   }
   for (int i = 0; i < 400; i++) {
@@ -316,6 +318,24 @@ static void test_health(void **st) {
   free(rz);
 }
 
+/* xgrd SIGKILLed while a session from the chain runs: the restarted xgrd recovers it from its store
+ * (the orchestration's exact bytes were registered there when it was read from the chain) and the
+ * loop goes on. */
+static void test_restart(void **st) {
+  (void)st;
+  json_t *r = enqueue(pub_pi, 9, "PiIterationStep", "{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}", NULL);
+  assert_non_null(json_object_get(r, "result"));
+  json_decref(r);
+  free(wait_for(9, "\"Iter\":3"));
+  kill(xgrd_pid, SIGKILL);
+  int status;
+  waitpid(xgrd_pid, &status, 0);
+  xgrd_pid = 0;
+  assert_int_equal(start_xgrd(), 0);
+  char *t = wait_for(9, "\"Iter\":12");
+  free(t);
+}
+
 int main(void) {
   if (!anvil_binary()) {
     printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
@@ -324,7 +344,7 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pi_from_chain), cmocka_unit_test(test_price_feed_from_chain),
                                      cmocka_unit_test(test_read_from_chain), cmocka_unit_test(test_pin_mismatch),
-                                     cmocka_unit_test(test_health)};
+                                     cmocka_unit_test(test_health), cmocka_unit_test(test_restart)};
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
   return rc;
