@@ -163,6 +163,9 @@ typedef struct xgr_chain_reader {
   int (*prepare)(void *ctx, const xgr_chain_call *call, xgr_chain_post *post, xgr_error *e);
   int (*decode)(void *ctx, const xgr_chain_call *call, const char *body, size_t len, xgr_value *out,
                 xgr_error *e);
+  /* Optional: told when a prepared read got no usable answer (transport error, timeout, HTTP
+   * status), so the backend's health counts it; `decode` is not called then. */
+  void (*failed)(void *ctx, const xgr_chain_call *call, const char *why);
 } xgr_chain_reader;
 
 /* What the step is run for: the read-only context of SEMANTICS §8 plus the I/O settings.

@@ -122,7 +122,13 @@ static int chain_call_sync(void *ctx, const xgr_chain_call *call, xgr_value *out
   return rc;
 }
 
+static void chain_failed(void *ctx, const xgr_chain_call *call, const char *why) {
+  backend *b = xgr__chain_backend(ctx, call->rpc);
+  if (b) xgr__chain_note(b, false, why);
+}
+
 xgr_chain_reader xgr_chain_reader_of(xgr_chain *c) {
-  xgr_chain_reader r = {.call = chain_call_sync, .ctx = c, .prepare = chain_prepare, .decode = chain_decode};
+  xgr_chain_reader r = {.call = chain_call_sync, .ctx = c, .prepare = chain_prepare, .decode = chain_decode,
+                        .failed = chain_failed};
   return r;
 }

@@ -427,19 +427,16 @@ static void feed_read(xgr_step_state *st, const xgr_http_response *resp) {
   const rread *rd = &st->rule->reads[st->read];
   xgr_read_report *rep = &st->res.reads[st->read];
   char why[XGR_MSG_MAX];
-  if (resp->error) {
-    snprintf(why, sizeof why, "%s", resp->error_message ? resp->error_message : xgr_errcode_name(resp->error));
-    read_failed(st, rd, rep, why);
-    return;
-  }
-  if (resp->status < 200 || resp->status > 299) {
-    snprintf(why, sizeof why, "chain backend answered HTTP status %ld", resp->status);
-    read_failed(st, rd, rep, why);
-    return;
-  }
   xgr_xrc_type slots[MAX_SLOTS];
   size_t ns = read_slots(rd, slots, MAX_SLOTS);
   xgr_chain_call call = {rd->rpc, rep->to, rd->function, rd->nargs, rd->arg_types, NULL, ns, slots};
+  if (resp->error || resp->status < 200 || resp->status > 299) {
+    if (resp->error) snprintf(why, sizeof why, "%s", resp->error_message ? resp->error_message : xgr_errcode_name(resp->error));
+    else snprintf(why, sizeof why, "chain backend answered HTTP status %ld", resp->status);
+    if (st->ctx.chain->failed) st->ctx.chain->failed(st->ctx.chain->ctx, &call, why);
+    read_failed(st, rd, rep, why);
+    return;
+  }
   xgr_value ret = xgr_value_null();
   xgr_error e;
   xgr_error_clear(&e);

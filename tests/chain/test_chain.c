@@ -332,6 +332,19 @@ static void test_read_failures(void **st) {
   if (!strstr(d, "\"D\"")) fail_msg("soft-invalid D missing: %s", d);
   free(d);
   json_decref(j);
+  /* the dead backend's health counts the failed read (it never reached decode) */
+  json_t *h = xgr_chain_health(set);
+  size_t hi;
+  json_t *hb;
+  bool seen = false;
+  json_array_foreach(h, hi, hb) if (json_is_string(json_object_get(hb, "name")) &&
+                                    !strcmp(json_string_value(json_object_get(hb, "name")), "dead")) {
+    seen = true;
+    assert_true(json_integer_value(json_object_get(hb, "errors")) >= 1);
+    assert_non_null(json_string_value(json_object_get(hb, "lastError")));
+  }
+  assert_true(seen);
+  json_decref(h);
 
   /* no chain at all: "no backend configured", defaults apply */
   j = run_rule(fail_rule, "{}", NULL, &res);
