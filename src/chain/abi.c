@@ -273,7 +273,7 @@ int xgr_abi_type_parse(const char *s, size_t len, xgr_abi_type **out, xgr_error 
   if (len > XGR_ABI_MAX_SIG_LEN)
     return xgr_error_set(e, XGR_ELIMIT, NULL, "ABI type is %zu bytes; the maximum is %d", len, XGR_ABI_MAX_SIG_LEN);
   parser p = {s, len, 0, e};
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   int rc = parse_type(&p, 0, &t);
   if (rc) return rc;
   skip_ws(&p);
@@ -794,7 +794,7 @@ char *xgr_abi_revert_reason(const uint8_t *data, size_t len) {
   if (!data || len < 4) return NULL;
   bool is_err = !memcmp(data, err_sel, 4), is_panic = !memcmp(data, panic_sel, 4);
   if (!is_err && !is_panic) return NULL;
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   if (xgr_abi_type_parse(is_err ? "string" : "uint256", is_err ? 6 : 7, &t, NULL)) return NULL;
   xgr_abi_type *tup = xgr_abi_tuple_new(&t, 1);
   xgr_value v;

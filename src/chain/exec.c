@@ -31,7 +31,7 @@ static int exec_data(const xgr_execution *x, xgr_abi_sig **sig, uint8_t **data, 
     }
   }
   if (x->has_value) {
-    xgr_abi_type *t;
+    xgr_abi_type *t = NULL;
     if (xgr_abi_type_parse("(uint256)", 9, &t, e)) abort();
     uint8_t *w;
     size_t wl;
@@ -52,7 +52,7 @@ static int exec_data(const xgr_execution *x, xgr_abi_sig **sig, uint8_t **data, 
 }
 
 int xgr_chain_exec_sign(xgr_chain_sender *s, const xgr_execution *x, xgr_chain_signed *out, xgr_error *e) {
-  xgr_abi_sig *sig;
+  xgr_abi_sig *sig = NULL;
   uint8_t *data, value[32];
   size_t len;
   bool hv;
@@ -72,7 +72,7 @@ json_t *xgr_chain_exec_refused(const xgr_error *e) {
 
 /* eth_call of x from the sender at block `tag`. */
 static int replay(xgr_chain_sender *s, const xgr_execution *x, const char *tag, json_t **res, xgr_error *e) {
-  xgr_abi_sig *sig;
+  xgr_abi_sig *sig = NULL;
   uint8_t *data, value[32];
   size_t len;
   bool hv;

@@ -41,7 +41,7 @@ static int chain_prepare(void *ctx, const xgr_chain_call *call, xgr_chain_post *
     if (call->rpc && *call->rpc) return xgr_error_set(e, XGR_ENOTFOUND, NULL, "rpc backend \"%s\" is not configured", call->rpc);
     return xgr_error_set(e, XGR_ENOTFOUND, NULL, "no backend configured");
   }
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   int rc = xgr_abi_sig_parse(call->function, strlen(call->function), &s, e);
   if (rc) return rc;
   uint8_t *data;

@@ -304,7 +304,7 @@ int xgr_chain_rpc(xgr_chain *c, const char *name, const char *method, json_t *ta
 int xgr_chain_eth_call(xgr_chain *c, const char *name, const char *from, const char *to, const char *sig,
                    const xgr_value *args, size_t n, xgr_value *out, xgr_chain_fault *f, xgr_error *e) {
   *out = xgr_value_null();
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   int rc = xgr_abi_sig_parse(sig, strlen(sig), &s, e);
   if (rc) return rc;
   uint8_t *data;

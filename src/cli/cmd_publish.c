@@ -62,7 +62,7 @@ static int call1(pub *p, const char *to, const char *sig, const xgr_value *args,
 /* Deploy `bytecode` with constructor arguments ctor_types / args; writes the address. */
 static int deploy(pub *p, const char *bytecode, const char *ctor_types, const xgr_value *args, size_t n, char addr[43],
                   xgr_error *e) {
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   int rc = xgr_abi_type_parse(ctor_types, strlen(ctor_types), &t, e);
   if (rc) return rc;
   uint8_t *enc;
@@ -92,7 +92,7 @@ static int deploy(pub *p, const char *bytecode, const char *ctor_types, const xg
 
 /* Send a call of sig with args to `to`. */
 static int transact(pub *p, const char *to, const char *sig, const xgr_value *args, size_t n, xgr_error *e) {
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   int rc = xgr_abi_sig_parse(sig, strlen(sig), &s, e);
   if (rc) return rc;
   uint8_t *data;

@@ -123,7 +123,7 @@ static int send_tx(anvil *a, json_t *tx, json_t **rcpt) {
 }
 
 static int encode_args(const char *types, const char *args_json, uint8_t **out, size_t *n) {
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   xgr_error e;
   if (xgr_abi_type_parse(types, strlen(types), &t, &e)) return -1;
   xgr_value a;
@@ -174,7 +174,7 @@ int anvil_deploy(anvil *a, const char *name, const char *ctor, const char *args_
 }
 
 int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *args_json) {
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   xgr_error e;
   if (xgr_abi_sig_parse(sig, strlen(sig), &s, &e)) return -1;
   char *types = xgr_abi_type_text(s->inputs);

@@ -22,7 +22,7 @@ static xgr_value J(const char *json) {
 
 /* Encode the JSON list `args` as a call of `sig` and compare with the hex (selector included). */
 static void check_call(const char *sig, const char *args, const char *hex) {
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   xgr_error e;
   int rc = xgr_abi_sig_parse(sig, strlen(sig), &s, &e);
   if (rc) fail_msg("%s: %s", sig, e.message);
@@ -66,7 +66,7 @@ static void test_selectors(void **state) {
       {"baz(uint32,bool)", "cdcd77c0"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    xgr_abi_sig *s;
+    xgr_abi_sig *s = NULL;
     xgr_error e;
     int rc = xgr_abi_sig_parse(cases[i][0], strlen(cases[i][0]), &s, &e);
     if (rc) fail_msg("%s: %s", cases[i][0], e.message);
@@ -75,7 +75,7 @@ static void test_selectors(void **state) {
     if (strcmp(hex, cases[i][1])) fail_msg("%s: selector %s, expected %s (%s)", cases[i][0], hex, cases[i][1], s->canonical);
     xgr_abi_sig_free(s);
   }
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   xgr_error e;
   assert_int_equal(xgr_abi_sig_parse("transfer(address,uint256)(bool)", 31, &s, &e), 0);
   assert_string_equal(s->name, "transfer");
@@ -145,7 +145,7 @@ static void test_spec_vectors(void **state) {
 static void test_mixed(void **state) {
   (void)state;
   const char *sig = "h(int8,int256,address,(uint8,bool),(string,uint16))";
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   xgr_error e;
   assert_int_equal(xgr_abi_sig_parse(sig, strlen(sig), &s, &e), 0);
   assert_string_equal(s->canonical, sig);
@@ -179,7 +179,7 @@ static void test_mixed(void **state) {
 }
 
 static void expect_encode_error(const char *sig, const char *args, const char *needle) {
-  xgr_abi_sig *s;
+  xgr_abi_sig *s = NULL;
   xgr_error e;
   assert_int_equal(xgr_abi_sig_parse(sig, strlen(sig), &s, &e), 0);
   xgr_value a = J(args);
@@ -237,7 +237,7 @@ static void test_sig_errors(void **state) {
 }
 
 static void expect_decode_error(const char *types, const char *hex, const char *needle) {
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   xgr_error e;
   int rc = xgr_abi_type_parse(types, strlen(types), &t, &e);
   if (rc) fail_msg("%s: %s", types, e.message);
@@ -283,7 +283,7 @@ static void put_word(uint8_t *d, size_t word, uint64_t v) {
 static void test_decode_budget(void **state) {
   (void)state;
   const char *types = "(uint256[][])";
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   xgr_error e;
   assert_int_equal(xgr_abi_type_parse(types, strlen(types), &t, &e), 0);
   size_t n = 300, m = 300;
@@ -315,7 +315,7 @@ static void test_decode_budget(void **state) {
 static void test_slots(void **state) {
   (void)state;
   const char *types = "(uint256,int256,string)";
-  xgr_abi_type *t;
+  xgr_abi_type *t = NULL;
   xgr_error e;
   assert_int_equal(xgr_abi_type_parse(types, strlen(types), &t, &e), 0);
   size_t n;

@@ -389,7 +389,7 @@ static void test_tx_signed(void **st) {
   char buf[160];
   snprintf(buf, sizeof buf, "[\"%s\", 1000]", node.accounts[2]);
   assert_int_equal(anvil_send(&node, 0, token, "transfer(address,uint256)", buf), 0);
-  xgr_abi_sig *sig;
+  xgr_abi_sig *sig = NULL;
   assert_int_equal(xgr_abi_sig_parse("transfer(address,uint256)", 25, &sig, &e), 0);
   xgr_value args[2] = {xgr_value_cstring(node.accounts[3]), xgr_value_uint(400)};
   uint8_t *data;
