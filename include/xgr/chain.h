@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "xgr/error.h"
 #include "xgr/rule.h"
@@ -220,6 +221,28 @@ json_t *xgr_chain_exec_settle(xgr_chain_sender *s, const xgr_execution *x, const
 
 /* The record of an execution that could not be signed because its estimate reverted. */
 json_t *xgr_chain_exec_refused(const xgr_error *e);
+
+/* ---- the engine's executor (exactly once across crashes) ----------------------------------- */
+
+/* An executor for the engine key: a journal (SQLite file `journal`, NULL: in memory, not
+ * durable) of every execution the engine submits and one thread that signs, sends and settles
+ * them in order (see src/chain/executor.c). NULL with *e on failure. */
+typedef struct xgr_chain_executor xgr_chain_executor;
+struct xgr_exec_hook;
+xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const struct xgr_secp *secp, const uint8_t key[32],
+                                           const char *journal, FILE *log, xgr_error *e);
+/* Stops the thread (what is not settled stays in the journal for the next start). */
+void xgr_chain_executor_free(xgr_chain_executor *x);
+/* The hook for xgr_engine_config.exec (borrowed from x). */
+const struct xgr_exec_hook *xgr_chain_executor_hook(xgr_chain_executor *x);
+/* The engine key's address ("0x…"). */
+const char *xgr_chain_executor_address(const xgr_chain_executor *x);
+/* The execution record of step (owner, rootPid, iter): the settled record
+ * {"txHash","status","gasUsed","blockNumber","return"|"revertReason"}, {"txHash","status":"pending"}
+ * while in flight, NULL when that step has no execution. A new reference. */
+json_t *xgr_chain_executor_record(xgr_chain_executor *x, const char *owner, uint64_t root, uint64_t iter);
+/* Executions not settled yet, and settled. */
+void xgr_chain_executor_counts(xgr_chain_executor *x, uint64_t *pending, uint64_t *done);
 
 /* ---- health -------------------------------------------------------------------------------- */
 

@@ -164,6 +164,9 @@ typedef struct xgr_rpcd_config {
   struct xgr_chain *chain;
   const xgr_api_map_entry *api_map;  /* URL rewriting of API calls (borrowed), like xgr run's --api-map */
   size_t napi_map;
+  /* Executions (--engine-key), borrowed, NULL: resolved only. The engine hands each step's
+   * execution to it; history rows (getSession) carry its record under "execution". */
+  struct xgr_chain_executor *executor;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

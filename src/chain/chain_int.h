@@ -33,4 +33,9 @@ void xgr__chain_note(backend *b, bool ok, const char *err);
 int xgr__chain_post(const char *url, const char *body, size_t len, long timeout_ms, char **resp, size_t *resp_len,
                     xgr_error *e);
 
+/* Broadcast tx and record its outcome (exec.c): the call (to, data, value as 32-byte hex or NULL,
+ * function for the return types) is replayed at the parent block for "return" / "revertReason". */
+json_t *xgr__chain_settle(xgr_chain_sender *s, const char *to, const char *data_hex, const char *value_hex,
+                          const char *function, const xgr_chain_signed *tx);
+
 #endif

@@ -70,32 +70,27 @@ json_t *xgr_chain_exec_refused(const xgr_error *e) {
   return json_pack("{s:n, s:s, s:s, s:b}", "txHash", "status", "reverted", "revertReason", p ? p + 20 : m, "sent", 0);
 }
 
-/* eth_call of x from the sender at block `tag`. */
-static int replay(xgr_chain_sender *s, const xgr_execution *x, const char *tag, json_t **res, xgr_error *e) {
-  xgr_abi_sig *sig = NULL;
-  uint8_t *data, value[32];
-  size_t len;
-  bool hv;
-  int rc = exec_data(x, &sig, &data, &len, value, &hv, e);
-  if (rc) return rc;
-  xgr_abi_sig_free(sig);
-  char *dhex = xgr_hex_encode_alloc(data, len);
-  free(data);
-  json_t *call = json_pack("{s:s, s:s, s:s}", "from", s->from, "to", x->to, "data", dhex);
-  free(dhex);
-  if (hv) {
-    char *vhex = xgr_hex_encode_alloc(value, 32);
-    const char *p = vhex + 2;
-    while (*p == '0' && p[1]) p++;
+/* A quantity from 32-byte big-endian hex: "0x" and no leading zeros. */
+static void quantity_of(const char *hex32, char q[70]) {
+  const char *p = hex32 + 2;
+  while (*p == '0' && p[1]) p++;
+  snprintf(q, 70, "0x%s", p);
+}
+
+/* eth_call of (to, data, value) from the sender at block `tag`. */
+static int replay(xgr_chain_sender *s, const char *to, const char *data_hex, const char *value_hex, const char *tag,
+                  json_t **res, xgr_error *e) {
+  json_t *call = json_pack("{s:s, s:s, s:s}", "from", s->from, "to", to, "data", data_hex);
+  if (value_hex) {
     char q[70];
-    snprintf(q, sizeof q, "0x%s", p);
+    quantity_of(value_hex, q);
     json_object_set_new(call, "value", json_string(q));
-    free(vhex);
   }
   return xgr_chain_rpc(s->chain, s->backend, "eth_call", json_pack("[o, s]", call, tag), res, NULL, e);
 }
 
-json_t *xgr_chain_exec_settle(xgr_chain_sender *s, const xgr_execution *x, const xgr_chain_signed *tx) {
+json_t *xgr__chain_settle(xgr_chain_sender *s, const char *to, const char *data_hex, const char *value_hex,
+                          const char *function, const xgr_chain_signed *tx) {
   json_t *rcpt = NULL;
   xgr_error e;
   xgr_error_clear(&e);
@@ -119,17 +114,16 @@ json_t *xgr_chain_exec_settle(xgr_chain_sender *s, const xgr_execution *x, const
   json_t *res = NULL;
   xgr_error re;
   xgr_error_clear(&re);
-  int rr = replay(s, x, tag, &res, &re);
+  int rr = replay(s, to, data_hex, value_hex, tag, &res, &re);
   if (ok) {
     xgr_abi_sig *sig = NULL;
-    if (rr == 0 && x->function && xgr_abi_sig_parse(x->function, strlen(x->function), &sig, &re) == 0 && sig->outputs) {
+    if (rr == 0 && function && xgr_abi_sig_parse(function, strlen(function), &sig, &re) == 0 && sig->outputs) {
       const char *hex = json_string_value(res);
       size_t n;
       uint8_t *raw = hex ? xgr_hex_decode_alloc(hex, strlen(hex), &n) : NULL;
       xgr_value v;
       if (raw && xgr_abi_decode(sig->outputs, raw, n, &v, &re) == 0) {
-        json_object_set_new(rec, "return",
-                            xgr_value_to_json(xgr_list_size(v) == 1 ? xgr_list_get(v, 0) : v));
+        json_object_set_new(rec, "return", xgr_value_to_json(xgr_list_size(v) == 1 ? xgr_list_get(v, 0) : v));
         xgr_value_release(v);
       }
       free(raw);
@@ -140,5 +134,23 @@ json_t *xgr_chain_exec_settle(xgr_chain_sender *s, const xgr_execution *x, const
     json_object_set_new(rec, "revertReason", json_string(p ? p + 20 : rr ? re.message : "reverted without a reason"));
   }
   json_decref(res);
+  return rec;
+}
+
+json_t *xgr_chain_exec_settle(xgr_chain_sender *s, const xgr_execution *x, const xgr_chain_signed *tx) {
+  xgr_abi_sig *sig;
+  uint8_t *data, value[32];
+  size_t len;
+  bool hv;
+  xgr_error e;
+  if (exec_data(x, &sig, &data, &len, value, &hv, &e))
+    return json_pack("{s:s, s:s, s:s}", "txHash", tx->hash, "status", "pending", "error", e.message);
+  xgr_abi_sig_free(sig);
+  char *dhex = xgr_hex_encode_alloc(data ? data : (const uint8_t *)"", len);
+  char *vhex = hv ? xgr_hex_encode_alloc(value, 32) : NULL;
+  free(data);
+  json_t *rec = xgr__chain_settle(s, x->to, dhex, vhex, x->function, tx);
+  free(dhex);
+  free(vhex);
   return rec;
 }

@@ -29,6 +29,7 @@
 #include "xgr/auth.h"
 #include "xgr/chain.h"
 #include "xgr/rpc.h"
+#include "xgr/secp.h"
 
 #define EXIT_USAGE 2
 #define EXIT_HARD 3
@@ -45,6 +46,7 @@ typedef struct opts {
   xgr_chain *chain;                 /* --chain (repeatable), NULL: none */
   xgr_api_map_entry api_map[32];    /* --api-map FROM=TO (repeatable) */
   size_t napi_map;
+  const char *engine_key;           /* --engine-key FILE */
 } opts;
 
 static void usage(FILE *f) {
@@ -81,6 +83,9 @@ static void usage(FILE *f) {
           "                         named by an XRC-729 address (xrc729/orchestration + ostcId) read from the chain\n"
           "  --chain NAME=URL       a named backend for reads whose \"rpc\" selects it (repeatable)\n"
           "  --api-map FROM=TO      rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+          "  --engine-key FILE      private key (64 hex, mode 0600) that signs the steps' executions as EIP-1559\n"
+          "                         transactions on the --chain node; journaled next to the store (FILE-exec) so\n"
+          "                         each is sent exactly once across crashes\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
@@ -162,6 +167,7 @@ static int set_opt(opts *o, const char *name, const char *v) {
       return -1;
     }
   }
+  else if (!strcmp(name, "engine-key")) o->engine_key = v;
   else if (!strcmp(name, "api-map")) {
     const char *eq = v ? strchr(v, '=') : NULL;
     if (!eq || eq == v || !eq[1] || o->napi_map == 32) {
@@ -312,6 +318,37 @@ int main(int argc, char **argv) {
     json_decref(cfgdoc);
     return EXIT_USAGE;
   }
+  /* executions: the engine key's executor, its journal beside the store file */
+  xgr_secp *secp = NULL;
+  xgr_chain_executor *executor = NULL;
+  if (o.engine_key) {
+    if (!o.chain) {
+      fprintf(stderr, "xgrd: --engine-key needs --chain URL (the node executions are sent to)\n");
+      xgr_rpc_server_free(srv);
+      curl_global_cleanup();
+      json_decref(cfgdoc);
+      return EXIT_USAGE;
+    }
+    uint8_t key[32];
+    char journal[4096] = "";
+    const char *sp = o.store ? (!strncmp(o.store, "sqlite:", 7) ? o.store + 7 : strncmp(o.store, "memory:", 7) ? o.store : NULL) : NULL;
+    if (sp) snprintf(journal, sizeof journal, "%s-exec", sp);
+    secp = xgr_secp_new();
+    if (!secp || xgr_secp_key_load(secp, o.engine_key, key, &err) ||
+        !(executor = xgr_chain_executor_new(o.chain, secp, key, sp ? journal : NULL, stderr, &err))) {
+      log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o.engine_key,
+             secp ? err.message : "no secp256k1 context");
+      memset(key, 0, sizeof key);
+      xgr_secp_free(secp);
+      xgr_rpc_server_free(srv);
+      curl_global_cleanup();
+      json_decref(cfgdoc);
+      return EXIT_USAGE;
+    }
+    memset(key, 0, sizeof key);
+    log_kv("info", "msg=\"executions enabled\" from=%s journal=%s", xgr_chain_executor_address(executor),
+           sp ? journal : "memory (not durable)");
+  }
   xgr_rpcd_config dc = {.store = o.store,
                         .store_sync = o.sync && !strcmp(o.sync, "normal"),
                         .workers = o.workers,
@@ -321,7 +358,8 @@ int main(int argc, char **argv) {
                         .store_max_pages = (uint32_t)o.store_max_pages,
                         .chain = o.chain,
                         .api_map = o.api_map,
-                        .napi_map = o.napi_map};
+                        .napi_map = o.napi_map,
+                        .executor = executor};
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
@@ -329,6 +367,8 @@ int main(int argc, char **argv) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
     xgr_rpc_server_free(srv);
     xgr_auth_free(auth);
+    xgr_chain_executor_free(executor);
+    xgr_secp_free(secp);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
@@ -346,6 +386,8 @@ int main(int argc, char **argv) {
     xgr_rpc_server_free(srv);
     xgr_rpcd_free(d);
     xgr_auth_free(auth);
+    xgr_chain_executor_free(executor);
+    xgr_secp_free(secp);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
@@ -399,6 +441,8 @@ int main(int argc, char **argv) {
   xgr_rpcd_free(d);
   xgr_rpc_server_free(srv);
   xgr_auth_free(auth);
+  xgr_chain_executor_free(executor);
+  xgr_secp_free(secp);
   xgr_chain_free(o.chain);
   for (size_t i = 0; i < o.napi_map; i++) free((char *)o.api_map[i].from);
   curl_global_cleanup();

@@ -274,6 +274,8 @@ void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cm
     xgr_step_finish(j->st, &j->res);
     j->st = NULL;
   }
+  if (e->cfg.exec && e->cfg.exec->submit && j->res.execution && !j->res.error.code && j->res.action == XGR_ACTION_NONE)
+    e->cfg.exec->submit(e->cfg.exec->ctx, j->sctx.owner, j->sctx.session_id, j->iter, j->sctx.step_id, j->res.execution);
   j->phase = JOB_DONE;
   if (xgr_ctx_complete_yield(ctx, pid, cmd->tag, j, 0)) {
     job_release(j);

@@ -121,6 +121,12 @@ static void collect_chain(void *ctx, xgr_metrics_out *out) {
     xgr_metrics_line(out, "xgr_chain", l, json_is_true(json_object_get(b, "ok")) ? 1 : 0);
   }
   json_decref(h);
+  if (d->cfg.executor) {
+    uint64_t pending, done;
+    xgr_chain_executor_counts(d->cfg.executor, &pending, &done);
+    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_pending\"", (double)pending);
+    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_done\"", (double)done);
+  }
 }
 
 static void collect_engine(void *ctx, xgr_metrics_out *out) {
@@ -297,6 +303,7 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                           .chain = cfg->chain ? &d->reader : NULL,
                           .api_map = cfg->api_map,
                           .napi_map = cfg->napi_map,
+                          .exec = cfg->executor ? xgr_chain_executor_hook(cfg->executor) : NULL,
                           .store = xgr_persist_hook(d->p),
                           .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()}};
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
