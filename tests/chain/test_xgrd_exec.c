@@ -203,6 +203,16 @@ static void test_transfer_in_history(void **st) {
   assert_int_equal(xgr_chain_rpc(node.chain, NULL, "eth_getTransactionReceipt", json_pack("[s]", hash), &res, NULL, &e), 0);
   assert_string_equal(json_string_value(json_object_get(res, "from")), node.accounts[0]);
   json_decref(res);
+  /* `xgr show` prints it under the step */
+  char cmd[512], out[8192];
+  snprintf(cmd, sizeof cmd, "%s show 1 --owner %s --url %s", getenv("XGR"), node.accounts[0], base);
+  FILE *p = popen(cmd, "r");
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  assert_int_equal(pclose(p), 0);
+  char want[128];
+  snprintf(want, sizeof want, "execution success %s", hash);
+  if (!strstr(out, want)) fail_msg("xgr show lacks \"%s\": %s", want, out);
   json_decref(x);
 }
 
