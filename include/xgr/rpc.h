@@ -26,9 +26,9 @@
 #include "xgr/error.h"
 #include "xgr/metrics.h"
 #include "xgr/permit.h"
+#include "xgr/rule.h"
 
 struct xgr_auth; /* xgr/auth.h: signed permits */
-#include "xgr/rule.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -325,6 +325,7 @@ int main(int argc, char **argv) {
     if (!o.chain) {
       fprintf(stderr, "xgrd: --engine-key needs --chain URL (the node executions are sent to)\n");
       xgr_rpc_server_free(srv);
+      xgr_auth_free(auth);
       curl_global_cleanup();
       json_decref(cfgdoc);
       return EXIT_USAGE;
@@ -341,6 +342,7 @@ int main(int argc, char **argv) {
       memset(key, 0, sizeof key);
       xgr_secp_free(secp);
       xgr_rpc_server_free(srv);
+      xgr_auth_free(auth);
       curl_global_cleanup();
       json_decref(cfgdoc);
       return EXIT_USAGE;

@@ -120,7 +120,11 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
 
 int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
                         const json_t **executors, const char *path, xgr_error *err) {
-  if (d->chain_cache && chain_key(key)) return chain_bundle(d, key, out, path, err);
+  if (d->chain_cache && chain_key(key)) {   /* owner and executors: checked on the chain (start.c) */
+    if (owner) *owner = NULL;
+    if (executors) *executors = NULL;
+    return chain_bundle(d, key, out, path, err);
+  }
   uint64_t gen = atomic_load(&d->rules_gen);
   pthread_mutex_lock(&d->reg_mu);
   for (xgr__regent *r = d->regs; r; r = r->next)

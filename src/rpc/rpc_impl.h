@@ -100,7 +100,6 @@ struct xgr_rpcd {
   char names[48][40];          /* method names registered on the server (borrowed by it) */
   xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
   xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
-  atomic_uint_fast64_t chain_id;  /* of the default backend, 0 until known */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
 };
 
@@ -156,8 +155,6 @@ int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, c
 int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char **path, xgr_error *err);
 
 /* ---- rpcd.c ----------------------------------------------------------------------------------- */
-
-XGR__RPCD_METHOD(xgr__rpcd_m_core_addrs);
 
 /* One key=value log line on cfg.log (no-op without one). */
 void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -172,7 +172,7 @@ int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed
  * hex and the control contract as `precompile`; no grants or public sale contracts locally. */
 static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
                         xgr_error *err) {
-  (void)ctx, (void)params, (void)err;
+  (void)params, (void)err;
   char chain[24] = "";
   const char *pc = "";
   if (caller && caller->auth) {
@@ -180,6 +180,9 @@ static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *p
     pc = xgr_auth_control_contract(caller->auth);
   }
   *result = json_pack("{s:s, s:s, s:s, s:s}", "grants", "", "publicSale", "", "precompile", pc, "chainId", chain);
+  xgr_rpcd *d = ctx;
+  /* with --chain: every backend's health (docs/CHAIN.md) */
+  if (d && d->cfg.chain) json_object_set_new(*result, "chains", xgr_chain_health(d->cfg.chain));
   return 0;
 }
 
@@ -233,8 +236,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
   xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
   if (d->cfg.chain) xgr_metrics_gauge(m, "xgr_chain", "Chain backends: calls, errors, last block, up", collect_chain, d);
-  if (!rc) rc = xgr_rpc_register(s, "xgr_getCoreAddrs", xgr__rpcd_m_core_addrs, d);
-  if (rc) return rc;
+
   return 0;
 }
 
@@ -349,33 +351,12 @@ bool xgr_rpcd_ready(void *ctx) {
 void xgr_rpcd_chain_tick(xgr_rpcd *d) {
   if (!d || !d->cfg.chain) return;
   xgr_chain_probe(d->cfg.chain);
-  if (!atomic_load(&d->chain_id)) {
-    json_t *res;
-    xgr_error e;
-    uint64_t id;
-    if (xgr_chain_rpc(d->cfg.chain, NULL, "eth_chainId", NULL, &res, NULL, &e) == 0) {
-      if (xgr_chain_quantity(res, &id)) atomic_store(&d->chain_id, id);
-      json_decref(res);
-    }
-  }
   xgr_error e;
   int n = xgr_chain_cache_refresh(d->chain_cache, &e);
   if (n < 0) xgr__rpcd_log(d, "level=warn msg=\"chain cache refresh failed\" error=\"%s\"", e.message);
   else if (n > 0) xgr__rpcd_log(d, "level=info msg=\"chain cache refreshed\" dropped=%d", n);
 }
 
-/* xgr_getCoreAddrs: the addresses clients need (none are configured in xgrd: "") and the chain:
- * chainId of the default backend, and every backend's health. */
-XGR__RPCD_METHOD(xgr__rpcd_m_core_addrs) {
-  xgr_rpcd *d = ctx;
-  (void)caller, (void)params, (void)err;
-  char id[24] = "";
-  uint64_t cid = atomic_load(&d->chain_id);
-  if (cid) snprintf(id, sizeof id, "0x%llx", (unsigned long long)cid);
-  *result = json_pack("{s:s, s:s, s:s, s:s, s:o}", "grants", "", "publicSale", "", "precompile", "", "chainId", id, "chains",
-                      xgr_chain_health(d->cfg.chain));
-  return 0;
-}
 
 void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed) {
   *restored = d->restored;

@@ -160,9 +160,10 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
     if ((rc = xgr_auth_check_session(rq->permit, rq->root, rq->ostc_id, b->orch->hash, err)) ||
         (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
       return rc;
+  }
   /* an XRC-729 registry on the chain: the signer must be its owner or one of its executors
    * (XRC-729 §4.2); without permits (--auth none) there is no signer to check */
-  if (d->chain_cache && rq->who && rq->who[0] && strlen(rq->reg_key) > 43 && rq->reg_key[42] == '/' &&
+  if (d->chain_cache && rq->permit && rq->permit->kind && rq->who && rq->who[0] && strlen(rq->reg_key) > 43 && rq->reg_key[42] == '/' &&
       xgr_xrc_is_address(rq->reg_key, 42)) {
     char reg[43];
     memcpy(reg, rq->reg_key, 42);
@@ -309,8 +310,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr__rpc_registry_key(key, reg, ostc_id);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
-                  .payload = payload, .permit = &permit, .ostc_id = ostc_id};
-                  .payload = payload, .who = who};
+                  .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a;
   const xgr_bundle *b = NULL;
   if ((rc = start_session(d, &rq, &a, &root, &b, err))) return rc;
@@ -350,8 +350,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
                   .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
-                  .w = w, .permit = &permit, .ostc_id = ostc_id};
-                  .w = w, .who = who};
+                  .w = w, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a = XGR__ACK_QUEUED;
   const xgr_bundle *b = NULL;
   rc = start_session(d, &rq, &a, &root, &b, err);
