@@ -335,6 +335,89 @@ static void test_restart(void **st) {
   free(t);
 }
 
+/* Permits (xgrd's default auth) on a chain registry: the SessionPermit's signer must be the XRC-729
+ * contract's owner() or in its getExecutorList() — a signer that is neither is refused (-32007)
+ * until the owner adds it as an executor on the chain. */
+static json_t *signed_enqueue(const char *url, const char *keyfile, uint64_t root) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s permit session --key %s/%s --chain-id 31337 --ostc-id IterationOfPi --ostc-hash %s --session-id %llu",
+           getenv("XGR"), dir, keyfile, json_string_value(json_object_get(pub_pi, "ostcHash")), (unsigned long long)root);
+  FILE *p = popen(cmd, "r");
+  char out[8192];
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  assert_int_equal(pclose(p), 0);
+  json_error_t je;
+  json_t *permit = json_loads(out, 0, &je);
+  if (!permit) fail_msg("permit: %s", out);
+  char saved[64];
+  snprintf(saved, sizeof saved, "%s", base);
+  snprintf(base, sizeof base, "%s", url);
+  json_error_t je2;
+  json_t *r = call("xgr.enqueue", json_pack("{s:s, s:s, s:s, s:I, s:{s:s, s:o}, s:o}", "xrc729",
+                                            json_string_value(json_object_get(pub_pi, "registry")), "ostcId", "IterationOfPi",
+                                            "ostcHash", json_string_value(json_object_get(pub_pi, "ostcHash")), "rootPid",
+                                            (json_int_t)root, "init", "stepId", "PiIterationStep", "payload",
+                                            json_loads("{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}", 0, &je2), "permit", permit));
+  snprintf(base, sizeof base, "%s", saved);
+  return r;
+}
+
+static void test_permits_chain_registry(void **st) {
+  (void)st;
+  assert_int_equal(write_file("k1.key", "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\n"), 0);
+  char path[256], portfile[128];
+  snprintf(path, sizeof path, "%s/k1.key", dir);
+  chmod(path, 0600);
+  snprintf(portfile, sizeof portfile, "%s/port2", dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char log[128];
+    snprintf(log, sizeof log, "%s/xgrd2.log", dir);
+    FILE *f = freopen(log, "a", stderr);
+    (void)f;
+    execl(getenv("XGRD"), "xgrd", "--listen", "127.0.0.1:0", "--port-file", portfile, "--chain", node.url, "--chain-id",
+          "31337", "--time-scale", "100000", (char *)NULL);
+    _exit(127);
+  }
+  char url[64] = "";
+  for (int i = 0; i < 400 && !url[0]; i++) {
+    FILE *f = fopen(portfile, "r");
+    unsigned port = 0;
+    if (f) {
+      if (fscanf(f, "%u", &port) != 1) port = 0;
+      fclose(f);
+    }
+    if (port) snprintf(url, sizeof url, "http://127.0.0.1:%u", port);
+    else sleep_ms(25);
+  }
+  assert_true(url[0]);
+  /* the registry's owner (account 0, who published it) */
+  json_t *r = signed_enqueue(url, "k0.key", 1);
+  if (!json_object_get(r, "result")) fail_msg("owner refused: %s", json_dumps(r, JSON_COMPACT));
+  json_decref(r);
+  /* account 1: neither owner nor executor */
+  r = signed_enqueue(url, "k1.key", 1);
+  json_t *err = json_object_get(r, "error");
+  assert_non_null(err);
+  assert_int_equal(json_integer_value(json_object_get(err, "code")), -32007);
+  char *t = json_dumps(err, JSON_COMPACT);
+  if (!strstr(t, "neither the owner")) fail_msg("%s", t);
+  free(t);
+  json_decref(r);
+  /* the owner adds account 1 as an executor on the chain: now it may start sessions */
+  char buf[128];
+  snprintf(buf, sizeof buf, "[\"%s\"]", node.accounts[1]);
+  assert_int_equal(anvil_send(&node, 0, json_string_value(json_object_get(pub_pi, "registry")), "addExecutor(address)", buf), 0);
+  r = signed_enqueue(url, "k1.key", 1);
+  if (!json_object_get(r, "result")) fail_msg("executor refused: %s", json_dumps(r, JSON_COMPACT));
+  json_decref(r);
+  kill(pid, SIGTERM);
+  int status;
+  waitpid(pid, &status, 0);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void) {
   if (!anvil_binary()) {
     printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
@@ -343,7 +426,8 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pi_from_chain), cmocka_unit_test(test_price_feed_from_chain),
                                      cmocka_unit_test(test_read_from_chain), cmocka_unit_test(test_pin_mismatch),
-                                     cmocka_unit_test(test_health), cmocka_unit_test(test_restart)};
+                                     cmocka_unit_test(test_health), cmocka_unit_test(test_restart),
+                                     cmocka_unit_test(test_permits_chain_registry)};
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
   return rc;
