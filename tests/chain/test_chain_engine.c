@@ -62,7 +62,7 @@ static void test_overlap(void **st) {
   double dt = now_s() - t0;
   printf("%d sessions, one read each through a 150 ms proxy, 1 worker: %.3f s (sequential would take %.1f s)\n", N, dt,
          N * 0.15);
-  assert_true(dt < N * 0.15 / 3);
+  assert_true(dt < N * 0.15 / 2);   /* sequential: N x 0.15 s; overlapped: about 0.2 s */
   for (int s = 0; s < N; s++) {
     json_t *rep = xgr_engine_report(eng, node.accounts[0], (uint64_t)s + 1, &e);
     char *txt = json_dumps(rep, JSON_COMPACT);
