@@ -418,6 +418,24 @@ static void test_permits_chain_registry(void **st) {
   assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* xgr_validateDataTransfer with the registry's address as `orchestration` + ostcId: the first
+ * step's result (a contract read) comes back in the answer. */
+static void test_validate_from_chain(void **st) {
+  (void)st;
+  json_error_t je;
+  char pl[128];
+  snprintf(pl, sizeof pl, "{\"User\":\"%s\"}", node.accounts[0]);
+  json_t *r = call("xgr_validateDataTransfer",
+                   json_pack("[{s:s, s:s, s:s, s:s, s:s, s:I, s:o}]", "from", node.accounts[0], "orchestration",
+                             json_string_value(json_object_get(pub_read, "registry")), "ostcId", "Balance", "ostcHash",
+                             json_string_value(json_object_get(pub_read, "ostcHash")), "stepId", "Check", "sessionId",
+                             (json_int_t)30, "payload", json_loads(pl, 0, &je)));
+  char *t = json_dumps(r, JSON_COMPACT);
+  if (!json_object_get(r, "result") || !strstr(t, "5000")) fail_msg("validateDataTransfer: %s", t);
+  free(t);
+  json_decref(r);
+}
+
 int main(void) {
   if (!anvil_binary()) {
     printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
@@ -425,7 +443,7 @@ int main(void) {
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pi_from_chain), cmocka_unit_test(test_price_feed_from_chain),
-                                     cmocka_unit_test(test_read_from_chain), cmocka_unit_test(test_pin_mismatch),
+                                     cmocka_unit_test(test_read_from_chain), cmocka_unit_test(test_validate_from_chain), cmocka_unit_test(test_pin_mismatch),
                                      cmocka_unit_test(test_health), cmocka_unit_test(test_restart),
                                      cmocka_unit_test(test_permits_chain_registry)};
   int rc = cmocka_run_group_tests(tests, setup, teardown);
