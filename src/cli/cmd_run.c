@@ -36,8 +36,7 @@
 static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
-        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n\n"
-        "               [--max-running N] [--time-scale F] [--json] [--quiet]\n"
+        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n"
         "               [--chain URL] [--chain NAME=URL]...\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
@@ -56,11 +55,11 @@ static void usage(FILE *f) {
         "  --script FILE      timed control actions, e.g. [{\"at\":5000,\"wake\":{\"pid\":\"1:3\"},\"payload\":{}},\n"
         "                     {\"at\":0,\"kill\":\"1:4\"},{\"at\":0,\"pause\":\"1:2\"},{\"at\":10,\"resume\":\"1:2\"}]\n"
         "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+        "  --chain URL        Ethereum JSON-RPC node for contract reads (the default backend);\n"
+        "  --chain NAME=URL   a named backend, picked by a read's \"rpc\" selector (repeatable)\n"
         "  --store FILE       keep the run's audit trail in a SQLite store file (created if missing),\n"
         "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
         "                     --root-pid the session takes the owner's next rootPid in that file\n"
-        "  --chain URL        Ethereum JSON-RPC node for contract reads (the default backend);\n"
-        "  --chain NAME=URL   a named backend, picked by a read's \"rpc\" selector (repeatable)\n"
         "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
         "  --quiet            no timeline, only the tree\n\n"
         "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
@@ -396,17 +395,13 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
 /* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
 static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
                       const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
-                      size_t nmap, double scale, bool quiet, run_store *rs, json_t **rep) {
+                      size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, run_store *rs,
+                      json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
   pthread_mutex_init(&ev.mu, NULL);
   if (rs) rs->p = xgr_persist_new(rs->st);
-  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true,
-                           .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
-                      size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, json_t **rep) {
-  eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
-  pthread_mutex_init(&ev.mu, NULL);
   xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true, .chain = chain,
-                           .keep_finished = true,
+                           .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
   xgr_engine *eng = xgr_engine_new(&cfg, &e);
@@ -475,15 +470,14 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   return code;
 }
 
-int xgr_cmd_run(int argc, char **argv) {
+/* The command, with --chain backends collected into *chain (freed by xgr_cmd_run). */
+static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL, *store_file = NULL;
   long long max_steps = 10000, root_pid = 0, max_running = 0;
   int as_json = 0, quiet = 0, virtual_time = 0;
   double scale = 1;
   xgr_api_map_entry map[32];
   size_t nmap = 0;
-  xgr_chain *chain = NULL;
-  xgr_chain_reader reader;
   static const struct option opts[] = {
     {"start", required_argument, NULL, 's'}, {"payload", required_argument, NULL, 'p'},
     {"owner", required_argument, NULL, 'o'}, {"virtual-time", no_argument, NULL, 'v'},
@@ -491,15 +485,10 @@ int xgr_cmd_run(int argc, char **argv) {
     {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
-    {"store", required_argument, NULL, 'D'}, {0, 0, 0, 0}};
+    {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:", opts, NULL)) != -1) {
-    {"chain", required_argument, NULL, 'C'},
-    {0, 0, 0, 0}};
-  int ch;
-  optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:C:", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -545,16 +534,15 @@ int xgr_cmd_run(int argc, char **argv) {
       }
       case 'C': {
         xgr_error ce;
-        if (!chain) chain = xgr_chain_new();
-        if (xgr_chain_add(chain, optarg, &ce)) {
+        if (!*chain) *chain = xgr_chain_new();
+        if (xgr_chain_add(*chain, optarg, &ce)) {
           fprintf(stderr, "xgr run: %s\n", ce.message);
-          xgr_chain_free(chain);
           return XGR_EXIT_USAGE;
         }
         break;
       }
-      case 'h': usage(stdout); xgr_chain_free(chain); return XGR_EXIT_OK;
-      default: usage(stderr); xgr_chain_free(chain); return XGR_EXIT_USAGE;
+      case 'h': usage(stdout); return XGR_EXIT_OK;
+      default: usage(stderr); return XGR_EXIT_USAGE;
     }
   }
   if (!xgr_xrc_is_address(owner, strlen(owner))) {
@@ -567,7 +555,6 @@ int xgr_cmd_run(int argc, char **argv) {
   if (optind != argc - 1 || !start) {
     fprintf(stderr, "xgr run: %s\n", !start ? "--start STEP is required" : "exactly one BUNDLE is expected");
     usage(stderr);
-    xgr_chain_free(chain);
     return XGR_EXIT_USAGE;
   }
   xgr_error e;
@@ -586,7 +573,6 @@ int xgr_cmd_run(int argc, char **argv) {
     if (bad) {
       fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
       xgr_value_release(payload);
-      xgr_chain_free(chain);
       return XGR_EXIT_USAGE;
     }
   }
@@ -606,7 +592,6 @@ int xgr_cmd_run(int argc, char **argv) {
       fprintf(stderr, "xgr run: --script %s%s%s: %s\n", script_file, e.path[0] ? " " : "", e.path, e.message);
       xgr_value_release(payload);
       json_decref(script);
-      xgr_chain_free(chain);
       return XGR_EXIT_USAGE;
     }
   }
@@ -619,7 +604,6 @@ int xgr_cmd_run(int argc, char **argv) {
     xgr_diags_free(&d);
     xgr_value_release(payload);
     json_decref(script);
-    xgr_chain_free(chain);
     return rc == XGR_EIO ? XGR_EXIT_USAGE : XGR_EXIT_HARD;
   }
   xgr_diags_free(&d);
@@ -646,12 +630,12 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   if (!root_pid) root_pid = 1;
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (chain) reader = xgr_chain_reader_of(chain);
+  xgr_chain_reader reader;
+  if (*chain) reader = xgr_chain_reader_of(*chain);
   if (!virtual_time) {
     json_t *rep = NULL;
     int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
-                          (uint32_t)max_running, map, nmap, scale, quiet || as_json, rs, &rep);
-                          (uint32_t)max_running, map, nmap, chain ? &reader : NULL, scale, quiet || as_json, &rep);
+                          (uint32_t)max_running, map, nmap, *chain ? &reader : NULL, scale, quiet || as_json, rs, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
@@ -675,15 +659,12 @@ int xgr_cmd_run(int argc, char **argv) {
     xgr_value_release(payload);
     json_decref(script);
     curl_global_cleanup();
-    xgr_chain_free(chain);
     return code;
   }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
-  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
+  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = *chain ? &reader : NULL, .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v,
                            .on_effects = rs ? store_effects : NULL, .effects_ctx = rs};
-  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = chain ? &reader : NULL, .max_steps = (uint64_t)max_steps, .record = true,
-                           .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v};
   xgr_driver *drv = xgr_driver_new(&cfg);
   int exit_code = XGR_EXIT_OK;
   if ((script && xgr_driver_add_script(drv, script, &e)) ||
@@ -717,6 +698,12 @@ int xgr_cmd_run(int argc, char **argv) {
   json_decref(script);
   free(v.last);
   curl_global_cleanup();
-  xgr_chain_free(chain);
   return exit_code;
+}
+
+int xgr_cmd_run(int argc, char **argv) {
+  xgr_chain *chain = NULL;
+  int code = run_cmd(argc, argv, &chain);
+  xgr_chain_free(chain);
+  return code;
 }

@@ -120,13 +120,11 @@ int xgr_cmd_show(int argc, char **argv) {
              (long long)json_integer_value(json_object_get(call, "status")),
              xgr_cli_duration(json_integer_value(json_object_get(call, "ms")), d3, sizeof d3), url ? url : "-",
              ce ? ", error: " : "", ce ? ce : "");
-    printf("  +%6lld ms  %-12s %-16s %-8s %-8s %lld ms%s%s\n", at - t0, json_string_value(json_object_get(h, "pid")),
-           json_string_value(json_object_get(h, "step")), json_string_value(json_object_get(h, "status")),
-           json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", fin - at, e ? "  error: " : "", e ? e : "");
+    }
     const json_t *x = json_object_get(h, "execution");   /* its transaction (docs/CHAIN.md) */
     if (x) {
       const char *rr = json_string_value(json_object_get(x, "revertReason"));
-      printf("             execution %s %s gas %lld block %lld%s%s\n", json_string_value(json_object_get(x, "status")),
+      printf("  %-10s execution %s %s gas %lld block %lld%s%s\n", "", json_string_value(json_object_get(x, "status")),
              json_is_string(json_object_get(x, "txHash")) ? json_string_value(json_object_get(x, "txHash")) : "(not sent)",
              (long long)json_integer_value(json_object_get(x, "gasUsed")),
              (long long)json_integer_value(json_object_get(x, "blockNumber")), rr ? "  reason: " : "", rr ? rr : "");

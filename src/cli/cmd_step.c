@@ -15,28 +15,25 @@
 #include "xgr/chain.h"
 #include "xgr/json.h"
 #include "xgr/rule.h"
-#include "xgr/xrc_types.h"
 #include "xgr/secp.h"
+#include "xgr/xrc_types.h"
 
 #define MAX_MAPS 32
 
 static const char usage_text[] =
     "usage: xgr step RULE.json [--payload JSON|@FILE] [--api-map FROM=TO]... [--json]\n"
     "                 [--owner ADDR] [--session-id N] [--pid PID] [--step-id ID]\n"
+    "                 [--chain URL] [--chain NAME=URL]... [--engine-key FILE]\n"
     "       xgr step BUNDLE.json --rule NAME ...   (NAME: a key of the bundle's rules, or a step id)\n\n"
-    "Run one XRC-137 step: input casts and defaults, contract reads (no chain backend: their\n"
-    "defaults apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
-    "                 [--chain URL] [--chain NAME=URL]...\n\n"
-    "                 [--chain URL] [--chain NAME=URL]... [--engine-key FILE]\n\n"
     "Run one XRC-137 step: input casts and defaults, contract reads (eth_call on the --chain\n"
     "backend a read's `rpc` selects, the unnamed one by default; without --chain their defaults\n"
     "apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
     "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
     "as JSON with --json: each rule with its result (true, false, missing key, error, skipped),\n"
     "required inputs that are missing, and why keys could not be produced (soft-invalid).\n"
-    "as JSON with --json. With --engine-key FILE (and --chain) the branch's `execution` is sent as\n"
-    "a signed EIP-1559 transaction from that key and its receipt shown (\"execution\": {\"txHash\",\n"
-    "\"status\", \"gasUsed\", \"blockNumber\", \"return\" | \"revertReason\"}).\n"
+    "With --engine-key FILE (and --chain) the branch's `execution` is sent as a signed EIP-1559\n"
+    "transaction from that key and its receipt shown (\"execution\": {\"txHash\", \"status\",\n"
+    "\"gasUsed\", \"blockNumber\", \"return\" | \"revertReason\"}).\n"
     "Exit: 0 valid, 1 invalid, 2 usage or unreadable input, 3 hard error.\n";
 
 static void print_value_line(const char *label, xgr_value v) {
@@ -131,13 +128,13 @@ static json_t *run_execution(xgr_chain *chain, const char *keyfile, const xgr_ex
   return rec;
 }
 
-int xgr_cmd_step(int argc, char **argv) {
+/* The command, with --chain backends collected into *chain (freed by xgr_cmd_step). */
+static int step_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *rule_path = NULL, *payload_arg = NULL, *rule_name = NULL;
   xgr_api_map_entry maps[MAX_MAPS];
   size_t nmaps = 0;
   bool as_json = false;
   xgr_step_ctx ctx = {0};
-  xgr_chain *chain = NULL;
   xgr_chain_reader reader;
   const char *engine_key = NULL;
   ctx.owner = "0x0000000000000000000000000000000000000000";
@@ -163,10 +160,9 @@ int xgr_cmd_step(int argc, char **argv) {
       maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
     } else if (i + 1 < argc && !strcmp(a, "--chain")) {
       xgr_error ce;
-      if (!chain) chain = xgr_chain_new();
-      if (xgr_chain_add(chain, argv[++i], &ce)) {
+      if (!*chain) *chain = xgr_chain_new();
+      if (xgr_chain_add(*chain, argv[++i], &ce)) {
         fprintf(stderr, "xgr step: %s\n", ce.message);
-        xgr_chain_free(chain);
         return XGR_EXIT_USAGE;
       }
     } else if (i + 1 < argc && !strcmp(a, "--engine-key")) {
@@ -204,15 +200,14 @@ int xgr_cmd_step(int argc, char **argv) {
   }
   if (!rule_path) {
     fputs(usage_text, stderr);
-    xgr_chain_free(chain);
     return XGR_EXIT_USAGE;
   }
-  if (engine_key && !chain) {
+  if (engine_key && !*chain) {
     fprintf(stderr, "xgr step: --engine-key needs --chain URL (the node the execution is sent to)\n");
     return XGR_EXIT_USAGE;
   }
-  if (chain) {
-    reader = xgr_chain_reader_of(chain);
+  if (*chain) {
+    reader = xgr_chain_reader_of(*chain);
     ctx.chain = &reader;
   }
   ctx.api_map = maps;
@@ -223,7 +218,6 @@ int xgr_cmd_step(int argc, char **argv) {
   size_t len = 0;
   if (xgr_file_read(rule_path, &buf, &len, 16u << 20, &e)) {
     fprintf(stderr, "xgr step: %s: %s\n", rule_path, e.message);
-    xgr_chain_free(chain);
     return XGR_EXIT_USAGE;
   }
   /* what kind of document is it? a bundle needs --rule; an orchestration is the wrong file */
@@ -306,7 +300,6 @@ int xgr_cmd_step(int argc, char **argv) {
     fprintf(stderr, "%s: %s: error: %s [%s]\n", rule_path, e.path[0] ? e.path : "(document)", e.message,
             xgr_errcode_name(e.code));
     json_decref(doc);
-    xgr_chain_free(chain);
     return XGR_EXIT_HARD;
   }
 
@@ -319,7 +312,6 @@ int xgr_cmd_step(int argc, char **argv) {
         fprintf(stderr, "xgr step: --payload %s: %s\n", payload_arg, e.message);
         xgr_rule_free(rule);
         json_decref(doc);
-        xgr_chain_free(chain);
         return XGR_EXIT_USAGE;
       }
     }
@@ -330,7 +322,6 @@ int xgr_cmd_step(int argc, char **argv) {
       xgr_value_release(payload);
       xgr_rule_free(rule);
       json_decref(doc);
-      xgr_chain_free(chain);
       return XGR_EXIT_USAGE;
     }
   }
@@ -341,7 +332,7 @@ int xgr_cmd_step(int argc, char **argv) {
   xgr_step_run(rule, payload, &ctx, x, &res);
   xgr_http_exchange_free(x);
   json_t *exec_rec = NULL;
-  if (engine_key && res.execution && !res.error.code) exec_rec = run_execution(chain, engine_key, res.execution);
+  if (engine_key && res.execution && !res.error.code) exec_rec = run_execution(*chain, engine_key, res.execution);
 
   if (as_json) {
     json_t *o = xgr_step_result_to_json(&res);
@@ -352,13 +343,13 @@ int xgr_cmd_step(int argc, char **argv) {
     json_decref(o);
   } else {
     print_readable(&res);
-    print_rules(&res, doc);
-    if (res.missing_input) print_missing_inputs(rule, payload);
     if (exec_rec) {
       char *t = xgr_json_dumps(exec_rec, 0);
       printf("%-10s %s\n", "receipt", t);
       free(t);
     }
+    print_rules(&res, doc);
+    if (res.missing_input) print_missing_inputs(rule, payload);
   }
   json_decref(exec_rec);
   int exit_code = res.error.code ? XGR_EXIT_HARD : res.valid && res.action == XGR_ACTION_NONE ? XGR_EXIT_OK : XGR_EXIT_FAIL;
@@ -367,6 +358,12 @@ int xgr_cmd_step(int argc, char **argv) {
   xgr_rule_free(rule);
   json_decref(doc);
   curl_global_cleanup();
-  xgr_chain_free(chain);
   return exit_code;
+}
+
+int xgr_cmd_step(int argc, char **argv) {
+  xgr_chain *chain = NULL;
+  int code = step_cmd(argc, argv, &chain);
+  xgr_chain_free(chain);
+  return code;
 }
