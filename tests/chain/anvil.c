@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@ int anvil_start(anvil *a, const char *const *extra) {
   a->pid = fork();
   if (a->pid < 0) return -1;
   if (a->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);   /* never outlive the test or benchmark that started it */
     dup2(fd, 1);
     dup2(fd, 2);
     execv(bin, (char *const *)argv);

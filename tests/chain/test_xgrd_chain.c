@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +123,7 @@ static int start_xgrd(void) {
   snprintf(chain, sizeof chain, "%s", node.url);
   xgrd_pid = fork();
   if (xgrd_pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the test */
     char log[128];
     snprintf(log, sizeof log, "%s/xgrd.log", dir);
     FILE *f = freopen(log, "a", stderr);
@@ -372,6 +374,7 @@ static void test_permits_chain_registry(void **st) {
   snprintf(portfile, sizeof portfile, "%s/port2", dir);
   pid_t pid = fork();
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the test */
     char log[128];
     snprintf(log, sizeof log, "%s/xgrd2.log", dir);
     FILE *f = freopen(log, "a", stderr);

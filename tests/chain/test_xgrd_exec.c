@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,6 +89,7 @@ static int start_xgrd(void) {
   snprintf(key, sizeof key, "%s/k0.key", dir);
   xgrd_pid = fork();
   if (xgrd_pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the test */
     char log[128];
     snprintf(log, sizeof log, "%s/xgrd.log", dir);
     FILE *f = freopen(log, "a", stderr);
