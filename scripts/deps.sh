@@ -24,9 +24,17 @@ PKGS=(
 PEERS=(
   g++ libtbb-dev golang-go nodejs npm
 )
+# Node.js from NodeSource (package `nodejs`) brings its own npm and conflicts with Debian's `npm`
+# package: ask apt for npm only when no npm is there at all (and for nodejs only without a node).
+if command -v node >/dev/null 2>&1; then
+  PEERS=("${PEERS[@]/nodejs}")
+fi
+if command -v npm >/dev/null 2>&1; then
+  PEERS=("${PEERS[@]/npm}")
+fi
 for arg in "$@"; do
   case "$arg" in
-    --peers) PKGS+=("${PEERS[@]}") ;;
+    --peers) for p in "${PEERS[@]}"; do [ -n "$p" ] && PKGS+=("$p"); done ;;
   esac
 done
 

@@ -192,7 +192,23 @@ typedef struct xgr_engine_config {
   bool ordered;                      /* apply results in promotion order (see above) */
   bool keep_finished;                /* keep finished sessions (and their reports) until freed */
   bool measure_latency;              /* keep step latency (ready -> result applied) histograms */
+  /* Called exactly once for every xgr_engine_start_session given a bundle directly
+   * (xgr_engine_start.bundle): when the session's actor is freed (no part of the engine uses the
+   * bundle any more), or before the call returns an error. Lets the caller free bundles of ended
+   * sessions (xgrd's bundle cache). NULL: bundles must outlive the engine. From any thread. */
+  void (*bundle_done)(void *ctx, const xgr_bundle *b);
+  void *bundle_ctx;
+  /* Per-session caps: a session with more live (waiting + running) processes than max_live, or
+   * that has run more than max_session_steps steps, is killed at the end of that turn; its aborted
+   * processes carry the reason as their error ("session aborted: 10001 live processes exceed the
+   * cap of 10000 per session") and subscribers get an XGR_EEV_ACTION event with it (ok false).
+   * 0: the defaults below. */
+  uint64_t max_live;
+  uint64_t max_session_steps;
 } xgr_engine_config;
+
+#define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
+#define XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS 1000000u
 
 /* Create and start an engine (workers, HTTP loop thread, timer thread). curl_global_init is the
  * caller's job, before this call. Returns NULL and fills *err on failure. */
@@ -218,7 +234,7 @@ const xgr_bundle *xgr_engine_bundle(xgr_engine *e, const char *name);
 /* ---- sessions ------------------------------------------------------------------------------ */
 typedef struct xgr_engine_start {
   const char *bundle_name;      /* a registered bundle ... */
-  const xgr_bundle *bundle;     /* ... or one given directly (borrowed, must outlive the engine) */
+  const xgr_bundle *bundle;     /* ... or one given directly (borrowed; until bundle_done, else must outlive the engine) */
   const char *owner;            /* owner address */
   uint64_t root_pid;            /* > 0; unique per owner among live sessions */
   const char *start;            /* start step id */
@@ -337,6 +353,8 @@ typedef struct xgr_engine_stats {
   uint64_t http_requests;
   uint64_t timers_fired;
   uint64_t store_batches;
+  uint64_t sessions_capped;          /* sessions killed by max_live / max_session_steps */
+  uint64_t wakeups_refused;          /* internal wake-ups not applied: no such session, not allowed, no such step */
   /* step latency (ready -> result applied) in ns, when measure_latency; 0 otherwise */
   uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns;
   xgr_rt_counters runtime;           /* the work-stealing runtime's counters (steals, parks, ...) */

@@ -40,6 +40,11 @@ void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
                        void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx);
 void xgr_metrics_line(xgr_metrics_out *out, const char *name, const char *labels, double value);
 
+/* Write value into out (capacity n, always NUL-terminated when n > 0) as the inside of a label
+ * value of the text format: backslash, double quote and line feed become \\, \" and \n. Returns
+ * the length written; a value that does not fit is cut at a whole escape. */
+size_t xgr_metrics_label_escape(char *out, size_t n, const char *value);
+
 /* Render every series; returns a malloc'd text (caller frees), *len its length. */
 char *xgr_metrics_render(xgr_metrics *m, size_t *len);
 

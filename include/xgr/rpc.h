@@ -114,15 +114,29 @@ typedef struct xgr_rpc_config {
   FILE *log;                  /* request log (NULL: no log) */
   bool (*ready)(void *ctx);   /* /readyz; NULL: ready while running */
   void *ready_ctx;
+  /* listen before the methods can work (xgrd recovering its sessions): until xgr_rpc_open,
+   * /readyz answers 503 and every JSON-RPC request XGR_RPC_UNAVAILABLE saying so */
+  bool start_closed;
 } xgr_rpc_config;
 
 typedef struct xgr_rpc_server xgr_rpc_server;
 
 /* A stopped server with its own metrics registry. Returns NULL on bad config with *err filled. */
 xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err);
-/* Register a method before start; name and ctx are borrowed for the server's life. */
+/* Register a method before start, or before xgr_rpc_open of a server started closed; name and
+ * ctx are borrowed for the server's life. */
 int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx);
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err);
+/* Mark a registered method as independent of its neighbours in a batch: consecutive requests of
+ * such methods in one batch run concurrently (their store commits are then shared by the store's
+ * group commit), the rest of the batch in order. Same timing rules as xgr_rpc_register. */
+int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name);
+/* Open a server started with start_closed: from now on requests reach the methods registered so
+ * far, and /readyz asks ready(ctx) (NULL: ready while running). Call once, from one thread. */
+void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx);
+/* Replace the permit gate of a server started closed, before xgr_rpc_open (which publishes it):
+ * xgrd makes it again once its store is open. auth is borrowed for the server's life. */
+void xgr_rpc_set_auth(xgr_rpc_server *s, const struct xgr_auth *auth);
 uint16_t xgr_rpc_port(const xgr_rpc_server *s);     /* the bound port (after start) */
 uint16_t xgr_rpc_metrics_port(const xgr_rpc_server *s); /* --metrics-listen's bound port, 0 without */
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s);    /* owned by the server */
@@ -167,6 +181,8 @@ typedef struct xgr_rpcd_config {
   /* Executions (--engine-key), borrowed, NULL: resolved only. The engine hands each step's
    * execution to it; history rows (getSession) carry its record under "execution". */
   struct xgr_chain_executor *executor;
+  uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
+  uint64_t max_session_steps;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

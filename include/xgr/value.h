@@ -194,7 +194,16 @@ enum {
   XGR_JSON_NUMBERS_AS_DOUBLE = 1u << 0, /* guide §6.1 normalisation: every number -> DOUBLE */
   XGR_JSON_PRETTY = 1u << 1,            /* writer: indent with two spaces */
 };
-/* Parse JSON text (length-aware, duplicate object keys rejected, nesting depth <= 512) into a
+/* The one nesting limit of every JSON text xgr reads or writes: requests (xgrd refuses a deeper
+ * one at the door with -32602 and the path where it crosses the limit), documents, payloads, store
+ * rows. A document of depth d has d containers nested in each other ("[[1]]" has depth 2). Since
+ * anything stored is part of something that passed the door, nothing accepted is unreadable later. */
+#define XGR_JSON_MAX_DEPTH 128
+/* Scan JSON text (no allocation; strings and escapes skipped, nothing else validated) for
+ * containers nested deeper than max. Returns 0, or XGR_ELIMIT with e (may be NULL) naming the path
+ * to the first container that crosses the limit (`params.init.payload.a[0]…`, cut to fit). */
+int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e);
+/* Parse JSON text (length-aware, duplicate object keys rejected, nesting depth <= XGR_JSON_MAX_DEPTH) into a
  * value (caller releases). Errors: XGR_EPARSE "line L, column C: reason". */
 int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,
                              xgr_error *e);
@@ -213,6 +222,24 @@ char *xgr_json_dumps(const json_t *j, unsigned flags);
 /* A new jansson reference (caller json_decref's). jansson cannot hold integers above int64:
  * such uints become decimal strings, like bigints. */
 json_t *xgr_value_to_json(xgr_value v);
+
+/* ---- exact integers in jansson trees ----------------------------------------------------------
+ * jansson holds integers up to int64 only. Where JSON from outside may carry bigger ones (RPC
+ * requests, bundle files, stored payloads), xgr parses with xgr_json_parse_exact: an integer
+ * jansson cannot hold becomes an "exact integer" node, a jansson string whose bytes (a prefix that
+ * is not UTF-8, then the decimal digits) no parsed JSON can produce. xgr_value_from_json turns it
+ * back into the exact uint/bigint (or int), xgr_json_dumps and xgr_json_dumps_compact write it
+ * as a JSON number. Anything else sees an opaque string. */
+/* Parse like xgr_json_parse (duplicate keys rejected, NUL allowed), exactly: 0 with *out (caller
+ * decrefs), or XGR_EPARSE "invalid JSON at line L, column C: ...". */
+int xgr_json_parse_exact(const char *text, size_t len, json_t **out, xgr_error *e);
+/* Like xgr_value_to_json, but integers beyond int64 become exact integer nodes. */
+json_t *xgr_value_to_json_exact(xgr_value v);
+/* When j is an exact integer node: true and *out its value (uint, bigint or int). */
+bool xgr_json_exact_integer(const json_t *j, xgr_value *out);
+/* Compact text of j (malloc'd, caller frees; NULL for NULL j): jansson's own JSON_COMPACT form, or
+ * xgr's writer when the tree holds exact integer nodes (jansson would write them as strings). */
+char *xgr_json_dumps_compact(const json_t *j);
 
 #ifdef __cplusplus
 }

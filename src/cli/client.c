@@ -88,7 +88,7 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
     json_object_set_new(params, "from", json_string(c->from));
   json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method,
                          "params", params);
-  char *body = json_dumps(rq, JSON_COMPACT);
+  char *body = xgr_json_dumps_compact(rq);   /* exact integers beyond int64 as numbers */
   json_decref(rq);
   CURL *h = curl_easy_init();
   if (!h || !body) {
@@ -118,8 +118,9 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
     free(b.p);
     return XGR_EXIT_USAGE;
   }
-  json_error_t je;
-  json_t *ans = b.p ? json_loadb(b.p, b.n, 0, &je) : NULL;
+  json_t *ans = NULL;
+  xgr_error pe;
+  if (b.p && xgr_json_parse_exact(b.p, b.n, &ans, &pe)) ans = NULL;
   if (status != 200 || !json_is_object(ans)) {
     fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, c->url, status, b.p ? b.p : "(no body)");
     free(b.p);
@@ -155,10 +156,11 @@ void xgr_client_print_json(const json_t *j) {
 }
 
 json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text) {
-  json_error_t je;
-  json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+  xgr_error pe;
+  json_t *j = NULL;
+  if (xgr_json_parse_exact(text, strlen(text), &j, &pe)) j = NULL;
   if (!json_is_object(j)) {
-    fprintf(stderr, "xgr %s: %s must be a JSON object: %s\n", cmd, flag, j ? "got another JSON value" : je.text);
+    fprintf(stderr, "xgr %s: %s must be a JSON object: %s\n", cmd, flag, j ? "got another JSON value" : pe.message);
     json_decref(j);
     return NULL;
   }

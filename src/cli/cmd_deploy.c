@@ -8,6 +8,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "xgr/bundle.h"
+#include "xgr/json.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -54,18 +55,21 @@ int xgr_cmd_deploy(int argc, char **argv) {
     return XGR_EXIT_USAGE;
   }
   xgr_bundle_free(b);
-  json_error_t je;
-  json_t *doc = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
-  if (!doc) {
-    fprintf(stderr, "xgr deploy: %s: %s\n", file, je.text);
+  json_t *doc = NULL;
+  char *ftext = NULL;
+  size_t flen = 0;
+  if (xgr_file_read(file, &ftext, &flen, 64u << 20, &e) || xgr_json_parse_exact(ftext, flen, &doc, &e)) {   /* exact integers */
+    free(ftext);
+    fprintf(stderr, "xgr deploy: %s: %s\n", file, e.message);
     return XGR_EXIT_USAGE;
   }
+  free(ftext);
   json_t *out = json_pack("{s:[], s:n}", "rules", "orchestration");
   const char *key;
   json_t *rule;
   int rc = 0;
   json_object_foreach(json_object_get(doc, "rules"), key, rule) {
-    char *text = json_dumps(rule, JSON_COMPACT);
+    char *text = xgr_json_dumps_compact(rule);
     json_t *res;
     rc = xgr_client_call(&c, "deploy", "xgr_putRule", json_pack("{s:s, s:s}", "address", key, "rule", text), &res);
     free(text);
@@ -80,7 +84,7 @@ int xgr_cmd_deploy(int argc, char **argv) {
     json_array_append_new(json_object_get(out, "rules"), res);
   }
   {
-    char *text = json_dumps(json_object_get(doc, "orchestration"), JSON_COMPACT);
+    char *text = xgr_json_dumps_compact(json_object_get(doc, "orchestration"));
     json_t *params = json_pack("{s:s}", "orchestration", text);
     free(text);
     if (reg) json_object_set_new(params, "xrc729", json_string(reg));

@@ -94,7 +94,8 @@ int xgr_cmd_history(int argc, char **argv) {
       if (h->abort_reason) json_object_set_new(row, "abortReason", json_string(xgr_abort_reason_name(h->abort_reason)));
       json_t *api = h->api ? json_loads(h->api, 0, NULL) : NULL;
       if (api) json_object_set_new(row, "apiCalls", api);
-      json_t *pl = h->payload ? json_loads(h->payload, JSON_DECODE_ANY, NULL) : NULL;
+      json_t *pl = NULL;   /* exact: integers beyond int64 stay numbers */
+      if (h->payload && xgr_json_parse_exact(h->payload, strlen(h->payload), &pl, NULL)) pl = NULL;
       json_object_set_new(row, "payload", pl ? pl : json_null());
       json_array_append_new(hist, row);
     }

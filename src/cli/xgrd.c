@@ -15,6 +15,7 @@
  * the failure. Everything committed is recovered by the next start on a working store.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -47,6 +49,7 @@ typedef struct opts {
   xgr_api_map_entry api_map[32];    /* --api-map FROM=TO (repeatable) */
   size_t napi_map;
   const char *engine_key;           /* --engine-key FILE */
+  unsigned long max_session_processes, max_session_steps;
 } opts;
 
 static void usage(FILE *f) {
@@ -78,7 +81,10 @@ static void usage(FILE *f) {
           "                         goes on across restarts with the same F (tests and demos)\n"
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
           "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
-          "  --port-file FILE       write the bound port to FILE once listening (for tests and scripts)\n"
+          "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
+          "                         reason on its processes (default 10000)\n"
+          "  --max-session-steps N  per-session cap on steps run, likewise (default 1000000)\n"
+          "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
           "  --chain URL            Ethereum JSON-RPC node (the default backend): contract reads, and registries\n"
           "                         named by an XRC-729 address (xrc729/orchestration + ostcId) read from the chain\n"
           "  --chain NAME=URL       a named backend for reads whose \"rpc\" selects it (repeatable)\n"
@@ -178,6 +184,8 @@ static int set_opt(opts *o, const char *name, const char *v) {
     o->api_map[o->napi_map++] = (xgr_api_map_entry){from, eq + 1};
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
+  else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
+  else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
     fprintf(stderr, "xgrd: unknown option --%s (xgrd --help lists them)\n", name);
@@ -308,15 +316,16 @@ int main(int argc, char **argv) {
                            .auth_none = auth_none,
                            .auth = auth,
                            .metrics_listen = o.metrics_listen,
-                           .log = info ? stderr : NULL,
-                           .ready = xgr_rpcd_ready};
+                           .log = info ? stderr : NULL};
+  rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
   if (!srv) {
     log_kv("error", "msg=\"cannot configure the server\" path=%s error=\"%s\"", err.path, err.message);
     xgr_auth_free(auth);
     curl_global_cleanup();
     json_decref(cfgdoc);
-    return EXIT_USAGE;
+    /* a malformed address is a usage error; an address xgrd may not listen on is a failure to start */
+    return err.code == XGR_EINVAL ? EXIT_USAGE : EXIT_HARD;
   }
   /* executions: the engine key's executor, its journal beside the store file */
   xgr_secp *secp = NULL;
@@ -351,6 +360,21 @@ int main(int argc, char **argv) {
     log_kv("info", "msg=\"executions enabled\" from=%s journal=%s", xgr_chain_executor_address(executor),
            sp ? journal : "memory (not durable)");
   }
+  /* listen first: while the store's sessions are recovered, /readyz answers 503 and every call a
+   * clear -32009, instead of clients seeing "connection refused" */
+  if (xgr_rpc_start(srv, &err)) {
+    log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
+    xgr_rpc_server_free(srv);
+    xgr_auth_free(auth);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_HARD;
+  }
+  char host[64];
+  snprintf(host, sizeof host, "%s", rc_cfg.listen);
+  char *colon = strrchr(host, ':');
+  if (colon) *colon = '\0';
+  log_kv("info", "msg=listening addr=%s:%u auth=%s ready=false", host, xgr_rpc_port(srv), auth_none ? "none" : "permits");
   xgr_rpcd_config dc = {.store = o.store,
                         .store_sync = o.sync && !strcmp(o.sync, "normal"),
                         .workers = o.workers,
@@ -361,11 +385,13 @@ int main(int argc, char **argv) {
                         .chain = o.chain,
                         .api_map = o.api_map,
                         .napi_map = o.napi_map,
-                        .executor = executor};
+                        .executor = executor,
+                        .max_live = o.max_session_processes,
+                        .max_session_steps = o.max_session_steps};
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
-  if (!d) {
+  if (!d || xgr_rpcd_register(d, srv)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
     xgr_rpc_server_free(srv);
     xgr_auth_free(auth);
@@ -375,16 +401,12 @@ int main(int argc, char **argv) {
     json_decref(cfgdoc);
     return EXIT_HARD;
   }
-  /* the ready callback's context is the service */
-  rc_cfg.ready_ctx = d;
-  xgr_rpc_server_free(srv);
-  xgr_auth_free(auth);
-  ac.store = xgr_rpcd_store(d);   /* used control permits are kept in the store */
-  auth = xgr_auth_new(&ac, &aerr);
-  rc_cfg.auth = auth;
-  srv = auth ? xgr_rpc_server_new(&rc_cfg, &err) : NULL;
-  if (!srv || xgr_rpcd_register(d, srv) || xgr_rpc_start(srv, &err)) {
-    log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
+  /* used control permits are kept in the store: the server's permit gate is made again with it
+   * before the server opens (nothing used the first one: every call was refused until then) */
+  ac.store = xgr_rpcd_store(d);
+  xgr_auth *sauth = xgr_auth_new(&ac, &aerr);
+  if (!sauth) {
+    log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", aerr.path, aerr.message);
     xgr_rpc_server_free(srv);
     xgr_rpcd_free(d);
     xgr_auth_free(auth);
@@ -394,20 +416,25 @@ int main(int argc, char **argv) {
     json_decref(cfgdoc);
     return EXIT_HARD;
   }
+  xgr_rpc_set_auth(srv, sauth);
+  xgr_auth_free(auth);
+  auth = sauth;
+  xgr_rpc_open(srv, xgr_rpcd_ready, d);
   size_t restored, failed;
   xgr_rpcd_recovered(d, &restored, &failed);
-  char host[64];
-  snprintf(host, sizeof host, "%s", rc_cfg.listen);
-  char *colon = strrchr(host, ':');
-  if (colon) *colon = '\0';
-  log_kv("info", "msg=listening addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu",
+  log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu",
          host, xgr_rpc_port(srv), auth_none ? "none" : "permits", (unsigned long long)xgr_auth_chain_id(auth),
          xgr_auth_control_contract(auth), restored, failed);
   if (o.metrics_listen) log_kv("info", "msg=\"metrics listening\" addr=%s port=%u", o.metrics_listen, xgr_rpc_metrics_port(srv));
+  /* the port file is written once xgrd is ready, so that whoever waits for it can work at once
+   * (the port is also in the msg=listening line logged before recovery) */
   if (o.port_file) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", o.port_file);
-    FILE *f = fopen(tmp, "w");
+    /* 0600: the port file is nobody else's business */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (!f || fprintf(f, "%u\n", xgr_rpc_port(srv)) < 0 || fclose(f) || rename(tmp, o.port_file)) {
       log_kv("error", "msg=\"cannot write the port file\" file=%s", o.port_file);
       rc = EXIT_HARD;

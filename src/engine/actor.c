@@ -68,6 +68,7 @@ struct actor {
   xgr_engine *e;
   sess_entry *ent;
   const xgr_bundle *b;
+  bool bundle_done;                /* b came from xgr_engine_start.bundle: report it when freed */
   xgr_session *s;
   uint64_t root;
   xgr_pid pid;
@@ -89,6 +90,7 @@ struct actor {
   int64_t start_now;             /* the engine clock when the session was started */
   xgr_session_result result;
   uint64_t steps, promoted, max_steps;
+  char cap_reason[128];            /* set when a per-session cap killed the session */
   uint32_t inflight;
   int64_t armed;
   int64_t clock_ms;              /* the session clock of its last change (reports' clockMs) */
@@ -146,7 +148,10 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
   d->started_at = p->started_at;
   d->finished_at = p->finished_at;
   d->payload = xgr_value_retain(p->payload);
-  d->error = p->error ? xgr__xstrdup(p->error) : NULL;
+  d->error = p->error ? xgr__xstrdup(p->error)
+             : a->cap_reason[0] && fe->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_KILL
+                 ? xgr__xstrdup(a->cap_reason)
+                 : NULL;
   d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
   d->join_state = p->join && a->e->has_store ? xgr_session_join_to_json(o, p->join) : NULL;   /* stores only */
 }
@@ -398,10 +403,12 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
+  atomic_fetch_add(&e->st_wake_refused, 1);
   if (a->subs) {
     char msg[512];
-    snprintf(msg, sizeof msg, "wake-up for session %s/%llu step %s: no such session here", w->target_owner,
-             (unsigned long long)w->target_root, w->m->step_id ? w->m->step_id : "");
+    snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session here",
+             w->m->caller, (unsigned long long)w->m->from_root, w->target_owner, (unsigned long long)w->target_root,
+             w->m->step_id ? w->m->step_id : "");
     evsnap *s = ev_new(a, XGR_EEV_WAKE, msg, false);
     for (unsigned i = 0; i < e->nsubs; i++) e->subs[i](e->subs_ctx[i], &s->ev);
     ev_free(s);
@@ -576,10 +583,16 @@ static void on_iwake(actor *a, iwake_msg *m) {
                     : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_INTERNAL, m->rule_address, m->payload,
                                             a->now, &a->fx, &woken, &err);
   consume(a);
+  if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (a->subs) {
     char msg[1024];
-    snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: %s", (unsigned long long)a->root, m->step_id,
-             rc ? err.message : "woken");
+    if (rc)
+      snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: %s", m->caller,
+               (unsigned long long)m->from_root, xgr_session_owner(a->s), (unsigned long long)a->root, m->step_id,
+               err.message);
+    else
+      snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: woken", (unsigned long long)a->root,
+               m->step_id);
     push_event(a, ev_new(a, XGR_EEV_WAKE, msg, rc == 0));
     if (!a->e->has_store) flush(a, &a->pend);
   }
@@ -762,8 +775,34 @@ static void complete(actor *a) {
   xgr_eng_notify_waiters(e);
 }
 
+/* The per-session caps (xgr_engine_config.max_live, max_session_steps): kill the session once it
+ * exceeds one, with the reason on its aborted processes and in an ACTION event. */
+static void check_caps(actor *a) {
+  xgr_engine *e = a->e;
+  if (a->cap_reason[0] || a->finished || !a->s) return;
+  uint64_t max_live = e->cfg.max_live ? e->cfg.max_live : XGR_ENGINE_DEFAULT_MAX_LIVE;
+  uint64_t max_steps = e->cfg.max_session_steps ? e->cfg.max_session_steps : XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS;
+  size_t live = xgr_session_live(a->s);
+  if (live > max_live)
+    snprintf(a->cap_reason, sizeof a->cap_reason,
+             "session aborted: %zu live processes exceed the cap of %llu per session", live,
+             (unsigned long long)max_live);
+  else if (a->steps > max_steps)
+    snprintf(a->cap_reason, sizeof a->cap_reason, "session aborted: %llu steps exceed the cap of %llu per session",
+             (unsigned long long)a->steps, (unsigned long long)max_steps);
+  else
+    return;
+  atomic_fetch_add(&e->st_capped, 1);
+  xgr_error err;
+  xgr_error_clear(&err);
+  xgr_session_kill(a->s, 0, a->now, &a->fx, &err);
+  if (a->subs) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
+  consume(a);
+}
+
 static void end_turn(actor *a) {
   xgr_engine *e = a->e;
+  check_caps(a);
   if (!a->stopping && !a->finished && !a->limit) {
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
@@ -917,6 +956,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->e = e;
   a->ent = ent;
   a->b = b;
+  a->bundle_done = req->bundle != NULL;
   a->root = req->root_pid;
   a->s = req->restore;   /* else made on the first turn (first_turn) */
   xgr_effects_init(&a->fx);
@@ -1008,5 +1048,8 @@ void xgr_eng_actor_free(actor *a) {
     json_decref(a->ent->report);
     xgr_eng_entry_free(a->ent);
   }
+  xgr_engine *e = a->e;
+  const xgr_bundle *b = a->bundle_done ? a->b : NULL;
   free(a);
+  if (b && e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, b);   /* last: nothing uses it now */
 }

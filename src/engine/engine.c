@@ -186,7 +186,16 @@ const xgr_bundle *xgr_engine_bundle(xgr_engine *e, const char *name) {
 
 /* ---- sessions ------------------------------------------------------------------------------------- */
 
+static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken, xgr_error *err);
+
 int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_error *err) {
+  bool taken = false;   /* the actor holds the bundle: its free calls bundle_done */
+  int rc = start_session(e, req, &taken, err);
+  if (!taken && req->bundle && e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, req->bundle);
+  return rc;
+}
+
+static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken, xgr_error *err) {
   if (atomic_load(&e->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
   const xgr_bundle *b = req->bundle ? req->bundle : req->bundle_name ? xgr_engine_bundle(e, req->bundle_name) : NULL;
   if (!b) return xgr_error_set(err, XGR_ENOTFOUND, "bundle", "no bundle \"%s\" is registered", req->bundle_name ? req->bundle_name : "");
@@ -217,6 +226,7 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
   actor *a = xgr_eng_actor_new(e, ent, b, req, err);
   int rc = a ? 0 : err->code ? err->code : XGR_EINVAL;
   if (a) {
+    *taken = true;   /* from here on the actor's free reports the bundle (xgr_eng_actor_new) */
     atomic_fetch_add(&e->live_actors, 1);
     atomic_fetch_add(&e->st_started, 1);
     xgr_eng_busy_add(e, 1);
@@ -469,6 +479,8 @@ int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
 void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   memset(out, 0, sizeof *out);
   out->sessions_started = atomic_load(&e->st_started);
+  out->sessions_capped = atomic_load(&e->st_capped);
+  out->wakeups_refused = atomic_load(&e->st_wake_refused);
   out->sessions_finished = atomic_load(&e->st_finished);
   out->steps = xgr_eng_steps(e);
   out->http_requests = atomic_load(&e->st_http);

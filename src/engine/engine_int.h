@@ -175,7 +175,7 @@ struct xgr_engine {
   _Atomic long live_actors;
   _Atomic long ctl_inflight;    /* control messages sent, not yet handled */
   /* stats */
-  _Atomic uint64_t st_started, st_finished, st_steps, st_http, st_timers, st_batches;
+  _Atomic uint64_t st_started, st_finished, st_steps, st_http, st_timers, st_batches, st_capped, st_wake_refused;
   pthread_mutex_t lat_mu;
   lat_hist lat;
   _Atomic bool stopping;

@@ -348,6 +348,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
       }
       xgr_store_procs_free(ps, n);
     }
+    xgr__rpcd_bundle_put(d, b);
   }
   xgr_store_sessions_free(ss, nss);
   xgr_error_clear(err);
@@ -402,6 +403,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       if (!iter || ps[i].iter == iter) json_array_append_new(procs, item_join(&s, b ? b->orch : NULL, &ps[i]));
     xgr_store_procs_free(ps, n);
   }
+  xgr__rpcd_bundle_put(d, b);
   xgr_store_hist *hs = NULL;
   if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
     for (size_t i = 0; i < n; i++) {
@@ -413,7 +415,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       if (hs[i].error) json_object_set_new(h, "error", json_string(hs[i].error));
       json_t *api = hs[i].api ? json_loads(hs[i].api, 0, NULL) : NULL;   /* what its API calls did */
       if (api) json_object_set_new(h, "apiCalls", api);
-      json_t *pl = hs[i].payload ? json_loads(hs[i].payload, JSON_DECODE_ANY, NULL) : NULL;
+      json_t *pl = NULL;   /* exact: payload integers beyond int64 stay numbers */
+      if (hs[i].payload && xgr_json_parse_exact(hs[i].payload, strlen(hs[i].payload), &pl, NULL)) pl = NULL;
       if (pl) json_object_set_new(h, "payload", pl);
       /* the step's execution (docs/CHAIN.md): its transaction and receipt, from the executor's journal */
       json_t *ex = d->cfg.executor ? xgr_chain_executor_record(d->cfg.executor, owner, root, hs[i].iter) : NULL;

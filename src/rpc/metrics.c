@@ -176,6 +176,24 @@ static void series(xgr_metrics_out *o, const char *name, const char *suffix, con
              labels && *labels && extra && *extra ? "," : "", extra ? extra : "", any ? "}" : "", val);
 }
 
+size_t xgr_metrics_label_escape(char *out, size_t n, const char *value) {
+  size_t k = 0;
+  if (!n) return 0;
+  for (const char *p = value ? value : ""; *p; p++) {
+    char esc = *p == '\\' ? '\\' : *p == '"' ? '"' : *p == '\n' ? 'n' : 0;
+    size_t need = esc ? 2 : 1;
+    if (k + need >= n) break;
+    if (esc) {
+      out[k++] = '\\';
+      out[k++] = esc;
+    } else {
+      out[k++] = *p;
+    }
+  }
+  out[k] = '\0';
+  return k;
+}
+
 char *xgr_metrics_render(xgr_metrics *m, size_t *len) {
   xgr_metrics_out o = {0};
   static const char *const types[] = {"counter", "histogram", "gauge"};

@@ -32,7 +32,7 @@ int xgr__rpc_code(int rc, xgr_error *err) {
 
 /* v as compact JSON for a message (owned; "missing" stands in for NULL). */
 static char *shown(const json_t *v) {
-  char *t = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+  char *t = v ? xgr_json_dumps_compact(v) : NULL;
   return t ? t : xgr__xstrdup(v ? "?" : "missing");
 }
 
@@ -47,6 +47,18 @@ int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *e
   if (json_is_integer(v) && json_integer_value(v) >= 0) {
     *out = (uint64_t)json_integer_value(v);
     return 0;
+  }
+  xgr_value x;
+  if (xgr_json_exact_integer(v, &x)) {   /* a number beyond int64 in the request */
+    bool fits = x.kind == XGR_VUINT;
+    if (fits) *out = x.as.u;
+    char dec[96];
+    xgr_bigint_to_dec(x, dec, sizeof dec);
+    xgr_value_release(x);
+    if (fits) return 0;
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path,
+                         "is %.60s; expected a non-negative integer of at most 64 bits (<= %llu)", dec,
+                         (unsigned long long)UINT64_MAX);
   }
   if (json_is_string(v)) {
     const char *s = json_string_value(v);
@@ -174,7 +186,10 @@ int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char 
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "pid",
                          "missing; expected \"pid\" (\"<rootPid>:<iter>\" or \"<rootPid>\") or \"rootPid\"");
   if (!strcmp(k, "pid") || !strcmp(k, "processId")) {
-    if (json_is_integer(v)) return xgr__rpc_uint(v, k, root, err);
+    xgr_value x;
+    if (xgr_json_exact_integer(v, &x)) xgr_value_release(x);
+    else x.kind = XGR_VNULL;
+    if (json_is_integer(v) || x.kind != XGR_VNULL) return xgr__rpc_uint(v, k, root, err);
     if (!json_is_string(v) || xgr_pid_parse(json_string_value(v), root, iter) || !*root)
       return wrong(v, k, "\"<rootPid>:<iter>\" or \"<rootPid>\"", err);
     return 0;

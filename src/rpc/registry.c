@@ -6,8 +6,10 @@
  * or `orchestration`, lowercased; "local" when none). Their exact bytes are what is hashed. Rules
  * are stored under their address (lowercased) or alias. A session runs a bundle assembled from the
  * orchestration's bytes and the registered rules (xgr_bundle_assemble); bundles are cached per
- * registry key and rules generation and live as long as the service (the engine borrows them).
+ * registry key and rules generation (at most XGR__RPCD_MAX_CACHED entries) and freed when no cache
+ * entry points at them and no method call or running session holds them (xgr__rpcd_bundle_put).
  */
+#include <assert.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,16 +50,18 @@ static int rule_lookup(void *ctx, const char *key, char **bytes, size_t *len, xg
   return 0;
 }
 
-/* Drop the cache entry of key, if any (reg_mu held). */
-static void drop_locked(xgr_rpcd *d, const char *key) {
-  for (xgr__regent **pp = &d->regs; *pp; pp = &(*pp)->next)
-    if (!strcmp((*pp)->key, key)) {
-      xgr__regent *old = *pp;
-      *pp = old->next;
-      free(old->key);
-      free(old);
+/* Free bn when nothing holds it and no cache entry points at it (reg_mu held). */
+static void bnode_release_locked(xgr_rpcd *d, xgr__bnode *bn) {
+  if (bn->refs || bn->cached) return;
+  for (xgr__bnode **pp = &d->bundles; *pp; pp = &(*pp)->next)
+    if (*pp == bn) {
+      *pp = bn->next;
       break;
     }
+  xgr_bundle_free(bn->b);
+  free(bn->owner);
+  json_decref(bn->executors);
+  free(bn);
 }
 
 /* A registry key "<0x + 40 hex>/<ostcId>": an XRC-729 contract on the chain. */
@@ -112,6 +116,54 @@ static int chain_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, co
   return 0;
 }
 
+static void regent_free_locked(xgr_rpcd *d, xgr__regent *r) {
+  r->bn->cached = false;
+  bnode_release_locked(d, r->bn);
+  free(r->key);
+  free(r);
+}
+
+/* Drop the cache entry of key, if any, and every entry of an older rules generation (reg_mu held). */
+static void drop_locked(xgr_rpcd *d, const char *key, uint64_t gen) {
+  for (xgr__regent **pp = &d->regs; *pp;) {
+    xgr__regent *r = *pp;
+    if ((key && !strcmp(r->key, key)) || r->gen != gen) {
+      *pp = r->next;
+      regent_free_locked(d, r);
+    } else {
+      pp = &r->next;
+    }
+  }
+}
+
+static xgr__bnode *bnode_of_locked(xgr_rpcd *d, const xgr_bundle *b) {
+  for (xgr__bnode *bn = d->bundles; bn; bn = bn->next)
+    if (bn->b == b) return bn;
+  return NULL;
+}
+
+void xgr__rpcd_bundle_hold(xgr_rpcd *d, const xgr_bundle *b) {
+  pthread_mutex_lock(&d->reg_mu);
+  xgr__bnode *bn = bnode_of_locked(d, b);
+  assert(!bn || bn->refs > 0);
+  if (bn) bn->refs++;   /* none: a bundle of the chain cache, which keeps it as long as the service */
+  pthread_mutex_unlock(&d->reg_mu);
+}
+
+void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b) {
+  if (!b) return;
+  pthread_mutex_lock(&d->reg_mu);
+  xgr__bnode *bn = bnode_of_locked(d, b);
+  assert(!bn || bn->refs > 0);   /* none: a bundle of the chain cache (not counted) */
+  if (bn) {
+    bn->refs--;
+    bnode_release_locked(d, bn);
+  }
+  pthread_mutex_unlock(&d->reg_mu);
+}
+
+void xgr__rpcd_bundle_done(void *d, const xgr_bundle *b) { xgr__rpcd_bundle_put(d, b); }
+
 /* Assemble (or take from the cache) the bundle of registry key `key` ("<reg>/<ostcId>", "<reg>"
  * or "#<hash>"). With a chain, "<XRC-729 address>/<ostcId>" comes from the chain. */
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err) {
@@ -120,6 +172,7 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
 
 int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
                         const json_t **executors, const char *path, xgr_error *err) {
+  *out = NULL;
   if (d->chain_cache && chain_key(key)) {   /* owner and executors: checked on the chain (start.c) */
     if (owner) *owner = NULL;
     if (executors) *executors = NULL;
@@ -129,7 +182,8 @@ int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, co
   pthread_mutex_lock(&d->reg_mu);
   for (xgr__regent *r = d->regs; r; r = r->next)
     if (r->gen == gen && !strcmp(r->key, key)) {
-      *out = r->b;
+      r->bn->refs++;
+      *out = r->bn->b;
       if (owner) *owner = r->bn->owner;
       if (executors) *executors = r->bn->executors;
       pthread_mutex_unlock(&d->reg_mu);
@@ -157,11 +211,13 @@ int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, co
   xgr__bnode *bn = xgr__xcalloc(1, sizeof *bn);
   r->key = xgr__xstrdup(key);
   r->gen = gen;
-  r->b = b;
   r->bn = bn;
   bn->b = b;
+  bn->refs = 1;          /* the caller's */
+  bn->cached = true;     /* r's */
   bn->owner = xgr__xstrdup(doc.owner ? doc.owner : "");
-  json_t *dj = json_loadb(doc.content, doc.len, 0, NULL);
+  json_t *dj = NULL;   /* exact: a document with integers beyond int64 keeps its executors */
+  if (xgr_json_parse_exact(doc.content, doc.len, &dj, NULL)) dj = NULL;
   json_t *ex = json_object_get(dj, "executors");
   if (json_is_array(ex)) bn->executors = json_incref(ex);
   json_decref(dj);
@@ -171,9 +227,26 @@ int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, co
   pthread_mutex_lock(&d->reg_mu);
   bn->next = d->bundles;
   d->bundles = bn;
-  drop_locked(d, key);   /* replace an older entry of the same key */
-  r->next = d->regs;
-  d->regs = r;
+  /* replace an older entry of the same key; forget stale generations */
+  drop_locked(d, key, atomic_load(&d->rules_gen));
+  if (gen == atomic_load(&d->rules_gen)) {
+    r->next = d->regs;
+    d->regs = r;
+    size_t n = 0;   /* bounded: drop the oldest entries beyond the cap */
+    for (xgr__regent **pp = &d->regs; *pp;) {
+      if (++n > XGR__RPCD_MAX_CACHED) {
+        xgr__regent *old = *pp;
+        *pp = old->next;
+        regent_free_locked(d, old);
+      } else {
+        pp = &(*pp)->next;
+      }
+    }
+  } else {   /* rules changed meanwhile: used by this call only */
+    free(r->key);
+    free(r);
+    bn->cached = false;
+  }
   pthread_mutex_unlock(&d->reg_mu);
   *out = b;
   return 0;
@@ -181,7 +254,7 @@ int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, co
 
 static void invalidate(xgr_rpcd *d, const char *key) {
   pthread_mutex_lock(&d->reg_mu);
-  drop_locked(d, key);
+  drop_locked(d, key, atomic_load(&d->rules_gen));
   pthread_mutex_unlock(&d->reg_mu);
 }
 
@@ -203,7 +276,7 @@ static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len
   if (!json_is_object(v))
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, key,
                          "is not an object; expected the document as an object or its JSON text");
-  *bytes = json_dumps(v, JSON_COMPACT);
+  *bytes = xgr_json_dumps_compact(v);   /* numbers beyond int64 as numbers */
   if (!*bytes) abort();
   *len = strlen(*bytes);
   return 0;
@@ -240,7 +313,10 @@ static void replaced(json_t *r, const xgr_store_doc *prev, const xgr_store_doc *
 static int prefixed(int rc, xgr_error *err, const char *pre, const xgr_error *e) {
   xgr_error_set(err, e->code ? e->code : rc, NULL, "%s", e->message);
   snprintf(err->path, sizeof err->path, "%s%s%.200s", pre, e->path[0] && e->path[0] != '[' ? "." : "", e->path);
-  return xgr_rpc_code_for(e->code ? e->code : rc);
+  /* a document that does not load is the client's: invalid params whatever failed in it (an
+   * unknown CEL function is an eval_error of the compiler, not an internal error), limits apart */
+  int c = xgr_rpc_code_for(e->code ? e->code : rc);
+  return c == XGR_RPC_INTERNAL_ERROR && (e->code ? e->code : rc) != XGR_ENOMEM ? XGR_RPC_INVALID_PARAMS : c;
 }
 
 static json_t *doc_json(const xgr_store_doc *doc) {
@@ -338,7 +414,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   }
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "registry", json_string(reg));
-  json_t *oj = json_loadb(doc.content, doc.len, 0, NULL);
+  json_t *oj = NULL;
+  if (xgr_json_parse_exact(doc.content, doc.len, &oj, NULL)) oj = NULL;
   const char *doc_id = json_string_value(json_object_get(oj, "id"));
   json_object_set_new(r, "ostcId", json_string(ostc_id ? ostc_id : doc_id ? doc_id : ""));
   json_object_set_new(r, "orchestration", oj ? oj : json_null());
@@ -423,7 +500,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
     xgr_store_doc_clear(&prev);
     return xgr__rpc_code(rc, err);
   }
-  atomic_fetch_add(&d->rules_gen, 1);
+  uint64_t gen = atomic_fetch_add(&d->rules_gen, 1) + 1;
+  pthread_mutex_lock(&d->reg_mu);
+  drop_locked(d, NULL, gen);   /* stale now: freed unless a call or a session holds them */
+  pthread_mutex_unlock(&d->reg_mu);
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "address", json_string(key));
   replaced(r, &prev, &doc);
@@ -460,7 +540,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   }
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "address", json_string(key));
-  json_t *rj = json_loadb(doc.content, doc.len, 0, NULL);
+  json_t *rj = NULL;
+  if (xgr_json_parse_exact(doc.content, doc.len, &rj, NULL)) rj = NULL;
   json_object_set_new(r, "rule", rj ? rj : json_null());
   json_object_set_new(r, "content", json_stringn(doc.content, doc.len));
   xgr_store_doc_clear(&doc);

@@ -40,17 +40,24 @@ typedef struct xgr__regent {
   struct xgr__regent *next;
   char *key;                   /* owned */
   uint64_t gen;                /* rules generation it was assembled in */
-  const xgr_bundle *b;         /* borrowed from the bundles list */
-  const struct xgr__bnode *bn; /* its node: the orchestration's owner and executors */
+  struct xgr__bnode *bn;       /* the bundle, the orchestration's owner and executors (its `cached`
+                                  is set while this entry exists) */
 } xgr__regent;
 
-/* Every bundle ever assembled: the engine borrows them until the service is freed. */
+/* An assembled bundle in use: freed when no cache entry points at it and nobody holds it (method
+ * calls and running sessions hold references), so memory stays bounded however often rules are
+ * replaced. */
 typedef struct xgr__bnode {
   struct xgr__bnode *next;
   xgr_bundle *b;               /* owned */
+  size_t refs;                 /* holders (reg_mu) */
+  bool cached;                 /* a cache entry points at it (reg_mu) */
   char *owner;                 /* owned: who registered the orchestration ("" if nobody) */
   json_t *executors;           /* owned: its document's top-level `executors` (XRC-729 §4.2), or NULL */
 } xgr__bnode;
+
+/* Most cache entries kept (least recently assembled dropped first). */
+#define XGR__RPCD_MAX_CACHED 256
 
 /* A validateDataTransfer waiting for the first step of its session (start.c; fields after `next`
  * are written under xgr_rpcd.w_mu by the event callback). Owned by the method call that waits. */
@@ -162,16 +169,24 @@ void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(prin
 /* ---- registry.c ------------------------------------------------------------------------------- */
 
 /* The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"), assembled from the
- * store or taken from the cache. *out is borrowed and lives as long as d. Errors name `path`. */
+ * store or taken from the cache. *out is a reference the caller gives back with
+ * xgr__rpcd_bundle_put. Errors name `path`. */
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
-/* The same, also giving the orchestration's owner and executor list (borrowed for the service's
- * life; either out pointer may be NULL). */
+/* The same, also giving the orchestration's owner and executor list (borrowed: they live as long
+ * as the reference in *out, which the caller gives back with xgr__rpcd_bundle_put; either of
+ * owner/executors may be NULL). */
 int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
                         const json_t **executors, const char *path, xgr_error *err);
 /* Permit mode (the caller is a verified signer)? */
 bool xgr__rpc_permits(const xgr_rpc_caller *caller);
 /* Free the cache and every bundle (rpcd.c, after the engine is gone). */
 void xgr__rpcd_bundles_free(xgr_rpcd *d);
+/* Another reference to b (from xgr__rpcd_bundle), e.g. the one a started session holds. */
+void xgr__rpcd_bundle_hold(xgr_rpcd *d, const xgr_bundle *b);
+/* Give a reference back (NULL: nothing); the bundle is freed when it was the last and no cache
+ * entry points at it. Also the engine's bundle_done (ctx = d). */
+void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b);
+void xgr__rpcd_bundle_done(void *d, const xgr_bundle *b);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_orch);
 XGR__RPCD_METHOD(xgr__rpcd_m_get_orch);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_rule);

@@ -135,6 +135,8 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_engine_get_stats(d->e, &s);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_started\"", (double)s.sessions_started);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_finished\"", (double)s.sessions_finished);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_capped\"", (double)s.sessions_capped);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"wakeups_refused\"", (double)s.wakeups_refused);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"steps\"", (double)s.steps);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);
@@ -218,9 +220,14 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
       if (rc) return rc;
     }
   }
+  /* enqueues in a batch are independent (each session is serialised on its own stripe): they run
+   * concurrently, so a batch of N enqueues shares the store's commits instead of making N */
+  int rc = xgr_rpc_set_concurrent(s, "xgr.enqueue");
+  if (!rc) rc = xgr_rpc_set_concurrent(s, "xgr_enqueue");
+  if (rc) return rc;
   /* listSessions: the seed's join view under xgr.listSessions, the public raw rows under
    * xgr_listSessions; the same code, `view` picks either */
-  int rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
+  rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
   if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
   if (rc) return rc;
   xgr_metrics *m = xgr_rpc_metrics(s);
@@ -263,6 +270,7 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
   xgr_session_config sc = {.max_running = d->cfg.max_running};
   xgr_session *s = xgr_store_restore_session(b->orch, l, &sc, xgr_engine_now(d->e), &fx, &err);
   if (!s) {
+    xgr__rpcd_bundle_put(d, b);
     xgr_effects_free(&fx);
     d->failed++;
     xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
@@ -270,7 +278,7 @@ static int recover_one(void *ctx, const xgr_store_live *l) {
     return 0;
   }
   xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx};
-  rc = xgr_engine_start_session(d->e, &sr, &err);
+  rc = xgr_engine_start_session(d->e, &sr, &err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);
   if (rc) {
     d->failed++;
@@ -307,7 +315,11 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                           .napi_map = cfg->napi_map,
                           .exec = cfg->executor ? xgr_chain_executor_hook(cfg->executor) : NULL,
                           .store = xgr_persist_hook(d->p),
-                          .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()}};
+                          .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
+                          .max_live = cfg->max_live,
+                          .max_session_steps = cfg->max_session_steps,
+                          .bundle_done = xgr__rpcd_bundle_done,
+                          .bundle_ctx = d};
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
     ec.clock.kind = XGR_CLOCK_SCALED;
     ec.clock.scale = cfg->time_scale;

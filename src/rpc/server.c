@@ -13,11 +13,14 @@
 #include "util/alloc.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -27,10 +30,29 @@ typedef struct method {
   const char *name;
   xgr_rpc_method_fn fn;
   void *ctx;
+  bool concurrent;   /* see xgr_rpc_set_concurrent */
 } method;
+
+/* Threads that run one batch's run of concurrent requests (at most). */
+#define BATCH_THREADS 16
+
+/* One accepted connection, for the request deadline: libmicrohttpd's own timeout only counts
+ * idle time, so a client trickling one byte a second would hold its connection forever. */
+typedef struct conn {
+  struct conn *prev, *next;
+  int fd;
+  double base;   /* when the current request's clock started (accept, or the previous answer) */
+  bool busy;     /* a method runs for it: its own waits are bounded elsewhere */
+} conn;
 
 struct xgr_rpc_server {
   xgr_rpc_config cfg;
+  pthread_mutex_t cmu;     /* guards conns and reaper_stop */
+  pthread_cond_t ccv;
+  conn *conns;
+  pthread_t reaper;
+  bool reaper_on, reaper_stop;
+  _Atomic bool open;       /* methods and the ready callback may be used (see start_closed) */
   struct sockaddr_in addr;
   struct MHD_Daemon *d;
   uint16_t port;
@@ -149,15 +171,26 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
     *code = XGR_RPC_INVALID_REQUEST;
     xgr_error_set(&e, 0, "params", "\"params\" must be an object or an array");
   }
+  if (!*code && !atomic_load_explicit(&s->open, memory_order_acquire)) {
+    *code = XGR_RPC_UNAVAILABLE;
+    xgr_error_set(&e, XGR_EIO, NULL,
+                  "xgrd is starting: it recovers the store's sessions first; retry once GET /readyz answers 200");
+  }
   if (*code) return response(id, NULL, error_obj(*code, &e));
-  *name = json_string_value(m);
+  /* the permit gate is read only once the server is open (xgr_rpc_set_auth happens before that) */
+  xgr_rpc_caller opened = *caller;
+  opened.auth = s->cfg.auth;
+  caller = &opened;
+  const char *asked = json_string_value(m);
   method *mt = NULL;
   for (size_t i = 0; i < s->nmethods && !mt; i++)
-    if (!strcmp(s->methods[i].name, *name)) mt = &s->methods[i];
+    if (!strcmp(s->methods[i].name, asked)) mt = &s->methods[i];
+  /* logs and metrics only ever see a registered name: a client cannot mint label values */
+  *name = mt ? mt->name : "unknown";
   json_t *result = NULL, *err = NULL;
   if (!mt) {
     *code = XGR_RPC_METHOD_NOT_FOUND;
-    xgr_error_set(&e, 0, NULL, "method \"%.100s\" does not exist", *name);
+    xgr_error_set(&e, 0, NULL, "method \"%.100s\" does not exist", asked);
     err = error_obj(*code, &e);
   } else {
     int rc = mt->fn(mt->ctx, caller, params, &result, &e);
@@ -174,6 +207,67 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
     return NULL;
   }
   return response(id, result, err);
+}
+
+/* The registered method a request object names, if any (for the batch planner). */
+static const method *method_of(const xgr_rpc_server *s, const json_t *rq) {
+  const char *m = json_string_value(json_object_get(rq, "method"));
+  if (!m) return NULL;
+  for (size_t i = 0; i < s->nmethods; i++)
+    if (!strcmp(s->methods[i].name, m)) return &s->methods[i];
+  return NULL;
+}
+
+/* A run of a batch dispatched by several threads: each takes the next index. */
+typedef struct batch_run {
+  xgr_rpc_server *s;
+  const xgr_rpc_caller *caller;
+  json_t *body;
+  size_t from, to;
+  _Atomic size_t next;
+  json_t **out;
+  const char **names;
+  int *codes;
+} batch_run;
+
+static void *batch_worker(void *arg) {
+  batch_run *b = arg;
+  for (;;) {
+    size_t i = atomic_fetch_add(&b->next, 1);
+    if (i >= b->to) return NULL;
+    b->out[i] = dispatch_one(b->s, b->caller, json_array_get(b->body, i), &b->names[i], &b->codes[i]);
+  }
+}
+
+/* Dispatch every request of a batch: runs of consecutive concurrent requests (xgr_rpc_set_concurrent)
+ * on up to BATCH_THREADS threads, the rest in order. out/names/codes have one slot per request. */
+static void dispatch_batch(xgr_rpc_server *s, const xgr_rpc_caller *caller, json_t *body, json_t **out,
+                           const char **names, int *codes) {
+  size_t n = json_array_size(body);
+  bool open = atomic_load_explicit(&s->open, memory_order_acquire);
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (open && j < n) {
+      const method *m = method_of(s, json_array_get(body, j));
+      if (!m || !m->concurrent) break;
+      j++;
+    }
+    if (j - i < 2) {
+      out[i] = dispatch_one(s, caller, json_array_get(body, i), &names[i], &codes[i]);
+      i++;
+      continue;
+    }
+    batch_run b = {.s = s, .caller = caller, .body = body, .from = i, .to = j, .out = out, .names = names,
+                   .codes = codes};
+    atomic_init(&b.next, i);
+    pthread_t th[BATCH_THREADS];
+    size_t nt = j - i < BATCH_THREADS ? j - i : BATCH_THREADS, started = 0;
+    for (size_t k = 1; k < nt; k++)
+      if (pthread_create(&th[started], NULL, batch_worker, &b) == 0) started++;
+    batch_worker(&b);   /* this thread works too */
+    for (size_t k = 0; k < started; k++) pthread_join(th[k], NULL);
+    i = j;
+  }
 }
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
@@ -223,9 +317,79 @@ static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *ht
 }
 
 static void count(xgr_rpc_server *s, const char *rpc, unsigned status, int code) {
-  char labels[160];
-  snprintf(labels, sizeof labels, "method=\"%.80s\",http=\"%u\",code=\"%d\"", rpc ? rpc : "-", status, code);
+  char labels[256], m[160];
+  xgr_metrics_label_escape(m, sizeof m, rpc ? rpc : "-");
+  snprintf(labels, sizeof labels, "method=\"%s\",http=\"%u\",code=\"%d\"", m, status, code);
   xgr_counter_add(xgr_metrics_counter(s->metrics, "xgr_http_requests_total", "HTTP requests by JSON-RPC method, HTTP status and JSON-RPC code", labels), 1);
+}
+
+static conn *conn_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* busy: a method starts running for the connection; !busy: its answer is queued, the client gets a
+ * whole deadline to take it. */
+static void conn_busy(xgr_rpc_server *s, struct MHD_Connection *c, bool busy) {
+  conn *k = conn_of(c);
+  if (!k) return;
+  pthread_mutex_lock(&s->cmu);
+  k->busy = busy;
+  k->base = now_s();
+  pthread_mutex_unlock(&s->cmu);
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode toe) {
+  xgr_rpc_server *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    conn *k = calloc(1, sizeof *k);
+    if (!k || !ci) {
+      free(k);
+      return;
+    }
+    k->fd = ci->connect_fd;
+    k->base = now_s();
+    pthread_mutex_lock(&s->cmu);
+    k->next = s->conns;
+    if (s->conns) s->conns->prev = k;
+    s->conns = k;
+    pthread_mutex_unlock(&s->cmu);
+    *ctx = k;
+  } else if (*ctx) {
+    /* libmicrohttpd reports the close before it closes the socket, so the reaper never shuts
+     * down a descriptor that was reused */
+    conn *k = *ctx;
+    pthread_mutex_lock(&s->cmu);
+    if (k->prev) k->prev->next = k->next;
+    else s->conns = k->next;
+    if (k->next) k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->cmu);
+    free(k);
+    *ctx = NULL;
+  }
+}
+
+/* Shut down every connection whose request (or the taking of its answer) has lasted longer than
+ * --timeout; libmicrohttpd then sees the socket fail and closes it. */
+static void *reaper_main(void *arg) {
+  xgr_rpc_server *s = arg;
+  pthread_mutex_lock(&s->cmu);
+  while (!s->reaper_stop) {
+    double now = now_s();
+    for (conn *k = s->conns; k; k = k->next)
+      if (!k->busy && now - k->base > (double)s->cfg.timeout_s) {
+        shutdown(k->fd, SHUT_RD);
+        k->base = now;   /* once per deadline */
+      }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&s->ccv, &s->cmu, &ts);
+  }
+  pthread_mutex_unlock(&s->cmu);
+  return NULL;
 }
 
 static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
@@ -234,17 +398,29 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
   xgr_rpc_caller caller = {.remote = remote,
                            .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                            .auth_none = s->cfg.auth_none,
-                           .auth = s->cfg.auth};
-  json_error_t je;
-  json_t *body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &je);
+                           .auth = NULL};   /* filled by dispatch_one once the server is open */
+  xgr_error de;
+  xgr_error_clear(&de);
+  /* one nesting limit for everything xgrd reads: checked on the raw text first, so that nothing
+   * deeper is parsed, run or stored (the store's reader would refuse it after a restart) */
+  bool too_deep = xgr_json_check_depth(r->body ? r->body : "", r->len, XGR_JSON_MAX_DEPTH, &de) != 0;
+  xgr_error pe;
+  json_t *body = NULL;   /* exact: integers beyond int64 travel as xgr's exact integer nodes */
+  if (xgr_json_parse_exact(r->body ? r->body : "", r->len, &body, &pe)) body = NULL;
   const char *name = NULL;
   int code = 0;
   json_t *out = NULL;
   char label[32];
-  if (!body) {
+  if (too_deep) {
+    code = XGR_RPC_INVALID_PARAMS;
+    de.code = XGR_ELIMIT;
+    json_t *id = json_is_object(body) ? json_object_get(body, "id") : NULL;
+    if (id && !json_is_string(id) && !json_is_number(id)) id = NULL;
+    out = response(id, NULL, error_obj(code, &de));
+  } else if (!body) {
     code = XGR_RPC_PARSE_ERROR;
     xgr_error e;
-    xgr_error_set(&e, XGR_EPARSE, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    xgr_error_set(&e, XGR_EPARSE, NULL, "%s", pe.message);
     out = response(NULL, NULL, error_obj(code, &e));
   } else if (json_is_array(body)) {
     snprintf(label, sizeof label, "batch");
@@ -256,15 +432,19 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
       out = response(NULL, NULL, error_obj(code, &e));
     } else {
       out = json_array();
-      size_t i;
-      json_t *rq;
-      json_array_foreach(body, i, rq) {
-        const char *n = NULL;
-        int cd;
-        json_t *one = dispatch_one(s, &caller, rq, &n, &cd);
-        count(s, n, 200, cd);
-        if (one) json_array_append_new(out, one);
+      size_t nb = json_array_size(body);
+      json_t **outs = calloc(nb, sizeof *outs);
+      const char **names = calloc(nb, sizeof *names);
+      int *codes = calloc(nb, sizeof *codes);
+      if (!outs || !names || !codes) abort();
+      dispatch_batch(s, &caller, body, outs, names, codes);
+      for (size_t i = 0; i < nb; i++) {
+        count(s, names[i], 200, codes[i]);
+        if (outs[i]) json_array_append_new(out, outs[i]);
       }
+      free(outs);
+      free(names);
+      free(codes);
       if (json_array_size(out) == 0) {
         json_decref(out);
         out = NULL;
@@ -317,7 +497,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       if (!strcmp(url, "/healthz")) return send_text(c, MHD_HTTP_OK, "text/plain", xgr__xstrdup("ok\n"), 3);
       if (!strcmp(url, "/readyz")) {
-        bool ready = !s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx);
+        bool ready = atomic_load_explicit(&s->open, memory_order_acquire) && (!s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx));
         return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                          xgr__xstrdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
       }
@@ -369,13 +549,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return MHD_YES;
   }
   if (r->refuse) return refuse(s, c, http, url, (unsigned)r->refuse, r->refuse_msg);
-  return answer_rpc(s, c, r, url);
+  conn_busy(s, c, true);
+  enum MHD_Result ret = answer_rpc(s, c, r, url);
+  conn_busy(s, c, false);
+  return ret;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)cls;
-  (void)c;
   (void)toe;
+  conn_busy(cls, c, false);   /* the next request on a kept-alive connection gets its own deadline */
   req *r = *con_cls;
   if (r) {
     free(r->body);
@@ -419,6 +601,9 @@ static enum MHD_Result handle_metrics(void *cls, struct MHD_Connection *c, const
 xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
   xgr_rpc_server *s = xgr__xcalloc(1, sizeof *s);
   s->cfg = *cfg;
+  pthread_mutex_init(&s->cmu, NULL);
+  pthread_cond_init(&s->ccv, NULL);
+  atomic_init(&s->open, !cfg->start_closed);
   if (!s->cfg.max_body) s->cfg.max_body = 1u << 20;
   if (!s->cfg.max_connections) s->cfg.max_connections = 1024;
   if (!s->cfg.timeout_s) s->cfg.timeout_s = 15;
@@ -468,22 +653,28 @@ xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
 
 int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx) {
   if (s->nmethods == MAX_METHODS) return XGR_ELIMIT;
-  s->methods[s->nmethods++] = (method){name, fn, ctx};
+  s->methods[s->nmethods++] = (method){name, fn, ctx, false};
   return 0;
 }
 
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
-  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO, 0, NULL, NULL, handle, s,
+  /* no MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, and a second xgrd on the same
+   * port would then share it silently instead of failing (SO_REUSEADDR, MHD's default, is kept so
+   * a restart does not wait for TIME_WAIT) */
+  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ITC, 0, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
                           (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-                          completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+                          completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
+                          MHD_OPTION_END);
   if (!s->d) {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &s->addr.sin_addr, ip, sizeof ip);
     return xgr_error_set(err, XGR_EIO, "listen", "cannot listen on %s:%u (address in use or not allowed)", ip,
                          ntohs(s->addr.sin_port));
   }
+  s->reaper_stop = false;
+  s->reaper_on = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : ntohs(s->addr.sin_port);
   if (s->cfg.metrics_listen) {
@@ -502,10 +693,40 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
   return 0;
 }
 
+void xgr_rpc_set_auth(xgr_rpc_server *s, const struct xgr_auth *auth) {
+  assert(!atomic_load(&s->open));
+  assert(auth || s->cfg.auth_none);
+  s->cfg.auth = auth;
+}
+
+void xgr_rpc_open(xgr_rpc_server *s, bool (*ready)(void *ctx), void *ctx) {
+  assert(!atomic_load(&s->open));
+  s->cfg.ready = ready;
+  s->cfg.ready_ctx = ctx;
+  atomic_store_explicit(&s->open, true, memory_order_release);   /* publishes the methods and ready */
+}
+
+int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name) {
+  for (size_t i = 0; i < s->nmethods; i++)
+    if (!strcmp(s->methods[i].name, name)) {
+      s->methods[i].concurrent = true;
+      return 0;
+    }
+  return XGR_ENOTFOUND;
+}
+
 uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s) { return s->metrics; }
 
 void xgr_rpc_stop(xgr_rpc_server *s) {
+  if (s->reaper_on) {
+    pthread_mutex_lock(&s->cmu);
+    s->reaper_stop = true;
+    pthread_cond_signal(&s->ccv);
+    pthread_mutex_unlock(&s->cmu);
+    pthread_join(s->reaper, NULL);
+    s->reaper_on = false;
+  }
   if (s->d) MHD_stop_daemon(s->d);
   s->d = NULL;
   if (s->md) MHD_stop_daemon(s->md);
@@ -518,6 +739,8 @@ void xgr_rpc_server_free(xgr_rpc_server *s) {
   if (!s) return;
   xgr_rpc_stop(s);
   xgr_metrics_free(s->metrics);
+  pthread_cond_destroy(&s->ccv);
+  pthread_mutex_destroy(&s->cmu);
   free(s);
 }
 

@@ -50,12 +50,21 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
     on_store_error(d, ev);
     return;
   }
+  if (ev->kind == XGR_EEV_WAKE && !ev->ok && ev->message && !strncmp(ev->message, "wake-up refused:", 16)) {
+    xgr__rpcd_log(d, "level=warn msg=\"%s\"", ev->message);   /* names the producing session */
+    return;
+  }
+  if (ev->kind == XGR_EEV_ACTION && !ev->ok && ev->message && !strncmp(ev->message, "session aborted:", 16)) {
+    xgr__rpcd_log(d, "level=warn msg=\"%s\" owner=%s rootPid=%llu", ev->message, ev->owner,
+                  (unsigned long long)ev->root_pid);   /* a per-session cap killed it */
+    return;
+  }
   if (ev->kind == XGR_EEV_STEP) {   /* the first step's outcome payload, before its PROC event */
     if (ev->iter != 1 || !atomic_load(&d->nwaiters)) return;
     pthread_mutex_lock(&d->w_mu);
     for (xgr__waiter *w = d->waiters; w; w = w->next)
       if (!w->done && !w->output && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
-        w->output = xgr_value_to_json(ev->output);
+        w->output = xgr_value_to_json_exact(ev->output);
         w->action = ev->rule_action;
       }
     pthread_mutex_unlock(&d->w_mu);
@@ -69,7 +78,7 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
       w->done = true;
       w->status = ev->proc->status;
       w->valid = ev->proc->valid;
-      w->payload = xgr_value_to_json(ev->proc->payload);
+      w->payload = xgr_value_to_json_exact(ev->proc->payload);
       w->error = ev->proc->error ? xgr__xstrdup(ev->proc->error) : NULL;
       pthread_cond_broadcast(&d->w_cv);
     }
@@ -137,8 +146,8 @@ static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, xgr__ack *o
                        "session %s/%llu exists and is %s; a rootPid is used once", owner, (unsigned long long)root, st);
 }
 
-static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, const xgr_bundle **out_b,
-                         xgr_error *err) {
+static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root,
+                             const xgr_bundle **out_b, xgr_error *err) {
   if (atomic_load(&d->stopping))
     return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "xgrd is shutting down");
   const xgr_bundle *b = NULL;
@@ -257,6 +266,7 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   }
   xgr_engine_start sr = {.bundle = b, .owner = rq->owner, .root_pid = root, .start = step, .payload = payload,
                          .start_committed = true};   /* the batch above holds the start process */
+  xgr__rpcd_bundle_hold(d, b);   /* the session's own reference, given back by the engine's bundle_done */
   rc = xgr_engine_start_session(d->e, &sr, err);
   pthread_mutex_unlock(mu);
   xgr_value_release(payload);
@@ -268,6 +278,17 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   }
   *out_ack = XGR__ACK_QUEUED;
   return 0;
+}
+
+/* start_with_bundle, giving back the call's reference to the bundle; hash (67 bytes) gets the
+ * orchestration's hash ("" when no bundle was found). */
+static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, char *hash,
+                         xgr_error *err) {
+  const xgr_bundle *b = NULL;
+  int rc = start_with_bundle(d, rq, out_ack, out_root, &b, err);
+  snprintf(hash, 67, "%s", b ? b->orch->hash : "");
+  xgr__rpcd_bundle_put(d, b);
+  return rc;
 }
 
 static void waiter_remove(xgr_rpcd *d, xgr__waiter *w) {
@@ -312,11 +333,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
                   .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a;
-  const xgr_bundle *b = NULL;
-  if ((rc = start_session(d, &rq, &a, &root, &b, err))) return rc;
+  char hash_of[67];
+  if ((rc = start_session(d, &rq, &a, &root, hash_of, err))) return rc;
   xgr_counter_add(d->c_enq[a], 1);
   *result = json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
-                      xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", b->orch->hash);
+                      xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash_of);
   return 0;
 }
 
@@ -352,8 +373,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
                   .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
                   .w = w, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a = XGR__ACK_QUEUED;
-  const xgr_bundle *b = NULL;
-  rc = start_session(d, &rq, &a, &root, &b, err);
+  char hash_of[67];
+  rc = start_session(d, &rq, &a, &root, hash_of, err);
   if (rc || a != XGR__ACK_QUEUED) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
     json_decref(w->output);
@@ -390,7 +411,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   json_t *r =
       json_pack("{s:o, s:o, s:s, s:s}", "processId", xgr__rpc_pid_json(root, 1), "sessionId", xgr__rpc_u64_json(root),
                 "ruleAction", w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
-                b->orch->hash);
+                hash_of);
   if (w->done) {
     json_object_set_new(r, "status", json_string(xgr_proc_status_name((xgr_proc_status)w->status)));
     json_object_set_new(r, "finalResult", w->valid < 0 ? json_null() : json_boolean(w->valid));

@@ -499,6 +499,7 @@ static int parse_api(pc *c, xgr_value doc) {
       xgr_path_key(&c->path, "contentType");
       return perr(c, XGR_ESCHEMA, "`contentType` \"%.40s\" is not supported; expected \"json\"", ct);
     }
+    a->json_body = ct != NULL;
     xgr_value hv;
     if (get(o, "headers", &hv)) {
       size_t m3 = xgr_path_key(&c->path, "headers");

@@ -23,6 +23,7 @@ typedef struct rtseg {
   const char *text;           /* literal text, or the placeholder's name */
   size_t len;
   bool is_var;
+  bool in_string;             /* a placeholder inside a JSON string literal of the template text */
 } rtseg;
 
 typedef struct rtemplate {
@@ -76,6 +77,7 @@ typedef struct rapi {
   const char *method;
   rtemplate url;
   bool has_body;
+  bool json_body;             /* contentType "json": the body renders with TPL_JSON */
   rtemplate body;
   size_t nheaders;
   rheader *headers;
@@ -197,10 +199,13 @@ struct xgr_rule {
 void xgr__rule_template_parse(xgr_arena *a, const char *src, size_t len, rtemplate *out);
 /* Variable lookup used for templates: borrowed value, false when missing. */
 typedef bool (*rule_lookup_fn)(void *ctx, const char *name, size_t len, xgr_value *out);
-/* Render t into a malloc'd string (*out, *outlen). encode: percent-encode placeholder text for
- * URLs. Returns 0, or XGR_ENOTFOUND with *missing pointing at the missing name (not NUL-terminated,
- * *missing_len bytes). */
-int xgr__rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, bool encode, char **out,
+/* How placeholders render: TPL_TEXT their text form as is (headers, payload templates), TPL_URL
+ * percent-encoded, TPL_JSON for a JSON body: inside a JSON string literal of the template their
+ * text form JSON-escaped, elsewhere (bare) the value as JSON. */
+enum { TPL_TEXT = 0, TPL_URL = 1, TPL_JSON = 2 };
+/* Render t into a malloc'd string (*out, *outlen) with mode TPL_*. Returns 0, or XGR_ENOTFOUND
+ * with *missing pointing at the missing name (not NUL-terminated, *missing_len bytes). */
+int xgr__rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, int mode, char **out,
                          size_t *outlen, const char **missing, size_t *missing_len);
 
 /* ---- result.c ---- */

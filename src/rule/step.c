@@ -156,7 +156,7 @@ static int resolve(xgr_step_state *st, const rvalue *v, xgr_value *out, char *wh
     size_t n;
     const char *miss;
     size_t ml;
-    if (xgr__rule_template_render(&v->tpl, env_lookup, st, false, &s, &n, &miss, &ml)) {
+    if (xgr__rule_template_render(&v->tpl, env_lookup, st, TPL_TEXT, &s, &n, &miss, &ml)) {
       snprintf(why, whyn, "missing key %.*s", (int)ml, miss);
       return R_SOFT;
     }
@@ -489,7 +489,7 @@ static bool prepare_request(xgr_step_state *st) {
   size_t n, ml;
   const char *miss;
   char why[XGR_MSG_MAX];
-  if (xgr__rule_template_render(&a->url, env_lookup, st, true, &s, &n, &miss, &ml)) {
+  if (xgr__rule_template_render(&a->url, env_lookup, st, TPL_URL, &s, &n, &miss, &ml)) {
     snprintf(why, sizeof why, "urlTemplate: missing key %.*s", (int)ml, miss);
     call_failed(st, a, why);
     return false;
@@ -503,8 +503,16 @@ static bool prepare_request(xgr_step_state *st) {
   for (size_t i = 0; i < a->nheaders; i++) {
     char *v;
     size_t vl;
-    if (xgr__rule_template_render(&a->headers[i].value, env_lookup, st, false, &v, &vl, &miss, &ml)) {
+    if (xgr__rule_template_render(&a->headers[i].value, env_lookup, st, TPL_TEXT, &v, &vl, &miss, &ml)) {
       snprintf(why, sizeof why, "headers.%s: missing key %.*s", a->headers[i].name, (int)ml, miss);
+      call_failed(st, a, why);
+      free_request(st);
+      return false;
+    }
+    if (memchr(v, '\r', vl) || memchr(v, '\n', vl) || memchr(v, '\0', vl)) {
+      /* a value with a line break would be two header lines on the wire: the call fails instead */
+      snprintf(why, sizeof why, "headers.%s: the rendered value contains CR, LF or NUL", a->headers[i].name);
+      free(v);
       call_failed(st, a, why);
       free_request(st);
       return false;
@@ -519,7 +527,8 @@ static bool prepare_request(xgr_step_state *st) {
     st->req.nheaders = i + 1;
   }
   if (a->has_body) {
-    if (xgr__rule_template_render(&a->body, env_lookup, st, false, &st->body, &n, &miss, &ml)) {
+    if (xgr__rule_template_render(&a->body, env_lookup, st, a->json_body ? TPL_JSON : TPL_TEXT, &st->body, &n, &miss,
+                                  &ml)) {
       snprintf(why, sizeof why, "bodyTemplate: missing key %.*s", (int)ml, miss);
       call_failed(st, a, why);
       free_request(st);

@@ -35,7 +35,7 @@ void xgr_bundle_free(xgr_bundle *b) {
 int xgr_bundle_detect(const char *bytes, size_t len) {
   json_t *root;
   xgr_error e;
-  if (xgr_json_parse(bytes, len, &root, &e)) return 0;
+  if (xgr_json_parse_exact(bytes, len, &root, &e)) return 0;
   int r = json_is_object(root) && json_object_get(root, "orchestration") && !json_object_get(root, "structure");
   json_decref(root);
   return r;
@@ -98,7 +98,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
   json_t *root;
   xgr_error e;
   int nerr = 0;
-  if (xgr_json_parse(bytes, len, &root, &e)) {
+  if (xgr_json_parse_exact(bytes, len, &root, &e)) {   /* integers beyond int64 stay exact */
     if (err) *err = e;
     if (diags) xgr_diags_add_error(diags, &e);
     return e.code;
@@ -119,7 +119,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
     fail(err, diags, &nerr, XGR_ESCHEMA, "orchestration", "%s; expected the XRC-729 orchestration object%s",
          oj ? "not an object" : "missing", "");
   } else {
-    char *compact = json_dumps(oj, JSON_COMPACT);
+    char *compact = xgr_json_dumps_compact(oj);
     size_t from = diags ? diags->n : 0;
     int rc = compact ? xgr_orch_parse(compact, strlen(compact), &b->orch, &e, diags) : XGR_ENOMEM;
     xgr_diags_prefix(diags, from, "orchestration");
@@ -149,7 +149,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
       xgr_path_key(&pb, "rules");
       xgr_path_key(&pb, key);
       snprintf(path, sizeof path, "%s", pb.buf);
-      char *txt = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
+      char *txt = xgr_json_dumps_compact(val);
       if (!txt) goto oom;
       if (diags) {   /* what was probably not meant (typos, templates that look like arithmetic) */
         size_t from = diags->n;

@@ -44,7 +44,7 @@ json_t *xgr_join_state_json(const xgr_orch *o, const xgr_join_state *js) {
   for (unsigned i = 0; i < d->n; i++) {
     const char *sid = o->steps[d->from[i].node].id;
     json_array_append_new(expect, json_string(sid));
-    if (js->inbox[i].kind != XGR_VNULL) json_object_set_new(inbox, sid, xgr_value_to_json(js->inbox[i]));
+    if (js->inbox[i].kind != XGR_VNULL) json_object_set_new(inbox, sid, xgr_value_to_json_exact(js->inbox[i]));
     if (js->fail[i]) json_object_set_new(failj, sid, json_string(js->fail[i]));
   }
   json_t *j = json_pack("{s:o, s:i, s:s, s:o, s:o, s:b, s:s}", "expect", expect, "k", (int)d->k, "policy",
@@ -137,7 +137,7 @@ static json_t *proc_json(const xgr_orch *o, uint64_t root, uint64_t iter, uint64
                         parent ? json_string(ppid) : json_null(), "step", o->steps[step].id, "status",
                         xgr_proc_status_name(status), "paused", paused, "valid", valid_json(valid), "joinGroupId",
                         (json_int_t)group, "joinFromGroupId", (json_int_t)from_group, "join", join, "payload",
-                        xgr_value_to_json(payload), "error", error ? json_string(error) : json_null());
+                        xgr_value_to_json_exact(payload), "error", error ? json_string(error) : json_null());
   if (!join) json_object_set_new(j, "join", json_null());
   if (status == XGR_PROC_ABORTED && abort_reason)
     json_object_set_new(j, "abortReason", json_string(xgr_abort_reason_name(abort_reason)));

@@ -16,12 +16,14 @@
  *                in order from the version found, each in its own transaction.
  */
 #include <assert.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "store/store_impl.h"
 
@@ -1072,6 +1074,12 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
   pthread_cond_init(&q->qcv, NULL);
   bool ro = q->base.cfg.read_only;
   int flags = (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
+  if (!ro && strcmp(path, ":memory:")) {
+    /* a new store file is created 0600 here (SQLite would make it 0644); SQLite gives its -wal
+     * and -shm files the mode of the database file */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
   int rc = sqlite3_open_v2(path, &q->w, flags, NULL);
   if (rc) {
     sq_error(q->w, rc, path, "cannot open", err);

@@ -3,16 +3,17 @@
  * doubles, object keys keep document order and duplicates are rejected. The writer prints numbers
  * exactly and keeps doubles recognisable as doubles ("2.0"). Conversions to and from jansson's
  * json_t are here too. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "value/value_internal.h"
 
 /* ---- reader ------------------------------------------------------------------------------- */
 
-#define JSON_MAX_DEPTH 512
 
 typedef struct jr {
   const char *s, *end, *p;
@@ -173,8 +174,8 @@ static int jr_value(jr *r, xgr_value *out, int depth);
 static int jr_value(jr *r, xgr_value *out, int depth) {
   jr_ws(r);
   if (r->p >= r->end) return jr_fail(r, "unexpected end of input");
-  if (depth > JSON_MAX_DEPTH) return jr_fail(r, "nesting deeper than 512");
   char c = *r->p;
+  if ((c == '{' || c == '[') && depth >= XGR_JSON_MAX_DEPTH) return jr_fail(r, "nesting deeper than 128");
   if (c == '{') {
     r->p++;
     xgr_value m = xgr_map_new(4);
@@ -285,6 +286,69 @@ static int jr_value(jr *r, xgr_value *out, int depth) {
   return jr_fail(r, "unexpected character");
 }
 
+/* ---- depth scanner ------------------------------------------------------------------------ */
+
+typedef struct dseg {
+  bool arr;
+  size_t idx;
+  char key[48];
+} dseg;
+
+static void depth_path(const dseg *st, size_t n, char *out, size_t cap) {
+  size_t k = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < n && k + 1 < cap; i++) {
+    char seg[64];
+    int m = st[i].arr ? snprintf(seg, sizeof seg, "[%zu]", st[i].idx)
+                      : snprintf(seg, sizeof seg, "%s%s", k ? "." : "", st[i].key);
+    if (m < 0) m = 0;
+    if (k + (size_t)m + 4 >= cap) {   /* no room: mark the cut */
+      snprintf(out + k, cap - k, "...");
+      return;
+    }
+    memcpy(out + k, seg, (size_t)m + 1);
+    k += (size_t)m;
+  }
+}
+
+int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e) {
+  assert(max > 0 && max <= 4096);
+  dseg *st = xgr__xcalloc(max + 1, sizeof *st);
+  size_t n = 0;
+  char last[48] = "";
+  int rc = 0;
+  for (size_t i = 0; i < len && !rc; i++) {
+    char c = text[i];
+    if (c == '"') {
+      size_t j = ++i, kl = 0;
+      while (i < len && text[i] != '"') {
+        if (text[i] == '\\') i++;
+        i++;
+      }
+      kl = i - j < sizeof last - 1 ? i - j : sizeof last - 1;
+      memcpy(last, text + j, kl);
+      last[kl] = 0;
+    } else if (c == ':') {
+      if (n && !st[n - 1].arr) snprintf(st[n - 1].key, sizeof st[n - 1].key, "%s", last);
+    } else if (c == ',') {
+      if (n && st[n - 1].arr) st[n - 1].idx++;
+    } else if (c == '{' || c == '[') {
+      if (n == max) {
+        char path[XGR_PATH_MAX];
+        depth_path(st, n, path, sizeof path);
+        rc = xgr_error_set(e, XGR_ELIMIT, path, "is nested deeper than %zu levels (the limit of every JSON xgr reads)",
+                           max);
+        break;
+      }
+      st[n++] = (dseg){.arr = c == '['};
+    } else if (c == '}' || c == ']') {
+      if (n) n--;
+    }
+  }
+  free(st);
+  return rc;
+}
+
 int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,
                              xgr_error *e) {
   jr r = {text, text + len, text, flags, e};
@@ -310,7 +374,10 @@ int xgr_value_from_json(const json_t *j, unsigned flags, xgr_value *out, xgr_err
                                                   : xgr_value_int(json_integer_value(j));
       return 0;
     case JSON_REAL: *out = xgr_value_double(json_real_value(j)); return 0;
-    case JSON_STRING: *out = xgr_value_string(json_string_value(j), json_string_length(j)); return 0;
+    case JSON_STRING:
+      if (xgr_json_exact_integer(j, out)) return 0;
+      *out = xgr_value_string(json_string_value(j), json_string_length(j));
+      return 0;
     case JSON_ARRAY: {
       xgr_value l = xgr_list_new(json_array_size(j));
       for (size_t i = 0; i < json_array_size(j); i++) {
@@ -516,4 +583,103 @@ char *xgr_json_dumps(const json_t *j, unsigned flags) {
   char *s = xgr_value_to_json_text(v, flags & XGR_JSON_PRETTY, NULL);
   xgr_value_release(v);
   return s;
+}
+
+/* ---- exact integers in jansson trees ------------------------------------------------------ */
+
+/* Bytes 0xFF 0xFE cannot occur in UTF-8, and jansson only parses UTF-8: no client makes this. */
+static const char exact_prefix[] = "\xff\xfe" "xgr-int:";
+#define EXACT_PREFIX_LEN (sizeof exact_prefix - 1)
+
+static json_t *exact_node(xgr_value v) {
+  char tmp[96 + EXACT_PREFIX_LEN];
+  memcpy(tmp, exact_prefix, EXACT_PREFIX_LEN);
+  size_t n = xgr_bigint_to_dec(v, tmp + EXACT_PREFIX_LEN, sizeof tmp - EXACT_PREFIX_LEN);
+  return json_stringn_nocheck(tmp, EXACT_PREFIX_LEN + n);
+}
+
+bool xgr_json_exact_integer(const json_t *j, xgr_value *out) {
+  if (!json_is_string(j)) return false;
+  size_t n = json_string_length(j);
+  const char *s = json_string_value(j);
+  if (n <= EXACT_PREFIX_LEN || memcmp(s, exact_prefix, EXACT_PREFIX_LEN)) return false;
+  s += EXACT_PREFIX_LEN;
+  n -= EXACT_PREFIX_LEN;
+  xgr_value v;
+  if (xgr_value_from_json_text(s, n, 0, &v, NULL)) return false;   /* digits: the reader is exact */
+  if (v.kind != XGR_VINT && v.kind != XGR_VUINT && v.kind != XGR_VBIGINT) {
+    xgr_value_release(v);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+json_t *xgr_value_to_json_exact(xgr_value v) {
+  switch (v.kind) {
+    case XGR_VUINT:
+      if (v.as.u <= INT64_MAX) return json_integer((json_int_t)v.as.u);
+      return exact_node(v);
+    case XGR_VBIGINT: return exact_node(v);
+    case XGR_VLIST: {
+      json_t *a = json_array();
+      for (uint32_t i = 0; i < v.as.l->len; i++) json_array_append_new(a, xgr_value_to_json_exact(v.as.l->items[i]));
+      return a;
+    }
+    case XGR_VMAP: {
+      json_t *o = json_object();
+      for (uint32_t i = 0; i < v.as.m->len; i++) {
+        size_t n;
+        char *ks = xgr_value_render(v.as.m->e[i].key, &n);
+        json_object_setn_new(o, ks, n, xgr_value_to_json_exact(v.as.m->e[i].val));
+        free(ks);
+      }
+      return o;
+    }
+    default: return xgr_value_to_json(v);
+  }
+}
+
+int xgr_json_parse_exact(const char *text, size_t len, json_t **out, xgr_error *e) {
+  json_error_t je;
+  json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+  if (j) {
+    *out = j;
+    return 0;
+  }
+  if (!strstr(je.text, "too big integer"))
+    return xgr_error_set(e, XGR_EPARSE, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+  /* integers beyond int64: the exact reader, then a tree with exact integer nodes */
+  xgr_value v;
+  if (xgr_value_from_json_text(text, len, 0, &v, e)) return XGR_EPARSE;
+  *out = xgr_value_to_json_exact(v);
+  xgr_value_release(v);
+  return 0;
+}
+
+static bool has_exact(const json_t *j) {
+  size_t i;
+  const char *k;
+  json_t *v;
+  switch (json_typeof(j)) {
+    case JSON_STRING: {
+      xgr_value x;
+      if (!xgr_json_exact_integer(j, &x)) return false;
+      xgr_value_release(x);
+      return true;
+    }
+    case JSON_ARRAY:
+      json_array_foreach(j, i, v) if (has_exact(v)) return true;
+      return false;
+    case JSON_OBJECT:
+      json_object_foreach((json_t *)j, k, v) if (has_exact(v)) return true;
+      return false;
+    default: return false;
+  }
+}
+
+char *xgr_json_dumps_compact(const json_t *j) {
+  if (!j) return NULL;
+  if (!has_exact(j)) return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+  return xgr_json_dumps(j, 0);
 }

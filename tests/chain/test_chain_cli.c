@@ -134,7 +134,8 @@ static void check_run(const char *extra) {
   assert_string_equal(json_string_value(json_object_get(j, "result")), "completed");
   char *d = json_dumps(j, JSON_COMPACT);
   /* the second step saw the balance read by both steps and the iteration count */
-  if (!strstr(d, "\"Seen\":\"250\"") || !strstr(d, "\"Iter\":2") || !strstr(d, "\"Dec\":18"))
+  /* a uint256 that fits is written as a number or as a decimal string, depending on the writer */
+  if ((!strstr(d, "\"Seen\":\"250\"") && !strstr(d, "\"Seen\":250")) || !strstr(d, "\"Iter\":2") || !strstr(d, "\"Dec\":18"))
     fail_msg("run %s: report lacks the reads: %.2000s", extra, d);
   free(d);
   json_decref(j);

@@ -16,6 +16,7 @@
  */
 #include "server.h"
 
+#include <jansson.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,9 +89,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   } else if (!strcmp(url, "/echo")) {
     char hdr[128] = "";
     MHD_get_connection_values(c, MHD_HEADER_KIND, collect, hdr);
-    snprintf(buf, sizeof buf, "{\"method\":\"%s\",\"path\":\"%s\",\"body\":\"%s\",\"header\":\"%s\"}", method, url,
-             b->p ? b->p : "", hdr);
-    ret = reply(c, 200, buf, strlen(buf));
+    /* escaped: the body may hold quotes (JSON bodies) */
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "method", method, "path", url, "body", b->p ? b->p : "", "header", hdr);
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    ret = reply(c, 200, t ? t : "{}", t ? strlen(t) : 2);
+    free(t);
   } else if (!strcmp(url, "/v2/prices/BTC-USD/spot") && s->coinbase >= 0) {
     snprintf(buf, sizeof buf, "{\"data\":{\"amount\":\"%.2f\",\"base\":\"BTC\",\"currency\":\"USD\"}}", s->coinbase);
     ret = reply(c, 200, buf, strlen(buf));

@@ -234,7 +234,7 @@ static void test_post_body_headers(void **st) {
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_true(res.valid);
   assert_string_equal(gets(res.extracted, "M"), "POST");
-  assert_string_equal(gets(res.extracted, "B"), "hello ann");
+  assert_string_equal(gets(res.extracted, "B"), "hello \"ann\"");   /* a bare placeholder of a json body is JSON */
   assert_string_equal(gets(res.extracted, "H"), "h-ann");
   xgr_step_result_free(&res);
   xgr_value_release(p);
@@ -245,6 +245,56 @@ static void test_post_body_headers(void **st) {
   assert_non_null(strstr(res.api_calls[0].error, "missing key Who"));
   assert_true(has_soft(&res, "M"));
   xgr_step_result_free(&res);
+  xgr_rule_free(r);
+}
+
+/* Injection through rendered values (issue 14). A header value rendered with CR/LF (or NUL) fails
+ * that call, whose extract defaults apply, and nothing reaches the wire; with contentType json a
+ * value inside a string literal of the body is JSON-escaped and a bare placeholder is the value's
+ * JSON, so `x","admin":true,"y":"` cannot add a key. */
+static void test_injection(void **st) {
+  (void)st;
+  const char *doc =
+      "{\"payload\":{\"Who\":{\"type\":\"string\"},\"N\":{\"type\":\"uint64\",\"default\":18446744073709551615},"
+      "\"L\":{\"type\":\"string\",\"default\":\"a\\\\b\\u0001\"}},"
+      "\"apiCalls\":[{\"name\":\"e\",\"method\":\"post\",\"urlTemplate\":\"https://api.test/echo\",\"contentType\":\"json\","
+      "\"bodyTemplate\":\"{\\\"name\\\":\\\"[Who]\\\",\\\"who\\\":[Who],\\\"n\\\":[N],\\\"esc\\\":\\\"q\\\\\\\"[L]\\\"}\","
+      "\"headers\":{\"X-Test\":\"h-[Who]\"},"
+      "\"extractMap\":{\"B\":{\"type\":\"string\",\"expr\":\"resp.body\",\"default\":\"none\"},"
+      "\"H\":{\"type\":\"string\",\"expr\":\"resp.header\",\"default\":\"none\"}}}],\"rules\":[]}";
+  xgr_rule *r = load(doc);
+  /* JSON body: structure kept */
+  xgr_value p = payload("{\"Who\":\"x\\\",\\\"admin\\\":true,\\\"y\\\":\\\"\"}");
+  xgr_step_result res;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_int_equal(res.error.code, 0);
+  const char *body = gets(res.extracted, "B");
+  xgr_value b;
+  xgr_error e;
+  if (xgr_value_from_json_text(body, strlen(body), 0, &b, &e)) fail_msg("body is not JSON: %s", body);
+  assert_int_equal(xgr_map_size(b), 4);
+  assert_string_equal(gets(b, "name"), "x\",\"admin\":true,\"y\":\"");
+  assert_string_equal(gets(b, "who"), "x\",\"admin\":true,\"y\":\"");
+  assert_int_equal(get(b, "n").kind, XGR_VUINT);
+  assert_true(get(b, "n").as.u == UINT64_MAX);
+  assert_string_equal(gets(b, "esc"), "q\"a\\b\x01");
+  assert_int_equal(get(b, "admin").kind, XGR_VNULL);
+  xgr_value_release(b);
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+  /* header: CR LF in the rendered value fails the call; defaults apply */
+  const char *bad[] = {"{\"Who\":\"a\\r\\nInjected: 1\"}", "{\"Who\":\"a\\nb\"}", "{\"Who\":\"a\\u0000b\"}"};
+  for (size_t i = 0; i < 3; i++) {
+    p = payload(bad[i]);
+    xgr_step_run(r, p, &ctx, ex, &res);
+    assert_int_equal(res.error.code, 0);
+    assert_string_equal(gets(res.extracted, "H"), "none");
+    assert_string_equal(gets(res.extracted, "B"), "none");
+    assert_non_null(res.api_calls[0].error);
+    assert_non_null(strstr(res.api_calls[0].error, "CR, LF or NUL"));
+    xgr_step_result_free(&res);
+    xgr_value_release(p);
+  }
   xgr_rule_free(r);
 }
 
@@ -371,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_slow_within_timeout), cmocka_unit_test(test_500),
       cmocka_unit_test(test_bad_json),      cmocka_unit_test(test_oversize),
       cmocka_unit_test(test_404_and_refused), cmocka_unit_test(test_post_body_headers),
+      cmocka_unit_test(test_injection),
       cmocka_unit_test(test_resumable),     cmocka_unit_test(test_price_feed),
       cmocka_unit_test(test_quorum),
   };

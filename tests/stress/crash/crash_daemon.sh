@@ -159,7 +159,7 @@ enqueue_all || { echo "FAIL: enqueue after the last restart"; exit 1; }
 wait_done
 stop_xgrd
 "$RUN" canon "$DIR/crash.db" "$OWNER" "$N" >"$DIR/crash.txt"
-rec=$(grep -c 'msg=listening.*recovered=[1-9]' "$DIR/crash.log" || true)
+rec=$(grep -c 'msg=ready.*recovered=[1-9]' "$DIR/crash.log" || true)
 echo "crash run: $(tail -1 "$DIR/crash.txt"); $rec restarts recovered live sessions; $mid kills hit live sessions"
 
 if ! diff -q "$DIR/ref.txt" "$DIR/crash.txt" >/dev/null; then

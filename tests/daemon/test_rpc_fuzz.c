@@ -1,0 +1,450 @@
+/* test_rpc_fuzz.c — a bounded fuzz test of xgrd's JSON-RPC surface (issue 14), end to end.
+ *
+ * Starts the real daemon (XGRD) on an ephemeral loopback port with a SQLite store and sends it,
+ * for XGR_RPC_FUZZ_SECONDS (default 8) or at most XGR_RPC_FUZZ_MAX requests, generated hostile
+ * input from a seeded generator (XGR_RPC_FUZZ_SEED, default fixed, so a failure reproduces):
+ * every registered method in both naming styles and made-up names; parameters of the expected
+ * shape with mutated values, wrong types everywhere, deep nesting (up to 3x the limit), huge and
+ * odd numbers, NUL and invalid UTF-8 in strings, raw garbage bodies, batches (also of hundreds of
+ * requests and of notifications) and bodies over the cap. Every answer must arrive within 5 s and
+ * be valid JSON-RPC 2.0 (an object or a batch array of objects with "jsonrpc":"2.0", an id, and
+ * exactly one of result / error{code, message}), or one of the documented HTTP refusals (204,
+ * 413, 415). At the end xgrd must still answer, stop with status 0 on SIGTERM, and its log must
+ * hold no sanitizer report — the same test runs in the ASan build (make asan) and in the fuzz
+ * build of `make test` (suite fuzz), where xgrd is built with AddressSanitizer. */
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "xgr/value.h"
+
+#define OWNER "0x00000000000000000000000000000000000000c1"
+#define MAX_BODY 65536
+
+static pid_t g_pid;
+static int g_port;
+static char g_dir[256], g_log[320];
+static uint64_t g_rng;
+static long g_results, g_errors;   /* answers seen */
+
+static uint64_t rnd(void) {   /* xorshift64* */
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return g_rng * 0x2545F4914F6CDD1Dull;
+}
+static unsigned pick(unsigned n) { return (unsigned)(rnd() % n); }
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- a growable text -------------------------------------------------------------------------- */
+
+typedef struct txt {
+  char *p;
+  size_t n, cap;
+} txt;
+
+static void put(txt *t, const char *s, size_t n) {
+  if (t->n + n + 1 > t->cap) {
+    t->cap = (t->n + n + 1) * 2;
+    t->p = realloc(t->p, t->cap);
+    assert_non_null(t->p);
+  }
+  memcpy(t->p + t->n, s, n);
+  t->n += n;
+  t->p[t->n] = 0;
+}
+static void puts_(txt *t, const char *s) { put(t, s, strlen(s)); }
+static void putf(txt *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(txt *t, const char *fmt, ...) {
+  char b[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  put(t, b, n < 0 ? 0 : (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
+}
+
+/* ---- generators --------------------------------------------------------------------------------- */
+
+static const char *const methods[] = {
+  "enqueue", "validateDataTransfer", "getNextProcessId", "kill", "pause", "resume", "control", "wakeUpProcess",
+  "wake", "sessionAlive", "stepExecuted", "getSession", "putOrchestration", "getOrchestration", "putRule", "getRule",
+  "listSessions"};
+static const char *const keys[] = {"owner", "from", "rootPid", "sessionId", "pid", "processId", "init", "stepId",
+                                   "payload", "xrc729", "registry", "orchestration", "ostcId", "ostcHash", "rule",
+                                   "address", "version", "limit", "view", "iter", "step", "action", "runner",
+                                   "beforeRootPid", "parentPid", "label"};
+
+static void gen_value(txt *t, int depth);
+
+static void gen_string(txt *t) {
+  static const char *const pieces[] = {"a", OWNER, "0x", "local", "S", "W", "\\u0000", "\\ud800", "\\\"", "\\\\",
+                                       "${addr:S}", "[x]", "\\n", "é", "/", ":", "1:1", "18446744073709551616"};
+  puts_(t, "\"");
+  unsigned n = pick(4);
+  for (unsigned i = 0; i < n; i++) puts_(t, pieces[pick(sizeof pieces / sizeof pieces[0])]);
+  if (pick(16) == 0) put(t, "\xff\xfe", 2);         /* invalid UTF-8 */
+  if (pick(16) == 0) put(t, "\xc3\x28", 2);
+  if (pick(24) == 0) put(t, "x\0y", 3);            /* a raw NUL */
+  if (pick(32) == 0)
+    for (int i = 0; i < 300; i++) puts_(t, "long");
+  puts_(t, "\"");
+}
+
+static void gen_number(txt *t) {
+  switch (pick(9)) {
+    case 0: puts_(t, "0"); break;
+    case 1: putf(t, "%u", pick(100) + 1); break;
+    case 2: puts_(t, "18446744073709551615"); break;
+    case 3: puts_(t, "18446744073709551616"); break;
+    case 4: puts_(t, "-9223372036854775809"); break;
+    case 5: puts_(t, "1e400"); break;
+    case 6: puts_(t, "-0.0"); break;
+    case 7: {
+      unsigned n = 20 + pick(400);
+      for (unsigned i = 0; i < n; i++) putf(t, "%u", i == 0 ? 1 + pick(9) : pick(10));
+      break;
+    }
+    default: puts_(t, "115792089237316195423570985008687907853269984665640564039457584007913129639936"); break;
+  }
+}
+
+static void gen_deep(txt *t) {
+  unsigned n = 100 + pick(300);   /* around the limit of 128 levels, and well beyond */
+  char *kinds = malloc(n);
+  for (unsigned i = 0; i < n; i++) {
+    kinds[i] = pick(2) ? '[' : '{';
+    puts_(t, kinds[i] == '[' ? "[" : "{\"a\":");
+  }
+  puts_(t, "1");
+  bool broken = pick(8) == 0;   /* sometimes mismatched: garbage too */
+  for (unsigned i = n; i-- > 0;) puts_(t, broken || kinds[i] == '[' ? "]" : "}");
+  free(kinds);
+}
+
+static void gen_value(txt *t, int depth) {
+  unsigned k = depth > 6 ? pick(5) : pick(9);
+  switch (k) {
+    case 0: puts_(t, "null"); break;
+    case 1: puts_(t, pick(2) ? "true" : "false"); break;
+    case 2: gen_number(t); break;
+    case 3: case 4: gen_string(t); break;
+    case 5: case 6: {
+      puts_(t, "{");
+      unsigned n = pick(5);
+      for (unsigned i = 0; i < n; i++) {
+        if (i) puts_(t, ",");
+        if (pick(4)) putf(t, "\"%s\":", keys[pick(sizeof keys / sizeof keys[0])]);
+        else gen_string(t), puts_(t, ":");
+        gen_value(t, depth + 1);
+      }
+      puts_(t, "}");
+      break;
+    }
+    case 7: {
+      puts_(t, "[");
+      unsigned n = pick(4);
+      for (unsigned i = 0; i < n; i++) {
+        if (i) puts_(t, ",");
+        gen_value(t, depth + 1);
+      }
+      puts_(t, "]");
+      break;
+    }
+    default: gen_deep(t); break;
+  }
+}
+
+/* Parameters of roughly the right shape for the method, with mutations. */
+static void gen_params(txt *t) {
+  switch (pick(6)) {
+    case 0: gen_value(t, 0); return;
+    case 1: puts_(t, "[]"); return;
+    default: break;
+  }
+  bool arr = pick(3) == 0;
+  if (arr) puts_(t, "[");
+  puts_(t, "{");
+  unsigned n = 1 + pick(6);
+  for (unsigned i = 0; i < n; i++) {
+    if (i) puts_(t, ",");
+    const char *k = keys[pick(sizeof keys / sizeof keys[0])];
+    putf(t, "\"%s\":", k);
+    if (!strcmp(k, "owner") || !strcmp(k, "from")) puts_(t, pick(3) ? "\"" OWNER "\"" : "\"0xZZ\"");
+    else if (!strcmp(k, "rule") && pick(2))
+      puts_(t, "{\"payload\":{\"x\":{\"type\":\"uint64\",\"default\":18446744073709551615}},\"rules\":[\"[x] > 0\"],"
+               "\"onValid\":{\"payload\":{\"y\":\"[x]\"}},\"onInvalid\":{}}");
+    else if (!strcmp(k, "orchestration") && pick(2))
+      puts_(t, "{\"id\":\"w\",\"structure\":{\"S\":{\"rule\":\"S\",\"onValid\":{\"spawns\":[\"S\"]}}}}");
+    else if (!strcmp(k, "address") && pick(2)) puts_(t, "\"S\"");
+    else if (!strcmp(k, "init") && pick(2)) puts_(t, "{\"stepId\":\"S\",\"payload\":{\"x\":5}}");
+    else gen_value(t, 1);
+  }
+  puts_(t, "}");
+  if (arr) puts_(t, pick(4) ? "]" : ",1]");
+}
+
+static void gen_request(txt *t) {
+  puts_(t, "{");
+  if (pick(12)) puts_(t, "\"jsonrpc\":\"2.0\",");
+  else puts_(t, "\"jsonrpc\":\"1.0\",");
+  switch (pick(6)) {
+    case 0: break;   /* a notification */
+    case 1: puts_(t, "\"id\":\"x\","); break;
+    case 2: puts_(t, "\"id\":{},"); break;
+    default: putf(t, "\"id\":%u,", pick(1000)); break;
+  }
+  unsigned m = pick(20);
+  if (m < 17) putf(t, "\"method\":\"xgr%c%s\"", pick(2) ? '.' : '_', methods[m]);
+  else if (m == 17) puts_(t, "\"method\":5");
+  else {
+    puts_(t, "\"method\":");
+    gen_string(t);
+  }
+  if (pick(8)) {
+    puts_(t, ",\"params\":");
+    gen_params(t);
+  }
+  puts_(t, "}");
+}
+
+/* ---- the daemon ----------------------------------------------------------------------------------- */
+
+static void start_daemon(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/xgr-test-rpcfuzz-%d", (int)getpid());
+  mkdir(g_dir, 0700);
+  char store[300], portfile[300];
+  snprintf(store, sizeof store, "sqlite:%s/store.db", g_dir);
+  snprintf(portfile, sizeof portfile, "%s/port", g_dir);
+  snprintf(g_log, sizeof g_log, "%s/xgrd.log", g_dir);
+  const char *xgrd = getenv("XGRD") ? getenv("XGRD") : "./xgrd";
+  g_pid = fork();
+  assert_true(g_pid >= 0);
+  if (g_pid == 0) {
+    FILE *f = freopen(g_log, "w", stderr);
+    (void)f;
+    char mb[32];
+    snprintf(mb, sizeof mb, "%d", MAX_BODY);
+    execl(xgrd, xgrd, "--listen", "127.0.0.1:0", "--auth", "none", "--store", store, "--port-file", portfile,
+          "--workers", "2", "--log-level", "warn", "--max-body", mb, "--first-step-timeout", "200", "--sync", "normal",
+          "--max-session-processes", "200", (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 3000; i++) {
+    FILE *f = fopen(portfile, "r");
+    if (f) {
+      int ok = fscanf(f, "%d", &g_port);
+      fclose(f);
+      if (ok == 1 && g_port > 0) return;
+    }
+    int st;
+    if (waitpid(g_pid, &st, WNOHANG) == g_pid) fail_msg("xgrd exited at start (see %s)", g_log);
+    usleep(10000);
+  }
+  fail_msg("xgrd did not write its port file");
+}
+
+typedef struct hbuf {
+  char *p;
+  size_t n;
+} hbuf;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+  hbuf *b = ud;
+  size_t n = size * nmemb;
+  b->p = realloc(b->p, b->n + n + 1);
+  memcpy(b->p + b->n, ptr, n);
+  b->n += n;
+  b->p[b->n] = 0;
+  return n;
+}
+
+static long post(CURL *h, const char *body, size_t len, hbuf *out, double *secs) {
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", g_port);
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  hd = curl_slist_append(hd, "Expect:");
+  curl_easy_reset(h);
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);   /* no hang over 5 s */
+  double t0 = now_s();
+  CURLcode cc = curl_easy_perform(h);
+  *secs = now_s() - t0;
+  long status = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(hd);
+  return cc == CURLE_OK ? status : -(long)cc;
+}
+
+/* One JSON-RPC 2.0 response object; false with *why. */
+static bool valid_response(xgr_value r, const char **why) {
+  xgr_value v;
+  if (r.kind != XGR_VMAP) return *why = "not an object", false;
+  if (!xgr_map_get_str(r, "jsonrpc", 7, &v) || v.kind != XGR_VSTRING || strcmp(xgr_value_str(v, NULL), "2.0"))
+    return *why = "no \"jsonrpc\":\"2.0\"", false;
+  if (!xgr_map_get_str(r, "id", 2, &v)) return *why = "no id", false;
+  if (v.kind != XGR_VNULL && v.kind != XGR_VSTRING && v.kind != XGR_VINT && v.kind != XGR_VUINT &&
+      v.kind != XGR_VDOUBLE)
+    return *why = "id of a wrong type", false;
+  bool res = xgr_map_get_str(r, "result", 6, &v);
+  xgr_value e;
+  bool err = xgr_map_get_str(r, "error", 5, &e);
+  if (res == err) return *why = "not exactly one of result and error", false;
+  if (res) g_results++;
+  else g_errors++;
+  if (err) {
+    xgr_value c, m;
+    if (e.kind != XGR_VMAP || !xgr_map_get_str(e, "code", 4, &c) || c.kind != XGR_VINT ||
+        !xgr_map_get_str(e, "message", 7, &m) || m.kind != XGR_VSTRING)
+      return *why = "error without an integer code and a message", false;
+  }
+  return true;
+}
+
+static void check_answer(const char *body, long st, const hbuf *out, double secs) {
+  if (secs > 5.0) fail_msg("answer took %.1f s for %.200s", secs, body);
+  if (st < 0) fail_msg("no answer (curl error %ld) for %.300s", -st, body);
+  if (st == 204 || st == 413) return;
+  if (st != 200) fail_msg("HTTP %ld for %.300s", st, body);
+  xgr_value v;
+  xgr_error e;
+  if (!out->p || xgr_value_from_json_text(out->p, out->n, 0, &v, &e))
+    fail_msg("answer is not JSON (%s): %.300s\nfor %.300s", out->p ? e.message : "empty", out->p ? out->p : "", body);
+  const char *why = NULL;
+  if (v.kind == XGR_VLIST) {
+    if (xgr_list_size(v) == 0) fail_msg("an empty batch answer");
+    for (size_t i = 0; i < xgr_list_size(v); i++)
+      if (!valid_response(xgr_list_get(v, i), &why)) fail_msg("batch answer %zu: %s: %.300s", i, why, out->p);
+  } else if (!valid_response(v, &why)) {
+    fail_msg("%s: %.300s\nfor %.300s", why, out->p, body);
+  }
+  xgr_value_release(v);
+}
+
+static void test_rpc_fuzz(void **state) {
+  (void)state;
+  const char *sv = getenv("XGR_RPC_FUZZ_SECONDS"), *mv = getenv("XGR_RPC_FUZZ_MAX"), *seed = getenv("XGR_RPC_FUZZ_SEED");
+  double secs = sv ? atof(sv) : 8;
+  long max = mv ? atol(mv) : 40000;
+  g_rng = seed ? strtoull(seed, NULL, 10) : 0x9E3779B97F4A7C15ull;
+  if (!g_rng) g_rng = 1;
+  start_daemon();
+  /* something to act on: a rule, an orchestration, a session */
+  CURL *h = curl_easy_init();
+  hbuf out = {0};
+  double dt;
+  const char *setup[] = {
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_putRule\",\"params\":[{\"address\":\"S\",\"rule\":{\"payload\":{},"
+    "\"rules\":[\"true\"],\"onValid\":{\"waitSec\":3600},\"onInvalid\":{}}}]}",
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"xgr.putOrchestration\",\"params\":{\"orchestration\":{\"id\":\"w\","
+    "\"structure\":{\"S\":{\"rule\":\"S\",\"onValid\":{\"spawns\":[\"S\"]}}}}}}",
+    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\",\"rootPid\":1}}"};
+  for (size_t i = 0; i < 3; i++) {
+    long st = post(h, setup[i], strlen(setup[i]), &out, &dt);
+    check_answer(setup[i], st, &out, dt);
+    free(out.p);
+    out = (hbuf){0};
+  }
+  double t0 = now_s();
+  long n = 0, nbatch = 0, nbig = 0, ngarbage = 0;
+  while (n < max && now_s() - t0 < secs) {
+    txt t = {0};
+    unsigned kind = pick(20);
+    if (kind == 0) {   /* raw garbage */
+      unsigned len = pick(200);
+      for (unsigned i = 0; i < len; i++) {
+        char c = (char)pick(256);
+        put(&t, &c, 1);
+      }
+      if (!t.p) puts_(&t, "");
+      ngarbage++;
+    } else if (kind == 1) {   /* over the body cap */
+      puts_(&t, "[");
+      while (t.n < MAX_BODY + 10) puts_(&t, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_sessionAlive\"},");
+      puts_(&t, "1]");
+      nbig++;
+    } else if (kind < 5) {   /* a batch: small, or hundreds */
+      unsigned k = pick(4) ? 1 + pick(8) : 100 + pick(400);
+      puts_(&t, "[");
+      for (unsigned i = 0; i < k && t.n < MAX_BODY - 2048; i++) {
+        if (i) puts_(&t, ",");
+        gen_request(&t);
+      }
+      puts_(&t, "]");
+      nbatch++;
+    } else {
+      gen_request(&t);
+    }
+    long st = post(h, t.p, t.n, &out, &dt);
+    check_answer(t.p, st, &out, dt);
+    free(out.p);
+    out = (hbuf){0};
+    free(t.p);
+    n++;
+  }
+  print_message("%ld requests (%ld batches, %ld over the cap, %ld garbage) in %.1f s: %ld results, %ld errors\n", n,
+                nbatch, nbig, ngarbage, now_s() - t0, g_results, g_errors);
+  assert_true(g_results > 0 && g_errors > 0);
+  /* still serving, stops cleanly, no sanitizer report */
+  long st = post(h, setup[2], strlen(setup[2]), &out, &dt);
+  check_answer(setup[2], st, &out, dt);
+  free(out.p);
+  curl_easy_cleanup(h);
+  kill(g_pid, SIGTERM);
+  int status = 0;
+  waitpid(g_pid, &status, 0);
+  g_pid = 0;
+  char buf[1 << 16];
+  FILE *f = fopen(g_log, "r");
+  size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[k] = 0;
+  if (f) fclose(f);
+  if (strstr(buf, "AddressSanitizer") || strstr(buf, "runtime error:") || strstr(buf, "LeakSanitizer"))
+    fail_msg("sanitizer report in %s:\n%.4000s", g_log, strstr(buf, "Sanitizer") ? strstr(buf, "Sanitizer") : buf);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("xgrd stopped with status %d (see %s)", status, g_log);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  if (system(cmd)) { /* best effort */ }
+}
+
+static int teardown(void **state) {
+  (void)state;
+  if (g_pid > 0) {
+    kill(g_pid, SIGKILL);
+    waitpid(g_pid, NULL, 0);
+  }
+  return 0;
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  curl_global_init(CURL_GLOBAL_ALL);
+  const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_rpc_fuzz, teardown)};
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  curl_global_cleanup();
+  return rc;
+}
