@@ -25,3 +25,6 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 "$(dirname "$0")/permits/run.sh" "$B"
 # xgr run text output (issue 15): a 20,000-step loop and a 2,337-process fan-out, each under 2 s
 "$(dirname "$0")/cli/run_text.sh" "$B"
+# chain (issue 17): one eth_call's latency, then 1,000 sessions at once with one contract read each on anvil
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2 --latency-ms 20

@@ -47,6 +47,13 @@ for arg in "$@"; do
   esac
 done
 
+# contracts/: the pinned solc-js and the anvil test node (@foundry-rs/anvil ships the binary),
+# from contracts/package-lock.json, whenever node with npm is present (Node 20: /usr/bin/node).
+if command -v npm >/dev/null 2>&1 && [ "${XGR_DEPS_DRY:-0}" != 1 ]; then
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  (cd "$here/contracts" && npm ci --no-audit --no-fund --loglevel=error) || echo "deps: npm ci in contracts/ failed (chain tests will be skipped)"
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -20,6 +20,7 @@
 #include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
+#include "xgr/chain.h"
 #include "xgr/engine.h"
 #include "xgr/json.h"
 #include "xgr/script.h"
@@ -35,7 +36,8 @@
 static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
-        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n\n"
+        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n"
+        "               [--chain URL] [--chain NAME=URL]...\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
         "k-of-n state. Runs on the concurrent engine in real time (steps in parallel on all cores,\n"
@@ -53,6 +55,8 @@ static void usage(FILE *f) {
         "  --script FILE      timed control actions, e.g. [{\"at\":5000,\"wake\":{\"pid\":\"1:3\"},\"payload\":{}},\n"
         "                     {\"at\":0,\"kill\":\"1:4\"},{\"at\":0,\"pause\":\"1:2\"},{\"at\":10,\"resume\":\"1:2\"}]\n"
         "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+        "  --chain URL        Ethereum JSON-RPC node for contract reads (the default backend);\n"
+        "  --chain NAME=URL   a named backend, picked by a read's \"rpc\" selector (repeatable)\n"
         "  --store FILE       keep the run's audit trail in a SQLite store file (created if missing),\n"
         "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
         "                     --root-pid the session takes the owner's next rootPid in that file\n"
@@ -391,11 +395,12 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
 /* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
 static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
                       const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
-                      size_t nmap, double scale, bool quiet, run_store *rs, json_t **rep) {
+                      size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, run_store *rs,
+                      json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
   pthread_mutex_init(&ev.mu, NULL);
   if (rs) rs->p = xgr_persist_new(rs->st);
-  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true,
+  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true, .chain = chain,
                            .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
@@ -465,7 +470,8 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   return code;
 }
 
-int xgr_cmd_run(int argc, char **argv) {
+/* The command, with --chain backends collected into *chain (freed by xgr_cmd_run). */
+static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL, *store_file = NULL;
   long long max_steps = 10000, root_pid = 0, max_running = 0;
   int as_json = 0, quiet = 0, virtual_time = 0;
@@ -479,10 +485,10 @@ int xgr_cmd_run(int argc, char **argv) {
     {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
-    {"store", required_argument, NULL, 'D'}, {0, 0, 0, 0}};
+    {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -524,6 +530,15 @@ int xgr_cmd_run(int argc, char **argv) {
         }
         *eq = '\0';
         map[nmap++] = (xgr_api_map_entry){optarg, eq + 1};
+        break;
+      }
+      case 'C': {
+        xgr_error ce;
+        if (!*chain) *chain = xgr_chain_new();
+        if (xgr_chain_add(*chain, optarg, &ce)) {
+          fprintf(stderr, "xgr run: %s\n", ce.message);
+          return XGR_EXIT_USAGE;
+        }
         break;
       }
       case 'h': usage(stdout); return XGR_EXIT_OK;
@@ -615,10 +630,12 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   if (!root_pid) root_pid = 1;
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  xgr_chain_reader reader;
+  if (*chain) reader = xgr_chain_reader_of(*chain);
   if (!virtual_time) {
     json_t *rep = NULL;
     int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
-                          (uint32_t)max_running, map, nmap, scale, quiet || as_json, rs, &rep);
+                          (uint32_t)max_running, map, nmap, *chain ? &reader : NULL, scale, quiet || as_json, rs, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
@@ -645,7 +662,7 @@ int xgr_cmd_run(int argc, char **argv) {
     return code;
   }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
-  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
+  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = *chain ? &reader : NULL, .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v,
                            .on_effects = rs ? store_effects : NULL, .effects_ctx = rs};
   xgr_driver *drv = xgr_driver_new(&cfg);
@@ -682,4 +699,11 @@ int xgr_cmd_run(int argc, char **argv) {
   free(v.last);
   curl_global_cleanup();
   return exit_code;
+}
+
+int xgr_cmd_run(int argc, char **argv) {
+  xgr_chain *chain = NULL;
+  int code = run_cmd(argc, argv, &chain);
+  xgr_chain_free(chain);
+  return code;
 }
