@@ -1126,7 +1126,7 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 
 /* The URL for messages: a password in the user part or in a `password=` parameter is masked. */
-static char *mask_url(const char *url) {
+char *xgr_store_url_redacted(const char *url) {
   xgr_buf b = {0};
   const char *s = url;
   const char *scheme = strstr(s, "://");
@@ -1236,7 +1236,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   pgstore *g = xgr__xcalloc(1, sizeof *g);
   xgr__store_init_common(&g->base, &postgres_vt, cfg);
   g->url = xgr__xstrdup(url);
-  g->name = mask_url(url);
+  g->name = xgr_store_url_redacted(url);
   pthread_mutexattr_t ra;
   pthread_mutexattr_init(&ra);
   pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
