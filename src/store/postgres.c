@@ -90,7 +90,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
-  S_COUNT
+  S_PROCS_BULK, S_HISTS_BULK, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -143,6 +143,27 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_REG_LOCK] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 729))",
     [S_REG_ORCH] = REGISTER("orchestrations"),
     [S_REG_RULE] = REGISTER("rules"),
+    /* the process rows of a whole group in one statement: one array per column (unnest) */
+    [S_PROCS_BULK] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
+                     " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
+                     " payload, error, join_state, terminal_at)"
+                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
+                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::int[], $11::bigint[], $12::bigint[],"
+                     " $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[],"
+                     " $19::text[], $20::bigint[])"
+                     " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter = excluded.parent_iter,"
+                     " step = excluded.step, step_id = excluded.step_id, status = excluded.status,"
+                     " paused = excluded.paused, valid = excluded.valid, abort_reason = excluded.abort_reason,"
+                     " join_group = excluded.join_group, join_from_group = excluded.join_from_group,"
+                     " next_wake_at = excluded.next_wake_at, created_at = excluded.created_at,"
+                     " started_at = excluded.started_at, finished_at = excluded.finished_at,"
+                     " payload = excluded.payload, error = excluded.error, join_state = excluded.join_state,"
+                     " terminal_at = excluded.terminal_at",
+    [S_HISTS_BULK] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
+                     " abort_reason, at, finished_at, error, payload, recorded_at)"
+                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
+                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
+                     " $13::text[], $14::bigint[])",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= $1 LIMIT $2))",
     [S_GC_HIST] = "DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps WHERE recorded_at <= $1"
@@ -414,6 +435,153 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
   }
 }
 
+/* ---- bulk rows: the process and history rows of a group in two statements ------------------------ */
+
+/* A column of a bulk statement: a PostgreSQL array literal being built ({"a","b",NULL,...}). */
+typedef struct colbuf {
+  xgr_buf b;
+} colbuf;
+
+static void col_sep(colbuf *c) { xgr__buf_putc(&c->b, c->b.len ? ',' : '{'); }
+
+static void col_text(colbuf *c, const char *v) {
+  col_sep(c);
+  if (!v) {
+    xgr__buf_puts(&c->b, "NULL");
+    return;
+  }
+  xgr__buf_putc(&c->b, '"');
+  const char *run = v;
+  for (const char *q = v; *q; q++)
+    if (*q == '"' || *q == '\\') {
+      xgr__buf_put(&c->b, run, (size_t)(q - run));
+      xgr__buf_putc(&c->b, '\\');
+      run = q;
+    }
+  xgr__buf_puts(&c->b, run);
+  xgr__buf_putc(&c->b, '"');
+}
+
+static void col_i64(colbuf *c, int64_t x) {
+  col_sep(c);
+  xgr__buf_printf(&c->b, "%" PRId64, x);
+}
+
+static void col_u64(colbuf *c, uint64_t x) {
+  col_sep(c);
+  xgr__buf_printf(&c->b, "%" PRIu64, x);
+}
+
+/* Can the group go through the bulk path? Only entries whose order relative to the process and
+ * history rows does not matter: session rows, states, scopes (no removal, no registry, no
+ * counters, no marks). */
+static bool bulk_ok(xgr_store_changes **list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      op_kind t = list[i]->ops[k].kind;
+      if (t != OP_SESSION && t != OP_STATE && t != OP_PROC && t != OP_HIST && t != OP_SCOPE) return false;
+    }
+  return true;
+}
+
+static size_t proc_key_hash(const store_op *op) {
+  uint64_t x = op->root * 0x9E3779B97F4A7C15ULL ^ op->u.proc.iter;
+  for (const char *p = op->owner; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
+  x ^= x >> 31;
+  return (size_t)x;
+}
+
+/* Send the group's entries with every process row in one upsert and every history row in one
+ * insert (after the other entries, which touch neither table); the last state of a process in
+ * the group wins. A failing bulk statement is put on batch 0: the group is then applied again
+ * one batch at a time, which names the faulty batch. */
+static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now) {
+  size_t nprocs = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) nprocs += list[i]->ops[k].kind == OP_PROC;
+  size_t cap = 16;
+  while (cap < nprocs * 2) cap *= 2;
+  const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
+  colbuf pc[20], hc[14];
+  memset(pc, 0, sizeof pc);
+  memset(hc, 0, sizeof hc);
+  size_t nhist = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      const store_op *op = &list[i]->ops[k];
+      if (op->kind == OP_PROC) {
+        size_t h = proc_key_hash(op) & (cap - 1);
+        while (slot[h] && !(slot[h]->root == op->root && slot[h]->u.proc.iter == op->u.proc.iter &&
+                            !strcmp(slot[h]->owner, op->owner)))
+          h = (h + 1) & (cap - 1);
+        slot[h] = op;   /* a later state of the same process replaces the earlier */
+      } else if (op->kind == OP_HIST) {
+        const xgr_store_hist *x = &op->u.hist;
+        col_text(&hc[0], op->owner);
+        col_u64(&hc[1], op->root);
+        col_u64(&hc[2], x->iter);
+        col_u64(&hc[3], x->parent_iter);
+        col_i64(&hc[4], x->step);
+        col_text(&hc[5], x->step_id ? x->step_id : "");
+        col_i64(&hc[6], x->status);
+        col_i64(&hc[7], x->valid);
+        col_i64(&hc[8], x->abort_reason);
+        col_i64(&hc[9], x->at);
+        col_i64(&hc[10], x->finished_at);
+        col_text(&hc[11], x->error);
+        col_text(&hc[12], g->base.cfg.no_history_payload ? NULL : x->payload);
+        col_i64(&hc[13], now);
+        nhist++;
+      } else {
+        send_op(g, ps, i, k, op, now);
+      }
+    }
+  size_t nrows = 0;
+  for (size_t h = 0; h < cap; h++) {
+    const store_op *op = slot[h];
+    if (!op) continue;
+    const xgr_store_proc *x = &op->u.proc;
+    col_text(&pc[0], op->owner);
+    col_u64(&pc[1], op->root);
+    col_u64(&pc[2], x->iter);
+    col_u64(&pc[3], x->parent_iter);
+    col_i64(&pc[4], x->step);
+    col_text(&pc[5], x->step_id ? x->step_id : "");
+    col_i64(&pc[6], x->status);
+    col_i64(&pc[7], x->paused);
+    col_i64(&pc[8], x->valid);
+    col_i64(&pc[9], x->abort_reason);
+    col_i64(&pc[10], x->group);
+    col_i64(&pc[11], x->from_group);
+    col_i64(&pc[12], x->next_wake_at);
+    col_i64(&pc[13], x->created_at);
+    col_i64(&pc[14], x->started_at);
+    col_i64(&pc[15], x->finished_at);
+    col_text(&pc[16], x->payload ? x->payload : "{}");
+    col_text(&pc[17], x->error);
+    col_text(&pc[18], x->join);
+    if (x->status >= XGR_PROC_DONE) col_i64(&pc[19], now);
+    else col_text(&pc[19], NULL);
+    nrows++;
+  }
+  free(slot);
+  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[2] = {{pc, 20, nrows, S_PROCS_BULK},
+                                                                    {hc, 14, nhist, S_HISTS_BULK}};
+  for (int j = 0; j < 2; j++) {
+    params p = {0};
+    char *text[20];
+    for (int c = 0; c < bulk[j].ncol; c++) {
+      text[c] = NULL;
+      if (!bulk[j].rows) continue;
+      xgr__buf_putc(&bulk[j].c[c].b, '}');
+      text[c] = xgr__buf_finish(&bulk[j].c[c].b, NULL);
+      p_text(&p, text[c]);
+    }
+    if (bulk[j].rows) send_stmt(g, ps, bulk[j].stmt, &p, 0, 0, W_PLAIN);
+    for (int c = 0; c < bulk[j].ncol; c++) free(text[c]);
+  }
+}
+
 /* The outcome of one pipelined transaction attempt. */
 typedef struct pipe_result {
   bool ok;                      /* every statement ran */
@@ -443,7 +611,7 @@ static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, 
     }
     const pending *pe = &ps->p[i];
     xgr_store_changes *b = list[pe->batch];
-    store_op *op = &b->ops[pe->op];
+    store_op *op = pe->what != W_PLAIN ? &b->ops[pe->op] : NULL;
     ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_FATAL_ERROR && pr->ok) {
       pr->ok = false;
@@ -526,8 +694,12 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     xgr_error_clear(&list[i]->err);
   }
   if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
-  for (size_t i = 0; i < n && !ps.send_failed; i++)
-    for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
+  if (bulk_ok(list, n)) {
+    send_bulk(g, &ps, list, n, now);
+  } else {
+    for (size_t i = 0; i < n && !ps.send_failed; i++)
+      for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
+  }
   if (ps.send_failed || !PQpipelineSync(g->w)) {
     pr->ok = false;
     pr->conn_lost = true;

@@ -964,8 +964,10 @@ static void test_u64_round_trip(void **state) {
       xgr_store_session row = {.owner = T_OWNER, .root_pid = roots[i], .registry = "r", .ostc_id = "t",
                                .ostc_hash = "0x00", .next_iter = roots[i], .next_group = 1};
       xgr_store_changes_session(b, &row);
-      xgr_store_proc p = mkproc(roots[i], XGR_PROC_WAITING, "{}");
+      /* text that array literals and quoting must carry unchanged (the bulk path of PostgreSQL) */
+      xgr_store_proc p = mkproc(roots[i], XGR_PROC_WAITING, "{\"q\":\"a\\\"b\\\\c {},NULL\\n\u00e9\"}");
       p.parent_iter = roots[i] - 1;
+      p.error = i % 2 ? "NULL" : NULL;
       xgr_store_changes_proc(b, T_OWNER, roots[i], &p);
       xgr_store_hist h = {.iter = roots[i], .parent_iter = roots[i], .step_id = "B", .status = 2, .valid = 1};
       xgr_store_changes_hist(b, T_OWNER, roots[i], &h);
@@ -982,6 +984,9 @@ static void test_u64_round_trip(void **state) {
       assert_int_equal(xgr_store_procs(st, T_OWNER, roots[i], &ps, &np, &e), 0);
       assert_int_equal(np, 1);
       assert_true(ps[0].iter == roots[i] && ps[0].parent_iter == roots[i] - 1);
+      assert_string_equal(ps[0].payload, "{\"q\":\"a\\\"b\\\\c {},NULL\\n\u00e9\"}");
+      if (i % 2) assert_string_equal(ps[0].error, "NULL");
+      else assert_null(ps[0].error);
       xgr_store_procs_free(ps, np);
       xgr_store_hist *hs;
       size_t nh;
