@@ -20,7 +20,8 @@
  *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
  *                and ordered like the numbers (listing pages by rootPid).
  *   migrations   the same versions as SQLite, in PostgreSQL's dialect; applied under an advisory
- *                lock so nodes that start together migrate once.
+ *                lock so nodes that start together migrate once. Owner and mark keys are
+ *                COLLATE "C" (byte order, as SQLite compares them, and no locale cost in the keys).
  *   retention    as in SQLite: small delete steps between commits when no batch waits.
  */
 #include <assert.h>
@@ -41,24 +42,24 @@
 static const char *const migrations[] = {
     /* 1: the first schema */
     "CREATE DOMAIN xgr_u64 AS NUMERIC(20,0) CHECK (VALUE >= 0 AND VALUE <= 18446744073709551615);"
-    "CREATE TABLE owners(owner TEXT PRIMARY KEY, next_root xgr_u64 NOT NULL);"
+    "CREATE TABLE owners(owner TEXT COLLATE \"C\" PRIMARY KEY, next_root xgr_u64 NOT NULL);"
     "CREATE TABLE orchestrations(id TEXT NOT NULL, version BIGINT NOT NULL, hash TEXT NOT NULL,"
     "  owner TEXT NOT NULL, registered_at BIGINT NOT NULL, content BYTEA NOT NULL, PRIMARY KEY(id, version));"
     "CREATE INDEX orchestrations_hash ON orchestrations(hash);"
     "CREATE TABLE rules(id TEXT NOT NULL, version BIGINT NOT NULL, hash TEXT NOT NULL,"
     "  owner TEXT NOT NULL, registered_at BIGINT NOT NULL, content BYTEA NOT NULL, PRIMARY KEY(id, version));"
     "CREATE INDEX rules_hash ON rules(hash);"
-    "CREATE TABLE sessions(owner TEXT NOT NULL, root_pid xgr_u64 NOT NULL, registry TEXT NOT NULL DEFAULT '',"
+    "CREATE TABLE sessions(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, registry TEXT NOT NULL DEFAULT '',"
     "  ostc_id TEXT NOT NULL, ostc_hash TEXT NOT NULL, status INTEGER NOT NULL, killed_at BIGINT NOT NULL DEFAULT 0,"
     "  created_at BIGINT NOT NULL, finished_at BIGINT NOT NULL DEFAULT 0, next_iter xgr_u64 NOT NULL,"
     "  paused INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(owner, root_pid));"
-    "CREATE TABLE proc_rt(owner TEXT NOT NULL, root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL,"
+    "CREATE TABLE proc_rt(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL,"
     "  parent_iter xgr_u64 NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
     "  paused INTEGER NOT NULL, valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, join_group BIGINT NOT NULL,"
     "  join_from_group BIGINT NOT NULL, next_wake_at BIGINT NOT NULL, created_at BIGINT NOT NULL,"
     "  started_at BIGINT NOT NULL, finished_at BIGINT NOT NULL, payload TEXT NOT NULL, error TEXT,"
     "  join_state TEXT, terminal_at BIGINT, PRIMARY KEY(owner, root_pid, iter));"
-    "CREATE TABLE proc_steps(owner TEXT NOT NULL, root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL,"
+    "CREATE TABLE proc_steps(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL,"
     "  parent_iter xgr_u64 NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
     "  valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, at BIGINT NOT NULL, finished_at BIGINT NOT NULL,"
     "  error TEXT, payload TEXT, recorded_at BIGINT NOT NULL, PRIMARY KEY(owner, root_pid, iter));",
@@ -66,7 +67,7 @@ static const char *const migrations[] = {
     "ALTER TABLE sessions ADD COLUMN next_group BIGINT NOT NULL DEFAULT 1;"
     "UPDATE sessions SET next_group = 1 + (SELECT COALESCE(MAX(GREATEST(r.join_group, r.join_from_group)), 0)"
     "  FROM proc_rt r WHERE r.owner = sessions.owner AND r.root_pid = sessions.root_pid);"
-    "CREATE TABLE proc_scopes(owner TEXT NOT NULL, root_pid xgr_u64 NOT NULL, grp BIGINT NOT NULL,"
+    "CREATE TABLE proc_scopes(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, grp BIGINT NOT NULL,"
     "  PRIMARY KEY(owner, root_pid, grp));"
     "INSERT INTO proc_scopes SELECT owner, root_pid, join_from_group FROM proc_rt"
     "  WHERE join_state IS NOT NULL AND (join_state::jsonb ->> 'closed') = 'true' AND join_from_group > 0"
@@ -76,7 +77,7 @@ static const char *const migrations[] = {
     "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
     "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
     /* 3: single-use marks (used control permits until their expiry) */
-    "CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at BIGINT NOT NULL);"
+    "CREATE TABLE marks(key TEXT COLLATE \"C\" PRIMARY KEY, expires_at BIGINT NOT NULL);"
     "CREATE INDEX marks_expiry ON marks(expires_at);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -90,7 +91,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
-  S_PROCS_BULK, S_HISTS_BULK, S_COUNT
+  S_PROCS_BULK, S_HISTS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -164,6 +165,15 @@ static const char *const stmt_sql[S_COUNT] = {
                      " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
                      " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
                      " $13::text[], $14::bigint[])",
+    /* the last state of every session of a group; $8 is the commit's time */
+    [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
+                      " next_group = u.next_group, paused = u.paused,"
+                      " finished_at = CASE WHEN u.status <> 0 AND s.status = 0 THEN $8 ELSE s.finished_at END"
+                      " FROM unnest($1::text[], $2::numeric[], $3::int[], $4::bigint[], $5::numeric[], $6::bigint[],"
+                      " $7::int[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused)"
+                      " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
+    [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
+                          " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= $1 LIMIT $2))",
     [S_GC_HIST] = "DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps WHERE recorded_at <= $1"
@@ -462,14 +472,34 @@ static void col_text(colbuf *c, const char *v) {
   xgr__buf_putc(&c->b, '"');
 }
 
-static void col_i64(colbuf *c, int64_t x) {
+/* Decimal digits by hand: a group has some 30 numbers per row and tens of thousands of rows,
+ * and printf's parsing of its format showed as the writer's main cost. */
+static void col_u64(colbuf *c, uint64_t x) {
+  char t[24];
+  int i = (int)sizeof t;
+  do {
+    t[--i] = (char)('0' + x % 10);
+    x /= 10;
+  } while (x);
   col_sep(c);
-  xgr__buf_printf(&c->b, "%" PRId64, x);
+  xgr__buf_put(&c->b, t + i, sizeof t - (size_t)i);
 }
 
-static void col_u64(colbuf *c, uint64_t x) {
+static void col_i64(colbuf *c, int64_t x) {
+  if (x >= 0) {
+    col_u64(c, (uint64_t)x);
+    return;
+  }
+  char t[24];
+  int i = (int)sizeof t;
+  uint64_t u = (uint64_t)0 - (uint64_t)x;
+  do {
+    t[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  t[--i] = '-';
   col_sep(c);
-  xgr__buf_printf(&c->b, "%" PRIu64, x);
+  xgr__buf_put(&c->b, t + i, sizeof t - (size_t)i);
 }
 
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
@@ -485,23 +515,28 @@ static bool bulk_ok(xgr_store_changes **list, size_t n) {
 }
 
 static size_t proc_key_hash(const store_op *op) {
-  uint64_t x = op->root * 0x9E3779B97F4A7C15ULL ^ op->u.proc.iter;
+  uint64_t x = op->root * 0x9E3779B97F4A7C15ULL ^ (op->kind == OP_PROC ? op->u.proc.iter : 0);
   for (const char *p = op->owner; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
   x ^= x >> 31;
   return (size_t)x;
 }
 
-/* Send the group's entries with every process row in one upsert and every history row in one
- * insert (after the other entries, which touch neither table); the last state of a process in
- * the group wins. A failing bulk statement is put on batch 0: the group is then applied again
+/* Send the group's entries with the sessions' states in one update, every process row in one
+ * upsert and every history row in one insert (after the session rows and scopes, which are sent
+ * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
  * one batch at a time, which names the faulty batch. */
 static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now) {
-  size_t nprocs = 0;
+  size_t nprocs = 0, nstates = 0;
   for (size_t i = 0; i < n; i++)
-    for (size_t k = 0; k < list[i]->n; k++) nprocs += list[i]->ops[k].kind == OP_PROC;
-  size_t cap = 16;
+    for (size_t k = 0; k < list[i]->n; k++) {
+      nprocs += list[i]->ops[k].kind == OP_PROC;
+      nstates += list[i]->ops[k].kind == OP_STATE;
+    }
+  size_t cap = 16, scap = 16;
   while (cap < nprocs * 2) cap *= 2;
+  while (scap < nstates * 2) scap *= 2;
   const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
+  const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
   colbuf pc[20], hc[14];
   memset(pc, 0, sizeof pc);
   memset(hc, 0, sizeof hc);
@@ -532,10 +567,38 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
         col_text(&hc[12], g->base.cfg.no_history_payload ? NULL : x->payload);
         col_i64(&hc[13], now);
         nhist++;
+      } else if (op->kind == OP_STATE) {
+        size_t h = proc_key_hash(op) & (scap - 1);
+        while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
+        sslot[h] = op;   /* the last state of a session wins (states only move forward) */
       } else {
         send_op(g, ps, i, k, op, now);
       }
     }
+  /* session states after the session rows and scopes sent above; a session that ended loses its
+   * killed scopes */
+  colbuf sc[7], dc[2];
+  memset(sc, 0, sizeof sc);
+  memset(dc, 0, sizeof dc);
+  size_t nst = 0, ndel = 0;
+  for (size_t h = 0; h < scap; h++) {
+    const store_op *op = sslot[h];
+    if (!op) continue;
+    col_text(&sc[0], op->owner);
+    col_u64(&sc[1], op->root);
+    col_i64(&sc[2], op->u.state.status);
+    col_i64(&sc[3], op->u.state.killed_at);
+    col_u64(&sc[4], op->u.state.next_iter);
+    col_i64(&sc[5], op->u.state.next_group);
+    col_i64(&sc[6], op->u.state.paused);
+    nst++;
+    if (op->u.state.status != XGR_RESULT_RUNNING) {
+      col_text(&dc[0], op->owner);
+      col_u64(&dc[1], op->root);
+      ndel++;
+    }
+  }
+  free(sslot);
   size_t nrows = 0;
   for (size_t h = 0; h < cap; h++) {
     const store_op *op = slot[h];
@@ -565,9 +628,11 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     nrows++;
   }
   free(slot);
-  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[2] = {{pc, 20, nrows, S_PROCS_BULK},
+  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 7, nst, S_STATES_BULK},
+                                                                    {dc, 2, ndel, S_SCOPES_DEL_BULK},
+                                                                    {pc, 20, nrows, S_PROCS_BULK},
                                                                     {hc, 14, nhist, S_HISTS_BULK}};
-  for (int j = 0; j < 2; j++) {
+  for (int j = 0; j < 4; j++) {
     params p = {0};
     char *text[20];
     for (int c = 0; c < bulk[j].ncol; c++) {
@@ -577,6 +642,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
       text[c] = xgr__buf_finish(&bulk[j].c[c].b, NULL);
       p_text(&p, text[c]);
     }
+    if (bulk[j].stmt == S_STATES_BULK) p_i64(&p, now);
     if (bulk[j].rows) send_stmt(g, ps, bulk[j].stmt, &p, 0, 0, W_PLAIN);
     for (int c = 0; c < bulk[j].ncol; c++) free(text[c]);
   }

@@ -16,8 +16,10 @@
 # package; created with useradd when missing) and DIR is handed to it. XGR_PG_FSYNC=off turns
 # fsync off (tests: faster, nothing durable needed); the default is on (benchmarks measure
 # durable commits). initdb runs once into a template directory (XGR_PG_TEMPLATE, default
-# /tmp/xgr-pg-template-15-UID) that each cluster copies, so a start takes about one second.
-# `run` makes its directory under XGR_PG_TMP (default /tmp; the tests use /dev/shm with fsync off). When the binaries are missing the `run`
+# /tmp/xgr-pg-template-15-UID-walN) that each cluster copies, so a start takes about one second.
+# `run` makes its directory under XGR_PG_TMP (default /tmp; the tests use /dev/shm with fsync off).
+# WAL segments are 1 MB (XGR_PG_WAL_SEGSIZE, in MB: a small template to copy); benchmarks use 16,
+# PostgreSQL's default, since with fsync on every segment switch costs an fsync of its own. When the binaries are missing the `run`
 # command exits 77 (meson's "skipped").
 set -euo pipefail
 
@@ -36,7 +38,8 @@ pg_url() { echo "postgresql:///xgr?host=$1&user=xgr"; }
 
 # initdb runs once per machine into a template (several seconds on a loaded machine: it bootstraps
 # the catalogs); every cluster is a copy of it. Made under a lock, moved into place when complete.
-TEMPLATE=${XGR_PG_TEMPLATE:-/tmp/xgr-pg-template-15-$(id -u)}
+WALSEG=${XGR_PG_WAL_SEGSIZE:-1}
+TEMPLATE=${XGR_PG_TEMPLATE:-/tmp/xgr-pg-template-15-$(id -u)-wal$WALSEG}
 pg_template() {
   [ -f "$TEMPLATE/data/PG_VERSION" ] && return 0
   exec 9>"$TEMPLATE.lock"
@@ -46,7 +49,7 @@ pg_template() {
     tmp=$(mktemp -d "$TEMPLATE.new.XXXXXX")
     if [ "$(id -u)" -eq 0 ]; then chown "${XGR_PG_USER:-postgres}" "$tmp"; chmod 0755 "$tmp"; fi
     as_owner "$BIN/initdb" -D "$tmp/data" -U xgr -A trust -E UTF8 --no-locale --no-sync --no-instructions \
-      --wal-segsize=1 >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; rm -rf "$tmp"; flock -u 9; return 1; }
+      --wal-segsize="$WALSEG" >"$tmp/initdb.log" 2>&1 || { cat "$tmp/initdb.log" >&2; rm -rf "$tmp"; flock -u 9; return 1; }
     # the database `xgr` is part of the template too (CREATE DATABASE copies files: not per start)
     as_owner "$BIN/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 60 -o "-k $tmp -c listen_addresses=" \
       start >/dev/null || { cat "$tmp/server.log" >&2; rm -rf "$tmp"; flock -u 9; return 1; }
