@@ -237,7 +237,7 @@ static int res_error(const pgstore *g, const PGresult *res, PGconn *c, const cha
   const char *hint = state && !strcmp(state, "53100") ? " (the database's disk is full)"
                      : state && !strncmp(state, "08", 2) ? " (the connection to PostgreSQL was lost)"
                      : state && !strcmp(state, "25006") ? " (the database is read-only)" : "";
-  if (!state && PQstatus(c) == CONNECTION_BAD) hint = " (the connection to PostgreSQL was lost)";
+  if (!state) hint = " (the connection to PostgreSQL failed: xgr stops writing; restart it once the database is back)";
   return xgr_error_set(err, state_code(state), NULL, "store %s: %s: %s%s%s%s%s", g->name, what, msg,
                        state ? " [SQLSTATE " : "", state ? state : "", state ? "]" : "", hint);
 }

@@ -1102,6 +1102,41 @@ static void test_pg_schema(void **state) {
   free(dir);
 }
 
+/* PostgreSQL goes away under a running store (stopped with pg_ctl -m immediate, like a crash or a
+ * lost network): the next commit fails with an error that says so, the store is in the failed
+ * state and refuses every later write at once — as SQLite does on an I/O error. Last in the list:
+ * it stops the cluster of this run. */
+static void test_pg_server_gone(void **state) {
+  (void)state;
+  const char *pgdir = getenv("XGR_PG_DIR");
+  if (nkinds() < 3 || !pgdir) skip();
+  char *dir = t_tmpdir();
+  xgr_store *st = open_kind(2, dir, "gone.db", NULL);
+  xgr_error e;
+  xgr_store_session row = {.owner = T_OWNER, .root_pid = 1, .registry = "r", .ostc_id = "t", .ostc_hash = "", .next_iter = 2};
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_session(b, &row);
+  assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "%s /usr/lib/postgresql/15/bin/pg_ctl -D %s/data -m immediate -w stop >/dev/null",
+           getuid() == 0 ? "runuser -u postgres --" : "", pgdir);
+  assert_int_equal(system(cmd), 0);
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_RUNNING, 0, 3, 1, false);
+  int rc = xgr_store_commit(st, b, &e);
+  assert_int_equal(rc, XGR_EIO);
+  fprintf(stderr, "server gone: %s\n", e.message);
+  assert_non_null(strstr(e.message, "store postgresql:"));
+  xgr_error fe;
+  assert_int_equal(xgr_store_failed(st, &fe), XGR_EIO);
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_RUNNING, 0, 4, 1, false);
+  assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EIO);   /* refused at once */
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_table),
@@ -1119,6 +1154,7 @@ int main(void) {
       cmocka_unit_test(test_background_gc),
       cmocka_unit_test(test_u64_round_trip),
       cmocka_unit_test(test_pg_schema),
+      cmocka_unit_test(test_pg_server_gone),   /* last: stops the cluster */
   };
   return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
