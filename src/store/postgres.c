@@ -79,6 +79,10 @@ static const char *const migrations[] = {
     /* 3: single-use marks (used control permits until their expiry) */
     "CREATE TABLE marks(key TEXT COLLATE \"C\" PRIMARY KEY, expires_at BIGINT NOT NULL);"
     "CREATE INDEX marks_expiry ON marks(expires_at);",
+    /* 4: the gas budget of the SessionPermit that started a session */
+    "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
+    /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
+    "ALTER TABLE proc_steps ADD COLUMN api TEXT;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -95,7 +99,8 @@ enum {
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
-                    " finished_at, next_iter, paused, next_group) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                    " finished_at, next_iter, paused, next_group, max_total_gas)"                                   \
+                    " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 #define REGISTER(t)                                                                                              \
   "WITH ex AS (SELECT version, owner, registered_at FROM " t " WHERE id = $1 AND hash = $2 ORDER BY version LIMIT 1),"   \
   " ins AS (INSERT INTO " t "(id, version, hash, owner, registered_at, content) SELECT $1,"                      \
@@ -126,8 +131,8 @@ static const char *const stmt_sql[S_COUNT] = {
                " finished_at = excluded.finished_at, payload = excluded.payload, error = excluded.error,"
                " join_state = excluded.join_state, terminal_at = excluded.terminal_at",
     [S_HIST] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
-               " abort_reason, at, finished_at, error, payload, recorded_at)"
-               " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+               " abort_reason, at, finished_at, error, payload, recorded_at, api)"
+               " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     [S_SCOPE] = "INSERT INTO proc_scopes(owner, root_pid, grp) VALUES($1, $2, $3) ON CONFLICT DO NOTHING",
     [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner = $1 AND root_pid = $2",
     [S_RM_SESSION] = "DELETE FROM sessions WHERE owner = $1 AND root_pid = $2",
@@ -161,10 +166,10 @@ static const char *const stmt_sql[S_COUNT] = {
                      " payload = excluded.payload, error = excluded.error, join_state = excluded.join_state,"
                      " terminal_at = excluded.terminal_at",
     [S_HISTS_BULK] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
-                     " abort_reason, at, finished_at, error, payload, recorded_at)"
+                     " abort_reason, at, finished_at, error, payload, recorded_at, api)"
                      " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
                      " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
-                     " $13::text[], $14::bigint[])",
+                     " $13::text[], $14::bigint[], $15::text[])",
     /* the last state of every session of a group; $8 is the commit's time */
     [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
                       " next_group = u.next_group, paused = u.paused,"
@@ -332,6 +337,7 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_u64(&p, x->next_iter);
       p_i64(&p, x->paused);
       p_i64(&p, x->next_group);
+      p_text(&p, x->max_total_gas ? x->max_total_gas : "");
       send_stmt(g, ps, op->if_absent ? S_SESSION_NEW : S_SESSION, &p, bi, oi, op->if_absent ? W_SESSION_NEW : W_PLAIN);
       if (x->root_pid == UINT64_MAX) return;
       params q = {0};
@@ -399,6 +405,7 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_text(&p, h->error);
       p_text(&p, g->base.cfg.no_history_payload ? NULL : h->payload);
       p_i64(&p, now);
+      p_text(&p, h->api);
       send_stmt(g, ps, S_HIST, &p, bi, oi, W_PLAIN);
       return;
     }
@@ -537,7 +544,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   while (scap < nstates * 2) scap *= 2;
   const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
   const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
-  colbuf pc[20], hc[14];
+  colbuf pc[20], hc[15];
   memset(pc, 0, sizeof pc);
   memset(hc, 0, sizeof hc);
   size_t nhist = 0;
@@ -566,6 +573,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
         col_text(&hc[11], x->error);
         col_text(&hc[12], g->base.cfg.no_history_payload ? NULL : x->payload);
         col_i64(&hc[13], now);
+        col_text(&hc[14], x->api);
         nhist++;
       } else if (op->kind == OP_STATE) {
         size_t h = proc_key_hash(op) & (scap - 1);
@@ -631,7 +639,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 7, nst, S_STATES_BULK},
                                                                     {dc, 2, ndel, S_SCOPES_DEL_BULK},
                                                                     {pc, 20, nrows, S_PROCS_BULK},
-                                                                    {hc, 14, nhist, S_HISTS_BULK}};
+                                                                    {hc, 15, nhist, S_HISTS_BULK}};
   for (int j = 0; j < 4; j++) {
     params p = {0};
     char *text[20];
@@ -1079,11 +1087,11 @@ static void pg_close(xgr_store *st) {
 /* ---- reading (reader connection, under rmu) --------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group"
+                     "next_iter, paused, next_group, max_total_gas"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
-                  "recorded_at"
+                  "recorded_at, api"
 
 /* Run a read query; NULL (with *err) unless it returned rows. */
 static PGresult *rd_query(pgstore *g, const char *sql, const params *p, xgr_error *err) {
@@ -1110,6 +1118,7 @@ static void read_session_row(const PGresult *r, int i, xgr_store_session *o) {
   o->next_iter = get_u64(r, i, 9);
   o->paused = get_i64(r, i, 10) != 0;
   o->next_group = (uint32_t)get_i64(r, i, 11);
+  o->max_total_gas = get_text(r, i, 12);
 }
 
 /* the proc columns start at column `c` */
@@ -1148,6 +1157,7 @@ static void read_hist_row(const PGresult *r, int i, xgr_store_hist *h) {
   h->error = get_text(r, i, 9);
   h->payload = get_text(r, i, 10);
   h->recorded_at = get_i64(r, i, 11);
+  h->api = get_text(r, i, 12);
 }
 
 static int pg_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {

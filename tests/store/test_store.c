@@ -1017,7 +1017,8 @@ static void test_u64_round_trip(void **state) {
   free(dir);
 }
 
-/* PostgreSQL: a new schema migrates from 0 and a reopen finds the current version; a schema
+/* PostgreSQL: a new schema migrates from 0 and a reopen finds the current version; an older one
+ * migrates (version 3 with a row: the later columns come with their defaults); a schema
  * with other tables but no schema_version, and one with a newer version, are refused; stores
  * opened by several threads at once migrate once; a read-only open reads. */
 typedef struct open_arg {
@@ -1060,6 +1061,28 @@ static void test_pg_schema(void **state) {
   xgr_store_close(st);
   char url[512];
   xgr_error e;
+  /* a schema at version 3 (columns of 4 and 5 taken away, a session row written by SQL) migrates
+   * to the current version on open and its row reads back with the new columns' defaults */
+  pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
+                       " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
+                       " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
+                       " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
+                       " abort_reason, at, finished_at, recorded_at) VALUES('0xold', 7, 1, 0, 0, 'A', 2, 1, 0, 1, 2, 3)");
+  st = open_kind(2, dir, "m.db", NULL);
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, 3);
+  xgr_store_session old;
+  assert_int_equal(xgr_store_session_get(st, "0xold", UINT64_MAX, &old, &e), 0);
+  assert_string_equal(old.max_total_gas, "");
+  assert_true(old.next_group == 1 && old.next_iter == 2);
+  xgr_store_session_clear(&old);
+  xgr_store_hist *oh;
+  size_t noh;
+  assert_int_equal(xgr_store_history(st, "0xold", 7, &oh, &noh, &e), 0);
+  assert_int_equal(noh, 1);
+  assert_null(oh[0].api);
+  xgr_store_hists_free(oh, noh);
+  xgr_store_close(st);
   /* read-only: reads work, writes are refused */
   pg_url(dir, "m.db", url, sizeof url);
   xgr_store_config ro = {.read_only = true};
