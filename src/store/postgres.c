@@ -199,6 +199,7 @@ typedef struct pgstore {
   PGconn *w;                    /* writer connection (writer thread only after open) */
   PGconn *r;                    /* reader connection, under rmu */
   pthread_mutex_t rmu;          /* recursive */
+  bool r_snapshot;              /* load_live's read transaction is open on r */
 
   pthread_t thread;
   bool has_thread;
@@ -1093,9 +1094,31 @@ static void pg_close(xgr_store *st) {
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
                   "recorded_at, api"
 
-/* Run a read query; NULL (with *err) unless it returned rows. */
+static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err);
+
+/* Run a read query; NULL (with *err) unless it returned rows. A reader connection that broke
+ * (the server restarted) is opened again once: reads need no state from before. */
 static PGresult *rd_query(pgstore *g, const char *sql, const params *p, xgr_error *err) {
-  PGresult *r = PQexecParams(g->r, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL, p ? p->fmt : NULL, 0);
+  PGresult *r = NULL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (PQstatus(g->r) == CONNECTION_BAD && !g->r_snapshot) {   /* (a new one would not be in the snapshot) */
+      PQfinish(g->r);
+      g->r = NULL;
+      if (connect_one(g, &g->r, false, err)) return NULL;
+    }
+    r = PQexecParams(g->r, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL, p ? p->fmt : NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK || g->r_snapshot) break;
+    /* the connection itself failed (no SQLSTATE: client side; 08: connection; 57P: the server
+     * shut down): open a new one and try once more */
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (state && strncmp(state, "08", 2) && strncmp(state, "57P", 3)) break;
+    if (attempt) break;
+    PQclear(r);
+    r = NULL;
+    PQfinish(g->r);
+    g->r = NULL;
+    if (connect_one(g, &g->r, false, err)) return NULL;
+  }
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     res_error(g, r, g->r, "cannot read", err);
     PQclear(r);
@@ -1272,7 +1295,12 @@ static int pg_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
   pgstore *g = (pgstore *)st;
   pthread_mutex_lock(&g->rmu);
   PGresult *rs = NULL, *rp = NULL, *rg = NULL;
+  if (PQstatus(g->r) == CONNECTION_BAD) {   /* the server restarted since the last read */
+    PGresult *ping = rd_query(g, "SELECT 1", NULL, err);
+    PQclear(ping);
+  }
   int rc = exec_plain(g, g->r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
+  g->r_snapshot = true;
   if (!rc) {
     rs = rd_query(g, "SELECT " SESSION_COLS " FROM sessions WHERE status = 0 ORDER BY owner COLLATE \"C\", root_pid",
                   NULL, err);
@@ -1289,6 +1317,7 @@ static int pg_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
     if (!rg) rc = XGR_EIO;
     exec_plain(g, g->r, "COMMIT", &(xgr_error){0});
   }
+  g->r_snapshot = false;
   int ns = rs ? PQntuples(rs) : 0, np = rp ? PQntuples(rp) : 0, ng = rg ? PQntuples(rg) : 0;
   int ip = 0, ig = 0;
   for (int i = 0; !rc && i < ns; i++) {
