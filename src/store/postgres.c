@@ -1509,6 +1509,28 @@ static int migrate(pgstore *g, int *found, xgr_error *err) {
   return rc;
 }
 
+/* One writing store per database schema: the writer connection holds a session-level advisory
+ * lock keyed by the schema, so a second xgrd (or any second writer) on the same schema waits up
+ * to busy_timeout_ms and is then refused, instead of running the same sessions twice. The lock
+ * goes with the connection: a writer that is killed releases it as soon as PostgreSQL sees its
+ * connection close. (Several nodes sharing a database with leases is issue 18's coordination.) */
+static int take_writer_lock(pgstore *g, xgr_error *err) {
+  PGresult *r = PQexec(g->w, "SELECT pg_advisory_lock(hashtextextended('xgr store writer ' || current_schema(), 0))");
+  if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    PQclear(r);
+    return 0;
+  }
+  const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  int rc;
+  if (state && !strcmp(state, "55P03"))
+    rc = xgr_error_set(err, XGR_ESTATE, NULL, "store %s: another xgr process writes this database schema (waited %d ms "
+                       "for it); one writer per schema until several nodes can share one (issue 18)", g->name,
+                       g->base.cfg.busy_timeout_ms);
+  else rc = res_error(g, r, g->w, "cannot take the writer lock", err);
+  PQclear(r);
+  return rc;
+}
+
 xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg, xgr_error *err) {
   pgstore *g = xgr__xcalloc(1, sizeof *g);
   xgr__store_init_common(&g->base, &postgres_vt, cfg);
@@ -1538,6 +1560,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   }
   if (!ro) {
     if (connect_one(g, &g->w, true, err)) goto fail;
+    if (take_writer_lock(g, err)) goto fail;
     if (found < XGR_STORE_SCHEMA_VERSION) {
       int now_found = found;
       if (migrate(g, &now_found, err)) goto fail;

@@ -1017,7 +1017,8 @@ static void test_u64_round_trip(void **state) {
   free(dir);
 }
 
-/* PostgreSQL: a new schema migrates from 0 and a reopen finds the current version; an older one
+/* PostgreSQL: one writing store per schema at a time; a new schema migrates from 0 and a reopen
+ * finds the current version; an older one
  * migrates (version 3 with a row: the later columns come with their defaults); a schema
  * with other tables but no schema_version, and one with a newer version, are refused; stores
  * opened by several threads at once migrate once; a read-only open reads. */
@@ -1082,6 +1083,23 @@ static void test_pg_schema(void **state) {
   assert_int_equal(noh, 1);
   assert_null(oh[0].api);
   xgr_store_hists_free(oh, noh);
+  xgr_store_close(st);
+  /* one writer per schema: a second writing open waits busy_timeout_ms and is refused while the
+   * first is open (a read-only open is not); once the first closes, it opens */
+  st = open_kind(2, dir, "m.db", NULL);
+  char wurl[512];
+  pg_url(dir, "m.db", wurl, sizeof wurl);
+  xgr_store_config quick = {.busy_timeout_ms = 200};
+  assert_null(xgr_store_open(wurl, &quick, &e));
+  assert_int_equal(e.code, XGR_ESTATE);
+  assert_non_null(strstr(e.message, "another xgr process writes"));
+  xgr_store_config ro1 = {.read_only = true};
+  xgr_store *reader = xgr_store_open(wurl, &ro1, &e);
+  assert_non_null(reader);
+  xgr_store_close(reader);
+  xgr_store_close(st);
+  st = xgr_store_open(wurl, &quick, &e);
+  assert_non_null(st);
   xgr_store_close(st);
   /* read-only: reads work, writes are refused */
   pg_url(dir, "m.db", url, sizeof url);
