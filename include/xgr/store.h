@@ -93,8 +93,8 @@ xgr_store *xgr_store_open(const char *url, const xgr_store_config *cfg, xgr_erro
 void xgr_store_close(xgr_store *st);
 /* "memory" | "sqlite" | "postgresql" */
 const char *xgr_store_backend(const xgr_store *st);
-/* url as it may be logged: a password in it (postgresql://user:PASSWORD@..., password=...) is
- * replaced by ***. The caller frees the result. */
+/* url as it may be logged: its userinfo (postgresql://user:PASSWORD@...) and secret-looking query
+ * values (password=...) are replaced by ***. The caller frees the result. */
 char *xgr_store_url_redacted(const char *url);
 /* The schema version found in the file when it was opened (before migrations; 0 for a new file)
  * and the one it has now. */

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rule/rule_impl.h"   /* xgr__rule_mask_url */
 #include "store/store_impl.h"
 #include "util/buf.h"
 
@@ -1402,32 +1403,9 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 
-/* The URL for messages: a password in the user part or in a `password=` parameter is masked. */
-char *xgr_store_url_redacted(const char *url) {
-  xgr_buf b = {0};
-  const char *s = url;
-  const char *scheme = strstr(s, "://");
-  if (scheme) {
-    const char *auth = scheme + 3;
-    const char *end = auth + strcspn(auth, "/?");
-    const char *at = memchr(auth, '@', (size_t)(end - auth));
-    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-    if (colon) {
-      xgr__buf_put(&b, s, (size_t)(colon - s));
-      xgr__buf_put(&b, ":***", 4);
-      s = at;
-    }
-  }
-  for (;;) {
-    const char *pw = strstr(s, "password=");
-    if (!pw) break;
-    xgr__buf_put(&b, s, (size_t)(pw - s) + 9);
-    xgr__buf_put(&b, "***", 3);
-    s = pw + 9 + strcspn(pw + 9, "&");
-  }
-  xgr__buf_put(&b, s, strlen(s));
-  return xgr__buf_finish(&b, NULL);
-}
+/* The URL for messages and logs: the userinfo (user:password@) and secret-looking query values
+ * (password=, ...) masked by the rule engine's URL masking (src/rule/result.c, fuzzed). */
+char *xgr_store_url_redacted(const char *url) { return xgr__rule_mask_url(url); }
 
 static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err) {
   PGconn *c = PQconnectdb(g->url);
