@@ -19,6 +19,8 @@ PKGS=(
   libgraphviz-dev
   # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)
   chromium
+  # the PostgreSQL store (libpq) and its tests' throwaway clusters (issue 18, tests/pg)
+  postgresql libpq-dev
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
 )

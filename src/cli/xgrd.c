@@ -32,6 +32,7 @@
 #include "xgr/chain.h"
 #include "xgr/rpc.h"
 #include "xgr/secp.h"
+#include "xgr/store.h"
 
 #define EXIT_USAGE 2
 #define EXIT_HARD 3
@@ -57,8 +58,12 @@ static void usage(FILE *f) {
           "xgrd — the xgr daemon: JSON-RPC 2.0 over HTTP in front of the engine and the store\n\n"
           "usage: xgrd [options]\n\n"
           "  --listen ADDR:PORT     where to listen (default 127.0.0.1:8729; port 0 picks a free port)\n"
-          "  --store URL            sqlite:FILE, a plain FILE path, or memory: (default memory:, nothing survives)\n"
-          "  --sync full|normal     SQLite durability: fsync every commit (full, default) or WAL normal\n"
+          "  --store URL            sqlite:FILE, a plain FILE path, memory: (default memory:, nothing survives), or\n"
+          "                         a PostgreSQL database: postgresql://user@host:port/db or, on a unix socket,\n"
+          "                         postgresql:///db?host=/socket/dir (a libpq URI; docs/STORE.md)\n"
+          "  --sync full|normal     durability: every commit is on disk before it is acknowledged (full, default:\n"
+          "                         SQLite synchronous=FULL, PostgreSQL synchronous_commit=on) or not (normal:\n"
+          "                         WAL NORMAL / synchronous_commit=off; a crash may lose the last commits)\n"
           "  --workers N            engine worker threads (default: online CPUs)\n"
           "  --threads N            HTTP threads (default 8)\n"
           "  --config FILE          JSON object with any of these options without dashes (\"listen\", \"store\",\n"
@@ -388,7 +393,11 @@ int main(int argc, char **argv) {
                         .executor = executor,
                         .max_live = o.max_session_processes,
                         .max_session_steps = o.max_session_steps};
-  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
+  char store_name[512];   /* the store as logged: no password */
+  char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
+  snprintf(store_name, sizeof store_name, "%s", redacted);
+  free(redacted);
+  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", store_name, o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
   if (!d || xgr_rpcd_register(d, srv)) {
@@ -459,7 +468,7 @@ int main(int argc, char **argv) {
       store_failed = true;
       log_kv("error", "msg=\"store failed: no more work is accepted (writes answer -32009, /readyz 503); fix the store "
                       "and restart xgrd, which recovers everything committed\" store=%s error=\"%s\"",
-             o.store ? o.store : "memory:", se.message);
+             store_name, se.message);
     }
   }
   log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
