@@ -88,16 +88,17 @@ static int emit(const char *dir, const json_t *r) {
   json_array_foreach(json_object_get(r, "findings"), i, f) {
     const char *kind = json_string_value(json_object_get(f, "kind"));
     const char *step = json_string_value(json_object_get(f, "step"));
+    n++;
     for (int other = 0; other < 2; other++) {
       json_t *tr = json_object_get(f, other ? "otherTrace" : "trace");
-      if (!tr || (!json_array_size(tr) && strcmp(kind, "step_unreachable"))) continue;
+      if (!tr || !json_array_size(tr)) continue;   /* step_unreachable has no trace */
       json_t *fd = json_deep_copy(f);
       json_object_del(fd, "trace");
       json_object_del(fd, "otherTrace");
       json_t *file = json_pack("{s:O, s:o, s:O, s:s}", "replay", json_object_get(r, "replay"), "finding", fd, "trace", tr,
                                "which", other ? "otherTrace" : "trace");
       char path[4096];
-      snprintf(path, sizeof path, "%s/%02zu-%s%s%s%s.json", dir, ++n, kind, step ? "-" : "", step ? step : "", other ? "-other" : "");
+      snprintf(path, sizeof path, "%s/%02zu-%s%s%s%s.json", dir, n, kind, step ? "-" : "", step ? step : "", other ? "-other" : "");
       int rc = write_json(path, file);
       json_decref(file);
       if (rc) {

@@ -89,7 +89,7 @@ static void hash_bytes(const void *data, size_t n, uint64_t *h1, uint64_t *h2) {
   *h2 = b;
 }
 
-static uint64_t value_hash(xgr_value v) {
+static uint64_t value_hash_text(xgr_value v) {
   if (xgr_value_kind(v) == XGR_VNULL) return 0;
   size_t len;
   char *txt = xgr_value_to_json_text(v, 0, &len);
@@ -97,6 +97,52 @@ static uint64_t value_hash(xgr_value v) {
   if (txt) hash_bytes(txt, len, &h1, &h2);
   free(txt);
   return h1 | 1;
+}
+
+/* Payload hashes cached by the map's address: values are immutable once shared, and the cache
+ * holds a reference, so an address cannot be reused for another map while it is cached. */
+typedef struct vcache {
+  xgr_value *vals;
+  uint64_t *hashes;
+  size_t n, cap;
+} vcache;
+
+static uint64_t value_hash(vcache *c, xgr_value v) {
+  if (xgr_value_kind(v) != XGR_VMAP || !c) return value_hash_text(v);
+  uintptr_t key = (uintptr_t)v.as.m;
+  if (c->n * 2 >= c->cap) {
+    size_t nc = c->cap ? c->cap * 2 : 1024;
+    xgr_value *nv = xgr__xcalloc(nc, sizeof *nv);
+    uint64_t *nh = xgr__xcalloc(nc, sizeof *nh);
+    for (size_t i = 0; i < c->cap; i++)
+      if (c->hashes[i]) {
+        size_t j = mix64((uintptr_t)c->vals[i].as.m) & (nc - 1);
+        while (nh[j]) j = (j + 1) & (nc - 1);
+        nv[j] = c->vals[i];
+        nh[j] = c->hashes[i];
+      }
+    free(c->vals);
+    free(c->hashes);
+    c->vals = nv;
+    c->hashes = nh;
+    c->cap = nc;
+  }
+  size_t j = mix64(key) & (c->cap - 1);
+  while (c->hashes[j]) {
+    if ((uintptr_t)c->vals[j].as.m == key) return c->hashes[j];
+    j = (j + 1) & (c->cap - 1);
+  }
+  c->vals[j] = xgr_value_retain(v);
+  c->hashes[j] = value_hash_text(v);
+  c->n++;
+  return c->hashes[j];
+}
+
+static void vcache_free(vcache *c) {
+  for (size_t i = 0; i < c->cap; i++)
+    if (c->hashes[i]) xgr_value_release(c->vals[i]);
+  free(c->vals);
+  free(c->hashes);
 }
 
 /* ---- the exploration context ---------------------------------------------------------------- */
@@ -161,6 +207,7 @@ typedef struct ex {
   uint32_t max_live, max_live_node;
   xgr_buf canon;
   xgr_effects fx;
+  vcache *vc;             /* payload hashes */
 } ex;
 
 static unsigned decl_index(const ex *x, const xgr_join *d) {
@@ -248,7 +295,7 @@ typedef struct collect {
 static uint64_t join_hash(const ex *x, const xgr_join_state *js) {
   uint64_t h = mix64(decl_index(x, js->decl) + 1) ^ mix64(((uint64_t)js->closed << 8) | js->outcome);
   for (unsigned i = 0; i < js->decl->n; i++) {
-    h = mix64(h ^ value_hash(js->inbox[i]));
+    h = mix64(h ^ value_hash(x->vc, js->inbox[i]));
     h = mix64(h ^ (js->fail[i] ? 0x55 : 0xaa));
   }
   return h | 1;
@@ -266,7 +313,7 @@ static void collect_proc(void *ctx, const xgr_proc *p) {
   k->status = p->status;
   k->killed = xgr_session_scope_killed(c->s, p->group);
   k->wake = p->next_wake_at == XGR_NEVER ? INT64_MAX : p->next_wake_at <= c->now ? 0 : p->next_wake_at - c->now;
-  k->payload = value_hash(p->payload);
+  k->payload = value_hash(c->x->vc, p->payload);
   k->join = p->join ? join_hash(c->x, p->join) : 0;
   k->group = p->group;
   k->from_group = p->from_group;
@@ -434,7 +481,7 @@ static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out
       const xgr_branch *br = &x->o->steps[e->proc->step].branch[e->valid ? XGR_ON_VALID : XGR_ON_INVALID];
       if (!br->nspawns && !br->join)
         marks_add(&out->marks, &out->nmarks, MARK_LEAF | ((uint64_t)e->proc->step << 40) |
-                  ((uint64_t)(e->valid == 1) << 39) | (value_hash(e->proc->payload) & ((1ULL << 39) - 1)));
+                  ((uint64_t)(e->valid == 1) << 39) | (value_hash(x->vc, e->proc->payload) & ((1ULL << 39) - 1)));
     } else if (e->kind == XGR_FX_PROC && e->proc->join && !e->proc->join->closed) {
       x->opened[decl_index(x, e->proc->join->decl)] = true;
     }
@@ -1162,6 +1209,8 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   x.payload = xgr_value_kind(payload) == XGR_VMAP ? xgr_value_retain(payload) : xgr_map_new(0);
   x.complete = true;
   xgr_effects_init(&x.fx);
+  vcache vc = {0};
+  x.vc = &vc;
   x.decls = xgr__xcalloc(2 * o->nsteps + 1, sizeof *x.decls);
   for (size_t i = 0; i < o->nsteps; i++)
     for (int br = 0; br < 2; br++)
@@ -1244,6 +1293,7 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   free(x.opened);
   free(x.canon.p);
   xgr_effects_free(&x.fx);
+  vcache_free(&vc);
   xgr_value_release(x.payload);
   *out = r;
   return 0;

@@ -193,8 +193,8 @@ static void scenarios(const char *dir) {
       if (rep && strcmp(res, "limit")) {
         double secs = 0;
         bool complete = false;
-        int ok = check_one(de->d_name, b, start, payload, rep, true, 50000, NULL, &complete);
-        if (plain_outcomes(rep)) ok &= check_one(de->d_name, b, start, payload, rep, false, 50000, &secs, &complete);
+        int ok = check_one(de->d_name, b, start, payload, rep, true, 5000, NULL, &complete);
+        if (plain_outcomes(rep)) ok &= check_one(de->d_name, b, start, payload, rep, false, 5000, &secs, &complete);
         if (ok) nchecked++;
         else nskipped++;
         if (!strncmp(de->d_name, "seed", 4)) {
@@ -294,8 +294,8 @@ static void property(unsigned count) {
       snprintf(name, sizeof name, "random #%u", tried);
       bool complete;
       int before = nfail;
-      check_one(name, b, "S0", pl, rep, false, 100000, NULL, &complete);
-      check_one(name, b, "S0", pl, rep, true, 100000, NULL, &complete);
+      check_one(name, b, "S0", pl, rep, false, 20000, NULL, &complete);
+      check_one(name, b, "S0", pl, rep, true, 20000, NULL, &complete);
       if (nfail != before) printf("    bundle: %s\n", txt);
       runs++;
     }
