@@ -76,5 +76,13 @@ expect kofn_kill_race.json A valid 0 "timing_dependent:warning"
 # a cut exploration says so
 "$XGR" explore "$B/kofn_kill_race.json" --start A --max-states 5 --json | jq -e '.complete == false' > /dev/null || bad "--max-states 5 did not cut"
 
+# xgr check explores by default (warnings explore_<kind>, exit unchanged) and not with --no-explore
+"$XGR" check "$B/loop_nowait.json" > "$TMP/check.txt" 2>&1; rc=$?
+[ $rc = 0 ] || bad "check of loop_nowait: exit $rc, expected 0 (explore findings are warnings)"
+grep -q "warning: .*\[explore_unbounded_loop\]" "$TMP/check.txt" || bad "check does not report the loop: $(cat "$TMP/check.txt")"
+"$XGR" check --no-explore "$B/loop_nowait.json" 2>&1 | grep -q explore_ && bad "check --no-explore still explores"
+"$XGR" check --json "$B/pitfall.json" | jq -e '[.warnings[] | select(.code == "explore_join_unfulfillable")] | length > 0' > /dev/null ||
+  bad "check --json has no explore_join_unfulfillable warning"
+
 [ $fail = 0 ] && echo "ok: xgr explore findings and replays"
 exit $fail
