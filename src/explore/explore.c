@@ -370,7 +370,7 @@ static void canon_hash(ex *x, const xgr_session *s, int64_t now, const uint8_t *
   uint8_t tail[2] = {st.killed, (uint8_t)xgr_session_result_of(s)};
   xgr__buf_put(b, tail, sizeof tail);
   xgr__buf_put(b, omask, x->o->nsteps);
-  xgr__buf_put(b, marks, nmarks * sizeof *marks);
+  if (nmarks) xgr__buf_put(b, marks, nmarks * sizeof *marks);
   hash_bytes(b->p, b->len, h1, h2);
   free(ids);
   free(c.k);
@@ -1013,15 +1013,16 @@ static void loop_findings(ex *x, json_t *list, bool any_final) {
       if (!first) first = sid;
       xgr__buf_printf(&steps, "%s%s", steps.len ? " → " : "", sid);
     }
+    char *steps_txt = xgr__buf_finish(&steps, NULL);
     if (fresh && first) {
       finding(list, "unbounded_loop", !any_final && x->complete, first, NULL, trace,
               "a loop can run forever without a waitSec: %s repeats with no timer between its runs%s",
-              steps.p ? steps.p : first, any_final ? "" : " (no path ends)");
+              steps_txt[0] ? steps_txt : first, any_final ? "" : " (no path ends)");
       reported++;
     } else {
       json_decref(trace);
     }
-    free(steps.p);
+    free(steps_txt);
     free(all);
     free(tp);
     free(cp);
@@ -1096,7 +1097,7 @@ static json_t *marks_joins(const ex *x, const node *n) {
 }
 
 static bool same_marks(const node *a, const node *b) {
-  return a->result == b->result && a->nmarks == b->nmarks && !memcmp(a->marks, b->marks, a->nmarks * sizeof *a->marks);
+  return a->result == b->result && a->nmarks == b->nmarks && (!a->nmarks || !memcmp(a->marks, b->marks, a->nmarks * sizeof *a->marks));
 }
 
 /* Two paths agree on outcomes when every step both ran took one and the same outcome. */

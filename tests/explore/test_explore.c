@@ -29,7 +29,7 @@ static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* "result|J:outcome:P1+P2|..." with join entries sorted and unique. joins: [{join,outcome,pieces[]}] */
 static char *summary(const char *result, char **items, size_t n) {
-  qsort(items, n, sizeof *items, str_cmp);
+  if (n) qsort(items, n, sizeof *items, str_cmp);
   size_t len = strlen(result) + 1;
   for (size_t i = 0; i < n; i++) len += strlen(items[i]) + 1;
   char *s = malloc(len + 1);
@@ -45,7 +45,7 @@ static char *summary(const char *result, char **items, size_t n) {
 }
 
 static char *join_item(const char *join, const char *outcome, char **pieces, size_t np) {
-  qsort(pieces, np, sizeof *pieces, str_cmp);
+  if (np) qsort(pieces, np, sizeof *pieces, str_cmp);
   char buf[2048];
   snprintf(buf, sizeof buf, "%s:%s:", join, outcome);
   for (size_t i = 0; i < np; i++) {
