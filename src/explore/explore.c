@@ -782,7 +782,6 @@ static json_t *realize(ex *x, const uint32_t *path, size_t n) {
         free(so.marks);
       }
     }
-    if (getenv("XGR_EXPLORE_DEBUG") && !found) fprintf(stderr, "realize: no action matches at %zu (%zu actions)\n", i, l.n);
     if (!found) break;   /* cannot happen: every edge was produced by one of these actions */
   }
   xgr_session_free(s);
