@@ -166,7 +166,6 @@ typedef struct node {
   act a;                  /* the action from the parent */
   int64_t now;
   xgr_session *s;         /* until expanded */
-  uint8_t *omask;         /* per step: outcomes taken (bit 0 valid, 1 invalid, 2 error, 3 other) */
   uint64_t *marks;        /* sorted, unique */
   uint32_t nmarks;
   uint8_t kind;
@@ -178,6 +177,8 @@ typedef struct node {
 typedef struct edge {
   uint32_t from, to;
   bool advance;
+  uint8_t obit;           /* a step finished: its outcome (1 valid, 2 invalid, 4 error, 8 other); 0 otherwise */
+  uint16_t ostep;         /* ... and its step */
   uint64_t decided;       /* join declarations (index < 64) decided on this edge */
 } edge;
 
@@ -342,7 +343,7 @@ static pkey *live_sorted(const ex *x, const xgr_session *s, int64_t now, size_t 
   return c.k;
 }
 
-static void canon_hash(ex *x, const xgr_session *s, int64_t now, const uint8_t *omask, const uint64_t *marks,
+static void canon_hash(ex *x, const xgr_session *s, int64_t now, const uint64_t *marks,
                        uint32_t nmarks, uint64_t *h1, uint64_t *h2) {
   collect c = {.x = x, .now = now, .s = s};
   xgr_session_foreach(s, collect_proc, &c);
@@ -369,7 +370,6 @@ static void canon_hash(ex *x, const xgr_session *s, int64_t now, const uint8_t *
   xgr_session_state_get(s, &st);
   uint8_t tail[2] = {st.killed, (uint8_t)xgr_session_result_of(s)};
   xgr__buf_put(b, tail, sizeof tail);
-  xgr__buf_put(b, omask, x->o->nsteps);
   if (nmarks) xgr__buf_put(b, marks, nmarks * sizeof *marks);
   hash_bytes(b->p, b->len, h1, h2);
   free(ids);
@@ -408,12 +408,12 @@ static void table_put(ex *x, uint32_t idx) {
   x->table[j] = idx + 1;
 }
 
-static void edge_add(ex *x, uint32_t from, uint32_t to, bool advance, uint64_t decided) {
+static void edge_add(ex *x, uint32_t from, uint32_t to, bool advance, uint8_t obit, uint16_t ostep, uint64_t decided) {
   if (x->nedges == x->capedges) {
     x->capedges = x->capedges ? x->capedges * 2 : 1024;
     x->edges = xgr__xrealloc(x->edges, x->capedges * sizeof *x->edges);
   }
-  x->edges[x->nedges++] = (edge){from, to, advance, decided};
+  x->edges[x->nedges++] = (edge){from, to, advance, obit, ostep, decided};
 }
 
 /* ---- applying an action -------------------------------------------------------------------------- */
@@ -421,7 +421,8 @@ static void edge_add(ex *x, uint32_t from, uint32_t to, bool advance, uint64_t d
 typedef struct step_out {
   xgr_session *s;
   int64_t now;
-  uint8_t *omask;
+  uint8_t obit;           /* FINISH: the outcome taken (1 valid, 2 invalid, 4 error, 8 other) */
+  uint16_t ostep;
   uint64_t *marks;
   uint32_t nmarks;
   uint64_t decided;
@@ -433,8 +434,8 @@ typedef struct step_out {
 static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out) {
   out->s = s;
   out->now = n->now;
-  out->omask = xgr__xmalloc(x->o->nsteps);
-  memcpy(out->omask, n->omask, x->o->nsteps);
+  out->obit = 0;
+  out->ostep = 0;
   out->marks = n->nmarks ? xgr__xmalloc(n->nmarks * sizeof *out->marks) : NULL;
   if (n->nmarks) memcpy(out->marks, n->marks, n->nmarks * sizeof *out->marks);
   out->nmarks = n->nmarks;
@@ -461,7 +462,8 @@ static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out
     if (ruled) rule_outcome(x->b, s, p, &res, &ob, &o);
     else forced_outcome(x->b, p, a.outcome, &o);
     unsigned bit = o.kind == XGR_OUTCOME_VALID ? 1 : o.kind == XGR_OUTCOME_INVALID ? 2 : o.kind == XGR_OUTCOME_HARD_ERROR ? 4 : 8;
-    out->omask[step] |= (uint8_t)bit;
+    out->obit = (uint8_t)bit;
+    out->ostep = (uint16_t)step;
     out->ok = xgr_session_step_result(s, a.iter, &o, n->now, &x->fx, &err) == 0;
     if (ruled) xgr_step_result_free(&res);
   }
@@ -607,7 +609,6 @@ static uint32_t node_add(ex *x, uint32_t parent, act a, step_out *so, uint64_t h
   n->a = a;
   n->now = so->now;
   n->s = so->s;
-  n->omask = so->omask;
   n->marks = so->marks;
   n->nmarks = so->nmarks;
   n->live = (uint32_t)xgr_session_live(so->s);
@@ -663,7 +664,7 @@ static void search(ex *x, double t0) {
       step_out so;
       apply_act(x, &x->nodes[i], c, l.a[j], &so);
       uint64_t h1, h2;
-      canon_hash(x, so.s, so.now, so.omask, so.marks, so.nmarks, &h1, &h2);
+      canon_hash(x, so.s, so.now, so.marks, so.nmarks, &h1, &h2);
       uint32_t to = table_find(x, h1, h2);
       if (to == NONE32) {
         if (x->nnodes >= max_states) {
@@ -672,12 +673,11 @@ static void search(ex *x, double t0) {
         } else {
           to = node_add(x, (uint32_t)i, l.a[j], &so, h1, h2);
           so.s = NULL;
-          so.omask = NULL;
           so.marks = NULL;
         }
       }
       if (to != NONE32) {
-        edge_add(x, (uint32_t)i, to, so.advance, so.decided);
+        edge_add(x, (uint32_t)i, to, so.advance, so.obit, so.ostep, so.decided);
         /* first unfulfillable decision of each declaration (BFS: the shortest trace) */
         for (unsigned d = 0; d < x->ndecls && d < 64; d++) {
           if (!(so.decided >> d & 1)) continue;
@@ -692,7 +692,6 @@ static void search(ex *x, double t0) {
         }
       }
       if (so.s) xgr_session_free(so.s);
-      free(so.omask);
       free(so.marks);
     }
   }
@@ -731,13 +730,14 @@ static xgr_session *root_session(ex *x) {
 }
 
 /* Run path (node indices, path[0] the root) on a concrete session and describe each action.
- * Consecutive nodes must be joined by an edge; the action is found by matching hashes. */
-static json_t *realize(ex *x, const uint32_t *path, size_t n) {
+ * Consecutive nodes must be joined by an edge; the action is found by matching hashes and, where
+ * labels (may be NULL) gives one for the transition into path[i] (step << 8 | outcome bit), the
+ * step outcome it must take. */
+static json_t *realize(ex *x, const uint32_t *path, const uint32_t *labels, size_t n) {
   json_t *tr = json_array();
   node cur;
   memset(&cur, 0, sizeof cur);
   cur.now = 0;
-  cur.omask = xgr__xcalloc(x->o->nsteps, 1);
   xgr_session *s = root_session(x);
   acts l = {0};
   for (size_t i = 1; i < n && s; i++) {
@@ -763,29 +763,26 @@ static json_t *realize(ex *x, const uint32_t *path, size_t n) {
       step_out so;
       apply_act(x, &cur, c, l.a[j], &so);
       uint64_t h1, h2;
-      canon_hash(x, so.s, so.now, so.omask, so.marks, so.nmarks, &h1, &h2);
-      if (h1 == want->h1 && h2 == want->h2) {
+      canon_hash(x, so.s, so.now, so.marks, so.nmarks, &h1, &h2);
+      bool label_ok = !labels || !labels[i] || (so.obit == (labels[i] & 0xff) && so.ostep == labels[i] >> 8);
+      if (h1 == want->h1 && h2 == want->h2 && label_ok) {
         found = true;
         json_array_append_new(tr, desc);
         xgr_session_free(s);
         s = so.s;
-        free(cur.omask);
         free(cur.marks);
-        cur.omask = so.omask;
         cur.marks = so.marks;
         cur.nmarks = so.nmarks;
         cur.now = so.now;
       } else {
         json_decref(desc);
         xgr_session_free(so.s);
-        free(so.omask);
         free(so.marks);
       }
     }
     if (!found) break;   /* cannot happen: every edge was produced by one of these actions */
   }
   xgr_session_free(s);
-  free(cur.omask);
   free(cur.marks);
   free(l.a);
   return tr;
@@ -804,7 +801,7 @@ static size_t tree_path(const ex *x, uint32_t v, uint32_t **out) {
 static json_t *trace_to(ex *x, uint32_t v) {
   uint32_t *p;
   size_t n = tree_path(x, v, &p);
-  json_t *t = realize(x, p, n);
+  json_t *t = realize(x, p, NULL, n);
   free(p);
   return t;
 }
@@ -967,7 +964,8 @@ static size_t cycle_path(const ex *x, const csr *g, const uint32_t *comp, uint32
   return len;
 }
 
-/* The steps executed along a cycle (for the message). */
+/* Cycles without a clock advance: each component with one gives a finding whose trace reaches
+ * the component's first state (BFS order) and runs the shortest cycle through it twice. */
 static void loop_findings(ex *x, json_t *list, bool any_final) {
   csr g;
   csr_build(x, true, false, &g);
@@ -991,10 +989,12 @@ static void loop_findings(ex *x, json_t *list, bool any_final) {
       free(tp);
       continue;
     }
-    uint32_t *all = xgr__xmalloc((tn + cn) * sizeof *all);
+    /* the way in, then the cycle twice: the second round shows the state coming back */
+    uint32_t *all = xgr__xmalloc((tn + 2 * cn) * sizeof *all);
     memcpy(all, tp, tn * sizeof *all);
     memcpy(all + tn, cp + 1, (cn - 1) * sizeof *all);
-    json_t *trace = realize(x, all, tn + cn - 1);
+    memcpy(all + tn + cn - 1, cp + 1, (cn - 1) * sizeof *all);
+    json_t *trace = realize(x, all, NULL, tn + 2 * (cn - 1));
     /* the steps that finish along the cycle */
     xgr_buf steps = {0};
     const char *first = NULL;
@@ -1002,7 +1002,7 @@ static void loop_findings(ex *x, json_t *list, bool any_final) {
     json_t *a;
     bool fresh = false;
     json_array_foreach(trace, i, a) {
-      if (i < tn - 1 || !json_object_get(a, "finish")) continue;
+      if (i < tn - 1 || i >= tn - 1 + cn - 1 || !json_object_get(a, "finish")) continue;   /* first round */
       const char *sid = json_string_value(json_object_get(a, "step"));
       int st = xgr_orch_find(x->o, sid);
       if (st >= 0 && !xgr_stepset_has(&seen, (unsigned)st)) {
@@ -1099,7 +1099,6 @@ static bool same_marks(const node *a, const node *b) {
   return a->result == b->result && a->nmarks == b->nmarks && (!a->nmarks || !memcmp(a->marks, b->marks, a->nmarks * sizeof *a->marks));
 }
 
-/* Two paths agree on outcomes when every step both ran took one and the same outcome. */
 /* Same session result and the same join decisions (leaf marks aside): one line of "results". */
 static bool same_result(const node *a, const node *b) {
   if (a->result != b->result) return false;
@@ -1110,15 +1109,6 @@ static bool same_result(const node *a, const node *b) {
     if (i == a->nmarks || j == b->nmarks) return i == a->nmarks && j == b->nmarks;
     if (a->marks[i++] != b->marks[j++]) return false;
   }
-}
-
-static bool compatible(const ex *x, const node *a, const node *b) {
-  for (size_t s = 0; s < x->o->nsteps; s++) {
-    uint8_t p = a->omask[s], q = b->omask[s];
-    if (!p || !q) continue;
-    if (p != q || (p & (p - 1))) return false;
-  }
-  return true;
 }
 
 static char *result_text(const ex *x, const node *n) {
@@ -1136,6 +1126,150 @@ static char *result_text(const ex *x, const node *n) {
   }
   json_decref(j);
   return xgr__buf_finish(&b, NULL);
+}
+
+/* ---- timing: the same outcomes, different results ----------------------------------------------------
+ * A product search over (state, outcome assignment): from the root, follow edges whose finished
+ * step either has no outcome yet in the assignment (it gets the edge's) or took the same one, so
+ * every path is a run in which each step always takes one outcome. Final states reached this way
+ * are compared pairwise: two assignments that agree on every step both assign, and results that
+ * differ, mean the result depends on timing. Bounded (the pairs are exponential in the worst case);
+ * the findings it gives are real either way. */
+
+typedef struct tpair {
+  uint32_t node, parent, edge;
+} tpair;
+
+typedef struct tsearch {
+  tpair *p;
+  size_t n, cap;
+  uint8_t *asg;           /* n * nsteps outcome bits */
+  uint32_t *table;
+  size_t tcap;
+} tsearch;
+
+static uint64_t tp_hash(const ex *x, uint32_t nd, const uint8_t *a) {
+  uint64_t h1, h2;
+  hash_bytes(a, x->o->nsteps, &h1, &h2);
+  return mix64(h1 ^ mix64(nd + 0x9e37ULL));
+}
+
+static uint32_t tp_find_or_add(const ex *x, tsearch *t, uint32_t nd, const uint8_t *a, uint32_t parent, uint32_t via,
+                               bool *added) {
+  size_t ns = x->o->nsteps;
+  *added = false;
+  if ((t->n + 1) * 2 > t->tcap) {
+    size_t nc = t->tcap ? t->tcap * 2 : 4096;
+    uint32_t *tb = xgr__xcalloc(nc, sizeof *tb);
+    for (size_t i = 0; i < t->n; i++) {
+      size_t j = tp_hash(x, t->p[i].node, t->asg + i * ns) & (nc - 1);
+      while (tb[j]) j = (j + 1) & (nc - 1);
+      tb[j] = (uint32_t)i + 1;
+    }
+    free(t->table);
+    t->table = tb;
+    t->tcap = nc;
+  }
+  size_t j = tp_hash(x, nd, a) & (t->tcap - 1);
+  while (t->table[j]) {
+    uint32_t q = t->table[j] - 1;
+    if (t->p[q].node == nd && !memcmp(t->asg + (size_t)q * ns, a, ns)) return q;
+    j = (j + 1) & (t->tcap - 1);
+  }
+  if (t->n == t->cap) {
+    t->cap = t->cap ? t->cap * 2 : 4096;
+    t->p = xgr__xrealloc(t->p, t->cap * sizeof *t->p);
+    t->asg = xgr__xrealloc(t->asg, t->cap * ns);
+  }
+  uint32_t idx = (uint32_t)t->n++;
+  t->p[idx] = (tpair){nd, parent, via};
+  memcpy(t->asg + (size_t)idx * ns, a, ns);
+  t->table[j] = idx + 1;
+  *added = true;
+  return idx;
+}
+
+static bool agree(const uint8_t *a, const uint8_t *b, size_t n) {
+  for (size_t s = 0; s < n; s++)
+    if (a[s] && b[s] && a[s] != b[s]) return false;
+  return true;
+}
+
+static json_t *pair_trace(ex *x, const tsearch *t, uint32_t q) {
+  size_t n = 0;
+  for (uint32_t u = q; u != NONE32; u = t->p[u].parent) n++;
+  uint32_t *path = xgr__xmalloc(n * sizeof *path), *lab = xgr__xcalloc(n, sizeof *lab);
+  size_t i = n;
+  for (uint32_t u = q; u != NONE32; u = t->p[u].parent) {
+    --i;
+    path[i] = t->p[u].node;
+    if (t->p[u].edge != NONE32) {
+      const edge *e = &x->edges[t->p[u].edge];
+      if (e->obit) lab[i] = (uint32_t)e->ostep << 8 | e->obit;
+    }
+  }
+  json_t *tr = realize(x, path, lab, n);
+  free(path);
+  free(lab);
+  return tr;
+}
+
+static void timing(ex *x, json_t *findings) {
+  size_t ns = x->o->nsteps, limit = 4 * x->nnodes + 100000;
+  if (limit > 3000000) limit = 3000000;
+  /* out-edges by source, as edge indices */
+  uint32_t *off = xgr__xcalloc(x->nnodes + 1, sizeof *off), *eix = xgr__xmalloc((x->nedges + 1) * sizeof *eix);
+  for (size_t i = 0; i < x->nedges; i++) off[x->edges[i].from + 1]++;
+  for (size_t i = 0; i < x->nnodes; i++) off[i + 1] += off[i];
+  uint32_t *fill = xgr__xmalloc((x->nnodes + 1) * sizeof *fill);
+  memcpy(fill, off, (x->nnodes + 1) * sizeof *fill);
+  for (size_t i = 0; i < x->nedges; i++) eix[fill[x->edges[i].from]++] = (uint32_t)i;
+  free(fill);
+  tsearch t = {0};
+  uint8_t *a = xgr__xcalloc(ns + 1, 1);
+  bool added;
+  tp_find_or_add(x, &t, 0, a, NONE32, NONE32, &added);
+  uint32_t *fin = NULL;
+  size_t nfin = 0;
+  for (size_t h = 0; h < t.n && t.n < limit; h++) {
+    uint32_t v = t.p[h].node;
+    if (x->nodes[v].kind == N_FINAL || x->nodes[v].kind == N_STALL) {
+      if (nfin < 4000) {
+        fin = xgr__xrealloc(fin, (nfin + 1) * sizeof *fin);
+        fin[nfin++] = (uint32_t)h;
+      }
+      continue;
+    }
+    for (uint32_t k = off[v]; k < off[v + 1]; k++) {
+      const edge *e = &x->edges[eix[k]];
+      memcpy(a, t.asg + h * ns, ns);
+      if (e->obit) {
+        if (a[e->ostep] && a[e->ostep] != e->obit) continue;
+        a[e->ostep] = e->obit;
+      }
+      tp_find_or_add(x, &t, e->to, a, (uint32_t)h, eix[k], &added);
+    }
+  }
+  bool found = false;
+  for (size_t i = 0; i < nfin && !found; i++)
+    for (size_t j = i + 1; j < nfin && !found; j++) {
+      const node *na = &x->nodes[t.p[fin[i]].node], *nb = &x->nodes[t.p[fin[j]].node];
+      if (same_marks(na, nb) || !agree(t.asg + (size_t)fin[i] * ns, t.asg + (size_t)fin[j] * ns, ns)) continue;
+      found = true;
+      char *ta = result_text(x, na), *tb = result_text(x, nb);
+      finding(findings, "timing_dependent", false, NULL, NULL, pair_trace(x, &t, fin[i]),
+              "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)", ta, tb);
+      json_object_set_new(json_array_get(findings, json_array_size(findings) - 1), "otherTrace", pair_trace(x, &t, fin[j]));
+      free(ta);
+      free(tb);
+    }
+  free(fin);
+  free(a);
+  free(off);
+  free(eix);
+  free(t.p);
+  free(t.asg);
+  free(t.table);
 }
 
 static json_t *results_and_timing(ex *x, json_t *findings) {
@@ -1162,22 +1296,7 @@ static json_t *results_and_timing(ex *x, json_t *findings) {
                                              "count", (json_int_t)count, "joins", marks_joins(x, n)));
   }
   free(done);
-  /* timing: same outcomes, different results */
-  size_t lim = nfin < 4000 ? nfin : 4000;
-  bool found = false;
-  for (size_t i = 0; i < lim && !found; i++)
-    for (size_t j = i + 1; j < lim && !found; j++) {
-      const node *a = &x->nodes[fin[i]], *b = &x->nodes[fin[j]];
-      if (same_marks(a, b) || !compatible(x, a, b)) continue;
-      found = true;
-      char *ta = result_text(x, a), *tb = result_text(x, b);
-      json_t *tr = trace_to(x, fin[i]);
-      finding(findings, "timing_dependent", false, NULL, NULL, tr,
-              "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)", ta, tb);
-      json_object_set_new(json_array_get(findings, json_array_size(findings) - 1), "otherTrace", trace_to(x, fin[j]));
-      free(ta);
-      free(tb);
-    }
+  timing(x, findings);
   free(fin);
   return results;
 }
@@ -1228,9 +1347,8 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   /* root */
   step_out so = {.now = 0};
   so.s = root_session(&x);
-  so.omask = xgr__xcalloc(o->nsteps, 1);
   uint64_t h1, h2;
-  canon_hash(&x, so.s, 0, so.omask, NULL, 0, &h1, &h2);
+  canon_hash(&x, so.s, 0, NULL, 0, &h1, &h2);
   node_add(&x, NONE32, (act){0}, &so, h1, h2);
   search(&x, t0);
 
@@ -1280,7 +1398,6 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   json_object_set_new(r, "seconds", json_real(now_seconds() - t0));
 
   for (size_t v = 0; v < x.nnodes; v++) {
-    free(x.nodes[v].omask);
     free(x.nodes[v].marks);
   }
   free(x.nodes);
