@@ -426,6 +426,8 @@ typedef struct step_out {
   uint64_t *marks;
   uint32_t nmarks;
   uint64_t decided;
+  uint32_t joins[16];     /* decisions of this action: declaration << 2 | outcome (the first 16) */
+  unsigned njoins;
   bool advance;
   bool ok;
 } step_out;
@@ -440,6 +442,7 @@ static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out
   if (n->nmarks) memcpy(out->marks, n->marks, n->nmarks * sizeof *out->marks);
   out->nmarks = n->nmarks;
   out->decided = 0;
+  out->njoins = 0;
   out->advance = a.kind == ACT_ADVANCE;
   out->ok = true;
   xgr_effects_reset(&x->fx);
@@ -479,6 +482,7 @@ static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out
         if (js->inbox[k].kind != XGR_VNULL) mask |= 1ULL << k;
       marks_add(&out->marks, &out->nmarks, MARK_JOIN | ((uint64_t)d << 40) | ((uint64_t)js->outcome << 32) | mask);
       if (d < 64) out->decided |= 1ULL << d;
+      if (out->njoins < 16) out->joins[out->njoins++] = d << 2 | (unsigned)js->outcome;
     } else if (e->kind == XGR_FX_PROC && e->status == XGR_PROC_DONE) {
       const xgr_branch *br = &x->o->steps[e->proc->step].branch[e->valid ? XGR_ON_VALID : XGR_ON_INVALID];
       if (!br->nspawns && !br->join)
@@ -679,16 +683,10 @@ static void search(ex *x, double t0) {
       if (to != NONE32) {
         edge_add(x, (uint32_t)i, to, so.advance, so.obit, so.ostep, so.decided);
         /* first unfulfillable decision of each declaration (BFS: the shortest trace) */
-        for (unsigned d = 0; d < x->ndecls && d < 64; d++) {
-          if (!(so.decided >> d & 1)) continue;
-          const node *tn = &x->nodes[to];
-          for (uint32_t q = 0; q < tn->nmarks; q++) {
-            uint64_t m = tn->marks[q];
-            if ((m & (3ULL << 62)) != MARK_JOIN || ((m >> 40) & 0x3fffff) != d) continue;
-            unsigned outc = (unsigned)(m >> 32) & 0xff;
-            if (outc == XGR_JOIN_SATISFIED) x->satisfied[d] = true;
-            if (outc == XGR_JOIN_UNFULFILLABLE && x->unf_node[d] == NONE32) x->unf_node[d] = to;
-          }
+        for (unsigned q = 0; q < so.njoins; q++) {
+          unsigned d = so.joins[q] >> 2, outc = so.joins[q] & 3;
+          if (outc == XGR_JOIN_SATISFIED) x->satisfied[d] = true;
+          if (outc == XGR_JOIN_UNFULFILLABLE && x->unf_node[d] == NONE32) x->unf_node[d] = to;
         }
       }
       if (so.s) xgr_session_free(so.s);
@@ -1340,9 +1338,17 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   x.satisfied = xgr__xcalloc(x.ndecls + 1, sizeof *x.satisfied);
   x.opened = xgr__xcalloc(x.ndecls + 1, sizeof *x.opened);
   /* finishing a scope-free process first is exact only without timers and rules */
-  x.reduce_finish = !x.cfg.rules;
-  for (size_t i = 0; b && b->step_rule && i < o->nsteps; i++)
+  /* finishing a process whose scope has no open join first is exact without timers (a result
+   * before or after a clock jump gives its children other deadlines) and without cancelSession
+   * (it aborts processes everywhere) */
+  x.reduce_finish = true;
+  for (size_t i = 0; b && b->step_rule && i < o->nsteps; i++) {
+    const xgr_rule *rl = b->step_rule[i];
+    if (!rl) continue;
     if (static_wait(b, (unsigned)i, true) || static_wait(b, (unsigned)i, false)) x.reduce_finish = false;
+    for (size_t k = 0; x.cfg.rules && k < rl->nrules; k++)
+      if (rl->rules[k].type == RR_CANCEL_SESSION) x.reduce_finish = false;
+  }
 
   /* root */
   step_out so = {.now = 0};
