@@ -522,12 +522,11 @@ static bool open_join(const xgr_session *s, uint32_t g) {
   return t && t->join && !t->join->closed;
 }
 
-static void push_finishes(const ex *x, const xgr_session *s, const pkey *p, acts *l) {
+static void push_finishes(const ex *x, const pkey *p, acts *l) {
   if (rule_decides(x->b, x->cfg.rules, p->step)) {
     acts_push(l, (act){.kind = ACT_FINISH, .outcome = 3, .iter = p->iter});
     return;
   }
-  (void)s;
   for (unsigned o = 0; o < 3; o++)
     if (x->cfg.outcomes & (1u << o)) acts_push(l, (act){.kind = ACT_FINISH, .outcome = (uint8_t)o, .iter = p->iter});
 }
@@ -568,7 +567,7 @@ static void actions(const ex *x, const xgr_session *s, int64_t now, bool full, a
   if (!full && x->reduce_finish) {
     for (size_t i = 0; i < n; i++) {
       if (k[i].status != XGR_PROC_RUNNING || open_join(s, k[i].group)) continue;
-      push_finishes(x, s, &k[i], l);
+      push_finishes(x, &k[i], l);
       free(k);
       return;
     }
@@ -576,7 +575,7 @@ static void actions(const ex *x, const xgr_session *s, int64_t now, bool full, a
   for (size_t i = 0; i < n; i++) {
     const xgr_proc *p = xgr_session_find(s, k[i].iter);
     if (p->status == XGR_PROC_RUNNING) {
-      push_finishes(x, s, &k[i], l);
+      push_finishes(x, &k[i], l);
     } else if (p->status == XGR_PROC_WAITING && !p->paused && p->next_wake_at <= now && !(p->join && !p->join->closed)) {
       if (xgr_session_join_steps_has(s, p->step) || running < cap) acts_push(l, (act){.kind = ACT_PROMOTE, .iter = p->iter});
     }
@@ -705,14 +704,13 @@ static void search(ex *x, double t0) {
 
 /* ---- traces --------------------------------------------------------------------------------------- */
 
-static json_t *act_json(const ex *x, const xgr_session *s, act a, unsigned step, const xgr_step_outcome *o) {
+static json_t *act_json(const ex *x, act a, unsigned step, const xgr_step_outcome *o) {
   char pid[48];
   xgr_pid_format(ROOT_PID, a.iter, pid, sizeof pid);
   if (a.kind == ACT_ADVANCE) return json_pack("{s:I}", "advance", (json_int_t)a.at);
   if (a.kind == ACT_PROMOTE) return json_pack("{s:s, s:s}", "promote", pid, "step", step_id(x, step));
   const char *oc = o->kind == XGR_OUTCOME_VALID ? "valid" : o->kind == XGR_OUTCOME_INVALID ? "invalid"
                  : o->kind == XGR_OUTCOME_HARD_ERROR ? "error" : o->kind == XGR_OUTCOME_ABORT_STEP ? "abortStep" : "cancelSession";
-  (void)s;
   return json_pack("{s:s, s:s, s:s, s:s}", "finish", pid, "step", step_id(x, step), "outcome", oc, "by",
                    a.outcome == 3 ? "rule" : "forced");
 }
@@ -753,10 +751,10 @@ static json_t *realize(ex *x, const uint32_t *path, const uint32_t *labels, size
         xgr_outcome_buf ob;
         if (l.a[j].outcome == 3) rule_outcome(x->b, c, p, &res, &ob, &o);
         else forced_outcome(x->b, p, l.a[j].outcome, &o);
-        desc = act_json(x, c, l.a[j], step, &o);
+        desc = act_json(x, l.a[j], step, &o);
         if (l.a[j].outcome == 3) xgr_step_result_free(&res);
       } else {
-        desc = act_json(x, c, l.a[j], step, NULL);
+        desc = act_json(x, l.a[j], step, NULL);
       }
       step_out so;
       apply_act(x, &cur, c, l.a[j], &so);
