@@ -64,7 +64,8 @@ static void usage(FILE *f) {
         "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
         "  --quiet            no timeline, only the tree\n"
         "  --replay FILE      with --virtual-time: replay a trace written by `xgr explore --emit` (its\n"
-        "                     forced outcomes and order; --start and --payload default to the trace's)\n\n"
+        "                     forced outcomes and order; --start and --payload default to the trace's;\n"
+        "                     BUNDLE may then be a plain orchestration)\n\n"
         "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
         "3 the bundle does not load.\n",
         f);
@@ -627,6 +628,20 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   xgr_diags_init(&d);
   xgr_bundle *b = NULL;
   int rc = xgr_bundle_load_file(argv[optind], &b, &e, &d);
+  if (rc && replay) {   /* a plain orchestration: a trace of forced outcomes needs no rules */
+    xgr_orch *po = NULL;
+    xgr_diags d2;
+    xgr_diags_init(&d2);
+    if (!xgr_orch_load_file(argv[optind], &po, &e, &d2) && (b = calloc(1, sizeof *b))) {
+      b->orch = po;
+      rc = 0;
+      xgr_diags_free(&d);
+      xgr_diags_init(&d);
+    } else {
+      xgr_orch_free(po);
+    }
+    xgr_diags_free(&d2);
+  }
   if (rc) {
     cli_print_errors(stderr, argv[optind], &d);
     xgr_diags_free(&d);

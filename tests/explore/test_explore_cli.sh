@@ -69,6 +69,21 @@ expect undecided.json A valid,invalid,error 0 "join_unfulfillable:warning unboun
 # 2-of-3 kill join: which producers finish first decides the pieces (a kill race)
 expect kofn_kill_race.json A valid 0 "timing_dependent:warning"
 
+# a plain orchestration: explored with forced outcomes, its traces replay on the orchestration alone
+O=${XGR_SRC:-$HERE/../..}/tests/orch/docs/seed003_7_4_pitfall.json
+if [ -f "$O" ]; then
+  "$XGR" explore "$O" --start A1 --emit "$TMP/orch" --json > "$TMP/orch.json"; rc=$?
+  [ $rc = 1 ] || bad "orchestration pitfall: exit $rc, expected 1"
+  for t in "$TMP/orch"/*join_unfulfillable*.json; do
+    j=$(jq -r .finding.join "$t")
+    "$XGR" run "$O" --virtual-time --replay "$t" --json |
+      jq -e --arg j "$j" '[.processes[] | select(.step == $j and .join.outcome == "unfulfillable")] | length > 0' > /dev/null ||
+      bad "$t: replay on the plain orchestration does not show $j unfulfillable"
+  done
+else
+  bad "missing $O"
+fi
+
 # usage errors
 "$XGR" explore "$B/pitfall.json" --start NOPE > /dev/null 2>&1; [ $? = 2 ] || bad "unknown start step: expected exit 2"
 "$XGR" explore "$B/pitfall.json" --start A1 --outcomes valid,maybe > /dev/null 2>&1; [ $? = 2 ] || bad "bad --outcomes: expected exit 2"
