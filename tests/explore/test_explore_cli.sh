@@ -84,6 +84,11 @@ else
   bad "missing $O"
 fi
 
+# kill races both ways: each pair of pieces is reached with the third producer killed while waiting
+# and with it started and finishing (two final states per result)
+"$XGR" explore "$B/kofn_kill_race.json" --start A --outcomes valid --json |
+  jq -e '[.results[] | .count] == [2,2,2] and (.results | length) == 3' > /dev/null || bad "kofn kill race: expected 3 results x 2 final states"
+
 # usage errors
 "$XGR" explore "$B/pitfall.json" --start NOPE > /dev/null 2>&1; [ $? = 2 ] || bad "unknown start step: expected exit 2"
 "$XGR" explore "$B/pitfall.json" --start A1 --outcomes valid,maybe > /dev/null 2>&1; [ $? = 2 ] || bad "bad --outcomes: expected exit 2"
