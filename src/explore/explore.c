@@ -78,15 +78,23 @@ static uint64_t mix64(uint64_t x) {
   return x;
 }
 
+/* Two independent 64-bit hashes of n bytes, a word at a time (the canonical form of every new
+ * state goes through here: it was half of the search's time byte by byte). */
 static void hash_bytes(const void *data, size_t n, uint64_t *h1, uint64_t *h2) {
   const unsigned char *p = data;
-  uint64_t a = 0xcbf29ce484222325ULL, b = 0x9e3779b97f4a7c15ULL;
-  for (size_t i = 0; i < n; i++) {
-    a = (a ^ p[i]) * 0x100000001b3ULL;
-    b = mix64(b + p[i] + i);
+  uint64_t a = 0x243f6a8885a308d3ULL ^ n, b = 0x13198a2e03707344ULL;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    a = mix64(a ^ w);
+    b = (b ^ w) * 0x9fb21c651e98df25ULL;
+    b ^= b >> 29;
   }
-  *h1 = mix64(a ^ n);
-  *h2 = b;
+  uint64_t w = 0;
+  if (i < n) memcpy(&w, p + i, n - i);
+  *h1 = mix64(a ^ w ^ ((uint64_t)(n - i) << 56));
+  *h2 = mix64(b ^ w ^ 0xa4093822299f31d0ULL);
 }
 
 static uint64_t value_hash_text(xgr_value v) {
@@ -209,7 +217,12 @@ typedef struct ex {
   xgr_buf canon;
   xgr_effects fx;
   vcache *vc;             /* payload hashes */
+  size_t pending;         /* processes (+1 per session) held by unexpanded states: the memory bound */
 } ex;
+
+/* Unexpanded states keep their core (a few hundred bytes per live process): beyond this many
+ * processes held (about 256 MiB) no new state is added and the exploration is cut. */
+#define PENDING_MAX ((size_t)1 << 20)
 
 static unsigned decl_index(const ex *x, const xgr_join *d) {
   for (unsigned i = 0; i < x->ndecls; i++)
@@ -621,6 +634,7 @@ static uint32_t node_add(ex *x, uint32_t parent, act a, step_out *so, uint64_t h
     n->level = x->nodes[parent].level + 1;
   }
   table_put(x, idx);
+  x->pending += n->live + 1;
   if (n->live > x->max_live) {
     x->max_live = n->live;
     x->max_live_node = idx;
@@ -645,6 +659,7 @@ static void search(ex *x, double t0) {
     }
     node *n = &x->nodes[i];
     xgr_session *s = n->s;
+    x->pending -= n->live + 1;   /* this state's session leaves the frontier */
     actions(x, s, n->now, false, &l);
     if (!l.n) {
       n->kind = n->live ? N_STALL : N_FINAL;
@@ -670,7 +685,7 @@ static void search(ex *x, double t0) {
       canon_hash(x, so.s, so.now, so.marks, so.nmarks, &h1, &h2);
       uint32_t to = table_find(x, h1, h2);
       if (to == NONE32) {
-        if (x->nnodes >= max_states) {
+        if (x->nnodes >= max_states || x->pending > PENDING_MAX) {
           x->complete = false;
           to = NONE32;
         } else {
