@@ -1200,6 +1200,38 @@ static uint32_t tp_find_or_add(const ex *x, tsearch *t, uint32_t nd, const uint8
   return idx;
 }
 
+/* The payloads of a final state's leaf processes (those that ended a branch without spawning), as
+ * a sorted set of hashes: which step produced them does not matter, only what the session left. */
+static size_t leaf_payloads(const node *n, uint64_t *out) {
+  size_t k = 0;
+  for (uint32_t i = 0; i < n->nmarks; i++)
+    if ((n->marks[i] & (3ULL << 62)) == MARK_LEAF) {
+      uint64_t h = n->marks[i] & ((1ULL << 39) - 1);
+      size_t j = 0;
+      while (j < k && out[j] < h) j++;
+      if (j < k && out[j] == h) continue;
+      memmove(out + j + 1, out + j, (k - j) * sizeof *out);
+      out[j] = h;
+      k++;
+    }
+  return k;
+}
+
+/* Whether two final states differ in what a user sees: the session result, a join's decision or
+ * pieces, or the payloads left behind. (Which producer ran before a kill is timing by design and
+ * only counts through these.) *payloads_only tells that only the payloads differ. */
+static bool results_differ(const node *a, const node *b, bool *payloads_only) {
+  *payloads_only = false;
+  if (!same_result(a, b)) return true;
+  uint64_t *pa = xgr__xmalloc((a->nmarks + 1) * sizeof *pa), *pb = xgr__xmalloc((b->nmarks + 1) * sizeof *pb);
+  size_t na = leaf_payloads(a, pa), nb = leaf_payloads(b, pb);
+  bool differ = na != nb || (na && memcmp(pa, pb, na * sizeof *pa));
+  free(pa);
+  free(pb);
+  *payloads_only = differ;
+  return differ;
+}
+
 static bool agree(const uint8_t *a, const uint8_t *b, size_t n) {
   for (size_t s = 0; s < n; s++)
     if (a[s] && b[s] && a[s] != b[s]) return false;
@@ -1265,11 +1297,15 @@ static void timing(ex *x, json_t *findings) {
   for (size_t i = 0; i < nfin && !found; i++)
     for (size_t j = i + 1; j < nfin && !found; j++) {
       const node *na = &x->nodes[t.p[fin[i]].node], *nb = &x->nodes[t.p[fin[j]].node];
-      if (same_marks(na, nb) || !agree(t.asg + (size_t)fin[i] * ns, t.asg + (size_t)fin[j] * ns, ns)) continue;
+      bool payloads_only;
+      if (same_marks(na, nb) || !results_differ(na, nb, &payloads_only) ||
+          !agree(t.asg + (size_t)fin[i] * ns, t.asg + (size_t)fin[j] * ns, ns))
+        continue;
       found = true;
       char *ta = result_text(x, na), *tb = result_text(x, nb);
       finding(findings, "timing_dependent", false, NULL, NULL, pair_trace(x, &t, fin[i]),
-              "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)", ta, tb);
+              "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)%s", ta,
+              tb, payloads_only ? " (the same join results; which processes finish and what payloads they leave differ)" : "");
       json_object_set_new(json_array_get(findings, json_array_size(findings) - 1), "otherTrace", pair_trace(x, &t, fin[j]));
       free(ta);
       free(tb);
