@@ -1207,20 +1207,21 @@ xgr_session *xgr_session_clone(const xgr_session *s) {
   t->paused = s->paused;
   t->result = s->result;
   t->killed_at = s->killed_at;
-  for (size_t i = 0; i < s->nsbuckets; i++)
-    for (const scope *c = s->sbuckets[i]; c; c = c->hash_next) {
-      scope *d = scope_get(t, c->id);
-      d->target = c->target;
-      d->killed = c->killed;
-      d->closed = c->closed;
-    }
+  size_t pos = 0;
+  for (const scope *c; (c = xgr__hashmap_next(&s->scopes, &pos, NULL));) {
+    scope *d = scope_get(t, c->id);
+    d->target = c->target;
+    d->killed = c->killed;
+    d->closed = c->closed;
+  }
   size_t n;
   uint64_t *its = live_iters(s, &n);
   for (size_t i = 0; i < n; i++) {
     const xgr_proc *p = proc_find(s, its[i]);
     xgr_proc *q = xgr__xmalloc(sizeof *q);
     *q = *p;
-    q->scope_prev_ = q->scope_next_ = q->hash_next_ = NULL;
+    q->scope_prev_ = q->scope_next_ = NULL;
+    q->scope_ = NULL;
     q->payload = xgr_value_retain(p->payload);
     q->error = p->error ? xgr__xstrdup(p->error) : NULL;
     if (p->join) {
@@ -1233,6 +1234,7 @@ xgr_session *xgr_session_clone(const xgr_session *s) {
     heap_sync(t, q);
   }
   free(its);
+  check_invariants(t);
   return t;
 }
 
@@ -1245,10 +1247,11 @@ int xgr_session_promote_iter(xgr_session *s, uint64_t iter, int64_t now, xgr_eff
     return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is not due for promotion", pid);
   if (!xgr_stepset_has(&s->join_steps, p->step) && s->running >= s->max_running)
     return xgr_error_set(err, XGR_ESTATE, NULL, "process %s: the session runs %zu processes, its cap", pid, s->running);
-  scope *c = scope_find(s, p->group);
-  if (c && c->killed) {   /* dispatch gate */
+  scope *c = p->scope_;
+  if (c->killed) {   /* dispatch gate */
     abort_proc(s, p, XGR_ABORT_JOIN_KILL, now, fx);
     settle(s, now, fx);
+    check_invariants(s);
     return 0;
   }
   p->status = XGR_PROC_RUNNING;
@@ -1257,6 +1260,7 @@ int xgr_session_promote_iter(xgr_session *s, uint64_t iter, int64_t now, xgr_eff
   heap_sync(s, p);
   fx_push(fx, XGR_FX_RUN_STEP, p);
   fx_proc(fx, p);
+  check_invariants(s);
   return 1;
 }
 
