@@ -31,3 +31,5 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 # chain (issue 17): one eth_call's latency, then 1,000 sessions at once with one contract read each on anvil
 XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2
 XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2 --latency-ms 20
+# explore (issue 21): complete explorations of the seeds' examples and a 6-branch 3-of-6 kill join with backloops
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/explore/bench_explore"

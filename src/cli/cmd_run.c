@@ -22,6 +22,7 @@
 #include "xgr/driver.h"
 #include "xgr/chain.h"
 #include "xgr/engine.h"
+#include "xgr/explore.h"
 #include "xgr/json.h"
 #include "xgr/script.h"
 #include "xgr/store.h"
@@ -61,7 +62,10 @@ static void usage(FILE *f) {
         "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
         "                     --root-pid the session takes the owner's next rootPid in that file\n"
         "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
-        "  --quiet            no timeline, only the tree\n\n"
+        "  --quiet            no timeline, only the tree\n"
+        "  --replay FILE      with --virtual-time: replay a trace written by `xgr explore --emit` (its\n"
+        "                     forced outcomes and order; --start and --payload default to the trace's;\n"
+        "                     BUNDLE may then be a plain orchestration)\n\n"
         "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
         "3 the bundle does not load.\n",
         f);
@@ -473,6 +477,9 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
 /* The command, with --chain backends collected into *chain (freed by xgr_cmd_run). */
 static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL, *store_file = NULL;
+  const char *replay_file = NULL;
+  json_t *replay = NULL;
+  char *replay_payload = NULL;   /* the trace's payload as text, when --payload is not given */
   long long max_steps = 10000, root_pid = 0, max_running = 0;
   int as_json = 0, quiet = 0, virtual_time = 0;
   double scale = 1;
@@ -485,10 +492,11 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
-    {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'}, {0, 0, 0, 0}};
+    {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'},
+    {"replay", required_argument, NULL, 'R'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -497,6 +505,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
       case 'v': virtual_time = 1; break;
       case 'S': script_file = optarg; break;
       case 'D': store_file = optarg; break;
+      case 'R': replay_file = optarg; break;
       case 'j': as_json = 1; break;
       case 'q': quiet = 1; break;
       case 'T':
@@ -552,9 +561,24 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   char owner_lc[43];   /* addresses compare case-insensitively; kept lowercased, as xgrd does */
   for (size_t k = 0; k < 43; k++) owner_lc[k] = (char)tolower((unsigned char)owner[k]);
   owner = owner_lc;
+  if (replay_file) {   /* a trace of `xgr explore --emit`: its start and payload unless given */
+    char *rbuf;
+    size_t rlen;
+    xgr_error re;
+    if (!virtual_time || xgr_file_read(replay_file, &rbuf, &rlen, 64u << 20, &re) || (xgr_json_parse(rbuf, rlen, &replay, &re), free(rbuf), !replay)) {
+      fprintf(stderr, "xgr run: --replay %s: %s\n", replay_file, virtual_time ? re.message : "needs --virtual-time");
+      return XGR_EXIT_USAGE;
+    }
+    const json_t *rs = json_object_get(replay, "replay");
+    if (!start) start = json_string_value(json_object_get(rs, "start"));
+    if (!payload_s && json_is_object(json_object_get(rs, "payload")))
+      payload_s = replay_payload = json_dumps(json_object_get(rs, "payload"), JSON_COMPACT);
+  }
   if (optind != argc - 1 || !start) {
     fprintf(stderr, "xgr run: %s\n", !start ? "--start STEP is required" : "exactly one BUNDLE is expected");
     usage(stderr);
+    free(replay_payload);
+    json_decref(replay);
     return XGR_EXIT_USAGE;
   }
   xgr_error e;
@@ -565,6 +589,8 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     xgr_error_clear(&e);
     if (payload_s[0] == '@' && xgr_file_read(payload_s + 1, &pbuf, &plen, 16u << 20, &e)) {
       fprintf(stderr, "xgr run: --payload %s: %s\n", payload_s, e.message);
+      free(replay_payload);
+      json_decref(replay);
       return XGR_EXIT_USAGE;
     }
     int bad = xgr_value_from_json_text(pbuf ? pbuf : payload_s, pbuf ? plen : strlen(payload_s), 0, &payload, &e) ||
@@ -573,9 +599,12 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     if (bad) {
       fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
       xgr_value_release(payload);
+      free(replay_payload);
+      json_decref(replay);
       return XGR_EXIT_USAGE;
     }
   }
+  free(replay_payload);
   json_t *script = NULL;
   if (script_file) {
     char *buf;
@@ -599,6 +628,20 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   xgr_diags_init(&d);
   xgr_bundle *b = NULL;
   int rc = xgr_bundle_load_file(argv[optind], &b, &e, &d);
+  if (rc && replay) {   /* a plain orchestration: a trace of forced outcomes needs no rules */
+    xgr_orch *po = NULL;
+    xgr_diags d2;
+    xgr_diags_init(&d2);
+    if (!xgr_orch_load_file(argv[optind], &po, &e, &d2) && (b = calloc(1, sizeof *b))) {
+      b->orch = po;
+      rc = 0;
+      xgr_diags_free(&d);
+      xgr_diags_init(&d);
+    } else {
+      xgr_orch_free(po);
+    }
+    xgr_diags_free(&d2);
+  }
   if (rc) {
     cli_print_errors(stderr, argv[optind], &d);
     xgr_diags_free(&d);
@@ -672,7 +715,10 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
     exit_code = XGR_EXIT_USAGE;
   } else {
-    xgr_driver_run(drv);
+    if (replay && xgr_explore_replay(drv, b, replay, &e))
+      fprintf(stderr, "xgr run: --replay %s: %s: %s\n", replay_file, e.path, e.message);
+    else if (!replay)
+      xgr_driver_run(drv);
     json_t *rep = xgr_driver_report(drv, 0);
     const char *result = json_string_value(json_object_get(rep, "result"));
     if (as_json) {
@@ -697,6 +743,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   xgr_value_release(payload);
   json_decref(script);
   free(v.last);
+  json_decref(replay);
   curl_global_cleanup();
   return exit_code;
 }
