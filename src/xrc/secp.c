@@ -208,7 +208,10 @@ int xgr_secp_key_load(const xgr_secp *s, const char *path, uint8_t key[32], xgr_
     explicit_bzero(buf, sizeof buf);
     return xgr_error_set(err, XGR_EPARSE, NULL, "%s: expected 64 hex digits of a private key", path);
   }
-  snprintf(tmp, sizeof tmp, "%s%s", (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) ? "" : "0x", p);
+  /* at most 66 characters (checked above) behind an optional "0x": fits tmp */
+  size_t n = (size_t)(e - p), o = 0;
+  if (!(p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))) tmp[o++] = '0', tmp[o++] = 'x';
+  memcpy(tmp + o, p, n + 1);
   int bad = xgr_hex_decode(tmp, key, 32);
   explicit_bzero(buf, sizeof buf);
   explicit_bzero(tmp, sizeof tmp);
