@@ -5,7 +5,7 @@
 # batch every few ms); it is stopped with SIGTERM and started again ROUNDS times on the same store.
 # Each restart recovers every session — the engine runs them and commits their batches — while
 # the main thread finishes starting the service (methods, metrics) and four clients hammer it from
-# the moment it listens: /metrics, xgr.listSessions, xgr_sessionAlive, xgr.enqueue (new sessions
+# the moment it listens: /metrics, /ui (the console), xgr.listSessions, xgr_sessionAlive, xgr.enqueue (new sessions
 # and already-queued ones) and xgr.wake. Any ThreadSanitizer report fails the test: xgrd runs with
 # halt_on_error=1 and exitcode=66, and its log must hold no "ThreadSanitizer" line. In a build
 # without TSan the same run checks the restart itself (every session recovered, exit 0).
@@ -23,7 +23,7 @@ PID= CPIDS=()
 cleanup() {
   for c in "${CPIDS[@]}"; do kill "$c" 2>/dev/null || true; done
   if [ -n "$PID" ]; then kill -9 "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
-  rm -rf "$DIR"
+  [ -n "${XGR_TSAN_KEEP:-}" ] && { echo "kept $DIR"; return; }; rm -rf "$DIR"
 }
 trap cleanup EXIT
 T0=$(date +%s)
@@ -77,7 +77,8 @@ client() {
     i=$((i + 1))
     local r=$(( (k * 7919 + i) % N + 1 ))
     case $(( (k + i) % 5 )) in
-      0) curl -s --max-time 10 "$URL/metrics" >/dev/null || true ;;
+      0) curl -s --max-time 10 "$URL/metrics" >/dev/null || true
+         curl -s --max-time 10 "$URL/ui" >/dev/null || true ;;
       1) rpc '{"jsonrpc":"2.0","id":1,"method":"xgr.listSessions","params":{"owner":"'$O'"}}' >/dev/null ;;
       2) rpc '{"jsonrpc":"2.0","id":2,"method":"xgr_sessionAlive","params":{"owner":"'$O'","rootPid":'$r'}}' >/dev/null ;;
       3) rpc '[{"jsonrpc":"2.0","id":3,"method":"xgr.enqueue","params":{"owner":"'$O'","rootPid":'$r',"init":{"stepId":"T"}}},
