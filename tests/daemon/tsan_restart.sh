@@ -5,8 +5,9 @@
 # batch every few ms); it is stopped with SIGTERM and started again ROUNDS times on the same store.
 # Each restart recovers every session — the engine runs them and commits their batches — while
 # the main thread finishes starting the service (methods, metrics) and four clients hammer it from
-# the moment it listens: /metrics, /ui (the console), xgr.listSessions, xgr_sessionAlive, xgr.enqueue (new sessions
-# and already-queued ones) and xgr.wake. Any ThreadSanitizer report fails the test: xgrd runs with
+# the moment it listens: /metrics, /ui (the console), xgr.listSessions, xgr_sessionAlive,
+# xgr.enqueue (new sessions and already-queued ones) and xgr.wake; they go on until xgrd has
+# stopped, so SIGTERM also comes with calls in flight. Any ThreadSanitizer report fails the test: xgrd runs with
 # halt_on_error=1 and exitcode=66, and its log must hold no "ThreadSanitizer" line. In a build
 # without TSan the same run checks the restart itself (every session recovered, exit 0).
 #
@@ -83,7 +84,7 @@ client() {
       2) rpc '{"jsonrpc":"2.0","id":2,"method":"xgr_sessionAlive","params":{"owner":"'$O'","rootPid":'$r'}}' >/dev/null ;;
       3) rpc '[{"jsonrpc":"2.0","id":3,"method":"xgr.enqueue","params":{"owner":"'$O'","rootPid":'$r',"init":{"stepId":"T"}}},
               {"jsonrpc":"2.0","id":4,"method":"xgr.enqueue","params":{"owner":"'$O'","rootPid":'$((N + k * 100000 + i))',"init":{"stepId":"T"}}}]' >/dev/null ;;
-      4) rpc '{"jsonrpc":"2.0","id":5,"method":"xgr.wake","params":{"owner":"'$O'","rootPid":'$r'}}' >/dev/null ;;
+      4) rpc '{"jsonrpc":"2.0","id":5,"method":"xgr.wake","params":{"owner":"'$O'","sessionId":'$r',"stepId":"T"}}' >/dev/null ;;
     esac
   done
 }
@@ -118,18 +119,19 @@ if grep -q '"error"' "$DIR/enq.out"; then echo "FAIL: enqueue:"; head -c 600 "$D
 sleep 0.5
 for round in $(seq 1 "$ROUNDS"); do
   budget
-  stop_xgrd
+  stop_xgrd      # SIGTERM with the clients' calls in flight (from the second round on)
+  stop_clients
   start_xgrd
   start_clients
   wait_ready
   sleep 1
-  stop_clients
   rec=$(sed -n 's/.*msg=ready.* recovered=\([0-9]*\).*/\1/p' "$DIR/xgrd.log" | head -1)
   echo "restart $round: recovered ${rec:-?} sessions ($(( $(date +%s) - T0 )) s)"
   [ "${rec:-0}" -ge "$N" ] || { echo "FAIL: expected at least $N sessions recovered"; tail -5 "$DIR/xgrd.log"; exit 1; }
   tsan_check
 done
 stop_xgrd
+stop_clients
 if grep -q 'level=error' "$DIR/xgrd.log"; then echo "FAIL: errors in the xgrd log:"; grep 'level=error' "$DIR/xgrd.log" | head -5; exit 1; fi
 echo "no ThreadSanitizer report in $ROUNDS restarts ($(( $(date +%s) - T0 )) s)"
 echo "1 passed, 0 failed"
