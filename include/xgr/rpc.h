@@ -183,6 +183,10 @@ typedef struct xgr_rpcd_config {
   struct xgr_chain_executor *executor;
   uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
   uint64_t max_session_steps;
+  /* Where the engine's store metrics go (steps, commit latency, batches: borrowed; normally
+   * xgr_rpc_metrics of the server given to xgr_rpcd_register), NULL: not exported. They are
+   * registered before the engine starts, since recovered sessions update them at once. */
+  xgr_metrics *metrics;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

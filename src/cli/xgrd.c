@@ -392,7 +392,8 @@ int main(int argc, char **argv) {
                         .napi_map = o.napi_map,
                         .executor = executor,
                         .max_live = o.max_session_processes,
-                        .max_session_steps = o.max_session_steps};
+                        .max_session_steps = o.max_session_steps,
+                        .metrics = xgr_rpc_metrics(srv)};
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);

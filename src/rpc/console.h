@@ -31,7 +31,8 @@ struct MHD_Connection;
  * enum MHD_Result (as int). caller is filled as for a JSON-RPC request (borrowed for the call); url
  * is the path without the query string; read query arguments with MHD_lookup_connection_value. */
 typedef int (*xgr__rpc_get_fn)(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *c, const char *url);
-/* Register fn for every path starting with prefix (borrowed, e.g. "/ui"), before start; at most 8. */
+/* Register fn for every path starting with prefix (borrowed, e.g. "/ui"), before xgr_rpc_open (a server
+ * opened at start: before xgr_rpc_start); at most 8. Until open, those GETs answer 503. */
 int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn fn, void *ctx);
 /* fn(ctx) runs at the start of xgr_rpc_stop, before the listener closes (the event hub ends its
  * streams there). At most one. */

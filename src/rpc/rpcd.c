@@ -232,8 +232,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
   if (!rc) rc = xgr__console_register(d->console, s);
   if (rc) return rc;
-  xgr_metrics *m = xgr_rpc_metrics(s);
-  xgr_persist_metrics(d->p, m);
+  xgr_metrics *m = xgr_rpc_metrics(s);   /* the store's metrics went to cfg.metrics in xgr_rpcd_new */
   for (int a = 0; a < XGR__ACK_N; a++) {
     char l[40];
     snprintf(l, sizeof l, "ack=\"%s\"", xgr__rpcd_ack_names[a]);
@@ -305,6 +304,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   if (!d->st) goto fail;
   d->p = xgr_persist_new(d->st);
   if (!d->p) goto fail;
+  /* before the engine: its workers read these as soon as recovery hands them a session */
+  if (cfg->metrics) xgr_persist_metrics(d->p, cfg->metrics);
   if (cfg->chain) {
     d->reader = xgr_chain_reader_of(cfg->chain);
     d->chain_cache = xgr_chain_cache_new(cfg->chain);

@@ -506,6 +506,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                          xgr__xstrdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
       }
+      /* the GET handlers (the console) and the permit gate are registered while xgrd recovers and
+       * published by xgr_rpc_open: until then every other GET is refused as "starting" */
+      if (!atomic_load_explicit(&s->open, memory_order_acquire))
+        return refuse(s, c, http, url, MHD_HTTP_SERVICE_UNAVAILABLE,
+                      "xgrd is starting: it recovers the store's sessions first; retry once GET /readyz answers 200");
       for (size_t i = 0; i < s->ngets; i++) {
         size_t pl = strlen(s->gets[i].prefix);
         if (strncmp(url, s->gets[i].prefix, pl) || (url[pl] != '\0' && url[pl] != '/')) continue;
@@ -738,6 +743,7 @@ uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return __atomic_load_n(&s->port
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s) { return s->metrics; }
 
 int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn fn, void *ctx) {
+  assert(!atomic_load(&s->open));   /* handle() reads the table without a lock once open */
   if (s->ngets == sizeof s->gets / sizeof s->gets[0]) return XGR_ELIMIT;
   s->gets[s->ngets].prefix = prefix;
   s->gets[s->ngets].fn = fn;

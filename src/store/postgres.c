@@ -78,8 +78,8 @@ static const char *const migrations[] = {
     "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
     "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
     /* 3: single-use marks (used control permits until their expiry) */
-    "CREATE TABLE marks(key TEXT COLLATE \"C\" PRIMARY KEY, expires_at BIGINT NOT NULL);"
-    "CREATE INDEX marks_expiry ON marks(expires_at);",
+    ("CREATE TABLE marks(key TEXT COLLATE \"C\" PRIMARY KEY, expires_at BIGINT NOT NULL);"
+     "CREATE INDEX marks_expiry ON marks(expires_at);"),
     /* 4: the gas budget of the SessionPermit that started a session */
     "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
     /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
