@@ -52,6 +52,8 @@ typedef struct mstore {
     int64_t expires_at;
   } *marks;                     /* single-use marks (xgr_store_mark_once) */
   size_t nmarks;
+  xgr_store_wake *outbox;       /* internal wake-ups not yet applied, oldest first */
+  size_t noutbox;
 } mstore;
 
 /* ---- lookups ------------------------------------------------------------------------------------ */
@@ -188,6 +190,23 @@ static void owner_bump(mstore *m, const char *owner, uint64_t root) {
 
 static void apply_op(mstore *m, store_op *op, int64_t now) {
   switch (op->kind) {
+    case OP_WAKE_OUT: {
+      for (size_t i = 0; i < m->noutbox; i++)
+        if (!strcmp(m->outbox[i].id, op->u.wake.id)) return;
+      m->outbox = xgr__xrealloc(m->outbox, (m->noutbox + 1) * sizeof *m->outbox);
+      xgr__store_wake_copy(&m->outbox[m->noutbox], &op->u.wake);
+      m->outbox[m->noutbox++].created_at = now;
+      break;
+    }
+    case OP_WAKE_DONE:
+      for (size_t i = 0; i < m->noutbox; i++)
+        if (!strcmp(m->outbox[i].id, op->owner)) {
+          xgr_store_wake_clear(&m->outbox[i]);
+          memmove(&m->outbox[i], &m->outbox[i + 1], (m->noutbox - i - 1) * sizeof *m->outbox);
+          m->noutbox--;
+          break;
+        }
+      break;
     case OP_SESSION: {
       owner_bump(m, op->owner, op->root);
       msess *s = sess_get(m, op->owner, op->root);
@@ -365,6 +384,7 @@ static void m_close(xgr_store *st) {
   free(m->docs);
   for (size_t i = 0; i < m->nmarks; i++) free(m->marks[i].key);
   free(m->marks);
+  xgr_store_wakes_free(m->outbox, m->noutbox);
   pthread_mutex_destroy(&m->lock);
   xgr__store_destroy_common(st);
   free(m);
@@ -571,9 +591,20 @@ static int m_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
   return 0;
 }
 
+static int m_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *out = xgr__xcalloc(m->noutbox + 1, sizeof **out);
+  for (size_t i = 0; i < m->noutbox; i++) xgr__store_wake_copy(&(*out)[i], &m->outbox[i]);
+  *n = m->noutbox;
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
-                                   .peek_pid = m_peek_pid};
+                                   .peek_pid = m_peek_pid, .outbox = m_outbox};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;
