@@ -129,7 +129,9 @@ typedef struct xgr_store_batch {
   const xgr_engine_wake *wakes; /* outbox rows to write (wake-ups this batch's results produced) */
   size_t ndone;
   const char *const *done;      /* outbox ids this session applied or refused (or, as producer, could
-                                   not deliver): removed in this batch */
+                                   not deliver) */
+  const char *const *done_reason; /* per id: NULL applied (the row is removed), else why it was
+                                     refused (the row stays as the producer's record of it) */
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,

@@ -238,14 +238,22 @@ typedef struct xgr_store_wake {
   char *rule;                   /* the producing rule's address, or NULL */
   char *payload;                /* JSON object text */
   int64_t created_at;           /* store clock (ms) */
+  char *refused;                /* why the wake-up was refused, or NULL (pending) */
+  int64_t refused_at;           /* store clock (ms), when refused */
 } xgr_store_wake;
 void xgr_store_wake_clear(xgr_store_wake *w);
 /* Put w in the outbox (copied). */
 void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w);
-/* Remove wake-up `id` from the outbox (nothing when it is not there). */
-void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id);
-/* Every wake-up in the outbox, oldest first; *out is owned by the caller (xgr_store_wakes_free). */
+/* Wake-up `id` is done: applied (reason NULL: the row is removed) or refused (the row is kept as
+ * the refusal's record in the producing session's history, with reason; never delivered again).
+ * Nothing when it is not pending. */
+void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason);
+/* Every pending wake-up in the outbox, oldest first; *out is owned by the caller (xgr_store_wakes_free). */
 int xgr_store_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
+/* The refused wake-ups session (owner, root) produced, oldest first (xgr.getSession); removed with
+ * the session's rows. *out is owned by the caller (xgr_store_wakes_free). */
+int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
+                            xgr_error *err);
 void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
 
 /* Add everything that one core call on session s emitted (fx, borrowed): PROC and JOIN effects

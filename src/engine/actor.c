@@ -113,7 +113,8 @@ struct actor {
   size_t nbh, capbh;
   xgr_engine_wake *bw;           /* outbox rows of the batch (strings owned, payload held) */
   size_t nbw, capbw;
-  char **bd;                     /* outbox ids the batch removes (owned) */
+  char **bd;                     /* outbox ids the batch marks done (owned) */
+  char **bdr;                    /* their refusal reasons (owned; NULL: applied) */
   size_t nbd, capbd;
   xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
   bool batch_finished;
@@ -349,12 +350,14 @@ static uint64_t wake_key(const char *id) {
   return k ? k : 1;
 }
 
-/* Queue a removal of outbox row `id` in the session's next batch. */
-static void outbox_done(actor *a, const char *id) {
+/* Mark outbox row `id` done in the session's next batch: applied (reason NULL) or refused. */
+static void outbox_done(actor *a, const char *id, const char *reason) {
   if (a->nbd == a->capbd) {
     a->capbd = a->capbd ? a->capbd * 2 : 8;
     a->bd = xgr__xrealloc(a->bd, a->capbd * sizeof *a->bd);
+    a->bdr = xgr__xrealloc(a->bdr, a->capbd * sizeof *a->bdr);
   }
+  a->bdr[a->nbd] = reason ? xgr__xstrdup(reason) : NULL;
   a->bd[a->nbd++] = xgr__xstrdup(id);
   a->touched = true;
 }
@@ -464,7 +467,7 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
-  if (w->m->id) outbox_done(a, w->m->id);
+  if (w->m->id) outbox_done(a, w->m->id, "no such session here");
   atomic_fetch_add(&e->st_wake_refused, 1);
   if (a->subs) {
     char msg[512];
@@ -644,7 +647,6 @@ static void on_iwake(actor *a, iwake_msg *m) {
       return;
     }
     xgr__hashmap_put(&a->applied, k, (void *)1);
-    outbox_done(a, m->id);
   }
   a->clock_ms = a->now;
   xgr_error err;
@@ -654,6 +656,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
   int rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\"", m->step_id)
                     : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_INTERNAL, m->rule_address, m->payload,
                                             a->now, &a->fx, &woken, &err);
+  if (m->id) outbox_done(a, m->id, rc ? err.message : NULL);   /* same batch as its effects */
   consume(a);
   if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (a->subs) {
@@ -726,7 +729,10 @@ static void batch_clear(actor *a) {
     free((char *)w->rule);
     xgr_value_release(w->payload);
   }
-  for (size_t i = 0; i < a->nbd; i++) free(a->bd[i]);
+  for (size_t i = 0; i < a->nbd; i++) {
+    free(a->bd[i]);
+    free(a->bdr[i]);
+  }
   a->nbw = a->nbd = 0;
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
@@ -805,7 +811,7 @@ static void store_turn(actor *a) {
   xgr_store_batch b = {.owner = xgr_session_owner(a->s), .root_pid = a->root, .orch = a->b->orch, .nprocs = a->nbp,
                        .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                        .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
-                       .done = (const char *const *)a->bd};
+                       .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr};
   atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
   xgr_eng_busy_add(e, 1);
   int rc = e->store.submit(e->store.ctx, &b, store_done, a);
@@ -1114,6 +1120,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->bh);
   free(a->bw);
   free(a->bd);
+  free(a->bdr);
   xgr__hashmap_free(&a->applied);
   while (a->free_jobs) {
     job *j = a->free_jobs;

@@ -249,7 +249,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     xgr_store_changes_wake_out(c, &row);
     free(payload);
   }
-  for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i]);
+  for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
   tshard *sh;
   track *t = lookup(p, b->owner, b->root_pid, true, &sh);
   if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;

@@ -247,7 +247,7 @@ static void redeliver(xgr_rpcd *d) {
                   w[i].from_owner, (unsigned long long)w[i].from_root, w[i].to_owner, (unsigned long long)w[i].to_root,
                   w[i].step, w[i].id);
     xgr_store_changes *c = xgr_store_changes_new();
-    xgr_store_changes_wake_done(c, w[i].id);
+    xgr_store_changes_wake_done(c, w[i].id, "no such session here");
     if (xgr_store_commit(d->st, c, &err))
       xgr__rpcd_log(d, "level=error msg=\"cannot remove a refused wake-up from the outbox\" error=\"%s\"", err.message);
   }

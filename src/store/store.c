@@ -204,7 +204,8 @@ void xgr__store_op_free(store_op *op) {
     case OP_SESSION: xgr_store_session_clear(&op->u.session); break;
     case OP_PROC: xgr_store_proc_clear(&op->u.proc); break;
     case OP_HIST: xgr_store_hist_clear(&op->u.hist); break;
-    case OP_WAKE_OUT: xgr_store_wake_clear(&op->u.wake); break;
+    case OP_WAKE_OUT:
+    case OP_WAKE_DONE: xgr_store_wake_clear(&op->u.wake); break;
     default: break;
   }
 }
@@ -324,6 +325,7 @@ void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src) {
   dst->caller = dup_or_null(src->caller);
   dst->rule = dup_or_null(src->rule);
   dst->payload = dup_or_null(src->payload);
+  dst->refused = dup_or_null(src->refused);
 }
 
 void xgr_store_wake_clear(xgr_store_wake *w) {
@@ -335,6 +337,7 @@ void xgr_store_wake_clear(xgr_store_wake *w) {
   free(w->caller);
   free(w->rule);
   free(w->payload);
+  free(w->refused);
   memset(w, 0, sizeof *w);
 }
 
@@ -344,7 +347,17 @@ void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w) {
   xgr__store_wake_copy(&op->u.wake, w);
 }
 
-void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id) { push(b, OP_WAKE_DONE, id, 0); }
+void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason) {
+  store_op *op = push(b, OP_WAKE_DONE, id, 0);
+  op->u.wake.refused = dup_or_null(reason);
+}
+
+int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
+                            xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  return st->vt->wakes_refused(st, owner, root_pid, out, n, err);
+}
 
 int xgr_store_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
   *out = NULL;

@@ -37,7 +37,8 @@ typedef struct store_op {
     struct {
       int64_t expires_at, now;                  /* Unix seconds */
     } mark;                                     /* OP_MARK: owner holds the mark's key */
-    xgr_store_wake wake;                        /* OP_WAKE_OUT (OP_WAKE_DONE: owner holds the id) */
+    xgr_store_wake wake;                        /* OP_WAKE_OUT; OP_WAKE_DONE: owner holds the id,
+                                                   wake.refused the reason or NULL */
   } u;
 } store_op;
 
@@ -75,6 +76,9 @@ typedef struct store_vt {
   int (*peek_pid)(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
   /* every outbox row, oldest first (xgr_store_outbox) */
   int (*outbox)(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
+  /* the refused wake-ups a session produced, oldest first (xgr_store_wakes_refused) */
+  int (*wakes_refused)(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                       xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */

@@ -736,12 +736,29 @@ static void test_outbox(void **state) {
     xgr_store_wakes_free(ws, n);
     /* removed by id (an unknown id is nothing) */
     c = xgr_store_changes_new();
-    xgr_store_changes_wake_done(c, "00000000000000000000000000000001");
-    xgr_store_changes_wake_done(c, "ffffffffffffffffffffffffffffffff");
+    xgr_store_changes_wake_done(c, "00000000000000000000000000000001", NULL);
+    xgr_store_changes_wake_done(c, "ffffffffffffffffffffffffffffffff", NULL);
     assert_int_equal(xgr_store_commit(st, c, &e), 0);
     assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
     assert_int_equal(n, 1);
     assert_string_equal(ws[0].id, "00000000000000000000000000000002");
+    xgr_store_wakes_free(ws, n);
+    /* refused: no longer pending, kept as the producer's record until its rows go */
+    c = xgr_store_changes_new();
+    xgr_store_changes_wake_done(c, "00000000000000000000000000000002", "not allowed");
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_wakes_free(ws, n);
+    assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ws[0].refused, "not allowed");
+    xgr_store_wakes_free(ws, n);
+    c = xgr_store_changes_new();
+    xgr_store_changes_remove_session(c, T_OWNER, 1);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
+    assert_int_equal(n, 0);
     xgr_store_wakes_free(ws, n);
     xgr_store_close(st);
   }
