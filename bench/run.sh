@@ -14,6 +14,9 @@ echo "# xgr benchmarks — $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores, $(unam
 XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule" --steps 2000000
 # store (issue 8): durable steps/s of the fan-out workload on SQLite, synchronous=FULL and NORMAL
 "$B/bench/store/bench_store" --sync full --sessions 6000 --live 2048; "$B/bench/store/bench_store" --sync normal --sessions 6000 --live 2048; "$B/bench/store/bench_store" --sync full --sessions 3000 --live 256
+# store on PostgreSQL (issue 18): the same fan-out, one node, on a throwaway PostgreSQL 15 cluster (tests/pg/pg_cluster.sh:
+# unix socket, fsync on, data on disk), SQLite FULL right before it for the ratio
+"$B/bench/store/bench_store" --sync full --sessions 6000 --live 2048; XGR_PG_WAL_SEGSIZE=16 "$(dirname "$0")/../tests/pg/pg_cluster.sh" run sh -c '"$0" --sync full --sessions 6000 --live 2048 --file "$XGR_PG_URL"' "$B/bench/store/bench_store" || { rc=$?; [ "$rc" = 77 ] && echo "store on PostgreSQL: skipped (no PostgreSQL 15; scripts/deps.sh installs it)"; [ "$rc" = 77 ]; }
 # concurrent engine (issue 7): fan-out + join and IterationOfPi loops, 1 and 2 workers; an open-loop fan-out for latency
 # (--compare 5: five rounds alternating 1 and 2 workers, then the medians and the scaling ratio)
 "$B/bench/engine/bench_engine" fanout --sessions 10000 --workers 2 --compare 5
@@ -25,3 +28,8 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/rule/bench_rule"
 "$(dirname "$0")/permits/run.sh" "$B"
 # xgr run text output (issue 15): a 20,000-step loop and a 2,337-process fan-out, each under 2 s
 "$(dirname "$0")/cli/run_text.sh" "$B"
+# chain (issue 17): one eth_call's latency, then 1,000 sessions at once with one contract read each on anvil
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2 --latency-ms 20
+# explore (issue 21): complete explorations of the seeds' examples and a 6-branch 3-of-6 kill join with backloops
+XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/explore/bench_explore"

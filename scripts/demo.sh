@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/demo.sh — the main job on the examples: check the example orchestrations and bundles,
 # draw them, run sessions end to end on the deterministic driver, then register the bundles in
-# xgrd (a throwaway SQLite store) and run sessions through JSON-RPC, printing their timelines. `make demo` runs it after
-# `make deps build`.
+# xgrd (a throwaway SQLite store) and run sessions through JSON-RPC, printing their timelines, and
+# finally print the console's address with sessions left to look at (an open 2-of-3 join, a KYC
+# order waiting for its check). `make demo` runs it after `make deps build`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 X=build/xgr
@@ -22,7 +23,8 @@ $X check examples/orchestrations/pitfall_unfulfillable_join.json
 step "xgr graph: diagrams written to $out/"
 for f in examples/orchestrations/*.json examples/bundles/*.json "$SHARED"/*/XRC729Json/*.json; do
   name=$(basename "$f" .json)
-  $X graph "$f" > "$out/$name.mmd" 2>/dev/null && $X graph --format dot "$f" > "$out/$name.dot" 2>/dev/null && echo "  $out/$name.mmd  $out/$name.dot"
+  $X graph "$f" > "$out/$name.mmd" 2>/dev/null && $X graph --format dot "$f" > "$out/$name.dot" 2>/dev/null &&
+    $X graph --format svg "$f" > "$out/$name.svg" 2>/dev/null && echo "  $out/$name.mmd  $out/$name.dot  $out/$name.svg"
 done
 echo; echo "examples/bundles/nested_joins.json as Mermaid:"; cat "$out/nested_joins.mmd"
 
@@ -75,4 +77,41 @@ sleep 0.5
 echo; $X sessions --root 3 --url "$URL" || exit 1
 echo "a signed kill (ControlPermit, single use):"
 $X kill 3 --url "$URL" || exit 1
+
+step "the console: xgrd serves it at /ui/ (docs/CONSOLE.md)"
+# In permit mode the console asks the browser's wallet to sign; so that a browser without one can
+# look, the demo gives the console its own xgrd with --auth none on loopback (a second throwaway store).
+cdir=$(mktemp -d /tmp/xgr-demo-console.XXXXXX)
+$D --listen 127.0.0.1:${XGR_DEMO_CONSOLE_PORT:-0} --auth none --store "sqlite:$cdir/store.db" --port-file "$cdir/port" \
+  --log-level warn 2>"$cdir/xgrd.log" &
+cpid=$!
+trap 'kill $dpid $cpid 2>/dev/null; wait $dpid $cpid 2>/dev/null; rm -rf "$ddir" "$cdir"' EXIT
+for _ in $(seq 100); do [ -s "$cdir/port" ] && break; sleep 0.05; done
+URL="http://127.0.0.1:$(cat "$cdir/port")"
+unset XGR_KEY_FILE
+OWNER=0x00000000000000000000000000000000000000d1
+for b in kyc_onboarding race_wait; do
+  $X deploy examples/bundles/$b.json --registry $b --url "$URL" | tail -1 || exit 1
+done
+ALLOW='{"__wakeUp":{"steps":{"ship":{"internal":["*"],"rpc":["'$OWNER'"]}}}}'
+# the KYC-like pair: order 1 waits at ship until the KYC session 2 wakes it; order 3 keeps waiting
+$X enqueue --url "$URL" --owner $OWNER --root 1 --registry kyc_onboarding --step order --payload "$ALLOW" || exit 1
+sleep 0.3
+$X enqueue --url "$URL" --owner $OWNER --root 2 --registry kyc_onboarding --step kyc_collect \
+  --payload '{"Runner":"'$OWNER'","Target":1}' || exit 1
+$X enqueue --url "$URL" --owner $OWNER --root 3 --registry kyc_onboarding --step order --payload "$ALLOW" || exit 1
+# a 2-of-3 kill join left open: B fails, C arrives, D waits an hour (wake it from the page)
+$X enqueue --url "$URL" --owner $OWNER --root 4 --registry race_wait --step A --payload '{"B":"error"}' || exit 1
+sleep 0.3
+echo
+echo "  console:              $URL/ui/#/sessions?owner=$OWNER"
+echo "  an open 2-of-3 join:  $URL/ui/#/session/$OWNER/4   (wake D from the page to close it)"
+echo "  a KYC order waiting:  $URL/ui/#/session/$OWNER/3   (wake ship in step mode with {\"KycOk\": true})"
+# Interactive runs keep xgrd up for the console (XGR_DEMO_CONSOLE_SECS, default 1800 on a terminal,
+# 0 otherwise, so CI does not wait); Ctrl-C stops it.
+keep=${XGR_DEMO_CONSOLE_SECS:-$([ -t 1 ] && echo 1800 || echo 0)}
+if [ "$keep" -gt 0 ]; then
+  echo; echo "xgrd stays up for $keep s so you can look at the console; Ctrl-C stops it."
+  for _ in $(seq "$keep"); do kill -0 $cpid 2>/dev/null || break; sleep 1; done
+fi
 exit 0

@@ -15,9 +15,20 @@ PKGS=(
   # tests
   libcmocka-dev
   curl python3
+  # Graphviz for `xgr graph --format svg` and the console (src/orch/svg.c)
+  libgraphviz-dev
+  # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)
+  chromium
+  # the PostgreSQL store (libpq) and its tests' throwaway clusters (issue 18, tests/pg)
+  postgresql libpq-dev
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
 )
+
+# Node.js and npm for the tests that cross-check with ethers, solc, anvil and puppeteer: only when
+# missing (Node.js from NodeSource brings its own npm and conflicts with Debian's `npm` package).
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 # Peer implementations for `make bench-peers` (bench/peers/): only with `scripts/deps.sh --peers`,
 # so a plain `make deps` stays lean. oneTBB (C++ task_group) and Go (goroutines + channels).
@@ -37,6 +48,13 @@ for arg in "$@"; do
     --peers) for p in "${PEERS[@]}"; do [ -n "$p" ] && PKGS+=("$p"); done ;;
   esac
 done
+
+# contracts/: the pinned solc-js and the anvil test node (@foundry-rs/anvil ships the binary),
+# from contracts/package-lock.json, whenever node with npm is present (Node 20: /usr/bin/node).
+if command -v npm >/dev/null 2>&1 && [ "${XGR_DEPS_DRY:-0}" != 1 ]; then
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  (cd "$here/contracts" && npm ci --no-audit --no-fund --loglevel=error) || echo "deps: npm ci in contracts/ failed (chain tests will be skipped)"
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,8 +1,11 @@
-/* bench_store.c — durable steps per second on the SQLite store: the fan-out workload (a 32-way
+/* bench_store.c — durable steps per second on a store (SQLite, or PostgreSQL with --file URL): the fan-out workload (a 32-way
  * fan-out with an `all` join, 34 steps per session) run by many sessions at once over the session
  * core and the step engine, every step's changes group-committed before the session goes on.
  *
- *   bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH]
+ *   bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH|URL]
+ *
+ * --file takes any store URL: a SQLite path (default: a temporary file) or postgresql://...
+ * (bench/run.sh runs it on a throwaway cluster from tests/pg/pg_cluster.sh, fsync on).
  *
  * One producer thread keeps L sessions live: a session whose last batch is committed takes a turn
  * (promote every due process up to the per-session cap, run their steps, apply the results: one
@@ -95,7 +98,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--live")) live = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
     else {
-      fprintf(stderr, "usage: bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH]\n");
+      fprintf(stderr, "usage: bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH|URL]\n");
       return 2;
     }
   }
@@ -159,9 +162,9 @@ int main(int argc, char **argv) {
   xgr_store_stats s;
   xgr_store_get_stats(st, &s);
   uint64_t durable = __atomic_load_n(&durable_steps, __ATOMIC_SEQ_CST);
-  printf("store fanout (synchronous=%s): %ld sessions of a 32-way fan-out + all join, %llu durable steps in %.2f s = "
+  printf("store fanout (%s, synchronous=%s): %ld sessions of a 32-way fan-out + all join, %llu durable steps in %.2f s = "
          "%.0f durable steps/s; %llu commits, %.1f batches (%.0f steps, %.0f rows) per commit, largest %llu batches\n",
-         strcmp(sync, "normal") ? "FULL" : "NORMAL", total, (unsigned long long)durable, dt, (double)durable / dt,
+         xgr_store_backend(st), strcmp(sync, "normal") ? "FULL" : "NORMAL", total, (unsigned long long)durable, dt, (double)durable / dt,
          (unsigned long long)s.transactions, (double)s.batches / (double)s.transactions,
          (double)durable / (double)s.transactions, (double)s.entries / (double)s.transactions,
          (unsigned long long)s.max_batches_per_tx);

@@ -43,6 +43,7 @@ typedef struct xgr_driver_event {
 typedef struct xgr_driver_config {
   const xgr_api_map_entry *api_map;   /* URL rewriting for API calls (borrowed) */
   size_t napi_map;
+  const xgr_chain_reader *chain;      /* contract reads; NULL: no backend (borrowed) */
   uint64_t max_steps;                 /* 0: no limit */
   bool record;                        /* keep every process's last state and the history for reports */
   uint32_t max_running;               /* per-session cap (0: default 32) */
@@ -84,6 +85,18 @@ xgr_session_result xgr_driver_result(const xgr_driver *d, size_t session);
  * {"result","session":{"owner","rootPid","ostcId","ostcHash"},"processes":[...],"history":[...],
  *  "actions":[...]} as documented for `xgr run --json`. */
 json_t *xgr_driver_report(const xgr_driver *d, size_t session);
+
+
+/* ---- forced runs (additive, issue 21): a trace of `xgr explore --emit` replayed action by
+ * action instead of xgr_driver_run's own order. Effects are recorded and observed as usual. */
+const xgr_session *xgr_driver_session(const xgr_driver *d, size_t session);
+/* Promote exactly process iter of a session now (xgr_session_promote_iter). */
+int xgr_driver_force_promote(xgr_driver *d, size_t session, uint64_t iter, xgr_error *err);
+/* Apply outcome o (borrowed for the call) to running process iter of a session now. */
+int xgr_driver_force_result(xgr_driver *d, size_t session, uint64_t iter, const xgr_step_outcome *o,
+                            xgr_error *err);
+/* Move the virtual clock forward to now (never back). */
+void xgr_driver_force_clock(xgr_driver *d, int64_t now);
 
 #ifdef __cplusplus
 }

@@ -189,6 +189,17 @@ typedef struct xgr_engine_event {
  * is borrowed for the call. Must not block and must not call synchronous engine functions. */
 typedef void (*xgr_engine_event_fn)(void *ctx, const xgr_engine_event *ev);
 
+/* Executions (XRC-137 §8.3): `submit` is called on the worker once a step's result carries an
+ * `execution` (its branch ran, no hard error, no rule action), before the result is applied — so
+ * before it is committed. It must make the execution durable under (owner, rootPid, iter), keeping
+ * the first one when the same step runs again after a crash, and return without waiting on the
+ * network; sending happens elsewhere (src/chain/executor.c). */
+typedef struct xgr_exec_hook {
+  void (*submit)(void *ctx, const char *owner, uint64_t root_pid, uint64_t iter, const char *step_id,
+                 const xgr_execution *x);
+  void *ctx;
+} xgr_exec_hook;
+
 /* ---- configuration -------------------------------------------------------------------------- */
 typedef struct xgr_engine_config {
   unsigned workers;                  /* worker threads; 0 = online CPUs */
@@ -197,6 +208,7 @@ typedef struct xgr_engine_config {
   const xgr_api_map_entry *api_map;  /* URL rewriting for API calls (borrowed, must outlive) */
   size_t napi_map;
   const xgr_chain_reader *chain;     /* contract reads; NULL: no backend (borrowed) */
+  const xgr_exec_hook *exec;         /* executions; NULL: resolved only, not sent (borrowed) */
   xgr_clock_config clock;
   bool ordered;                      /* apply results in promotion order (see above) */
   bool keep_finished;                /* keep finished sessions (and their reports) until freed */

@@ -26,6 +26,7 @@
 #include "xgr/error.h"
 #include "xgr/metrics.h"
 #include "xgr/permit.h"
+#include "xgr/rule.h"
 
 struct xgr_auth; /* xgr/auth.h: signed permits */
 
@@ -171,6 +172,15 @@ typedef struct xgr_rpcd_config {
    * in 60 ms at 1000). */
   double time_scale;
   uint32_t store_max_pages;   /* PRAGMA max_page_count of the SQLite store (0: none; tests: a full disk) */
+  /* The chain backend (docs/CHAIN.md), borrowed, NULL: none. Contract reads go to it; a registry
+   * named by an XRC-729 address with an ostcId that the store does not hold is read from the
+   * chain (getOSTC, getRule); xgr_getCoreAddrs, /readyz and /metrics show its health. */
+  struct xgr_chain *chain;
+  const xgr_api_map_entry *api_map;  /* URL rewriting of API calls (borrowed), like xgr run's --api-map */
+  size_t napi_map;
+  /* Executions (--engine-key), borrowed, NULL: resolved only. The engine hands each step's
+   * execution to it; history rows (getSession) carry its record under "execution". */
+  struct xgr_chain_executor *executor;
   uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
   uint64_t max_session_steps;
 } xgr_rpcd_config;
@@ -190,6 +200,9 @@ bool xgr_rpcd_ready(void *d);
 int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err);
 /* How many sessions recovery restarted, and how many it could not (logged). */
 void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed);
+/* Chain upkeep, called by xgrd every few seconds: probe every backend (eth_blockNumber, for
+ * health) and refresh the chain cache from the contracts' logs. No-op without a chain. */
+void xgr_rpcd_chain_tick(xgr_rpcd *d);
 /* Graceful stop: refuse new work, let running steps finish and the store commit them. Call after
  * xgr_rpc_stop. Returns 0 or XGR_ETIMEOUT. */
 int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms);

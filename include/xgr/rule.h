@@ -131,8 +131,21 @@ typedef struct xgr_chain_call {
   const char *function;       /* Solidity signature as written, e.g. "balanceOf(address)" */
   size_t nargs;
   const xgr_xrc_type *arg_types;  /* nargs XRC types ... */
-  const xgr_value *args;      /* ... and the arguments, cast to those types */
+  const xgr_value *args;      /* ... and the arguments, cast to those types (NULL in decode) */
+  size_t nslots;              /* saveAs return slots 0..nslots-1 ... */
+  const xgr_xrc_type *slot_types; /* ... their XRC types (XGR_XRC_TYPE_COUNT_: slot not saved);
+                                     a reader decodes by them when `function` declares no
+                                     return types */
 } xgr_chain_call;
+
+/* The HTTP exchange of one resumable contract read: a JSON-RPC POST. Filled by `prepare` with
+ * malloc'd strings that the step engine frees. */
+typedef struct xgr_chain_post {
+  char *url;
+  char *body;
+  size_t body_len;
+  long timeout_ms;
+} xgr_chain_post;
 
 /* Chain-reader interface (eth_call). `call` returns 0 and a new list value in *out (the decoded
  * return values in order; the engine releases it), or a negative xgr_errcode with *e filled; any
@@ -141,6 +154,18 @@ typedef struct xgr_chain_call {
 typedef struct xgr_chain_reader {
   int (*call)(void *ctx, const xgr_chain_call *call, xgr_value *out, xgr_error *e);
   void *ctx;
+  /* Resumable form (used instead of `call` when both are set): the step describes each read as
+   * an HTTP request handed out by xgr_step_next_request before the API calls, so whoever
+   * performs API calls (the engine's libcurl multi loop) performs the reads too and no worker
+   * waits on the chain. `prepare` fills *post (0) or fails (negative xgr_errcode, *e: the read's
+   * defaults apply); `decode` turns the response body into the list of return values (0, *out
+   * a new list) or fails with *e (a revert: "execution reverted: <reason>"). */
+  int (*prepare)(void *ctx, const xgr_chain_call *call, xgr_chain_post *post, xgr_error *e);
+  int (*decode)(void *ctx, const xgr_chain_call *call, const char *body, size_t len, xgr_value *out,
+                xgr_error *e);
+  /* Optional: told when a prepared read got no usable answer (transport error, timeout, HTTP
+   * status), so the backend's health counts it; `decode` is not called then. */
+  void (*failed)(void *ctx, const xgr_chain_call *call, const char *why);
 } xgr_chain_reader;
 
 /* What the step is run for: the read-only context of SEMANTICS §8 plus the I/O settings.

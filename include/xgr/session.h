@@ -315,6 +315,25 @@ void xgr_session_restore_scope_killed(xgr_session *s, uint32_t group);
 int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_error *err);
 /* ==== end of recovery ======================================================================== */
 
+
+/* ==== Exploration (issue 21, src/explore) ===================================================
+ * Additive: what `xgr explore` needs to branch the real core. */
+
+/* A deep copy of a settled session (caller frees with xgr_session_free): live processes with
+ * their payloads (shared, retained), join states, scopes, counters. Grave entries (effects of the
+ * last call) are not copied. */
+xgr_session *xgr_session_clone(const xgr_session *s);
+/* Promote exactly process `iter`: it must be waiting, due (nextWakeAt <= now), promotable and
+ * within the cap (steps that declare a join bypass it). The dispatch gate applies: a process of a
+ * scope closed with kill is aborted instead. Returns 1 promoted (RUN_STEP emitted), 0 aborted by
+ * the gate, or XGR_ESTATE (not promotable, nothing changed). */
+int xgr_session_promote_iter(xgr_session *s, uint64_t iter, int64_t now, xgr_effects *fx, xgr_error *err);
+/* Whether join group `group` closed its join with policy kill (spawn and dispatch gates). */
+bool xgr_session_scope_killed(const xgr_session *s, uint32_t group);
+/* Whether `step` has a branch that declares a join (such steps bypass the per-session cap). */
+bool xgr_session_join_steps_has(const xgr_session *s, unsigned step);
+/* ==== end of exploration ===================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -82,6 +82,8 @@ typedef struct xgr_store xgr_store;
 /* Open (and create / migrate to XGR_STORE_SCHEMA_VERSION) a store. `url` picks the backend:
  *   "memory:" (or NULL)            the in-memory store (nothing survives the process)
  *   "sqlite:PATH" or a plain PATH   a SQLite database file (WAL mode)
+ *   "postgresql://..." / "postgres://..."  a PostgreSQL database (a libpq URI; a unix socket
+ *                                  directory goes in `?host=/dir`); docs/STORE.md
  * cfg may be NULL (defaults). Returns NULL with *err set when the store cannot be used (the file
  * is unreadable or read-only where writing is needed, its schema is newer than this build, a
  * migration failed, ...). The caller owns the store and closes it with xgr_store_close. */
@@ -89,8 +91,11 @@ xgr_store *xgr_store_open(const char *url, const xgr_store_config *cfg, xgr_erro
 /* Wait for every submitted batch to be committed (or failed) and signalled, stop the writer and
  * the retention thread, close. NULL is fine. */
 void xgr_store_close(xgr_store *st);
-/* "memory" | "sqlite" */
+/* "memory" | "sqlite" | "postgresql" */
 const char *xgr_store_backend(const xgr_store *st);
+/* url as it may be logged: its userinfo (postgresql://user:PASSWORD@...) and secret-looking query
+ * values (password=...) are replaced by ***. The caller frees the result. */
+char *xgr_store_url_redacted(const char *url);
 /* The schema version found in the file when it was opened (before migrations; 0 for a new file)
  * and the one it has now. */
 int xgr_store_schema_version(const xgr_store *st, int *found);

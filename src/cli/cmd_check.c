@@ -9,9 +9,10 @@
 
 #include "cli/commands.h"
 #include "cli/load.h"
+#include "xgr/explore.h"
 
 static void usage(FILE *f) {
-  fputs("usage: xgr check [--json] [--quiet] FILE...\n\n"
+  fputs("usage: xgr check [--json] [--quiet] [--no-explore] FILE...\n\n"
         "Validate XRC-729 orchestrations, XRC-137 rule documents and bundles (an orchestration with\n"
         "its rules): schema, the caps of XDaLa_Limits.md, references, join thresholds, joins that can\n"
         "never be satisfied, unknown keys (with the nearest known one) and templates that look like\n"
@@ -19,7 +20,10 @@ static void usage(FILE *f) {
         "Prints `file: path: severity: message [code]` lines and a summary.\n\n"
         "  --json    one JSON object per file: {\"file\",\"ok\",\"hash\",\"errors\":[{\"path\",\"code\",\"message\"}],\n"
         "            \"warnings\":[...],\"info\":[...]}\n"
-        "  --quiet   print errors only (and the summary)\n\n"
+        "  --quiet   print errors only (and the summary)\n"
+        "  --no-explore  skip the bounded exploration (xgr explore from every start step, with\n"
+        "            forced outcomes, at most 1 s per file) whose findings are reported as warnings\n"
+        "            with codes explore_<kind>\n\n"
         "Exit: 0 clean or warnings only, 1 errors, 2 usage or unreadable input.\n",
         f);
 }
@@ -34,16 +38,60 @@ static json_t *diag_array(const xgr_diags *d, xgr_severity sev) {
   return a;
 }
 
+/* The bounded exploration of `xgr check`: from every step no other step spawns or joins into, with
+ * forced outcomes and a time budget; each finding becomes a warning explore_<kind>. */
+static void explore_warnings(const xgr_orch *o, xgr_diags *d) {
+  bool target[XGR_MAX_STEPS] = {0};
+  for (size_t i = 0; i < o->nsteps; i++)
+    for (int br = 0; br < 2; br++) {
+      const xgr_branch *b = &o->steps[i].branch[br];
+      for (unsigned k = 0; k < b->nspawns; k++)
+        if (b->spawns[k] != i) target[b->spawns[k]] = true;   /* a step that spawns itself can still start */
+      if (b->join && b->join->target != i) target[b->join->target] = true;
+    }
+  size_t nstarts = 0;
+  for (size_t i = 0; i < o->nsteps; i++) nstarts += !target[i];
+  for (size_t i = 0; i < o->nsteps; i++) {
+    if (target[i]) continue;
+    xgr_explore_config cfg = {.max_states = 50000, .time_budget = 1.0 / (double)nstarts};
+    json_t *r = NULL;
+    xgr_error e;
+    if (xgr_explore_run(o, NULL, o->steps[i].id, xgr_value_null(), &cfg, &r, &e)) continue;
+    size_t k;
+    json_t *f;
+    json_array_foreach(json_object_get(r, "findings"), k, f) {
+      const char *kind = json_string_value(json_object_get(f, "kind"));
+      if (!strcmp(kind, "step_unreachable") && !json_is_true(json_object_get(r, "complete"))) continue;
+      if (!strcmp(kind, "step_unreachable") && nstarts > 1) continue;   /* another start may run it */
+      const char *step = json_string_value(json_object_get(f, "step"));
+      static const char *const codes[] = {"explore_join_unfulfillable", "explore_join_undecided", "explore_step_unreachable",
+                                          "explore_stall", "explore_unbounded_loop", "explore_timing_dependent"};
+      const char *code = "explore";
+      for (size_t c = 0; c < sizeof codes / sizeof *codes; c++)
+        if (!strcmp(codes[c] + 8, kind)) code = codes[c];   /* diags keep the code by pointer */
+      char path[XGR_PATH_MAX];
+      if (step) snprintf(path, sizeof path, "structure.%s", step);
+      else path[0] = '\0';
+      xgr_diags_add(d, XGR_SEV_WARNING, code, path, "from %s%s: %s (xgr explore --start %s shows the trace)",
+                    o->steps[i].id, json_is_true(json_object_get(r, "complete")) ? "" : ", exploration cut by its time budget",
+                    json_string_value(json_object_get(f, "message")), o->steps[i].id);
+    }
+    json_decref(r);
+  }
+}
+
 int xgr_cmd_check(int argc, char **argv) {
-  int as_json = 0, quiet = 0;
+  int as_json = 0, quiet = 0, no_explore = 0;
   static const struct option opts[] = {
-    {"json", no_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+    {"json", no_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
+    {"no-explore", no_argument, NULL, 'X'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "jqh", opts, NULL)) != -1) {
     switch (ch) {
       case 'j': as_json = 1; break;
       case 'q': quiet = 1; break;
+      case 'X': no_explore = 1; break;
       case 'h': usage(stdout); return XGR_EXIT_OK;
       default: usage(stderr); return XGR_EXIT_USAGE;
     }
@@ -65,6 +113,7 @@ int xgr_cmd_check(int argc, char **argv) {
     if (doc.orch) {
       size_t before = d.n;
       xgr_orch_analyze(doc.orch, &d);
+      if (!no_explore) explore_warnings(doc.orch, &d);
       if (doc.is_bundle) xgr_diags_prefix(&d, before, "orchestration");   /* relative to the bundle */
     }
     size_t ne = xgr_diags_count(&d, XGR_SEV_ERROR), nw = xgr_diags_count(&d, XGR_SEV_WARNING);

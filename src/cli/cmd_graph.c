@@ -1,22 +1,28 @@
-/* cmd_graph.c — `xgr graph FILE [--format mermaid|dot]`: draw an orchestration. */
+/* cmd_graph.c — `xgr graph FILE [--format mermaid|dot|svg]`: draw an orchestration (svg: laid out by
+ * Graphviz, xgr/svg.h). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "cli/load.h"
+#include "xgr/svg.h"
 
 static void usage(FILE *f) {
-  fputs("usage: xgr graph [--format mermaid|dot] [-o OUT] FILE\n\n"
+  fputs("usage: xgr graph [--format mermaid|dot|svg] [-o OUT] FILE\n\n"
         "Draw an orchestration (or a bundle's orchestration): steps with their rule, spawn edges\n"
         "(solid: valid, dashed: invalid), each join as a node \"join T · k of n · policy\" with its\n"
-        "`from` edges labelled by `when`. Mermaid by default; `dot` for Graphviz.\n"
+        "`from` edges labelled by `when`. Mermaid by default; `dot` for Graphviz; `svg` is the dot\n"
+        "drawing laid out by Graphviz, with element ids step-ID, join-ID-BRANCH, spawn-A-B-BRANCH, ...\n"
         "Exit: 0 drawn, 1 the document has load errors, 2 usage or unreadable input.\n",
         f);
 }
 
 int xgr_cmd_graph(int argc, char **argv) {
   xgr_graph_format fmt = XGR_GRAPH_MERMAID;
+  bool svg = false;
   const char *out = NULL;
   static const struct option opts[] = {
     {"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
@@ -28,8 +34,9 @@ int xgr_cmd_graph(int argc, char **argv) {
       case 'f':
         if (!strcmp(optarg, "mermaid")) fmt = XGR_GRAPH_MERMAID;
         else if (!strcmp(optarg, "dot")) fmt = XGR_GRAPH_DOT;
+        else if (!strcmp(optarg, "svg")) svg = true;
         else {
-          fprintf(stderr, "xgr graph: --format is '%s'; expected mermaid or dot\n", optarg);
+          fprintf(stderr, "xgr graph: --format is '%s'; expected mermaid, dot or svg\n", optarg);
           return XGR_EXIT_USAGE;
         }
         break;
@@ -56,7 +63,21 @@ int xgr_cmd_graph(int argc, char **argv) {
       perror(out);
       rc = XGR_EXIT_USAGE;
     } else {
-      if (xgr_orch_graph(doc.orch, fmt, f)) rc = XGR_EXIT_USAGE;
+      if (svg) {
+        char *text = NULL;
+        size_t len = 0;
+        xgr_error e;
+        xgr_error_clear(&e);
+        if (xgr_orch_svg(doc.orch, &text, &len, &e)) {
+          fprintf(stderr, "xgr graph: %s\n", e.message);
+          rc = XGR_EXIT_USAGE;
+        } else if (fwrite(text, 1, len, f) != len) {
+          rc = XGR_EXIT_USAGE;
+        }
+        free(text);
+      } else if (xgr_orch_graph(doc.orch, fmt, f)) {
+        rc = XGR_EXIT_USAGE;
+      }
       if (out) fclose(f);
     }
   }

@@ -20,7 +20,9 @@
 #include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
+#include "xgr/chain.h"
 #include "xgr/engine.h"
+#include "xgr/explore.h"
 #include "xgr/json.h"
 #include "xgr/script.h"
 #include "xgr/store.h"
@@ -35,7 +37,8 @@
 static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
         "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
-        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n\n"
+        "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n"
+        "               [--chain URL] [--chain NAME=URL]...\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
         "k-of-n state. Runs on the concurrent engine in real time (steps in parallel on all cores,\n"
@@ -53,11 +56,16 @@ static void usage(FILE *f) {
         "  --script FILE      timed control actions, e.g. [{\"at\":5000,\"wake\":{\"pid\":\"1:3\"},\"payload\":{}},\n"
         "                     {\"at\":0,\"kill\":\"1:4\"},{\"at\":0,\"pause\":\"1:2\"},{\"at\":10,\"resume\":\"1:2\"}]\n"
         "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+        "  --chain URL        Ethereum JSON-RPC node for contract reads (the default backend);\n"
+        "  --chain NAME=URL   a named backend, picked by a read's \"rpc\" selector (repeatable)\n"
         "  --store FILE       keep the run's audit trail in a SQLite store file (created if missing),\n"
         "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
         "                     --root-pid the session takes the owner's next rootPid in that file\n"
         "  --json             print the report {\"result\",\"session\",\"processes\",\"history\",...} instead\n"
-        "  --quiet            no timeline, only the tree\n\n"
+        "  --quiet            no timeline, only the tree\n"
+        "  --replay FILE      with --virtual-time: replay a trace written by `xgr explore --emit` (its\n"
+        "                     forced outcomes and order; --start and --payload default to the trace's;\n"
+        "                     BUNDLE may then be a plain orchestration)\n\n"
         "Exit: 0 completed, 1 killed, stalled or step limit, 2 usage or unreadable input,\n"
         "3 the bundle does not load.\n",
         f);
@@ -391,11 +399,12 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
 /* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
 static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
                       const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
-                      size_t nmap, double scale, bool quiet, run_store *rs, json_t **rep) {
+                      size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, run_store *rs,
+                      json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
   pthread_mutex_init(&ev.mu, NULL);
   if (rs) rs->p = xgr_persist_new(rs->st);
-  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true,
+  xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true, .chain = chain,
                            .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
@@ -465,8 +474,12 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   return code;
 }
 
-int xgr_cmd_run(int argc, char **argv) {
+/* The command, with --chain backends collected into *chain (freed by xgr_cmd_run). */
+static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL, *store_file = NULL;
+  const char *replay_file = NULL;
+  json_t *replay = NULL;
+  char *replay_payload = NULL;   /* the trace's payload as text, when --payload is not given */
   long long max_steps = 10000, root_pid = 0, max_running = 0;
   int as_json = 0, quiet = 0, virtual_time = 0;
   double scale = 1;
@@ -479,10 +492,11 @@ int xgr_cmd_run(int argc, char **argv) {
     {"json", no_argument, NULL, 'j'}, {"api-map", required_argument, NULL, 'a'},
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
-    {"store", required_argument, NULL, 'D'}, {0, 0, 0, 0}};
+    {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'},
+    {"replay", required_argument, NULL, 'R'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:", opts, NULL)) != -1) {
+  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, NULL)) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -491,6 +505,7 @@ int xgr_cmd_run(int argc, char **argv) {
       case 'v': virtual_time = 1; break;
       case 'S': script_file = optarg; break;
       case 'D': store_file = optarg; break;
+      case 'R': replay_file = optarg; break;
       case 'j': as_json = 1; break;
       case 'q': quiet = 1; break;
       case 'T':
@@ -526,6 +541,15 @@ int xgr_cmd_run(int argc, char **argv) {
         map[nmap++] = (xgr_api_map_entry){optarg, eq + 1};
         break;
       }
+      case 'C': {
+        xgr_error ce;
+        if (!*chain) *chain = xgr_chain_new();
+        if (xgr_chain_add(*chain, optarg, &ce)) {
+          fprintf(stderr, "xgr run: %s\n", ce.message);
+          return XGR_EXIT_USAGE;
+        }
+        break;
+      }
       case 'h': usage(stdout); return XGR_EXIT_OK;
       default: usage(stderr); return XGR_EXIT_USAGE;
     }
@@ -537,9 +561,24 @@ int xgr_cmd_run(int argc, char **argv) {
   char owner_lc[43];   /* addresses compare case-insensitively; kept lowercased, as xgrd does */
   for (size_t k = 0; k < 43; k++) owner_lc[k] = (char)tolower((unsigned char)owner[k]);
   owner = owner_lc;
+  if (replay_file) {   /* a trace of `xgr explore --emit`: its start and payload unless given */
+    char *rbuf;
+    size_t rlen;
+    xgr_error re;
+    if (!virtual_time || xgr_file_read(replay_file, &rbuf, &rlen, 64u << 20, &re) || (xgr_json_parse(rbuf, rlen, &replay, &re), free(rbuf), !replay)) {
+      fprintf(stderr, "xgr run: --replay %s: %s\n", replay_file, virtual_time ? re.message : "needs --virtual-time");
+      return XGR_EXIT_USAGE;
+    }
+    const json_t *rs = json_object_get(replay, "replay");
+    if (!start) start = json_string_value(json_object_get(rs, "start"));
+    if (!payload_s && json_is_object(json_object_get(rs, "payload")))
+      payload_s = replay_payload = json_dumps(json_object_get(rs, "payload"), JSON_COMPACT);
+  }
   if (optind != argc - 1 || !start) {
     fprintf(stderr, "xgr run: %s\n", !start ? "--start STEP is required" : "exactly one BUNDLE is expected");
     usage(stderr);
+    free(replay_payload);
+    json_decref(replay);
     return XGR_EXIT_USAGE;
   }
   xgr_error e;
@@ -550,6 +589,8 @@ int xgr_cmd_run(int argc, char **argv) {
     xgr_error_clear(&e);
     if (payload_s[0] == '@' && xgr_file_read(payload_s + 1, &pbuf, &plen, 16u << 20, &e)) {
       fprintf(stderr, "xgr run: --payload %s: %s\n", payload_s, e.message);
+      free(replay_payload);
+      json_decref(replay);
       return XGR_EXIT_USAGE;
     }
     int bad = xgr_value_from_json_text(pbuf ? pbuf : payload_s, pbuf ? plen : strlen(payload_s), 0, &payload, &e) ||
@@ -558,9 +599,12 @@ int xgr_cmd_run(int argc, char **argv) {
     if (bad) {
       fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
       xgr_value_release(payload);
+      free(replay_payload);
+      json_decref(replay);
       return XGR_EXIT_USAGE;
     }
   }
+  free(replay_payload);
   json_t *script = NULL;
   if (script_file) {
     char *buf;
@@ -584,6 +628,20 @@ int xgr_cmd_run(int argc, char **argv) {
   xgr_diags_init(&d);
   xgr_bundle *b = NULL;
   int rc = xgr_bundle_load_file(argv[optind], &b, &e, &d);
+  if (rc && replay) {   /* a plain orchestration: a trace of forced outcomes needs no rules */
+    xgr_orch *po = NULL;
+    xgr_diags d2;
+    xgr_diags_init(&d2);
+    if (!xgr_orch_load_file(argv[optind], &po, &e, &d2) && (b = calloc(1, sizeof *b))) {
+      b->orch = po;
+      rc = 0;
+      xgr_diags_free(&d);
+      xgr_diags_init(&d);
+    } else {
+      xgr_orch_free(po);
+    }
+    xgr_diags_free(&d2);
+  }
   if (rc) {
     cli_print_errors(stderr, argv[optind], &d);
     xgr_diags_free(&d);
@@ -615,10 +673,12 @@ int xgr_cmd_run(int argc, char **argv) {
   }
   if (!root_pid) root_pid = 1;
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  xgr_chain_reader reader;
+  if (*chain) reader = xgr_chain_reader_of(*chain);
   if (!virtual_time) {
     json_t *rep = NULL;
     int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
-                          (uint32_t)max_running, map, nmap, scale, quiet || as_json, rs, &rep);
+                          (uint32_t)max_running, map, nmap, *chain ? &reader : NULL, scale, quiet || as_json, rs, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
@@ -645,7 +705,7 @@ int xgr_cmd_run(int argc, char **argv) {
     return code;
   }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
-  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .max_steps = (uint64_t)max_steps, .record = true,
+  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = *chain ? &reader : NULL, .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v,
                            .on_effects = rs ? store_effects : NULL, .effects_ctx = rs};
   xgr_driver *drv = xgr_driver_new(&cfg);
@@ -655,7 +715,10 @@ int xgr_cmd_run(int argc, char **argv) {
     fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
     exit_code = XGR_EXIT_USAGE;
   } else {
-    xgr_driver_run(drv);
+    if (replay && xgr_explore_replay(drv, b, replay, &e))
+      fprintf(stderr, "xgr run: --replay %s: %s: %s\n", replay_file, e.path, e.message);
+    else if (!replay)
+      xgr_driver_run(drv);
     json_t *rep = xgr_driver_report(drv, 0);
     const char *result = json_string_value(json_object_get(rep, "result"));
     if (as_json) {
@@ -680,6 +743,14 @@ int xgr_cmd_run(int argc, char **argv) {
   xgr_value_release(payload);
   json_decref(script);
   free(v.last);
+  json_decref(replay);
   curl_global_cleanup();
   return exit_code;
+}
+
+int xgr_cmd_run(int argc, char **argv) {
+  xgr_chain *chain = NULL;
+  int code = run_cmd(argc, argv, &chain);
+  xgr_chain_free(chain);
+  return code;
 }

@@ -121,6 +121,14 @@ int xgr_cmd_show(int argc, char **argv) {
              xgr_cli_duration(json_integer_value(json_object_get(call, "ms")), d3, sizeof d3), url ? url : "-",
              ce ? ", error: " : "", ce ? ce : "");
     }
+    const json_t *x = json_object_get(h, "execution");   /* its transaction (docs/CHAIN.md) */
+    if (x) {
+      const char *rr = json_string_value(json_object_get(x, "revertReason"));
+      printf("  %-10s execution %s %s gas %lld block %lld%s%s\n", "", json_string_value(json_object_get(x, "status")),
+             json_is_string(json_object_get(x, "txHash")) ? json_string_value(json_object_get(x, "txHash")) : "(not sent)",
+             (long long)json_integer_value(json_object_get(x, "gasUsed")),
+             (long long)json_integer_value(json_object_get(x, "blockNumber")), rr ? "  reason: " : "", rr ? rr : "");
+    }
   }
   if (!json_array_size(hist)) printf("  (no step ran yet)\n");
   json_decref(res);

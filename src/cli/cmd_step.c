@@ -12,8 +12,10 @@
 
 #include "cli/commands.h"
 #include "cli/load.h"
+#include "xgr/chain.h"
 #include "xgr/json.h"
 #include "xgr/rule.h"
+#include "xgr/secp.h"
 #include "xgr/xrc_types.h"
 
 #define MAX_MAPS 32
@@ -21,12 +23,17 @@
 static const char usage_text[] =
     "usage: xgr step RULE.json [--payload JSON|@FILE] [--api-map FROM=TO]... [--json]\n"
     "                 [--owner ADDR] [--session-id N] [--pid PID] [--step-id ID]\n"
+    "                 [--chain URL] [--chain NAME=URL]... [--engine-key FILE]\n"
     "       xgr step BUNDLE.json --rule NAME ...   (NAME: a key of the bundle's rules, or a step id)\n\n"
-    "Run one XRC-137 step: input casts and defaults, contract reads (no chain backend: their\n"
-    "defaults apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
+    "Run one XRC-137 step: input casts and defaults, contract reads (eth_call on the --chain\n"
+    "backend a read's `rpc` selects, the unnamed one by default; without --chain their defaults\n"
+    "apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
     "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
     "as JSON with --json: each rule with its result (true, false, missing key, error, skipped),\n"
     "required inputs that are missing, and why keys could not be produced (soft-invalid).\n"
+    "With --engine-key FILE (and --chain) the branch's `execution` is sent as a signed EIP-1559\n"
+    "transaction from that key and its receipt shown (\"execution\": {\"txHash\", \"status\",\n"
+    "\"gasUsed\", \"blockNumber\", \"return\" | \"revertReason\"}).\n"
     "Exit: 0 valid, 1 invalid, 2 usage or unreadable input, 3 hard error.\n";
 
 static void print_value_line(const char *label, xgr_value v) {
@@ -98,12 +105,38 @@ static void print_readable(const xgr_step_result *r) {
   }
 }
 
-int xgr_cmd_step(int argc, char **argv) {
+/* Sign and send the step's execution from the key in keyfile; the record of its outcome (an error
+ * record when the key or the node fails). */
+static json_t *run_execution(xgr_chain *chain, const char *keyfile, const xgr_execution *x) {
+  xgr_secp *secp = xgr_secp_new();
+  xgr_chain_sender s = {.chain = chain, .secp = secp};
+  xgr_error e;
+  json_t *rec;
+  xgr_chain_signed tx;
+  if (!secp) {
+    rec = json_pack("{s:s, s:s}", "status", "failed", "error", "cannot create a secp256k1 context");
+  } else if (xgr_secp_key_load(secp, keyfile, s.key, &e)) {
+    rec = json_pack("{s:s, s:s+}", "status", "failed", "error", "--engine-key: ", e.message);
+  } else if (xgr_chain_exec_sign(&s, x, &tx, &e)) {
+    rec = e.code == XGR_EEVAL ? xgr_chain_exec_refused(&e) : json_pack("{s:s, s:s}", "status", "failed", "error", e.message);
+  } else {
+    rec = xgr_chain_exec_settle(&s, x, &tx);
+    xgr_chain_signed_clear(&tx);
+  }
+  memset(s.key, 0, sizeof s.key);
+  xgr_secp_free(secp);
+  return rec;
+}
+
+/* The command, with --chain backends collected into *chain (freed by xgr_cmd_step). */
+static int step_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *rule_path = NULL, *payload_arg = NULL, *rule_name = NULL;
   xgr_api_map_entry maps[MAX_MAPS];
   size_t nmaps = 0;
   bool as_json = false;
   xgr_step_ctx ctx = {0};
+  xgr_chain_reader reader;
+  const char *engine_key = NULL;
   ctx.owner = "0x0000000000000000000000000000000000000000";
   ctx.session_id = 1;
   ctx.pid = "1:1";
@@ -125,6 +158,15 @@ int xgr_cmd_step(int argc, char **argv) {
       }
       *eq = 0;
       maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
+    } else if (i + 1 < argc && !strcmp(a, "--chain")) {
+      xgr_error ce;
+      if (!*chain) *chain = xgr_chain_new();
+      if (xgr_chain_add(*chain, argv[++i], &ce)) {
+        fprintf(stderr, "xgr step: %s\n", ce.message);
+        return XGR_EXIT_USAGE;
+      }
+    } else if (i + 1 < argc && !strcmp(a, "--engine-key")) {
+      engine_key = argv[++i];
     } else if (i + 1 < argc && !strcmp(a, "--owner")) {
       ctx.owner = argv[++i];
       if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
@@ -159,6 +201,14 @@ int xgr_cmd_step(int argc, char **argv) {
   if (!rule_path) {
     fputs(usage_text, stderr);
     return XGR_EXIT_USAGE;
+  }
+  if (engine_key && !*chain) {
+    fprintf(stderr, "xgr step: --engine-key needs --chain URL (the node the execution is sent to)\n");
+    return XGR_EXIT_USAGE;
+  }
+  if (*chain) {
+    reader = xgr_chain_reader_of(*chain);
+    ctx.chain = &reader;
   }
   ctx.api_map = maps;
   ctx.napi_map = nmaps;
@@ -281,18 +331,27 @@ int xgr_cmd_step(int argc, char **argv) {
   xgr_step_result res;
   xgr_step_run(rule, payload, &ctx, x, &res);
   xgr_http_exchange_free(x);
+  json_t *exec_rec = NULL;
+  if (engine_key && res.execution && !res.error.code) exec_rec = run_execution(*chain, engine_key, res.execution);
 
   if (as_json) {
     json_t *o = xgr_step_result_to_json(&res);
+    if (exec_rec) json_object_update(json_object_get(o, "execution"), exec_rec);
     char *t = xgr_json_dumps(o, XGR_JSON_PRETTY);
     printf("%s\n", t);
     free(t);
     json_decref(o);
   } else {
     print_readable(&res);
+    if (exec_rec) {
+      char *t = xgr_json_dumps(exec_rec, 0);
+      printf("%-10s %s\n", "receipt", t);
+      free(t);
+    }
     print_rules(&res, doc);
     if (res.missing_input) print_missing_inputs(rule, payload);
   }
+  json_decref(exec_rec);
   int exit_code = res.error.code ? XGR_EXIT_HARD : res.valid && res.action == XGR_ACTION_NONE ? XGR_EXIT_OK : XGR_EXIT_FAIL;
   xgr_step_result_free(&res);
   xgr_value_release(payload);
@@ -300,4 +359,11 @@ int xgr_cmd_step(int argc, char **argv) {
   json_decref(doc);
   curl_global_cleanup();
   return exit_code;
+}
+
+int xgr_cmd_step(int argc, char **argv) {
+  xgr_chain *chain = NULL;
+  int code = step_cmd(argc, argv, &chain);
+  xgr_chain_free(chain);
+  return code;
 }

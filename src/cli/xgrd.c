@@ -29,7 +29,10 @@
 #include <curl/curl.h>
 
 #include "xgr/auth.h"
+#include "xgr/chain.h"
 #include "xgr/rpc.h"
+#include "xgr/secp.h"
+#include "xgr/store.h"
 
 #define EXIT_USAGE 2
 #define EXIT_HARD 3
@@ -43,6 +46,10 @@ typedef struct opts {
   long first_step_timeout_ms, shutdown_timeout_ms;
   double time_scale;
   unsigned long store_max_pages;
+  xgr_chain *chain;                 /* --chain (repeatable), NULL: none */
+  xgr_api_map_entry api_map[32];    /* --api-map FROM=TO (repeatable) */
+  size_t napi_map;
+  const char *engine_key;           /* --engine-key FILE */
   unsigned long max_session_processes, max_session_steps;
 } opts;
 
@@ -51,8 +58,12 @@ static void usage(FILE *f) {
           "xgrd — the xgr daemon: JSON-RPC 2.0 over HTTP in front of the engine and the store\n\n"
           "usage: xgrd [options]\n\n"
           "  --listen ADDR:PORT     where to listen (default 127.0.0.1:8729; port 0 picks a free port)\n"
-          "  --store URL            sqlite:FILE, a plain FILE path, or memory: (default memory:, nothing survives)\n"
-          "  --sync full|normal     SQLite durability: fsync every commit (full, default) or WAL normal\n"
+          "  --store URL            sqlite:FILE, a plain FILE path, memory: (default memory:, nothing survives), or\n"
+          "                         a PostgreSQL database: postgresql://user@host:port/db or, on a unix socket,\n"
+          "                         postgresql:///db?host=/socket/dir (a libpq URI; docs/STORE.md)\n"
+          "  --sync full|normal     durability: every commit is on disk before it is acknowledged (full, default:\n"
+          "                         SQLite synchronous=FULL, PostgreSQL synchronous_commit=on) or not (normal:\n"
+          "                         WAL NORMAL / synchronous_commit=off; a crash may lose the last commits)\n"
           "  --workers N            engine worker threads (default: online CPUs)\n"
           "  --threads N            HTTP threads (default 8)\n"
           "  --config FILE          JSON object with any of these options without dashes (\"listen\", \"store\",\n"
@@ -79,6 +90,13 @@ static void usage(FILE *f) {
           "                         reason on its processes (default 10000)\n"
           "  --max-session-steps N  per-session cap on steps run, likewise (default 1000000)\n"
           "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
+          "  --chain URL            Ethereum JSON-RPC node (the default backend): contract reads, and registries\n"
+          "                         named by an XRC-729 address (xrc729/orchestration + ostcId) read from the chain\n"
+          "  --chain NAME=URL       a named backend for reads whose \"rpc\" selects it (repeatable)\n"
+          "  --api-map FROM=TO      rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+          "  --engine-key FILE      private key (64 hex, mode 0600) that signs the steps' executions as EIP-1559\n"
+          "                         transactions on the --chain node; journaled next to the store (FILE-exec) so\n"
+          "                         each is sent exactly once across crashes\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
@@ -151,6 +169,24 @@ static int set_opt(opts *o, const char *name, const char *v) {
       return -1;
     }
     o->time_scale = f;
+  }
+  else if (!strcmp(name, "chain")) {
+    xgr_error ce;
+    if (!o->chain) o->chain = xgr_chain_new();
+    if (!v || xgr_chain_add(o->chain, v, &ce)) {
+      fprintf(stderr, "xgrd: %s\n", v ? ce.message : "--chain needs a URL");
+      return -1;
+    }
+  }
+  else if (!strcmp(name, "engine-key")) o->engine_key = v;
+  else if (!strcmp(name, "api-map")) {
+    const char *eq = v ? strchr(v, '=') : NULL;
+    if (!eq || eq == v || !eq[1] || o->napi_map == 32) {
+      fprintf(stderr, "xgrd: --api-map \"%s\": expected FROM=TO (at most 32)\n", v ? v : "");
+      return -1;
+    }
+    char *from = strndup(v, (size_t)(eq - v));   /* lives as long as xgrd */
+    o->api_map[o->napi_map++] = (xgr_api_map_entry){from, eq + 1};
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
@@ -296,6 +332,39 @@ int main(int argc, char **argv) {
     /* a malformed address is a usage error; an address xgrd may not listen on is a failure to start */
     return err.code == XGR_EINVAL ? EXIT_USAGE : EXIT_HARD;
   }
+  /* executions: the engine key's executor, its journal beside the store file */
+  xgr_secp *secp = NULL;
+  xgr_chain_executor *executor = NULL;
+  if (o.engine_key) {
+    if (!o.chain) {
+      fprintf(stderr, "xgrd: --engine-key needs --chain URL (the node executions are sent to)\n");
+      xgr_rpc_server_free(srv);
+      xgr_auth_free(auth);
+      curl_global_cleanup();
+      json_decref(cfgdoc);
+      return EXIT_USAGE;
+    }
+    uint8_t key[32];
+    char journal[4096] = "";
+    const char *sp = o.store ? (!strncmp(o.store, "sqlite:", 7) ? o.store + 7 : strncmp(o.store, "memory:", 7) ? o.store : NULL) : NULL;
+    if (sp) snprintf(journal, sizeof journal, "%s-exec", sp);
+    secp = xgr_secp_new();
+    if (!secp || xgr_secp_key_load(secp, o.engine_key, key, &err) ||
+        !(executor = xgr_chain_executor_new(o.chain, secp, key, sp ? journal : NULL, stderr, &err))) {
+      log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o.engine_key,
+             secp ? err.message : "no secp256k1 context");
+      memset(key, 0, sizeof key);
+      xgr_secp_free(secp);
+      xgr_rpc_server_free(srv);
+      xgr_auth_free(auth);
+      curl_global_cleanup();
+      json_decref(cfgdoc);
+      return EXIT_USAGE;
+    }
+    memset(key, 0, sizeof key);
+    log_kv("info", "msg=\"executions enabled\" from=%s journal=%s", xgr_chain_executor_address(executor),
+           sp ? journal : "memory (not durable)");
+  }
   /* listen first: while the store's sessions are recovered, /readyz answers 503 and every call a
    * clear -32009, instead of clients seeing "connection refused" */
   if (xgr_rpc_start(srv, &err)) {
@@ -318,15 +387,25 @@ int main(int argc, char **argv) {
                         .log = stderr,
                         .time_scale = o.time_scale,
                         .store_max_pages = (uint32_t)o.store_max_pages,
+                        .chain = o.chain,
+                        .api_map = o.api_map,
+                        .napi_map = o.napi_map,
+                        .executor = executor,
                         .max_live = o.max_session_processes,
                         .max_session_steps = o.max_session_steps};
-  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", o.store ? o.store : "memory:", o.workers,
+  char store_name[512];   /* the store as logged: no password */
+  char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
+  snprintf(store_name, sizeof store_name, "%s", redacted);
+  free(redacted);
+  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", store_name, o.workers,
          o.time_scale > 0 ? o.time_scale : 1.0);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
   if (!d || xgr_rpcd_register(d, srv)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
     xgr_rpc_server_free(srv);
     xgr_auth_free(auth);
+    xgr_chain_executor_free(executor);
+    xgr_secp_free(secp);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
@@ -340,6 +419,8 @@ int main(int argc, char **argv) {
     xgr_rpc_server_free(srv);
     xgr_rpcd_free(d);
     xgr_auth_free(auth);
+    xgr_chain_executor_free(executor);
+    xgr_secp_free(secp);
     curl_global_cleanup();
     json_decref(cfgdoc);
     return EXIT_HARD;
@@ -372,17 +453,22 @@ int main(int argc, char **argv) {
    * reads and refusing writes until it is stopped) */
   int sig = 0;
   bool store_failed = false;
+  int chain_ticks = 0;
   while (!rc) {
     struct timespec tick = {0, 200 * 1000000L};
     sig = sigtimedwait(&set, NULL, &tick);
     if (sig > 0) break;
     sig = 0;
+    if (o.chain && ++chain_ticks == 10) {   /* every 2 s: health probe and cache refresh from logs */
+      chain_ticks = 0;
+      xgr_rpcd_chain_tick(d);
+    }
     xgr_error se;
     if (!store_failed && xgr_rpcd_store_failed(d, &se)) {
       store_failed = true;
       log_kv("error", "msg=\"store failed: no more work is accepted (writes answer -32009, /readyz 503); fix the store "
                       "and restart xgrd, which recovers everything committed\" store=%s error=\"%s\"",
-             o.store ? o.store : "memory:", se.message);
+             store_name, se.message);
     }
   }
   log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
@@ -393,6 +479,10 @@ int main(int argc, char **argv) {
   xgr_rpcd_free(d);
   xgr_rpc_server_free(srv);
   xgr_auth_free(auth);
+  xgr_chain_executor_free(executor);
+  xgr_secp_free(secp);
+  xgr_chain_free(o.chain);
+  for (size_t i = 0; i < o.napi_map; i++) free((char *)o.api_map[i].from);
   curl_global_cleanup();
   json_decref(cfgdoc);
   if (!rc && store_failed) rc = EXIT_STORE;

@@ -271,8 +271,8 @@ void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cm
   job *j = cmd->arg;
   const xgr_rule *rule = j->a->b->step_rule[j->step];
   if (j->phase == JOB_NEW) {
-    if (xgr_rule_napi_calls(rule) == 0) {
-      xgr_step_run(rule, j->payload, &j->sctx, NULL, &j->res);
+    if (xgr_rule_napi_calls(rule) == 0 && (xgr_rule_ncontract_reads(rule) == 0 || !j->sctx.chain)) {
+      xgr_step_run(rule, j->payload, &j->sctx, NULL, &j->res);  /* no I/O: nothing to hand over */
     } else {
       j->st = xgr_step_begin(rule, j->payload, &j->sctx);
       if (xgr_step_next_request(j->st)) {
@@ -287,6 +287,8 @@ void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cm
     xgr_step_finish(j->st, &j->res);
     j->st = NULL;
   }
+  if (e->cfg.exec && e->cfg.exec->submit && j->res.execution && !j->res.error.code && j->res.action == XGR_ACTION_NONE)
+    e->cfg.exec->submit(e->cfg.exec->ctx, j->sctx.owner, j->sctx.session_id, j->iter, j->sctx.step_id, j->res.execution);
   j->phase = JOB_DONE;
   if (xgr_ctx_complete_yield(ctx, pid, cmd->tag, j, 0)) {
     job_release(j);

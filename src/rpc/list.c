@@ -418,6 +418,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       json_t *pl = NULL;   /* exact: payload integers beyond int64 stay numbers */
       if (hs[i].payload && xgr_json_parse_exact(hs[i].payload, strlen(hs[i].payload), &pl, NULL)) pl = NULL;
       if (pl) json_object_set_new(h, "payload", pl);
+      /* the step's execution (docs/CHAIN.md): its transaction and receipt, from the executor's journal */
+      json_t *ex = d->cfg.executor ? xgr_chain_executor_record(d->cfg.executor, owner, root, hs[i].iter) : NULL;
+      if (ex) json_object_set_new(h, "execution", ex);
       json_array_append_new(hist, h);
     }
     xgr_store_hists_free(hs, n);

@@ -64,6 +64,58 @@ static void bnode_release_locked(xgr_rpcd *d, xgr__bnode *bn) {
   free(bn);
 }
 
+/* A registry key "<0x + 40 hex>/<ostcId>": an XRC-729 contract on the chain. */
+static bool chain_key(const char *key) {
+  return strlen(key) > 43 && key[42] == '/' && xgr_xrc_is_address(key, 42);
+}
+
+/* The bundle of an XRC-729 registry on the chain: getOSTC and getRule through the chain cache
+ * (no chain call once cached; the cache is refreshed from the contracts' logs). The exact bytes
+ * are also registered in the store, so that recovery and the session views ("#<hash>") find them.
+ * The pinned hash is compared by the caller (start.c) before anything else happens. */
+static int chain_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err) {
+  char reg[43];
+  memcpy(reg, key, 42);
+  reg[42] = 0;
+  xgr_chain_orch o;
+  int rc = xgr_chain_load_orch(d->chain_cache, NULL, reg, key + 43, NULL, &o, err);
+  if (rc) {
+    char p[XGR_PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    snprintf(err->path, sizeof err->path, "%s", p);
+    return rc;
+  }
+  if (!o.cached) {   /* first sight of this content: keep its exact bytes in the store's registries */
+    const xgr_bundle *b = o.bundle;
+    xgr_error e;
+    for (size_t i = 0; i < b->nrules; i++) {
+      xgr_store_doc rd = {0};
+      /* the rule text as the chain returned it: the rule contract's getRule(), cached */
+      char *bytes;
+      size_t len;
+      if (xgr_chain_rule_text(d->chain_cache, NULL, b->rule_keys[i], &bytes, &len, &e) == 0) {
+        if (xgr_store_register(d->st, XGR_REG_RULE, b->rule_keys[i], reg, bytes, len, &rd, &e))
+          xgr__rpcd_log(d, "level=warn msg=\"cannot register a chain rule in the store\" rule=%s error=\"%s\"",
+                        b->rule_keys[i], e.message);
+        xgr_store_doc_clear(&rd);
+        free(bytes);
+      }
+    }
+    char *ob;
+    size_t ol;
+    if (xgr_chain_ostc_text(d->chain_cache, NULL, reg, key + 43, &ob, &ol, &e) == 0) {
+      xgr_store_doc od = {0};
+      if (xgr_store_register(d->st, XGR_REG_ORCHESTRATION, key, reg, ob, ol, &od, &e))
+        xgr__rpcd_log(d, "level=warn msg=\"cannot register a chain orchestration in the store\" key=%s error=\"%s\"", key,
+                      e.message);
+      xgr_store_doc_clear(&od);
+      free(ob);
+    }
+  }
+  *out = o.bundle;
+  return 0;
+}
+
 static void regent_free_locked(xgr_rpcd *d, xgr__regent *r) {
   r->bn->cached = false;
   bnode_release_locked(d, r->bn);
@@ -93,8 +145,8 @@ static xgr__bnode *bnode_of_locked(xgr_rpcd *d, const xgr_bundle *b) {
 void xgr__rpcd_bundle_hold(xgr_rpcd *d, const xgr_bundle *b) {
   pthread_mutex_lock(&d->reg_mu);
   xgr__bnode *bn = bnode_of_locked(d, b);
-  assert(bn && bn->refs > 0);
-  bn->refs++;
+  assert(!bn || bn->refs > 0);
+  if (bn) bn->refs++;   /* none: a bundle of the chain cache, which keeps it as long as the service */
   pthread_mutex_unlock(&d->reg_mu);
 }
 
@@ -102,7 +154,7 @@ void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b) {
   if (!b) return;
   pthread_mutex_lock(&d->reg_mu);
   xgr__bnode *bn = bnode_of_locked(d, b);
-  assert(bn && bn->refs > 0);
+  assert(!bn || bn->refs > 0);   /* none: a bundle of the chain cache (not counted) */
   if (bn) {
     bn->refs--;
     bnode_release_locked(d, bn);
@@ -112,6 +164,8 @@ void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b) {
 
 void xgr__rpcd_bundle_done(void *d, const xgr_bundle *b) { xgr__rpcd_bundle_put(d, b); }
 
+/* Assemble (or take from the cache) the bundle of registry key `key` ("<reg>/<ostcId>", "<reg>"
+ * or "#<hash>"). With a chain, "<XRC-729 address>/<ostcId>" comes from the chain. */
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err) {
   return xgr__rpcd_bundle_ex(d, key, out, NULL, NULL, path, err);
 }
@@ -119,6 +173,11 @@ int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const
 int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
                         const json_t **executors, const char *path, xgr_error *err) {
   *out = NULL;
+  if (d->chain_cache && chain_key(key)) {   /* owner and executors: checked on the chain (start.c) */
+    if (owner) *owner = NULL;
+    if (executors) *executors = NULL;
+    return chain_bundle(d, key, out, path, err);
+  }
   uint64_t gen = atomic_load(&d->rules_gen);
   pthread_mutex_lock(&d->reg_mu);
   for (xgr__regent *r = d->regs; r; r = r->next)

@@ -28,6 +28,7 @@
 
 #include "rpc/rpcd.h"
 #include "xgr/bundle.h"
+#include "xgr/chain.h"
 #include "xgr/engine.h"
 #include "xgr/rpc.h"
 #include "xgr/store.h"
@@ -90,6 +91,7 @@ struct xgr_rpcd {
   xgr_store *st;               /* owned */
   xgr_persist *p;              /* owned */
   xgr_engine *e;               /* owned */
+  struct xgr__console *console; /* owned: the console's pages, events and read methods (console.h) */
   atomic_bool ready, stopping;
   atomic_bool store_down;      /* the store failed (logged once) */
   pthread_mutex_t reg_mu;      /* regs, bundles */
@@ -104,6 +106,8 @@ struct xgr_rpcd {
   size_t restored, failed;     /* recovery counts */
   xgr_counter *c_enq[XGR__ACK_N];
   char names[48][40];          /* method names registered on the server (borrowed by it) */
+  xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
+  xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
 };
 

@@ -17,6 +17,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "xgr/auth.h"
+#include "rpc/console.h"
 #include "util/alloc.h"
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -103,6 +104,32 @@ static void collect_runtime(void *ctx, xgr_metrics_out *out) {
   }
 }
 
+static void collect_chain(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  json_t *h = xgr_chain_health(d->cfg.chain);
+  size_t i;
+  json_t *b;
+  json_array_foreach(h, i, b) {
+    const char *name = json_string_value(json_object_get(b, "name"));
+    static const char *const keys[] = {"calls", "errors", "lastBlock"};
+    for (int k = 0; k < 3; k++) {
+      char l[160];
+      snprintf(l, sizeof l, "backend=\"%.64s\",kind=\"%s\"", name ? name : "default", keys[k]);
+      xgr_metrics_line(out, "xgr_chain", l, (double)json_integer_value(json_object_get(b, keys[k])));
+    }
+    char l[160];
+    snprintf(l, sizeof l, "backend=\"%.64s\",kind=\"up\"", name ? name : "default");
+    xgr_metrics_line(out, "xgr_chain", l, json_is_true(json_object_get(b, "ok")) ? 1 : 0);
+  }
+  json_decref(h);
+  if (d->cfg.executor) {
+    uint64_t pending, done;
+    xgr_chain_executor_counts(d->cfg.executor, &pending, &done);
+    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_pending\"", (double)pending);
+    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_done\"", (double)done);
+  }
+}
+
 static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_rpcd *d = ctx;
   xgr_engine_stats s;
@@ -148,7 +175,7 @@ int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed
  * hex and the control contract as `precompile`; no grants or public sale contracts locally. */
 static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
                         xgr_error *err) {
-  (void)ctx, (void)params, (void)err;
+  (void)params, (void)err;
   char chain[24] = "";
   const char *pc = "";
   if (caller && caller->auth) {
@@ -156,6 +183,9 @@ static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *p
     pc = xgr_auth_control_contract(caller->auth);
   }
   *result = json_pack("{s:s, s:s, s:s, s:s}", "grants", "", "publicSale", "", "precompile", pc, "chainId", chain);
+  xgr_rpcd *d = ctx;
+  /* with --chain: every backend's health (docs/CHAIN.md) */
+  if (d && d->cfg.chain) json_object_set_new(*result, "chains", xgr_chain_health(d->cfg.chain));
   return 0;
 }
 
@@ -200,6 +230,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
    * xgr_listSessions; the same code, `view` picks either */
   rc = xgr_rpc_register(s, "xgr.listSessions", xgr__rpcd_m_list_join, d);
   if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
+  if (!rc) rc = xgr__console_register(d->console, s);
   if (rc) return rc;
   xgr_metrics *m = xgr_rpc_metrics(s);
   xgr_persist_metrics(d->p, m);
@@ -213,6 +244,8 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   xgr_metrics_gauge(m, "xgr_queue_depth", "Work queued inside xgrd", collect_queues, d);
   xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
   xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
+  if (d->cfg.chain) xgr_metrics_gauge(m, "xgr_chain", "Chain backends: calls, errors, last block, up", collect_chain, d);
+
   return 0;
 }
 
@@ -309,8 +342,17 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   if (!d->st) goto fail;
   d->p = xgr_persist_new(d->st);
   if (!d->p) goto fail;
+  if (cfg->chain) {
+    d->reader = xgr_chain_reader_of(cfg->chain);
+    d->chain_cache = xgr_chain_cache_new(cfg->chain);
+    xgr_rpcd_chain_tick(d);   /* first health probe; remembers the block the log refresh starts from */
+  }
   xgr_engine_config ec = {.workers = cfg->workers,
                           .max_running = cfg->max_running,
+                          .chain = cfg->chain ? &d->reader : NULL,
+                          .api_map = cfg->api_map,
+                          .napi_map = cfg->napi_map,
+                          .exec = cfg->executor ? xgr_chain_executor_hook(cfg->executor) : NULL,
                           .store = xgr_persist_hook(d->p),
                           .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
                           .max_live = cfg->max_live,
@@ -329,6 +371,11 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
     goto fail;
   }
+  d->console = xgr__console_new(d->st, d->e);
+  if (xgr_engine_subscribe(d->e, xgr__console_on_event, d->console)) {
+    xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
+    goto fail;
+  }
   xgr_error le;
   if (xgr_store_load_live(d->st, recover_one, d, &le))
     xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
@@ -343,10 +390,32 @@ fail:
   return NULL;
 }
 
+/* The default chain backend answered its last probe (true without a chain). */
+static bool chain_ok(xgr_rpcd *d) {
+  if (!d->cfg.chain) return true;
+  json_t *h = xgr_chain_health(d->cfg.chain);
+  bool ok = false;
+  size_t i;
+  json_t *b;
+  json_array_foreach(h, i, b) if (json_is_null(json_object_get(b, "name"))) ok = json_is_true(json_object_get(b, "ok"));
+  json_decref(h);
+  return ok;
+}
+
 bool xgr_rpcd_ready(void *ctx) {
   xgr_rpcd *d = ctx;
-  return atomic_load(&d->ready) && !atomic_load(&d->stopping) && !xgr_store_failed(d->st, NULL);
+  return atomic_load(&d->ready) && !atomic_load(&d->stopping) && !xgr_store_failed(d->st, NULL) && chain_ok(d);
 }
+
+void xgr_rpcd_chain_tick(xgr_rpcd *d) {
+  if (!d || !d->cfg.chain) return;
+  xgr_chain_probe(d->cfg.chain);
+  xgr_error e;
+  int n = xgr_chain_cache_refresh(d->chain_cache, &e);
+  if (n < 0) xgr__rpcd_log(d, "level=warn msg=\"chain cache refresh failed\" error=\"%s\"", e.message);
+  else if (n > 0) xgr__rpcd_log(d, "level=info msg=\"chain cache refreshed\" dropped=%d", n);
+}
+
 
 void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed) {
   *restored = d->restored;
@@ -367,9 +436,11 @@ void xgr_rpcd_free(xgr_rpcd *d) {
   if (!d) return;
   atomic_store(&d->stopping, true);
   xgr_engine_free(d->e);     /* shuts down: steps finish, batches are submitted */
+  xgr__console_free(d->console);
   xgr_store_close(d->st);    /* commits what is queued */
   xgr_persist_free(d->p);
   xgr__rpcd_bundles_free(d);
+  xgr_chain_cache_free(d->chain_cache);
   for (int i = 0; i < XGR__RPCD_STRIPES; i++) pthread_mutex_destroy(&d->stripe[i]);
   pthread_mutex_destroy(&d->reg_mu);
   pthread_mutex_destroy(&d->w_mu);

@@ -9,6 +9,7 @@
  */
 #include "xgr/rpc.h"
 #include "xgr/auth.h"
+#include "rpc/console.h"
 #include "xgr/value.h"
 #include "util/alloc.h"
 
@@ -65,6 +66,10 @@ struct xgr_rpc_server {
   struct MHD_Daemon *md;
   char mhost[64];
   uint16_t mport;
+  struct { const char *prefix; xgr__rpc_get_fn fn; void *ctx; } gets[8];   /* GET handlers (console.h) */
+  size_t ngets;
+  void (*on_stop)(void *ctx);
+  void *on_stop_ctx;
 };
 
 /* Per-request state kept in MHD's con_cls. */
@@ -482,7 +487,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     r->t0 = now_s();
     *con_cls = r;
     bool rpc_path = !strcmp(url, "/") || !strcmp(url, "/rpc");
-    bool host_ok = xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), s->host, s->port);
+    bool host_ok = xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), s->host, __atomic_load_n(&s->port, __ATOMIC_ACQUIRE));
     if (!host_ok && (!strcmp(http, "GET") || !strcmp(http, "HEAD")))
       return refuse(s, c, http, url, MHD_HTTP_FORBIDDEN, "the Host header does not name this server (DNS rebinding)");
     if (!host_ok) {
@@ -500,6 +505,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         bool ready = atomic_load_explicit(&s->open, memory_order_acquire) && (!s->cfg.ready || s->cfg.ready(s->cfg.ready_ctx));
         return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                          xgr__xstrdup(ready ? "ready\n" : "not ready\n"), ready ? 6 : 10);
+      }
+      for (size_t i = 0; i < s->ngets; i++) {
+        size_t pl = strlen(s->gets[i].prefix);
+        if (strncmp(url, s->gets[i].prefix, pl) || (url[pl] != '\0' && url[pl] != '/')) continue;
+        char remote[64];
+        remote_of(c, remote, sizeof remote);
+        xgr_rpc_caller caller = {.remote = remote,
+                                 .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                                 .auth_none = s->cfg.auth_none,
+                                 .auth = s->cfg.auth};
+        return (enum MHD_Result)s->gets[i].fn(s->gets[i].ctx, &caller, c, url);
       }
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
                     rpc_path ? "JSON-RPC takes POST" : "no such path");
@@ -661,7 +677,8 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
   /* no MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT, and a second xgrd on the same
    * port would then share it silently instead of failing (SO_REUSEADDR, MHD's default, is kept so
    * a restart does not wait for TIME_WAIT) */
-  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ITC, 0, NULL, NULL, handle, s,
+  s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ITC |
+                              MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
                           (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
@@ -676,7 +693,9 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
   s->reaper_stop = false;
   s->reaper_on = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = di ? di->port : ntohs(s->addr.sin_port);
+  /* atomic: the listener's threads already answer (the Host check reads it); a client cannot know
+   * a port given as 0 before this is set */
+  __atomic_store_n(&s->port, di ? di->port : ntohs(s->addr.sin_port), __ATOMIC_RELEASE);
   if (s->cfg.metrics_listen) {
     s->md = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handle_metrics, s,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->maddr, MHD_OPTION_CONNECTION_LIMIT, 64u,
@@ -715,10 +734,24 @@ int xgr_rpc_set_concurrent(xgr_rpc_server *s, const char *name) {
   return XGR_ENOTFOUND;
 }
 
-uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return s->port; }
+uint16_t xgr_rpc_port(const xgr_rpc_server *s) { return __atomic_load_n(&s->port, __ATOMIC_ACQUIRE); }
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s) { return s->metrics; }
 
+int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn fn, void *ctx) {
+  if (s->ngets == sizeof s->gets / sizeof s->gets[0]) return XGR_ELIMIT;
+  s->gets[s->ngets].prefix = prefix;
+  s->gets[s->ngets].fn = fn;
+  s->gets[s->ngets++].ctx = ctx;
+  return 0;
+}
+
+void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {
+  s->on_stop = fn;
+  s->on_stop_ctx = ctx;
+}
+
 void xgr_rpc_stop(xgr_rpc_server *s) {
+  if (s->d && s->on_stop) s->on_stop(s->on_stop_ctx);
   if (s->reaper_on) {
     pthread_mutex_lock(&s->cmu);
     s->reaper_stop = true;

@@ -97,6 +97,7 @@ typedef struct start_req {
   const char *step;            /* start step or NULL (the orchestration's first step) */
   const char *step_path, *payload_path;
   const json_t *payload;       /* object or NULL */
+  const char *who;             /* the permit's signer ("" with --auth none) */
   xgr__waiter *w;                   /* validateDataTransfer */
   const xgr_permit *permit;    /* permit mode: the verified SessionPermit (kind 0 otherwise) */
   const char *ostc_id;         /* the ostcId the request names, NULL for a registry's current one */
@@ -168,6 +169,22 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
     if ((rc = xgr_auth_check_session(rq->permit, rq->root, rq->ostc_id, b->orch->hash, err)) ||
         (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
       return rc;
+  }
+  /* an XRC-729 registry on the chain: the signer must be its owner or one of its executors
+   * (XRC-729 §4.2); without permits (--auth none) there is no signer to check */
+  if (d->chain_cache && rq->permit && rq->permit->kind && rq->who && rq->who[0] && strlen(rq->reg_key) > 43 && rq->reg_key[42] == '/' &&
+      xgr_xrc_is_address(rq->reg_key, 42)) {
+    char reg[43];
+    memcpy(reg, rq->reg_key, 42);
+    reg[42] = 0;
+    bool ok = false;
+    xgr_error ae;
+    if ((rc = xgr_chain_authorized(d->cfg.chain, NULL, reg, rq->who, &ok, &ae)))
+      return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, rc, rq->reg_path, "cannot check the registry's owner: %s", ae.message);
+    if (!ok)
+      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, rq->reg_path,
+                           "the permit's signer %s is neither the owner of registry %s nor one of its executors", rq->who,
+                           reg);
   }
   const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
   int si = xgr_orch_find(b->orch, step);
@@ -314,7 +331,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr__rpc_registry_key(key, reg, ostc_id);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
-                  .payload = payload, .permit = &permit, .ostc_id = ostc_id};
+                  .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a;
   char hash_of[67];
   if ((rc = start_session(d, &rq, &a, &root, hash_of, err))) return rc;
@@ -354,7 +371,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
                   .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
-                  .w = w, .permit = &permit, .ostc_id = ostc_id};
+                  .w = w, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a = XGR__ACK_QUEUED;
   char hash_of[67];
   rc = start_session(d, &rq, &a, &root, hash_of, err);

@@ -1,7 +1,8 @@
 /* step.c — the XRC-137 step engine: one rule document run on one payload (xgr/rule.h).
  *
  * A step is a small state machine so that HTTP can happen elsewhere:
- *   begin    input casts and defaults, contract reads (through the chain reader);
+ *   begin    input casts and defaults, contract reads (through the chain reader; a resumable
+ *            reader's reads are handed out as requests by next_request, before the API calls);
  *   next_request / feed_http, once per API call, in order: the request is rendered from the
  *            environment as it is at that moment (input ∪ extracts of earlier calls), so later
  *            URL templates may use earlier extracts;
@@ -34,7 +35,10 @@ struct xgr_step_state {
   bool ctx_ready;
   xgr_value ctxv[NCTX];       /* __sessionId, __pid, __stepId, __owner, from */
   size_t call;                /* next apiCalls index to settle */
-  bool pending;               /* req describes apiCalls[call] */
+  size_t read;                /* next contractReads index to settle (resumable reads) */
+  bool async_reads;           /* the reader is resumable: reads go out as requests */
+  bool pending_read;          /* req describes contractReads[read] */
+  bool pending;               /* req describes apiCalls[call] (or a read, with pending_read) */
   xgr_http_request req;
   char *url, *body;
   char *hdr[64];
@@ -291,6 +295,49 @@ static void read_failed(xgr_step_state *st, const rread *rd, xgr_read_report *re
     fallback(st, rd->save[j].key, rd->save[j].name, rd->save[j].has_default, rd->save[j].def);
 }
 
+/* The saveAs slot types of a read: slot i has the type of saveAs "i", XGR_XRC_TYPE_COUNT_ when no
+ * entry saves it. Returns the number of slots (indices are at most 999, see parse.c). */
+static size_t read_slots(const rread *rd, xgr_xrc_type *slots, size_t cap) {
+  size_t n = 0;
+  for (size_t j = 0; j < rd->nsave; j++)
+    if (rd->save[j].index < cap && rd->save[j].index + 1 > n) n = rd->save[j].index + 1;
+  for (size_t k = 0; k < n; k++) slots[k] = XGR_XRC_TYPE_COUNT_;
+  for (size_t j = 0; j < rd->nsave; j++)
+    if (rd->save[j].index < cap) slots[rd->save[j].index] = rd->save[j].type;
+  return n;
+}
+
+#define MAX_SLOTS 1000
+
+/* Store the decoded return values of a read: per slot its value cast to the slot's type, or the
+ * slot's default (or soft-invalid) when the index is out of range or the cast fails (§6.4). */
+static void read_succeeded(xgr_step_state *st, const rread *rd, xgr_value ret) {
+  for (size_t j = 0; j < rd->nsave; j++) {
+    const rsave *s = &rd->save[j];
+    xgr_value cv;
+    if (s->index < xgr_list_size(ret) && xgr_xrc_cast(s->type, xgr_list_get(ret, s->index), &cv, NULL) == 0)
+      set_extracted(st, s->key, cv);
+    else fallback(st, s->key, s->name, s->has_default, s->def);
+  }
+}
+
+/* Resolve `to` and the arguments of contractReads[i]. R_OK: *to and args[0..nargs) are set (the
+ * caller releases the args); R_SOFT: the read failed with `why` (nothing to release); R_ERR. */
+static int read_inputs(xgr_step_state *st, const rread *rd, xgr_read_report *rep, const char **to, xgr_value *args,
+                       char *why, size_t whyn) {
+  int rc = resolve_address(st, &rd->to, to, why, whyn);
+  if (rc != R_OK) return rc;
+  rep->to = *to;
+  for (size_t na = 0; na < rd->nargs; na++) {
+    rc = resolve_typed(st, &rd->args[na], &args[na], why, whyn);
+    if (rc != R_OK) {
+      for (size_t k = 0; k < na; k++) xgr_value_release(args[k]);
+      return rc;
+    }
+  }
+  return R_OK;
+}
+
 static void run_reads(xgr_step_state *st) {
   const xgr_rule *r = st->rule;
   for (size_t i = 0; i < r->nreads && !st->res.error.code; i++) {
@@ -299,25 +346,17 @@ static void run_reads(xgr_step_state *st) {
     rep->function = rdup(&st->res, rd->function);
     char why[XGR_MSG_MAX];
     const char *to = NULL;
-    int rc = resolve_address(st, &rd->to, &to, why, sizeof why);
-    if (rc == R_ERR) return;
-    if (rc == R_SOFT) {
-      read_failed(st, rd, rep, why);
-      continue;
-    }
-    rep->to = to;
     xgr_value args[XGR_MAX_EXEC_ARGS];
-    size_t na = 0;
-    for (; na < rd->nargs; na++) {
-      rc = resolve_typed(st, &rd->args[na], &args[na], why, sizeof why);
-      if (rc != R_OK) break;
-    }
+    int rc = read_inputs(st, rd, rep, &to, args, why, sizeof why);
+    if (rc == R_ERR) return;
     if (rc == R_OK) {
       if (!st->ctx.chain || !st->ctx.chain->call) {
         rc = R_SOFT;
         snprintf(why, sizeof why, "no backend configured");
       } else {
-        xgr_chain_call call = {rd->rpc, to, rd->function, rd->nargs, rd->arg_types, args};
+        xgr_xrc_type slots[MAX_SLOTS];
+        size_t ns = read_slots(rd, slots, MAX_SLOTS);
+        xgr_chain_call call = {rd->rpc, to, rd->function, rd->nargs, rd->arg_types, args, ns, slots};
         xgr_value ret = xgr_value_null();
         xgr_error e;
         xgr_error_clear(&e);
@@ -325,22 +364,86 @@ static void run_reads(xgr_step_state *st) {
           rc = R_SOFT;
           snprintf(why, sizeof why, "%s", e.message[0] ? e.message : "contract read failed");
         } else {
-          for (size_t j = 0; j < rd->nsave; j++) {
-            const rsave *s = &rd->save[j];
-            xgr_value cv;
-            if (s->index < xgr_list_size(ret) && xgr_xrc_cast(s->type, xgr_list_get(ret, s->index), &cv, NULL) == 0)
-              set_extracted(st, s->key, cv);
-            else fallback(st, s->key, s->name, s->has_default, s->def);
-          }
+          read_succeeded(st, rd, ret);
         }
         xgr_value_release(ret);
       }
+      for (size_t k = 0; k < rd->nargs; k++) xgr_value_release(args[k]);
     }
-    for (size_t k = 0; k < na && k < rd->nargs; k++)
-      if (k < na) xgr_value_release(args[k]);
-    if (rc == R_ERR) return;
     if (rc == R_SOFT) read_failed(st, rd, rep, why);
   }
+}
+
+/* Resumable reads: describe contractReads[st->read] as a request. false when it settled without
+ * one (inputs missing, no backend, prepare failed) or on a hard error. */
+static bool prepare_read(xgr_step_state *st) {
+  const rread *rd = &st->rule->reads[st->read];
+  xgr_read_report *rep = &st->res.reads[st->read];
+  rep->function = rdup(&st->res, rd->function);
+  char why[XGR_MSG_MAX];
+  const char *to = NULL;
+  xgr_value args[XGR_MAX_EXEC_ARGS];
+  int rc = read_inputs(st, rd, rep, &to, args, why, sizeof why);
+  if (rc == R_ERR) return false;
+  if (rc == R_SOFT) {
+    read_failed(st, rd, rep, why);
+    return false;
+  }
+  xgr_xrc_type slots[MAX_SLOTS];
+  size_t ns = read_slots(rd, slots, MAX_SLOTS);
+  xgr_chain_call call = {rd->rpc, to, rd->function, rd->nargs, rd->arg_types, args, ns, slots};
+  xgr_chain_post post = {0};
+  xgr_error e;
+  xgr_error_clear(&e);
+  rc = st->ctx.chain->prepare(st->ctx.chain->ctx, &call, &post, &e);
+  for (size_t k = 0; k < rd->nargs; k++) xgr_value_release(args[k]);
+  if (rc != 0) {
+    free(post.url);
+    free(post.body);
+    read_failed(st, rd, rep, e.message[0] ? e.message : "contract read failed");
+    return false;
+  }
+  static const char ctype[] = "Content-Type: application/json";
+  st->hdr[0] = malloc(sizeof ctype);
+  if (!st->hdr[0]) abort();
+  memcpy(st->hdr[0], ctype, sizeof ctype);
+  st->url = post.url;
+  st->body = post.body;
+  st->req.call_index = st->read;
+  st->req.name = rd->path;
+  st->req.method = "POST";
+  st->req.url = st->url;
+  st->req.nheaders = 1;
+  st->req.headers = (const char *const *)st->hdr;
+  st->req.body = st->body;
+  st->req.body_len = post.body_len;
+  st->req.timeout_ms = post.timeout_ms > 0 ? post.timeout_ms : XGR_HTTP_DEFAULT_TIMEOUT_MS;
+  st->req.max_response = XGR_HTTP_MAX_RESPONSE;
+  st->pending = st->pending_read = true;
+  return true;
+}
+
+static void feed_read(xgr_step_state *st, const xgr_http_response *resp) {
+  const rread *rd = &st->rule->reads[st->read];
+  xgr_read_report *rep = &st->res.reads[st->read];
+  char why[XGR_MSG_MAX];
+  xgr_xrc_type slots[MAX_SLOTS];
+  size_t ns = read_slots(rd, slots, MAX_SLOTS);
+  xgr_chain_call call = {rd->rpc, rep->to, rd->function, rd->nargs, rd->arg_types, NULL, ns, slots};
+  if (resp->error || resp->status < 200 || resp->status > 299) {
+    if (resp->error) snprintf(why, sizeof why, "%s", resp->error_message ? resp->error_message : xgr_errcode_name(resp->error));
+    else snprintf(why, sizeof why, "chain backend answered HTTP status %ld", resp->status);
+    if (st->ctx.chain->failed) st->ctx.chain->failed(st->ctx.chain->ctx, &call, why);
+    read_failed(st, rd, rep, why);
+    return;
+  }
+  xgr_value ret = xgr_value_null();
+  xgr_error e;
+  xgr_error_clear(&e);
+  if (st->ctx.chain->decode(st->ctx.chain->ctx, &call, resp->body ? resp->body : "", resp->body_len, &ret, &e) != 0)
+    read_failed(st, rd, rep, e.message[0] ? e.message : "contract read failed");
+  else read_succeeded(st, rd, ret);
+  xgr_value_release(ret);
 }
 
 /* ---- 3. API calls ------------------------------------------------------------------------------ */
@@ -351,7 +454,7 @@ static void free_request(xgr_step_state *st) {
   for (size_t i = 0; i < st->req.nheaders; i++) free(st->hdr[i]);
   st->url = st->body = NULL;
   memset(&st->req, 0, sizeof st->req);
-  st->pending = false;
+  st->pending = st->pending_read = false;
 }
 
 /* Settle apiCalls[call] as failed: every alias takes its default or becomes soft-invalid. */
@@ -447,6 +550,11 @@ static bool prepare_request(xgr_step_state *st) {
 
 const xgr_http_request *xgr_step_next_request(xgr_step_state *st) {
   if (!st || st->res.error.code) return NULL;
+  while (st->async_reads && !st->pending && st->read < st->rule->nreads) {
+    if (prepare_read(st)) return &st->req;
+    if (st->res.error.code) return NULL;
+    st->read++;
+  }
   while (!st->pending && st->call < st->rule->napi) {
     st->res.api_calls[st->call].name = rdup(&st->res, st->rule->api[st->call].name);
     if (prepare_request(st)) break;
@@ -478,6 +586,12 @@ static void run_extracts(xgr_step_state *st, const rapi *a, xgr_value resp) {
 
 void xgr_step_feed_http(xgr_step_state *st, const xgr_http_response *resp) {
   if (!st || !st->pending) return;
+  if (st->pending_read) {
+    feed_read(st, resp);
+    free_request(st);
+    st->read++;
+    return;
+  }
   const rapi *a = &st->rule->api[st->call];
   xgr_api_call_report *rep = &st->res.api_calls[st->call];
   rep->status = resp->status;
@@ -529,8 +643,9 @@ static void state_init(xgr_step_state *st, const xgr_rule *rule, xgr_value paylo
     r->reads = xgr_arena_alloc(&r->arena, rule->nreads * sizeof *r->reads);
     if (!r->reads) abort();
   }
+  st->async_reads = ctx && ctx->chain && ctx->chain->prepare && ctx->chain->decode;
   sanitize(st, payload);
-  if (!r->error.code) run_reads(st);
+  if (!r->error.code && !st->async_reads) run_reads(st);
 }
 
 xgr_step_state *xgr_step_begin(const xgr_rule *rule, xgr_value payload, const xgr_step_ctx *ctx) {
@@ -803,6 +918,12 @@ static int finish_into(xgr_step_state *st, xgr_step_result *out) {
   /* Calls never performed count as failed. */
   if (!r->error.code) {
     while (xgr_step_next_request(st)) {
+      if (st->pending_read) {
+        read_failed(st, &st->rule->reads[st->read], &st->res.reads[st->read], "not performed");
+        free_request(st);
+        st->read++;
+        continue;
+      }
       call_failed(st, &st->rule->api[st->call], "not performed");
       free_request(st);
       st->call++;

@@ -1192,3 +1192,83 @@ int xgr_session_restore_end(xgr_session *s, int64_t now, xgr_effects *fx, xgr_er
   check_invariants(s);
   return 0;
 }
+
+/* ==== exploration support (issue 21, xgr explore) ===============================================
+ * A deep copy of a settled session, promotion of one named process, and the kill flag of a
+ * scope: what the explorer (src/explore) needs to branch the real core at every choice. */
+
+xgr_session *xgr_session_clone(const xgr_session *s) {
+  assert(s->ndirty == 0 && s->nkill == 0);   /* only settled sessions are cloned */
+  xgr_session_config cfg = {.max_running = s->max_running};
+  xgr_session *t = xgr_session_new(s->orch, s->owner, s->root_pid, &cfg);
+  t->next_iter = s->next_iter;
+  t->next_group = s->next_group;
+  t->killed = s->killed;
+  t->paused = s->paused;
+  t->result = s->result;
+  t->killed_at = s->killed_at;
+  size_t pos = 0;
+  for (const scope *c; (c = xgr__hashmap_next(&s->scopes, &pos, NULL));) {
+    scope *d = scope_get(t, c->id);
+    d->target = c->target;
+    d->killed = c->killed;
+    d->closed = c->closed;
+  }
+  size_t n;
+  uint64_t *its = live_iters(s, &n);
+  for (size_t i = 0; i < n; i++) {
+    const xgr_proc *p = proc_find(s, its[i]);
+    xgr_proc *q = xgr__xmalloc(sizeof *q);
+    *q = *p;
+    q->scope_prev_ = q->scope_next_ = NULL;
+    q->scope_ = NULL;
+    q->payload = xgr_value_retain(p->payload);
+    q->error = p->error ? xgr__xstrdup(p->error) : NULL;
+    if (p->join) {
+      q->join = xgr__xmalloc(sizeof *q->join);
+      *q->join = *p->join;
+      for (unsigned k = 0; k < XGR_MAX_JOIN_INPUTS; k++) q->join->inbox[k] = xgr_value_retain(p->join->inbox[k]);
+    }
+    proc_insert(t, q);
+    if (q->status == XGR_PROC_RUNNING) t->running++;
+    heap_sync(t, q);
+  }
+  free(its);
+  check_invariants(t);
+  return t;
+}
+
+int xgr_session_promote_iter(xgr_session *s, uint64_t iter, int64_t now, xgr_effects *fx, xgr_error *err) {
+  bury(s);
+  xgr_proc *p = proc_find(s, iter);
+  char pid[48];
+  xgr_pid_format(s->root_pid, iter, pid, sizeof pid);
+  if (!p || !promotable(p) || p->next_wake_at > now)
+    return xgr_error_set(err, XGR_ESTATE, NULL, "process %s is not due for promotion", pid);
+  if (!xgr_stepset_has(&s->join_steps, p->step) && s->running >= s->max_running)
+    return xgr_error_set(err, XGR_ESTATE, NULL, "process %s: the session runs %zu processes, its cap", pid, s->running);
+  scope *c = p->scope_;
+  if (c->killed) {   /* dispatch gate */
+    abort_proc(s, p, XGR_ABORT_JOIN_KILL, now, fx);
+    settle(s, now, fx);
+    check_invariants(s);
+    return 0;
+  }
+  p->status = XGR_PROC_RUNNING;
+  p->started_at = now;
+  s->running++;
+  heap_sync(s, p);
+  fx_push(fx, XGR_FX_RUN_STEP, p);
+  fx_proc(fx, p);
+  check_invariants(s);
+  return 1;
+}
+
+bool xgr_session_scope_killed(const xgr_session *s, uint32_t group) {
+  const scope *c = scope_find(s, group);
+  return c && c->killed;
+}
+
+bool xgr_session_join_steps_has(const xgr_session *s, unsigned step) {
+  return xgr_stepset_has(&s->join_steps, step);
+}

@@ -251,7 +251,8 @@ static void run_one(xgr_driver *d, size_t si, const xgr_proc *p) {
                       .pid = pid,
                       .step_id = ds->b->orch->steps[step].id,
                       .api_map = d->cfg.api_map,
-                      .napi_map = d->cfg.napi_map};
+                      .napi_map = d->cfg.napi_map,
+                      .chain = d->cfg.chain};
   const xgr_rule *rule = ds->b->step_rule[step];
   if (!d->http && xgr_rule_napi_calls(rule)) d->http = xgr_http_exchange_new();
   xgr_step_result res;
@@ -314,4 +315,27 @@ json_t *xgr_driver_report(const xgr_driver *d, size_t si) {
   if (r == XGR_RESULT_RUNNING)
     r = d->cfg.max_steps && d->steps >= d->cfg.max_steps ? XGR_RESULT_LIMIT : XGR_RESULT_STALLED;
   return xgr_records_report(ds->rec, ds->s, xgr_session_result_name(r), d->steps, d->now);
+}
+
+/* ---- forced runs (xgr explore --emit traces, `xgr run --replay`) ------------------------------ */
+
+const xgr_session *xgr_driver_session(const xgr_driver *d, size_t si) { return si < d->nss ? d->ss[si].s : NULL; }
+
+int xgr_driver_force_promote(xgr_driver *d, size_t si, uint64_t iter, xgr_error *err) {
+  if (si >= d->nss) return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %zu", si);
+  int rc = xgr_session_promote_iter(d->ss[si].s, iter, d->now, &d->fx, err);
+  consume(d, si);
+  return rc < 0 ? rc : 0;
+}
+
+int xgr_driver_force_result(xgr_driver *d, size_t si, uint64_t iter, const xgr_step_outcome *o, xgr_error *err) {
+  if (si >= d->nss) return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %zu", si);
+  int rc = xgr_session_step_result(d->ss[si].s, iter, o, d->now, &d->fx, err);
+  if (!rc) d->steps++;
+  consume(d, si);
+  return rc;
+}
+
+void xgr_driver_force_clock(xgr_driver *d, int64_t now) {
+  if (now > d->now) d->now = now;
 }

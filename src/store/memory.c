@@ -458,6 +458,7 @@ static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t 
   pthread_mutex_lock(&m->lock);
   bool f;
   size_t end = sess_pos(m, owner, before, &f);   /* the first row at or after (owner, before): excluded */
+  if (f && before == UINT64_MAX) end++;           /* ... unless 2^64-1, the front's "no bound": listed */
   size_t cap = 0;
   for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && cap < limit;) cap += m->sess[i]->has_row;
   *out = xgr__xcalloc(cap ? cap : 1, sizeof **out);

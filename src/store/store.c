@@ -87,10 +87,7 @@ xgr_store *xgr_store_open(const char *url, const xgr_store_config *cfg, xgr_erro
     xgr_error_set(err, XGR_EINVAL, NULL, "empty store path (expected memory:, sqlite:PATH or a file path)");
     return NULL;
   }
-  if (!strncmp(url, "postgres", 8)) {
-    xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the PostgreSQL store is not built yet (use a SQLite file)");
-    return NULL;
-  }
+  if (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11)) return xgr_store_postgres_open(url, cfg, err);
   return xgr_store_sqlite_open(url, cfg, err);
 }
 

@@ -113,5 +113,7 @@ int xgr__store_doc_hash(const char *content, size_t len, char out[67]);
 /* backends */
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err);
 xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, xgr_error *err);
+/* url: a libpq URI (postgresql://... or postgres://...) */
+xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg, xgr_error *err);
 
 #endif

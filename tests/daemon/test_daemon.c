@@ -296,6 +296,8 @@ static void mkdaemon(daemon_t *d, const char *name) {
   snprintf(d->dir, sizeof d->dir, "/tmp/xgr-test-daemon-%s-%d", name, (int)getpid());
   mkdir(d->dir, 0700);
   snprintf(d->store, sizeof d->store, "sqlite:%s/store.db", d->dir);
+  const char *pg = getenv("XGR_PG_URL");   /* test_daemon_pg: xgrd on PostgreSQL (tests/pg) */
+  if (pg && *pg) snprintf(d->store, sizeof d->store, "%s", pg);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -f %s/store.db*", d->dir);
   if (system(cmd)) { /* nothing to remove */ }

@@ -35,7 +35,17 @@ t "graph mermaid" 0 "$X" graph "$D"/seed003_7_4_nested_joins.json
 has "graph join node" 'join J2 · 2 of 2 · kill'
 t "graph dot" 0 "$X" graph --format dot "$D"/seed001_6_3_kofn_backloop.json
 has "graph dot join" 'join J1 · 2 of 2 · kill'
-t "graph bad format" 2 "$X" graph --format svg "$D"/mode_any.json
+t "graph bad format" 2 "$X" graph --format png "$D"/mode_any.json
+t "graph svg" 0 "$X" graph --format svg "$D"/seed003_7_4_nested_joins.json
+has "svg root" '<svg width='
+has "svg step id" '<g id="step&#45;A1" class="node">'
+has "svg join id" '<g id="join&#45;A1&#45;valid" class="node">'
+has "svg join label" 'join J2 · 2 of 2 · kill'
+has "svg from edge id" 'id="from&#45;'
+has "svg target edge id" 'id="target&#45;A1&#45;valid"'
+t "graph svg to file" 0 "$X" graph --format svg -o "${TMPDIR:-/tmp}/xgr_cli_orch_$$.svg" "$D"/seed001_6_3_kofn_backloop.json
+if ! grep -q '</svg>' "${TMPDIR:-/tmp}/xgr_cli_orch_$$.svg"; then echo "FAIL svg file incomplete"; fail=1; else echo "PASS svg file"; fi
+rm -f "${TMPDIR:-/tmp}/xgr_cli_orch_$$.svg"
 t "graph of broken doc" 1 "$X" graph "$D"/bad_types.json
 t "hash" 0 "$X" hash "$EX"/IterationOfPi/XRC729Json/IterationofPiOSTC.json
 [[ "$out" =~ ^0x[0-9a-f]{64}$ ]] || { echo "FAIL hash format: $out"; fail=1; }

@@ -640,7 +640,7 @@ static void test_contract_reads(void **s) {
   assert_false(res.valid);
   xgr_step_result_free(&res);
   /* with a chain reader: slot 0 cast, slot 1 cast fails -> default, slot 2 out of range -> default */
-  xgr_chain_reader cr = {fake_chain, NULL};
+  xgr_chain_reader cr = {.call = fake_chain, .ctx = NULL};
   xgr_step_ctx c2 = ctx;
   c2.chain = &cr;
   xgr_rule *r = load(doc);

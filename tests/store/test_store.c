@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <cmocka.h>
 #include <sqlite3.h>
+#include <ctype.h>
+#include <libpq-fe.h>
 
 #include "store_util.h"
 
@@ -21,11 +24,68 @@ static xgr_orch *load_orch(void) {
   return o;
 }
 
-static xgr_store *open_kind(int sqlite, const char *dir, const char *name, const xgr_store_config *cfg) {
+/* Backends under test: 0 memory, 1 SQLite, 2 PostgreSQL (only when XGR_PG_URL names a database:
+ * tests/pg/pg_cluster.sh sets it; meson runs this program a second time that way). */
+static int nkinds(void) {
+  const char *u = getenv("XGR_PG_URL");
+  return u && *u ? 3 : 2;
+}
+
+static const char *const kind_names[] = {"memory", "sqlite", "postgresql"};
+
+/* The PostgreSQL "file" of (dir, name): a schema of its own in XGR_PG_URL's database, selected
+ * with the URI's `options=-csearch_path=...`. */
+static void pg_schema(const char *dir, const char *name, char *out, size_t cap) {
+  const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+  size_t n = 0;
+  for (const char *p = base; *p && n + 2 < cap; p++) out[n++] = isalnum((unsigned char)*p) ? (char)tolower(*p) : '_';
+  out[n++] = '_';
+  for (const char *p = name; *p && n + 1 < cap; p++) out[n++] = isalnum((unsigned char)*p) ? (char)tolower(*p) : '_';
+  out[n] = 0;
+}
+
+/* Drop and create the schema of (dir, name): an empty "file". */
+static void pg_reset(const char *dir, const char *name) {
+  char schema[128], sql[400];
+  pg_schema(dir, name, schema, sizeof schema);
+  PGconn *c = PQconnectdb(getenv("XGR_PG_URL"));
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  snprintf(sql, sizeof sql, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS %s CASCADE; CREATE SCHEMA %s",
+           schema, schema);
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
+
+static void pg_url(const char *dir, const char *name, char *out, size_t cap) {
+  char schema[128];
+  pg_schema(dir, name, schema, sizeof schema);
+  const char *u = getenv("XGR_PG_URL");
+  snprintf(out, cap, "%s%soptions=-csearch_path%%3D%s", u, strchr(u, '?') ? "&" : "?", schema);
+}
+
+/* Open backend k on (dir, name); the first open of a PostgreSQL (dir, name) in this process
+ * starts from an empty schema, like a new file. */
+static xgr_store *open_kind(int k, const char *dir, const char *name, const xgr_store_config *cfg) {
+  static char seen[64][160];
+  static int nseen;
   char path[512];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (k == 2) {
+    char key[160];
+    snprintf(key, sizeof key, "%s/%s", dir, name);
+    bool known = false;
+    for (int i = 0; i < nseen; i++) known = known || !strcmp(seen[i], key);
+    if (!known) {
+      pg_reset(dir, name);
+      if (nseen < 64) snprintf(seen[nseen++], sizeof seen[0], "%s", key);
+    }
+    pg_url(dir, name, path, sizeof path);
+  } else {
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+  }
   xgr_error e;
-  xgr_store *st = xgr_store_open(sqlite ? path : "memory:", cfg, &e);
+  xgr_store *st = xgr_store_open(k ? path : "memory:", cfg, &e);
   if (!st) fprintf(stderr, "open: %s\n", e.message);
   assert_non_null(st);
   return st;
@@ -226,9 +286,9 @@ static void shared_table(xgr_store *st) {
 static void test_shared_table(void **state) {
   (void)state;
   char *dir = t_tmpdir();
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < nkinds(); k++) {
     xgr_store *st = open_kind(k, dir, "shared.db", NULL);
-    assert_string_equal(xgr_store_backend(st), k ? "sqlite" : "memory");
+    assert_string_equal(xgr_store_backend(st), kind_names[k]);
     shared_table(st);
     xgr_store_close(st);
   }
@@ -241,8 +301,8 @@ static void test_backends_agree(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   xgr_orch *o = load_orch();
-  char *dumps[2];
-  for (int k = 0; k < 2; k++) {
+  char *dumps[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < nkinds(); k++) {
     xgr_store *st = open_kind(k, dir, "agree.db", NULL);
     int64_t now = 0;
     xgr_session *s = t_start(st, o, 1, now);
@@ -253,9 +313,9 @@ static void test_backends_agree(void **state) {
     xgr_store_close(st);
   }
   assert_string_equal(dumps[0], dumps[1]);
+  if (dumps[2]) assert_string_equal(dumps[0], dumps[2]);
   assert_non_null(strstr(dumps[0], "status=1 next_iter"));   /* completed */
-  free(dumps[0]);
-  free(dumps[1]);
+  for (int k = 0; k < 3; k++) free(dumps[k]);
   xgr_orch_free(o);
   t_rmdir(dir);
   free(dir);
@@ -293,7 +353,7 @@ static void test_restore_matches_uninterrupted(void **state) {
     xgr_session_free(s);
     xgr_store_close(ref);
     for (int cut = 1; cut < total; cut += 1 + total / 12) {
-      for (int k = 0; k < 2; k++) {
+      for (int k = 0; k < nkinds(); k++) {
         xgr_store *st = open_kind(k, dir, "restore.db", NULL);
         now = 0;
         s = t_start(st, o, 1, now);
@@ -320,6 +380,7 @@ static void test_restore_matches_uninterrupted(void **state) {
         char path[512];
         snprintf(path, sizeof path, "rm -f %s/restore.db*", dir);
         assert_int_equal(system(path), 0);
+        if (k == 2) pg_reset(dir, "restore.db");
       }
     }
     free(want);
@@ -555,7 +616,7 @@ static void test_sessions_by_owner(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   const char *other = "0x00000000000000000000000000000000000000bb", *other2 = "0x00000000000000000000000000000000000000a9";
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < nkinds(); k++) {
     xgr_store *st = open_kind(k, dir, "owners.db", NULL);
     xgr_error e;
     xgr_store_session *ss;
@@ -662,7 +723,7 @@ static void test_session_new(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   xgr_orch *o = load_orch();
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < nkinds(); k++) {
     xgr_store *st = open_kind(k, dir, "new.db", NULL);
     xgr_error e;
     assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, NULL), &e), 0);
@@ -703,7 +764,7 @@ static void test_outbox(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   xgr_orch *o = load_orch();
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < nkinds(); k++) {
     xgr_store *st = open_kind(k, dir, "outbox.db", NULL);
     xgr_error e;
     xgr_store_changes *c = new_session_batch(o, 1, NULL);
@@ -868,7 +929,7 @@ static void test_read_only_file(void **state) {
 static void test_ttl_gc(void **state) {
   (void)state;
   char *dir = t_tmpdir();
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < nkinds(); k++) {
     t_clock clk = {.ms = 1000000};
     xgr_store_config cfg = {.ttl_secs = 60, .history_secs = 3600, .gc_interval_ms = -1, .gc_batch = 7,
                             .clock_ms = t_clock_ms, .clock_ctx = &clk};
@@ -955,6 +1016,255 @@ static void test_background_gc(void **state) {
   free(dir);
 }
 
+/* ---- uint64 values and the PostgreSQL schema ----------------------------------------------------- */
+
+/* rootPids, iters and counters round-trip exactly up to 2^64-1 on every backend; listing orders
+ * them as numbers where the backend can (memory, PostgreSQL: SQLite stores uint64 as the int64 of
+ * the same bits, so rootPids above 2^63-1 sort below the others there, in listings and in the
+ * owner's next expected rootPid). */
+static void test_u64_round_trip(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  static const uint64_t roots[] = {1, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX + 1, UINT64_MAX - 1, UINT64_MAX};
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "u64.db", NULL);
+    xgr_error e;
+    xgr_store_changes *b = xgr_store_changes_new();
+    for (size_t i = 0; i < 5; i++) {
+      xgr_store_session row = {.owner = T_OWNER, .root_pid = roots[i], .registry = "r", .ostc_id = "t",
+                               .ostc_hash = "0x00", .next_iter = roots[i], .next_group = 1};
+      xgr_store_changes_session(b, &row);
+      /* text that array literals and quoting must carry unchanged (the bulk path of PostgreSQL) */
+      xgr_store_proc p = mkproc(roots[i], XGR_PROC_WAITING, "{\"q\":\"a\\\"b\\\\c {},NULL\\n\u00e9\"}");
+      p.parent_iter = roots[i] - 1;
+      p.error = i % 2 ? "NULL" : NULL;
+      xgr_store_changes_proc(b, T_OWNER, roots[i], &p);
+      xgr_store_hist h = {.iter = roots[i], .parent_iter = roots[i], .step_id = "B", .status = 2, .valid = 1};
+      xgr_store_changes_hist(b, T_OWNER, roots[i], &h);
+    }
+    assert_int_equal(xgr_store_commit(st, b, &e), 0);
+    for (size_t i = 0; i < 5; i++) {
+      xgr_store_session got;
+      assert_int_equal(xgr_store_session_get(st, T_OWNER, roots[i], &got, &e), 0);
+      assert_true(got.root_pid == roots[i]);
+      assert_true(got.next_iter == roots[i]);
+      xgr_store_session_clear(&got);
+      xgr_store_proc *ps;
+      size_t np;
+      assert_int_equal(xgr_store_procs(st, T_OWNER, roots[i], &ps, &np, &e), 0);
+      assert_int_equal(np, 1);
+      assert_true(ps[0].iter == roots[i] && ps[0].parent_iter == roots[i] - 1);
+      assert_string_equal(ps[0].payload, "{\"q\":\"a\\\"b\\\\c {},NULL\\n\u00e9\"}");
+      if (i % 2) assert_string_equal(ps[0].error, "NULL");
+      else assert_null(ps[0].error);
+      xgr_store_procs_free(ps, np);
+      xgr_store_hist *hs;
+      size_t nh;
+      assert_int_equal(xgr_store_history(st, T_OWNER, roots[i], &hs, &nh, &e), 0);
+      assert_int_equal(nh, 1);
+      assert_true(hs[0].iter == roots[i] && hs[0].parent_iter == roots[i]);
+      xgr_store_hists_free(hs, nh);
+    }
+    if (k != 1) {   /* ordered as numbers (SQLite compares the int64 bits) */
+      /* the owner's next expected rootPid: past 2^64-2, and no wrap for 2^64-1 */
+      uint64_t pid;
+      assert_int_equal(xgr_store_peek_process_id(st, T_OWNER, &pid, &e), 0);
+      assert_true(pid == UINT64_MAX);
+      xgr_store_session *ss;
+      size_t n;
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, 0, &ss, &n, &e), 0);
+      assert_int_equal(n, 5);
+      for (size_t i = 0; i < n; i++) assert_true(ss[i].root_pid == roots[4 - i]);
+      xgr_store_sessions_free(ss, n);
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, UINT64_MAX - 1, 2, &ss, &n, &e), 0);
+      assert_int_equal(n, 2);
+      assert_true(ss[0].root_pid == (uint64_t)INT64_MAX + 1 && ss[1].root_pid == (uint64_t)INT64_MAX);
+      xgr_store_sessions_free(ss, n);
+    }
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* PostgreSQL: one writing store per schema at a time; a new schema migrates from 0 and a reopen
+ * finds the current version; an older one
+ * migrates (version 3 with a row: the later columns come with their defaults); a schema
+ * with other tables but no schema_version, and one with a newer version, are refused; stores
+ * opened by several threads at once migrate once; a read-only open reads. */
+typedef struct open_arg {
+  const char *url;
+  int rc;
+} open_arg;
+
+static void *open_thread(void *p) {
+  open_arg *a = p;
+  xgr_error e;
+  xgr_store *st = xgr_store_open(a->url, NULL, &e);
+  a->rc = st ? 0 : e.code;
+  if (!st) fprintf(stderr, "open: %s\n", e.message);
+  xgr_store_close(st);
+  return NULL;
+}
+
+static void pg_exec(const char *dir, const char *name, const char *sql) {
+  char url[512];
+  pg_url(dir, name, url, sizeof url);
+  PGconn *c = PQconnectdb(url);
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
+
+static void test_pg_schema(void **state) {
+  (void)state;
+  if (nkinds() < 3) skip();
+  char *dir = t_tmpdir();
+  xgr_store *st = open_kind(2, dir, "m.db", NULL);
+  int found = -1;
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, 0);
+  xgr_store_close(st);
+  st = open_kind(2, dir, "m.db", NULL);
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  xgr_store_close(st);
+  char url[512];
+  xgr_error e;
+  /* a schema at version 3 (columns of 4 and 5 and the table of 6 taken away, a session row written
+   * by SQL) migrates to the current version on open and its row reads back with the new columns'
+   * defaults */
+  pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
+                       " DROP TABLE outbox;"
+                       " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
+                       " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
+                       " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
+                       " abort_reason, at, finished_at, recorded_at) VALUES('0xold', 7, 1, 0, 0, 'A', 2, 1, 0, 1, 2, 3)");
+  st = open_kind(2, dir, "m.db", NULL);
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, 3);
+  xgr_store_session old;
+  assert_int_equal(xgr_store_session_get(st, "0xold", UINT64_MAX, &old, &e), 0);
+  assert_string_equal(old.max_total_gas, "");
+  assert_true(old.next_group == 1 && old.next_iter == 2);
+  xgr_store_session_clear(&old);
+  xgr_store_hist *oh;
+  size_t noh;
+  assert_int_equal(xgr_store_history(st, "0xold", 7, &oh, &noh, &e), 0);
+  assert_int_equal(noh, 1);
+  assert_null(oh[0].api);
+  xgr_store_hists_free(oh, noh);
+  xgr_store_close(st);
+  /* one writer per schema: a second writing open waits busy_timeout_ms and is refused while the
+   * first is open (a read-only open is not); once the first closes, it opens */
+  st = open_kind(2, dir, "m.db", NULL);
+  char wurl[512];
+  pg_url(dir, "m.db", wurl, sizeof wurl);
+  xgr_store_config quick = {.busy_timeout_ms = 200};
+  assert_null(xgr_store_open(wurl, &quick, &e));
+  assert_int_equal(e.code, XGR_ESTATE);
+  assert_non_null(strstr(e.message, "another xgr process writes"));
+  xgr_store_config ro1 = {.read_only = true};
+  xgr_store *reader = xgr_store_open(wurl, &ro1, &e);
+  assert_non_null(reader);
+  xgr_store_close(reader);
+  xgr_store_close(st);
+  st = xgr_store_open(wurl, &quick, &e);
+  assert_non_null(st);
+  xgr_store_close(st);
+  /* read-only: reads work, writes are refused */
+  pg_url(dir, "m.db", url, sizeof url);
+  xgr_store_config ro = {.read_only = true};
+  st = xgr_store_open(url, &ro, &e);
+  assert_non_null(st);
+  xgr_store_session got;
+  assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &got, &e), XGR_ENOTFOUND);
+  assert_int_equal(xgr_store_submit(st, xgr_store_changes_new(), NULL, NULL), XGR_EPERM);
+  xgr_store_close(st);
+  /* a newer schema */
+  pg_exec(dir, "m.db", "INSERT INTO schema_version VALUES(99, 0)");
+  assert_null(xgr_store_open(url, NULL, &e));
+  assert_int_equal(e.code, XGR_EUNSUPPORTED);
+  assert_non_null(strstr(e.message, "schema version 99"));
+  /* not an xgr store */
+  pg_reset(dir, "other.db");
+  pg_exec(dir, "other.db", "CREATE TABLE something(x int)");
+  pg_url(dir, "other.db", url, sizeof url);
+  assert_null(xgr_store_open(url, NULL, &e));
+  assert_non_null(strstr(e.message, "not an xgr store"));
+  /* a password in the URL never shows in a message */
+  assert_null(xgr_store_open("postgresql://u:secret@127.0.0.1:1/x?connect_timeout=2", NULL, &e));
+  assert_int_equal(e.code, XGR_EIO);
+  assert_null(strstr(e.message, "secret"));
+  assert_non_null(strstr(e.message, "cannot connect"));
+  /* four nodes starting together on an empty schema: one migrates, all open */
+  pg_reset(dir, "race.db");
+  pg_url(dir, "race.db", url, sizeof url);
+  pthread_t th[4];
+  open_arg args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (open_arg){url, -1};
+    pthread_create(&th[i], NULL, open_thread, &args[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(args[i].rc, 0);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* PostgreSQL goes away under a running store (stopped with pg_ctl -m immediate, like a crash or a
+ * lost network): the next commit fails with an error that says so, the store is in the failed
+ * state and refuses every later write at once — as SQLite does on an I/O error. Once the database
+ * is back, reads work again. Last in the list: it stops and restarts the cluster of this run. */
+static void test_pg_server_gone(void **state) {
+  (void)state;
+  const char *pgdir = getenv("XGR_PG_DIR");
+  if (nkinds() < 3 || !pgdir) skip();
+  char *dir = t_tmpdir();
+  xgr_store *st = open_kind(2, dir, "gone.db", NULL);
+  xgr_error e;
+  xgr_store_session row = {.owner = T_OWNER, .root_pid = 1, .registry = "r", .ostc_id = "t", .ostc_hash = "", .next_iter = 2};
+  xgr_store_changes *b = xgr_store_changes_new();
+  xgr_store_changes_session(b, &row);
+  assert_int_equal(xgr_store_commit(st, b, &e), 0);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "%s /usr/lib/postgresql/15/bin/pg_ctl -D %s/data -m immediate -w stop >/dev/null",
+           getuid() == 0 ? "runuser -u postgres --" : "", pgdir);
+  assert_int_equal(system(cmd), 0);
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_RUNNING, 0, 3, 1, false);
+  int rc = xgr_store_commit(st, b, &e);
+  assert_int_equal(rc, XGR_EIO);
+  fprintf(stderr, "server gone: %s\n", e.message);
+  assert_non_null(strstr(e.message, "store postgresql:"));
+  xgr_error fe;
+  assert_int_equal(xgr_store_failed(st, &fe), XGR_EIO);
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_RUNNING, 0, 4, 1, false);
+  assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EIO);   /* refused at once */
+  /* the database comes back: reads of what was committed work again (a new reader connection),
+   * writes stay refused until the program opens the store again */
+  snprintf(cmd, sizeof cmd, "%s /usr/lib/postgresql/15/bin/pg_ctl -D %s/data -l %s/server.log -w -o '-k %s -c "
+           "listen_addresses= -c fsync=off' start >/dev/null", getuid() == 0 ? "runuser -u postgres --" : "", pgdir, pgdir,
+           pgdir);
+  assert_int_equal(system(cmd), 0);
+  xgr_store_session got;
+  int grc = xgr_store_session_get(st, T_OWNER, 1, &got, &e);
+  if (grc) fprintf(stderr, "read after the restart: %s\n", e.message);
+  assert_int_equal(grc, 0);
+  assert_int_equal(got.next_iter, 2);
+  xgr_store_session_clear(&got);
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_RUNNING, 0, 5, 1, false);
+  assert_int_equal(xgr_store_commit(st, b, &e), XGR_EIO);
+  xgr_store_close(st);
+  t_rmdir(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_table),
@@ -971,6 +1281,9 @@ int main(void) {
       cmocka_unit_test(test_read_only_file),
       cmocka_unit_test(test_ttl_gc),
       cmocka_unit_test(test_background_gc),
+      cmocka_unit_test(test_u64_round_trip),
+      cmocka_unit_test(test_pg_schema),
+      cmocka_unit_test(test_pg_server_gone),   /* last: stops the cluster */
   };
   return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

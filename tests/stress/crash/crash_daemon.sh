@@ -22,6 +22,8 @@
 #   crash_daemon.sh XGRD XGR CRASH_RUN BUNDLE [SESSIONS KILLS ROUNDS]
 #   crash_daemon.sh XGRD XGR CRASH_RUN BUNDLE soak   long run; skipped (exit 77) unless XGR_SOAK=1
 # The engine clock runs at --time-scale 250 (the loop's waitSec 60 is 240 ms; XGR_CRASHD_SCALE overrides).
+# With XGR_PG_URL set (tests/pg/pg_cluster.sh run ...: crash_daemon_pg) the two stores are schemas
+# `ref` and `crash` of that PostgreSQL database instead of SQLite files.
 #
 # Internal wake-ups (issue 14): PINGPONG (a bundle next to BUNDLE, pingpong_bundle.json) adds N/4
 # pairs of sessions (rootPids after the N above) that wake each other internally, one at a time,
@@ -60,11 +62,18 @@ trap cleanup EXIT
 T0=$(date +%s)
 deadline() { [ $(( $(date +%s) - T0 )) -lt "${XGR_CRASHD_BUDGET:-1500}" ] || { echo "FAIL: time budget exceeded"; exit 1; }; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# store NAME: the store URL of the reference (ref) or crash run (crash)
+store() {
+  if [ -n "${XGR_PG_URL:-}" ]; then echo "$XGR_PG_URL&options=-csearch_path%3D$1"; else echo "sqlite:$DIR/$1.db"; fi
+}
+if [ -n "${XGR_PG_URL:-}" ]; then
+  psql -q "$XGR_PG_URL" -c "CREATE SCHEMA ref; CREATE SCHEMA crash" || { echo "FAIL: cannot make the schemas"; exit 1; }
+fi
 
-# start_xgrd DB LOG: xgrd in the background on 127.0.0.1, port 0; sets PID and URL
+# start_xgrd STORE LOG: xgrd in the background on 127.0.0.1, port 0; sets PID and URL
 start_xgrd() {
   rm -f "$DIR/port"
-  "$XGRD" --listen 127.0.0.1:0 --store "sqlite:$1" --port-file "$DIR/port" --workers 2 \
+  "$XGRD" --listen 127.0.0.1:0 --store "$1" --port-file "$DIR/port" --workers 2 \
     --time-scale "$SCALE" --log-level warn --first-step-timeout 100 2>>"$2" &
   PID=$!
   for _ in $(seq 1 1000); do
@@ -159,7 +168,7 @@ wait_done() {
 echo "crash test on xgrd: $N sessions ($ROUNDS rounds each) and $PAIRS ping-pong pairs ($PP_ROUNDS internal wake-ups), $KILLS kills -9, time scale $SCALE"
 
 # ---- the reference: one uninterrupted run
-start_xgrd "$DIR/ref.db" "$DIR/ref.log"
+start_xgrd "$(store ref)" "$DIR/ref.log"
 "$XGR" deploy "$BUNDLE" --registry crash --url "$URL" --json >"$DIR/deploy.json"
 make_enqueues "$(grep -A4 '"orchestration"' "$DIR/deploy.json" | grep -o '0x[0-9a-f]\{64\}' | head -1)"
 "$XGR" deploy "$PINGPONG" --registry pingpong --url "$URL" --json >"$DIR/deploy_pp.json"
@@ -170,12 +179,12 @@ if grep -q '"error"' "$DIR"/enq*.out "$DIR"/pp_*.out; then echo "FAIL: an enqueu
 wait_done
 span=$(( $(ms) - t ))
 stop_xgrd
-"$RUN" canon "$DIR/ref.db" "$OWNER" "$TOTAL" >"$DIR/ref.txt"
+"$RUN" canon "$(store ref)" "$OWNER" "$TOTAL" >"$DIR/ref.txt"
 echo "reference: $(tail -1 "$DIR/ref.txt") in ${span} ms"
 [ "$span" -ge 50 ] || span=50
 
 # ---- the crash run: kill -9 at random moments, restart on the same store
-start_xgrd "$DIR/crash.db" "$DIR/crash.log"
+start_xgrd "$(store crash)" "$DIR/crash.log"
 "$XGR" deploy "$BUNDLE" --registry crash --url "$URL" >/dev/null
 "$XGR" deploy "$PINGPONG" --registry pingpong --url "$URL" >/dev/null
 enqueue_all &
@@ -192,7 +201,7 @@ for k in $(seq 1 "$KILLS"); do
   wait "$EPID" 2>/dev/null || true   # the enqueues in flight may have been cut off
   [ "${live:-0}" != 0 ] && mid=$((mid + 1))
   echo "kill $k: kill -9 after ${delay} ms with ${live:-?} live sessions"
-  start_xgrd "$DIR/crash.db" "$DIR/crash.log"
+  start_xgrd "$(store crash)" "$DIR/crash.log"
   enqueue_all &
   EPID=$!
 done
@@ -200,7 +209,7 @@ wait "$EPID" || true
 enqueue_all || { echo "FAIL: enqueue after the last restart"; exit 1; }
 wait_done
 stop_xgrd
-"$RUN" canon "$DIR/crash.db" "$OWNER" "$TOTAL" >"$DIR/crash.txt"
+"$RUN" canon "$(store crash)" "$OWNER" "$TOTAL" >"$DIR/crash.txt"
 rec=$(grep -c 'msg=ready.*recovered=[1-9]' "$DIR/crash.log" || true)
 echo "crash run: $(tail -1 "$DIR/crash.txt"); $rec restarts recovered live sessions; $mid kills hit live sessions"
 

@@ -1,0 +1,81 @@
+/* console.h — private to src/rpc: the xgr console in the browser (docs/CONSOLE.md).
+ *
+ * Three parts, all served on xgrd's one listener:
+ *  - sse.c: an event hub. The engine's events (one subscriber) become short JSON lines in a
+ *    bounded ring; GET /ui/events streams them as server-sent events to each browser, filtered by
+ *    owner and session, with the ring position as the event id (a reconnecting browser resumes
+ *    where it left off, or is told to reload when the ring has moved past it).
+ *  - console.c: the static pages (web/, embedded at build time), the SVG of an orchestration
+ *    (GET /ui/graph.svg?hash=..., xgr/svg.h), and four read-only JSON-RPC methods the pages need
+ *    beyond the API's own (a filtered page of an owner's sessions with live counts, a session's
+ *    per-step state and join progress with paged processes and history, one process, a
+ *    registry entry with its versions, rules and `xgr check` findings). The actions (kill, pause,
+ *    resume, wake) are the API's own methods, called by the page.
+ *  - server.c: GET handlers registered by path prefix, and a hook run before the server stops.
+ */
+#ifndef XGR_RPC_CONSOLE_H
+#define XGR_RPC_CONSOLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xgr/engine.h"
+#include "xgr/rpc.h"
+#include "xgr/store.h"
+
+struct MHD_Connection;
+
+/* ---- server.c: GET handlers ------------------------------------------------------------------ */
+/* Answer a GET or HEAD of a path under a registered prefix: queue a response on c and return an
+ * enum MHD_Result (as int). caller is filled as for a JSON-RPC request (borrowed for the call); url
+ * is the path without the query string; read query arguments with MHD_lookup_connection_value. */
+typedef int (*xgr__rpc_get_fn)(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *c, const char *url);
+/* Register fn for every path starting with prefix (borrowed, e.g. "/ui"), before start; at most 8. */
+int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn fn, void *ctx);
+/* fn(ctx) runs at the start of xgr_rpc_stop, before the listener closes (the event hub ends its
+ * streams there). At most one. */
+void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx);
+
+/* ---- sse.c: the event hub ------------------------------------------------------------------- */
+typedef struct xgr__sse_hub xgr__sse_hub;
+
+/* A hub keeping the last `ring` events (0: 8192) and a keep-alive thread (a comment line every
+ * 10 s, so dead browsers are noticed). Free with xgr__sse_hub_free after the server stopped. */
+xgr__sse_hub *xgr__sse_hub_new(size_t ring);
+void xgr__sse_hub_free(xgr__sse_hub *h);
+/* Append one event (data: one line of JSON, copied) of session (owner, root) and wake the
+ * streams waiting for it. Any thread; does not block on I/O. */
+void xgr__sse_publish(xgr__sse_hub *h, const char *owner, uint64_t root, const char *data);
+/* Start a stream on c: events of owner (NULL or "": all owners) and root (0: all sessions),
+ * from ring position `after` + 1 (the browser's Last-Event-ID; 0: only new events). Returns an
+ * enum MHD_Result. The connection must belong to a daemon with MHD_ALLOW_SUSPEND_RESUME. */
+int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const char *owner, uint64_t root, uint64_t after);
+/* End every stream (before the server stops); later xgr__sse_serve calls answer 503. */
+void xgr__sse_close(xgr__sse_hub *h);
+/* Events published so far (the next event's id - 1). */
+uint64_t xgr__sse_last_id(xgr__sse_hub *h);
+
+/* ---- console.c -------------------------------------------------------------------------------- */
+typedef struct xgr__console xgr__console;
+
+/* A console over store st and engine e (both borrowed; they outlive it). */
+xgr__console *xgr__console_new(xgr_store *st, xgr_engine *e);
+void xgr__console_free(xgr__console *c);
+/* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
+ * to the hub. */
+void xgr__console_on_event(void *ctx, const xgr_engine_event *ev);
+/* Register the console's methods and GET handlers (/ui) on s, and its stop hook. */
+int xgr__console_register(xgr__console *c, xgr_rpc_server *s);
+
+/* The embedded assets (generated from web/ at build time by web/embed.py). */
+typedef struct xgr__asset {
+  const char *path;          /* "/ui/index.html" */
+  const char *type;          /* Content-Type */
+  const unsigned char *data;
+  size_t len;
+} xgr__asset;
+extern const xgr__asset xgr__console_assets[];
+extern const size_t xgr__console_nassets;
+
+#endif

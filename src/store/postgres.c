@@ -1,0 +1,1663 @@
+/* postgres.c — the PostgreSQL store (libpq): the same interface, schema and migrations as the
+ * SQLite store (sqlite.c), for several xgrd nodes on one database (issue 18). docs/STORE.md has
+ * the long version; in short:
+ *
+ *   url          a libpq URI, `postgresql://user@host:port/db?...` or `postgres://...`; a unix
+ *                socket directory goes in `?host=/dir`. Messages name it with the password masked.
+ *   connections  `w` belongs to the writer thread (every write, retention); `r` serves reads
+ *                under a recursive mutex (a load_live callback may read again).
+ *   group commit the writer takes every queued batch and sends BEGIN and the statements of all of
+ *                them in ONE pipeline (libpq pipeline mode: no round trip per statement), reads
+ *                the results, then COMMITs and signals each batch. synchronous_commit is on
+ *                (XGR_STORE_SYNC_FULL, the default: COMMIT returns once the WAL is flushed);
+ *                XGR_STORE_SYNC_NORMAL sets it off (a crash may lose the last commits, never
+ *                half of one). A batch's own fault (SQLSTATE class 23, a constraint such as a
+ *                history row twice or a session that exists; class 22, bad data) rolls the group
+ *                back and its batches are applied again one transaction each, so only the bad
+ *                one fails; any other error (connection lost, disk full, ...) fails the group and
+ *                puts the store in the failed state.
+ *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
+ *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
+ *                and ordered like the numbers (listing pages by rootPid).
+ *   migrations   the same versions as SQLite, in PostgreSQL's dialect; applied under an advisory
+ *                lock so nodes that start together migrate once. Owner and mark keys are
+ *                COLLATE "C" (byte order, as SQLite compares them, and no locale cost in the keys).
+ *   retention    as in SQLite: small delete steps between commits when no batch waits.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rule/rule_impl.h"   /* xgr__rule_mask_url */
+#include "store/store_impl.h"
+#include "util/buf.h"
+
+/* ---- schema ----------------------------------------------------------------------------------- */
+
+/* Migration i (1-based) brings the schema from version i-1 to i: the versions of sqlite.c, in
+ * PostgreSQL's dialect. Never edit an entry once it shipped: add a new one. */
+static const char *const migrations[] = {
+    /* 1: the first schema */
+    "CREATE DOMAIN xgr_u64 AS NUMERIC(20,0) CHECK (VALUE >= 0 AND VALUE <= 18446744073709551615);"
+    "CREATE TABLE owners(owner TEXT COLLATE \"C\" PRIMARY KEY, next_root xgr_u64 NOT NULL);"
+    "CREATE TABLE orchestrations(id TEXT NOT NULL, version BIGINT NOT NULL, hash TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, registered_at BIGINT NOT NULL, content BYTEA NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX orchestrations_hash ON orchestrations(hash);"
+    "CREATE TABLE rules(id TEXT NOT NULL, version BIGINT NOT NULL, hash TEXT NOT NULL,"
+    "  owner TEXT NOT NULL, registered_at BIGINT NOT NULL, content BYTEA NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX rules_hash ON rules(hash);"
+    "CREATE TABLE sessions(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, registry TEXT NOT NULL DEFAULT '',"
+    "  ostc_id TEXT NOT NULL, ostc_hash TEXT NOT NULL, status INTEGER NOT NULL, killed_at BIGINT NOT NULL DEFAULT 0,"
+    "  created_at BIGINT NOT NULL, finished_at BIGINT NOT NULL DEFAULT 0, next_iter xgr_u64 NOT NULL,"
+    "  paused INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(owner, root_pid));"
+    "CREATE TABLE proc_rt(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL,"
+    "  parent_iter xgr_u64 NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL, valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, join_group BIGINT NOT NULL,"
+    "  join_from_group BIGINT NOT NULL, next_wake_at BIGINT NOT NULL, created_at BIGINT NOT NULL,"
+    "  started_at BIGINT NOT NULL, finished_at BIGINT NOT NULL, payload TEXT NOT NULL, error TEXT,"
+    "  join_state TEXT, terminal_at BIGINT, PRIMARY KEY(owner, root_pid, iter));"
+    "CREATE TABLE proc_steps(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL,"
+    "  parent_iter xgr_u64 NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, at BIGINT NOT NULL, finished_at BIGINT NOT NULL,"
+    "  error TEXT, payload TEXT, recorded_at BIGINT NOT NULL, PRIMARY KEY(owner, root_pid, iter));",
+    /* 2: recovery of join groups and of kill-closed scopes; indexes for retention */
+    "ALTER TABLE sessions ADD COLUMN next_group BIGINT NOT NULL DEFAULT 1;"
+    "UPDATE sessions SET next_group = 1 + (SELECT COALESCE(MAX(GREATEST(r.join_group, r.join_from_group)), 0)"
+    "  FROM proc_rt r WHERE r.owner = sessions.owner AND r.root_pid = sessions.root_pid);"
+    "CREATE TABLE proc_scopes(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, grp BIGINT NOT NULL,"
+    "  PRIMARY KEY(owner, root_pid, grp));"
+    "INSERT INTO proc_scopes SELECT owner, root_pid, join_from_group FROM proc_rt"
+    "  WHERE join_state IS NOT NULL AND (join_state::jsonb ->> 'closed') = 'true' AND join_from_group > 0"
+    "  AND (SELECT status FROM sessions s WHERE s.owner = proc_rt.owner AND s.root_pid = proc_rt.root_pid) = 0"
+    "  ON CONFLICT DO NOTHING;"
+    "CREATE INDEX proc_rt_terminal ON proc_rt(terminal_at) WHERE terminal_at IS NOT NULL;"
+    "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
+    "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;",
+    /* 3: single-use marks (used control permits until their expiry) */
+    "CREATE TABLE marks(key TEXT COLLATE \"C\" PRIMARY KEY, expires_at BIGINT NOT NULL);"
+    "CREATE INDEX marks_expiry ON marks(expires_at);",
+    /* 4: the gas budget of the SessionPermit that started a session */
+    "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
+    /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
+    "ALTER TABLE proc_steps ADD COLUMN api TEXT;",
+    /* 6: the outbox of internal wake-ups (issue 14): written with the producing step's result,
+     * deleted with the target's change that applied it, or kept marked refused */
+    "CREATE TABLE outbox(id TEXT COLLATE \"C\" PRIMARY KEY, from_owner TEXT COLLATE \"C\" NOT NULL,"
+    "  from_root xgr_u64 NOT NULL, to_owner TEXT NOT NULL, to_root xgr_u64 NOT NULL, step TEXT NOT NULL,"
+    "  caller TEXT NOT NULL, rule TEXT, payload TEXT NOT NULL, created_at BIGINT NOT NULL, refused TEXT,"
+    "  refused_at BIGINT);"
+    "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;",
+};
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+_Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
+
+/* the advisory lock key of migrations (any constant; "xgr1" in ASCII) */
+#define MIGRATION_LOCK 0x78677231
+
+/* ---- statements (prepared on the writer connection as "x<index>") -------------------------------- */
+
+enum {
+  S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
+  S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
+  S_PROCS_BULK, S_HISTS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
+  S_GC_REFUSED, S_COUNT
+};
+
+#define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
+                    " finished_at, next_iter, paused, next_group, max_total_gas)"                                   \
+                    " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+#define REGISTER(t)                                                                                              \
+  "WITH ex AS (SELECT version, owner, registered_at FROM " t " WHERE id = $1 AND hash = $2 ORDER BY version LIMIT 1),"   \
+  " ins AS (INSERT INTO " t "(id, version, hash, owner, registered_at, content) SELECT $1,"                      \
+  " (SELECT COALESCE(MAX(version), 0) + 1 FROM " t " WHERE id = $1), $2, $3, $4, $5"                             \
+  " WHERE NOT EXISTS (SELECT 1 FROM ex) RETURNING version, owner, registered_at)"                               \
+  " SELECT version, owner, registered_at FROM ex UNION ALL SELECT version, owner, registered_at FROM ins"
+
+static const char *const stmt_sql[S_COUNT] = {
+    [S_SESSION] = SESSION_INS " ON CONFLICT(owner, root_pid) DO UPDATE SET registry = excluded.registry,"
+                  " ostc_id = excluded.ostc_id, ostc_hash = excluded.ostc_hash, status = excluded.status,"
+                  " killed_at = excluded.killed_at, finished_at = excluded.finished_at, next_iter = excluded.next_iter,"
+                  " paused = excluded.paused, next_group = excluded.next_group",
+    /* insert only: an existing row is a unique violation, which fails the batch (see commit_group) */
+    [S_SESSION_NEW] = SESSION_INS,
+    [S_STATE] = "UPDATE sessions SET status = $3, killed_at = $4, next_iter = $5, next_group = $6, paused = $7,"
+                " finished_at = CASE WHEN $3 <> 0 AND status = 0 THEN $8 ELSE finished_at END"
+                " WHERE owner = $1 AND root_pid = $2",
+    [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner = $1 AND root_pid = $2",
+    [S_PROC] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
+               " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
+               " payload, error, join_state, terminal_at)"
+               " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+               " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter = excluded.parent_iter,"
+               " step = excluded.step, step_id = excluded.step_id, status = excluded.status, paused = excluded.paused,"
+               " valid = excluded.valid, abort_reason = excluded.abort_reason, join_group = excluded.join_group,"
+               " join_from_group = excluded.join_from_group, next_wake_at = excluded.next_wake_at,"
+               " created_at = excluded.created_at, started_at = excluded.started_at,"
+               " finished_at = excluded.finished_at, payload = excluded.payload, error = excluded.error,"
+               " join_state = excluded.join_state, terminal_at = excluded.terminal_at",
+    [S_HIST] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
+               " abort_reason, at, finished_at, error, payload, recorded_at, api)"
+               " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+    [S_SCOPE] = "INSERT INTO proc_scopes(owner, root_pid, grp) VALUES($1, $2, $3) ON CONFLICT DO NOTHING",
+    [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner = $1 AND root_pid = $2",
+    [S_RM_SESSION] = "DELETE FROM sessions WHERE owner = $1 AND root_pid = $2",
+    [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES($1, 2) ON CONFLICT(owner)"
+                  " DO UPDATE SET next_root = owners.next_root + 1 RETURNING next_root - 1",
+    /* a session started with rootPid R: the owner's next expected rootPid becomes at least R + 1 */
+    [S_OWNER_BUMP] = "INSERT INTO owners(owner, next_root) VALUES($1, $2) ON CONFLICT(owner)"
+                     " DO UPDATE SET next_root = excluded.next_root WHERE owners.next_root < excluded.next_root",
+    /* a mark is inserted, or replaces one that expired; no row returned: used */
+    [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES($1, $2) ON CONFLICT(key) DO UPDATE SET"
+               " expires_at = excluded.expires_at WHERE marks.expires_at <= $3 RETURNING 1",
+    [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= $1 LIMIT 64)",
+    /* registering serializes per id across nodes (the next version is MAX + 1) */
+    [S_REG_LOCK] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 729))",
+    [S_REG_ORCH] = REGISTER("orchestrations"),
+    [S_REG_RULE] = REGISTER("rules"),
+    /* the process rows of a whole group in one statement: one array per column (unnest) */
+    [S_PROCS_BULK] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
+                     " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
+                     " payload, error, join_state, terminal_at)"
+                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
+                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::int[], $11::bigint[], $12::bigint[],"
+                     " $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[],"
+                     " $19::text[], $20::bigint[])"
+                     " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter = excluded.parent_iter,"
+                     " step = excluded.step, step_id = excluded.step_id, status = excluded.status,"
+                     " paused = excluded.paused, valid = excluded.valid, abort_reason = excluded.abort_reason,"
+                     " join_group = excluded.join_group, join_from_group = excluded.join_from_group,"
+                     " next_wake_at = excluded.next_wake_at, created_at = excluded.created_at,"
+                     " started_at = excluded.started_at, finished_at = excluded.finished_at,"
+                     " payload = excluded.payload, error = excluded.error, join_state = excluded.join_state,"
+                     " terminal_at = excluded.terminal_at",
+    [S_HISTS_BULK] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
+                     " abort_reason, at, finished_at, error, payload, recorded_at, api)"
+                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
+                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
+                     " $13::text[], $14::bigint[], $15::text[])",
+    /* the last state of every session of a group; $8 is the commit's time */
+    [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
+                      " next_group = u.next_group, paused = u.paused,"
+                      " finished_at = CASE WHEN u.status <> 0 AND s.status = 0 THEN $8 ELSE s.finished_at END"
+                      " FROM unnest($1::text[], $2::numeric[], $3::int[], $4::bigint[], $5::numeric[], $6::bigint[],"
+                      " $7::int[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused)"
+                      " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
+    [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
+                          " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
+    [S_GC_PROCS] = "DELETE FROM proc_rt WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_rt"
+                   " WHERE terminal_at IS NOT NULL AND terminal_at <= $1 LIMIT $2))",
+    [S_GC_HIST] = "DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps WHERE recorded_at <= $1"
+                  " LIMIT $2))",
+    [S_GC_SESS] = "DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE status <> 0 AND"
+                  " finished_at <= $1 LIMIT $2))",
+    [S_WAKE_OUT] = "INSERT INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload,"
+                   " created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT(id) DO NOTHING",
+    [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
+    [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
+    [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
+    [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
+                     " AND refused_at <= $1 LIMIT $2))",
+    [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
+                    " (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND r.root_pid = s.root_pid AND"
+                    " r.join_group = s.grp AND r.status < 2) LIMIT $1))",
+};
+
+/* ---- the handle ------------------------------------------------------------------------------- */
+
+typedef struct pgstore {
+  xgr_store base;
+  char *url;                    /* as given (libpq reads it) */
+  char *name;                   /* for messages: the password masked */
+  PGconn *w;                    /* writer connection (writer thread only after open) */
+  PGconn *r;                    /* reader connection, under rmu */
+  pthread_mutex_t rmu;          /* recursive */
+  bool r_snapshot;              /* load_live's read transaction is open on r */
+
+  pthread_t thread;
+  bool has_thread;
+  pthread_mutex_t qmu;          /* guards the fields below */
+  pthread_cond_t qcv;           /* writer: work arrived; waiters: batches signalled / gc done */
+  xgr_store_changes *head, *tail;
+  bool stop;
+  uint64_t submitted, signalled;
+  uint64_t gc_req, gc_done;
+  size_t gc_last_deleted;
+  int gc_rc;
+  xgr_error gc_err;
+} pgstore;
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+/* Is a SQLSTATE the batch's own fault (a constraint: class 23; bad data: class 22) rather than
+ * the store's? */
+static bool state_is_batch_fault(const char *state) {
+  return state && (!strncmp(state, "23", 2) || !strncmp(state, "22", 2));
+}
+
+static int state_code(const char *state) {
+  if (state && !strncmp(state, "23", 2)) return XGR_ECONFLICT;
+  if (state && !strncmp(state, "22", 2)) return XGR_EINVAL;
+  return XGR_EIO;
+}
+
+/* The first line of a libpq message (they end in a newline and may carry a DETAIL). */
+static void first_line(const char *msg, char *out, size_t cap) {
+  size_t n = strcspn(msg ? msg : "", "\n");
+  if (n >= cap) n = cap - 1;
+  memcpy(out, msg ? msg : "", n);
+  out[n] = 0;
+}
+
+static int res_error(const pgstore *g, const PGresult *res, PGconn *c, const char *what, xgr_error *err) {
+  const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  char msg[300];
+  first_line(res && *PQresultErrorMessage(res) ? PQresultErrorMessage(res) : PQerrorMessage(c), msg, sizeof msg);
+  const char *hint = state && !strcmp(state, "53100") ? " (the database's disk is full)"
+                     : state && !strncmp(state, "08", 2) ? " (the connection to PostgreSQL was lost)"
+                     : state && !strcmp(state, "25006") ? " (the database is read-only)" : "";
+  if (!state) hint = " (the connection to PostgreSQL failed: xgr stops writing; restart it once the database is back)";
+  return xgr_error_set(err, state_code(state), NULL, "store %s: %s: %s%s%s%s%s", g->name, what, msg,
+                       state ? " [SQLSTATE " : "", state ? state : "", state ? "]" : "", hint);
+}
+
+/* ---- parameters ------------------------------------------------------------------------------ */
+
+#define PMAX 20
+
+/* Text parameters of one statement; numbers are formatted into num[]. */
+typedef struct params {
+  int n;
+  const char *v[PMAX];
+  int len[PMAX];
+  int fmt[PMAX];
+  char num[PMAX][24];
+} params;
+
+static void p_text(params *p, const char *t) {
+  assert(p->n < PMAX);
+  p->v[p->n] = t;
+  p->len[p->n] = 0;
+  p->fmt[p->n++] = 0;
+}
+static void p_i64(params *p, int64_t x) {
+  assert(p->n < PMAX);
+  snprintf(p->num[p->n], sizeof p->num[0], "%" PRId64, x);
+  p_text(p, p->num[p->n]);
+}
+static void p_u64(params *p, uint64_t x) {
+  assert(p->n < PMAX);
+  snprintf(p->num[p->n], sizeof p->num[0], "%" PRIu64, x);
+  p_text(p, p->num[p->n]);
+}
+static void p_bin(params *p, const void *b, size_t n) {
+  assert(p->n < PMAX);
+  p->v[p->n] = b;
+  p->len[p->n] = (int)n;
+  p->fmt[p->n++] = 1;
+}
+
+static uint64_t get_u64(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0 : strtoull(PQgetvalue(r, row, col), NULL, 10);
+}
+static int64_t get_i64(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+static char *get_text(const PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? NULL : xgr__xstrdup(PQgetvalue(r, row, col));
+}
+
+/* ---- applying batches (writer thread, pipeline mode) ------------------------------------------ */
+
+/* What the writer does with the result of one statement it sent. */
+enum { W_PLAIN, W_NEXTPID, W_REGISTER, W_MARK, W_SESSION_NEW };
+
+typedef struct pending {
+  size_t batch, op;             /* the batch (index in the group) and entry it belongs to */
+  uint8_t what;
+} pending;
+
+typedef struct pipe_state {
+  pending *p;
+  size_t n, cap;
+  bool send_failed;
+} pipe_state;
+
+static void send_stmt(pgstore *g, pipe_state *ps, int which, const params *p, size_t batch, size_t op, uint8_t what) {
+  char name[8];
+  snprintf(name, sizeof name, "x%d", which);
+  if (!PQsendQueryPrepared(g->w, name, p->n, p->v, p->len, p->fmt, 0)) ps->send_failed = true;
+  if (ps->n == ps->cap) {
+    ps->cap = ps->cap ? ps->cap * 2 : 64;
+    ps->p = xgr__xrealloc(ps->p, ps->cap * sizeof *ps->p);
+  }
+  ps->p[ps->n++] = (pending){batch, op, what};
+}
+
+static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const store_op *op, int64_t now) {
+  params p = {0};
+  switch (op->kind) {
+    case OP_SESSION: {
+      const xgr_store_session *x = &op->u.session;
+      p_text(&p, x->owner);
+      p_u64(&p, x->root_pid);
+      p_text(&p, x->registry);
+      p_text(&p, x->ostc_id);
+      p_text(&p, x->ostc_hash);
+      p_i64(&p, x->status);
+      p_i64(&p, x->killed_at);
+      p_i64(&p, x->created_at ? x->created_at : now);
+      p_i64(&p, x->status != XGR_RESULT_RUNNING ? (x->finished_at ? x->finished_at : now) : 0);
+      p_u64(&p, x->next_iter);
+      p_i64(&p, x->paused);
+      p_i64(&p, x->next_group);
+      p_text(&p, x->max_total_gas ? x->max_total_gas : "");
+      send_stmt(g, ps, op->if_absent ? S_SESSION_NEW : S_SESSION, &p, bi, oi, op->if_absent ? W_SESSION_NEW : W_PLAIN);
+      if (x->root_pid == UINT64_MAX) return;
+      params q = {0};
+      p_text(&q, x->owner);
+      p_u64(&q, x->root_pid + 1);
+      send_stmt(g, ps, S_OWNER_BUMP, &q, bi, oi, W_PLAIN);
+      return;
+    }
+    case OP_STATE:
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_i64(&p, op->u.state.status);
+      p_i64(&p, op->u.state.killed_at);
+      p_u64(&p, op->u.state.next_iter);
+      p_i64(&p, op->u.state.next_group);
+      p_i64(&p, op->u.state.paused);
+      p_i64(&p, now);
+      send_stmt(g, ps, S_STATE, &p, bi, oi, W_PLAIN);
+      if (op->u.state.status != XGR_RESULT_RUNNING) {   /* killed scopes matter only while the session lives */
+        params q = {0};
+        p_text(&q, op->owner);
+        p_u64(&q, op->root);
+        send_stmt(g, ps, S_SCOPES_DEL, &q, bi, oi, W_PLAIN);
+      }
+      return;
+    case OP_PROC: {
+      const xgr_store_proc *x = &op->u.proc;
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_u64(&p, x->iter);
+      p_u64(&p, x->parent_iter);
+      p_i64(&p, x->step);
+      p_text(&p, x->step_id ? x->step_id : "");
+      p_i64(&p, x->status);
+      p_i64(&p, x->paused);
+      p_i64(&p, x->valid);
+      p_i64(&p, x->abort_reason);
+      p_i64(&p, x->group);
+      p_i64(&p, x->from_group);
+      p_i64(&p, x->next_wake_at);
+      p_i64(&p, x->created_at);
+      p_i64(&p, x->started_at);
+      p_i64(&p, x->finished_at);
+      p_text(&p, x->payload ? x->payload : "{}");
+      p_text(&p, x->error);
+      p_text(&p, x->join);
+      if (x->status >= XGR_PROC_DONE) p_i64(&p, now);
+      else p_text(&p, NULL);
+      send_stmt(g, ps, S_PROC, &p, bi, oi, W_PLAIN);
+      return;
+    }
+    case OP_HIST: {
+      const xgr_store_hist *h = &op->u.hist;
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_u64(&p, h->iter);
+      p_u64(&p, h->parent_iter);
+      p_i64(&p, h->step);
+      p_text(&p, h->step_id ? h->step_id : "");
+      p_i64(&p, h->status);
+      p_i64(&p, h->valid);
+      p_i64(&p, h->abort_reason);
+      p_i64(&p, h->at);
+      p_i64(&p, h->finished_at);
+      p_text(&p, h->error);
+      p_text(&p, g->base.cfg.no_history_payload ? NULL : h->payload);
+      p_i64(&p, now);
+      p_text(&p, h->api);
+      send_stmt(g, ps, S_HIST, &p, bi, oi, W_PLAIN);
+      return;
+    }
+    case OP_SCOPE:
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_i64(&p, op->u.group);
+      send_stmt(g, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
+      return;
+    case OP_REMOVE: {
+      static const int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      for (int i = 0; i < 4; i++) send_stmt(g, ps, ids[i], &p, bi, oi, W_PLAIN);
+      return;
+    }
+    case OP_WAKE_OUT: {
+      const xgr_store_wake *w = &op->u.wake;
+      p_text(&p, w->id);
+      p_text(&p, w->from_owner);
+      p_u64(&p, w->from_root);
+      p_text(&p, w->to_owner);
+      p_u64(&p, w->to_root);
+      p_text(&p, w->step);
+      p_text(&p, w->caller);
+      p_text(&p, w->rule);
+      p_text(&p, w->payload);
+      p_i64(&p, now);
+      send_stmt(g, ps, S_WAKE_OUT, &p, bi, oi, W_PLAIN);
+      return;
+    }
+    case OP_WAKE_DONE:
+      p_text(&p, op->owner);   /* the id */
+      if (op->u.wake.refused) {
+        p_text(&p, op->u.wake.refused);
+        p_i64(&p, now);
+      }
+      send_stmt(g, ps, op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE, &p, bi, oi, W_PLAIN);
+      return;
+    case OP_NEXTPID:
+      p_text(&p, op->owner);
+      send_stmt(g, ps, S_NEXTPID, &p, bi, oi, W_NEXTPID);
+      return;
+    case OP_REGISTER: {
+      const xgr_store_doc *d = op->u.doc;
+      p_text(&p, d->id);
+      send_stmt(g, ps, S_REG_LOCK, &p, bi, oi, W_PLAIN);
+      params q = {0};
+      p_text(&q, d->id);
+      p_text(&q, d->hash);
+      p_text(&q, d->owner);
+      p_i64(&q, d->registered_at);
+      p_bin(&q, d->content, d->len);
+      send_stmt(g, ps, d->kind == XGR_REG_RULE ? S_REG_RULE : S_REG_ORCH, &q, bi, oi, W_REGISTER);
+      return;
+    }
+    case OP_MARK: {
+      p_i64(&p, op->u.mark.now);
+      send_stmt(g, ps, S_MARK_GC, &p, bi, oi, W_PLAIN);
+      params q = {0};
+      p_text(&q, op->owner);
+      p_i64(&q, op->u.mark.expires_at);
+      p_i64(&q, op->u.mark.now);
+      send_stmt(g, ps, S_MARK, &q, bi, oi, W_MARK);
+      return;
+    }
+  }
+}
+
+/* ---- bulk rows: the process and history rows of a group in two statements ------------------------ */
+
+/* A column of a bulk statement: a PostgreSQL array literal being built ({"a","b",NULL,...}). */
+typedef struct colbuf {
+  xgr_buf b;
+} colbuf;
+
+static void col_sep(colbuf *c) { xgr__buf_putc(&c->b, c->b.len ? ',' : '{'); }
+
+static void col_text(colbuf *c, const char *v) {
+  col_sep(c);
+  if (!v) {
+    xgr__buf_puts(&c->b, "NULL");
+    return;
+  }
+  xgr__buf_putc(&c->b, '"');
+  const char *run = v;
+  for (const char *q = v; *q; q++)
+    if (*q == '"' || *q == '\\') {
+      xgr__buf_put(&c->b, run, (size_t)(q - run));
+      xgr__buf_putc(&c->b, '\\');
+      run = q;
+    }
+  xgr__buf_puts(&c->b, run);
+  xgr__buf_putc(&c->b, '"');
+}
+
+/* Decimal digits by hand: a group has some 30 numbers per row and tens of thousands of rows,
+ * and printf's parsing of its format showed as the writer's main cost. */
+static void col_u64(colbuf *c, uint64_t x) {
+  char t[24];
+  int i = (int)sizeof t;
+  do {
+    t[--i] = (char)('0' + x % 10);
+    x /= 10;
+  } while (x);
+  col_sep(c);
+  xgr__buf_put(&c->b, t + i, sizeof t - (size_t)i);
+}
+
+static void col_i64(colbuf *c, int64_t x) {
+  if (x >= 0) {
+    col_u64(c, (uint64_t)x);
+    return;
+  }
+  char t[24];
+  int i = (int)sizeof t;
+  uint64_t u = (uint64_t)0 - (uint64_t)x;
+  do {
+    t[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  t[--i] = '-';
+  col_sep(c);
+  xgr__buf_put(&c->b, t + i, sizeof t - (size_t)i);
+}
+
+/* Can the group go through the bulk path? Only entries whose order relative to the process and
+ * history rows does not matter: session rows, states, scopes (no removal, no registry, no
+ * counters, no marks). */
+static bool bulk_ok(xgr_store_changes **list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      op_kind t = list[i]->ops[k].kind;
+      if (t != OP_SESSION && t != OP_STATE && t != OP_PROC && t != OP_HIST && t != OP_SCOPE) return false;
+    }
+  return true;
+}
+
+static size_t proc_key_hash(const store_op *op) {
+  uint64_t x = op->root * 0x9E3779B97F4A7C15ULL ^ (op->kind == OP_PROC ? op->u.proc.iter : 0);
+  for (const char *p = op->owner; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
+  x ^= x >> 31;
+  return (size_t)x;
+}
+
+/* Send the group's entries with the sessions' states in one update, every process row in one
+ * upsert and every history row in one insert (after the session rows and scopes, which are sent
+ * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
+ * one batch at a time, which names the faulty batch. */
+static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now) {
+  size_t nprocs = 0, nstates = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      nprocs += list[i]->ops[k].kind == OP_PROC;
+      nstates += list[i]->ops[k].kind == OP_STATE;
+    }
+  size_t cap = 16, scap = 16;
+  while (cap < nprocs * 2) cap *= 2;
+  while (scap < nstates * 2) scap *= 2;
+  const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
+  const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
+  colbuf pc[20], hc[15];
+  memset(pc, 0, sizeof pc);
+  memset(hc, 0, sizeof hc);
+  size_t nhist = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      const store_op *op = &list[i]->ops[k];
+      if (op->kind == OP_PROC) {
+        size_t h = proc_key_hash(op) & (cap - 1);
+        while (slot[h] && !(slot[h]->root == op->root && slot[h]->u.proc.iter == op->u.proc.iter &&
+                            !strcmp(slot[h]->owner, op->owner)))
+          h = (h + 1) & (cap - 1);
+        slot[h] = op;   /* a later state of the same process replaces the earlier */
+      } else if (op->kind == OP_HIST) {
+        const xgr_store_hist *x = &op->u.hist;
+        col_text(&hc[0], op->owner);
+        col_u64(&hc[1], op->root);
+        col_u64(&hc[2], x->iter);
+        col_u64(&hc[3], x->parent_iter);
+        col_i64(&hc[4], x->step);
+        col_text(&hc[5], x->step_id ? x->step_id : "");
+        col_i64(&hc[6], x->status);
+        col_i64(&hc[7], x->valid);
+        col_i64(&hc[8], x->abort_reason);
+        col_i64(&hc[9], x->at);
+        col_i64(&hc[10], x->finished_at);
+        col_text(&hc[11], x->error);
+        col_text(&hc[12], g->base.cfg.no_history_payload ? NULL : x->payload);
+        col_i64(&hc[13], now);
+        col_text(&hc[14], x->api);
+        nhist++;
+      } else if (op->kind == OP_STATE) {
+        size_t h = proc_key_hash(op) & (scap - 1);
+        while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
+        sslot[h] = op;   /* the last state of a session wins (states only move forward) */
+      } else {
+        send_op(g, ps, i, k, op, now);
+      }
+    }
+  /* session states after the session rows and scopes sent above; a session that ended loses its
+   * killed scopes */
+  colbuf sc[7], dc[2];
+  memset(sc, 0, sizeof sc);
+  memset(dc, 0, sizeof dc);
+  size_t nst = 0, ndel = 0;
+  for (size_t h = 0; h < scap; h++) {
+    const store_op *op = sslot[h];
+    if (!op) continue;
+    col_text(&sc[0], op->owner);
+    col_u64(&sc[1], op->root);
+    col_i64(&sc[2], op->u.state.status);
+    col_i64(&sc[3], op->u.state.killed_at);
+    col_u64(&sc[4], op->u.state.next_iter);
+    col_i64(&sc[5], op->u.state.next_group);
+    col_i64(&sc[6], op->u.state.paused);
+    nst++;
+    if (op->u.state.status != XGR_RESULT_RUNNING) {
+      col_text(&dc[0], op->owner);
+      col_u64(&dc[1], op->root);
+      ndel++;
+    }
+  }
+  free(sslot);
+  size_t nrows = 0;
+  for (size_t h = 0; h < cap; h++) {
+    const store_op *op = slot[h];
+    if (!op) continue;
+    const xgr_store_proc *x = &op->u.proc;
+    col_text(&pc[0], op->owner);
+    col_u64(&pc[1], op->root);
+    col_u64(&pc[2], x->iter);
+    col_u64(&pc[3], x->parent_iter);
+    col_i64(&pc[4], x->step);
+    col_text(&pc[5], x->step_id ? x->step_id : "");
+    col_i64(&pc[6], x->status);
+    col_i64(&pc[7], x->paused);
+    col_i64(&pc[8], x->valid);
+    col_i64(&pc[9], x->abort_reason);
+    col_i64(&pc[10], x->group);
+    col_i64(&pc[11], x->from_group);
+    col_i64(&pc[12], x->next_wake_at);
+    col_i64(&pc[13], x->created_at);
+    col_i64(&pc[14], x->started_at);
+    col_i64(&pc[15], x->finished_at);
+    col_text(&pc[16], x->payload ? x->payload : "{}");
+    col_text(&pc[17], x->error);
+    col_text(&pc[18], x->join);
+    if (x->status >= XGR_PROC_DONE) col_i64(&pc[19], now);
+    else col_text(&pc[19], NULL);
+    nrows++;
+  }
+  free(slot);
+  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 7, nst, S_STATES_BULK},
+                                                                    {dc, 2, ndel, S_SCOPES_DEL_BULK},
+                                                                    {pc, 20, nrows, S_PROCS_BULK},
+                                                                    {hc, 15, nhist, S_HISTS_BULK}};
+  for (int j = 0; j < 4; j++) {
+    params p = {0};
+    char *text[20];
+    for (int c = 0; c < bulk[j].ncol; c++) {
+      text[c] = NULL;
+      if (!bulk[j].rows) continue;
+      xgr__buf_putc(&bulk[j].c[c].b, '}');
+      text[c] = xgr__buf_finish(&bulk[j].c[c].b, NULL);
+      p_text(&p, text[c]);
+    }
+    if (bulk[j].stmt == S_STATES_BULK) p_i64(&p, now);
+    if (bulk[j].rows) send_stmt(g, ps, bulk[j].stmt, &p, 0, 0, W_PLAIN);
+    for (int c = 0; c < bulk[j].ncol; c++) free(text[c]);
+  }
+}
+
+/* The outcome of one pipelined transaction attempt. */
+typedef struct pipe_result {
+  bool ok;                      /* every statement ran */
+  bool conn_lost;               /* no result where one was due (the connection broke) */
+  char state[6];                /* SQLSTATE of the first error ("" none) */
+  size_t bad_batch;             /* the batch of the first error, or of an entry that must not be
+                                   half applied (a used mark after other entries) */
+  xgr_error err;                /* the first error */
+} pipe_result;
+
+/* Read the results of everything in ps (one sync point follows them). Entries whose result is
+ * a value (a taken rootPid, a registered version, a mark) are filled in; a mark that is in use
+ * fails its batch (list[i]->rc) without failing the transaction when it is the batch's only
+ * write. */
+static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, pipe_result *pr) {
+  pr->ok = true;
+  pr->conn_lost = false;
+  pr->state[0] = 0;
+  xgr_error_clear(&pr->err);
+  for (size_t i = 0; i < ps->n; i++) {
+    PGresult *r = PQgetResult(g->w);
+    if (!r) {
+      pr->ok = false;
+      pr->conn_lost = true;
+      res_error(g, NULL, g->w, "no result from PostgreSQL", &pr->err);
+      return;
+    }
+    const pending *pe = &ps->p[i];
+    xgr_store_changes *b = list[pe->batch];
+    store_op *op = pe->what != W_PLAIN ? &b->ops[pe->op] : NULL;
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_FATAL_ERROR && pr->ok) {
+      pr->ok = false;
+      const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      snprintf(pr->state, sizeof pr->state, "%s", state ? state : "");
+      pr->bad_batch = pe->batch;
+      if (pe->what == W_SESSION_NEW && state && !strcmp(state, "23505") && pe->op == 0)
+        xgr_error_set(&pr->err, XGR_ECONFLICT, NULL, "session %s/%" PRIu64 " exists already; the batch was not applied",
+                      op->owner, op->root);
+      else res_error(g, r, g->w, "a write failed", &pr->err);
+    } else if (st == PGRES_TUPLES_OK && pr->ok) {
+      if (pe->what == W_NEXTPID && PQntuples(r) == 1) {
+        *op->u.next_pid = get_u64(r, 0, 0);
+      } else if (pe->what == W_REGISTER && PQntuples(r) >= 1) {
+        xgr_store_doc *d = op->u.doc;
+        d->version = (uint32_t)get_i64(r, 0, 0);
+        free(d->owner);
+        d->owner = get_text(r, 0, 1);
+        d->registered_at = get_i64(r, 0, 2);
+      } else if (pe->what == W_MARK && PQntuples(r) == 0) {
+        xgr_error_set(&b->err, XGR_ECONFLICT, NULL, "already used (recorded until it expires)");
+        b->rc = XGR_ECONFLICT;
+        if (pe->op != 0) {   /* earlier entries of the batch were written: it must not commit */
+          pr->ok = false;
+          snprintf(pr->state, sizeof pr->state, "23505");
+          pr->bad_batch = pe->batch;
+          pr->err = b->err;
+        }
+      }
+    } else if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_PIPELINE_ABORTED &&
+               st != PGRES_FATAL_ERROR) {
+      if (pr->ok) {
+        pr->ok = false;
+        pr->bad_batch = pe->batch;
+        xgr_error_set(&pr->err, XGR_EIO, NULL, "store %s: unexpected result %s", g->name, PQresStatus(st));
+      }
+    }
+    PQclear(r);
+    r = PQgetResult(g->w);   /* the end of this statement's results */
+    while (r) {
+      PQclear(r);
+      r = PQgetResult(g->w);
+    }
+  }
+  PGresult *r = PQgetResult(g->w);   /* the sync point */
+  if (!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
+    if (pr->ok) {
+      pr->ok = false;
+      pr->conn_lost = true;
+      res_error(g, r, g->w, "the pipeline ended early", &pr->err);
+    }
+  }
+  PQclear(r);
+}
+
+/* Run one statement without parameters through the pipeline (BEGIN, COMMIT, ROLLBACK) and wait
+ * for its sync point. 0 or an error. */
+static int pipe_simple(pgstore *g, const char *sql, xgr_error *err) {
+  if (!PQsendQueryParams(g->w, sql, 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(g->w))
+    return res_error(g, NULL, g->w, sql, err);
+  int rc = 0;
+  PGresult *r = PQgetResult(g->w);
+  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) rc = res_error(g, r, g->w, sql, err);
+  if (r) {
+    PQclear(r);
+    while ((r = PQgetResult(g->w))) PQclear(r);   /* the end of the statement's results */
+    r = PQgetResult(g->w);                         /* the sync point */
+    if ((!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC) && !rc) rc = res_error(g, r, g->w, sql, err);
+  }
+  PQclear(r);
+  if (!rc && PQstatus(g->w) == CONNECTION_BAD) rc = res_error(g, NULL, g->w, sql, err);
+  return rc;
+}
+
+/* BEGIN and the statements of list[0..n) in one pipeline, then the results. */
+static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, pipe_result *pr) {
+  pipe_state ps = {0};
+  for (size_t i = 0; i < n; i++) {
+    list[i]->rc = 0;
+    xgr_error_clear(&list[i]->err);
+  }
+  if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
+  if (bulk_ok(list, n)) {
+    send_bulk(g, &ps, list, n, now);
+  } else {
+    for (size_t i = 0; i < n && !ps.send_failed; i++)
+      for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
+  }
+  if (ps.send_failed || !PQpipelineSync(g->w)) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    pr->state[0] = 0;
+    res_error(g, NULL, g->w, "cannot send to PostgreSQL", &pr->err);
+    free(ps.p);
+    return;
+  }
+  /* the BEGIN's result comes first */
+  PGresult *r = PQgetResult(g->w);
+  if (!r) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    pr->state[0] = 0;
+    res_error(g, NULL, g->w, "cannot begin a transaction", &pr->err);
+    free(ps.p);
+    return;
+  }
+  bool began = PQresultStatus(r) == PGRES_COMMAND_OK;
+  xgr_error berr;
+  if (!began) res_error(g, r, g->w, "cannot begin a transaction", &berr);
+  PQclear(r);
+  while ((r = PQgetResult(g->w))) PQclear(r);
+  read_pipeline(g, &ps, list, pr);
+  if (!began) {   /* nobody's fault: the store stops */
+    pr->ok = false;
+    pr->state[0] = 0;
+    pr->bad_batch = n;
+    pr->err = berr;
+  }
+  free(ps.p);
+}
+
+/* The store can no longer write: record why, fail every batch in list. */
+static void fail_all(pgstore *g, xgr_store_changes **list, size_t n, const xgr_error *why) {
+  xgr__store_set_failed(&g->base, why->code ? why->code : XGR_EIO, why->message);
+  xgr_error ferr;
+  xgr_store_failed(&g->base, &ferr);
+  for (size_t i = 0; i < n; i++) {
+    list[i]->rc = ferr.code;
+    list[i]->err = ferr;
+  }
+}
+
+static void count_tx(pgstore *g, size_t n) {
+  pthread_mutex_lock(&g->base.mu);
+  g->base.stats.transactions++;
+  if (n > g->base.stats.max_batches_per_tx) g->base.stats.max_batches_per_tx = n;
+  pthread_mutex_unlock(&g->base.mu);
+}
+
+/* One group: all batches in one transaction, or (after a batch's own fault) one each. */
+static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
+  xgr_error err;
+  int64_t now = xgr__store_now_ms(&g->base);
+  if (xgr_store_failed(&g->base, &err)) {
+    for (size_t i = 0; i < n; i++) {
+      list[i]->rc = err.code;
+      list[i]->err = err;
+    }
+    return;
+  }
+  if (!PQenterPipelineMode(g->w)) {
+    res_error(g, NULL, g->w, "cannot enter pipeline mode", &err);
+    fail_all(g, list, n, &err);
+    return;
+  }
+  pipe_result pr;
+  attempt(g, list, n, now, &pr);
+  if (pr.ok) {
+    if (pipe_simple(g, "COMMIT", &err)) fail_all(g, list, n, &err);
+    else count_tx(g, n);
+    PQexitPipelineMode(g->w);
+    return;
+  }
+  if (pr.conn_lost || !state_is_batch_fault(pr.state) || pr.bad_batch >= n) {   /* the store stops */
+    pipe_simple(g, "ROLLBACK", &err);
+    fail_all(g, list, n, &pr.err);
+    PQexitPipelineMode(g->w);
+    return;
+  }
+  if (pipe_simple(g, "ROLLBACK", &err)) {
+    fail_all(g, list, n, &err);
+    PQexitPipelineMode(g->w);
+    return;
+  }
+  /* a batch's own fault: apply each batch in its own transaction so only the bad ones fail */
+  for (size_t i = 0; i < n; i++) {
+    attempt(g, list + i, 1, now, &pr);
+    if (pr.ok) {
+      if (pipe_simple(g, "COMMIT", &err)) {
+        fail_all(g, list + i, n - i, &err);
+        break;
+      }
+      count_tx(g, 1);
+      continue;
+    }
+    if (pipe_simple(g, "ROLLBACK", &err)) {
+      fail_all(g, list + i, n - i, &err);
+      break;
+    }
+    if (pr.conn_lost || !state_is_batch_fault(pr.state)) {
+      fail_all(g, list + i, n - i, &pr.err);
+      break;
+    }
+    list[i]->err = pr.err;   /* this batch fails alone */
+    list[i]->rc = pr.err.code ? pr.err.code : XGR_ECONFLICT;
+  }
+  PQexitPipelineMode(g->w);
+}
+
+/* ---- retention (writer thread, outside pipeline mode) ------------------------------------------- */
+
+static PGresult *exec_prepared(PGconn *c, int which, const params *p) {
+  char name[8];
+  snprintf(name, sizeof name, "x%d", which);
+  return PQexecPrepared(c, name, p->n, p->v, p->len, p->fmt, 0);
+}
+
+static int exec_plain(pgstore *g, PGconn *c, const char *sql, xgr_error *err) {
+  PGresult *r = PQexec(c, sql);
+  int rc = 0;
+  if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) rc = res_error(g, r, c, "", err);
+  PQclear(r);
+  return rc;
+}
+
+/* One retention step: at most gc_batch rows of each kind in one transaction. Returns the rows
+ * deleted (*more: some kind hit the limit), or < 0 after an error (in *err). */
+static long gc_step(pgstore *g, bool *more, xgr_error *err) {
+  const xgr_store_config *c = &g->base.cfg;
+  int64_t now = xgr__store_now_ms(&g->base);
+  int lim = c->gc_batch;
+  long total = 0;
+  *more = false;
+  if (exec_plain(g, g->w, "BEGIN", err)) return -1;
+  struct { int stmt; bool on; int64_t cut; } jobs[] = {
+      {S_GC_PROCS, true, now - c->ttl_secs * 1000},
+      {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
+      {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
+      {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
+      {S_GC_SCOPES, true, 0},
+  };
+  for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
+    if (!jobs[j].on) continue;
+    params p = {0};
+    if (jobs[j].stmt != S_GC_SCOPES) p_i64(&p, jobs[j].cut);
+    p_i64(&p, lim);
+    PGresult *r = exec_prepared(g->w, jobs[j].stmt, &p);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      res_error(g, r, g->w, "retention: delete failed", err);
+      PQclear(r);
+      exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
+      return -1;
+    }
+    long ch = strtol(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    total += ch;
+    if (ch >= lim) *more = true;
+  }
+  if (exec_plain(g, g->w, "COMMIT", err)) return -1;
+  pthread_mutex_lock(&g->base.mu);
+  g->base.stats.gc_deleted += (uint64_t)total;
+  pthread_mutex_unlock(&g->base.mu);
+  return total;
+}
+
+/* ---- the writer thread ---------------------------------------------------------------------------- */
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *writer_main(void *arg) {
+  pgstore *g = arg;
+  const xgr_store_config *c = &g->base.cfg;
+  int64_t next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
+  bool gc_more = false;          /* the last background step hit its limit: go on when idle */
+  size_t full_deleted = 0;       /* rows removed by the requested full pass so far */
+  xgr_store_changes **list = NULL;
+  size_t cap = 0;
+  pthread_mutex_lock(&g->qmu);
+  for (;;) {
+    bool want_full = g->gc_req != g->gc_done;
+    while (!g->head && !g->stop && !want_full && !gc_more && mono_ms() < next_gc) {
+      if (next_gc == INT64_MAX) {
+        pthread_cond_wait(&g->qcv, &g->qmu);
+      } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = next_gc - mono_ms();
+        if (wait < 1) wait = 1;
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+          ts.tv_sec++;
+          ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&g->qcv, &g->qmu, &ts);
+      }
+      want_full = g->gc_req != g->gc_done;
+    }
+    if (g->head) {   /* group commit: everything queued now */
+      size_t n = 0;
+      for (xgr_store_changes *b = g->head; b; b = b->next) n++;
+      if (n > cap) {
+        cap = n * 2;
+        list = xgr__xrealloc(list, cap * sizeof *list);
+      }
+      n = 0;
+      for (xgr_store_changes *b = g->head; b; b = b->next) list[n++] = b;
+      g->head = g->tail = NULL;
+      pthread_mutex_unlock(&g->qmu);
+      commit_group(g, list, n);
+      for (size_t i = 0; i < n; i++) xgr__store_signal(&g->base, list[i]);
+      pthread_mutex_lock(&g->qmu);
+      g->signalled += n;
+      pthread_cond_broadcast(&g->qcv);
+      continue;
+    }
+    if (g->stop && !want_full) break;
+    /* retention: one small step, then look at the queue again */
+    uint64_t req = g->gc_req;
+    pthread_mutex_unlock(&g->qmu);
+    xgr_error err;
+    xgr_error_clear(&err);
+    bool more = false;
+    long d = xgr_store_failed(&g->base, &err) ? -1 : gc_step(g, &more, &err);
+    pthread_mutex_lock(&g->qmu);
+    if (d < 0) {
+      more = false;
+      if (want_full) {
+        g->gc_rc = err.code ? err.code : XGR_EIO;
+        g->gc_err = err;
+      }
+    } else {
+      full_deleted += (size_t)d;
+    }
+    gc_more = more;
+    if (!more) {
+      next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
+      if (want_full) {
+        g->gc_last_deleted = full_deleted;
+        g->gc_done = req;
+        pthread_cond_broadcast(&g->qcv);
+      }
+      full_deleted = 0;
+    }
+  }
+  pthread_mutex_unlock(&g->qmu);
+  free(list);
+  return NULL;
+}
+
+static void pg_submit(xgr_store *st, xgr_store_changes *b) {
+  pgstore *g = (pgstore *)st;
+  b->next = NULL;
+  pthread_mutex_lock(&g->qmu);
+  if (g->tail) g->tail->next = b;
+  else g->head = b;
+  g->tail = b;
+  g->submitted++;
+  pthread_cond_broadcast(&g->qcv);
+  pthread_mutex_unlock(&g->qmu);
+}
+
+static void pg_flush(xgr_store *st) {
+  pgstore *g = (pgstore *)st;
+  pthread_mutex_lock(&g->qmu);
+  uint64_t ticket = g->submitted;
+  while (g->signalled < ticket && g->has_thread) pthread_cond_wait(&g->qcv, &g->qmu);
+  pthread_mutex_unlock(&g->qmu);
+}
+
+static int pg_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  if (!g->has_thread) return xgr_error_set(err, XGR_EPERM, NULL, "the store was opened read-only");
+  pthread_mutex_lock(&g->qmu);
+  uint64_t ticket = ++g->gc_req;
+  g->gc_rc = 0;
+  pthread_cond_broadcast(&g->qcv);
+  while (g->gc_done < ticket) pthread_cond_wait(&g->qcv, &g->qmu);
+  int rc = g->gc_rc;
+  if (rc && err) *err = g->gc_err;
+  *deleted = g->gc_last_deleted;
+  pthread_mutex_unlock(&g->qmu);
+  return rc;
+}
+
+static void pg_close(xgr_store *st) {
+  pgstore *g = (pgstore *)st;
+  if (g->has_thread) {
+    pthread_mutex_lock(&g->qmu);
+    g->stop = true;
+    pthread_cond_broadcast(&g->qcv);
+    pthread_mutex_unlock(&g->qmu);
+    pthread_join(g->thread, NULL);
+  }
+  if (g->w) PQfinish(g->w);
+  if (g->r) PQfinish(g->r);
+  pthread_mutex_destroy(&g->rmu);
+  pthread_mutex_destroy(&g->qmu);
+  pthread_cond_destroy(&g->qcv);
+  xgr__store_destroy_common(st);
+  free(g->url);
+  free(g->name);
+  free(g);
+}
+
+/* ---- reading (reader connection, under rmu) --------------------------------------------------------- */
+
+#define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
+                     "next_iter, paused, next_group, max_total_gas"
+#define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
+                  "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
+#define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
+                  "recorded_at, api"
+
+static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err);
+
+/* Run a read query; NULL (with *err) unless it returned rows. A reader connection that broke
+ * (the server restarted) is opened again once: reads need no state from before. */
+static PGresult *rd_query(pgstore *g, const char *sql, const params *p, xgr_error *err) {
+  PGresult *r = NULL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (PQstatus(g->r) == CONNECTION_BAD && !g->r_snapshot) {   /* (a new one would not be in the snapshot) */
+      PQfinish(g->r);
+      g->r = NULL;
+      if (connect_one(g, &g->r, false, err)) return NULL;
+    }
+    r = PQexecParams(g->r, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL, p ? p->fmt : NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK || g->r_snapshot) break;
+    /* the connection itself failed (no SQLSTATE: client side; 08: connection; 57P: the server
+     * shut down): open a new one and try once more */
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (state && strncmp(state, "08", 2) && strncmp(state, "57P", 3)) break;
+    if (attempt) break;
+    PQclear(r);
+    r = NULL;
+    PQfinish(g->r);
+    g->r = NULL;
+    if (connect_one(g, &g->r, false, err)) return NULL;
+  }
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    res_error(g, r, g->r, "cannot read", err);
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
+static void read_session_row(const PGresult *r, int i, xgr_store_session *o) {
+  memset(o, 0, sizeof *o);
+  o->owner = get_text(r, i, 0);
+  o->root_pid = get_u64(r, i, 1);
+  o->registry = get_text(r, i, 2);
+  o->ostc_id = get_text(r, i, 3);
+  o->ostc_hash = get_text(r, i, 4);
+  o->status = (uint8_t)get_i64(r, i, 5);
+  o->killed_at = get_i64(r, i, 6);
+  o->created_at = get_i64(r, i, 7);
+  o->finished_at = get_i64(r, i, 8);
+  o->next_iter = get_u64(r, i, 9);
+  o->paused = get_i64(r, i, 10) != 0;
+  o->next_group = (uint32_t)get_i64(r, i, 11);
+  o->max_total_gas = get_text(r, i, 12);
+}
+
+/* the proc columns start at column `c` */
+static void read_proc_row(const PGresult *r, int i, int c, xgr_store_proc *p) {
+  memset(p, 0, sizeof *p);
+  p->iter = get_u64(r, i, c + 0);
+  p->parent_iter = get_u64(r, i, c + 1);
+  p->step = (uint16_t)get_i64(r, i, c + 2);
+  p->step_id = get_text(r, i, c + 3);
+  p->status = (uint8_t)get_i64(r, i, c + 4);
+  p->paused = get_i64(r, i, c + 5) != 0;
+  p->valid = (int8_t)get_i64(r, i, c + 6);
+  p->abort_reason = (uint8_t)get_i64(r, i, c + 7);
+  p->group = (uint32_t)get_i64(r, i, c + 8);
+  p->from_group = (uint32_t)get_i64(r, i, c + 9);
+  p->next_wake_at = get_i64(r, i, c + 10);
+  p->created_at = get_i64(r, i, c + 11);
+  p->started_at = get_i64(r, i, c + 12);
+  p->finished_at = get_i64(r, i, c + 13);
+  p->payload = get_text(r, i, c + 14);
+  p->error = get_text(r, i, c + 15);
+  p->join = get_text(r, i, c + 16);
+}
+
+static void read_hist_row(const PGresult *r, int i, xgr_store_hist *h) {
+  memset(h, 0, sizeof *h);
+  h->iter = get_u64(r, i, 0);
+  h->parent_iter = get_u64(r, i, 1);
+  h->step = (uint16_t)get_i64(r, i, 2);
+  h->step_id = get_text(r, i, 3);
+  h->status = (uint8_t)get_i64(r, i, 4);
+  h->valid = (int8_t)get_i64(r, i, 5);
+  h->abort_reason = (uint8_t)get_i64(r, i, 6);
+  h->at = get_i64(r, i, 7);
+  h->finished_at = get_i64(r, i, 8);
+  h->error = get_text(r, i, 9);
+  h->payload = get_text(r, i, 10);
+  h->recorded_at = get_i64(r, i, 11);
+  h->api = get_text(r, i, 12);
+}
+
+static int pg_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, root);
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid = $2", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r && PQntuples(r) == 1) read_session_row(r, 0, out);
+  else if (r) rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%" PRIu64 " in the store", owner, root);
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+static int pg_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT next_root FROM owners WHERE owner = $1", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) *next = PQntuples(r) ? get_u64(r, 0, 0) : 1;
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+
+/* Outbox rows of a query with parameters p, in its order. */
+static int read_wakes(pgstore *g, const char *sql, params *p, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, sql, p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+      xgr_store_wake *w = &(*out)[i];
+      w->id = get_text(r, i, 0);
+      w->from_owner = get_text(r, i, 1);
+      w->from_root = get_u64(r, i, 2);
+      w->to_owner = get_text(r, i, 3);
+      w->to_root = get_u64(r, i, 4);
+      w->step = get_text(r, i, 5);
+      w->caller = get_text(r, i, 6);
+      w->rule = get_text(r, i, 7);
+      w->payload = get_text(r, i, 8);
+      w->created_at = get_i64(r, i, 9);
+      w->refused = get_text(r, i, 10);
+      w->refused_at = get_i64(r, i, 11);
+    }
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+static int pg_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  params p = {0};
+  return read_wakes((pgstore *)st, "SELECT " WAKE_COLS " FROM outbox WHERE refused IS NULL ORDER BY created_at, id", &p,
+                    out, n, err);
+}
+
+static int pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                            xgr_error *err) {
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, root);
+  return read_wakes((pgstore *)st,
+                    "SELECT " WAKE_COLS " FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL"
+                    " ORDER BY refused_at, id",
+                    &p, out, n, err);
+}
+
+static int pg_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, root);
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT " PROC_COLS " FROM proc_rt WHERE owner = $1 AND root_pid = $2 ORDER BY iter", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) read_proc_row(r, i, 0, &(*out)[i]);
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+static int pg_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, root);
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT " HIST_COLS " FROM proc_steps WHERE owner = $1 AND root_pid = $2 ORDER BY iter", &p,
+                         err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) read_hist_row(r, i, &(*out)[i]);
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+/* The owner's sessions, newest rootPid first: a range scan of the primary key (owner, root_pid). */
+static int pg_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
+                       size_t *n, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, before);
+  p_u64(&p, limit);
+  /* before = 2^64-1 is "no bound" (the front's default): that rootPid itself is listed too */
+  const char *sql = before == UINT64_MAX
+                        ? "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid <= $2 ORDER BY root_pid DESC LIMIT $3"
+                        : "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid < $2 ORDER BY root_pid DESC LIMIT $3";
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, sql, &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) read_session_row(r, i, &(*out)[i]);
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+/* Compare (owner, root) keys in the order of the queries below (owner COLLATE "C", root). */
+static int key_cmp(const char *o1, uint64_t r1, const char *o2, uint64_t r2) {
+  int c = strcmp(o1, o2);
+  if (c) return c;
+  return r1 < r2 ? -1 : r1 > r2 ? 1 : 0;
+}
+
+/* Three queries in one snapshot (live sessions, their live processes, their killed scopes), all
+ * in (owner, rootPid) order, merged here: no query per session. */
+static int pg_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *rs = NULL, *rp = NULL, *rg = NULL;
+  if (PQstatus(g->r) == CONNECTION_BAD) {   /* the server restarted since the last read */
+    PGresult *ping = rd_query(g, "SELECT 1", NULL, err);
+    PQclear(ping);
+  }
+  int rc = exec_plain(g, g->r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
+  g->r_snapshot = true;
+  if (!rc) {
+    rs = rd_query(g, "SELECT " SESSION_COLS " FROM sessions WHERE status = 0 ORDER BY owner COLLATE \"C\", root_pid",
+                  NULL, err);
+    if (rs)
+      rp = rd_query(g, "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status, r.paused,"
+                       " r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
+                       " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s ON s.owner = r.owner"
+                       " AND s.root_pid = r.root_pid WHERE s.status = 0 AND r.status < 2"
+                       " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", NULL, err);
+    if (rp)
+      rg = rd_query(g, "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s ON s.owner = k.owner"
+                       " AND s.root_pid = k.root_pid WHERE s.status = 0 ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp",
+                    NULL, err);
+    if (!rg) rc = XGR_EIO;
+    exec_plain(g, g->r, "COMMIT", &(xgr_error){0});
+  }
+  g->r_snapshot = false;
+  int ns = rs ? PQntuples(rs) : 0, np = rp ? PQntuples(rp) : 0, ng = rg ? PQntuples(rg) : 0;
+  int ip = 0, ig = 0;
+  for (int i = 0; !rc && i < ns; i++) {
+    xgr_store_session row;
+    read_session_row(rs, i, &row);
+    /* rows of keys before this session cannot exist (joined on live sessions); skip defensively */
+    while (ip < np && key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid) < 0) ip++;
+    int p0 = ip;
+    while (ip < np && !key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid)) ip++;
+    while (ig < ng && key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid) < 0) ig++;
+    int g0 = ig;
+    while (ig < ng && !key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid)) ig++;
+    size_t nprocs = (size_t)(ip - p0), nkilled = (size_t)(ig - g0);
+    xgr_store_proc *procs = xgr__xcalloc(nprocs + 1, sizeof *procs);
+    for (size_t k = 0; k < nprocs; k++) read_proc_row(rp, p0 + (int)k, 2, &procs[k]);
+    uint32_t *groups = xgr__xcalloc(nkilled + 1, sizeof *groups);
+    for (size_t k = 0; k < nkilled; k++) groups[k] = (uint32_t)get_i64(rg, g0 + (int)k, 2);
+    xgr_store_live l = {&row, procs, nprocs, groups, nkilled};
+    rc = fn(ctx, &l);
+    if (rc) xgr_error_set(err, rc, NULL, "recovery stopped at session %s/%" PRIu64, row.owner, row.root_pid);
+    xgr_store_procs_free(procs, nprocs);
+    free(groups);
+    xgr_store_session_clear(&row);
+  }
+  PQclear(rs);
+  PQclear(rp);
+  PQclear(rg);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+static int pg_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
+                      xgr_store_doc *out, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  const char *table = kind == XGR_REG_RULE ? "rules" : "orchestrations";
+  char sql[256];
+  params p = {0};
+  if (hash) {
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE hash = lower($1)"
+             " ORDER BY version DESC LIMIT 1", table);
+    p_text(&p, hash);
+  } else if (version) {
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id = $1 AND"
+             " version = $2", table);
+    p_text(&p, id);
+    p_i64(&p, version);
+  } else {
+    snprintf(sql, sizeof sql, "SELECT id, version, hash, owner, registered_at, content FROM %s WHERE id = $1"
+             " ORDER BY version DESC LIMIT 1", table);
+    p_text(&p, id);
+  }
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, sql, &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r && PQntuples(r) == 1) {
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->id = get_text(r, 0, 0);
+    out->version = (uint32_t)get_i64(r, 0, 1);
+    out->hash = get_text(r, 0, 2);
+    out->owner = get_text(r, 0, 3);
+    out->registered_at = get_i64(r, 0, 4);
+    size_t len = 0;
+    unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 5), &len);
+    out->len = bytes ? len : 0;
+    out->content = xgr__xmalloc(out->len + 1);
+    if (out->len) memcpy(out->content, bytes, out->len);
+    out->content[out->len] = 0;
+    PQfreemem(bytes);
+  } else if (r) {
+    rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no %s %s%s in the registry", kind ? "rule" : "orchestration",
+                       hash ? "with hash " : "", hash ? hash : id);
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close, pg_session_get, pg_procs,
+                                     pg_history, pg_load_live, pg_doc_get, pg_gc, .sessions = pg_sessions,
+                                     .peek_pid = pg_peek_pid, .outbox = pg_outbox,
+                                     .wakes_refused = pg_wakes_refused};
+
+/* ---- open and migrate ------------------------------------------------------------------------------- */
+
+/* The URL for messages and logs: the userinfo (user:password@) and secret-looking query values
+ * (password=, ...) masked by the rule engine's URL masking (src/rule/result.c, fuzzed). */
+char *xgr_store_url_redacted(const char *url) { return xgr__rule_mask_url(url); }
+
+static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err) {
+  PGconn *c = PQconnectdb(g->url);
+  *out = c;
+  if (!c || PQstatus(c) != CONNECTION_OK) {
+    char msg[300];
+    first_line(c ? PQerrorMessage(c) : "out of memory", msg, sizeof msg);
+    return xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot connect to PostgreSQL: %s", g->name, msg);
+  }
+  char sql[160];
+  /* synchronous_commit: FULL waits for the WAL flush at COMMIT; NORMAL does not (a crash may lose
+   * the last commits, never half of one) */
+  snprintf(sql, sizeof sql, "SET synchronous_commit = %s; SET lock_timeout = %d; SET client_min_messages = warning",
+           g->base.cfg.sync == XGR_STORE_SYNC_NORMAL ? "off" : "on", g->base.cfg.busy_timeout_ms);
+  if (exec_plain(g, c, sql, err)) return XGR_EIO;
+  if (!writer && exec_plain(g, c, "SET default_transaction_read_only = on", err)) return XGR_EIO;
+  return 0;
+}
+
+/* The schema version in the database: 0 for an empty one; an error for a database with tables
+ * but no schema_version (not an xgr store). */
+static int schema_version_of(pgstore *g, PGconn *c, int *v, xgr_error *err) {
+  *v = 0;
+  PGresult *r = PQexec(c, "SELECT to_regclass('schema_version') IS NOT NULL, (SELECT count(*) FROM pg_tables"
+                          " WHERE schemaname = current_schema())");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    res_error(g, r, c, "cannot read the schema", err);
+    PQclear(r);
+    return XGR_EIO;
+  }
+  bool has = PQgetvalue(r, 0, 0)[0] == 't';
+  long tables = strtol(PQgetvalue(r, 0, 1), NULL, 10);
+  PQclear(r);
+  if (!has) {
+    if (tables) return xgr_error_set(err, XGR_EINVAL, NULL, "store %s: the database has tables but no schema_version; it "
+                                     "is not an xgr store", g->name);
+    return 0;
+  }
+  r = PQexec(c, "SELECT COALESCE(MAX(version), 0) FROM schema_version");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    res_error(g, r, c, "cannot read schema_version", err);
+    PQclear(r);
+    return XGR_EIO;
+  }
+  *v = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  return 0;
+}
+
+/* Bring the schema to XGR_STORE_SCHEMA_VERSION in one transaction under an advisory lock (the
+ * version is read again under the lock: another node may have migrated meanwhile). */
+static int migrate(pgstore *g, int *found, xgr_error *err) {
+  char sql[160];
+  if (exec_plain(g, g->w, "BEGIN", err)) return XGR_EIO;
+  snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%d)", MIGRATION_LOCK);
+  int rc = exec_plain(g, g->w, sql, err);
+  if (!rc) rc = schema_version_of(g, g->w, found, err);
+  int from = *found;
+  if (!rc && from > XGR_STORE_SCHEMA_VERSION) {
+    rc = xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "store %s has schema version %d; this xgr knows versions up to %d "
+                       "(use a newer xgr)", g->name, from, XGR_STORE_SCHEMA_VERSION);
+  }
+  for (int v = from + 1; !rc && v <= NMIGRATIONS; v++) {
+    if (v == 1)
+      rc = exec_plain(g, g->w, "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
+                      err);
+    if (!rc) rc = exec_plain(g, g->w, migrations[v - 1], err);
+    snprintf(sql, sizeof sql, "INSERT INTO schema_version(version, applied_at) VALUES(%d, %lld)", v,
+             (long long)xgr__store_now_ms(&g->base));
+    if (!rc) rc = exec_plain(g, g->w, sql, err);
+    if (rc && rc != XGR_EUNSUPPORTED) {
+      char m[XGR_MSG_MAX];
+      snprintf(m, sizeof m, "%s", err->message);
+      rc = xgr_error_set(err, XGR_EIO, NULL, "migration to schema version %d failed: %s", v, m);
+    }
+  }
+  if (!rc) rc = exec_plain(g, g->w, "COMMIT", err);
+  if (rc) exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
+  return rc;
+}
+
+/* One writing store per database schema: the writer connection holds a session-level advisory
+ * lock keyed by the schema, so a second xgrd (or any second writer) on the same schema waits up
+ * to busy_timeout_ms and is then refused, instead of running the same sessions twice. The lock
+ * goes with the connection: a writer that is killed releases it as soon as PostgreSQL sees its
+ * connection close. (Several nodes sharing a database with leases is issue 18's coordination.) */
+static int take_writer_lock(pgstore *g, xgr_error *err) {
+  PGresult *r = PQexec(g->w, "SELECT pg_advisory_lock(hashtextextended('xgr store writer ' || current_schema(), 0))");
+  if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    PQclear(r);
+    return 0;
+  }
+  const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  int rc;
+  if (state && !strcmp(state, "55P03"))
+    rc = xgr_error_set(err, XGR_ESTATE, NULL, "store %s: another xgr process writes this database schema (waited %d ms "
+                       "for it); one writer per schema until several nodes can share one (issue 18)", g->name,
+                       g->base.cfg.busy_timeout_ms);
+  else rc = res_error(g, r, g->w, "cannot take the writer lock", err);
+  PQclear(r);
+  return rc;
+}
+
+xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg, xgr_error *err) {
+  pgstore *g = xgr__xcalloc(1, sizeof *g);
+  xgr__store_init_common(&g->base, &postgres_vt, cfg);
+  g->url = xgr__xstrdup(url);
+  g->name = xgr_store_url_redacted(url);
+  pthread_mutexattr_t ra;
+  pthread_mutexattr_init(&ra);
+  pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&g->rmu, &ra);
+  pthread_mutexattr_destroy(&ra);
+  pthread_mutex_init(&g->qmu, NULL);
+  pthread_cond_init(&g->qcv, NULL);
+  bool ro = g->base.cfg.read_only;
+  if (connect_one(g, &g->r, false, err)) goto fail;
+  int found = 0;
+  if (schema_version_of(g, g->r, &found, err)) goto fail;
+  g->base.found_version = found;
+  if (found > XGR_STORE_SCHEMA_VERSION) {
+    xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "store %s has schema version %d; this xgr knows versions up to %d "
+                  "(use a newer xgr)", g->name, found, XGR_STORE_SCHEMA_VERSION);
+    goto fail;
+  }
+  if (ro && found < XGR_STORE_SCHEMA_VERSION) {
+    xgr_error_set(err, XGR_ESTATE, NULL, "store %s has schema version %d and needs migrating to %d, which a "
+                  "read-only open cannot do", g->name, found, XGR_STORE_SCHEMA_VERSION);
+    goto fail;
+  }
+  if (!ro) {
+    if (connect_one(g, &g->w, true, err)) goto fail;
+    if (take_writer_lock(g, err)) goto fail;
+    if (found < XGR_STORE_SCHEMA_VERSION) {
+      int now_found = found;
+      if (migrate(g, &now_found, err)) goto fail;
+      g->base.found_version = now_found;
+    }
+    for (int i = 0; i < S_COUNT; i++) {
+      char name[8];
+      snprintf(name, sizeof name, "x%d", i);
+      PGresult *r = PQprepare(g->w, name, stmt_sql[i], 0, NULL);
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        res_error(g, r, g->w, "cannot prepare statements", err);
+        PQclear(r);
+        goto fail;
+      }
+      PQclear(r);
+    }
+  }
+  g->base.version = XGR_STORE_SCHEMA_VERSION;
+  if (!ro) {
+    if (pthread_create(&g->thread, NULL, writer_main, g)) {
+      xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot start the writer thread", g->name);
+      goto fail;
+    }
+    g->has_thread = true;
+    pthread_setname_np(g->thread, "xgr-store-pg");
+  }
+  return &g->base;
+fail:
+  pg_close(&g->base);
+  return NULL;
+}

@@ -1,0 +1,286 @@
+/* anvil.c — see anvil.h. */
+#include "anvil.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xgr/abi.h"
+#include "xgr/value.h"
+
+const char *anvil_binary(void) {
+  static char path[1024];
+  const char *env = getenv("XGR_ANVIL");
+  if (env && access(env, X_OK) == 0) return env;
+  const char *src = getenv("XGR_SRC");
+  if (!src) return NULL;
+  snprintf(path, sizeof path, "%s/contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil", src);
+  return access(path, X_OK) == 0 ? path : NULL;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+int anvil_start(anvil *a, const char *const *extra) {
+  memset(a, 0, sizeof *a);
+  const char *bin = anvil_binary();
+  if (!bin) return -1;
+  snprintf(a->log, sizeof a->log, "/tmp/xgr-anvil-XXXXXX");
+  int fd = mkstemp(a->log);
+  if (fd < 0) return -1;
+  const char *argv[32] = {bin, "--host", "127.0.0.1", "--port", "0", "--accounts", "10"};
+  size_t n = 7;
+  for (size_t i = 0; extra && extra[i] && n < 30; i++) argv[n++] = extra[i];
+  argv[n] = NULL;
+  a->pid = fork();
+  if (a->pid < 0) return -1;
+  if (a->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);   /* never outlive the test or benchmark that started it */
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  close(fd);
+  for (int i = 0; i < 400; i++) {  /* up to 20 s on a loaded machine */
+    FILE *f = fopen(a->log, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+      const char *p = strstr(line, "Listening on ");
+      if (p) {
+        char hostport[48];
+        if (sscanf(p + 13, "%47s", hostport) == 1) snprintf(a->url, sizeof a->url, "http://%s", hostport);
+      }
+    }
+    if (f) fclose(f);
+    if (a->url[0]) break;
+    if (waitpid(a->pid, NULL, WNOHANG) == a->pid) {
+      a->pid = 0;
+      return -1;
+    }
+    sleep_ms(50);
+  }
+  if (!a->url[0]) {
+    anvil_stop(a);
+    return -1;
+  }
+  a->chain = xgr_chain_new();
+  xgr_error e;
+  if (xgr_chain_add(a->chain, a->url, &e)) return -1;
+  json_t *res;
+  if (xgr_chain_rpc(a->chain, NULL, "eth_accounts", NULL, &res, NULL, &e)) return -1;
+  for (size_t i = 0; i < json_array_size(res) && i < 10; i++) {
+    snprintf(a->accounts[i], sizeof a->accounts[i], "%s", json_string_value(json_array_get(res, i)));
+    for (char *p = a->accounts[i]; *p; p++)
+      if (*p >= 'A' && *p <= 'F') *p = (char)(*p - 'A' + 'a');
+  }
+  json_decref(res);
+  return 0;
+}
+
+void anvil_stop(anvil *a) {
+  if (a->pid > 0) {
+    kill(a->pid, SIGTERM);
+    waitpid(a->pid, NULL, 0);
+  }
+  a->pid = 0;
+  xgr_chain_free(a->chain);
+  a->chain = NULL;
+  if (a->log[0]) unlink(a->log);
+}
+
+/* Receipt of tx (anvil mines at once; poll briefly anyway). */
+static json_t *receipt(anvil *a, const char *tx) {
+  for (int i = 0; i < 200; i++) {
+    json_t *res;
+    xgr_error e;
+    if (xgr_chain_rpc(a->chain, NULL, "eth_getTransactionReceipt", json_pack("[s]", tx), &res, NULL, &e)) return NULL;
+    if (json_is_object(res)) return res;
+    json_decref(res);
+    sleep_ms(25);
+  }
+  return NULL;
+}
+
+static int send_tx(anvil *a, json_t *tx, json_t **rcpt) {
+  json_t *res;
+  xgr_error e;
+  if (xgr_chain_rpc(a->chain, NULL, "eth_sendTransaction", json_pack("[o]", tx), &res, NULL, &e)) {
+    fprintf(stderr, "anvil: eth_sendTransaction: %s\n", e.message);
+    return -1;
+  }
+  *rcpt = receipt(a, json_string_value(res));
+  json_decref(res);
+  return *rcpt ? 0 : -1;
+}
+
+static int encode_args(const char *types, const char *args_json, uint8_t **out, size_t *n) {
+  xgr_abi_type *t = NULL;
+  xgr_error e;
+  if (xgr_abi_type_parse(types, strlen(types), &t, &e)) return -1;
+  xgr_value a;
+  if (xgr_value_from_json_text(args_json, strlen(args_json), 0, &a, &e)) {
+    xgr_abi_type_free(t);
+    return -1;
+  }
+  xgr_value vals[16];
+  size_t k = xgr_list_size(a);
+  for (size_t i = 0; i < k && i < 16; i++) vals[i] = xgr_list_get(a, i);
+  int rc = xgr_abi_encode(t, vals, k, out, n, &e);
+  if (rc) fprintf(stderr, "anvil: encode %s: %s\n", types, e.message);
+  xgr_value_release(a);
+  xgr_abi_type_free(t);
+  return rc ? -1 : 0;
+}
+
+int anvil_deploy(anvil *a, const char *name, const char *ctor, const char *args_json, char addr[43]) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/contracts/build/%s.json", getenv("XGR_SRC") ? getenv("XGR_SRC") : ".", name);
+  json_error_t je;
+  json_t *doc = json_load_file(path, 0, &je);
+  if (!doc) return -1;
+  const char *code = json_string_value(json_object_get(doc, "bytecode"));
+  uint8_t *enc;
+  size_t n;
+  if (!code || encode_args(ctor, args_json, &enc, &n)) {
+    json_decref(doc);
+    return -1;
+  }
+  char *hex = xgr_hex_encode_alloc(enc, n);
+  free(enc);
+  size_t cl = strlen(code), hl = strlen(hex);
+  char *data = malloc(cl + hl + 1);
+  memcpy(data, code, cl);
+  memcpy(data + cl, hex + 2, hl - 1);
+  free(hex);
+  json_decref(doc);
+  json_t *tx = json_pack("{s:s, s:s, s:s}", "from", a->accounts[0], "data", data, "gas", "0x1c9c380");
+  free(data);
+  json_t *r;
+  if (send_tx(a, tx, &r)) return -1;
+  const char *ca = json_string_value(json_object_get(r, "contractAddress"));
+  int rc = ca && strlen(ca) == 42 ? 0 : -1;
+  if (!rc) snprintf(addr, 43, "%s", ca);
+  json_decref(r);
+  return rc;
+}
+
+int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *args_json) {
+  xgr_abi_sig *s = NULL;
+  xgr_error e;
+  if (xgr_abi_sig_parse(sig, strlen(sig), &s, &e)) return -1;
+  char *types = xgr_abi_type_text(s->inputs);
+  uint8_t *enc;
+  size_t n;
+  int rc = encode_args(types, args_json, &enc, &n);
+  free(types);
+  if (rc) {
+    xgr_abi_sig_free(s);
+    return -1;
+  }
+  uint8_t *data = malloc(n + 4);
+  memcpy(data, s->selector, 4);
+  memcpy(data + 4, enc, n);
+  free(enc);
+  xgr_abi_sig_free(s);
+  char *hex = xgr_hex_encode_alloc(data, n + 4);
+  free(data);
+  json_t *tx = json_pack("{s:s, s:s, s:s, s:s}", "from", a->accounts[from], "to", to, "data", hex, "gas", "0x1c9c380");
+  free(hex);
+  json_t *r;
+  if (send_tx(a, tx, &r)) return -1;
+  uint64_t st = 0;
+  xgr_chain_quantity(json_object_get(r, "status"), &st);
+  json_decref(r);
+  return st == 1 ? 0 : 1;
+}
+
+/* ---- the latency proxy (libmicrohttpd, one thread per connection) ---------------------------- */
+
+
+typedef struct pbody {
+  char *p;
+  size_t len;
+} pbody;
+
+static size_t sink(char *ptr, size_t size, size_t nmemb, void *ud) {
+  pbody *b = ud;
+  size_t n = size * nmemb;
+  b->p = realloc(b->p, b->len + n + 1);
+  memcpy(b->p + b->len, ptr, n);
+  b->len += n;
+  return n;
+}
+
+static enum MHD_Result on_req(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                              const char *data, size_t *data_len, void **state) {
+  (void)url, (void)method, (void)version;
+  latency_proxy *px = cls;
+  pbody *in = *state;
+  if (!in) {
+    *state = calloc(1, sizeof *in);
+    return MHD_YES;
+  }
+  if (*data_len) {
+    in->p = realloc(in->p, in->len + *data_len + 1);
+    memcpy(in->p + in->len, data, *data_len);
+    in->len += *data_len;
+    *data_len = 0;
+    return MHD_YES;
+  }
+  struct timespec ts = {px->delay_ms / 1000, (px->delay_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  pbody out = {0};
+  CURL *h = curl_easy_init();
+  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+  curl_easy_setopt(h, CURLOPT_URL, px->target);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, in->p ? in->p : "");
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)in->len);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  CURLcode rc = curl_easy_perform(h);
+  curl_easy_cleanup(h);
+  curl_slist_free_all(hd);
+  struct MHD_Response *r = MHD_create_response_from_buffer(out.len, out.p ? out.p : (char *)"", MHD_RESPMEM_MUST_COPY);
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  enum MHD_Result ret = MHD_queue_response(c, rc == CURLE_OK ? MHD_HTTP_OK : MHD_HTTP_BAD_GATEWAY, r);
+  MHD_destroy_response(r);
+  free(out.p);
+  return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode code) {
+  (void)cls, (void)c, (void)code;
+  pbody *in = *state;
+  if (in) free(in->p);
+  free(in);
+  *state = NULL;
+}
+
+int latency_proxy_start(latency_proxy *px) {
+  px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
+                           on_req, px, MHD_OPTION_NOTIFY_COMPLETED, on_done, px, MHD_OPTION_CONNECTION_LIMIT, 8192u,
+                           MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+                           MHD_OPTION_SOCK_ADDR, NULL, MHD_OPTION_END);
+  if (!px->d) return -1;
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(px->d, MHD_DAEMON_INFO_BIND_PORT);
+  snprintf(px->url, sizeof px->url, "http://127.0.0.1:%u", (unsigned)di->port);
+  return 0;
+}
+
+void latency_proxy_stop(latency_proxy *px) {
+  if (px->d) MHD_stop_daemon(px->d);
+  px->d = NULL;
+}

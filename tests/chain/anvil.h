@@ -1,0 +1,48 @@
+/* anvil.h — a real local Ethereum node for the chain tests: anvil (from contracts/node_modules,
+ * npm @foundry-rs/anvil, or $XGR_ANVIL) started on 127.0.0.1 with a kernel-chosen port, plus
+ * helpers that deploy the committed contracts (contracts/build/NAME.json) and send transactions from
+ * anvil's unlocked dev accounts with eth_sendTransaction (no signing needed in the harness). */
+#ifndef XGR_TEST_ANVIL_H
+#define XGR_TEST_ANVIL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "xgr/chain.h"
+
+struct MHD_Daemon;
+
+typedef struct anvil {
+  pid_t pid;
+  char url[64];
+  char log[64];               /* its stdout file */
+  xgr_chain *chain;           /* one default backend on url */
+  char accounts[10][43];      /* dev accounts, lower-case */
+} anvil;
+
+/* Path of the anvil binary, or NULL when it is not installed (tests then skip with 77). */
+const char *anvil_binary(void);
+/* Start anvil (extra: more arguments, NULL-terminated, may be NULL). 0 on success. */
+int anvil_start(anvil *a, const char *const *extra);
+void anvil_stop(anvil *a);
+/* Deploy contracts/build/<name>.json with constructor `ctor` ("(string,string,uint256)" or "()")
+ * and JSON-list arguments; writes the address ("0x…", 43 bytes). 0 on success. */
+int anvil_deploy(anvil *a, const char *name, const char *ctor, const char *args_json, char addr[43]);
+/* Send a transaction calling `sig` with JSON-list arguments from dev account `from`;
+ * 0 when it was mined with status 1, 1 when mined reverted, -1 on error. */
+int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *args_json);
+
+/* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
+ * it: a node across a network, so that tests and benchmarks can show reads overlapping. One
+ * thread per connection (libmicrohttpd). Set target and delay_ms, then start; url is its address. */
+typedef struct latency_proxy {
+  struct MHD_Daemon *d;
+  const char *target;
+  long delay_ms;
+  char url[64];
+} latency_proxy;
+
+int latency_proxy_start(latency_proxy *px);
+void latency_proxy_stop(latency_proxy *px);
+
+#endif

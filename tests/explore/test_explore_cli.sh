@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test_explore_cli.sh XGR — `xgr explore` on bundles built to have each finding: the expected kinds
+# and severities, the exit code, and every trace written by --emit replayed with
+# `xgr run --virtual-time --replay FILE` to the finding it names.
+set -u
+XGR=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+B=$HERE/bundles
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+# expect FILE START OUTCOMES EXIT "kind:severity ..." — findings must be exactly these (as a set)
+expect() {
+  local file=$1 start=$2 outcomes=$3 code=$4 want=$5 name
+  name=$(basename "$file" .json)-$outcomes
+  "$XGR" explore "$B/$file" --start "$start" --outcomes "$outcomes" --json --emit "$TMP/$name" > "$TMP/$name.json"
+  local rc=$?
+  [ "$rc" = "$code" ] || bad "$name: exit $rc, expected $code"
+  local got
+  got=$(jq -r '[.findings[] | "\(.kind):\(.severity)"] | unique | join(" ")' "$TMP/$name.json")
+  [ "$got" = "$want" ] || bad "$name: findings '$got', expected '$want'"
+  jq -e '.complete == true' "$TMP/$name.json" > /dev/null || bad "$name: exploration not complete"
+  # every emitted trace replays to its finding
+  for t in "$TMP/$name"/*.json; do
+    [ -e "$t" ] || continue
+    local kind step join which rep
+    kind=$(jq -r .finding.kind "$t"); step=$(jq -r '.finding.step // ""' "$t"); join=$(jq -r '.finding.join // ""' "$t")
+    which=$(jq -r .which "$t")
+    rep=$t.report
+    "$XGR" run "$B/$file" --virtual-time --replay "$t" --json > "$rep" 2> "$rep.err"
+    jq -e . "$rep" > /dev/null 2>&1 || { bad "$t: replay gave no report: $(cat "$rep.err")"; continue; }
+    case $kind in
+      join_unfulfillable)
+        jq -e --arg j "$join" '[.processes[] | select(.step == $j and .join.outcome == "unfulfillable")] | length > 0' "$rep" > /dev/null ||
+          bad "$t: the replay has no unfulfillable join $join" ;;
+      join_undecided)
+        jq -e --arg j "$join" '[.processes[] | select(.step == $j and .join.outcome == "open" and .status == "waiting")] | length > 0' "$rep" > /dev/null ||
+          bad "$t: the replay has no open join $join" ;;
+      unbounded_loop)
+        jq -e --arg s "$step" '([.history[] | select(.step == $s)] | length) >= 2 and .result != "completed"' "$rep" > /dev/null ||
+          bad "$t: the replay does not repeat $step" ;;
+      stall)
+        jq -e '.result == "stalled"' "$rep" > /dev/null || bad "$t: the replay does not stall" ;;
+      timing_dependent)
+        jq -e '.result == "completed" or .result == "killed"' "$rep" > /dev/null || bad "$t: the replay does not end" ;;
+    esac
+  done
+  # the two traces of a timing finding end differently
+  for t in "$TMP/$name"/*timing_dependent.json; do
+    [ -e "$t" ] || continue
+    local o=${t%.json}-other.json
+    local a b sig='[.result, ([.processes[] | select(.join) | [.step, .join.outcome, (.join.inbox | keys)]] | sort), ([.processes[] | [.step, .status, .valid]] | sort)]'
+    a=$(jq -c "$sig" "$t.report")
+    b=$(jq -c "$sig" "$o.report")
+    [ "$a" != "$b" ] || bad "$t: trace and otherTrace replay to the same result $a"
+  done
+}
+
+# seed 003 §7.4 pitfall: J2 waits for P1 and Q1, but only one of G1/H1 runs before J1 kills: never satisfied
+expect pitfall.json A1 valid,invalid,error 1 "join_unfulfillable:error join_unfulfillable:warning step_unreachable:error timing_dependent:warning"
+# a loop without waitSec: L spawns L while valid
+expect loop_nowait.json L valid,invalid,error 0 "unbounded_loop:warning"
+expect loop_nowait.json L valid 1 "step_unreachable:error unbounded_loop:error"
+# a join waiting for an invalid C while B and C loop valid forever
+expect undecided.json A valid 1 "join_undecided:error step_unreachable:error unbounded_loop:error"
+expect undecided.json A valid,invalid,error 0 "join_unfulfillable:warning unbounded_loop:warning"
+# 2-of-3 kill join: which producers finish first decides the pieces (a kill race)
+expect kofn_kill_race.json A valid 0 "timing_dependent:warning"
+
+# a plain orchestration: explored with forced outcomes, its traces replay on the orchestration alone
+O=${XGR_SRC:-$HERE/../..}/tests/orch/docs/seed003_7_4_pitfall.json
+if [ -f "$O" ]; then
+  "$XGR" explore "$O" --start A1 --emit "$TMP/orch" --json > "$TMP/orch.json"; rc=$?
+  [ $rc = 1 ] || bad "orchestration pitfall: exit $rc, expected 1"
+  for t in "$TMP/orch"/*join_unfulfillable*.json; do
+    j=$(jq -r .finding.join "$t")
+    "$XGR" run "$O" --virtual-time --replay "$t" --json |
+      jq -e --arg j "$j" '[.processes[] | select(.step == $j and .join.outcome == "unfulfillable")] | length > 0' > /dev/null ||
+      bad "$t: replay on the plain orchestration does not show $j unfulfillable"
+  done
+else
+  bad "missing $O"
+fi
+
+# kill races both ways: each pair of pieces is reached with the third producer killed while waiting
+# and with it started and finishing (two final states per result)
+"$XGR" explore "$B/kofn_kill_race.json" --start A --outcomes valid --json |
+  jq -e '[.results[] | .count] == [2,2,2] and (.results | length) == 3' > /dev/null || bad "kofn kill race: expected 3 results x 2 final states"
+
+# usage errors
+"$XGR" explore "$B/pitfall.json" --start NOPE > /dev/null 2>&1; [ $? = 2 ] || bad "unknown start step: expected exit 2"
+"$XGR" explore "$B/pitfall.json" --start A1 --outcomes valid,maybe > /dev/null 2>&1; [ $? = 2 ] || bad "bad --outcomes: expected exit 2"
+"$XGR" explore --help | grep -q "join_undecided" || bad "--help does not list the findings"
+# a cut exploration says so
+"$XGR" explore "$B/kofn_kill_race.json" --start A --max-states 5 --json | jq -e '.complete == false' > /dev/null || bad "--max-states 5 did not cut"
+
+# xgr check explores by default (warnings explore_<kind>, exit unchanged) and not with --no-explore
+"$XGR" check "$B/loop_nowait.json" > "$TMP/check.txt" 2>&1; rc=$?
+[ $rc = 0 ] || bad "check of loop_nowait: exit $rc, expected 0 (explore findings are warnings)"
+grep -q "warning: .*\[explore_unbounded_loop\]" "$TMP/check.txt" || bad "check does not report the loop: $(cat "$TMP/check.txt")"
+"$XGR" check --no-explore "$B/loop_nowait.json" 2>&1 | grep -q explore_ && bad "check --no-explore still explores"
+"$XGR" check --json "$B/pitfall.json" | jq -e '[.warnings[] | select(.code == "explore_join_unfulfillable")] | length > 0' > /dev/null ||
+  bad "check --json has no explore_join_unfulfillable warning"
+
+[ $fail = 0 ] && echo "ok: xgr explore findings and replays"
+exit $fail

@@ -1,0 +1,680 @@
+/* app.js — the xgr console: a small single-page app over xgrd's JSON-RPC API (POST /) and its
+ * event stream (GET /ui/events, server-sent events). No libraries, nothing loaded from elsewhere.
+ *
+ * Routes (location.hash):
+ *   #/sessions?owner=&registry=&status=&since=&until=&step=&before=   the session list
+ *   #/session/<owner>/<rootPid>                                       one session
+ *   #/registry?registry=&ostcId=&version=  or  ?hash=                  a registry entry
+ * Reads use the console's methods (xgr.console.*); actions use the API's own methods (xgr.kill,
+ * xgr.pause, xgr.resume, xgr_wakeUpProcess), signed by the user's wallet in permit mode
+ * (EIP-1193 eth_signTypedData_v4), called directly under --auth none.
+ */
+'use strict';
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+const main = $('#main');
+const state = { info: null, owner: localStorage.getItem('xgr.owner') || '', es: null, timer: null, view: null };
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+function esc(s) {
+  return String(s ?? '').replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+}
+function h(html) { const t = document.createElement('template'); t.innerHTML = html.trim(); return t.content; }
+function fmtTime(ms) {
+  if (!ms || ms <= 0) return '';
+  const d = new Date(Number(ms));
+  return isNaN(d) ? String(ms) : d.toISOString().replace('T', ' ').replace('Z', '');
+}
+function fmtDur(ms) {
+  ms = Number(ms) || 0;
+  if (ms < 1000) return ms + ' ms';
+  if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + ' s';
+  return Math.floor(ms / 60000) + ' min ' + Math.round((ms % 60000) / 1000) + ' s';
+}
+function badge(s) { return `<span class="badge b-${esc(s)}">${esc(s)}</span>`; }
+function json(v) { return `<pre class="json">${esc(JSON.stringify(v, null, 2))}</pre>`; }
+function toast(msg, bad) {
+  const t = $('#toast');
+  t.textContent = msg;
+  t.className = 'toast' + (bad ? ' bad' : '');
+  t.hidden = false;
+  clearTimeout(toast.t);
+  toast.t = setTimeout(() => { t.hidden = true; }, bad ? 8000 : 3500);
+}
+function parseQuery(q) { const o = {}; new URLSearchParams(q || '').forEach((v, k) => { o[k] = v; }); return o; }
+function query(o) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(o)) if (v !== undefined && v !== null && v !== '') p.set(k, v);
+  const s = p.toString();
+  return s ? '?' + s : '';
+}
+function debounce(fn, ms) { let t; return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); }; }
+
+/* ---- JSON-RPC ------------------------------------------------------------------------------------- */
+
+let rpcId = 0;
+async function rpc(method, params) {
+  const res = await fetch('/', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }) });
+  let body;
+  try { body = await res.json(); } catch (e) { throw new Error(`${method}: HTTP ${res.status}`); }
+  if (body.error) {
+    const p = body.error.data && body.error.data.path ? ` (${body.error.data.path})` : '';
+    const err = new Error(`${body.error.message}${p}`);
+    err.code = body.error.code;
+    throw err;
+  }
+  return body.result;
+}
+
+/* ---- permits: direct calls under --auth none, signed by the wallet in permit mode ---------------- */
+/* Permit mode follows SEMANTICS §9 as xgrd verifies it: params.permit = {domain, types, primaryType,
+ * message, signature}. Reads carry an xdalaPermit {from, expiry} (signed once, reused until a
+ * minute before it expires); each action carries a fresh ControlPermit {from, sessionId, action,
+ * stepId, expiry} — a ControlPermitV2 with runner = the owner when the wallet is not the owner (a
+ * step-mode wake the allow lists admit). The chain id and the control contract (verifyingContract)
+ * come from xgr_getCoreAddrs. */
+
+const permitMode = () => state.info && state.info.auth !== 'none';
+const TTL = 600;   // seconds a permit signed here lives
+
+async function walletAccount() {
+  if (!window.ethereum) throw new Error('permit mode needs a wallet (window.ethereum) to sign');
+  const accts = await window.ethereum.request({ method: 'eth_requestAccounts' });
+  if (!accts || !accts.length) throw new Error('the wallet gave no account');
+  return accts[0].toLowerCase();
+}
+
+async function coreAddrs() {
+  if (!state.core) {
+    const r = await rpc('xgr_getCoreAddrs', {});
+    state.core = { chainId: String(BigInt(r.chainId)), contract: String(r.precompile).toLowerCase() };
+  }
+  return state.core;
+}
+
+async function signPermit(from, primaryType, fields, domain, message) {
+  const domainFields = [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }];
+  if (domain.verifyingContract) domainFields.push({ name: 'verifyingContract', type: 'address' });
+  const typed = { types: { EIP712Domain: domainFields, [primaryType]: fields.map(([name, type]) => ({ name, type })) },
+    primaryType, domain, message };
+  const signature = await window.ethereum.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
+  return Object.assign(typed, { signature });
+}
+
+async function readPermit() {
+  const now = Math.floor(Date.now() / 1000);
+  if (state.readPermit && Number(state.readPermit.message.expiry) - 60 > now) return state.readPermit;
+  const from = await walletAccount();
+  const c = await coreAddrs();
+  state.readPermit = await signPermit(from, 'xdalaPermit', [['from', 'address'], ['expiry', 'uint256']],
+    { name: 'XDaLa Permit', version: '1', chainId: c.chainId }, { from, expiry: String(now + TTL) });
+  return state.readPermit;
+}
+
+/* A read: under permits it carries the reader's xdalaPermit. */
+async function read(method, params) {
+  if (!permitMode()) return rpc(method, params);
+  const permit = await readPermit();
+  return rpc(method, Object.assign({}, params, { from: permit.message.from, permit }));
+}
+
+/* An action (kill, pause, resume, wake) on session root; stepId for a step-mode wake. */
+async function act(method, params, action, root, stepId) {
+  const owner = (params.owner || params.runner || '').toLowerCase();
+  if (!permitMode()) return rpc(method, Object.assign({ from: owner }, params));
+  const from = await walletAccount();
+  const c = await coreAddrs();
+  const v2 = owner && owner !== from;
+  const fields = v2 ? [['from', 'address'], ['runner', 'address'], ['sessionId', 'uint256'], ['action', 'string'], ['stepId', 'string'], ['expiry', 'uint256']]
+    : [['from', 'address'], ['sessionId', 'uint256'], ['action', 'string'], ['stepId', 'string'], ['expiry', 'uint256']];
+  const message = v2 ? { from, runner: owner } : { from };
+  Object.assign(message, { sessionId: String(root), action, stepId: stepId || '', expiry: String(Math.floor(Date.now() / 1000) + TTL) });
+  const permit = await signPermit(from, v2 ? 'ControlPermitV2' : 'ControlPermit', fields,
+    { name: 'XDaLa ControlPermit', version: '1', chainId: c.chainId, verifyingContract: c.contract }, message);
+  return rpc(method, Object.assign({}, params, { from, permit }));
+}
+
+/* ---- live events ------------------------------------------------------------------------------------ */
+
+/* The event stream of filter {owner, rootPid}. In permit mode the reader's xdalaPermit goes along
+ * (an EventSource sends no headers); when it nears expiry the stream is reopened with a fresh one. */
+async function listen(filter, onEvent) {
+  if (state.es) { state.es.close(); state.es = null; }
+  const dot = $('#live');
+  const q = Object.assign({}, filter);
+  if (permitMode()) {
+    const p = await readPermit();
+    q.permit = JSON.stringify(p);
+    const view = state.view;
+    clearTimeout(state.esRenew);
+    state.esRenew = setTimeout(() => { if (state.view === view) listen(filter, onEvent).catch(() => {}); },
+      Math.max(10, Number(p.message.expiry) - 90 - Date.now() / 1000) * 1000);
+  }
+  const es = new EventSource('/ui/events' + query(q));
+  es.addEventListener('xgr', ev => { try { onEvent(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
+  es.addEventListener('reset', () => onEvent({ kind: 'reset' }));
+  es.onopen = () => { const d = $('#live'); if (d) d.classList.add('on'); };
+  es.onerror = () => { const d = $('#live'); if (d) d.classList.remove('on'); };
+  if (dot) dot.classList.remove('on');
+  state.es = es;
+}
+
+/* ---- routing ------------------------------------------------------------------------------------------ */
+
+function setOwner(o) {
+  state.owner = (o || '').trim().toLowerCase();
+  localStorage.setItem('xgr.owner', state.owner);
+  $('#owner').value = state.owner;
+}
+
+async function route() {
+  if (state.es) { state.es.close(); state.es = null; }
+  clearTimeout(state.esRenew);
+  $('#toast').hidden = true;
+  const raw = location.hash.replace(/^#/, '') || '/sessions';
+  const [path, q] = raw.split('?');
+  const parts = path.split('/').filter(Boolean);
+  const qs = parseQuery(q);
+  $$('nav a').forEach(a => a.classList.toggle('active', a.dataset.nav === (parts[0] === 'session' ? 'sessions' : parts[0])));
+  state.view = null;
+  try {
+    if (parts[0] === 'session' && parts.length >= 3) {
+      setOwner(parts[1]);
+      await sessionPage(parts[1], parts[2], qs);
+    } else if (parts[0] === 'registry') {
+      await registryPage(qs);
+    } else {
+      if (qs.owner) setOwner(qs.owner);
+      await sessionsPage(qs);
+    }
+  } catch (e) {
+    main.innerHTML = `<div class="panel err">${esc(e.message)}</div>`;
+  }
+}
+
+/* ---- sessions list -------------------------------------------------------------------------------------- */
+
+async function sessionsPage(qs) {
+  const owner = state.owner;
+  main.innerHTML = `
+    <h1><span id="live" class="live-dot" title="live updates"></span>Sessions</h1>
+    <div class="panel">
+      <form class="filters" id="filters">
+        <label>owner<input name="owner" size="44" value="${esc(owner)}" placeholder="0x…" spellcheck="false"></label>
+        <label>registry<input name="registry" value="${esc(qs.registry)}" placeholder="any"></label>
+        <label>status<select name="status">
+          ${['', 'live', 'running', 'paused', 'completed', 'killed', 'finished'].map(s =>
+            `<option value="${s}" ${qs.status === s ? 'selected' : ''}>${s || 'any'}</option>`).join('')}
+        </select></label>
+        <label>created from<input type="datetime-local" name="since" value="${esc(qs.since)}"></label>
+        <label>created until<input type="datetime-local" name="until" value="${esc(qs.until)}"></label>
+        <label>at step<input name="step" value="${esc(qs.step)}" placeholder="any" size="10"></label>
+        <button class="primary" type="submit">Apply</button>
+      </form>
+    </div>
+    <div class="panel counts" id="counts"></div>
+    <div class="panel"><div id="list" class="muted">${owner ? 'Loading…' : 'Enter an owner address to list its sessions.'}</div></div>`;
+  if (!permitMode()) {   // somewhere to start: the owners with live sessions
+    rpc('xgr.console.owners', {}).then(r => {
+      if (!r.items.length || !$('#list')) return;
+      const links = r.items.map(o => `<a href="#/sessions${query({ owner: o.owner })}">${esc(o.owner)}</a> (${o.liveSessions} live)`);
+      $('#list').insertAdjacentHTML('afterend', `<p class="muted" id="owners">Owners with live sessions: ${links.join(' · ')}</p>`);
+    }).catch(() => {});
+  }
+  $('#filters').addEventListener('submit', ev => {
+    ev.preventDefault();
+    const f = Object.fromEntries(new FormData(ev.target).entries());
+    setOwner(f.owner);
+    location.hash = '#/sessions' + query(f);
+  });
+  if (!owner) return;
+  const params = { owner, limit: 50 };
+  if (qs.registry) params.registry = qs.registry;
+  if (qs.status) params.status = qs.status;
+  if (qs.step) params.step = qs.step;
+  if (qs.since) params.since = Date.parse(qs.since + 'Z');
+  if (qs.until) params.until = Date.parse(qs.until + 'Z');
+  if (qs.before) params.beforeRootPid = qs.before;
+  const load = async () => {
+    const t0 = performance.now();
+    const r = await read('xgr.console.sessions', params);
+    const ms = Math.round(performance.now() - t0);
+    const c = r.counts;
+    $('#counts').innerHTML = `
+      <div><b id="c-live">${c.liveSessions}</b><span>live sessions</span></div>
+      <div><b>${c.runningSessions}</b><span>with a step running</span></div>
+      <div><b>${c.liveProcesses}</b><span>live processes</span></div>
+      <div><b>${c.runningProcesses}</b><span>running processes</span></div>
+      <div><b>${r.items.length}</b><span>on this page (${r.scanned} scanned, ${ms} ms)</span></div>`;
+    const reg = JSON.parse(localStorage.getItem('xgr.registries') || '[]');
+    for (const it of r.items) if (it.registry && !reg.includes(it.registry)) reg.push(it.registry);
+    localStorage.setItem('xgr.registries', JSON.stringify(reg.slice(-50)));
+    const rows = r.items.map(it => `
+      <tr class="click" data-href="#/session/${esc(it.owner)}/${esc(it.rootPid)}">
+        <td><a href="#/session/${esc(it.owner)}/${esc(it.rootPid)}">${esc(it.rootPid)}</a></td>
+        <td>${esc(it.registry)}</td><td>${esc(it.ostcId)}</td><td>${badge(it.status)}</td>
+        <td>${it.live !== undefined ? `${it.live} live · ${it.running} running · ${it.steps} steps` : ''}</td>
+        <td>${fmtTime(it.createdAt)}</td><td>${fmtTime(it.finishedAt)}</td>
+        <td class="mono muted" title="${esc(it.ostcHash)}">${esc((it.ostcHash || '').slice(0, 10))}…</td></tr>`).join('');
+    const newer = qs.before ? `<a href="#/sessions${query(Object.assign({}, qs, { before: '' }))}">⇤ newest</a>` : '';
+    const older = r.nextBeforeRootPid ? `<a id="older" href="#/sessions${query(Object.assign({}, qs, { owner, before: r.nextBeforeRootPid }))}">older →</a>` : '';
+    $('#list').className = '';
+    $('#list').innerHTML = r.items.length ? `
+      <table id="sessions"><thead><tr><th>session</th><th>registry</th><th>orchestration</th><th>status</th><th>now</th>
+      <th>created</th><th>finished</th><th>hash</th></tr></thead><tbody>${rows}</tbody></table>
+      <div class="pager">${newer} ${older}</div>` : `<p class="muted">No sessions match${r.nextBeforeRootPid
+        ? ` among the ${r.scanned} newest looked at; older ones may (a call reads at most 20,000 or for 40 ms)` : ''}.</p>
+      <div class="pager">${newer} ${older}</div>`;
+    $$('#sessions tr.click').forEach(tr => tr.addEventListener('click', ev => {
+      if (ev.target.tagName !== 'A') location.hash = tr.dataset.href;
+    }));
+  };
+  await load();
+  const again = debounce(() => load().catch(e => toast(e.message, true)), 400);
+  listen({ owner }, ev => { if (ev.kind !== 'proc' || ev.status !== 'running') again(); }).catch(e => toast(e.message, true));
+}
+
+/* ---- one session ------------------------------------------------------------------------------------------ */
+
+async function sessionPage(owner, root, qs) {
+  const v = state.view = { owner, root, procStep: qs.step || '', procStatus: qs.status || '', procOffset: 0,
+    histOffset: 0, selected: qs.pid || '', svgHash: null, feed: [], woken: {} };
+  main.innerHTML = `
+    <h1><span id="live" class="live-dot" title="live updates"></span>Session <span class="mono">${esc(root)}</span>
+      <span class="muted mono" style="font-size:13px">${esc(owner)}</span> <span id="sstatus"></span></h1>
+    <div class="panel" id="summary"></div>
+    <div class="panel">
+      <h2>Actions</h2>
+      <div class="actions">
+        <button id="a-pause">Pause session</button>
+        <button id="a-resume">Resume session</button>
+        <button id="a-kill" class="danger">Kill session</button>
+        <fieldset><legend>wake</legend>
+          <label class="field">mode<select id="w-mode"><option value="pid">PID</option><option value="step">step</option></select></label>
+          <label class="field" id="w-pid-l">process<input id="w-pid" size="10" placeholder="${esc(root)}:2"></label>
+          <label class="field" id="w-step-l" hidden>step<select id="w-step"></select></label>
+          <label class="field">payload (JSON object)<textarea id="w-payload" rows="2" cols="36">{}</textarea></label>
+          <button id="a-wake" class="primary">Wake</button>
+        </fieldset>
+      </div>
+    </div>
+    <div class="row">
+      <div class="panel grow" style="flex-basis:620px">
+        <h2>Graph</h2>
+        <div class="legend">${['waiting', 'running', 'done', 'aborted', 'paused'].map(badge).join(' ')}
+          <span>thick edges fired · join nodes show k of n, inbox, fails, outcome</span></div>
+        <div class="graph" id="graph"><p class="muted">Drawing…</p></div>
+      </div>
+      <div class="panel" style="flex:0 1 420px; min-width:320px">
+        <h2>Joins</h2><div id="joins" class="joins"></div>
+        <h2 style="margin-top:12px">Live events</h2><div id="feed" class="feed muted">waiting for events…</div>
+      </div>
+    </div>
+    <div class="row">
+      <div class="panel grow" style="flex-basis:560px">
+        <h2>Processes</h2>
+        <form class="filters" id="pfilter">
+          <label>step<select name="step" id="p-step"><option value="">any</option></select></label>
+          <label>status<select name="status">${['', 'waiting', 'running', 'paused', 'done', 'aborted'].map(s =>
+            `<option value="${s}" ${v.procStatus === s ? 'selected' : ''}>${s || 'any'}</option>`).join('')}</select></label>
+        </form>
+        <div id="procs"></div>
+      </div>
+      <div class="panel grow" style="flex-basis:420px" id="inspector"><h2>Process inspector</h2>
+        <p class="muted">Click a process (or a node of the graph) to inspect it.</p></div>
+    </div>
+    <div class="panel"><h2>Timeline</h2><div id="timeline"></div></div>`;
+  $('#w-mode').addEventListener('change', ev => {
+    const step = ev.target.value === 'step';
+    $('#w-pid-l').hidden = step;
+    $('#w-step-l').hidden = !step;
+  });
+  const done = (what) => (r) => { toast(`${what}: ok` + (r && r.woken !== undefined ? ` (${r.woken} woken)` : '')); refresh(); };
+  const fail = (e) => toast(e.message, true);
+  const base = { owner, pid: String(root) };
+  $('#a-pause').onclick = () => act('xgr.pause', base, 'pause', root).then(done('pause'), fail);
+  $('#a-resume').onclick = () => act('xgr.resume', base, 'resume', root).then(done('resume'), fail);
+  $('#a-kill').onclick = () => {
+    if (!confirm(`Kill session ${root}?`)) return;
+    act('xgr.kill', base, 'kill', root).then(done('kill'), fail);
+  };
+  $('#a-wake').onclick = () => {
+    let payload;
+    try { payload = JSON.parse($('#w-payload').value || '{}'); } catch (e) { return toast('payload: ' + e.message, true); }
+    if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) return toast('payload: expected a JSON object', true);
+    if ($('#w-mode').value === 'pid') {
+      const pid = $('#w-pid').value.trim();
+      if (!/^\d+:\d+$/.test(pid)) return toast('process: expected a pid R:I', true);
+      const row = v.data && v.data.processes.items.find(it => it.pid === pid);
+      v.lastWakeStep = row ? row.step : null;
+      act('xgr_wakeUpProcess', { owner, processId: pid, payload }, 'wake', root).then(done('wake ' + pid), fail);
+    } else {
+      const stepId = $('#w-step').value;
+      v.lastWakeStep = stepId;
+      act('xgr_wakeUpProcess', { runner: owner, sessionId: String(root), stepId, payload }, 'wake', root, stepId)
+        .then(done('wake at ' + stepId), fail);
+    }
+  };
+  $('#pfilter').addEventListener('change', ev => {
+    const f = Object.fromEntries(new FormData($('#pfilter')).entries());
+    v.procStep = f.step; v.procStatus = f.status; v.procOffset = 0;
+    refresh();
+  });
+
+  const refresh = async () => {
+    if (state.view !== v) return;
+    const r = await read('xgr.console.session', { owner, rootPid: String(root), procOffset: v.procOffset, procLimit: 50,
+      procStep: v.procStep, procStatus: v.procStatus, histOffset: v.histOffset, histLimit: 50 });
+    if (state.view !== v) return;
+    v.data = r;
+    renderSession(v, r);
+    if (v.selected) inspect(v, v.selected, false);
+  };
+  v.refresh = refresh;
+  await refresh();
+  const again = debounce(() => refresh().catch(fail), 250);
+  listen({ owner, rootPid: root }, ev => {
+    if (ev.kind !== 'reset') pushFeed(v, ev);
+    // wake-ups that reached this session (internal ones from other sessions' rules, and RPC ones):
+    // the graph marks the step they woke
+    const m = ev.kind === 'wake' && ev.ok && /step (\S+):/.exec(ev.message || '');
+    if (m) v.woken[m[1]] = (v.woken[m[1]] || 0) + 1;
+    if (ev.kind === 'action' && ev.ok && v.lastWakeStep && /^wake/.test(ev.message || '')) {
+      v.woken[v.lastWakeStep] = (v.woken[v.lastWakeStep] || 0) + 1;
+      v.lastWakeStep = null;
+    }
+    again();
+  }).catch(fail);
+}
+
+function pushFeed(v, ev) {
+  let line;
+  switch (ev.kind) {
+    case 'proc': line = `${ev.pid} ${ev.step} → ${ev.status}${ev.valid !== undefined ? (ev.valid ? ' (valid)' : ' (invalid)') : ''}${ev.error ? ' — ' + ev.error : ''}`; break;
+    case 'join': line = `join at ${ev.step} (${ev.pid}) decided: ${ev.outcome}`; break;
+    case 'step': line = `step of ${ev.pid} executed${ev.ok ? '' : ' with a hard error'}`; break;
+    case 'finished': line = `session finished: ${ev.result}`; break;
+    case 'idle': line = 'idle: only wake-ups or timers can move it'; break;
+    default: line = `${ev.kind}${ev.message ? ': ' + ev.message : ''}${ev.ok === false ? ' (refused)' : ''}`;
+  }
+  v.feed.unshift(`<div><span class="muted mono">${esc(fmtTime(ev.now).slice(11))}</span> ${esc(line)}</div>`);
+  v.feed.length = Math.min(v.feed.length, 200);
+  const f = $('#feed');
+  if (f) { f.classList.remove('muted'); f.innerHTML = v.feed.join(''); }
+}
+
+function renderSession(v, r) {
+  const s = r.session;
+  $('#sstatus').innerHTML = badge(s.status);
+  $('#summary').innerHTML = `<dl class="kv">
+    <dt>registry</dt><dd><a href="#/registry${query({ hash: s.ostcHash })}">${esc(s.registry)}</a></dd>
+    <dt>orchestration</dt><dd>${esc(s.ostcId)} <span class="mono muted">${esc(s.ostcHash)}</span></dd>
+    <dt>status</dt><dd id="status-text">${esc(s.status)}${s.alive ? ' · alive' : ''}${s.paused ? ' · paused' : ''}${s.idle ? ' · idle' : ''}</dd>
+    <dt>created</dt><dd>${fmtTime(s.createdAt)}</dd>
+    ${s.finishedAt ? `<dt>finished</dt><dd>${fmtTime(s.finishedAt)} (${fmtDur(s.finishedAt - s.createdAt)})</dd>` : ''}
+    <dt>processes</dt><dd>${Object.entries(r.steps).map(([k, c]) =>
+      `${esc(k)}: ${['waiting', 'running', 'paused', 'done', 'aborted'].filter(x => c[x]).map(x => c[x] + ' ' + x).join(', ') || '—'}`).join(' · ')}</dd>
+  </dl>`;
+  const steps = r.stepOrder || Object.keys(r.steps);
+  const ws = $('#w-step'), keep = ws.value;
+  ws.innerHTML = steps.map(st => `<option ${st === keep ? 'selected' : ''}>${esc(st)}</option>`).join('');
+  const ps = $('#p-step');
+  ps.innerHTML = '<option value="">any</option>' + steps.map(st => `<option ${st === v.procStep ? 'selected' : ''}>${esc(st)}</option>`).join('');
+  drawGraph(v, r);
+  // joins
+  const joins = Object.values(r.joins);
+  $('#joins').innerHTML = joins.length ? joins.map(j => `
+    <div class="join-card" data-node="${esc(j.node)}">
+      <h3>join ${esc(j.target)} <span class="muted">declared by ${esc(j.declaredBy)}</span> ${badge(j.outcome)}</h3>
+      <div><b>${j.have} of ${j.k}</b> needed (n = ${j.n}, ${esc(j.policy)})${j.instances > 1 ? ` · instance ${j.instances}` : ''}</div>
+      <div>inbox: ${j.arrived.length ? j.arrived.map(esc).join(', ') : '—'}</div>
+      <div>failed: ${j.failed.length ? j.failed.map(esc).join(', ') : '—'}</div>
+      <div>${j.closed ? 'never arrived' : 'pending'}: ${j.pending.length ? j.pending.map(esc).join(', ') : '—'}</div>
+      <div>${j.closed ? 'closed' : 'open'} · ${j.satisfiable ? (j.closed ? 'satisfied' : 'can still be satisfied') : 'can no longer be satisfied'}</div>
+      <div><a href="javascript:void 0" data-pid="${esc(j.pid)}">target ${esc(j.pid)}</a> (${esc(j.targetStatus)})</div>
+    </div>`).join('') : '<p class="muted">No join has opened.</p>';
+  $$('#joins a[data-pid]').forEach(a => a.onclick = () => inspect(v, a.dataset.pid, true));
+  // processes
+  const p = r.processes;
+  $('#procs').innerHTML = `<table id="proctable"><thead><tr><th>pid</th><th>step</th><th>status</th><th>valid</th><th>started</th>
+    <th>finished</th><th>wakes at</th><th>error</th></tr></thead><tbody>${p.items.map(it => `
+    <tr class="click ${it.pid === v.selected ? 'sel' : ''}" data-pid="${esc(it.pid)}"><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
+    <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtTime(it.startedAt)}</td>
+    <td>${fmtTime(it.finishedAt)}</td><td>${it.nextWakeAt ? fmtTime(it.nextWakeAt) : (it.status === 'waiting' ? 'wake-up only' : '')}</td>
+    <td class="err">${esc(it.error || it.abortReason || '')}</td></tr>`).join('')}</tbody></table>
+    <div class="pager"><button class="small" id="p-prev" ${v.procOffset ? '' : 'disabled'}>← prev</button>
+    <span class="muted">${p.total ? `${p.offset + 1}–${p.offset + p.items.length} of ${p.total}` : 'none'}</span>
+    <button class="small" id="p-next" ${p.offset + p.items.length < p.total ? '' : 'disabled'}>next →</button></div>`;
+  $$('#proctable tr.click').forEach(tr => tr.onclick = () => inspect(v, tr.dataset.pid, true));
+  $('#p-prev').onclick = () => { v.procOffset = Math.max(0, v.procOffset - 50); v.refresh(); };
+  $('#p-next').onclick = () => { v.procOffset += 50; v.refresh(); };
+  // timeline
+  const hs = r.history;
+  $('#timeline').innerHTML = `<table id="history"><thead><tr><th>began</th><th>pid</th><th>step</th><th>status</th><th>valid</th>
+    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => `
+    <tr class="click" data-pid="${esc(it.pid)}"><td class="mono">${fmtTime(it.at)}</td><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
+    <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtDur(it.durationMs)}</td>
+    <td class="err">${esc(it.error || '')}</td></tr>${(it.apiCalls || []).map(a => `
+    <tr class="api"><td></td><td colspan="6" class="mono">↳ API call <b>${esc(a.name)}</b> ${esc(a.url || '')}
+      → ${a.status !== undefined && a.status !== null ? esc(a.status) : '—'} in ${fmtDur(a.ms)}${a.error ? ` <span class="err">${esc(a.error)}</span>` : ''}</td></tr>`).join('')}`).join('')}</tbody></table>
+    <div class="pager"><button class="small" id="h-prev" ${v.histOffset ? '' : 'disabled'}>← newer</button>
+    <span class="muted">${hs.total ? `${hs.offset + 1}–${hs.offset + hs.items.length} of ${hs.total} executions (newest first)` : 'no step has run'}</span>
+    <button class="small" id="h-next" ${hs.offset + hs.items.length < hs.total ? '' : 'disabled'}>older →</button></div>`;
+  $$('#history tr.click').forEach(tr => tr.onclick = () => inspect(v, tr.dataset.pid, true));
+  $('#h-prev').onclick = () => { v.histOffset = Math.max(0, v.histOffset - 50); v.refresh(); };
+  $('#h-next').onclick = () => { v.histOffset += 50; v.refresh(); };
+}
+
+/* The orchestration's SVG (one fetch per hash) with the session's live state laid over it. */
+async function drawGraph(v, r) {
+  const g = $('#graph');
+  const hash = r.session.ostcHash;
+  if (v.svgHash !== hash) {
+    v.svgHash = hash;
+    const res = await fetch('/ui/graph.svg?hash=' + encodeURIComponent(hash));
+    if (!res.ok) { g.innerHTML = `<p class="err">${esc(await res.text())}</p>`; return; }
+    const doc = new DOMParser().parseFromString(await res.text(), 'image/svg+xml');
+    g.innerHTML = '';
+    const el = document.importNode(doc.documentElement, true);
+    // room under the last rank for the live labels
+    const vb = (el.getAttribute('viewBox') || '').split(/\s+/).map(Number);
+    if (vb.length === 4 && vb.every(isFinite)) {
+      vb[3] += 44;
+      el.setAttribute('viewBox', vb.join(' '));
+      el.setAttribute('height', (parseFloat(el.getAttribute('height')) + 44) + 'pt');
+    }
+    g.appendChild(el);
+    $$('g.node', g).forEach(n => n.addEventListener('click', () => nodeClicked(v, n.id)));
+  }
+  const svg = $('svg', g);
+  if (!svg) return;
+  $$('.live', svg).forEach(e => e.remove());
+  $$('g.node', svg).forEach(n => n.classList.remove('woken', 'st-waiting', 'st-running', 'st-done', 'st-aborted', 'st-paused',
+    'jn-open', 'jn-satisfied', 'jn-unfulfillable'));
+  $$('g.edge', svg).forEach(e => e.classList.toggle('fired', !!r.fired[e.id]));
+  for (const [step, c] of Object.entries(r.steps)) {
+    const n = svg.getElementById('step-' + step);
+    if (!n) continue;
+    const st = c.running ? 'running' : c.waiting ? 'waiting' : c.paused ? 'paused' : c.aborted && !c.done ? 'aborted' : c.done ? 'done' : '';
+    if (st) n.classList.add('st-' + st);
+    const parts = ['waiting', 'running', 'paused', 'done', 'aborted'].filter(x => c[x]).map(x => `${c[x]} ${x}`);
+    n.dataset.state = parts.join(', ');
+    const lines = parts.length ? [parts.join(' · ')] : [];
+    if (v.woken[step]) { n.classList.add('woken'); lines.push(`woken ×${v.woken[step]}`); }
+    if (lines.length) addLabel(svg, n, lines);
+  }
+  for (const j of Object.values(r.joins)) {
+    const n = svg.getElementById(j.node);
+    if (!n) continue;
+    n.classList.add('jn-' + j.outcome);
+    const lines = [`${j.have}/${j.k} pieces · ${j.outcome}`,
+      `inbox: ${j.arrived.join(', ') || '—'}${j.failed.length ? ' · failed: ' + j.failed.join(', ') : ''}`,
+      j.closed ? `closed${j.satisfiable ? '' : ' · unsatisfiable'}` : (j.satisfiable ? 'can still be satisfied' : 'can no longer be satisfied')];
+    addLabel(svg, n, lines, true);
+  }
+}
+
+/* Write lines under node n (a white box, so edges behind stay readable). */
+function addLabel(svg, n, lines, strong) {
+  const shape = n.querySelector('path, polygon, ellipse');
+  if (!shape) return;
+  const b = shape.getBBox();
+  const NS = 'http://www.w3.org/2000/svg';
+  const grp = document.createElementNS(NS, 'g');
+  grp.setAttribute('class', 'live live-label');
+  const text = document.createElementNS(NS, 'text');
+  text.setAttribute('class', 'live');
+  text.setAttribute('text-anchor', 'middle');
+  lines.forEach((l, i) => {
+    const t = document.createElementNS(NS, 'tspan');
+    if (l.startsWith('woken')) t.setAttribute('class', 'live woke');
+    t.setAttribute('x', b.x + b.width / 2);
+    t.setAttribute('y', b.y + b.height + 12 + i * 13);
+    if (strong && i === 0) t.setAttribute('font-weight', 'bold');
+    t.textContent = l;
+    text.appendChild(t);
+  });
+  grp.appendChild(text);
+  n.appendChild(grp);
+  const tb = text.getBBox();
+  const bg = document.createElementNS(NS, 'rect');
+  bg.setAttribute('class', 'live live-bg');
+  bg.setAttribute('x', tb.x - 3); bg.setAttribute('y', tb.y - 1);
+  bg.setAttribute('width', tb.width + 6); bg.setAttribute('height', tb.height + 2);
+  bg.setAttribute('rx', 3);
+  grp.insertBefore(bg, text);
+}
+
+function nodeClicked(v, id) {
+  if (id.startsWith('step-')) {
+    v.procStep = id.slice(5);
+    v.procOffset = 0;
+    v.refresh();
+    $$('#graph g.node').forEach(n => n.classList.toggle('selected', n.id === id));
+  } else if (id.startsWith('join-') && v.data) {
+    const j = v.data.joins[id];
+    if (j) inspect(v, j.pid, true);
+  }
+}
+
+async function inspect(v, pid, scroll) {
+  v.selected = pid;
+  $$('#proctable tr').forEach(tr => tr.classList.toggle('sel', tr.dataset.pid === pid));
+  const box = $('#inspector');
+  let r;
+  try { r = await read('xgr.console.process', { owner: v.owner, pid }); } catch (e) {
+    box.innerHTML = `<h2>Process inspector</h2><p class="err">${esc(e.message)}</p>`;
+    return;
+  }
+  if (state.view !== v) return;
+  const p = r.process;
+  const j = p.joinState;
+  box.innerHTML = `<h2>Process <span class="mono" id="insp-pid">${esc(p.pid)}</span> ${badge(p.status)}</h2>
+    <dl class="kv">
+      <dt>step</dt><dd>${esc(p.step)}</dd>
+      <dt>parent</dt><dd class="mono">${esc(p.parentPid || '—')}</dd>
+      <dt>valid</dt><dd>${p.valid === null ? '—' : p.valid}</dd>
+      <dt>created</dt><dd>${fmtTime(p.createdAt)}</dd>
+      <dt>started</dt><dd>${fmtTime(p.startedAt) || '—'}</dd>
+      <dt>finished</dt><dd>${fmtTime(p.finishedAt) || '—'}</dd>
+      ${p.status === 'waiting' || p.status === 'paused' ? `<dt>wakes at</dt><dd>${p.nextWakeAt ? fmtTime(p.nextWakeAt) : 'only on a wake-up'}</dd>` : ''}
+      ${p.error || p.abortReason ? `<dt>error</dt><dd class="err" id="insp-error">${esc(p.error || '')} ${esc(p.abortReason || '')}</dd>` : ''}
+      <dt>children</dt><dd class="mono">${p.children.map(esc).join(' ') || '—'}</dd>
+    </dl>
+    ${p.status === 'waiting' || p.status === 'paused' ? `<p><button class="small" id="insp-wake">Wake this process…</button>
+      <button class="small" id="insp-pause">${p.status === 'paused' ? 'Resume' : 'Pause'} this process</button></p>` : ''}
+    <h2>Payload</h2>${json(p.payload)}
+    ${j ? `<h2>Join inbox (${j.have} of ${j.k}, ${esc(j.outcome)})</h2>${json(j.inbox)}
+      <div>failed: ${j.failed.map(esc).join(', ') || '—'} · pending: ${j.pending.map(esc).join(', ') || '—'}</div>` : ''}
+    <h2><code>__wakeUp</code> allow list</h2>${p.wakeUp ? `<div id="insp-wakeup">${json(p.wakeUp)}</div>` : '<p class="muted">none (only the owner may wake it)</p>'}
+    <h2>Runs</h2>${p.history.length ? p.history.map(hh => `<div>${fmtTime(hh.at)} · ${badge(hh.status)} ${hh.valid === null ? '' : hh.valid ? 'valid' : 'invalid'}
+      · ${fmtDur(hh.durationMs)}${hh.error ? ` · <span class="err">${esc(hh.error)}</span>` : ''}</div>`).join('') : '<p class="muted">not run yet</p>'}`;
+  const w = $('#insp-wake');
+  if (w) w.onclick = () => {
+    $('#w-mode').value = 'pid';
+    $('#w-mode').dispatchEvent(new Event('change'));
+    $('#w-pid').value = p.pid;
+    $('#w-payload').focus();
+  };
+  const ps = $('#insp-pause');
+  if (ps) ps.onclick = () => act(p.status === 'paused' ? 'xgr.resume' : 'xgr.pause', { owner: v.owner, pid: p.pid },
+    p.status === 'paused' ? 'resume' : 'pause', v.root).then(() => { toast('ok'); v.refresh(); }, e => toast(e.message, true));
+  if (scroll) box.scrollIntoView({ block: 'nearest' });
+}
+
+/* ---- registry ---------------------------------------------------------------------------------------------- */
+
+async function registryPage(qs) {
+  const known = JSON.parse(localStorage.getItem('xgr.registries') || '[]');
+  main.innerHTML = `<h1>Registry</h1>
+    <div class="panel"><form class="filters" id="rform">
+      <label>registry (XRC-729 address or name)<input name="registry" size="44" value="${esc(qs.registry)}" list="known"></label>
+      <datalist id="known">${known.map(k => `<option value="${esc(k)}">`).join('')}</datalist>
+      <label>orchestration id<input name="ostcId" value="${esc(qs.ostcId)}" placeholder="current"></label>
+      <label>version<input name="version" size="5" value="${esc(qs.version)}" placeholder="latest"></label>
+      <label>or hash<input name="hash" size="40" value="${esc(qs.hash)}" placeholder="0x…"></label>
+      <button class="primary">Show</button></form>
+      ${known.length ? `<p class="muted">Seen in sessions: ${known.map(k => `<a href="#/registry${query({ registry: k })}">${esc(k)}</a>`).join(' · ')}</p>` : ''}
+    </div><div id="entry"></div>`;
+  $('#rform').addEventListener('submit', ev => {
+    ev.preventDefault();
+    location.hash = '#/registry' + query(Object.fromEntries(new FormData(ev.target).entries()));
+  });
+  if (!qs.registry && !qs.hash) return;
+  const params = {};
+  for (const k of ['registry', 'ostcId', 'hash']) if (qs[k]) params[k] = qs[k];
+  if (qs.version) params.version = Number(qs.version);
+  const r = await read('xgr.console.registry', params);
+  const errs = r.findings.filter(f => f.severity === 'error').length;
+  $('#entry').innerHTML = `
+    <div class="panel"><h2>${esc(r.id)} · version ${r.version} of ${r.latest}</h2><dl class="kv">
+      <dt>hash</dt><dd class="mono">${esc(r.hash)}</dd><dt>owner</dt><dd class="mono">${esc(r.owner || '—')}</dd>
+      <dt>registered</dt><dd>${fmtTime(r.registeredAt)}</dd>
+      <dt>check</dt><dd id="check-result">${errs ? `<span class="err">${errs} error(s)</span>` : 'passes'}${r.findings.length - errs ? `, ${r.findings.length - errs} other finding(s)` : ''}</dd></dl></div>
+    <div class="row">
+      <div class="panel grow" style="flex-basis:560px"><h2>Graph</h2><div class="graph static" id="rgraph"></div></div>
+      <div class="panel grow" style="flex-basis:420px">
+        <h2>Versions</h2><table><thead><tr><th>version</th><th>hash</th><th>owner</th><th>registered</th></tr></thead><tbody>
+        ${r.versions.map(x => `<tr><td><a href="#/registry${query({ hash: x.hash })}">${x.version}</a></td><td class="mono">${esc(x.hash.slice(0, 18))}…</td>
+          <td class="mono">${esc(x.owner.slice(0, 12))}</td><td>${fmtTime(x.registeredAt)}</td></tr>`).join('')}</tbody></table>
+        <h2 style="margin-top:12px"><code>xgr check</code> findings</h2>
+        <ul id="findings">${r.findings.map(f => `<li class="find-${f.severity}"><b>${f.severity}</b> <code>${esc(f.path)}</code> ${esc(f.message)}</li>`).join('') || '<li class="muted">none</li>'}</ul>
+      </div>
+    </div>
+    <div class="panel"><h2>Steps and rules</h2><table id="rules"><thead><tr><th>step</th><th>rule</th><th>versions (hash, owner)</th></tr></thead><tbody>
+      ${r.steps.map(s => `<tr><td>${esc(s.step)}</td><td class="mono">${esc(s.rule)}</td><td>${s.ruleVersions.length ? s.ruleVersions.map(x =>
+        `v${x.version} <span class="mono">${esc(x.hash.slice(0, 14))}…</span> <span class="mono muted">${esc(x.owner.slice(0, 10))}</span>`).join('<br>') : '<span class="err">not registered</span>'}</td></tr>`).join('')}
+    </tbody></table></div>
+    <div class="panel"><h2>Document</h2>${json(r.orchestration)}</div>`;
+  const res = await fetch(r.graph);
+  const doc = new DOMParser().parseFromString(await res.text(), 'image/svg+xml');
+  $('#rgraph').appendChild(document.importNode(doc.documentElement, true));
+}
+
+/* ---- start ---------------------------------------------------------------------------------------------------- */
+
+async function start() {
+  setOwner(state.owner);
+  $('#owner').addEventListener('change', ev => {
+    setOwner(ev.target.value);
+    if (!location.hash.startsWith('#/registry')) location.hash = '#/sessions' + query({ owner: state.owner });
+  });
+  try {
+    state.info = await rpc('xgr.console.info', {});
+  } catch (e) {
+    state.info = { auth: 'none' };
+  }
+  const m = $('#mode');
+  m.textContent = state.info.auth === 'none' ? 'auth none (loopback)' : 'permit mode: actions signed by your wallet';
+  if (state.info.auth !== 'none') {
+    const c = $('#connect');
+    c.hidden = false;
+    c.onclick = () => walletAccount().then(a => { setOwner(a); toast('wallet: ' + a); route(); }, e => toast(e.message, true));
+  }
+  window.addEventListener('hashchange', route);
+  await route();
+}
+start();
