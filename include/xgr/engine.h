@@ -100,6 +100,20 @@ typedef struct xgr_engine_hist {
 } xgr_engine_hist;
 
 /* ---- the store hook --------------------------------------------------------------------------- */
+/* An internal wake-up this session produced (the outbox row, issue 14): committed with the step
+ * result that produced it, sent to its target only after that, removed by the batch of the
+ * target that applied or refused it (xgr_store_batch.done), and sent again by
+ * xgr_engine_redeliver after a restart while it is still in the outbox. */
+typedef struct xgr_engine_wake {
+  const char *id;               /* unique (32 hex digits) */
+  const char *to_owner;
+  uint64_t to_root;
+  const char *step;
+  const char *caller;           /* the producing session's owner */
+  const char *rule;             /* the producing rule's address, or NULL */
+  xgr_value payload;
+} xgr_engine_wake;
+
 /* The changes of one session from one actor turn. Everything is borrowed for the submit call. */
 typedef struct xgr_store_batch {
   const char *owner;
@@ -111,6 +125,13 @@ typedef struct xgr_store_batch {
   const xgr_engine_hist *hist;
   bool finished;                /* the session ended with this batch */
   xgr_session_result result;    /* when finished */
+  size_t nwakes;
+  const xgr_engine_wake *wakes; /* outbox rows to write (wake-ups this batch's results produced) */
+  size_t ndone;
+  const char *const *done;      /* outbox ids this session applied or refused (or, as producer, could
+                                   not deliver) */
+  const char *const *done_reason; /* per id: NULL applied (the row is removed), else why it was
+                                     refused (the row stays as the producer's record of it) */
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
@@ -205,6 +226,11 @@ typedef struct xgr_engine_config {
    * 0: the defaults below. */
   uint64_t max_live;
   uint64_t max_session_steps;
+  /* With a store hook: sessions are being restored (xgrd's recovery) until xgr_engine_recovered.
+   * Meanwhile an internal wake-up whose target does not run (yet) stays in the outbox, for
+   * xgr_engine_redeliver once every session is back; afterwards such a wake-up is refused for
+   * good and removed from the outbox. */
+  bool recovering;
 } xgr_engine_config;
 
 #define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
@@ -259,6 +285,15 @@ typedef struct xgr_engine_start {
 /* Start a session: creates its actor and the start process. Returns 0, XGR_ENOTFOUND (bundle or
  * start step), XGR_ECONFLICT (session exists), XGR_ESTATE (shutting down). */
 int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_error *err);
+
+/* Deliver an internal wake-up from the outbox again (xgrd's recovery, with a store hook): the
+ * target applies it unless it applied that id already in this run, and removes it from the outbox
+ * with its next batch. When the target session does not run here, the refusal is counted and the
+ * row is not removed: returns XGR_ENOTFOUND and the caller removes it. Strings are copied. */
+void xgr_engine_recovered(xgr_engine *e);   /* see xgr_engine_config.recovering */
+int xgr_engine_redeliver(xgr_engine *e, const char *id, const char *from_owner, uint64_t from_root,
+                         const char *to_owner, uint64_t to_root, const char *step, const char *rule,
+                         xgr_value payload);
 
 /* Control calls. owner NULL matches any owner (the first session with that rootPid). iter 0 means
  * the whole session (kill, pause, resume). They wait for the actor's answer: 0 or the core's error

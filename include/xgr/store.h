@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 5   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 6   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -227,6 +227,39 @@ void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t ro
 void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint32_t group);
 /* Remove a session with its processes and scopes (history stays until its retention ends). */
 void xgr_store_changes_remove_session(xgr_store_changes *b, const char *owner, uint64_t root_pid);
+
+/* An internal wake-up in the outbox (issue 14): written in the producing session's batch, with the
+ * step result that produced it, and removed in the batch of the session that applied (or refused)
+ * it — so it is delivered at least once (again after a restart while it is still there) and its
+ * effect is committed at most once. `id` is unique (32 hex digits); payload is JSON text. */
+typedef struct xgr_store_wake {
+  char *id;
+  char *from_owner;             /* the producing session */
+  uint64_t from_root;
+  char *to_owner;               /* the target session */
+  uint64_t to_root;
+  char *step;                   /* the target step */
+  char *caller;                 /* who wakes (the producing session's owner) */
+  char *rule;                   /* the producing rule's address, or NULL */
+  char *payload;                /* JSON object text */
+  int64_t created_at;           /* store clock (ms) */
+  char *refused;                /* why the wake-up was refused, or NULL (pending) */
+  int64_t refused_at;           /* store clock (ms), when refused */
+} xgr_store_wake;
+void xgr_store_wake_clear(xgr_store_wake *w);
+/* Put w in the outbox (copied). */
+void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w);
+/* Wake-up `id` is done: applied (reason NULL: the row is removed) or refused (the row is kept as
+ * the refusal's record in the producing session's history, with reason; never delivered again).
+ * Nothing when it is not pending. */
+void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason);
+/* Every pending wake-up in the outbox, oldest first; *out is owned by the caller (xgr_store_wakes_free). */
+int xgr_store_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
+/* The refused wake-ups session (owner, root) produced, oldest first (xgr.getSession); removed with
+ * the session's rows. *out is owned by the caller (xgr_store_wakes_free). */
+int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
+                            xgr_error *err);
+void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
 
 /* Add everything that one core call on session s emitted (fx, borrowed): PROC and JOIN effects
  * become process upserts (the last state of each process wins), HISTORY effects history rows,

@@ -26,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 #include "engine/engine_int.h"
+#include "util/hashmap.h"
 #include "xgr/outcome.h"
 
 typedef enum vis_kind { V_DISPATCH = 0, V_WAKE, V_EVENT, V_REPLY } vis_kind;
@@ -109,6 +111,12 @@ struct actor {
   size_t nbp, capbp;
   xgr_engine_hist *bh;
   size_t nbh, capbh;
+  xgr_engine_wake *bw;           /* outbox rows of the batch (strings owned, payload held) */
+  size_t nbw, capbw;
+  char **bd;                     /* outbox ids the batch marks done (owned) */
+  char **bdr;                    /* their refusal reasons (owned; NULL: applied) */
+  size_t nbd, capbd;
+  xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
   bool batch_finished;
   /* latency and job cache */
   lat_hist *lat;
@@ -324,6 +332,56 @@ static void batch_hist(actor *a, const xgr_effect *fe) {
 
 static void flush(actor *a, visq *q);
 
+/* A new outbox id: 128 random bits as 32 hex digits (owned by the caller). */
+static char *wake_id(void) {
+  unsigned char r[16];
+  size_t got = 0;
+  while (got < sizeof r) {
+    ssize_t k = getrandom(r + got, sizeof r - got, 0);
+    if (k > 0) got += (size_t)k;
+  }
+  char *s = xgr__xmalloc(33);
+  for (int i = 0; i < 16; i++) snprintf(s + 2 * i, 3, "%02x", r[i]);
+  return s;
+}
+
+/* The 64-bit key of an outbox id in the `applied` map (its first 16 hex digits; never 0). */
+static uint64_t wake_key(const char *id) {
+  uint64_t k = 0;
+  for (int i = 0; i < 16 && id[i]; i++) k = k << 4 | (uint64_t)(id[i] <= '9' ? id[i] - '0' : (id[i] | 32) - 'a' + 10);
+  return k ? k : 1;
+}
+
+/* Mark outbox row `id` done in the session's next batch: applied (reason NULL) or refused. */
+static void outbox_done(actor *a, const char *id, const char *reason) {
+  if (a->nbd == a->capbd) {
+    a->capbd = a->capbd ? a->capbd * 2 : 8;
+    a->bd = xgr__xrealloc(a->bd, a->capbd * sizeof *a->bd);
+    a->bdr = xgr__xrealloc(a->bdr, a->capbd * sizeof *a->bdr);
+  }
+  a->bdr[a->nbd] = reason ? xgr__xstrdup(reason) : NULL;
+  a->bd[a->nbd++] = xgr__xstrdup(id);
+  a->touched = true;
+}
+
+/* Put the wake-up of effect fe in the batch's outbox rows; returns a copy of its id for the
+ * message (owned by the message). */
+static char *outbox_put(actor *a, const xgr_effect *fe) {
+  if (a->nbw == a->capbw) {
+    a->capbw = a->capbw ? a->capbw * 2 : 8;
+    a->bw = xgr__xrealloc(a->bw, a->capbw * sizeof *a->bw);
+  }
+  char *id = wake_id();
+  a->bw[a->nbw++] = (xgr_engine_wake){.id = id,
+                                      .to_owner = xgr__xstrdup(fe->runner),
+                                      .to_root = fe->session_id,
+                                      .step = xgr__xstrdup(fe->step_id),
+                                      .caller = xgr__xstrdup(xgr_session_owner(a->s)),
+                                      .rule = fe->rule_address ? xgr__xstrdup(fe->rule_address) : NULL,
+                                      .payload = xgr_value_retain(fe->payload)};
+  return xgr__xstrdup(id);
+}
+
 /* Carry out the effects of one core call (they point into the core until the next call). */
 static void on_iwake(actor *a, iwake_msg *m);
 
@@ -360,6 +418,7 @@ static void consume(actor *a) {
         break;
       case XGR_FX_WAKE: {
         iwake_msg *m = xgr__xmalloc(sizeof *m);
+        m->id = e->has_store ? outbox_put(a, fe) : NULL;
         m->caller = xgr__xstrdup(xgr_session_owner(a->s));
         m->from_root = a->root;
         m->step_id = fe->step_id;
@@ -403,6 +462,14 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
+  /* nobody will apply it: out of the outbox — unless sessions are still being restored (the target
+   * may come back; xgrd then delivers it again from the outbox, and refuses it there if not) */
+  if (w->m->id && atomic_load(&e->recovering)) {
+    xgr_eng_iwake_free(w->m);
+    free(w->target_owner);
+    return;
+  }
+  if (w->m->id) outbox_done(a, w->m->id, "no such session here");
   atomic_fetch_add(&e->st_wake_refused, 1);
   if (a->subs) {
     char msg[512];
@@ -519,6 +586,7 @@ void xgr_eng_ctl_free(ctl_msg *m) {
 }
 
 void xgr_eng_iwake_free(iwake_msg *m) {
+  free(m->id);
   free(m->caller);
   free(m->step_id);
   free(m->rule_address);
@@ -574,6 +642,14 @@ static void on_ctl(actor *a, ctl_msg *m) {
 }
 
 static void on_iwake(actor *a, iwake_msg *m) {
+  if (m->id) {   /* from the outbox: applied at most once, removed with this session's next batch */
+    uint64_t k = wake_key(m->id);
+    if (xgr__hashmap_get(&a->applied, k)) {
+      xgr_eng_iwake_free(m);
+      return;
+    }
+    xgr__hashmap_put(&a->applied, k, (void *)1);
+  }
   a->clock_ms = a->now;
   xgr_error err;
   xgr_error_clear(&err);
@@ -582,6 +658,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
   int rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\"", m->step_id)
                     : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_INTERNAL, m->rule_address, m->payload,
                                             a->now, &a->fx, &woken, &err);
+  if (m->id) outbox_done(a, m->id, rc ? err.message : NULL);   /* same batch as its effects */
   consume(a);
   if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (a->subs) {
@@ -645,6 +722,20 @@ static void store_done(void *token, int err) {
 static void batch_clear(actor *a) {
   for (size_t i = 0; i < a->nbp; i++) snap_release(&a->bp[i]);
   for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
+  for (size_t i = 0; i < a->nbw; i++) {
+    xgr_engine_wake *w = &a->bw[i];
+    free((char *)w->id);
+    free((char *)w->to_owner);
+    free((char *)w->step);
+    free((char *)w->caller);
+    free((char *)w->rule);
+    xgr_value_release(w->payload);
+  }
+  for (size_t i = 0; i < a->nbd; i++) {
+    free(a->bd[i]);
+    free(a->bdr[i]);
+  }
+  a->nbw = a->nbd = 0;
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
 }
@@ -710,7 +801,7 @@ static void on_commit(actor *a, int err) {
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
-  if (!a->nbp && !a->nbh && !a->batch_finished) {
+  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->batch_finished) {
     flush(a, &a->pend);
     return;
   }
@@ -721,7 +812,8 @@ static void store_turn(actor *a) {
   a->committing = true;
   xgr_store_batch b = {.owner = xgr_session_owner(a->s), .root_pid = a->root, .orch = a->b->orch, .nprocs = a->nbp,
                        .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
-                       .result = a->result};
+                       .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
+                       .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr};
   atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
   xgr_eng_busy_add(e, 1);
   int rc = e->store.submit(e->store.ctx, &b, store_done, a);
@@ -1028,6 +1120,10 @@ void xgr_eng_actor_free(actor *a) {
   batch_clear(a);
   free(a->bp);
   free(a->bh);
+  free(a->bw);
+  free(a->bd);
+  free(a->bdr);
+  xgr__hashmap_free(&a->applied);
   while (a->free_jobs) {
     job *j = a->free_jobs;
     a->free_jobs = j->next;

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine/engine_int.h"
+#include "util/alloc.h"
 #include "util/hashmap.h"
 
 /* ---- registry ---------------------------------------------------------------------------------- */
@@ -79,6 +80,7 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   e->stepped = e->cfg.clock.kind == XGR_CLOCK_STEPPED;
   e->t0_ns = xgr_eng_mono_ns();
   atomic_init(&e->vnow, e->cfg.clock.origin_ms);
+  atomic_init(&e->recovering, e->cfg.recovering);
   pthread_mutex_init(&e->reg_mu, NULL);
   pthread_mutex_init(&e->wait_mu, NULL);
   pthread_mutex_init(&e->lat_mu, NULL);
@@ -335,6 +337,30 @@ int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, co
   xgr_engine_ctl c = {.kind = XGR_CTL_WAKE_STEP, .owner = owner, .root_pid = root_pid, .step = step, .caller = caller,
                       .payload = payload};
   return control_sync(e, &c, woken, err);
+}
+
+void xgr_engine_recovered(xgr_engine *e) { atomic_store(&e->recovering, false); }
+
+int xgr_engine_redeliver(xgr_engine *e, const char *id, const char *from_owner, uint64_t from_root,
+                         const char *to_owner, uint64_t to_root, const char *step, const char *rule,
+                         xgr_value payload) {
+  shard *sh;
+  sess_entry *ent = xgr_eng_lookup_locked(e, to_owner, to_root, &sh);
+  xgr_pid pid = ent ? ent->pid : 0;
+  pthread_mutex_unlock(&sh->mu);
+  if (pid) {
+    iwake_msg *m = xgr__xcalloc(1, sizeof *m);
+    m->id = xgr__xstrdup(id);
+    m->caller = xgr__xstrdup(from_owner);
+    m->from_root = from_root;
+    m->step_id = xgr__xstrdup(step);
+    m->rule_address = rule ? xgr__xstrdup(rule) : NULL;
+    m->payload = xgr_value_retain(payload);
+    if (xgr_eng_send(e, NULL, pid, MSG_IWAKE, m) == 0) return 0;
+    xgr_eng_iwake_free(m);
+  }
+  atomic_fetch_add(&e->st_wake_refused, 1);
+  return XGR_ENOTFOUND;
 }
 
 int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t now), void *ctx) {

@@ -179,6 +179,7 @@ struct xgr_engine {
   pthread_mutex_t lat_mu;
   lat_hist lat;
   _Atomic bool stopping;
+  _Atomic bool recovering;      /* xgr_engine_config.recovering until xgr_engine_recovered */
   bool shut;
 };
 
@@ -228,6 +229,7 @@ typedef struct ctl_msg {
 } ctl_msg;
 
 typedef struct iwake_msg {
+  char *id;                     /* outbox id (with a store hook), else NULL */
   char *caller;                 /* the producing session's owner */
   uint64_t from_root;
   char *step_id;

@@ -438,6 +438,19 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_store_session_clear(&s);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
+  /* internal wake-ups this session sent that were refused (issue 14): to whom, why, when */
+  xgr_store_wake *ws;
+  size_t nw;
+  if (!xgr_store_wakes_refused(d->st, owner, root, &ws, &nw, err) && nw) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < nw; i++)
+      json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:s, s:s, s:I}", "id", ws[i].id, "runner", ws[i].to_owner,
+                                           "sessionId", xgr__rpc_u64_json(ws[i].to_root), "stepId", ws[i].step,
+                                           "reason", ws[i].refused, "refusedAt", (json_int_t)ws[i].refused_at));
+    json_object_set_new(*result, "wakeUpsRefused", arr);
+  }
+  xgr_store_wakes_free(ws, nw);
+  xgr_error_clear(err);
   return 0;
 }
 

@@ -232,6 +232,24 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   }
   for (size_t i = 0; i < b->nprocs; i++) free(texts[i]);
   if (texts != stack_texts) free(texts);
+  /* the outbox: wake-ups produced by these results, in the same commit; and the ones this session
+   * applied or refused, removed in the commit of what applying them changed */
+  for (size_t i = 0; i < b->nwakes; i++) {
+    const xgr_engine_wake *w = &b->wakes[i];
+    char *payload = xgr_value_to_json_text(w->payload, 0, NULL);
+    xgr_store_wake row = {.id = (char *)w->id,
+                          .from_owner = (char *)b->owner,
+                          .from_root = b->root_pid,
+                          .to_owner = (char *)w->to_owner,
+                          .to_root = w->to_root,
+                          .step = (char *)w->step,
+                          .caller = (char *)w->caller,
+                          .rule = (char *)w->rule,
+                          .payload = payload ? payload : (char *)"{}"};
+    xgr_store_changes_wake_out(c, &row);
+    free(payload);
+  }
+  for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
   tshard *sh;
   track *t = lookup(p, b->owner, b->root_pid, true, &sh);
   if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;

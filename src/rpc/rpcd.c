@@ -250,6 +250,43 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
 
 /* ---- life cycle and recovery -------------------------------------------------------------------- */
 
+/* Internal wake-ups still in the outbox were committed by their producer but not (durably) applied
+ * by their target: deliver each again (at least once; the target applies an id at most once and
+ * removes the row with its next batch). One whose target does not run here is refused: logged,
+ * counted and removed. */
+static void redeliver(xgr_rpcd *d) {
+  xgr_store_wake *w = NULL;
+  size_t n = 0;
+  xgr_error err;
+  if (xgr_store_outbox(d->st, &w, &n, &err)) {
+    xgr__rpcd_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
+    return;
+  }
+  size_t sent = 0;
+  for (size_t i = 0; i < n; i++) {
+    xgr_value pl = xgr_value_null();
+    if (w[i].payload && xgr_value_from_json_text(w[i].payload, strlen(w[i].payload), 0, &pl, &err)) pl = xgr_value_null();
+    int rc = xgr_engine_redeliver(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root, w[i].step,
+                                  w[i].rule, pl);
+    xgr_value_release(pl);
+    if (!rc) {
+      sent++;
+      continue;
+    }
+    xgr__rpcd_log(d,
+                  "level=warn msg=\"wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session "
+                  "here\" id=%s",
+                  w[i].from_owner, (unsigned long long)w[i].from_root, w[i].to_owner, (unsigned long long)w[i].to_root,
+                  w[i].step, w[i].id);
+    xgr_store_changes *c = xgr_store_changes_new();
+    xgr_store_changes_wake_done(c, w[i].id, "no such session here");
+    if (xgr_store_commit(d->st, c, &err))
+      xgr__rpcd_log(d, "level=error msg=\"cannot remove a refused wake-up from the outbox\" error=\"%s\"", err.message);
+  }
+  if (n) xgr__rpcd_log(d, "level=info msg=\"outbox redelivered\" wakeups=%zu delivered=%zu", n, sent);
+  xgr_store_wakes_free(w, n);
+}
+
 static int recover_one(void *ctx, const xgr_store_live *l) {
   xgr_rpcd *d = ctx;
   const xgr_store_session *ss = l->session;
@@ -322,6 +359,7 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                           .max_live = cfg->max_live,
                           .max_session_steps = cfg->max_session_steps,
                           .bundle_done = xgr__rpcd_bundle_done,
+                          .recovering = true,
                           .bundle_ctx = d};
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
     ec.clock.kind = XGR_CLOCK_SCALED;
@@ -342,6 +380,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_error le;
   if (xgr_store_load_live(d->st, recover_one, d, &le))
     xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
+  xgr_engine_recovered(d->e);   /* before the outbox is read: see xgr_engine_config.recovering */
+  redeliver(d);
   xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu", xgr_store_backend(d->st), d->restored,
                 d->failed);
   atomic_store(&d->ready, true);

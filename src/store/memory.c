@@ -52,6 +52,8 @@ typedef struct mstore {
     int64_t expires_at;
   } *marks;                     /* single-use marks (xgr_store_mark_once) */
   size_t nmarks;
+  xgr_store_wake *outbox;       /* internal wake-ups not yet applied, oldest first */
+  size_t noutbox;
 } mstore;
 
 /* ---- lookups ------------------------------------------------------------------------------------ */
@@ -188,6 +190,28 @@ static void owner_bump(mstore *m, const char *owner, uint64_t root) {
 
 static void apply_op(mstore *m, store_op *op, int64_t now) {
   switch (op->kind) {
+    case OP_WAKE_OUT: {
+      for (size_t i = 0; i < m->noutbox; i++)
+        if (!strcmp(m->outbox[i].id, op->u.wake.id)) return;
+      m->outbox = xgr__xrealloc(m->outbox, (m->noutbox + 1) * sizeof *m->outbox);
+      xgr__store_wake_copy(&m->outbox[m->noutbox], &op->u.wake);
+      m->outbox[m->noutbox++].created_at = now;
+      break;
+    }
+    case OP_WAKE_DONE:
+      for (size_t i = 0; i < m->noutbox; i++)
+        if (!strcmp(m->outbox[i].id, op->owner) && !m->outbox[i].refused) {
+          if (op->u.wake.refused) {   /* kept as the record of the refusal */
+            m->outbox[i].refused = xgr__xstrdup(op->u.wake.refused);
+            m->outbox[i].refused_at = now;
+            break;
+          }
+          xgr_store_wake_clear(&m->outbox[i]);
+          memmove(&m->outbox[i], &m->outbox[i + 1], (m->noutbox - i - 1) * sizeof *m->outbox);
+          m->noutbox--;
+          break;
+        }
+      break;
     case OP_SESSION: {
       owner_bump(m, op->owner, op->root);
       msess *s = sess_get(m, op->owner, op->root);
@@ -270,6 +294,13 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       break;
     }
     case OP_REMOVE: {
+      size_t kept = 0;   /* the session's refused wake-ups go with it */
+      for (size_t i = 0; i < m->noutbox; i++) {
+        xgr_store_wake *w = &m->outbox[i];
+        if (w->refused && w->from_root == op->root && !strcmp(w->from_owner, op->owner)) xgr_store_wake_clear(w);
+        else m->outbox[kept++] = *w;
+      }
+      m->noutbox = kept;
       msess *s = sess_find(m, op->owner, op->root);
       if (!s) break;
       for (size_t i = 0; i < s->nprocs; i++) xgr_store_proc_clear(&s->procs[i].r);
@@ -365,6 +396,7 @@ static void m_close(xgr_store *st) {
   free(m->docs);
   for (size_t i = 0; i < m->nmarks; i++) free(m->marks[i].key);
   free(m->marks);
+  xgr_store_wakes_free(m->outbox, m->noutbox);
   pthread_mutex_destroy(&m->lock);
   xgr__store_destroy_common(st);
   free(m);
@@ -549,6 +581,19 @@ static size_t gc_locked(mstore *m, int64_t now) {
     }
     s->nscopes = k;
   }
+  if (c->history_secs > 0) {   /* refusal records of internal wake-ups are history too */
+    size_t kept = 0;
+    for (size_t i = 0; i < m->noutbox; i++) {
+      xgr_store_wake *w = &m->outbox[i];
+      if (w->refused && w->refused_at <= hist_cut) {
+        xgr_store_wake_clear(w);
+        deleted++;
+      } else {
+        m->outbox[kept++] = *w;
+      }
+    }
+    m->noutbox = kept;
+  }
   /* drop empty containers */
   size_t k = 0;
   for (size_t i = 0; i < m->nsess; i++) {
@@ -572,9 +617,35 @@ static int m_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
   return 0;
 }
 
+static int m_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *out = xgr__xcalloc(m->noutbox + 1, sizeof **out);
+  for (size_t i = 0; i < m->noutbox; i++)
+    if (!m->outbox[i].refused) xgr__store_wake_copy(&(*out)[(*n)++], &m->outbox[i]);
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
+static int m_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                           xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *out = xgr__xcalloc(m->noutbox + 1, sizeof **out);
+  for (size_t i = 0; i < m->noutbox; i++) {
+    const xgr_store_wake *w = &m->outbox[i];
+    if (w->refused && w->from_root == root && !strcmp(w->from_owner, owner)) xgr__store_wake_copy(&(*out)[(*n)++], w);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
-                                   .peek_pid = m_peek_pid};
+                                   .peek_pid = m_peek_pid, .outbox = m_outbox,
+                                   .wakes_refused = m_wakes_refused};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

@@ -84,6 +84,13 @@ static const char *const migrations[] = {
     "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
     /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
     "ALTER TABLE proc_steps ADD COLUMN api TEXT;",
+    /* 6: the outbox of internal wake-ups (issue 14): written with the producing step's result,
+     * deleted with the target's change that applied it, or kept marked refused */
+    "CREATE TABLE outbox(id TEXT COLLATE \"C\" PRIMARY KEY, from_owner TEXT COLLATE \"C\" NOT NULL,"
+    "  from_root xgr_u64 NOT NULL, to_owner TEXT NOT NULL, to_root xgr_u64 NOT NULL, step TEXT NOT NULL,"
+    "  caller TEXT NOT NULL, rule TEXT, payload TEXT NOT NULL, created_at BIGINT NOT NULL, refused TEXT,"
+    "  refused_at BIGINT);"
+    "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -96,7 +103,8 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
-  S_PROCS_BULK, S_HISTS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_COUNT
+  S_PROCS_BULK, S_HISTS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
+  S_GC_REFUSED, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -186,6 +194,13 @@ static const char *const stmt_sql[S_COUNT] = {
                   " LIMIT $2))",
     [S_GC_SESS] = "DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE status <> 0 AND"
                   " finished_at <= $1 LIMIT $2))",
+    [S_WAKE_OUT] = "INSERT INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload,"
+                   " created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT(id) DO NOTHING",
+    [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
+    [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
+    [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
+    [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
+                     " AND refused_at <= $1 LIMIT $2))",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
                     " (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND r.root_pid = s.root_pid AND"
                     " r.join_group = s.grp AND r.status < 2) LIMIT $1))",
@@ -418,12 +433,35 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       send_stmt(g, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
       return;
     case OP_REMOVE: {
-      static const int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION};
+      static const int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
       p_text(&p, op->owner);
       p_u64(&p, op->root);
-      for (int i = 0; i < 3; i++) send_stmt(g, ps, ids[i], &p, bi, oi, W_PLAIN);
+      for (int i = 0; i < 4; i++) send_stmt(g, ps, ids[i], &p, bi, oi, W_PLAIN);
       return;
     }
+    case OP_WAKE_OUT: {
+      const xgr_store_wake *w = &op->u.wake;
+      p_text(&p, w->id);
+      p_text(&p, w->from_owner);
+      p_u64(&p, w->from_root);
+      p_text(&p, w->to_owner);
+      p_u64(&p, w->to_root);
+      p_text(&p, w->step);
+      p_text(&p, w->caller);
+      p_text(&p, w->rule);
+      p_text(&p, w->payload);
+      p_i64(&p, now);
+      send_stmt(g, ps, S_WAKE_OUT, &p, bi, oi, W_PLAIN);
+      return;
+    }
+    case OP_WAKE_DONE:
+      p_text(&p, op->owner);   /* the id */
+      if (op->u.wake.refused) {
+        p_text(&p, op->u.wake.refused);
+        p_i64(&p, now);
+      }
+      send_stmt(g, ps, op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE, &p, bi, oi, W_PLAIN);
+      return;
     case OP_NEXTPID:
       p_text(&p, op->owner);
       send_stmt(g, ps, S_NEXTPID, &p, bi, oi, W_NEXTPID);
@@ -916,6 +954,7 @@ static long gc_step(pgstore *g, bool *more, xgr_error *err) {
       {S_GC_PROCS, true, now - c->ttl_secs * 1000},
       {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
+      {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
       {S_GC_SCOPES, true, 0},
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
@@ -1212,6 +1251,57 @@ static int pg_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   return rc;
 }
 
+#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+
+/* Outbox rows of a query with parameters p, in its order. */
+static int read_wakes(pgstore *g, const char *sql, params *p, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, sql, p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+      xgr_store_wake *w = &(*out)[i];
+      w->id = get_text(r, i, 0);
+      w->from_owner = get_text(r, i, 1);
+      w->from_root = get_u64(r, i, 2);
+      w->to_owner = get_text(r, i, 3);
+      w->to_root = get_u64(r, i, 4);
+      w->step = get_text(r, i, 5);
+      w->caller = get_text(r, i, 6);
+      w->rule = get_text(r, i, 7);
+      w->payload = get_text(r, i, 8);
+      w->created_at = get_i64(r, i, 9);
+      w->refused = get_text(r, i, 10);
+      w->refused_at = get_i64(r, i, 11);
+    }
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+static int pg_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  params p = {0};
+  return read_wakes((pgstore *)st, "SELECT " WAKE_COLS " FROM outbox WHERE refused IS NULL ORDER BY created_at, id", &p,
+                    out, n, err);
+}
+
+static int pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                            xgr_error *err) {
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, root);
+  return read_wakes((pgstore *)st,
+                    "SELECT " WAKE_COLS " FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL"
+                    " ORDER BY refused_at, id",
+                    &p, out, n, err);
+}
+
 static int pg_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err) {
   pgstore *g = (pgstore *)st;
   params p = {0};
@@ -1399,7 +1489,8 @@ static int pg_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 
 static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close, pg_session_get, pg_procs,
                                      pg_history, pg_load_live, pg_doc_get, pg_gc, .sessions = pg_sessions,
-                                     .peek_pid = pg_peek_pid};
+                                     .peek_pid = pg_peek_pid, .outbox = pg_outbox,
+                                     .wakes_refused = pg_wakes_refused};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

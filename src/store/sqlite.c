@@ -73,6 +73,12 @@ static const char *const migrations[] = {
     "ALTER TABLE sessions ADD COLUMN max_total_gas TEXT NOT NULL DEFAULT '';",
     /* 5: what a step's API calls did (status, time, masked URL, error), kept with its history row */
     "ALTER TABLE proc_steps ADD COLUMN api TEXT;",
+    /* 6: the outbox of internal wake-ups (issue 14): written with the producing step's result,
+     * deleted with the target's change that applied or refused it */
+    ("CREATE TABLE outbox(id TEXT PRIMARY KEY, from_owner TEXT NOT NULL, from_root INTEGER NOT NULL,"
+     "  to_owner TEXT NOT NULL, to_root INTEGER NOT NULL, step TEXT NOT NULL, caller TEXT NOT NULL, rule TEXT,"
+     "  payload TEXT NOT NULL, created_at INTEGER NOT NULL, refused TEXT, refused_at INTEGER);"
+     "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -81,7 +87,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 
 enum {
   S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
-  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_COUNT
+  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED, S_GC_REFUSED, S_COUNT
 };
 
 static const char *const stmt_sql[S_COUNT] = {
@@ -134,6 +140,14 @@ static const char *const stmt_sql[S_COUNT] = {
     /* a mark is inserted, or replaces one that expired; no change: used */
     [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES(:key, :expires_at) ON CONFLICT(key) DO UPDATE SET"
                " expires_at = excluded.expires_at WHERE marks.expires_at <= :now",
+    [S_WAKE_OUT] = "INSERT OR IGNORE INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule,"
+                   " payload, created_at) VALUES(:id, :from_owner, :from_root, :to_owner, :to_root, :step, :caller,"
+                   " :rule, :payload, :created_at)",
+    [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = :id AND refused IS NULL",
+    [S_WAKE_REFUSE] = "UPDATE outbox SET refused = :reason, refused_at = :now WHERE id = :id AND refused IS NULL",
+    [S_GC_REFUSED] = "DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox WHERE refused IS NOT NULL AND"
+                     " refused_at <= :before LIMIT :limit)",
+    [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = :owner AND from_root = :root_pid AND refused IS NOT NULL",
     [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= :before LIMIT :limit)",
@@ -381,8 +395,8 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       return step_done(s);
     case OP_REMOVE: {
       int rc;
-      int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION};
-      for (int i = 0; i < 3; i++) {
+      int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
+      for (int i = 0; i < 4; i++) {
         s = q->stmt[ids[i]];
         bind_text(s, ":owner", op->owner);
         bind_u64(s, ":root_pid", op->root);
@@ -404,6 +418,29 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
     }
     case OP_REGISTER:
       return apply_register(q, op->u.doc);
+    case OP_WAKE_OUT: {
+      const xgr_store_wake *w = &op->u.wake;
+      s = q->stmt[S_WAKE_OUT];
+      bind_text(s, ":id", w->id);
+      bind_text(s, ":from_owner", w->from_owner);
+      bind_u64(s, ":from_root", w->from_root);
+      bind_text(s, ":to_owner", w->to_owner);
+      bind_u64(s, ":to_root", w->to_root);
+      bind_text(s, ":step", w->step);
+      bind_text(s, ":caller", w->caller);
+      bind_text(s, ":rule", w->rule);
+      bind_text(s, ":payload", w->payload);
+      bind_i64(s, ":created_at", now);
+      return step_done(s);
+    }
+    case OP_WAKE_DONE:
+      s = q->stmt[op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE];
+      bind_text(s, ":id", op->owner);
+      if (op->u.wake.refused) {
+        bind_text(s, ":reason", op->u.wake.refused);
+        bind_i64(s, ":now", now);
+      }
+      return step_done(s);
     case OP_MARK: {
       s = q->stmt[S_MARK_GC];
       bind_i64(s, ":now", op->u.mark.now);
@@ -547,6 +584,7 @@ static long gc_step(sqstore *q, bool *more, xgr_error *err) {
       {S_GC_PROCS, true, now - c->ttl_secs * 1000},
       {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
+      {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
       {S_GC_SCOPES, true, 0},
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
@@ -826,6 +864,64 @@ static int sq_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   return rc;
 }
 
+/* Outbox rows of a query (owner/root bound when the query names them), in its order. */
+static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                      xgr_error *err) {
+  sqlite3_stmt *s;
+  pthread_mutex_lock(&q->rmu);
+  int rc = rd_prepare(q, sql, &s, err);
+  if (!rc) {
+    if (owner) {
+      bind_text(s, ":owner", owner);
+      bind_u64(s, ":root_pid", root);
+    }
+    size_t cap = 8;
+    xgr_store_wake *a = xgr__xcalloc(cap, sizeof *a);
+    int r;
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+      if (*n == cap) a = xgr__xrealloc(a, (cap *= 2) * sizeof *a);
+      xgr_store_wake *w = &a[(*n)++];
+      w->id = col_text(s, 0);
+      w->from_owner = col_text(s, 1);
+      w->from_root = (uint64_t)sqlite3_column_int64(s, 2);
+      w->to_owner = col_text(s, 3);
+      w->to_root = (uint64_t)sqlite3_column_int64(s, 4);
+      w->step = col_text(s, 5);
+      w->caller = col_text(s, 6);
+      w->rule = col_text(s, 7);
+      w->payload = col_text(s, 8);
+      w->created_at = sqlite3_column_int64(s, 9);
+      w->refused = col_text(s, 10);
+      w->refused_at = sqlite3_column_int64(s, 11);
+    }
+    if (r != SQLITE_DONE) {
+      rc = sq_error(q->r, r, q->path, "cannot read the outbox", err);
+      xgr_store_wakes_free(a, *n);
+      a = NULL;
+      *n = 0;
+    }
+    *out = a;
+    sqlite3_finalize(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
+#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+
+static int sq_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  return read_wakes((sqstore *)st, "SELECT " WAKE_COLS " FROM outbox WHERE refused IS NULL ORDER BY created_at, id",
+                    NULL, 0, out, n, err);
+}
+
+static int sq_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                            xgr_error *err) {
+  return read_wakes((sqstore *)st,
+                    "SELECT " WAKE_COLS " FROM outbox WHERE from_owner = :owner AND from_root = :root_pid AND"
+                    " refused IS NOT NULL ORDER BY refused_at, id",
+                    owner, root, out, n, err);
+}
+
 /* Rows of a per-session query into a growing array of `size`-byte records. */
 static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t root, size_t size,
                      void (*row)(sqlite3_stmt *, void *), void **out, size_t *n, xgr_error *err) {
@@ -988,7 +1084,8 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
                                    sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions,
-                                   .peek_pid = sq_peek_pid};
+                                   .peek_pid = sq_peek_pid, .outbox = sq_outbox,
+                                   .wakes_refused = sq_wakes_refused};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* store.c — the store front (xgr/store.h): opening a backend by URL, records, batches, turning a
  * core's effects into batch entries, the synchronous helpers built on submit, and recovery of a
  * session core from stored rows. Backends (memory.c, sqlite.c) only apply entries and read. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -200,6 +201,8 @@ void xgr__store_op_free(store_op *op) {
     case OP_SESSION: xgr_store_session_clear(&op->u.session); break;
     case OP_PROC: xgr_store_proc_clear(&op->u.proc); break;
     case OP_HIST: xgr_store_hist_clear(&op->u.hist); break;
+    case OP_WAKE_OUT:
+    case OP_WAKE_DONE: xgr_store_wake_clear(&op->u.wake); break;
     default: break;
   }
 }
@@ -306,6 +309,62 @@ void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uin
 
 void xgr_store_changes_remove_session(xgr_store_changes *b, const char *owner, uint64_t root_pid) {
   push(b, OP_REMOVE, owner, root_pid);
+}
+
+static char *dup_or_null(const char *s) { return s ? xgr__xstrdup(s) : NULL; }
+
+void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src) {
+  *dst = *src;
+  dst->id = dup_or_null(src->id);
+  dst->from_owner = dup_or_null(src->from_owner);
+  dst->to_owner = dup_or_null(src->to_owner);
+  dst->step = dup_or_null(src->step);
+  dst->caller = dup_or_null(src->caller);
+  dst->rule = dup_or_null(src->rule);
+  dst->payload = dup_or_null(src->payload);
+  dst->refused = dup_or_null(src->refused);
+}
+
+void xgr_store_wake_clear(xgr_store_wake *w) {
+  if (!w) return;
+  free(w->id);
+  free(w->from_owner);
+  free(w->to_owner);
+  free(w->step);
+  free(w->caller);
+  free(w->rule);
+  free(w->payload);
+  free(w->refused);
+  memset(w, 0, sizeof *w);
+}
+
+void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w) {
+  assert(w->id && w->from_owner && w->to_owner && w->step && w->caller && w->payload);
+  store_op *op = push(b, OP_WAKE_OUT, w->from_owner, w->from_root);
+  xgr__store_wake_copy(&op->u.wake, w);
+}
+
+void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason) {
+  store_op *op = push(b, OP_WAKE_DONE, id, 0);
+  op->u.wake.refused = dup_or_null(reason);
+}
+
+int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
+                            xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  return st->vt->wakes_refused(st, owner, root_pid, out, n, err);
+}
+
+int xgr_store_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  return st->vt->outbox(st, out, n, err);
+}
+
+void xgr_store_wakes_free(xgr_store_wake *w, size_t n) {
+  for (size_t i = 0; i < n; i++) xgr_store_wake_clear(&w[i]);
+  free(w);
 }
 
 /* ---- effects -> entries ----------------------------------------------------------------------- */

@@ -13,7 +13,7 @@
 
 #include "xgr/store.h"
 
-typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK } op_kind;
+typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE } op_kind;
 
 typedef struct store_op {
   op_kind kind;
@@ -37,6 +37,8 @@ typedef struct store_op {
     struct {
       int64_t expires_at, now;                  /* Unix seconds */
     } mark;                                     /* OP_MARK: owner holds the mark's key */
+    xgr_store_wake wake;                        /* OP_WAKE_OUT; OP_WAKE_DONE: owner holds the id,
+                                                   wake.refused the reason or NULL */
   } u;
 } store_op;
 
@@ -72,6 +74,11 @@ typedef struct store_vt {
                   xgr_error *err);
   /* the owner's next expected rootPid (1 when it has none yet), without taking it */
   int (*peek_pid)(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
+  /* every outbox row, oldest first (xgr_store_outbox) */
+  int (*outbox)(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
+  /* the refused wake-ups a session produced, oldest first (xgr_store_wakes_refused) */
+  int (*wakes_refused)(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
+                       xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */
@@ -99,6 +106,7 @@ void xgr__store_session_copy(xgr_store_session *dst, const xgr_store_session *sr
 void xgr__store_proc_copy(xgr_store_proc *dst, const xgr_store_proc *src);
 void xgr__store_hist_copy(xgr_store_hist *dst, const xgr_store_hist *src);
 void xgr__store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
+void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src);
 /* A new registry record: hash computed (keccak-256 of content). */
 int xgr__store_doc_hash(const char *content, size_t len, char out[67]);
 

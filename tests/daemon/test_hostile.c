@@ -1034,7 +1034,28 @@ static void test_wake_refused(void **state) {
   double t0 = now_s();
   while (now_s() - t0 < 10 && metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") < 2) msleep(20);
   assert_true(metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") == 2);
-  assert_int_equal(stop(&d, SIGTERM), 0);
+  /* recorded in the producing session's history (getSession's wakeUpsRefused), also after a restart */
+  for (int round = 0; round < 2; round++) {
+    for (int root = 1; root <= 2; root++) {
+      json_t *g = NULL, *arr = NULL;
+      for (double t1 = now_s(); now_s() - t1 < 5; msleep(20)) {   /* the refusal commits with the next batch */
+        json_decref(g);
+        g = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", root));
+        if ((arr = json_object_get(g, "wakeUpsRefused"))) break;
+      }
+      if (!json_is_array(arr) || json_array_size(arr) != 1) fail_msg("session %d: no wakeUpsRefused entry", root);
+      json_t *w = json_array_get(arr, 0);
+      assert_string_equal(json_string_value(json_object_get(w, "runner")), other);
+      assert_string_equal(json_string_value(json_object_get(w, "sessionId")), root == 1 ? "999" : "7");
+      assert_string_equal(json_string_value(json_object_get(w, "stepId")), "W");
+      const char *why = json_string_value(json_object_get(w, "reason"));
+      assert_non_null(why);
+      if (root == 1) assert_non_null(strstr(why, "no such session"));
+      json_decref(g);
+    }
+    assert_int_equal(stop(&d, SIGTERM), 0);
+    if (!round) startv(&d, (const char *[]){NULL});
+  }
   char buf[1 << 15];
   FILE *f = fopen(d.log, "r");
   size_t n = fread(buf, 1, sizeof buf - 1, f);

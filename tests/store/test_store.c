@@ -758,6 +758,76 @@ static void test_session_new(void **state) {
   free(dir);
 }
 
+/* The outbox of internal wake-ups (issue 14): rows written with a batch, removed by id in another,
+ * read back oldest first; a batch that fails writes none; SQLite keeps them across a reopen. */
+static void test_outbox(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "outbox.db", NULL);
+    xgr_error e;
+    xgr_store_changes *c = new_session_batch(o, 1, NULL);
+    xgr_store_wake w = {.id = "00000000000000000000000000000001", .from_owner = T_OWNER, .from_root = 1,
+                        .to_owner = T_OWNER, .to_root = 18446744073709551615ull, .step = "B", .caller = T_OWNER,
+                        .rule = NULL, .payload = "{\"Round\":1}"};
+    xgr_store_changes_wake_out(c, &w);
+    w.id = "00000000000000000000000000000002";
+    w.rule = "0x00000000000000000000000000000000000000ee";
+    xgr_store_changes_wake_out(c, &w);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    /* a refused batch (the session exists) writes no outbox row */
+    c = new_session_batch(o, 1, NULL);
+    w.id = "00000000000000000000000000000003";
+    xgr_store_changes_wake_out(c, &w);
+    assert_int_equal(xgr_store_commit(st, c, &e), XGR_ECONFLICT);
+    if (k) {   /* durable: a reopened file has them */
+      xgr_store_close(st);
+      st = open_kind(k, dir, "outbox.db", NULL);
+    }
+    xgr_store_wake *ws;
+    size_t n;
+    assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(ws[0].id, "00000000000000000000000000000001");
+    assert_int_equal(ws[0].to_root, 18446744073709551615ull);
+    assert_null(ws[0].rule);
+    assert_string_equal(ws[0].payload, "{\"Round\":1}");
+    assert_string_equal(ws[1].rule, "0x00000000000000000000000000000000000000ee");
+    xgr_store_wakes_free(ws, n);
+    /* removed by id (an unknown id is nothing) */
+    c = xgr_store_changes_new();
+    xgr_store_changes_wake_done(c, "00000000000000000000000000000001", NULL);
+    xgr_store_changes_wake_done(c, "ffffffffffffffffffffffffffffffff", NULL);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ws[0].id, "00000000000000000000000000000002");
+    xgr_store_wakes_free(ws, n);
+    /* refused: no longer pending, kept as the producer's record until its rows go */
+    c = xgr_store_changes_new();
+    xgr_store_changes_wake_done(c, "00000000000000000000000000000002", "not allowed");
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_wakes_free(ws, n);
+    assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ws[0].refused, "not allowed");
+    xgr_store_wakes_free(ws, n);
+    c = xgr_store_changes_new();
+    xgr_store_changes_remove_session(c, T_OWNER, 1);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_wakes_free(ws, n);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+  free(dir);
+}
+
 static void test_full_disk(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -1062,9 +1132,11 @@ static void test_pg_schema(void **state) {
   xgr_store_close(st);
   char url[512];
   xgr_error e;
-  /* a schema at version 3 (columns of 4 and 5 taken away, a session row written by SQL) migrates
-   * to the current version on open and its row reads back with the new columns' defaults */
+  /* a schema at version 3 (columns of 4 and 5 and the table of 6 taken away, a session row written
+   * by SQL) migrates to the current version on open and its row reads back with the new columns'
+   * defaults */
   pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
+                       " DROP TABLE outbox;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
@@ -1204,6 +1276,7 @@ int main(void) {
       cmocka_unit_test(test_migrate_from_v1),
       cmocka_unit_test(test_sessions_by_owner),
       cmocka_unit_test(test_session_new),
+      cmocka_unit_test(test_outbox),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),
       cmocka_unit_test(test_ttl_gc),

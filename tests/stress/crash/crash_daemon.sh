@@ -24,6 +24,14 @@
 # The engine clock runs at --time-scale 250 (the loop's waitSec 60 is 240 ms; XGR_CRASHD_SCALE overrides).
 # With XGR_PG_URL set (tests/pg/pg_cluster.sh run ...: crash_daemon_pg) the two stores are schemas
 # `ref` and `crash` of that PostgreSQL database instead of SQLite files.
+#
+# Internal wake-ups (issue 14): PINGPONG (a bundle next to BUNDLE, pingpong_bundle.json) adds N/4
+# pairs of sessions (rootPids after the N above) that wake each other internally, one at a time,
+# PP_ROUNDS times: a "pong" session waits at Box, its "ping" partner wakes that Box, which wakes the
+# ping's Box back with the round + 1, and so on; the last round ends both. A lost wake-up leaves a
+# Box waiting (the session never completes: wait_done fails); one applied twice runs a Box twice
+# (an extra proc_steps row: the comparison fails); the outbox must be empty at the end. Pongs are
+# enqueued before pings, so every wake-up has a live target.
 set -euo pipefail
 XGRD=$1 XGR=$2 RUN=$3 BUNDLE=$4
 shift 4
@@ -35,6 +43,9 @@ else
   N=${1:-200} KILLS=${2:-5} ROUNDS=${3:-3}
 fi
 SCALE=${XGR_CRASHD_SCALE:-250}
+PINGPONG=$(dirname "$BUNDLE")/pingpong_bundle.json
+PAIRS=$(( N / 4 )) PP_ROUNDS=${XGR_CRASHD_PP_ROUNDS:-6}
+TOTAL=$(( N + 2 * PAIRS ))
 DIR=$(mktemp -d /tmp/xgr-crashd-XXXXXX)
 # xgrd runs in permit mode (issue 16): the owner has a key, deploys are signed, and every enqueue
 # carries a SessionPermit for its rootPid (re-sent unchanged after each restart: it binds the same
@@ -101,6 +112,32 @@ make_enqueues() {
     } >"$DIR/enq$c.json"
   done
 }
+# the ping-pong pairs: pongs (even offset) in one batch, pings in another, sent in that order
+make_pingpong() {
+  local hash=$1 role
+  for role in pong ping; do
+    {
+      printf '['
+      sep=
+      for k in $(seq 1 "$PAIRS"); do
+        local ping=$(( N + 2 * k - 1 )) pong=$(( N + 2 * k )) me partner
+        if [ "$role" = ping ]; then me=$ping partner=$pong; else me=$pong partner=$ping; fi
+        permit=$("$XGR" permit session --chain-id 1887 --ostc-hash "$hash" --session-id "$me" --ttl 7200)
+        printf '%s{"jsonrpc":"2.0","id":%d,"method":"xgr.enqueue","params":{"rootPid":%d,"xrc729":"pingpong","init":{"stepId":"Start","payload":{"Role":"%s","Partner":%d,"Rounds":%d}},"permit":%s}}' \
+          "$sep" "$me" "$me" "$role" "$partner" "$PP_ROUNDS" "$permit"
+        sep=,
+      done
+      printf ']'
+    } >"$DIR/pp_$role.json"
+  done
+}
+enqueue_pingpong() {
+  [ "$PAIRS" -gt 0 ] || return 0
+  curl -s --max-time 60 -H 'Content-Type: application/json' --data-binary "@$DIR/pp_pong.json" "$URL/" \
+    >"$DIR/pp_pong.out" 2>/dev/null || return 1
+  curl -s --max-time 60 -H 'Content-Type: application/json' --data-binary "@$DIR/pp_ping.json" "$URL/" \
+    >"$DIR/pp_ping.out" 2>/dev/null
+}
 enqueue_all() {
   local pids=()
   for c in 0 1 2 3 4 5 6 7; do
@@ -108,6 +145,8 @@ enqueue_all() {
       >"$DIR/enq$c.out" 2>/dev/null &
     pids+=($!)
   done
+  enqueue_pingpong &
+  pids+=($!)
   local rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   return $rc
@@ -126,25 +165,28 @@ wait_done() {
   done
 }
 
-echo "crash test on xgrd: $N sessions ($ROUNDS rounds each), $KILLS kills -9, time scale $SCALE"
+echo "crash test on xgrd: $N sessions ($ROUNDS rounds each) and $PAIRS ping-pong pairs ($PP_ROUNDS internal wake-ups), $KILLS kills -9, time scale $SCALE"
 
 # ---- the reference: one uninterrupted run
 start_xgrd "$(store ref)" "$DIR/ref.log"
 "$XGR" deploy "$BUNDLE" --registry crash --url "$URL" --json >"$DIR/deploy.json"
 make_enqueues "$(grep -A4 '"orchestration"' "$DIR/deploy.json" | grep -o '0x[0-9a-f]\{64\}' | head -1)"
+"$XGR" deploy "$PINGPONG" --registry pingpong --url "$URL" --json >"$DIR/deploy_pp.json"
+make_pingpong "$(grep -A4 '"orchestration"' "$DIR/deploy_pp.json" | grep -o '0x[0-9a-f]\{64\}' | head -1)"
 t=$(ms)
 enqueue_all || { echo "FAIL: enqueue on the reference run"; exit 1; }
-if grep -q '"error"' "$DIR"/enq*.out; then echo "FAIL: an enqueue failed:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out | head -3; exit 1; fi
+if grep -q '"error"' "$DIR"/enq*.out "$DIR"/pp_*.out; then echo "FAIL: an enqueue failed:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out | head -3; exit 1; fi
 wait_done
 span=$(( $(ms) - t ))
 stop_xgrd
-"$RUN" canon "$(store ref)" "$OWNER" "$N" >"$DIR/ref.txt"
+"$RUN" canon "$(store ref)" "$OWNER" "$TOTAL" >"$DIR/ref.txt"
 echo "reference: $(tail -1 "$DIR/ref.txt") in ${span} ms"
 [ "$span" -ge 50 ] || span=50
 
 # ---- the crash run: kill -9 at random moments, restart on the same store
 start_xgrd "$(store crash)" "$DIR/crash.log"
 "$XGR" deploy "$BUNDLE" --registry crash --url "$URL" >/dev/null
+"$XGR" deploy "$PINGPONG" --registry pingpong --url "$URL" >/dev/null
 enqueue_all &
 EPID=$!
 mid=0
@@ -167,7 +209,7 @@ wait "$EPID" || true
 enqueue_all || { echo "FAIL: enqueue after the last restart"; exit 1; }
 wait_done
 stop_xgrd
-"$RUN" canon "$(store crash)" "$OWNER" "$N" >"$DIR/crash.txt"
+"$RUN" canon "$(store crash)" "$OWNER" "$TOTAL" >"$DIR/crash.txt"
 rec=$(grep -c 'msg=ready.*recovered=[1-9]' "$DIR/crash.log" || true)
 echo "crash run: $(tail -1 "$DIR/crash.txt"); $rec restarts recovered live sessions; $mid kills hit live sessions"
 
@@ -176,7 +218,10 @@ if ! diff -q "$DIR/ref.txt" "$DIR/crash.txt" >/dev/null; then
   diff "$DIR/ref.txt" "$DIR/crash.txt" | head -40
   exit 1
 fi
-grep -q "^sessions completed: $N of $N;" "$DIR/crash.txt" || { echo "FAIL: not every session completed"; exit 1; }
+grep -q "^sessions completed: $TOTAL of $TOTAL;" "$DIR/crash.txt" || { echo "FAIL: not every session completed"; exit 1; }
+grep -q "^outbox: 0$" "$DIR/crash.txt" || { echo "FAIL: internal wake-ups left in the outbox"; exit 1; }
+redelivered=$(grep -c 'msg="outbox redelivered"' "$DIR/crash.log" || true)
+echo "internal wake-ups: $(( PAIRS * (PP_ROUNDS + 1) )) per run, none lost or doubled; $redelivered restarts redelivered wake-ups from the outbox"
 [ "$mid" -ge 1 ] && [ "$rec" -ge 1 ] || { echo "FAIL: no kill hit a running engine with live sessions"; exit 1; }
 if grep -q 'level=error' "$DIR/crash.log"; then echo "FAIL: errors in the xgrd log:"; grep 'level=error' "$DIR/crash.log" | head -5; exit 1; fi
 echo "every session completed; proc_steps rows and payloads identical to the uninterrupted run ($(( $(date +%s) - T0 )) s)"

@@ -273,7 +273,8 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
  * by its iter — on the concurrent engine two results that spawn children may be applied in either
  * order, which numbers the children differently (SEMANTICS §6) — and times are left out. Per
  * session its status and one line per proc_steps row (path, status, valid, effective payload,
- * error), sorted; a row written twice would show twice, a lost one not at all. */
+ * error), sorted; a row written twice would show twice, a lost one not at all. Then the number of
+ * internal wake-ups left in the outbox (0 once every session is done). */
 static int cmd_canon(const char *store, const char *owner, size_t n) {
   xgr_error err;
   xgr_store_config cfg = {.read_only = true};
@@ -332,6 +333,15 @@ static int cmd_canon(const char *store, const char *owner, size_t n) {
     rows += nh;
     xgr_store_hists_free(hs, nh);
   }
+  xgr_store_wake *ws;   /* internal wake-ups committed by their producer and not applied by their target */
+  size_t nw = 0;
+  if (xgr_store_outbox(st, &ws, &nw, &err)) {
+    fprintf(stderr, "crash_run: %s\n", err.message);
+    xgr_store_close(st);
+    return 3;
+  }
+  xgr_store_wakes_free(ws, nw);
+  printf("outbox: %zu\n", nw);
   printf("sessions completed: %" PRIu64 " of %zu; proc_steps rows: %" PRIu64 "\n", completed, n, rows);
   xgr_store_close(st);
   return 0;

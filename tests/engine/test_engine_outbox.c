@@ -1,0 +1,170 @@
+/* test_engine_outbox.c — the engine's side of the outbox of internal wake-ups (issue 14), with a
+ * store hook that commits at once and keeps what the batches said:
+ *   1. a wake-up from the outbox delivered twice with the same id (xgrd's recovery pass and the
+ *      producer's own send can meet) is applied once: the woken step runs once, and one batch
+ *      marks the id applied;
+ *   2. a redelivered wake-up the target refuses (no such step) is marked refused with the reason,
+ *      in the target's batch;
+ *   3. one whose target session does not run is refused by xgr_engine_redeliver (XGR_ENOTFOUND);
+ *   4. a rule's wakeUps entry is written to the outbox in the batch of the result that produced
+ *      it, and its target marks that id applied.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xgr/engine.h"
+
+#define OWNER "0x0000000000000000000000000000000000000001"
+
+static int failures;
+#define CHECK(c, ...)                                 \
+  do {                                                \
+    if (!(c)) {                                       \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
+      printf(__VA_ARGS__);                            \
+      printf("\n");                                   \
+      failures++;                                     \
+    }                                                 \
+  } while (0)
+
+/* What the batches said about the outbox (guarded by mu). */
+typedef struct seen {
+  pthread_mutex_t mu;
+  char done[32][40];
+  char reason[32][160];   /* "" when applied */
+  size_t ndone;
+  char out[32][40];       /* ids written */
+  uint64_t out_from[32];
+  size_t nout;
+} seen;
+
+static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, void *token) {
+  seen *s = ctx;
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < b->ndone && s->ndone < 32; i++, s->ndone++) {
+    snprintf(s->done[s->ndone], sizeof s->done[0], "%s", b->done[i]);
+    snprintf(s->reason[s->ndone], sizeof s->reason[0], "%s", b->done_reason[i] ? b->done_reason[i] : "");
+  }
+  for (size_t i = 0; i < b->nwakes && s->nout < 32; i++, s->nout++) {
+    snprintf(s->out[s->nout], sizeof s->out[0], "%s", b->wakes[i].id);
+    s->out_from[s->nout] = b->root_pid;
+  }
+  pthread_mutex_unlock(&s->mu);
+  done(token, 0);
+  return 0;
+}
+
+static size_t count_done(seen *s, const char *id, bool refused) {
+  size_t n = 0;
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->ndone; i++) n += !strcmp(s->done[i], id) && (s->reason[i][0] != 0) == refused;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+static void msleep(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static const char *bundle_text =
+    "{\"orchestration\":{\"id\":\"ob\",\"structure\":{"
+    "\"S\":{\"rule\":\"s\",\"onValid\":{\"spawns\":[\"W\",\"Z\"]}},"
+    "\"W\":{\"rule\":\"w\"},\"Z\":{\"rule\":\"w\"},"
+    "\"P\":{\"rule\":\"p\"}}},"
+    "\"rules\":{"
+    "\"s\":{\"payload\":{},\"onValid\":{\"waitSec\":100000000}},"
+    "\"w\":{\"payload\":{\"X\":{\"type\":\"int64\",\"default\":0}},\"onValid\":{\"payload\":{\"Ran\":\"[X]\"}}},"
+    "\"p\":{\"payload\":{\"T\":{\"type\":\"uint64\"}},\"onValid\":{\"wakeUps\":[{\"runner\":\"[from]\","
+    "\"sessionId\":\"[T]\",\"stepId\":\"W\",\"payload\":{\"X\":7}}]}}}}";
+
+/* Steps the session has run once it has run at least n and runs nothing (a moment later, so that a
+ * step run twice would show). Sessions of S keep Z waiting, so they stay alive; P's ends. */
+static uint64_t steps_after(xgr_engine *e, uint64_t root, uint64_t n) {
+  xgr_engine_session_info in = {0};
+  for (int i = 0; i < 500; i++) {
+    if (!xgr_engine_session(e, OWNER, root, &in) && in.steps >= n && !in.running) break;
+    msleep(10);
+  }
+  msleep(100);
+  if (xgr_engine_session(e, OWNER, root, &in)) return 0;
+  return in.steps;
+}
+
+
+int main(void) {
+  xgr_bundle *b = NULL;
+  xgr_error e;
+  if (xgr_bundle_parse(bundle_text, strlen(bundle_text), &b, &e, NULL)) {
+    printf("bundle: %s: %s\n", e.path, e.message);
+    return 1;
+  }
+  seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  xgr_store_hook hook = {.submit = submit, .ctx = &s};
+  xgr_engine_config cfg = {.workers = 2, .keep_finished = true, .store = &hook};
+  xgr_engine *eng = xgr_engine_new(&cfg, &e);
+  if (!eng) {
+    printf("engine: %s\n", e.message);
+    return 1;
+  }
+  xgr_value none = xgr_value_null();
+  for (uint64_t r = 1; r <= 3; r++) {
+    xgr_engine_start st = {.bundle = b, .owner = OWNER, .root_pid = r, .start = "S", .payload = none};
+    CHECK(xgr_engine_start_session(eng, &st, &e) == 0, "start %llu: %s", (unsigned long long)r, e.message);
+    CHECK(steps_after(eng, r, 1) == 1, "session %llu: S ran", (unsigned long long)r);
+  }
+
+  /* 1. the same id twice: applied once */
+  const char *id1 = "0123456789abcdef0123456789abcdef";
+  CHECK(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1");
+  CHECK(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1 again");
+  CHECK(steps_after(eng, 1, 2) == 2, "session 1: S and W once");
+  msleep(50);
+  CHECK(count_done(&s, id1, false) == 1, "id1 marked applied once (%zu)", count_done(&s, id1, false));
+  CHECK(count_done(&s, id1, true) == 0, "the duplicate of id1 was not handled again (%zu refusals)",
+        count_done(&s, id1, true));
+
+  /* 2. refused by the target: marked refused with the reason */
+  const char *id2 = "1123456789abcdef0123456789abcdef";
+  CHECK(xgr_engine_redeliver(eng, id2, OWNER, 9, OWNER, 2, "Nope", NULL, none) == 0, "redeliver 2");
+  for (int i = 0; i < 200 && !count_done(&s, id2, true); i++) msleep(10);
+  CHECK(count_done(&s, id2, true) == 1, "id2 marked refused");
+  pthread_mutex_lock(&s.mu);
+  for (size_t i = 0; i < s.ndone; i++)
+    if (!strcmp(s.done[i], id2)) CHECK(strstr(s.reason[i], "Nope") != NULL, "reason names the step: %s", s.reason[i]);
+  pthread_mutex_unlock(&s.mu);
+
+  /* 3. no such session */
+  CHECK(xgr_engine_redeliver(eng, "2123456789abcdef0123456789abcdef", OWNER, 9, OWNER, 77, "W", NULL, none) ==
+            XGR_ENOTFOUND,
+        "redeliver to a missing session");
+
+  /* 4. a rule's wake-up: written with its producer's result, applied by its target */
+  xgr_value pl = xgr_map_new(1);
+  xgr_map_set(pl, xgr_value_cstring("T"), xgr_value_uint(3));
+  xgr_engine_start sp = {.bundle = b, .owner = OWNER, .root_pid = 4, .start = "P", .payload = pl};
+  CHECK(xgr_engine_start_session(eng, &sp, &e) == 0, "start producer: %s", e.message);
+  xgr_value_release(pl);
+  CHECK(steps_after(eng, 4, 1) == 1, "producer done");
+  CHECK(steps_after(eng, 3, 2) == 2, "target woken by the rule");
+  msleep(50);
+  char id4[40] = "";
+  pthread_mutex_lock(&s.mu);
+  for (size_t i = 0; i < s.nout; i++)
+    if (s.out_from[i] == 4) snprintf(id4, sizeof id4, "%s", s.out[i]);
+  pthread_mutex_unlock(&s.mu);
+  CHECK(strlen(id4) == 32, "the producer's batch wrote the outbox row (%s)", id4);
+  CHECK(id4[0] && count_done(&s, id4, false) == 1, "the target marked it applied");
+
+  xgr_engine_free(eng);
+  xgr_bundle_free(b);
+  if (failures) {
+    printf("%d failure(s)\n", failures);
+    return 1;
+  }
+  printf("engine outbox: ok\n");
+  return 0;
+}
