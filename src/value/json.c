@@ -325,6 +325,7 @@ int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e)
         if (text[i] == '\\') i++;
         i++;
       }
+      if (i > len) i = len;   /* a text ending in a backslash inside a string */
       kl = i - j < sizeof last - 1 ? i - j : sizeof last - 1;
       memcpy(last, text + j, kl);
       last[kl] = 0;
