@@ -471,9 +471,16 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
-  if (xgr_eng_hib_defer(e, MSG_IWAKE, w->target_owner, w->target_root, w->m)) {   /* hibernated: loaded first */
-    free(w->target_owner);
-    return;
+  /* a hibernated target is loaded here, on the worker (one store read), so that a target that does
+   * not exist is refused below as before: in the outbox, the counter and the producer's history */
+  if (!pid && atomic_load(&e->hib.on) && !xgr_eng_hib_load(e, w->target_owner, w->target_root, NULL)) {
+    t = xgr_eng_lookup_locked(e, w->target_owner, w->target_root, &sh);
+    pid = t ? t->pid : 0;
+    pthread_mutex_unlock(&sh->mu);
+    if (pid && xgr_eng_send(e, a->ctx, pid, MSG_IWAKE, w->m) == 0) {
+      free(w->target_owner);
+      return;
+    }
   }
   /* nobody will apply it: out of the outbox — unless sessions are still being restored (the target
    * may come back; xgrd then delivers it again from the outbox, and refuses it there if not) */
