@@ -17,8 +17,9 @@
  *     time sees the committed row and a registry without the session) or the actor saw the new
  *     `upto` and stays in memory with its timer armed. No timer is missed.
  *   - deferred deliveries: control calls and internal wake-ups that reached an actor just as it
- *     was evicted (discarded by the runtime) or that a worker could not deliver (a worker must not
- *     block on a store read) are queued here and delivered after loading, on this thread.
+ *     was evicted (discarded by the runtime) are queued here and delivered after loading, on this
+ *     thread. (A wake-up for a hibernated target is loaded by the producing worker itself,
+ *     actor.c route_wake, so that a missing target is refused there as before.)
  */
 #include <errno.h>
 #include <sched.h>
