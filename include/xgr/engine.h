@@ -132,6 +132,10 @@ typedef struct xgr_store_batch {
                                    not deliver) */
   const char *const *done_reason; /* per id: NULL applied (the row is removed), else why it was
                                      refused (the row stays as the producer's record of it) */
+  /* hibernation: > 0: after this batch the session waits with nothing due before `due` (engine
+   * clock ms; INT64_MAX: only a wake-up can move it) and will be evicted — the store records it
+   * in its due index (xgr_store_changes_set_due); 0: the session is awake (the store clears it) */
+  int64_t due;
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
@@ -231,10 +235,43 @@ typedef struct xgr_engine_config {
    * xgr_engine_redeliver once every session is back; afterwards such a wake-up is refused for
    * good and removed from the outbox. */
   bool recovering;
+  /* hibernation of waiting sessions (NULL: every session stays in memory; copied). Needs a
+   * store hook; ignored under the stepped clock. */
+  const struct xgr_engine_hibernation *hibernate;
 } xgr_engine_config;
 
 #define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
 #define XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS 1000000u
+
+
+/* ---- hibernation (src/engine/hibernate.c; docs/RUNTIME.md "Hibernation") -------------------- *
+ * A session that waits with nothing due within `after_ms` (or only for wake-ups), whose changes
+ * are all committed, is evicted: its actor and core are freed and its registry entry removed; the
+ * store holds it, with its next due time in the store's due index (the batch before eviction
+ * carries it: xgr_store_batch.due). What stays in memory: nothing. A control call or an internal
+ * wake-up for a session the registry does not know calls load(); a thread polls the due index
+ * every poll_ms and loads the sessions due within lead_ms, in due order, so their timers fire on
+ * time. A session is only evicted when its due time lies beyond what that thread has already
+ * looked at, so no timer is missed. */
+typedef struct xgr_engine_due_key {
+  int64_t due;                  /* engine clock ms */
+  char owner[64];
+  uint64_t root_pid;
+} xgr_engine_due_key;
+
+typedef struct xgr_engine_hibernation {
+  int64_t after_ms;             /* the horizon (engine clock ms, >= 0) */
+  int64_t lead_ms;              /* load timers this long before they are due (engine clock ms, > 0) */
+  long poll_ms;                 /* real ms between polls of the due index (0: 20) */
+  /* Load (owner, root_pid) from the store and start it (xgr_engine_start_session with restore and
+   * stored_due); 0, XGR_ECONFLICT (it runs already: fine) or XGR_ENOTFOUND (no live session).
+   * Called on any thread except the workers, one call per session at a time. */
+  int (*load)(void *ctx, const char *owner, uint64_t root_pid, xgr_error *err);
+  /* The due index (xgr_store_due): up to max keys after *after with due <= upto, ascending. */
+  int (*due)(void *ctx, const xgr_engine_due_key *after, int64_t upto, xgr_engine_due_key *out, size_t max,
+             size_t *n);
+  void *ctx;
+} xgr_engine_hibernation;
 
 /* Create and start an engine (workers, HTTP loop thread, timer thread). curl_global_init is the
  * caller's job, before this call. Returns NULL and fills *err on failure. */
@@ -280,7 +317,22 @@ typedef struct xgr_engine_start {
    * the first step is dispatched without a store round trip. The store shows the start process as
    * waiting until its first result is committed. Ignored with restore. */
   bool start_committed;
+  /* With restore: the due time the store holds for the session (xgr_store_session.wake_due; 0:
+   * awake). An unchanged session is evicted again without a write. */
+  int64_t stored_due;
 } xgr_engine_start;
+
+/* Hibernation: recovery loaded every session that is awake or due by loaded_upto (engine clock);
+ * from now on, sessions are evicted, loaded on demand and loaded before they are due. Before this
+ * call no session is evicted and control calls for unknown sessions fail. 0, or XGR_ESTATE
+ * without hibernation configured. */
+int xgr_engine_hibernation_start(xgr_engine *e, int64_t loaded_upto, xgr_error *err);
+/* Make sure (owner, root_pid) is in memory, loading a hibernated session: 0, or XGR_ENOTFOUND. */
+int xgr_engine_load(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_error *err);
+typedef struct xgr_engine_hib_stats {
+  uint64_t evicted, loaded, load_failed, polls;
+} xgr_engine_hib_stats;
+void xgr_engine_hib_get_stats(xgr_engine *e, xgr_engine_hib_stats *out);
 
 /* Start a session: creates its actor and the start process. Returns 0, XGR_ENOTFOUND (bundle or
  * start step), XGR_ECONFLICT (session exists), XGR_ESTATE (shutting down). */

@@ -187,6 +187,10 @@ typedef struct xgr_rpcd_config {
    * xgr_rpc_metrics of the server given to xgr_rpcd_register), NULL: not exported. They are
    * registered before the engine starts, since recovered sessions update them at once. */
   xgr_metrics *metrics;
+  /* hibernation (docs/RUNTIME.md): a session waiting with nothing due within this many ms of the
+   * engine clock, or only for wake-ups, is evicted from memory (0: the default, 5000; < 0: never).
+   * The memory store never evicts. */
+  int64_t hibernate_after_ms;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

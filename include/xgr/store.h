@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 6   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 7   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -163,6 +163,8 @@ typedef struct xgr_store_session {
   uint32_t next_group;
   bool paused;
   char *max_total_gas;              /* the starting SessionPermit's gas budget (decimal), "" without one */
+  int64_t wake_due;                 /* hibernated: the due time of its next timer (XGR_STORE_DUE_NEVER: only
+                                       wake-ups); 0: awake (see xgr_store_changes_set_due) */
 } xgr_store_session;
 
 void xgr_store_session_clear(xgr_store_session *s);
@@ -326,6 +328,43 @@ typedef struct xgr_store_live {
  * return of fn stops and is returned. */
 int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx,
                         xgr_error *err);
+
+/* ---- hibernation: the due index (docs/STORE.md "Hibernation") ---------------------------------------- */
+
+/* sessions.wake_due says whether a running session is hibernated: NULL (0 here) while it is
+ * awake — every session state entry (xgr_store_changes_session_state) writes NULL unless the batch
+ * sets a due time — or the engine-clock time (ms) of its next timer, XGR_STORE_DUE_NEVER when only
+ * a wake-up can move it. The engine writes it with the batch after which the session waits and is
+ * evicted; nothing changes the session without clearing it, so the row stays the truth. */
+#define XGR_STORE_DUE_NEVER INT64_MAX
+/* Set the due time of the batch's last session state entry (due > 0). */
+void xgr_store_changes_set_due(xgr_store_changes *b, int64_t due);
+
+/* Which live sessions xgr_store_load_some reads: owner set: only (owner, root_pid); else, with
+ * bounded, the awake ones (no due time) and the ones due by due_upto; else every live one. */
+typedef struct xgr_store_load_filter {
+  const char *owner;
+  uint64_t root_pid;
+  bool bounded;
+  int64_t due_upto;
+} xgr_store_load_filter;
+/* Like xgr_store_load_live, restricted by f (NULL: all; with bounded, not in any particular
+ * order: two index scans). The due time of each session is in
+ * l->session->wake_due. XGR_EUNSUPPORTED from a backend without it. */
+int xgr_store_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *ctx, const xgr_store_live *l),
+                        void *ctx, xgr_error *err);
+
+/* A hibernated session's key in the due index. */
+typedef struct xgr_store_due_key {
+  int64_t due;
+  char owner[64];
+  uint64_t root_pid;
+} xgr_store_due_key;
+/* Up to max keys of running sessions with a due time, strictly after *after in (due, owner,
+ * rootPid) order and due <= upto, ascending, into out (the caller's array); *n gets the count.
+ * An index range scan: the cost does not depend on how many sessions sleep longer. */
+int xgr_store_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max,
+                  size_t *n, xgr_error *err);
 
 /* ---- retention and statistics ------------------------------------------------------------------ */
 

@@ -51,6 +51,7 @@ typedef struct opts {
   size_t napi_map;
   const char *engine_key;           /* --engine-key FILE */
   unsigned long max_session_processes, max_session_steps;
+  long long hibernate_after_ms;   /* 0: default; -1: off */
 } opts;
 
 static void usage(FILE *f) {
@@ -84,6 +85,9 @@ static void usage(FILE *f) {
           "  --time-scale F         the engine clock runs F times faster than wall time (default 1; at most\n"
           "                         100000): waitSec 60 passes in 60 ms at 1000. The clock is Unix ms x F, so it\n"
           "                         goes on across restarts with the same F (tests and demos)\n"
+          "  --hibernate-after MS   evict a session from memory when it waits with nothing due within MS ms of\n"
+          "                         the engine clock, or only for wake-ups (default 5000; 0: at once; off: never);\n"
+          "                         it is loaded again when called or shortly before its timer (SQLite store only)\n"
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
           "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
           "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
@@ -187,6 +191,11 @@ static int set_opt(opts *o, const char *name, const char *v) {
     }
     char *from = strndup(v, (size_t)(eq - v));   /* lives as long as xgrd */
     o->api_map[o->napi_map++] = (xgr_api_map_entry){from, eq + 1};
+  }
+  else if (!strcmp(name, "hibernate-after")) {
+    if (v && !strcmp(v, "off")) o->hibernate_after_ms = -1;
+    else if (parse_uint("--hibernate-after", v, 86400000UL * 365, &u)) return -1;
+    else o->hibernate_after_ms = u ? (long long)u : 1;   /* 0: evict at once (1 ms) */
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
@@ -393,7 +402,8 @@ int main(int argc, char **argv) {
                         .executor = executor,
                         .max_live = o.max_session_processes,
                         .max_session_steps = o.max_session_steps,
-                        .metrics = xgr_rpc_metrics(srv)};
+                        .metrics = xgr_rpc_metrics(srv),
+                        .hibernate_after_ms = o.hibernate_after_ms};
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);

@@ -32,6 +32,8 @@
 #include "util/hashmap.h"
 #include "xgr/outcome.h"
 
+#define HIB_GRACE_NS 250000000ull   /* a loaded session stays in memory at least 250 ms */
+
 typedef enum vis_kind { V_DISPATCH = 0, V_WAKE, V_EVENT, V_REPLY } vis_kind;
 
 typedef struct evsnap {
@@ -107,6 +109,13 @@ struct actor {
   visq pend, hold;
   bool committing;
   bool store_failed;             /* the store refused a batch: the session stops, results are dropped */
+  /* hibernation (hibernate.c): the due time the store holds for the session (0: awake), the one
+   * the next batch writes, the one the batch being committed writes; evicted: it left the
+   * registry and closes */
+  int64_t stored_due, batch_due, committing_due;
+  bool evicted;
+  uint64_t sleep_after_ns;       /* a loaded session stays this long (monotonic ns): the call that
+                                    loaded it finds it, and a burst of calls does not thrash */
   xgr_engine_proc *bp;
   size_t nbp, capbp;
   xgr_engine_hist *bh;
@@ -462,6 +471,17 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
+  /* a hibernated target is loaded here, on the worker (one store read), so that a target that does
+   * not exist is refused below as before: in the outbox, the counter and the producer's history */
+  if (!pid && atomic_load(&e->hib.on) && !xgr_eng_hib_load(e, w->target_owner, w->target_root, NULL)) {
+    t = xgr_eng_lookup_locked(e, w->target_owner, w->target_root, &sh);
+    pid = t ? t->pid : 0;
+    pthread_mutex_unlock(&sh->mu);
+    if (pid && xgr_eng_send(e, a->ctx, pid, MSG_IWAKE, w->m) == 0) {
+      free(w->target_owner);
+      return;
+    }
+  }
   /* nobody will apply it: out of the outbox — unless sessions are still being restored (the target
    * may come back; xgrd then delivers it again from the outbox, and refuses it there if not) */
   if (w->m->id && atomic_load(&e->recovering)) {
@@ -738,6 +758,7 @@ static void batch_clear(actor *a) {
   a->nbw = a->nbd = 0;
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
+  a->batch_due = 0;
 }
 
 /* A batch the store refused: nothing it caused may become visible. Steps are not dispatched
@@ -780,6 +801,7 @@ static void discard_held(actor *a, int err) {
 static void on_commit(actor *a, int err) {
   a->committing = false;
   if (!err) {
+    a->stored_due = a->committing_due;
     flush(a, &a->hold);
     return;
   }
@@ -801,7 +823,7 @@ static void on_commit(actor *a, int err) {
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
-  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->batch_finished) {
+  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->batch_finished && !a->batch_due) {
     flush(a, &a->pend);
     return;
   }
@@ -813,7 +835,9 @@ static void store_turn(actor *a) {
   xgr_store_batch b = {.owner = xgr_session_owner(a->s), .root_pid = a->root, .orch = a->b->orch, .nprocs = a->nbp,
                        .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                        .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
-                       .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr};
+                       .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
+                       .due = a->batch_due};
+  a->committing_due = a->batch_due;
   atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
   xgr_eng_busy_add(e, 1);
   int rc = e->store.submit(e->store.ctx, &b, store_done, a);
@@ -892,6 +916,39 @@ static void check_caps(actor *a) {
   consume(a);
 }
 
+/* Leave memory: every change is committed and the store holds due. Only when the hibernation
+ * thread has not looked at due yet (hibernate.c), checked and unlinked under its mutex; false:
+ * stay (the timer is armed as usual). Messages that still reach the actor are handed back to the
+ * engine by actor_discard. */
+static bool evict(actor *a, int64_t due) {
+  xgr_engine *e = a->e;
+  hib_state *h = &e->hib;
+  pthread_mutex_lock(&h->mu);
+  if (h->stop || (due != INT64_MAX && due <= h->upto)) {
+    pthread_mutex_unlock(&h->mu);
+    return false;
+  }
+  a->evicted = true;
+  a->completed = true;
+  if (a->lat) {
+    pthread_mutex_lock(&e->lat_mu);
+    xgr_eng_lat_merge(&e->lat, a->lat);
+    pthread_mutex_unlock(&e->lat_mu);
+  }
+  shard *sh = xgr_eng_shard(e, a->root);
+  pthread_mutex_lock(&sh->mu);
+  a->ent->pid = 0;
+  a->ent->gone = true;
+  xgr_eng_unlink_locked(sh, a->ent);   /* freed when the actor closes */
+  a->ent_unlinked = true;
+  pthread_mutex_unlock(&sh->mu);
+  pthread_mutex_unlock(&h->mu);
+  atomic_fetch_add(&h->evicted, 1);
+  atomic_fetch_sub(&e->live_actors, 1);
+  xgr_eng_notify_waiters(e);
+  return true;
+}
+
 static void end_turn(actor *a) {
   xgr_engine *e = a->e;
   check_caps(a);
@@ -907,13 +964,13 @@ static void end_turn(actor *a) {
     if (a->max_steps && a->promoted >= a->max_steps) a->limit = true;
   }
   int64_t due = XGR_NEVER;
-  if (!a->stopping && !a->finished && !a->limit) {
-    due = xgr_session_next_due(a->s);
-    if (due != XGR_NEVER && due > a->now && due < a->armed) {
-      xgr_eng_timer_add(e, a->slot, due, a->pid);
-      a->armed = due;
-    }
-  }
+  if (!a->stopping && !a->finished && !a->limit) due = xgr_session_next_due(a->s);
+  /* hibernation: nothing runs and nothing is due within the horizon; the batch says so */
+  int64_t sdue = due == XGR_NEVER ? INT64_MAX : due;
+  bool may_sleep = atomic_load_explicit(&e->hib.on, memory_order_relaxed) && !a->record && !a->max_steps &&
+                   !a->stopping && !a->finished && !a->limit && !a->store_failed && a->inflight == 0 &&
+                   xgr_session_running(a->s) == 0 && (due == XGR_NEVER || due > a->now + e->hib.cfg.after_ms);
+  if (may_sleep && !a->committing && a->stored_due != sdue) a->batch_due = sdue;
   if (a->limit && !a->finished && a->inflight == 0) {   /* the step limit stopped the session */
     a->finished = true;
     a->result = XGR_RESULT_LIMIT;
@@ -922,6 +979,24 @@ static void end_turn(actor *a) {
     if (!e->has_store) flush(a, &a->pend);
   }
   if (e->has_store) store_turn(a);
+  if (may_sleep && !a->committing && a->pend.n == 0 && a->hold.n == 0 && a->stored_due == sdue) {
+    if (a->mono >= a->sleep_after_ns) {
+      if (evict(a, sdue)) {
+        a->out->status = XGR_STEP_COMPLETE;
+        return;
+      }
+    } else {   /* loaded a moment ago: come back when the grace ends */
+      int64_t t = xgr_eng_now_at(e, a->sleep_after_ns) + 1;
+      if (t < a->armed) {
+        xgr_eng_timer_add(e, a->slot, t, a->pid);
+        a->armed = t;
+      }
+    }
+  }
+  if (due != XGR_NEVER && due > a->now && due < a->armed) {
+    xgr_eng_timer_add(e, a->slot, due, a->pid);
+    a->armed = due;
+  }
   bool was_idle = a->idle;
   a->idle = !a->finished && a->inflight == 0 && !a->committing &&
             (a->stopping || a->limit || due == XGR_NEVER || (due <= a->now && xgr_session_running(a->s) == 0));
@@ -996,11 +1071,13 @@ static void actor_discard(void *self, xgr_event *ev) {
     case MSG_CTL: {
       ctl_msg *m = ev->data;
       atomic_fetch_sub(&a->e->ctl_inflight, 1);
+      if (a->evicted && xgr_eng_hib_defer(a->e, MSG_CTL, m->owner, m->root, m)) break;   /* load it again */
       if (m->done) m->done(m->done_ctx, XGR_ENOTFOUND, "the session has ended");
       xgr_eng_ctl_free(m);
       break;
     }
     case MSG_IWAKE:
+      if (a->evicted && xgr_eng_hib_defer(a->e, MSG_IWAKE, xgr_session_owner(a->s), a->root, ev->data)) break;
       xgr_eng_iwake_free(ev->data);
       break;
     case MSG_REPORT: {
@@ -1067,6 +1144,8 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->serial = b->step_rule[i] && xgr_rule_nwakeups(b->step_rule[i]) > 0;
   a->max_steps = req->max_steps;
   a->start_committed = req->start_committed && !req->restore;
+  a->stored_due = req->restore ? req->stored_due : 0;
+  if (req->restore) a->sleep_after_ns = xgr_eng_mono_ns() + HIB_GRACE_NS;
   a->result = XGR_RESULT_RUNNING;
   if (a->record) a->rec = xgr_records_new();
   a->mono = xgr_eng_mono_ns();

@@ -9,6 +9,7 @@
  * rarely meet on a lock. Entries are only read under their shard's lock; nothing outside the lock
  * keeps a pointer to one except the session's own actor.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   }
   e->cfg.store = NULL;
   e->stepped = e->cfg.clock.kind == XGR_CLOCK_STEPPED;
+  xgr_eng_hib_init(e);
   e->t0_ns = xgr_eng_mono_ns();
   atomic_init(&e->vnow, e->cfg.clock.origin_ms);
   atomic_init(&e->recovering, e->cfg.recovering);
@@ -114,6 +116,7 @@ int xgr_engine_shutdown(xgr_engine *e, long timeout_ms) {
   if (e->shut) return 0;
   e->shut = true;
   atomic_store(&e->stopping, true);
+  xgr_eng_hib_stop(e);
   int rc = e->rt ? xgr_rt_shutdown(e->rt, timeout_ms) : 0;
   xgr_eng_timers_stop(e);
   xgr_eng_http_free(e->http);
@@ -139,6 +142,7 @@ void xgr_engine_free(xgr_engine *e) {
   free(e->bundles);
   free(e->tm.w);
   free(e->tm.owners);
+  xgr_eng_hib_destroy(e);
   pthread_mutex_destroy(&e->reg_mu);
   pthread_mutex_destroy(&e->wait_mu);
   pthread_mutex_destroy(&e->lat_mu);
@@ -250,34 +254,48 @@ static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken
 /* ---- control ---------------------------------------------------------------------------------------- */
 
 int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx) {
-  shard *sh;
-  sess_entry *ent = xgr_eng_lookup_locked(e, c->owner, c->root_pid, &sh);
-  xgr_pid pid = ent ? ent->pid : 0;
-  pthread_mutex_unlock(&sh->mu);
   if (c->kind == XGR_CTL_WAKE_STEP && !c->step) {
     if (done) done(ctx, XGR_EINVAL, "a step-mode wake needs a step");
     return XGR_EINVAL;
   }
-  if (pid) {
-    ctl_msg *m = calloc(1, sizeof *m);
-    if (!m) abort();
-    m->kind = c->kind;
-    m->iter = c->iter;
-    m->step = c->step ? strdup(c->step) : NULL;
-    m->caller = c->caller ? strdup(c->caller) : NULL;
-    m->label = c->label ? strdup(c->label) : NULL;
-    m->payload = xgr_value_retain(c->payload);
-    m->done = done;
-    m->done_ctx = ctx;
-    atomic_fetch_add(&e->ctl_inflight, 1);
-    if (xgr_eng_send(e, NULL, pid, MSG_CTL, m) == 0) return 0;
-    atomic_fetch_sub(&e->ctl_inflight, 1);
-    m->done = NULL;
-    xgr_eng_ctl_free(m);
+  ctl_msg *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  snprintf(m->owner, sizeof m->owner, "%s", c->owner ? c->owner : "");
+  m->root = c->root_pid;
+  m->kind = c->kind;
+  m->iter = c->iter;
+  m->step = c->step ? strdup(c->step) : NULL;
+  m->caller = c->caller ? strdup(c->caller) : NULL;
+  m->label = c->label ? strdup(c->label) : NULL;
+  m->payload = xgr_value_retain(c->payload);
+  m->done = done;
+  m->done_ctx = ctx;
+  return xgr_eng_route_ctl(e, m);
+}
+
+int xgr_eng_route_ctl(xgr_engine *e, ctl_msg *m) {
+  const char *owner = m->owner[0] ? m->owner : NULL;
+  /* a hibernated session is loaded first; one that is being evicted right now is looked up again */
+  for (int k = 0; k < 8; k++) {
+    shard *sh;
+    sess_entry *ent = xgr_eng_lookup_locked(e, owner, m->root, &sh);
+    xgr_pid pid = ent ? ent->pid : 0;
+    bool gone = ent && ent->gone;
+    pthread_mutex_unlock(&sh->mu);
+    if (pid) {
+      atomic_fetch_add(&e->ctl_inflight, 1);
+      if (xgr_eng_send(e, NULL, pid, MSG_CTL, m) == 0) return 0;
+      atomic_fetch_sub(&e->ctl_inflight, 1);
+    }
+    if (gone || !atomic_load(&e->hib.on)) break;
+    if (!ent && !pid && xgr_eng_hib_load(e, owner, m->root, NULL)) break;
+    if (ent) sched_yield();
   }
   char msg[128];
-  snprintf(msg, sizeof msg, "no live session with rootPid %llu", (unsigned long long)c->root_pid);
-  if (done) done(ctx, XGR_ENOTFOUND, msg);
+  snprintf(msg, sizeof msg, "no live session with rootPid %llu", (unsigned long long)m->root);
+  if (m->done) m->done(m->done_ctx, XGR_ENOTFOUND, msg);
+  m->done = NULL;
+  xgr_eng_ctl_free(m);
   return XGR_ENOTFOUND;
 }
 
@@ -344,6 +362,7 @@ void xgr_engine_recovered(xgr_engine *e) { atomic_store(&e->recovering, false); 
 int xgr_engine_redeliver(xgr_engine *e, const char *id, const char *from_owner, uint64_t from_root,
                          const char *to_owner, uint64_t to_root, const char *step, const char *rule,
                          xgr_value payload) {
+  if (atomic_load(&e->hib.on)) xgr_eng_hib_load(e, to_owner, to_root, NULL);   /* a hibernated target */
   shard *sh;
   sess_entry *ent = xgr_eng_lookup_locked(e, to_owner, to_root, &sh);
   xgr_pid pid = ent ? ent->pid : 0;

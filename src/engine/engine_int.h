@@ -143,6 +143,31 @@ typedef struct shard {
 } shard;
 
 /* ---- the engine ------------------------------------------------------------------------------ */
+/* ---- hibernation (hibernate.c) --------------------------------------------------------------- */
+typedef struct hib_item {
+  struct hib_item *next;
+  int kind;                     /* MSG_CTL or MSG_IWAKE */
+  char owner[64];
+  uint64_t root;
+  void *msg;                    /* ctl_msg / iwake_msg (owned) */
+} hib_item;
+
+typedef struct hib_state {
+  bool configured;              /* cfg is set (a store hook, not the stepped clock) */
+  _Atomic bool on;              /* xgr_engine_hibernation_start was called */
+  xgr_engine_hibernation cfg;
+  pthread_mutex_t mu;           /* guards upto (and orders evictions against polls), queue, stop */
+  pthread_cond_t cv;
+  int64_t upto;                 /* the poller has looked at due times up to here */
+  hib_item *head, *tail;
+  bool stop;
+  pthread_t th;
+  bool started;
+  xgr_engine_due_key cursor;    /* poller thread only */
+  pthread_mutex_t load_mu[64];  /* one load per session at a time (striped by rootPid) */
+  _Atomic uint64_t evicted, loaded, load_failed, polls;
+} hib_state;
+
 struct xgr_engine {
   xgr_engine_config cfg;
   xgr_store_hook store;
@@ -181,6 +206,7 @@ struct xgr_engine {
   _Atomic bool stopping;
   _Atomic bool recovering;      /* xgr_engine_config.recovering until xgr_engine_recovered */
   bool shut;
+  hib_state hib;
 };
 
 int64_t xgr_eng_now(xgr_engine *e);
@@ -220,6 +246,8 @@ int xgr_eng_send(xgr_engine *e, const xgr_ctx *ctx, xgr_pid pid, uint64_t tag, v
 
 /* ---- actor (actor.c) ---------------------------------------------------------------------------- */
 typedef struct ctl_msg {
+  char owner[64];               /* the target session ("" with the owner unknown: any) */
+  uint64_t root;
   xgr_engine_ctl_kind kind;
   uint64_t iter;
   char *step, *caller, *label;
@@ -258,5 +286,19 @@ void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cm
 void xgr_eng_step_drop(void *hctx, xgr_pid pid, const xgr_cmd *cmd);
 /* Continue a job after its HTTP requests (called on the HTTP thread). */
 void xgr_eng_job_http_done(xgr_engine *e, job *j);
+
+/* ---- hibernation (hibernate.c) --------------------------------------------------------------- */
+void xgr_eng_hib_init(xgr_engine *e);
+void xgr_eng_hib_stop(xgr_engine *e);     /* joins the thread; queued calls answered ESTATE */
+void xgr_eng_hib_destroy(xgr_engine *e);
+/* Load (owner, root) unless the registry has it: 0, or XGR_ENOTFOUND. Blocks (store read). */
+int xgr_eng_hib_load(xgr_engine *e, const char *owner, uint64_t root, xgr_error *err);
+/* Hand a control call or internal wake-up for a session that is not in memory (or was just
+ * evicted) to the hibernation thread, which loads the session and delivers it. Never blocks.
+ * false: hibernation is off (the caller keeps msg). */
+bool xgr_eng_hib_defer(xgr_engine *e, int kind, const char *owner, uint64_t root, void *msg);
+/* Deliver a control message (its owner/root say where), loading the session when needed; answers
+ * done itself when it cannot. May block on a load. */
+int xgr_eng_route_ctl(xgr_engine *e, ctl_msg *m);
 
 #endif

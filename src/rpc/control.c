@@ -19,8 +19,7 @@ static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const x
                               const char *owner, uint64_t root, const char *step, xgr_error *err) {
   int rc = xgr_auth_check_control(p, action, root, step, owner, err);
   if (rc) return rc;
-  xgr_engine_session_info info;
-  if (xgr_engine_session(d->e, owner, root, &info) || info.finished)
+  if (!xgr__rpcd_live(d, owner, root, true, NULL))   /* a hibernated session is loaded */
     return xgr__rpc_fail(err, XGR_RPC_NOT_FOUND, XGR_ENOTFOUND, "permit.message.sessionId",
                          "no live session %s/%llu (the permit was not used)", owner, (unsigned long long)root);
   return xgr_auth_consume(caller->auth, p, err);
@@ -44,6 +43,7 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   if (kind == C_KILL) {
     rc = xgr_engine_kill(d->e, owner, root, iter, err);
   } else {
+    xgr__rpcd_live(d, owner, root, true, NULL);   /* load a hibernated session before its paused flag is set */
     if (!iter) xgr_persist_set_paused(d->p, owner, root, kind == C_PAUSE);
     rc = xgr_engine_pause(d->e, owner, root, iter, kind == C_PAUSE, err);
   }
@@ -86,7 +86,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, err))) return rc;
   xgr_engine_session_info info = {0};
   size_t affected = 0;
-  if (!xgr_engine_session(d->e, owner, root, &info)) affected = info.live;
+  if (xgr__rpcd_live(d, owner, root, true, &info)) affected = info.live;
   if ((rc = xgr_engine_kill(d->e, owner, root, 0, err))) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
@@ -209,8 +209,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_alive) {
   uint64_t root, iter;
   int rc = positional(params, false, owner, sizeof owner, &root, &iter, err);
   if (rc) return rc;
-  xgr_engine_session_info info;
-  bool alive = !xgr_engine_session(d->e, owner, root, &info) && !info.finished;
+  bool alive = xgr__rpcd_live(d, owner, root, false, NULL);   /* hibernated: the store says */
   *result = json_boolean(alive);
   return 0;
 }

@@ -427,13 +427,16 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   }
   xgr_error_clear(err);
   xgr_engine_session_info info;
-  bool live = !xgr_engine_session(d->e, owner, root, &info) && !info.finished;
+  /* a hibernated session is live without being in the engine: the store's row says so */
+  bool in_engine = !xgr_engine_session(d->e, owner, root, &info);
+  bool live = in_engine ? !info.finished : s.status == XGR_RESULT_RUNNING;
   json_t *sess = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:b}", "owner", s.owner, "rootPid",
                            xgr__rpc_u64_json(s.root_pid), "registry", s.registry ? s.registry : "", "ostcId",
                            s.ostc_id ? s.ostc_id : "", "ostcHash", s.ostc_hash ? s.ostc_hash : "", "status",
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
-  if (live) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  if (live && !in_engine) json_object_set_new(sess, "hibernated", json_true());   /* evicted; the store holds it */
   if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_store_session_clear(&s);

@@ -262,6 +262,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
   xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0, next_iter,
                                   next_group, paused);
+  if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
   if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
   pending *pd = xgr__xmalloc(sizeof *pd);
   *pd = (pending){.p = p, .done = done, .token = token, .t0 = mono_s()};

@@ -104,6 +104,7 @@ struct xgr_rpcd {
   xgr__waiter *waiters;
   atomic_int nwaiters;
   size_t restored, failed;     /* recovery counts */
+  xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
   xgr_counter *c_enq[XGR__ACK_N];
   char names[48][40];          /* method names registered on the server (borrowed by it) */
   xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
@@ -172,6 +173,10 @@ void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(prin
 /* The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"), assembled from the
  * store or taken from the cache. *out is a reference the caller gives back with
  * xgr__rpcd_bundle_put. Errors name `path`. */
+/* Is (owner, root) a live session? The engine's view, or for a session the engine does not hold
+ * (hibernated) the store's; with load, a hibernated session is loaded first (control calls). info
+ * (zeroed when not in the engine) may be NULL. */
+bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xgr_engine_session_info *info);
 int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
 /* The same, also giving the orchestration's owner and executor list (borrowed: they live as long
  * as the reference in *out, which the caller gives back with xgr__rpcd_bundle_put; either of

@@ -142,6 +142,11 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"store_batches\"", (double)s.store_batches);
+  xgr_engine_hib_stats hs;
+  xgr_engine_hib_get_stats(d->e, &hs);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_evicted\"", (double)hs.evicted);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_loaded\"", (double)hs.loaded);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_failed\"", (double)hs.load_failed);
   xgr_store_stats ss;
   xgr_store_get_stats(d->st, &ss);
   xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
@@ -287,45 +292,114 @@ static void redeliver(xgr_rpcd *d) {
   xgr_store_wakes_free(w, n);
 }
 
-static int recover_one(void *ctx, const xgr_store_live *l) {
-  xgr_rpcd *d = ctx;
+/* Restore one live session from its rows and start it in the engine: 0, XGR_ECONFLICT when the
+ * engine runs it already, else the error (logged). Recovery and hibernation share it. */
+static int load_one(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) {
   const xgr_store_session *ss = l->session;
-  xgr_error err;
-  xgr_error_clear(&err);
   const xgr_bundle *b = NULL;
   char hk[80];
   snprintf(hk, sizeof hk, "#%s", ss->ostc_hash ? ss->ostc_hash : "");
-  int rc = xgr__rpcd_bundle(d, hk, &b, "ostcHash", &err);
+  int rc = xgr__rpcd_bundle(d, hk, &b, "ostcHash", err);
   if (rc) {
-    d->failed++;
     xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err.message);
-    return 0;
+          (unsigned long long)ss->root_pid, err->message);
+    return rc;
   }
   xgr_persist_track(d->p, ss->owner, ss->root_pid, ss->next_iter, ss->next_group, ss->paused);
   xgr_effects fx;
   xgr_effects_init(&fx);
   xgr_session_config sc = {.max_running = d->cfg.max_running};
-  xgr_session *s = xgr_store_restore_session(b->orch, l, &sc, xgr_engine_now(d->e), &fx, &err);
+  xgr_session *s = xgr_store_restore_session(b->orch, l, &sc, xgr_engine_now(d->e), &fx, err);
   if (!s) {
     xgr__rpcd_bundle_put(d, b);
     xgr_effects_free(&fx);
-    d->failed++;
     xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err.message);
-    return 0;
+          (unsigned long long)ss->root_pid, err->message);
+    return err->code ? err->code : XGR_EINVAL;
   }
-  xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx};
-  rc = xgr_engine_start_session(d->e, &sr, &err);   /* takes this call's reference (bundle_done) */
+  xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx,
+                         .stored_due = ss->wake_due};
+  rc = xgr_engine_start_session(d->e, &sr, err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);
-  if (rc) {
-    d->failed++;
+  if (rc && rc != XGR_ECONFLICT)
     xgr__rpcd_log(d, "level=error msg=\"cannot restart session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err.message);
-    return 0;
-  }
-  d->restored++;
+          (unsigned long long)ss->root_pid, err->message);
+  return rc;
+}
+
+static int recover_one(void *ctx, const xgr_store_live *l) {
+  xgr_rpcd *d = ctx;
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc = load_one(d, l, &err);
+  if (rc && rc != XGR_ECONFLICT) d->failed++;
+  else d->restored++;
   return 0;
+}
+
+/* ---- hibernation: the engine's loader and due index ------------------------------------------ */
+
+typedef struct hib_load_ctx {
+  xgr_rpcd *d;
+  bool found;
+  int rc;
+  xgr_error *err;
+} hib_load_ctx;
+
+static int hib_load_cb(void *ctx, const xgr_store_live *l) {
+  hib_load_ctx *c = ctx;
+  c->found = true;
+  c->rc = load_one(c->d, l, c->err);
+  return 0;
+}
+
+static int hib_load(void *ctx, const char *owner, uint64_t root, xgr_error *err) {
+  xgr_rpcd *d = ctx;
+  if (!owner || !owner[0])
+    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session with rootPid %llu", (unsigned long long)root);
+  hib_load_ctx c = {d, false, 0, err};
+  xgr_store_load_filter f = {.owner = owner, .root_pid = root};
+  int rc = xgr_store_load_some(d->st, &f, hib_load_cb, &c, err);
+  if (rc) return rc;
+  if (!c.found)
+    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%llu", owner, (unsigned long long)root);
+  return c.rc;
+}
+
+static int hib_due(void *ctx, const xgr_engine_due_key *after, int64_t upto, xgr_engine_due_key *out, size_t max,
+                   size_t *n) {
+  xgr_rpcd *d = ctx;
+  xgr_store_due_key a = {.due = after->due, .root_pid = after->root_pid};
+  memcpy(a.owner, after->owner, sizeof a.owner);
+  xgr_store_due_key *k = xgr__xmalloc((max ? max : 1) * sizeof *k);
+  xgr_error err;
+  int rc = xgr_store_due(d->st, &a, upto, k, max, n, &err);
+  for (size_t i = 0; !rc && i < *n; i++) {
+    out[i].due = k[i].due;
+    out[i].root_pid = k[i].root_pid;
+    memcpy(out[i].owner, k[i].owner, sizeof out[i].owner);
+  }
+  free(k);
+  if (rc) xgr__rpcd_log(d, "level=error msg=\"cannot read the due index\" error=\"%s\"", err.message);
+  return rc;
+}
+
+bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xgr_engine_session_info *info) {
+  xgr_engine_session_info in;
+  if (!info) info = &in;
+  memset(info, 0, sizeof *info);
+  if (!xgr_engine_session(d->e, owner, root, info)) return !info->finished;
+  if (!d->hib.load) return false;
+  if (load) {
+    if (xgr_engine_load(d->e, owner, root, NULL)) return false;
+    return !xgr_engine_session(d->e, owner, root, info) && !info->finished;
+  }
+  xgr_store_session s;
+  xgr_error err;
+  if (xgr_store_session_get(d->st, owner, root, &s, &err)) return false;
+  bool live = s.status == XGR_RESULT_RUNNING;
+  xgr_store_session_clear(&s);
+  return live;
 }
 
 xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
@@ -361,6 +435,18 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                           .bundle_done = xgr__rpcd_bundle_done,
                           .recovering = true,
                           .bundle_ctx = d};
+  double scale = cfg->time_scale > 0 ? cfg->time_scale : 1;
+  xgr_error le0;
+  size_t nd = 0;   /* a backend without the due index (xgr_store_due: XGR_EUNSUPPORTED) keeps every session */
+  if (cfg->hibernate_after_ms >= 0 && strcmp(xgr_store_backend(d->st), "memory") &&
+      !xgr_store_due(d->st, NULL, INT64_MIN, NULL, 0, &nd, &le0)) {
+    /* the loader looks 200 ms of wall time ahead (at least 1 s of the engine clock), every 20 ms */
+    int64_t lead = (int64_t)(200.0 * scale);
+    d->hib = (xgr_engine_hibernation){.after_ms = cfg->hibernate_after_ms ? cfg->hibernate_after_ms : 5000,
+                                      .lead_ms = lead > 1000 ? lead : 1000, .poll_ms = 20, .load = hib_load,
+                                      .due = hib_due, .ctx = d};
+    ec.hibernate = &d->hib;
+  }
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
     ec.clock.kind = XGR_CLOCK_SCALED;
     ec.clock.scale = cfg->time_scale;
@@ -378,12 +464,18 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
     goto fail;
   }
   xgr_error le;
-  if (xgr_store_load_live(d->st, recover_one, d, &le))
+  /* lazy with hibernation: only the sessions that are awake or due within the loader's look-ahead;
+   * the hibernated rest stays in the store until it is due or called */
+  int64_t upto = xgr_engine_now(d->e) + d->hib.lead_ms;
+  xgr_store_load_filter lf = {.bounded = true, .due_upto = upto};
+  if (d->hib.load ? xgr_store_load_some(d->st, &lf, recover_one, d, &le) : xgr_store_load_live(d->st, recover_one, d, &le))
     xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
+  if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
+    xgr__rpcd_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
   xgr_engine_recovered(d->e);   /* before the outbox is read: see xgr_engine_config.recovering */
   redeliver(d);
-  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu", xgr_store_backend(d->st), d->restored,
-                d->failed);
+  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu hibernate_after_ms=%lld",
+                xgr_store_backend(d->st), d->restored, d->failed, d->hib.load ? (long long)d->hib.after_ms : -1LL);
   atomic_store(&d->ready, true);
   return d;
 fail:

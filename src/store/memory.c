@@ -8,6 +8,7 @@
  * One mutex guards everything; a batch is applied inside xgr_store_submit, all or nothing (it is
  * checked before anything changes), and signalled before submit returns.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -237,6 +238,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       s->row.next_iter = op->u.state.next_iter;
       s->row.next_group = op->u.state.next_group;
       s->row.paused = op->u.state.paused;
+      s->row.wake_due = op->u.state.due;
       if (was_running && s->row.status != XGR_RESULT_RUNNING) {
         s->row.finished_at = now;
         s->nscopes = 0;   /* killed scopes matter only while the session lives */
@@ -470,12 +472,21 @@ static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t 
   return 0;
 }
 
-static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+/* Does the live session s pass filter f (NULL: every one)? */
+static bool m_wanted(const msess *s, const xgr_store_load_filter *f) {
+  if (!s->has_row || s->row.status != XGR_RESULT_RUNNING) return false;
+  if (!f) return true;
+  if (f->owner) return s->root == f->root_pid && !strcmp(s->owner, f->owner);
+  return !f->bounded || !s->row.wake_due || s->row.wake_due <= f->due_upto;
+}
+
+static int m_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),
+                       void *ctx, xgr_error *err) {
   mstore *m = (mstore *)st;
   /* copy under the lock, call back without it (fn may read the store) */
   pthread_mutex_lock(&m->lock);
   size_t nlive = 0;
-  for (size_t i = 0; i < m->nsess; i++) nlive += m->sess[i]->has_row && m->sess[i]->row.status == XGR_RESULT_RUNNING;
+  for (size_t i = 0; i < m->nsess; i++) nlive += m_wanted(m->sess[i], f);
   xgr_store_session *rows = xgr__xcalloc(nlive ? nlive : 1, sizeof *rows);
   xgr_store_proc **procs = xgr__xcalloc(nlive ? nlive : 1, sizeof *procs);
   size_t *nprocs = xgr__xcalloc(nlive ? nlive : 1, sizeof *nprocs);
@@ -484,7 +495,7 @@ static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *),
   size_t k = 0;
   for (size_t i = 0; i < m->nsess; i++) {
     msess *s = m->sess[i];
-    if (!s->has_row || s->row.status != XGR_RESULT_RUNNING) continue;
+    if (!m_wanted(s, f)) continue;
     xgr__store_session_copy(&rows[k], &s->row);
     procs[k] = xgr__xcalloc(s->nprocs ? s->nprocs : 1, sizeof **procs);
     for (size_t j = 0; j < s->nprocs; j++)
@@ -642,10 +653,49 @@ static int m_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_
   return 0;
 }
 
+static int m_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+  return m_load_some(st, NULL, fn, ctx, err);
+}
+
+static int key_after(int64_t d1, const char *o1, uint64_t r1, const xgr_store_due_key *k) {
+  if (d1 != k->due) return d1 > k->due;
+  return key_cmp(o1, r1, k->owner, k->root_pid) > 0;
+}
+
+/* The due index of the memory store is a scan (it never hibernates sessions: xgrd keeps every
+ * session of a memory store in memory; this serves the shared store tests). Selection by
+ * repeated minimum: max is small. */
+static int m_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max,
+                 size_t *n, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  xgr_store_due_key cur = after ? *after : (xgr_store_due_key){.due = INT64_MIN};
+  while (*n < max) {
+    const msess *best = NULL;
+    for (size_t i = 0; i < m->nsess; i++) {
+      const msess *s = m->sess[i];
+      if (!s->has_row || s->row.status != XGR_RESULT_RUNNING || !s->row.wake_due || s->row.wake_due > upto) continue;
+      if (!key_after(s->row.wake_due, s->owner, s->root, &cur)) continue;
+      if (!best || (s->row.wake_due < best->row.wake_due ||
+                    (s->row.wake_due == best->row.wake_due && key_cmp(s->owner, s->root, best->owner, best->root) < 0)))
+        best = s;
+    }
+    if (!best) break;
+    xgr_store_due_key *k = &out[(*n)++];
+    k->due = best->row.wake_due;
+    snprintf(k->owner, sizeof k->owner, "%s", best->owner);
+    k->root_pid = best->root;
+    cur = *k;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .outbox = m_outbox,
-                                   .wakes_refused = m_wakes_refused};
+                                   .wakes_refused = m_wakes_refused, .load_some = m_load_some, .due = m_due};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

@@ -91,6 +91,11 @@ static const char *const migrations[] = {
     "  caller TEXT NOT NULL, rule TEXT, payload TEXT NOT NULL, created_at BIGINT NOT NULL, refused TEXT,"
     "  refused_at BIGINT);"
     "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;",
+    /* 7: hibernation (issue 19): the due index of hibernated sessions. This backend does not write
+     * it yet (no load_some/due in its vtable), so xgrd keeps every session in memory on it */
+    ("ALTER TABLE sessions ADD COLUMN wake_due BIGINT;"
+     "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
+     "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -79,6 +79,10 @@ static const char *const migrations[] = {
      "  to_owner TEXT NOT NULL, to_root INTEGER NOT NULL, step TEXT NOT NULL, caller TEXT NOT NULL, rule TEXT,"
      "  payload TEXT NOT NULL, created_at INTEGER NOT NULL, refused TEXT, refused_at INTEGER);"
      "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;"),
+    /* 7: hibernation: the due time of a hibernated session's next timer (NULL: awake), indexed */
+    ("ALTER TABLE sessions ADD COLUMN wake_due INTEGER;"
+     "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
+     "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -108,7 +112,7 @@ static const char *const stmt_sql[S_COUNT] = {
                       " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
                       " ON CONFLICT(owner, root_pid) DO NOTHING",
     [S_STATE] = "UPDATE sessions SET status=:status, killed_at=:killed_at, next_iter=:next_iter,"
-                " next_group=:next_group, paused=:paused,"
+                " next_group=:next_group, paused=:paused, wake_due=:wake_due,"
                 " finished_at=CASE WHEN :status <> 0 AND status = 0 THEN :now ELSE finished_at END"
                 " WHERE owner=:owner AND root_pid=:root_pid",
     [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner=:owner AND root_pid=:root_pid",
@@ -333,6 +337,8 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_u64(s, ":next_iter", op->u.state.next_iter);
       bind_i64(s, ":next_group", op->u.state.next_group);
       bind_i64(s, ":paused", op->u.state.paused);
+      if (op->u.state.due) bind_i64(s, ":wake_due", op->u.state.due);
+      else bind_null(s, ":wake_due");
       bind_i64(s, ":now", now);
       int rc = step_done(s);
       if (rc || op->u.state.status == XGR_RESULT_RUNNING) return rc;
@@ -781,10 +787,11 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   o->paused = sqlite3_column_int(s, 10) != 0;
   o->next_group = (uint32_t)sqlite3_column_int64(s, 11);
   o->max_total_gas = col_text(s, 12);
+  o->wake_due = sqlite3_column_int64(s, 13);   /* NULL reads as 0: awake */
 }
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas"
+                     "next_iter, paused, next_group, max_total_gas, wake_due"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
@@ -992,12 +999,27 @@ static int sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
   return rc;
 }
 
-static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+static int sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),
+                        void *ctx, xgr_error *err) {
   sqstore *q = (sqstore *)st;
   pthread_mutex_lock(&q->rmu);
   sqlite3_stmt *s = NULL;
   int rc = exec_sql(q->r, q->path, "BEGIN", err);   /* one consistent snapshot */
-  if (!rc) rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE status = 0 ORDER BY owner, root_pid", &s, err);
+  const char *where = !f ? "status = 0 ORDER BY owner, root_pid"
+                      : f->owner ? "status = 0 AND owner=:owner AND root_pid=:root_pid"
+                      /* two index scans (awake; due by upto): lazy recovery reads no hibernated row */
+                      : f->bounded ? "status = 0 AND wake_due IS NULL UNION ALL SELECT " SESSION_COLS " FROM sessions"
+                                     " WHERE status = 0 AND wake_due IS NOT NULL AND wake_due <= :upto"
+                                   : "status = 0 ORDER BY owner, root_pid";
+  char sql[1024];
+  snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE %s", where);
+  if (!rc) rc = rd_prepare(q, sql, &s, err);
+  if (!rc && f && f->owner) {
+    bind_text(s, ":owner", f->owner);
+    bind_u64(s, ":root_pid", f->root_pid);
+  } else if (!rc && f && f->bounded) {
+    bind_i64(s, ":upto", f->due_upto);
+  }
   int r = SQLITE_DONE;
   while (!rc && (r = sqlite3_step(s)) == SQLITE_ROW) {
     xgr_store_session row;
@@ -1033,6 +1055,41 @@ static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
   if (!rc && r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read sessions", err);
   sqlite3_finalize(s);
   sqlite3_exec(q->r, "COMMIT", NULL, NULL, NULL);
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
+static int sq_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+  return sq_load_some(st, NULL, fn, ctx, err);
+}
+
+/* The due index: a range scan of sessions_wake_due after the cursor (row values compare in
+ * index order). */
+static int sq_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max,
+                  size_t *n, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  char sql[384];
+  snprintf(sql, sizeof sql, "SELECT wake_due, owner, root_pid FROM sessions INDEXED BY sessions_wake_due"
+           " WHERE status = 0 AND wake_due IS NOT NULL AND (wake_due, owner, root_pid) > (:due, :owner, :root_pid)"
+           " AND wake_due <= :upto ORDER BY wake_due, owner, root_pid LIMIT %zu", max);
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s;
+  int rc = rd_prepare(q, sql, &s, err);
+  if (!rc) {
+    bind_i64(s, ":due", after ? after->due : INT64_MIN);
+    bind_text(s, ":owner", after ? after->owner : "");
+    bind_u64(s, ":root_pid", after ? after->root_pid : 0);
+    bind_i64(s, ":upto", upto);
+    int r = SQLITE_DONE;
+    while (*n < max && (r = sqlite3_step(s)) == SQLITE_ROW) {
+      xgr_store_due_key *k = &out[(*n)++];
+      k->due = sqlite3_column_int64(s, 0);
+      snprintf(k->owner, sizeof k->owner, "%s", (const char *)sqlite3_column_text(s, 1));
+      k->root_pid = (uint64_t)sqlite3_column_int64(s, 2);
+    }
+    if (*n < max && r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read the due index", err);
+    sqlite3_finalize(s);
+  }
   pthread_mutex_unlock(&q->rmu);
   return rc;
 }
@@ -1085,7 +1142,7 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
                                    sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions,
                                    .peek_pid = sq_peek_pid, .outbox = sq_outbox,
-                                   .wakes_refused = sq_wakes_refused};
+                                   .wakes_refused = sq_wakes_refused, .load_some = sq_load_some, .due = sq_due};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

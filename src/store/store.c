@@ -251,6 +251,12 @@ void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, ui
   op->u.state.next_iter = next_iter;
   op->u.state.next_group = next_group;
   op->u.state.paused = paused;
+  op->u.state.due = 0;   /* a change wakes the row up; xgr_store_changes_set_due puts it to sleep */
+}
+
+void xgr_store_changes_set_due(xgr_store_changes *b, int64_t due) {
+  assert(b->last_state && due > 0);
+  b->ops[b->last_state - 1].u.state.due = due;
 }
 
 static size_t pidx_hash(uint64_t root, uint64_t iter) {
@@ -645,6 +651,20 @@ int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
 void xgr_store_sessions_free(xgr_store_session *s, size_t n) {
   for (size_t i = 0; i < n; i++) xgr_store_session_clear(&s[i]);
   free(s);
+}
+
+int xgr_store_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *ctx, const xgr_store_live *l),
+                        void *ctx, xgr_error *err) {
+  if (!st->vt->load_some)
+    return xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the %s store cannot load sessions selectively", st->vt->name);
+  return st->vt->load_some(st, f, fn, ctx, err);
+}
+
+int xgr_store_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max,
+                  size_t *n, xgr_error *err) {
+  *n = 0;
+  if (!st->vt->due) return xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the %s store has no due index", st->vt->name);
+  return st->vt->due(st, after, upto, out, max, n, err);
 }
 
 int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, xgr_error *err) {

@@ -28,6 +28,7 @@ typedef struct store_op {
       uint64_t next_iter;
       uint32_t next_group;
       bool paused;
+      int64_t due;                              /* sessions.wake_due (0: NULL, awake) */
     } state;                                    /* OP_STATE */
     xgr_store_proc proc;                        /* OP_PROC */
     xgr_store_hist hist;                        /* OP_HIST */
@@ -79,6 +80,11 @@ typedef struct store_vt {
   /* the refused wake-ups a session produced, oldest first (xgr_store_wakes_refused) */
   int (*wakes_refused)(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
                        xgr_error *err);
+  /* hibernation (xgr_store_load_some, xgr_store_due); NULL: not supported */
+  int (*load_some)(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *), void *ctx,
+                   xgr_error *err);
+  int (*due)(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max, size_t *n,
+             xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */

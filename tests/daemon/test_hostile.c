@@ -535,7 +535,9 @@ static void test_nesting(void **state) {
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   buf[n] = 0;
   fclose(f);
-  if (!strstr(buf, "recovered=1 recover_failed=0")) fail_msg("the deep session was not recovered:\n%s", buf);
+  /* recovered at start, or hibernated (issue 19: lazy recovery) and loaded by the kill below */
+  if (!strstr(buf, "recovered=1 recover_failed=0") && !strstr(buf, "recovered=0 recover_failed=0"))
+    fail_msg("the deep session was not recovered:\n%s", buf);
   alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "2"));
   assert_true(json_is_true(alive));
   json_decref(alive);

@@ -1136,7 +1136,7 @@ static void test_pg_schema(void **state) {
    * by SQL) migrates to the current version on open and its row reads back with the new columns'
    * defaults */
   pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
-                       " DROP TABLE outbox;"
+                       " DROP TABLE outbox; ALTER TABLE sessions DROP COLUMN wake_due;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"

@@ -73,7 +73,7 @@ fi
 # start_xgrd STORE LOG: xgrd in the background on 127.0.0.1, port 0; sets PID and URL
 start_xgrd() {
   rm -f "$DIR/port"
-  "$XGRD" --listen 127.0.0.1:0 --store "$1" --port-file "$DIR/port" --workers 2 \
+  "$XGRD" ${XGR_CRASHD_HIBERNATE:+--hibernate-after "$XGR_CRASHD_HIBERNATE"} --listen 127.0.0.1:0 --store "$1" --port-file "$DIR/port" --workers 2 \
     --time-scale "$SCALE" --log-level warn --first-step-timeout 100 2>>"$2" &
   PID=$!
   for _ in $(seq 1 1000); do
