@@ -55,9 +55,10 @@ typedef struct totals {
 } totals;
 
 static totals engine_totals(xgr_rpcd *d) {
-  size_t n = xgr_engine_list(d->e, NULL, 0);
-  xgr_engine_session_info *v = xgr__xmalloc(n * sizeof *v);
-  n = xgr_engine_list(d->e, v, n);
+  size_t cap = xgr_engine_list(d->e, NULL, 0) + 64;
+  xgr_engine_session_info *v = xgr__xmalloc(cap * sizeof *v);
+  size_t n = xgr_engine_list(d->e, v, cap);   /* the total, which may have grown since: read at most cap */
+  if (n > cap) n = cap;
   totals t = {0};
   for (size_t i = 0; i < n; i++) {
     if (v[i].finished) continue;
