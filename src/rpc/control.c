@@ -210,6 +210,14 @@ XGR__RPCD_METHOD(xgr__rpcd_m_alive) {
   int rc = positional(params, false, owner, sizeof owner, &root, &iter, err);
   if (rc) return rc;
   bool alive = xgr__rpcd_live(d, owner, root, false, NULL);   /* hibernated: the store says */
+  if (alive) {   /* a session whose end is committed is over, even before the engine marks it finished */
+    xgr_store_session s;
+    xgr_error se;
+    if (!xgr_store_session_get(d->st, owner, root, &s, &se)) {
+      alive = s.status == XGR_RESULT_RUNNING;
+      xgr_store_session_clear(&s);
+    }
+  }
   *result = json_boolean(alive);
   return 0;
 }

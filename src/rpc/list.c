@@ -429,7 +429,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   xgr_engine_session_info info;
   /* a hibernated session is live without being in the engine: the store's row says so */
   bool in_engine = !xgr_engine_session(d->e, owner, root, &info);
-  bool live = in_engine ? !info.finished : s.status == XGR_RESULT_RUNNING;
+  /* the engine marks a session finished just after its end is committed: either one ends it */
+  bool live = s.status == XGR_RESULT_RUNNING && (!in_engine || !info.finished);
   json_t *sess = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:b}", "owner", s.owner, "rootPid",
                            xgr__rpc_u64_json(s.root_pid), "registry", s.registry ? s.registry : "", "ostcId",
                            s.ostc_id ? s.ostc_id : "", "ostcHash", s.ostc_hash ? s.ostc_hash : "", "status",
