@@ -89,6 +89,8 @@ async function main() {
   await c.connect();
   const ops = await c.query('SELECT count(*)::bigint AS n FROM dbos.operation_outputs');
   const wfs = await c.query("SELECT count(*)::bigint AS n FROM dbos.workflow_status WHERE status = 'SUCCESS'");
+  // commits in this database (server statistics: DBOS's backends flushed theirs when they exited)
+  const tx = await c.query('SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = current_database()');
   const ver = await c.query('SHOW server_version');
   const fs = await c.query('SHOW fsync');
   const sc = await c.query('SHOW synchronous_commit');
@@ -99,7 +101,8 @@ async function main() {
               `synchronous_commit=${sc.rows[0].synchronous_commit}): ${wfDone} workflows of a ${WIDTH}-way fan-out + join ` +
               `(live ${live}, pool ${opt.pool}), ${steps} durable steps in ${dt.toFixed(2)} s = ` +
               `${Math.round(steps / dt)} durable steps/s; database: ${rows} step checkpoints, ${done} workflows SUCCESS ` +
-              `(${durableSteps} steps, ${finished} workflows after ${drained ? 'the in-flight ones finished' : `a ${opt.grace} s grace, ${started - finished} still running`})`);
+              `(${durableSteps} steps, ${finished} workflows after ${drained ? 'the in-flight ones finished' : `a ${opt.grace} s grace, ${started - finished} still running`}); ` +
+              `${tx.rows[0].n} transactions committed in the database in all (${(Number(tx.rows[0].n) / rows).toFixed(2)} per step checkpoint, reads included)`);
   const ok = drained ? rows === durableSteps && done === finished && durableSteps === finished * (WIDTH + 2)
                      : rows >= durableSteps && done >= finished;
   if (!ok) {
