@@ -645,7 +645,19 @@ int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
   *n = 0;
   if (!owner) return xgr_error_set(err, XGR_EINVAL, "owner", "missing; expected the owner's address");
   if (limit == 0) limit = 1000;
-  return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
+  if (before != UINT64_MAX) return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
+  /* a cursor of 2^64-1 (the last page ended at that rootPid) lists what is below it; the backends
+   * read 2^64-1 as "no bound" (it lists itself), so one more row is read and that one dropped */
+  int rc = st->vt->sessions(st, owner, UINT64_MAX, limit + 1, out, n, err);
+  if (rc || !*n) return rc;
+  if ((*out)[0].root_pid == UINT64_MAX) {
+    xgr_store_session_clear(&(*out)[0]);
+    memmove(*out, *out + 1, (*n - 1) * sizeof **out);
+    (*n)--;
+  } else if (*n > limit) {
+    xgr_store_session_clear(&(*out)[--*n]);
+  }
+  return 0;
 }
 
 void xgr_store_sessions_free(xgr_store_session *s, size_t n) {

@@ -1006,6 +1006,64 @@ static void test_memory_mixed(void **state) {
   rmdaemon(&d);
 }
 
+/* The rootPids of the owner's sessions in a listSessions "sessions" view (beforeRootPid: NULL for
+ * none), space-separated, into buf. */
+static const char *listed_roots(const daemon_t *d, const char *before, char *buf, size_t n) {
+  json_t *params = json_pack("{s:s, s:s}", "owner", OWNER, "view", "sessions");
+  if (before) json_object_set_new(params, "beforeRootPid", json_string(before));
+  json_t *res = ok(d, "xgr.listSessions", params);
+  buf[0] = 0;
+  size_t i, len = 0;
+  json_t *row;
+  json_array_foreach(json_object_get(res, "sessions"), i, row) {
+    const char *r = json_string_value(json_object_get(row, "rootPid"));
+    len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? " " : "", r ? r : "?");
+  }
+  json_decref(res);
+  return buf;
+}
+
+/* rootPids at and above 2^63 (SQLite store): listSessions lists them in unsigned order,
+ * beforeRootPid bounds them as numbers (2^64-1 too), getNextProcessId moves past 2^63, and a
+ * session started without a rootPid takes that one — also after a restart. */
+static void test_big_root_pids(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "bigroots");
+  startv(&d, (const char *[]){NULL});
+  deploy_wait(&d);
+  static const char *const roots[] = {"9223372036854775808", "1", U64MAX, "9223372036854775807"};
+  for (int i = 0; i < 4; i++) {
+    json_t *r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:s}", "owner", OWNER, "xrc729", "local", "ostcId", "w",
+                                                "rootPid", roots[i]));
+    json_decref(r);
+  }
+  char buf[512];
+  assert_string_equal(listed_roots(&d, NULL, buf, sizeof buf), U64MAX " 9223372036854775808 9223372036854775807 1");
+  assert_string_equal(listed_roots(&d, "9223372036854775813", buf, sizeof buf),
+                      "9223372036854775808 9223372036854775807 1");
+  assert_string_equal(listed_roots(&d, "9223372036854775808", buf, sizeof buf), "9223372036854775807 1");
+  assert_string_equal(listed_roots(&d, U64MAX, buf, sizeof buf), "9223372036854775808 9223372036854775807 1");
+  json_t *r = ok(&d, "xgr_getNextProcessId", json_pack("[{s:s}]", "from", OWNER));
+  assert_string_equal(json_string_value(json_object_get(r, "nextProcessId")), "9223372036854775809");
+  json_decref(r);
+  /* one started without a rootPid takes it */
+  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "xrc729", "local", "ostcId", "w"));
+  json_decref(r);
+  for (int round = 0; round < 2; round++) {   /* and after a restart */
+    assert_string_equal(listed_roots(&d, NULL, buf, sizeof buf),
+                        U64MAX " 9223372036854775809 9223372036854775808 9223372036854775807 1");
+    assert_string_equal(listed_roots(&d, "9223372036854775809", buf, sizeof buf),
+                        "9223372036854775808 9223372036854775807 1");
+    r = ok(&d, "xgr_getNextProcessId", json_pack("[{s:s}]", "from", OWNER));
+    assert_string_equal(json_string_value(json_object_get(r, "nextProcessId")), "9223372036854775810");
+    json_decref(r);
+    assert_int_equal(stop(&d, SIGTERM), 0);
+    if (!round) startv(&d, (const char *[]){NULL});
+  }
+  rmdaemon(&d);
+}
+
 /* A refused internal wake-up (no such session; a session whose allow list does not admit the
  * caller) leaves a trace: a log line naming the producing session and the target, and the
  * xgr_engine_events{kind="wakeups_refused"} counter. */
@@ -1086,6 +1144,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_batch_commits, teardown),
     cmocka_unit_test_teardown(test_memory_mixed, teardown),
     cmocka_unit_test_teardown(test_wake_refused, teardown),
+    cmocka_unit_test_teardown(test_big_root_pids, teardown),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
