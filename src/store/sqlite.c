@@ -115,7 +115,11 @@ static const char *const migrations[] = {
      "UPDATE owners SET next_root = " ROOT_FLIP_SQL("next_root") ";"
      "INSERT INTO owners(owner, next_root) SELECT owner, MAX(root_pid) + 1 FROM sessions"
      "  WHERE root_pid < 9223372036854775807 GROUP BY owner"
-     "  ON CONFLICT(owner) DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root;"),
+     "  ON CONFLICT(owner) DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root;"
+     /* ... and the outbox names the process and step that sent a wake-up, so that a refusal's
+      * history row says which step's wake-up it was (NULL in rows written before) */
+     "ALTER TABLE outbox ADD COLUMN from_iter INTEGER;"
+     "ALTER TABLE outbox ADD COLUMN from_step TEXT;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -180,8 +184,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES(:key, :expires_at) ON CONFLICT(key) DO UPDATE SET"
                " expires_at = excluded.expires_at WHERE marks.expires_at <= :now",
     [S_WAKE_OUT] = "INSERT OR IGNORE INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule,"
-                   " payload, created_at) VALUES(:id, :from_owner, :from_root, :to_owner, :to_root, :step, :caller,"
-                   " :rule, :payload, :created_at)",
+                   " payload, created_at, from_iter, from_step) VALUES(:id, :from_owner, :from_root, :to_owner, :to_root,"
+                   " :step, :caller, :rule, :payload, :created_at, :from_iter, :from_step)",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = :id AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = :reason, refused_at = :now WHERE id = :id AND refused IS NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox WHERE refused IS NOT NULL AND"
@@ -477,6 +481,9 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_text(s, ":rule", w->rule);
       bind_text(s, ":payload", w->payload);
       bind_i64(s, ":created_at", now);
+      if (w->from_iter) bind_u64(s, ":from_iter", w->from_iter);
+      else bind_null(s, ":from_iter");
+      bind_text(s, ":from_step", w->from_step);
       return step_done(s);
     }
     case OP_WAKE_DONE:
@@ -940,6 +947,8 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
       w->created_at = sqlite3_column_int64(s, 9);
       w->refused = col_text(s, 10);
       w->refused_at = sqlite3_column_int64(s, 11);
+      w->from_iter = (uint64_t)sqlite3_column_int64(s, 12);   /* NULL reads as 0: not recorded */
+      w->from_step = col_text(s, 13);
     }
     if (r != SQLITE_DONE) {
       rc = sq_error(q->r, r, q->path, "cannot read the outbox", err);
@@ -954,7 +963,9 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
   return rc;
 }
 
-#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+#define WAKE_COLS \
+  "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at, from_iter, " \
+  "from_step"
 
 static int sq_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
   return read_wakes((sqstore *)st, "SELECT " WAKE_COLS " FROM outbox WHERE refused IS NULL ORDER BY created_at, id",

@@ -329,6 +329,7 @@ void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src) {
   dst->rule = dup_or_null(src->rule);
   dst->payload = dup_or_null(src->payload);
   dst->refused = dup_or_null(src->refused);
+  dst->from_step = dup_or_null(src->from_step);
 }
 
 void xgr_store_wake_clear(xgr_store_wake *w) {
@@ -341,6 +342,7 @@ void xgr_store_wake_clear(xgr_store_wake *w) {
   free(w->rule);
   free(w->payload);
   free(w->refused);
+  free(w->from_step);
   memset(w, 0, sizeof *w);
 }
 

@@ -1065,8 +1065,10 @@ static void test_big_root_pids(void **state) {
 }
 
 /* A refused internal wake-up (no such session; a session whose allow list does not admit the
- * caller) leaves a trace: a log line naming the producing session and the target, and the
- * xgr_engine_events{kind="wakeups_refused"} counter. */
+ * caller) leaves a trace: a log line naming the producing session and the target, the
+ * xgr_engine_events{kind="wakeups_refused"} counter, getSession's wakeUpsRefused, a history row
+ * of the producing session right after the row of the step that sent it (status "wake_refused",
+ * the refusal under "wakeUp"), and a line of `xgr show` saying to whom, why and when. */
 static void test_wake_refused(void **state) {
   (void)state;
   daemon_t d;
@@ -1111,6 +1113,41 @@ static void test_wake_refused(void **state) {
       const char *why = json_string_value(json_object_get(w, "reason"));
       assert_non_null(why);
       if (root == 1) assert_non_null(strstr(why, "no such session"));
+      /* the history: P's row (1:1), then the refusal's */
+      json_t *hist = json_object_get(g, "history");
+      char *txt = json_dumps(hist, JSON_COMPACT);
+      if (json_array_size(hist) != 2) fail_msg("session %d: history %s", root, txt);
+      json_t *h0 = json_array_get(hist, 0), *h1 = json_array_get(hist, 1);
+      char pid[32];
+      snprintf(pid, sizeof pid, "%d:1", root);
+      if (strcmp(json_string_value(json_object_get(h0, "status")) ?: "", "done") ||
+          strcmp(json_string_value(json_object_get(h1, "status")) ?: "", "wake_refused") ||
+          strcmp(json_string_value(json_object_get(h1, "pid")) ?: "", pid) ||
+          strcmp(json_string_value(json_object_get(h1, "step")) ?: "", "P") ||
+          json_integer_value(json_object_get(h1, "at")) != json_integer_value(json_object_get(h0, "at")) ||
+          !json_is_null(json_object_get(h1, "valid")))
+        fail_msg("session %d: history %s", root, txt);
+      json_t *hw = json_object_get(h1, "wakeUp");
+      if (!json_equal(hw, w) || json_integer_value(json_object_get(hw, "refusedAt")) <= 0)
+        fail_msg("session %d: history %s", root, txt);
+      free(txt);
+      /* only the sending process's rows for pid R:1 */
+      json_t *g1 = ok(&d, "xgr.getSession", json_pack("{s:s, s:s}", "owner", OWNER, "pid", pid));
+      assert_int_equal(json_array_size(json_object_get(g1, "history")), 2);
+      json_decref(g1);
+      /* xgr show prints it: to whom, why, when */
+      const char *xgr = getenv("XGR");
+      char cmd[1024], want[512];
+      snprintf(cmd, sizeof cmd, "%s show %d --owner %s --url http://127.0.0.1:%d 2>&1", xgr ? xgr : "./xgr", root, OWNER,
+               d.port);
+      FILE *sh = popen(cmd, "r");
+      assert_non_null(sh);
+      char out[8192];
+      size_t got = fread(out, 1, sizeof out - 1, sh);
+      out[got] = 0;
+      assert_int_equal(pclose(sh), 0);
+      snprintf(want, sizeof want, "wake-up refused: to %s/%s step W: %s (at 20", other, root == 1 ? "999" : "7", why);
+      if (!strstr(out, want) || !strstr(out, pid) || strstr(out, "(null)")) fail_msg("xgr show: want '%s' in:\n%s", want, out);
       json_decref(g);
     }
     assert_int_equal(stop(&d, SIGTERM), 0);
