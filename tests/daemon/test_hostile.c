@@ -1162,6 +1162,22 @@ static void test_wake_refused(void **state) {
     fail_msg("no line for the unknown session:\n%s", buf);
   if (!strstr(buf, "wake-up refused: from session " OWNER "/2 to session 0x00000000000000000000000000000000000000c2/7"))
     fail_msg("no line for the refused session:\n%s", buf);
+  /* xgr history reads the same rows from the store file (xgrd stopped) */
+  const char *xgr = getenv("XGR");
+  char cmd[1024], out[8192];
+  for (int as_json = 0; as_json < 2; as_json++) {
+    snprintf(cmd, sizeof cmd, "%s history --store %s%s %s 1 2>&1", xgr ? xgr : "./xgr", d.store + strlen("sqlite:"),
+             as_json ? " --json" : "", OWNER);
+    FILE *sh = popen(cmd, "r");
+    assert_non_null(sh);
+    size_t got = fread(out, 1, sizeof out - 1, sh);
+    out[got] = 0;
+    assert_int_equal(pclose(sh), 0);
+    const char *want = as_json ? "\"status\": \"wake_refused\""
+                               : "P                wake-up refused: to 0x00000000000000000000000000000000000000c2/999 "
+                                 "step W: no such session here (at 20";
+    if (!strstr(out, want)) fail_msg("xgr history: want '%s' in:\n%s", want, out);
+  }
   rmdaemon(&d);
 }
 

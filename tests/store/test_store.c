@@ -774,7 +774,11 @@ static void test_outbox(void **state) {
     xgr_store_changes_wake_out(c, &w);
     w.id = "00000000000000000000000000000002";
     w.rule = "0x00000000000000000000000000000000000000ee";
+    w.from_iter = 7;   /* the sender (process 7, step A), for the refusal's history row */
+    w.from_step = "A";
     xgr_store_changes_wake_out(c, &w);
+    w.from_iter = 0;
+    w.from_step = NULL;
     assert_int_equal(xgr_store_commit(st, c, &e), 0);
     /* a refused batch (the session exists) writes no outbox row */
     c = new_session_batch(o, 1, NULL);
@@ -814,6 +818,10 @@ static void test_outbox(void **state) {
     assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
     assert_int_equal(n, 1);
     assert_string_equal(ws[0].refused, "not allowed");
+    if (k < 2) {   /* memory, SQLite (schema 8) keep the sender; PostgreSQL does not yet (docs/STORE.md) */
+      assert_int_equal(ws[0].from_iter, 7);
+      assert_string_equal(ws[0].from_step, "A");
+    }
     xgr_store_wakes_free(ws, n);
     c = xgr_store_changes_new();
     xgr_store_changes_remove_session(c, T_OWNER, 1);
@@ -1159,6 +1167,22 @@ static void test_root_pid_order(void **state) {
     assert_true(pid == (uint64_t)INT64_MAX + 2);
     assert_int_equal(xgr_store_peek_process_id(st, T_OWNER, &pid, &e), 0);
     assert_true(pid == (uint64_t)INT64_MAX + 3);
+    /* the counter at 2^64-1 stays there: that rootPid is handed out, never 0 or a wrapped one
+       (PostgreSQL refuses the step past it: its domain check) */
+    if (k < 2) {
+      xgr_store_changes *b = xgr_store_changes_new();
+      xgr_store_session row = {.owner = "0xE", .root_pid = UINT64_MAX - 1, .registry = "r", .ostc_id = "t",
+                               .status = XGR_RESULT_COMPLETED,
+                               .ostc_hash = "0x00", .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(b, &row);
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+      for (int i = 0; i < 2; i++) {
+        assert_int_equal(xgr_store_next_process_id(st, "0xE", &pid, &e), 0);
+        if (pid != UINT64_MAX) fail_msg("backend %s: took %llu at the top", kind_names[k], (unsigned long long)pid);
+        assert_int_equal(xgr_store_peek_process_id(st, "0xE", &pid, &e), 0);
+        assert_true(pid == UINT64_MAX);
+      }
+    }
     /* recovery reads the live ones in (owner, rootPid) order */
     live_seen seen = {0};
     assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
@@ -1270,6 +1294,8 @@ static void test_migrate_big_roots_from_v7(void **state) {
   assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, UINT64_MAX, &ws, &nw, &e), 0);
   assert_int_equal(nw, 1);
   assert_true(ws[0].from_root == UINT64_MAX && ws[0].to_root == (uint64_t)INT64_MAX + 1);
+  assert_int_equal(ws[0].from_iter, 0);   /* not recorded before schema 8 */
+  assert_null(ws[0].from_step);
   xgr_store_wakes_free(ws, nw);
   /* the counter is repaired: past the largest rootPid below 2^64-1 */
   uint64_t pid;
