@@ -96,6 +96,8 @@ static const char *const migrations[] = {
     ("ALTER TABLE sessions ADD COLUMN wake_due BIGINT;"
      "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
      "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
+    /* 8: SQLite's order-preserving rootPid encoding; NUMERIC rootPids already order as numbers */
+    "SELECT 1;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
