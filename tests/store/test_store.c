@@ -818,10 +818,8 @@ static void test_outbox(void **state) {
     assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
     assert_int_equal(n, 1);
     assert_string_equal(ws[0].refused, "not allowed");
-    if (k < 2) {   /* memory, SQLite (schema 8) keep the sender; PostgreSQL does not yet (docs/STORE.md) */
-      assert_int_equal(ws[0].from_iter, 7);
-      assert_string_equal(ws[0].from_step, "A");
-    }
+    assert_int_equal(ws[0].from_iter, 7);   /* every backend keeps the sender (schema 8) */
+    assert_string_equal(ws[0].from_step, "A");
     xgr_store_wakes_free(ws, n);
     c = xgr_store_changes_new();
     xgr_store_changes_remove_session(c, T_OWNER, 1);
