@@ -129,13 +129,20 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
     if (!n) more = false;
   }
   if (more && cursor > 1) next = cursor;
-  /* live counts: the engine's sessions (live ones) of this owner */
+  /* live sessions: the store's (hibernated ones are live there, not in the engine); the other
+   * counts: the engine's sessions (live ones) of this owner */
+  xgr_store_owner_live *ol;
+  size_t nol;
+  if ((rc = xgr_store_live_owners(c->st, owner, 1, &ol, &nol, err))) {
+    json_decref(items);
+    return xgr_rpc_code_for(rc);
+  }
+  uint64_t live_sessions = nol ? ol[0].live : 0, running_sessions = 0, procs = 0, running = 0, idle = 0;
+  xgr_store_owners_free(ol, nol);
   size_t total, got;
   xgr_engine_session_info *all = engine_sessions(c, &total, &got);
-  uint64_t live_sessions = 0, running_sessions = 0, procs = 0, running = 0, idle = 0;
   for (size_t i = 0; i < got; i++) {
     if (all[i].finished || strcasecmp(all[i].owner, owner)) continue;
-    live_sessions++;
     procs += all[i].live;
     running += all[i].running;
     if (all[i].running) running_sessions++;
@@ -154,22 +161,12 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
 
 /* ---- xgr.console.owners ----------------------------------------------------------------------- */
 
-typedef struct owner_count {
-  char owner[64];
-  size_t n;
-} owner_count;
+#define OWNERS_MAX 100          /* owners one xgr.console.owners call lists */
 
-static int by_owner(const void *a, const void *b) {
-  return strcasecmp(((const xgr_engine_session_info *)a)->owner, ((const xgr_engine_session_info *)b)->owner);
-}
-
-static int by_count_desc(const void *a, const void *b) {
-  size_t x = ((const owner_count *)a)->n, y = ((const owner_count *)b)->n;
-  return x < y ? 1 : x > y ? -1 : strcmp(((const owner_count *)a)->owner, ((const owner_count *)b)->owner);
-}
-
-/* The owners with live sessions in the engine (at most 100, most live sessions first), so the page
- * has somewhere to start. Only under --auth none: with permits one reads one's own sessions. */
+/* The owners with live sessions in the store (at most 100, most live sessions first), so the page
+ * has somewhere to start; hibernated sessions count (they are live in the store, not in the
+ * engine). "partial": more owners have live sessions than are listed. Only under --auth none:
+ * with permits one reads one's own sessions. */
 XGR__RPCD_METHOD(xgr__console_m_owners) {
   xgr__console *c = ctx;
   (void)params;
@@ -177,26 +174,19 @@ XGR__RPCD_METHOD(xgr__console_m_owners) {
     xgr_error_set(err, XGR_EPERM, "from", "listing every owner needs --auth none; with permits one reads one's own sessions");
     return XGR_RPC_NOT_PERMITTED;
   }
-  size_t total, got, k = 0;
-  xgr_engine_session_info *all = engine_sessions(c, &total, &got);
-  qsort(all, got, sizeof *all, by_owner);
-  owner_count *oc = xgr__xcalloc(got ? got : 1, sizeof *oc);
-  for (size_t i = 0; i < got; i++) {
-    if (all[i].finished) continue;
-    if (!k || strcasecmp(oc[k - 1].owner, all[i].owner)) {
-      snprintf(oc[k].owner, sizeof oc[k].owner, "%s", all[i].owner);
-      xgr__rpc_lower(oc[k].owner);
-      k++;
-    }
-    oc[k - 1].n++;
-  }
-  free(all);
-  qsort(oc, k, sizeof *oc, by_count_desc);
+  xgr_store_owner_live *ol;
+  size_t n;
+  int rc = xgr_store_live_owners(c->st, NULL, OWNERS_MAX + 1, &ol, &n, err);
+  if (rc) return xgr_rpc_code_for(rc);
   json_t *items = json_array();
-  for (size_t i = 0; i < k && i < 100; i++)
-    json_array_append_new(items, json_pack("{s:s, s:I}", "owner", oc[i].owner, "liveSessions", (json_int_t)oc[i].n));
-  free(oc);
-  *result = json_pack("{s:o, s:b}", "items", items, "partial", total > got);
+  for (size_t i = 0; i < n && i < OWNERS_MAX; i++) {
+    char owner[64];
+    snprintf(owner, sizeof owner, "%s", ol[i].owner);
+    xgr__rpc_lower(owner);
+    json_array_append_new(items, json_pack("{s:s, s:I}", "owner", owner, "liveSessions", (json_int_t)ol[i].live));
+  }
+  *result = json_pack("{s:o, s:b}", "items", items, "partial", n > OWNERS_MAX);
+  xgr_store_owners_free(ol, n);
   return 0;
 }
 
