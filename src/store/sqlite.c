@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/sqlite_col.h"
 #include "store/store_impl.h"
 
 /* ---- schema ----------------------------------------------------------------------------------- */
@@ -242,10 +243,7 @@ static void bind_blob(sqlite3_stmt *s, const char *name, const void *p, int n) {
   sqlite3_bind_blob(s, ix(s, name), p, n, SQLITE_STATIC);
 }
 
-static char *col_text(sqlite3_stmt *s, int i) {
-  const unsigned char *t = sqlite3_column_text(s, i);
-  return t ? xgr__xstrdup((const char *)t) : NULL;
-}
+static char *col_text(sqlite3_stmt *s, int i) { return xgr__sqlite_col_text(s, i); }
 
 /* Run a prepared statement to completion (no rows expected). */
 static int step_done(sqlite3_stmt *s) {
