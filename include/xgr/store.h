@@ -323,7 +323,7 @@ typedef struct xgr_store_owner_live {
  * ascending), at most max (0: 100); only `owner` when not NULL (at most one entry: none when it has
  * no live session). A hibernated session counts, since it is live in the store though not in the
  * engine (the console's owners line and live counts). *out (the caller's; free it with
- * xgr_store_owners_free) may be empty. */
+ * xgr_store_owners_free) may be empty; on failure (an error code) it is NULL with *n 0. */
 int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                           xgr_error *err);
 void xgr_store_owners_free(xgr_store_owner_live *o, size_t n);

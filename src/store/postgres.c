@@ -1515,8 +1515,9 @@ static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
 
 static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close, pg_session_get, pg_procs,
                                      pg_history, pg_load_live, pg_doc_get, pg_gc, .sessions = pg_sessions,
+                                     .live_owners = pg_live_owners,
                                      .peek_pid = pg_peek_pid, .outbox = pg_outbox,
-                                     .wakes_refused = pg_wakes_refused, .live_owners = pg_live_owners};
+                                     .wakes_refused = pg_wakes_refused};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

@@ -1166,9 +1166,9 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
                                    sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions,
+                                   .live_owners = sq_live_owners,
                                    .peek_pid = sq_peek_pid, .outbox = sq_outbox,
-                                   .wakes_refused = sq_wakes_refused, .load_some = sq_load_some, .due = sq_due,
-                                   .live_owners = sq_live_owners};
+                                   .wakes_refused = sq_wakes_refused, .load_some = sq_load_some, .due = sq_due};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

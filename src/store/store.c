@@ -658,7 +658,13 @@ int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
   *out = NULL;
   *n = 0;
   assert(st->vt->live_owners);
-  return st->vt->live_owners(st, owner, max ? max : 100, out, n, err);
+  int rc = st->vt->live_owners(st, owner, max ? max : 100, out, n, err);
+  if (rc) {   /* nothing for the caller to free on failure */
+    xgr_store_owners_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
 }
 
 void xgr_store_owners_free(xgr_store_owner_live *o, size_t n) {
