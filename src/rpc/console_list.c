@@ -1,8 +1,9 @@
 /* console_list.c — the console's list methods (docs/CONSOLE.md):
  *  - xgr.console.sessions: a page of one owner's sessions, newest first, filtered by registry,
  *    status, creation time range and step, scanning at most 20,000 rows or 40 ms per call (a cursor
- *    goes on where the scan stopped), plus live counts from the engine;
- *  - xgr.console.owners: the owners with live sessions (only under --auth none);
+ *    goes on where the scan stopped), plus live counts: live sessions from the store (hibernated
+ *    ones included), sessions and processes running from the engine;
+ *  - xgr.console.owners: the owners with live sessions in the store (only under --auth none);
  *  - xgr.console.info: how actions are authorized and the event stream's position.
  * Each reads the store (what is committed) and the engine (what is live) and bounds every size the
  * client controls.
@@ -22,7 +23,6 @@
 #define SCAN_MS 40              /* ... and for at most this long (checked per 1,000 rows) */
 #define STEP_PROBE_MAX 200      /* sessions whose processes a step filter reads per call */
 #define LIVE_MAX 100000         /* live sessions counted for the live counts */
-
 
 /* The engine's sessions, finished ones included: *got entries in the array returned (the caller
  * frees it), at most LIVE_MAX; *total is how many the engine has (more than *got: partial). */
