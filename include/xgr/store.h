@@ -316,6 +316,20 @@ int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
                        size_t *n, xgr_error *err);
 void xgr_store_sessions_free(xgr_store_session *s, size_t n);
 
+/* An owner and how many of its sessions are live. */
+typedef struct xgr_store_owner_live {
+  char *owner;                 /* owned */
+  uint64_t live;               /* session rows in status running (paused and hibernated ones included) */
+} xgr_store_owner_live;
+/* The owners that have live sessions in the store, most live sessions first (ties: owner
+ * ascending), at most max (0: 100); only `owner` when not NULL (at most one entry: none when it has
+ * no live session). A hibernated session counts, since it is live in the store though not in the
+ * engine (the console's owners line and live counts). *out (the caller's; free it with
+ * xgr_store_owners_free) may be empty; on failure (an error code) it is NULL with *n 0. */
+int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err);
+void xgr_store_owners_free(xgr_store_owner_live *o, size_t n);
+
 /* What recovery needs of one live session: its row, its live processes (waiting or running,
  * ordered by iter) and its killed scopes. Borrowed for the duration of the callback. */
 typedef struct xgr_store_live {

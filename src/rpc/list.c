@@ -71,12 +71,7 @@ static json_t *item_join(const xgr_store_session *s, const xgr_orch *o, const xg
       "status", status_view(p), "owner", s->owner, "resumeStep", terminal ? json_null() : json_string(p->step_id),
       "lastStep", terminal ? json_string(p->step_id) : json_null(), "updatedAt", (json_int_t)(updated_ms(p) / 1000));
   json_object_set_new(it, "rootPid", xgr__rpc_u64_json(s->root_pid));
-  json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
-  if (p->status == XGR_PROC_WAITING)
-    json_object_set_new(it, "nextWakeAt", p->next_wake_at == XGR_NEVER ? json_null() : json_integer(p->next_wake_at));
-  if (p->status == XGR_PROC_ABORTED)
-    json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
-  if (p->error) json_object_set_new(it, "error", json_string(p->error));
+  xgr__rpc_proc_state(it, p);
   json_object_set_new(it, "join", p->join ? join_view(o, p->join) : json_null());
   return it;
 }

@@ -1505,8 +1505,30 @@ static int pg_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
   return rc;
 }
 
+/* The owners with live sessions: status = 0 rows grouped by owner, most first. */
+static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_u64(&p, max);
+  p_text(&p, owner);   /* NULL: every owner */
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT owner, COUNT(*) AS live FROM sessions WHERE status = 0 AND ($2::text IS NULL OR owner = $2)"
+                            " GROUP BY owner ORDER BY live DESC, owner LIMIT $1::bigint", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  *out = xgr__xcalloc(max, sizeof **out);
+  for (int i = 0; r && i < PQntuples(r) && *n < max; i++) {
+    (*out)[*n].owner = get_text(r, i, 0);
+    (*out)[(*n)++].live = get_u64(r, i, 1);
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
 static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close, pg_session_get, pg_procs,
                                      pg_history, pg_load_live, pg_doc_get, pg_gc, .sessions = pg_sessions,
+                                     .live_owners = pg_live_owners,
                                      .peek_pid = pg_peek_pid, .outbox = pg_outbox,
                                      .wakes_refused = pg_wakes_refused};
 

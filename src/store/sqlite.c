@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/sqlite_col.h"
 #include "store/store_impl.h"
 
 /* ---- rootPids -------------------------------------------------------------------------------- */
@@ -284,10 +285,7 @@ static void bind_blob(sqlite3_stmt *s, const char *name, const void *p, int n) {
   sqlite3_bind_blob(s, ix(s, name), p, n, SQLITE_STATIC);
 }
 
-static char *col_text(sqlite3_stmt *s, int i) {
-  const unsigned char *t = sqlite3_column_text(s, i);
-  return t ? xgr__xstrdup((const char *)t) : NULL;
-}
+static char *col_text(sqlite3_stmt *s, int i) { return xgr__sqlite_col_text(s, i); }
 
 /* Run a prepared statement to completion (no rows expected). */
 static int step_done(sqlite3_stmt *s) {
@@ -1049,6 +1047,33 @@ static int sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
   return rc;
 }
 
+/* The owners with live sessions: status = 0 rows grouped by owner, most first (one scan of the
+ * live rows; the limit is a number, part of the text). */
+static int sq_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT owner, COUNT(*) AS live FROM sessions WHERE status = 0%s GROUP BY owner ORDER BY live DESC, owner"
+           " LIMIT %zu", owner ? " AND owner=:owner" : "", max);
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s;
+  int rc = rd_prepare(q, sql, &s, err);
+  *out = xgr__xcalloc(max, sizeof **out);
+  if (!rc) {
+    if (owner) bind_text(s, ":owner", owner);
+    int r = SQLITE_DONE;
+    while (*n < max && (r = sqlite3_step(s)) == SQLITE_ROW) {
+      (*out)[*n].owner = col_text(s, 0);
+      (*out)[(*n)++].live = (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    if (r != SQLITE_ROW && r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read sessions", err);
+    sqlite3_finalize(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
 static int sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),
                         void *ctx, xgr_error *err) {
   sqstore *q = (sqstore *)st;
@@ -1191,6 +1216,7 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
                                    sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions,
+                                   .live_owners = sq_live_owners,
                                    .peek_pid = sq_peek_pid, .outbox = sq_outbox,
                                    .wakes_refused = sq_wakes_refused, .load_some = sq_load_some, .due = sq_due};
 

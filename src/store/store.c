@@ -667,6 +667,25 @@ void xgr_store_sessions_free(xgr_store_session *s, size_t n) {
   free(s);
 }
 
+int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  assert(st->vt->live_owners);
+  int rc = st->vt->live_owners(st, owner, max ? max : 100, out, n, err);
+  if (rc) {   /* nothing for the caller to free on failure */
+    xgr_store_owners_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
+void xgr_store_owners_free(xgr_store_owner_live *o, size_t n) {
+  for (size_t i = 0; i < n; i++) free(o[i].owner);
+  free(o);
+}
+
 int xgr_store_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *ctx, const xgr_store_live *l),
                         void *ctx, xgr_error *err) {
   if (!st->vt->load_some)

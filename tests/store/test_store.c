@@ -685,6 +685,70 @@ static void test_sessions_by_owner(void **state) {
   free(dir);
 }
 
+/* xgr_store_live_owners: owners with running sessions (paused ones included, finished ones not),
+ * most first, ties by owner, max respected; the same on every backend and after reopening. */
+static void test_live_owners(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  const char *a = "0x00000000000000000000000000000000000000a1", *b = "0x00000000000000000000000000000000000000b2",
+             *c = "0x00000000000000000000000000000000000000c3", *d = "0x00000000000000000000000000000000000000d4";
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "live_owners.db", NULL);
+    xgr_error e;
+    xgr_store_owner_live *ol;
+    size_t n;
+    assert_int_equal(xgr_store_live_owners(st, NULL, 0, &ol, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_owners_free(ol, n);
+    /* c: 3 running; a: 2 running, 1 paused, 1 completed; b: 1 running, 1 killed; d: only finished */
+    static const struct { int who; uint64_t root; uint8_t status; bool paused; } rows[] = {
+        {0, 1, XGR_RESULT_RUNNING, false}, {0, 2, XGR_RESULT_RUNNING, true}, {0, 3, XGR_RESULT_COMPLETED, false},
+        {0, 4, XGR_RESULT_RUNNING, false}, {1, 1, XGR_RESULT_RUNNING, false}, {1, 2, XGR_RESULT_KILLED, false},
+        {2, 1, XGR_RESULT_RUNNING, false}, {2, 2, XGR_RESULT_RUNNING, false}, {2, 3, XGR_RESULT_RUNNING, false},
+        {3, 1, XGR_RESULT_COMPLETED, false}};
+    const char *owners[] = {a, b, c, d};
+    xgr_store_changes *bt = xgr_store_changes_new();
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+      xgr_store_session row = {.owner = (char *)owners[rows[i].who], .root_pid = rows[i].root, .registry = "r",
+                               .ostc_id = "t", .ostc_hash = "0x00", .status = rows[i].status,
+                               .paused = rows[i].paused, .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(bt, &row);
+    }
+    assert_int_equal(xgr_store_commit(st, bt, &e), 0);
+    for (int reopen = 0; reopen < 1 + (k > 0); reopen++) {
+      if (reopen) {
+        xgr_store_close(st);
+        st = open_kind(k, dir, "live_owners.db", NULL);
+      }
+      assert_int_equal(xgr_store_live_owners(st, NULL, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 3);
+      assert_string_equal(ol[0].owner, a);   /* 3 live, ties with c: by owner */
+      assert_int_equal(ol[0].live, 3);
+      assert_string_equal(ol[1].owner, c);
+      assert_int_equal(ol[1].live, 3);
+      assert_string_equal(ol[2].owner, b);
+      assert_int_equal(ol[2].live, 1);
+      xgr_store_owners_free(ol, n);
+      assert_int_equal(xgr_store_live_owners(st, NULL, 2, &ol, &n, &e), 0);
+      assert_int_equal(n, 2);
+      assert_string_equal(ol[1].owner, c);
+      xgr_store_owners_free(ol, n);
+      /* one owner */
+      assert_int_equal(xgr_store_live_owners(st, b, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 1);
+      assert_string_equal(ol[0].owner, b);
+      assert_int_equal(ol[0].live, 1);
+      xgr_store_owners_free(ol, n);
+      assert_int_equal(xgr_store_live_owners(st, d, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 0);
+      xgr_store_owners_free(ol, n);
+    }
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
 
 /* xgr_store_changes_add_session_new: the row goes in only if the session has none; otherwise the
@@ -1498,6 +1562,7 @@ int main(void) {
       cmocka_unit_test(test_migrate_empty),
       cmocka_unit_test(test_migrate_from_v1),
       cmocka_unit_test(test_sessions_by_owner),
+      cmocka_unit_test(test_live_owners),
       cmocka_unit_test(test_session_new),
       cmocka_unit_test(test_outbox),
       cmocka_unit_test(test_full_disk),
