@@ -746,7 +746,10 @@ static void test_batch_commits(void **state) {
   json_decref(ans);
   double tx = metric_of(&d, "\nxgr_store_transactions ") - tx0;
   print_message("%d enqueues in one batch: %.0f store transactions, %.3f s\n", N, tx, dt);
-  assert_true(tx < N / 2);
+  /* without group commit each enqueue is a transaction of its own (N or more, with the steps the
+   * sessions run). Typically 25-50 here; on a loaded 2-core machine the writer wakes more often
+   * and once 118 were counted, so the bound is the one that tells batching from none. */
+  assert_true(tx < N);
   assert_int_equal(xh_stop(&d, SIGTERM), 0);
   xh_remove(&d);
 }
