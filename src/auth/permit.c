@@ -182,15 +182,16 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
 
   /* primaryType */
   const char *pt = json_string_value(json_object_get(permit, "primaryType"));
-  char accepted[96] = "";
-  for (unsigned b = 1; b <= XGR_PERMIT_XDALA; b <<= 1)
-    if (pol->accept & b)
-      snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s", accepted[0] ? " or " : "",
-               xgr_permit_kind_name((xgr_permit_kind)b));
-  if (!pt) return refuse(&v, "primaryType", "expected a string naming %s", accepted);
-  xgr_permit_kind k = kind_of(pt);
-  if (!k || !(pol->accept & k))
+  xgr_permit_kind k = pt ? kind_of(pt) : 0;
+  if (!k || !(pol->accept & k)) {   /* the names accepted, for the refusal only */
+    char accepted[96] = "";
+    for (unsigned b = 1; b <= XGR_PERMIT_XDALA; b <<= 1)
+      if (pol->accept & b)
+        snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s", accepted[0] ? " or " : "",
+                 xgr_permit_kind_name((xgr_permit_kind)b));
+    if (!pt) return refuse(&v, "primaryType", "expected a string naming %s", accepted);
     return refuse(&v, "primaryType", "\"%.64s\" is not accepted here; expected %s", pt, accepted);
+  }
   out->kind = k;
 
   /* types: exactly EIP712Domain and the primary type, with the specified fields */
