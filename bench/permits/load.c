@@ -12,7 +12,8 @@
  * It prints the answers per second, the answers that are not HTTP 200 with "queued" in the body,
  * its own CPU time per request (getrusage) and, given xgrd's pid, xgrd's CPU time (user + system
  * from /proc/PID/stat) per answered request over the same interval. One thread, epoll; bounded: at
- * most 4096 connections, answers of at most 1 MiB, 127.0.0.1 only. */
+ * most 4096 connections, answers of at most 1 MiB, 127.0.0.1 only, and 30 s without an answer
+ * end the run with an error. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -182,9 +183,12 @@ int main(int argc, char **argv) {
   }
   struct epoll_event evs[256];
   char first_bad[200] = "";
+  double progress = t0;   /* the last answer; 30 s without one ends the run */
   while (inflight) {
     int n = epoll_wait(ep, evs, 256, 100);
     if (n < 0 && errno != EINTR) return perror("bench_load: epoll_wait"), 1;
+    if (n <= 0 && mono() - progress > 30)
+      return fprintf(stderr, "bench_load: no answer for 30 s with %zu requests in flight\n", inflight), 1;
     if (sending && (mono() >= deadline || next >= nreq)) sending = false;
     for (int k = 0; k < n; k++) {
       conn *c = &cs[evs[k].data.u32];
@@ -208,6 +212,7 @@ int main(int argc, char **argv) {
           if (done < 0) return fprintf(stderr, "bench_load: a malformed answer\n"), 1;
           answered++;
           inflight--;
+          progress = mono();
           c->busy = false;
           bool ok = !strncmp(c->in, "HTTP/1.1 200", 12) && memmem(c->in, total, "\"queued\"", 8);
           if (!ok && !bad++) snprintf(first_bad, sizeof first_bad, "%.*s", (int)(total < 199 ? total : 199), c->in);
