@@ -33,7 +33,11 @@
 #include "xgr/rpc.h"
 #include "xgr/store.h"
 
-#define XGR__RPCD_STRIPES 64
+/* Starts of one (owner, rootPid) are serialised by a striped lock held until their commit returns
+ * (start.c). Different sessions that share a stripe wait for each other's commit too, so the stripes
+ * must far outnumber the enqueues in flight (one per HTTP thread, --threads up to 1024): with 64,
+ * 128 concurrent enqueues collided so often that durable enqueues/s fell to a third. */
+#define XGR__RPCD_STRIPES 4096
 
 /* A cached bundle of a registry key (registry.c; guarded by xgr_rpcd.reg_mu). */
 typedef struct xgr__regent {
