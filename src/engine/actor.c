@@ -114,6 +114,7 @@ struct actor {
    * registry and closes */
   int64_t stored_due, batch_due, committing_due;
   bool evicted;
+  bool dropped;                  /* cluster: the lease went elsewhere; the actor leaves (drop_now) */
   uint64_t sleep_after_ns;       /* a loaded session stays this long (monotonic ns): the call that
                                     loaded it finds it, and a burst of calls does not thrash */
   xgr_engine_proc *bp;
@@ -614,7 +615,16 @@ void xgr_eng_iwake_free(iwake_msg *m) {
   free(m);
 }
 
+static void lose_lease(actor *a);
+
 static void on_ctl(actor *a, ctl_msg *m) {
+  if (m->kind == XGR_CTL_DROP) {   /* cluster: the lease went elsewhere (xgr_engine_drop) */
+    if (!a->dropped) lose_lease(a);
+    if (m->done) m->done(m->done_ctx, 0, "dropped");
+    m->done = NULL;
+    xgr_eng_ctl_free(m);
+    return;
+  }
   a->clock_ms = a->now;
   xgr_error err;
   xgr_error_clear(&err);
@@ -800,6 +810,11 @@ static void discard_held(actor *a, int err) {
 
 static void on_commit(actor *a, int err) {
   a->committing = false;
+  if (a->dropped) return;   /* its effects were discarded when the lease went */
+  if (err == XGR_ELEASE) {  /* a late write: another node holds the session now */
+    lose_lease(a);
+    return;
+  }
   if (!err) {
     a->stored_due = a->committing_due;
     flush(a, &a->hold);
@@ -949,8 +964,52 @@ static bool evict(actor *a, int64_t due) {
   return true;
 }
 
+/* Cluster: the lease went to another node. Nothing of this session may become visible here any
+ * more: the held and pending effects are discarded (replies get XGR_ELEASE), the batch being
+ * built is forgotten; end_turn unlinks the actor once no batch is in flight (drop_now). */
+static void lose_lease(actor *a) {
+  a->dropped = true;
+  a->stopping = true;
+  discard_held(a, XGR_ELEASE);
+  visq t = a->hold;
+  a->hold = a->pend;
+  a->pend = t;
+  discard_held(a, XGR_ELEASE);
+  batch_clear(a);
+}
+
+/* Leave the registry and close (as evict does, without its conditions): results of steps still
+ * running come back to actor_discard, which drops them; control calls then find no session. */
+static void drop_now(actor *a) {
+  xgr_engine *e = a->e;
+  a->completed = true;
+  if (a->lat) {
+    pthread_mutex_lock(&e->lat_mu);
+    xgr_eng_lat_merge(&e->lat, a->lat);
+    pthread_mutex_unlock(&e->lat_mu);
+  }
+  shard *sh = xgr_eng_shard(e, a->root);
+  pthread_mutex_lock(&sh->mu);
+  a->ent->pid = 0;
+  a->ent->gone = true;
+  xgr_eng_unlink_locked(sh, a->ent);   /* freed when the actor closes */
+  a->ent_unlinked = true;
+  pthread_mutex_unlock(&sh->mu);
+  atomic_fetch_sub(&e->live_actors, 1);
+  xgr_eng_notify_waiters(e);
+}
+
 static void end_turn(actor *a) {
   xgr_engine *e = a->e;
+  if (a->dropped) {   /* cluster: leave once no batch is in flight (its refusal comes back first) */
+    if (a->committing) {
+      a->out->status = XGR_STEP_IDLE;
+      return;
+    }
+    drop_now(a);
+    a->out->status = XGR_STEP_COMPLETE;
+    return;
+  }
   check_caps(a);
   if (!a->stopping && !a->finished && !a->limit) {
     size_t max = SIZE_MAX;

@@ -83,6 +83,13 @@ static const char *const migrations[] = {
     ("ALTER TABLE sessions ADD COLUMN wake_due INTEGER;"
      "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
      "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
+    /* 8: a placeholder (another branch's version 8; the merge puts it here) */
+    "SELECT 1;",
+    /* 9: cluster leases (issue 18, docs/CLUSTER.md): the same columns as PostgreSQL's, unused here
+     * (a SQLite store has one node) */
+    ("ALTER TABLE sessions ADD COLUMN lease_owner TEXT;"
+     "ALTER TABLE sessions ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE sessions ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
