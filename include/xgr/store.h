@@ -421,10 +421,13 @@ int64_t xgr_store_lease_ms(const xgr_store *st);
 /* Claim and load sessions: running ones that are unleased, whose lease expired or whose node is
  * dead (its advisory lock is free) — or, with own, also those still naming this node id (a
  * restart under the same --node-id) — at most max (0: 256), skipping rows another transaction
- * locks (FOR UPDATE SKIP LOCKED). owner set: only (owner, root_pid). Each claimed session's epoch
- * is remembered, then fn is called with its live rows (as xgr_store_load_live). *claimed (may be
- * NULL) gets the count. */
+ * locks (FOR UPDATE SKIP LOCKED). owner set: only (owner, root_pid). For each claimed session, in
+ * this order: before(ctx, owner, root) (may be NULL) — the caller makes sure no older incarnation
+ * of the session still runs here, since from the next step on the store writes the session's
+ * batches under the new epoch —, the new epoch is remembered, and fn is called with its live rows
+ * (as xgr_store_load_live). *claimed (may be NULL) gets the count. */
 int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
                           int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err);
 /* Heartbeat: extend every lease this node holds (rows another transaction locks are left for the
  * next beat) and find the ones it lost: for each session the store held whose row no longer

@@ -462,8 +462,27 @@ static void consume(actor *a) {
   }
 }
 
+/* With a store (xgrd), the payload a wake-up's target gets is the outbox row's JSON text read back:
+ * it shares nothing with the producer's values. Those may hold pinned constants of the producer's
+ * bundle (rule payload keys), which are freed with that bundle — and the target may run on another
+ * bundle object of the same orchestration (one assembled for a claim or a recovery, "#hash", next to
+ * the enqueue's), outliving it. It is also what the target gets when the row is redelivered. */
+static void detach_payload(iwake_msg *m) {
+  if (xgr_value_kind(m->payload) != XGR_VMAP && xgr_value_kind(m->payload) != XGR_VLIST) return;
+  size_t len = 0;
+  char *text = xgr_value_to_json_text(m->payload, 0, &len);
+  xgr_value v = xgr_value_null();
+  xgr_error err;
+  if (text && !xgr_value_from_json_text(text, len, 0, &v, &err)) {
+    xgr_value_release(m->payload);
+    m->payload = v;
+  }
+  free(text);
+}
+
 static void route_wake(actor *a, wake_out *w) {
   xgr_engine *e = a->e;
+  if (e->has_store) detach_payload(w->m);
   shard *sh;
   sess_entry *t = xgr_eng_lookup_locked(e, w->target_owner, w->target_root, &sh);
   xgr_pid pid = t ? t->pid : 0;

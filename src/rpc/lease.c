@@ -93,7 +93,7 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
   free(body);
   if (rc) return rc;
   atomic_fetch_add(&l->sent, 1);
-  int64_t deadline = mono_ms() + FORWARD_WAIT_MS;
+  int64_t deadline = mono_ms() + FORWARD_WAIT_MS, next_check = mono_ms() + 250;
   for (;;) {
     pthread_mutex_lock(&l->mu);
     uint64_t seen = l->answers;
@@ -113,6 +113,17 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
     }
     int64_t left = deadline - mono_ms();
     if (left <= 0 || atomic_load(&l->stop)) break;
+    if (mono_ms() >= next_check) {   /* a holder that stalls loses its lease: route again then */
+      char now_node[256];
+      bool valid = false, running = false;
+      xgr_error he;
+      if (!xgr_store_lease_holder(d->st, r->owner, r->root, now_node, sizeof now_node, &valid, &running, &he) &&
+          running && (!valid || strcmp(now_node, node))) {
+        xgr_store_cmd_drop(d->st, id, &(xgr_error){0});
+        return xgr_error_set(err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " left node %s", r->owner, r->root, node);
+      }
+      next_check = mono_ms() + 250;
+    }
     /* the lease thread bumps `answers` on every "r" notification; look again at least every 100 ms */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -131,6 +142,18 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
   atomic_fetch_add(&l->timed_out, 1);
   return xgr_error_set(err, XGR_ETIMEOUT, NULL, "node %s holds session %s/%" PRIu64 " and did not answer within %d ms",
                        node, r->owner, r->root, FORWARD_WAIT_MS);
+}
+
+/* A claimed session may still have an incarnation here: one whose lease this node lost (the drop
+ * is asynchronous) or that stalled (SIGSTOP) and came back. It leaves before the store writes
+ * under the new epoch, so that only the incarnation loaded now can pass the fence. */
+static void before_load(void *ctx, const char *owner, uint64_t root) {
+  xgr_rpcd *d = ctx;
+  xgr_engine_session_info in;
+  if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return;
+  xgr_engine_drop(d->e, owner, root);
+  for (int i = 0; i < 2000 && !xgr_engine_session(d->e, owner, root, &in) && !in.finished; i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
 }
 
 static int load_cb(void *ctx, const xgr_store_live *l) {
@@ -163,7 +186,8 @@ int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
       size_t n = 0;
-      if ((rc = xgr_store_lease_claim(d->st, r->owner, r->root, !strcmp(node, me), 1, load_cb, d, &n, err))) return rc;
+      if ((rc = xgr_store_lease_claim(d->st, r->owner, r->root, !strcmp(node, me), 1, before_load, load_cb, d,
+                                      &n, err))) return rc;
       if (!n) nanosleep(&(struct timespec){0, 20000000}, NULL);   /* locked by a claim or a write: look again */
       continue;
     }
@@ -247,7 +271,7 @@ static size_t claim_all(xgr_rpcd *d, bool own) {
   size_t total = 0, n = 0;
   xgr_error err;
   do {
-    if (xgr_store_lease_claim(d->st, NULL, 0, own, 256, load_cb, d, &n, &err)) {
+    if (xgr_store_lease_claim(d->st, NULL, 0, own, 256, before_load, load_cb, d, &n, &err)) {
       xgr__rpcd_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
       break;
     }

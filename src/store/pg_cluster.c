@@ -321,14 +321,23 @@ bool xgr__pgc_fence(pgc *c, xgr_store_changes **list, size_t n, char *arr[4]) {
       held *x = held_find(c, owner, root);
       bool fresh = false;   /* created in this group: no row to check yet */
       for (size_t j = 0; j < n && !fresh; j++) fresh = creates(list[j], owner, root);
-      if (fresh || !x) continue;   /* (not held and not created: the prefilter failed that batch) */
-      xgr__hashmap_add(&seen, h, x);
+      if (fresh) continue;
+      /* not held: forgotten since the prefilter (the heartbeat found it lost): epoch -1 never
+       * matches, so the fence refuses the write instead of letting it through unchecked */
+      size_t len = strlen(owner);
+      held *sk = xgr__xmalloc(sizeof *sk + len + 1);
+      sk->root = root;
+      sk->epoch = x ? x->epoch : -1;
+      memcpy(sk->owner, owner, len + 1);
+      xgr__hashmap_add(&seen, h, sk);
       arr_text(&o, owner);
       arr_num(&r, "%" PRIu64, root, 0, false);
-      arr_num(&e, NULL, 0, x->epoch, true);
+      arr_num(&e, NULL, 0, sk->epoch, true);
       count++;
     }
   pthread_mutex_unlock(&c->hmu);
+  size_t pos = 0;
+  for (held *sk; (sk = xgr__hashmap_next(&seen, &pos, NULL));) free(sk);
   xgr__hashmap_free(&seen);
   if (!count) {
     free(xgr__buf_finish(&o, NULL));
@@ -400,7 +409,32 @@ static const char CLAIM_SQL[] =
     " UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, lease_expires = xgr_ms_now() + $3::bigint"
     " FROM c WHERE s.owner = c.owner AND s.root_pid = c.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch";
 
+/* What a claim took, handed to each session's load (claim_load). */
+typedef struct claim_ctx {
+  pgc *c;
+  PGresult *r;                  /* the claimed rows: owner, root_pid, lease_epoch */
+  void (*before)(void *, const char *, uint64_t);
+  int (*fn)(void *, const xgr_store_live *);
+  void *ctx;
+} claim_ctx;
+
+static int claim_load(void *ctx, const xgr_store_live *l) {
+  claim_ctx *cc = ctx;
+  const xgr_store_session *s = l->session;
+  int64_t epoch = -1;
+  for (int i = 0; i < PQntuples(cc->r) && epoch < 0; i++)
+    if (strtoull(PQgetvalue(cc->r, i, 1), NULL, 10) == s->root_pid && !strcmp(PQgetvalue(cc->r, i, 0), s->owner))
+      epoch = strtoll(PQgetvalue(cc->r, i, 2), NULL, 10);
+  if (epoch < 0) return 0;
+  if (cc->before) cc->before(cc->ctx, s->owner, s->root_pid);   /* an older incarnation here leaves first */
+  pthread_mutex_lock(&cc->c->hmu);
+  held_put(cc->c, s->owner, s->root_pid, epoch);
+  pthread_mutex_unlock(&cc->c->hmu);
+  return cc->fn ? cc->fn(cc->ctx, l) : 0;
+}
+
 int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
                           int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err) {
   if (claimed) *claimed = 0;
   pgc *c = cl_of(st, err);
@@ -412,29 +446,24 @@ int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, b
   const char *v[6] = {c->node, lim, ms, own ? "t" : "f", owner, owner ? rt : NULL};
   pthread_mutex_lock(&c->mu);
   PGresult *r = run(c, CLAIM_SQL, 6, v, "cannot claim sessions", err);
-  if (!r) {
-    pthread_mutex_unlock(&c->mu);
-    return XGR_EIO;
-  }
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
   int nr = PQntuples(r);
   xgr_buf o = {0}, k = {0};
-  pthread_mutex_lock(&c->hmu);
   for (int i = 0; i < nr; i++) {
-    const char *ow = PQgetvalue(r, i, 0);
-    uint64_t root = strtoull(PQgetvalue(r, i, 1), NULL, 10);
-    held_put(c, ow, root, strtoll(PQgetvalue(r, i, 2), NULL, 10));
-    arr_text(&o, ow);
-    arr_num(&k, "%" PRIu64, root, 0, false);
+    arr_text(&o, PQgetvalue(r, i, 0));
+    arr_num(&k, "%" PRIu64, strtoull(PQgetvalue(r, i, 1), NULL, 10), 0, false);
   }
+  pthread_mutex_lock(&c->hmu);
   c->st.claimed += (uint64_t)nr;
   pthread_mutex_unlock(&c->hmu);
-  PQclear(r);
-  pthread_mutex_unlock(&c->mu);
   char *oa = arr_finish(&o), *ka = arr_finish(&k);
   int rc = 0;
-  if (nr && fn) rc = xgr__pg_load_keys(st, oa, ka, fn, ctx, err);
+  claim_ctx cc = {c, r, before, fn, ctx};
+  if (nr) rc = xgr__pg_load_keys(st, oa, ka, claim_load, &cc, err);
   free(oa);
   free(ka);
+  PQclear(r);
   if (claimed) *claimed = (size_t)nr;
   return rc;
 }
@@ -449,6 +478,11 @@ typedef struct rowk {
 static bool row_match(const void *ctx, const void *val) {
   const rowk *a = ctx, *b = val;
   return a->root == b->root && a->epoch == b->epoch && !strcmp(a->owner, b->owner);
+}
+
+static bool row_key_match(const void *ctx, const void *val) {
+  const rowk *a = ctx, *b = val;
+  return a->root == b->root && !strcmp(a->owner, b->owner);
 }
 
 int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *owner, uint64_t root_pid), void *ctx,
@@ -500,10 +534,48 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
     rk[j].epoch = strtoll(PQgetvalue(r, j, 2), NULL, 10);
     xgr__hashmap_add(&rows, key_hash(rk[j].owner, rk[j].root), &rk[j]);
   }
+  /* the held sessions the read did not return: ended (forgotten quietly) or lost */
+  xgr_buf mo = {0}, mr = {0};
+  size_t nmiss = 0;
   for (size_t j = 0; j < nh; j++) {
     rowk want = {snap[j]->root, ep[j], snap[j]->owner};
-    if (xgr__hashmap_find(&rows, key_hash(want.owner, want.root), row_match, &want)) continue;   /* still ours */
+    if (xgr__hashmap_find(&rows, key_hash(want.owner, want.root), row_match, &want)) {   /* still ours */
+      free(snap[j]);
+      snap[j] = NULL;
+      continue;
+    }
+    arr_text(&mo, snap[j]->owner);
+    arr_num(&mr, "%" PRIu64, snap[j]->root, 0, false);
+    nmiss++;
+  }
+  xgr_hashmap ended = {0};   /* of the missing: the ones whose row is no longer running */
+  PGresult *re = NULL;
+  char *moa = arr_finish(&mo), *mra = arr_finish(&mr);
+  if (nmiss) {
+    const char *w[2] = {moa, mra};
+    pthread_mutex_lock(&c->mu);
+    re = run(c, "SELECT s.owner, s.root_pid FROM sessions s JOIN unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
+                " ON s.owner = u.owner AND s.root_pid = u.root_pid WHERE s.status <> 0", 2, w, "heartbeat", err);
+    pthread_mutex_unlock(&c->mu);
+    for (int q = 0; re && q < PQntuples(re); q++) {
+      rowk *k = xgr__xmalloc(sizeof *k);
+      *k = (rowk){strtoull(PQgetvalue(re, q, 1), NULL, 10), 0, PQgetvalue(re, q, 0)};
+      xgr__hashmap_add(&ended, key_hash(k->owner, k->root), k);
+    }
+  }
+  free(moa);
+  free(mra);
+  for (size_t j = 0; j < nh; j++) {
+    if (!snap[j]) continue;
+    rowk want = {snap[j]->root, 0, snap[j]->owner};
+    bool over = xgr__hashmap_find(&ended, key_hash(want.owner, want.root), row_key_match, &want) != NULL;
     pthread_mutex_lock(&c->hmu);
+    if (over) {   /* it ended (its last batch committed meanwhile): not a lost lease */
+      held *x = held_find(c, snap[j]->owner, snap[j]->root);
+      if (x && x->epoch == ep[j]) held_del(c, snap[j]->owner, snap[j]->root);
+      pthread_mutex_unlock(&c->hmu);
+      continue;
+    }
     held *x = held_find(c, snap[j]->owner, snap[j]->root);
     bool gone = x && x->epoch == ep[j];   /* not re-claimed meanwhile */
     if (gone) {
@@ -513,6 +585,10 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
     pthread_mutex_unlock(&c->hmu);
     if (gone && lost) lost(ctx, snap[j]->owner, snap[j]->root);
   }
+  size_t pos2 = 0;
+  for (rowk *k; (k = xgr__hashmap_next(&ended, &pos2, NULL));) free(k);
+  xgr__hashmap_free(&ended);
+  PQclear(re);
   xgr__hashmap_free(&rows);
   free(rk);
   PQclear(r);
