@@ -578,7 +578,7 @@ static void apply(actor *a, job *j) {
 }
 
 static void on_job(actor *a, job *j) {
-  if (a->store_failed) {   /* nothing it produces could be committed */
+  if (a->store_failed || a->dropped) {   /* nothing it produces could be committed */
     a->inflight--;
     job_free(a, j);
     return;
@@ -644,6 +644,12 @@ static void on_ctl(actor *a, ctl_msg *m) {
     xgr_eng_ctl_free(m);
     return;
   }
+  if (a->dropped) {   /* it left this node: the caller routes again (lease.c) */
+    if (m->done) m->done(m->done_ctx, XGR_ELEASE, "the session left this node");
+    m->done = NULL;
+    xgr_eng_ctl_free(m);
+    return;
+  }
   a->clock_ms = a->now;
   xgr_error err;
   xgr_error_clear(&err);
@@ -691,6 +697,10 @@ static void on_ctl(actor *a, ctl_msg *m) {
 }
 
 static void on_iwake(actor *a, iwake_msg *m) {
+  if (a->dropped) {   /* its holder delivers it from the outbox */
+    xgr_eng_iwake_free(m);
+    return;
+  }
   if (m->id) {   /* from the outbox: applied at most once, removed with this session's next batch */
     uint64_t k = wake_key(m->id);
     if (xgr__hashmap_get(&a->applied, k)) {
@@ -997,8 +1007,10 @@ static void lose_lease(actor *a) {
   batch_clear(a);
 }
 
-/* Leave the registry and close (as evict does, without its conditions): results of steps still
- * running come back to actor_discard, which drops them; control calls then find no session. */
+/* Leave the registry (as evict does, without its conditions) once no batch is in flight: from then
+ * on a claim here may load the session again and control calls find the new incarnation. The actor
+ * itself closes when the steps still running have come back (on_job drops their results): they
+ * read its bundle and core. */
 static void drop_now(actor *a) {
   xgr_engine *e = a->e;
   a->completed = true;
@@ -1021,12 +1033,8 @@ static void drop_now(actor *a) {
 static void end_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->dropped) {   /* cluster: leave once no batch is in flight (its refusal comes back first) */
-    if (a->committing) {
-      a->out->status = XGR_STEP_IDLE;
-      return;
-    }
-    drop_now(a);
-    a->out->status = XGR_STEP_COMPLETE;
+    if (!a->committing && !a->ent_unlinked) drop_now(a);
+    a->out->status = !a->committing && a->inflight == 0 ? XGR_STEP_COMPLETE : XGR_STEP_IDLE;
     return;
   }
   check_caps(a);

@@ -11,8 +11,8 @@ The workload (rootPids 1..TOTAL of one owner):
     with a 60 s wait (240 ms at --time-scale 250) between rounds, a k-of-n `kill` join;
   - ping-pong pairs (pingpong_bundle.json): internal wake-ups back and forth; the two sessions of a
     pair are enqueued on different nodes, so the wake-ups cross nodes through the outbox;
-  - gate sessions (tests/daemon/gate.json): A runs, W waits an hour; half are woken (W runs with the
-    wake's payload), half killed, by calls sent to a random live node.
+  - gate sessions: A runs, W waits (10^8 s); half are woken (W runs with the wake's payload), half
+    killed, by calls sent to a random live node.
 Checked: every session ends; `crash_run canon` (each proc_steps row by its step path, status,
 validity, payload, error; the outbox) of the cluster equals the reference's — no row missing,
 none twice, the same final payloads; the stopped node had late writes refused
@@ -107,9 +107,17 @@ class Node:
         return float(m.group(1)) if m else 0.0
 
 
+# A runs, its child W waits 10^8 s (forever here) for a wake-up, or a kill
+GATE = {"orchestration": {"id": "gate", "structure": {"A": {"rule": "ga", "onValid": {"spawns": ["W"]}},
+                                                      "W": {"rule": "gw"}}},
+        "rules": {"ga": {"payload": {"n": {"type": "int64", "default": 0}}, "onValid": {"payload": {"n": "[n] + 1"},
+                                                                                       "waitSec": 100000000}},
+                  "gw": {"payload": {"n": {"type": "int64", "default": 0}}, "onValid": {"payload": {"n": "[n] + 1"}}}}}
+
+
 def deploy(node):
-    for name in ("stress/crash/daemon_bundle.json", "stress/crash/pingpong_bundle.json", "daemon/gate.json"):
-        b = json.load(open(os.path.join(SRC, "tests", name)))
+    for name in ("stress/crash/daemon_bundle.json", "stress/crash/pingpong_bundle.json", None):
+        b = json.load(open(os.path.join(SRC, "tests", name))) if name else GATE
         for k, r in b["rules"].items():
             node.ok("xgr_putRule", [{"address": k, "rule": r}])
         node.ok("xgr.putOrchestration", {"xrc729": "local", "orchestration": b["orchestration"]})
@@ -174,8 +182,10 @@ def control(live, root):
             r = {"error": str(e)}
         if "error" not in r:
             return node.id
-        if attempt and not wake and "no live session" in json.dumps(r["error"]):
-            return node.id      # an earlier attempt killed it; its answer was lost
+        if attempt and "no live session" in json.dumps(r["error"]):
+            return node.id      # an earlier attempt did it (the session ended); its answer was lost
+        print("     (%s of session %d via %s: %s; again)" % (req[0], root, node.id, json.dumps(r["error"])[:160]),
+              flush=True)
         time.sleep(0.3)
     fail("%s of session %d kept failing: %s" % (req[0], root, json.dumps(r["error"])))
 

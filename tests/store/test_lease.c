@@ -102,7 +102,9 @@ static void test_fencing(void **state) {
   /* a stalls past its lease: b claims (epoch 3), a's late write fails the fence in its transaction */
   sleep_ms(400);
   assert_int_equal(claim(b), 1);
-  assert_string_equal(sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 1"), "b/3");
+  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 1");
+  assert_string_equal(holder, "b/3");
+  free(holder);
   assert_int_equal(write_state(a, 1, 42, &err), XGR_ELEASE);
   assert_non_null(strstr(err.message, "lease"));
   char *ni = sql_value("SELECT next_iter FROM sessions WHERE root_pid = 1");
