@@ -6,8 +6,8 @@ Run under tests/pg/pg_cluster.sh (XGR_PG_URL: a throwaway PostgreSQL 15; the ben
 on). Each measurement uses a fresh schema.
 
   throughput  SESSIONS sessions of a 32-way fan-out into an `all` join (34 steps each), enqueued in
-              batches of 100 spread round-robin over the nodes; steps/s = proc_steps rows / the
-              time from the first enqueue until no session runs.
+              batches of 100 spread round-robin over the nodes by six concurrent clients; steps/s =
+              proc_steps rows / the time from the first enqueue until no session runs.
   failover    two nodes (--lease-ms LEASE); 200 sessions waiting on a long timer are started on
               node A, then A is SIGKILLed (or SIGSTOPped): the time until node B holds and runs
               every one of them (B claimed them and its engine runs them: B's xgr_sessions_live gauge).
@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -92,12 +93,20 @@ def deploy(url, b):
                "params": {"xrc729": "local", "orchestration": b["orchestration"]}})
 
 
-def enqueue_batches(urls, ostc, roots, step):
+def enqueue_batches(urls, ostc, roots, step, clients=6):
+    """Batches of 100 enqueues, batch i to node i % len(urls), sent by `clients` concurrent clients."""
     batches = [roots[i:i + 100] for i in range(0, len(roots), 100)]
-    for i, b in enumerate(batches):
-        call(urls[i % len(urls)], [{"jsonrpc": "2.0", "id": r, "method": "xgr.enqueue",
-                                   "params": {"owner": OWNER, "rootPid": r, "xrc729": "local", "ostcId": ostc,
-                                              "init": {"stepId": step}}} for r in b])
+
+    def client(k):
+        for i in range(k, len(batches), clients):
+            call(urls[i % len(urls)], [{"jsonrpc": "2.0", "id": r, "method": "xgr.enqueue",
+                                       "params": {"owner": OWNER, "rootPid": r, "xrc729": "local", "ostcId": ostc,
+                                                  "init": {"stepId": step}}} for r in batches[i]])
+    ts = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
 
 
 def live(url):
