@@ -260,6 +260,20 @@ try:
     nodes = [Node("cl", "n1"), Node("cl", "n2"), Node("cl", "n3")]
     deploy(nodes[0])
     live = lambda: [n for n in nodes if n.live]
+    # any node answers any call: a session on n1, read and paused / resumed through n3
+    x = TOTAL + 1
+    nodes[0].ok("xgr.enqueue", {"owner": OWNER, "rootPid": x, "xrc729": "local", "ostcId": "gate", "init": {"stepId": "A"}})
+    t1 = time.time()
+    while not a_ran("cl", x) and time.time() - t1 < 20:
+        time.sleep(0.05)
+    check(nodes[2].ok("xgr_sessionAlive", [OWNER, str(x)]) is True and
+          nodes[2].ok("xgr.getSession", {"owner": OWNER, "rootPid": x})["session"]["status"] == "running",
+          "a session held by n1 is alive and shown running through n3")
+    nodes[2].ok("xgr.pause", {"owner": OWNER, "rootPid": x})
+    paused = psql("cl", "SELECT paused FROM sessions WHERE root_pid = %d" % x)
+    nodes[2].ok("xgr.resume", {"owner": OWNER, "rootPid": x})
+    check(paused == "1" and psql("cl", "SELECT paused || lease_owner FROM sessions WHERE root_pid = %d" % x) == "0n1",
+          "pause and resume through n3 run on n1, which holds the session")
     # the pairs cross nodes: pong k on one node, ping k on another
     enqueue_all(nodes, "cl", order)
     half = GATE0 + N_GATE // 2
@@ -278,6 +292,7 @@ try:
     nodes[1].live = True
     early.join()
     gate_controls("cl", live, range(half, TOTAL + 1))
+    control(live, TOTAL + 1)   # the extra session of n1, wherever it went: woken (W runs, it ends)
     took = wait_done("cl", 45)
     check(True, "three nodes: every session ended %.1f s after the stopped node resumed" % took)
     refused = nodes[1].metric("late_writes_refused")
