@@ -463,9 +463,9 @@ int xgr_store_cmd_send(xgr_store *st, const char *target, const char *owner, uin
  * (on this thread). 0 (also on timeout) or an error. */
 int xgr_store_cmd_listen(xgr_store *st, int timeout_ms, void (*on)(void *ctx, const char *payload), void *ctx,
                          xgr_error *err);
-/* Take every pending command for this node (marked taken), oldest first; run(ctx, id, owner,
- * root, body, &rc) returns the result text (owned by the caller of run... freed here) and the
- * answer is written and the asking node notified. */
+/* Take every pending command for this node (marked taken), oldest first, and for each: run(ctx,
+ * id, owner, root, body, &rc) carries it out and returns the result text (malloc'd; the store
+ * frees it), which is written into the row with rc, and the asking node is notified. */
 int xgr_store_cmd_serve(xgr_store *st,
                         char *(*run)(void *ctx, int64_t id, const char *owner, uint64_t root_pid, const char *body,
                                      int *rc),

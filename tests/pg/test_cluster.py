@@ -19,6 +19,8 @@ none twice, the same final payloads; the stopped node had late writes refused
 (xgr_cluster{kind="late_writes_refused"} > 0) and lost leases; SIGTERM stops the others cleanly.
 
   test_cluster.py XGRD CRASH_RUN SRC_DIR
+XGR_CLUSTER_SEED picks the random node of each call; XGR_CLUSTER_KEEP=SECONDS keeps the logs and,
+on a failure, the nodes running that long (for a look at them).
 """
 import json
 import os
