@@ -6,9 +6,10 @@
  *   the lease thread  waits on the node's NOTIFY channel and, between notifications, renews the
  *                     node's leases every lease/3 (a lost one drops its session from memory:
  *                     xgr_engine_drop), claims free, expired and orphaned sessions every
- *                     min(lease/5, 1 s) and starts them (the same loading as recovery), delivers
- *                     internal wake-ups from the outbox to the sessions it holds every 50 ms,
- *                     and runs the commands other nodes send it.
+ *                     min(lease/5, 1 s) and starts them (the same loading as recovery), and
+ *                     delivers internal wake-ups from the outbox to the sessions it holds every
+ *                     50 ms. A "c" notification wakes the command thread, which runs the
+ *                     commands other nodes send (they wait on the engine; heartbeats must not).
  *   control calls     xgr__rpcd_ctl: kill, pause, resume and the wakes run here when the session
  *                     is in this engine; a session leased to another live node gets a command row
  *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
@@ -31,10 +32,12 @@
 
 struct xgr__lease {
   xgr_rpcd *d;
-  pthread_t th;
-  bool has_th;
+  pthread_t th, cth;            /* the lease thread; the command thread (runs other nodes' calls) */
+  bool has_th, has_cth;
   atomic_bool stop;
-  atomic_bool serve;            /* a "c" notification came: take commands */
+  pthread_mutex_t cmu;          /* serve, wakes the command thread */
+  pthread_cond_t ccv;
+  bool serve;                   /* a "c" notification came: take commands */
   pthread_mutex_t mu;           /* answers */
   pthread_cond_t cv;
   uint64_t answers;             /* "r<id>" notifications seen */
@@ -251,7 +254,10 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
 static void on_note(void *ctx, const char *payload) {
   xgr__lease *l = ctx;
   if (payload[0] == 'c') {
-    atomic_store(&l->serve, true);
+    pthread_mutex_lock(&l->cmu);
+    l->serve = true;
+    pthread_cond_signal(&l->ccv);
+    pthread_mutex_unlock(&l->cmu);
   } else if (payload[0] == 'r') {
     pthread_mutex_lock(&l->mu);
     l->answers++;
@@ -308,7 +314,7 @@ static void *lease_main(void *arg) {
   xgr_rpcd *d = l->d;
   int64_t lease = xgr_store_lease_ms(d->st);
   int64_t beat = lease / 3 > 0 ? lease / 3 : 1, every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
-  int64_t t = mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t, next_serve = t;
+  int64_t t = mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
   while (!atomic_load(&l->stop)) {
     t = mono_ms();
     int64_t due = next_beat;
@@ -325,11 +331,6 @@ static void *lease_main(void *arg) {
     }
     if (atomic_load(&l->stop)) break;
     t = mono_ms();
-    if (atomic_exchange(&l->serve, false) || t >= next_serve) {   /* a notification, or a poll every second */
-      if (xgr_store_cmd_serve(d->st, run_cmd, l, &err))
-        xgr__rpcd_log(d, "level=error msg=\"cluster: commands failed\" error=\"%s\"", err.message);
-      next_serve = t + 1000;
-    }
     if (t >= next_beat) {
       if (xgr_store_lease_renew(d->st, on_lost, d, &err))
         xgr__rpcd_log(d, "level=error msg=\"cluster: heartbeat failed\" error=\"%s\"", err.message);
@@ -344,6 +345,32 @@ static void *lease_main(void *arg) {
       next_outbox = mono_ms() + OUTBOX_POLL_MS;
     }
   }
+  return NULL;
+}
+
+/* The command thread: other nodes' calls wait on this engine (a commit, a loaded session), so they
+ * run here, not on the lease thread, whose heartbeats must not wait for them. Woken by a "c"
+ * notification; looks once a second anyway. */
+static void *cmd_main(void *arg) {
+  xgr__lease *l = arg;
+  xgr_rpcd *d = l->d;
+  pthread_mutex_lock(&l->cmu);
+  while (!atomic_load(&l->stop)) {
+    if (!l->serve) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      pthread_cond_timedwait(&l->ccv, &l->cmu, &ts);
+    }
+    if (atomic_load(&l->stop)) break;
+    l->serve = false;
+    pthread_mutex_unlock(&l->cmu);
+    xgr_error err;
+    if (xgr_store_cmd_serve(d->st, run_cmd, l, &err))
+      xgr__rpcd_log(d, "level=error msg=\"cluster: commands failed\" error=\"%s\"", err.message);
+    pthread_mutex_lock(&l->cmu);
+  }
+  pthread_mutex_unlock(&l->cmu);
   return NULL;
 }
 
@@ -381,6 +408,8 @@ int xgr__lease_start(xgr_rpcd *d, xgr_error *err) {
   l->d = d;
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->cv, NULL);
+  pthread_mutex_init(&l->cmu, NULL);
+  pthread_cond_init(&l->ccv, NULL);
   d->lease = l;
   /* start-up: this node id's own sessions of an earlier life, then whatever is free */
   d->restored = claim_all(d, true);
@@ -388,6 +417,9 @@ int xgr__lease_start(xgr_rpcd *d, xgr_error *err) {
     return xgr_error_set(err, XGR_EIO, NULL, "cannot start the lease thread");
   l->has_th = true;
   pthread_setname_np(l->th, "xgr-lease");
+  if (pthread_create(&l->cth, NULL, cmd_main, l)) return xgr_error_set(err, XGR_EIO, NULL, "cannot start the command thread");
+  l->has_cth = true;
+  pthread_setname_np(l->cth, "xgr-lease-cmd");
   xgr__rpcd_log(d, "level=info msg=\"cluster node\" node=%s lease_ms=%" PRId64, xgr_store_node_id(d->st),
                 xgr_store_lease_ms(d->st));
   return 0;
@@ -400,8 +432,12 @@ void xgr__lease_stop(xgr_rpcd *d, bool release) {
   pthread_mutex_lock(&l->mu);
   pthread_cond_broadcast(&l->cv);
   pthread_mutex_unlock(&l->mu);
+  pthread_mutex_lock(&l->cmu);
+  pthread_cond_broadcast(&l->ccv);
+  pthread_mutex_unlock(&l->cmu);
   if (l->has_th) pthread_join(l->th, NULL);
-  l->has_th = false;
+  if (l->has_cth) pthread_join(l->cth, NULL);
+  l->has_th = l->has_cth = false;
   if (release) {
     xgr_error err;
     xgr_store_lease_stats s;
@@ -419,6 +455,8 @@ void xgr__lease_free(xgr_rpcd *d) {
   xgr__lease_stop(d, false);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->cv);
+  pthread_mutex_destroy(&l->cmu);
+  pthread_cond_destroy(&l->ccv);
   free(l);
   d->lease = NULL;
 }
