@@ -252,7 +252,8 @@ void xgr__lease_stop(xgr_rpcd *d, bool release);
 void xgr__lease_free(xgr_rpcd *d);
 /* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
 void xgr__lease_metrics(xgr_rpcd *d, xgr_metrics *m);
-/* rpcd.c: restore one live session from its rows and start it (recovery, hibernation, claims). */
+/* rpcd.c: restore one live session from its rows and start it (recovery, hibernation, claims);
+ * failures are logged. 0, XGR_ECONFLICT (it runs here already) or the error. */
 int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err);
 
 #endif

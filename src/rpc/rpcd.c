@@ -329,11 +329,7 @@ static int load_one(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) {
   return rc;
 }
 
-int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) {
-  int rc = load_one(d, l, err);
-  if (rc && rc != XGR_ECONFLICT) d->failed++;
-  return rc;
-}
+int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) { return load_one(d, l, err); }
 
 static int recover_one(void *ctx, const xgr_store_live *l) {
   xgr_rpcd *d = ctx;
