@@ -254,6 +254,8 @@ typedef struct xgr_store_wake {
   int64_t created_at;           /* store clock (ms) */
   char *refused;                /* why the wake-up was refused, or NULL (pending) */
   int64_t refused_at;           /* store clock (ms), when refused */
+  uint64_t from_iter;           /* the producing process (its iter), 0: not recorded (rows of */
+  char *from_step;              /* schemas < 8) — and its step id, or NULL */
 } xgr_store_wake;
 void xgr_store_wake_clear(xgr_store_wake *w);
 /* Put w in the outbox (copied). */

@@ -314,7 +314,8 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
     }
     case OP_NEXTPID: {
       mowner *o = owner_get(m, op->owner);
-      *op->u.next_pid = o->next++;
+      *op->u.next_pid = o->next;
+      if (o->next != UINT64_MAX) o->next++;   /* at 2^64-1 it stays (no wrap to 0), as in SQLite */
       break;
     }
     case OP_MARK: {

@@ -97,8 +97,11 @@ static const char *const migrations[] = {
     ("ALTER TABLE sessions ADD COLUMN wake_due BIGINT;"
      "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
      "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
-    /* 8: a placeholder (another branch's version 8; the merge puts it here) */
-    "SELECT 1",
+    /* 8: the sending process of an outbox row (its iter and step), so a refused wake-up shows in
+     * the sender's history; SQLite's order-preserving rootPid encoding has nothing to do here
+     * (NUMERIC rootPids already order as numbers) */
+    ("ALTER TABLE outbox ADD COLUMN from_iter xgr_u64;"
+     "ALTER TABLE outbox ADD COLUMN from_step TEXT;"),
     /* 9: cluster leases (issue 18, docs/CLUSTER.md). Each live session is leased to one node: owner,
      * fencing epoch, expiry (ms of the database's clock). A row inserted by a node gets its lease
      * from the connection's settings xgr.node / xgr.lease_ms (pg_cluster.c sets them on the
@@ -237,7 +240,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_GC_SESS] = "DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE status <> 0 AND"
                   " finished_at <= $1 LIMIT $2))",
     [S_WAKE_OUT] = "INSERT INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload,"
-                   " created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT(id) DO NOTHING",
+                   " created_at, from_iter, from_step) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                   " ON CONFLICT(id) DO NOTHING",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
@@ -495,6 +499,9 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_text(&p, w->rule);
       p_text(&p, w->payload);
       p_i64(&p, now);
+      if (w->from_iter) p_u64(&p, w->from_iter);
+      else p_text(&p, NULL);   /* not recorded */
+      p_text(&p, w->from_step);
       send_stmt(g, ps, S_WAKE_OUT, &p, bi, oi, W_PLAIN);
       return;
     }
@@ -1322,7 +1329,9 @@ static int pg_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   return rc;
 }
 
-#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+#define WAKE_COLS                                                                                               \
+  "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at,"  \
+  " from_iter, from_step"
 
 /* Outbox rows of a query with parameters p, in its order. */
 static int read_wakes(pgstore *g, const char *sql, params *p, xgr_store_wake **out, size_t *n, xgr_error *err) {
@@ -1348,6 +1357,8 @@ static int read_wakes(pgstore *g, const char *sql, params *p, xgr_store_wake **o
       w->created_at = get_i64(r, i, 9);
       w->refused = get_text(r, i, 10);
       w->refused_at = get_i64(r, i, 11);
+      w->from_iter = get_u64(r, i, 12);   /* NULL reads as 0: not recorded */
+      w->from_step = get_text(r, i, 13);
     }
     *n = (size_t)rows;
   }
