@@ -36,3 +36,6 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/explore/bench_ex
 # PostgreSQL peers (issue 18): xgr's fan-out on PostgreSQL vs DBOS Transact (npm) on one throwaway cluster, fsync on;
 # prints xgr-PG / DBOS (goal >= 100x) and SQLite / PostgreSQL (goal <= 3x); skipped without Node.js or PostgreSQL 15
 "$(dirname "$0")/peers/dbos/run.sh" "$B"
+# cluster (issue 18): xgrd nodes on one PostgreSQL (fsync on): fan-out steps/s with one node and with three,
+# failover time after SIGKILL and SIGSTOP of a node (bench/cluster/bench_cluster.py; docs/CLUSTER.md)
+XGR_PG_WAL_SEGSIZE=16 "$(dirname "$0")/../tests/pg/pg_cluster.sh" run python3 "$(dirname "$0")/cluster/bench_cluster.py" "$B/xgrd" 2000 2000 || { rc=$?; [ "$rc" = 77 ] && echo "cluster: skipped (no PostgreSQL 15)"; [ "$rc" = 77 ]; }

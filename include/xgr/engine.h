@@ -364,7 +364,8 @@ int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, co
  * thread (or on the calling thread when the session does not exist). With label set the action
  * is also recorded in the session's report ("actions": at, action = label, ok, message). */
 typedef enum xgr_engine_ctl_kind {
-  XGR_CTL_KILL = 0, XGR_CTL_PAUSE, XGR_CTL_RESUME, XGR_CTL_WAKE_PID, XGR_CTL_WAKE_STEP
+  XGR_CTL_KILL = 0, XGR_CTL_PAUSE, XGR_CTL_RESUME, XGR_CTL_WAKE_PID, XGR_CTL_WAKE_STEP,
+  XGR_CTL_DROP                  /* cluster: leave memory without writing (see xgr_engine_drop) */
 } xgr_engine_ctl_kind;
 
 typedef struct xgr_engine_ctl {
@@ -380,6 +381,13 @@ typedef struct xgr_engine_ctl {
 
 typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);
 int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx);
+
+/* Cluster (docs/CLUSTER.md): the session's lease went to another node. Asynchronous: the actor
+ * drops every effect not yet visible (its uncommitted batch, steps to dispatch, wake-ups to send,
+ * control replies, answered with XGR_ELEASE), leaves the registry at once and closes; results of
+ * steps still running are dropped when they come back. Nothing is written. The same happens when
+ * the store refuses a batch with XGR_ELEASE. 0, or XGR_ENOTFOUND when the session is not here. */
+int xgr_engine_drop(xgr_engine *e, const char *owner, uint64_t root_pid);
 
 /* Run fn(ctx, now) on the timer thread when the engine clock reaches at_ms (at once if it has).
  * fn must not block; it typically issues xgr_engine_control calls. Timers of equal time run in

@@ -43,7 +43,8 @@ typedef enum xgr_errcode {
   XGR_EPERM = -21,            /* "not_permitted" */
   XGR_ECONFLICT = -22,        /* "conflict" */
   XGR_EMISMATCH = -23,        /* "registry_mismatch" */
-  XGR_ERRCODE_MIN_ = -24
+  XGR_ELEASE = -24,           /* "lease_lost": this node no longer holds the session's lease (docs/CLUSTER.md) */
+  XGR_ERRCODE_MIN_ = -25
 } xgr_errcode;
 
 /* Stable snake_case name of a code ("limit_exceeded"); "unknown" for values outside the enum. */

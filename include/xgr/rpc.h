@@ -191,6 +191,11 @@ typedef struct xgr_rpcd_config {
    * engine clock, or only for wake-ups, is evicted from memory (0: the default, 5000; < 0: never).
    * The memory store never evicts. */
   int64_t hibernate_after_ms;
+  /* A PostgreSQL store shared by several xgrd (docs/CLUSTER.md): this node's id (NULL: the single
+   * writer of its schema) and its lease length in ms (0: XGR_STORE_LEASE_MS). Hibernation is off
+   * on a cluster node for now. */
+  const char *node_id;
+  int64_t lease_ms;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 8   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 9   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -75,7 +75,14 @@ typedef struct xgr_store_config {
    * NULL: CLOCK_REALTIME. Tests pass a fake clock. */
   int64_t (*clock_ms)(void *ctx);
   void *clock_ctx;
+  /* PostgreSQL only: open as cluster node `node_id` (at most 200 bytes; read during the open) with leases of
+   * lease_ms (0: XGR_STORE_LEASE_MS) instead of one writer per schema (docs/CLUSTER.md and the
+   * "cluster" section below). NULL: the single writer. */
+  const char *node_id;
+  int64_t lease_ms;
 } xgr_store_config;
+
+#define XGR_STORE_LEASE_MS 10000    /* the default lease of a cluster node */
 
 typedef struct xgr_store xgr_store;
 
@@ -410,6 +417,85 @@ void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out);
  * malformed rows. The caller owns the session (xgr_session_free). */
 xgr_session *xgr_store_restore_session(const xgr_orch *o, const xgr_store_live *l, const xgr_session_config *cfg,
                                        int64_t now, xgr_effects *fx, xgr_error *err);
+
+/* ---- cluster: leases with fencing (PostgreSQL with cfg.node_id; docs/CLUSTER.md) ---------------------- *
+ * Each live session is leased to one node: sessions.lease_owner, lease_epoch (the fencing token,
+ * +1 at every claim) and lease_expires (ms, the database's clock). A node holds the sessions it
+ * created (the row's defaults) and those it claimed; the store remembers the epoch of each and
+ * every batch that touches a session checks, in its own transaction and under a share lock of the
+ * session row, that the row still names this node at that epoch — else the batch fails with
+ * XGR_ELEASE and nothing of it is written (the late write of a node that lost the lease). A batch
+ * of a session the store no longer holds fails the same way without a round trip. A node is
+ * alive while its lease connection holds its advisory lock (a killed process loses it at once);
+ * a live node's leases last until they expire. Every function below returns XGR_EUNSUPPORTED on a
+ * store that is not a cluster node. Thread-safe. */
+
+/* This node's id, or NULL when the store is not a cluster node. */
+const char *xgr_store_node_id(const xgr_store *st);
+/* The lease length (ms). */
+int64_t xgr_store_lease_ms(const xgr_store *st);
+/* Claim and load sessions: running ones that are unleased, whose lease expired or whose node is
+ * dead (its advisory lock is free) — or, with own, also those still naming this node id (a
+ * restart under the same --node-id) — at most max (0: 256), skipping rows another transaction
+ * locks (FOR UPDATE SKIP LOCKED). owner set: only (owner, root_pid). For each claimed session, in
+ * this order: before(ctx, owner, root) (may be NULL) — the caller makes sure no older incarnation
+ * of the session still runs here, since from the next step on the store writes the session's
+ * batches under the new epoch —, the new epoch is remembered, and fn is called with its live rows
+ * (as xgr_store_load_live). *claimed (may be NULL) gets the count. */
+int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                          int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err);
+/* Heartbeat: extend every lease this node holds (rows another transaction locks are left for the
+ * next beat) and find the ones it lost: for each session the store held whose row no longer
+ * names this node at the held epoch (or that ended), the store forgets it and calls lost. */
+int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *owner, uint64_t root_pid), void *ctx,
+                          xgr_error *err);
+/* Give up every lease (SIGTERM): rows keep their epoch, lose their owner; the store holds none. */
+int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
+/* Does this node hold (owner, root_pid)? (The store's memory: no round trip.) */
+bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid);
+/* Who holds a session: *node (at most n bytes, "" when unleased), whether that node is alive and
+ * its lease unexpired (*valid), and whether the session is running (*running). XGR_ENOTFOUND
+ * when there is no such session. */
+int xgr_store_lease_holder(xgr_store *st, const char *owner, uint64_t root_pid, char *node, size_t n, bool *valid,
+                           bool *running, xgr_error *err);
+typedef struct xgr_store_lease_stats {
+  uint64_t held;                /* sessions held now */
+  uint64_t claimed;             /* sessions claimed since open */
+  uint64_t lost;                /* leases found lost by the heartbeat */
+  uint64_t refused_batches;     /* late writes refused: batches that failed with XGR_ELEASE */
+  uint64_t renewals;            /* heartbeats done */
+} xgr_store_lease_stats;
+void xgr_store_lease_get_stats(xgr_store *st, xgr_store_lease_stats *out);
+
+/* Commands: a control call for a session held by another node travels as a row of
+ * lease_commands plus a NOTIFY on the target node's channel; the target answers in the row and
+ * notifies the asking node. body and result are opaque text (xgrd puts JSON there). */
+/* Queue body for node target: *id gets the command's id. */
+int xgr_store_cmd_send(xgr_store *st, const char *target, const char *owner, uint64_t root_pid, const char *body,
+                       int64_t *id, xgr_error *err);
+/* Wait up to timeout_ms for notifications on this node's channel (a dedicated connection):
+ * "c" — commands arrived; "r<id>" — command id was answered. on(ctx, payload) is called for each
+ * (on this thread). 0 (also on timeout) or an error. */
+int xgr_store_cmd_listen(xgr_store *st, int timeout_ms, void (*on)(void *ctx, const char *payload), void *ctx,
+                         xgr_error *err);
+/* Take every pending command for this node (marked taken), oldest first, and for each: run(ctx,
+ * id, owner, root, body, &rc) carries it out and returns the result text (malloc'd; the store
+ * frees it), which is written into the row with rc, and the asking node is notified. */
+int xgr_store_cmd_serve(xgr_store *st,
+                        char *(*run)(void *ctx, int64_t id, const char *owner, uint64_t root_pid, const char *body,
+                                     int *rc),
+                        void *ctx, xgr_error *err);
+/* The answer of command id: *done false while there is none; else *rc and *result (the caller
+ * frees it) and the row is removed. */
+int xgr_store_cmd_result(xgr_store *st, int64_t id, bool *done, int *rc, char **result, xgr_error *err);
+/* Remove command id (the asker gave up waiting). */
+int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err);
+/* Pending outbox rows (internal wake-ups) whose target session this node holds, oldest first, at
+ * most max (0: 1000). *out is the caller's (xgr_store_wakes_free). Rows at least a second old
+ * whose target is no running session anywhere are first marked refused ("no such session here"),
+ * as a single node refuses them. */
+int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_t *n, xgr_error *err);
 
 #ifdef __cplusplus
 }

@@ -52,6 +52,8 @@ typedef struct opts {
   const char *engine_key;           /* --engine-key FILE */
   unsigned long max_session_processes, max_session_steps;
   long long hibernate_after_ms;   /* 0: default; -1: off */
+  const char *node_id;            /* cluster node id (PostgreSQL store); NULL: hostname:pid */
+  unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
 } opts;
 
 static void usage(FILE *f) {
@@ -88,6 +90,11 @@ static void usage(FILE *f) {
           "  --hibernate-after MS   evict a session from memory when it waits with nothing due within MS ms of\n"
           "                         the engine clock, or only for wake-ups (default 5000; 0: at once; off: never);\n"
           "                         it is loaded again when called or shortly before its timer (SQLite store only)\n"
+          "  --node-id ID           this node's id in a cluster of xgrd on one PostgreSQL store (default\n"
+          "                         HOSTNAME:PID; at most 200 bytes). Nodes lease the sessions they run, take over\n"
+          "                         those of stopped or dead nodes and forward control calls (docs/CLUSTER.md)\n"
+          "  --lease-ms N           how long a node's session leases last without a heartbeat (default 10000;\n"
+          "                         100 to 3600000). A dead node's sessions move at once, a stalled one's after this\n"
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
           "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
           "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
@@ -196,6 +203,21 @@ static int set_opt(opts *o, const char *name, const char *v) {
     if (v && !strcmp(v, "off")) o->hibernate_after_ms = -1;
     else if (parse_uint("--hibernate-after", v, 86400000UL * 365, &u)) return -1;
     else o->hibernate_after_ms = u ? (long long)u : 1;   /* 0: evict at once (1 ms) */
+  }
+  else if (!strcmp(name, "node-id")) {
+    if (!v || !*v || strlen(v) > 200) {
+      fprintf(stderr, "xgrd: --node-id \"%.60s\": expected 1 to 200 bytes\n", v ? v : "");
+      return -1;
+    }
+    o->node_id = v;
+  }
+  else if (!strcmp(name, "lease-ms")) {
+    if (parse_uint("--lease-ms", v, 3600000UL, &u)) return -1;
+    if (u < 100) {
+      fprintf(stderr, "xgrd: --lease-ms is %lu; expected 100 to 3600000\n", u);
+      return -1;
+    }
+    o->lease_ms = u;
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
@@ -403,7 +425,20 @@ int main(int argc, char **argv) {
                         .max_live = o.max_session_processes,
                         .max_session_steps = o.max_session_steps,
                         .metrics = xgr_rpc_metrics(srv),
-                        .hibernate_after_ms = o.hibernate_after_ms};
+                        .hibernate_after_ms = o.hibernate_after_ms,
+                        .lease_ms = (int64_t)o.lease_ms};
+  /* a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); default id HOSTNAME:PID */
+  char node_buf[300];
+  if (o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11))) {
+    if (o.node_id) {
+      snprintf(node_buf, sizeof node_buf, "%s", o.node_id);
+    } else {
+      char hn[256] = "";
+      if (gethostname(hn, sizeof hn - 1)) snprintf(hn, sizeof hn, "localhost");
+      snprintf(node_buf, sizeof node_buf, "%s:%ld", hn, (long)getpid());
+    }
+    dc.node_id = node_buf;
+  }
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);

@@ -114,6 +114,7 @@ struct actor {
    * registry and closes */
   int64_t stored_due, batch_due, committing_due;
   bool evicted;
+  bool dropped;                  /* cluster: the lease went elsewhere; the actor leaves (drop_now) */
   uint64_t sleep_after_ns;       /* a loaded session stays this long (monotonic ns): the call that
                                     loaded it finds it, and a burst of calls does not thrash */
   xgr_engine_proc *bp;
@@ -463,8 +464,27 @@ static void consume(actor *a) {
   }
 }
 
+/* With a store (xgrd), the payload a wake-up's target gets is the outbox row's JSON text read back:
+ * it shares nothing with the producer's values. Those may hold pinned constants of the producer's
+ * bundle (rule payload keys), which are freed with that bundle — and the target may run on another
+ * bundle object of the same orchestration (one assembled for a claim or a recovery, "#hash", next to
+ * the enqueue's), outliving it. It is also what the target gets when the row is redelivered. */
+static void detach_payload(iwake_msg *m) {
+  if (xgr_value_kind(m->payload) != XGR_VMAP && xgr_value_kind(m->payload) != XGR_VLIST) return;
+  size_t len = 0;
+  char *text = xgr_value_to_json_text(m->payload, 0, &len);
+  xgr_value v = xgr_value_null();
+  xgr_error err;
+  if (text && !xgr_value_from_json_text(text, len, 0, &v, &err)) {
+    xgr_value_release(m->payload);
+    m->payload = v;
+  }
+  free(text);
+}
+
 static void route_wake(actor *a, wake_out *w) {
   xgr_engine *e = a->e;
+  if (e->has_store) detach_payload(w->m);
   shard *sh;
   sess_entry *t = xgr_eng_lookup_locked(e, w->target_owner, w->target_root, &sh);
   xgr_pid pid = t ? t->pid : 0;
@@ -560,7 +580,7 @@ static void apply(actor *a, job *j) {
 }
 
 static void on_job(actor *a, job *j) {
-  if (a->store_failed) {   /* nothing it produces could be committed */
+  if (a->store_failed || a->dropped) {   /* nothing it produces could be committed */
     a->inflight--;
     job_free(a, j);
     return;
@@ -616,7 +636,22 @@ void xgr_eng_iwake_free(iwake_msg *m) {
   free(m);
 }
 
+static void lose_lease(actor *a);
+
 static void on_ctl(actor *a, ctl_msg *m) {
+  if (m->kind == XGR_CTL_DROP) {   /* cluster: the lease went elsewhere (xgr_engine_drop) */
+    if (!a->dropped) lose_lease(a);
+    if (m->done) m->done(m->done_ctx, 0, "dropped");
+    m->done = NULL;
+    xgr_eng_ctl_free(m);
+    return;
+  }
+  if (a->dropped) {   /* it left this node: the caller routes again (lease.c) */
+    if (m->done) m->done(m->done_ctx, XGR_ELEASE, "the session left this node");
+    m->done = NULL;
+    xgr_eng_ctl_free(m);
+    return;
+  }
   a->clock_ms = a->now;
   xgr_error err;
   xgr_error_clear(&err);
@@ -664,6 +699,10 @@ static void on_ctl(actor *a, ctl_msg *m) {
 }
 
 static void on_iwake(actor *a, iwake_msg *m) {
+  if (a->dropped) {   /* its holder delivers it from the outbox */
+    xgr_eng_iwake_free(m);
+    return;
+  }
   if (m->id) {   /* from the outbox: applied at most once, removed with this session's next batch */
     uint64_t k = wake_key(m->id);
     if (xgr__hashmap_get(&a->applied, k)) {
@@ -803,6 +842,11 @@ static void discard_held(actor *a, int err) {
 
 static void on_commit(actor *a, int err) {
   a->committing = false;
+  if (a->dropped) return;   /* its effects were discarded when the lease went */
+  if (err == XGR_ELEASE) {  /* a late write: another node holds the session now */
+    lose_lease(a);
+    return;
+  }
   if (!err) {
     a->stored_due = a->committing_due;
     flush(a, &a->hold);
@@ -952,8 +996,50 @@ static bool evict(actor *a, int64_t due) {
   return true;
 }
 
+/* Cluster: the lease went to another node. Nothing of this session may become visible here any
+ * more: the held and pending effects are discarded (replies get XGR_ELEASE), the batch being
+ * built is forgotten; end_turn unlinks the actor once no batch is in flight (drop_now). */
+static void lose_lease(actor *a) {
+  a->dropped = true;
+  a->stopping = true;
+  discard_held(a, XGR_ELEASE);
+  visq t = a->hold;
+  a->hold = a->pend;
+  a->pend = t;
+  discard_held(a, XGR_ELEASE);
+  batch_clear(a);
+}
+
+/* Leave the registry (as evict does, without its conditions) once no batch is in flight: from then
+ * on a claim here may load the session again and control calls find the new incarnation. The actor
+ * itself closes when the steps still running have come back (on_job drops their results): they
+ * read its bundle and core. */
+static void drop_now(actor *a) {
+  xgr_engine *e = a->e;
+  a->completed = true;
+  if (a->lat) {
+    pthread_mutex_lock(&e->lat_mu);
+    xgr_eng_lat_merge(&e->lat, a->lat);
+    pthread_mutex_unlock(&e->lat_mu);
+  }
+  shard *sh = xgr_eng_shard(e, a->root);
+  pthread_mutex_lock(&sh->mu);
+  a->ent->pid = 0;
+  a->ent->gone = true;
+  xgr_eng_unlink_locked(sh, a->ent);   /* freed when the actor closes */
+  a->ent_unlinked = true;
+  pthread_mutex_unlock(&sh->mu);
+  atomic_fetch_sub(&e->live_actors, 1);
+  xgr_eng_notify_waiters(e);
+}
+
 static void end_turn(actor *a) {
   xgr_engine *e = a->e;
+  if (a->dropped) {   /* cluster: leave once no batch is in flight (its refusal comes back first) */
+    if (!a->committing && !a->ent_unlinked) drop_now(a);
+    a->out->status = !a->committing && a->inflight == 0 ? XGR_STEP_COMPLETE : XGR_STEP_IDLE;
+    return;
+  }
   check_caps(a);
   if (!a->stopping && !a->finished && !a->limit) {
     size_t max = SIZE_MAX;

@@ -287,7 +287,7 @@ int xgr_eng_route_ctl(xgr_engine *e, ctl_msg *m) {
       if (xgr_eng_send(e, NULL, pid, MSG_CTL, m) == 0) return 0;
       atomic_fetch_sub(&e->ctl_inflight, 1);
     }
-    if (gone || !atomic_load(&e->hib.on)) break;
+    if (gone || !atomic_load(&e->hib.on) || m->kind == XGR_CTL_DROP) break;   /* a drop loads nothing */
     if (!ent && !pid && xgr_eng_hib_load(e, owner, m->root, NULL)) break;
     if (ent) sched_yield();
   }
@@ -355,6 +355,11 @@ int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, co
   xgr_engine_ctl c = {.kind = XGR_CTL_WAKE_STEP, .owner = owner, .root_pid = root_pid, .step = step, .caller = caller,
                       .payload = payload};
   return control_sync(e, &c, woken, err);
+}
+
+int xgr_engine_drop(xgr_engine *e, const char *owner, uint64_t root_pid) {
+  xgr_engine_ctl c = {.kind = XGR_CTL_DROP, .owner = owner, .root_pid = root_pid};
+  return xgr_engine_control(e, &c, NULL, NULL);
 }
 
 void xgr_engine_recovered(xgr_engine *e) { atomic_store(&e->recovering, false); }

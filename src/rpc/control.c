@@ -40,13 +40,10 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, kind == C_KILL ? "kill" : kind == C_PAUSE ? "pause" : "resume",
                                                owner, root, NULL, err)))
     return rc;
-  if (kind == C_KILL) {
-    rc = xgr_engine_kill(d->e, owner, root, iter, err);
-  } else {
-    xgr__rpcd_live(d, owner, root, true, NULL);   /* load a hibernated session before its paused flag is set */
-    if (!iter) xgr_persist_set_paused(d->p, owner, root, kind == C_PAUSE);
-    rc = xgr_engine_pause(d->e, owner, root, iter, kind == C_PAUSE, err);
-  }
+  /* here, or on the cluster node that holds the session (lease.c) */
+  xgr__ctl_req cr = {.op = kind == C_KILL ? XGR__CTL_KILL : kind == C_PAUSE ? XGR__CTL_PAUSE : XGR__CTL_RESUME,
+                     .owner = owner, .root = root, .iter = iter, .payload = xgr_value_null()};
+  rc = xgr__rpcd_ctl(d, &cr, NULL, err);
   if (rc) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
@@ -87,7 +84,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   xgr_engine_session_info info = {0};
   size_t affected = 0;
   if (xgr__rpcd_live(d, owner, root, true, &info)) affected = info.live;
-  if ((rc = xgr_engine_kill(d->e, owner, root, 0, err))) {
+  xgr__ctl_req cr = {.op = XGR__CTL_KILL, .owner = owner, .root = root, .payload = xgr_value_null()};
+  if ((rc = xgr__rpcd_ctl(d, &cr, NULL, err))) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
   }
@@ -149,12 +147,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   }
   const char *callr = who[0] ? who : owner;
   size_t woken = 0;
-  if (pid_mode) {
-    rc = xgr_engine_wake_pid(d->e, owner, root, iter, callr, pv, err);
-    woken = rc ? 0 : 1;
-  } else {
-    rc = xgr_engine_wake_step(d->e, owner, root, step, callr, pv, &woken, err);
-  }
+  xgr__ctl_req cr = {.op = pid_mode ? XGR__CTL_WAKE_PID : XGR__CTL_WAKE_STEP, .owner = owner, .root = root,
+                     .iter = iter, .step = step, .caller = callr, .payload = pv,
+                     .payload_json = payload && json_is_object(payload) ? payload : NULL};
+  rc = xgr__rpcd_ctl(d, &cr, &woken, err);
   xgr_value_release(pv);
   if (rc) {
     if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", pid_mode ? "processId" : "stepId");

@@ -114,6 +114,7 @@ struct xgr_rpcd {
   xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
   xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
+  struct xgr__lease *lease;    /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
 };
 
 /* The signature of every method (xgr_rpc_method_fn); ctx is the xgr_rpcd. */
@@ -228,5 +229,38 @@ XGR__RPCD_METHOD(xgr__rpcd_m_step_executed);
 XGR__RPCD_METHOD(xgr__rpcd_m_list_join);
 XGR__RPCD_METHOD(xgr__rpcd_m_list_raw);
 XGR__RPCD_METHOD(xgr__rpcd_m_get_session);
+
+/* ---- lease.c (a cluster node on PostgreSQL; docs/CLUSTER.md) --------------------------------------- */
+
+typedef struct xgr__lease xgr__lease;
+/* A control call on a session, wherever it runs. */
+typedef enum xgr__ctl_op { XGR__CTL_KILL = 0, XGR__CTL_PAUSE, XGR__CTL_RESUME, XGR__CTL_WAKE_PID, XGR__CTL_WAKE_STEP } xgr__ctl_op;
+typedef struct xgr__ctl_req {
+  int op;                       /* xgr__ctl_op */
+  const char *owner;
+  uint64_t root, iter;          /* iter 0: the whole session (kill, pause, resume) */
+  const char *step;             /* WAKE_STEP */
+  const char *caller;           /* wakes: who wakes */
+  xgr_value payload;            /* wakes: map or null (borrowed) */
+  const json_t *payload_json;   /* the same payload as JSON (borrowed; NULL: none), for forwarding */
+} xgr__ctl_req;
+/* Run r on the engine that holds the session: here, or on the node that holds its lease (a
+ * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
+ * already. 0 or the engine's error (XGR_ETIMEOUT when the owner node did not answer). */
+int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err);
+/* Is (owner, root) a running session in the store (cluster: it may run on another node)? */
+bool xgr__lease_live(xgr_rpcd *d, const char *owner, uint64_t root);
+/* Become a cluster node: claim this node id's sessions of an earlier life and every free one,
+ * start the lease thread. d->st must be a cluster store. */
+int xgr__lease_start(xgr_rpcd *d, xgr_error *err);
+/* Stop the lease thread; release: give up every lease (SIGTERM, after the engine stopped). */
+void xgr__lease_stop(xgr_rpcd *d, bool release);
+/* Stop (without releasing) and free. NULL lease is fine. */
+void xgr__lease_free(xgr_rpcd *d);
+/* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
+void xgr__lease_metrics(xgr_rpcd *d, xgr_metrics *m);
+/* rpcd.c: restore one live session from its rows and start it (recovery, hibernation, claims);
+ * failures are logged. 0, XGR_ECONFLICT (it runs here already) or the error. */
+int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err);
 
 #endif

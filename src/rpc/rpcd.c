@@ -249,6 +249,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   xgr_metrics_gauge(m, "xgr_queue_depth", "Work queued inside xgrd", collect_queues, d);
   xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
   xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
+  xgr__lease_metrics(d, m);
   if (d->cfg.chain) xgr_metrics_gauge(m, "xgr_chain", "Chain backends: calls, errors, last block, up", collect_chain, d);
 
   return 0;
@@ -328,6 +329,8 @@ static int load_one(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) {
   return rc;
 }
 
+int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) { return load_one(d, l, err); }
+
 static int recover_one(void *ctx, const xgr_store_live *l) {
   xgr_rpcd *d = ctx;
   xgr_error err;
@@ -390,7 +393,7 @@ bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xg
   if (!info) info = &in;
   memset(info, 0, sizeof *info);
   if (!xgr_engine_session(d->e, owner, root, info)) return !info->finished;
-  if (!d->hib.load) return false;
+  if (!d->hib.load) return d->lease ? xgr__lease_live(d, owner, root) : false;   /* cluster: it may run elsewhere */
   if (load) {
     if (xgr_engine_load(d->e, owner, root, NULL)) return false;
     return !xgr_engine_session(d->e, owner, root, info) && !info->finished;
@@ -411,7 +414,9 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   pthread_cond_init(&d->w_cv, NULL);
   for (int i = 0; i < XGR__RPCD_STRIPES; i++) pthread_mutex_init(&d->stripe[i], NULL);
   xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
-                         .max_page_count = cfg->store_max_pages};
+                         .max_page_count = cfg->store_max_pages,
+                         .node_id = cfg->node_id,
+                         .lease_ms = cfg->lease_ms};
   d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
   if (!d->st) goto fail;
   d->p = xgr_persist_new(d->st);
@@ -439,7 +444,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   double scale = cfg->time_scale > 0 ? cfg->time_scale : 1;
   xgr_error le0;
   size_t nd = 0;   /* a backend without the due index (xgr_store_due: XGR_EUNSUPPORTED) keeps every session */
-  if (cfg->hibernate_after_ms >= 0 && strcmp(xgr_store_backend(d->st), "memory") &&
+  bool cluster = xgr_store_node_id(d->st) != NULL;   /* docs/CLUSTER.md: no hibernation there yet */
+  if (cfg->hibernate_after_ms >= 0 && !cluster && strcmp(xgr_store_backend(d->st), "memory") &&
       !xgr_store_due(d->st, NULL, INT64_MIN, NULL, 0, &nd, &le0)) {
     /* the loader looks 200 ms of wall time ahead (at least 1 s of the engine clock), every 20 ms */
     int64_t lead = (int64_t)(200.0 * scale);
@@ -465,6 +471,14 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
     goto fail;
   }
   xgr_error le;
+  if (cluster) {   /* a cluster node: sessions come by claims; internal wake-ups for sessions held
+                    * elsewhere stay in the outbox (the engine stays `recovering`) for their holder */
+    if (xgr__lease_start(d, err)) goto fail;
+    xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu node=%s", xgr_store_backend(d->st),
+                  d->restored, d->failed, xgr_store_node_id(d->st));
+    atomic_store(&d->ready, true);
+    return d;
+  }
   /* lazy with hibernation: only the sessions that are awake or due within the loader's look-ahead;
    * the hibernated rest stays in the store until it is due or called */
   int64_t upto = xgr_engine_now(d->e) + d->hib.lead_ms;
@@ -523,12 +537,14 @@ int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms) {
   pthread_mutex_unlock(&d->w_mu);
   int rc = d->e ? xgr_engine_shutdown(d->e, timeout_ms) : 0;
   if (d->st) xgr_store_flush(d->st);
+  xgr__lease_stop(d, true);   /* cluster: the others may take the sessions at once */
   return rc;
 }
 
 void xgr_rpcd_free(xgr_rpcd *d) {
   if (!d) return;
   atomic_store(&d->stopping, true);
+  xgr__lease_free(d);        /* its thread calls the engine */
   xgr_engine_free(d->e);     /* shuts down: steps finish, batches are submitted */
   xgr__console_free(d->console);
   xgr_store_close(d->st);    /* commits what is queued */

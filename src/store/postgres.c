@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "rule/rule_impl.h"   /* xgr__rule_mask_url */
+#include "store/pg_cluster.h"
 #include "store/store_impl.h"
 #include "util/buf.h"
 
@@ -101,6 +102,40 @@ static const char *const migrations[] = {
      * (NUMERIC rootPids already order as numbers) */
     ("ALTER TABLE outbox ADD COLUMN from_iter xgr_u64;"
      "ALTER TABLE outbox ADD COLUMN from_step TEXT;"),
+    /* 9: cluster leases (issue 18, docs/CLUSTER.md). Each live session is leased to one node: owner,
+     * fencing epoch, expiry (ms of the database's clock). A row inserted by a node gets its lease
+     * from the connection's settings xgr.node / xgr.lease_ms (pg_cluster.c sets them on the
+     * writer); the defaults are set after the columns are added, so existing rows stay unleased.
+     * xgr_lease_fence is the check every batch makes in its own transaction; a node is alive
+     * while its connection holds the advisory lock xgr_node_alive looks for. lease_commands
+     * carries control calls to the node that holds a session. */
+    ("CREATE FUNCTION xgr_ms_now() RETURNS BIGINT LANGUAGE sql VOLATILE AS"
+     "  $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;"
+     "ALTER TABLE sessions ADD COLUMN lease_owner TEXT COLLATE \"C\";"
+     "ALTER TABLE sessions ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE sessions ADD COLUMN lease_expires BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE sessions ALTER COLUMN lease_owner SET DEFAULT NULLIF(current_setting('xgr.node', true), '');"
+     "ALTER TABLE sessions ALTER COLUMN lease_epoch SET DEFAULT 1;"
+     "ALTER TABLE sessions ALTER COLUMN lease_expires SET DEFAULT COALESCE(xgr_ms_now() +"
+     "  NULLIF(current_setting('xgr.lease_ms', true), '')::bigint, 0);"
+     "CREATE INDEX sessions_lease ON sessions(lease_owner, lease_expires) WHERE status = 0;"
+     "CREATE FUNCTION xgr_node_alive(node TEXT) RETURNS BOOLEAN LANGUAGE sql STABLE AS"
+     "  $$ SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+     "  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+     "  AND l.classid = ((hashtextextended('xgr node ' || node, 0) >> 32) & 4294967295)::oid"
+     "  AND l.objid = (hashtextextended('xgr node ' || node, 0) & 4294967295)::oid) $$;"
+     "CREATE FUNCTION xgr_lease_fence(o TEXT[], r NUMERIC[], e BIGINT[], node TEXT) RETURNS INTEGER"
+     "  LANGUAGE plpgsql AS $$ DECLARE n INTEGER; BEGIN"
+     "  SELECT count(*) INTO n FROM (SELECT 1 FROM sessions s, unnest(o, r, e) AS u(owner, root_pid, epoch)"
+     "    WHERE s.owner = u.owner AND s.root_pid = u.root_pid AND s.lease_owner = node AND s.lease_epoch = u.epoch"
+     "    FOR SHARE OF s) x;"
+     "  IF n <> cardinality(o) THEN RAISE EXCEPTION 'lease lost: % of % sessions are no longer leased to node % at"
+     "   their epoch', cardinality(o) - n, cardinality(o), node USING ERRCODE = 'XL001'; END IF;"
+     "  RETURN n; END $$;"
+     "CREATE TABLE lease_commands(id BIGSERIAL PRIMARY KEY, target_node TEXT COLLATE \"C\" NOT NULL,"
+     "  from_node TEXT COLLATE \"C\" NOT NULL, owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL,"
+     "  body TEXT NOT NULL, created_at BIGINT NOT NULL, taken BOOLEAN NOT NULL DEFAULT false, rc INTEGER, result TEXT);"
+     "CREATE INDEX lease_commands_pending ON lease_commands(target_node, id) WHERE NOT taken;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -239,6 +274,7 @@ typedef struct pgstore {
   size_t gc_last_deleted;
   int gc_rc;
   xgr_error gc_err;
+  pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
 } pgstore;
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -246,10 +282,11 @@ typedef struct pgstore {
 /* Is a SQLSTATE the batch's own fault (a constraint: class 23; bad data: class 22) rather than
  * the store's? */
 static bool state_is_batch_fault(const char *state) {
-  return state && (!strncmp(state, "23", 2) || !strncmp(state, "22", 2));
+  return state && (!strncmp(state, "23", 2) || !strncmp(state, "22", 2) || !strncmp(state, "XL", 2));
 }
 
 static int state_code(const char *state) {
+  if (state && !strncmp(state, "XL", 2)) return XGR_ELEASE;   /* xgr_lease_fence: the lease is elsewhere */
   if (state && !strncmp(state, "23", 2)) return XGR_ECONFLICT;
   if (state && !strncmp(state, "22", 2)) return XGR_EINVAL;
   return XGR_EIO;
@@ -814,6 +851,25 @@ static int pipe_simple(pgstore *g, const char *sql, xgr_error *err) {
   return rc;
 }
 
+/* Cluster: the group's first statement checks that this node still holds every session the group
+ * writes at the epoch it claimed (xgr_lease_fence, share-locking the rows); a failure is put on
+ * batch 0 like a failing bulk statement, so the group is applied again one batch at a time and
+ * only the batches of lost sessions fail (XGR_ELEASE). */
+static void send_fence(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n) {
+  char *arr[4] = {0};
+  if (!xgr__pgc_fence(g->cl, list, n, arr)) return;
+  const char *v[4] = {arr[0], arr[1], arr[2], arr[3]};
+  if (!PQsendQueryParams(g->w, "SELECT xgr_lease_fence($1::text[], $2::numeric[], $3::bigint[], $4)", 4, NULL, v,
+                         NULL, NULL, 0))
+    ps->send_failed = true;
+  for (int i = 0; i < 4; i++) free(arr[i]);
+  if (ps->n == ps->cap) {
+    ps->cap = ps->cap ? ps->cap * 2 : 64;
+    ps->p = xgr__xrealloc(ps->p, ps->cap * sizeof *ps->p);
+  }
+  ps->p[ps->n++] = (pending){0, 0, W_PLAIN};
+}
+
 /* BEGIN and the statements of list[0..n) in one pipeline, then the results. */
 static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, pipe_result *pr) {
   pipe_state ps = {0};
@@ -822,6 +878,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     xgr_error_clear(&list[i]->err);
   }
   if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
+  if (g->cl) send_fence(g, &ps, list, n);
   if (bulk_ok(list, n)) {
     send_bulk(g, &ps, list, n, now);
   } else {
@@ -1043,7 +1100,13 @@ static void *writer_main(void *arg) {
       for (xgr_store_changes *b = g->head; b; b = b->next) list[n++] = b;
       g->head = g->tail = NULL;
       pthread_mutex_unlock(&g->qmu);
-      commit_group(g, list, n);
+      if (!g->cl) {
+        commit_group(g, list, n);
+      } else {   /* cluster: batches of sessions this node no longer holds fail without a round trip */
+        size_t k = xgr__pgc_prefilter(g->cl, list, n);
+        if (k) commit_group(g, list, k);
+        xgr__pgc_after(g->cl, list, n);
+      }
       for (size_t i = 0; i < n; i++) xgr__store_signal(&g->base, list[i]);
       pthread_mutex_lock(&g->qmu);
       g->signalled += n;
@@ -1130,6 +1193,7 @@ static void pg_close(xgr_store *st) {
   }
   if (g->w) PQfinish(g->w);
   if (g->r) PQfinish(g->r);
+  xgr__pgc_close(g->cl);
   pthread_mutex_destroy(&g->rmu);
   pthread_mutex_destroy(&g->qmu);
   pthread_cond_destroy(&g->qcv);
@@ -1458,6 +1522,78 @@ static int pg_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *)
   return rc;
 }
 
+/* Cluster: the live rows of the sessions named by two PostgreSQL array literals (owners, rootPids),
+ * as pg_load_live reads them (one snapshot, three queries merged here), for the sessions a claim
+ * just took (pg_cluster.c). Kept apart from pg_load_live so the hibernation loader can change that
+ * one freely. */
+int xgr__pg_load_keys(xgr_store *st, const char *owners, const char *roots,
+                      int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owners);
+  p_text(&p, roots);
+  pthread_mutex_lock(&g->rmu);
+  PGresult *rs = NULL, *rp = NULL, *rg = NULL;
+  if (PQstatus(g->r) == CONNECTION_BAD) {
+    PGresult *ping = rd_query(g, "SELECT 1", NULL, err);
+    PQclear(ping);
+  }
+#define KEYS " JOIN unnest($1::text[], $2::numeric[]) AS u(owner, root_pid) ON s.owner = u.owner AND s.root_pid = u.root_pid"
+  int rc = exec_plain(g, g->r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
+  g->r_snapshot = true;
+  if (!rc) {
+    rs = rd_query(g, "SELECT s.owner, s.root_pid, s.registry, s.ostc_id, s.ostc_hash, s.status, s.killed_at,"
+                     " s.created_at, s.finished_at, s.next_iter, s.paused, s.next_group, s.max_total_gas"
+                     " FROM sessions s" KEYS " WHERE s.status = 0 ORDER BY s.owner COLLATE \"C\", s.root_pid", &p, err);
+    if (rs)
+      rp = rd_query(g, "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status, r.paused,"
+                       " r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
+                       " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s"
+                       " ON s.owner = r.owner AND s.root_pid = r.root_pid" KEYS " WHERE s.status = 0 AND r.status < 2"
+                       " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", &p, err);
+    if (rp)
+      rg = rd_query(g, "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s ON s.owner = k.owner"
+                       " AND s.root_pid = k.root_pid" KEYS " WHERE s.status = 0"
+                       " ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp", &p, err);
+    if (!rg) rc = XGR_EIO;
+    exec_plain(g, g->r, "COMMIT", &(xgr_error){0});
+  }
+#undef KEYS
+  g->r_snapshot = false;
+  int ns = rs ? PQntuples(rs) : 0, np = rp ? PQntuples(rp) : 0, ng = rg ? PQntuples(rg) : 0;
+  int ip = 0, ig = 0;
+  for (int i = 0; !rc && i < ns; i++) {
+    xgr_store_session row;
+    read_session_row(rs, i, &row);
+    while (ip < np && key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid) < 0) ip++;
+    int p0 = ip;
+    while (ip < np && !key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid)) ip++;
+    while (ig < ng && key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid) < 0) ig++;
+    int g0 = ig;
+    while (ig < ng && !key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid)) ig++;
+    size_t nprocs = (size_t)(ip - p0), nkilled = (size_t)(ig - g0);
+    xgr_store_proc *procs = xgr__xcalloc(nprocs + 1, sizeof *procs);
+    for (size_t k = 0; k < nprocs; k++) read_proc_row(rp, p0 + (int)k, 2, &procs[k]);
+    uint32_t *groups = xgr__xcalloc(nkilled + 1, sizeof *groups);
+    for (size_t k = 0; k < nkilled; k++) groups[k] = (uint32_t)get_i64(rg, g0 + (int)k, 2);
+    xgr_store_live l = {&row, procs, nprocs, groups, nkilled};
+    rc = fn(ctx, &l);
+    if (rc) xgr_error_set(err, rc, NULL, "loading stopped at session %s/%" PRIu64, row.owner, row.root_pid);
+    xgr_store_procs_free(procs, nprocs);
+    free(groups);
+    xgr_store_session_clear(&row);
+  }
+  PQclear(rs);
+  PQclear(rp);
+  PQclear(rg);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+pgc *xgr__pg_cluster(xgr_store *st) {
+  return st && !strcmp(st->vt->name, "postgresql") ? ((pgstore *)st)->cl : NULL;
+}
+
 static int pg_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
                       xgr_store_doc *out, xgr_error *err) {
   pgstore *g = (pgstore *)st;
@@ -1623,8 +1759,11 @@ static int migrate(pgstore *g, int *found, xgr_error *err) {
  * to busy_timeout_ms and is then refused, instead of running the same sessions twice. The lock
  * goes with the connection: a writer that is killed releases it as soon as PostgreSQL sees its
  * connection close. (Several nodes sharing a database with leases is issue 18's coordination.) */
-static int take_writer_lock(pgstore *g, xgr_error *err) {
-  PGresult *r = PQexec(g->w, "SELECT pg_advisory_lock(hashtextextended('xgr store writer ' || current_schema(), 0))");
+static int take_writer_lock(pgstore *g, bool shared, xgr_error *err) {
+  /* cluster nodes share it (docs/CLUSTER.md); a single writer excludes them and they exclude it */
+  PGresult *r = PQexec(g->w, shared ? "SELECT pg_advisory_lock_shared(hashtextextended('xgr store writer ' ||"
+                                      " current_schema(), 0))"
+                                    : "SELECT pg_advisory_lock(hashtextextended('xgr store writer ' || current_schema(), 0))");
   if (PQresultStatus(r) == PGRES_TUPLES_OK) {
     PQclear(r);
     return 0;
@@ -1669,7 +1808,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   }
   if (!ro) {
     if (connect_one(g, &g->w, true, err)) goto fail;
-    if (take_writer_lock(g, err)) goto fail;
+    if (take_writer_lock(g, g->base.cfg.node_id != NULL, err)) goto fail;
     if (found < XGR_STORE_SCHEMA_VERSION) {
       int now_found = found;
       if (migrate(g, &now_found, err)) goto fail;
@@ -1685,6 +1824,10 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
         goto fail;
       }
       PQclear(r);
+    }
+    if (g->base.cfg.node_id) {   /* a cluster node: its lease connection, and new rows leased to it */
+      g->cl = xgr__pgc_open(g->url, g->name, g->base.cfg.node_id, g->base.cfg.lease_ms, err);
+      if (!g->cl || xgr__pgc_setup_writer(g->cl, g->w, err)) goto fail;
     }
   }
   g->base.version = XGR_STORE_SCHEMA_VERSION;

@@ -121,6 +121,11 @@ static const char *const migrations[] = {
       * history row says which step's wake-up it was (NULL in rows written before) */
      "ALTER TABLE outbox ADD COLUMN from_iter INTEGER;"
      "ALTER TABLE outbox ADD COLUMN from_step TEXT;"),
+    /* 9: cluster leases (issue 18, docs/CLUSTER.md): the same columns as PostgreSQL's, unused here
+     * (a SQLite store has one node) */
+    ("ALTER TABLE sessions ADD COLUMN lease_owner TEXT;"
+     "ALTER TABLE sessions ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE sessions ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -11,7 +11,7 @@ static const char *const code_names[] = {
   "limit_exceeded", "unknown_step", "legacy_format", "k_out_of_range", "missing_rule",
   "invalid_identifier", "join_unfulfillable", "duplicate", "unknown_rule", "eval_error",
   "not_found", "invalid_state", "unsupported", "timeout", "http_error", "not_permitted",
-  "conflict", "registry_mismatch",
+  "conflict", "registry_mismatch", "lease_lost",
 };
 
 const char *xgr_errcode_name(int code) {

@@ -1424,6 +1424,9 @@ static void test_pg_schema(void **state) {
    * defaults */
   pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
                        " DROP TABLE outbox; ALTER TABLE sessions DROP COLUMN wake_due;"
+                       " ALTER TABLE sessions DROP COLUMN lease_owner, DROP COLUMN lease_epoch, DROP COLUMN lease_expires;"
+                       " DROP TABLE lease_commands; DROP FUNCTION xgr_lease_fence; DROP FUNCTION xgr_node_alive;"
+                       " DROP FUNCTION xgr_ms_now;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"

@@ -1,0 +1,462 @@
+/* lease.c — xgrd as one node of a cluster on a shared PostgreSQL store (issue 18; docs/CLUSTER.md).
+ *
+ * The store does the SQL (src/store/pg_cluster.c: claims, heartbeats, fenced writes, command
+ * rows); this file is the daemon's side of it:
+ *
+ *   the lease thread  waits on the node's NOTIFY channel and, between notifications, renews the
+ *                     node's leases every lease/3 (a lost one drops its session from memory:
+ *                     xgr_engine_drop), claims free, expired and orphaned sessions every
+ *                     min(lease/5, 1 s) and starts them (the same loading as recovery), and
+ *                     delivers internal wake-ups from the outbox to the sessions it holds every
+ *                     50 ms. A "c" notification wakes the command thread, which runs the
+ *                     commands other nodes send (they wait on the engine; heartbeats must not).
+ *   control calls     xgr__rpcd_ctl: kill, pause, resume and the wakes run here when the session
+ *                     is in this engine; a session leased to another live node gets a command row
+ *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
+ *                     nobody holds is claimed here first. The asking node has checked the caller
+ *                     (permits are used once, there); the owner node runs the engine call only.
+ *
+ * Without a cluster store (SQLite, memory, PostgreSQL without a node id) d->lease is NULL and
+ * xgr__rpcd_ctl calls the engine directly.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rpc/rpc_impl.h"
+#include "util/alloc.h"
+
+#define FORWARD_WAIT_MS 5000   /* how long a forwarded control call waits for the owner's answer */
+#define OUTBOX_POLL_MS 50
+
+struct xgr__lease {
+  xgr_rpcd *d;
+  pthread_t th, cth;            /* the lease thread; the command thread (runs other nodes' calls) */
+  bool has_th, has_cth;
+  atomic_bool stop;
+  pthread_mutex_t cmu;          /* serve, wakes the command thread */
+  pthread_cond_t ccv;
+  bool serve;                   /* a "c" notification came: take commands */
+  pthread_mutex_t mu;           /* answers */
+  pthread_cond_t cv;
+  uint64_t answers;             /* "r<id>" notifications seen */
+  atomic_uint_fast64_t sent, served, timed_out, claimed_rounds, wakes_delivered;
+  bool listen_failed;           /* logged once */
+};
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- running a control call here ------------------------------------------------------------------- */
+
+static int exec_local(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
+  int rc;
+  size_t w = 0;
+  switch (r->op) {
+    case XGR__CTL_KILL:
+      rc = xgr_engine_kill(d->e, r->owner, r->root, r->iter, err);
+      break;
+    case XGR__CTL_PAUSE:
+    case XGR__CTL_RESUME:
+      xgr__rpcd_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
+      if (!r->iter) xgr_persist_set_paused(d->p, r->owner, r->root, r->op == XGR__CTL_PAUSE);
+      rc = xgr_engine_pause(d->e, r->owner, r->root, r->iter, r->op == XGR__CTL_PAUSE, err);
+      break;
+    case XGR__CTL_WAKE_PID:
+      rc = xgr_engine_wake_pid(d->e, r->owner, r->root, r->iter, r->caller, r->payload, err);
+      w = rc ? 0 : 1;
+      break;
+    default:
+      rc = xgr_engine_wake_step(d->e, r->owner, r->root, r->step, r->caller, r->payload, &w, err);
+      break;
+  }
+  if (woken) *woken = w;
+  return rc;
+}
+
+/* ---- forwarding to the node that holds the session ---------------------------------------------- */
+
+static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
+  xgr_rpcd *d = l->d;
+  char root[24], iter[24];
+  snprintf(root, sizeof root, "%" PRIu64, r->root);
+  snprintf(iter, sizeof iter, "%" PRIu64, r->iter);
+  json_t *b = json_pack("{s:i, s:s, s:s, s:s}", "op", r->op, "owner", r->owner, "root", root, "iter", iter);
+  if (r->step) json_object_set_new(b, "step", json_string(r->step));
+  if (r->caller) json_object_set_new(b, "caller", json_string(r->caller));
+  if (r->payload_json) json_object_set(b, "payload", (json_t *)r->payload_json);
+  char *body = json_dumps(b, JSON_COMPACT);
+  json_decref(b);
+  int64_t id = 0;
+  int rc = xgr_store_cmd_send(d->st, node, r->owner, r->root, body, &id, err);
+  free(body);
+  if (rc) return rc;
+  atomic_fetch_add(&l->sent, 1);
+  int64_t deadline = mono_ms() + FORWARD_WAIT_MS, next_check = mono_ms() + 250;
+  for (;;) {
+    pthread_mutex_lock(&l->mu);
+    uint64_t seen = l->answers;
+    pthread_mutex_unlock(&l->mu);
+    bool done = false;
+    int arc = 0;
+    char *res = NULL;
+    if ((rc = xgr_store_cmd_result(d->st, id, &done, &arc, &res, err))) return rc;
+    if (done) {
+      json_t *j = json_loads(res, 0, NULL);
+      free(res);
+      const char *msg = json_string_value(json_object_get(j, "message"));
+      if (woken) *woken = (size_t)json_integer_value(json_object_get(j, "woken"));
+      if (arc) xgr_error_set(err, arc, NULL, "%s", msg ? msg : xgr_errcode_name(arc));
+      json_decref(j);
+      return arc;
+    }
+    int64_t left = deadline - mono_ms();
+    if (left <= 0 || atomic_load(&l->stop)) break;
+    if (mono_ms() >= next_check) {   /* a holder that stalls loses its lease: route again then */
+      char now_node[256];
+      bool valid = false, running = false;
+      xgr_error he;
+      if (!xgr_store_lease_holder(d->st, r->owner, r->root, now_node, sizeof now_node, &valid, &running, &he) &&
+          running && (!valid || strcmp(now_node, node))) {
+        xgr_store_cmd_drop(d->st, id, &(xgr_error){0});
+        return xgr_error_set(err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " left node %s", r->owner, r->root, node);
+      }
+      next_check = mono_ms() + 250;
+    }
+    /* the lease thread bumps `answers` on every "r" notification; look again at least every 100 ms */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long wait = left < 100 ? (long)left : 100;
+    ts.tv_nsec += wait * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&l->mu);
+    while (l->answers == seen && !atomic_load(&l->stop))
+      if (pthread_cond_timedwait(&l->cv, &l->mu, &ts)) break;
+    pthread_mutex_unlock(&l->mu);
+  }
+  xgr_store_cmd_drop(d->st, id, &(xgr_error){0});
+  atomic_fetch_add(&l->timed_out, 1);
+  return xgr_error_set(err, XGR_ETIMEOUT, NULL, "node %s holds session %s/%" PRIu64 " and did not answer within %d ms",
+                       node, r->owner, r->root, FORWARD_WAIT_MS);
+}
+
+/* A claimed session may still have an incarnation here: one whose lease this node lost (the drop
+ * is asynchronous) or that stalled (SIGSTOP) and came back. It leaves before the store writes
+ * under the new epoch, so that only the incarnation loaded now can pass the fence. */
+static void before_load(void *ctx, const char *owner, uint64_t root) {
+  xgr_rpcd *d = ctx;
+  xgr_engine_session_info in;
+  if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return;
+  xgr_engine_drop(d->e, owner, root);
+  for (int i = 0; i < 2000 && !xgr_engine_session(d->e, owner, root, &in) && !in.finished; i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+static int load_cb(void *ctx, const xgr_store_live *l) {
+  xgr_error err;
+  xgr_error_clear(&err);
+  xgr__rpcd_load(ctx, l, &err);   /* logged there */
+  return 0;
+}
+
+int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
+  xgr__lease *l = d->lease;
+  if (!l) return exec_local(d, r, woken, err);
+  const char *me = xgr_store_node_id(d->st);
+  for (int attempt = 0; attempt < 6; attempt++) {
+    xgr_engine_session_info in;
+    if (!xgr_engine_session(d->e, r->owner, r->root, &in) && !in.finished) {   /* here */
+      xgr_error_clear(err);
+      int rc = exec_local(d, r, woken, err);
+      if (rc != XGR_ENOTFOUND && rc != XGR_ELEASE) return rc;
+      if (rc == XGR_ENOTFOUND && xgr_store_lease_held(d->st, r->owner, r->root)) return rc;
+      continue;   /* it left for another node meanwhile */
+    }
+    char node[256];
+    bool valid = false, running = false;
+    int rc = xgr_store_lease_holder(d->st, r->owner, r->root, node, sizeof node, &valid, &running, err);
+    if (rc == XGR_ENOTFOUND || (!rc && !running)) {   /* no such session, or it ended: the engine's answer */
+      xgr_error_clear(err);
+      return exec_local(d, r, woken, err);
+    }
+    if (rc) return rc;
+    if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
+      size_t n = 0;
+      if ((rc = xgr_store_lease_claim(d->st, r->owner, r->root, !strcmp(node, me), 1, before_load, load_cb, d,
+                                      &n, err))) return rc;
+      if (!n) nanosleep(&(struct timespec){0, 20000000}, NULL);   /* locked by a claim or a write: look again */
+      continue;
+    }
+    xgr_error_clear(err);
+    rc = forward(l, node, r, woken, err);
+    if (rc != XGR_ELEASE) return rc;   /* XGR_ELEASE: it moved on the way; route again */
+  }
+  return xgr_error_set(err, XGR_ESTATE, NULL, "session %s/%" PRIu64 " changed nodes while the call was routed; try again",
+                       r->owner, r->root);
+}
+
+bool xgr__lease_live(xgr_rpcd *d, const char *owner, uint64_t root) {
+  char node[256];
+  bool valid = false, running = false;
+  xgr_error err;
+  return !xgr_store_lease_holder(d->st, owner, root, node, sizeof node, &valid, &running, &err) && running;
+}
+
+/* ---- the owner's side of a command ---------------------------------------------------------------- */
+
+static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, const char *body, int *rc) {
+  (void)id;
+  xgr__lease *l = ctx;
+  xgr_rpcd *d = l->d;
+  atomic_fetch_add(&l->served, 1);
+  xgr_error err;
+  xgr_error_clear(&err);
+  json_t *b = json_loads(body, 0, NULL);
+  xgr__ctl_req r = {.owner = owner, .root = root};
+  r.op = (int)json_integer_value(json_object_get(b, "op"));
+  const char *it = json_string_value(json_object_get(b, "iter"));
+  r.iter = it ? strtoull(it, NULL, 10) : 0;
+  r.step = json_string_value(json_object_get(b, "step"));
+  r.caller = json_string_value(json_object_get(b, "caller"));
+  const json_t *pj = json_object_get(b, "payload");
+  r.payload = xgr_value_null();
+  if (pj && json_is_object(pj)) xgr_value_from_json(pj, 0, &r.payload, &err);
+  size_t woken = 0;
+  xgr_engine_session_info in;
+  if (!b || r.op < XGR__CTL_KILL || r.op > XGR__CTL_WAKE_STEP) {
+    *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
+  } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
+    /* not in this engine: it moved (the asker routes again) unless it ended here */
+    *rc = xgr_store_lease_held(d->st, owner, root) ? exec_local(d, &r, &woken, &err)
+                                                   : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64
+                                                                   " is not held by node %s", owner, root,
+                                                                   xgr_store_node_id(d->st));
+  } else {
+    *rc = exec_local(d, &r, &woken, &err);
+  }
+  xgr_value_release(r.payload);
+  json_decref(b);
+  json_t *res = json_pack("{s:s, s:I}", "message", *rc ? err.message : "ok", "woken", (json_int_t)woken);
+  char *text = json_dumps(res, JSON_COMPACT);
+  json_decref(res);
+  return text;
+}
+
+/* ---- the lease thread ------------------------------------------------------------------------------ */
+
+static void on_note(void *ctx, const char *payload) {
+  xgr__lease *l = ctx;
+  if (payload[0] == 'c') {
+    pthread_mutex_lock(&l->cmu);
+    l->serve = true;
+    pthread_cond_signal(&l->ccv);
+    pthread_mutex_unlock(&l->cmu);
+  } else if (payload[0] == 'r') {
+    pthread_mutex_lock(&l->mu);
+    l->answers++;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+  }
+}
+
+static void on_lost(void *ctx, const char *owner, uint64_t root) {
+  xgr_rpcd *d = ctx;
+  xgr_engine_drop(d->e, owner, root);
+  xgr__rpcd_log(d, "level=warn msg=\"lease lost: the session left this node\" owner=%s rootPid=%" PRIu64, owner, root);
+}
+
+/* Claim what is free, 256 at a time; own: also the rows naming this node id (start-up). */
+static size_t claim_all(xgr_rpcd *d, bool own) {
+  size_t total = 0, n = 0;
+  xgr_error err;
+  do {
+    if (xgr_store_lease_claim(d->st, NULL, 0, own, 256, before_load, load_cb, d, &n, &err)) {
+      xgr__rpcd_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
+      break;
+    }
+    total += n;
+  } while (n == 256);
+  if (total) xgr__rpcd_log(d, "level=info msg=\"sessions claimed\" sessions=%zu node=%s", total, xgr_store_node_id(d->st));
+  return total;
+}
+
+static void deliver_outbox(xgr__lease *l) {
+  xgr_rpcd *d = l->d;
+  xgr_store_wake *w = NULL;
+  size_t n = 0;
+  xgr_error err;
+  if (xgr_store_outbox_held(d->st, 1000, &w, &n, &err)) {
+    xgr__rpcd_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    xgr_value pl = xgr_value_null();
+    if (w[i].payload && xgr_value_from_json_text(w[i].payload, strlen(w[i].payload), 0, &pl, &err)) pl = xgr_value_null();
+    /* the target applies an id once and removes the row with its next batch; one not loaded yet
+     * (being claimed) is found again by the next poll */
+    if (!xgr_engine_redeliver(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root, w[i].step,
+                              w[i].rule, pl))
+      atomic_fetch_add(&l->wakes_delivered, 1);
+    xgr_value_release(pl);
+  }
+  xgr_store_wakes_free(w, n);
+}
+
+static void *lease_main(void *arg) {
+  xgr__lease *l = arg;
+  xgr_rpcd *d = l->d;
+  int64_t lease = xgr_store_lease_ms(d->st);
+  int64_t beat = lease / 3 > 0 ? lease / 3 : 1, every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
+  int64_t t = mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
+  while (!atomic_load(&l->stop)) {
+    t = mono_ms();
+    int64_t due = next_beat;
+    if (next_claim < due) due = next_claim;
+    if (next_outbox < due) due = next_outbox;
+    int64_t wait = due - t;
+    if (wait < 0) wait = 0;
+    if (wait > 100) wait = 100;
+    xgr_error err;
+    if (xgr_store_cmd_listen(d->st, (int)wait, on_note, l, &err)) {
+      if (!l->listen_failed) xgr__rpcd_log(d, "level=error msg=\"cluster: listening failed\" error=\"%s\"", err.message);
+      l->listen_failed = true;
+      nanosleep(&(struct timespec){0, 50000000}, NULL);
+    }
+    if (atomic_load(&l->stop)) break;
+    t = mono_ms();
+    if (t >= next_beat) {
+      if (xgr_store_lease_renew(d->st, on_lost, d, &err))
+        xgr__rpcd_log(d, "level=error msg=\"cluster: heartbeat failed\" error=\"%s\"", err.message);
+      next_beat = t + beat;
+    }
+    if (t >= next_claim) {
+      if (claim_all(d, false)) atomic_fetch_add(&l->claimed_rounds, 1);
+      next_claim = mono_ms() + every;
+    }
+    if (t >= next_outbox) {
+      deliver_outbox(l);
+      next_outbox = mono_ms() + OUTBOX_POLL_MS;
+    }
+  }
+  return NULL;
+}
+
+/* The command thread: other nodes' calls wait on this engine (a commit, a loaded session), so they
+ * run here, not on the lease thread, whose heartbeats must not wait for them. Woken by a "c"
+ * notification; looks once a second anyway. */
+static void *cmd_main(void *arg) {
+  xgr__lease *l = arg;
+  xgr_rpcd *d = l->d;
+  pthread_mutex_lock(&l->cmu);
+  while (!atomic_load(&l->stop)) {
+    if (!l->serve) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      pthread_cond_timedwait(&l->ccv, &l->cmu, &ts);
+    }
+    if (atomic_load(&l->stop)) break;
+    l->serve = false;
+    pthread_mutex_unlock(&l->cmu);
+    xgr_error err;
+    if (xgr_store_cmd_serve(d->st, run_cmd, l, &err))
+      xgr__rpcd_log(d, "level=error msg=\"cluster: commands failed\" error=\"%s\"", err.message);
+    pthread_mutex_lock(&l->cmu);
+  }
+  pthread_mutex_unlock(&l->cmu);
+  return NULL;
+}
+
+/* ---- life cycle and metrics --------------------------------------------------------------------- */
+
+static void collect(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  xgr__lease *l = d->lease;
+  xgr_store_lease_stats s;
+  xgr_store_lease_get_stats(d->st, &s);
+  struct { const char *k; uint64_t v; } rows[] = {
+      {"leases_held", s.held},
+      {"sessions_claimed", s.claimed},
+      {"leases_lost", s.lost},
+      {"late_writes_refused", s.refused_batches},
+      {"heartbeats", s.renewals},
+      {"commands_sent", atomic_load(&l->sent)},
+      {"commands_served", atomic_load(&l->served)},
+      {"commands_timed_out", atomic_load(&l->timed_out)},
+      {"outbox_redelivered", atomic_load(&l->wakes_delivered)},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char lab[48];
+    snprintf(lab, sizeof lab, "kind=\"%s\"", rows[i].k);
+    xgr_metrics_line(out, "xgr_cluster", lab, (double)rows[i].v);
+  }
+}
+
+void xgr__lease_metrics(xgr_rpcd *d, xgr_metrics *m) {
+  if (d->lease) xgr_metrics_gauge(m, "xgr_cluster", "Cluster node: leases, late writes refused, commands", collect, d);
+}
+
+int xgr__lease_start(xgr_rpcd *d, xgr_error *err) {
+  xgr__lease *l = xgr__xcalloc(1, sizeof *l);
+  l->d = d;
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->cv, NULL);
+  pthread_mutex_init(&l->cmu, NULL);
+  pthread_cond_init(&l->ccv, NULL);
+  d->lease = l;
+  /* start-up: this node id's own sessions of an earlier life, then whatever is free */
+  d->restored = claim_all(d, true);
+  if (pthread_create(&l->th, NULL, lease_main, l))
+    return xgr_error_set(err, XGR_EIO, NULL, "cannot start the lease thread");
+  l->has_th = true;
+  pthread_setname_np(l->th, "xgr-lease");
+  if (pthread_create(&l->cth, NULL, cmd_main, l)) return xgr_error_set(err, XGR_EIO, NULL, "cannot start the command thread");
+  l->has_cth = true;
+  pthread_setname_np(l->cth, "xgr-lease-cmd");
+  xgr__rpcd_log(d, "level=info msg=\"cluster node\" node=%s lease_ms=%" PRId64, xgr_store_node_id(d->st),
+                xgr_store_lease_ms(d->st));
+  return 0;
+}
+
+void xgr__lease_stop(xgr_rpcd *d, bool release) {
+  xgr__lease *l = d->lease;
+  if (!l) return;
+  atomic_store(&l->stop, true);
+  pthread_mutex_lock(&l->mu);
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  pthread_mutex_lock(&l->cmu);
+  pthread_cond_broadcast(&l->ccv);
+  pthread_mutex_unlock(&l->cmu);
+  if (l->has_th) pthread_join(l->th, NULL);
+  if (l->has_cth) pthread_join(l->cth, NULL);
+  l->has_th = l->has_cth = false;
+  if (release) {
+    xgr_error err;
+    xgr_store_lease_stats s;
+    xgr_store_lease_get_stats(d->st, &s);
+    if (xgr_store_lease_release_all(d->st, &err))
+      xgr__rpcd_log(d, "level=error msg=\"cannot release the leases\" error=\"%s\"", err.message);
+    else
+      xgr__rpcd_log(d, "level=info msg=\"leases released\" sessions=%" PRIu64, s.held);
+  }
+}
+
+void xgr__lease_free(xgr_rpcd *d) {
+  xgr__lease *l = d->lease;
+  if (!l) return;
+  xgr__lease_stop(d, false);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv);
+  pthread_mutex_destroy(&l->cmu);
+  pthread_cond_destroy(&l->ccv);
+  free(l);
+  d->lease = NULL;
+}

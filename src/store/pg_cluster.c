@@ -1,0 +1,815 @@
+/* pg_cluster.c — several xgrd nodes on one PostgreSQL database (issue 18): leases with fencing
+ * epochs, claims, heartbeats, and the command rows that carry control calls between nodes.
+ * docs/CLUSTER.md has the design; in short:
+ *
+ *   node         a store opened with cfg.node_id. Its lease connection holds the advisory lock
+ *                hashtextextended('xgr node ' || id, 0) for as long as the process lives, so
+ *                other nodes see at once that a killed node is dead (xgr_node_alive in SQL). A
+ *                second connection LISTENs on the node's channel (xgr_n + 16 hex of its id).
+ *   lease        sessions.lease_owner / lease_epoch / lease_expires (ms of the database clock).
+ *                A row the node inserts is leased to it at epoch 1 (column defaults reading the
+ *                writer connection's settings xgr.node and xgr.lease_ms). A claim takes running
+ *                sessions that are unleased, expired, or leased to a dead node, FOR UPDATE SKIP
+ *                LOCKED, and raises their epoch. The heartbeat extends the node's leases and finds
+ *                the ones it lost.
+ *   epochs       the store remembers the epoch of every session the node holds (`held`). The
+ *                writer fails a batch of a session not in it at once, and sends every group with
+ *                a fence (xgr_lease_fence) that share-locks the group's session rows and raises
+ *                SQLSTATE XL001 unless each still names this node at the held epoch: the late
+ *                write of a node that lost a lease is refused in the transaction that would have
+ *                made it (postgres.c applies the group again batch by batch, so only those fail).
+ *   commands     lease_commands rows: the asking node inserts one and NOTIFYs the holder's
+ *                channel ("c"); the holder takes its pending rows, runs them, writes the answer
+ *                and NOTIFYs the asker's channel ("r<id>").
+ *
+ * Threads: the lease connection is used under `mu` (claims, heartbeats, commands, routing
+ * lookups from RPC threads); the listening connection only by the thread that calls
+ * xgr_store_cmd_listen; `held` and the counters under `hmu` (the writer thread reads them for
+ * every group).
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/pg_cluster.h"
+#include "util/buf.h"
+#include "util/hashmap.h"
+
+/* One session this node holds: its key and the epoch it claimed it at. */
+typedef struct held {
+  uint64_t root;
+  int64_t epoch;
+  char owner[];
+} held;
+
+struct pgc {
+  char *url, *name, *node;
+  int64_t lease_ms;
+  char chan[24];                /* this node's NOTIFY channel */
+  PGconn *c;                    /* the lease connection (node lock), under mu */
+  PGconn *l;                    /* the listening connection (one thread) */
+  pthread_mutex_t mu;
+  pthread_mutex_t hmu;          /* guards held and st */
+  xgr_hashmap held;             /* hashed by (owner, root): held * */
+  xgr_store_lease_stats st;
+};
+
+/* ---- small helpers ------------------------------------------------------------------------------ */
+
+static uint64_t key_hash(const char *owner, uint64_t root) {
+  uint64_t x = 0xcbf29ce484222325ULL ^ root * 0x9E3779B97F4A7C15ULL;
+  for (const char *p = owner; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
+  return x ^ (x >> 29);
+}
+
+typedef struct key_ref {
+  const char *owner;
+  uint64_t root;
+} key_ref;
+
+static bool held_match(const void *ctx, const void *val) {
+  const key_ref *k = ctx;
+  const held *h = val;
+  return h->root == k->root && !strcmp(h->owner, k->owner);
+}
+
+/* under hmu */
+static held *held_find(pgc *c, const char *owner, uint64_t root) {
+  key_ref k = {owner, root};
+  return xgr__hashmap_find(&c->held, key_hash(owner, root), held_match, &k);
+}
+
+/* under hmu: hold (owner, root) at epoch */
+static void held_put(pgc *c, const char *owner, uint64_t root, int64_t epoch) {
+  held *h = held_find(c, owner, root);
+  if (h) {
+    h->epoch = epoch;
+    return;
+  }
+  size_t len = strlen(owner);
+  h = xgr__xmalloc(sizeof *h + len + 1);
+  h->root = root;
+  h->epoch = epoch;
+  memcpy(h->owner, owner, len + 1);
+  xgr__hashmap_add(&c->held, key_hash(owner, root), h);
+}
+
+/* under hmu: forget (owner, root); true when it was held */
+static bool held_del(pgc *c, const char *owner, uint64_t root) {
+  held *h = held_find(c, owner, root);
+  if (!h) return false;
+  xgr__hashmap_remove(&c->held, key_hash(owner, root), h);
+  free(h);
+  return true;
+}
+
+/* A node's NOTIFY channel: an identifier PostgreSQL accepts whatever the id holds. */
+static void channel_of(const char *node, char out[24]) {
+  uint64_t x = 0xcbf29ce484222325ULL;
+  for (const char *p = node; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
+  snprintf(out, 24, "xgr_n%016" PRIx64, x);
+}
+
+static void first_line(const char *msg, char *out, size_t cap) {
+  size_t n = strcspn(msg ? msg : "", "\n");
+  if (n >= cap) n = cap - 1;
+  memcpy(out, msg ? msg : "", n);
+  out[n] = 0;
+}
+
+static int pq_error(const pgc *c, PGconn *conn, const PGresult *r, const char *what, xgr_error *err) {
+  char msg[300];
+  first_line(r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r) : PQerrorMessage(conn), msg, sizeof msg);
+  return xgr_error_set(err, XGR_EIO, NULL, "store %s: %s: %s", c->name, what, msg);
+}
+
+/* Run sql with text parameters on the lease connection (under mu); the result when it is
+ * TUPLES_OK or COMMAND_OK, else NULL with *err. */
+static PGresult *run(pgc *c, const char *sql, int n, const char *const *v, const char *what, xgr_error *err) {
+  PGresult *r = PQexecParams(c->c, sql, n, NULL, v, NULL, NULL, 0);
+  ExecStatusType s = PQresultStatus(r);
+  if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) return r;
+  pq_error(c, c->c, r, what, err);
+  PQclear(r);
+  return NULL;
+}
+
+/* A PostgreSQL array literal being built: {"a","b"} */
+static void arr_sep(xgr_buf *b) { xgr__buf_putc(b, b->len ? ',' : '{'); }
+static void arr_text(xgr_buf *b, const char *v) {
+  arr_sep(b);
+  xgr__buf_putc(b, '"');
+  for (const char *q = v; *q; q++) {
+    if (*q == '"' || *q == '\\') xgr__buf_putc(b, '\\');
+    xgr__buf_putc(b, *q);
+  }
+  xgr__buf_putc(b, '"');
+}
+static void arr_num(xgr_buf *b, const char *fmt, uint64_t u, int64_t i, bool is_signed) {
+  arr_sep(b);
+  if (is_signed) xgr__buf_printf(b, "%" PRId64, i);
+  else xgr__buf_printf(b, fmt, u);
+}
+static char *arr_finish(xgr_buf *b) {
+  if (!b->len) xgr__buf_putc(b, '{');
+  xgr__buf_putc(b, '}');
+  return xgr__buf_finish(b, NULL);
+}
+
+/* ---- open / close ---------------------------------------------------------------------------------- */
+
+static PGconn *connect_plain(pgc *c, xgr_error *err) {
+  PGconn *conn = PQconnectdb(c->url);
+  if (!conn || PQstatus(conn) != CONNECTION_OK) {
+    char msg[300];
+    first_line(conn ? PQerrorMessage(conn) : "out of memory", msg, sizeof msg);
+    xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot connect to PostgreSQL: %s", c->name, msg);
+    PQfinish(conn);
+    return NULL;
+  }
+  PQclear(PQexec(conn, "SET client_min_messages = warning"));
+  return conn;
+}
+
+pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t lease_ms, xgr_error *err) {
+  if (!node || !node[0] || strlen(node) > 200) {
+    xgr_error_set(err, XGR_EINVAL, "nodeId", "is %s; expected 1 to 200 bytes", node && node[0] ? "too long" : "empty");
+    return NULL;
+  }
+  pgc *c = xgr__xcalloc(1, sizeof *c);
+  c->url = xgr__xstrdup(url);
+  c->name = xgr__xstrdup(name);
+  c->node = xgr__xstrdup(node);
+  c->lease_ms = lease_ms > 0 ? lease_ms : XGR_STORE_LEASE_MS;
+  channel_of(node, c->chan);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_mutex_init(&c->hmu, NULL);
+  if (!(c->c = connect_plain(c, err)) || !(c->l = connect_plain(c, err))) goto fail;
+  /* the node lock: a process that died released it with its connection; a live one keeps it */
+  const char *v[1] = {node};
+  bool got = false;
+  for (int i = 0; i < 50 && !got; i++) {
+    PGresult *r = run(c, "SELECT pg_try_advisory_lock(hashtextextended('xgr node ' || $1, 0))", 1, v, "node lock", err);
+    if (!r) goto fail;
+    got = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!got) nanosleep(&(struct timespec){0, 100000000}, NULL);
+  }
+  if (!got) {
+    xgr_error_set(err, XGR_ESTATE, "nodeId", "node id \"%s\" is in use by a live xgrd on store %s (waited 5 s); give "
+                  "each node its own --node-id", node, c->name);
+    goto fail;
+  }
+  char sql[64];
+  snprintf(sql, sizeof sql, "LISTEN %s", c->chan);
+  PGresult *r = PQexec(c->l, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    pq_error(c, c->l, r, "LISTEN", err);
+    PQclear(r);
+    goto fail;
+  }
+  PQclear(r);
+  return c;
+fail:
+  xgr__pgc_close(c);
+  return NULL;
+}
+
+void xgr__pgc_close(pgc *c) {
+  if (!c) return;
+  if (c->c) PQfinish(c->c);
+  if (c->l) PQfinish(c->l);
+  size_t pos = 0;
+  for (held *h; (h = xgr__hashmap_next(&c->held, &pos, NULL));) free(h);
+  xgr__hashmap_free(&c->held);
+  pthread_mutex_destroy(&c->mu);
+  pthread_mutex_destroy(&c->hmu);
+  free(c->url);
+  free(c->name);
+  free(c->node);
+  free(c);
+}
+
+int xgr__pgc_setup_writer(pgc *c, PGconn *w, xgr_error *err) {
+  char ms[24];
+  snprintf(ms, sizeof ms, "%" PRId64, c->lease_ms);
+  const char *v[2] = {c->node, ms};
+  PGresult *r = PQexecParams(w, "SELECT set_config('xgr.node', $1, false), set_config('xgr.lease_ms', $2, false)", 2,
+                             NULL, v, NULL, NULL, 0);
+  int rc = PQresultStatus(r) == PGRES_TUPLES_OK ? 0 : pq_error(c, w, r, "cannot set the node on the writer", err);
+  PQclear(r);
+  return rc;
+}
+
+/* ---- the writer's side: refusals, fence, bookkeeping ---------------------------------------------- */
+
+/* Does op name a session (its owner and root)? */
+static bool op_session(const store_op *op, const char **owner, uint64_t *root) {
+  switch (op->kind) {
+    case OP_SESSION:
+    case OP_STATE:
+    case OP_PROC:
+    case OP_HIST:
+    case OP_SCOPE:
+    case OP_REMOVE:
+      *owner = op->owner ? op->owner : "";
+      *root = op->root;
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* Does batch b create (owner, root)? */
+static bool creates(const xgr_store_changes *b, const char *owner, uint64_t root) {
+  for (size_t k = 0; k < b->n; k++) {
+    const store_op *op = &b->ops[k];
+    if (op->kind == OP_SESSION && op->if_absent && op->root == root && !strcmp(op->owner, owner)) return true;
+  }
+  return false;
+}
+
+size_t xgr__pgc_prefilter(pgc *c, xgr_store_changes **list, size_t n) {
+  size_t keep = 0;
+  xgr_store_changes **out = xgr__xmalloc((n ? n : 1) * sizeof *out);
+  size_t nout = 0;
+  pthread_mutex_lock(&c->hmu);
+  for (size_t i = 0; i < n; i++) {
+    xgr_store_changes *b = list[i];
+    const char *bad = NULL;
+    uint64_t bad_root = 0;
+    for (size_t k = 0; k < b->n && !bad; k++) {
+      const char *owner;
+      uint64_t root;
+      if (!op_session(&b->ops[k], &owner, &root)) continue;
+      if (held_find(c, owner, root) || creates(b, owner, root)) continue;
+      bad = owner;
+      bad_root = root;
+    }
+    if (bad) {
+      b->rc = xgr_error_set(&b->err, XGR_ELEASE, NULL, "node %s does not hold the lease of session %s/%" PRIu64
+                            " (it went to another node); the batch was not written", c->node, bad, bad_root);
+      c->st.refused_batches++;
+      out[nout++] = b;
+    } else {
+      list[keep++] = b;
+    }
+  }
+  pthread_mutex_unlock(&c->hmu);
+  for (size_t i = 0; i < nout; i++) list[keep + i] = out[i];
+  free(out);
+  return keep;
+}
+
+bool xgr__pgc_fence(pgc *c, xgr_store_changes **list, size_t n, char *arr[4]) {
+  xgr_buf o = {0}, r = {0}, e = {0};
+  xgr_hashmap seen = {0};   /* keys already in the arrays: hashed, values are the ops */
+  size_t count = 0;
+  pthread_mutex_lock(&c->hmu);
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      const char *owner;
+      uint64_t root;
+      if (!op_session(&list[i]->ops[k], &owner, &root)) continue;
+      key_ref kr = {owner, root};
+      uint64_t h = key_hash(owner, root);
+      if (xgr__hashmap_find(&seen, h, held_match, &kr)) continue;
+      held *x = held_find(c, owner, root);
+      bool fresh = false;   /* created in this group: no row to check yet */
+      for (size_t j = 0; j < n && !fresh; j++) fresh = creates(list[j], owner, root);
+      if (fresh) continue;
+      /* not held: forgotten since the prefilter (the heartbeat found it lost): epoch -1 never
+       * matches, so the fence refuses the write instead of letting it through unchecked */
+      size_t len = strlen(owner);
+      held *sk = xgr__xmalloc(sizeof *sk + len + 1);
+      sk->root = root;
+      sk->epoch = x ? x->epoch : -1;
+      memcpy(sk->owner, owner, len + 1);
+      xgr__hashmap_add(&seen, h, sk);
+      arr_text(&o, owner);
+      arr_num(&r, "%" PRIu64, root, 0, false);
+      arr_num(&e, NULL, 0, sk->epoch, true);
+      count++;
+    }
+  pthread_mutex_unlock(&c->hmu);
+  size_t pos = 0;
+  for (held *sk; (sk = xgr__hashmap_next(&seen, &pos, NULL));) free(sk);
+  xgr__hashmap_free(&seen);
+  if (!count) {
+    free(xgr__buf_finish(&o, NULL));
+    free(xgr__buf_finish(&r, NULL));
+    free(xgr__buf_finish(&e, NULL));
+    return false;
+  }
+  arr[0] = arr_finish(&o);
+  arr[1] = arr_finish(&r);
+  arr[2] = arr_finish(&e);
+  arr[3] = xgr__xstrdup(c->node);
+  return true;
+}
+
+void xgr__pgc_after(pgc *c, xgr_store_changes **list, size_t n) {
+  pthread_mutex_lock(&c->hmu);
+  for (size_t i = 0; i < n; i++) {
+    xgr_store_changes *b = list[i];
+    if (b->rc == XGR_ELEASE) {   /* the fence refused it (the prefilter counted its own) */
+      if (!strstr(b->err.message, "does not hold the lease")) c->st.refused_batches++;
+      for (size_t k = 0; k < b->n; k++) {
+        const char *owner;
+        uint64_t root;
+        if (op_session(&b->ops[k], &owner, &root)) held_del(c, owner, root);
+      }
+      continue;
+    }
+    if (b->rc) continue;
+    for (size_t k = 0; k < b->n; k++) {
+      const store_op *op = &b->ops[k];
+      if (op->kind == OP_SESSION && op->if_absent && op->u.session.status == XGR_RESULT_RUNNING)
+        held_put(c, op->owner, op->root, 1);   /* the row's defaults: this node, epoch 1 */
+      else if ((op->kind == OP_STATE && op->u.state.status != XGR_RESULT_RUNNING) || op->kind == OP_REMOVE)
+        held_del(c, op->owner, op->root);      /* ended: no lease needed any more */
+    }
+  }
+  pthread_mutex_unlock(&c->hmu);
+}
+
+/* ---- the public cluster functions (xgr/store.h) --------------------------------------------------- */
+
+static pgc *cl_of(xgr_store *st, xgr_error *err) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the store is not a cluster node (PostgreSQL with a node id)");
+  return c;
+}
+
+const char *xgr_store_node_id(const xgr_store *st) {
+  pgc *c = xgr__pg_cluster((xgr_store *)st);
+  return c ? c->node : NULL;
+}
+
+int64_t xgr_store_lease_ms(const xgr_store *st) {
+  pgc *c = xgr__pg_cluster((xgr_store *)st);
+  return c ? c->lease_ms : 0;
+}
+
+/* The sessions a claim may take. $1 node, $2 limit, $3 lease ms, $4 own ('t'/'f'), $5/$6 one
+ * session (NULL: any). A lease is free when the row has no owner, its time ran out, or its node is
+ * dead (no advisory lock: the process is gone). */
+static const char CLAIM_SQL[] =
+    "WITH dead AS (SELECT o.lease_owner FROM (SELECT DISTINCT lease_owner FROM sessions WHERE status = 0"
+    "   AND lease_owner IS NOT NULL AND lease_owner <> $1) o WHERE NOT xgr_node_alive(o.lease_owner)),"
+    " c AS (SELECT owner, root_pid FROM sessions WHERE status = 0"
+    "   AND ($5::text IS NULL OR (owner = $5 AND root_pid = $6::numeric))"
+    "   AND (lease_owner IS NULL OR ($4::boolean AND lease_owner = $1) OR (lease_owner <> $1 AND"
+    "   (lease_expires < xgr_ms_now() OR lease_owner IN (SELECT lease_owner FROM dead))))"
+    "   ORDER BY owner, root_pid LIMIT $2 FOR UPDATE OF sessions SKIP LOCKED)"
+    " UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, lease_expires = xgr_ms_now() + $3::bigint"
+    " FROM c WHERE s.owner = c.owner AND s.root_pid = c.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch";
+
+/* What a claim took, handed to each session's load (claim_load). */
+typedef struct claim_ctx {
+  pgc *c;
+  PGresult *r;                  /* the claimed rows: owner, root_pid, lease_epoch */
+  void (*before)(void *, const char *, uint64_t);
+  int (*fn)(void *, const xgr_store_live *);
+  void *ctx;
+} claim_ctx;
+
+static int claim_load(void *ctx, const xgr_store_live *l) {
+  claim_ctx *cc = ctx;
+  const xgr_store_session *s = l->session;
+  int64_t epoch = -1;
+  for (int i = 0; i < PQntuples(cc->r) && epoch < 0; i++)
+    if (strtoull(PQgetvalue(cc->r, i, 1), NULL, 10) == s->root_pid && !strcmp(PQgetvalue(cc->r, i, 0), s->owner))
+      epoch = strtoll(PQgetvalue(cc->r, i, 2), NULL, 10);
+  if (epoch < 0) return 0;
+  if (cc->before) cc->before(cc->ctx, s->owner, s->root_pid);   /* an older incarnation here leaves first */
+  pthread_mutex_lock(&cc->c->hmu);
+  held_put(cc->c, s->owner, s->root_pid, epoch);
+  pthread_mutex_unlock(&cc->c->hmu);
+  return cc->fn ? cc->fn(cc->ctx, l) : 0;
+}
+
+int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                          int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err) {
+  if (claimed) *claimed = 0;
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char lim[24], ms[24], rt[24];
+  snprintf(lim, sizeof lim, "%zu", max ? max : 256);
+  snprintf(ms, sizeof ms, "%" PRId64, c->lease_ms);
+  snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
+  const char *v[6] = {c->node, lim, ms, own ? "t" : "f", owner, owner ? rt : NULL};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, CLAIM_SQL, 6, v, "cannot claim sessions", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  int nr = PQntuples(r);
+  xgr_buf o = {0}, k = {0};
+  for (int i = 0; i < nr; i++) {
+    arr_text(&o, PQgetvalue(r, i, 0));
+    arr_num(&k, "%" PRIu64, strtoull(PQgetvalue(r, i, 1), NULL, 10), 0, false);
+  }
+  pthread_mutex_lock(&c->hmu);
+  c->st.claimed += (uint64_t)nr;
+  pthread_mutex_unlock(&c->hmu);
+  char *oa = arr_finish(&o), *ka = arr_finish(&k);
+  int rc = 0;
+  claim_ctx cc = {c, r, before, fn, ctx};
+  if (nr) rc = xgr__pg_load_keys(st, oa, ka, claim_load, &cc, err);
+  free(oa);
+  free(ka);
+  PQclear(r);
+  if (claimed) *claimed = (size_t)nr;
+  return rc;
+}
+
+/* A row the heartbeat read. */
+typedef struct rowk {
+  uint64_t root;
+  int64_t epoch;
+  const char *owner;
+} rowk;
+
+static bool row_match(const void *ctx, const void *val) {
+  const rowk *a = ctx, *b = val;
+  return a->root == b->root && a->epoch == b->epoch && !strcmp(a->owner, b->owner);
+}
+
+static bool row_key_match(const void *ctx, const void *val) {
+  const rowk *a = ctx, *b = val;
+  return a->root == b->root && !strcmp(a->owner, b->owner);
+}
+
+int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *owner, uint64_t root_pid), void *ctx,
+                          xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char ms[24];
+  snprintf(ms, sizeof ms, "%" PRId64, c->lease_ms);
+  const char *v[2] = {c->node, ms};
+  pthread_mutex_lock(&c->mu);
+  /* rows the writer's fence or a claimer locks right now are left for the next beat (no waiting,
+   * no lock-order deadlock with a fence) */
+  PGresult *r = run(c, "UPDATE sessions s SET lease_expires = xgr_ms_now() + $2::bigint FROM (SELECT owner, root_pid"
+                       " FROM sessions WHERE lease_owner = $1 AND status = 0 FOR UPDATE SKIP LOCKED) x"
+                       " WHERE s.owner = x.owner AND s.root_pid = x.root_pid", 2, v, "heartbeat", err);
+  if (!r) {
+    pthread_mutex_unlock(&c->mu);
+    return XGR_EIO;
+  }
+  PQclear(r);
+  /* which held sessions the rows still give this node at the held epoch: what was held before
+   * the read is compared (a session created meanwhile is held after its row committed) */
+  pthread_mutex_lock(&c->hmu);
+  size_t nh = xgr__hashmap_size(&c->held), pos = 0, i = 0;
+  held **snap = xgr__xmalloc((nh ? nh : 1) * sizeof *snap);
+  int64_t *ep = xgr__xmalloc((nh ? nh : 1) * sizeof *ep);
+  for (held *h; (h = xgr__hashmap_next(&c->held, &pos, NULL));) {
+    size_t len = strlen(h->owner);
+    snap[i] = xgr__xmalloc(sizeof **snap + len + 1);
+    memcpy(snap[i], h, sizeof **snap + len + 1);
+    ep[i++] = h->epoch;
+  }
+  pthread_mutex_unlock(&c->hmu);
+  r = run(c, "SELECT owner, root_pid, lease_epoch FROM sessions WHERE lease_owner = $1 AND status = 0", 1, v,
+          "heartbeat", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) {
+    for (size_t j = 0; j < nh; j++) free(snap[j]);
+    free(snap);
+    free(ep);
+    return XGR_EIO;
+  }
+  xgr_hashmap rows = {0};   /* the rows read, hashed by key */
+  int nr = PQntuples(r);
+  rowk *rk = xgr__xcalloc((size_t)nr + 1, sizeof *rk);
+  for (int j = 0; j < nr; j++) {
+    rk[j].owner = PQgetvalue(r, j, 0);
+    rk[j].root = strtoull(PQgetvalue(r, j, 1), NULL, 10);
+    rk[j].epoch = strtoll(PQgetvalue(r, j, 2), NULL, 10);
+    xgr__hashmap_add(&rows, key_hash(rk[j].owner, rk[j].root), &rk[j]);
+  }
+  /* the held sessions the read did not return: ended (forgotten quietly) or lost */
+  xgr_buf mo = {0}, mr = {0};
+  size_t nmiss = 0;
+  for (size_t j = 0; j < nh; j++) {
+    rowk want = {snap[j]->root, ep[j], snap[j]->owner};
+    if (xgr__hashmap_find(&rows, key_hash(want.owner, want.root), row_match, &want)) {   /* still ours */
+      free(snap[j]);
+      snap[j] = NULL;
+      continue;
+    }
+    arr_text(&mo, snap[j]->owner);
+    arr_num(&mr, "%" PRIu64, snap[j]->root, 0, false);
+    nmiss++;
+  }
+  xgr_hashmap ended = {0};   /* of the missing: the ones whose row is no longer running */
+  PGresult *re = NULL;
+  char *moa = arr_finish(&mo), *mra = arr_finish(&mr);
+  if (nmiss) {
+    const char *w[2] = {moa, mra};
+    pthread_mutex_lock(&c->mu);
+    re = run(c, "SELECT s.owner, s.root_pid FROM sessions s JOIN unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
+                " ON s.owner = u.owner AND s.root_pid = u.root_pid WHERE s.status <> 0", 2, w, "heartbeat", err);
+    pthread_mutex_unlock(&c->mu);
+    for (int q = 0; re && q < PQntuples(re); q++) {
+      rowk *k = xgr__xmalloc(sizeof *k);
+      *k = (rowk){strtoull(PQgetvalue(re, q, 1), NULL, 10), 0, PQgetvalue(re, q, 0)};
+      xgr__hashmap_add(&ended, key_hash(k->owner, k->root), k);
+    }
+  }
+  free(moa);
+  free(mra);
+  for (size_t j = 0; j < nh; j++) {
+    if (!snap[j]) continue;
+    rowk want = {snap[j]->root, 0, snap[j]->owner};
+    bool over = xgr__hashmap_find(&ended, key_hash(want.owner, want.root), row_key_match, &want) != NULL;
+    pthread_mutex_lock(&c->hmu);
+    if (over) {   /* it ended (its last batch committed meanwhile): not a lost lease */
+      held *x = held_find(c, snap[j]->owner, snap[j]->root);
+      if (x && x->epoch == ep[j]) held_del(c, snap[j]->owner, snap[j]->root);
+      pthread_mutex_unlock(&c->hmu);
+      continue;
+    }
+    held *x = held_find(c, snap[j]->owner, snap[j]->root);
+    bool gone = x && x->epoch == ep[j];   /* not re-claimed meanwhile */
+    if (gone) {
+      held_del(c, snap[j]->owner, snap[j]->root);
+      c->st.lost++;
+    }
+    pthread_mutex_unlock(&c->hmu);
+    if (gone && lost) lost(ctx, snap[j]->owner, snap[j]->root);
+  }
+  size_t pos2 = 0;
+  for (rowk *k; (k = xgr__hashmap_next(&ended, &pos2, NULL));) free(k);
+  xgr__hashmap_free(&ended);
+  PQclear(re);
+  xgr__hashmap_free(&rows);
+  free(rk);
+  PQclear(r);
+  for (size_t j = 0; j < nh; j++) free(snap[j]);
+  free(snap);
+  free(ep);
+  pthread_mutex_lock(&c->hmu);
+  c->st.renewals++;
+  pthread_mutex_unlock(&c->hmu);
+  return 0;
+}
+
+int xgr_store_lease_release_all(xgr_store *st, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  const char *v[1] = {c->node};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "UPDATE sessions SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = $1 AND status = 0",
+                    1, v, "cannot release the leases", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  PQclear(r);
+  pthread_mutex_lock(&c->hmu);
+  size_t pos = 0;
+  for (held *h; (h = xgr__hashmap_next(&c->held, &pos, NULL));) free(h);
+  xgr__hashmap_clear(&c->held);
+  pthread_mutex_unlock(&c->hmu);
+  return 0;
+}
+
+bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return false;
+  pthread_mutex_lock(&c->hmu);
+  bool h = held_find(c, owner, root_pid) != NULL;
+  pthread_mutex_unlock(&c->hmu);
+  return h;
+}
+
+int xgr_store_lease_holder(xgr_store *st, const char *owner, uint64_t root_pid, char *node, size_t n, bool *valid,
+                           bool *running, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char rt[24];
+  snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
+  const char *v[3] = {owner, rt, c->node};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "SELECT COALESCE(lease_owner, ''), lease_owner IS NOT NULL AND lease_expires > xgr_ms_now() AND"
+                       " (lease_owner = $3 OR xgr_node_alive(lease_owner)), status = 0 FROM sessions"
+                       " WHERE owner = $1 AND root_pid = $2::numeric", 3, v, "cannot read the lease", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  int rc = 0;
+  if (PQntuples(r) != 1) {
+    rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%" PRIu64, owner, root_pid);
+  } else {
+    snprintf(node, n, "%s", PQgetvalue(r, 0, 0));
+    *valid = PQgetvalue(r, 0, 1)[0] == 't';
+    *running = PQgetvalue(r, 0, 2)[0] == 't';
+  }
+  PQclear(r);
+  return rc;
+}
+
+void xgr_store_lease_get_stats(xgr_store *st, xgr_store_lease_stats *out) {
+  memset(out, 0, sizeof *out);
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return;
+  pthread_mutex_lock(&c->hmu);
+  *out = c->st;
+  out->held = xgr__hashmap_size(&c->held);
+  pthread_mutex_unlock(&c->hmu);
+}
+
+/* ---- commands ------------------------------------------------------------------------------------ */
+
+int xgr_store_cmd_send(xgr_store *st, const char *target, const char *owner, uint64_t root_pid, const char *body,
+                       int64_t *id, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char rt[24], chan[24];
+  snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
+  channel_of(target, chan);
+  const char *v[6] = {target, c->node, owner, rt, body, chan};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "WITH i AS (INSERT INTO lease_commands(target_node, from_node, owner, root_pid, body, created_at)"
+                       " VALUES($1, $2, $3, $4::numeric, $5, xgr_ms_now()) RETURNING id)"
+                       " SELECT id, pg_notify($6, 'c') FROM i", 6, v, "cannot send a command", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  return 0;
+}
+
+int xgr_store_cmd_listen(xgr_store *st, int timeout_ms, void (*on)(void *ctx, const char *payload), void *ctx,
+                         xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  int fd = PQsocket(c->l);
+  if (fd < 0) return xgr_error_set(err, XGR_EIO, NULL, "store %s: the listening connection is gone", c->name);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, timeout_ms) < 0) return 0;
+  if (!PQconsumeInput(c->l)) return pq_error(c, c->l, NULL, "the listening connection failed", err);
+  for (PGnotify *nt; (nt = PQnotifies(c->l));) {
+    if (on) on(ctx, nt->extra ? nt->extra : "");
+    PQfreemem(nt);
+  }
+  return 0;
+}
+
+int xgr_store_cmd_serve(xgr_store *st,
+                        char *(*runfn)(void *ctx, int64_t id, const char *owner, uint64_t root_pid, const char *body,
+                                       int *rc),
+                        void *ctx, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  const char *v[1] = {c->node};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "UPDATE lease_commands SET taken = true WHERE id IN (SELECT id FROM lease_commands"
+                       " WHERE target_node = $1 AND NOT taken ORDER BY id FOR UPDATE SKIP LOCKED)"
+                       " RETURNING id, from_node, owner, root_pid, body", 1, v, "cannot take commands", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  int rc = 0;
+  for (int i = 0; i < PQntuples(r); i++) {
+    int64_t id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    int res_rc = 0;
+    char *res = runfn(ctx, id, PQgetvalue(r, i, 2), strtoull(PQgetvalue(r, i, 3), NULL, 10), PQgetvalue(r, i, 4),
+                      &res_rc);
+    char ids[24], rcs[16], chan[24];
+    snprintf(ids, sizeof ids, "%" PRId64, id);
+    snprintf(rcs, sizeof rcs, "%d", res_rc);
+    channel_of(PQgetvalue(r, i, 1), chan);
+    const char *w[4] = {ids, rcs, res ? res : "", chan};
+    pthread_mutex_lock(&c->mu);
+    PGresult *a = run(c, "WITH u AS (UPDATE lease_commands SET rc = $2::int, result = $3 WHERE id = $1::bigint"
+                         " RETURNING id) SELECT pg_notify($4, 'r' || id) FROM u", 4, w, "cannot answer a command", err);
+    pthread_mutex_unlock(&c->mu);
+    free(res);
+    if (!a) rc = XGR_EIO;
+    PQclear(a);
+  }
+  PQclear(r);
+  return rc;
+}
+
+int xgr_store_cmd_result(xgr_store *st, int64_t id, bool *done, int *rc, char **result, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char ids[24];
+  snprintf(ids, sizeof ids, "%" PRId64, id);
+  const char *v[1] = {ids};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "DELETE FROM lease_commands WHERE id = $1::bigint AND rc IS NOT NULL RETURNING rc, result", 1, v,
+                    "cannot read a command's answer", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  *done = PQntuples(r) == 1;
+  if (*done) {
+    *rc = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    *result = xgr__xstrdup(PQgetvalue(r, 0, 1));
+  }
+  PQclear(r);
+  return 0;
+}
+
+int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char ids[24];
+  snprintf(ids, sizeof ids, "%" PRId64, id);
+  const char *v[1] = {ids};
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "DELETE FROM lease_commands WHERE id = $1::bigint", 1, v, "cannot drop a command", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  PQclear(r);
+  return 0;
+}
+
+/* ---- the outbox across nodes ------------------------------------------------------------------------ */
+
+int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_t *n, xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char lim[24];
+  snprintf(lim, sizeof lim, "%zu", max ? max : 1000);
+  const char *v[2] = {c->node, lim};
+  pthread_mutex_lock(&c->mu);
+  /* a wake-up whose target is no running session anywhere (ended, or never was) is refused for good
+   * once it is a second old (the target's row may have been on its way) */
+  PGresult *g = run(c, "UPDATE outbox o SET refused = 'no such session here', refused_at = xgr_ms_now()"
+                       " WHERE o.refused IS NULL AND o.created_at < xgr_ms_now() - 1000 AND NOT EXISTS (SELECT 1"
+                       " FROM sessions s WHERE s.owner = o.to_owner COLLATE \"C\" AND s.root_pid = o.to_root"
+                       " AND s.status = 0)", 0, NULL, "outbox", err);
+  PQclear(g);
+  PGresult *r = run(c, "SELECT o.id, o.from_owner, o.from_root, o.to_owner, o.to_root, o.step, o.caller, o.rule,"
+                       " o.payload, o.created_at FROM outbox o JOIN sessions s ON s.owner = o.to_owner COLLATE \"C\""
+                       " AND s.root_pid = o.to_root WHERE o.refused IS NULL AND s.status = 0 AND s.lease_owner = $1"
+                       " ORDER BY o.created_at, o.id LIMIT $2::bigint", 2, v, "cannot read the outbox", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  int nr = PQntuples(r);
+  xgr_store_wake *w = xgr__xcalloc((size_t)nr + 1, sizeof *w);
+  for (int i = 0; i < nr; i++) {
+    w[i].id = xgr__xstrdup(PQgetvalue(r, i, 0));
+    w[i].from_owner = xgr__xstrdup(PQgetvalue(r, i, 1));
+    w[i].from_root = strtoull(PQgetvalue(r, i, 2), NULL, 10);
+    w[i].to_owner = xgr__xstrdup(PQgetvalue(r, i, 3));
+    w[i].to_root = strtoull(PQgetvalue(r, i, 4), NULL, 10);
+    w[i].step = xgr__xstrdup(PQgetvalue(r, i, 5));
+    w[i].caller = xgr__xstrdup(PQgetvalue(r, i, 6));
+    w[i].rule = PQgetisnull(r, i, 7) ? NULL : xgr__xstrdup(PQgetvalue(r, i, 7));
+    w[i].payload = xgr__xstrdup(PQgetvalue(r, i, 8));
+    w[i].created_at = strtoll(PQgetvalue(r, i, 9), NULL, 10);
+  }
+  PQclear(r);
+  *out = w;
+  *n = (size_t)nr;
+  return 0;
+}

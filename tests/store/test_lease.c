@@ -1,0 +1,181 @@
+/* test_lease.c — leases with fencing epochs on the PostgreSQL store (issue 18, docs/CLUSTER.md),
+ * through the store's API with two and three nodes on one schema: claims take only free,
+ * expired or dead nodes' sessions; a node that lost a lease has its late writes refused
+ * (XGR_ELEASE) — without a round trip when it no longer holds the session, by the fence when
+ * another node claimed it meanwhile — and its heartbeat reports the loss; release gives the
+ * sessions up; a killed node's sessions are claimable at once although their lease has not run
+ * out. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+#include <libpq-fe.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "xgr/store.h"
+
+#define OWNER "0x00000000000000000000000000000000000000aa"
+
+static char url[1024];
+
+static void sql(const char *q) {
+  PGconn *c = PQconnectdb(url);
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(c, q);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("%s: %s", q, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
+
+static char *sql_value(const char *q) {
+  PGconn *c = PQconnectdb(url);
+  PGresult *r = PQexec(c, q);
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  char *v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+static xgr_store *node(const char *id, int64_t lease_ms) {
+  xgr_store_config cfg = {.node_id = id, .lease_ms = lease_ms};
+  xgr_error err;
+  xgr_store *st = xgr_store_open(url, &cfg, &err);
+  if (!st) fail_msg("open node %s: %s", id, err.message);
+  assert_string_equal(xgr_store_node_id(st), id);
+  return st;
+}
+
+static int count_live(void *ctx, const xgr_store_live *l) {
+  (void)l;
+  ++*(int *)ctx;
+  return 0;
+}
+
+static size_t claim(xgr_store *st) {
+  size_t n = 0;
+  int loaded = 0;
+  xgr_error err;
+  assert_int_equal(xgr_store_lease_claim(st, NULL, 0, false, 0, NULL, count_live, &loaded, &n, &err), 0);
+  assert_int_equal((size_t)loaded, n);
+  return n;
+}
+
+/* a state write of session root: its next_iter */
+static int write_state(xgr_store *st, uint64_t root, uint64_t next_iter, xgr_error *err) {
+  xgr_store_changes *c = xgr_store_changes_new();
+  xgr_store_changes_session_state(c, OWNER, root, 0, 0, next_iter, 1, false);
+  return xgr_store_commit(st, c, err);
+}
+
+static void on_lost(void *ctx, const char *owner, uint64_t root) {
+  assert_string_equal(owner, OWNER);
+  assert_int_equal(root, 1);
+  ++*(int *)ctx;
+}
+
+static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+static void test_fencing(void **state) {
+  (void)state;
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter) VALUES('" OWNER
+      "', 1, 't', '', 0, 1, 2)");
+  xgr_store *a = node("a", 300), *b = node("b", 300);
+  xgr_error err;
+  assert_int_equal(claim(a), 1);   /* unleased: a takes it */
+  assert_true(xgr_store_lease_held(a, OWNER, 1));
+  assert_int_equal(claim(b), 0);   /* a is alive and its lease runs */
+  assert_int_equal(write_state(a, 1, 5, &err), 0);
+  /* b does not hold it: refused before anything is sent */
+  assert_int_equal(write_state(b, 1, 99, &err), XGR_ELEASE);
+  char node_id[64];
+  bool valid = false, running = false;
+  assert_int_equal(xgr_store_lease_holder(b, OWNER, 1, node_id, sizeof node_id, &valid, &running, &err), 0);
+  assert_string_equal(node_id, "a");
+  assert_true(valid && running);
+
+  /* a stalls past its lease: b claims (epoch 3), a's late write fails the fence in its transaction */
+  sleep_ms(400);
+  assert_int_equal(claim(b), 1);
+  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 1");
+  assert_string_equal(holder, "b/3");
+  free(holder);
+  assert_int_equal(write_state(a, 1, 42, &err), XGR_ELEASE);
+  assert_non_null(strstr(err.message, "lease"));
+  char *ni = sql_value("SELECT next_iter FROM sessions WHERE root_pid = 1");
+  assert_string_equal(ni, "5");   /* nothing of the late write */
+  free(ni);
+  xgr_store_lease_stats s;
+  xgr_store_lease_get_stats(a, &s);
+  assert_int_equal(s.refused_batches, 1);
+  assert_int_equal(s.held, 0);   /* the refusal made a forget it */
+  assert_int_equal(write_state(b, 1, 6, &err), 0);
+
+  /* heartbeat: b renews; a session b lost is reported once */
+  int lost = 0;
+  assert_int_equal(xgr_store_lease_renew(b, on_lost, &lost, &err), 0);
+  assert_int_equal(lost, 0);
+  sql("UPDATE sessions SET lease_epoch = lease_epoch + 1 WHERE root_pid = 1");   /* as a claim elsewhere would */
+  assert_int_equal(xgr_store_lease_renew(b, on_lost, &lost, &err), 0);
+  assert_int_equal(lost, 1);
+  assert_false(xgr_store_lease_held(b, OWNER, 1));
+  assert_int_equal(write_state(b, 1, 7, &err), XGR_ELEASE);
+
+  /* release: nobody holds it; a takes it back at once */
+  assert_int_equal(xgr_store_lease_release_all(b, &err), 0);
+  assert_int_equal(claim(a), 1);
+  assert_int_equal(write_state(a, 1, 8, &err), 0);
+
+  /* a dies (its connections close): c claims at once, although a's lease still runs */
+  xgr_store_close(a);
+  xgr_store *c = node("c", 60000);
+  assert_int_equal(claim(c), 1);
+  assert_int_equal(write_state(c, 1, 9, &err), 0);
+  /* a session that ended needs no lease: forgotten, not lost */
+  xgr_store_changes *ch = xgr_store_changes_new();
+  xgr_store_changes_session_state(ch, OWNER, 1, XGR_RESULT_COMPLETED, 0, 10, 1, false);
+  assert_int_equal(xgr_store_commit(c, ch, &err), 0);
+  assert_false(xgr_store_lease_held(c, OWNER, 1));
+  lost = 0;
+  assert_int_equal(xgr_store_lease_renew(c, on_lost, &lost, &err), 0);
+  assert_int_equal(lost, 0);
+  xgr_store_close(b);
+  xgr_store_close(c);
+}
+
+/* A single writer (no node id) and cluster nodes exclude each other. */
+static void test_single_writer_excludes_nodes(void **state) {
+  (void)state;
+  xgr_store *a = node("a", 1000);
+  xgr_store_config cfg = {.busy_timeout_ms = 200};
+  xgr_error err;
+  xgr_store *w = xgr_store_open(url, &cfg, &err);
+  assert_null(w);
+  assert_non_null(strstr(err.message, "another xgr process writes"));
+  assert_int_equal(xgr_store_lease_claim(w, NULL, 0, false, 0, NULL, NULL, NULL, NULL, &err), XGR_EUNSUPPORTED);
+  xgr_store_close(a);
+}
+
+int main(void) {
+  const char *u = getenv("XGR_PG_URL");
+  if (!u || !*u) {
+    printf("test_lease: skipped (no XGR_PG_URL; run it under tests/pg/pg_cluster.sh)\n");
+    return 77;
+  }
+  snprintf(url, sizeof url, "%s", u);
+  sql("CREATE SCHEMA lease_t");
+  snprintf(url, sizeof url, "%s%soptions=-csearch_path%%3Dlease_t", u, strchr(u, '?') ? "&" : "?");
+  xgr_store *st = xgr_store_open(url, NULL, &(xgr_error){0});   /* create the schema */
+  assert_non_null(st);
+  xgr_store_close(st);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fencing),
+      cmocka_unit_test(test_single_writer_excludes_nodes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
