@@ -44,7 +44,7 @@ start_xgrd() {
   PID=$!
   local port=
   for _ in $(seq 1 2000); do
-    port=$(sed -n 's/.*msg=listening addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$DIR/xgrd.log" | head -1)
+    port=$(sed -n 's/.*msg=listening addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$DIR/xgrd.log" | sed -n 1p)
     [ -n "$port" ] && break
     kill -0 "$PID" 2>/dev/null || { echo "FAIL: xgrd exited at start:"; tail -20 "$DIR/xgrd.log"; exit 1; }
     sleep 0.005
@@ -125,7 +125,7 @@ for round in $(seq 1 "$ROUNDS"); do
   start_clients
   wait_ready
   sleep 1
-  rec=$(sed -n 's/.*msg=ready.* recovered=\([0-9]*\).*/\1/p' "$DIR/xgrd.log" | head -1)
+  rec=$(sed -n 's/.*msg=ready.* recovered=\([0-9]*\).*/\1/p' "$DIR/xgrd.log" | sed -n 1p)
   echo "restart $round: recovered ${rec:-?} sessions ($(( $(date +%s) - T0 )) s)"
   [ "${rec:-0}" -ge "$N" ] || { echo "FAIL: expected at least $N sessions recovered"; tail -5 "$DIR/xgrd.log"; exit 1; }
   tsan_check

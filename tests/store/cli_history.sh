@@ -8,11 +8,11 @@ trap 'rm -rf "$DIR"' EXIT
 OWNER=0x00000000000000000000000000000000000000c7
 "$RUN" run "$DIR/s.db" "$BUNDLE" 2 >/dev/null
 out=$("$XGR" history --store "$DIR/s.db" "$OWNER" 2)
-echo "$out" | head -4
-echo "$out" | grep -q "completed  orchestration crash_test"
-[ "$(echo "$out" | grep -c '^2:')" = 23 ]
-echo "$out" | grep -q "^2:1 .* Start .* done .* valid"
-echo "$out" | grep -Eq "^2:[0-9]+ .* R3 .* aborted .* join kill" && { echo "an aborted waiting process has no history row"; exit 1; }
+head -4 <<<"$out"
+grep -q "completed  orchestration crash_test" <<<"$out"
+[ "$(grep -c '^2:' <<<"$out")" = 23 ]
+grep -q "^2:1 .* Start .* done .* valid" <<<"$out"
+grep -Eq "^2:[0-9]+ .* R3 .* aborted .* join kill" <<<"$out" && { echo "an aborted waiting process has no history row"; exit 1; }
 json=$("$XGR" history --store "$DIR/s.db" --json "$OWNER" 2)
 python3 - "$json" <<'PY'
 import json, sys
