@@ -34,6 +34,7 @@ typedef struct track {
   uint64_t next_iter;
   uint32_t next_group;
   bool paused;
+  uint64_t steps;               /* xgr_store_batch.steps of the last batch (kept while hibernated) */
 } track;
 
 typedef struct tshard {
@@ -118,6 +119,14 @@ void xgr_persist_track(xgr_persist *p, const char *owner, uint64_t root_pid, uin
   if (next_group > t->next_group) t->next_group = next_group;
   t->paused = paused;
   pthread_mutex_unlock(&sh->mu);
+}
+
+uint64_t xgr_persist_steps(xgr_persist *p, const char *owner, uint64_t root_pid) {
+  tshard *sh;
+  track *t = lookup(p, owner, root_pid, false, &sh);
+  uint64_t n = t ? t->steps : 0;
+  pthread_mutex_unlock(&sh->mu);
+  return n;
 }
 
 void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid, bool paused) {
@@ -254,6 +263,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   track *t = lookup(p, b->owner, b->root_pid, true, &sh);
   if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;
   if (max_group + 1 > t->next_group) t->next_group = max_group + 1;
+  if (b->steps > t->steps) t->steps = b->steps;
   uint64_t next_iter = t->next_iter;
   uint32_t next_group = t->next_group;
   bool paused = t->paused;
