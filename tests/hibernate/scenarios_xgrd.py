@@ -189,7 +189,6 @@ class Run:
 
     def action(self, a):
         """Send one scripted action; True when xgrd accepted it."""
-        main = self.sessions()[0][0]
         if "wake" in a:
             w = a["wake"]
             if "pid" in w:
