@@ -254,15 +254,18 @@ class Run:
             self.stop()
 
     def catch_up(self, upto):
-        """The driver applies an action at time T after everything due before T: wait until no
-        process runs and no timer due before `upto` (engine clock) is still armed (a step's
-        result and its spawns are committed together, so a waiting child is there by then)."""
+        """The driver applies an action at time T after everything due before T: wait until every
+        start step has run, no process runs and no timer due before `upto` (engine clock) is still
+        armed (a step's result and its spawns are committed together, so a waiting child is there
+        by then)."""
         limit = time.time() + 10
         while time.time() < limit:
             views = [ok(self.url, "xgr.getSession", {"owner": o, "rootPid": r}) for o, r, _, _ in self.sessions()]
-            if all(p["status"] != "running" and not (p["status"] == "waiting" and p.get("nextWakeAt") is not None
-                                                     and p["nextWakeAt"] < upto)
-                   for v in views for p in v["processes"]):
+            # every start step has run (the store shows a start process waiting until then)
+            started = all(any(h["pid"].endswith(":1") for h in v["history"]) for v in views)
+            if started and all(p["status"] != "running" and not (p["status"] == "waiting" and p.get("nextWakeAt")
+                                                                 is not None and p["nextWakeAt"] < upto)
+                               for v in views for p in v["processes"]):
                 return
             time.sleep(0.005)
         raise Fail("the sessions did not catch up with a scripted action's time")
