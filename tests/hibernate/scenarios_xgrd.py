@@ -164,13 +164,17 @@ class Run:
         raise Fail("xgrd not ready")
 
     def stop(self):
+        """SIGTERM; a graceful stop exits 0 (a sanitizer's report makes it fail: the log's tail is kept)."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(10)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc and self.proc.returncode != 0 and not self.error:
+            log = open(os.path.join(self.dir, "log"), errors="replace").read()
+            self.error = "xgrd exited with %d: %s" % (self.proc.returncode, log[-1500:])
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def sessions(self):
