@@ -38,6 +38,7 @@ let differ = 0;
 for (const file of Object.keys(out.contracts).sort()) {
   for (const name of Object.keys(out.contracts[file]).sort()) {
     const c = out.contracts[file][name];
+    if (!c.evm.bytecode.object) continue;   // abstract: nothing to deploy
     const doc = {
       contractName: name,
       compiler: solc.version(),

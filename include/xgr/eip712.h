@@ -21,6 +21,7 @@
 #define XGR_EIP712_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "xgr/error.h"
@@ -55,6 +56,19 @@ int xgr_eip712_domain_separator(const json_t *types, const json_t *domain, uint8
  * message)) for a document {types, domain, primaryType, message}. */
 int xgr_eip712_digest(const json_t *typed, uint8_t out[32], xgr_error *err);
 
+/* A field of a struct type known in advance (both strings borrowed, usually literals). */
+typedef struct xgr_eip712_field {
+  const char *name, *type;
+} xgr_eip712_field;
+/* typeHash of a struct type whose n fields are atomic (no struct references):
+ * keccak256("Name(type1 name1,type2 name2,...)"). For callers that hash many values of one fixed
+ * type and compute this once. */
+void xgr_eip712_type_hash_fields(const char *name, const xgr_eip712_field *f, size_t n, uint8_t out[32]);
+/* hashStruct(name, value) for that struct type, given its type hash (xgr_eip712_type_hash_fields):
+ * the same value checks, errors and paths as xgr_eip712_hash_struct over the equivalent `types`.
+ * Fields must be atomic types or arrays of them (asserted); n <= XGR_EIP712_MAX_FIELDS. */
+int xgr_eip712_hash_fields(const char *name, const uint8_t type_hash[32], const xgr_eip712_field *f, size_t n,
+                           const json_t *value, const char *path, uint8_t out[32], xgr_error *err);
 /* Encode one atomic value of an integer type ("uint256", "int64", ...) as its 32-byte word (two's
  * complement for intN), with the range checks above. path names the value in errors. */
 int xgr_eip712_encode_int(const char *type, const json_t *v, const char *path, uint8_t out[32], xgr_error *err);

@@ -112,6 +112,8 @@ typedef struct xgr_engine_wake {
   const char *caller;           /* the producing session's owner */
   const char *rule;             /* the producing rule's address, or NULL */
   xgr_value payload;
+  uint64_t from_iter;           /* the producing process (its iter) and step id: the history row of a */
+  const char *from_step;        /* refusal names them (0 / NULL: unknown) */
 } xgr_engine_wake;
 
 /* The changes of one session from one actor turn. Everything is borrowed for the submit call. */

@@ -53,12 +53,27 @@ typedef enum xgr_permit_kind {
 /* primaryType name of a kind ("SessionPermit"); NULL for anything else. */
 const char *xgr_permit_kind_name(xgr_permit_kind k);
 
+/* The constant parts of the EIP-712 digests, computed once (xgr_permit_hashes_init) by a verifier
+ * that checks many permits (xgrd does it once at start): the type hash of every permit struct and
+ * of both domain shapes, and the whole SessionPermit domain separator (its name, version and
+ * chainId are fixed, so it is one value per chain). Plain data; no pointers. */
+typedef struct xgr_permit_hashes {
+  uint64_t chain_id;   /* the chain session_domain is for */
+  uint8_t session[32], control[32], control_legacy[32], control_v2[32], xdala[32];   /* type hashes */
+  uint8_t domain3[32], domain4[32];   /* EIP712Domain(name, version, chainId[, verifyingContract]) */
+  uint8_t session_domain[32];         /* domain separator of a SessionPermit on chain_id */
+} xgr_permit_hashes;
+
+/* Fill h for chain_id. */
+void xgr_permit_hashes_init(xgr_permit_hashes *h, uint64_t chain_id);
+
 /* What the verifier compares against. */
 typedef struct xgr_permit_policy {
   uint64_t chain_id;              /* domain.chainId must equal this */
   uint8_t control_contract[20];   /* control permits' domain.verifyingContract */
   uint64_t now;                   /* Unix seconds; expiry must be later */
   unsigned accept;                /* bit set of xgr_permit_kind accepted by the call */
+  const xgr_permit_hashes *hashes;   /* borrowed; NULL (or another chain's): computed per call */
 } xgr_permit_policy;
 
 /* A verified permit's content. Strings are copies (bounded, NUL-terminated). */

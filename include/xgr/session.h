@@ -164,7 +164,8 @@ const char *xgr_session_result_name(xgr_session_result r);
 
 typedef struct xgr_effect {
   xgr_effect_kind kind;
-  const xgr_proc *proc;         /* RUN_STEP, PROC, HISTORY, JOIN: valid until the next core call */
+  const xgr_proc *proc;         /* RUN_STEP, PROC, HISTORY, JOIN; WAKE: the process whose step sent it.
+                                   Valid until the next core call */
   /* HISTORY */
   uint8_t status;               /* status after the result */
   int8_t valid;                 /* -1 none, 0, 1 */

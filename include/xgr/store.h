@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 7   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 8   /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -247,6 +247,8 @@ typedef struct xgr_store_wake {
   int64_t created_at;           /* store clock (ms) */
   char *refused;                /* why the wake-up was refused, or NULL (pending) */
   int64_t refused_at;           /* store clock (ms), when refused */
+  uint64_t from_iter;           /* the producing process (its iter), 0: not recorded (rows of */
+  char *from_step;              /* schemas < 8) — and its step id, or NULL */
 } xgr_store_wake;
 void xgr_store_wake_clear(xgr_store_wake *w);
 /* Put w in the outbox (copied). */
@@ -313,6 +315,20 @@ void xgr_store_hists_free(xgr_store_hist *h, size_t n);
 int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                        size_t *n, xgr_error *err);
 void xgr_store_sessions_free(xgr_store_session *s, size_t n);
+
+/* An owner and how many of its sessions are live. */
+typedef struct xgr_store_owner_live {
+  char *owner;                 /* owned */
+  uint64_t live;               /* session rows in status running (paused and hibernated ones included) */
+} xgr_store_owner_live;
+/* The owners that have live sessions in the store, most live sessions first (ties: owner
+ * ascending), at most max (0: 100); only `owner` when not NULL (at most one entry: none when it has
+ * no live session). A hibernated session counts, since it is live in the store though not in the
+ * engine (the console's owners line and live counts). *out (the caller's; free it with
+ * xgr_store_owners_free) may be empty; on failure (an error code) it is NULL with *n 0. */
+int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err);
+void xgr_store_owners_free(xgr_store_owner_live *o, size_t n);
 
 /* What recovery needs of one live session: its row, its live processes (waiting or running,
  * ordered by iter) and its killed scopes. Borrowed for the duration of the callback. */

@@ -1,6 +1,7 @@
 /* gate.c — xgrd's permit checks (xgr/auth.h): the configuration, verification of params.permit at
  * the daemon's clock, and the bindings of each permit to the call it authorizes. Owns one secp256k1
- * context, shared read-only by every request thread. */
+ * context and the digests' constant parts (xgr_permit_hashes), shared read-only by every request
+ * thread. */
 #include "xgr/auth.h"
 
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 struct xgr_auth {
   xgr_auth_config cfg;
   xgr_secp *secp;
+  xgr_permit_hashes hashes;   /* the digests' constant parts, computed once */
   uint8_t contract[20];
   char contract_hex[43];
 };
@@ -33,6 +35,7 @@ xgr_auth *xgr_auth_new(const xgr_auth_config *cfg, xgr_error *err) {
   }
   xgr_addr_hex(a->contract, a->contract_hex);
   a->cfg.control_contract = a->contract_hex;
+  xgr_permit_hashes_init(&a->hashes, a->cfg.chain_id);
   a->secp = xgr_secp_new();
   if (!a->secp) {
     xgr_error_set(err, XGR_EIO, NULL, "cannot create a secp256k1 context (no randomness from getrandom?)");
@@ -74,7 +77,7 @@ int xgr_auth_verify(const xgr_auth *a, const json_t *params, const char *key, un
                  xgr_permit_kind_name((xgr_permit_kind)b));
     return refuse(err, key, "missing; this call needs a signed %s (xgr permit, or the CLI's --key)", names);
   }
-  xgr_permit_policy pol = {.chain_id = a->cfg.chain_id, .now = (uint64_t)now_s(a), .accept = kinds};
+  xgr_permit_policy pol = {.chain_id = a->cfg.chain_id, .now = (uint64_t)now_s(a), .accept = kinds, .hashes = &a->hashes};
   memcpy(pol.control_contract, a->contract, 20);
   if (xgr_permit_verify(a->secp, p, &pol, key, out, err)) return XGR_RPC_NOT_PERMITTED;
   return 0;

@@ -13,9 +13,7 @@
 #include "xgr/json.h"
 #include "xgr/keccak.h"
 
-typedef struct fdef {
-  const char *name, *type;
-} fdef;
+typedef xgr_eip712_field fdef;
 
 #define N_(a) (sizeof(a) / sizeof(a)[0])
 
@@ -50,6 +48,26 @@ static xgr_permit_kind kind_of(const char *name) {
   for (size_t i = 0; i < N_(all); i++)
     if (!strcmp(name, xgr_permit_kind_name(all[i]))) return all[i];
   return 0;
+}
+
+void xgr_permit_hashes_init(xgr_permit_hashes *h, uint64_t chain_id) {
+  memset(h, 0, sizeof *h);
+  h->chain_id = chain_id;
+  xgr_eip712_type_hash_fields("SessionPermit", SESSION_F, N_(SESSION_F), h->session);
+  xgr_eip712_type_hash_fields("ControlPermit", CONTROL_F, N_(CONTROL_F), h->control);
+  xgr_eip712_type_hash_fields("ControlPermit", CONTROL_LEGACY_F, N_(CONTROL_LEGACY_F), h->control_legacy);
+  xgr_eip712_type_hash_fields("ControlPermitV2", CONTROL_V2_F, N_(CONTROL_V2_F), h->control_v2);
+  xgr_eip712_type_hash_fields("xdalaPermit", XDALA_F, N_(XDALA_F), h->xdala);
+  xgr_eip712_type_hash_fields("EIP712Domain", DOMAIN3_F, N_(DOMAIN3_F), h->domain3);
+  xgr_eip712_type_hash_fields("EIP712Domain", DOMAIN4_F, N_(DOMAIN4_F), h->domain4);
+  /* hashStruct(EIP712Domain{name, version, chainId}) of a SessionPermit: all three are fixed */
+  uint8_t enc[128];
+  memcpy(enc, h->domain3, 32);
+  xgr_keccak256(XGR_PERMIT_SESSION_NAME, strlen(XGR_PERMIT_SESSION_NAME), enc + 32);
+  xgr_keccak256("1", 1, enc + 64);
+  memset(enc + 96, 0, 32);
+  for (int i = 0; i < 8; i++) enc[127 - i] = (uint8_t)(chain_id >> (8 * i));
+  xgr_keccak256(enc, sizeof enc, h->session_domain);
 }
 
 static void fields_text(const fdef *f, size_t n, char *out, size_t cap) {
@@ -164,15 +182,16 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
 
   /* primaryType */
   const char *pt = json_string_value(json_object_get(permit, "primaryType"));
-  char accepted[96] = "";
-  for (unsigned b = 1; b <= XGR_PERMIT_XDALA; b <<= 1)
-    if (pol->accept & b)
-      snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s", accepted[0] ? " or " : "",
-               xgr_permit_kind_name((xgr_permit_kind)b));
-  if (!pt) return refuse(&v, "primaryType", "expected a string naming %s", accepted);
-  xgr_permit_kind k = kind_of(pt);
-  if (!k || !(pol->accept & k))
+  xgr_permit_kind k = pt ? kind_of(pt) : 0;
+  if (!k || !(pol->accept & k)) {   /* the names accepted, for the refusal only */
+    char accepted[96] = "";
+    for (unsigned b = 1; b <= XGR_PERMIT_XDALA; b <<= 1)
+      if (pol->accept & b)
+        snprintf(accepted + strlen(accepted), sizeof accepted - strlen(accepted), "%s%s", accepted[0] ? " or " : "",
+                 xgr_permit_kind_name((xgr_permit_kind)b));
+    if (!pt) return refuse(&v, "primaryType", "expected a string naming %s", accepted);
     return refuse(&v, "primaryType", "\"%.64s\" is not accepted here; expected %s", pt, accepted);
+  }
   out->kind = k;
 
   /* types: exactly EIP712Domain and the primary type, with the specified fields */
@@ -262,14 +281,32 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
     }
   }
 
-  /* message: values checked and hashed by the encoder (paths "message.x") */
+  /* message: values checked and hashed by the encoder (paths "message.x"). The type lists equal
+   * the specified ones (checked above), so the type hashes are the precomputed ones. */
+  xgr_permit_hashes local;
+  const xgr_permit_hashes *hs = pol->hashes;
+  if (!hs || hs->chain_id != pol->chain_id) {
+    xgr_permit_hashes_init(&local, pol->chain_id);
+    hs = &local;
+  }
+  const uint8_t *th = k == XGR_PERMIT_SESSION      ? hs->session
+                      : k == XGR_PERMIT_CONTROL_V2 ? hs->control_v2
+                      : k == XGR_PERMIT_XDALA      ? hs->xdala
+                      : out->legacy                ? hs->control_legacy
+                                                   : hs->control;
   const json_t *msg = json_object_get(permit, "message");
   if (!json_is_object(msg)) return refuse(&v, "message", "expected an object");
   uint8_t pre[66];
   pre[0] = 0x19;
   pre[1] = 0x01;
-  if (xgr_eip712_hash_struct(types, pt, msg, "message", pre + 34, err)) return rewrap(&v);
-  if (xgr_eip712_domain_separator(types, dom, pre + 2, err)) return rewrap(&v);
+  if (xgr_eip712_hash_fields(pt, th, pf, pn, msg, "message", pre + 34, err)) return rewrap(&v);
+  /* the domain: a SessionPermit's name, version and chainId were checked equal to the fixed ones,
+   * so its separator is the precomputed one; the others' names are free */
+  if (k == XGR_PERMIT_SESSION)
+    memcpy(pre + 2, hs->session_domain, 32);
+  else if (xgr_eip712_hash_fields("EIP712Domain", control ? hs->domain4 : hs->domain3, df, dn, dom, "domain", pre + 2,
+                                  err))
+    return rewrap(&v);
   xgr_keccak256(pre, sizeof pre, out->digest);
 
   uint8_t from[20];

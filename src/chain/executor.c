@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "chain/chain_int.h"
+#include "store/sqlite_col.h"
 #include "util/alloc.h"
 #include "xgr/abi.h"
 #include "xgr/engine.h"
@@ -138,11 +139,6 @@ typedef struct row {
   uint64_t gas, nonce;
 } row;
 
-static char *col_dup(sqlite3_stmt *st, int i) {
-  const unsigned char *t = sqlite3_column_text(st, i);
-  return t ? xgr__xstrdup((const char *)t) : NULL;
-}
-
 static void row_clear(row *r) {
   free(r->target);
   free(r->function);
@@ -164,12 +160,12 @@ static bool next_row(xgr_chain_executor *x, row *r) {
   if (found) {
     r->rowid = sqlite3_column_int64(st, 0);
     r->state = sqlite3_column_int(st, 1);
-    r->target = col_dup(st, 2);
-    r->function = col_dup(st, 3);
-    r->data = col_dup(st, 4);
-    r->value = col_dup(st, 5);
-    r->raw = col_dup(st, 6);
-    r->hash = col_dup(st, 7);
+    r->target = xgr__sqlite_col_text(st, 2);
+    r->function = xgr__sqlite_col_text(st, 3);
+    r->data = xgr__sqlite_col_text(st, 4);
+    r->value = xgr__sqlite_col_text(st, 5);
+    r->raw = xgr__sqlite_col_text(st, 6);
+    r->hash = xgr__sqlite_col_text(st, 7);
     r->gas = (uint64_t)sqlite3_column_int64(st, 8);
     r->nonce = (uint64_t)sqlite3_column_int64(st, 9);
   }

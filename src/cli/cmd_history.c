@@ -18,12 +18,40 @@ static void usage(FILE *f) {
   fputs("usage: xgr history --store FILE [--json] OWNER ROOTPID\n\n"
         "Print the audit trail of session (OWNER, ROOTPID) from a store file: one row per step that ran\n"
         "(pid, parent, step, status after the result, outcome, when it ran, error), in process order,\n"
-        "and the session's status. --json prints {\"session\":{...},\"history\":[...]} instead.\n\n"
+        "each followed by the internal wake-ups it sent that were refused (to whom, why, when), and\n"
+        "the session's status. --json prints {\"session\":{...},\"history\":[...]} instead (a refusal\n"
+        "is a row with status \"wake_refused\" and its \"wakeUp\", as in xgr.getSession).\n\n"
         "Exit: 0 ok, 1 no such session, 2 usage or unreadable store.\n",
         f);
 }
 
 static json_t *valid_json(int8_t v) { return v < 0 ? json_null() : json_boolean(v); }
+
+/* The refused wake-ups in ws sent by process iter (0: sender not recorded) not printed yet (done):
+ * as JSON rows appended to hist (docs/RPC.md, getSession), or as text lines when hist is NULL. */
+static void refused_rows(json_t *hist, uint64_t root, uint64_t iter, const xgr_store_hist *h,
+                         const xgr_store_wake *ws, size_t nw, bool *done) {
+  for (size_t k = 0; k < nw; k++) {
+    if (done[k] || ws[k].from_iter != iter) continue;
+    done[k] = true;
+    const xgr_store_wake *w = &ws[k];
+    char pid[48], to[24], when[40];
+    if (iter) xgr_pid_format(root, iter, pid, sizeof pid);
+    else snprintf(pid, sizeof pid, "%" PRIu64, root);
+    snprintf(to, sizeof to, "%" PRIu64, w->to_root);
+    if (!hist) {
+      printf("%-12s %-12s %-16s wake-up refused: to %s/%s step %s: %s (at %s)\n", pid, "", w->from_step ? w->from_step : "?",
+             w->to_owner, to, w->step, w->refused, xgr_cli_utc(w->refused_at, when, sizeof when));
+      continue;
+    }
+    json_t *wu = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "id", w->id, "runner", w->to_owner, "sessionId", to,
+                           "stepId", w->step, "reason", w->refused, "refusedAt", (json_int_t)w->refused_at);
+    json_array_append_new(hist, json_pack("{s:s, s:o, s:s, s:n, s:I, s:I, s:o}", "pid", pid, "step",
+                                          w->from_step ? json_string(w->from_step) : json_null(), "status",
+                                          "wake_refused", "valid", "at", (json_int_t)(h ? h->at : 0), "finishedAt",
+                                          (json_int_t)(h ? h->finished_at : 0), "wakeUp", wu));
+  }
+}
 
 int xgr_cmd_history(int argc, char **argv) {
   static const struct option opts[] = {{"store", required_argument, NULL, 's'},
@@ -75,6 +103,11 @@ int xgr_cmd_history(int argc, char **argv) {
     xgr_store_close(st);
     return XGR_EXIT_USAGE;
   }
+  xgr_store_wake *ws = NULL;   /* the refused internal wake-ups this session sent */
+  size_t nw = 0;
+  if (xgr_store_wakes_refused(st, owner, root, &ws, &nw, &err)) nw = 0;
+  bool *wdone = calloc(nw + 1, sizeof *wdone);
+  if (!wdone) abort();
   int rc = XGR_EXIT_OK;
   if (!has_session && !nh) {
     fprintf(stderr, "xgr history: no session %s/%" PRIu64 " in %s\n", owner, root, store);
@@ -98,7 +131,9 @@ int xgr_cmd_history(int argc, char **argv) {
       if (h->payload && xgr_json_parse_exact(h->payload, strlen(h->payload), &pl, NULL)) pl = NULL;
       json_object_set_new(row, "payload", pl ? pl : json_null());
       json_array_append_new(hist, row);
+      refused_rows(hist, root, h->iter, h, ws, nw, wdone);
     }
+    for (size_t k = 0; k < nw; k++) refused_rows(hist, root, ws[k].from_iter, NULL, ws, nw, wdone);
     char rootbuf[24];
     snprintf(rootbuf, sizeof rootbuf, "%" PRIu64, root);
     json_t *sess = has_session
@@ -150,8 +185,12 @@ int xgr_cmd_history(int argc, char **argv) {
                ce ? ", error: " : "", ce ? ce : "");
       }
       json_decref(api);
+      refused_rows(NULL, root, h->iter, h, ws, nw, wdone);
     }
+    for (size_t k = 0; k < nw; k++) refused_rows(NULL, root, ws[k].from_iter, NULL, ws, nw, wdone);
   }
+  free(wdone);
+  xgr_store_wakes_free(ws, nw);
   xgr_store_hists_free(hs, nh);
   if (has_session) xgr_store_session_clear(&ss);
   xgr_store_close(st);

@@ -13,10 +13,14 @@ static void usage(FILE *f) {
           "usage: xgr show PID --owner ADDR [options]\n\n"
           "Show a session (PID = rootPid) or one process (PID = rootPid:iter): the session's registry,\n"
           "orchestration and status, its processes with their join state, and the timeline of the steps\n"
-          "that ran (xgr.getSession).\n\n"
+          "that ran (xgr.getSession), with the internal wake-ups they sent that were refused (to whom,\n"
+          "why, when).\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
           "%s", xgr_client_opts_help);
 }
+
+/* A refused wake-up's history row (its refusal under "wakeUp"), or NULL. */
+static const json_t *wake_of(const json_t *h) { return json_object_get(h, "wakeUp"); }
 
 static int by_at(const void *a, const void *b) {
   const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
@@ -25,7 +29,29 @@ static int by_at(const void *a, const void *b) {
   const char *ix = strchr(json_string_value(json_object_get(x, "pid")) ? json_string_value(json_object_get(x, "pid")) : "", ':');
   const char *iy = strchr(json_string_value(json_object_get(y, "pid")) ? json_string_value(json_object_get(y, "pid")) : "", ':');
   unsigned long long u = ix ? strtoull(ix + 1, NULL, 10) : 0, w = iy ? strtoull(iy + 1, NULL, 10) : 0;
-  return u < w ? -1 : u > w;
+  if (u != w) return u < w ? -1 : 1;
+  /* a step's refused wake-ups follow its row, in the order they were refused */
+  const json_t *wx = wake_of(x), *wy = wake_of(y);
+  if (!wx != !wy) return wx ? 1 : -1;
+  p = json_integer_value(json_object_get(wx, "refusedAt"));
+  q = json_integer_value(json_object_get(wy, "refusedAt"));
+  return p < q ? -1 : p > q;
+}
+
+/* The line of a refused internal wake-up in the timeline: to whom, why, when. */
+static void print_refused(const json_t *h, long long t0) {
+  const json_t *w = wake_of(h);
+  const char *step = json_string_value(json_object_get(h, "step"));
+  const char *pid = json_string_value(json_object_get(h, "pid"));
+  char d1[32], when[40];
+  xgr_cli_utc(json_integer_value(json_object_get(w, "refusedAt")), when, sizeof when);
+  /* without its sender (not recorded by the store) the row has no step time */
+  if (pid && strchr(pid, ':')) xgr_cli_duration(json_integer_value(json_object_get(h, "at")) - t0, d1, sizeof d1);
+  else snprintf(d1, sizeof d1, "?");
+  printf("  +%-9s %-12s %-16s wake-up refused: to %s/%s step %s: %s (at %s)\n", d1,
+         pid ? pid : "?", step ? step : "?",
+         json_string_value(json_object_get(w, "runner")), json_string_value(json_object_get(w, "sessionId")),
+         json_string_value(json_object_get(w, "stepId")), json_string_value(json_object_get(w, "reason")), when);
 }
 
 int xgr_cmd_show(int argc, char **argv) {
@@ -93,15 +119,18 @@ int xgr_cmd_show(int argc, char **argv) {
     json_object_set_new(res, "history", sorted);
     hist = sorted;
   }
-  long long t0 = json_array_size(hist) ? json_integer_value(json_object_get(json_array_get(hist, 0), "at")) : 0;
-  size_t i;
+  long long t0 = 0;   /* when the first step began (refusal rows carry their sending step's time) */
+  size_t i, nsteps = 0;
   const json_t *h;
   json_array_foreach(hist, i, h) {
-    long long at = json_integer_value(json_object_get(h, "at")), fin = json_integer_value(json_object_get(h, "finishedAt"));
-    if (at < t0) t0 = at;
-    (void)fin;
+    long long at = json_integer_value(json_object_get(h, "at"));
+    if (!wake_of(h) && (!nsteps++ || at < t0)) t0 = at;
   }
   json_array_foreach(hist, i, h) {
+    if (wake_of(h)) {
+      print_refused(h, t0);
+      continue;
+    }
     const json_t *v = json_object_get(h, "valid");
     const char *e = json_string_value(json_object_get(h, "error"));
     long long at = json_integer_value(json_object_get(h, "at")), fin = json_integer_value(json_object_get(h, "finishedAt"));
@@ -130,7 +159,7 @@ int xgr_cmd_show(int argc, char **argv) {
              (long long)json_integer_value(json_object_get(x, "blockNumber")), rr ? "  reason: " : "", rr ? rr : "");
     }
   }
-  if (!json_array_size(hist)) printf("  (no step ran yet)\n");
+  if (!nsteps) printf("  (no step ran yet)\n");
   json_decref(res);
   return XGR_EXIT_OK;
 }

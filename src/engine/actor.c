@@ -387,7 +387,9 @@ static char *outbox_put(actor *a, const xgr_effect *fe) {
                                       .step = xgr__xstrdup(fe->step_id),
                                       .caller = xgr__xstrdup(xgr_session_owner(a->s)),
                                       .rule = fe->rule_address ? xgr__xstrdup(fe->rule_address) : NULL,
-                                      .payload = xgr_value_retain(fe->payload)};
+                                      .payload = xgr_value_retain(fe->payload),
+                                      .from_iter = fe->proc ? fe->proc->iter : 0,
+                                      .from_step = fe->proc ? xgr__xstrdup(a->b->orch->steps[fe->proc->step].id) : NULL};
   return xgr__xstrdup(id);
 }
 
@@ -749,6 +751,7 @@ static void batch_clear(actor *a) {
     free((char *)w->step);
     free((char *)w->caller);
     free((char *)w->rule);
+    free((char *)w->from_step);
     xgr_value_release(w->payload);
   }
   for (size_t i = 0; i < a->nbd; i++) {

@@ -5,7 +5,8 @@
  *    bounded ring; GET /ui/events streams them as server-sent events to each browser, filtered by
  *    owner and session, with the ring position as the event id (a reconnecting browser resumes
  *    where it left off, or is told to reload when the ring has moved past it).
- *  - console.c: the static pages (web/, embedded at build time), the SVG of an orchestration
+ *  - console.c (and console_list.c, console_view.c, console_params.c; console_impl.h lists
+ *    them): the static pages (web/, embedded at build time), the SVG of an orchestration
  *    (GET /ui/graph.svg?hash=..., xgr/svg.h), and four read-only JSON-RPC methods the pages need
  *    beyond the API's own (a filtered page of an owner's sessions with live counts, a session's
  *    per-step state and join progress with paged processes and history, one process, a

@@ -71,12 +71,7 @@ static json_t *item_join(const xgr_store_session *s, const xgr_orch *o, const xg
       "status", status_view(p), "owner", s->owner, "resumeStep", terminal ? json_null() : json_string(p->step_id),
       "lastStep", terminal ? json_string(p->step_id) : json_null(), "updatedAt", (json_int_t)(updated_ms(p) / 1000));
   json_object_set_new(it, "rootPid", xgr__rpc_u64_json(s->root_pid));
-  json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
-  if (p->status == XGR_PROC_WAITING)
-    json_object_set_new(it, "nextWakeAt", p->next_wake_at == XGR_NEVER ? json_null() : json_integer(p->next_wake_at));
-  if (p->status == XGR_PROC_ABORTED)
-    json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
-  if (p->error) json_object_set_new(it, "error", json_string(p->error));
+  xgr__rpc_proc_state(it, p);
   json_object_set_new(it, "join", p->join ? join_view(o, p->join) : json_null());
   return it;
 }
@@ -369,6 +364,30 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
 XGR__RPCD_METHOD(xgr__rpcd_m_list_join) { return list_sessions(ctx, caller, params, false, result, err); }
 XGR__RPCD_METHOD(xgr__rpcd_m_list_raw) { return list_sessions(ctx, caller, params, true, result, err); }
 
+/* A refused internal wake-up as getSession shows it (wakeUpsRefused, a history row's wakeUp). */
+static json_t *refused_json(const xgr_store_wake *w) {
+  return json_pack("{s:s, s:s, s:o, s:s, s:s, s:I}", "id", w->id, "runner", w->to_owner, "sessionId",
+                   xgr__rpc_u64_json(w->to_root), "stepId", w->step, "reason", w->refused, "refusedAt",
+                   (json_int_t)w->refused_at);
+}
+
+/* Append to hist the history rows of the refused wake-ups in ws that process `iter` sent (0: those
+ * whose sender is not recorded), each once (done[]): the sending process and step, when that step
+ * ran (its row h, if known), status "wake_refused" and the refusal (docs/RPC.md). */
+static void refused_rows(json_t *hist, uint64_t root, uint64_t iter, const xgr_store_hist *h,
+                         const xgr_store_wake *ws, size_t nw, bool *done) {
+  for (size_t k = 0; k < nw; k++) {
+    if (done[k] || ws[k].from_iter != iter) continue;
+    done[k] = true;
+    json_t *r = json_pack("{s:o, s:o, s:s, s:n, s:I, s:I, s:o}", "pid",
+                          iter ? xgr__rpc_pid_json(root, iter) : xgr__rpc_u64_json(root), "step",
+                          ws[k].from_step ? json_string(ws[k].from_step) : json_null(), "status", "wake_refused",
+                          "valid", "at", (json_int_t)(h ? h->at : 0), "finishedAt", (json_int_t)(h ? h->finished_at : 0),
+                          "wakeUp", refused_json(&ws[k]));
+    json_array_append_new(hist, r);
+  }
+}
+
 /* xgr.getSession: one session with its processes (join view), history and engine state. */
 XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   xgr_rpcd *d = ctx;
@@ -404,6 +423,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
     xgr_store_procs_free(ps, n);
   }
   xgr__rpcd_bundle_put(d, b);
+  /* internal wake-ups this session sent that were refused (issue 14): to whom, why, when; each is
+   * also a history row, after the row of the step that sent it */
+  xgr_store_wake *ws = NULL;
+  size_t nw = 0;
+  if (xgr_store_wakes_refused(d->st, owner, root, &ws, &nw, err)) nw = 0;
+  bool *wdone = xgr__xcalloc(nw + 1, sizeof *wdone);
   xgr_store_hist *hs = NULL;
   if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
     for (size_t i = 0; i < n; i++) {
@@ -422,9 +447,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       json_t *ex = d->cfg.executor ? xgr_chain_executor_record(d->cfg.executor, owner, root, hs[i].iter) : NULL;
       if (ex) json_object_set_new(h, "execution", ex);
       json_array_append_new(hist, h);
+      refused_rows(hist, root, hs[i].iter, &hs[i], ws, nw, wdone);
     }
     xgr_store_hists_free(hs, n);
   }
+  for (size_t k = 0; k < nw; k++)   /* senders without a history row (not recorded, or gone) */
+    if (!iter || ws[k].from_iter == iter) refused_rows(hist, root, ws[k].from_iter, NULL, ws, nw, wdone);
+  free(wdone);
   xgr_error_clear(err);
   xgr_engine_session_info info;
   /* a hibernated session is live without being in the engine: the store's row says so */
@@ -442,15 +471,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_store_session_clear(&s);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
-  /* internal wake-ups this session sent that were refused (issue 14): to whom, why, when */
-  xgr_store_wake *ws;
-  size_t nw;
-  if (!xgr_store_wakes_refused(d->st, owner, root, &ws, &nw, err) && nw) {
+  if (nw) {
     json_t *arr = json_array();
-    for (size_t i = 0; i < nw; i++)
-      json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:s, s:s, s:I}", "id", ws[i].id, "runner", ws[i].to_owner,
-                                           "sessionId", xgr__rpc_u64_json(ws[i].to_root), "stepId", ws[i].step,
-                                           "reason", ws[i].refused, "refusedAt", (json_int_t)ws[i].refused_at));
+    for (size_t i = 0; i < nw; i++) json_array_append_new(arr, refused_json(&ws[i]));
     json_object_set_new(*result, "wakeUpsRefused", arr);
   }
   xgr_store_wakes_free(ws, nw);

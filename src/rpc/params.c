@@ -140,6 +140,15 @@ json_t *xgr__rpc_u64_json(uint64_t v) {
   return json_string(b);
 }
 
+void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p) {
+  json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
+  if (p->status == XGR_PROC_WAITING)
+    json_object_set_new(it, "nextWakeAt", p->next_wake_at == XGR_NEVER ? json_null() : json_integer(p->next_wake_at));
+  if (p->status == XGR_PROC_ABORTED)
+    json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
+  if (p->error) json_object_set_new(it, "error", json_string(p->error));
+}
+
 int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, char *reg, size_t n, const char **path,
                       xgr_error *err) {
   static const char *const dflt[] = {"xrc729", "registry", NULL};

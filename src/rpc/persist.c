@@ -254,7 +254,9 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
                           .step = (char *)w->step,
                           .caller = (char *)w->caller,
                           .rule = (char *)w->rule,
-                          .payload = payload ? payload : (char *)"{}"};
+                          .payload = payload ? payload : (char *)"{}",
+                          .from_iter = w->from_iter,
+                          .from_step = (char *)w->from_step};
     xgr_store_changes_wake_out(c, &row);
     free(payload);
   }

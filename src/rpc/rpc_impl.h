@@ -33,7 +33,11 @@
 #include "xgr/rpc.h"
 #include "xgr/store.h"
 
-#define XGR__RPCD_STRIPES 64
+/* Starts of one (owner, rootPid) are serialised by a striped lock held until their commit returns
+ * (start.c). Different sessions that share a stripe wait for each other's commit too, so the stripes
+ * must far outnumber the enqueues in flight (one per HTTP thread, --threads up to 1024): with 64,
+ * 128 concurrent enqueues collided so often that durable enqueues/s fell to a third. */
+#define XGR__RPCD_STRIPES 4096
 
 /* A cached bundle of a registry key (registry.c; guarded by xgr_rpcd.reg_mu). */
 typedef struct xgr__regent {
@@ -153,6 +157,9 @@ void xgr__rpc_lower(char *s);
 /* "R:I" (or "R" for iter 0) and a u64 as decimal JSON strings (new references). */
 json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter);
 json_t *xgr__rpc_u64_json(uint64_t v);
+/* A stored process's state fields on a list item it: "valid" (null when not decided),
+ * "nextWakeAt" (waiting; null: never), "abortReason" (aborted), "error" (when set). */
+void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p);
 /* The owner of a request: "owner" (or "runner"), else `who` (the caller); an address, lowercased
  * into owner[n]; *path gets the key it came from. */
 int xgr__rpc_owner(const json_t *o, const char *who, char *owner, size_t n, const char **path, xgr_error *err);

@@ -805,13 +805,13 @@ static void run_branch(xgr_session *s, xgr_proc *p, const xgr_step_outcome *o, i
   if (b->join) mark_dirty(s, scope_get(s, group));   /* decidable at once (e.g. no producers) */
 }
 
-static void emit_wakeups(xgr_session *s, const xgr_step_outcome *o, xgr_effects *fx) {
+static void emit_wakeups(xgr_session *s, const xgr_proc *p, const xgr_step_outcome *o, xgr_effects *fx) {
   for (size_t i = 0; fx && i < o->nwakeups; i++) {
     const xgr_wakeup_req *w = &o->wakeups[i];
     xgr_value pl = xgr_map_new(8);
     if (xgr_value_kind(o->outcome_payload) == XGR_VMAP) merge_public(pl, o->outcome_payload);
     if (xgr_value_kind(w->payload) == XGR_VMAP) merge_public(pl, w->payload);
-    xgr_effect *e = fx_push(fx, XGR_FX_WAKE, NULL);
+    xgr_effect *e = fx_push(fx, XGR_FX_WAKE, p);   /* p: the sender, for the record of a refusal */
     e->runner = xgr__xstrdup(w->runner ? w->runner : "");
     e->session_id = w->session_id;
     e->step_id = xgr__xstrdup(w->step_id ? w->step_id : "");
@@ -863,7 +863,7 @@ int xgr_session_step_result(xgr_session *s, uint64_t iter, const xgr_step_outcom
       p->valid = o->kind == XGR_OUTCOME_VALID;
       set_effective(p, o);
       run_branch(s, p, o, now, fx);
-      emit_wakeups(s, o, fx);
+      emit_wakeups(s, p, o, fx);
       proc_finish(s, p, XGR_PROC_DONE, XGR_ABORT_NONE, now, fx);
       history(fx, p, o);
       break;

@@ -314,7 +314,8 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
     }
     case OP_NEXTPID: {
       mowner *o = owner_get(m, op->owner);
-      *op->u.next_pid = o->next++;
+      *op->u.next_pid = o->next;
+      if (o->next != UINT64_MAX) o->next++;   /* at 2^64-1 it stays (no wrap to 0), as in SQLite */
       break;
     }
     case OP_MARK: {
@@ -468,6 +469,36 @@ static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t 
   for (size_t i = end; i-- > 0 && !strcmp(m->sess[i]->owner, owner) && *n < cap;)
     if (m->sess[i]->has_row) xgr__store_session_copy(&(*out)[(*n)++], &m->sess[i]->row);
   pthread_mutex_unlock(&m->lock);
+  (void)err;
+  return 0;
+}
+
+static int by_live_desc(const void *a, const void *b) {
+  const xgr_store_owner_live *x = a, *y = b;
+  return x->live < y->live ? 1 : x->live > y->live ? -1 : strcmp(x->owner, y->owner);
+}
+
+/* The owners with live sessions: the sessions array is sorted by owner, so each owner's rows are
+ * one run (one owner: found by binary search); counted, then sorted by count. */
+static int m_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                         xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  xgr_store_owner_live *all = xgr__xcalloc(m->nsess ? m->nsess : 1, sizeof *all);
+  size_t k = 0;
+  bool f;
+  for (size_t i = owner ? sess_pos(m, owner, 0, &f) : 0; i < m->nsess; i++) {
+    const msess *s = m->sess[i];
+    if (owner && strcmp(s->owner, owner)) break;
+    if (!s->has_row || s->row.status != XGR_RESULT_RUNNING) continue;
+    if (!k || strcmp(all[k - 1].owner, s->owner)) all[k++].owner = xgr__xstrdup(s->owner);
+    all[k - 1].live++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  qsort(all, k, sizeof *all, by_live_desc);
+  for (size_t i = max; i < k; i++) free(all[i].owner);
+  *out = all;
+  *n = k < max ? k : max;
   (void)err;
   return 0;
 }
@@ -695,7 +726,8 @@ static int m_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xg
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .outbox = m_outbox,
-                                   .wakes_refused = m_wakes_refused, .load_some = m_load_some, .due = m_due};
+                                   .wakes_refused = m_wakes_refused, .load_some = m_load_some, .due = m_due,
+                                   .live_owners = m_live_owners};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

@@ -96,6 +96,11 @@ static const char *const migrations[] = {
     ("ALTER TABLE sessions ADD COLUMN wake_due BIGINT;"
      "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
      "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
+    /* 8: the sending process of an outbox row (its iter and step), so a refused wake-up shows in
+     * the sender's history; SQLite's order-preserving rootPid encoding has nothing to do here
+     * (NUMERIC rootPids already order as numbers) */
+    ("ALTER TABLE outbox ADD COLUMN from_iter xgr_u64;"
+     "ALTER TABLE outbox ADD COLUMN from_step TEXT;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -201,7 +206,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_GC_SESS] = "DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE status <> 0 AND"
                   " finished_at <= $1 LIMIT $2))",
     [S_WAKE_OUT] = "INSERT INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload,"
-                   " created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT(id) DO NOTHING",
+                   " created_at, from_iter, from_step) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                   " ON CONFLICT(id) DO NOTHING",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
@@ -459,6 +465,9 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_text(&p, w->rule);
       p_text(&p, w->payload);
       p_i64(&p, now);
+      if (w->from_iter) p_u64(&p, w->from_iter);
+      else p_text(&p, NULL);   /* not recorded */
+      p_text(&p, w->from_step);
       send_stmt(g, ps, S_WAKE_OUT, &p, bi, oi, W_PLAIN);
       return;
     }
@@ -1262,7 +1271,9 @@ static int pg_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   return rc;
 }
 
-#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+#define WAKE_COLS                                                                                               \
+  "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at,"  \
+  " from_iter, from_step"
 
 /* Outbox rows of a query with parameters p, in its order. */
 static int read_wakes(pgstore *g, const char *sql, params *p, xgr_store_wake **out, size_t *n, xgr_error *err) {
@@ -1288,6 +1299,8 @@ static int read_wakes(pgstore *g, const char *sql, params *p, xgr_store_wake **o
       w->created_at = get_i64(r, i, 9);
       w->refused = get_text(r, i, 10);
       w->refused_at = get_i64(r, i, 11);
+      w->from_iter = get_u64(r, i, 12);   /* NULL reads as 0: not recorded */
+      w->from_step = get_text(r, i, 13);
     }
     *n = (size_t)rows;
   }
@@ -1498,6 +1511,27 @@ static int pg_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
   return rc;
 }
 
+/* The owners with live sessions: status = 0 rows grouped by owner, most first. */
+static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_u64(&p, max);
+  p_text(&p, owner);   /* NULL: every owner */
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT owner, COUNT(*) AS live FROM sessions WHERE status = 0 AND ($2::text IS NULL OR owner = $2)"
+                            " GROUP BY owner ORDER BY live DESC, owner LIMIT $1::bigint", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  *out = xgr__xcalloc(max, sizeof **out);
+  for (int i = 0; r && i < PQntuples(r) && *n < max; i++) {
+    (*out)[*n].owner = get_text(r, i, 0);
+    (*out)[(*n)++].live = get_u64(r, i, 1);
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
 /* ---- hibernation: some live sessions, the due index (issue 19; docs/STORE.md "Hibernation") ------ */
 
 /* pg_load_live restricted by `cond`, a condition on the session row `s` with parameters p: the
@@ -1617,6 +1651,7 @@ static int pg_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, x
 
 static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close, pg_session_get, pg_procs,
                                      pg_history, pg_load_live, pg_doc_get, pg_gc, .sessions = pg_sessions,
+                                     .live_owners = pg_live_owners,
                                      .peek_pid = pg_peek_pid, .outbox = pg_outbox,
                                      .wakes_refused = pg_wakes_refused, .load_some = pg_load_some, .due = pg_due};
 

@@ -25,7 +25,32 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store/sqlite_col.h"
 #include "store/store_impl.h"
+
+/* ---- rootPids -------------------------------------------------------------------------------- */
+
+/* A rootPid (uint64) is stored as the signed integer of its bits with the top bit flipped
+ * (v XOR 2^63), i.e. v - 2^63: SQLite compares integers as signed, and this keeps their order
+ * the unsigned one (0 is INT64_MIN, 2^63 is 0, 2^64-1 is INT64_MAX), so `ORDER BY root_pid`,
+ * `root_pid < :bound` and the owner counter's `next_root < :r` compare rootPids as numbers.
+ * Being v - 2^63, it also commutes with +1 / -1 below 2^64-1. Every rootPid column (sessions,
+ * proc_rt, proc_steps, proc_scopes .root_pid, outbox .from_root/.to_root, owners.next_root) goes
+ * through this pair only; ROOT_FLIP_SQL is the same flip in SQL, for migration 8, which rewrote the
+ * rows of schemas 1-7 (those kept the unflipped bits, so 2^63 and above sorted below 1). */
+#define ROOT_FLIP (UINT64_C(1) << 63)
+static sqlite3_int64 root_enc(uint64_t v) { return (sqlite3_int64)(v ^ ROOT_FLIP); }
+static uint64_t root_dec(sqlite3_int64 v) { return (uint64_t)v ^ ROOT_FLIP; }
+/* column c with its top bit flipped (& and | are exact on 64 bits; -9223372036854775807 - 1 is INT64_MIN) */
+#define ROOT_FLIP_SQL(c) "(CASE WHEN " c " < 0 THEN " c " & 9223372036854775807 ELSE " c " | (-9223372036854775807 - 1) END)"
+/* rewrite table t's root_pid column, which is part of its primary key: the flip maps some rows onto
+ * others' old keys (1 and 2^63+1), so the rows are copied out and back rather than updated in place */
+#define ROOT_FLIP_TABLE(t)                                                                              \
+  "CREATE TEMP TABLE m8 AS SELECT * FROM " t ";"                                                        \
+  "UPDATE m8 SET root_pid = " ROOT_FLIP_SQL("root_pid") ";"                                             \
+  "DELETE FROM " t ";"                                                                                  \
+  "INSERT INTO " t " SELECT * FROM m8;"                                                                 \
+  "DROP TABLE m8;"
 
 /* ---- schema ----------------------------------------------------------------------------------- */
 
@@ -83,6 +108,19 @@ static const char *const migrations[] = {
     ("ALTER TABLE sessions ADD COLUMN wake_due INTEGER;"
      "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
      "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
+    /* 8: rootPids in the order-preserving encoding (see root_enc): every rootPid column rewritten, then
+     * each owner's counter raised past its largest rootPid (below 2^64-1), which the old encoding
+     * could leave behind (raising 2 to 2^63+1 compared -9223372036854775807 < 2) */
+    (ROOT_FLIP_TABLE("sessions") ROOT_FLIP_TABLE("proc_rt") ROOT_FLIP_TABLE("proc_steps") ROOT_FLIP_TABLE("proc_scopes")
+     "UPDATE outbox SET from_root = " ROOT_FLIP_SQL("from_root") ", to_root = " ROOT_FLIP_SQL("to_root") ";"
+     "UPDATE owners SET next_root = " ROOT_FLIP_SQL("next_root") ";"
+     "INSERT INTO owners(owner, next_root) SELECT owner, MAX(root_pid) + 1 FROM sessions"
+     "  WHERE root_pid < 9223372036854775807 GROUP BY owner"
+     "  ON CONFLICT(owner) DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root;"
+     /* ... and the outbox names the process and step that sent a wake-up, so that a refusal's
+      * history row says which step's wake-up it was (NULL in rows written before) */
+     "ALTER TABLE outbox ADD COLUMN from_iter INTEGER;"
+     "ALTER TABLE outbox ADD COLUMN from_step TEXT;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -139,14 +177,16 @@ static const char *const stmt_sql[S_COUNT] = {
     /* a session started with rootPid R: the owner's next expected rootPid becomes at least R + 1 */
     [S_OWNER_BUMP] = "INSERT INTO owners(owner, next_root) VALUES(:owner, :next_root) ON CONFLICT(owner)"
                      " DO UPDATE SET next_root = excluded.next_root WHERE next_root < excluded.next_root",
-    [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(:owner, 2) ON CONFLICT(owner)"
-                  " DO UPDATE SET next_root = next_root + 1 RETURNING next_root - 1",
+    /* (:second is rootPid 2, encoded; a counter at 2^64-1 stays there: no row comes back) */
+    [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES(:owner, :second) ON CONFLICT(owner)"
+                  " DO UPDATE SET next_root = next_root + 1 WHERE next_root < 9223372036854775807"
+                  " RETURNING next_root - 1",
     /* a mark is inserted, or replaces one that expired; no change: used */
     [S_MARK] = "INSERT INTO marks(key, expires_at) VALUES(:key, :expires_at) ON CONFLICT(key) DO UPDATE SET"
                " expires_at = excluded.expires_at WHERE marks.expires_at <= :now",
     [S_WAKE_OUT] = "INSERT OR IGNORE INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule,"
-                   " payload, created_at) VALUES(:id, :from_owner, :from_root, :to_owner, :to_root, :step, :caller,"
-                   " :rule, :payload, :created_at)",
+                   " payload, created_at, from_iter, from_step) VALUES(:id, :from_owner, :from_root, :to_owner, :to_root,"
+                   " :step, :caller, :rule, :payload, :created_at, :from_iter, :from_step)",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = :id AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = :reason, refused_at = :now WHERE id = :id AND refused IS NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox WHERE refused IS NOT NULL AND"
@@ -231,10 +271,13 @@ static void bind_text(sqlite3_stmt *s, const char *name, const char *t) {
   else sqlite3_bind_null(s, ix(s, name));
 }
 static void bind_i64(sqlite3_stmt *s, const char *name, int64_t v) { sqlite3_bind_int64(s, ix(s, name), v); }
-/* uint64 values are stored as SQLite's int64 of the same bits. */
+/* uint64 values other than rootPids are stored as SQLite's int64 of the same bits. */
 static void bind_u64(sqlite3_stmt *s, const char *name, uint64_t v) {
   sqlite3_bind_int64(s, ix(s, name), (sqlite3_int64)v);
 }
+/* rootPids: in their order-preserving encoding (root_enc) */
+static void bind_root(sqlite3_stmt *s, const char *name, uint64_t v) { sqlite3_bind_int64(s, ix(s, name), root_enc(v)); }
+static uint64_t col_root(sqlite3_stmt *s, int i) { return root_dec(sqlite3_column_int64(s, i)); }
 static void bind_int(sqlite3_stmt *s, const char *name, int v) { sqlite3_bind_int(s, ix(s, name), v); }
 static void bind_null(sqlite3_stmt *s, const char *name) { sqlite3_bind_null(s, ix(s, name)); }
 /* Bytes, borrowed until the statement is reset. */
@@ -242,10 +285,7 @@ static void bind_blob(sqlite3_stmt *s, const char *name, const void *p, int n) {
   sqlite3_bind_blob(s, ix(s, name), p, n, SQLITE_STATIC);
 }
 
-static char *col_text(sqlite3_stmt *s, int i) {
-  const unsigned char *t = sqlite3_column_text(s, i);
-  return t ? xgr__xstrdup((const char *)t) : NULL;
-}
+static char *col_text(sqlite3_stmt *s, int i) { return xgr__sqlite_col_text(s, i); }
 
 /* Run a prepared statement to completion (no rows expected). */
 static int step_done(sqlite3_stmt *s) {
@@ -308,7 +348,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       const xgr_store_session *x = &op->u.session;
       s = q->stmt[op->if_absent ? S_SESSION_NEW : S_SESSION];
       bind_text(s, ":owner", x->owner);
-      bind_u64(s, ":root_pid", x->root_pid);
+      bind_root(s, ":root_pid", x->root_pid);
       bind_text(s, ":registry", x->registry);
       bind_text(s, ":ostc_id", x->ostc_id);
       bind_text(s, ":ostc_hash", x->ostc_hash);
@@ -325,13 +365,13 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;
       s = q->stmt[S_OWNER_BUMP];
       bind_text(s, ":owner", x->owner);
-      bind_u64(s, ":next_root", x->root_pid + 1);
+      bind_root(s, ":next_root", x->root_pid + 1);
       return step_done(s);
     }
     case OP_STATE: {
       s = q->stmt[S_STATE];
       bind_text(s, ":owner", op->owner);
-      bind_u64(s, ":root_pid", op->root);
+      bind_root(s, ":root_pid", op->root);
       bind_i64(s, ":status", op->u.state.status);
       bind_i64(s, ":killed_at", op->u.state.killed_at);
       bind_u64(s, ":next_iter", op->u.state.next_iter);
@@ -344,14 +384,14 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       if (rc || op->u.state.status == XGR_RESULT_RUNNING) return rc;
       s = q->stmt[S_SCOPES_DEL];   /* killed scopes matter only while the session lives */
       bind_text(s, ":owner", op->owner);
-      bind_u64(s, ":root_pid", op->root);
+      bind_root(s, ":root_pid", op->root);
       return step_done(s);
     }
     case OP_PROC: {
       const xgr_store_proc *p = &op->u.proc;
       s = q->stmt[S_PROC];
       bind_text(s, ":owner", op->owner);
-      bind_u64(s, ":root_pid", op->root);
+      bind_root(s, ":root_pid", op->root);
       bind_u64(s, ":iter", p->iter);
       bind_u64(s, ":parent_iter", p->parent_iter);
       bind_i64(s, ":step", p->step);
@@ -377,7 +417,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       const xgr_store_hist *h = &op->u.hist;
       s = q->stmt[S_HIST];
       bind_text(s, ":owner", op->owner);
-      bind_u64(s, ":root_pid", op->root);
+      bind_root(s, ":root_pid", op->root);
       bind_u64(s, ":iter", h->iter);
       bind_u64(s, ":parent_iter", h->parent_iter);
       bind_i64(s, ":step", h->step);
@@ -396,7 +436,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
     case OP_SCOPE:
       s = q->stmt[S_SCOPE];
       bind_text(s, ":owner", op->owner);
-      bind_u64(s, ":root_pid", op->root);
+      bind_root(s, ":root_pid", op->root);
       bind_i64(s, ":grp", op->u.group);
       return step_done(s);
     case OP_REMOVE: {
@@ -405,7 +445,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       for (int i = 0; i < 4; i++) {
         s = q->stmt[ids[i]];
         bind_text(s, ":owner", op->owner);
-        bind_u64(s, ":root_pid", op->root);
+        bind_root(s, ":root_pid", op->root);
         if ((rc = step_done(s))) return rc;
       }
       return SQLITE_OK;
@@ -413,9 +453,11 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
     case OP_NEXTPID: {
       s = q->stmt[S_NEXTPID];
       bind_text(s, ":owner", op->owner);
+      bind_root(s, ":second", 2);
+      *op->u.next_pid = UINT64_MAX;   /* no row: the counter is at 2^64-1 and stays (that rootPid is taken next) */
       int rc = sqlite3_step(s);
       if (rc == SQLITE_ROW) {
-        *op->u.next_pid = (uint64_t)sqlite3_column_int64(s, 0);
+        *op->u.next_pid = col_root(s, 0);
         rc = sqlite3_step(s);
       }
       sqlite3_reset(s);
@@ -429,14 +471,17 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       s = q->stmt[S_WAKE_OUT];
       bind_text(s, ":id", w->id);
       bind_text(s, ":from_owner", w->from_owner);
-      bind_u64(s, ":from_root", w->from_root);
+      bind_root(s, ":from_root", w->from_root);
       bind_text(s, ":to_owner", w->to_owner);
-      bind_u64(s, ":to_root", w->to_root);
+      bind_root(s, ":to_root", w->to_root);
       bind_text(s, ":step", w->step);
       bind_text(s, ":caller", w->caller);
       bind_text(s, ":rule", w->rule);
       bind_text(s, ":payload", w->payload);
       bind_i64(s, ":created_at", now);
+      if (w->from_iter) bind_u64(s, ":from_iter", w->from_iter);
+      else bind_null(s, ":from_iter");
+      bind_text(s, ":from_step", w->from_step);
       return step_done(s);
     }
     case OP_WAKE_DONE:
@@ -775,7 +820,7 @@ static int rd_prepare(sqstore *q, const char *sql, sqlite3_stmt **s, xgr_error *
 static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   memset(o, 0, sizeof *o);
   o->owner = col_text(s, 0);
-  o->root_pid = (uint64_t)sqlite3_column_int64(s, 1);
+  o->root_pid = col_root(s, 1);
   o->registry = col_text(s, 2);
   o->ostc_id = col_text(s, 3);
   o->ostc_hash = col_text(s, 4);
@@ -842,7 +887,7 @@ static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_s
   int rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid=:root_pid", &s, err);
   if (!rc) {
     bind_text(s, ":owner", owner);
-    bind_u64(s, ":root_pid", root);
+    bind_root(s, ":root_pid", root);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) read_session_row(s, out);
     else if (r == SQLITE_DONE)
@@ -862,7 +907,7 @@ static int sq_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   if (!rc) {
     bind_text(s, ":owner", owner);
     int r = sqlite3_step(s);
-    if (r == SQLITE_ROW) *next = (uint64_t)sqlite3_column_int64(s, 0);
+    if (r == SQLITE_ROW) *next = col_root(s, 0);
     else if (r == SQLITE_DONE) *next = 1;
     else rc = sq_error(q->r, r, q->path, "cannot read owners", err);
     sqlite3_finalize(s);
@@ -880,7 +925,7 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
   if (!rc) {
     if (owner) {
       bind_text(s, ":owner", owner);
-      bind_u64(s, ":root_pid", root);
+      bind_root(s, ":root_pid", root);
     }
     size_t cap = 8;
     xgr_store_wake *a = xgr__xcalloc(cap, sizeof *a);
@@ -890,9 +935,9 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
       xgr_store_wake *w = &a[(*n)++];
       w->id = col_text(s, 0);
       w->from_owner = col_text(s, 1);
-      w->from_root = (uint64_t)sqlite3_column_int64(s, 2);
+      w->from_root = col_root(s, 2);
       w->to_owner = col_text(s, 3);
-      w->to_root = (uint64_t)sqlite3_column_int64(s, 4);
+      w->to_root = col_root(s, 4);
       w->step = col_text(s, 5);
       w->caller = col_text(s, 6);
       w->rule = col_text(s, 7);
@@ -900,6 +945,8 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
       w->created_at = sqlite3_column_int64(s, 9);
       w->refused = col_text(s, 10);
       w->refused_at = sqlite3_column_int64(s, 11);
+      w->from_iter = (uint64_t)sqlite3_column_int64(s, 12);   /* NULL reads as 0: not recorded */
+      w->from_step = col_text(s, 13);
     }
     if (r != SQLITE_DONE) {
       rc = sq_error(q->r, r, q->path, "cannot read the outbox", err);
@@ -914,7 +961,9 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
   return rc;
 }
 
-#define WAKE_COLS "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at"
+#define WAKE_COLS \
+  "id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload, created_at, refused, refused_at, from_iter, " \
+  "from_step"
 
 static int sq_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err) {
   return read_wakes((sqstore *)st, "SELECT " WAKE_COLS " FROM outbox WHERE refused IS NULL ORDER BY created_at, id",
@@ -938,7 +987,7 @@ static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t ro
   int rc = rd_prepare(q, sql, &s, err);
   if (rc) return rc;
   bind_text(s, ":owner", owner);
-  bind_u64(s, ":root_pid", root);
+  bind_root(s, ":root_pid", root);
   size_t cap = 16;
   char *a = xgr__xmalloc(cap * size);
   int r;
@@ -984,18 +1033,44 @@ static void session_row_cb(sqlite3_stmt *s, void *p) { read_session_row(s, p); }
 static int sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                        size_t *n, xgr_error *err) {
   sqstore *q = (sqstore *)st;
-  /* the limit is a number: part of the text; `:root_pid` is the bound (rootPids are stored as SQLite's
-   * signed integers: no bound above INT64_MAX) */
+  /* the limit is a number: part of the text; `:root_pid` is the bound; 2^64-1 is "no bound" (the
+   * front's default), so that rootPid itself is listed too */
   char sql[384];
-  bool all = before > (uint64_t)INT64_MAX;
+  bool all = before == UINT64_MAX;
   snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid %s :root_pid ORDER BY root_pid DESC LIMIT %zu",
            all ? "<=" : "<", limit);
   pthread_mutex_lock(&q->rmu);
   void *a;
-  int rc = read_rows(q, sql, owner, all ? (uint64_t)INT64_MAX : before, sizeof(xgr_store_session), session_row_cb, &a,
-                     n, err);
+  int rc = read_rows(q, sql, owner, before, sizeof(xgr_store_session), session_row_cb, &a, n, err);
   pthread_mutex_unlock(&q->rmu);
   *out = a;
+  return rc;
+}
+
+/* The owners with live sessions: status = 0 rows grouped by owner, most first (one scan of the
+ * live rows; the limit is a number, part of the text). */
+static int sq_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT owner, COUNT(*) AS live FROM sessions WHERE status = 0%s GROUP BY owner ORDER BY live DESC, owner"
+           " LIMIT %zu", owner ? " AND owner=:owner" : "", max);
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s;
+  int rc = rd_prepare(q, sql, &s, err);
+  *out = xgr__xcalloc(max, sizeof **out);
+  if (!rc) {
+    if (owner) bind_text(s, ":owner", owner);
+    int r = SQLITE_DONE;
+    while (*n < max && (r = sqlite3_step(s)) == SQLITE_ROW) {
+      (*out)[*n].owner = col_text(s, 0);
+      (*out)[(*n)++].live = (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    if (r != SQLITE_ROW && r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read sessions", err);
+    sqlite3_finalize(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
   return rc;
 }
 
@@ -1016,7 +1091,7 @@ static int sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)
   if (!rc) rc = rd_prepare(q, sql, &s, err);
   if (!rc && f && f->owner) {
     bind_text(s, ":owner", f->owner);
-    bind_u64(s, ":root_pid", f->root_pid);
+    bind_root(s, ":root_pid", f->root_pid);
   } else if (!rc && f && f->bounded) {
     bind_i64(s, ":upto", f->due_upto);
   }
@@ -1034,7 +1109,7 @@ static int sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)
     if (!rc) rc = rd_prepare(q, "SELECT grp FROM proc_scopes WHERE owner=:owner AND root_pid=:root_pid ORDER BY grp", &g, err);
     if (!rc) {
       bind_text(g, ":owner", row.owner);
-      bind_u64(g, ":root_pid", row.root_pid);
+      bind_root(g, ":root_pid", row.root_pid);
       int gr;
       while ((gr = sqlite3_step(g)) == SQLITE_ROW) {
         if (ng == capg) groups = xgr__xrealloc(groups, (capg *= 2) * sizeof *groups);
@@ -1078,14 +1153,14 @@ static int sq_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, x
   if (!rc) {
     bind_i64(s, ":due", after ? after->due : INT64_MIN);
     bind_text(s, ":owner", after ? after->owner : "");
-    bind_u64(s, ":root_pid", after ? after->root_pid : 0);
+    bind_root(s, ":root_pid", after ? after->root_pid : 0);
     bind_i64(s, ":upto", upto);
     int r = SQLITE_DONE;
     while (*n < max && (r = sqlite3_step(s)) == SQLITE_ROW) {
       xgr_store_due_key *k = &out[(*n)++];
       k->due = sqlite3_column_int64(s, 0);
       snprintf(k->owner, sizeof k->owner, "%s", (const char *)sqlite3_column_text(s, 1));
-      k->root_pid = (uint64_t)sqlite3_column_int64(s, 2);
+      k->root_pid = col_root(s, 2);
     }
     if (*n < max && r != SQLITE_DONE) rc = sq_error(q->r, r, q->path, "cannot read the due index", err);
     sqlite3_finalize(s);
@@ -1141,6 +1216,7 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, sq_session_get, sq_procs,
                                    sq_history, sq_load_live, sq_doc_get, sq_gc, .sessions = sq_sessions,
+                                   .live_owners = sq_live_owners,
                                    .peek_pid = sq_peek_pid, .outbox = sq_outbox,
                                    .wakes_refused = sq_wakes_refused, .load_some = sq_load_some, .due = sq_due};
 

@@ -329,6 +329,7 @@ void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src) {
   dst->rule = dup_or_null(src->rule);
   dst->payload = dup_or_null(src->payload);
   dst->refused = dup_or_null(src->refused);
+  dst->from_step = dup_or_null(src->from_step);
 }
 
 void xgr_store_wake_clear(xgr_store_wake *w) {
@@ -341,6 +342,7 @@ void xgr_store_wake_clear(xgr_store_wake *w) {
   free(w->rule);
   free(w->payload);
   free(w->refused);
+  free(w->from_step);
   memset(w, 0, sizeof *w);
 }
 
@@ -645,12 +647,43 @@ int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
   *n = 0;
   if (!owner) return xgr_error_set(err, XGR_EINVAL, "owner", "missing; expected the owner's address");
   if (limit == 0) limit = 1000;
-  return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
+  if (before != UINT64_MAX) return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
+  /* a cursor of 2^64-1 (the last page ended at that rootPid) lists what is below it; the backends
+   * read 2^64-1 as "no bound" (it lists itself), so one more row is read and that one dropped */
+  int rc = st->vt->sessions(st, owner, UINT64_MAX, limit + 1, out, n, err);
+  if (rc || !*n) return rc;
+  if ((*out)[0].root_pid == UINT64_MAX) {
+    xgr_store_session_clear(&(*out)[0]);
+    memmove(*out, *out + 1, (*n - 1) * sizeof **out);
+    (*n)--;
+  } else if (*n > limit) {
+    xgr_store_session_clear(&(*out)[--*n]);
+  }
+  return 0;
 }
 
 void xgr_store_sessions_free(xgr_store_session *s, size_t n) {
   for (size_t i = 0; i < n; i++) xgr_store_session_clear(&s[i]);
   free(s);
+}
+
+int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  assert(st->vt->live_owners);
+  int rc = st->vt->live_owners(st, owner, max ? max : 100, out, n, err);
+  if (rc) {   /* nothing for the caller to free on failure */
+    xgr_store_owners_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
+void xgr_store_owners_free(xgr_store_owner_live *o, size_t n) {
+  for (size_t i = 0; i < n; i++) free(o[i].owner);
+  free(o);
 }
 
 int xgr_store_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *ctx, const xgr_store_live *l),

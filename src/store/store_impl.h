@@ -85,6 +85,10 @@ typedef struct store_vt {
                    xgr_error *err);
   int (*due)(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max, size_t *n,
              xgr_error *err);
+  /* the owners with live sessions (only `owner` unless NULL), most first, then by owner, at most max
+   * (xgr_store_live_owners) */
+  int (*live_owners)(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
+                     xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */

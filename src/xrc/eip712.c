@@ -463,6 +463,38 @@ static int encode_value(const json_t *types, const char *type, const json_t *v, 
   return XGR_EINVAL; /* unreachable */
 }
 
+/* hashStruct's body once the field list and the type hash are known: every field present and
+ * encoded (path "path.field"), no other key, keccak256(typeHash || words). */
+static int hash_body(const json_t *types, const char *name, const uint8_t th[32], const xgr_eip712_field *f, size_t n,
+                     const json_t *v, const char *path, int depth, uint8_t out[32], xgr_error *err) {
+  uint8_t enc[32 * (XGR_EIP712_MAX_FIELDS + 1)];
+  assert(n <= XGR_EIP712_MAX_FIELDS);
+  memcpy(enc, th, 32);
+  for (size_t i = 0; i < n; i++) {
+    char fp[XGR_PATH_MAX];
+    path_join(fp, sizeof fp, path, f[i].name);
+    const json_t *fv = json_object_get(v, f[i].name);
+    if (!fv) return xgr_error_set(err, XGR_ESCHEMA, fp, "missing; %s has a field %s", name, f[i].name);
+    int rc = encode_value(types, f[i].type, fv, fp, depth, enc + 32 * (i + 1), err);
+    if (rc) return rc;
+  }
+  if (json_object_size(v) != n) {
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+      int found = 0;
+      for (size_t i = 0; i < n && !found; i++) found = !strcmp(key, f[i].name);
+      if (!found) {
+        char fp[XGR_PATH_MAX];
+        snprintf(fp, sizeof fp, "%s%s%.64s", path, path[0] ? "." : "", key);
+        return xgr_error_set(err, XGR_ESCHEMA, fp, "unknown field; %s has no field of this name", name);
+      }
+    }
+  }
+  xgr_keccak256(enc, 32 * (n + 1), out);
+  return 0;
+}
+
 static int hash_struct(const json_t *types, const char *name, const json_t *v, const char *path, int depth,
                        uint8_t out[32], xgr_error *err) {
   if (!json_is_object(v))
@@ -471,42 +503,50 @@ static int hash_struct(const json_t *types, const char *name, const json_t *v, c
   int rc = struct_fields(types, name, &fields, err);
   if (rc) return rc;
   size_t n = json_array_size(fields);
-  uint8_t *enc = xgr__xmalloc(32 * (n + 1));
-  if ((rc = xgr_eip712_type_hash(types, name, enc, err))) goto done;
+  xgr_eip712_field f[XGR_EIP712_MAX_FIELDS];
+  for (size_t i = 0; i < n; i++) {   /* checked by struct_fields: objects with string name and type */
+    const json_t *e = json_array_get(fields, i);
+    f[i].name = json_string_value(json_object_get(e, "name"));
+    f[i].type = json_string_value(json_object_get(e, "type"));
+  }
+  uint8_t th[32];
+  if ((rc = xgr_eip712_type_hash(types, name, th, err))) return rc;
+  return hash_body(types, name, th, f, n, v, path, depth, out, err);
+}
+
+void xgr_eip712_type_hash_fields(const char *name, const xgr_eip712_field *f, size_t n, uint8_t out[32]) {
+  assert(n <= XGR_EIP712_MAX_FIELDS);
+  for (size_t i = 0; i < n; i++) {   /* fields of atomic types (or arrays of them) only */
+    char base[TYPE_MAX];
+    int ok = !base_type(f[i].type, base) && classify(base, &(int){0}) != K_STRUCT;
+    assert(ok && "xgr_eip712_type_hash_fields takes atomic field types only");
+    (void)ok;
+  }
+  xgr_buf b = {0};
+  xgr__buf_puts(&b, name);
+  xgr__buf_putc(&b, '(');
   for (size_t i = 0; i < n; i++) {
-    const json_t *f = json_array_get(fields, i);
-    const char *fn = json_string_value(json_object_get(f, "name"));
-    char fp[XGR_PATH_MAX];
-    path_join(fp, sizeof fp, path, fn);
-    const json_t *fv = json_object_get(v, fn);
-    if (!fv) {
-      rc = xgr_error_set(err, XGR_ESCHEMA, fp, "missing; %s has a field %s", name, fn);
-      goto done;
-    }
-    if ((rc = encode_value(types, json_string_value(json_object_get(f, "type")), fv, fp, depth, enc + 32 * (i + 1),
-                           err)))
-      goto done;
+    if (i) xgr__buf_putc(&b, ',');
+    xgr__buf_puts(&b, f[i].type);
+    xgr__buf_putc(&b, ' ');
+    xgr__buf_puts(&b, f[i].name);
   }
-  if (json_object_size(v) != n) {
-    const char *key;
-    const json_t *val;
-    json_object_foreach((json_t *)v, key, val) {
-      size_t i;
-      const json_t *f;
-      int found = 0;
-      json_array_foreach(fields, i, f) found |= !strcmp(key, json_string_value(json_object_get(f, "name")));
-      if (!found) {
-        char fp[XGR_PATH_MAX];
-        snprintf(fp, sizeof fp, "%s%s%.64s", path, path[0] ? "." : "", key);
-        rc = xgr_error_set(err, XGR_ESCHEMA, fp, "unknown field; %s has no field of this name", name);
-        goto done;
-      }
-    }
-  }
-  xgr_keccak256(enc, 32 * (n + 1), out);
-done:
-  free(enc);
-  return rc;
+  xgr__buf_putc(&b, ')');
+  size_t len;
+  char *s = xgr__buf_finish(&b, &len);
+  xgr_keccak256(s, len, out);
+  free(s);
+}
+
+int xgr_eip712_hash_fields(const char *name, const uint8_t type_hash[32], const xgr_eip712_field *f, size_t n,
+                           const json_t *value, const char *path, uint8_t out[32], xgr_error *err) {
+  if (!path) path = "";
+  if (!json_is_object(value))
+    return xgr_error_set(err, XGR_ESCHEMA, path, "expected an object (%s), got %s", name, tname(value));
+  assert(n <= XGR_EIP712_MAX_FIELDS);
+  /* no `types`: a struct-typed field would be refused ("expected an object of struct types");
+   * the fields are checked once per type by xgr_eip712_type_hash_fields, not on every value */
+  return hash_body(NULL, name, type_hash, f, n, value, path, 0, out, err);
 }
 
 int xgr_eip712_hash_struct(const json_t *types, const char *type, const json_t *value, const char *path,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,4 +284,28 @@ int latency_proxy_start(latency_proxy *px) {
 void latency_proxy_stop(latency_proxy *px) {
   if (px->d) MHD_stop_daemon(px->d);
   px->d = NULL;
+}
+
+int anvil_key_file(int account, const char *path) {
+  static const char *const keys[] = {"0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+                                     "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"};
+  if (account < 0 || account > 1) return -1;
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f, "%s\n", keys[account]);
+  if (fclose(f)) return -1;
+  return chmod(path, 0600);
+}
+
+json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s publish %s --chain %s --key %s --json", getenv("XGR"), bundle, a->url, keyfile);
+  FILE *p = popen(cmd, "r");
+  if (!p) return NULL;
+  char out[8192];
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = 0;
+  if (pclose(p)) return NULL;
+  json_error_t je;
+  return json_loads(out, 0, &je);
 }

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "xgr/chain.h"
 
 struct MHD_Daemon;
@@ -31,6 +33,13 @@ int anvil_deploy(anvil *a, const char *name, const char *ctor, const char *args_
 /* Send a transaction calling `sig` with JSON-list arguments from dev account `from`;
  * 0 when it was mined with status 1, 1 when mined reverted, -1 on error. */
 int anvil_send(anvil *a, int from, const char *to, const char *sig, const char *args_json);
+
+/* Write the private key of dev account 0 or 1 (anvil's well-known test keys) as a key file at path
+ * (mode 0600), for `xgr publish --key` and xgrd's --engine-key. 0 on success. */
+int anvil_key_file(int account, const char *path);
+/* `$XGR publish BUNDLE --chain <a's url> --key KEYFILE --json`: its JSON answer (registry, ostcId,
+ * ostcHash, ...; caller decrefs), or NULL when it failed. */
+json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile);
 
 /* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
  * it: a node across a network, so that tests and benchmarks can show reads overlapping. One

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../daemon/harness.h"
 #include "anvil.h"
 #include "xgr/keccak.h"
 #include <sys/stat.h>
@@ -34,15 +35,6 @@ static const char rule_fmt[] =
     "\"onValid\":{\"payload\":{\"Iter\":\"[Iter]+1\",\"Seen\":\"[Balance]\",\"Dec\":\"[Decimals]\"}},"
     "\"onInvalid\":{\"payload\":{\"poor\":true}}}";
 
-static int write_file(const char *name, const char *text) {
-  char path[256];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
-  fputs(text, f);
-  return fclose(f);
-}
-
 static int setup(void **st) {
   (void)st;
   if (anvil_start(&node, NULL)) return -1;
@@ -54,14 +46,14 @@ static int setup(void **st) {
   if (!mkdtemp(dir)) return -1;
   char rule[4096];
   snprintf(rule, sizeof rule, rule_fmt, token, token);
-  if (write_file("rule.json", rule)) return -1;
+  if (xh_write(dir, "rule.json", rule)) return -1;
   char bundle[8192];
   snprintf(bundle, sizeof bundle,
            "{\"orchestration\":{\"id\":\"Balance\",\"structure\":{\"Check\":{\"rule\":\"0x00000000000000000000000000000000000000b1\","
            "\"onValid\":{\"spawns\":[\"Done\"]}},\"Done\":{\"rule\":\"0x00000000000000000000000000000000000000b1\"}}},"
            "\"rules\":{\"0x00000000000000000000000000000000000000b1\":%s}}",
            rule);
-  return write_file("bundle.json", bundle);
+  return xh_write(dir, "bundle.json", bundle);
 }
 
 static int teardown(void **st) {
@@ -152,7 +144,7 @@ static void test_run(void **st) {
 static void key_file(const char *name, const char *hex) {
   char path[256];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  assert_int_equal(write_file(name, hex), 0);
+  assert_int_equal(xh_write(dir, name, hex), 0);
   assert_int_equal(chmod(path, 0600), 0);
 }
 
@@ -244,7 +236,7 @@ static const char exec_rule_fmt[] =
 static json_t *exec_step(const char *gas, const char *amount, int *code) {
   char rule[2048], args[2048];
   snprintf(rule, sizeof rule, exec_rule_fmt, token, gas);
-  assert_int_equal(write_file("exec.json", rule), 0);
+  assert_int_equal(xh_write(dir, "exec.json", rule), 0);
   snprintf(args, sizeof args, "step %s/exec.json --json --chain %s --engine-key %s/k0.key --payload '{\"To\":\"%s\",\"Amount\":\"%s\"}'",
            dir, node.url, dir, node.accounts[5], amount);
   json_t *j = xgr(args, code);

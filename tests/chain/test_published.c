@@ -37,11 +37,7 @@ static int setup(void **st) {
   if (!mkdtemp(dir)) return -1;
   char path[256];
   snprintf(path, sizeof path, "%s/k0.key", dir);
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
-  fputs("0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80\n", f);
-  fclose(f);
-  chmod(path, 0600);
+  if (anvil_key_file(0, path)) return -1;
   /* the ApiPriceFeed bundle from the public example files */
   const char *sh = getenv("XGR_SHARED");
   char ostc_p[512], rule_p[512];
@@ -69,16 +65,9 @@ static int teardown(void **st) {
 }
 
 static json_t *publish(const char *bundle) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s publish %s --chain %s --key %s/k0.key --json", getenv("XGR"), bundle, node.url, dir);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  char out[8192];
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  assert_int_equal(pclose(p), 0);
-  json_error_t je;
-  json_t *j = json_loads(out, 0, &je);
+  char key[128];
+  snprintf(key, sizeof key, "%s/k0.key", dir);
+  json_t *j = anvil_publish(&node, bundle, key);
   assert_non_null(j);
   return j;
 }

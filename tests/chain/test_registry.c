@@ -182,9 +182,17 @@ static void test_authorized(void **st) {
   assert_true(ok);
   assert_int_equal(xgr_chain_authorized(node.chain, NULL, legacy, node.accounts[1], &ok, &e), 0);
   assert_false(ok);
-  /* rule contracts have the same extension */
+  /* rule contracts have the same extension (contracts/src/OwnedExecutors.sol, shared by both) */
   assert_int_equal(xgr_chain_authorized(node.chain, NULL, rule_addr, node.accounts[0], &ok, &e), 0);
   assert_true(ok);
+  snprintf(buf, sizeof buf, "[\"%s\"]", node.accounts[2]);
+  assert_int_equal(anvil_send(&node, 1, rule_addr, "addExecutor(address)", buf), 1);   /* not the owner */
+  assert_int_equal(anvil_send(&node, 0, rule_addr, "addExecutor(address)", buf), 0);
+  assert_int_equal(xgr_chain_authorized(node.chain, NULL, rule_addr, node.accounts[2], &ok, &e), 0);
+  assert_true(ok);
+  assert_int_equal(anvil_send(&node, 0, rule_addr, "removeExecutor(address)", buf), 0);
+  assert_int_equal(xgr_chain_authorized(node.chain, NULL, rule_addr, node.accounts[2], &ok, &e), 0);
+  assert_false(ok);
 }
 
 /* The public IterationOfPi example, read from the chain, run for 20 steps on the driver. */

@@ -21,131 +21,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../daemon/harness.h"
 #include "../rule/server.h"
 #include "anvil.h"
 
 static anvil node;
 static test_server srv;
-static char dir[64], token[43], base[64];
-static pid_t xgrd_pid;
+static xh_daemon xd;          /* the xgrd under test; its directory also holds the keys and bundles */
+static const char *dir = xd.dir;
+static char token[43];
 static json_t *pub_pi, *pub_feed, *pub_read;
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static int write_file(const char *name, const char *text) {
-  char path[256];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
-  fputs(text, f);
-  return fclose(f);
-}
-
 static json_t *publish(const char *bundle) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s publish %s --chain %s --key %s/k0.key --json", getenv("XGR"), bundle, node.url, dir);
-  FILE *p = popen(cmd, "r");
-  if (!p) return NULL;
-  char out[8192];
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  if (pclose(p)) return NULL;
-  json_error_t je;
-  return json_loads(out, 0, &je);
-}
-
-typedef struct sinkb {
-  char *p;
-  size_t n;
-} sinkb;
-
-static size_t sink(char *ptr, size_t size, size_t nmemb, void *ud) {
-  sinkb *b = ud;
-  b->p = realloc(b->p, b->n + size * nmemb + 1);
-  memcpy(b->p + b->n, ptr, size * nmemb);
-  b->n += size * nmemb;
-  b->p[b->n] = 0;
-  return size * nmemb;
-}
-
-/* GET path or POST a JSON-RPC call; returns the body (caller frees) and *status. */
-static char *http(const char *path, const char *body, long *status) {
-  char url[128];
-  snprintf(url, sizeof url, "%s%s", base, path);
-  CURL *h = curl_easy_init();
-  sinkb b = {0};
-  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-  if (body) {
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-  }
-  CURLcode rc = curl_easy_perform(h);
-  *status = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-  curl_easy_cleanup(h);
-  curl_slist_free_all(hd);
-  if (rc != CURLE_OK) {
-    free(b.p);
-    return NULL;
-  }
-  return b.p ? b.p : strdup("");
+  char key[300];
+  snprintf(key, sizeof key, "%s/k0.key", dir);
+  return anvil_publish(&node, bundle, key);
 }
 
 /* A JSON-RPC call: the whole answer object (result or error). */
-static json_t *call(const char *method, json_t *params) {
-  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
-  char *body = json_dumps(rq, JSON_COMPACT);
-  json_decref(rq);
-  long st;
-  char *out = http("/", body, &st);
-  free(body);
-  assert_non_null(out);
-  json_error_t je;
-  json_t *j = json_loads(out, 0, &je);
-  if (!j) fail_msg("not JSON: %s", out);
-  free(out);
-  return j;
-}
+static json_t *call(const char *method, json_t *params) { return xh_call(&xd, method, params); }
 
 static int start_xgrd(void) {
-  char portfile[128], map[160], chain[96], store[128];
-  snprintf(portfile, sizeof portfile, "%s/port", dir);
-  unlink(portfile);
-  snprintf(store, sizeof store, "sqlite:%s/xgrd.db", dir);
+  char map[160];
   snprintf(map, sizeof map, "https://api.coinbase.com=%s", srv.base);
-  snprintf(chain, sizeof chain, "%s", node.url);
-  xgrd_pid = fork();
-  if (xgrd_pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the test */
-    char log[128];
-    snprintf(log, sizeof log, "%s/xgrd.log", dir);
-    FILE *f = freopen(log, "a", stderr);
-    (void)f;
-    execl(getenv("XGRD"), "xgrd", "--listen", "127.0.0.1:0", "--port-file", portfile, "--auth", "none", "--chain", chain,
-          "--api-map", map, "--time-scale", "100000", "--workers", "2", "--store", store, (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 400; i++) {
-    FILE *f = fopen(portfile, "r");
-    unsigned port = 0;
-    if (f) {
-      if (fscanf(f, "%u", &port) != 1) port = 0;
-      fclose(f);
-    }
-    if (port) {
-      snprintf(base, sizeof base, "http://127.0.0.1:%u", port);
-      return 0;
-    }
-    sleep_ms(25);
-  }
-  return -1;
+  xh_spawn(&xd, (const char *[]){"--auth", "none", "--chain", node.url, "--api-map", map, "--time-scale", "100000",
+                                 "--workers", "2", "--store", xd.store, NULL});
+  return xh_wait_port(&xd);
 }
 
 static int setup(void **st) {
@@ -154,12 +55,10 @@ static int setup(void **st) {
   srv.coinbase = 65000;
   srv.bitstamp = srv.gecko = 100;
   if (test_server_start(&srv)) return -1;
-  snprintf(dir, sizeof dir, "/tmp/xgr-xgrd-chain-XXXXXX");
-  if (!mkdtemp(dir)) return -1;
-  if (write_file("k0.key", "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80\n")) return -1;
-  char path[256];
+  xh_init(&xd, "xgrd-chain");
+  char path[512];
   snprintf(path, sizeof path, "%s/k0.key", dir);
-  chmod(path, 0600);
+  if (anvil_key_file(0, path)) return -1;
   if (anvil_deploy(&node, "TestToken", "(string,string,uint256)", "[\"T\", \"T\", 5000]", token)) return -1;
   /* IterationOfPi from the repository's bundle */
   snprintf(path, sizeof path, "%s/examples/bundles/iteration_of_pi.json", getenv("XGR_SRC"));
@@ -187,7 +86,7 @@ static int setup(void **st) {
            "\"saveAs\":{\"0\":{\"key\":\"Balance\",\"type\":\"uint256\",\"default\":\"0\"}}}],"
            "\"rules\":[\"[Balance] > 0\"],\"onValid\":{\"payload\":{\"Seen\":\"[Balance]\"}},\"onInvalid\":{\"payload\":{\"Seen\":\"none\"}}}}}",
            token);
-  if (write_file("read.json", doc)) return -1;
+  if (xh_write(dir, "read.json", doc)) return -1;
   snprintf(path, sizeof path, "%s/read.json", dir);
   if (!(pub_read = publish(path))) return -1;
   return start_xgrd();
@@ -196,20 +95,13 @@ static int setup(void **st) {
 static int teardown(void **st) {
   (void)st;
   int bad = 0;
-  if (xgrd_pid > 0) {   /* a clean stop: exit 0 (under ASan this is also the leak check) */
-    kill(xgrd_pid, SIGTERM);
-    int status;
-    waitpid(xgrd_pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-      char cmd[160];
-      snprintf(cmd, sizeof cmd, "tail -40 %s/xgrd.log >&2", dir);
-      if (system(cmd)) {}
-      bad = -1;
-    }
+  if (xd.pid > 0 && xh_stop(&xd, SIGTERM)) {   /* a clean stop: exit 0 (under ASan also the leak check) */
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "tail -40 %s >&2", xd.log);
+    if (system(cmd)) {}
+    bad = -1;
   }
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) {}
+  xh_remove(&xd);
   json_decref(pub_pi);
   json_decref(pub_feed);
   json_decref(pub_read);
@@ -237,7 +129,7 @@ static char *wait_for(uint64_t root, const char *needle) {
     t = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (strstr(t, needle)) return t;
-    sleep_ms(50);
+    xh_msleep(50);
   }
   fail_msg("session %llu: \"%s\" never showed up: %.3000s", (unsigned long long)root, needle, t);
   return t;
@@ -309,14 +201,11 @@ static void test_health(void **st) {
   assert_true(json_integer_value(json_object_get(c0, "lastBlock")) > 0);
   assert_true(json_integer_value(json_object_get(c0, "calls")) > 0);
   json_decref(r);
-  long status;
-  char *m = http("/metrics", NULL, &status);
-  assert_int_equal(status, 200);
+  char *m;
+  assert_int_equal(xh_http(&xd, "GET", "/metrics", NULL, NULL, 0, 30, &m), 200);
   if (!strstr(m, "xgr_chain{backend=\"default\",kind=\"up\"} 1")) fail_msg("metrics: %.3000s", m);
   free(m);
-  char *rz = http("/readyz", NULL, &status);
-  assert_int_equal(status, 200);
-  free(rz);
+  assert_int_equal(xh_http(&xd, "GET", "/readyz", NULL, NULL, 0, 30, NULL), 200);
 }
 
 /* xgrd SIGKILLed while a session from the chain runs: the restarted xgrd recovers it from its store
@@ -328,10 +217,7 @@ static void test_restart(void **st) {
   assert_non_null(json_object_get(r, "result"));
   json_decref(r);
   free(wait_for(9, "\"Iter\":3"));
-  kill(xgrd_pid, SIGKILL);
-  int status;
-  waitpid(xgrd_pid, &status, 0);
-  xgrd_pid = 0;
+  xh_stop(&xd, SIGKILL);
   assert_int_equal(start_xgrd(), 0);
   char *t = wait_for(9, "\"Iter\":12");
   free(t);
@@ -340,7 +226,7 @@ static void test_restart(void **st) {
 /* Permits (xgrd's default auth) on a chain registry: the SessionPermit's signer must be the XRC-729
  * contract's owner() or in its getExecutorList() — a signer that is neither is refused (-32007)
  * until the owner adds it as an executor on the chain. */
-static json_t *signed_enqueue(const char *url, const char *keyfile, uint64_t root) {
+static json_t *signed_enqueue(const xh_daemon *d, const char *keyfile, uint64_t root) {
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "%s permit session --key %s/%s --chain-id 31337 --ostc-id IterationOfPi --ostc-hash %s --session-id %llu",
            getenv("XGR"), dir, keyfile, json_string_value(json_object_get(pub_pi, "ostcHash")), (unsigned long long)root);
@@ -352,55 +238,29 @@ static json_t *signed_enqueue(const char *url, const char *keyfile, uint64_t roo
   json_error_t je;
   json_t *permit = json_loads(out, 0, &je);
   if (!permit) fail_msg("permit: %s", out);
-  char saved[64];
-  snprintf(saved, sizeof saved, "%s", base);
-  snprintf(base, sizeof base, "%s", url);
   json_error_t je2;
-  json_t *r = call("xgr.enqueue", json_pack("{s:s, s:s, s:s, s:I, s:{s:s, s:o}, s:o}", "xrc729",
+  json_t *r = xh_call(d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:I, s:{s:s, s:o}, s:o}", "xrc729",
                                             json_string_value(json_object_get(pub_pi, "registry")), "ostcId", "IterationOfPi",
                                             "ostcHash", json_string_value(json_object_get(pub_pi, "ostcHash")), "rootPid",
                                             (json_int_t)root, "init", "stepId", "PiIterationStep", "payload",
                                             json_loads("{\"Iter\":0,\"S\":0.0,\"Pi\":0.0}", 0, &je2), "permit", permit));
-  snprintf(base, sizeof base, "%s", saved);
   return r;
 }
 
 static void test_permits_chain_registry(void **st) {
   (void)st;
-  assert_int_equal(write_file("k1.key", "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\n"), 0);
-  char path[256], portfile[128];
+  char path[512];
   snprintf(path, sizeof path, "%s/k1.key", dir);
-  chmod(path, 0600);
-  snprintf(portfile, sizeof portfile, "%s/port2", dir);
-  pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the test */
-    char log[128];
-    snprintf(log, sizeof log, "%s/xgrd2.log", dir);
-    FILE *f = freopen(log, "a", stderr);
-    (void)f;
-    execl(getenv("XGRD"), "xgrd", "--listen", "127.0.0.1:0", "--port-file", portfile, "--chain", node.url, "--chain-id",
-          "31337", "--time-scale", "100000", (char *)NULL);
-    _exit(127);
-  }
-  char url[64] = "";
-  for (int i = 0; i < 400 && !url[0]; i++) {
-    FILE *f = fopen(portfile, "r");
-    unsigned port = 0;
-    if (f) {
-      if (fscanf(f, "%u", &port) != 1) port = 0;
-      fclose(f);
-    }
-    if (port) snprintf(url, sizeof url, "http://127.0.0.1:%u", port);
-    else sleep_ms(25);
-  }
-  assert_true(url[0]);
+  assert_int_equal(anvil_key_file(1, path), 0);
+  xh_daemon xd2;   /* permits (the default auth), memory store */
+  xh_init(&xd2, "xgrd-chain-permits");
+  xh_start(&xd2, (const char *[]){"--chain", node.url, "--chain-id", "31337", "--time-scale", "100000", NULL});
   /* the registry's owner (account 0, who published it) */
-  json_t *r = signed_enqueue(url, "k0.key", 1);
+  json_t *r = signed_enqueue(&xd2, "k0.key", 1);
   if (!json_object_get(r, "result")) fail_msg("owner refused: %s", json_dumps(r, JSON_COMPACT));
   json_decref(r);
   /* account 1: neither owner nor executor */
-  r = signed_enqueue(url, "k1.key", 1);
+  r = signed_enqueue(&xd2, "k1.key", 1);
   json_t *err = json_object_get(r, "error");
   assert_non_null(err);
   assert_int_equal(json_integer_value(json_object_get(err, "code")), -32007);
@@ -412,13 +272,11 @@ static void test_permits_chain_registry(void **st) {
   char buf[128];
   snprintf(buf, sizeof buf, "[\"%s\"]", node.accounts[1]);
   assert_int_equal(anvil_send(&node, 0, json_string_value(json_object_get(pub_pi, "registry")), "addExecutor(address)", buf), 0);
-  r = signed_enqueue(url, "k1.key", 1);
+  r = signed_enqueue(&xd2, "k1.key", 1);
   if (!json_object_get(r, "result")) fail_msg("executor refused: %s", json_dumps(r, JSON_COMPACT));
   json_decref(r);
-  kill(pid, SIGTERM);
-  int status;
-  waitpid(pid, &status, 0);
-  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_int_equal(xh_stop(&xd2, SIGTERM), 0);
+  xh_remove(&xd2);
 }
 
 /* xgr_validateDataTransfer with the registry's address as `orchestration` + ostcId: the first

@@ -20,120 +20,37 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../daemon/harness.h"
 #include "anvil.h"
 #include "xgr/keccak.h"
 
 static anvil node;
-static char dir[64], token[43], base[64];
-static pid_t xgrd_pid;
+static xh_daemon xd;          /* the xgrd under test; its directory also holds the key and the bundle */
+static const char *dir = xd.dir;
+static char token[43];
 static json_t *pub;
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static int write_file(const char *name, const char *text) {
-  char path[256];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
-  fputs(text, f);
-  return fclose(f);
-}
-
-typedef struct sinkb {
-  char *p;
-  size_t n;
-} sinkb;
-
-static size_t sink(char *ptr, size_t size, size_t nmemb, void *ud) {
-  sinkb *b = ud;
-  b->p = realloc(b->p, b->n + size * nmemb + 1);
-  memcpy(b->p + b->n, ptr, size * nmemb);
-  b->n += size * nmemb;
-  b->p[b->n] = 0;
-  return size * nmemb;
-}
-
-static json_t *call(const char *method, json_t *params) {
-  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
-  char *body = json_dumps(rq, JSON_COMPACT);
-  json_decref(rq);
-  CURL *h = curl_easy_init();
-  sinkb b = {0};
-  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-  curl_easy_setopt(h, CURLOPT_URL, base);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-  CURLcode rc = curl_easy_perform(h);
-  curl_easy_cleanup(h);
-  curl_slist_free_all(hd);
-  free(body);
-  if (rc != CURLE_OK) fail_msg("xgrd call %s: %s", method, curl_easy_strerror(rc));
-  json_error_t je;
-  json_t *j = json_loads(b.p ? b.p : "", 0, &je);
-  if (!j) fail_msg("not JSON: %s", b.p);
-  free(b.p);
-  return j;
-}
+static json_t *call(const char *method, json_t *params) { return xh_call(&xd, method, params); }
 
 static int start_xgrd(void) {
-  char portfile[128], store[128], key[128];
-  snprintf(portfile, sizeof portfile, "%s/port", dir);
-  unlink(portfile);
-  snprintf(store, sizeof store, "sqlite:%s/xgrd.db", dir);
+  char key[300];
   snprintf(key, sizeof key, "%s/k0.key", dir);
-  xgrd_pid = fork();
-  if (xgrd_pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the test */
-    char log[128];
-    snprintf(log, sizeof log, "%s/xgrd.log", dir);
-    FILE *f = freopen(log, "a", stderr);
-    (void)f;
-    execl(getenv("XGRD"), "xgrd", "--listen", "127.0.0.1:0", "--port-file", portfile, "--auth", "none", "--chain", node.url,
-          "--engine-key", key, "--store", store, "--workers", "2", (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 400; i++) {
-    FILE *f = fopen(portfile, "r");
-    unsigned port = 0;
-    if (f) {
-      if (fscanf(f, "%u", &port) != 1) port = 0;
-      fclose(f);
-    }
-    if (port) {
-      snprintf(base, sizeof base, "http://127.0.0.1:%u/", port);
-      return 0;
-    }
-    sleep_ms(25);
-  }
-  return -1;
+  xh_spawn(&xd, (const char *[]){"--auth", "none", "--chain", node.url, "--engine-key", key, "--store", xd.store,
+                                 "--workers", "2", NULL});
+  return xh_wait_port(&xd);
 }
 
 /* Stop xgrd with sig; true when it exited with status 0 (a clean stop; under ASan also the leak
  * check). */
-static bool stop_xgrd(int sig) {
-  if (xgrd_pid <= 0) return true;
-  kill(xgrd_pid, sig);
-  int st;
-  waitpid(xgrd_pid, &st, 0);
-  xgrd_pid = 0;
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
+static bool stop_xgrd(int sig) { return xh_stop(&xd, sig) == 0; }
 
 static int setup(void **st) {
   (void)st;
   if (anvil_start(&node, NULL)) return -1;
-  snprintf(dir, sizeof dir, "/tmp/xgr-xgrd-exec-XXXXXX");
-  if (!mkdtemp(dir)) return -1;
-  if (write_file("k0.key", "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80\n")) return -1;
-  char path[256];
+  xh_init(&xd, "xgrd-exec");
+  char path[512];
   snprintf(path, sizeof path, "%s/k0.key", dir);
-  chmod(path, 0600);
+  if (anvil_key_file(0, path)) return -1;
   /* account 0 (the engine key) holds the supply */
   if (anvil_deploy(&node, "TestToken", "(string,string,uint256)", "[\"T\", \"T\", 1000000]", token)) return -1;
   char doc[2048];
@@ -144,16 +61,10 @@ static int setup(void **st) {
            "\"execution\":{\"to\":\"%s\",\"gas\":{\"limit\":120000},\"function\":\"transfer(address,uint256)(bool)\","
            "\"args\":[{\"type\":\"address\",\"value\":\"[To]\"},{\"type\":\"uint256\",\"value\":\"[Amount]\"}]}}}}}",
            token);
-  if (write_file("pay.json", doc)) return -1;
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s publish %s/pay.json --chain %s --key %s/k0.key --json", getenv("XGR"), dir, node.url, dir);
-  FILE *p = popen(cmd, "r");
-  char out[4096];
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = 0;
-  if (pclose(p)) return -1;
-  json_error_t je;
-  if (!(pub = json_loads(out, 0, &je))) return -1;
+  if (xh_write(dir, "pay.json", doc)) return -1;
+  char bundle[512];
+  snprintf(bundle, sizeof bundle, "%s/pay.json", dir);
+  if (!(pub = anvil_publish(&node, bundle, path))) return -1;
   return start_xgrd();
 }
 
@@ -161,13 +72,11 @@ static int teardown(void **st) {
   (void)st;
   int bad = stop_xgrd(SIGTERM) ? 0 : -1;
   if (bad) {
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "tail -40 %s/xgrd.log >&2", dir);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "tail -40 %s >&2", xd.log);
     if (system(cmd)) {}
   }
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) {}
+  xh_remove(&xd);
   json_decref(pub);
   anvil_stop(&node);
   return bad;
@@ -193,7 +102,7 @@ static json_t *settled(uint64_t root) {
       return x;
     }
     json_decref(r);
-    sleep_ms(25);
+    xh_msleep(25);
   }
   fail_msg("session %llu: execution never settled", (unsigned long long)root);
   return NULL;
@@ -215,7 +124,7 @@ static void test_transfer_in_history(void **st) {
   json_decref(res);
   /* `xgr show` prints it under the step */
   char cmd[512], out[8192];
-  snprintf(cmd, sizeof cmd, "%s show 1 --owner %s --url %s", getenv("XGR"), node.accounts[0], base);
+  snprintf(cmd, sizeof cmd, "%s show 1 --owner %s --url http://127.0.0.1:%d/", getenv("XGR"), node.accounts[0], xd.port);
   FILE *p = popen(cmd, "r");
   size_t n = fread(out, 1, sizeof out - 1, p);
   out[n] = 0;
@@ -281,7 +190,7 @@ static void test_crash_exactly_once(void **st) {
   /* a second restart sends nothing again */
   assert_true(stop_xgrd(SIGTERM));
   assert_int_equal(start_xgrd(), 0);
-  sleep_ms(500);
+  xh_msleep(500);
   assert_int_equal(transfers_to(to), N);
 }
 

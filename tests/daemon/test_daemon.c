@@ -30,159 +30,37 @@
 /* xgrd runs in permit mode (the default): the test identities have keys, and rpc() signs the permit
  * each call needs with the key of the identity the params name (tests/permits/test_signer.h). */
 #include "../permits/test_signer.h"
+#include "harness.h"
 #define OWNER TS_OWNER
 #define OTHER TS_OTHER
 #define DELEGATE TS_DELEGATE
 
-typedef struct daemon_t {
-  pid_t pid;
-  int port;
-  char dir[256];
-  char store[300];
-} daemon_t;
-
-/* Daemons started by the current test, killed by the teardown when a test fails half-way. */
-static pid_t g_started[8];
-
-static int teardown(void **state) {
-  (void)state;
-  for (size_t i = 0; i < sizeof g_started / sizeof g_started[0]; i++)
-    if (g_started[i] > 0) {
-      kill(g_started[i], SIGKILL);
-      waitpid(g_started[i], NULL, 0);
-      g_started[i] = 0;
-    }
-  return 0;
-}
-
-static void remember(pid_t pid, bool add) {
-  for (size_t i = 0; i < sizeof g_started / sizeof g_started[0]; i++)
-    if (add ? g_started[i] == 0 : g_started[i] == pid) {
-      g_started[i] = add ? pid : 0;
-      return;
-    }
-}
-
-static const char *xgrd_path(void) {
-  const char *p = getenv("XGRD");
-  return p ? p : "./xgrd";
-}
+typedef xh_daemon daemon_t;
 
 static const char *src_dir(void) {
   const char *p = getenv("XGR_SRC");
   return p ? p : ".";
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void msleep(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-/* Start xgrd on port 0 with the daemon's store and up to four extra arguments; waits for the port
- * file. */
+/* Start xgrd on port 0 in permit mode with the daemon's store and up to four extra arguments;
+ * waits for the port file. */
 static void start4(daemon_t *d, const char *extra1, const char *extra2, const char *extra3, const char *extra4) {
-  char portfile[320], logf[320];
-  snprintf(portfile, sizeof portfile, "%s/port", d->dir);
-  snprintf(logf, sizeof logf, "%s/xgrd.log", d->dir);
-  unlink(portfile);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    FILE *f = freopen(logf, "a", stderr);
-    (void)f;
-    const char *argv[20] = {xgrd_path(), "--listen", "127.0.0.1:0", "--auth", "permits", "--store", d->store,
-                            "--port-file", portfile, "--workers", "2", "--timeout", "2"};
-    int n = 13;
-    if (extra1) argv[n++] = extra1;
-    if (extra2) argv[n++] = extra2;
-    if (extra3) argv[n++] = extra3;
-    if (extra4) argv[n++] = extra4;
-    argv[n] = NULL;
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  d->pid = pid;
-  remember(pid, true);
-  for (int i = 0; i < 500; i++) {
-    FILE *f = fopen(portfile, "r");
-    if (f) {
-      int ok = fscanf(f, "%d", &d->port);
-      fclose(f);
-      if (ok == 1 && d->port > 0) return;
-    }
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid) fail_msg("xgrd exited at start (see %s)", logf);
-    msleep(10);
-  }
-  fail_msg("xgrd did not write its port file");
+  const char *args[16] = {"--auth", "permits", "--store", d->store, "--workers", "2", "--timeout", "2"};
+  int n = 8;
+  if (extra1) args[n++] = extra1;
+  if (extra2) args[n++] = extra2;
+  if (extra3) args[n++] = extra3;
+  if (extra4) args[n++] = extra4;
+  args[n] = NULL;
+  xh_start(d, args);
 }
 
 static void start(daemon_t *d, const char *extra1, const char *extra2) { start4(d, extra1, extra2, NULL, NULL); }
 
-/* Signal xgrd and return its exit status. */
-static int stop(daemon_t *d, int sig) {
-  kill(d->pid, sig);
-  int st = 0;
-  waitpid(d->pid, &st, 0);
-  remember(d->pid, false);
-  d->pid = 0;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-typedef struct hbuf {
-  char *p;
-  size_t n;
-} hbuf;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
-  hbuf *b = ud;
-  size_t n = size * nmemb;
-  b->p = realloc(b->p, b->n + n + 1);
-  memcpy(b->p + b->n, ptr, n);
-  b->n += n;
-  b->p[b->n] = 0;
-  return n;
-}
-
-/* POST body with a content type; returns the HTTP status, *out the body (malloc'd). */
+/* One HTTP request with a content type; returns the HTTP status, *out the body (malloc'd). */
 static long http(const daemon_t *d, const char *verb, const char *path, const char *ctype, const char *body, size_t len,
                  char **out) {
-  CURL *h = curl_easy_init();
-  char url[128];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
-  hbuf b = {0};
-  struct curl_slist *hd = NULL;
-  if (ctype) {
-    char line[128];
-    snprintf(line, sizeof line, "Content-Type: %s", ctype);
-    hd = curl_slist_append(hd, line);
-  }
-  hd = curl_slist_append(hd, "Expect:");
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  if (body) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
-  }
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, verb);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
-  CURLcode cc = curl_easy_perform(h);
-  long status = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(hd);
-  curl_easy_cleanup(h);
-  if (cc != CURLE_OK) status = -1;
-  if (out) *out = b.p ? b.p : strdup("");
-  else free(b.p);
-  return status;
+  return xh_http(d, verb, path, ctype, body, len, 20, out);
 }
 
 static json_t *rpc(const daemon_t *d, const char *method, json_t *params);
@@ -229,31 +107,12 @@ static json_t *rpc(const daemon_t *d, const char *method, json_t *params) {
   g_sign.info.ctx = (void *)d;
   xgr_error se;
   if (params) tsign_attach(&g_sign, method, params, &se);   /* unsignable params go unsigned: xgrd judges them */
-  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 7, "method", method, "params",
-                         params ? params : json_object());
-  char *s = json_dumps(rq, JSON_COMPACT);
-  json_decref(rq);
-  char *out;
-  long st = http(d, "POST", "/", "application/json", s, strlen(s), &out);
-  free(s);
-  if (st != 200) fail_msg("%s: HTTP %ld %s", method, st, out);
-  json_t *r = json_loads(out, 0, NULL);
-  if (!r) fail_msg("%s: not JSON: %s", method, out);
-  free(out);
-  return r;
+  return xh_call(d, method, params);
 }
 
 /* The result of a call that must succeed (new reference). */
 static json_t *ok(const daemon_t *d, const char *method, json_t *params) {
-  json_t *r = rpc(d, method, params);
-  json_t *e = json_object_get(r, "error");
-  if (e) {
-    char *t = json_dumps(e, 0);
-    fail_msg("%s failed: %s", method, t);
-  }
-  json_t *res = json_incref(json_object_get(r, "result"));
-  json_decref(r);
-  return res;
+  return xh_result(method, rpc(d, method, params));
 }
 
 /* A call that must fail with code (and data.path when path is not NULL). */
@@ -292,37 +151,26 @@ static void deploy(const daemon_t *d, const char *file, const char *reg) {
 }
 
 static void mkdaemon(daemon_t *d, const char *name) {
-  memset(d, 0, sizeof *d);
-  snprintf(d->dir, sizeof d->dir, "/tmp/xgr-test-daemon-%s-%d", name, (int)getpid());
-  mkdir(d->dir, 0700);
-  snprintf(d->store, sizeof d->store, "sqlite:%s/store.db", d->dir);
+  char n[64];
+  snprintf(n, sizeof n, "test-daemon-%s", name);
+  xh_init(d, n);
   const char *pg = getenv("XGR_PG_URL");   /* test_daemon_pg: xgrd on PostgreSQL (tests/pg) */
   if (pg && *pg) snprintf(d->store, sizeof d->store, "%s", pg);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -f %s/store.db*", d->dir);
-  if (system(cmd)) { /* nothing to remove */ }
-}
-
-static void rmdaemon(daemon_t *d) {
-  if (d->pid) stop(d, SIGKILL);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
-  if (system(cmd)) { /* best effort */ }
 }
 
 static const char *sget(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* Wait until xgr_sessionAlive says false (at most secs). */
 static bool wait_dead(const daemon_t *d, const char *owner, uint64_t root, double secs) {
-  double t0 = now_s();
+  double t0 = xh_now();
   char r[24];
   snprintf(r, sizeof r, "%llu", (unsigned long long)root);
-  while (now_s() - t0 < secs) {
+  while (xh_now() - t0 < secs) {
     json_t *res = ok(d, "xgr_sessionAlive", json_pack("[s, s]", owner, r));
     bool alive = json_is_true(res);
     json_decref(res);
     if (!alive) return true;
-    msleep(20);
+    xh_msleep(20);
   }
   return false;
 }
@@ -409,8 +257,8 @@ static void test_registries_and_enqueue(void **state) {
   fails(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "from", OTHER, "xrc729",
                                      "0x00000000000000000000000000000000000000f1", "init", "stepId", "A"), -32007, "permit.message.from");
   json_decref(g);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 static void test_public_methods(void **state) {
@@ -463,13 +311,13 @@ static void test_public_methods(void **state) {
   snprintf(rs, sizeof rs, "%llu", (unsigned long long)root);
   snprintf(pid2, sizeof pid2, "%llu:2", (unsigned long long)root);
   /* wait for W to exist (stepExecuted 1 true, 2 false, 99 null) */
-  double t0 = now_s();
+  double t0 = xh_now();
   json_t *se = NULL;
   for (;;) {
     se = ok(&d, "xgr_stepExecuted", json_pack("[s, s, i]", OWNER, rs, 2));
-    if (json_is_false(se) || now_s() - t0 > 5) break;
+    if (json_is_false(se) || xh_now() - t0 > 5) break;
     json_decref(se);
-    msleep(10);
+    xh_msleep(10);
   }
   assert_true(json_is_false(se));
   json_decref(se);
@@ -531,14 +379,14 @@ static void test_public_methods(void **state) {
   json_decref(e);
   snprintf(pid2, sizeof pid2, "%llu:2", (unsigned long long)r2);
   snprintf(rs, sizeof rs, "%llu", (unsigned long long)r2);
-  t0 = now_s();
+  t0 = xh_now();
   for (;;) {
     json_t *r = rpc(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", pid2));
     bool good = json_object_get(r, "result") != NULL;
     json_decref(r);
     if (good) break;
-    assert_true(now_s() - t0 < 5);
-    msleep(10);
+    assert_true(xh_now() - t0 < 5);
+    xh_msleep(10);
   }
   assert_true(wait_dead(&d, OWNER, r2, 5));
   e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729",
@@ -553,14 +401,14 @@ static void test_public_methods(void **state) {
   assert_string_equal(sget(k, "status"), "killed");
   json_decref(k);
   assert_true(wait_dead(&d, OWNER, r3, 5));
-  msleep(50);
+  xh_msleep(50);
   st = session_status(&d, OWNER, r3);
   assert_string_equal(st, "killed");
   free(st);
   fails(&d, "xgr_control", json_pack("[{s:s, s:s, s:I}]", "from", OWNER, "action", "kill", "sessionId", (json_int_t)r3),
         -32004, NULL);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 static void test_pause_resume_kill(void **state) {
@@ -572,11 +420,11 @@ static void test_pause_resume_kill(void **state) {
   json_t *e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:{s:s, s:{s:i}}}", "owner", OWNER, "rootPid", 9, "init",
                                               "stepId", "T", "payload", "max", 1000));
   json_decref(e);
-  msleep(100);
+  xh_msleep(100);
   json_t *p = ok(&d, "xgr.pause", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "9"));
   assert_true(json_is_true(json_object_get(p, "ok")));
   json_decref(p);
-  msleep(1300);   /* the next tick is due after 1 s, but the session is paused */
+  xh_msleep(1300);   /* the next tick is due after 1 s, but the session is paused */
   json_t *ls = ok(&d, "xgr.listSessions", json_pack("{s:s, s:i, s:s}", "owner", OWNER, "rootPid", 9, "sort", "iter:desc"));
   json_t *first = json_array_get(json_object_get(ls, "items"), 0);
   assert_string_equal(sget(first, "status"), "paused");
@@ -589,7 +437,7 @@ static void test_pause_resume_kill(void **state) {
   fails(&d, "xgr.pause", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "from", OTHER, "pid", "9"), -32007, "permit.message.from");
   p = ok(&d, "xgr_resume", json_pack("[{s:s, s:s}]", "owner", OWNER, "pid", "9"));
   json_decref(p);
-  msleep(1300);
+  xh_msleep(1300);
   ls = ok(&d, "xgr.listSessions", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 9));
   assert_true(json_array_size(json_object_get(ls, "items")) > before);
   json_decref(ls);
@@ -598,8 +446,8 @@ static void test_pause_resume_kill(void **state) {
   assert_true(wait_dead(&d, OWNER, 9, 5));
   fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "9"), -32004, NULL);
   fails(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "pid", "nine"), -32602, "pid");
-  assert_int_equal(stop(&d, SIGINT), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGINT), 0);
+  xh_remove(&d);
 }
 
 static void test_protocol(void **state) {
@@ -659,8 +507,8 @@ static void test_protocol(void **state) {
     if (!strstr(out, names[i])) fail_msg("metrics lack %s", names[i]);
   if (metric(out, "xgr_runtime_events{kind=\"actor_turns\"}") < 0) fail_msg("metrics lack the runtime's counters");
   free(out);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* A client that sends half a request and stalls is dropped after the timeout (2 s) while others
@@ -676,17 +524,17 @@ static void test_slow_client(void **state) {
   assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   const char *half = "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: appl";
   assert_true(send(fd, half, strlen(half), 0) > 0);
-  double t0 = now_s();
+  double t0 = xh_now();
   for (int i = 0; i < 20; i++) {
     json_t *r = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
     json_decref(r);
   }
-  assert_true(now_s() - t0 < 1.5);   /* not held up by the slow client */
+  assert_true(xh_now() - t0 < 1.5);   /* not held up by the slow client */
   struct timeval tv = {6, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char buf[256];
   ssize_t n = recv(fd, buf, sizeof buf, 0);
-  double waited = now_s() - t0;
+  double waited = xh_now() - t0;
   assert_true(n <= 0);            /* closed, no answer */
   assert_true(waited < 5.5);      /* by the server's timeout, not ours */
   close(fd);
@@ -701,8 +549,8 @@ static void test_slow_client(void **state) {
   close(fd);
   json_t *r = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
   json_decref(r);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* Pause process `pid` of OWNER; false while it does not exist yet (the session is starting). */
@@ -755,11 +603,11 @@ static void test_restart(void **state) {
   e = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i, s:s, s:{s:s}}", "owner", OWNER, "rootPid", 200, "xrc729", "joins", "init",
                                       "stepId", "A"));
   json_decref(e);
-  for (int i = 0; i < 100 && !paused_ok(&d, "200:2"); i++) msleep(10);
-  msleep(1300);                         /* a tick or two done, the next ones waiting; B has run */
+  for (int i = 0; i < 100 && !paused_ok(&d, "200:2"); i++) xh_msleep(10);
+  xh_msleep(1300);                         /* a tick or two done, the next ones waiting; B has run */
   json_int_t closed_at = join_closed_at(&d, 200, "200:2");
   assert_true(closed_at > 0);
-  assert_int_equal(stop(&d, SIGTERM), 0);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
   start(&d, NULL, NULL);
   /* listing by owner without rootPid reads the store's sessions table: every session of the
    * earlier process is listed (join view and raw rows), newest rootPid first */
@@ -787,8 +635,8 @@ static void test_restart(void **state) {
   assert_true(json_is_true(al));        /* recovered, still ticking */
   json_decref(al);
   assert_int_equal(join_closed_at(&d, 200, "200:2"), closed_at);   /* after the graceful restart */
-  msleep(700);
-  assert_int_equal(stop(&d, SIGKILL), 128 + SIGKILL);   /* a crash */
+  xh_msleep(700);
+  assert_int_equal(xh_stop(&d, SIGKILL), 128 + SIGKILL);   /* a crash */
   start(&d, NULL, NULL);
   assert_int_equal(join_closed_at(&d, 200, "200:2"), closed_at);   /* after the crash */
   json_t *rs = ok(&d, "xgr_resume", json_pack("[{s:s, s:s}]", "owner", OWNER, "pid", "200:2"));
@@ -810,8 +658,8 @@ static void test_restart(void **state) {
   json_t *w = ok(&d, "xgr_wakeUpProcess", json_pack("[{s:s, s:s}]", "from", OWNER, "processId", "100:2"));
   json_decref(w);
   assert_true(wait_dead(&d, OWNER, 100, 5));
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* The value of a metric line that starts with `prefix` in a /metrics text, or -1. */
@@ -852,14 +700,14 @@ static void test_store_full(void **state) {
   }
   free(pad);
   /* every tick (10 ms at --time-scale 100) writes a process row and a history row of ~3 KB */
-  double t0 = now_s();
+  double t0 = xh_now();
   while (http(&d, "GET", "/readyz", NULL, NULL, 0, NULL) == 200) {
-    if (now_s() - t0 > 30) fail_msg("the store did not fill up");
-    msleep(50);
+    if (xh_now() - t0 > 30) fail_msg("the store did not fill up");
+    xh_msleep(50);
   }
-  msleep(300);   /* the failure has reached every session */
+  xh_msleep(300);   /* the failure has reached every session */
   double s1 = steps_applied(&d);
-  msleep(500);   /* 50 ticks per session would be due meanwhile */
+  xh_msleep(500);   /* 50 ticks per session would be due meanwhile */
   double s2 = steps_applied(&d);
   assert_true(s1 > 0);
   assert_true(s1 == s2);
@@ -880,7 +728,7 @@ static void test_store_full(void **state) {
   json_t *gs = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 1));
   size_t ticks_before = json_array_size(json_object_get(gs, "history"));
   json_decref(gs);
-  assert_int_equal(stop(&d, SIGTERM), 4);
+  assert_int_equal(xh_stop(&d, SIGTERM), 4);
   char logf[320], line[4096];
   snprintf(logf, sizeof logf, "%s/xgrd.log", d.dir);
   FILE *f = fopen(logf, "r");
@@ -893,7 +741,7 @@ static void test_store_full(void **state) {
   /* restart on a store that can grow: recovered, the sessions go on from their last commit */
   start4(&d, "--time-scale", "100", NULL, NULL);
   assert_int_equal(http(&d, "GET", "/readyz", NULL, NULL, 0, NULL), 200);
-  t0 = now_s();
+  t0 = xh_now();
   for (;;) {
     gs = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", 1));
     size_t now_ticks = json_array_size(json_object_get(gs, "history"));
@@ -905,11 +753,11 @@ static void test_store_full(void **state) {
     }
     json_decref(gs);
     if (now_ticks > ticks_before + 5) break;
-    if (now_s() - t0 > 10) fail_msg("session 1 did not go on after the restart (%zu ticks)", now_ticks);
-    msleep(50);
+    if (xh_now() - t0 > 10) fail_msg("session 1 did not go on after the restart (%zu ticks)", now_ticks);
+    xh_msleep(50);
   }
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* Many concurrent clients enqueue gate sessions and wake them (libcurl multi, keep-alive):
@@ -953,7 +801,7 @@ static void test_load(void **state) {
   struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
   typedef struct slot {
     CURL *h;
-    hbuf b;
+    xh_buf b;
     char body[4096];
     int phase;   /* 0 enqueue, 1 wake */
     int n;
@@ -966,12 +814,12 @@ static void test_load(void **state) {
     s[i].h = curl_easy_init();
     curl_easy_setopt(s[i].h, CURLOPT_URL, url);
     curl_easy_setopt(s[i].h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(s[i].h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(s[i].h, CURLOPT_WRITEFUNCTION, xh_buf_sink);
     curl_easy_setopt(s[i].h, CURLOPT_WRITEDATA, &s[i].b);
     curl_easy_setopt(s[i].h, CURLOPT_PRIVATE, &s[i]);
     curl_easy_setopt(s[i].h, CURLOPT_TIMEOUT, 30L);
   }
-  double t0 = now_s();
+  double t0 = xh_now();
   int launched = 0;
   for (int i = 0; i < CLIENTS && next < SESSIONS; i++) {
     s[i].n = ++next;
@@ -981,7 +829,7 @@ static void test_load(void **state) {
     curl_multi_add_handle(m, s[i].h);
     launched++;
   }
-  while (launched > 0 && now_s() - t0 < 60) {
+  while (launched > 0 && xh_now() - t0 < 60) {
     int running;
     curl_multi_perform(m, &running);
     CURLMsg *msg;
@@ -1035,7 +883,7 @@ static void test_load(void **state) {
     }
     curl_multi_poll(m, NULL, 0, 100, NULL);
   }
-  double secs = now_s() - t0;
+  double secs = xh_now() - t0;
   print_message("load: %d sessions enqueued and woken by %d clients in %.2f s (%.0f req/s), %d wake retries\n", done,
                 CLIENTS, secs, (2.0 * done + retries) / secs, retries);
   for (int i = 0; i < CLIENTS; i++) curl_easy_cleanup(s[i].h);
@@ -1080,8 +928,8 @@ static void test_load(void **state) {
     if (!listed[i]) fail_msg("session %d was on no page", i);
   free(listed);
   free(phase_of);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* ---- drift bugs of issue 13: every method parses the same field the same way ------------------ */
@@ -1134,8 +982,8 @@ static void test_drift_ostc_id(void **state) {
   json_decref(ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:{s:s}}", "owner", OWNER, "xrc729", REG_F3, "ostcId", id96,
                                               "init", "stepId", "S")));
   json_decref(b);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* Listing in allow-list mode asks the session core's own __wakeUp check: when steps[stepId] is not
@@ -1154,14 +1002,14 @@ static void test_drift_allow_list(void **state) {
   json_decref(e);
   char rs[24];
   snprintf(rs, sizeof rs, "%llu", (unsigned long long)root);
-  double t0 = now_s();
+  double t0 = xh_now();
   for (;;) {   /* W waits */
     json_t *se = ok(&d, "xgr_stepExecuted", json_pack("[s, s, i]", OWNER, rs, 2));
     bool waiting = json_is_false(se);
     json_decref(se);
     if (waiting) break;
-    assert_true(now_s() - t0 < 5);
-    msleep(10);
+    assert_true(xh_now() - t0 < 5);
+    xh_msleep(10);
   }
   json_t *ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:s, s:s}]", "from", DELEGATE, "runner", OWNER, "rootId", rs));
   assert_int_equal(json_array_size(json_object_get(ls, "sessions")), 1);
@@ -1192,8 +1040,8 @@ static void test_drift_allow_list(void **state) {
   assert_int_equal(json_integer_value(json_object_get(w, "woken")), 1);
   json_decref(w);
   assert_true(wait_dead(&d, OWNER, root, 5));
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 /* One unsigned-integer parser, range-checked: a decimal string beyond 2^64-1 is refused at its
@@ -1224,25 +1072,25 @@ static void test_drift_uint_range(void **state) {
   json_t *al = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "18446744073709551615"));
   assert_true(json_is_false(al));
   json_decref(al);
-  assert_int_equal(stop(&d, SIGTERM), 0);
-  rmdaemon(&d);
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
 }
 
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test_teardown(test_registries_and_enqueue, teardown),
-    cmocka_unit_test_teardown(test_public_methods, teardown),
-    cmocka_unit_test_teardown(test_pause_resume_kill, teardown),
-    cmocka_unit_test_teardown(test_protocol, teardown),
-    cmocka_unit_test_teardown(test_slow_client, teardown),
-    cmocka_unit_test_teardown(test_restart, teardown),
-    cmocka_unit_test_teardown(test_load, teardown),
-    cmocka_unit_test_teardown(test_store_full, teardown),
-    cmocka_unit_test_teardown(test_drift_ostc_id, teardown),
-    cmocka_unit_test_teardown(test_drift_allow_list, teardown),
-    cmocka_unit_test_teardown(test_drift_uint_range, teardown),
+    cmocka_unit_test_teardown(test_registries_and_enqueue, xh_teardown),
+    cmocka_unit_test_teardown(test_public_methods, xh_teardown),
+    cmocka_unit_test_teardown(test_pause_resume_kill, xh_teardown),
+    cmocka_unit_test_teardown(test_protocol, xh_teardown),
+    cmocka_unit_test_teardown(test_slow_client, xh_teardown),
+    cmocka_unit_test_teardown(test_restart, xh_teardown),
+    cmocka_unit_test_teardown(test_load, xh_teardown),
+    cmocka_unit_test_teardown(test_store_full, xh_teardown),
+    cmocka_unit_test_teardown(test_drift_ostc_id, xh_teardown),
+    cmocka_unit_test_teardown(test_drift_allow_list, xh_teardown),
+    cmocka_unit_test_teardown(test_drift_uint_range, xh_teardown),
   };
   const char *only = getenv("XGR_TEST_FILTER");   /* e.g. XGR_TEST_FILTER='test_drift_*' */
   if (only && *only) cmocka_set_test_filter(only);

@@ -30,14 +30,13 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "harness.h"
 #include "xgr/value.h"
 
 #define OWNER "0x00000000000000000000000000000000000000c1"
 #define MAX_BODY 65536
 
-static pid_t g_pid;
-static int g_port;
-static char g_dir[256], g_log[320];
+static xh_daemon g_d;   /* the daemon under test */
 static uint64_t g_rng;
 static long g_results, g_errors;   /* answers seen */
 
@@ -48,12 +47,6 @@ static uint64_t rnd(void) {   /* xorshift64* */
   return g_rng * 0x2545F4914F6CDD1Dull;
 }
 static unsigned pick(unsigned n) { return (unsigned)(rnd() % n); }
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- a growable text -------------------------------------------------------------------------- */
 
@@ -230,57 +223,17 @@ static void gen_request(txt *t) {
 /* ---- the daemon ----------------------------------------------------------------------------------- */
 
 static void start_daemon(void) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/xgr-test-rpcfuzz-%d", (int)getpid());
-  mkdir(g_dir, 0700);
-  char store[300], portfile[300];
-  snprintf(store, sizeof store, "sqlite:%s/store.db", g_dir);
-  snprintf(portfile, sizeof portfile, "%s/port", g_dir);
-  snprintf(g_log, sizeof g_log, "%s/xgrd.log", g_dir);
-  const char *xgrd = getenv("XGRD") ? getenv("XGRD") : "./xgrd";
-  g_pid = fork();
-  assert_true(g_pid >= 0);
-  if (g_pid == 0) {
-    FILE *f = freopen(g_log, "w", stderr);
-    (void)f;
-    char mb[32];
-    snprintf(mb, sizeof mb, "%d", MAX_BODY);
-    execl(xgrd, xgrd, "--listen", "127.0.0.1:0", "--auth", "none", "--store", store, "--port-file", portfile,
-          "--workers", "2", "--log-level", "warn", "--max-body", mb, "--first-step-timeout", "200", "--sync", "normal",
-          "--max-session-processes", "200", (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 3000; i++) {
-    FILE *f = fopen(portfile, "r");
-    if (f) {
-      int ok = fscanf(f, "%d", &g_port);
-      fclose(f);
-      if (ok == 1 && g_port > 0) return;
-    }
-    int st;
-    if (waitpid(g_pid, &st, WNOHANG) == g_pid) fail_msg("xgrd exited at start (see %s)", g_log);
-    usleep(10000);
-  }
-  fail_msg("xgrd did not write its port file");
+  xh_init(&g_d, "test-rpcfuzz");
+  char mb[32];
+  snprintf(mb, sizeof mb, "%d", MAX_BODY);
+  xh_start(&g_d, (const char *[]){"--auth", "none", "--store", g_d.store, "--workers", "2", "--log-level", "warn",
+                                  "--max-body", mb, "--first-step-timeout", "200", "--sync", "normal",
+                                  "--max-session-processes", "200", NULL});
 }
 
-typedef struct hbuf {
-  char *p;
-  size_t n;
-} hbuf;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
-  hbuf *b = ud;
-  size_t n = size * nmemb;
-  b->p = realloc(b->p, b->n + n + 1);
-  memcpy(b->p + b->n, ptr, n);
-  b->n += n;
-  b->p[b->n] = 0;
-  return n;
-}
-
-static long post(CURL *h, const char *body, size_t len, hbuf *out, double *secs) {
+static long post(CURL *h, const char *body, size_t len, xh_buf *out, double *secs) {
   char url[64];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d/", g_port);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/", g_d.port);
   struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
   hd = curl_slist_append(hd, "Expect:");
   curl_easy_reset(h);
@@ -288,12 +241,12 @@ static long post(CURL *h, const char *body, size_t len, hbuf *out, double *secs)
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, xh_buf_sink);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
   curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);   /* no hang over 5 s */
-  double t0 = now_s();
+  double t0 = xh_now();
   CURLcode cc = curl_easy_perform(h);
-  *secs = now_s() - t0;
+  *secs = xh_now() - t0;
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   curl_slist_free_all(hd);
@@ -325,7 +278,7 @@ static bool valid_response(xgr_value r, const char **why) {
   return true;
 }
 
-static void check_answer(const char *body, long st, const hbuf *out, double secs) {
+static void check_answer(const char *body, long st, const xh_buf *out, double secs) {
   if (secs > 5.0) fail_msg("answer took %.1f s for %.200s", secs, body);
   if (st < 0) fail_msg("no answer (curl error %ld) for %.300s", -st, body);
   if (st == 204 || st == 413) return;
@@ -355,7 +308,7 @@ static void test_rpc_fuzz(void **state) {
   start_daemon();
   /* something to act on: a rule, an orchestration, a session */
   CURL *h = curl_easy_init();
-  hbuf out = {0};
+  xh_buf out = {0};
   double dt;
   const char *setup[] = {
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_putRule\",\"params\":[{\"address\":\"S\",\"rule\":{\"payload\":{},"
@@ -367,11 +320,11 @@ static void test_rpc_fuzz(void **state) {
     long st = post(h, setup[i], strlen(setup[i]), &out, &dt);
     check_answer(setup[i], st, &out, dt);
     free(out.p);
-    out = (hbuf){0};
+    out = (xh_buf){0};
   }
-  double t0 = now_s();
+  double t0 = xh_now();
   long n = 0, nbatch = 0, nbig = 0, ngarbage = 0;
-  while (n < max && now_s() - t0 < secs) {
+  while (n < max && xh_now() - t0 < secs) {
     txt t = {0};
     unsigned kind = pick(20);
     if (kind == 0) {   /* raw garbage */
@@ -402,48 +355,34 @@ static void test_rpc_fuzz(void **state) {
     long st = post(h, t.p, t.n, &out, &dt);
     check_answer(t.p, st, &out, dt);
     free(out.p);
-    out = (hbuf){0};
+    out = (xh_buf){0};
     free(t.p);
     n++;
   }
   print_message("%ld requests (%ld batches, %ld over the cap, %ld garbage) in %.1f s: %ld results, %ld errors\n", n,
-                nbatch, nbig, ngarbage, now_s() - t0, g_results, g_errors);
+                nbatch, nbig, ngarbage, xh_now() - t0, g_results, g_errors);
   assert_true(g_results > 0 && g_errors > 0);
   /* still serving, stops cleanly, no sanitizer report */
   long st = post(h, setup[2], strlen(setup[2]), &out, &dt);
   check_answer(setup[2], st, &out, dt);
   free(out.p);
   curl_easy_cleanup(h);
-  kill(g_pid, SIGTERM);
-  int status = 0;
-  waitpid(g_pid, &status, 0);
-  g_pid = 0;
+  int status = xh_stop(&g_d, SIGTERM);
   char buf[1 << 16];
-  FILE *f = fopen(g_log, "r");
+  FILE *f = fopen(g_d.log, "r");
   size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
   buf[k] = 0;
   if (f) fclose(f);
   if (strstr(buf, "AddressSanitizer") || strstr(buf, "runtime error:") || strstr(buf, "LeakSanitizer"))
-    fail_msg("sanitizer report in %s:\n%.4000s", g_log, strstr(buf, "Sanitizer") ? strstr(buf, "Sanitizer") : buf);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("xgrd stopped with status %d (see %s)", status, g_log);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  if (system(cmd)) { /* best effort */ }
-}
-
-static int teardown(void **state) {
-  (void)state;
-  if (g_pid > 0) {
-    kill(g_pid, SIGKILL);
-    waitpid(g_pid, NULL, 0);
-  }
-  return 0;
+    fail_msg("sanitizer report in %s:\n%.4000s", g_d.log, strstr(buf, "Sanitizer") ? strstr(buf, "Sanitizer") : buf);
+  if (status != 0) fail_msg("xgrd stopped with status %d (see %s)", status, g_d.log);
+  xh_remove(&g_d);
 }
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   curl_global_init(CURL_GLOBAL_ALL);
-  const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_rpc_fuzz, teardown)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_rpc_fuzz, xh_teardown)};
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   curl_global_cleanup();
   return rc;

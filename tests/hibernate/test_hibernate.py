@@ -130,6 +130,13 @@ try:
     listed = ok("xgr_listSessions", {"owner": OWNER})
     text = json.dumps(listed)
     check(all('"%d"' % r in text or ': %d' % r in text for r in (1, 2, 3, 4)), "listSessions lists the hibernated sessions")
+    # the console's owners line counts from the store: the engine holds none of the four
+    owners = ok("xgr.console.owners", {})
+    check({"owner": OWNER.lower(), "liveSessions": 4} in owners["items"],
+          "console owners lists the owner of hibernated sessions (%s)" % json.dumps(owners))
+    counts = ok("xgr.console.sessions", {"owner": OWNER})["counts"]
+    check(counts["engineSessions"] == 0 and counts["liveSessions"] == 4,
+          "console live count: the 4 hibernated sessions, none of them in the engine (%s)" % json.dumps(counts))
 
     # wake: W runs after loading
     ok("xgr_wakeUpProcess", {"from": OWNER, "processId": "1:2", "payload": {"n": 5}})

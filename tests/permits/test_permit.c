@@ -147,6 +147,48 @@ static void test_ethers_fixtures_verify(void **state) {
   }
 }
 
+/* The precomputed constant parts (xgr_permit_hashes) equal what the general encoder computes from
+ * ethers' own `types` and `domain`, and verification with them gives ethers' digests, also when
+ * the hashes are for another chain (then they are not used). */
+static void test_precomputed_hashes(void **state) {
+  (void)state;
+  xgr_permit_hashes hs, other;
+  xgr_permit_hashes_init(&hs, 1879);
+  xgr_permit_hashes_init(&other, 1);
+  static const struct {
+    const char *fixture;
+    size_t off;
+  } th[] = {{"session", offsetof(xgr_permit_hashes, session)},
+            {"control_kill", offsetof(xgr_permit_hashes, control)},
+            {"control_legacy_pause", offsetof(xgr_permit_hashes, control_legacy)},
+            {"control_v2_wake", offsetof(xgr_permit_hashes, control_v2)},
+            {"xdala", offsetof(xgr_permit_hashes, xdala)}};
+  for (size_t i = 0; i < sizeof th / sizeof *th; i++) {
+    json_t *f = fixture(th[i].fixture);
+    const json_t *p = json_object_get(f, "permit"), *types = json_object_get(p, "types");
+    uint8_t want[32];
+    xgr_error e;
+    assert_int_equal(xgr_eip712_type_hash(types, json_string_value(json_object_get(p, "primaryType")), want, &e), 0);
+    assert_memory_equal((const uint8_t *)&hs + th[i].off, want, 32);
+    assert_int_equal(xgr_eip712_type_hash(types, "EIP712Domain", want, &e), 0);
+    assert_memory_equal(i == 0 || i == 4 ? hs.domain3 : hs.domain4, want, 32);
+    if (i == 0) {
+      assert_int_equal(xgr_eip712_domain_separator(types, json_object_get(p, "domain"), want, &e), 0);
+      assert_memory_equal(hs.session_domain, want, 32);
+    }
+    for (int k = 0; k < 2; k++) {
+      xgr_permit_policy pol = policy();
+      pol.hashes = k ? &other : &hs;
+      xgr_permit out;
+      if (xgr_permit_verify(S, p, &pol, "permit", &out, &e)) fail_msg("%s: %s: %s", th[i].fixture, e.path, e.message);
+      char hx[67];
+      hex32(out.digest, hx);
+      assert_string_equal(hx, json_string_value(json_object_get(f, "digest")));
+    }
+    json_decref(f);
+  }
+}
+
 /* Signing the fixtures' content with the same keys gives ethers' signatures exactly (RFC 6979). */
 static void test_sign_matches_ethers(void **state) {
   (void)state;
@@ -307,19 +349,31 @@ static void m_ctl_no_contract(json_t *p) {
   json_array_remove(json_object_get(json_object_get(p, "types"), "EIP712Domain"), 3);
 }
 
+static void m_ctl_contract_case(json_t *p) {   /* the right contract, mixed case with a wrong EIP-55 checksum */
+  json_object_set_new(json_object_get(p, "domain"), "verifyingContract",
+                      json_string("0x00000000000000000000000000000000000000aA"));
+}
+
+/* Each refusal is checked twice: with the digests' constant parts computed per call, and with
+ * them precomputed once (xgr_permit_hashes, as xgrd does): same path, same words. */
 static void refused(const char *fixture_name, mutate_fn m, unsigned accept, const char *path, const char *words) {
   json_t *f = fixture(fixture_name);
   json_t *p = json_deep_copy(json_object_get(f, "permit"));
   if (m) m(p);
-  xgr_permit_policy pol = policy();
-  if (accept) pol.accept = accept;
-  xgr_permit out;
-  xgr_error e;
-  xgr_error_clear(&e);
-  int rc = xgr_permit_verify(S, p, &pol, "permit", &out, &e);
-  if (rc != XGR_EPERM) fail_msg("%s/%s: expected a refusal, got %d", fixture_name, path, rc);
-  if (strcmp(e.path, path) || !strstr(e.message, words))
-    fail_msg("%s: expected \"%s\" at %s, got \"%s\" at %s", fixture_name, words, path, e.message, e.path);
+  xgr_permit_hashes hs;
+  xgr_permit_hashes_init(&hs, 1879);
+  for (int pre = 0; pre < 2; pre++) {
+    xgr_permit_policy pol = policy();
+    if (accept) pol.accept = accept;
+    if (pre) pol.hashes = &hs;
+    xgr_permit out;
+    xgr_error e;
+    xgr_error_clear(&e);
+    int rc = xgr_permit_verify(S, p, &pol, "permit", &out, &e);
+    if (rc != XGR_EPERM) fail_msg("%s/%s: expected a refusal, got %d", fixture_name, path, rc);
+    if (strcmp(e.path, path) || !strstr(e.message, words))
+      fail_msg("%s: expected \"%s\" at %s, got \"%s\" at %s", fixture_name, words, path, e.message, e.path);
+  }
   json_decref(p);
   json_decref(f);
 }
@@ -352,6 +406,7 @@ static void test_refusals(void **state) {
   refused("session", m_session_id_neg, 0, "permit.message.sessionId", "negative");
   refused("control_kill", m_ctl_contract, 0, "permit.domain.verifyingContract", "control contract");
   refused("control_kill", m_ctl_action, 0, "permit.message.action", "not an action");
+  refused("control_kill", m_ctl_contract_case, 0, "permit.domain.verifyingContract", "EIP-55");
   refused("control_kill", m_ctl_empty_name, 0, "permit.domain.name", "empty");
   refused("control_kill", m_ctl_no_contract, 0, "permit.types.EIP712Domain", "wrong field list");
   refused("control_legacy_pause", m_ctl_legacy_wake, 0, "permit.types.ControlPermit", "kill, pause and resume only");
@@ -466,6 +521,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_general_encoder),     cmocka_unit_test(test_integers),
       cmocka_unit_test(test_ethers_fixtures_verify), cmocka_unit_test(test_sign_matches_ethers),
+      cmocka_unit_test(test_precomputed_hashes),
       cmocka_unit_test(test_refusals),            cmocka_unit_test(test_forged_many),
       cmocka_unit_test(test_sign_call),
   };

@@ -17,10 +17,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "../daemon/harness.h"
 #include "xgr/rpc.h"
 
 static xgr_rpc_server *srv;
-static char base[64];
+static int port;   /* the server's bound port */
 static bool ready_flag = true;
 
 static int m_echo(void *ctx, const xgr_rpc_caller *c, const json_t *params, json_t **result, xgr_error *err) {
@@ -48,40 +49,11 @@ static bool is_ready(void *ctx) {
 
 typedef struct resp { long status; char *body; size_t len; } resp;
 
-static size_t collect(char *p, size_t sz, size_t n, void *ud) {
-  resp *r = ud;
-  r->body = realloc(r->body, r->len + sz * n + 1);
-  memcpy(r->body + r->len, p, sz * n);
-  r->len += sz * n;
-  r->body[r->len] = '\0';
-  return sz * n;
-}
-
 static resp http(const char *method, const char *path, const char *ctype, const char *body, size_t len) {
   resp r = {0};
-  CURL *h = curl_easy_init();
-  char url[128];
-  snprintf(url, sizeof url, "%s%s", base, path);
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-  struct curl_slist *hd = NULL;
-  if (ctype) {
-    char line[128];
-    snprintf(line, sizeof line, "Content-Type: %s", ctype);
-    hd = curl_slist_append(hd, line);
-  }
-  hd = curl_slist_append(hd, "Expect:");
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  if (body) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
-  }
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-  curl_slist_free_all(hd);
-  curl_easy_cleanup(h);
+  r.status = xh_http_at(port, method, path, ctype, body, len, 10, &r.body);
+  if (r.status < 0) r.status = 0;   /* no answer */
+  r.len = strlen(r.body);
   return r;
 }
 
@@ -103,7 +75,7 @@ static int setup(void **st) {
   xgr_rpc_register(srv, "echo", m_echo, NULL);
   xgr_rpc_register(srv, "needName", m_need_name, NULL);
   assert_int_equal(xgr_rpc_start(srv, &e), 0);
-  snprintf(base, sizeof base, "http://127.0.0.1:%u", xgr_rpc_port(srv));
+  port = xgr_rpc_port(srv);
   return 0;
 }
 

@@ -686,6 +686,70 @@ static void test_sessions_by_owner(void **state) {
   free(dir);
 }
 
+/* xgr_store_live_owners: owners with running sessions (paused ones included, finished ones not),
+ * most first, ties by owner, max respected; the same on every backend and after reopening. */
+static void test_live_owners(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  const char *a = "0x00000000000000000000000000000000000000a1", *b = "0x00000000000000000000000000000000000000b2",
+             *c = "0x00000000000000000000000000000000000000c3", *d = "0x00000000000000000000000000000000000000d4";
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "live_owners.db", NULL);
+    xgr_error e;
+    xgr_store_owner_live *ol;
+    size_t n;
+    assert_int_equal(xgr_store_live_owners(st, NULL, 0, &ol, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_owners_free(ol, n);
+    /* c: 3 running; a: 2 running, 1 paused, 1 completed; b: 1 running, 1 killed; d: only finished */
+    static const struct { int who; uint64_t root; uint8_t status; bool paused; } rows[] = {
+        {0, 1, XGR_RESULT_RUNNING, false}, {0, 2, XGR_RESULT_RUNNING, true}, {0, 3, XGR_RESULT_COMPLETED, false},
+        {0, 4, XGR_RESULT_RUNNING, false}, {1, 1, XGR_RESULT_RUNNING, false}, {1, 2, XGR_RESULT_KILLED, false},
+        {2, 1, XGR_RESULT_RUNNING, false}, {2, 2, XGR_RESULT_RUNNING, false}, {2, 3, XGR_RESULT_RUNNING, false},
+        {3, 1, XGR_RESULT_COMPLETED, false}};
+    const char *owners[] = {a, b, c, d};
+    xgr_store_changes *bt = xgr_store_changes_new();
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+      xgr_store_session row = {.owner = (char *)owners[rows[i].who], .root_pid = rows[i].root, .registry = "r",
+                               .ostc_id = "t", .ostc_hash = "0x00", .status = rows[i].status,
+                               .paused = rows[i].paused, .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(bt, &row);
+    }
+    assert_int_equal(xgr_store_commit(st, bt, &e), 0);
+    for (int reopen = 0; reopen < 1 + (k > 0); reopen++) {
+      if (reopen) {
+        xgr_store_close(st);
+        st = open_kind(k, dir, "live_owners.db", NULL);
+      }
+      assert_int_equal(xgr_store_live_owners(st, NULL, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 3);
+      assert_string_equal(ol[0].owner, a);   /* 3 live, ties with c: by owner */
+      assert_int_equal(ol[0].live, 3);
+      assert_string_equal(ol[1].owner, c);
+      assert_int_equal(ol[1].live, 3);
+      assert_string_equal(ol[2].owner, b);
+      assert_int_equal(ol[2].live, 1);
+      xgr_store_owners_free(ol, n);
+      assert_int_equal(xgr_store_live_owners(st, NULL, 2, &ol, &n, &e), 0);
+      assert_int_equal(n, 2);
+      assert_string_equal(ol[1].owner, c);
+      xgr_store_owners_free(ol, n);
+      /* one owner */
+      assert_int_equal(xgr_store_live_owners(st, b, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 1);
+      assert_string_equal(ol[0].owner, b);
+      assert_int_equal(ol[0].live, 1);
+      xgr_store_owners_free(ol, n);
+      assert_int_equal(xgr_store_live_owners(st, d, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 0);
+      xgr_store_owners_free(ol, n);
+    }
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
 
 /* xgr_store_changes_add_session_new: the row goes in only if the session has none; otherwise the
@@ -775,7 +839,11 @@ static void test_outbox(void **state) {
     xgr_store_changes_wake_out(c, &w);
     w.id = "00000000000000000000000000000002";
     w.rule = "0x00000000000000000000000000000000000000ee";
+    w.from_iter = 7;   /* the sender (process 7, step A), for the refusal's history row */
+    w.from_step = "A";
     xgr_store_changes_wake_out(c, &w);
+    w.from_iter = 0;
+    w.from_step = NULL;
     assert_int_equal(xgr_store_commit(st, c, &e), 0);
     /* a refused batch (the session exists) writes no outbox row */
     c = new_session_batch(o, 1, NULL);
@@ -815,6 +883,8 @@ static void test_outbox(void **state) {
     assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, 1, &ws, &n, &e), 0);
     assert_int_equal(n, 1);
     assert_string_equal(ws[0].refused, "not allowed");
+    assert_int_equal(ws[0].from_iter, 7);   /* every backend keeps the sender (schema 8) */
+    assert_string_equal(ws[0].from_step, "A");
     xgr_store_wakes_free(ws, n);
     c = xgr_store_changes_new();
     xgr_store_changes_remove_session(c, T_OWNER, 1);
@@ -1020,9 +1090,7 @@ static void test_background_gc(void **state) {
 /* ---- uint64 values and the PostgreSQL schema ----------------------------------------------------- */
 
 /* rootPids, iters and counters round-trip exactly up to 2^64-1 on every backend; listing orders
- * them as numbers where the backend can (memory, PostgreSQL: SQLite stores uint64 as the int64 of
- * the same bits, so rootPids above 2^63-1 sort below the others there, in listings and in the
- * owner's next expected rootPid). */
+ * rootPids as unsigned numbers, and the owner's next expected rootPid follows them, everywhere. */
 static void test_u64_round_trip(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -1066,7 +1134,7 @@ static void test_u64_round_trip(void **state) {
       assert_true(hs[0].iter == roots[i] && hs[0].parent_iter == roots[i]);
       xgr_store_hists_free(hs, nh);
     }
-    if (k != 1) {   /* ordered as numbers (SQLite compares the int64 bits) */
+    {   /* ordered as numbers on every backend (SQLite: the order-preserving encoding of migration 8) */
       /* the owner's next expected rootPid: past 2^64-2, and no wrap for 2^64-1 */
       uint64_t pid;
       assert_int_equal(xgr_store_peek_process_id(st, T_OWNER, &pid, &e), 0);
@@ -1084,6 +1152,225 @@ static void test_u64_round_trip(void **state) {
     }
     xgr_store_close(st);
   }
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* ---- rootPids at and above 2^63 ------------------------------------------------------------------ */
+
+/* rootPids 1, 2^63-1, 2^63 and 2^64-1 (started in a mixed order) list in unsigned order, newest
+ * first; paging with the last rootPid seen as the cursor returns each exactly once whatever the
+ * page size (also a cursor of 2^64-1, which is not "no bound"); the owner's counter moves past
+ * 2^63 and the next rootPid taken is 2^63+1. On every backend, and again after a reopen. */
+static const uint64_t big_roots[] = {(uint64_t)INT64_MAX + 1, 1, UINT64_MAX, (uint64_t)INT64_MAX};
+
+static void check_big_roots(xgr_store *st, int k) {
+  static const uint64_t want[] = {UINT64_MAX, (uint64_t)INT64_MAX + 1, (uint64_t)INT64_MAX, 1};
+  xgr_error e;
+  xgr_store_session *ss;
+  size_t n;
+  assert_int_equal(xgr_store_sessions(st, T_OWNER, 0, 0, &ss, &n, &e), 0);
+  assert_int_equal(n, 4);
+  for (size_t i = 0; i < n; i++)
+    if (ss[i].root_pid != want[i])
+      fail_msg("backend %s: row %zu is rootPid %llu, want %llu", kind_names[k], i, (unsigned long long)ss[i].root_pid,
+               (unsigned long long)want[i]);
+  xgr_store_sessions_free(ss, n);
+  for (size_t page = 1; page <= 3; page++) {
+    uint64_t cursor = 0;
+    size_t seen = 0;
+    for (int round = 0; round < 8; round++) {
+      assert_int_equal(xgr_store_sessions(st, T_OWNER, cursor, page, &ss, &n, &e), 0);
+      assert_true(n <= page);
+      for (size_t i = 0; i < n; i++) {
+        assert_true(seen < 4);
+        if (ss[i].root_pid != want[seen])
+          fail_msg("backend %s, page size %zu: got rootPid %llu at position %zu, want %llu", kind_names[k], page,
+                   (unsigned long long)ss[i].root_pid, seen, (unsigned long long)want[seen]);
+        seen++;
+      }
+      if (n) cursor = ss[n - 1].root_pid;
+      xgr_store_sessions_free(ss, n);
+      if (n < page) break;
+    }
+    assert_int_equal(seen, 4);
+  }
+  /* bounds between the big ones */
+  assert_int_equal(xgr_store_sessions(st, T_OWNER, (uint64_t)INT64_MAX + 5, 10, &ss, &n, &e), 0);
+  assert_int_equal(n, 3);
+  assert_true(ss[0].root_pid == (uint64_t)INT64_MAX + 1);
+  xgr_store_sessions_free(ss, n);
+  assert_int_equal(xgr_store_sessions(st, T_OWNER, (uint64_t)INT64_MAX + 1, 10, &ss, &n, &e), 0);
+  assert_int_equal(n, 2);
+  assert_true(ss[0].root_pid == (uint64_t)INT64_MAX && ss[1].root_pid == 1);
+  xgr_store_sessions_free(ss, n);
+}
+
+static void test_root_pid_order(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "bigroots.db", NULL);
+    xgr_error e;
+    for (size_t i = 0; i < 4; i++) {   /* one commit each: the counter is raised row by row */
+      xgr_store_changes *b = xgr_store_changes_new();
+      xgr_store_session row = {.owner = T_OWNER, .root_pid = big_roots[i], .registry = "r", .ostc_id = "t",
+                               .ostc_hash = "0x00", .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(b, &row);
+      xgr_store_proc p = mkproc(1, XGR_PROC_WAITING, "{}");
+      xgr_store_changes_proc(b, T_OWNER, big_roots[i], &p);
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+    }
+    check_big_roots(st, k);
+    uint64_t pid;
+    assert_int_equal(xgr_store_peek_process_id(st, T_OWNER, &pid, &e), 0);
+    if (pid != (uint64_t)INT64_MAX + 2)
+      fail_msg("backend %s: next expected rootPid %llu, want 2^63+1", kind_names[k], (unsigned long long)pid);
+    assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, &e), 0);
+    assert_true(pid == (uint64_t)INT64_MAX + 2);
+    assert_int_equal(xgr_store_peek_process_id(st, T_OWNER, &pid, &e), 0);
+    assert_true(pid == (uint64_t)INT64_MAX + 3);
+    /* the counter at 2^64-1 stays there: that rootPid is handed out, never 0 or a wrapped one
+       (PostgreSQL refuses the step past it: its domain check) */
+    if (k < 2) {
+      xgr_store_changes *b = xgr_store_changes_new();
+      xgr_store_session row = {.owner = "0xE", .root_pid = UINT64_MAX - 1, .registry = "r", .ostc_id = "t",
+                               .status = XGR_RESULT_COMPLETED,
+                               .ostc_hash = "0x00", .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(b, &row);
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+      for (int i = 0; i < 2; i++) {
+        assert_int_equal(xgr_store_next_process_id(st, "0xE", &pid, &e), 0);
+        if (pid != UINT64_MAX) fail_msg("backend %s: took %llu at the top", kind_names[k], (unsigned long long)pid);
+        assert_int_equal(xgr_store_peek_process_id(st, "0xE", &pid, &e), 0);
+        assert_true(pid == UINT64_MAX);
+      }
+    }
+    /* recovery reads the live ones in (owner, rootPid) order */
+    live_seen seen = {0};
+    assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
+    assert_int_equal(seen.n, 4);
+    if (k) {   /* the same from the file / database after a reopen */
+      xgr_store_close(st);
+      st = open_kind(k, dir, "bigroots.db", NULL);
+      check_big_roots(st, k);
+    }
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
+/* A schema-7 SQLite file (as xgr wrote it before migration 8) holding rootPids at and above 2^63 in
+ * the old encoding (the int64 of the same bits), in every table that has a rootPid, and an owner
+ * counter the old encoding left behind: migration 8 rewrites them, and the store lists, pages,
+ * counts and reads them as unsigned numbers. */
+static const char *const v7_fixture =
+    "CREATE TABLE schema_version(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);"
+    "INSERT INTO schema_version VALUES(1, 0),(2, 0),(3, 0),(4, 0),(5, 0),(6, 0),(7, 0);"
+    "CREATE TABLE owners(owner TEXT PRIMARY KEY, next_root INTEGER NOT NULL);"
+    "CREATE TABLE orchestrations(id TEXT NOT NULL, version INTEGER NOT NULL, hash TEXT NOT NULL,  owner TEXT NOT NULL,"
+    " registered_at INTEGER NOT NULL, content BLOB NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX orchestrations_hash ON orchestrations(hash);"
+    "CREATE TABLE rules(id TEXT NOT NULL, version INTEGER NOT NULL, hash TEXT NOT NULL,  owner TEXT NOT NULL,"
+    " registered_at INTEGER NOT NULL, content BLOB NOT NULL, PRIMARY KEY(id, version));"
+    "CREATE INDEX rules_hash ON rules(hash);"
+    "CREATE TABLE sessions(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, registry TEXT NOT NULL DEFAULT '',"
+    "  ostc_id TEXT NOT NULL, ostc_hash TEXT NOT NULL, status INTEGER NOT NULL, killed_at INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL DEFAULT 0, next_iter INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL DEFAULT 0, next_group INTEGER NOT NULL DEFAULT 1, max_total_gas TEXT NOT NULL DEFAULT '',"
+    " wake_due INTEGER, PRIMARY KEY(owner, root_pid));"
+    "CREATE TABLE proc_rt(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    "  parent_iter INTEGER NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL, valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, join_group INTEGER NOT NULL,"
+    "  join_from_group INTEGER NOT NULL, next_wake_at INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+    "  started_at INTEGER NOT NULL, finished_at INTEGER NOT NULL, payload TEXT NOT NULL, error TEXT,"
+    "  join_state TEXT, terminal_at INTEGER, PRIMARY KEY(owner, root_pid, iter)) WITHOUT ROWID;"
+    "CREATE TABLE proc_steps(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    "  parent_iter INTEGER NOT NULL, step INTEGER NOT NULL, step_id TEXT NOT NULL, status INTEGER NOT NULL,"
+    "  valid INTEGER NOT NULL, abort_reason INTEGER NOT NULL, at INTEGER NOT NULL, finished_at INTEGER NOT NULL,"
+    "  error TEXT, payload TEXT, recorded_at INTEGER NOT NULL, api TEXT, PRIMARY KEY(owner, root_pid, iter)) WITHOUT ROWID;"
+    "CREATE TABLE proc_scopes(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, grp INTEGER NOT NULL,"
+    "  PRIMARY KEY(owner, root_pid, grp)) WITHOUT ROWID;"
+    "CREATE INDEX proc_rt_terminal ON proc_rt(terminal_at) WHERE terminal_at IS NOT NULL;"
+    "CREATE INDEX proc_steps_recorded ON proc_steps(recorded_at);"
+    "CREATE INDEX sessions_finished ON sessions(finished_at) WHERE status <> 0;"
+    "CREATE TABLE marks(key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX marks_expiry ON marks(expires_at);"
+    "CREATE TABLE outbox(id TEXT PRIMARY KEY, from_owner TEXT NOT NULL, from_root INTEGER NOT NULL,"
+    "  to_owner TEXT NOT NULL, to_root INTEGER NOT NULL, step TEXT NOT NULL, caller TEXT NOT NULL, rule TEXT,"
+    "  payload TEXT NOT NULL, created_at INTEGER NOT NULL, refused TEXT, refused_at INTEGER);"
+    "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;"
+    "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
+    "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"
+    /* the old encoding: 2^63 is -9223372036854775808, 2^64-1 is -1, 2^63+1 is -9223372036854775807. The
+       counter says 2: raising it to 2^63+1 failed, -9223372036854775807 < 2 */
+    "INSERT INTO owners VALUES('" T_OWNER "', 2);"
+    "INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter) VALUES"
+    " ('" T_OWNER "', 1, 't', '', 0, 1, 2), ('" T_OWNER "', 9223372036854775807, 't', '', 0, 1, 2),"
+    " ('" T_OWNER "', -9223372036854775807 - 1, 't', '', 0, 1, 2), ('" T_OWNER "', -1, 't', '', 0, 1, 2);"
+    "INSERT INTO proc_rt SELECT owner, root_pid, 1, 0, 0, 'A', 0, 0, -1, 0, 0, 0, 0, 0, -1, -1, '{\"r\":' ||"
+    " quote(root_pid) || '}', NULL, NULL, NULL FROM sessions;"
+    "INSERT INTO proc_steps SELECT owner, root_pid, 1, 0, 0, 'A', 2, 1, 0, 0, 1, NULL, '{}', 5, NULL FROM sessions;"
+    "INSERT INTO proc_scopes SELECT owner, root_pid, 3 FROM sessions;"
+    "INSERT INTO outbox VALUES('00000000000000000000000000000001', '" T_OWNER "', -1, '" T_OWNER "',"
+    " -9223372036854775807 - 1, 'A', '" T_OWNER "', NULL, '{}', 1, 'no such session here', 7);";
+
+static void test_migrate_big_roots_from_v7(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/v7.db", dir);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, v7_fixture, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "fixture: %s\n", msg);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+
+  xgr_error e;
+  xgr_store *st = xgr_store_open(path, NULL, &e);
+  if (!st) fail_msg("open: %s", e.message);
+  int found;
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, 7);
+  check_big_roots(st, 1);
+  for (size_t i = 0; i < 4; i++) {   /* each table's rows found under the unsigned rootPid */
+    xgr_store_proc *ps;
+    size_t np;
+    assert_int_equal(xgr_store_procs(st, T_OWNER, big_roots[i], &ps, &np, &e), 0);
+    assert_int_equal(np, 1);
+    xgr_store_procs_free(ps, np);
+    xgr_store_hist *hs;
+    size_t nh;
+    assert_int_equal(xgr_store_history(st, T_OWNER, big_roots[i], &hs, &nh, &e), 0);
+    assert_int_equal(nh, 1);
+    xgr_store_hists_free(hs, nh);
+  }
+  live_seen seen = {0};
+  assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
+  assert_int_equal(seen.n, 4);
+  assert_int_equal(seen.killed, 4);   /* proc_scopes rewritten too */
+  xgr_store_wake *ws;
+  size_t nw;
+  assert_int_equal(xgr_store_wakes_refused(st, T_OWNER, UINT64_MAX, &ws, &nw, &e), 0);
+  assert_int_equal(nw, 1);
+  assert_true(ws[0].from_root == UINT64_MAX && ws[0].to_root == (uint64_t)INT64_MAX + 1);
+  assert_int_equal(ws[0].from_iter, 0);   /* not recorded before schema 8 */
+  assert_null(ws[0].from_step);
+  xgr_store_wakes_free(ws, nw);
+  /* the counter is repaired: past the largest rootPid below 2^64-1 */
+  uint64_t pid;
+  assert_int_equal(xgr_store_peek_process_id(st, T_OWNER, &pid, &e), 0);
+  if (pid != (uint64_t)INT64_MAX + 2) fail_msg("next expected rootPid %llu, want 2^63+1", (unsigned long long)pid);
+  xgr_store_close(st);
+  /* and it opens as current from now on, with the same answers */
+  st = xgr_store_open(path, NULL, &e);
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  check_big_roots(st, 1);
+  xgr_store_close(st);
   t_rmdir(dir);
   free(dir);
 }
@@ -1412,6 +1699,7 @@ int main(void) {
       cmocka_unit_test(test_migrate_empty),
       cmocka_unit_test(test_migrate_from_v1),
       cmocka_unit_test(test_sessions_by_owner),
+      cmocka_unit_test(test_live_owners),
       cmocka_unit_test(test_session_new),
       cmocka_unit_test(test_outbox),
       cmocka_unit_test(test_full_disk),
@@ -1419,6 +1707,8 @@ int main(void) {
       cmocka_unit_test(test_ttl_gc),
       cmocka_unit_test(test_background_gc),
       cmocka_unit_test(test_u64_round_trip),
+      cmocka_unit_test(test_root_pid_order),
+      cmocka_unit_test(test_migrate_big_roots_from_v7),
       cmocka_unit_test(test_due_index),
       cmocka_unit_test(test_pg_schema),
       cmocka_unit_test(test_pg_server_gone),   /* last: stops the cluster */

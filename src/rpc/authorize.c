@@ -1,0 +1,114 @@
+/* authorize.c — who the caller of a JSON-RPC method is and whether it may act (see xgr/rpc.h).
+ *
+ * xgr_rpc_authorize_permit is the one place that decides: with signed permits (--auth permits)
+ * the permit the action needs is verified (xgr_auth_verify: the session permit for a start, a
+ * control permit for control calls and wake-ups, an XDaLa permit for the rest) and its signer is
+ * the caller, who must be the owner a start or control call names; with --auth none (loopback
+ * only) the caller is whoever `from` (or `owner`) names, and only the owner may start or control
+ * its sessions. Also the address syntax and the caller a request claims to be (for logs and
+ * errors before verification). Pure functions of their arguments: no server state.
+ */
+#include "xgr/rpc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "xgr/auth.h"
+
+bool xgr_rpc_is_address(const char *s) {
+  if (!s || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || strlen(s) != 42) return false;
+  for (size_t i = 2; i < 42; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F'))) return false;
+  return true;
+}
+
+const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params) {
+  if (!json_is_object(params)) return NULL;
+  const char *f = json_string_value(json_object_get(params, "from"));
+  if (f || !c || c->auth_none) return f;
+  const json_t *m = json_object_get(json_object_get(params, "permit"), "message");
+  const char *r = json_string_value(json_object_get(m, "runner"));
+  return r ? r : json_string_value(json_object_get(m, "from"));
+}
+
+/* Permit mode: verify the permit the action needs; the signer is the caller. */
+static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                            char *who, size_t n, xgr_permit *p, xgr_error *err) {
+  unsigned kinds = act == XGR_RPC_ACT_START                                 ? XGR_PERMIT_SESSION
+                   : act == XGR_RPC_ACT_CONTROL || act == XGR_RPC_ACT_WAKE ? XGR_PERMIT_ANY_CONTROL
+                                                                            : XGR_PERMIT_XDALA;
+  int rc = xgr_auth_verify(c->auth, params, "permit", kinds, p, err);
+  if (rc) return rc;
+  if (n) snprintf(who, n, "%s", p->from);
+  if (act == XGR_RPC_ACT_START && owner && strcasecmp(owner, p->from)) {
+    xgr_error_set(err, XGR_EPERM, "permit.message.from", "signer %s is not the owner %s the request names", p->from,
+                  owner);
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  if (act == XGR_RPC_ACT_CONTROL && owner && strcasecmp(owner, p->runner)) {
+    xgr_error_set(err, XGR_EPERM, p->kind == XGR_PERMIT_CONTROL_V2 ? "permit.message.runner" : "permit.message.from",
+                  "%s is not the session's owner %s", p->runner, owner);
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  return 0;
+}
+
+int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                      char *who, size_t n, xgr_error *err) {
+  xgr_permit p;
+  return xgr_rpc_authorize_permit(c, params, act, owner, who, n, &p, err);
+}
+
+/* The one place that decides who the caller is and whether it may act (see xgr/rpc.h). */
+int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                             char *who, size_t n, xgr_permit *p, xgr_error *err) {
+  if (n) who[0] = '\0';
+  xgr_permit local;
+  if (!p) p = &local;
+  p->kind = 0;
+  if (c && !c->auth_none && c->auth) return authorize_permit(c, params, act, owner, who, n, p, err);
+  if (!c || !c->auth_none) {
+    xgr_error_set(err, XGR_EPERM, "permit", "xgrd has no authorization configured (--auth permits or --auth none)");
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  const char *key = "from";
+  const json_t *v = json_is_object(params) ? json_object_get(params, "from") : NULL;
+  if (!v || json_is_null(v)) {
+    key = "owner";
+    v = json_is_object(params) ? json_object_get(params, "owner") : NULL;
+  }
+  const char *id = NULL;
+  if (v && !json_is_null(v)) {
+    if (!json_is_string(v) || !xgr_rpc_is_address(json_string_value(v))) {
+      char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+      xgr_error_set(err, XGR_ESCHEMA, key, "is %.60s; expected an address (0x + 40 hex)", t ? t : "?");
+      free(t);
+      return XGR_RPC_INVALID_PARAMS;
+    }
+    id = json_string_value(v);
+  } else if (owner) {
+    id = owner;
+  }
+  if (id && n > 42) {
+    snprintf(who, n, "%s", id);
+    for (char *q = who; *q; q++)
+      if (*q >= 'A' && *q <= 'Z') *q = (char)(*q - 'A' + 'a');
+  }
+  switch (act) {
+    case XGR_RPC_ACT_START:
+    case XGR_RPC_ACT_CONTROL:
+      if (owner && who[0] && strcasecmp(who, owner)) {
+        xgr_error_set(err, XGR_EPERM, key, "%s may not %s sessions of %s (only the owner may)", who,
+                      act == XGR_RPC_ACT_START ? "start" : "control", owner);
+        return XGR_RPC_NOT_PERMITTED;
+      }
+      return 0;
+    case XGR_RPC_ACT_READ:
+    case XGR_RPC_ACT_WAKE:
+    case XGR_RPC_ACT_REGISTER:
+    default:
+      return 0;
+  }
+}

@@ -1,0 +1,203 @@
+/* console_list.c — the console's list methods (docs/CONSOLE.md):
+ *  - xgr.console.sessions: a page of one owner's sessions, newest first, filtered by registry,
+ *    status, creation time range and step, scanning at most 20,000 rows or 40 ms per call (a cursor
+ *    goes on where the scan stopped), plus live counts: live sessions from the store (hibernated
+ *    ones included), sessions and processes running from the engine;
+ *  - xgr.console.owners: the owners with live sessions in the store (only under --auth none);
+ *  - xgr.console.info: how actions are authorized and the event stream's position.
+ * Each reads the store (what is committed) and the engine (what is live) and bounds every size the
+ * client controls.
+ */
+#include "rpc/console_impl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "util/alloc.h"
+
+#define SCAN_MAX 20000          /* session rows one xgr.console.sessions call looks at */
+#define SCAN_MS 40              /* ... and for at most this long (checked per 1,000 rows) */
+#define STEP_PROBE_MAX 200      /* sessions whose processes a step filter reads per call */
+#define LIVE_MAX 100000         /* live sessions counted for the live counts */
+
+/* The engine's sessions, finished ones included: *got entries in the array returned (the caller
+ * frees it), at most LIVE_MAX; *total is how many the engine has (more than *got: partial). */
+static xgr_engine_session_info *engine_sessions(xgr__console *c, size_t *total, size_t *got) {
+  size_t cap = 4096;
+  xgr_engine_session_info *all = xgr__xmalloc(cap * sizeof *all);
+  *total = xgr_engine_list(c->e, all, cap);
+  if (*total > cap) {
+    cap = *total < LIVE_MAX ? *total + 256 : LIVE_MAX;
+    all = xgr__xrealloc(all, cap * sizeof *all);
+    *total = xgr_engine_list(c->e, all, cap);
+  }
+  *got = *total < cap ? *total : cap;
+  return all;
+}
+
+/* Does a live process of session (owner, root) wait or run at step? */
+static bool has_step(xgr__console *c, const char *owner, uint64_t root, const char *step) {
+  xgr_store_proc *ps = NULL;
+  size_t n = 0;
+  xgr_error e;
+  if (xgr_store_procs(c->st, owner, root, &ps, &n, &e)) return false;
+  bool found = false;
+  for (size_t i = 0; i < n && !found; i++)
+    found = (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) && ps[i].step_id &&
+            !strcmp(ps[i].step_id, step);
+  xgr_store_procs_free(ps, n);
+  return found;
+}
+
+XGR__RPCD_METHOD(xgr__console_m_sessions) {
+  xgr__console *c = ctx;
+  const json_t *o;
+  int rc = xgr__console_named(params, &o, err);
+  if (rc) return rc;
+  char owner[64];
+  if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err))) return rc;
+  const char *registry, *status, *step;
+  uint64_t limit, before, since, until;
+  if ((rc = xgr__console_opt_str(o, "registry", 200, &registry, err)) || (rc = xgr__console_opt_str(o, "status", 20, &status, err)) ||
+      (rc = xgr__console_opt_str(o, "step", 200, &step, err)) || (rc = xgr__console_opt_uint(o, "limit", 200, 50, &limit, err)) ||
+      (rc = xgr__console_opt_uint(o, "beforeRootPid", UINT64_MAX, 0, &before, err)) ||
+      (rc = xgr__console_opt_uint(o, "since", INT64_MAX, 0, &since, err)) || (rc = xgr__console_opt_uint(o, "until", INT64_MAX, 0, &until, err)))
+    return rc;
+  if (status && strcmp(status, "running") && strcmp(status, "paused") && strcmp(status, "completed") &&
+      strcmp(status, "killed") && strcmp(status, "live") && strcmp(status, "finished"))
+    return xgr__console_bad(err, "status", "is \"%.20s\"; expected running, paused, live, completed, killed or finished", status);
+  if (!limit) limit = 50;
+  if (registry && !*registry) registry = NULL;
+  if (step && !*step) step = NULL;
+  json_t *items = json_array();
+  size_t scanned = 0, probes = 0;
+  uint64_t cursor = before, next = 0;
+  bool more = true;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (more && json_array_size(items) < limit && scanned < SCAN_MAX) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (scanned && (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= SCAN_MS) break;
+    xgr_store_session *ss = NULL;
+    size_t n = 0;
+    if ((rc = xgr_store_sessions(c->st, owner, cursor, 1000, &ss, &n, err))) {
+      json_decref(items);
+      return xgr_rpc_code_for(rc);
+    }
+    more = n == 1000;
+    size_t i = 0;
+    for (; i < n && json_array_size(items) < limit && scanned < SCAN_MAX; i++) {
+      const xgr_store_session *s = &ss[i];
+      scanned++;
+      cursor = s->root_pid;
+      if (registry && (!s->registry || strcmp(s->registry, registry))) continue;
+      const char *st = xgr__console_session_status(s);
+      bool live = s->status == XGR_RESULT_RUNNING;
+      if (status && !(!strcmp(status, st) || (!strcmp(status, "live") && live) ||
+                      (!strcmp(status, "finished") && !live) || (!strcmp(status, "running") && live && !s->paused)))
+        continue;
+      if (since && s->created_at < (int64_t)since) continue;
+      if (until && s->created_at > (int64_t)until) continue;
+      if (step) {
+        if (!live) continue;
+        if (probes++ >= STEP_PROBE_MAX) { /* bounded: the cursor resumes here */
+          cursor = s->root_pid + 1;
+          scanned = SCAN_MAX;
+          break;
+        }
+        if (!has_step(c, owner, s->root_pid, step)) continue;
+      }
+      json_t *it = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "owner", s->owner, "rootPid",
+                             xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
+                             s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status", st,
+                             "createdAt", (json_int_t)s->created_at, "finishedAt", (json_int_t)s->finished_at,
+                             "paused", s->paused);
+      xgr_engine_session_info info;
+      if (live && !xgr_engine_session(c->e, owner, s->root_pid, &info) && !info.finished) {
+        json_object_set_new(it, "live", json_integer((json_int_t)info.live));
+        json_object_set_new(it, "running", json_integer((json_int_t)info.running));
+        json_object_set_new(it, "steps", json_integer((json_int_t)info.steps));
+      }
+      json_array_append_new(items, it);
+    }
+    if (i < n || scanned >= SCAN_MAX) more = true;
+    xgr_store_sessions_free(ss, n);
+    if (!n) more = false;
+  }
+  if (more && cursor > 1) next = cursor;
+  /* live sessions: the store's (hibernated ones are live there, not in the engine); the other
+   * counts: the engine's sessions (live ones) of this owner */
+  xgr_store_owner_live *ol;
+  size_t nol;
+  if ((rc = xgr_store_live_owners(c->st, owner, 1, &ol, &nol, err))) {
+    json_decref(items);
+    return xgr_rpc_code_for(rc);
+  }
+  uint64_t live_sessions = nol ? ol[0].live : 0, running_sessions = 0, procs = 0, running = 0, idle = 0;
+  xgr_store_owners_free(ol, nol);
+  size_t total, got;
+  xgr_engine_session_info *all = engine_sessions(c, &total, &got);
+  for (size_t i = 0; i < got; i++) {
+    if (all[i].finished || strcasecmp(all[i].owner, owner)) continue;
+    procs += all[i].live;
+    running += all[i].running;
+    if (all[i].running) running_sessions++;
+    if (all[i].idle) idle++;
+  }
+  free(all);
+  json_t *counts = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:I}", "liveSessions", (json_int_t)live_sessions,
+                             "runningSessions", (json_int_t)running_sessions, "idleSessions", (json_int_t)idle,
+                             "liveProcesses", (json_int_t)procs, "runningProcesses", (json_int_t)running, "partial",
+                             total > got, "engineSessions", (json_int_t)total);
+  *result = json_pack("{s:o, s:I, s:o, s:I}", "items", items, "scanned", (json_int_t)scanned, "counts", counts,
+                      "eventId", (json_int_t)xgr__sse_last_id(c->hub));
+  if (next) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next));
+  return 0;
+}
+
+/* ---- xgr.console.owners ----------------------------------------------------------------------- */
+
+#define OWNERS_MAX 100          /* owners one xgr.console.owners call lists */
+
+/* The owners with live sessions in the store (at most 100, most live sessions first), so the page
+ * has somewhere to start; hibernated sessions count (they are live in the store, not in the
+ * engine). "partial": more owners have live sessions than are listed. Only under --auth none:
+ * with permits one reads one's own sessions. */
+XGR__RPCD_METHOD(xgr__console_m_owners) {
+  xgr__console *c = ctx;
+  (void)params;
+  if (!caller || !caller->auth_none) {
+    xgr_error_set(err, XGR_EPERM, "from", "listing every owner needs --auth none; with permits one reads one's own sessions");
+    return XGR_RPC_NOT_PERMITTED;
+  }
+  xgr_store_owner_live *ol;
+  size_t n;
+  int rc = xgr_store_live_owners(c->st, NULL, OWNERS_MAX + 1, &ol, &n, err);
+  if (rc) return xgr_rpc_code_for(rc);
+  json_t *items = json_array();
+  for (size_t i = 0; i < n && i < OWNERS_MAX; i++) {
+    char owner[64];
+    snprintf(owner, sizeof owner, "%s", ol[i].owner);
+    xgr__rpc_lower(owner);
+    json_array_append_new(items, json_pack("{s:s, s:I}", "owner", owner, "liveSessions", (json_int_t)ol[i].live));
+  }
+  *result = json_pack("{s:o, s:b}", "items", items, "partial", n > OWNERS_MAX);
+  xgr_store_owners_free(ol, n);
+  return 0;
+}
+
+/* ---- xgr.console.info ---------------------------------------------------------------------------- */
+
+/* What the pages need to know first: how actions are authorized, and the event stream's position. */
+XGR__RPCD_METHOD(xgr__console_m_info) {
+  xgr__console *c = ctx;
+  (void)params;
+  (void)err;
+  *result = json_pack("{s:s, s:I}", "auth", caller && caller->auth_none ? "none" : "permit", "eventId",
+                      (json_int_t)xgr__sse_last_id(c->hub));
+  return 0;
+}

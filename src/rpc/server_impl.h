@@ -1,0 +1,113 @@
+/* server_impl.h — private interface between the files of xgrd's HTTP server (xgr/rpc.h), one
+ * room per concern:
+ *
+ *   server.c     the HTTP front on libmicrohttpd: configuration and life cycle of the listeners,
+ *                the request callback (path, method, content type and declared length checks, the
+ *                body assembled under the cap), the GET endpoints (/metrics, /healthz, /readyz and
+ *                the registered GET handlers of console.h), refusals, the request log line and the
+ *                request counters.
+ *   jsonrpc.c    JSON-RPC 2.0 on an assembled body: the nesting limit, parsing, batches (runs of
+ *                concurrent methods on several threads), dispatch to the registered methods, the
+ *                error objects and codes.
+ *   guard.c      the connection guard: the monotonic clock, per-request deadlines (libmicrohttpd
+ *                only counts idle time), the reaper thread that shuts down overdue connections,
+ *                and the Host-header check against DNS rebinding.
+ *   authorize.c  who the caller is and whether it may act: the permit gate (xgr_rpc_authorize*),
+ *                addresses and the claimed caller.
+ *
+ * Not installed; nothing outside these files includes it. Every function here is library-private
+ * (xgr__ prefix); the server object is created and freed by server.c, the other files only use it.
+ */
+#ifndef XGR_RPC_SERVER_IMPL_H
+#define XGR_RPC_SERVER_IMPL_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rpc/console.h"
+#include "xgr/rpc.h"
+
+#define XGR__RPC_MAX_METHODS 64
+
+/* A registered method (name borrowed from the caller of xgr_rpc_register). */
+typedef struct xgr__rpc_method {
+  const char *name;
+  xgr_rpc_method_fn fn;
+  void *ctx;
+  bool concurrent;   /* see xgr_rpc_set_concurrent */
+} xgr__rpc_method;
+
+/* One accepted connection as the guard tracks it (guard.c). */
+typedef struct xgr__rpc_conn xgr__rpc_conn;
+
+struct xgr_rpc_server {
+  xgr_rpc_config cfg;
+  pthread_mutex_t cmu;     /* guards conns and reaper_stop (guard.c) */
+  pthread_cond_t ccv;
+  xgr__rpc_conn *conns;
+  pthread_t reaper;
+  bool reaper_on, reaper_stop;
+  _Atomic bool open;       /* methods and the ready callback may be used (see start_closed) */
+  struct sockaddr_in addr;
+  struct MHD_Daemon *d;
+  uint16_t port;
+  xgr__rpc_method methods[XGR__RPC_MAX_METHODS];
+  size_t nmethods;
+  xgr_metrics *metrics;
+  xgr_histogram *latency;
+  char host[64];                /* the listen address's host (Host header check) */
+  struct sockaddr_in maddr;     /* --metrics-listen */
+  struct MHD_Daemon *md;
+  char mhost[64];
+  uint16_t mport;
+  struct { const char *prefix; xgr__rpc_get_fn fn; void *ctx; } gets[8];   /* GET handlers (console.h) */
+  size_t ngets;
+  void (*on_stop)(void *ctx);
+  void *on_stop_ctx;
+};
+
+/* ---- server.c --------------------------------------------------------------------------------- */
+
+/* Count one answered request in xgr_http_requests_total (rpc: a registered method name, a fixed
+ * label such as "GET /metrics", or NULL for "-"). */
+void xgr__rpc_count(xgr_rpc_server *s, const char *rpc, unsigned status, int code);
+
+/* ---- jsonrpc.c -------------------------------------------------------------------------------- */
+
+/* Answer one POSTed body (body[len], not NUL-terminated; borrowed) for caller (borrowed; its auth
+ * is filled from the server's once open): the nesting limit on the raw text, then the parse, then
+ * one request or a batch. Returns the response to send (owned by the caller), or NULL when nothing
+ * is to be sent (notifications only: HTTP 204). *name gets the method for the log (a registered
+ * name, "unknown", "batch", or NULL for a body that names none; never freed), *code its JSON-RPC
+ * code (0: success). For a batch (*batch true) each request is counted here (xgr__rpc_count), so
+ * the caller counts only single requests. */
+json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const char *body, size_t len,
+                        const char **name, int *code, bool *batch);
+
+/* ---- guard.c ---------------------------------------------------------------------------------- */
+
+/* Seconds on the monotonic clock (deadlines and latencies). */
+double xgr__rpc_now(void);
+/* The guard's lock and condition (server_new) and their end (server_free, after the reaper stopped). */
+void xgr__rpc_guard_init(xgr_rpc_server *s);
+void xgr__rpc_guard_destroy(xgr_rpc_server *s);
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls = the server): tracks each
+ * connection from accept to close. */
+void xgr__rpc_notify_conn(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode toe);
+/* busy: a method starts running for the connection (no deadline while it runs); !busy: its answer
+ * is queued, or the request ended: the client gets a whole deadline for what comes next. */
+void xgr__rpc_conn_busy(xgr_rpc_server *s, struct MHD_Connection *c, bool busy);
+/* Start the reaper (after the listener started; failure to start leaves the deadlines to
+ * libmicrohttpd's idle timeout) and stop it (joins; no-op when it does not run). */
+void xgr__rpc_reaper_start(xgr_rpc_server *s);
+void xgr__rpc_reaper_stop(xgr_rpc_server *s);
+/* Does the request's Host header name host:port (the listener it came in on)? */
+bool xgr__rpc_host_ok(struct MHD_Connection *c, const char *host, uint16_t port);
+
+#endif
