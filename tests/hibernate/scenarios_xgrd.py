@@ -299,10 +299,11 @@ class Run:
         """The run of one session in the report's terms (tests/scenarios/expect.h)."""
         v = ok(self.url, "xgr.getSession", {"owner": owner, "rootPid": root})
         db = sqlite3.connect(os.path.join(self.dir, "s.db"))
+        key = root - (1 << 63)   # SQLite keeps rootPids order-preserving: v XOR 2^63 (src/store/sqlite.c)
         payloads = {it: pl for it, pl in db.execute(
-            "SELECT iter, payload FROM proc_rt WHERE owner = ? AND root_pid = ?", (owner, root))}
+            "SELECT iter, payload FROM proc_rt WHERE owner = ? AND root_pid = ?", (owner, key))}
         killed_at = db.execute("SELECT killed_at FROM sessions WHERE owner = ? AND root_pid = ?",
-                               (owner, root)).fetchone()
+                               (owner, key)).fetchone()
         db.close()
         hist = v["history"]
         first = [h["at"] for h in hist if h["pid"] == "%d:1" % root]
