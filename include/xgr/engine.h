@@ -138,6 +138,9 @@ typedef struct xgr_store_batch {
    * clock ms; INT64_MAX: only a wake-up can move it) and will be evicted — the store records it
    * in its due index (xgr_store_changes_set_due); 0: the session is awake (the store clears it) */
   int64_t due;
+  /* the steps the session has run so far (what max_session_steps counts); a store hook that keeps
+   * it hands it back when the session is loaded again (xgr_engine_start.steps) */
+  uint64_t steps;
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
@@ -322,6 +325,10 @@ typedef struct xgr_engine_start {
   /* With restore: the due time the store holds for the session (xgr_store_session.wake_due; 0:
    * awake). An unchanged session is evicted again without a write. */
   int64_t stored_due;
+  /* With restore: the steps the session had run before (xgr_store_batch.steps of its last batch;
+   * 0 when unknown, as after a restart): max_session_steps counts on from there, so that eviction
+   * and loading do not reset the cap. */
+  uint64_t steps;
 } xgr_engine_start;
 
 /* Hibernation: recovery loaded every session that is awake or due by loaded_upto (engine clock);

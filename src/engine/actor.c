@@ -883,7 +883,7 @@ static void store_turn(actor *a) {
                        .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                        .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                        .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
-                       .due = a->batch_due};
+                       .due = a->batch_due, .steps = a->steps};
   a->committing_due = a->batch_due;
   atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
   xgr_eng_busy_add(e, 1);
@@ -1234,6 +1234,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->max_steps = req->max_steps;
   a->start_committed = req->start_committed && !req->restore;
   a->stored_due = req->restore ? req->stored_due : 0;
+  a->steps = req->restore ? req->steps : 0;   /* the cap counts across eviction and loading */
   if (req->restore) a->sleep_after_ns = xgr_eng_mono_ns() + HIB_GRACE_NS;
   a->result = XGR_RESULT_RUNNING;
   if (a->record) a->rec = xgr_records_new();

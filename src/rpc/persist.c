@@ -34,6 +34,7 @@ typedef struct track {
   uint64_t next_iter;
   uint32_t next_group;
   bool paused;
+  uint64_t steps;               /* xgr_store_batch.steps of the last batch (kept while hibernated) */
 } track;
 
 typedef struct tshard {
@@ -118,6 +119,14 @@ void xgr_persist_track(xgr_persist *p, const char *owner, uint64_t root_pid, uin
   if (next_group > t->next_group) t->next_group = next_group;
   t->paused = paused;
   pthread_mutex_unlock(&sh->mu);
+}
+
+uint64_t xgr_persist_steps(xgr_persist *p, const char *owner, uint64_t root_pid) {
+  tshard *sh;
+  track *t = lookup(p, owner, root_pid, false, &sh);
+  uint64_t n = t ? t->steps : 0;
+  pthread_mutex_unlock(&sh->mu);
+  return n;
 }
 
 void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid, bool paused) {
@@ -252,20 +261,26 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     free(payload);
   }
   for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
-  tshard *sh;
-  track *t = lookup(p, b->owner, b->root_pid, true, &sh);
-  if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;
-  if (max_group + 1 > t->next_group) t->next_group = max_group + 1;
-  uint64_t next_iter = t->next_iter;
-  uint32_t next_group = t->next_group;
-  bool paused = t->paused;
-  pthread_mutex_unlock(&sh->mu);
-  uint8_t status = XGR_RESULT_RUNNING;
-  if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
-  xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0, next_iter,
-                                  next_group, paused);
-  if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
-  if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
+  /* A batch of outbox entries alone (a wake-up refused or applied after the session's last
+   * result committed, possibly after it ended) changes nothing of the session: no state entry,
+   * which would say "running" and bring an ended session's row back. */
+  if (b->nprocs || b->nhist || b->finished || b->due > 0) {
+    tshard *sh;
+    track *t = lookup(p, b->owner, b->root_pid, true, &sh);
+    if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;
+    if (max_group + 1 > t->next_group) t->next_group = max_group + 1;
+    if (b->steps > t->steps) t->steps = b->steps;
+    uint64_t next_iter = t->next_iter;
+    uint32_t next_group = t->next_group;
+    bool paused = t->paused;
+    pthread_mutex_unlock(&sh->mu);
+    uint8_t status = XGR_RESULT_RUNNING;
+    if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
+    xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0,
+                                    next_iter, next_group, paused);
+    if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
+    if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
+  }
   pending *pd = xgr__xmalloc(sizeof *pd);
   *pd = (pending){.p = p, .done = done, .token = token, .t0 = mono_s()};
   atomic_fetch_add(&p->inflight, 1);

@@ -320,7 +320,7 @@ static int load_one(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) {
     return err->code ? err->code : XGR_EINVAL;
   }
   xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx,
-                         .stored_due = ss->wake_due};
+                         .stored_due = ss->wake_due, .steps = xgr_persist_steps(d->p, ss->owner, ss->root_pid)};
   rc = xgr_engine_start_session(d->e, &sr, err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);
   if (rc && rc != XGR_ECONFLICT)

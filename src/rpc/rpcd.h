@@ -31,6 +31,9 @@ void xgr_persist_metrics(xgr_persist *p, xgr_metrics *m);
 /* Seed a session's counters (enqueue, recovery). */
 void xgr_persist_track(xgr_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter, uint32_t next_group,
                        bool paused);
+/* The steps session (owner, root_pid) had run at its last batch (xgr_store_batch.steps), 0 when not
+ * tracked: handed to a hibernated session when it is loaded, so the per-session step cap counts on. */
+uint64_t xgr_persist_steps(xgr_persist *p, const char *owner, uint64_t root_pid);
 /* Record a session-wide pause / resume (persisted with the session's next batch). */
 void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid, bool paused);
 /* Batches submitted and not yet committed. */

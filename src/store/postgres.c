@@ -92,8 +92,8 @@ static const char *const migrations[] = {
     "  caller TEXT NOT NULL, rule TEXT, payload TEXT NOT NULL, created_at BIGINT NOT NULL, refused TEXT,"
     "  refused_at BIGINT);"
     "CREATE INDEX outbox_refused ON outbox(from_owner, from_root) WHERE refused IS NOT NULL;",
-    /* 7: hibernation (issue 19): the due index of hibernated sessions. This backend does not write
-     * it yet (no load_some/due in its vtable), so xgrd keeps every session in memory on it */
+    /* 7: hibernation (issue 19): the due index of hibernated sessions (S_STATE writes it;
+     * pg_load_some and pg_due read it) */
     ("ALTER TABLE sessions ADD COLUMN wake_due BIGINT;"
      "CREATE INDEX sessions_wake_due ON sessions(wake_due, owner, root_pid) WHERE status = 0 AND wake_due IS NOT NULL;"
      "CREATE INDEX sessions_awake ON sessions(owner, root_pid) WHERE status = 0 AND wake_due IS NULL;"),
@@ -170,7 +170,7 @@ static const char *const stmt_sql[S_COUNT] = {
     /* insert only: an existing row is a unique violation, which fails the batch (see commit_group) */
     [S_SESSION_NEW] = SESSION_INS,
     [S_STATE] = "UPDATE sessions SET status = $3, killed_at = $4, next_iter = $5, next_group = $6, paused = $7,"
-                " finished_at = CASE WHEN $3 <> 0 AND status = 0 THEN $8 ELSE finished_at END"
+                " wake_due = $9, finished_at = CASE WHEN $3 <> 0 AND status = 0 THEN $8 ELSE finished_at END"
                 " WHERE owner = $1 AND root_pid = $2",
     [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner = $1 AND root_pid = $2",
     [S_PROC] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
@@ -224,12 +224,13 @@ static const char *const stmt_sql[S_COUNT] = {
                      " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
                      " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
                      " $13::text[], $14::bigint[], $15::text[])",
-    /* the last state of every session of a group; $8 is the commit's time */
+    /* the last state of every session of a group; $9 is the commit's time */
     [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
-                      " next_group = u.next_group, paused = u.paused,"
-                      " finished_at = CASE WHEN u.status <> 0 AND s.status = 0 THEN $8 ELSE s.finished_at END"
+                      " next_group = u.next_group, paused = u.paused, wake_due = u.wake_due,"
+                      " finished_at = CASE WHEN u.status <> 0 AND s.status = 0 THEN $9 ELSE s.finished_at END"
                       " FROM unnest($1::text[], $2::numeric[], $3::int[], $4::bigint[], $5::numeric[], $6::bigint[],"
-                      " $7::int[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused)"
+                      " $7::int[], $8::bigint[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused,"
+                      " wake_due)"
                       " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
     [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
                           " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
@@ -420,6 +421,8 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_i64(&p, op->u.state.next_group);
       p_i64(&p, op->u.state.paused);
       p_i64(&p, now);
+      if (op->u.state.due) p_i64(&p, op->u.state.due);   /* the due index; NULL: awake */
+      else p_text(&p, NULL);
       send_stmt(g, ps, S_STATE, &p, bi, oi, W_PLAIN);
       if (op->u.state.status != XGR_RESULT_RUNNING) {   /* killed scopes matter only while the session lives */
         params q = {0};
@@ -676,7 +679,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     }
   /* session states after the session rows and scopes sent above; a session that ended loses its
    * killed scopes */
-  colbuf sc[7], dc[2];
+  colbuf sc[8], dc[2];
   memset(sc, 0, sizeof sc);
   memset(dc, 0, sizeof dc);
   size_t nst = 0, ndel = 0;
@@ -690,6 +693,8 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     col_u64(&sc[4], op->u.state.next_iter);
     col_i64(&sc[5], op->u.state.next_group);
     col_i64(&sc[6], op->u.state.paused);
+    if (op->u.state.due) col_i64(&sc[7], op->u.state.due);   /* the due index; NULL: awake */
+    else col_text(&sc[7], NULL);
     nst++;
     if (op->u.state.status != XGR_RESULT_RUNNING) {
       col_text(&dc[0], op->owner);
@@ -727,7 +732,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     nrows++;
   }
   free(slot);
-  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 7, nst, S_STATES_BULK},
+  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 8, nst, S_STATES_BULK},
                                                                     {dc, 2, ndel, S_SCOPES_DEL_BULK},
                                                                     {pc, 20, nrows, S_PROCS_BULK},
                                                                     {hc, 15, nhist, S_HISTS_BULK}};
@@ -1206,7 +1211,7 @@ static void pg_close(xgr_store *st) {
 /* ---- reading (reader connection, under rmu) --------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas"
+                     "next_iter, paused, next_group, max_total_gas, wake_due"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
@@ -1260,6 +1265,7 @@ static void read_session_row(const PGresult *r, int i, xgr_store_session *o) {
   o->paused = get_i64(r, i, 10) != 0;
   o->next_group = (uint32_t)get_i64(r, i, 11);
   o->max_total_gas = get_text(r, i, 12);
+  o->wake_due = get_i64(r, i, 13);   /* NULL reads as 0: awake */
 }
 
 /* the proc columns start at column `c` */
@@ -1662,11 +1668,128 @@ static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
   return rc;
 }
 
+/* ---- hibernation: some live sessions, the due index (issue 19; docs/STORE.md "Hibernation") ------ */
+
+/* pg_load_live restricted by `cond`, a condition on the session row `s` with parameters p: the
+ * same three queries (sessions, their live processes, their killed scopes) in one snapshot, in
+ * (owner, rootPid) order, merged here. */
+static int load_where(pgstore *g, const char *cond, const params *p, int (*fn)(void *, const xgr_store_live *),
+                      void *ctx, xgr_error *err) {
+  char sql[3][1024];
+  snprintf(sql[0], sizeof sql[0], "SELECT " SESSION_COLS " FROM sessions s WHERE s.status = 0 AND (%s)"
+           " ORDER BY s.owner COLLATE \"C\", s.root_pid", cond);
+  snprintf(sql[1], sizeof sql[1], "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status,"
+           " r.paused, r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
+           " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s"
+           " ON s.owner = r.owner AND s.root_pid = r.root_pid WHERE s.status = 0 AND (%s) AND r.status < 2"
+           " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", cond);
+  snprintf(sql[2], sizeof sql[2], "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s"
+           " ON s.owner = k.owner AND s.root_pid = k.root_pid WHERE s.status = 0 AND (%s)"
+           " ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp", cond);
+  pthread_mutex_lock(&g->rmu);
+  PGresult *res[3] = {NULL, NULL, NULL};
+  if (PQstatus(g->r) == CONNECTION_BAD) {   /* the server restarted since the last read */
+    PGresult *ping = rd_query(g, "SELECT 1", NULL, err);
+    PQclear(ping);
+  }
+  int rc = exec_plain(g, g->r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
+  g->r_snapshot = true;
+  if (!rc) {
+    for (int q = 0; q < 3 && (!q || res[q - 1]); q++) res[q] = rd_query(g, sql[q], p, err);
+    if (!res[2]) rc = XGR_EIO;
+    exec_plain(g, g->r, "COMMIT", &(xgr_error){0});
+  }
+  g->r_snapshot = false;
+  PGresult *rs = res[0], *rp = res[1], *rg = res[2];
+  int ns = rc ? 0 : PQntuples(rs), np = rc ? 0 : PQntuples(rp), ng = rc ? 0 : PQntuples(rg);
+  int ip = 0, ig = 0;
+  for (int i = 0; !rc && i < ns; i++) {
+    xgr_store_session row;
+    read_session_row(rs, i, &row);
+    while (ip < np && key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid) < 0) ip++;
+    int p0 = ip;
+    while (ip < np && !key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid)) ip++;
+    while (ig < ng && key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid) < 0) ig++;
+    int g0 = ig;
+    while (ig < ng && !key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid)) ig++;
+    size_t nprocs = (size_t)(ip - p0), nkilled = (size_t)(ig - g0);
+    xgr_store_proc *procs = xgr__xcalloc(nprocs + 1, sizeof *procs);
+    for (size_t k = 0; k < nprocs; k++) read_proc_row(rp, p0 + (int)k, 2, &procs[k]);
+    uint32_t *groups = xgr__xcalloc(nkilled + 1, sizeof *groups);
+    for (size_t k = 0; k < nkilled; k++) groups[k] = (uint32_t)get_i64(rg, g0 + (int)k, 2);
+    xgr_store_live l = {&row, procs, nprocs, groups, nkilled};
+    rc = fn(ctx, &l);
+    if (rc) xgr_error_set(err, rc, NULL, "recovery stopped at session %s/%" PRIu64, row.owner, row.root_pid);
+    xgr_store_procs_free(procs, nprocs);
+    free(groups);
+    xgr_store_session_clear(&row);
+  }
+  for (int q = 0; q < 3; q++) PQclear(res[q]);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+/* One session (loading on demand); the awake ones and those due by due_upto (lazy recovery: the
+ * partial indexes sessions_awake and sessions_wake_due, no hibernated row beyond the bound is
+ * read); or every live one. */
+static int pg_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),
+                        void *ctx, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  if (f && f->owner) {
+    p_text(&p, f->owner);
+    p_u64(&p, f->root_pid);
+    return load_where(g, "s.owner = $1 AND s.root_pid = $2", &p, fn, ctx, err);
+  }
+  if (f && f->bounded) {
+    p_i64(&p, f->due_upto);
+    return load_where(g, "s.wake_due IS NULL OR s.wake_due <= $1::bigint", &p, fn, ctx, err);
+  }
+  return pg_load_live(st, fn, ctx, err);
+}
+
+/* The due index: a range scan of sessions_wake_due after the cursor (a row comparison in the
+ * index's column order), at most max keys. A cursor whose owner starts with the byte 0xff (the
+ * engine's "every key of this due time", xgr_engine_hibernation_start) is past every owner: no
+ * text holds that byte, and PostgreSQL refuses it as a parameter, so it is sent as `wake_due > due`. */
+static int pg_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out, size_t max,
+                  size_t *n, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  bool past_all = after && (unsigned char)after->owner[0] == 0xff;
+  params p = {0};
+  p_i64(&p, after ? after->due : INT64_MIN);
+  p_i64(&p, upto);
+  p_u64(&p, max);
+  if (!past_all) {
+    p_text(&p, after ? after->owner : "");
+    p_u64(&p, after ? after->root_pid : 0);
+  }
+  const char *sql = past_all ? "SELECT wake_due, owner, root_pid FROM sessions WHERE status = 0 AND wake_due IS NOT NULL"
+                               " AND wake_due > $1::bigint AND wake_due <= $2::bigint"
+                               " ORDER BY wake_due, owner, root_pid LIMIT $3"
+                             : "SELECT wake_due, owner, root_pid FROM sessions WHERE status = 0 AND wake_due IS NOT NULL"
+                               " AND (wake_due, owner, root_pid) > ($1::bigint, $4::text COLLATE \"C\", $5::numeric)"
+                               " AND wake_due <= $2::bigint ORDER BY wake_due, owner, root_pid LIMIT $3";
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, sql, &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  int rows = r ? PQntuples(r) : 0;
+  for (int i = 0; i < rows && *n < max; i++) {
+    xgr_store_due_key *k = &out[(*n)++];
+    k->due = get_i64(r, i, 0);
+    snprintf(k->owner, sizeof k->owner, "%s", PQgetvalue(r, i, 1));
+    k->root_pid = get_u64(r, i, 2);
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
 static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close, pg_session_get, pg_procs,
                                      pg_history, pg_load_live, pg_doc_get, pg_gc, .sessions = pg_sessions,
                                      .live_owners = pg_live_owners,
                                      .peek_pid = pg_peek_pid, .outbox = pg_outbox,
-                                     .wakes_refused = pg_wakes_refused};
+                                     .wakes_refused = pg_wakes_refused, .load_some = pg_load_some, .due = pg_due};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 

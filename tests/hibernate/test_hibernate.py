@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_hibernate.py — hibernation of waiting sessions (issue 19) against a real xgrd on 127.0.0.1.
 
-xgrd runs on a temporary SQLite store with --hibernate-after 0, so every session that waits is
+xgrd runs on a temporary SQLite store (or, with XGR_PG_URL set — tests/pg/pg_cluster.sh run ...:
+test_hibernate_pg — on that PostgreSQL database) with --hibernate-after 0, so every session that waits is
 evicted from memory right after its last commit. Checked from the outside:
   - waiting sessions are evicted (getSession says "hibernated", the sessions_evicted counter);
   - a hibernated session is listed and shown from the store, and is woken, paused, resumed and
@@ -26,6 +27,8 @@ XGRD, SRC = sys.argv[1], sys.argv[2]
 DIR = tempfile.mkdtemp(prefix="xgr-hib-")
 OWNER = "0x00000000000000000000000000000000000000aa"
 SCALE = 100
+PG = os.environ.get("XGR_PG_URL", "")
+STORE = PG or "sqlite:" + os.path.join(DIR, "s.db")
 proc = None
 url = None
 
@@ -36,7 +39,7 @@ def start():
     if os.path.exists(port):
         os.remove(port)
     log = open(os.path.join(DIR, "log"), "a")
-    proc = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", "sqlite:" + os.path.join(DIR, "s.db"),
+    proc = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", STORE,
                              "--port-file", port, "--workers", "2", "--auth", "none", "--hibernate-after", "0",
                              "--time-scale", str(SCALE), "--log-level", "warn"], stderr=log)
     t0 = time.time()

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 #include <ctype.h>
+#include <inttypes.h>
 #include <libpq-fe.h>
 
 #include "store_util.h"
@@ -1555,6 +1556,142 @@ static void test_pg_server_gone(void **state) {
   free(dir);
 }
 
+/* ---- hibernation: the due index (issue 19) ----------------------------------------------------- */
+
+typedef struct due_seen {
+  int n;
+  char keys[8][80];             /* "owner/root due nprocs nkilled" in the order fn saw them */
+} due_seen;
+
+static int due_live_cb(void *ctx, const xgr_store_live *l) {
+  due_seen *d = ctx;
+  if (d->n < 8)
+    snprintf(d->keys[d->n], sizeof d->keys[0], "%s/%" PRIu64 " %" PRId64 " %zu %zu", l->session->owner + 40,
+             l->session->root_pid, l->session->wake_due, l->nprocs, l->nkilled);
+  d->n++;
+  return 0;
+}
+
+static bool due_seen_has(const due_seen *d, const char *key) {
+  for (int i = 0; i < d->n && i < 8; i++)
+    if (!strcmp(d->keys[i], key)) return true;
+  return false;
+}
+
+/* sessions.wake_due on every backend: a state entry with a due time puts the session in the due
+ * index (through PostgreSQL's bulk path and, with an entry the bulk path does not take, its
+ * statement per entry), a later state without one takes it out, a session that ended is never in
+ * it; xgr_store_due pages in (due, owner, rootPid) order up to a bound; xgr_store_load_some reads
+ * one session, the awake ones and those due by a bound, or every live one, with the due time. */
+static void test_due_index(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  const char *ob = "0x00000000000000000000000000000000000000bb";
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "due.db", NULL);
+    xgr_error e;
+    struct { const char *owner; uint64_t root; uint8_t status; int64_t due; bool plain; } rows[] = {
+        {T_OWNER, 1, XGR_RESULT_RUNNING, 0, false},            /* awake */
+        {T_OWNER, 2, XGR_RESULT_RUNNING, 100, false},          /* hibernated, due at 100 */
+        {ob, 1, XGR_RESULT_RUNNING, 100, true},                /* the same due time, a later owner */
+        {T_OWNER, 3, XGR_RESULT_RUNNING, XGR_STORE_DUE_NEVER, false},   /* only a wake-up moves it */
+        {T_OWNER, 4, XGR_RESULT_COMPLETED, 50, false},         /* ended: never in the index */
+        {T_OWNER, 5, XGR_RESULT_RUNNING, 200, true},           /* woken below */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+      xgr_store_changes *b = xgr_store_changes_new();
+      xgr_store_session row = {.owner = (char *)rows[i].owner, .root_pid = rows[i].root, .registry = "r",
+                               .ostc_id = "t", .ostc_hash = "0x00", .next_iter = 3, .next_group = 2};
+      xgr_store_changes_session(b, &row);
+      xgr_store_proc p = mkproc(2, XGR_PROC_WAITING, "{}");
+      xgr_store_changes_proc(b, rows[i].owner, rows[i].root, &p);
+      if (rows[i].root == 2) xgr_store_changes_scope_killed(b, rows[i].owner, rows[i].root, 1);
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+      b = xgr_store_changes_new();
+      xgr_store_changes_session_state(b, rows[i].owner, rows[i].root, rows[i].status, 0, 3, 2, false);
+      if (rows[i].due) xgr_store_changes_set_due(b, rows[i].due);
+      /* an entry that keeps PostgreSQL off its bulk path (a wake-up that is not pending: no-op) */
+      if (rows[i].plain) xgr_store_changes_wake_done(b, "00000000000000000000000000000001", NULL);
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+    }
+    xgr_store_session got;
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 2, &got, &e), 0);
+    assert_true(got.wake_due == 100);
+    xgr_store_session_clear(&got);
+    assert_int_equal(xgr_store_session_get(st, ob, 1, &got, &e), 0);
+    assert_true(got.wake_due == 100);
+    xgr_store_session_clear(&got);
+    /* a change without a due time wakes the row up (the bulk path) */
+    xgr_store_changes *b = xgr_store_changes_new();
+    xgr_store_changes_session_state(b, T_OWNER, 5, XGR_RESULT_RUNNING, 0, 4, 2, true);
+    assert_int_equal(xgr_store_commit(st, b, &e), 0);
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 5, &got, &e), 0);
+    assert_true(got.wake_due == 0 && got.paused && got.next_iter == 4);
+    xgr_store_session_clear(&got);
+
+    /* the due index, paged one key at a time */
+    xgr_store_due_key keys[4];
+    size_t n = 99;
+    assert_int_equal(xgr_store_due(st, NULL, 1000, keys, 4, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_true(keys[0].due == 100 && !strcmp(keys[0].owner, T_OWNER) && keys[0].root_pid == 2);
+    assert_true(keys[1].due == 100 && !strcmp(keys[1].owner, ob) && keys[1].root_pid == 1);
+    assert_int_equal(xgr_store_due(st, NULL, 1000, keys, 1, &n, &e), 0);
+    assert_int_equal(n, 1);
+    xgr_store_due_key cur = keys[0];
+    assert_int_equal(xgr_store_due(st, &cur, 1000, keys, 1, &n, &e), 0);
+    assert_true(n == 1 && !strcmp(keys[0].owner, ob));
+    cur = keys[0];
+    assert_int_equal(xgr_store_due(st, &cur, 1000, keys, 1, &n, &e), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(xgr_store_due(st, &cur, INT64_MAX, keys, 4, &n, &e), 0);
+    assert_true(n == 1 && keys[0].due == XGR_STORE_DUE_NEVER && keys[0].root_pid == 3);
+    assert_int_equal(xgr_store_due(st, NULL, 99, keys, 4, &n, &e), 0);
+    assert_int_equal(n, 0);
+    /* the engine's cursor past every key of a due time (an owner of 0xff bytes, no valid text) */
+    memset(&cur, 0, sizeof cur);
+    cur.due = 100;
+    memset(cur.owner, 0xff, sizeof cur.owner - 1);
+    cur.root_pid = UINT64_MAX;
+    assert_int_equal(xgr_store_due(st, &cur, INT64_MAX, keys, 4, &n, &e), 0);
+    assert_true(n == 1 && keys[0].root_pid == 3);
+    cur.due = 99;
+    assert_int_equal(xgr_store_due(st, &cur, INT64_MAX, keys, 4, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(xgr_store_due(st, NULL, INT64_MIN, NULL, 0, &n, &e), 0);   /* xgrd's probe */
+    assert_int_equal(n, 0);
+
+    /* load_some: the awake ones and those due by 150 */
+    due_seen d = {0};
+    xgr_store_load_filter f = {.bounded = true, .due_upto = 150};
+    assert_int_equal(xgr_store_load_some(st, &f, due_live_cb, &d, &e), 0);
+    assert_int_equal(d.n, 4);
+    assert_true(due_seen_has(&d, "aa/1 0 1 0"));
+    assert_true(due_seen_has(&d, "aa/2 100 1 1"));
+    assert_true(due_seen_has(&d, "aa/5 0 1 0"));
+    assert_true(due_seen_has(&d, "bb/1 100 1 0"));
+    /* one session */
+    memset(&d, 0, sizeof d);
+    f = (xgr_store_load_filter){.owner = T_OWNER, .root_pid = 3};
+    assert_int_equal(xgr_store_load_some(st, &f, due_live_cb, &d, &e), 0);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.keys[0], "aa/3 9223372036854775807 1 0");
+    memset(&d, 0, sizeof d);
+    f = (xgr_store_load_filter){.owner = T_OWNER, .root_pid = 4};   /* ended: not live */
+    assert_int_equal(xgr_store_load_some(st, &f, due_live_cb, &d, &e), 0);
+    assert_int_equal(d.n, 0);
+    /* every live one, in (owner, rootPid) order */
+    memset(&d, 0, sizeof d);
+    assert_int_equal(xgr_store_load_some(st, NULL, due_live_cb, &d, &e), 0);
+    assert_int_equal(d.n, 5);
+    assert_string_equal(d.keys[0], "aa/1 0 1 0");
+    assert_string_equal(d.keys[4], "bb/1 100 1 0");
+    xgr_store_close(st);
+  }
+  t_rmdir(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_table),
@@ -1575,6 +1712,7 @@ int main(void) {
       cmocka_unit_test(test_u64_round_trip),
       cmocka_unit_test(test_root_pid_order),
       cmocka_unit_test(test_migrate_big_roots_from_v7),
+      cmocka_unit_test(test_due_index),
       cmocka_unit_test(test_pg_schema),
       cmocka_unit_test(test_pg_server_gone),   /* last: stops the cluster */
   };

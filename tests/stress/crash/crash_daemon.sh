@@ -178,6 +178,12 @@ enqueue_all || { echo "FAIL: enqueue on the reference run"; exit 1; }
 if grep -q '"error"' "$DIR"/enq*.out "$DIR"/pp_*.out; then echo "FAIL: an enqueue failed:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out | head -3; exit 1; fi
 wait_done
 span=$(( $(ms) - t ))
+if [ -n "${XGR_CRASHD_HIBERNATE:-}" ]; then   # the sessions did leave memory and come back
+  ev=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_engine_events{kind=\"sessions_evicted\"}" {print $2}')
+  ld=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_engine_events{kind=\"sessions_loaded\"}" {print $2}')
+  [ "${ev:-0}" != 0 ] && [ "${ld:-0}" != 0 ] || { echo "FAIL: no hibernation (evicted ${ev:-0}, loaded ${ld:-0})"; exit 1; }
+  echo "reference: $ev evictions, $ld loads"
+fi
 stop_xgrd
 "$RUN" canon "$(store ref)" "$OWNER" "$TOTAL" >"$DIR/ref.txt"
 echo "reference: $(tail -1 "$DIR/ref.txt") in ${span} ms"
