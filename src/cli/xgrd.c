@@ -52,7 +52,7 @@ typedef struct opts {
   const char *engine_key;           /* --engine-key FILE */
   unsigned long max_session_processes, max_session_steps;
   long long hibernate_after_ms;   /* 0: default; -1: off */
-  const char *node_id;            /* cluster node id (PostgreSQL store); NULL: hostname:pid */
+  const char *node_id;            /* cluster node id (PostgreSQL store; "auto": hostname:pid); NULL: single writer */
   unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
 } opts;
 
@@ -91,9 +91,11 @@ static void usage(FILE *f) {
           "                         the engine clock, or only for wake-ups (default 5000; 0: at once; off: never);\n"
           "                         it is loaded again when called or shortly before its timer (SQLite and\n"
           "                         PostgreSQL stores; the memory store and a cluster node keep every session)\n"
-          "  --node-id ID           this node's id in a cluster of xgrd on one PostgreSQL store (default\n"
-          "                         HOSTNAME:PID; at most 200 bytes). Nodes lease the sessions they run, take over\n"
-          "                         those of stopped or dead nodes and forward control calls (docs/CLUSTER.md)\n"
+          "  --node-id ID           run as a node of a cluster of xgrd on one PostgreSQL store, with this id\n"
+          "                         (auto: HOSTNAME:PID; at most 200 bytes). Nodes lease the sessions they run,\n"
+          "                         take over those of stopped or dead nodes and forward control calls\n"
+          "                         (docs/CLUSTER.md). Without it xgrd is the store's single writer: a second\n"
+          "                         xgrd on the same schema is refused, and sessions may hibernate\n"
           "  --lease-ms N           how long a node's session leases last without a heartbeat (default 10000;\n"
           "                         100 to 3600000). A dead node's sessions move at once, a stalled one's after this\n"
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
@@ -428,10 +430,11 @@ int main(int argc, char **argv) {
                         .metrics = xgr_rpc_metrics(srv),
                         .hibernate_after_ms = o.hibernate_after_ms,
                         .lease_ms = (int64_t)o.lease_ms};
-  /* a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); default id HOSTNAME:PID */
+  /* --node-id on a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); "auto" is
+   * HOSTNAME:PID. Without it, it is the schema's single writer (and may hibernate sessions). */
   char node_buf[300];
-  if (o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11))) {
-    if (o.node_id) {
+  if (o.node_id && o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11))) {
+    if (strcmp(o.node_id, "auto")) {
       snprintf(node_buf, sizeof node_buf, "%s", o.node_id);
     } else {
       char hn[256] = "";
