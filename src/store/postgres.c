@@ -1468,132 +1468,25 @@ static int key_cmp(const char *o1, uint64_t r1, const char *o2, uint64_t r2) {
   return r1 < r2 ? -1 : r1 > r2 ? 1 : 0;
 }
 
-/* Three queries in one snapshot (live sessions, their live processes, their killed scopes), all
- * in (owner, rootPid) order, merged here: no query per session. */
+static int load_where(pgstore *g, const char *cond, const params *p, int (*fn)(void *, const xgr_store_live *),
+                      void *ctx, xgr_error *err);
+
+/* Every live session with its live processes and killed scopes (load_where, below). */
 static int pg_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
-  pgstore *g = (pgstore *)st;
-  pthread_mutex_lock(&g->rmu);
-  PGresult *rs = NULL, *rp = NULL, *rg = NULL;
-  if (PQstatus(g->r) == CONNECTION_BAD) {   /* the server restarted since the last read */
-    PGresult *ping = rd_query(g, "SELECT 1", NULL, err);
-    PQclear(ping);
-  }
-  int rc = exec_plain(g, g->r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
-  g->r_snapshot = true;
-  if (!rc) {
-    rs = rd_query(g, "SELECT " SESSION_COLS " FROM sessions WHERE status = 0 ORDER BY owner COLLATE \"C\", root_pid",
-                  NULL, err);
-    if (rs)
-      rp = rd_query(g, "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status, r.paused,"
-                       " r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
-                       " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s ON s.owner = r.owner"
-                       " AND s.root_pid = r.root_pid WHERE s.status = 0 AND r.status < 2"
-                       " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", NULL, err);
-    if (rp)
-      rg = rd_query(g, "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s ON s.owner = k.owner"
-                       " AND s.root_pid = k.root_pid WHERE s.status = 0 ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp",
-                    NULL, err);
-    if (!rg) rc = XGR_EIO;
-    exec_plain(g, g->r, "COMMIT", &(xgr_error){0});
-  }
-  g->r_snapshot = false;
-  int ns = rs ? PQntuples(rs) : 0, np = rp ? PQntuples(rp) : 0, ng = rg ? PQntuples(rg) : 0;
-  int ip = 0, ig = 0;
-  for (int i = 0; !rc && i < ns; i++) {
-    xgr_store_session row;
-    read_session_row(rs, i, &row);
-    /* rows of keys before this session cannot exist (joined on live sessions); skip defensively */
-    while (ip < np && key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid) < 0) ip++;
-    int p0 = ip;
-    while (ip < np && !key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid)) ip++;
-    while (ig < ng && key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid) < 0) ig++;
-    int g0 = ig;
-    while (ig < ng && !key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid)) ig++;
-    size_t nprocs = (size_t)(ip - p0), nkilled = (size_t)(ig - g0);
-    xgr_store_proc *procs = xgr__xcalloc(nprocs + 1, sizeof *procs);
-    for (size_t k = 0; k < nprocs; k++) read_proc_row(rp, p0 + (int)k, 2, &procs[k]);
-    uint32_t *groups = xgr__xcalloc(nkilled + 1, sizeof *groups);
-    for (size_t k = 0; k < nkilled; k++) groups[k] = (uint32_t)get_i64(rg, g0 + (int)k, 2);
-    xgr_store_live l = {&row, procs, nprocs, groups, nkilled};
-    rc = fn(ctx, &l);
-    if (rc) xgr_error_set(err, rc, NULL, "recovery stopped at session %s/%" PRIu64, row.owner, row.root_pid);
-    xgr_store_procs_free(procs, nprocs);
-    free(groups);
-    xgr_store_session_clear(&row);
-  }
-  PQclear(rs);
-  PQclear(rp);
-  PQclear(rg);
-  pthread_mutex_unlock(&g->rmu);
-  return rc;
+  return load_where((pgstore *)st, "TRUE", NULL, fn, ctx, err);
 }
 
 /* Cluster: the live rows of the sessions named by two PostgreSQL array literals (owners, rootPids),
- * as pg_load_live reads them (one snapshot, three queries merged here), for the sessions a claim
- * just took (pg_cluster.c). Kept apart from pg_load_live so the hibernation loader can change that
- * one freely. */
+ * as pg_load_live reads them (load_where), for the sessions a claim just took (pg_cluster.c). */
 int xgr__pg_load_keys(xgr_store *st, const char *owners, const char *roots,
                       int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err) {
-  pgstore *g = (pgstore *)st;
   params p = {0};
   p_text(&p, owners);
   p_text(&p, roots);
-  pthread_mutex_lock(&g->rmu);
-  PGresult *rs = NULL, *rp = NULL, *rg = NULL;
-  if (PQstatus(g->r) == CONNECTION_BAD) {
-    PGresult *ping = rd_query(g, "SELECT 1", NULL, err);
-    PQclear(ping);
-  }
-#define KEYS " JOIN unnest($1::text[], $2::numeric[]) AS u(owner, root_pid) ON s.owner = u.owner AND s.root_pid = u.root_pid"
-  int rc = exec_plain(g, g->r, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err);
-  g->r_snapshot = true;
-  if (!rc) {
-    rs = rd_query(g, "SELECT s.owner, s.root_pid, s.registry, s.ostc_id, s.ostc_hash, s.status, s.killed_at,"
-                     " s.created_at, s.finished_at, s.next_iter, s.paused, s.next_group, s.max_total_gas"
-                     " FROM sessions s" KEYS " WHERE s.status = 0 ORDER BY s.owner COLLATE \"C\", s.root_pid", &p, err);
-    if (rs)
-      rp = rd_query(g, "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status, r.paused,"
-                       " r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
-                       " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s"
-                       " ON s.owner = r.owner AND s.root_pid = r.root_pid" KEYS " WHERE s.status = 0 AND r.status < 2"
-                       " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", &p, err);
-    if (rp)
-      rg = rd_query(g, "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s ON s.owner = k.owner"
-                       " AND s.root_pid = k.root_pid" KEYS " WHERE s.status = 0"
-                       " ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp", &p, err);
-    if (!rg) rc = XGR_EIO;
-    exec_plain(g, g->r, "COMMIT", &(xgr_error){0});
-  }
-#undef KEYS
-  g->r_snapshot = false;
-  int ns = rs ? PQntuples(rs) : 0, np = rp ? PQntuples(rp) : 0, ng = rg ? PQntuples(rg) : 0;
-  int ip = 0, ig = 0;
-  for (int i = 0; !rc && i < ns; i++) {
-    xgr_store_session row;
-    read_session_row(rs, i, &row);
-    while (ip < np && key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid) < 0) ip++;
-    int p0 = ip;
-    while (ip < np && !key_cmp(PQgetvalue(rp, ip, 0), get_u64(rp, ip, 1), row.owner, row.root_pid)) ip++;
-    while (ig < ng && key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid) < 0) ig++;
-    int g0 = ig;
-    while (ig < ng && !key_cmp(PQgetvalue(rg, ig, 0), get_u64(rg, ig, 1), row.owner, row.root_pid)) ig++;
-    size_t nprocs = (size_t)(ip - p0), nkilled = (size_t)(ig - g0);
-    xgr_store_proc *procs = xgr__xcalloc(nprocs + 1, sizeof *procs);
-    for (size_t k = 0; k < nprocs; k++) read_proc_row(rp, p0 + (int)k, 2, &procs[k]);
-    uint32_t *groups = xgr__xcalloc(nkilled + 1, sizeof *groups);
-    for (size_t k = 0; k < nkilled; k++) groups[k] = (uint32_t)get_i64(rg, g0 + (int)k, 2);
-    xgr_store_live l = {&row, procs, nprocs, groups, nkilled};
-    rc = fn(ctx, &l);
-    if (rc) xgr_error_set(err, rc, NULL, "loading stopped at session %s/%" PRIu64, row.owner, row.root_pid);
-    xgr_store_procs_free(procs, nprocs);
-    free(groups);
-    xgr_store_session_clear(&row);
-  }
-  PQclear(rs);
-  PQclear(rp);
-  PQclear(rg);
-  pthread_mutex_unlock(&g->rmu);
-  return rc;
+  return load_where((pgstore *)st,
+                    "(s.owner, s.root_pid) IN (SELECT u.owner, u.root_pid FROM unnest($1::text[], $2::numeric[])"
+                    " AS u(owner, root_pid))",
+                    &p, fn, ctx, err);
 }
 
 pgc *xgr__pg_cluster(xgr_store *st) {
@@ -1670,9 +1563,9 @@ static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
 
 /* ---- hibernation: some live sessions, the due index (issue 19; docs/STORE.md "Hibernation") ------ */
 
-/* pg_load_live restricted by `cond`, a condition on the session row `s` with parameters p: the
- * same three queries (sessions, their live processes, their killed scopes) in one snapshot, in
- * (owner, rootPid) order, merged here. */
+/* The live sessions whose row `s` meets `cond` (SQL, with parameters p; NULL: none), each with its
+ * live processes and killed scopes: three queries in one snapshot, all in (owner, rootPid) order,
+ * merged here (no query per session). Every loader of live sessions goes through it. */
 static int load_where(pgstore *g, const char *cond, const params *p, int (*fn)(void *, const xgr_store_live *),
                       void *ctx, xgr_error *err) {
   char sql[3][1024];
