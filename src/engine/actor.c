@@ -963,19 +963,11 @@ static void check_caps(actor *a) {
   consume(a);
 }
 
-/* Leave memory: every change is committed and the store holds due. Only when the hibernation
- * thread has not looked at due yet (hibernate.c), checked and unlinked under its mutex; false:
- * stay (the timer is armed as usual). Messages that still reach the actor are handed back to the
- * engine by actor_discard. */
-static bool evict(actor *a, int64_t due) {
+/* The actor is done here: its latency figures join the engine's and its registry entry goes
+ * (freed when the actor closes), so a load or a claim finds no incarnation. Eviction and a lost
+ * lease both end so; the caller counts the live actor down. */
+static void leave_registry(actor *a) {
   xgr_engine *e = a->e;
-  hib_state *h = &e->hib;
-  pthread_mutex_lock(&h->mu);
-  if (h->stop || (due != INT64_MAX && due <= h->upto)) {
-    pthread_mutex_unlock(&h->mu);
-    return false;
-  }
-  a->evicted = true;
   a->completed = true;
   if (a->lat) {
     pthread_mutex_lock(&e->lat_mu);
@@ -989,6 +981,22 @@ static bool evict(actor *a, int64_t due) {
   xgr_eng_unlink_locked(sh, a->ent);   /* freed when the actor closes */
   a->ent_unlinked = true;
   pthread_mutex_unlock(&sh->mu);
+}
+
+/* Leave memory: every change is committed and the store holds due. Only when the hibernation
+ * thread has not looked at due yet (hibernate.c), checked and unlinked under its mutex; false:
+ * stay (the timer is armed as usual). Messages that still reach the actor are handed back to the
+ * engine by actor_discard. */
+static bool evict(actor *a, int64_t due) {
+  xgr_engine *e = a->e;
+  hib_state *h = &e->hib;
+  pthread_mutex_lock(&h->mu);
+  if (h->stop || (due != INT64_MAX && due <= h->upto)) {
+    pthread_mutex_unlock(&h->mu);
+    return false;
+  }
+  a->evicted = true;
+  leave_registry(a);
   pthread_mutex_unlock(&h->mu);
   atomic_fetch_add(&h->evicted, 1);
   atomic_fetch_sub(&e->live_actors, 1);
@@ -1016,19 +1024,7 @@ static void lose_lease(actor *a) {
  * read its bundle and core. */
 static void drop_now(actor *a) {
   xgr_engine *e = a->e;
-  a->completed = true;
-  if (a->lat) {
-    pthread_mutex_lock(&e->lat_mu);
-    xgr_eng_lat_merge(&e->lat, a->lat);
-    pthread_mutex_unlock(&e->lat_mu);
-  }
-  shard *sh = xgr_eng_shard(e, a->root);
-  pthread_mutex_lock(&sh->mu);
-  a->ent->pid = 0;
-  a->ent->gone = true;
-  xgr_eng_unlink_locked(sh, a->ent);   /* freed when the actor closes */
-  a->ent_unlinked = true;
-  pthread_mutex_unlock(&sh->mu);
+  leave_registry(a);
   atomic_fetch_sub(&e->live_actors, 1);
   xgr_eng_notify_waiters(e);
 }
