@@ -32,7 +32,8 @@ not one process at a time like the driver, so the allowances of that runner appl
     processes are not checked when the run has them otherwise, and the counts may differ then; the
     comparison of the two runs leaves out these processes and everything below them.
   - ORDERED_ONLY names the files whose expectations need the ordered mode (which xgrd does not
-    have); only the comparison of the two runs applies to them.
+    have); only the comparison of the two runs applies to them, without payloads and wake_refused
+    rows (whether a wake-up reaches its sibling in time is timing there, in either run).
   - xgrd's --max-session-steps kills a session once a step beyond the cap has run, where the
     driver stops before it: a session killed by the cap is the result "limit", with one more
     history row than the file expects.
@@ -425,12 +426,14 @@ def paths(s):
     return out
 
 
-def timeless(rep, skip):
+def timeless(rep, skip, ordered=False):
     """What depends neither on timing nor on hibernation, keyed by step path; the paths in skip
     (and below them) left out. Like the engine's free mode: per process its status, validity,
     abort reason and join outcome; payloads only of processes with no join on their path (which
     producer of an any or k-of-n join arrives first, and so what the join merges and which inputs
-    it saw fail, is timing)."""
+    it saw fail, is timing). With ordered (an ORDERED_ONLY file) no payloads and no wake_refused
+    rows either: whether a wake-up reaches its sibling, is refused, or finds the session already
+    ended is timing there."""
     out = []
     for i, s in enumerate(rep):
         ps = paths(s)
@@ -452,15 +455,15 @@ def timeless(rep, skip):
                 continue
             q = {k: p.get(k) for k in ("step", "status", "valid", "paused", "abortReason")}
             q["path"], q["join"] = ps[p["pid"]], (p.get("join") or {}).get("outcome")
-            if not joined(p["pid"]):
+            if not joined(p["pid"]) and not ordered:
                 q["payload"] = p.get("payload")
             procs.append(json.dumps(q, sort_keys=True))
         for h in s["history"]:
-            if gone(h["pid"]):
+            if gone(h["pid"]) or (ordered and h.get("status") == "wake_refused"):
                 continue
             q = {k: h.get(k) for k in ("step", "status", "valid")}
             q["path"], q["error"] = ps.get(h["pid"]), bool(h.get("error"))
-            if not joined(h["pid"]):
+            if not joined(h["pid"]) and not ordered:
                 q["payload"] = h.get("payload")
             hist.append(json.dumps(q, sort_keys=True))
         out.append({"result": s["result"], "actions": s.get("actions"), "processes": sorted(procs),
@@ -520,7 +523,8 @@ def run_file(path):
             for i, xs in enumerate(x.get("sessions") or []):
                 bad += check(xs, r.report[i + 1], tol, "%s [%s] session %d" % (name, mode, i + 2))
         skip = raced([r.report for r in runs])
-        a, b = timeless(runs[0].report, skip), timeless(runs[1].report, skip)
+        ordered = name in ORDERED_ONLY
+        a, b = timeless(runs[0].report, skip, ordered), timeless(runs[1].report, skip, ordered)
         if a != b:
             bad.append("%s: the hibernated run differs: %s" % (name, diff(a, b)))
     if bad:
