@@ -83,10 +83,18 @@ typedef struct xgr_engine_proc {
   int64_t next_wake_at, created_at, started_at, finished_at;
   xgr_value payload;            /* resumePlain before the step ran, effective payload after */
   const char *error;            /* hard error text or NULL */
-  const json_t *join;           /* join targets: {"expect","k","policy","inbox","fail","closed",
-                                   "outcome","closedAt"?} as in reports; else NULL */
-  const char *join_state;       /* the same join in the core's restore form (xgr_session_join_to_json,
-                                   read back by xgr_session_restore_proc), with a store hook; else NULL */
+  bool is_join;                 /* the process is a join target; then join_closed, join_policy and
+                                   join_outcome tell its join's state (cheap: every snapshot has them) */
+  bool join_closed;
+  uint8_t join_policy;          /* xgr_policy */
+  uint8_t join_outcome;         /* xgr_join_outcome */
+  const json_t *join;           /* in XGR_EEV_JOIN events only: the decided join as in reports
+                                   ({"expect","k","policy","inbox","fail","closed","outcome",
+                                   "closedAt"?}); NULL in every other snapshot (building it for each
+                                   arrival of a 32-way join was most of a step's cost in xgrd) */
+  const char *join_state;       /* in the store's rows only (a store hook is set): the join in the
+                                   core's restore form (xgr_session_join_to_json, read back by
+                                   xgr_session_restore_proc); NULL in event snapshots */
 } xgr_engine_proc;
 
 /* One history row: a step ran (status after the result, outcome, when it began). */
@@ -166,7 +174,7 @@ typedef struct xgr_store_hook {
 /* ---- events (live output) ----------------------------------------------------------------- */
 typedef enum xgr_engine_event_kind {
   XGR_EEV_PROC = 0,     /* a process changed: proc */
-  XGR_EEV_JOIN,         /* a join was decided: proc is its target (proc->join has the outcome) */
+  XGR_EEV_JOIN,         /* a join was decided: proc is its target (proc->join has the decided join) */
   XGR_EEV_ACTION,       /* a control call was applied (message: what and how it went; ok) */
   XGR_EEV_WAKE,         /* an internal wake-up arrived / could not be delivered (message, ok) */
   XGR_EEV_FINISHED,     /* the session ended (result; message: its name) */

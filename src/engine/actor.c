@@ -147,7 +147,11 @@ static void vpush(visq *q, vis v) {
 
 /* ---- snapshots -------------------------------------------------------------------------------- */
 
-static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
+/* What a snapshot is for: the store's batch (the join in restore form) or an event (the report
+ * form of the join, for XGR_EEV_JOIN only). */
+typedef enum snap_use { SNAP_ROW, SNAP_EVENT, SNAP_JOIN_EVENT } snap_use;
+
+static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_use use) {
   const xgr_proc *p = fe->proc;
   const xgr_orch *o = a->b->orch;
   memset(d, 0, sizeof *d);
@@ -170,8 +174,14 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe) {
              : a->cap_reason[0] && fe->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_KILL
                  ? xgr__xstrdup(a->cap_reason)
                  : NULL;
-  d->join = p->join ? xgr_join_state_json(o, p->join) : NULL;
-  d->join_state = p->join && a->e->has_store ? xgr_session_join_to_json(o, p->join) : NULL;   /* stores only */
+  if (p->join) {
+    d->is_join = true;
+    d->join_closed = p->join->closed;
+    d->join_policy = (uint8_t)p->join->decl->policy;
+    d->join_outcome = (uint8_t)p->join->outcome;
+    d->join = use == SNAP_JOIN_EVENT ? xgr_join_state_json(o, p->join) : NULL;
+    d->join_state = use == SNAP_ROW ? xgr_session_join_to_json(o, p->join) : NULL;
+  }
 }
 
 static void snap_release(xgr_engine_proc *d) {
@@ -327,7 +337,7 @@ static void batch_row(actor *a, const xgr_effect *fe) {
     a->bp = realloc(a->bp, a->capbp * sizeof *a->bp);
     if (!a->bp) abort();
   }
-  snap_fill(a, &a->bp[a->nbp++], fe);
+  snap_fill(a, &a->bp[a->nbp++], fe, SNAP_ROW);
 }
 
 static void batch_hist(actor *a, const xgr_effect *fe) {
@@ -419,7 +429,7 @@ static void consume(actor *a) {
           batch_row(a, fe);
         if (a->subs) {
           evsnap *s = ev_new(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN, NULL, true);
-          snap_fill(a, &s->p, fe);
+          snap_fill(a, &s->p, fe, fe->kind == XGR_FX_JOIN ? SNAP_JOIN_EVENT : SNAP_EVENT);
           s->ev.proc = &s->p;
           push_event(a, s);
         }

@@ -18,6 +18,8 @@
 #include <strings.h>
 
 #include "util/alloc.h"
+#include "util/buf.h"
+#include "value/value_internal.h"
 #include "xgr/svg.h"
 
 /* ---- parsed orchestrations by hash -------------------------------------------------------------- */
@@ -91,35 +93,65 @@ void xgr__console_cache_put(xgr__console *c, xgr__console_orch *ce) {
 
 static const char *const kind_names[] = {"proc", "join", "action", "wake", "finished", "idle", "store_error", "step"};
 
+/* Whether s[0..n) is well-formed UTF-8 (what jansson would accept as a string). */
+static bool utf8_ok(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s, *e = p + n;
+  while (p < e) {
+    unsigned c = *p++;
+    if (c < 0x80) continue;
+    size_t k = c >= 0xf0 && c < 0xf5 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : 0;
+    if (!k || c >= 0xf5 || (size_t)(e - p) < k) return false;
+    unsigned cp = c & (0x3f >> k);
+    for (size_t i = 0; i < k; i++) {
+      if ((p[i] & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (p[i] & 0x3f);
+    }
+    if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+      return false;
+    p += k;
+  }
+  return true;
+}
+
+/* `,"key":"text"` (text JSON-escaped; left out when not UTF-8, as jansson would refuse it). */
+static void put_str(xgr_buf *b, const char *key, const char *text) {
+  size_t n = strlen(text);
+  if (!utf8_ok(text, n)) return;
+  xgr__buf_printf(b, ",\"%s\":", key);
+  xgr__json_write_string(b, text, n);
+}
+
+/* An engine event as one line of JSON for the event stream: written straight into a buffer (no
+ * tree: this runs for every process change of every session) and handed to the hub. */
 void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr__console *c = ctx;
-  json_t *j = json_object();
-  json_object_set_new(j, "kind", json_string(ev->kind < sizeof kind_names / sizeof *kind_names ? kind_names[ev->kind] : "other"));
-  json_object_set_new(j, "owner", json_string(ev->owner ? ev->owner : ""));
-  json_object_set_new(j, "rootPid", xgr__rpc_u64_json(ev->root_pid));
-  json_object_set_new(j, "now", json_integer(ev->now));
+  char pid[48];
+  xgr_buf b = {0};
+  xgr__buf_printf(&b, "{\"kind\":\"%s\"", ev->kind < sizeof kind_names / sizeof *kind_names ? kind_names[ev->kind] : "other");
+  put_str(&b, "owner", ev->owner ? ev->owner : "");
+  xgr__buf_printf(&b, ",\"rootPid\":\"%llu\",\"now\":%lld", (unsigned long long)ev->root_pid, (long long)ev->now);
   if (ev->proc && (ev->kind == XGR_EEV_PROC || ev->kind == XGR_EEV_JOIN)) {
     const xgr_engine_proc *p = ev->proc;
-    json_object_set_new(j, "pid", xgr__rpc_pid_json(ev->root_pid, p->iter));
-    json_object_set_new(j, "step", json_string(p->step_id ? p->step_id : ""));
-    json_object_set_new(j, "status", json_string(p->status == XGR_PROC_WAITING && p->paused
-                                                     ? "paused"
-                                                     : xgr_proc_status_name((xgr_proc_status)p->status)));
-    if (p->valid >= 0) json_object_set_new(j, "valid", json_boolean(p->valid));
-    if (p->error) json_object_set_new(j, "error", json_string(p->error));
-    if (ev->kind == XGR_EEV_JOIN && p->join) json_object_set(j, "outcome", json_object_get(p->join, "outcome"));
+    xgr_pid_format(ev->root_pid, p->iter, pid, sizeof pid);
+    put_str(&b, "pid", pid);
+    put_str(&b, "step", p->step_id ? p->step_id : "");
+    put_str(&b, "status", p->status == XGR_PROC_WAITING && p->paused ? "paused"
+                                                                     : xgr_proc_status_name((xgr_proc_status)p->status));
+    if (p->valid >= 0) xgr__buf_printf(&b, ",\"valid\":%s", p->valid ? "true" : "false");
+    if (p->error) put_str(&b, "error", p->error);
+    if (ev->kind == XGR_EEV_JOIN && p->is_join)
+      put_str(&b, "outcome", xgr_join_outcome_name((xgr_join_outcome)p->join_outcome));
   }
   if (ev->kind == XGR_EEV_STEP) {
-    json_object_set_new(j, "pid", xgr__rpc_pid_json(ev->root_pid, ev->iter));
-    json_object_set_new(j, "ok", json_boolean(ev->ok));
+    xgr_pid_format(ev->root_pid, ev->iter, pid, sizeof pid);
+    put_str(&b, "pid", pid);
+    xgr__buf_printf(&b, ",\"ok\":%s", ev->ok ? "true" : "false");
   }
-  if (ev->message && ev->kind != XGR_EEV_STEP) json_object_set_new(j, "message", json_string(ev->message));
-  if (ev->kind == XGR_EEV_ACTION || ev->kind == XGR_EEV_WAKE) json_object_set_new(j, "ok", json_boolean(ev->ok));
-  if (ev->kind == XGR_EEV_FINISHED) json_object_set_new(j, "result", json_string(xgr_session_result_name(ev->result)));
-  char *s = json_dumps(j, JSON_COMPACT);
-  json_decref(j);
-  if (s) xgr__sse_publish(c->hub, ev->owner, ev->root_pid, s);
-  free(s);
+  if (ev->message && ev->kind != XGR_EEV_STEP) put_str(&b, "message", ev->message);
+  if (ev->kind == XGR_EEV_ACTION || ev->kind == XGR_EEV_WAKE) xgr__buf_printf(&b, ",\"ok\":%s", ev->ok ? "true" : "false");
+  if (ev->kind == XGR_EEV_FINISHED) put_str(&b, "result", xgr_session_result_name(ev->result));
+  xgr__buf_putc(&b, '}');
+  xgr__sse_publish_owned(c->hub, ev->owner, ev->root_pid, xgr__buf_finish(&b, NULL));
 }
 
 /* ---- GET /ui ------------------------------------------------------------------------------------- */

@@ -49,6 +49,8 @@ void xgr__sse_hub_free(xgr__sse_hub *h);
 /* Append one event (data: one line of JSON, copied) of session (owner, root) and wake the
  * streams waiting for it. Any thread; does not block on I/O. */
 void xgr__sse_publish(xgr__sse_hub *h, const char *owner, uint64_t root, const char *data);
+/* The same with data taken over (malloc'd, NUL-terminated; the hub frees it): no copy. */
+void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, char *data);
 /* Start a stream on c: events of owner (NULL or "": all owners) and root (0: all sessions),
  * from ring position `after` + 1 (the browser's Last-Event-ID; 0: only new events). Returns an
  * enum MHD_Result. The connection must belong to a daemon with MHD_ALLOW_SUSPEND_RESUME. */

@@ -202,9 +202,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
                           .error = (char *)e->error,
                           .join = (char *)e->join_state};
     xgr_store_changes_proc(c, b->owner, b->root_pid, &row);
-    if (e->join && json_is_true(json_object_get(e->join, "closed")) &&
-        !strcmp(json_string_value(json_object_get(e->join, "policy")) ? json_string_value(json_object_get(e->join, "policy")) : "", "kill") &&
-        e->from_group)
+    if (e->is_join && e->join_closed && e->join_policy == XGR_POLICY_KILL && e->from_group)
       xgr_store_changes_scope_killed(c, b->owner, b->root_pid, e->from_group);
     if (e->finished_at > last_end) last_end = e->finished_at;
     if (p->ended[0] && (e->status == XGR_PROC_DONE || e->status == XGR_PROC_ABORTED))

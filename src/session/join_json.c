@@ -4,6 +4,7 @@
  * outcome, closedAt, one piece (or null) and one fail flag per `from` entry. */
 #include "session/join_json.h"
 #include "util/buf.h"
+#include "value/value_internal.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,10 +36,7 @@ char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
     if (js->inbox[i].kind == XGR_VNULL) {
       xgr__buf_put(&b, "null", 4);
     } else {
-      size_t n;
-      char *t = xgr_value_to_json_text(js->inbox[i], 0, &n);
-      xgr__buf_put(&b, t, n);
-      free(t);
+      xgr__json_write(&b, js->inbox[i], 0, -1);   /* what xgr_value_to_json_text(v, 0) writes, in place */
     }
   }
   xgr__buf_put(&b, "],\"fail\":[", 10);
