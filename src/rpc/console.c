@@ -127,6 +127,7 @@ void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr__console *c = ctx;
   char pid[48];
   xgr_buf b = {0};
+  xgr__buf_reserve(&b, 240);   /* a process event fits */
   xgr__buf_printf(&b, "{\"kind\":\"%s\"", ev->kind < sizeof kind_names / sizeof *kind_names ? kind_names[ev->kind] : "other");
   put_str(&b, "owner", ev->owner ? ev->owner : "");
   xgr__buf_printf(&b, ",\"rootPid\":\"%llu\",\"now\":%lld", (unsigned long long)ev->root_pid, (long long)ev->now);

@@ -29,6 +29,7 @@ char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
   unsigned step = 0, branch = 0;
   if (!js || !decl_ref(o, js->decl, &step, &branch)) return NULL;
   xgr_buf b = {0};
+  xgr__buf_reserve(&b, 96 + (size_t)js->decl->n * 48);   /* heads, small pieces and fail flags in one go */
   xgr__buf_printf(&b, "{\"decl\":[%u,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", step, branch,
             js->closed ? "true" : "false", (int)js->outcome, (long long)js->closed_at);
   for (unsigned i = 0; i < js->decl->n; i++) {
@@ -40,7 +41,10 @@ char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
     }
   }
   xgr__buf_put(&b, "],\"fail\":[", 10);
-  for (unsigned i = 0; i < js->decl->n; i++) xgr__buf_printf(&b, "%s%s", i ? "," : "", js->fail[i] ? "true" : "false");
+  for (unsigned i = 0; i < js->decl->n; i++) {
+    if (i) xgr__buf_putc(&b, ',');
+    xgr__buf_puts(&b, js->fail[i] ? "true" : "false");
+  }
   xgr__buf_put(&b, "]}", 2);
   return xgr__buf_finish(&b, NULL);
 }

@@ -19,6 +19,8 @@ static void reserve(xgr_buf *b, size_t n) {
   b->cap = c;
 }
 
+void xgr__buf_reserve(xgr_buf *b, size_t n) { reserve(b, n); }
+
 void xgr__buf_put(xgr_buf *b, const void *p, size_t n) {
   reserve(b, n);
   if (n) memcpy(b->p + b->len, p, n);   /* p may be NULL when n is 0 (an empty ABI value) */

@@ -13,7 +13,15 @@ typedef struct xgr_buf {
 } xgr_buf;
 
 void xgr__buf_put(xgr_buf *b, const void *p, size_t n);
-static inline void xgr__buf_putc(xgr_buf *b, char c) { xgr__buf_put(b, &c, 1); }
+/* Make room for n more bytes (and the final NUL) at once: for a writer that knows its size. */
+void xgr__buf_reserve(xgr_buf *b, size_t n);
+static inline void xgr__buf_putc(xgr_buf *b, char c) {
+  if (b->len + 2 <= b->cap) {   /* room for c and the NUL: no call */
+    b->p[b->len++] = c;
+    return;
+  }
+  xgr__buf_put(b, &c, 1);
+}
 static inline void xgr__buf_puts(xgr_buf *b, const char *s) {
   size_t n = 0;
   while (s[n]) n++;
