@@ -7,7 +7,11 @@ on). Each measurement uses a fresh schema.
 
   throughput  SESSIONS sessions of a 32-way fan-out into an `all` join (34 steps each), enqueued in
               batches of 100 spread round-robin over the nodes by six concurrent clients; steps/s =
-              proc_steps rows / the time from the first enqueue until no session runs.
+              proc_steps rows / the time from the first enqueue until no session runs; also the
+              CPU the xgrd processes spent per step (/proc). Run on PostgreSQL with one and three
+              cluster nodes (--node-id), with one single writer (no --node-id: the schema's only
+              writer, the usual one-machine deployment), and as the reference, one xgrd on SQLite
+              (synchronous=FULL, a file in the temp directory) with the same workload.
   failover    two nodes (--lease-ms LEASE); 200 sessions waiting on a long timer are started on
               node A, then A is SIGKILLed (or SIGSTOPped): the time until node B holds and runs
               every one of them (B claimed them and its engine runs them: B's xgr_sessions_live gauge).
@@ -18,6 +22,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -58,9 +63,13 @@ def psql(schema, sql):
 
 
 def start(schema, node):
+    """An xgrd on schema: a cluster node named node, the single writer (node None) or, with schema
+    None, one xgrd on an SQLite file."""
     port = os.path.join(DIR, "%s-%s.port" % (schema, node))
-    p = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", store(schema), "--port-file", port, "--workers",
-                          "2", "--auth", "none", "--log-level", "warn", "--node-id", node, "--lease-ms", str(LEASE)],
+    where = store(schema) if schema else os.path.join(DIR, "fan.db")
+    role = ["--node-id", node, "--lease-ms", str(LEASE)] if node else []
+    p = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", where, "--port-file", port, "--workers",
+                          "2", "--auth", "none", "--log-level", "warn"] + role,
                          stderr=open(os.path.join(DIR, "%s-%s.log" % (schema, node)), "a"))
     procs.append(p)
     t0 = time.time()
@@ -128,20 +137,42 @@ def stop_all():
     procs.clear()
 
 
-def throughput(nodes):
-    schema = "tp%d" % nodes
-    psql("public", "CREATE SCHEMA " + schema)
-    urls = [start(schema, "n%d" % i)[1] for i in range(nodes)]
+def cpu_s(p):
+    """User + system CPU seconds of process p so far."""
+    f = open("/proc/%d/stat" % p.pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(nodes, kind="cluster"):
+    """kind: "cluster" (nodes cluster nodes), "single" (one single writer) or "sqlite"."""
+    schema = None if kind == "sqlite" else "tp%d%s" % (nodes, kind[0])
+    if schema:
+        psql("public", "CREATE SCHEMA " + schema)
+    started = [start(schema, "n%d" % i if kind == "cluster" else None) for i in range(nodes)]
+    urls = [u for _, u in started]
     deploy(urls[0], FAN)
+    c0 = sum(cpu_s(p) for p, _ in started)
     t0 = time.time()
     enqueue_batches(urls, "fan32", list(range(1, SESSIONS + 1)), "Start")
-    while psql(schema, "SELECT count(*) FROM sessions WHERE status = 0") != "0":
-        time.sleep(0.05)
+    if schema:
+        while psql(schema, "SELECT count(*) FROM sessions WHERE status = 0") != "0":
+            time.sleep(0.05)
+    else:
+        while live(urls[0]) > 0:
+            time.sleep(0.02)
     dt = time.time() - t0
-    steps = int(psql(schema, "SELECT count(*) FROM proc_steps"))
+    cpu = sum(cpu_s(p) for p, _ in started) - c0
     stop_all()
-    print("fan-out on PostgreSQL, %d node%s: %d sessions, %d durable steps in %.2f s = %.0f steps/s"
-          % (nodes, "" if nodes == 1 else "s", SESSIONS, steps, dt, steps / dt), flush=True)
+    if schema:
+        steps = int(psql(schema, "SELECT count(*) FROM proc_steps"))
+    else:
+        db = sqlite3.connect(os.path.join(DIR, "fan.db"))
+        steps = db.execute("SELECT count(*) FROM proc_steps").fetchone()[0]
+        db.close()
+    what = {"cluster": "PostgreSQL, %d node%s" % (nodes, "" if nodes == 1 else "s"),
+            "single": "PostgreSQL, single writer (no --node-id)", "sqlite": "SQLite (reference)"}[kind]
+    print("fan-out on %s: %d sessions, %d durable steps in %.2f s = %.0f steps/s; xgrd CPU %.1f us/step"
+          % (what, SESSIONS, steps, dt, steps / dt, cpu * 1e6 / steps), flush=True)
 
 
 def failover(how):
@@ -168,6 +199,8 @@ def failover(how):
 
 
 try:
+    throughput(1, "sqlite")
+    throughput(1, "single")
     throughput(1)
     throughput(3)
     failover("kill")
