@@ -28,7 +28,7 @@ void xgr_client_init(xgr_client *c) {
   if (k && *k) xgr_client_load_key(c, k);
 }
 
-int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
+static int client_opt(xgr_client *c, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   if (!strcmp(a, "--json")) {
     c->json = true;
@@ -53,6 +53,19 @@ int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
     c->timeout_ms = t;
   }
   return 1;
+}
+
+int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(FILE *), int *rc) {
+  int r = client_opt(c, argc, argv, i);
+  if (r < 0) {
+    *rc = XGR_EXIT_USAGE;
+    return -1;
+  }
+  if (r) return 1;
+  if (strcmp(argv[*i], "--help") && strcmp(argv[*i], "-h")) return 0;
+  usage(stdout);
+  *rc = XGR_EXIT_OK;
+  return -1;
 }
 
 typedef struct rbuf {

@@ -59,14 +59,10 @@ int xgr_cmd_show(int argc, char **argv) {
   xgr_client_init(&c);
   const char *owner = NULL, *pid = NULL;
   for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
+    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
     if (r) continue;
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
-    }
     if (!strcmp(a, "--owner") && i + 1 < argc) owner = argv[++i];
     else if (a[0] != '-' && !pid) pid = a;
     else {
