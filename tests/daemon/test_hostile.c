@@ -119,10 +119,7 @@ static void test_metrics_labels(void **state) {
   free(out);
   /* the log holds no client-chosen method name either */
   char buf[1 << 16];
-  FILE *f = fopen(d.log, "r");
-  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  buf[n] = 0;
-  if (f) fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   assert_null(strstr(buf, "nope_"));
   assert_int_equal(xh_stop(&d, SIGTERM), 0);
   xh_remove(&d);
@@ -360,10 +357,7 @@ static void test_nesting(void **state) {
   assert_int_equal(xh_stop(&d, SIGKILL), 128 + SIGKILL);
   startv(&d, (const char *[]){NULL});
   char buf[1 << 14];
-  FILE *f = fopen(d.log, "r");
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   /* recovered at start, or hibernated (issue 19: lazy recovery) and loaded by the kill below */
   if (!strstr(buf, "recovered=1 recover_failed=0") && !strstr(buf, "recovered=0 recover_failed=0"))
     fail_msg("the deep session was not recovered:\n%s", buf);
@@ -583,11 +577,8 @@ static void test_session_caps(void **state) {
   assert_non_null(strstr(out, "xgr_engine_events{kind=\"sessions_capped\"} 2"));
   free(out);
   assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  FILE *f = fopen(d.log, "r");
   char buf[1 << 15];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   assert_non_null(strstr(buf, "level=warn msg=\"session aborted: "));
   /* default caps: kill of a busy fan-out session answers within a second, and so does SIGTERM */
   startv(&d, (const char *[]){NULL});
@@ -991,10 +982,7 @@ static void test_wake_refused(void **state) {
     if (!round) startv(&d, (const char *[]){NULL});
   }
   char buf[1 << 15];
-  FILE *f = fopen(d.log, "r");
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   if (!strstr(buf, "wake-up refused: from session " OWNER "/1 to session 0x00000000000000000000000000000000000000c2/999"))
     fail_msg("no line for the unknown session:\n%s", buf);
   if (!strstr(buf, "wake-up refused: from session " OWNER "/2 to session 0x00000000000000000000000000000000000000c2/7"))
