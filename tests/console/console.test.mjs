@@ -5,8 +5,9 @@
 // a finished 2-of-3 kill join, an open 2-of-3 join waiting for its third producer, two KYC orders
 // waiting for their check), then drives headless chromium through the pages: the list (filters),
 // each session's graph overlay (step states, the join node's k-of-n text), the inspector, the
-// live updates after a wake (no reload), pause / resume / wake / kill from the page, and the
-// registry page. Screenshots go to OUTDIR (test artifacts). Every wait is bounded.
+// live updates after a wake (no reload), pause / resume / wake / kill from the page, a step's API
+// calls and a refused internal wake-up in the timeline, and the registry page. Screenshots go to
+// OUTDIR (test artifacts). Every wait is bounded.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -239,6 +240,21 @@ async function main() {
      calls[1].includes('API call missing') && calls[1].includes('404'), 'the timeline shows the step\'s API calls (URL, status, time)', calls);
   await shot('11-api-calls.png');
   api.close();
+
+  // 8b. a refused internal wake-up in the timeline: check session 10 wakes a session that does not exist
+  enq(10, 'kyc_onboarding', 'kyc_collect', JSON.stringify({ Runner: OWNER, Target: 999 }));
+  const refused = await until('session 10 records the refused wake-up', async () =>
+    (await session(10)).history.items.find(it => it.status === 'wake_refused'));
+  await page.goto(`${URL}/ui/#/session/${OWNER}/10`);
+  await page.waitForSelector('#history tr.refused');
+  const rrows = await page.$$eval('#history tr.refused', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
+  ok(rrows.length === 1 && rrows[0].includes('wake_refused') && rrows[0].includes(`wake-up sent by ${refused.pid} (step ${refused.step})`) &&
+     rrows[0].includes(`to ${OWNER}/999 step ship`) && rrows[0].includes('no such session'),
+    'the timeline shows the refused wake-up: who sent it, to whom, why', { rrows, refused });
+  ok(await page.$eval('#history tr.refused .badge', e => e.classList.contains('b-wake_refused')), 'the refused row is styled apart');
+  const order = await page.$$eval('#history tbody tr', trs => trs.map(t => t.classList.contains('refused') ? 'refused' : t.children[2].textContent));
+  ok(order.indexOf('refused') === order.indexOf(refused.step) - 1, 'newest first: the refusal stands above the row of the step that sent it', order);
+  await shot('11b-wake-refused.png');
 
   // 9. the registry page
   await page.goto(`${URL}/ui/#/registry?registry=race_wait`);
