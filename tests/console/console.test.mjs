@@ -8,35 +8,20 @@
 // live updates after a wake (no reload), pause / resume / wake / kill from the page, a step's API
 // calls and a refused internal wake-up in the timeline, and the registry page. Screenshots go to
 // OUTDIR (test artifacts). Every wait is bounded.
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
+import { ok, until, startXgrd, run } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SRC = path.resolve(HERE, '..', '..');
 const OWNER = '0x00000000000000000000000000000000000000d1';
-let failures = 0;
-const ok = (cond, name, detail) => {
-  if (cond) console.log(`PASS ${name}`);
-  else { failures++; console.log(`FAIL ${name}${detail !== undefined ? ': ' + JSON.stringify(detail).slice(0, 400) : ''}`); }
-};
-const sleep = ms => new Promise(r => setTimeout(r, ms));
-
-const tmp = mkdtempSync(path.join(tmpdir(), 'xgr-console-'));
 // hibernation as by default (--hibernate-after 5000): sessions that wait evict themselves while the
 // test runs; the owners line and the live counts come from the store, so they count them still
-const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', '--auth', 'none', '--store', `sqlite:${tmp}/store.db`,
-  '--port-file', `${tmp}/port`, '--log-level', 'warn'], { stdio: ['ignore', 'inherit', 'inherit'] });
+const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`]);
 let browser;
-const cleanup = () => {
-  try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ }
-  rmSync(tmp, { recursive: true, force: true });
-};
-process.on('exit', cleanup);
 
 async function rpc(url, method, params) {
   const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -46,19 +31,8 @@ async function rpc(url, method, params) {
   return b.result;
 }
 
-async function until(what, fn, ms = 10000) {
-  const end = Date.now() + ms;
-  let last;
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e.message; }
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
-}
-
 async function main() {
-  await until('xgrd port file', () => existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim());
-  const URL = `http://127.0.0.1:${readFileSync(`${tmp}/port`, 'utf8').trim()}`;
+  const URL = await url();
   await until('xgrd ready', async () => (await fetch(URL + '/readyz')).ok);
   const x = (...args) => execFileSync(XGR, [...args, '--url', URL], { encoding: 'utf8' });
   x('deploy', path.join(SRC, 'examples/bundles/kyc_onboarding.json'), '--registry', 'kyc_onboarding');
@@ -267,25 +241,4 @@ async function main() {
   ok(pageErrors.length === 0, 'no errors in the page', pageErrors);
 }
 
-const guard = setTimeout(() => { console.log('FAIL the test took longer than 120 s'); process.exit(1); }, 120000);
-try {
-  await main();
-} catch (e) {
-  failures++;
-  console.log('FAIL ' + (e.stack || e.message));
-} finally {
-  clearTimeout(guard);
-  if (browser) await browser.close();
-}
-// xgrd stops cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM
-{
-  const code = await new Promise(res => {
-    if (daemon.exitCode !== null) return res(daemon.exitCode);
-    const t = setTimeout(() => res('timeout'), 30000);
-    daemon.once('exit', (c, sig) => { clearTimeout(t); res(c === null ? sig : c); });
-    daemon.kill('SIGTERM');
-  });
-  if (code !== 0) { failures++; console.log(`FAIL xgrd exited with ${code} after SIGTERM`); } else console.log('PASS xgrd stopped cleanly');
-}
-console.log(failures ? `${failures} failure(s); screenshots in ${OUT}` : `all passed; screenshots in ${OUT}`);
-process.exit(failures ? 1 : 0);
+await run(main, { daemon, seconds: 120, after: async () => { if (browser) await browser.close(); }, note: `; screenshots in ${OUT}` });
