@@ -467,6 +467,31 @@ static void test_restore_rejects_bad_rows(void **state) {
 
 /* ---- migrations ----------------------------------------------------------------------------------- */
 
+/* Run sql on the SQLite file dir/name (created when missing) with sqlite3 itself, as another
+ * program or an older xgr would have written it; its path into path[n]. */
+static void sql_file(const char *dir, const char *name, const char *sql, char *path, size_t n) {
+  snprintf(path, n, "%s/%s", dir, name);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "fixture: %s\n", msg);
+  sqlite3_free(msg);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+}
+
+/* Open the store at path, which must migrate from schema version `from` to the current one. */
+static xgr_store *open_migrated(const char *path, int from) {
+  xgr_error e;
+  xgr_store *st = xgr_store_open(path, NULL, &e);
+  if (!st) fail_msg("open: %s", e.message);
+  int found;
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, from);
+  return st;
+}
+
 static void test_migrate_empty(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -481,19 +506,12 @@ static void test_migrate_empty(void **state) {
   xgr_store_close(st);
   /* a file of another program is refused */
   char path[512];
-  snprintf(path, sizeof path, "%s/other.db", dir);
-  sqlite3 *db;
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(db);
+  sql_file(dir, "other.db", "CREATE TABLE t(x)", path, sizeof path);
   xgr_error e;
   assert_null(xgr_store_open(path, NULL, &e));
   assert_non_null(strstr(e.message, "not an xgr store"));
   /* a newer schema is refused */
-  snprintf(path, sizeof path, "%s/new.db", dir);
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "INSERT INTO schema_version VALUES(99, 0)", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(db);
+  sql_file(dir, "new.db", "INSERT INTO schema_version VALUES(99, 0)", path, sizeof path);
   assert_null(xgr_store_open(path, NULL, &e));
   assert_non_null(strstr(e.message, "schema version 99"));
   /* not a database at all */
@@ -549,21 +567,9 @@ static void test_migrate_from_v1(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   char path[512];
-  snprintf(path, sizeof path, "%s/v1.db", dir);
-  sqlite3 *db;
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  char *msg = NULL;
-  int rc = sqlite3_exec(db, v1_fixture, NULL, NULL, &msg);
-  if (rc) fprintf(stderr, "fixture: %s\n", msg);
-  assert_int_equal(rc, SQLITE_OK);
-  sqlite3_close(db);
-
+  sql_file(dir, "v1.db", v1_fixture, path, sizeof path);
+  xgr_store *st = open_migrated(path, 1);
   xgr_error e;
-  xgr_store *st = xgr_store_open(path, NULL, &e);
-  assert_non_null(st);
-  int found;
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, 1);
   /* data kept; next_group derived from the rows; the kill-closed scope found in the join state */
   xgr_store_session ss;
   assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &ss, &e), 0);
@@ -601,9 +607,7 @@ static void test_migrate_from_v1(void **state) {
   xgr_orch_free(o);
   xgr_store_close(st);
   /* a migrated file opens as current from now on */
-  st = xgr_store_open(path, NULL, &e);
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  st = open_migrated(path, XGR_STORE_SCHEMA_VERSION);
   xgr_store_close(st);
   t_rmdir(dir);
   free(dir);
@@ -1320,21 +1324,9 @@ static void test_migrate_big_roots_from_v7(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   char path[512];
-  snprintf(path, sizeof path, "%s/v7.db", dir);
-  sqlite3 *db;
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  char *msg = NULL;
-  int rc = sqlite3_exec(db, v7_fixture, NULL, NULL, &msg);
-  if (rc) fprintf(stderr, "fixture: %s\n", msg);
-  assert_int_equal(rc, SQLITE_OK);
-  sqlite3_close(db);
-
+  sql_file(dir, "v7.db", v7_fixture, path, sizeof path);
+  xgr_store *st = open_migrated(path, 7);
   xgr_error e;
-  xgr_store *st = xgr_store_open(path, NULL, &e);
-  if (!st) fail_msg("open: %s", e.message);
-  int found;
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, 7);
   check_big_roots(st, 1);
   for (size_t i = 0; i < 4; i++) {   /* each table's rows found under the unsigned rootPid */
     xgr_store_proc *ps;
@@ -1366,9 +1358,7 @@ static void test_migrate_big_roots_from_v7(void **state) {
   if (pid != (uint64_t)INT64_MAX + 2) fail_msg("next expected rootPid %llu, want 2^63+1", (unsigned long long)pid);
   xgr_store_close(st);
   /* and it opens as current from now on, with the same answers */
-  st = xgr_store_open(path, NULL, &e);
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  st = open_migrated(path, XGR_STORE_SCHEMA_VERSION);
   check_big_roots(st, 1);
   xgr_store_close(st);
   t_rmdir(dir);
