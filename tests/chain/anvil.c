@@ -309,3 +309,22 @@ json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile) {
   json_error_t je;
   return json_loads(out, 0, &je);
 }
+
+int anvil_pricefeed_bundle(const char *path) {
+  const char *sh = getenv("XGR_SHARED");
+  char ostc_p[512], rule_p[512];
+  snprintf(ostc_p, sizeof ostc_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json", sh);
+  snprintf(rule_p, sizeof rule_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json", sh);
+  json_error_t je;
+  json_t *ostc = json_load_file(ostc_p, JSON_PRESERVE_ORDER, &je), *rule = json_load_file(rule_p, JSON_PRESERVE_ORDER, &je);
+  if (!ostc || !rule) {
+    json_decref(ostc);
+    json_decref(rule);
+    return -1;
+  }
+  const char *addr = json_string_value(json_object_get(json_object_get(json_object_get(ostc, "structure"), "APICallStep"), "rule"));
+  json_t *b = json_pack("{s:o, s:{s:o}}", "orchestration", ostc, "rules", addr, rule);
+  int rc = b ? json_dump_file(b, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : -1;
+  json_decref(b);
+  return rc;
+}

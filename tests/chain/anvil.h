@@ -40,6 +40,10 @@ int anvil_key_file(int account, const char *path);
 /* `$XGR publish BUNDLE --chain <a's url> --key KEYFILE --json`: its JSON answer (registry, ostcId,
  * ostcHash, ...; caller decrefs), or NULL when it failed. */
 json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile);
+/* Write to path the ApiPriceFeed bundle of the public example files ($XGR_SHARED/specs/xgr-public/
+ * examples/ApiPriceFeed: the CoinbaseSpot loop and its step rule) as one bundle document. 0, or -1
+ * when the example files cannot be read or path cannot be written. */
+int anvil_pricefeed_bundle(const char *path);
 
 /* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
  * it: a node across a network, so that tests and benchmarks can show reads overlapping. One
