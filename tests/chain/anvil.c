@@ -328,3 +328,20 @@ int anvil_pricefeed_bundle(const char *path) {
   json_decref(b);
   return rc;
 }
+
+char *anvil_balance(const anvil *a, const char *token, const char *holder) {
+  xgr_value who = xgr_value_cstring(holder), bal;
+  xgr_error e;
+  char *t;
+  if (xgr_chain_eth_call(a->chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e)) {
+    size_t n = strlen(e.message) + 8;
+    t = malloc(n);
+    if (t) snprintf(t, n, "error: %s", e.message);
+  } else {
+    t = xgr_value_to_json_text(bal, 0, NULL);
+    xgr_value_release(bal);
+  }
+  xgr_value_release(who);
+  if (!t) abort();
+  return t;
+}

@@ -44,6 +44,9 @@ json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile);
  * examples/ApiPriceFeed: the CoinbaseSpot loop and its step rule) as one bundle document. 0, or -1
  * when the example files cannot be read or path cannot be written. */
 int anvil_pricefeed_bundle(const char *path);
+/* ERC-20 balanceOf(holder) of token on a's node, as JSON text (`["250"]`), or the error as text
+ * ("error: ..."). Caller frees. */
+char *anvil_balance(const anvil *a, const char *token, const char *holder);
 
 /* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
  * it: a node across a network, so that tests and benchmarks can show reads overlapping. One

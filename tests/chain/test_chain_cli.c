@@ -264,13 +264,9 @@ static void test_execution(void **st) {
   assert_string_equal(json_string_value(json_object_get(res, "from")), node.accounts[0]);
   json_decref(res);
   json_decref(x);
-  xgr_value who = xgr_value_cstring(node.accounts[5]), bal;
-  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e), 0);
-  char *t = xgr_value_to_json_text(bal, 0, NULL);
+  char *t = anvil_balance(&node, token, node.accounts[5]);
   assert_string_equal(t, "[\"77\"]");
   free(t);
-  xgr_value_release(bal);
-  xgr_value_release(who);
 
   /* more than the balance with a gas limit: mined, reverted, the contract's reason */
   x = exec_step("\"gas\":{\"limit\":120000},", "99999999999", &code);

@@ -179,14 +179,9 @@ static void test_crash_exactly_once(void **st) {
   }
   /* exactly once: N Transfer logs and a balance of N */
   assert_int_equal(transfers_to(to), N);
-  xgr_value who = xgr_value_cstring(to), bal;
-  xgr_error e;
-  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e), 0);
-  char *t = xgr_value_to_json_text(bal, 0, NULL);
+  char *t = anvil_balance(&node, token, to);
   assert_string_equal(t, "[\"30\"]");
   free(t);
-  xgr_value_release(bal);
-  xgr_value_release(who);
   /* a second restart sends nothing again */
   assert_true(stop_xgrd(SIGTERM));
   assert_int_equal(start_xgrd(), 0);
