@@ -67,21 +67,11 @@ static int join_killed(const json_t *p, bool free_mode) {
 /* ---- the two runs ------------------------------------------------------------------------------ */
 
 static json_t *run_driver(const json_t *sc, const xgr_bundle *b) {
-  xgr_driver_config cfg = {.record = true, .max_steps = 10000};
-  const json_t *ms = json_object_get(sc, "maxSteps");
-  if (json_is_integer(ms)) cfg.max_steps = (uint64_t)json_integer_value(ms);
-  xgr_driver *d = xgr_driver_new(&cfg);
-  xgr_value payload;
   xgr_error e;
-  xgr_value_from_json(json_object_get(sc, "payload"), 0, &payload, &e);
-  const json_t *owner = json_object_get(sc, "owner");
-  json_t *rep = NULL;
-  if (!xgr_driver_add_session(d, b, owner ? json_string_value(owner) : OWNER, 1, sget(sc, "start"), payload, &e) &&
-      !(json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), &e))) {
-    xgr_driver_run(d);
-    rep = xgr_driver_report(d, 0);
-  }
-  xgr_value_release(payload);
+  xgr_driver *d = scen_driver(sc, b, OWNER, &e);
+  if (!d) return NULL;
+  xgr_driver_run(d);
+  json_t *rep = xgr_driver_report(d, 0);
   xgr_driver_free(d);
   return rep;
 }

@@ -139,3 +139,20 @@ void scen_check(const json_t *x, const json_t *rep, scen_fail_fn fail, void *ctx
   }
 }
 
+
+xgr_driver *scen_driver(const json_t *sc, const xgr_bundle *b, const char *owner, xgr_error *e) {
+  xgr_driver_config cfg = {.record = true, .max_steps = 10000};
+  const json_t *ms = json_object_get(sc, "maxSteps");
+  if (json_is_integer(ms)) cfg.max_steps = (uint64_t)json_integer_value(ms);
+  xgr_driver *d = xgr_driver_new(&cfg);
+  xgr_value payload;
+  xgr_value_from_json(json_object_get(sc, "payload"), 0, &payload, e);
+  const char *o = json_string_value(json_object_get(sc, "owner")), *start = json_string_value(json_object_get(sc, "start"));
+  if (xgr_driver_add_session(d, b, o ? o : owner, 1, start ? start : "", payload, e) ||
+      (json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), e))) {
+    xgr_driver_free(d);
+    d = NULL;
+  }
+  xgr_value_release(payload);
+  return d;
+}

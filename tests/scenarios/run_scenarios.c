@@ -37,18 +37,10 @@ static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT | JSON_EN
 
 /* Run the scenario; returns the reports of every session as an array. */
 static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
-  xgr_driver_config cfg = {.record = true, .max_steps = 10000};
-  const json_t *ms = json_object_get(sc, "maxSteps");
-  if (json_is_integer(ms)) cfg.max_steps = (uint64_t)json_integer_value(ms);
-  xgr_driver *d = xgr_driver_new(&cfg);
-  xgr_value payload;
   xgr_error e;
-  xgr_value_from_json(json_object_get(sc, "payload"), 0, &payload, &e);
-  const json_t *owner = json_object_get(sc, "owner");
+  xgr_driver *d = scen_driver(sc, b, OWNER, &e);
   json_t *rep = NULL;
-  if (xgr_driver_add_session(d, b, owner ? json_string_value(owner) : OWNER, 1,
-                             json_string_value(json_object_get(sc, "start")), payload, &e) ||
-      (json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), &e))) {
+  if (!d) {
     failf(name, "setup: %s%s", e.message, "");
   } else {
     size_t i, nsess = 1;
@@ -66,9 +58,8 @@ static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
     xgr_driver_run(d);
     rep = json_array();
     for (i = 0; i < nsess; i++) json_array_append_new(rep, xgr_driver_report(d, i));
+    xgr_driver_free(d);
   }
-  xgr_value_release(payload);
-  xgr_driver_free(d);
   return rep;
 }
 
