@@ -68,6 +68,29 @@ int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(F
   return -1;
 }
 
+int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name, void (*usage)(FILE *),
+                         const char **owner, const char **pid) {
+  *owner = *pid = NULL;
+  for (int i = 1; i < argc; i++) {
+    int rc, r = xgr_client_arg(c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
+    if (r) continue;
+    const char *a = argv[i];
+    if (!strcmp(a, "--owner") && i + 1 < argc) *owner = argv[++i];
+    else if (a[0] != '-' && !*pid) *pid = a;
+    else {
+      fprintf(stderr, "xgr %s: unexpected '%s'\n\n", name, a);
+      usage(stderr);
+      return XGR_EXIT_USAGE;
+    }
+  }
+  if (!*owner) *owner = c->from;
+  if (*owner && *pid) return -1;
+  fprintf(stderr, "xgr %s: %s is required\n\n", name, *pid ? "--owner" : "PID");
+  usage(stderr);
+  return XGR_EXIT_USAGE;
+}
+
 typedef struct rbuf {
   char *p;
   size_t n;

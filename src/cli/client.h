@@ -33,6 +33,12 @@ void xgr_client_init(xgr_client *c);
  * is reported (both return -1 with the command's exit code in *rc: XGR_EXIT_OK, XGR_EXIT_USAGE);
  * anything else is the command's own (returns 0, *rc untouched). */
 int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(FILE *), int *rc);
+/* The arguments of a command on one session or process (`xgr NAME PID --owner ADDR` and the
+ * shared options; the owner defaults to --from) into c, *owner and *pid. Returns -1 when the
+ * command goes on, else the exit code it ends with: XGR_EXIT_OK after --help, XGR_EXIT_USAGE for
+ * anything else or a missing PID or owner (reported, then usage(stderr)). */
+int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name, void (*usage)(FILE *),
+                         const char **owner, const char **pid);
 /* Load a private key file into c (cmd_permit.c): c->from defaults to its address. Prints the
  * reason and returns -1 when the file is unreadable, malformed or readable by others. */
 int xgr_client_load_key(xgr_client *c, const char *path);

@@ -18,24 +18,9 @@ static void resume_usage(FILE *f) { help(f, "resume", "xgr.resume", "Resume"); }
 static int control(int argc, char **argv, const char *name, const char *method, void (*usage)(FILE *)) {
   xgr_client c;
   xgr_client_init(&c);
-  const char *owner = NULL, *pid = NULL;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    if (!strcmp(a, "--owner") && i + 1 < argc) owner = argv[++i];
-    else if (a[0] != '-' && !pid) pid = a;
-    else {
-      fprintf(stderr, "xgr %s: unexpected '%s' (xgr %s --help)\n", name, a, name);
-      return XGR_EXIT_USAGE;
-    }
-  }
-  if (!owner) owner = c.from;
-  if (!owner || !pid) {
-    fprintf(stderr, "xgr %s: %s is required (xgr %s --help)\n", name, pid ? "--owner" : "PID", name);
-    return XGR_EXIT_USAGE;
-  }
+  const char *owner, *pid;
+  int end = xgr_client_owner_pid(&c, argc, argv, name, usage, &owner, &pid);
+  if (end >= 0) return end;
   json_t *res;
   int rc = xgr_client_call(&c, name, method, json_pack("{s:s, s:s}", "owner", owner, "pid", pid), &res);
   if (rc) return rc;
