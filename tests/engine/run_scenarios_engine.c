@@ -226,10 +226,9 @@ static void run_file(const char *dir, const char *file, int rounds) {
     printf("FAIL %s\n", file);
     return;
   }
-  char *btxt = json_dumps(json_object_get(sc, "bundle"), JSON_COMPACT);
-  xgr_bundle *b = NULL;
   xgr_error e;
-  if (!btxt || xgr_bundle_parse(btxt, strlen(btxt), &b, &e, NULL)) {
+  xgr_bundle *b = scen_bundle(sc, &e);
+  if (!b) {
     failf(file, "load", "bundle: %s", e.message);
   } else {
     json_t *det = run_driver(sc, b);
@@ -280,7 +279,6 @@ static void run_file(const char *dir, const char *file, int rounds) {
     if (!det) failf(file, "driver", "the deterministic driver did not run it");
     json_decref(det);
   }
-  free(btxt);
   xgr_bundle_free(b);
   json_decref(sc);
   printf("%s %s\n", nfail == before ? "PASS" : "FAIL", file);

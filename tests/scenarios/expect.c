@@ -156,3 +156,12 @@ xgr_driver *scen_driver(const json_t *sc, const xgr_bundle *b, const char *owner
   xgr_value_release(payload);
   return d;
 }
+
+xgr_bundle *scen_bundle(const json_t *sc, xgr_error *e) {
+  char *txt = json_dumps(json_object_get(sc, "bundle"), JSON_COMPACT);
+  xgr_bundle *b = NULL;
+  if (!txt) xgr_error_set(e, XGR_EINVAL, "bundle", "missing or not JSON");
+  else if (xgr_bundle_parse(txt, strlen(txt), &b, e, NULL)) b = NULL;
+  free(txt);
+  return b;
+}

@@ -18,6 +18,9 @@ typedef void (*scen_fail_fn)(void *ctx, const char *msg);
 
 void scen_check(const json_t *expect, const json_t *report, scen_fail_fn fail, void *ctx);
 
+/* The bundle of scenario sc (its "bundle" member), or NULL with *e when it does not load. The
+ * caller frees it. */
+xgr_bundle *scen_bundle(const json_t *sc, xgr_error *e);
 /* The deterministic driver set up for scenario sc on bundle b (borrowed; it must outlive the
  * driver), recording, with sc.maxSteps (default 10000): session 1 of sc.owner (default owner) at
  * sc.start with sc.payload, then sc.script. NULL with *e when the session or the script is

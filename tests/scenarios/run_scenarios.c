@@ -87,10 +87,9 @@ static void run_file(const char *dir, const char *file) {
     printf("FAIL %s\n", file);
     return;
   }
-  char *btxt = json_dumps(json_object_get(sc, "bundle"), JSON_COMPACT);
-  xgr_bundle *b = NULL;
   xgr_error e;
-  if (!btxt || xgr_bundle_parse(btxt, strlen(btxt), &b, &e, NULL)) {
+  xgr_bundle *b = scen_bundle(sc, &e);
+  if (!b) {
     failf(file, "bundle does not load: %s: %s", e.path, e.message);
   } else {
     json_t *rep = run(file, sc, b), *rep2 = run(file, sc, b);
@@ -113,7 +112,6 @@ static void run_file(const char *dir, const char *file) {
     json_decref(rep);
     json_decref(rep2);
   }
-  free(btxt);
   xgr_bundle_free(b);
   json_decref(sc);
   printf("%s %s\n", nfail == before ? "PASS" : "FAIL", file);
