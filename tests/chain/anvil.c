@@ -27,6 +27,20 @@ const char *anvil_binary(void) {
   return access(path, X_OK) == 0 ? path : NULL;
 }
 
+bool anvil_test_begin(void) {
+  if (!anvil_binary()) {
+    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
+    return false;
+  }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  return true;
+}
+
+int anvil_test_end(int rc) {
+  curl_global_cleanup();
+  return rc;
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);

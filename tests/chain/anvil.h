@@ -24,6 +24,11 @@ typedef struct anvil {
 
 /* Path of the anvil binary, or NULL when it is not installed (tests then skip with 77). */
 const char *anvil_binary(void);
+/* The start and end of a chain test's main: anvil_test_begin prints the skip line and returns
+ * false when anvil is not installed (the test then exits 77), else initialises libcurl and returns
+ * true; anvil_test_end cleans libcurl up and returns rc (the cmocka group's result). */
+bool anvil_test_begin(void);
+int anvil_test_end(int rc);
 /* Start anvil (extra: more arguments, NULL-terminated, may be NULL). 0 on success. */
 int anvil_start(anvil *a, const char *const *extra);
 void anvil_stop(anvil *a);

@@ -422,17 +422,11 @@ static void test_tx_signed(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dialects),      cmocka_unit_test(test_backends),     cmocka_unit_test(test_rpc_live),
       cmocka_unit_test(test_timeout),       cmocka_unit_test(test_read_balance), cmocka_unit_test(test_read_tuple),
       cmocka_unit_test(test_read_failures), cmocka_unit_test(test_tx_signed),
   };
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

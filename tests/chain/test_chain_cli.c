@@ -284,14 +284,8 @@ static void test_execution(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_step), cmocka_unit_test(test_run), cmocka_unit_test(test_publish),
                                      cmocka_unit_test(test_execution)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -120,13 +120,7 @@ static void test_price_feed(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_iteration_of_pi), cmocka_unit_test(test_price_feed)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -288,16 +288,10 @@ static void test_validate_from_chain(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pi_from_chain), cmocka_unit_test(test_price_feed_from_chain),
                                      cmocka_unit_test(test_read_from_chain), cmocka_unit_test(test_validate_from_chain), cmocka_unit_test(test_pin_mismatch),
                                      cmocka_unit_test(test_health), cmocka_unit_test(test_restart),
                                      cmocka_unit_test(test_permits_chain_registry)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

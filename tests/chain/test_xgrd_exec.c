@@ -190,14 +190,8 @@ static void test_crash_exactly_once(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_transfer_in_history), cmocka_unit_test(test_reverted),
                                      cmocka_unit_test(test_crash_exactly_once)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }
