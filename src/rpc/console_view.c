@@ -116,23 +116,45 @@ typedef struct timeline_row {
   size_t h, w;
 } timeline_row;
 
+/* A refused wake-up's sender (its iter) and its index in the store's list, to find the refusals of
+ * a process by binary search. */
+typedef struct wake_key {
+  uint64_t iter;
+  size_t j;
+} wake_key;
+
+static int wake_key_cmp(const void *a, const void *b) {
+  const wake_key *x = a, *y = b;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return (x->j > y->j) - (x->j < y->j);
+}
+
 /* The timeline, oldest first, in a malloc'd array of *n rows (caller frees): each history row,
- * followed by the refused wake-ups its process sent (after the first row of that process), then
- * the refusals whose sender has no row. */
+ * followed by the refused wake-ups its process sent (after the first row of that process, in the
+ * store's order), then the refusals whose sender has no row. O((nh + nw) log nw). */
 static timeline_row *timeline(const xgr_store_hist *hs, size_t nh, const xgr_store_wake *ws, size_t nw, size_t *n) {
   timeline_row *rows = xgr__xcalloc(nh + nw + 1, sizeof *rows);
+  wake_key *keys = xgr__xcalloc(nw + 1, sizeof *keys);
   bool *done = xgr__xcalloc(nw + 1, sizeof *done);
+  for (size_t j = 0; j < nw; j++) keys[j] = (wake_key){ws[j].from_iter, j};
+  qsort(keys, nw, sizeof *keys, wake_key_cmp);
   size_t k = 0;
   for (size_t i = 0; i < nh; i++) {
     rows[k++] = (timeline_row){i, SIZE_MAX};
-    for (size_t j = 0; j < nw; j++)
-      if (!done[j] && ws[j].from_iter == hs[i].iter) {
-        done[j] = true;
-        rows[k++] = (timeline_row){i, j};
-      }
+    size_t lo = 0, hi = nw;   /* the first key of this process */
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (keys[mid].iter < hs[i].iter) lo = mid + 1;
+      else hi = mid;
+    }
+    for (; lo < nw && keys[lo].iter == hs[i].iter && !done[keys[lo].j]; lo++) {
+      done[keys[lo].j] = true;
+      rows[k++] = (timeline_row){i, keys[lo].j};
+    }
   }
   for (size_t j = 0; j < nw; j++)
     if (!done[j]) rows[k++] = (timeline_row){SIZE_MAX, j};
+  free(keys);
   free(done);
   assert(k == nh + nw);
   *n = k;

@@ -219,6 +219,12 @@ async function main() {
   enq(10, 'kyc_onboarding', 'kyc_collect', JSON.stringify({ Runner: OWNER, Target: 999 }));
   const refused = await until('session 10 records the refused wake-up', async () =>
     (await session(10)).history.items.find(it => it.status === 'wake_refused'));
+  const asc = (await rpc(URL, 'xgr.console.session', { owner: OWNER, rootPid: '10', histOrder: 'asc' })).history;
+  const page2 = (await rpc(URL, 'xgr.console.session', { owner: OWNER, rootPid: '10', histOrder: 'asc',
+    histOffset: asc.total - 1, histLimit: 1 })).history;
+  ok(asc.total === asc.items.length && asc.items.at(-1).status === 'wake_refused' && asc.items.at(-2).pid === refused.pid &&
+     page2.items.length === 1 && page2.items[0].wakeUp.sessionId === '999',
+    'xgr.console.session counts the refusal in history.total and pages it after the row of its sender', { asc, page2 });
   await page.goto(`${URL}/ui/#/session/${OWNER}/10`);
   await page.waitForSelector('#history tr.refused');
   const rrows = await page.$$eval('#history tr.refused', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
