@@ -18,7 +18,6 @@
  * usage: run_scenarios_engine DIR [NAME_SUBSTRING] [--workers N] [--rounds N]
  */
 #include <curl/curl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,8 +284,6 @@ static void run_file(const char *dir, const char *file, int rounds) {
   fflush(stdout);
 }
 
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int main(int argc, char **argv) {
   const char *dirname = NULL, *filter = NULL;
   int rounds = 1;
@@ -301,21 +298,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  DIR *dir = opendir(dirname);
-  if (!dir) {
-    perror(dirname);
-    return 2;
-  }
-  char *names[1024];
-  size_t n = 0;
-  struct dirent *de;
-  while ((de = readdir(dir)) && n < 1024) {
-    size_t l = strlen(de->d_name);
-    if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && (!filter || strstr(de->d_name, filter)))
-      names[n++] = strdup(de->d_name);
-  }
-  closedir(dir);
-  qsort(names, n, sizeof *names, cmp);
+  size_t n;
+  char **names = scen_files(dirname, filter, &n);
+  if (!names) return 2;
   int files_failed = 0;
   for (size_t i = 0; i < n; i++) {
     int before = nfail;
@@ -323,6 +308,7 @@ int main(int argc, char **argv) {
     files_failed += nfail != before;
     free(names[i]);
   }
+  free(names);
   printf("%zu scenarios on the engine (%u workers, %d round%s): %zu passed, %d failed\n", n, workers, rounds,
          rounds == 1 ? "" : "s", n - (size_t)files_failed, files_failed);
   curl_global_cleanup();

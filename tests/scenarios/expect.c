@@ -1,6 +1,7 @@
 /* expect.c — scenario expectations against a report (see expect.h). */
 #include "expect.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -164,4 +165,26 @@ xgr_bundle *scen_bundle(const json_t *sc, xgr_error *e) {
   else if (xgr_bundle_parse(txt, strlen(txt), &b, e, NULL)) b = NULL;
   free(txt);
   return b;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char **scen_files(const char *dirname, const char *filter, size_t *n) {
+  DIR *dir = opendir(dirname);
+  if (!dir) {
+    perror(dirname);
+    return NULL;
+  }
+  char **names = calloc(1024, sizeof *names);
+  if (!names) abort();
+  *n = 0;
+  struct dirent *de;
+  while ((de = readdir(dir)) && *n < 1024) {
+    size_t l = strlen(de->d_name);
+    if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && (!filter || strstr(de->d_name, filter)))
+      if (!(names[(*n)++] = strdup(de->d_name))) abort();
+  }
+  closedir(dir);
+  qsort(names, *n, sizeof *names, name_cmp);
+  return names;
 }

@@ -18,6 +18,10 @@ typedef void (*scen_fail_fn)(void *ctx, const char *msg);
 
 void scen_check(const json_t *expect, const json_t *report, scen_fail_fn fail, void *ctx);
 
+/* The scenario files (*.json) of directory dir whose names contain filter (NULL: all), sorted, at
+ * most 1024: a malloc'd array of *n malloc'd names (caller frees each and the array), or NULL when
+ * the directory cannot be read (reported). */
+char **scen_files(const char *dir, const char *filter, size_t *n);
 /* The bundle of scenario sc (its "bundle" member), or NULL with *e when it does not load. The
  * caller frees it. */
 xgr_bundle *scen_bundle(const json_t *sc, xgr_error *e);

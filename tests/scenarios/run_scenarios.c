@@ -14,7 +14,6 @@
  * usage: run_scenarios DIR [NAME_SUBSTRING]. XGR_SCENARIO_DUMP=1 prints each report.
  */
 #include <curl/curl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,31 +116,15 @@ static void run_file(const char *dir, const char *file) {
   printf("%s %s\n", nfail == before ? "PASS" : "FAIL", file);
 }
 
-static int cmp(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: run_scenarios DIR [NAME_SUBSTRING]\n");
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  DIR *dir = opendir(argv[1]);
-  if (!dir) {
-    perror(argv[1]);
-    return 2;
-  }
-  char *names[1024];
-  size_t n = 0;
-  struct dirent *de;
-  while ((de = readdir(dir)) && n < 1024) {
-    size_t l = strlen(de->d_name);
-    if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && (argc < 3 || strstr(de->d_name, argv[2])))
-      names[n++] = strdup(de->d_name);
-  }
-  closedir(dir);
-  qsort(names, n, sizeof *names, cmp);
+  size_t n;
+  char **names = scen_files(argv[1], argc < 3 ? NULL : argv[2], &n);
+  if (!names) return 2;
   int files_failed = 0;
   for (size_t i = 0; i < n; i++) {
     int before = nfail;
@@ -149,6 +132,7 @@ int main(int argc, char **argv) {
     files_failed += nfail != before;
     free(names[i]);
   }
+  free(names);
   printf("%zu scenarios: %zu passed, %d failed\n", n, n - (size_t)files_failed, files_failed);
   curl_global_cleanup();
   return files_failed ? 1 : 0;
