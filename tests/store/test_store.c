@@ -294,7 +294,6 @@ static void test_shared_table(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* The same session run on both backends leaves the same rows. */
@@ -319,7 +318,6 @@ static void test_backends_agree(void **state) {
   for (int k = 0; k < 3; k++) free(dumps[k]);
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- recovery ------------------------------------------------------------------------------------ */
@@ -388,7 +386,6 @@ static void test_restore_matches_uninterrupted(void **state) {
   }
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* A process that was running when the process died runs again after recovery. */
@@ -467,6 +464,25 @@ static void test_restore_rejects_bad_rows(void **state) {
 
 /* ---- migrations ----------------------------------------------------------------------------------- */
 
+/* How many processes, and history rows, session T_OWNER/root has in st (the read must succeed). */
+static size_t procs_of(xgr_store *st, uint64_t root) {
+  xgr_store_proc *ps;
+  size_t n;
+  xgr_error e;
+  assert_int_equal(xgr_store_procs(st, T_OWNER, root, &ps, &n, &e), 0);
+  xgr_store_procs_free(ps, n);
+  return n;
+}
+
+static size_t hist_of(xgr_store *st, uint64_t root) {
+  xgr_store_hist *hs;
+  size_t n;
+  xgr_error e;
+  assert_int_equal(xgr_store_history(st, T_OWNER, root, &hs, &n, &e), 0);
+  xgr_store_hists_free(hs, n);
+  return n;
+}
+
 /* Run sql on the SQLite file dir/name (created when missing) with sqlite3 itself, as another
  * program or an older xgr would have written it; its path into path[n]. */
 static void sql_file(const char *dir, const char *name, const char *sql, char *path, size_t n) {
@@ -522,7 +538,6 @@ static void test_migrate_empty(void **state) {
   assert_null(xgr_store_open(path, NULL, &e));
   assert_int_equal(e.code, XGR_EIO);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* The v1 schema exactly as it shipped (migration 1), written here by SQL with a live session. */
@@ -579,11 +594,7 @@ static void test_migrate_from_v1(void **state) {
   uint64_t pid;
   assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, &e), 0);
   assert_int_equal(pid, 2);
-  xgr_store_hist *hs;
-  size_t nh;
-  assert_int_equal(xgr_store_history(st, T_OWNER, 1, &hs, &nh, &e), 0);
-  assert_int_equal(nh, 1);
-  xgr_store_hists_free(hs, nh);
+  assert_int_equal(hist_of(st, 1), 1);
   /* and the session comes back: the running B is re-run, but the killed scope's gate aborts it */
   xgr_orch *o = load_orch();
   restore_ctx r = {.o = o, .now = 10};
@@ -610,7 +621,6 @@ static void test_migrate_from_v1(void **state) {
   st = open_migrated(path, XGR_STORE_SCHEMA_VERSION);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- listing by owner ------------------------------------------------------------------------------ */
@@ -687,7 +697,6 @@ static void test_sessions_by_owner(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* xgr_store_live_owners: owners with running sessions (paused ones included, finished ones not),
@@ -751,7 +760,6 @@ static void test_live_owners(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
@@ -796,16 +804,10 @@ static void test_session_new(void **state) {
     xgr_store *st = open_kind(k, dir, "new.db", NULL);
     xgr_error e;
     assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, NULL), &e), 0);
-    xgr_store_proc *ps;
-    size_t n;
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
-    assert_int_equal(n, 1);
-    xgr_store_procs_free(ps, n);
+    assert_int_equal(procs_of(st, 1), 1);
     /* again, with one more row: refused whole */
     assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, "{\"x\":1}"), &e), XGR_ECONFLICT);
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
-    assert_int_equal(n, 1);
-    xgr_store_procs_free(ps, n);
+    assert_int_equal(procs_of(st, 1), 1);
     /* a conflicting batch and a good one submitted together: only the conflicting one fails */
     rc_box bad = {0}, good = {0};
     xgr_store_submit(st, new_session_batch(o, 1, "{}"), rc_done, &bad);
@@ -814,17 +816,12 @@ static void test_session_new(void **state) {
     assert_true(bad.done && good.done);
     assert_int_equal(bad.rc, XGR_ECONFLICT);
     assert_int_equal(good.rc, 0);
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 2, &ps, &n, &e), 0);
-    assert_int_equal(n, 2);
-    xgr_store_procs_free(ps, n);
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
-    assert_int_equal(n, 1);
-    xgr_store_procs_free(ps, n);
+    assert_int_equal(procs_of(st, 2), 2);
+    assert_int_equal(procs_of(st, 1), 1);
     xgr_store_close(st);
   }
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* The outbox of internal wake-ups (issue 14): rows written with a batch, removed by id in another,
@@ -900,7 +897,6 @@ static void test_outbox(void **state) {
   }
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 static void test_full_disk(void **state) {
@@ -937,14 +933,9 @@ static void test_full_disk(void **state) {
   xgr_store_close(st);
   /* nothing committed was lost */
   st = open_kind(1, dir, "full.db", NULL);
-  xgr_store_proc *ps;
-  size_t np;
-  assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &np, &e), 0);
-  assert_int_equal(np, committed);
-  xgr_store_procs_free(ps, np);
+  assert_int_equal(procs_of(st, 1), committed);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 static void test_read_only_file(void **state) {
@@ -996,7 +987,6 @@ static void test_read_only_file(void **state) {
   assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EPERM);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- retention ---------------------------------------------------------------------------------------- */
@@ -1036,11 +1026,7 @@ static void test_ttl_gc(void **state) {
     assert_int_equal(np, 10);
     assert_int_equal(ps[0].iter, 41);
     xgr_store_procs_free(ps, np);
-    xgr_store_hist *hs;
-    size_t nh;
-    xgr_store_history(st, T_OWNER, 1, &hs, &nh, NULL);
-    assert_int_equal(nh, 40);   /* history is kept longer */
-    xgr_store_hists_free(hs, nh);
+    assert_int_equal(hist_of(st, 1), 40);   /* history is kept longer */
     /* the session ends; an hour later its history and row go too */
     b = xgr_store_changes_new();
     xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_COMPLETED, 0, 100, 5, false);
@@ -1048,9 +1034,7 @@ static void test_ttl_gc(void **state) {
     clk.ms += 3601 * 1000;
     assert_int_equal(xgr_store_gc(st, &d, &e), 0);
     assert_int_equal(d, 41);
-    xgr_store_history(st, T_OWNER, 1, &hs, &nh, NULL);
-    assert_int_equal(nh, 0);
-    xgr_store_hists_free(hs, nh);
+    assert_int_equal(hist_of(st, 1), 0);
     assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &ss, &e), XGR_ENOTFOUND);
     xgr_store_stats stats;
     xgr_store_get_stats(st, &stats);
@@ -1058,7 +1042,6 @@ static void test_ttl_gc(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* Background retention runs by itself (real clock, short TTL) and does not stop commits. */
@@ -1088,7 +1071,6 @@ static void test_background_gc(void **state) {
   assert_int_equal(np, 0);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- uint64 values and the PostgreSQL schema ----------------------------------------------------- */
@@ -1157,7 +1139,6 @@ static void test_u64_round_trip(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- rootPids at and above 2^63 ------------------------------------------------------------------ */
@@ -1262,7 +1243,6 @@ static void test_root_pid_order(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* A schema-7 SQLite file (as xgr wrote it before migration 8) holding rootPids at and above 2^63 in
@@ -1329,16 +1309,8 @@ static void test_migrate_big_roots_from_v7(void **state) {
   xgr_error e;
   check_big_roots(st, 1);
   for (size_t i = 0; i < 4; i++) {   /* each table's rows found under the unsigned rootPid */
-    xgr_store_proc *ps;
-    size_t np;
-    assert_int_equal(xgr_store_procs(st, T_OWNER, big_roots[i], &ps, &np, &e), 0);
-    assert_int_equal(np, 1);
-    xgr_store_procs_free(ps, np);
-    xgr_store_hist *hs;
-    size_t nh;
-    assert_int_equal(xgr_store_history(st, T_OWNER, big_roots[i], &hs, &nh, &e), 0);
-    assert_int_equal(nh, 1);
-    xgr_store_hists_free(hs, nh);
+    assert_int_equal(procs_of(st, big_roots[i]), 1);
+    assert_int_equal(hist_of(st, big_roots[i]), 1);
   }
   live_seen seen = {0};
   assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
@@ -1362,7 +1334,6 @@ static void test_migrate_big_roots_from_v7(void **state) {
   check_big_roots(st, 1);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* PostgreSQL: one writing store per schema at a time; a new schema migrates from 0 and a reopen
@@ -1493,7 +1464,6 @@ static void test_pg_schema(void **state) {
     assert_int_equal(args[i].rc, 0);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* PostgreSQL goes away under a running store (stopped with pg_ctl -m immediate, like a crash or a
@@ -1543,7 +1513,6 @@ static void test_pg_server_gone(void **state) {
   assert_int_equal(xgr_store_commit(st, b, &e), XGR_EIO);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- hibernation: the due index (issue 19) ----------------------------------------------------- */
@@ -1679,7 +1648,6 @@ static void test_due_index(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 int main(void) {
