@@ -454,7 +454,7 @@ function renderSession(v, r) {
   // timeline
   const hs = r.history;
   $('#timeline').innerHTML = `<table id="history"><thead><tr><th>began</th><th>pid</th><th>step</th><th>status</th><th>valid</th>
-    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => `
+    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => it.status === 'wake_refused' ? refusedRow(it) : `
     <tr class="click" data-pid="${esc(it.pid)}"><td class="mono">${fmtTime(it.at)}</td><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
     <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtDur(it.durationMs)}</td>
     <td class="err">${esc(it.error || '')}</td></tr>${(it.apiCalls || []).map(a => `
@@ -466,6 +466,20 @@ function renderSession(v, r) {
   $$('#history tr.click').forEach(tr => tr.onclick = () => inspect(v, tr.dataset.pid, true));
   $('#h-prev').onclick = () => { v.histOffset = Math.max(0, v.histOffset - 50); v.refresh(); };
   $('#h-next').onclick = () => { v.histOffset += 50; v.refresh(); };
+}
+
+/* A timeline row of an internal wake-up this session sent that was refused (status wake_refused,
+ * the refusal under wakeUp): when it was refused, the process and step that sent it, to whom and why.
+ * A sender the store did not record has the pid "R" and no step (no process to inspect). */
+function refusedRow(it) {
+  const w = it.wakeUp || {};
+  const sender = String(it.pid).includes(':');
+  return `
+    <tr class="refused${sender ? ' click' : ''}" data-pid="${esc(it.pid)}"><td class="mono">${fmtTime(w.refusedAt || it.at)}</td>
+    <td class="mono">${esc(it.pid)}</td><td>${esc(it.step || '')}</td><td>${badge(it.status)}</td><td></td><td></td>
+    <td class="refusal">wake-up sent by ${sender ? `${esc(it.pid)}${it.step ? ` (step ${esc(it.step)})` : ''}` : 'this session'}
+      to <span class="mono">${esc(w.runner)}/${esc(w.sessionId)}</span> step <b>${esc(w.stepId)}</b>
+      refused: <span class="err">${esc(w.reason || '')}</span></td></tr>`;
 }
 
 /* The orchestration's SVG (one fetch per hash) with the session's live state laid over it. */

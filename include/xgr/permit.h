@@ -145,6 +145,10 @@ typedef struct xgr_permit_call {
   void *ctx;
 } xgr_permit_call;
 
+/* The root pid a permit binds, read from a pid value: an integer >= 0, or a string "R" or "R:I"
+ * (decimal R). Returns 0 and *root, or -1 for anything else. */
+int xgr_permit_root_of(const json_t *v, uint64_t *root);
+
 /* The permit kind `method` needs (xgr.enqueue / xgr_validateDataTransfer: session; kill, pause,
  * resume, xgr_control, wakes: control; listSessions, getSession, registry writes: xdala), 0 for a
  * public method. */

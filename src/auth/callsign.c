@@ -35,8 +35,7 @@ static int parse_u64(const char *s, uint64_t *out) {
   return 0;
 }
 
-/* The root of a value "R", "R:I" or an integer. */
-static int root_of(const json_t *v, uint64_t *root) {
+int xgr_permit_root_of(const json_t *v, uint64_t *root) {
   if (json_is_integer(v) && json_integer_value(v) >= 0) {
     *root = (uint64_t)json_integer_value(v);
     return 0;
@@ -81,7 +80,7 @@ int xgr_permit_sign_call(const xgr_secp *ctx, const uint8_t key[32], const char 
     const char *which = NULL;
     const json_t *rv = first_of(params, root_keys, &which);
     if (rv) {
-      if (root_of(rv, &f.session_id))
+      if (xgr_permit_root_of(rv, &f.session_id))
         return xgr_error_set(err, XGR_EINVAL, which, "a rootPid must be a number to be signed");
     } else {
       if (!info->next_pid) return xgr_error_set(err, XGR_EINVAL, "rootPid", "no rootPid to sign");
@@ -105,7 +104,7 @@ int xgr_permit_sign_call(const xgr_secp *ctx, const uint8_t key[32], const char 
     static const char *const pid_keys[] = {"pid", "processId", "rootPid", "sessionId", NULL};
     const char *which = "pid";
     const json_t *pv = first_of(params, pid_keys, &which);
-    if (!pv || root_of(pv, &f.session_id))
+    if (!pv || xgr_permit_root_of(pv, &f.session_id))
       return xgr_error_set(err, XGR_EINVAL, which, "no session id to sign a control permit for");
     bool wake = !strcmp(m, "wakeUpProcess") || !strcmp(m, "wake");
     if (wake) {

@@ -28,7 +28,7 @@ void xgr_client_init(xgr_client *c) {
   if (k && *k) xgr_client_load_key(c, k);
 }
 
-int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
+static int client_opt(xgr_client *c, int argc, char **argv, int *i) {
   const char *a = argv[*i];
   if (!strcmp(a, "--json")) {
     c->json = true;
@@ -53,6 +53,42 @@ int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i) {
     c->timeout_ms = t;
   }
   return 1;
+}
+
+int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(FILE *), int *rc) {
+  int r = client_opt(c, argc, argv, i);
+  if (r < 0) {
+    *rc = XGR_EXIT_USAGE;
+    return -1;
+  }
+  if (r) return 1;
+  if (strcmp(argv[*i], "--help") && strcmp(argv[*i], "-h")) return 0;
+  usage(stdout);
+  *rc = XGR_EXIT_OK;
+  return -1;
+}
+
+int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name, void (*usage)(FILE *),
+                         const char **owner, const char **pid) {
+  *owner = *pid = NULL;
+  for (int i = 1; i < argc; i++) {
+    int rc, r = xgr_client_arg(c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
+    if (r) continue;
+    const char *a = argv[i];
+    if (!strcmp(a, "--owner") && i + 1 < argc) *owner = argv[++i];
+    else if (a[0] != '-' && !*pid) *pid = a;
+    else {
+      fprintf(stderr, "xgr %s: unexpected '%s'\n\n", name, a);
+      usage(stderr);
+      return XGR_EXIT_USAGE;
+    }
+  }
+  if (!*owner) *owner = c->from;
+  if (*owner && *pid) return -1;
+  fprintf(stderr, "xgr %s: %s is required\n\n", name, *pid ? "--owner" : "PID");
+  usage(stderr);
+  return XGR_EXIT_USAGE;
 }
 
 typedef struct rbuf {

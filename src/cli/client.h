@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define XGR_CLIENT_DEFAULT_URL "http://127.0.0.1:8729"
 
@@ -27,9 +28,17 @@ typedef struct xgr_client {
 
 /* Initialise from the environment (XGR_URL). */
 void xgr_client_init(xgr_client *c);
-/* If argv[*i] is one of the shared options, consume it (and its value) and return 1; 0 if not;
- * -1 on a missing value (reported). */
-int xgr_client_opt(xgr_client *c, int argc, char **argv, int *i);
+/* One turn of a client command's option loop, for argv[*i]: a shared option is consumed with its
+ * value (returns 1: go on to the next); --help or -h prints usage(stdout) and a bad shared option
+ * is reported (both return -1 with the command's exit code in *rc: XGR_EXIT_OK, XGR_EXIT_USAGE);
+ * anything else is the command's own (returns 0, *rc untouched). */
+int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(FILE *), int *rc);
+/* The arguments of a command on one session or process (`xgr NAME PID --owner ADDR` and the
+ * shared options; the owner defaults to --from) into c, *owner and *pid. Returns -1 when the
+ * command goes on, else the exit code it ends with: XGR_EXIT_OK after --help, XGR_EXIT_USAGE for
+ * anything else or a missing PID or owner (reported, then usage(stderr)). */
+int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name, void (*usage)(FILE *),
+                         const char **owner, const char **pid);
 /* Load a private key file into c (cmd_permit.c): c->from defaults to its address. Prints the
  * reason and returns -1 when the file is unreadable, malformed or readable by others. */
 int xgr_client_load_key(xgr_client *c, const char *path);

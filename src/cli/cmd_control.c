@@ -6,33 +6,21 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 
-static int control(int argc, char **argv, const char *name, const char *method, const char *what) {
+static void help(FILE *f, const char *name, const char *method, const char *what) {
+  fprintf(f, "usage: xgr %s PID --owner ADDR [options]\n\n%s the whole session (PID = rootPid) or one process\n"
+          "(PID = rootPid:iter) on xgrd (%s). Only the owner may.\n\n  --owner ADDR     the session's owner "
+          "(default --from)\n%s", name, what, method, xgr_client_opts_help);
+}
+static void kill_usage(FILE *f) { help(f, "kill", "xgr.kill", "Kill"); }
+static void pause_usage(FILE *f) { help(f, "pause", "xgr.pause", "Pause"); }
+static void resume_usage(FILE *f) { help(f, "resume", "xgr.resume", "Resume"); }
+
+static int control(int argc, char **argv, const char *name, const char *method, void (*usage)(FILE *)) {
   xgr_client c;
   xgr_client_init(&c);
-  const char *owner = NULL, *pid = NULL;
-  for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
-    if (r) continue;
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      printf("usage: xgr %s PID --owner ADDR [options]\n\n%s the whole session (PID = rootPid) or one process\n"
-             "(PID = rootPid:iter) on xgrd (%s). Only the owner may.\n\n  --owner ADDR     the session's owner "
-             "(default --from)\n%s", name, what, method, xgr_client_opts_help);
-      return XGR_EXIT_OK;
-    }
-    if (!strcmp(a, "--owner") && i + 1 < argc) owner = argv[++i];
-    else if (a[0] != '-' && !pid) pid = a;
-    else {
-      fprintf(stderr, "xgr %s: unexpected '%s' (xgr %s --help)\n", name, a, name);
-      return XGR_EXIT_USAGE;
-    }
-  }
-  if (!owner) owner = c.from;
-  if (!owner || !pid) {
-    fprintf(stderr, "xgr %s: %s is required (xgr %s --help)\n", name, pid ? "--owner" : "PID", name);
-    return XGR_EXIT_USAGE;
-  }
+  const char *owner, *pid;
+  int end = xgr_client_owner_pid(&c, argc, argv, name, usage, &owner, &pid);
+  if (end >= 0) return end;
   json_t *res;
   int rc = xgr_client_call(&c, name, method, json_pack("{s:s, s:s}", "owner", owner, "pid", pid), &res);
   if (rc) return rc;
@@ -42,6 +30,6 @@ static int control(int argc, char **argv, const char *name, const char *method, 
   return XGR_EXIT_OK;
 }
 
-int xgr_cmd_kill(int argc, char **argv) { return control(argc, argv, "kill", "xgr.kill", "Kill"); }
-int xgr_cmd_pause(int argc, char **argv) { return control(argc, argv, "pause", "xgr.pause", "Pause"); }
-int xgr_cmd_resume(int argc, char **argv) { return control(argc, argv, "resume", "xgr.resume", "Resume"); }
+int xgr_cmd_kill(int argc, char **argv) { return control(argc, argv, "kill", "xgr.kill", kill_usage); }
+int xgr_cmd_pause(int argc, char **argv) { return control(argc, argv, "pause", "xgr.pause", pause_usage); }
+int xgr_cmd_resume(int argc, char **argv) { return control(argc, argv, "resume", "xgr.resume", resume_usage); }

@@ -26,14 +26,10 @@ int xgr_cmd_deploy(int argc, char **argv) {
   xgr_client_init(&c);
   const char *file = NULL, *reg = NULL, *id = NULL;
   for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
+    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
     if (r) continue;
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
-    }
     const char **dst = !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id : NULL;
     if (dst && i + 1 < argc) *dst = argv[++i];
     else if (!dst && a[0] != '-' && !file) file = a;

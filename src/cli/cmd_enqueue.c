@@ -26,14 +26,10 @@ int xgr_cmd_enqueue(int argc, char **argv) {
   xgr_client_init(&c);
   const char *owner = NULL, *step = NULL, *payload = NULL, *root = NULL, *reg = NULL, *id = NULL, *hash = NULL;
   for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
+    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
     if (r) continue;
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
-    }
     const char **dst = !strcmp(a, "--owner") ? &owner : !strcmp(a, "--step") ? &step : !strcmp(a, "--payload") ? &payload
                      : !strcmp(a, "--root") ? &root : !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id
                      : !strcmp(a, "--ostc-hash") ? &hash : NULL;

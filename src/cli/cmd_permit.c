@@ -118,22 +118,6 @@ static int sign_print(const char *cmd, const uint8_t key[32], const xgr_permit_f
   return 0;
 }
 
-/* The root pid of "R" or "R:I" (string or integer). */
-static int root_of(const json_t *v, uint64_t *root) {
-  if (json_is_integer(v) && json_integer_value(v) >= 0) {
-    *root = (uint64_t)json_integer_value(v);
-    return 0;
-  }
-  const char *s = json_string_value(v);
-  if (!s) return -1;
-  char buf[32];
-  size_t n = strcspn(s, ":");
-  if (n == 0 || n >= sizeof buf) return -1;
-  memcpy(buf, s, n);
-  buf[n] = 0;
-  return parse_u64(buf, root);
-}
-
 /* Callbacks of xgr_permit_sign_call: ask xgrd (without signing: these methods are public). */
 typedef struct ask {
   xgr_client plain;
@@ -146,7 +130,7 @@ static int ask_next_pid(void *ctx, const char *from, uint64_t *out, xgr_error *e
   json_t *res;
   if ((a->exit_code = xgr_client_call(&a->plain, a->cmd, "xgr_getNextProcessId", json_pack("{s:s}", "from", from), &res)))
     return xgr_error_set(err, XGR_EIO, NULL, "xgr_getNextProcessId failed");
-  int rc = root_of(json_object_get(res, "nextProcessId"), out);
+  int rc = xgr_permit_root_of(json_object_get(res, "nextProcessId"), out);
   json_decref(res);
   return rc ? xgr_error_set(err, XGR_EIO, NULL, "xgr_getNextProcessId answered no number") : 0;
 }
@@ -260,14 +244,10 @@ int xgr_cmd_permit(int argc, char **argv) {
   f.expiry = ttl_expiry();
   f.max_total_gas = DEFAULT_MAX_GAS;
   for (int i = 2; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
+    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
     if (r) continue;
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
-    }
     if (!strcmp(a, "--legacy")) {
       f.legacy = true;
       continue;
@@ -358,7 +338,7 @@ int xgr_cmd_permit(int argc, char **argv) {
       json_t *res;
       if ((rc = xgr_client_call(&plain, "permit", "xgr_getNextProcessId", json_pack("{s:s}", "from", c.key_addr), &res)))
         return rc;
-      rc = root_of(json_object_get(res, "nextProcessId"), &f.session_id);
+      rc = xgr_permit_root_of(json_object_get(res, "nextProcessId"), &f.session_id);
       json_decref(res);
       if (rc) {
         fprintf(stderr, "xgr permit: xgr_getNextProcessId answered no number\n");

@@ -10,29 +10,29 @@
 #include "cli/load.h"
 #include "xgr/orch.h"
 
+static void orch_usage(FILE *f) {
+  fprintf(f, "usage: xgr put-orchestration FILE [--registry NAME] [--ostc-id ID] [options]\n\n"
+          "Register an XRC-729 orchestration under REGISTRY/ID (xgr.putOrchestration); ID defaults to its\n"
+          "\"id\" and REGISTRY to local. Prints its version and hash (keccak-256 of the file's bytes).\n\n"
+          "  --registry NAME  the XRC-729 registry address (or a name)\n  --ostc-id ID     the id to register under\n%s",
+          xgr_client_opts_help);
+}
+static void rule_usage(FILE *f) {
+  fprintf(f, "usage: xgr put-rule FILE --address ADDR|ALIAS [options]\n\n"
+          "Register an XRC-137 rule document under an address or alias (xgr_putRule). Steps find it by\n"
+          "their \"rule\" reference: the address, ${addr:ALIAS} or ALIAS.\n\n%s", xgr_client_opts_help);
+}
+
 static int put(int argc, char **argv, bool orch) {
   const char *name = orch ? "put-orchestration" : "put-rule";
   xgr_client c;
   xgr_client_init(&c);
   const char *file = NULL, *reg = NULL, *id = NULL, *addr = NULL;
   for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
+    int rc, r = xgr_client_arg(&c, argc, argv, &i, orch ? orch_usage : rule_usage, &rc);
+    if (r < 0) return rc;
     if (r) continue;
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      if (orch)
-        printf("usage: xgr put-orchestration FILE [--registry NAME] [--ostc-id ID] [options]\n\n"
-               "Register an XRC-729 orchestration under REGISTRY/ID (xgr.putOrchestration); ID defaults to its\n"
-               "\"id\" and REGISTRY to local. Prints its version and hash (keccak-256 of the file's bytes).\n\n"
-               "  --registry NAME  the XRC-729 registry address (or a name)\n  --ostc-id ID     the id to register under\n%s",
-               xgr_client_opts_help);
-      else
-        printf("usage: xgr put-rule FILE --address ADDR|ALIAS [options]\n\n"
-               "Register an XRC-137 rule document under an address or alias (xgr_putRule). Steps find it by\n"
-               "their \"rule\" reference: the address, ${addr:ALIAS} or ALIAS.\n\n%s", xgr_client_opts_help);
-      return XGR_EXIT_OK;
-    }
     const char **dst = !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id : !strcmp(a, "--address") ? &addr : NULL;
     if (dst && i + 1 < argc) *dst = argv[++i];
     else if (!dst && a[0] != '-' && !file) file = a;

@@ -79,6 +79,31 @@ typedef struct view {
   size_t nlast;
 } view;
 
+/* The timeline's line for process iter (pid, step) at time `at` when its status becomes `now`
+ * (created → status, with its outcome, abort reason or wake time); nothing when the status did not
+ * change (payload or pause changes are shown in the tree). */
+static void status_change(view *v, int64_t at, const char *pid, const char *step, uint64_t iter, uint8_t now, bool valid,
+                          uint8_t abort_reason, int64_t next_wake_at) {
+  if (iter >= v->nlast) {
+    size_t n = v->nlast ? v->nlast : 64;
+    while (n <= iter) n *= 2;
+    v->last = realloc(v->last, n);
+    if (!v->last) abort();
+    memset(v->last + v->nlast, 0xff, n - v->nlast);
+    v->nlast = n;
+  }
+  uint8_t prev = v->last[iter];
+  if (prev == now) return;
+  v->last[iter] = now;
+  char extra[96] = "";
+  if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", valid ? "valid" : "invalid");
+  else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(abort_reason));
+  else if (now == XGR_PROC_WAITING && next_wake_at > at && next_wake_at != XGR_NEVER)
+    snprintf(extra, sizeof extra, "  until %s", HD(next_wake_at));
+  printf("%10s  %-8s %-14s %s → %s%s\n", HD(at), pid, step, prev == 0xff ? "created" : xgr_proc_status_name(prev),
+         xgr_proc_status_name(now), extra);
+}
+
 static void on_event(void *ctx, const xgr_driver_event *ev) {
   view *v = ctx;
   if (v->quiet) return;
@@ -95,25 +120,7 @@ static void on_event(void *ctx, const xgr_driver_event *ev) {
              xgr_join_outcome_name(js->outcome), got, js->decl->n, js->decl->k, xgr_policy_name(js->decl->policy));
       return;
     }
-    if (p->iter >= v->nlast) {
-      size_t n = v->nlast ? v->nlast : 64;
-      while (n <= p->iter) n *= 2;
-      v->last = realloc(v->last, n);
-      if (!v->last) abort();
-      memset(v->last + v->nlast, 0xff, n - v->nlast);
-      v->nlast = n;
-    }
-    uint8_t prev = v->last[p->iter];
-    uint8_t now = ev->effect->status;
-    if (prev == now) return;   /* payload or pause changes are shown in the tree */
-    v->last[p->iter] = now;
-    char extra[96] = "";
-    if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", ev->effect->valid ? "valid" : "invalid");
-    else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
-    else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
-      snprintf(extra, sizeof extra, "  until %s", HD(p->next_wake_at));
-    printf("%10s  %-8s %-14s %s → %s%s\n", HD(ev->now), pid, step,
-           prev == 0xff ? "created" : xgr_proc_status_name(prev), xgr_proc_status_name(now), extra);
+    status_change(v, ev->now, pid, step, p->iter, ev->effect->status, ev->effect->valid, p->abort_reason, p->next_wake_at);
   } else if (ev->message) {
     printf("%10s  %s%s\n", HD(ev->now), ev->kind == XGR_DEV_FINISHED ? "session " : "", ev->message);
   }
@@ -370,25 +377,7 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
       pthread_mutex_unlock(&ev_->mu);
       return;
     }
-    if (p->iter >= v->nlast) {
-      size_t n = v->nlast ? v->nlast : 64;
-      while (n <= p->iter) n *= 2;
-      v->last = realloc(v->last, n);
-      if (!v->last) abort();
-      memset(v->last + v->nlast, 0xff, n - v->nlast);
-      v->nlast = n;
-    }
-    uint8_t prev = v->last[p->iter], now = p->status;
-    if (prev != now) {
-      v->last[p->iter] = now;
-      char extra[96] = "";
-      if (now == XGR_PROC_DONE) snprintf(extra, sizeof extra, "  %s", p->valid ? "valid" : "invalid");
-      else if (now == XGR_PROC_ABORTED) snprintf(extra, sizeof extra, "  (%s)", xgr_abort_reason_name(p->abort_reason));
-      else if (now == XGR_PROC_WAITING && p->next_wake_at > ev->now && p->next_wake_at != XGR_NEVER)
-        snprintf(extra, sizeof extra, "  until %s", HD(p->next_wake_at));
-      printf("%10s  %-8s %-14s %s → %s%s\n", HD(ev->now), pid, p->step_id,
-             prev == 0xff ? "created" : xgr_proc_status_name(prev), xgr_proc_status_name(now), extra);
-    }
+    status_change(v, ev->now, pid, p->step_id, p->iter, p->status, p->valid, p->abort_reason, p->next_wake_at);
   } else if (ev->message && ev->kind != XGR_EEV_IDLE) {
     printf("%10s  %s%s\n", HD(ev->now), ev->kind == XGR_EEV_FINISHED ? "session " : "", ev->message);
   }

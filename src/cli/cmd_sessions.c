@@ -93,14 +93,10 @@ int xgr_cmd_sessions(int argc, char **argv) {
   const char *owner = NULL, *root = NULL, *limit = NULL, *sort = NULL, *runner = NULL;
   bool processes = false;
   for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
+    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
+    if (r < 0) return rc;
     if (r) continue;
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
-    }
     if (!strcmp(a, "--processes")) {
       processes = true;
       continue;

@@ -57,30 +57,9 @@ static void print_refused(const json_t *h, long long t0) {
 int xgr_cmd_show(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
-  const char *owner = NULL, *pid = NULL;
-  for (int i = 1; i < argc; i++) {
-    int r = xgr_client_opt(&c, argc, argv, &i);
-    if (r < 0) return XGR_EXIT_USAGE;
-    if (r) continue;
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
-    }
-    if (!strcmp(a, "--owner") && i + 1 < argc) owner = argv[++i];
-    else if (a[0] != '-' && !pid) pid = a;
-    else {
-      fprintf(stderr, "xgr show: unexpected '%s'\n\n", a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
-  }
-  if (!owner) owner = c.from;
-  if (!owner || !pid) {
-    fprintf(stderr, "xgr show: %s is required\n\n", pid ? "--owner" : "PID");
-    usage(stderr);
-    return XGR_EXIT_USAGE;
-  }
+  const char *owner, *pid;
+  int end = xgr_client_owner_pid(&c, argc, argv, "show", usage, &owner, &pid);
+  if (end >= 0) return end;
   json_t *res;
   int rc = xgr_client_call(&c, "show", "xgr.getSession", json_pack("{s:s, s:s}", "owner", owner, "pid", pid), &res);
   if (rc) return rc;

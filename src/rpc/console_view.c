@@ -3,7 +3,7 @@
  *    running, done, aborted and paused; each join node's latest instance (k of n, the pieces in its
  *    inbox, its fail records, whether it can still be satisfied, its outcome); the edges that fired;
  *    and a page of processes (filtered by step and status) and of the history (times, durations,
- *    errors);
+ *    errors, and the session's refused internal wake-ups as rows of their own);
  *  - xgr.console.process: one process in full (payload, join inbox, `__wakeUp` allow list, error,
  *    its history rows);
  *  - xgr.console.registry: an orchestration with its versions, the rules its steps use (versions,
@@ -13,12 +13,14 @@
  */
 #include "rpc/console_impl.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "util/alloc.h"
 #include "xgr/orch.h"
 #include "xgr/session.h"
 
@@ -106,6 +108,57 @@ static json_t *hist_item(uint64_t root, const xgr_store_hist *h) {
   if (json_is_array(api)) json_object_set_new(it, "apiCalls", api);
   else json_decref(api);
   return it;
+}
+
+/* One row of a session's timeline: history row h, or the refusal w (sent by the process of
+ * history row h; h SIZE_MAX when that row is not known). */
+typedef struct timeline_row {
+  size_t h, w;
+} timeline_row;
+
+/* A refused wake-up's sender (its iter) and its index in the store's list, to find the refusals of
+ * a process by binary search. */
+typedef struct wake_key {
+  uint64_t iter;
+  size_t j;
+} wake_key;
+
+static int wake_key_cmp(const void *a, const void *b) {
+  const wake_key *x = a, *y = b;
+  if (x->iter != y->iter) return x->iter < y->iter ? -1 : 1;
+  return (x->j > y->j) - (x->j < y->j);
+}
+
+/* The timeline, oldest first, in a malloc'd array of *n rows (caller frees): each history row,
+ * followed by the refused wake-ups its process sent (after the first row of that process, in the
+ * store's order), then the refusals whose sender has no row. O((nh + nw) log nw). */
+static timeline_row *timeline(const xgr_store_hist *hs, size_t nh, const xgr_store_wake *ws, size_t nw, size_t *n) {
+  timeline_row *rows = xgr__xcalloc(nh + nw + 1, sizeof *rows);
+  wake_key *keys = xgr__xcalloc(nw + 1, sizeof *keys);
+  bool *done = xgr__xcalloc(nw + 1, sizeof *done);
+  for (size_t j = 0; j < nw; j++) keys[j] = (wake_key){ws[j].from_iter, j};
+  qsort(keys, nw, sizeof *keys, wake_key_cmp);
+  size_t k = 0;
+  for (size_t i = 0; i < nh; i++) {
+    rows[k++] = (timeline_row){i, SIZE_MAX};
+    size_t lo = 0, hi = nw;   /* the first key of this process */
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (keys[mid].iter < hs[i].iter) lo = mid + 1;
+      else hi = mid;
+    }
+    for (; lo < nw && keys[lo].iter == hs[i].iter && !done[keys[lo].j]; lo++) {
+      done[keys[lo].j] = true;
+      rows[k++] = (timeline_row){i, keys[lo].j};
+    }
+  }
+  for (size_t j = 0; j < nw; j++)
+    if (!done[j]) rows[k++] = (timeline_row){SIZE_MAX, j};
+  free(keys);
+  free(done);
+  assert(k == nh + nw);
+  *n = k;
+  return rows;
 }
 
 static int session_row(xgr__console *c, const char *owner, uint64_t root, xgr_store_session *s, json_t **out,
@@ -269,17 +322,29 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
 
   xgr_store_hist *hs = NULL;
   size_t nh = 0;
-  json_t *hist = json_array();
-  if (!xgr_store_history(c->st, owner, root, &hs, &nh, err)) {
-    for (uint64_t i = hoff; i < nh && json_array_size(hist) < hlim; i++)
-      json_array_append_new(hist, hist_item(root, &hs[desc ? nh - 1 - i : i]));
-    xgr_store_hists_free(hs, nh);
-  }
+  if (xgr_store_history(c->st, owner, root, &hs, &nh, err)) nh = 0;
   xgr_error_clear(err);
+  /* the internal wake-ups this session sent that were refused: rows of the timeline too, each after
+   * the first row of the process that sent it, as in xgr.getSession */
+  xgr_store_wake *ws = NULL;
+  size_t nw = 0;
+  if (xgr_store_wakes_refused(c->st, owner, root, &ws, &nw, err)) nw = 0;
+  xgr_error_clear(err);
+  size_t total = 0;
+  timeline_row *rows = timeline(hs, nh, ws, nw, &total);
+  json_t *hist = json_array();
+  for (uint64_t i = hoff; i < total && json_array_size(hist) < hlim; i++) {
+    const timeline_row *r = &rows[desc ? total - 1 - i : i];
+    const xgr_store_hist *h = r->h == SIZE_MAX ? NULL : &hs[r->h];
+    json_array_append_new(hist, r->w == SIZE_MAX ? hist_item(root, h) : xgr__rpc_refused_row(root, h, &ws[r->w]));
+  }
+  free(rows);
+  xgr_store_hists_free(hs, nh);
+  xgr_store_wakes_free(ws, nw);
   *result = json_pack("{s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:o}, s:{s:I, s:I, s:o}, s:I}", "session", sess, "steps",
                       steps, "running", running, "joins", joins, "fired", fired, "processes", "total",
                       (json_int_t)matched, "offset", (json_int_t)poff, "items", items, "history", "total",
-                      (json_int_t)nh, "offset", (json_int_t)hoff, "items", hist, "eventId",
+                      (json_int_t)total, "offset", (json_int_t)hoff, "items", hist, "eventId",
                       (json_int_t)xgr__sse_last_id(c->hub));
   if (orch) {
     json_t *order = json_array();

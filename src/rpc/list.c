@@ -371,6 +371,14 @@ static json_t *refused_json(const xgr_store_wake *w) {
                    (json_int_t)w->refused_at);
 }
 
+json_t *xgr__rpc_refused_row(uint64_t root, const xgr_store_hist *h, const xgr_store_wake *w) {
+  return json_pack("{s:o, s:o, s:s, s:n, s:I, s:I, s:o}", "pid",
+                   w->from_iter ? xgr__rpc_pid_json(root, w->from_iter) : xgr__rpc_u64_json(root), "step",
+                   w->from_step ? json_string(w->from_step) : json_null(), "status", "wake_refused", "valid", "at",
+                   (json_int_t)(h ? h->at : 0), "finishedAt", (json_int_t)(h ? h->finished_at : 0), "wakeUp",
+                   refused_json(w));
+}
+
 /* Append to hist the history rows of the refused wake-ups in ws that process `iter` sent (0: those
  * whose sender is not recorded), each once (done[]): the sending process and step, when that step
  * ran (its row h, if known), status "wake_refused" and the refusal (docs/RPC.md). */
@@ -379,12 +387,7 @@ static void refused_rows(json_t *hist, uint64_t root, uint64_t iter, const xgr_s
   for (size_t k = 0; k < nw; k++) {
     if (done[k] || ws[k].from_iter != iter) continue;
     done[k] = true;
-    json_t *r = json_pack("{s:o, s:o, s:s, s:n, s:I, s:I, s:o}", "pid",
-                          iter ? xgr__rpc_pid_json(root, iter) : xgr__rpc_u64_json(root), "step",
-                          ws[k].from_step ? json_string(ws[k].from_step) : json_null(), "status", "wake_refused",
-                          "valid", "at", (json_int_t)(h ? h->at : 0), "finishedAt", (json_int_t)(h ? h->finished_at : 0),
-                          "wakeUp", refused_json(&ws[k]));
-    json_array_append_new(hist, r);
+    json_array_append_new(hist, xgr__rpc_refused_row(root, h, &ws[k]));
   }
 }
 

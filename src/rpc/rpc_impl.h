@@ -158,6 +158,10 @@ void xgr__rpc_lower(char *s);
 /* "R:I" (or "R" for iter 0) and a u64 as decimal JSON strings (new references). */
 json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter);
 json_t *xgr__rpc_u64_json(uint64_t v);
+/* The history row of a refused internal wake-up w of session root (xgr.getSession, the console's
+ * timeline; docs/RPC.md): its sending process and step, status "wake_refused", "at"/"finishedAt"
+ * of the sender's history row h (NULL: unknown, 0) and the refusal under "wakeUp". New reference. */
+json_t *xgr__rpc_refused_row(uint64_t root, const xgr_store_hist *h, const xgr_store_wake *w);
 /* A stored process's state fields on a list item it: "valid" (null when not decided),
  * "nextWakeAt" (waiting; null: never), "abortReason" (aborted), "error" (when set). */
 void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p);

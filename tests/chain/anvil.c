@@ -27,6 +27,20 @@ const char *anvil_binary(void) {
   return access(path, X_OK) == 0 ? path : NULL;
 }
 
+bool anvil_test_begin(void) {
+  if (!anvil_binary()) {
+    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
+    return false;
+  }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  return true;
+}
+
+int anvil_test_end(int rc) {
+  curl_global_cleanup();
+  return rc;
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -308,4 +322,40 @@ json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile) {
   if (pclose(p)) return NULL;
   json_error_t je;
   return json_loads(out, 0, &je);
+}
+
+int anvil_pricefeed_bundle(const char *path) {
+  const char *sh = getenv("XGR_SHARED");
+  char ostc_p[512], rule_p[512];
+  snprintf(ostc_p, sizeof ostc_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json", sh);
+  snprintf(rule_p, sizeof rule_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json", sh);
+  json_error_t je;
+  json_t *ostc = json_load_file(ostc_p, JSON_PRESERVE_ORDER, &je), *rule = json_load_file(rule_p, JSON_PRESERVE_ORDER, &je);
+  if (!ostc || !rule) {
+    json_decref(ostc);
+    json_decref(rule);
+    return -1;
+  }
+  const char *addr = json_string_value(json_object_get(json_object_get(json_object_get(ostc, "structure"), "APICallStep"), "rule"));
+  json_t *b = json_pack("{s:o, s:{s:o}}", "orchestration", ostc, "rules", addr, rule);
+  int rc = b ? json_dump_file(b, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : -1;
+  json_decref(b);
+  return rc;
+}
+
+char *anvil_balance(const anvil *a, const char *token, const char *holder) {
+  xgr_value who = xgr_value_cstring(holder), bal;
+  xgr_error e;
+  char *t;
+  if (xgr_chain_eth_call(a->chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e)) {
+    size_t n = strlen(e.message) + 8;
+    t = malloc(n);
+    if (t) snprintf(t, n, "error: %s", e.message);
+  } else {
+    t = xgr_value_to_json_text(bal, 0, NULL);
+    xgr_value_release(bal);
+  }
+  xgr_value_release(who);
+  if (!t) abort();
+  return t;
 }

@@ -24,6 +24,11 @@ typedef struct anvil {
 
 /* Path of the anvil binary, or NULL when it is not installed (tests then skip with 77). */
 const char *anvil_binary(void);
+/* The start and end of a chain test's main: anvil_test_begin prints the skip line and returns
+ * false when anvil is not installed (the test then exits 77), else initialises libcurl and returns
+ * true; anvil_test_end cleans libcurl up and returns rc (the cmocka group's result). */
+bool anvil_test_begin(void);
+int anvil_test_end(int rc);
 /* Start anvil (extra: more arguments, NULL-terminated, may be NULL). 0 on success. */
 int anvil_start(anvil *a, const char *const *extra);
 void anvil_stop(anvil *a);
@@ -40,6 +45,13 @@ int anvil_key_file(int account, const char *path);
 /* `$XGR publish BUNDLE --chain <a's url> --key KEYFILE --json`: its JSON answer (registry, ostcId,
  * ostcHash, ...; caller decrefs), or NULL when it failed. */
 json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile);
+/* Write to path the ApiPriceFeed bundle of the public example files ($XGR_SHARED/specs/xgr-public/
+ * examples/ApiPriceFeed: the CoinbaseSpot loop and its step rule) as one bundle document. 0, or -1
+ * when the example files cannot be read or path cannot be written. */
+int anvil_pricefeed_bundle(const char *path);
+/* ERC-20 balanceOf(holder) of token on a's node, as JSON text (`["250"]`), or the error as text
+ * ("error: ..."). Caller frees. */
+char *anvil_balance(const anvil *a, const char *token, const char *holder);
 
 /* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
  * it: a node across a network, so that tests and benchmarks can show reads overlapping. One

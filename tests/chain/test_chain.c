@@ -135,13 +135,10 @@ static void test_rpc_live(void **st) {
   assert_int_equal(id, 31337);
   json_decref(res);
 
-  xgr_value acct = xgr_value_cstring(node.accounts[1]), out;
-  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &acct, 1, &out, NULL, &e), 0);
-  char *txt = xgr_value_to_json_text(out, 0, NULL);
+  char *txt = anvil_balance(&node, token, node.accounts[1]);
   assert_string_equal(txt, "[\"250\"]");
   free(txt);
-  xgr_value_release(out);
-  xgr_value_release(acct);
+  xgr_value out;
 
   assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "info()(string,string,uint8,uint256,address[])", NULL, 0, &out, NULL, &e), 0);
   txt = xgr_value_to_json_text(out, 0, NULL);
@@ -402,12 +399,9 @@ static void test_tx_signed(void **st) {
   assert_string_equal(json_string_value(json_object_get(rcpt, "from")), node.accounts[2]);
   assert_string_equal(json_string_value(json_object_get(rcpt, "transactionHash")), hash);
   json_decref(rcpt);
-  xgr_value bal;
-  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &args[0], 1, &bal, NULL, &e), 0);
-  char *txt = xgr_value_to_json_text(bal, 0, NULL);
+  char *txt = anvil_balance(&node, token, node.accounts[3]);
   assert_string_equal(txt, "[\"400\"]");
   free(txt);
-  xgr_value_release(bal);
   free(data);
 
   /* more than the balance: estimation reverts with the contract's reason */
@@ -428,17 +422,11 @@ static void test_tx_signed(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dialects),      cmocka_unit_test(test_backends),     cmocka_unit_test(test_rpc_live),
       cmocka_unit_test(test_timeout),       cmocka_unit_test(test_read_balance), cmocka_unit_test(test_read_tuple),
       cmocka_unit_test(test_read_failures), cmocka_unit_test(test_tx_signed),
   };
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

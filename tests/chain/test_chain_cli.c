@@ -264,13 +264,9 @@ static void test_execution(void **st) {
   assert_string_equal(json_string_value(json_object_get(res, "from")), node.accounts[0]);
   json_decref(res);
   json_decref(x);
-  xgr_value who = xgr_value_cstring(node.accounts[5]), bal;
-  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e), 0);
-  char *t = xgr_value_to_json_text(bal, 0, NULL);
+  char *t = anvil_balance(&node, token, node.accounts[5]);
   assert_string_equal(t, "[\"77\"]");
   free(t);
-  xgr_value_release(bal);
-  xgr_value_release(who);
 
   /* more than the balance with a gas limit: mined, reverted, the contract's reason */
   x = exec_step("\"gas\":{\"limit\":120000},", "99999999999", &code);
@@ -288,14 +284,8 @@ static void test_execution(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_step), cmocka_unit_test(test_run), cmocka_unit_test(test_publish),
                                      cmocka_unit_test(test_execution)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -39,19 +39,8 @@ static int setup(void **st) {
   snprintf(path, sizeof path, "%s/k0.key", dir);
   if (anvil_key_file(0, path)) return -1;
   /* the ApiPriceFeed bundle from the public example files */
-  const char *sh = getenv("XGR_SHARED");
-  char ostc_p[512], rule_p[512];
-  snprintf(ostc_p, sizeof ostc_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json", sh);
-  snprintf(rule_p, sizeof rule_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json", sh);
-  json_error_t je;
-  json_t *ostc = json_load_file(ostc_p, JSON_PRESERVE_ORDER, &je), *rule = json_load_file(rule_p, JSON_PRESERVE_ORDER, &je);
-  if (!ostc || !rule) return -1;
-  const char *addr = json_string_value(json_object_get(json_object_get(json_object_get(ostc, "structure"), "APICallStep"), "rule"));
-  json_t *b = json_pack("{s:o, s:{s:o}}", "orchestration", ostc, "rules", addr, rule);
   snprintf(path, sizeof path, "%s/pricefeed.json", dir);
-  int rc = json_dump_file(b, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-  json_decref(b);
-  return rc;
+  return anvil_pricefeed_bundle(path);
 }
 
 static int teardown(void **st) {
@@ -131,13 +120,7 @@ static void test_price_feed(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_iteration_of_pi), cmocka_unit_test(test_price_feed)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -64,18 +64,8 @@ static int setup(void **st) {
   snprintf(path, sizeof path, "%s/examples/bundles/iteration_of_pi.json", getenv("XGR_SRC"));
   if (!(pub_pi = publish(path))) return -1;
   /* ApiPriceFeed from the public example files */
-  const char *sh = getenv("XGR_SHARED");
-  char ostc_p[512], rule_p[512];
-  snprintf(ostc_p, sizeof ostc_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json", sh);
-  snprintf(rule_p, sizeof rule_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json", sh);
-  json_error_t je;
-  json_t *ostc = json_load_file(ostc_p, JSON_PRESERVE_ORDER, &je), *rule = json_load_file(rule_p, JSON_PRESERVE_ORDER, &je);
-  if (!ostc || !rule) return -1;
-  const char *addr = json_string_value(json_object_get(json_object_get(json_object_get(ostc, "structure"), "APICallStep"), "rule"));
-  json_t *b = json_pack("{s:o, s:{s:o}}", "orchestration", ostc, "rules", addr, rule);
   snprintf(path, sizeof path, "%s/feed.json", dir);
-  json_dump_file(b, path, JSON_PRESERVE_ORDER);
-  json_decref(b);
+  if (anvil_pricefeed_bundle(path)) return -1;
   if (!(pub_feed = publish(path))) return -1;
   /* a contract-read rule on the token */
   char doc[2048];
@@ -298,16 +288,10 @@ static void test_validate_from_chain(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pi_from_chain), cmocka_unit_test(test_price_feed_from_chain),
                                      cmocka_unit_test(test_read_from_chain), cmocka_unit_test(test_validate_from_chain), cmocka_unit_test(test_pin_mismatch),
                                      cmocka_unit_test(test_health), cmocka_unit_test(test_restart),
                                      cmocka_unit_test(test_permits_chain_registry)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -179,14 +179,9 @@ static void test_crash_exactly_once(void **st) {
   }
   /* exactly once: N Transfer logs and a balance of N */
   assert_int_equal(transfers_to(to), N);
-  xgr_value who = xgr_value_cstring(to), bal;
-  xgr_error e;
-  assert_int_equal(xgr_chain_eth_call(node.chain, NULL, NULL, token, "balanceOf(address)(uint256)", &who, 1, &bal, NULL, &e), 0);
-  char *t = xgr_value_to_json_text(bal, 0, NULL);
+  char *t = anvil_balance(&node, token, to);
   assert_string_equal(t, "[\"30\"]");
   free(t);
-  xgr_value_release(bal);
-  xgr_value_release(who);
   /* a second restart sends nothing again */
   assert_true(stop_xgrd(SIGTERM));
   assert_int_equal(start_xgrd(), 0);
@@ -195,14 +190,8 @@ static void test_crash_exactly_once(void **st) {
 }
 
 int main(void) {
-  if (!anvil_binary()) {
-    printf("anvil not installed (scripts/deps.sh runs npm ci in contracts/): skipped\n");
-    return 77;
-  }
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_transfer_in_history), cmocka_unit_test(test_reverted),
                                      cmocka_unit_test(test_crash_exactly_once)};
-  int rc = cmocka_run_group_tests(tests, setup, teardown);
-  curl_global_cleanup();
-  return rc;
+  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

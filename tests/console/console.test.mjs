@@ -5,37 +5,23 @@
 // a finished 2-of-3 kill join, an open 2-of-3 join waiting for its third producer, two KYC orders
 // waiting for their check), then drives headless chromium through the pages: the list (filters),
 // each session's graph overlay (step states, the join node's k-of-n text), the inspector, the
-// live updates after a wake (no reload), pause / resume / wake / kill from the page, and the
-// registry page. Screenshots go to OUTDIR (test artifacts). Every wait is bounded.
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// live updates after a wake (no reload), pause / resume / wake / kill from the page, a step's API
+// calls and a refused internal wake-up in the timeline, and the registry page. Screenshots go to
+// OUTDIR (test artifacts). Every wait is bounded.
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
+import { ok, until, startXgrd, run } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SRC = path.resolve(HERE, '..', '..');
 const OWNER = '0x00000000000000000000000000000000000000d1';
-let failures = 0;
-const ok = (cond, name, detail) => {
-  if (cond) console.log(`PASS ${name}`);
-  else { failures++; console.log(`FAIL ${name}${detail !== undefined ? ': ' + JSON.stringify(detail).slice(0, 400) : ''}`); }
-};
-const sleep = ms => new Promise(r => setTimeout(r, ms));
-
-const tmp = mkdtempSync(path.join(tmpdir(), 'xgr-console-'));
 // hibernation as by default (--hibernate-after 5000): sessions that wait evict themselves while the
 // test runs; the owners line and the live counts come from the store, so they count them still
-const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', '--auth', 'none', '--store', `sqlite:${tmp}/store.db`,
-  '--port-file', `${tmp}/port`, '--log-level', 'warn'], { stdio: ['ignore', 'inherit', 'inherit'] });
+const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`]);
 let browser;
-const cleanup = () => {
-  try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ }
-  rmSync(tmp, { recursive: true, force: true });
-};
-process.on('exit', cleanup);
 
 async function rpc(url, method, params) {
   const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -45,19 +31,8 @@ async function rpc(url, method, params) {
   return b.result;
 }
 
-async function until(what, fn, ms = 10000) {
-  const end = Date.now() + ms;
-  let last;
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last; } catch (e) { last = e.message; }
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
-}
-
 async function main() {
-  await until('xgrd port file', () => existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim());
-  const URL = `http://127.0.0.1:${readFileSync(`${tmp}/port`, 'utf8').trim()}`;
+  const URL = await url();
   await until('xgrd ready', async () => (await fetch(URL + '/readyz')).ok);
   const x = (...args) => execFileSync(XGR, [...args, '--url', URL], { encoding: 'utf8' });
   x('deploy', path.join(SRC, 'examples/bundles/kyc_onboarding.json'), '--registry', 'kyc_onboarding');
@@ -240,6 +215,27 @@ async function main() {
   await shot('11-api-calls.png');
   api.close();
 
+  // 8b. a refused internal wake-up in the timeline: check session 10 wakes a session that does not exist
+  enq(10, 'kyc_onboarding', 'kyc_collect', JSON.stringify({ Runner: OWNER, Target: 999 }));
+  const refused = await until('session 10 records the refused wake-up', async () =>
+    (await session(10)).history.items.find(it => it.status === 'wake_refused'));
+  const asc = (await rpc(URL, 'xgr.console.session', { owner: OWNER, rootPid: '10', histOrder: 'asc' })).history;
+  const page2 = (await rpc(URL, 'xgr.console.session', { owner: OWNER, rootPid: '10', histOrder: 'asc',
+    histOffset: asc.total - 1, histLimit: 1 })).history;
+  ok(asc.total === asc.items.length && asc.items.at(-1).status === 'wake_refused' && asc.items.at(-2).pid === refused.pid &&
+     page2.items.length === 1 && page2.items[0].wakeUp.sessionId === '999',
+    'xgr.console.session counts the refusal in history.total and pages it after the row of its sender', { asc, page2 });
+  await page.goto(`${URL}/ui/#/session/${OWNER}/10`);
+  await page.waitForSelector('#history tr.refused');
+  const rrows = await page.$$eval('#history tr.refused', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
+  ok(rrows.length === 1 && rrows[0].includes('wake_refused') && rrows[0].includes(`wake-up sent by ${refused.pid} (step ${refused.step})`) &&
+     rrows[0].includes(`to ${OWNER}/999 step ship`) && rrows[0].includes('no such session'),
+    'the timeline shows the refused wake-up: who sent it, to whom, why', { rrows, refused });
+  ok(await page.$eval('#history tr.refused .badge', e => e.classList.contains('b-wake_refused')), 'the refused row is styled apart');
+  const order = await page.$$eval('#history tbody tr', trs => trs.map(t => t.classList.contains('refused') ? 'refused' : t.children[2].textContent));
+  ok(order.indexOf('refused') === order.indexOf(refused.step) - 1, 'newest first: the refusal stands above the row of the step that sent it', order);
+  await shot('11b-wake-refused.png');
+
   // 9. the registry page
   await page.goto(`${URL}/ui/#/registry?registry=race_wait`);
   await page.waitForSelector('#rgraph svg #join-A-valid');
@@ -251,25 +247,4 @@ async function main() {
   ok(pageErrors.length === 0, 'no errors in the page', pageErrors);
 }
 
-const guard = setTimeout(() => { console.log('FAIL the test took longer than 120 s'); process.exit(1); }, 120000);
-try {
-  await main();
-} catch (e) {
-  failures++;
-  console.log('FAIL ' + (e.stack || e.message));
-} finally {
-  clearTimeout(guard);
-  if (browser) await browser.close();
-}
-// xgrd stops cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM
-{
-  const code = await new Promise(res => {
-    if (daemon.exitCode !== null) return res(daemon.exitCode);
-    const t = setTimeout(() => res('timeout'), 30000);
-    daemon.once('exit', (c, sig) => { clearTimeout(t); res(c === null ? sig : c); });
-    daemon.kill('SIGTERM');
-  });
-  if (code !== 0) { failures++; console.log(`FAIL xgrd exited with ${code} after SIGTERM`); } else console.log('PASS xgrd stopped cleanly');
-}
-console.log(failures ? `${failures} failure(s); screenshots in ${OUT}` : `all passed; screenshots in ${OUT}`);
-process.exit(failures ? 1 : 0);
+await run(main, { daemon, seconds: 120, after: async () => { if (browser) await browser.close(); }, note: `; screenshots in ${OUT}` });

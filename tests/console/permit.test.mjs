@@ -14,13 +14,13 @@
 // each permit the page sent: its shape (the types of SEMANTICS §9, in order), that it recovers to
 // the wallet with ethers.verifyTypedData, its binding (action, sessionId, stepId) and that the
 // action happened.
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
 import { Wallet, verifyTypedData } from 'ethers';
+import { ok, sleep, startXgrd, run } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -28,34 +28,20 @@ const wallet = new Wallet('0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae46
 const OWNER = wallet.address.toLowerCase();
 // (OTHER, a second owner with its own key, is defined below)
 const CHAIN = '1887', CONTRACT = '0x0000000000000000000000000000000000000729';
-let failures = 0;
-const ok = (cond, name, detail) => {
-  if (cond) console.log(`PASS ${name}`);
-  else { failures++; console.log(`FAIL ${name}${detail !== undefined ? ': ' + JSON.stringify(detail).slice(0, 500) : ''}`); }
-};
-const sleep = ms => new Promise(r => setTimeout(r, ms));
 const other = new Wallet('0x8da4ef21b864d2cc526dbdb2a120bd2874c36c9d0a1fb7f8c63d7f7a8b41de8f');
 const OTHER = other.address.toLowerCase();
 const REAL = execFileSync(XGRD, ['--help'], { encoding: 'utf8' }).includes('--auth permits');
 console.log(`# ${REAL ? 'xgrd verifies the permits (--auth permits)' : 'xgrd has no permit mode yet: --auth none, two answers given in the browser'}`);
-const tmp = mkdtempSync(path.join(tmpdir(), 'xgr-console-permit-'));
+const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-permit-', () => ['--auth', REAL ? 'permits' : 'none']);
 writeFileSync(`${tmp}/wallet.key`, wallet.privateKey + '\n', { mode: 0o600 });
 writeFileSync(`${tmp}/other.key`, other.privateKey + '\n', { mode: 0o600 });
-const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', '--auth', REAL ? 'permits' : 'none', '--port-file', `${tmp}/port`,
-  '--log-level', 'warn'], { stdio: ['ignore', 'inherit', 'inherit'] });
-process.on('exit', () => { try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ } rmSync(tmp, { recursive: true, force: true }); });
 
 const signed = [];   // what the wallet signed
 const sent = [];     // {method, params} the page sent with a permit
 const streams = [];  // the event streams the page opened
 
 async function main() {
-  const end = Date.now() + 10000;
-  while (!(existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim())) {
-    if (Date.now() > end) throw new Error('xgrd did not start');
-    await sleep(50);
-  }
-  const URL = `http://127.0.0.1:${readFileSync(`${tmp}/port`, 'utf8').trim()}`;
+  const URL = await url();
   // the CLI signs for the wallet (or the other owner) when xgrd verifies permits
   const as = key => (...a) => execFileSync(XGR, [...a, '--url', URL, ...(REAL ? ['--key', `${tmp}/${key}.key`] : [])],
     { encoding: 'utf8' });
@@ -203,18 +189,4 @@ async function main() {
   ok(signed.length === 1 + ctlSigs.length, 'the wallet was asked once for reads and once per action', signed.length);
 }
 
-const guard = setTimeout(() => { console.log('FAIL the test took longer than 120 s'); process.exit(1); }, 120000);
-try { await main(); } catch (e) { failures++; console.log('FAIL ' + (e.stack || e.message)); }
-clearTimeout(guard);
-// xgrd stops cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM
-{
-  const code = await new Promise(res => {
-    if (daemon.exitCode !== null) return res(daemon.exitCode);
-    const t = setTimeout(() => res('timeout'), 30000);
-    daemon.once('exit', (c, sig) => { clearTimeout(t); res(c === null ? sig : c); });
-    daemon.kill('SIGTERM');
-  });
-  if (code !== 0) { failures++; console.log(`FAIL xgrd exited with ${code} after SIGTERM`); } else console.log('PASS xgrd stopped cleanly');
-}
-console.log(failures ? `${failures} failure(s)` : 'all passed');
-process.exit(failures ? 1 : 0);
+await run(main, { daemon, seconds: 120 });

@@ -6,27 +6,19 @@
 // list, and a filter that matches nothing, which scans its budget of 20,000 rows or 40 ms), that the session
 // view of the 10,000-process session answers in under 100 ms with one count per step and a paged
 // process list, and that the pages show both in headless chromium (the graph has one node per step).
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
+import { ok, sleep, startXgrd, run } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const N = Number(process.env.XGR_CONSOLE_SESSIONS || 100000);
 const BUDGET = 100 * Number(process.env.XGR_TIME_FACTOR || 1);   // ms; sanitizer builds get more
 const OWNER = '0x00000000000000000000000000000000000000e1';
 const LOOPER = '0x00000000000000000000000000000000000000e2';
-let failures = 0;
-const ok = (cond, name, detail) => {
-  if (cond) console.log(`PASS ${name}`);
-  else { failures++; console.log(`FAIL ${name}${detail !== undefined ? ': ' + JSON.stringify(detail).slice(0, 400) : ''}`); }
-};
-const sleep = ms => new Promise(r => setTimeout(r, ms));
-const tmp = mkdtempSync(path.join(tmpdir(), 'xgr-console-scale-'));
-const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', '--auth', 'none', '--store', `sqlite:${tmp}/store.db`,
-  '--sync', 'normal', '--port-file', `${tmp}/port`, '--log-level', 'warn'], { stdio: ['ignore', 'inherit', 'inherit'] });
-process.on('exit', () => { try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ } rmSync(tmp, { recursive: true, force: true }); });
+const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-scale-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`,
+  '--sync', 'normal']);
 
 async function post(url, body) {
   const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -47,12 +39,7 @@ async function best(url, method, params) {
 }
 
 async function main() {
-  const end = Date.now() + 10000;
-  while (!(existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim())) {
-    if (Date.now() > end) throw new Error('xgrd did not start');
-    await sleep(50);
-  }
-  const URL = `http://127.0.0.1:${readFileSync(`${tmp}/port`, 'utf8').trim()}`;
+  const URL = await url();
   writeFileSync(`${tmp}/one.json`, JSON.stringify({ orchestration: { id: 'one', structure: { S: { rule: 'S' } } },
     rules: { S: { payload: { x: { type: 'int64', default: 1 } }, rules: ['[x] > 0'], onValid: { payload: { y: '[x] * 2' } }, onInvalid: {} } } }));
   writeFileSync(`${tmp}/loop.json`, JSON.stringify({ orchestration: { id: 'loop', structure: { L: { rule: 'L', onValid: { spawns: ['L'] } } } },
@@ -115,18 +102,4 @@ async function main() {
   }
 }
 
-const guard = setTimeout(() => { console.log('FAIL the test took longer than 500 s'); process.exit(1); }, 500000);
-try { await main(); } catch (e) { failures++; console.log('FAIL ' + (e.stack || e.message)); }
-clearTimeout(guard);
-// xgrd stops cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM
-{
-  const code = await new Promise(res => {
-    if (daemon.exitCode !== null) return res(daemon.exitCode);
-    const t = setTimeout(() => res('timeout'), 30000);
-    daemon.once('exit', (c, sig) => { clearTimeout(t); res(c === null ? sig : c); });
-    daemon.kill('SIGTERM');
-  });
-  if (code !== 0) { failures++; console.log(`FAIL xgrd exited with ${code} after SIGTERM`); } else console.log('PASS xgrd stopped cleanly');
-}
-console.log(failures ? `${failures} failure(s)` : 'all passed');
-process.exit(failures ? 1 : 0);
+await run(main, { daemon, seconds: 500 });

@@ -54,6 +54,15 @@ void xh_msleep(long ms) {
   nanosleep(&ts, NULL);
 }
 
+char *xh_read_log(const xh_daemon *d, char *buf, size_t n) {
+  assert_true(n > 0);
+  FILE *f = fopen(d->log, "r");
+  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+  buf[k] = 0;
+  if (f) fclose(f);
+  return buf;
+}
+
 int xh_write(const char *dir, const char *name, const char *text) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", dir, name);

@@ -50,6 +50,9 @@ int xh_wait_port(xh_daemon *d);
 void xh_start(xh_daemon *d, const char *const *args);
 /* Send sig and wait: the exit status, or 128 + the signal that ended it. */
 int xh_stop(xh_daemon *d, int sig);
+/* The start of d's log (at most n - 1 bytes) into buf, NUL-terminated; empty when it cannot be
+ * read. Returns buf. */
+char *xh_read_log(const xh_daemon *d, char *buf, size_t n);
 /* A cmocka teardown: SIGKILL every daemon still remembered. Returns 0. */
 int xh_teardown(void **state);
 

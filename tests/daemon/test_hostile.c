@@ -54,6 +54,18 @@ static void startv(daemon_t *d, const char *const *extra) {
   if (xh_wait_port(d)) fail_msg("xgrd did not start (see %s)", d->log);
 }
 
+/* A fresh daemon named name, started with extra (NULL-terminated). */
+static void start(daemon_t *d, const char *name, const char *const *extra) {
+  mkdaemon(d, name);
+  startv(d, extra);
+}
+
+/* Stop d with SIGTERM (it must exit 0) and remove its directory. */
+static void finish(daemon_t *d) {
+  assert_int_equal(xh_stop(d, SIGTERM), 0);
+  xh_remove(d);
+}
+
 /* One HTTP request with a JSON content type; returns the status (-1: no answer), *out the body. */
 static long http(const daemon_t *d, const char *verb, const char *path, const char *body, size_t len, char **out) {
   return xh_http(d, verb, path, "application/json", body, len, 20, out);
@@ -65,6 +77,17 @@ static json_t *rpc(const daemon_t *d, const char *method, json_t *params) { retu
 /* The result of a call that must succeed (new reference). */
 static json_t *ok(const daemon_t *d, const char *method, json_t *params) {
   return xh_result(method, xh_call(d, method, params));
+}
+
+/* A call that must succeed, its result dropped. params is stolen. */
+static void call_ok(const daemon_t *d, const char *method, json_t *params) { json_decref(ok(d, method, params)); }
+
+/* Whether session OWNER/root is alive (xgr_sessionAlive). */
+static bool alive(const daemon_t *d, const char *root) {
+  json_t *a = ok(d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, root));
+  bool yes = json_is_true(a);
+  json_decref(a);
+  return yes;
 }
 
 /* The error code of an answer (0: a result), and its data.path into path (may be NULL). */
@@ -92,8 +115,7 @@ static int connect_raw(const daemon_t *d) {
 static void test_metrics_labels(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "metrics");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "metrics", (const char *[]){NULL});
   for (int i = 0; i < 200; i++) {
     char body[200];
     int n = snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"nope_%d\"}", i);
@@ -119,13 +141,9 @@ static void test_metrics_labels(void **state) {
   free(out);
   /* the log holds no client-chosen method name either */
   char buf[1 << 16];
-  FILE *f = fopen(d.log, "r");
-  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  buf[n] = 0;
-  if (f) fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   assert_null(strstr(buf, "nope_"));
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 
@@ -135,8 +153,7 @@ static void test_metrics_labels(void **state) {
 static void test_slow_clients(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "slow");
-  startv(&d, (const char *[]){"--timeout", "2", "--max-connections", "4", NULL});
+  start(&d, "slow", (const char *[]){"--timeout", "2", "--max-connections", "4", NULL});
   enum { N = 4 };
   int fds[N];
   bool open_[N];
@@ -171,10 +188,8 @@ static void test_slow_clients(void **state) {
     close(fds[i]);
   }
   assert_true(closed_by < 4.0);
-  json_t *r = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
-  json_decref(r);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  call_ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
+  finish(&d);
 }
 
 /* The store file, its -wal and -shm, and the port file are created 0600 (whatever the umask lets
@@ -185,9 +200,8 @@ static void test_files_and_exit(void **state) {
   mkdaemon(&d, "files");
   mode_t old = umask(022);
   startv(&d, (const char *[]){NULL});
-  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
-                                               "rules", "true", "onValid", "onInvalid"));
-  json_decref(r);
+  call_ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
+                                        "rules", "true", "onValid", "onInvalid"));
   const char *files[] = {"store.db", "store.db-wal", "store.db-shm", "port"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char p[400];
@@ -211,19 +225,16 @@ static void test_files_and_exit(void **state) {
   spawn(&d2, (const char *[]){"--listen", "127.0.0.1:99999", NULL});
   assert_int_equal(xh_stop(&d2, 0), 2);
   xh_remove(&d2);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 /* Register the waiting orchestration "w" (one step W that waits 10 hours) under registry local. */
 static void deploy_wait(const daemon_t *d) {
-  json_t *r = ok(d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{s:i}, s:{}}}]", "address", "W", "rule",
-                                              "payload", "rules", "true", "onValid", "waitSec", 36000, "onInvalid"));
-  json_decref(r);
-  r = ok(d, "xgr.putOrchestration",
-         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "local", "orchestration", "id", "w", "structure",
-                   "W", "rule", "W", "onValid", "spawns", "W"));
-  json_decref(r);
+  call_ok(d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{s:i}, s:{}}}]", "address", "W", "rule",
+                                       "payload", "rules", "true", "onValid", "waitSec", 36000, "onInvalid"));
+  call_ok(d, "xgr.putOrchestration",
+          json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "local", "orchestration", "id", "w", "structure",
+                    "W", "rule", "W", "onValid", "spawns", "W"));
 }
 
 /* An enqueue request whose payload is {"a":{"a":...}} with `levels` objects (the payload object
@@ -262,8 +273,7 @@ static int logged_port(const daemon_t *d, bool *ready) {
 static void test_listen_first(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "listen");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "listen", (const char *[]){NULL});
   deploy_wait(&d);
   enum { N = 1500, B = 250 };
   for (int k = 0; k < N / B; k++) {
@@ -321,11 +331,8 @@ static void test_listen_first(void **state) {
   json_t *ls = ok(&d, "xgr_listSessions", json_pack("[{s:s, s:i}]", "owner", OWNER, "limit", 2000));
   (void)ls;
   json_decref(ls);
-  json_t *alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1500"));
-  assert_true(json_is_true(alive));
-  json_decref(alive);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  assert_true(alive(&d, "1500"));
+  finish(&d);
 }
 
 /* One nesting limit: a payload that makes the request deeper than 128 levels is refused at the
@@ -334,8 +341,7 @@ static void test_listen_first(void **state) {
 static void test_nesting(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "nesting");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "nesting", (const char *[]){NULL});
   deploy_wait(&d);
   int levels[] = {600, 126, 3000};
   for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
@@ -354,26 +360,17 @@ static void test_nesting(void **state) {
   free(b);
   assert_int_equal(err_of(r, NULL, 0), 0);
   json_decref(r);
-  json_t *alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "1"));
-  assert_true(json_is_false(alive));   /* nothing of the refused ones was stored */
-  json_decref(alive);
+  assert_true(!alive(&d, "1"));   /* nothing of the refused ones was stored */
   assert_int_equal(xh_stop(&d, SIGKILL), 128 + SIGKILL);
   startv(&d, (const char *[]){NULL});
   char buf[1 << 14];
-  FILE *f = fopen(d.log, "r");
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   /* recovered at start, or hibernated (issue 19: lazy recovery) and loaded by the kill below */
   if (!strstr(buf, "recovered=1 recover_failed=0") && !strstr(buf, "recovered=0 recover_failed=0"))
     fail_msg("the deep session was not recovered:\n%s", buf);
-  alive = ok(&d, "xgr_sessionAlive", json_pack("[s, s]", OWNER, "2"));
-  assert_true(json_is_true(alive));
-  json_decref(alive);
-  r = ok(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "rootPid", "2"));
-  json_decref(r);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  assert_true(alive(&d, "2"));
+  call_ok(&d, "xgr.kill", json_pack("{s:s, s:s}", "owner", OWNER, "rootPid", "2"));
+  finish(&d);
 }
 
 /* putOrchestration with a bad id and no ostcId (a '/', empty, over 96 bytes) is -32602 at
@@ -382,8 +379,7 @@ static void test_nesting(void **state) {
 static void test_documents(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "docs");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "docs", (const char *[]){NULL});
   char longid[120];
   memset(longid, 'x', 100);
   longid[100] = 0;
@@ -408,8 +404,7 @@ static void test_documents(void **state) {
   assert_int_equal(err_of(r, path, sizeof path), -32602);
   assert_string_equal(path, "rule.rules[0]");
   json_decref(r);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 /* xgrd's resident memory in kB (VmRSS). */
@@ -484,14 +479,11 @@ static void run_pairs(const daemon_t *d, int from, int n) {
 static void test_bundle_memory(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "bundles");
-  startv(&d, (const char *[]){"--sync", "normal", NULL});
-  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
-                                               "rules", "true", "onValid", "onInvalid"));
-  json_decref(r);
-  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
-                                               "short", "structure", "S", "rule", "S"));
-  json_decref(r);
+  start(&d, "bundles", (const char *[]){"--sync", "normal", NULL});
+  call_ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
+                                        "rules", "true", "onValid", "onInvalid"));
+  call_ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
+                                                "short", "structure", "S", "rule", "S"));
   run_pairs(&d, 0, 1000);   /* warm up: allocator arenas, SQLite page caches (they fill up to ~2,000 sessions) */
   assert_true(wait_idle(&d, 20));
   long before = rss_kb(d.pid);
@@ -501,30 +493,25 @@ static void test_bundle_memory(void **state) {
   print_message("RSS %ld kB -> %ld kB after 2,000 putRule + enqueue pairs\n", before, after);
   if (under_asan(d.pid)) print_message("xgrd runs under ASan: RSS not compared (quarantine)\n");
   else assert_true(after - before < 10 * 1024);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 /* Register orchestration "fan" under registry "fan": steps A and B each spawn both, so a session
  * doubles its live processes with every generation; and "loop" (L spawns L). */
 static void deploy_fan(const daemon_t *d) {
-  json_t *r = ok(d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "T", "rule", "payload",
-                                              "rules", "true", "onValid", "onInvalid"));
-  json_decref(r);
-  r = ok(d, "xgr.putOrchestration",
-         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s, s]}}, s:{s:s, s:{s:[s, s]}}}}}", "xrc729", "fan", "orchestration",
-                   "id", "fan", "structure", "A", "rule", "T", "onValid", "spawns", "A", "B", "B", "rule", "T",
-                   "onValid", "spawns", "A", "B"));
-  json_decref(r);
-  r = ok(d, "xgr.putOrchestration",
-         json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "loop", "orchestration", "id", "loop", "structure",
-                   "L", "rule", "T", "onValid", "spawns", "L"));
-  json_decref(r);
+  call_ok(d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "T", "rule", "payload",
+                                       "rules", "true", "onValid", "onInvalid"));
+  call_ok(d, "xgr.putOrchestration",
+          json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s, s]}}, s:{s:s, s:{s:[s, s]}}}}}", "xrc729", "fan", "orchestration",
+                    "id", "fan", "structure", "A", "rule", "T", "onValid", "spawns", "A", "B", "B", "rule", "T",
+                    "onValid", "spawns", "A", "B"));
+  call_ok(d, "xgr.putOrchestration",
+          json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "loop", "orchestration", "id", "loop", "structure",
+                    "L", "rule", "T", "onValid", "spawns", "L"));
 }
 
 static void enqueue_reg(const daemon_t *d, const char *reg, int root) {
-  json_t *r = ok(d, "xgr.enqueue", json_pack("{s:s, s:s, s:i}", "owner", OWNER, "xrc729", reg, "rootPid", root));
-  json_decref(r);
+  call_ok(d, "xgr.enqueue", json_pack("{s:s, s:s, s:i}", "owner", OWNER, "xrc729", reg, "rootPid", root));
 }
 
 /* The error texts of a session's processes, joined (caller frees). */
@@ -560,8 +547,7 @@ static const char *session_status(const daemon_t *d, int root, char *buf, size_t
 static void test_session_caps(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "caps");
-  startv(&d, (const char *[]){"--max-session-processes", "40", "--max-session-steps", "200", NULL});
+  start(&d, "caps", (const char *[]){"--max-session-processes", "40", "--max-session-steps", "200", NULL});
   deploy_fan(&d);
   enqueue_reg(&d, "fan", 1);
   enqueue_reg(&d, "loop", 2);
@@ -583,11 +569,8 @@ static void test_session_caps(void **state) {
   assert_non_null(strstr(out, "xgr_engine_events{kind=\"sessions_capped\"} 2"));
   free(out);
   assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  FILE *f = fopen(d.log, "r");
   char buf[1 << 15];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   assert_non_null(strstr(buf, "level=warn msg=\"session aborted: "));
   /* default caps: kill of a busy fan-out session answers within a second, and so does SIGTERM */
   startv(&d, (const char *[]){NULL});
@@ -647,8 +630,7 @@ static bool is_u64(xgr_value v, uint64_t want) {
 static void test_integers(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "ints");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "ints", (const char *[]){NULL});
   const char *rule = "{\"payload\":{\"n\":{\"type\":\"uint64\",\"default\":" U64MAX "},\"b\":{\"type\":\"uint256\","
                      "\"default\":" U256MAX "}},\"rules\":[\"[n] > 0\"],\"onValid\":{\"payload\":{\"m\":\"[n]\","
                      "\"c\":\"[b]\"}},\"onInvalid\":{}}";
@@ -658,9 +640,8 @@ static void test_integers(void **state) {
   json_t *r = xh_post(&d, body, strlen(body));
   assert_int_equal(err_of(r, NULL, 0), 0);
   json_decref(r);
-  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "big", "orchestration", "id",
-                                               "big", "structure", "U", "rule", "U"));
-  json_decref(r);
+  call_ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "big", "orchestration", "id",
+                                                "big", "structure", "U", "rule", "U"));
   /* the rule reads back with its exact defaults */
   snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_getRule\",\"params\":[{\"address\":\"U\"}]}");
   xgr_value v = post_exact(&d, body);
@@ -703,8 +684,7 @@ static void test_integers(void **state) {
   assert_int_equal(system(cmd), 0);
   snprintf(cmd, sizeof cmd, "%s deploy %s --registry big2 --url http://127.0.0.1:%d >/dev/null 2>&1", xgr, file, d.port);
   assert_int_equal(system(cmd), 0);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 static double metric_of(const daemon_t *d, const char *prefix) {
@@ -721,8 +701,7 @@ static double metric_of(const daemon_t *d, const char *prefix) {
 static void test_batch_commits(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "batch");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "batch", (const char *[]){NULL});
   deploy_wait(&d);
   enum { N = 200 };
   double tx0 = metric_of(&d, "\nxgr_store_transactions ");
@@ -750,8 +729,7 @@ static void test_batch_commits(void **state) {
    * sessions run). Typically 25-50 here; on a loaded 2-core machine the writer wakes more often
    * and once 118 were counted, so the bound is the one that tells batching from none. */
   assert_true(tx < N);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 /* One round of hostile requests, about `n` of them: unique unknown method names, putRule +
@@ -815,17 +793,14 @@ static void test_memory_mixed(void **state) {
   setenv("MALLOC_ARENA_MAX", "2", 1);
   startv(&d, (const char *[]){"--sync", "normal", "--max-body", "4194304", NULL});
   unsetenv("MALLOC_ARENA_MAX");
-  json_t *r = ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
-                                               "rules", "true", "onValid", "onInvalid"));
-  json_decref(r);
+  call_ok(&d, "xgr_putRule", json_pack("[{s:s, s:{s:{}, s:[s], s:{}, s:{}}}]", "address", "S", "rule", "payload",
+                                        "rules", "true", "onValid", "onInvalid"));
   /* registry "short" for the pairs, and the default registry (enqueue without xrc729) for the
    * deep payloads: both run the one-step orchestration */
-  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
-                                               "short", "structure", "S", "rule", "S"));
-  json_decref(r);
-  r = ok(&d, "xgr.putOrchestration", json_pack("{s:{s:s, s:{s:{s:s}}}}", "orchestration", "id", "short", "structure",
-                                               "S", "rule", "S"));
-  json_decref(r);
+  call_ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "short", "orchestration", "id",
+                                                "short", "structure", "S", "rule", "S"));
+  call_ok(&d, "xgr.putOrchestration", json_pack("{s:{s:s, s:{s:{s:s}}}}", "orchestration", "id", "short", "structure",
+                                                "S", "rule", "S"));
   int root = 1;
   long warm = 0;
   long warm_n = getenv("XGR_TEST_MEM_WARM") ? atol(getenv("XGR_TEST_MEM_WARM")) : 12000;   /* SQLite page caches and malloc arenas fill up first */
@@ -839,8 +814,7 @@ static void test_memory_mixed(void **state) {
   print_message("RSS %ld kB -> %ld kB after %ld mixed hostile requests (%d sessions)\n", before, after, sent, root - 1);
   if (under_asan(d.pid)) print_message("xgrd runs under ASan: RSS not compared (quarantine)\n");
   else assert_true(after - before < 10 * 1024);
-  assert_int_equal(xh_stop(&d, SIGTERM), 0);
-  xh_remove(&d);
+  finish(&d);
 }
 
 /* The rootPids of the owner's sessions in a listSessions "sessions" view (beforeRootPid: NULL for
@@ -866,14 +840,12 @@ static const char *listed_roots(const daemon_t *d, const char *before, char *buf
 static void test_big_root_pids(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "bigroots");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "bigroots", (const char *[]){NULL});
   deploy_wait(&d);
   static const char *const roots[] = {"9223372036854775808", "1", U64MAX, "9223372036854775807"};
   for (int i = 0; i < 4; i++) {
-    json_t *r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:s}", "owner", OWNER, "xrc729", "local", "ostcId", "w",
-                                                "rootPid", roots[i]));
-    json_decref(r);
+    call_ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s, s:s}", "owner", OWNER, "xrc729", "local", "ostcId", "w",
+                                         "rootPid", roots[i]));
   }
   char buf[512];
   assert_string_equal(listed_roots(&d, NULL, buf, sizeof buf), U64MAX " 9223372036854775808 9223372036854775807 1");
@@ -885,8 +857,7 @@ static void test_big_root_pids(void **state) {
   assert_string_equal(json_string_value(json_object_get(r, "nextProcessId")), "9223372036854775809");
   json_decref(r);
   /* one started without a rootPid takes it */
-  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "xrc729", "local", "ostcId", "w"));
-  json_decref(r);
+  call_ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:s}", "owner", OWNER, "xrc729", "local", "ostcId", "w"));
   for (int round = 0; round < 2; round++) {   /* and after a restart */
     assert_string_equal(listed_roots(&d, NULL, buf, sizeof buf),
                         U64MAX " 9223372036854775809 9223372036854775808 9223372036854775807 1");
@@ -909,27 +880,21 @@ static void test_big_root_pids(void **state) {
 static void test_wake_refused(void **state) {
   (void)state;
   daemon_t d;
-  mkdaemon(&d, "wake");
-  startv(&d, (const char *[]){NULL});
+  start(&d, "wake", (const char *[]){NULL});
   deploy_wait(&d);
-  json_t *r = ok(&d, "xgr_putRule",
-                 json_pack("[{s:s, s:{s:{s:{s:s}, s:{s:s}}, s:[], s:{s:[{s:s, s:s, s:s, s:{}}]}, s:{}}}]", "address", "P",
-                           "rule", "payload", "Runner", "type", "address", "Target", "type", "uint64", "rules", "onValid",
-                           "wakeUps", "runner", "[Runner]", "sessionId", "[Target]", "stepId", "W", "payload",
-                           "onInvalid"));
-  json_decref(r);
-  r = ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "prod", "orchestration", "id",
-                                               "prod", "structure", "P", "rule", "P"));
-  json_decref(r);
+  call_ok(&d, "xgr_putRule",
+          json_pack("[{s:s, s:{s:{s:{s:s}, s:{s:s}}, s:[], s:{s:[{s:s, s:s, s:s, s:{}}]}, s:{}}}]", "address", "P",
+                    "rule", "payload", "Runner", "type", "address", "Target", "type", "uint64", "rules", "onValid",
+                    "wakeUps", "runner", "[Runner]", "sessionId", "[Target]", "stepId", "W", "payload",
+                    "onInvalid"));
+  call_ok(&d, "xgr.putOrchestration", json_pack("{s:s, s:{s:s, s:{s:{s:s}}}}", "xrc729", "prod", "orchestration", "id",
+                                                "prod", "structure", "P", "rule", "P"));
   const char *other = "0x00000000000000000000000000000000000000c2";
-  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:i}", "owner", other, "rootPid", 7));   /* waits, no allow list */
-  json_decref(r);
-  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 1,
-                                      "init", "payload", "Runner", other, "Target", 999));
-  json_decref(r);
-  r = ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 2,
-                                      "init", "payload", "Runner", other, "Target", 7));
-  json_decref(r);
+  call_ok(&d, "xgr.enqueue", json_pack("{s:s, s:i}", "owner", other, "rootPid", 7));   /* waits, no allow list */
+  call_ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 1,
+                                       "init", "payload", "Runner", other, "Target", 999));
+  call_ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 2,
+                                       "init", "payload", "Runner", other, "Target", 7));
   double t0 = xh_now();
   while (xh_now() - t0 < 10 && metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") < 2) xh_msleep(20);
   assert_true(metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") == 2);
@@ -991,10 +956,7 @@ static void test_wake_refused(void **state) {
     if (!round) startv(&d, (const char *[]){NULL});
   }
   char buf[1 << 15];
-  FILE *f = fopen(d.log, "r");
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
+  xh_read_log(&d, buf, sizeof buf);
   if (!strstr(buf, "wake-up refused: from session " OWNER "/1 to session 0x00000000000000000000000000000000000000c2/999"))
     fail_msg("no line for the unknown session:\n%s", buf);
   if (!strstr(buf, "wake-up refused: from session " OWNER "/2 to session 0x00000000000000000000000000000000000000c2/7"))

@@ -369,10 +369,7 @@ static void test_rpc_fuzz(void **state) {
   curl_easy_cleanup(h);
   int status = xh_stop(&g_d, SIGTERM);
   char buf[1 << 16];
-  FILE *f = fopen(g_d.log, "r");
-  size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  buf[k] = 0;
-  if (f) fclose(f);
+  xh_read_log(&g_d, buf, sizeof buf);
   if (strstr(buf, "AddressSanitizer") || strstr(buf, "runtime error:") || strstr(buf, "LeakSanitizer"))
     fail_msg("sanitizer report in %s:\n%.4000s", g_d.log, strstr(buf, "Sanitizer") ? strstr(buf, "Sanitizer") : buf);
   if (status != 0) fail_msg("xgrd stopped with status %d (see %s)", status, g_d.log);

@@ -18,7 +18,6 @@
  * usage: run_scenarios_engine DIR [NAME_SUBSTRING] [--workers N] [--rounds N]
  */
 #include <curl/curl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,21 +66,11 @@ static int join_killed(const json_t *p, bool free_mode) {
 /* ---- the two runs ------------------------------------------------------------------------------ */
 
 static json_t *run_driver(const json_t *sc, const xgr_bundle *b) {
-  xgr_driver_config cfg = {.record = true, .max_steps = 10000};
-  const json_t *ms = json_object_get(sc, "maxSteps");
-  if (json_is_integer(ms)) cfg.max_steps = (uint64_t)json_integer_value(ms);
-  xgr_driver *d = xgr_driver_new(&cfg);
-  xgr_value payload;
   xgr_error e;
-  xgr_value_from_json(json_object_get(sc, "payload"), 0, &payload, &e);
-  const json_t *owner = json_object_get(sc, "owner");
-  json_t *rep = NULL;
-  if (!xgr_driver_add_session(d, b, owner ? json_string_value(owner) : OWNER, 1, sget(sc, "start"), payload, &e) &&
-      !(json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), &e))) {
-    xgr_driver_run(d);
-    rep = xgr_driver_report(d, 0);
-  }
-  xgr_value_release(payload);
+  xgr_driver *d = scen_driver(sc, b, OWNER, &e);
+  if (!d) return NULL;
+  xgr_driver_run(d);
+  json_t *rep = xgr_driver_report(d, 0);
   xgr_driver_free(d);
   return rep;
 }
@@ -236,10 +225,9 @@ static void run_file(const char *dir, const char *file, int rounds) {
     printf("FAIL %s\n", file);
     return;
   }
-  char *btxt = json_dumps(json_object_get(sc, "bundle"), JSON_COMPACT);
-  xgr_bundle *b = NULL;
   xgr_error e;
-  if (!btxt || xgr_bundle_parse(btxt, strlen(btxt), &b, &e, NULL)) {
+  xgr_bundle *b = scen_bundle(sc, &e);
+  if (!b) {
     failf(file, "load", "bundle: %s", e.message);
   } else {
     json_t *det = run_driver(sc, b);
@@ -290,14 +278,11 @@ static void run_file(const char *dir, const char *file, int rounds) {
     if (!det) failf(file, "driver", "the deterministic driver did not run it");
     json_decref(det);
   }
-  free(btxt);
   xgr_bundle_free(b);
   json_decref(sc);
   printf("%s %s\n", nfail == before ? "PASS" : "FAIL", file);
   fflush(stdout);
 }
-
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(int argc, char **argv) {
   const char *dirname = NULL, *filter = NULL;
@@ -313,21 +298,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  DIR *dir = opendir(dirname);
-  if (!dir) {
-    perror(dirname);
-    return 2;
-  }
-  char *names[1024];
-  size_t n = 0;
-  struct dirent *de;
-  while ((de = readdir(dir)) && n < 1024) {
-    size_t l = strlen(de->d_name);
-    if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && (!filter || strstr(de->d_name, filter)))
-      names[n++] = strdup(de->d_name);
-  }
-  closedir(dir);
-  qsort(names, n, sizeof *names, cmp);
+  size_t n;
+  char **names = scen_files(dirname, filter, &n);
+  if (!names) return 2;
   int files_failed = 0;
   for (size_t i = 0; i < n; i++) {
     int before = nfail;
@@ -335,6 +308,7 @@ int main(int argc, char **argv) {
     files_failed += nfail != before;
     free(names[i]);
   }
+  free(names);
   printf("%zu scenarios on the engine (%u workers, %d round%s): %zu passed, %d failed\n", n, workers, rounds,
          rounds == 1 ? "" : "s", n - (size_t)files_failed, files_failed);
   curl_global_cleanup();

@@ -14,20 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine_check.h"
 #include "xgr/engine.h"
-
-#define OWNER "0x0000000000000000000000000000000000000001"
-
-static int failures;
-#define CHECK(c, ...)                                 \
-  do {                                                \
-    if (!(c)) {                                       \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-      printf(__VA_ARGS__);                            \
-      printf("\n");                                   \
-      failures++;                                     \
-    }                                                 \
-  } while (0)
 
 static atomic_uint_fast64_t refuse_root;        /* batches of this session fail with XGR_ELEASE */
 static atomic_int batches[8];                   /* batches submitted per rootPid */
@@ -39,28 +27,14 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   return 0;
 }
 
-static void msleep(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static bool here(xgr_engine *e, uint64_t root) {
   xgr_engine_session_info in;
   return !xgr_engine_session(e, OWNER, root, &in) && !in.finished;
 }
 
 static bool gone_soon(xgr_engine *e, uint64_t root) {
-  for (int i = 0; i < 300 && here(e, root); i++) msleep(10);
+  for (int i = 0; i < 300 && here(e, root); i++) ec_msleep(10);
   return !here(e, root);
-}
-
-static uint64_t steps_after(xgr_engine *e, uint64_t root, uint64_t n) {
-  xgr_engine_session_info in = {0};
-  for (int i = 0; i < 500; i++) {
-    if (!xgr_engine_session(e, OWNER, root, &in) && in.steps >= n && !in.running) break;
-    msleep(10);
-  }
-  return xgr_engine_session(e, OWNER, root, &in) ? 0 : in.steps;
 }
 
 /* S runs and spawns W, which waits (10^8 s) */
@@ -71,36 +45,24 @@ static const char *bundle_text =
     "\"w\":{\"payload\":{},\"onValid\":{}}}}";
 
 int main(void) {
-  xgr_bundle *b = NULL;
+  xgr_bundle *b = ec_bundle(bundle_text);
   xgr_error e;
-  if (xgr_bundle_parse(bundle_text, strlen(bundle_text), &b, &e, NULL)) {
-    printf("bundle: %s: %s\n", e.path, e.message);
-    return 1;
-  }
   xgr_store_hook hook = {.submit = submit};
   xgr_engine_config cfg = {.workers = 2, .store = &hook};
-  xgr_engine *eng = xgr_engine_new(&cfg, &e);
-  if (!eng) {
-    printf("engine: %s\n", e.message);
-    return 1;
-  }
+  xgr_engine *eng = ec_engine(&cfg);
   xgr_value none = xgr_value_null();
-  for (uint64_t r = 1; r <= 2; r++) {
-    xgr_engine_start st = {.bundle = b, .owner = OWNER, .root_pid = r, .start = "S", .payload = none};
-    CHECK(xgr_engine_start_session(eng, &st, &e) == 0, "start %llu: %s", (unsigned long long)r, e.message);
-    CHECK(steps_after(eng, r, 1) == 1, "session %llu: S ran", (unsigned long long)r);
-  }
+  ec_start_s(eng, b, 2, 0);
 
   /* 1. dropped: gone, calls find nothing, started again at once */
   CHECK(xgr_engine_drop(eng, OWNER, 1) == 0, "drop 1");
   CHECK(gone_soon(eng, 1), "session 1 left the registry");
   int before = atomic_load(&batches[1]);
   CHECK(xgr_engine_kill(eng, OWNER, 1, 0, &e) == XGR_ENOTFOUND, "a kill finds no session 1");
-  msleep(50);
+  ec_msleep(50);
   CHECK(atomic_load(&batches[1]) == before, "the dropped session wrote nothing more");
   xgr_engine_start again = {.bundle = b, .owner = OWNER, .root_pid = 1, .start = "S", .payload = none};
   CHECK(xgr_engine_start_session(eng, &again, &e) == 0, "session 1 starts again here: %s", e.message);
-  CHECK(steps_after(eng, 1, 1) == 1, "the new incarnation runs");
+  CHECK(ec_steps_after(eng, 1, 1, 0) == 1, "the new incarnation runs");
 
   /* 2. the store refuses session 2's batch with XGR_ELEASE */
   atomic_store(&refuse_root, 2);
@@ -109,7 +71,7 @@ int main(void) {
   CHECK(gone_soon(eng, 2), "session 2 left the registry");
   before = atomic_load(&batches[2]);
   CHECK(xgr_engine_wake_step(eng, OWNER, 2, "W", NULL, none, NULL, &e) == XGR_ENOTFOUND, "a wake finds no session 2");
-  msleep(50);
+  ec_msleep(50);
   CHECK(atomic_load(&batches[2]) == before, "no batch after the refusal");
   CHECK(here(eng, 1), "session 1 is not affected");
 
@@ -118,10 +80,5 @@ int main(void) {
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);
-  if (failures) {
-    printf("%d failure(s)\n", failures);
-    return 1;
-  }
-  printf("engine drop: ok\n");
-  return 0;
+  return ec_verdict("engine drop");
 }

@@ -15,20 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine_check.h"
 #include "xgr/engine.h"
-
-#define OWNER "0x0000000000000000000000000000000000000001"
-
-static int failures;
-#define CHECK(c, ...)                                 \
-  do {                                                \
-    if (!(c)) {                                       \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-      printf(__VA_ARGS__);                            \
-      printf("\n");                                   \
-      failures++;                                     \
-    }                                                 \
-  } while (0)
 
 /* What the batches said about the outbox (guarded by mu). */
 typedef struct seen {
@@ -65,11 +53,6 @@ static size_t count_done(seen *s, const char *id, bool refused) {
   return n;
 }
 
-static void msleep(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static const char *bundle_text =
     "{\"orchestration\":{\"id\":\"ob\",\"structure\":{"
     "\"S\":{\"rule\":\"s\",\"onValid\":{\"spawns\":[\"W\",\"Z\"]}},"
@@ -81,48 +64,22 @@ static const char *bundle_text =
     "\"p\":{\"payload\":{\"T\":{\"type\":\"uint64\"}},\"onValid\":{\"wakeUps\":[{\"runner\":\"[from]\","
     "\"sessionId\":\"[T]\",\"stepId\":\"W\",\"payload\":{\"X\":7}}]}}}}";
 
-/* Steps the session has run once it has run at least n and runs nothing (a moment later, so that a
- * step run twice would show). Sessions of S keep Z waiting, so they stay alive; P's ends. */
-static uint64_t steps_after(xgr_engine *e, uint64_t root, uint64_t n) {
-  xgr_engine_session_info in = {0};
-  for (int i = 0; i < 500; i++) {
-    if (!xgr_engine_session(e, OWNER, root, &in) && in.steps >= n && !in.running) break;
-    msleep(10);
-  }
-  msleep(100);
-  if (xgr_engine_session(e, OWNER, root, &in)) return 0;
-  return in.steps;
-}
-
-
 int main(void) {
-  xgr_bundle *b = NULL;
+  xgr_bundle *b = ec_bundle(bundle_text);
   xgr_error e;
-  if (xgr_bundle_parse(bundle_text, strlen(bundle_text), &b, &e, NULL)) {
-    printf("bundle: %s: %s\n", e.path, e.message);
-    return 1;
-  }
   seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
   xgr_store_hook hook = {.submit = submit, .ctx = &s};
   xgr_engine_config cfg = {.workers = 2, .keep_finished = true, .store = &hook};
-  xgr_engine *eng = xgr_engine_new(&cfg, &e);
-  if (!eng) {
-    printf("engine: %s\n", e.message);
-    return 1;
-  }
+  xgr_engine *eng = ec_engine(&cfg);
   xgr_value none = xgr_value_null();
-  for (uint64_t r = 1; r <= 3; r++) {
-    xgr_engine_start st = {.bundle = b, .owner = OWNER, .root_pid = r, .start = "S", .payload = none};
-    CHECK(xgr_engine_start_session(eng, &st, &e) == 0, "start %llu: %s", (unsigned long long)r, e.message);
-    CHECK(steps_after(eng, r, 1) == 1, "session %llu: S ran", (unsigned long long)r);
-  }
+  ec_start_s(eng, b, 3, 100);
 
   /* 1. the same id twice: applied once */
   const char *id1 = "0123456789abcdef0123456789abcdef";
   CHECK(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1");
   CHECK(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1 again");
-  CHECK(steps_after(eng, 1, 2) == 2, "session 1: S and W once");
-  msleep(50);
+  CHECK(ec_steps_after(eng, 1, 2, 100) == 2, "session 1: S and W once");
+  ec_msleep(50);
   CHECK(count_done(&s, id1, false) == 1, "id1 marked applied once (%zu)", count_done(&s, id1, false));
   CHECK(count_done(&s, id1, true) == 0, "the duplicate of id1 was not handled again (%zu refusals)",
         count_done(&s, id1, true));
@@ -130,7 +87,7 @@ int main(void) {
   /* 2. refused by the target: marked refused with the reason */
   const char *id2 = "1123456789abcdef0123456789abcdef";
   CHECK(xgr_engine_redeliver(eng, id2, OWNER, 9, OWNER, 2, "Nope", NULL, none) == 0, "redeliver 2");
-  for (int i = 0; i < 200 && !count_done(&s, id2, true); i++) msleep(10);
+  for (int i = 0; i < 200 && !count_done(&s, id2, true); i++) ec_msleep(10);
   CHECK(count_done(&s, id2, true) == 1, "id2 marked refused");
   pthread_mutex_lock(&s.mu);
   for (size_t i = 0; i < s.ndone; i++)
@@ -148,9 +105,9 @@ int main(void) {
   xgr_engine_start sp = {.bundle = b, .owner = OWNER, .root_pid = 4, .start = "P", .payload = pl};
   CHECK(xgr_engine_start_session(eng, &sp, &e) == 0, "start producer: %s", e.message);
   xgr_value_release(pl);
-  CHECK(steps_after(eng, 4, 1) == 1, "producer done");
-  CHECK(steps_after(eng, 3, 2) == 2, "target woken by the rule");
-  msleep(50);
+  CHECK(ec_steps_after(eng, 4, 1, 100) == 1, "producer done");
+  CHECK(ec_steps_after(eng, 3, 2, 100) == 2, "target woken by the rule");
+  ec_msleep(50);
   char id4[40] = "";
   pthread_mutex_lock(&s.mu);
   for (size_t i = 0; i < s.nout; i++)
@@ -161,10 +118,5 @@ int main(void) {
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);
-  if (failures) {
-    printf("%d failure(s)\n", failures);
-    return 1;
-  }
-  printf("engine outbox: ok\n");
-  return 0;
+  return ec_verdict("engine outbox");
 }

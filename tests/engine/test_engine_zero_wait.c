@@ -13,20 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine_check.h"
 #include "xgr/engine.h"
 
-#define OWNER "0x0000000000000000000000000000000000000001"
-
-static int failures;
-#define CHECK(c, ...)                   \
-  do {                                  \
-    if (!(c)) {                         \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);              \
-      printf("\n");                     \
-      failures++;                       \
-    }                                   \
-  } while (0)
 
 static const char *rule = "{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},\"rules\":[\"[N] >= 0\"],"
                           "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"}}}";
@@ -34,13 +23,7 @@ static const char *rule = "{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0
 static xgr_bundle *load(const char *orch) {
   char txt[16384];
   snprintf(txt, sizeof txt, "{\"orchestration\":%s,\"rules\":{\"r\":%s}}", orch, rule);
-  xgr_bundle *b = NULL;
-  xgr_error e;
-  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-    printf("bundle: %s: %s\n", e.path, e.message);
-    exit(1);
-  }
-  return b;
+  return ec_bundle(txt);
 }
 
 int main(void) {
@@ -159,6 +142,5 @@ int main(void) {
   xgr_bundle_free(bl);
   xgr_bundle_free(bf);
   curl_global_cleanup();
-  printf("%s\n", failures ? "FAILED" : "ok");
-  return failures ? 1 : 0;
+  return ec_verdict("engine zero-wait");
 }

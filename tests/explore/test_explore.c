@@ -333,20 +333,29 @@ static json_t *random_free_run(const xgr_bundle *b, unsigned *st) {
   return rep;
 }
 
+/* The next random bundle (random_bundle) that parses, or NULL when this one does not; *txt gets
+ * its text (caller frees both). */
+static xgr_bundle *random_parsed(unsigned *st, char **txt) {
+  *txt = random_bundle(st);
+  xgr_bundle *b = NULL;
+  xgr_error e;
+  if (!xgr_bundle_parse(*txt, strlen(*txt), &b, &e, NULL)) return b;
+  free(*txt);
+  *txt = NULL;
+  return NULL;
+}
+
 static void free_mode(unsigned count) {
   unsigned st = 777, tried = 0, runs = 0;
   while (runs < count && tried < count * 20) {
     tried++;
-    char *txt = random_bundle(&st);
-    xgr_bundle *b = NULL;
-    xgr_error e;
-    if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-      free(txt);
-      continue;
-    }
+    char *txt;
+    xgr_bundle *b = random_parsed(&st, &txt);
+    if (!b) continue;
     xgr_explore_config cfg = {.max_states = 20000};
     json_t *r = NULL;
     xgr_value pl = xgr_map_new(0);
+    xgr_error e;
     if (!xgr_explore_run(b->orch, b, "S0", pl, &cfg, &r, &e) && json_is_true(json_object_get(r, "complete"))) {
       for (int k = 0; k < 5; k++) {   /* five random runs per orchestration */
         json_t *rep = random_free_run(b, &st);
@@ -375,13 +384,9 @@ static void property(unsigned count) {
   unsigned st = 12345, tried = 0, runs = 0;
   while (runs < count && tried < count * 20) {
     tried++;
-    char *txt = random_bundle(&st);
-    xgr_bundle *b = NULL;
-    xgr_error e;
-    if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-      free(txt);
-      continue;
-    }
+    char *txt;
+    xgr_bundle *b = random_parsed(&st, &txt);
+    if (!b) continue;
     xgr_value pl = xgr_map_new(0);
     json_t *rep = drive(b, "S0", pl, 300);
     if (rep && strcmp(json_string_value(json_object_get(rep, "result")), "limit")) {

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "malleate.h"
 #include "xgr/eip712.h"
 #include "xgr/json.h"
 #include "xgr/permit.h"
@@ -317,23 +318,6 @@ static void m_bad_v(json_t *p) {
   json_object_set_new(p, "signature", json_string(s));
 }
 /* s -> n - s with v flipped: the same signer in libsecp256k1, refused as high-s */
-static void m_high_s(json_t *p) {
-  uint8_t sig[65];
-  xgr_hex_decode(json_string_value(json_object_get(p, "signature")), sig, 65);
-  static const uint8_t N[32] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                0xff, 0xff, 0xff, 0xff, 0xfe, 0xba, 0xae, 0xdc, 0xe6, 0xaf, 0x48,
-                                0xa0, 0x3b, 0xbf, 0xd2, 0x5e, 0x8c, 0xd0, 0x36, 0x41, 0x41};
-  int borrow = 0;
-  for (int i = 31; i >= 0; i--) {
-    int d = N[i] - sig[32 + i] - borrow;
-    borrow = d < 0;
-    sig[32 + i] = (uint8_t)(d + (borrow ? 256 : 0));
-  }
-  sig[64] = sig[64] == 27 ? 28 : 27;
-  char s[133];
-  xgr_hex_encode(sig, 65, s);
-  json_object_set_new(p, "signature", json_string(s));
-}
 static void m_ostc_hash_short(json_t *p) { json_object_set_new(msg_of(p), "ostcHash", json_string("0x1234")); }
 static void m_session_id_neg(json_t *p) { json_object_set_new(msg_of(p), "sessionId", json_string("-1")); }
 
@@ -401,7 +385,7 @@ static void test_refusals(void **state) {
   refused("session", m_truncated, 0, "permit.signature", "130 hex digits");
   refused("session", m_nonhex, 0, "permit.signature", "not hex");
   refused("session", m_bad_v, 0, "permit.signature", "bad v");
-  refused("session", m_high_s, 0, "permit.signature", "high s");
+  refused("session", malleate_high_s, 0, "permit.signature", "high s");
   refused("session", m_ostc_hash_short, 0, "permit.message.ostcHash", "exactly 32");
   refused("session", m_session_id_neg, 0, "permit.message.sessionId", "negative");
   refused("control_kill", m_ctl_contract, 0, "permit.domain.verifyingContract", "control contract");

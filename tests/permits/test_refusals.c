@@ -26,6 +26,8 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "../daemon/harness.h"
+#include "malleate.h"
 #include "xgr/permit.h"
 #include "xgr/secp.h"
 
@@ -86,45 +88,18 @@ static void stop_xgrd(void) {
   C.pid = 0;
 }
 
-typedef struct hbuf {
-  char *p;
-  size_t n;
-} hbuf;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
-  hbuf *b = ud;
-  size_t n = size * nmemb;
-  b->p = realloc(b->p, b->n + n + 1);
-  memcpy(b->p + b->n, ptr, n);
-  b->n += n;
-  b->p[b->n] = 0;
-  return n;
-}
-
 /* Call method with params (stolen); the whole response object. */
 static json_t *rpc(const char *method, json_t *params) {
   json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
   char *body = json_dumps(rq, JSON_COMPACT);
   json_decref(rq);
-  CURL *h = curl_easy_init();
-  char url[64];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d/", C.port);
-  hbuf b = {0};
-  struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
-  CURLcode cc = curl_easy_perform(h);
-  curl_slist_free_all(hd);
-  curl_easy_cleanup(h);
+  char *out;
+  long st = xh_http_at(C.port, "POST", "/", "application/json", body, strlen(body), 20, &out);
   free(body);
-  if (cc != CURLE_OK) fail_msg("%s: %s", method, curl_easy_strerror(cc));
-  json_t *r = json_loads(b.p, 0, NULL);
-  if (!r) fail_msg("%s: not JSON: %s", method, b.p);
-  free(b.p);
+  if (st < 0) fail_msg("%s: no answer from xgrd", method);
+  json_t *r = json_loads(out, 0, NULL);
+  if (!r) fail_msg("%s: not JSON: %s", method, out);
+  free(out);
   return r;
 }
 
@@ -225,24 +200,6 @@ static void sig_cut(json_t *p) {
   s[100] = 0;
   json_object_set_new(p, "signature", json_string(s));
 }
-static void sig_high_s(json_t *p) {
-  static const uint8_t N[32] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                0xff, 0xff, 0xff, 0xff, 0xfe, 0xba, 0xae, 0xdc, 0xe6, 0xaf, 0x48,
-                                0xa0, 0x3b, 0xbf, 0xd2, 0x5e, 0x8c, 0xd0, 0x36, 0x41, 0x41};
-  uint8_t b[65];
-  xgr_hex_decode(json_string_value(json_object_get(p, "signature")), b, 65);
-  int borrow = 0;
-  for (int i = 31; i >= 0; i--) {
-    int d = N[i] - b[32 + i] - borrow;
-    borrow = d < 0;
-    b[32 + i] = (uint8_t)(d + (borrow ? 256 : 0));
-  }
-  b[64] = b[64] == 27 ? 28 : 27;
-  char s[140];
-  xgr_hex_encode(b, 65, s);
-  json_object_set_new(p, "signature", json_string(s));
-}
-
 /* The call must be refused with -32007, a message containing `words`, and no store change. */
 static void refused(const char *what, const char *method, json_t *params, const char *words) {
   char *before = fingerprint();
@@ -346,7 +303,7 @@ static void test_refusals(void **state) {
   json_object_set_new(json_object_get(p, "message"), "from", json_string(C.owner));
   refused("another signer", "xgr.enqueue", enqueue_params(0, p), "not by message.from");
   p = sign(C.owner_key, session_fields(2));
-  sig_high_s(p);
+  malleate_high_s(p);
   refused("high s", "xgr.enqueue", enqueue_params(0, p), "high s");
   p = sign(C.owner_key, session_fields(2));
   sig_v(p, 29);
@@ -464,10 +421,10 @@ static long get(int port, const char *path, const char *host) {
     snprintf(hh, sizeof hh, "Host: %s", host);
     hd = curl_slist_append(hd, hh);
   }
-  hbuf b = {0};
+  xh_buf b = {0};
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, xh_buf_sink);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
   curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
   long st = 0;

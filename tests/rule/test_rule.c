@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "rule_util.h"
 #include "xgr/rule.h"
 
 /* ---- a small string builder ---- */
@@ -48,38 +49,10 @@ static int parse(const char *doc, size_t len, xgr_error *e) {
   return rc;
 }
 
-static xgr_rule *load(const char *text) {
-  xgr_rule *r = NULL;
-  xgr_error e;
-  int rc = xgr_rule_parse(text, strlen(text), &r, &e);
-  if (rc) fprintf(stderr, "load: %s: %s\n", e.path, e.message);
-  assert_int_equal(rc, 0);
-  return r;
-}
-
-static xgr_value J(const char *json) {
-  xgr_value v;
-  xgr_error e;
-  assert_int_equal(xgr_value_from_json_text(json, strlen(json), 0, &v, &e), 0);
-  return v;
-}
-
-static xgr_value get(xgr_value m, const char *k) {
-  xgr_value v = xgr_value_null();
-  xgr_map_get_str(m, k, strlen(k), &v);
-  return v;
-}
-static const char *gets(xgr_value m, const char *k) { return xgr_value_str(get(m, k), NULL); }
 static bool has(xgr_value m, const char *k) {
   xgr_value v;
   return xgr_map_get_str(m, k, strlen(k), &v);
 }
-static bool has_soft(const xgr_step_result *r, const char *key) {
-  for (size_t i = 0; i < xgr_list_size(r->soft_invalid); i++)
-    if (!strcmp(xgr_value_str(xgr_list_get(r->soft_invalid, i), NULL), key)) return true;
-  return false;
-}
-
 static xgr_step_ctx ctx = {.owner = "0xAbCdEf0000000000000000000000000000000001", .session_id = 42, .pid = "42:3",
                            .step_id = "Main"};
 
@@ -95,8 +68,8 @@ static int free_kept(void **s) {
 }
 
 static void run(const char *doc, const char *payload, xgr_step_result *res) {
-  xgr_rule *r = load(doc);
-  xgr_value p = payload ? J(payload) : xgr_value_null();
+  xgr_rule *r = rt_load(doc);
+  xgr_value p = payload ? rt_json(payload) : xgr_value_null();
   xgr_step_run(r, p, &ctx, NULL, res);
   xgr_value_release(p);
   if (nkept == sizeof kept / sizeof *kept) free_kept(NULL);
@@ -389,7 +362,7 @@ static void test_iteration_of_pi(void **s) {
   xgr_rule *r = NULL;
   xgr_error e;
   assert_int_equal(xgr_rule_load_file(path, &r, &e), 0);
-  xgr_value p = J("{\"Iter\":0,\"S\":0,\"Pi\":0}");
+  xgr_value p = rt_json("{\"Iter\":0,\"S\":0,\"Pi\":0}");
   double sum = 0, prev = 0;
   for (int i = 0; i < 3; i++) {
     xgr_step_result res;
@@ -398,23 +371,23 @@ static void test_iteration_of_pi(void **s) {
     assert_int_equal(res.wait_sec, 3600);
     prev = sum;
     sum += (i % 2 ? -1.0 : 1.0) / (2.0 * i + 1.0);
-    assert_int_equal(get(res.effective, "Iter").as.i, i + 1);
-    assert_true(get(res.effective, "S").as.d == sum);
-    assert_true(get(res.effective, "Pi").as.d == 4.0 * prev);  /* Pi is computed from the S it was given */
+    assert_int_equal(rt_get(res.effective, "Iter").as.i, i + 1);
+    assert_true(rt_get(res.effective, "S").as.d == sum);
+    assert_true(rt_get(res.effective, "Pi").as.d == 4.0 * prev);  /* Pi is computed from the S it was given */
     xgr_value_release(p);
     p = xgr_value_retain(res.effective);
     xgr_step_result_free(&res);
   }
-  assert_int_equal(get(p, "Iter").as.i, 3);
-  assert_true(get(p, "S").as.d == 1.0 - 1.0 / 3.0 + 1.0 / 5.0);
+  assert_int_equal(rt_get(p, "Iter").as.i, 3);
+  assert_true(rt_get(p, "S").as.d == 1.0 - 1.0 / 3.0 + 1.0 / 5.0);
   xgr_value_release(p);
   /* a missing required input forces the invalid branch (onInvalid is empty) */
   xgr_step_result res;
-  p = J("{\"Iter\":0,\"S\":0}");
+  p = rt_json("{\"Iter\":0,\"S\":0}");
   xgr_step_run(r, p, &ctx, NULL, &res);
   assert_false(res.valid);
   assert_true(res.missing_input);
-  assert_true(has_soft(&res, "Pi"));
+  assert_true(rt_has_soft(&res, "Pi"));
   assert_int_equal(xgr_map_size(res.output), 0);
   xgr_step_result_free(&res);
   xgr_value_release(p);
@@ -437,14 +410,14 @@ static void test_inputs(void **s) {
   run(doc, "{\"A\":\"5\",\"Extra\":[1,2],\"_from\":\"X\",\"_when\":\"valid\",\"__wakeUp\":{\"default\":{}}}", &res);
   assert_int_equal(res.error.code, 0);
   assert_true(res.valid);
-  assert_int_equal(get(res.payload, "A").kind, XGR_VINT);  /* "5" cast to int64 */
-  assert_int_equal(get(res.payload, "B").kind, XGR_VBIGINT);
-  assert_true(get(res.payload, "C").as.d == 1.0);
+  assert_int_equal(rt_get(res.payload, "A").kind, XGR_VINT);  /* "5" cast to int64 */
+  assert_int_equal(rt_get(res.payload, "B").kind, XGR_VBIGINT);
+  assert_true(rt_get(res.payload, "C").as.d == 1.0);
   assert_true(has(res.effective, "Extra"));      /* undeclared keys pass through */
   assert_true(has(res.effective, "__wakeUp"));   /* `__` keys travel on */
   assert_false(has(res.effective, "_from"));     /* join meta keys never do */
   assert_false(has(res.payload, "_when"));
-  assert_int_equal(get(res.output, "Sum").as.i, 6);
+  assert_int_equal(rt_get(res.output, "Sum").as.i, 6);
   json_t *j = xgr_step_result_to_json(&res);
   char *t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
   assert_non_null(strstr(t, "\"Big\":\"7\""));  /* uint256 written as a decimal string */
@@ -482,7 +455,7 @@ static void test_actions(void **s) {
   xgr_step_result_free(&res);
   run(doc, "{\"F\":0.1}", &res);
   assert_false(res.valid);
-  assert_int_equal(get(res.output, "y").as.i, 2);
+  assert_int_equal(rt_get(res.output, "y").as.i, 2);
   xgr_step_result_free(&res);
   /* hard errors in any rule, even after a false one */
   run("{\"payload\":{\"A\":{\"type\":\"int64\"}},\"rules\":[\"[A] > 5\",\"[A] / 0 > 1\"]}", "{\"A\":1}", &res);
@@ -504,10 +477,10 @@ static void test_soft_invalid(void **s) {
   run(doc, "{\"A\":3}", &res);
   assert_int_equal(res.error.code, 0);
   assert_false(res.valid);  /* downgraded */
-  assert_true(has_soft(&res, "needs"));
-  assert_true(has_soft(&res, "gone"));
-  assert_string_equal(gets(res.output, "memo"), "G:inc");
-  assert_int_equal(get(res.output, "a").as.i, 6);
+  assert_true(rt_has_soft(&res, "needs"));
+  assert_true(rt_has_soft(&res, "gone"));
+  assert_string_equal(rt_gets(res.output, "memo"), "G:inc");
+  assert_int_equal(rt_get(res.output, "a").as.i, 6);
   assert_false(has(res.output, "gone"));
   assert_false(has(res.output, "ok"));
   assert_int_equal(res.wait_sec, 9);
@@ -524,7 +497,7 @@ static void test_hidden_and_context(void **s) {
   run(doc, "{\"from\":\"spoof\",\"_secret\":1,\"__sessionId\":9}", &res);
   assert_int_equal(res.error.code, 0);
   assert_false(res.valid);  /* Secret cannot be produced: `_` keys are invisible -> downgrade */
-  assert_true(has_soft(&res, "Secret"));
+  assert_true(rt_has_soft(&res, "Secret"));
   xgr_step_result_free(&res);
   doc = "{\"payload\":{},\"rules\":[\"[__sessionId] > 0\",\"[from] == [__owner]\"],"
         "\"onValid\":{\"payload\":{\"Sid\":\"[__sessionId]\",\"Me\":\"[from]\",\"P\":\"[__pid]\","
@@ -532,14 +505,14 @@ static void test_hidden_and_context(void **s) {
   run(doc, "{\"from\":\"spoof\",\"_secret\":1,\"__sessionId\":9}", &res);
   assert_int_equal(res.error.code, 0);
   assert_true(res.valid);
-  assert_int_equal(get(res.output, "Sid").kind, XGR_VUINT);
-  assert_int_equal(get(res.output, "Sid").as.u, 42);
-  assert_string_equal(gets(res.output, "Me"), ctx.owner);
-  assert_string_equal(gets(res.output, "P"), "42:3");
-  assert_string_equal(gets(res.output, "St"), "Main");
-  assert_int_equal(get(res.output, "Next").as.u, 43);
-  assert_string_equal(gets(res.output, "T"), "sid-42");
-  assert_int_equal(get(res.effective, "_secret").as.i, 1);  /* hidden, but carried */
+  assert_int_equal(rt_get(res.output, "Sid").kind, XGR_VUINT);
+  assert_int_equal(rt_get(res.output, "Sid").as.u, 42);
+  assert_string_equal(rt_gets(res.output, "Me"), ctx.owner);
+  assert_string_equal(rt_gets(res.output, "P"), "42:3");
+  assert_string_equal(rt_gets(res.output, "St"), "Main");
+  assert_int_equal(rt_get(res.output, "Next").as.u, 43);
+  assert_string_equal(rt_gets(res.output, "T"), "sid-42");
+  assert_int_equal(rt_get(res.effective, "_secret").as.i, 1);  /* hidden, but carried */
   xgr_step_result_free(&res);
   /* a rule reading a hidden key sees it missing: false, not an error */
   run("{\"payload\":{},\"rules\":[\"[_secret] == 1\"]}", "{\"_secret\":1}", &res);
@@ -570,7 +543,7 @@ static void test_branch_outputs(void **s) {
   if (res.error.code) fprintf(stderr, "%s: %s\n", res.error.path, res.error.message);
   assert_int_equal(res.error.code, 0);
   assert_true(res.valid);
-  assert_string_equal(gets(res.output, "memo"), "paid 1000000000000000000000");
+  assert_string_equal(rt_gets(res.output, "memo"), "paid 1000000000000000000000");
   assert_non_null(res.execution);
   assert_string_equal(res.execution->to, "0x1111111111111111111111111111111111111111");
   assert_int_equal(res.execution->gas_limit, 250000);
@@ -582,14 +555,14 @@ static void test_branch_outputs(void **s) {
   assert_int_equal(res.ngrants, 1);  /* the grant whose address is missing is left out */
   assert_int_equal(res.grants[0].rights, 5);
   assert_int_equal(res.grants[0].expire_days, 90);  /* from logExpireDays */
-  assert_true(has_soft(&res, "grants[1]"));
+  assert_true(rt_has_soft(&res, "grants[1]"));
   assert_int_equal(res.encrypt_logs, 1);
   assert_int_equal(res.nwakeups, 2);
   assert_true(res.wakeups[0].skipped);  /* Sid is missing */
   assert_non_null(strstr(res.wakeups[0].skip_reason, "Sid"));
   assert_false(res.wakeups[1].skipped);
   assert_int_equal(res.wakeups[1].session_id, 12);
-  assert_string_equal(gets(res.wakeups[1].payload, "Who"), ctx.owner);
+  assert_string_equal(rt_gets(res.wakeups[1].payload, "Who"), ctx.owner);
   assert_false(has(res.wakeups[1].payload, "_x"));
   json_t *j = xgr_step_result_to_json(&res);
   assert_true(json_is_object(json_object_get(j, "execution")));
@@ -606,7 +579,7 @@ static void test_branch_outputs(void **s) {
   run("{\"payload\":{},\"onValid\":{\"execution\":{\"to\":\"[T]\"}},\"onInvalid\":{\"payload\":{\"m\":1}}}", "{}", &res);
   assert_false(res.valid);
   assert_null(res.execution);
-  assert_true(has_soft(&res, "execution"));
+  assert_true(rt_has_soft(&res, "execution"));
   xgr_step_result_free(&res);
 }
 
@@ -634,24 +607,24 @@ static void test_contract_reads(void **s) {
   assert_int_equal(res.error.code, 0);
   assert_int_equal(res.nreads, 2);
   assert_string_equal(res.reads[0].error, "no backend configured");
-  assert_int_equal(get(res.extracted, "Bal").kind, XGR_VBIGINT);
-  assert_int_equal(get(res.extracted, "Tick").as.i, 0);
-  assert_true(has_soft(&res, "Sqrt"));  /* no default: soft-invalid, step forced invalid */
+  assert_int_equal(rt_get(res.extracted, "Bal").kind, XGR_VBIGINT);
+  assert_int_equal(rt_get(res.extracted, "Tick").as.i, 0);
+  assert_true(rt_has_soft(&res, "Sqrt"));  /* no default: soft-invalid, step forced invalid */
   assert_false(res.valid);
   xgr_step_result_free(&res);
   /* with a chain reader: slot 0 cast, slot 1 cast fails -> default, slot 2 out of range -> default */
   xgr_chain_reader cr = {.call = fake_chain, .ctx = NULL};
   xgr_step_ctx c2 = ctx;
   c2.chain = &cr;
-  xgr_rule *r = load(doc);
-  xgr_value p = J("{\"Token\":\"0x3333333333333333333333333333333333333333\"}");
+  xgr_rule *r = rt_load(doc);
+  xgr_value p = rt_json("{\"Token\":\"0x3333333333333333333333333333333333333333\"}");
   xgr_step_run(r, p, &c2, NULL, &res);
   assert_int_equal(res.error.code, 0);
   assert_string_equal(res.reads[0].error, "execution reverted");
   assert_null(res.reads[1].error);
-  assert_int_equal(get(res.extracted, "Sqrt").kind, XGR_VBIGINT);
-  assert_int_equal(get(res.extracted, "Tick").as.i, 0);
-  assert_int_equal(get(res.extracted, "Third").as.i, -1);
+  assert_int_equal(rt_get(res.extracted, "Sqrt").kind, XGR_VBIGINT);
+  assert_int_equal(rt_get(res.extracted, "Tick").as.i, 0);
+  assert_int_equal(rt_get(res.extracted, "Third").as.i, -1);
   assert_true(res.valid);  /* [Bal] == "0": a bigint equals its decimal string */
   json_t *j = xgr_step_result_to_json(&res);
   char *t = json_dumps(j, JSON_COMPACT);

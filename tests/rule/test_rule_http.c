@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 
 #include "server.h"
+#include "rule_util.h"
 #include "xgr/rule.h"
 
 static test_server srv;
@@ -67,39 +68,9 @@ static const char probe_rule[] =
     "\"onValid\":{\"payload\":{\"memo\":\"ok\",\"deep\":\"[Deep]\"}},"
     "\"onInvalid\":{\"payload\":{\"memo\":\"inc\",\"deep\":\"[Deep]\"}}}";
 
-static xgr_rule *load(const char *text) {
-  xgr_rule *r = NULL;
-  xgr_error e;
-  int rc = xgr_rule_parse(text, strlen(text), &r, &e);
-  if (rc) fprintf(stderr, "load: %s: %s\n", e.path, e.message);
-  assert_int_equal(rc, 0);
-  return r;
-}
-
-static xgr_value payload(const char *json) {
-  xgr_value v;
-  xgr_error e;
-  assert_int_equal(xgr_value_from_json_text(json, strlen(json), 0, &v, &e), 0);
-  return v;
-}
-
-static bool has_soft(const xgr_step_result *r, const char *key) {
-  for (size_t i = 0; i < xgr_list_size(r->soft_invalid); i++)
-    if (!strcmp(xgr_value_str(xgr_list_get(r->soft_invalid, i), NULL), key)) return true;
-  return false;
-}
-
-static xgr_value get(xgr_value m, const char *k) {
-  xgr_value v = xgr_value_null();
-  xgr_map_get_str(m, k, strlen(k), &v);
-  return v;
-}
-
-static const char *gets(xgr_value m, const char *k) { return xgr_value_str(get(m, k), NULL); }
-
 static void run_probe(const char *pl, xgr_step_result *res) {
-  if (!probe) probe = load(probe_rule);
-  xgr_value p = payload(pl);
+  if (!probe) probe = rt_load(probe_rule);
+  xgr_value p = rt_json(pl);
   xgr_step_run(probe, p, &ctx, ex, res);
   xgr_value_release(p);
 }
@@ -108,17 +79,17 @@ static void run_probe(const char *pl, xgr_step_result *res) {
 static void assert_all_defaulted(const xgr_step_result *res) {
   assert_int_equal(res->error.code, 0);
   assert_false(res->valid);
-  assert_false(get(res->extracted, "Ok").as.b);
-  assert_true(get(res->extracted, "Amount").as.d == -1.0);
-  assert_string_equal(gets(res->extracted, "NotOk"), "not existing");
-  assert_string_equal(gets(res->extracted, "Nope"), "dflt");
-  assert_false(get(res->extracted, "OkApi").as.b);
-  assert_int_equal(get(res->extracted, "Deep").kind, XGR_VNULL);
-  assert_true(has_soft(res, "Deep"));
+  assert_false(rt_get(res->extracted, "Ok").as.b);
+  assert_true(rt_get(res->extracted, "Amount").as.d == -1.0);
+  assert_string_equal(rt_gets(res->extracted, "NotOk"), "not existing");
+  assert_string_equal(rt_gets(res->extracted, "Nope"), "dflt");
+  assert_false(rt_get(res->extracted, "OkApi").as.b);
+  assert_int_equal(rt_get(res->extracted, "Deep").kind, XGR_VNULL);
+  assert_true(rt_has_soft(res, "Deep"));
   /* invalid branch: the failing key is left out, the rest is written */
-  assert_string_equal(gets(res->output, "memo"), "inc");
-  assert_int_equal(get(res->output, "deep").kind, XGR_VNULL);
-  assert_true(has_soft(res, "deep"));
+  assert_string_equal(rt_gets(res->output, "memo"), "inc");
+  assert_int_equal(rt_get(res->output, "deep").kind, XGR_VNULL);
+  assert_true(rt_has_soft(res, "deep"));
   assert_non_null(res->api_calls[0].error);
 }
 
@@ -130,17 +101,17 @@ static void test_json_nested(void **st) {
   assert_true(res.valid);
   assert_int_equal(res.api_calls[0].status, 200);
   assert_null(res.api_calls[0].error);
-  assert_true(get(res.extracted, "Ok").as.b);
-  assert_true(get(res.extracted, "Amount").as.d == 65000.5);
-  assert_int_equal(get(res.extracted, "Deep").as.i, 42);
-  assert_string_equal(gets(res.extracted, "NotOk"), "there");
-  assert_string_equal(gets(res.extracted, "Nope"), "dflt");  /* missing path -> alias default */
-  assert_string_equal(gets(res.extracted, "BadCast"), "0x0000000000000000000000000000000000000001");  /* cast failure */
-  assert_true(get(res.extracted, "OkApi").as.b);  /* later alias sees an earlier one */
+  assert_true(rt_get(res.extracted, "Ok").as.b);
+  assert_true(rt_get(res.extracted, "Amount").as.d == 65000.5);
+  assert_int_equal(rt_get(res.extracted, "Deep").as.i, 42);
+  assert_string_equal(rt_gets(res.extracted, "NotOk"), "there");
+  assert_string_equal(rt_gets(res.extracted, "Nope"), "dflt");  /* missing path -> alias default */
+  assert_string_equal(rt_gets(res.extracted, "BadCast"), "0x0000000000000000000000000000000000000001");  /* cast failure */
+  assert_true(rt_get(res.extracted, "OkApi").as.b);  /* later alias sees an earlier one */
   assert_int_equal(xgr_list_size(res.soft_invalid), 0);
-  assert_string_equal(gets(res.output, "memo"), "ok");
-  assert_int_equal(get(res.output, "deep").as.i, 42);
-  assert_int_equal(get(res.effective, "Deep").as.i, 42);
+  assert_string_equal(rt_gets(res.output, "memo"), "ok");
+  assert_int_equal(rt_get(res.output, "deep").as.i, 42);
+  assert_int_equal(rt_get(res.effective, "Deep").as.i, 42);
   xgr_step_result_free(&res);
 }
 
@@ -159,7 +130,7 @@ static void test_slow_within_timeout(void **st) {
   xgr_step_result res;
   run_probe("{\"Path\":\"slow\",\"Ms\":100}", &res);
   assert_true(res.valid);
-  assert_int_equal(get(res.extracted, "Deep").as.i, 42);
+  assert_int_equal(rt_get(res.extracted, "Deep").as.i, 42);
   xgr_step_result_free(&res);
 }
 
@@ -194,8 +165,8 @@ static void test_oversize(void **st) {
   run_probe("{\"Path\":\"exact\"}", &res);
   assert_null(res.api_calls[0].error);
   assert_int_equal(res.api_calls[0].status, 200);
-  assert_false(get(res.extracted, "Ok").as.b);
-  assert_true(has_soft(&res, "Deep"));
+  assert_false(rt_get(res.extracted, "Ok").as.b);
+  assert_true(rt_has_soft(&res, "Deep"));
   xgr_step_result_free(&res);
 }
 
@@ -211,7 +182,7 @@ static void test_404_and_refused(void **st) {
   xgr_step_ctx c2 = ctx;
   c2.api_map = &closed;
   c2.napi_map = 1;
-  xgr_rule *r = load(probe_rule);
+  xgr_rule *r = rt_load(probe_rule);
   xgr_step_run(r, xgr_value_null(), &c2, ex, &res);
   assert_all_defaulted(&res);
   assert_int_equal(res.api_calls[0].status, 0);
@@ -228,14 +199,14 @@ static void test_post_body_headers(void **st) {
       "\"bodyTemplate\":\"hello [Who]\",\"headers\":{\"X-Test\":\"h-[Who]\"},"
       "\"extractMap\":{\"M\":{\"type\":\"string\",\"expr\":\"resp.method\"},\"B\":{\"type\":\"string\",\"expr\":\"resp.body\"},"
       "\"H\":{\"type\":\"string\",\"expr\":\"resp.header\"}}}],\"rules\":[]}";
-  xgr_rule *r = load(doc);
-  xgr_value p = payload("{\"Who\":\"ann\"}");
+  xgr_rule *r = rt_load(doc);
+  xgr_value p = rt_json("{\"Who\":\"ann\"}");
   xgr_step_result res;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_true(res.valid);
-  assert_string_equal(gets(res.extracted, "M"), "POST");
-  assert_string_equal(gets(res.extracted, "B"), "hello \"ann\"");   /* a bare placeholder of a json body is JSON */
-  assert_string_equal(gets(res.extracted, "H"), "h-ann");
+  assert_string_equal(rt_gets(res.extracted, "M"), "POST");
+  assert_string_equal(rt_gets(res.extracted, "B"), "hello \"ann\"");   /* a bare placeholder of a json body is JSON */
+  assert_string_equal(rt_gets(res.extracted, "H"), "h-ann");
   xgr_step_result_free(&res);
   xgr_value_release(p);
   /* a missing body placeholder: the call is not made, aliases soft-invalid */
@@ -243,7 +214,7 @@ static void test_post_body_headers(void **st) {
   assert_false(res.valid);
   assert_true(res.missing_input);
   assert_non_null(strstr(res.api_calls[0].error, "missing key Who"));
-  assert_true(has_soft(&res, "M"));
+  assert_true(rt_has_soft(&res, "M"));
   xgr_step_result_free(&res);
   xgr_rule_free(r);
 }
@@ -262,34 +233,34 @@ static void test_injection(void **st) {
       "\"headers\":{\"X-Test\":\"h-[Who]\"},"
       "\"extractMap\":{\"B\":{\"type\":\"string\",\"expr\":\"resp.body\",\"default\":\"none\"},"
       "\"H\":{\"type\":\"string\",\"expr\":\"resp.header\",\"default\":\"none\"}}}],\"rules\":[]}";
-  xgr_rule *r = load(doc);
+  xgr_rule *r = rt_load(doc);
   /* JSON body: structure kept */
-  xgr_value p = payload("{\"Who\":\"x\\\",\\\"admin\\\":true,\\\"y\\\":\\\"\"}");
+  xgr_value p = rt_json("{\"Who\":\"x\\\",\\\"admin\\\":true,\\\"y\\\":\\\"\"}");
   xgr_step_result res;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_int_equal(res.error.code, 0);
-  const char *body = gets(res.extracted, "B");
+  const char *body = rt_gets(res.extracted, "B");
   xgr_value b;
   xgr_error e;
   if (xgr_value_from_json_text(body, strlen(body), 0, &b, &e)) fail_msg("body is not JSON: %s", body);
   assert_int_equal(xgr_map_size(b), 4);
-  assert_string_equal(gets(b, "name"), "x\",\"admin\":true,\"y\":\"");
-  assert_string_equal(gets(b, "who"), "x\",\"admin\":true,\"y\":\"");
-  assert_int_equal(get(b, "n").kind, XGR_VUINT);
-  assert_true(get(b, "n").as.u == UINT64_MAX);
-  assert_string_equal(gets(b, "esc"), "q\"a\\b\x01");
-  assert_int_equal(get(b, "admin").kind, XGR_VNULL);
+  assert_string_equal(rt_gets(b, "name"), "x\",\"admin\":true,\"y\":\"");
+  assert_string_equal(rt_gets(b, "who"), "x\",\"admin\":true,\"y\":\"");
+  assert_int_equal(rt_get(b, "n").kind, XGR_VUINT);
+  assert_true(rt_get(b, "n").as.u == UINT64_MAX);
+  assert_string_equal(rt_gets(b, "esc"), "q\"a\\b\x01");
+  assert_int_equal(rt_get(b, "admin").kind, XGR_VNULL);
   xgr_value_release(b);
   xgr_step_result_free(&res);
   xgr_value_release(p);
   /* header: CR LF in the rendered value fails the call; defaults apply */
   const char *bad[] = {"{\"Who\":\"a\\r\\nInjected: 1\"}", "{\"Who\":\"a\\nb\"}", "{\"Who\":\"a\\u0000b\"}"};
   for (size_t i = 0; i < 3; i++) {
-    p = payload(bad[i]);
+    p = rt_json(bad[i]);
     xgr_step_run(r, p, &ctx, ex, &res);
     assert_int_equal(res.error.code, 0);
-    assert_string_equal(gets(res.extracted, "H"), "none");
-    assert_string_equal(gets(res.extracted, "B"), "none");
+    assert_string_equal(rt_gets(res.extracted, "H"), "none");
+    assert_string_equal(rt_gets(res.extracted, "B"), "none");
     assert_non_null(res.api_calls[0].error);
     assert_non_null(strstr(res.api_calls[0].error, "CR, LF or NUL"));
     xgr_step_result_free(&res);
@@ -301,8 +272,8 @@ static void test_injection(void **st) {
 /* The resumable form: requests are described, performed by the caller, fed back. */
 static void test_resumable(void **st) {
   (void)st;
-  xgr_rule *r = load(probe_rule);
-  xgr_value p = payload("{\"Path\":\"a b/c\",\"Ms\":5}");
+  xgr_rule *r = rt_load(probe_rule);
+  xgr_value p = rt_json("{\"Path\":\"a b/c\",\"Ms\":5}");
   xgr_step_state *s = xgr_step_begin(r, p, &ctx);
   const xgr_http_request *rq = xgr_step_next_request(s);
   assert_non_null(rq);
@@ -321,8 +292,8 @@ static void test_resumable(void **st) {
   xgr_step_result res;
   assert_int_equal(xgr_step_finish(s, &res), 0);
   assert_true(res.valid);
-  assert_int_equal(get(res.extracted, "Deep").as.i, 7);
-  assert_string_equal(gets(res.extracted, "NotOk"), "not existing");
+  assert_int_equal(rt_get(res.extracted, "Deep").as.i, 7);
+  assert_string_equal(rt_gets(res.extracted, "NotOk"), "not existing");
   xgr_step_result_free(&res);
   /* finishing without performing: the call counts as not performed */
   s = xgr_step_begin(r, p, &ctx);
@@ -360,10 +331,10 @@ static void test_price_feed(void **st) {
   xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
   assert_int_equal(res.error.code, 0);
   assert_true(res.valid);
-  assert_true(get(res.output, "PrevPrice").as.d == 65000.0);
-  assert_int_equal(get(res.output, "Seq").as.i, 1);
-  assert_true(get(res.output, "Ok").as.b);
-  assert_string_equal(gets(res.output, "Pair"), "BTC-USD");
+  assert_true(rt_get(res.output, "PrevPrice").as.d == 65000.0);
+  assert_int_equal(rt_get(res.output, "Seq").as.i, 1);
+  assert_true(rt_get(res.output, "Ok").as.b);
+  assert_string_equal(rt_gets(res.output, "Pair"), "BTC-USD");
   assert_int_equal(res.wait_sec, 3600);
   /* next step: a jump of 50% is rejected by the delta guard */
   xgr_value p = xgr_value_retain(res.effective);
@@ -371,17 +342,17 @@ static void test_price_feed(void **st) {
   srv.coinbase = 97500;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_false(res.valid);
-  assert_int_equal(get(res.effective, "Seq").as.i, 2);
-  assert_true(get(res.effective, "PrevPrice").as.d == 65000.0);
-  assert_string_equal(gets(res.effective, "Error"), "API fetch or validation failed");
+  assert_int_equal(rt_get(res.effective, "Seq").as.i, 2);
+  assert_true(rt_get(res.effective, "PrevPrice").as.d == 65000.0);
+  assert_string_equal(rt_gets(res.effective, "Error"), "API fetch or validation failed");
   xgr_step_result_free(&res);
   /* API down: FetchedPrice and OkApi take their defaults, the step is invalid */
   srv.coinbase = -1;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_false(res.valid);
   assert_int_equal(res.api_calls[0].status, 503);
-  assert_true(get(res.extracted, "FetchedPrice").as.d == 0.0);
-  assert_false(get(res.extracted, "OkApi").as.b);
+  assert_true(rt_get(res.extracted, "FetchedPrice").as.d == 0.0);
+  assert_false(rt_get(res.extracted, "OkApi").as.b);
   xgr_step_result_free(&res);
   xgr_value_release(p);
   xgr_rule_free(r);
@@ -397,10 +368,10 @@ static void quorum(double cb, double bs, double gk, bool want_valid, double want
   assert_int_equal(res.error.code, 0);
   assert_int_equal(res.napi_calls, 3);
   assert_int_equal(res.valid, want_valid);
-  double price = get(res.effective, "Price").as.d;
+  double price = rt_get(res.effective, "Price").as.d;
   if (price < want_price - 1e-6 || price > want_price + 1e-6) fprintf(stderr, "price %.6f want %.6f\n", price, want_price);
   assert_true(price > want_price - 1e-6 && price < want_price + 1e-6);
-  assert_int_equal(get(res.effective, "Seq").as.i, 1);
+  assert_int_equal(rt_get(res.effective, "Seq").as.i, 1);
   xgr_step_result_free(&res);
   xgr_rule_free(r);
 }

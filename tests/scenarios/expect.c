@@ -1,6 +1,7 @@
 /* expect.c — scenario expectations against a report (see expect.h). */
 #include "expect.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -139,3 +140,51 @@ void scen_check(const json_t *x, const json_t *rep, scen_fail_fn fail, void *ctx
   }
 }
 
+
+xgr_driver *scen_driver(const json_t *sc, const xgr_bundle *b, const char *owner, xgr_error *e) {
+  xgr_driver_config cfg = {.record = true, .max_steps = 10000};
+  const json_t *ms = json_object_get(sc, "maxSteps");
+  if (json_is_integer(ms)) cfg.max_steps = (uint64_t)json_integer_value(ms);
+  xgr_driver *d = xgr_driver_new(&cfg);
+  xgr_value payload;
+  xgr_value_from_json(json_object_get(sc, "payload"), 0, &payload, e);
+  const char *o = json_string_value(json_object_get(sc, "owner")), *start = json_string_value(json_object_get(sc, "start"));
+  if (xgr_driver_add_session(d, b, o ? o : owner, 1, start ? start : "", payload, e) ||
+      (json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), e))) {
+    xgr_driver_free(d);
+    d = NULL;
+  }
+  xgr_value_release(payload);
+  return d;
+}
+
+xgr_bundle *scen_bundle(const json_t *sc, xgr_error *e) {
+  char *txt = json_dumps(json_object_get(sc, "bundle"), JSON_COMPACT);
+  xgr_bundle *b = NULL;
+  if (!txt) xgr_error_set(e, XGR_EINVAL, "bundle", "missing or not JSON");
+  else if (xgr_bundle_parse(txt, strlen(txt), &b, e, NULL)) b = NULL;
+  free(txt);
+  return b;
+}
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+char **scen_files(const char *dirname, const char *filter, size_t *n) {
+  DIR *dir = opendir(dirname);
+  if (!dir) {
+    perror(dirname);
+    return NULL;
+  }
+  char **names = calloc(1024, sizeof *names);
+  if (!names) abort();
+  *n = 0;
+  struct dirent *de;
+  while ((de = readdir(dir)) && *n < 1024) {
+    size_t l = strlen(de->d_name);
+    if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && (!filter || strstr(de->d_name, filter)))
+      if (!(names[(*n)++] = strdup(de->d_name))) abort();
+  }
+  closedir(dir);
+  qsort(names, *n, sizeof *names, name_cmp);
+  return names;
+}

@@ -14,7 +14,6 @@
  * usage: run_scenarios DIR [NAME_SUBSTRING]. XGR_SCENARIO_DUMP=1 prints each report.
  */
 #include <curl/curl.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +36,10 @@ static char *dump(const json_t *j) { return json_dumps(j, JSON_COMPACT | JSON_EN
 
 /* Run the scenario; returns the reports of every session as an array. */
 static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
-  xgr_driver_config cfg = {.record = true, .max_steps = 10000};
-  const json_t *ms = json_object_get(sc, "maxSteps");
-  if (json_is_integer(ms)) cfg.max_steps = (uint64_t)json_integer_value(ms);
-  xgr_driver *d = xgr_driver_new(&cfg);
-  xgr_value payload;
   xgr_error e;
-  xgr_value_from_json(json_object_get(sc, "payload"), 0, &payload, &e);
-  const json_t *owner = json_object_get(sc, "owner");
+  xgr_driver *d = scen_driver(sc, b, OWNER, &e);
   json_t *rep = NULL;
-  if (xgr_driver_add_session(d, b, owner ? json_string_value(owner) : OWNER, 1,
-                             json_string_value(json_object_get(sc, "start")), payload, &e) ||
-      (json_object_get(sc, "script") && xgr_driver_add_script(d, json_object_get(sc, "script"), &e))) {
+  if (!d) {
     failf(name, "setup: %s%s", e.message, "");
   } else {
     size_t i, nsess = 1;
@@ -66,9 +57,8 @@ static json_t *run(const char *name, const json_t *sc, xgr_bundle *b) {
     xgr_driver_run(d);
     rep = json_array();
     for (i = 0; i < nsess; i++) json_array_append_new(rep, xgr_driver_report(d, i));
+    xgr_driver_free(d);
   }
-  xgr_value_release(payload);
-  xgr_driver_free(d);
   return rep;
 }
 
@@ -96,10 +86,9 @@ static void run_file(const char *dir, const char *file) {
     printf("FAIL %s\n", file);
     return;
   }
-  char *btxt = json_dumps(json_object_get(sc, "bundle"), JSON_COMPACT);
-  xgr_bundle *b = NULL;
   xgr_error e;
-  if (!btxt || xgr_bundle_parse(btxt, strlen(btxt), &b, &e, NULL)) {
+  xgr_bundle *b = scen_bundle(sc, &e);
+  if (!b) {
     failf(file, "bundle does not load: %s: %s", e.path, e.message);
   } else {
     json_t *rep = run(file, sc, b), *rep2 = run(file, sc, b);
@@ -122,14 +111,9 @@ static void run_file(const char *dir, const char *file) {
     json_decref(rep);
     json_decref(rep2);
   }
-  free(btxt);
   xgr_bundle_free(b);
   json_decref(sc);
   printf("%s %s\n", nfail == before ? "PASS" : "FAIL", file);
-}
-
-static int cmp(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 int main(int argc, char **argv) {
@@ -138,21 +122,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  DIR *dir = opendir(argv[1]);
-  if (!dir) {
-    perror(argv[1]);
-    return 2;
-  }
-  char *names[1024];
-  size_t n = 0;
-  struct dirent *de;
-  while ((de = readdir(dir)) && n < 1024) {
-    size_t l = strlen(de->d_name);
-    if (l > 5 && !strcmp(de->d_name + l - 5, ".json") && (argc < 3 || strstr(de->d_name, argv[2])))
-      names[n++] = strdup(de->d_name);
-  }
-  closedir(dir);
-  qsort(names, n, sizeof *names, cmp);
+  size_t n;
+  char **names = scen_files(argv[1], argc < 3 ? NULL : argv[2], &n);
+  if (!names) return 2;
   int files_failed = 0;
   for (size_t i = 0; i < n; i++) {
     int before = nfail;
@@ -160,6 +132,7 @@ int main(int argc, char **argv) {
     files_failed += nfail != before;
     free(names[i]);
   }
+  free(names);
   printf("%zu scenarios: %zu passed, %d failed\n", n, n - (size_t)files_failed, files_failed);
   curl_global_cleanup();
   return files_failed ? 1 : 0;

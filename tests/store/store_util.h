@@ -36,10 +36,12 @@ static inline char *t_tmpdir(void) {
   return strdup(d);
 }
 
-static inline void t_rmdir(const char *dir) {
+/* Remove dir (from t_tmpdir) and everything in it, best effort, and free the string. */
+static inline void t_rmdir(char *dir) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) { /* best effort */ }
+  free(dir);
 }
 
 typedef struct t_clock {

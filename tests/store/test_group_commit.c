@@ -133,7 +133,6 @@ static void test_producers_sqlite(void **state) {
   snprintf(path, sizeof path, "%s/gc.db", dir);
   run_producers(path);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* One bad batch (a history row twice) in a group fails alone. */
@@ -179,7 +178,6 @@ static void test_bad_batch_fails_alone(void **state) {
   snprintf(path, sizeof path, "%s/bad.db", dir);
   bad_batch_fails_alone(path);
   t_rmdir(dir);
-  free(dir);
 }
 
 static void test_producers_postgres(void **state) {

@@ -294,7 +294,6 @@ static void test_shared_table(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* The same session run on both backends leaves the same rows. */
@@ -319,7 +318,6 @@ static void test_backends_agree(void **state) {
   for (int k = 0; k < 3; k++) free(dumps[k]);
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- recovery ------------------------------------------------------------------------------------ */
@@ -388,7 +386,6 @@ static void test_restore_matches_uninterrupted(void **state) {
   }
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* A process that was running when the process died runs again after recovery. */
@@ -467,6 +464,50 @@ static void test_restore_rejects_bad_rows(void **state) {
 
 /* ---- migrations ----------------------------------------------------------------------------------- */
 
+/* How many processes, and history rows, session T_OWNER/root has in st (the read must succeed). */
+static size_t procs_of(xgr_store *st, uint64_t root) {
+  xgr_store_proc *ps;
+  size_t n;
+  xgr_error e;
+  assert_int_equal(xgr_store_procs(st, T_OWNER, root, &ps, &n, &e), 0);
+  xgr_store_procs_free(ps, n);
+  return n;
+}
+
+static size_t hist_of(xgr_store *st, uint64_t root) {
+  xgr_store_hist *hs;
+  size_t n;
+  xgr_error e;
+  assert_int_equal(xgr_store_history(st, T_OWNER, root, &hs, &n, &e), 0);
+  xgr_store_hists_free(hs, n);
+  return n;
+}
+
+/* Run sql on the SQLite file dir/name (created when missing) with sqlite3 itself, as another
+ * program or an older xgr would have written it; its path into path[n]. */
+static void sql_file(const char *dir, const char *name, const char *sql, char *path, size_t n) {
+  snprintf(path, n, "%s/%s", dir, name);
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+  if (rc) fprintf(stderr, "fixture: %s\n", msg);
+  sqlite3_free(msg);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+}
+
+/* Open the store at path, which must migrate from schema version `from` to the current one. */
+static xgr_store *open_migrated(const char *path, int from) {
+  xgr_error e;
+  xgr_store *st = xgr_store_open(path, NULL, &e);
+  if (!st) fail_msg("open: %s", e.message);
+  int found;
+  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
+  assert_int_equal(found, from);
+  return st;
+}
+
 static void test_migrate_empty(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -481,19 +522,12 @@ static void test_migrate_empty(void **state) {
   xgr_store_close(st);
   /* a file of another program is refused */
   char path[512];
-  snprintf(path, sizeof path, "%s/other.db", dir);
-  sqlite3 *db;
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(db);
+  sql_file(dir, "other.db", "CREATE TABLE t(x)", path, sizeof path);
   xgr_error e;
   assert_null(xgr_store_open(path, NULL, &e));
   assert_non_null(strstr(e.message, "not an xgr store"));
   /* a newer schema is refused */
-  snprintf(path, sizeof path, "%s/new.db", dir);
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "INSERT INTO schema_version VALUES(99, 0)", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(db);
+  sql_file(dir, "new.db", "INSERT INTO schema_version VALUES(99, 0)", path, sizeof path);
   assert_null(xgr_store_open(path, NULL, &e));
   assert_non_null(strstr(e.message, "schema version 99"));
   /* not a database at all */
@@ -504,7 +538,6 @@ static void test_migrate_empty(void **state) {
   assert_null(xgr_store_open(path, NULL, &e));
   assert_int_equal(e.code, XGR_EIO);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* The v1 schema exactly as it shipped (migration 1), written here by SQL with a live session. */
@@ -549,21 +582,9 @@ static void test_migrate_from_v1(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   char path[512];
-  snprintf(path, sizeof path, "%s/v1.db", dir);
-  sqlite3 *db;
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  char *msg = NULL;
-  int rc = sqlite3_exec(db, v1_fixture, NULL, NULL, &msg);
-  if (rc) fprintf(stderr, "fixture: %s\n", msg);
-  assert_int_equal(rc, SQLITE_OK);
-  sqlite3_close(db);
-
+  sql_file(dir, "v1.db", v1_fixture, path, sizeof path);
+  xgr_store *st = open_migrated(path, 1);
   xgr_error e;
-  xgr_store *st = xgr_store_open(path, NULL, &e);
-  assert_non_null(st);
-  int found;
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, 1);
   /* data kept; next_group derived from the rows; the kill-closed scope found in the join state */
   xgr_store_session ss;
   assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &ss, &e), 0);
@@ -573,11 +594,7 @@ static void test_migrate_from_v1(void **state) {
   uint64_t pid;
   assert_int_equal(xgr_store_next_process_id(st, T_OWNER, &pid, &e), 0);
   assert_int_equal(pid, 2);
-  xgr_store_hist *hs;
-  size_t nh;
-  assert_int_equal(xgr_store_history(st, T_OWNER, 1, &hs, &nh, &e), 0);
-  assert_int_equal(nh, 1);
-  xgr_store_hists_free(hs, nh);
+  assert_int_equal(hist_of(st, 1), 1);
   /* and the session comes back: the running B is re-run, but the killed scope's gate aborts it */
   xgr_orch *o = load_orch();
   restore_ctx r = {.o = o, .now = 10};
@@ -601,12 +618,9 @@ static void test_migrate_from_v1(void **state) {
   xgr_orch_free(o);
   xgr_store_close(st);
   /* a migrated file opens as current from now on */
-  st = xgr_store_open(path, NULL, &e);
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  st = open_migrated(path, XGR_STORE_SCHEMA_VERSION);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- listing by owner ------------------------------------------------------------------------------ */
@@ -683,7 +697,6 @@ static void test_sessions_by_owner(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* xgr_store_live_owners: owners with running sessions (paused ones included, finished ones not),
@@ -747,7 +760,6 @@ static void test_live_owners(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
@@ -792,16 +804,10 @@ static void test_session_new(void **state) {
     xgr_store *st = open_kind(k, dir, "new.db", NULL);
     xgr_error e;
     assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, NULL), &e), 0);
-    xgr_store_proc *ps;
-    size_t n;
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
-    assert_int_equal(n, 1);
-    xgr_store_procs_free(ps, n);
+    assert_int_equal(procs_of(st, 1), 1);
     /* again, with one more row: refused whole */
     assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, "{\"x\":1}"), &e), XGR_ECONFLICT);
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
-    assert_int_equal(n, 1);
-    xgr_store_procs_free(ps, n);
+    assert_int_equal(procs_of(st, 1), 1);
     /* a conflicting batch and a good one submitted together: only the conflicting one fails */
     rc_box bad = {0}, good = {0};
     xgr_store_submit(st, new_session_batch(o, 1, "{}"), rc_done, &bad);
@@ -810,17 +816,12 @@ static void test_session_new(void **state) {
     assert_true(bad.done && good.done);
     assert_int_equal(bad.rc, XGR_ECONFLICT);
     assert_int_equal(good.rc, 0);
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 2, &ps, &n, &e), 0);
-    assert_int_equal(n, 2);
-    xgr_store_procs_free(ps, n);
-    assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &n, &e), 0);
-    assert_int_equal(n, 1);
-    xgr_store_procs_free(ps, n);
+    assert_int_equal(procs_of(st, 2), 2);
+    assert_int_equal(procs_of(st, 1), 1);
     xgr_store_close(st);
   }
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* The outbox of internal wake-ups (issue 14): rows written with a batch, removed by id in another,
@@ -896,7 +897,6 @@ static void test_outbox(void **state) {
   }
   xgr_orch_free(o);
   t_rmdir(dir);
-  free(dir);
 }
 
 static void test_full_disk(void **state) {
@@ -933,14 +933,9 @@ static void test_full_disk(void **state) {
   xgr_store_close(st);
   /* nothing committed was lost */
   st = open_kind(1, dir, "full.db", NULL);
-  xgr_store_proc *ps;
-  size_t np;
-  assert_int_equal(xgr_store_procs(st, T_OWNER, 1, &ps, &np, &e), 0);
-  assert_int_equal(np, committed);
-  xgr_store_procs_free(ps, np);
+  assert_int_equal(procs_of(st, 1), committed);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 static void test_read_only_file(void **state) {
@@ -992,7 +987,6 @@ static void test_read_only_file(void **state) {
   assert_int_equal(xgr_store_submit(st, b, NULL, NULL), XGR_EPERM);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- retention ---------------------------------------------------------------------------------------- */
@@ -1032,11 +1026,7 @@ static void test_ttl_gc(void **state) {
     assert_int_equal(np, 10);
     assert_int_equal(ps[0].iter, 41);
     xgr_store_procs_free(ps, np);
-    xgr_store_hist *hs;
-    size_t nh;
-    xgr_store_history(st, T_OWNER, 1, &hs, &nh, NULL);
-    assert_int_equal(nh, 40);   /* history is kept longer */
-    xgr_store_hists_free(hs, nh);
+    assert_int_equal(hist_of(st, 1), 40);   /* history is kept longer */
     /* the session ends; an hour later its history and row go too */
     b = xgr_store_changes_new();
     xgr_store_changes_session_state(b, T_OWNER, 1, XGR_RESULT_COMPLETED, 0, 100, 5, false);
@@ -1044,9 +1034,7 @@ static void test_ttl_gc(void **state) {
     clk.ms += 3601 * 1000;
     assert_int_equal(xgr_store_gc(st, &d, &e), 0);
     assert_int_equal(d, 41);
-    xgr_store_history(st, T_OWNER, 1, &hs, &nh, NULL);
-    assert_int_equal(nh, 0);
-    xgr_store_hists_free(hs, nh);
+    assert_int_equal(hist_of(st, 1), 0);
     assert_int_equal(xgr_store_session_get(st, T_OWNER, 1, &ss, &e), XGR_ENOTFOUND);
     xgr_store_stats stats;
     xgr_store_get_stats(st, &stats);
@@ -1054,7 +1042,6 @@ static void test_ttl_gc(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* Background retention runs by itself (real clock, short TTL) and does not stop commits. */
@@ -1084,7 +1071,6 @@ static void test_background_gc(void **state) {
   assert_int_equal(np, 0);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- uint64 values and the PostgreSQL schema ----------------------------------------------------- */
@@ -1153,7 +1139,6 @@ static void test_u64_round_trip(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- rootPids at and above 2^63 ------------------------------------------------------------------ */
@@ -1258,7 +1243,6 @@ static void test_root_pid_order(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* A schema-7 SQLite file (as xgr wrote it before migration 8) holding rootPids at and above 2^63 in
@@ -1320,33 +1304,13 @@ static void test_migrate_big_roots_from_v7(void **state) {
   (void)state;
   char *dir = t_tmpdir();
   char path[512];
-  snprintf(path, sizeof path, "%s/v7.db", dir);
-  sqlite3 *db;
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  char *msg = NULL;
-  int rc = sqlite3_exec(db, v7_fixture, NULL, NULL, &msg);
-  if (rc) fprintf(stderr, "fixture: %s\n", msg);
-  assert_int_equal(rc, SQLITE_OK);
-  sqlite3_close(db);
-
+  sql_file(dir, "v7.db", v7_fixture, path, sizeof path);
+  xgr_store *st = open_migrated(path, 7);
   xgr_error e;
-  xgr_store *st = xgr_store_open(path, NULL, &e);
-  if (!st) fail_msg("open: %s", e.message);
-  int found;
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, 7);
   check_big_roots(st, 1);
   for (size_t i = 0; i < 4; i++) {   /* each table's rows found under the unsigned rootPid */
-    xgr_store_proc *ps;
-    size_t np;
-    assert_int_equal(xgr_store_procs(st, T_OWNER, big_roots[i], &ps, &np, &e), 0);
-    assert_int_equal(np, 1);
-    xgr_store_procs_free(ps, np);
-    xgr_store_hist *hs;
-    size_t nh;
-    assert_int_equal(xgr_store_history(st, T_OWNER, big_roots[i], &hs, &nh, &e), 0);
-    assert_int_equal(nh, 1);
-    xgr_store_hists_free(hs, nh);
+    assert_int_equal(procs_of(st, big_roots[i]), 1);
+    assert_int_equal(hist_of(st, big_roots[i]), 1);
   }
   live_seen seen = {0};
   assert_int_equal(xgr_store_load_live(st, live_cb, &seen, &e), 0);
@@ -1366,13 +1330,10 @@ static void test_migrate_big_roots_from_v7(void **state) {
   if (pid != (uint64_t)INT64_MAX + 2) fail_msg("next expected rootPid %llu, want 2^63+1", (unsigned long long)pid);
   xgr_store_close(st);
   /* and it opens as current from now on, with the same answers */
-  st = xgr_store_open(path, NULL, &e);
-  assert_int_equal(xgr_store_schema_version(st, &found), XGR_STORE_SCHEMA_VERSION);
-  assert_int_equal(found, XGR_STORE_SCHEMA_VERSION);
+  st = open_migrated(path, XGR_STORE_SCHEMA_VERSION);
   check_big_roots(st, 1);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* PostgreSQL: one writing store per schema at a time; a new schema migrates from 0 and a reopen
@@ -1503,7 +1464,6 @@ static void test_pg_schema(void **state) {
     assert_int_equal(args[i].rc, 0);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 /* PostgreSQL goes away under a running store (stopped with pg_ctl -m immediate, like a crash or a
@@ -1553,7 +1513,6 @@ static void test_pg_server_gone(void **state) {
   assert_int_equal(xgr_store_commit(st, b, &e), XGR_EIO);
   xgr_store_close(st);
   t_rmdir(dir);
-  free(dir);
 }
 
 /* ---- hibernation: the due index (issue 19) ----------------------------------------------------- */
@@ -1689,7 +1648,6 @@ static void test_due_index(void **state) {
     xgr_store_close(st);
   }
   t_rmdir(dir);
-  free(dir);
 }
 
 int main(void) {

@@ -1,0 +1,63 @@
+// common.mjs — what the console's browser tests (console.test.mjs, permit.test.mjs, scale.test.mjs)
+// share: the PASS/FAIL checks and their count, a bounded wait, xgrd started on 127.0.0.1 in a
+// temporary directory (removed at exit), and the end of every test: a time guard around main, then
+// xgrd must stop cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM, and the exit
+// status says whether anything failed.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+let failures = 0;
+export const ok = (cond, name, detail) => {
+  if (cond) console.log(`PASS ${name}`);
+  else { failures++; console.log(`FAIL ${name}${detail !== undefined ? ': ' + JSON.stringify(detail).slice(0, 500) : ''}`); }
+};
+export const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+// fn's first truthy answer, polled every 50 ms for at most ms (a throw counts as not yet)
+export async function until(what, fn, ms = 10000) {
+  const end = Date.now() + ms;
+  let last;
+  while (Date.now() < end) {
+    try { last = await fn(); if (last) return last; } catch (e) { last = e.message; }
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
+}
+
+// xgrd on 127.0.0.1 (a free port, --log-level warn) with args(tmp) added, in a fresh temporary
+// directory tmp named after prefix: { daemon, tmp, url() }, url() waiting (10 s) for the port file.
+export function startXgrd(XGRD, prefix, args) {
+  const tmp = mkdtempSync(path.join(tmpdir(), prefix));
+  const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', ...args(tmp), '--port-file', `${tmp}/port`, '--log-level', 'warn'],
+    { stdio: ['ignore', 'inherit', 'inherit'] });
+  process.on('exit', () => { try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ } rmSync(tmp, { recursive: true, force: true }); });
+  const port = () => existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim();
+  const url = async () => `http://127.0.0.1:${await until('xgrd port file', port)}`;
+  return { daemon, tmp, url };
+}
+
+// Run main within seconds, then after() (closing the browser), then stop xgrd and exit with the
+// verdict (note is added to the last line).
+export async function run(main, { daemon, seconds, after = async () => {}, note = '' }) {
+  const guard = setTimeout(() => { console.log(`FAIL the test took longer than ${seconds} s`); process.exit(1); }, seconds * 1000);
+  try {
+    await main();
+  } catch (e) {
+    failures++;
+    console.log('FAIL ' + (e.stack || e.message));
+  } finally {
+    clearTimeout(guard);
+    await after();
+  }
+  const code = await new Promise(res => {
+    if (daemon.exitCode !== null) return res(daemon.exitCode);
+    const t = setTimeout(() => res('timeout'), 30000);
+    daemon.once('exit', (c, sig) => { clearTimeout(t); res(c === null ? sig : c); });
+    daemon.kill('SIGTERM');
+  });
+  if (code !== 0) { failures++; console.log(`FAIL xgrd exited with ${code} after SIGTERM`); } else console.log('PASS xgrd stopped cleanly');
+  console.log(failures ? `${failures} failure(s)${note}` : `all passed${note}`);
+  process.exit(failures ? 1 : 0);
+}
