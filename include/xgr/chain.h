@@ -224,9 +224,11 @@ json_t *xgr_chain_exec_refused(const xgr_error *e);
 
 /* ---- the engine's executor (exactly once across crashes) ----------------------------------- */
 
-/* An executor for the engine key: a journal (SQLite file `journal`, NULL: in memory, not
- * durable) of every execution the engine submits and one thread that signs, sends and settles
- * them in order (see src/chain/executor.c). NULL with *e on failure. */
+/* An executor for the engine key: a journal of every execution the engine submits and one thread
+ * that signs, sends and settles them in order (see src/chain/executor.c). `journal`: an SQLite
+ * file path, a PostgreSQL libpq URI (postgresql://... or postgres://...: the table exec_journal
+ * in that database's schema, made by the first execution; one executor per schema, a second is
+ * refused), or NULL (in memory, not durable). NULL with *e on failure. */
 typedef struct xgr_chain_executor xgr_chain_executor;
 struct xgr_exec_hook;
 xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const struct xgr_secp *secp, const uint8_t key[32],
@@ -237,6 +239,9 @@ void xgr_chain_executor_free(xgr_chain_executor *x);
 const struct xgr_exec_hook *xgr_chain_executor_hook(xgr_chain_executor *x);
 /* The engine key's address ("0x…"). */
 const char *xgr_chain_executor_address(const xgr_chain_executor *x);
+/* The journal as it may be logged (path, "memory (not durable)" or the URI without secrets and
+ * the table); owned by x. */
+const char *xgr_chain_executor_journal(const xgr_chain_executor *x);
 /* The execution record of step (owner, rootPid, iter): the settled record
  * {"txHash","status","gasUsed","blockNumber","return"|"revertReason"}, {"txHash","status":"pending"}
  * while in flight, NULL when that step has no execution. A new reference. */

@@ -2,8 +2,9 @@
  *
  * The engine's workers hand each step's resolved execution to `submit` (xgr_exec_hook) before the
  * step's result is applied. submit encodes it (call data, value, gas limit, target: CPU only) and
- * writes it as an *intent* into a journal — an SQLite file of its own, synchronous=FULL — keyed
- * by (owner, rootPid, iter); a second submit of the same key (the step ran again after a crash
+ * writes it as an *intent* into a journal (exec_journal.c: an SQLite file of its own,
+ * synchronous=FULL, beside an SQLite store; the table exec_journal in a PostgreSQL store's own
+ * database, synchronous_commit=on) keyed by (owner, rootPid, iter); a second submit of the same key (the step ran again after a crash
  * before its result was committed) keeps the first. One executor thread then works the journal
  * in order:
  *
@@ -15,32 +16,34 @@
  * So a transaction is never signed twice for one step and never sent before it is durable: after
  * a SIGKILL at any point the restarted executor finishes what the journal holds and every
  * execution is mined once. The executor's nonce starts at max(the node's pending count, the
- * highest journaled nonce + 1), and signed-but-unmined transactions go out first, in order.
+ * highest journaled nonce + 1), and signed-but-unmined transactions go out first, in order. When
+ * storing a signed transaction fails (a PostgreSQL connection lost at COMMIT: written or not), the
+ * nonce is computed that way again before the next signature, so it is neither reused nor skipped.
  * The thread holds no engine worker; records are read by xgrd for history rows (getSession).
  */
 #include <pthread.h>
 #include <stdarg.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "chain/chain_int.h"
-#include "store/sqlite_col.h"
+#include "chain/exec_journal.h"
 #include "util/alloc.h"
 #include "xgr/abi.h"
 #include "xgr/engine.h"
 #include "xgr/secp.h"
 
-enum { ST_INTENT = 0, ST_SIGNED = 1, ST_DONE = 2 };
+enum { ST_INTENT = XGR__XJ_INTENT, ST_SIGNED = XGR__XJ_SIGNED, ST_DONE = XGR__XJ_DONE };
 
 struct xgr_chain_executor {
   xgr_chain_sender s;
-  sqlite3 *db;
-  pthread_mutex_t mu;          /* db, stop, pending */
+  xgr__xjournal *j;
+  pthread_mutex_t mu;          /* j, stop */
   pthread_cond_t cv;
   bool stop, started;
+  bool nonce_ready;            /* s.nonce accounts for the journal (executor thread only) */
   pthread_t th;
   FILE *log;
   xgr_exec_hook hook;
@@ -58,8 +61,6 @@ static void logf_(xgr_chain_executor *x, const char *fmt, ...) {
   funlockfile(x->log);
   va_end(ap);
 }
-
-static int exec_sql(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL); }
 
 /* ---- submit (engine workers) ------------------------------------------------------------------- */
 
@@ -94,34 +95,20 @@ static void submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, c
   char *dhex = xgr_hex_encode_alloc(data ? data : (const uint8_t *)"", len);
   char *vhex = hv ? xgr_hex_encode_alloc(value, 32) : NULL;
   free(data);
-  pthread_mutex_lock(&x->mu);
-  sqlite3_stmt *st = NULL;
-  sqlite3_prepare_v2(x->db,
-                     "INSERT OR IGNORE INTO chain_exec(owner, root, iter, step, target, function, data, value, gas, state, record)"
-                     " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                     -1, &st, NULL);
-  sqlite3_bind_text(st, 1, owner, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, (sqlite3_int64)root);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)iter);
-  sqlite3_bind_text(st, 4, step_id ? step_id : "", -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 5, ex->to, -1, SQLITE_TRANSIENT);
-  if (ex->function) sqlite3_bind_text(st, 6, ex->function, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 7, dhex, -1, SQLITE_TRANSIENT);
-  if (vhex) sqlite3_bind_text(st, 8, vhex, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 9, ex->has_gas ? (sqlite3_int64)ex->gas_limit : 0);
   char *rec = NULL;
   if (err) {   /* cannot be encoded: settled at once, nothing to send */
     json_t *r = json_pack("{s:n, s:s, s:s}", "txHash", "status", "failed", "error", err);
     rec = json_dumps(r, JSON_COMPACT);
     json_decref(r);
   }
-  sqlite3_bind_int(st, 10, err ? ST_DONE : ST_INTENT);
-  if (rec) sqlite3_bind_text(st, 11, rec, -1, SQLITE_TRANSIENT);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE)
+  xgr__xjournal_intent in = {.owner = owner, .root = root, .iter = iter, .step = step_id, .target = ex->to,
+                             .function = ex->function, .data = dhex, .value = vhex,
+                             .gas = ex->has_gas ? ex->gas_limit : 0, .state = err ? ST_DONE : ST_INTENT, .record = rec};
+  char msg[512];
+  pthread_mutex_lock(&x->mu);
+  if (xgr__xjournal_add(x->j, &in, msg, sizeof msg))
     logf_(x, "level=error msg=\"execution journal write failed\" owner=%s rootPid=%llu iter=%llu error=\"%s\"", owner,
-          (unsigned long long)root, (unsigned long long)iter, sqlite3_errmsg(x->db));
+          (unsigned long long)root, (unsigned long long)iter, msg);
   pthread_cond_signal(&x->cv);
   pthread_mutex_unlock(&x->mu);
   free(rec);
@@ -132,60 +119,13 @@ static void submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, c
 
 /* ---- the executor thread ----------------------------------------------------------------------- */
 
-typedef struct row {
-  sqlite3_int64 rowid;
-  int state;
-  char *target, *function, *data, *value, *raw, *hash;
-  uint64_t gas, nonce;
-} row;
-
-static void row_clear(row *r) {
-  free(r->target);
-  free(r->function);
-  free(r->data);
-  free(r->value);
-  free(r->raw);
-  free(r->hash);
-  memset(r, 0, sizeof *r);
-}
-
-/* The next row to work on (signed ones first, in nonce order; then intents in arrival order). */
-static bool next_row(xgr_chain_executor *x, row *r) {
-  sqlite3_stmt *st = NULL;
-  sqlite3_prepare_v2(x->db,
-                     "SELECT rowid, state, target, function, data, value, raw, hash, gas, nonce FROM chain_exec"
-                     " WHERE state < 2 ORDER BY state DESC, nonce, rowid LIMIT 1",
-                     -1, &st, NULL);
-  bool found = sqlite3_step(st) == SQLITE_ROW;
-  if (found) {
-    r->rowid = sqlite3_column_int64(st, 0);
-    r->state = sqlite3_column_int(st, 1);
-    r->target = xgr__sqlite_col_text(st, 2);
-    r->function = xgr__sqlite_col_text(st, 3);
-    r->data = xgr__sqlite_col_text(st, 4);
-    r->value = xgr__sqlite_col_text(st, 5);
-    r->raw = xgr__sqlite_col_text(st, 6);
-    r->hash = xgr__sqlite_col_text(st, 7);
-    r->gas = (uint64_t)sqlite3_column_int64(st, 8);
-    r->nonce = (uint64_t)sqlite3_column_int64(st, 9);
-  }
-  sqlite3_finalize(st);
-  return found;
-}
+typedef xgr__xjournal_row row;
 
 static bool mark(xgr_chain_executor *x, const row *r, int state, const char *raw, const char *hash, uint64_t nonce,
                  const char *record) {
-  sqlite3_stmt *st = NULL;
-  sqlite3_prepare_v2(x->db, "UPDATE chain_exec SET state=?, raw=?, hash=?, nonce=?, record=? WHERE rowid=?", -1, &st, NULL);
-  sqlite3_bind_int(st, 1, state);
-  if (raw) sqlite3_bind_text(st, 2, raw, -1, SQLITE_TRANSIENT);
-  if (hash) sqlite3_bind_text(st, 3, hash, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 4, (sqlite3_int64)nonce);
-  if (record) sqlite3_bind_text(st, 5, record, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 6, r->rowid);
-  bool ok = sqlite3_step(st) == SQLITE_DONE;
-  sqlite3_finalize(st);
-  if (!ok) logf_(x, "level=error msg=\"execution journal update failed\" error=\"%s\"", sqlite3_errmsg(x->db));
+  char msg[512];
+  bool ok = !xgr__xjournal_mark(x->j, r->id, state, raw, hash, nonce, record, msg, sizeof msg);
+  if (!ok) logf_(x, "level=error msg=\"execution journal update failed\" error=\"%s\"", msg);
   return ok;
 }
 
@@ -228,7 +168,8 @@ static bool work(xgr_chain_executor *x, row *r) {
     pthread_mutex_lock(&x->mu);
     bool ok = mark(x, r, ST_SIGNED, tx.raw_hex, tx.hash, tx.nonce, NULL);   /* durable before it is sent */
     pthread_mutex_unlock(&x->mu);
-    if (!ok) {
+    if (!ok) {   /* stored or not: not sent; the next nonce is taken from the node and the journal again */
+      x->nonce_ready = false;
       xgr_chain_signed_clear(&tx);
       return false;
     }
@@ -255,7 +196,7 @@ static bool work(xgr_chain_executor *x, row *r) {
 
 static void *run(void *arg) {
   xgr_chain_executor *x = arg;
-  bool nonce_ready = false;
+  char msg[512];
   for (;;) {
     pthread_mutex_lock(&x->mu);
     if (x->stop) {
@@ -263,8 +204,9 @@ static void *run(void *arg) {
       break;
     }
     row r = {0};
-    bool have = next_row(x, &r);
-    if (!have) {
+    int have = xgr__xjournal_next(x->j, &r, msg, sizeof msg);
+    if (have < 0) logf_(x, "level=error msg=\"execution journal read failed\" error=\"%s\"", msg);
+    if (have <= 0) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_sec += 1;
@@ -272,27 +214,31 @@ static void *run(void *arg) {
       pthread_mutex_unlock(&x->mu);
       continue;
     }
-    sqlite3_int64 max_nonce = -1;
-    if (!nonce_ready) {
-      sqlite3_stmt *st = NULL;
-      sqlite3_prepare_v2(x->db, "SELECT MAX(nonce) FROM chain_exec WHERE state >= 1 AND raw IS NOT NULL", -1, &st, NULL);
-      if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) max_nonce = sqlite3_column_int64(st, 0);
-      sqlite3_finalize(st);
+    int64_t max_nonce = -1;
+    bool journal_ok = true;
+    if (!x->nonce_ready && xgr__xjournal_max_nonce(x->j, &max_nonce, msg, sizeof msg)) {
+      logf_(x, "level=error msg=\"execution journal read failed\" error=\"%s\"", msg);
+      journal_ok = false;
     }
     pthread_mutex_unlock(&x->mu);
-    if (!nonce_ready) {
+    if (!journal_ok) {
+      xgr__xjournal_row_clear(&r);
+      sleep_ms(500);
+      continue;
+    }
+    if (!x->nonce_ready) {
       xgr_error e;
       if (xgr_chain_sender_init(&x->s, &e)) {
         logf_(x, "level=warn msg=\"executor cannot reach the chain\" error=\"%s\"", e.message);
-        row_clear(&r);
+        xgr__xjournal_row_clear(&r);
         sleep_ms(500);
         continue;
       }
       if (max_nonce >= 0 && (uint64_t)max_nonce + 1 > x->s.nonce) x->s.nonce = (uint64_t)max_nonce + 1;
-      nonce_ready = true;
+      x->nonce_ready = true;
     }
     if (!work(x, &r)) sleep_ms(200);
-    row_clear(&r);
+    xgr__xjournal_row_clear(&r);
   }
   return NULL;
 }
@@ -313,20 +259,7 @@ xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const xgr_secp *secp, c
     return NULL;
   }
   xgr_addr_hex(addr, x->s.from);
-  const char *path = journal ? journal : ":memory:";
-  if (sqlite3_open_v2(path, &x->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-    xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", path, x->db ? sqlite3_errmsg(x->db) : "cannot open");
-    xgr_chain_executor_free(x);
-    return NULL;
-  }
-  sqlite3_busy_timeout(x->db, 5000);
-  if (exec_sql(x->db, "PRAGMA journal_mode=WAL") || exec_sql(x->db, "PRAGMA synchronous=FULL") ||
-      exec_sql(x->db,
-               "CREATE TABLE IF NOT EXISTS chain_exec(owner TEXT NOT NULL, root INTEGER NOT NULL, iter INTEGER NOT NULL,"
-               " step TEXT, target TEXT NOT NULL, function TEXT, data TEXT NOT NULL, value TEXT, gas INTEGER NOT NULL,"
-               " state INTEGER NOT NULL, raw TEXT, hash TEXT, nonce INTEGER NOT NULL DEFAULT 0, record TEXT,"
-               " PRIMARY KEY(owner, root, iter))")) {
-    xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", path, sqlite3_errmsg(x->db));
+  if (!(x->j = xgr__xjournal_open(journal, e))) {
     xgr_chain_executor_free(x);
     return NULL;
   }
@@ -350,7 +283,7 @@ void xgr_chain_executor_free(xgr_chain_executor *x) {
     pthread_mutex_unlock(&x->mu);
     pthread_join(x->th, NULL);
   }
-  if (x->db) sqlite3_close(x->db);
+  xgr__xjournal_close(x->j);
   memset(x->s.key, 0, sizeof x->s.key);
   pthread_cond_destroy(&x->cv);
   pthread_mutex_destroy(&x->mu);
@@ -360,36 +293,27 @@ void xgr_chain_executor_free(xgr_chain_executor *x) {
 const struct xgr_exec_hook *xgr_chain_executor_hook(xgr_chain_executor *x) { return &x->hook; }
 const char *xgr_chain_executor_address(const xgr_chain_executor *x) { return x->s.from; }
 
+const char *xgr_chain_executor_journal(const xgr_chain_executor *x) { return xgr__xjournal_name(x->j); }
+
 json_t *xgr_chain_executor_record(xgr_chain_executor *x, const char *owner, uint64_t root, uint64_t iter) {
+  int state = 0;
+  char *hash = NULL, *rec = NULL;
   pthread_mutex_lock(&x->mu);
-  sqlite3_stmt *st = NULL;
-  sqlite3_prepare_v2(x->db, "SELECT state, hash, record FROM chain_exec WHERE owner=? AND root=? AND iter=?", -1, &st, NULL);
-  sqlite3_bind_text(st, 1, owner, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, (sqlite3_int64)root);
-  sqlite3_bind_int64(st, 3, (sqlite3_int64)iter);
+  int found = xgr__xjournal_get(x->j, owner, root, iter, &state, &hash, &rec);
+  pthread_mutex_unlock(&x->mu);
   json_t *out = NULL;
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    int state = sqlite3_column_int(st, 0);
-    const char *hash = (const char *)sqlite3_column_text(st, 1);
-    const char *rec = (const char *)sqlite3_column_text(st, 2);
+  if (found) {
     json_error_t je;
     if (state == ST_DONE && rec) out = json_loads(rec, 0, &je);
     if (!out) out = json_pack("{s:s?, s:s}", "txHash", hash, "status", "pending");
   }
-  sqlite3_finalize(st);
-  pthread_mutex_unlock(&x->mu);
+  free(hash);
+  free(rec);
   return out;
 }
 
 void xgr_chain_executor_counts(xgr_chain_executor *x, uint64_t *pending, uint64_t *done) {
   pthread_mutex_lock(&x->mu);
-  sqlite3_stmt *st = NULL;
-  sqlite3_prepare_v2(x->db, "SELECT SUM(state < 2), SUM(state = 2) FROM chain_exec", -1, &st, NULL);
-  *pending = *done = 0;
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    *pending = (uint64_t)sqlite3_column_int64(st, 0);
-    *done = (uint64_t)sqlite3_column_int64(st, 1);
-  }
-  sqlite3_finalize(st);
+  xgr__xjournal_counts(x->j, pending, done);
   pthread_mutex_unlock(&x->mu);
 }

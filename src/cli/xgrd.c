@@ -109,8 +109,10 @@ static void usage(FILE *f) {
           "  --chain NAME=URL       a named backend for reads whose \"rpc\" selects it (repeatable)\n"
           "  --api-map FROM=TO      rewrite API URLs starting with FROM to start with TO (repeatable)\n"
           "  --engine-key FILE      private key (64 hex, mode 0600) that signs the steps' executions as EIP-1559\n"
-          "                         transactions on the --chain node; journaled next to the store (FILE-exec) so\n"
-          "                         each is sent exactly once across crashes\n"
+          "                         transactions on the --chain node, each exactly once across crashes: journaled\n"
+          "                         beside an SQLite store (PATH-exec), in a PostgreSQL store's database (table\n"
+          "                         exec_journal), in memory with a memory store. Not with --node-id: the nodes\n"
+          "                         would allocate the key's nonces independently (docs/CLUSTER.md)\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
@@ -366,7 +368,18 @@ int main(int argc, char **argv) {
     /* a malformed address is a usage error; an address xgrd may not listen on is a failure to start */
     return err.code == XGR_EINVAL ? EXIT_USAGE : EXIT_HARD;
   }
-  /* executions: the engine key's executor, its journal beside the store file */
+  /* executions: the engine key's executor, its journal beside the store file or in the store's
+   * PostgreSQL database. Not on cluster nodes: each would sign with the key's nonces on its own. */
+  if (o.engine_key && o.node_id) {
+    fprintf(stderr, "xgrd: --engine-key cannot be used with --node-id: the nodes of a cluster would each sign the "
+                    "engine key's transactions with nonces of their own (the same nonce twice, or gaps). Send "
+                    "executions from a single xgrd (without --node-id) on the store (docs/CLUSTER.md)\n");
+    xgr_rpc_server_free(srv);
+    xgr_auth_free(auth);
+    curl_global_cleanup();
+    json_decref(cfgdoc);
+    return EXIT_USAGE;
+  }
   xgr_secp *secp = NULL;
   xgr_chain_executor *executor = NULL;
   if (o.engine_key) {
@@ -381,10 +394,12 @@ int main(int argc, char **argv) {
     uint8_t key[32];
     char journal[4096] = "";
     const char *sp = o.store ? (!strncmp(o.store, "sqlite:", 7) ? o.store + 7 : strncmp(o.store, "memory:", 7) ? o.store : NULL) : NULL;
-    if (sp) snprintf(journal, sizeof journal, "%s-exec", sp);
+    bool pg = sp && (!strncmp(sp, "postgresql://", 13) || !strncmp(sp, "postgres://", 11));
+    if (sp && !pg) snprintf(journal, sizeof journal, "%s-exec", sp);
+    const char *where = pg ? sp : sp ? journal : NULL;   /* PostgreSQL: the table exec_journal in the store's database */
     secp = xgr_secp_new();
     if (!secp || xgr_secp_key_load(secp, o.engine_key, key, &err) ||
-        !(executor = xgr_chain_executor_new(o.chain, secp, key, sp ? journal : NULL, stderr, &err))) {
+        !(executor = xgr_chain_executor_new(o.chain, secp, key, where, stderr, &err))) {
       log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o.engine_key,
              secp ? err.message : "no secp256k1 context");
       memset(key, 0, sizeof key);
@@ -396,8 +411,8 @@ int main(int argc, char **argv) {
       return EXIT_USAGE;
     }
     memset(key, 0, sizeof key);
-    log_kv("info", "msg=\"executions enabled\" from=%s journal=%s", xgr_chain_executor_address(executor),
-           sp ? journal : "memory (not durable)");
+    log_kv("info", "msg=\"executions enabled\" from=%s journal=\"%s\"", xgr_chain_executor_address(executor),
+           xgr_chain_executor_journal(executor));
   }
   /* listen first: while the store's sessions are recovered, /readyz answers 503 and every call a
    * clear -32009, instead of clients seeing "connection refused" */

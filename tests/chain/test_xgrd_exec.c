@@ -2,7 +2,10 @@
  * a token transfer whose transaction and receipt appear in the session's history, a reverted
  * execution with its reason, and the crash test: xgrd SIGKILLed while executions are in flight,
  * restarted on the same store and journal, and afterwards every execution mined exactly once —
- * counted as the token's Transfer logs on the real anvil. */
+ * counted as the token's Transfer logs on the real anvil. Run a second time under
+ * tests/pg/pg_cluster.sh (test_xgrd_exec_pg: XGR_PG_URL set) with the store — and so the
+ * execution journal, the table exec_journal — in PostgreSQL. Also: --engine-key with --node-id (a
+ * cluster node) is refused as a usage error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <libpq-fe.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -29,6 +33,7 @@ static xh_daemon xd;          /* the xgrd under test; its directory also holds t
 static const char *dir = xd.dir;
 static char token[43];
 static json_t *pub;
+static const char *pg_url;    /* XGR_PG_URL: the store (and journal) in PostgreSQL; NULL: SQLite */
 
 static json_t *call(const char *method, json_t *params) { return xh_call(&xd, method, params); }
 
@@ -48,6 +53,7 @@ static int setup(void **st) {
   (void)st;
   if (anvil_start(&node, NULL)) return -1;
   xh_init(&xd, "xgrd-exec");
+  if (pg_url) snprintf(xd.store, sizeof xd.store, "%s", pg_url);
   char path[512];
   snprintf(path, sizeof path, "%s/k0.key", dir);
   if (anvil_key_file(0, path)) return -1;
@@ -187,11 +193,45 @@ static void test_crash_exactly_once(void **st) {
   assert_int_equal(start_xgrd(), 0);
   xh_msleep(500);
   assert_int_equal(transfers_to(to), N);
+  if (pg_url) {   /* the journal is the store database's table (no PATH-exec file beside a URI) */
+    PGconn *c = PQconnectdb(pg_url);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    PGresult *r = PQexec(c, "SELECT count(*) FILTER (WHERE state = 2), count(*) FILTER (WHERE state < 2),"
+                            " count(DISTINCT nonce) FILTER (WHERE raw IS NOT NULL) FROM exec_journal");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(atoi(PQgetvalue(r, 0, 0)), N + 2);   /* + test_transfer_in_history, test_reverted */
+    assert_int_equal(atoi(PQgetvalue(r, 0, 1)), 0);
+    assert_int_equal(atoi(PQgetvalue(r, 0, 2)), N + 2);
+    PQclear(r);
+    PQfinish(c);
+  }
+}
+
+/* A cluster node cannot send executions: each node would allocate the engine key's nonces on its
+ * own. xgrd refuses the combination as a usage error (exit 2) before it opens anything. */
+static void test_cluster_node_refused(void **st) {
+  (void)st;
+  char cmd[2048], log[400], out[4096] = "";
+  snprintf(log, sizeof log, "%s/refused.log", dir);
+  snprintf(cmd, sizeof cmd, "'%s' --auth none --listen 127.0.0.1:0 --chain %s --engine-key %s/k0.key --node-id n1 --store '%s' 2>%s",
+           getenv("XGRD"), node.url, dir, pg_url ? pg_url : xd.store, log);
+  int rc = system(cmd);
+  assert_true(WIFEXITED(rc));
+  assert_int_equal(WEXITSTATUS(rc), 2);
+  FILE *f = fopen(log, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  fclose(f);
+  if (!strstr(out, "--engine-key cannot be used with --node-id") || !strstr(out, "nonces"))
+    fail_msg("unexpected refusal: %s", out);
 }
 
 int main(void) {
   if (!anvil_test_begin()) return 77;
+  pg_url = getenv("XGR_PG_URL");
+  if (pg_url && !*pg_url) pg_url = NULL;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_transfer_in_history), cmocka_unit_test(test_reverted),
-                                     cmocka_unit_test(test_crash_exactly_once)};
+                                     cmocka_unit_test(test_crash_exactly_once), cmocka_unit_test(test_cluster_node_refused)};
   return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

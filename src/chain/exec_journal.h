@@ -1,0 +1,68 @@
+/* exec_journal.h — where the engine executor (executor.c) keeps its executions: an SQLite file of
+ * its own beside an SQLite store, in memory for a memory store, or the table `exec_journal` in the
+ * store's own PostgreSQL database and schema. One row per execution, keyed by (owner, rootPid,
+ * iter), in the states intent (0) -> signed (1: raw transaction and hash stored) -> done (2:
+ * record stored). Every write is durable when it returns 0 (SQLite synchronous=FULL; PostgreSQL
+ * synchronous_commit=on), which is what the executor's exactly-once rule rests on. Private to
+ * the library. A journal is not thread-safe: its one user (the executor) serializes calls. */
+#ifndef XGR_CHAIN_EXEC_JOURNAL_H
+#define XGR_CHAIN_EXEC_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xgr/error.h"
+
+enum { XGR__XJ_INTENT = 0, XGR__XJ_SIGNED = 1, XGR__XJ_DONE = 2 };
+
+typedef struct xgr__xjournal xgr__xjournal;
+
+/* A row to work on; the strings are owned by the row (xgr__xjournal_row_clear frees them). */
+typedef struct xgr__xjournal_row {
+  int64_t id;
+  int state;
+  char *target, *function, *data, *value, *raw, *hash;
+  uint64_t gas, nonce;
+} xgr__xjournal_row;
+
+/* A new execution (borrowed strings; function, value and record may be NULL). */
+typedef struct xgr__xjournal_intent {
+  const char *owner, *step, *target, *function, *data, *value, *record;
+  uint64_t root, iter, gas;
+  int state;   /* XGR__XJ_INTENT, or XGR__XJ_DONE with a record (nothing to send) */
+} xgr__xjournal_intent;
+
+/* Open the journal at `where`: NULL (in memory, not durable), an SQLite file path, or a libpq URI
+ * (postgresql://... or postgres://...: the table exec_journal in that database's current schema).
+ * On PostgreSQL the journal holds a session advisory lock keyed by the schema while open, so a
+ * second executor on the same journal is refused. NULL with *e
+ * (path "--engine-key") on failure. Free with xgr__xjournal_close. */
+xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e);
+void xgr__xjournal_close(xgr__xjournal *j);
+/* The journal as logged (an SQLite path, "memory (not durable)" or the redacted URI + table);
+ * owned by j. */
+const char *xgr__xjournal_name(const xgr__xjournal *j);
+
+/* Insert an execution unless its (owner, root, iter) is already there (then the first stays).
+ * 0 when durable; else nonzero with a message in err. */
+int xgr__xjournal_add(xgr__xjournal *j, const xgr__xjournal_intent *in, char *err, size_t cap);
+/* The next row to work on: signed rows first in nonce order, then intents in arrival order.
+ * 1 with *r filled, 0 when there is none, -1 on a journal error (message in err). */
+int xgr__xjournal_next(xgr__xjournal *j, xgr__xjournal_row *r, char *err, size_t cap);
+void xgr__xjournal_row_clear(xgr__xjournal_row *r);
+/* Set row id's state, raw transaction, hash, nonce and record (NULL strings store NULL).
+ * 0 when durable; else nonzero with a message in err (the write may or may not have happened). */
+int xgr__xjournal_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, const char *hash, uint64_t nonce,
+                       const char *record, char *err, size_t cap);
+/* The highest nonce of a signed or settled row in *out (-1 when there is none). 0, or nonzero with
+ * a message in err. */
+int xgr__xjournal_max_nonce(xgr__xjournal *j, int64_t *out, char *err, size_t cap);
+/* The state, hash and record of (owner, root, iter): 1 when found (*hash and *record new strings
+ * or NULL; the caller frees them), 0 when there is no such row or the journal cannot be read. */
+int xgr__xjournal_get(xgr__xjournal *j, const char *owner, uint64_t root, uint64_t iter, int *state, char **hash,
+                      char **record);
+/* Rows not settled yet and settled (both 0 when the journal cannot be read). */
+void xgr__xjournal_counts(xgr__xjournal *j, uint64_t *pending, uint64_t *done);
+
+#endif
