@@ -370,7 +370,8 @@ int main(int argc, char **argv) {
   }
   /* executions: the engine key's executor, its journal beside the store file or in the store's
    * PostgreSQL database. Not on cluster nodes: each would sign with the key's nonces on its own. */
-  if (o.engine_key && o.node_id) {
+  bool pg_store = o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11));
+  if (o.engine_key && o.node_id && pg_store) {   /* --node-id makes a cluster node on PostgreSQL only */
     fprintf(stderr, "xgrd: --engine-key cannot be used with --node-id: the nodes of a cluster would each sign the "
                     "engine key's transactions with nonces of their own (the same nonce twice, or gaps). Send "
                     "executions from a single xgrd (without --node-id) on the store (docs/CLUSTER.md)\n");

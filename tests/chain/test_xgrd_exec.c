@@ -207,14 +207,15 @@ static void test_crash_exactly_once(void **st) {
   }
 }
 
-/* A cluster node cannot send executions: each node would allocate the engine key's nonces on its
- * own. xgrd refuses the combination as a usage error (exit 2) before it opens anything. */
+/* A cluster node (--node-id on a PostgreSQL store) cannot send executions: each node would
+ * allocate the engine key's nonces on its own. xgrd refuses the combination as a usage error
+ * (exit 2) before it opens anything: the store here does not even exist. */
 static void test_cluster_node_refused(void **st) {
   (void)st;
   char cmd[2048], log[400], out[4096] = "";
   snprintf(log, sizeof log, "%s/refused.log", dir);
   snprintf(cmd, sizeof cmd, "'%s' --auth none --listen 127.0.0.1:0 --chain %s --engine-key %s/k0.key --node-id n1 --store '%s' 2>%s",
-           getenv("XGRD"), node.url, dir, pg_url ? pg_url : xd.store, log);
+           getenv("XGRD"), node.url, dir, "postgresql:///nowhere?host=/nonexistent", log);
   int rc = system(cmd);
   assert_true(WIFEXITED(rc));
   assert_int_equal(WEXITSTATUS(rc), 2);
