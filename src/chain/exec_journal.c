@@ -125,7 +125,10 @@ static int pg_open(xgr__xjournal *j, const char *url, xgr_error *e) {
   j->name = xgr__xmalloc(n);
   snprintf(j->name, n, "%s table exec_journal", red);
   free(red);
-  j->pg = PQconnectdb(url);
+  /* the URI's own settings, and a name in pg_stat_activity unless the URI gives one */
+  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+  const char *const vals[] = {url, "xgr exec journal", NULL};
+  j->pg = PQconnectdbParams(keys, vals, 1);
   char msg[512];
   if (PQstatus(j->pg) != CONNECTION_OK) {
     pg_msg(j->pg, NULL, msg, sizeof msg);

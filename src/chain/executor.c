@@ -4,9 +4,9 @@
  * step's result is applied. submit encodes it (call data, value, gas limit, target: CPU only) and
  * writes it as an *intent* into a journal (exec_journal.c: an SQLite file of its own,
  * synchronous=FULL, beside an SQLite store; the table exec_journal in a PostgreSQL store's own
- * database, synchronous_commit=on) keyed by (owner, rootPid, iter); a second submit of the same key (the step ran again after a crash
- * before its result was committed) keeps the first. One executor thread then works the journal
- * in order:
+ * database, synchronous_commit=on) keyed by (owner, rootPid, iter); a second submit of the same
+ * key (the step ran again after a crash before its result was committed) keeps the first. One
+ * executor thread then works the journal in order:
  *
  *   intent  -> sign with the engine key (its next nonce; gas.limit or an estimate) and store the
  *              raw transaction and its hash (state "signed") BEFORE anything is sent;

@@ -375,6 +375,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "xgrd: --engine-key cannot be used with --node-id: the nodes of a cluster would each sign the "
                     "engine key's transactions with nonces of their own (the same nonce twice, or gaps). Send "
                     "executions from a single xgrd (without --node-id) on the store (docs/CLUSTER.md)\n");
+    xgr_chain_free(o.chain);
     xgr_rpc_server_free(srv);
     xgr_auth_free(auth);
     curl_global_cleanup();
@@ -399,17 +400,20 @@ int main(int argc, char **argv) {
     if (sp && !pg) snprintf(journal, sizeof journal, "%s-exec", sp);
     const char *where = pg ? sp : sp ? journal : NULL;   /* PostgreSQL: the table exec_journal in the store's database */
     secp = xgr_secp_new();
-    if (!secp || xgr_secp_key_load(secp, o.engine_key, key, &err) ||
-        !(executor = xgr_chain_executor_new(o.chain, secp, key, where, stderr, &err))) {
+    bool key_ok = secp && !xgr_secp_key_load(secp, o.engine_key, key, &err);
+    if (!key_ok || !(executor = xgr_chain_executor_new(o.chain, secp, key, where, stderr, &err))) {
       log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o.engine_key,
              secp ? err.message : "no secp256k1 context");
       memset(key, 0, sizeof key);
       xgr_secp_free(secp);
+      xgr_chain_free(o.chain);
       xgr_rpc_server_free(srv);
       xgr_auth_free(auth);
       curl_global_cleanup();
       json_decref(cfgdoc);
-      return EXIT_USAGE;
+      /* a bad key file is a usage error; a journal that cannot be opened (or is in use) a failure to
+       * start, as for the store */
+      return key_ok ? EXIT_HARD : EXIT_USAGE;
     }
     memset(key, 0, sizeof key);
     log_kv("info", "msg=\"executions enabled\" from=%s journal=\"%s\"", xgr_chain_executor_address(executor),

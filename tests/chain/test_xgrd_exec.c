@@ -207,25 +207,77 @@ static void test_crash_exactly_once(void **st) {
   }
 }
 
+/* PostgreSQL only: the journal's connection is terminated by the server while xgrd runs (as when
+ * the database restarts or a proxy drops it); the executor reconnects, takes its lock again and
+ * every execution submitted afterwards is still mined exactly once. */
+static void test_journal_connection_lost(void **st) {
+  (void)st;
+  if (!pg_url) skip();
+  enum { M = 10 };
+  const char *to = node.accounts[7];
+  PGconn *c = PQconnectdb(pg_url);
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  PGresult *r = PQexec(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                          " WHERE application_name = 'xgr exec journal'");
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  assert_int_equal(atoi(PQgetvalue(r, 0, 0)), 1);
+  PQclear(r);
+  for (uint64_t s = 0; s < M; s++) enqueue(200 + s, to, "1");
+  for (uint64_t s = 0; s < M; s++) {
+    json_t *x = settled(200 + s);
+    assert_string_equal(json_string_value(json_object_get(x, "status")), "success");
+    json_decref(x);
+  }
+  assert_int_equal(transfers_to(to), M);
+  r = PQexec(c, "SELECT count(*) FROM exec_journal WHERE root >= 200 AND root < 300 AND state = 2");
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  assert_int_equal(atoi(PQgetvalue(r, 0, 0)), M);
+  PQclear(r);
+  PQfinish(c);
+}
+
+/* Run xgrd with args (a shell fragment) to its exit: the exit status, stderr in out. */
+static int run_xgrd(const char *args, char *out, size_t cap) {
+  char cmd[2048], log[400];
+  snprintf(log, sizeof log, "%s/run.log", dir);
+  snprintf(cmd, sizeof cmd, "timeout 60 '%s' --auth none --listen 127.0.0.1:0 %s 2>%s", getenv("XGRD"), args, log);
+  int rc = system(cmd);
+  FILE *f = fopen(log, "r");
+  size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+  out[n] = 0;
+  if (f) fclose(f);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* PostgreSQL only: a second xgrd executing from the same schema's journal while the first runs
+ * is refused (the journal's advisory lock, waited for 10 s; exit 3, a failure to start), so one
+ * key's nonces are allocated by one executor. */
+static void test_second_executor_refused(void **st) {
+  (void)st;
+  if (!pg_url) skip();
+  char args[1200], out[4096];
+  snprintf(args, sizeof args, "--chain %s --engine-key %s/k0.key --store '%s'", node.url, dir, pg_url);
+  int rc = run_xgrd(args, out, sizeof out);
+  if (rc != 3 || !strstr(out, "another xgrd sends executions from the execution journal of this database schema"))
+    fail_msg("second executor: exit %d: %s", rc, out);
+  /* the first one still works */
+  enqueue(300, node.accounts[8], "1");
+  json_t *x = settled(300);
+  assert_string_equal(json_string_value(json_object_get(x, "status")), "success");
+  json_decref(x);
+}
+
 /* A cluster node (--node-id on a PostgreSQL store) cannot send executions: each node would
  * allocate the engine key's nonces on its own. xgrd refuses the combination as a usage error
  * (exit 2) before it opens anything: the store here does not even exist. */
 static void test_cluster_node_refused(void **st) {
   (void)st;
-  char cmd[2048], log[400], out[4096] = "";
-  snprintf(log, sizeof log, "%s/refused.log", dir);
-  snprintf(cmd, sizeof cmd, "'%s' --auth none --listen 127.0.0.1:0 --chain %s --engine-key %s/k0.key --node-id n1 --store '%s' 2>%s",
-           getenv("XGRD"), node.url, dir, "postgresql:///nowhere?host=/nonexistent", log);
-  int rc = system(cmd);
-  assert_true(WIFEXITED(rc));
-  assert_int_equal(WEXITSTATUS(rc), 2);
-  FILE *f = fopen(log, "r");
-  assert_non_null(f);
-  size_t n = fread(out, 1, sizeof out - 1, f);
-  out[n] = 0;
-  fclose(f);
-  if (!strstr(out, "--engine-key cannot be used with --node-id") || !strstr(out, "nonces"))
-    fail_msg("unexpected refusal: %s", out);
+  char args[1200], out[4096];
+  snprintf(args, sizeof args, "--chain %s --engine-key %s/k0.key --node-id n1 --store 'postgresql:///nowhere?host=/nonexistent'",
+           node.url, dir);
+  int rc = run_xgrd(args, out, sizeof out);
+  if (rc != 2 || !strstr(out, "--engine-key cannot be used with --node-id") || !strstr(out, "nonces"))
+    fail_msg("unexpected refusal: exit %d: %s", rc, out);
 }
 
 int main(void) {
@@ -233,6 +285,8 @@ int main(void) {
   pg_url = getenv("XGR_PG_URL");
   if (pg_url && !*pg_url) pg_url = NULL;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_transfer_in_history), cmocka_unit_test(test_reverted),
-                                     cmocka_unit_test(test_crash_exactly_once), cmocka_unit_test(test_cluster_node_refused)};
+                                     cmocka_unit_test(test_crash_exactly_once), cmocka_unit_test(test_journal_connection_lost),
+                                     cmocka_unit_test(test_second_executor_refused),
+                                     cmocka_unit_test(test_cluster_node_refused)};
   return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }
