@@ -1,6 +1,6 @@
 /* sqlite_col.h — the one reader of a text column that both SQLite users of the library share: the
  * store's SQLite backend (src/store/sqlite.c) and the chain executor's journal
- * (src/chain/executor.c). Private to the library; header-only (static inline), so it adds no
+ * (src/chain/exec_journal.c). Private to the library; header-only (static inline), so it adds no
  * symbol. */
 #ifndef XGR_STORE_SQLITE_COL_H
 #define XGR_STORE_SQLITE_COL_H
