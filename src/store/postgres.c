@@ -148,7 +148,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
-  S_PROCS_BULK, S_HISTS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
+  S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
   S_GC_REFUSED, S_COUNT
 };
 
@@ -219,11 +219,6 @@ static const char *const stmt_sql[S_COUNT] = {
                      " started_at = excluded.started_at, finished_at = excluded.finished_at,"
                      " payload = excluded.payload, error = excluded.error, join_state = excluded.join_state,"
                      " terminal_at = excluded.terminal_at",
-    [S_HISTS_BULK] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
-                     " abort_reason, at, finished_at, error, payload, recorded_at, api)"
-                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
-                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
-                     " $13::text[], $14::bigint[], $15::text[])",
     /* the last state of every session of a group; $9 is the commit's time */
     [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
                       " next_group = u.next_group, paused = u.paused, wake_due = u.wake_due,"
@@ -603,6 +598,56 @@ static void col_i64(colbuf *c, int64_t x) {
   xgr__buf_put(&c->b, t + i, sizeof t - (size_t)i);
 }
 
+/* ---- binary COPY: the history rows of a group ------------------------------------------------------
+ *
+ * History rows are only ever inserted, so a group's go into proc_steps with one
+ * `COPY ... FROM STDIN (FORMAT binary)`: no array literals to build and parse, no unnest, and the
+ * server inserts them in multi-row batches. The format: a header, then per row a field count
+ * and each field as a 32-bit length (-1: NULL) and its binary value, network byte order; a
+ * trailer of -1. xgr_u64 columns are NUMERIC: base-10000 digits (numeric_send's format). */
+
+static const char copy_header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+
+static void cp_be(xgr_buf *b, uint64_t v, int bytes) {
+  unsigned char t[8];
+  for (int i = bytes - 1; i >= 0; i--, v >>= 8) t[i] = (unsigned char)v;
+  xgr__buf_put(b, t, (size_t)bytes);
+}
+static void cp_row(xgr_buf *b, int fields) { cp_be(b, (uint64_t)fields, 2); }
+static void cp_text(xgr_buf *b, const char *v) {
+  if (!v) {
+    cp_be(b, 0xFFFFFFFFu, 4);
+    return;
+  }
+  size_t n = strlen(v);
+  assert(n < INT32_MAX);
+  cp_be(b, n, 4);
+  xgr__buf_put(b, v, n);
+}
+static void cp_i32(xgr_buf *b, int32_t v) {
+  cp_be(b, 4, 4);
+  cp_be(b, (uint32_t)v, 4);
+}
+static void cp_i64(xgr_buf *b, int64_t v) {
+  cp_be(b, 8, 4);
+  cp_be(b, (uint64_t)v, 8);
+}
+/* a NUMERIC: ndigits, weight (of the first digit, in powers of 10000), sign, dscale, digits */
+static void cp_num(xgr_buf *b, uint64_t v) {
+  uint16_t d[5];
+  int n = 0;
+  for (; v; v /= 10000) d[n++] = (uint16_t)(v % 10000);   /* least significant first */
+  int weight = n - 1, low = 0;
+  while (low < n && d[low] == 0) low++;                     /* trailing zero digits are implied */
+  int nd = n - low;
+  cp_be(b, 8 + 2 * (uint64_t)nd, 4);
+  cp_be(b, (uint64_t)nd, 2);
+  cp_be(b, (uint16_t)(n ? weight : 0), 2);
+  cp_be(b, 0, 2);   /* sign: positive */
+  cp_be(b, 0, 2);   /* dscale */
+  for (int i = n - 1; i >= low; i--) cp_be(b, d[i], 2);
+}
+
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
  * history rows does not matter: session rows, states, scopes (no removal, no registry, no
  * counters, no marks). */
@@ -626,7 +671,7 @@ static size_t proc_key_hash(const store_op *op) {
  * upsert and every history row in one insert (after the session rows and scopes, which are sent
  * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
  * one batch at a time, which names the faulty batch. */
-static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now) {
+static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy) {
   size_t nprocs = 0, nstates = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
@@ -638,10 +683,8 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   while (scap < nstates * 2) scap *= 2;
   const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
   const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
-  colbuf pc[20], hc[15];
+  colbuf pc[20];
   memset(pc, 0, sizeof pc);
-  memset(hc, 0, sizeof hc);
-  size_t nhist = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
@@ -652,23 +695,24 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
           h = (h + 1) & (cap - 1);
         slot[h] = op;   /* a later state of the same process replaces the earlier */
       } else if (op->kind == OP_HIST) {
-        const xgr_store_hist *x = &op->u.hist;
-        col_text(&hc[0], op->owner);
-        col_u64(&hc[1], op->root);
-        col_u64(&hc[2], x->iter);
-        col_u64(&hc[3], x->parent_iter);
-        col_i64(&hc[4], x->step);
-        col_text(&hc[5], x->step_id ? x->step_id : "");
-        col_i64(&hc[6], x->status);
-        col_i64(&hc[7], x->valid);
-        col_i64(&hc[8], x->abort_reason);
-        col_i64(&hc[9], x->at);
-        col_i64(&hc[10], x->finished_at);
-        col_text(&hc[11], x->error);
-        col_text(&hc[12], g->base.cfg.no_history_payload ? NULL : x->payload);
-        col_i64(&hc[13], now);
-        col_text(&hc[14], x->api);
-        nhist++;
+        const xgr_store_hist *x = &op->u.hist;   /* the columns of COPY_HIST */
+        if (!copy->len) xgr__buf_put(copy, copy_header, sizeof copy_header);
+        cp_row(copy, 15);
+        cp_text(copy, op->owner);
+        cp_num(copy, op->root);
+        cp_num(copy, x->iter);
+        cp_num(copy, x->parent_iter);
+        cp_i32(copy, x->step);
+        cp_text(copy, x->step_id ? x->step_id : "");
+        cp_i32(copy, x->status);
+        cp_i32(copy, x->valid);
+        cp_i32(copy, x->abort_reason);
+        cp_i64(copy, x->at);
+        cp_i64(copy, x->finished_at);
+        cp_text(copy, x->error);
+        cp_text(copy, g->base.cfg.no_history_payload ? NULL : x->payload);
+        cp_i64(copy, now);
+        cp_text(copy, x->api);
       } else if (op->kind == OP_STATE) {
         size_t h = proc_key_hash(op) & (scap - 1);
         while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
@@ -732,11 +776,11 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     nrows++;
   }
   free(slot);
-  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 8, nst, S_STATES_BULK},
+  if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
+  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[3] = {{sc, 8, nst, S_STATES_BULK},
                                                                     {dc, 2, ndel, S_SCOPES_DEL_BULK},
-                                                                    {pc, 20, nrows, S_PROCS_BULK},
-                                                                    {hc, 15, nhist, S_HISTS_BULK}};
-  for (int j = 0; j < 4; j++) {
+                                                                    {pc, 20, nrows, S_PROCS_BULK}};
+  for (int j = 0; j < 3; j++) {
     params p = {0};
     char *text[20];
     for (int c = 0; c < bulk[j].ncol; c++) {
@@ -875,9 +919,55 @@ static void send_fence(pgstore *g, pipe_state *ps, xgr_store_changes **list, siz
   ps->p[ps->n++] = (pending){0, 0, W_PLAIN};
 }
 
-/* BEGIN and the statements of list[0..n) in one pipeline, then the results. */
+/* The columns of a history row in COPY (the order cp_* writes them in send_bulk). */
+#define COPY_HIST                                                                                                \
+  "COPY proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid, abort_reason, at,"          \
+  " finished_at, error, payload, recorded_at, api) FROM STDIN (FORMAT binary)"
+
+/* COPY the group's history rows (data: the whole binary stream) in the open transaction. COPY
+ * cannot run in pipeline mode: the connection leaves it and enters it again. A failure is put
+ * on batch 0, like a failing bulk statement. */
+static void copy_hist(pgstore *g, const xgr_buf *data, pipe_result *pr) {
+  if (!PQexitPipelineMode(g->w)) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    res_error(g, NULL, g->w, "cannot leave pipeline mode", &pr->err);
+    return;
+  }
+  PGresult *r = PQexec(g->w, COPY_HIST);
+  if (PQresultStatus(r) == PGRES_COPY_IN) {
+    PQclear(r);
+    bool sent = true;
+    for (size_t off = 0; off < data->len && sent;) {   /* CopyData messages of at most 1 MB */
+      size_t k = data->len - off < (1u << 20) ? data->len - off : (1u << 20);
+      sent = PQputCopyData(g->w, data->p + off, (int)k) == 1;
+      off += k;
+    }
+    if (PQputCopyEnd(g->w, sent ? NULL : "xgr: sending the rows failed") != 1) sent = false;
+    r = PQgetResult(g->w);
+  }
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    pr->ok = false;
+    pr->conn_lost = !state;
+    snprintf(pr->state, sizeof pr->state, "%s", state ? state : "");
+    pr->bad_batch = 0;
+    res_error(g, r, g->w, "a write failed", &pr->err);
+  }
+  PQclear(r);
+  while ((r = PQgetResult(g->w))) PQclear(r);
+  if (!PQenterPipelineMode(g->w) && pr->ok) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    res_error(g, NULL, g->w, "cannot enter pipeline mode", &pr->err);
+  }
+}
+
+/* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the history
+ * rows of a bulk group by COPY. */
 static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, pipe_result *pr) {
   pipe_state ps = {0};
+  xgr_buf copy = {0};
   for (size_t i = 0; i < n; i++) {
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
@@ -885,7 +975,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
   if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
   if (g->cl) send_fence(g, &ps, list, n);
   if (bulk_ok(list, n)) {
-    send_bulk(g, &ps, list, n, now);
+    send_bulk(g, &ps, list, n, now, &copy);
   } else {
     for (size_t i = 0; i < n && !ps.send_failed; i++)
       for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
@@ -896,6 +986,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->state[0] = 0;
     res_error(g, NULL, g->w, "cannot send to PostgreSQL", &pr->err);
     free(ps.p);
+    free(copy.p);
     return;
   }
   /* the BEGIN's result comes first */
@@ -906,6 +997,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->state[0] = 0;
     res_error(g, NULL, g->w, "cannot begin a transaction", &pr->err);
     free(ps.p);
+    free(copy.p);
     return;
   }
   bool began = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -920,7 +1012,9 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->bad_batch = n;
     pr->err = berr;
   }
+  if (pr->ok && copy.len) copy_hist(g, &copy, pr);
   free(ps.p);
+  free(copy.p);
 }
 
 /* The store can no longer write: record why, fail every batch in list. */
