@@ -162,6 +162,20 @@ enum {
   " WHERE NOT EXISTS (SELECT 1 FROM ex) RETURNING version, owner, registered_at)"                               \
   " SELECT version, owner, registered_at FROM ex UNION ALL SELECT version, owner, registered_at FROM ins"
 
+/* The columns of proc_rt in the order the bulk path COPYs them (send_bulk). */
+#define PROC_ROW_COLS                                                                                                \
+  "owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group,"          \
+  " join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state, terminal_at"
+
+/* The writer's staging table of process rows (one per connection, emptied at each commit; a
+ * rollback empties it too). Its columns are proc_rt's without the domain checks and keys. */
+#define STAGE_PROCS                                                                                              \
+  "CREATE TEMPORARY TABLE xgr_stage_procs(owner TEXT COLLATE \"C\", root_pid NUMERIC, iter NUMERIC,"            \
+  " parent_iter NUMERIC, step INTEGER, step_id TEXT, status INTEGER, paused INTEGER, valid INTEGER,"             \
+  " abort_reason INTEGER, join_group BIGINT, join_from_group BIGINT, next_wake_at BIGINT, created_at BIGINT,"   \
+  " started_at BIGINT, finished_at BIGINT, payload TEXT, error TEXT, join_state TEXT, terminal_at BIGINT)"       \
+  " ON COMMIT DELETE ROWS"
+
 static const char *const stmt_sql[S_COUNT] = {
     [S_SESSION] = SESSION_INS " ON CONFLICT(owner, root_pid) DO UPDATE SET registry = excluded.registry,"
                   " ostc_id = excluded.ostc_id, ostc_hash = excluded.ostc_hash, status = excluded.status,"
@@ -203,14 +217,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_REG_LOCK] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 729))",
     [S_REG_ORCH] = REGISTER("orchestrations"),
     [S_REG_RULE] = REGISTER("rules"),
-    /* the process rows of a whole group in one statement: one array per column (unnest) */
-    [S_PROCS_BULK] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
-                     " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
-                     " payload, error, join_state, terminal_at)"
-                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
-                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::int[], $11::bigint[], $12::bigint[],"
-                     " $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[],"
-                     " $19::text[], $20::bigint[])"
+    /* the process rows of a whole group, COPYed into the writer's temporary table first (STAGE_PROCS) */
+    [S_PROCS_BULK] = "INSERT INTO proc_rt(" PROC_ROW_COLS ") SELECT " PROC_ROW_COLS " FROM xgr_stage_procs"
                      " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter = excluded.parent_iter,"
                      " step = excluded.step, step_id = excluded.step_id, status = excluded.status,"
                      " paused = excluded.paused, valid = excluded.valid, abort_reason = excluded.abort_reason,"
@@ -671,7 +679,8 @@ static size_t proc_key_hash(const store_op *op) {
  * upsert and every history row in one insert (after the session rows and scopes, which are sent
  * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
  * one batch at a time, which names the faulty batch. */
-static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy) {
+static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
+                      xgr_buf *pcopy) {
   size_t nprocs = 0, nstates = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
@@ -683,8 +692,6 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   while (scap < nstates * 2) scap *= 2;
   const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
   const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
-  colbuf pc[20];
-  memset(pc, 0, sizeof pc);
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
@@ -747,40 +754,40 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     }
   }
   free(sslot);
-  size_t nrows = 0;
   for (size_t h = 0; h < cap; h++) {
     const store_op *op = slot[h];
     if (!op) continue;
     const xgr_store_proc *x = &op->u.proc;
-    col_text(&pc[0], op->owner);
-    col_u64(&pc[1], op->root);
-    col_u64(&pc[2], x->iter);
-    col_u64(&pc[3], x->parent_iter);
-    col_i64(&pc[4], x->step);
-    col_text(&pc[5], x->step_id ? x->step_id : "");
-    col_i64(&pc[6], x->status);
-    col_i64(&pc[7], x->paused);
-    col_i64(&pc[8], x->valid);
-    col_i64(&pc[9], x->abort_reason);
-    col_i64(&pc[10], x->group);
-    col_i64(&pc[11], x->from_group);
-    col_i64(&pc[12], x->next_wake_at);
-    col_i64(&pc[13], x->created_at);
-    col_i64(&pc[14], x->started_at);
-    col_i64(&pc[15], x->finished_at);
-    col_text(&pc[16], x->payload ? x->payload : "{}");
-    col_text(&pc[17], x->error);
-    col_text(&pc[18], x->join);
-    if (x->status >= XGR_PROC_DONE) col_i64(&pc[19], now);
-    else col_text(&pc[19], NULL);
-    nrows++;
+    if (!pcopy->len) xgr__buf_put(pcopy, copy_header, sizeof copy_header);
+    cp_row(pcopy, 20);   /* PROC_ROW_COLS */
+    cp_text(pcopy, op->owner);
+    cp_num(pcopy, op->root);
+    cp_num(pcopy, x->iter);
+    cp_num(pcopy, x->parent_iter);
+    cp_i32(pcopy, x->step);
+    cp_text(pcopy, x->step_id ? x->step_id : "");
+    cp_i32(pcopy, x->status);
+    cp_i32(pcopy, x->paused);
+    cp_i32(pcopy, x->valid);
+    cp_i32(pcopy, x->abort_reason);
+    cp_i64(pcopy, x->group);
+    cp_i64(pcopy, x->from_group);
+    cp_i64(pcopy, x->next_wake_at);
+    cp_i64(pcopy, x->created_at);
+    cp_i64(pcopy, x->started_at);
+    cp_i64(pcopy, x->finished_at);
+    cp_text(pcopy, x->payload ? x->payload : "{}");
+    cp_text(pcopy, x->error);
+    cp_text(pcopy, x->join);
+    if (x->status >= XGR_PROC_DONE) cp_i64(pcopy, now);
+    else cp_text(pcopy, NULL);
   }
   free(slot);
-  if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
-  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[3] = {{sc, 8, nst, S_STATES_BULK},
-                                                                    {dc, 2, ndel, S_SCOPES_DEL_BULK},
-                                                                    {pc, 20, nrows, S_PROCS_BULK}};
-  for (int j = 0; j < 3; j++) {
+  if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailers */
+  if (pcopy->len) cp_be(pcopy, 0xFFFF, 2);
+  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[2] = {{sc, 8, nst, S_STATES_BULK},
+                                                                    {dc, 2, ndel, S_SCOPES_DEL_BULK}};
+  for (int j = 0; j < 2; j++) {
     params p = {0};
     char *text[20];
     for (int c = 0; c < bulk[j].ncol; c++) {
@@ -924,17 +931,23 @@ static void send_fence(pgstore *g, pipe_state *ps, xgr_store_changes **list, siz
   "COPY proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid, abort_reason, at,"          \
   " finished_at, error, payload, recorded_at, api) FROM STDIN (FORMAT binary)"
 
-/* COPY the group's history rows (data: the whole binary stream) in the open transaction. COPY
- * cannot run in pipeline mode: the connection leaves it and enters it again. A failure is put
- * on batch 0, like a failing bulk statement. */
-static void copy_hist(pgstore *g, const xgr_buf *data, pipe_result *pr) {
-  if (!PQexitPipelineMode(g->w)) {
-    pr->ok = false;
-    pr->conn_lost = true;
-    res_error(g, NULL, g->w, "cannot leave pipeline mode", &pr->err);
-    return;
-  }
-  PGresult *r = PQexec(g->w, COPY_HIST);
+static PGresult *exec_prepared(PGconn *c, int which, const params *p);
+
+/* Record a failed statement of the bulk path's second part on pr (batch 0, like a failing bulk
+ * statement in the pipeline). */
+static void bulk_failed(pgstore *g, PGresult *r, pipe_result *pr) {
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  pr->ok = false;
+  pr->conn_lost = !state;
+  snprintf(pr->state, sizeof pr->state, "%s", state ? state : "");
+  pr->bad_batch = 0;
+  res_error(g, r, g->w, "a write failed", &pr->err);
+}
+
+/* COPY data (a whole binary stream) with the statement sql in the open transaction (outside
+ * pipeline mode). */
+static void copy_in(pgstore *g, const char *sql, const xgr_buf *data, pipe_result *pr) {
+  PGresult *r = PQexec(g->w, sql);
   if (PQresultStatus(r) == PGRES_COPY_IN) {
     PQclear(r);
     bool sent = true;
@@ -943,19 +956,34 @@ static void copy_hist(pgstore *g, const xgr_buf *data, pipe_result *pr) {
       sent = PQputCopyData(g->w, data->p + off, (int)k) == 1;
       off += k;
     }
-    if (PQputCopyEnd(g->w, sent ? NULL : "xgr: sending the rows failed") != 1) sent = false;
+    PQputCopyEnd(g->w, sent ? NULL : "xgr: sending the rows failed");
     r = PQgetResult(g->w);
   }
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    pr->ok = false;
-    pr->conn_lost = !state;
-    snprintf(pr->state, sizeof pr->state, "%s", state ? state : "");
-    pr->bad_batch = 0;
-    res_error(g, r, g->w, "a write failed", &pr->err);
-  }
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, r, pr);
   PQclear(r);
   while ((r = PQgetResult(g->w))) PQclear(r);
+}
+
+/* The bulk path's second part, after its pipeline: the process rows COPYed into the staging
+ * table and upserted from there, the history rows COPYed into proc_steps. COPY cannot run in
+ * pipeline mode: the connection leaves it and enters it again. */
+static void copy_rows(pgstore *g, const xgr_buf *procs, const xgr_buf *hist, pipe_result *pr) {
+  if (!PQexitPipelineMode(g->w)) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    res_error(g, NULL, g->w, "cannot leave pipeline mode", &pr->err);
+    return;
+  }
+  if (procs->len) {
+    copy_in(g, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", procs, pr);
+    if (pr->ok) {
+      params p = {0};
+      PGresult *r = exec_prepared(g->w, S_PROCS_BULK, &p);
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, r, pr);
+      PQclear(r);
+    }
+  }
+  if (pr->ok && hist->len) copy_in(g, COPY_HIST, hist, pr);
   if (!PQenterPipelineMode(g->w) && pr->ok) {
     pr->ok = false;
     pr->conn_lost = true;
@@ -967,7 +995,7 @@ static void copy_hist(pgstore *g, const xgr_buf *data, pipe_result *pr) {
  * rows of a bulk group by COPY. */
 static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, pipe_result *pr) {
   pipe_state ps = {0};
-  xgr_buf copy = {0};
+  xgr_buf copy = {0}, pcopy = {0};
   for (size_t i = 0; i < n; i++) {
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
@@ -975,7 +1003,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
   if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
   if (g->cl) send_fence(g, &ps, list, n);
   if (bulk_ok(list, n)) {
-    send_bulk(g, &ps, list, n, now, &copy);
+    send_bulk(g, &ps, list, n, now, &copy, &pcopy);
   } else {
     for (size_t i = 0; i < n && !ps.send_failed; i++)
       for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
@@ -987,6 +1015,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     res_error(g, NULL, g->w, "cannot send to PostgreSQL", &pr->err);
     free(ps.p);
     free(copy.p);
+    free(pcopy.p);
     return;
   }
   /* the BEGIN's result comes first */
@@ -998,6 +1027,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     res_error(g, NULL, g->w, "cannot begin a transaction", &pr->err);
     free(ps.p);
     free(copy.p);
+    free(pcopy.p);
     return;
   }
   bool began = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -1012,9 +1042,10 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->bad_batch = n;
     pr->err = berr;
   }
-  if (pr->ok && copy.len) copy_hist(g, &copy, pr);
+  if (pr->ok && (copy.len || pcopy.len)) copy_rows(g, &pcopy, &copy, pr);
   free(ps.p);
   free(copy.p);
+  free(pcopy.p);
 }
 
 /* The store can no longer write: record why, fail every batch in list. */
@@ -1924,6 +1955,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
       if (migrate(g, &now_found, err)) goto fail;
       g->base.found_version = now_found;
     }
+    if (exec_plain(g, g->w, STAGE_PROCS, err)) goto fail;
     for (int i = 0; i < S_COUNT; i++) {
       char name[8];
       snprintf(name, sizeof name, "x%d", i);
