@@ -148,7 +148,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
-  S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
+  S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
   S_GC_REFUSED, S_COUNT
 };
 
@@ -235,6 +235,21 @@ static const char *const stmt_sql[S_COUNT] = {
                       " $7::int[], $8::bigint[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused,"
                       " wake_due)"
                       " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
+    /* the new sessions of a group (insert only, as S_SESSION_NEW) and its killed scopes */
+    [S_SESSIONS_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
+                        " finished_at, next_iter, paused, next_group, max_total_gas)"
+                        " SELECT * FROM unnest($1::text[], $2::numeric[], $3::text[], $4::text[], $5::text[], $6::int[],"
+                        " $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[], $12::bigint[], $13::text[])",
+    [S_SESSIONS_UPSERT_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
+                               " created_at, finished_at, next_iter, paused, next_group, max_total_gas)"
+                               " SELECT * FROM unnest($1::text[], $2::numeric[], $3::text[], $4::text[], $5::text[],"
+                               " $6::int[], $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[],"
+                               " $12::bigint[], $13::text[]) ON CONFLICT(owner, root_pid) DO UPDATE SET"
+                               " registry = excluded.registry, ostc_id = excluded.ostc_id, ostc_hash = excluded.ostc_hash,"
+                               " status = excluded.status, killed_at = excluded.killed_at, finished_at = excluded.finished_at,"
+                               " next_iter = excluded.next_iter, paused = excluded.paused, next_group = excluded.next_group",
+    [S_SCOPES_BULK] = "INSERT INTO proc_scopes(owner, root_pid, grp) SELECT * FROM unnest($1::text[], $2::numeric[],"
+                      " $3::bigint[]) ON CONFLICT DO NOTHING",
     [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
                           " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_rt"
@@ -675,23 +690,63 @@ static size_t proc_key_hash(const store_op *op) {
   return (size_t)x;
 }
 
+/* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
+ * and then those of extra, when it has rows. Frees the columns' buffers either way. */
+static void send_cols(pgstore *g, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
+  if (!rows) {
+    for (int k = 0; k < ncol; k++) free(c[k].b.p);
+    return;
+  }
+  params p = {0};
+  char *text[PMAX];
+  assert(ncol + (extra ? extra->n : 0) <= PMAX);
+  for (int k = 0; k < ncol; k++) {
+    xgr__buf_putc(&c[k].b, '}');
+    text[k] = xgr__buf_finish(&c[k].b, NULL);
+    p_text(&p, text[k]);
+  }
+  for (int k = 0; extra && k < extra->n; k++) {
+    p.v[p.n] = extra->v[k];
+    p.len[p.n] = extra->len[k];
+    p.fmt[p.n++] = extra->fmt[k];
+  }
+  send_stmt(g, ps, stmt, &p, 0, 0, W_PLAIN);
+  for (int k = 0; k < ncol; k++) free(text[k]);
+}
+
+typedef struct owner_next {
+  const char *owner;            /* borrowed from the group's entries; NULL: a free slot */
+  uint64_t next;
+} owner_next;
+
 /* Send the group's entries with the sessions' states in one update, every process row in one
  * upsert and every history row in one insert (after the session rows and scopes, which are sent
  * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
  * one batch at a time, which names the faulty batch. */
 static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
                       xgr_buf *pcopy) {
-  size_t nprocs = 0, nstates = 0;
+  size_t nprocs = 0, nstates = 0, nnew_max = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       nprocs += list[i]->ops[k].kind == OP_PROC;
       nstates += list[i]->ops[k].kind == OP_STATE;
+      nnew_max += list[i]->ops[k].kind == OP_SESSION;
     }
   size_t cap = 16, scap = 16;
   while (cap < nprocs * 2) cap *= 2;
   while (scap < nstates * 2) scap *= 2;
   const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
   const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
+  size_t ocap = 16;
+  while (ocap < nnew_max * 2) ocap *= 2;
+  owner_next *oslot = xgr__xcalloc(ocap, sizeof *oslot);      /* ... and of owners of new sessions */
+  const store_op **kslot = xgr__xcalloc(ocap, sizeof *kslot); /* ... and of sessions with a row */
+  size_t (*deferred)[2] = xgr__xcalloc(nnew_max + 1, sizeof *deferred);
+  colbuf ic[13], uc[13], kc[3];   /* new sessions (insert only), session rows (upsert), scopes */
+  memset(ic, 0, sizeof ic);
+  memset(uc, 0, sizeof uc);
+  memset(kc, 0, sizeof kc);
+  size_t nins = 0, nups = 0, nscope = 0, ndeferred = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
@@ -724,10 +779,63 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
         size_t h = proc_key_hash(op) & (scap - 1);
         while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
         sslot[h] = op;   /* the last state of a session wins (states only move forward) */
+      } else if (op->kind == OP_SESSION && n > 1) {
+        const xgr_store_session *x = &op->u.session;   /* S_SESSION(_NEW)'s values */
+        size_t h = proc_key_hash(&(store_op){.owner = x->owner, .root = x->root_pid}) & (ocap - 1);
+        while (kslot[h] && !(kslot[h]->u.session.root_pid == x->root_pid && !strcmp(kslot[h]->u.session.owner, x->owner)))
+          h = (h + 1) & (ocap - 1);
+        if (kslot[h]) {   /* the session's second row in the group: after the first, on its own */
+          deferred[ndeferred][0] = i;
+          deferred[ndeferred++][1] = k;
+          continue;
+        }
+        kslot[h] = op;
+        colbuf *nc = op->if_absent ? ic : uc;
+        col_text(&nc[0], x->owner);
+        col_u64(&nc[1], x->root_pid);
+        col_text(&nc[2], x->registry);
+        col_text(&nc[3], x->ostc_id);
+        col_text(&nc[4], x->ostc_hash);
+        col_i64(&nc[5], x->status);
+        col_i64(&nc[6], x->killed_at);
+        col_i64(&nc[7], x->created_at ? x->created_at : now);
+        col_i64(&nc[8], x->status != XGR_RESULT_RUNNING ? (x->finished_at ? x->finished_at : now) : 0);
+        col_u64(&nc[9], x->next_iter);
+        col_i64(&nc[10], x->paused);
+        col_i64(&nc[11], x->next_group);
+        col_text(&nc[12], x->max_total_gas ? x->max_total_gas : "");
+        *(op->if_absent ? &nins : &nups) += 1;
+        if (x->root_pid != UINT64_MAX) {   /* the owner's next expected rootPid: the largest + 1 */
+          h = proc_key_hash(&(store_op){.owner = x->owner}) & (ocap - 1);
+          while (oslot[h].owner && strcmp(oslot[h].owner, x->owner)) h = (h + 1) & (ocap - 1);
+          if (!oslot[h].owner || oslot[h].next < x->root_pid + 1) oslot[h] = (owner_next){x->owner, x->root_pid + 1};
+        }
+      } else if (op->kind == OP_SCOPE) {
+        col_text(&kc[0], op->owner);
+        col_u64(&kc[1], op->root);
+        col_i64(&kc[2], op->u.group);
+        nscope++;
       } else {
         send_op(g, ps, i, k, op, now);
       }
     }
+  /* the session rows (a session's later rows in the group after them), their owners' counters
+   * and the killed scopes, before the states */
+  send_cols(g, ps, ic, 13, nins, S_SESSIONS_BULK, NULL);
+  send_cols(g, ps, uc, 13, nups, S_SESSIONS_UPSERT_BULK, NULL);
+  for (size_t d = 0; d < ndeferred; d++)
+    send_op(g, ps, deferred[d][0], deferred[d][1], &list[deferred[d][0]]->ops[deferred[d][1]], now);
+  for (size_t h = 0; h < ocap; h++) {
+    if (!oslot[h].owner) continue;
+    params q = {0};
+    p_text(&q, oslot[h].owner);
+    p_u64(&q, oslot[h].next);
+    send_stmt(g, ps, S_OWNER_BUMP, &q, 0, 0, W_PLAIN);
+  }
+  send_cols(g, ps, kc, 3, nscope, S_SCOPES_BULK, NULL);
+  free(oslot);
+  free(kslot);
+  free(deferred);
   /* session states after the session rows and scopes sent above; a session that ended loses its
    * killed scopes */
   colbuf sc[8], dc[2];
@@ -785,22 +893,10 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   free(slot);
   if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailers */
   if (pcopy->len) cp_be(pcopy, 0xFFFF, 2);
-  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[2] = {{sc, 8, nst, S_STATES_BULK},
-                                                                    {dc, 2, ndel, S_SCOPES_DEL_BULK}};
-  for (int j = 0; j < 2; j++) {
-    params p = {0};
-    char *text[20];
-    for (int c = 0; c < bulk[j].ncol; c++) {
-      text[c] = NULL;
-      if (!bulk[j].rows) continue;
-      xgr__buf_putc(&bulk[j].c[c].b, '}');
-      text[c] = xgr__buf_finish(&bulk[j].c[c].b, NULL);
-      p_text(&p, text[c]);
-    }
-    if (bulk[j].stmt == S_STATES_BULK) p_i64(&p, now);
-    if (bulk[j].rows) send_stmt(g, ps, bulk[j].stmt, &p, 0, 0, W_PLAIN);
-    for (int c = 0; c < bulk[j].ncol; c++) free(text[c]);
-  }
+  params now_p = {0};
+  p_i64(&now_p, now);
+  send_cols(g, ps, sc, 8, nst, S_STATES_BULK, &now_p);
+  send_cols(g, ps, dc, 2, ndel, S_SCOPES_DEL_BULK, NULL);
 }
 
 /* The outcome of one pipelined transaction attempt. */
@@ -1955,7 +2051,8 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
       if (migrate(g, &now_found, err)) goto fail;
       g->base.found_version = now_found;
     }
-    if (exec_plain(g, g->w, STAGE_PROCS, err)) goto fail;
+    /* a group's staged rows stay in memory (the default, 8 MB, holds some 30,000 of them) */
+    if (exec_plain(g, g->w, "SET temp_buffers = '64MB'", err) || exec_plain(g, g->w, STAGE_PROCS, err)) goto fail;
     for (int i = 0; i < S_COUNT; i++) {
       char name[8];
       snprintf(name, sizeof name, "x%d", i);
