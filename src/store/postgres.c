@@ -16,6 +16,10 @@
  *                back and its batches are applied again one transaction each, so only the bad
  *                one fails; any other error (connection lost, disk full, ...) fails the group and
  *                puts the store in the failed state.
+ *   bulk path    a group of session rows, states, process and history rows and scopes goes in a
+ *                dozen statements: unnest arrays in the pipeline, then (COPY cannot be pipelined)
+ *                the process rows by binary COPY into the temporary xgr_stage_procs and one upsert
+ *                from it, the history rows by binary COPY into proc_steps (send_bulk, copy_rows).
  *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
  *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
  *                and ordered like the numbers (listing pages by rootPid).
