@@ -694,6 +694,15 @@ static size_t proc_key_hash(const store_op *op) {
   return (size_t)x;
 }
 
+/* qsort: process entries by (owner in byte order, as COLLATE "C"; rootPid; iter) */
+static int proc_key_cmp(const void *a, const void *b) {
+  const store_op *x = *(const store_op *const *)a, *y = *(const store_op *const *)b;
+  int c = strcmp(x->owner, y->owner);
+  if (c) return c;
+  if (x->root != y->root) return x->root < y->root ? -1 : 1;
+  return x->u.proc.iter < y->u.proc.iter ? -1 : x->u.proc.iter > y->u.proc.iter;
+}
+
 /* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
  * and then those of extra, when it has rows. Frees the columns' buffers either way. */
 static void send_cols(pgstore *g, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
@@ -866,9 +875,13 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     }
   }
   free(sslot);
-  for (size_t h = 0; h < cap; h++) {
+  /* in key order: the upsert then walks proc_rt's primary key from left to right */
+  size_t nslot = 0;
+  for (size_t h = 0; h < cap; h++)
+    if (slot[h]) slot[nslot++] = slot[h];
+  qsort(slot, nslot, sizeof *slot, proc_key_cmp);
+  for (size_t h = 0; h < nslot; h++) {
     const store_op *op = slot[h];
-    if (!op) continue;
     const xgr_store_proc *x = &op->u.proc;
     if (!pcopy->len) xgr__buf_put(pcopy, copy_header, sizeof copy_header);
     cp_row(pcopy, 20);   /* PROC_ROW_COLS */
