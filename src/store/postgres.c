@@ -16,6 +16,10 @@
  *                back and its batches are applied again one transaction each, so only the bad
  *                one fails; any other error (connection lost, disk full, ...) fails the group and
  *                puts the store in the failed state.
+ *   bulk path    a group of session rows, states, process and history rows and scopes goes in a
+ *                dozen statements: unnest arrays in the pipeline, then (COPY cannot be pipelined)
+ *                the process rows by binary COPY into the temporary xgr_stage_procs and one upsert
+ *                from it, the history rows by binary COPY into proc_steps (send_bulk, copy_rows).
  *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
  *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
  *                and ordered like the numbers (listing pages by rootPid).
@@ -148,7 +152,7 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
-  S_PROCS_BULK, S_HISTS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
+  S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
   S_GC_REFUSED, S_COUNT
 };
 
@@ -161,6 +165,20 @@ enum {
   " (SELECT COALESCE(MAX(version), 0) + 1 FROM " t " WHERE id = $1), $2, $3, $4, $5"                             \
   " WHERE NOT EXISTS (SELECT 1 FROM ex) RETURNING version, owner, registered_at)"                               \
   " SELECT version, owner, registered_at FROM ex UNION ALL SELECT version, owner, registered_at FROM ins"
+
+/* The columns of proc_rt in the order the bulk path COPYs them (send_bulk). */
+#define PROC_ROW_COLS                                                                                                \
+  "owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group,"          \
+  " join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state, terminal_at"
+
+/* The writer's staging table of process rows (one per connection, emptied at each commit; a
+ * rollback empties it too). Its columns are proc_rt's without the domain checks and keys. */
+#define STAGE_PROCS                                                                                              \
+  "CREATE TEMPORARY TABLE xgr_stage_procs(owner TEXT COLLATE \"C\", root_pid NUMERIC, iter NUMERIC,"            \
+  " parent_iter NUMERIC, step INTEGER, step_id TEXT, status INTEGER, paused INTEGER, valid INTEGER,"             \
+  " abort_reason INTEGER, join_group BIGINT, join_from_group BIGINT, next_wake_at BIGINT, created_at BIGINT,"   \
+  " started_at BIGINT, finished_at BIGINT, payload TEXT, error TEXT, join_state TEXT, terminal_at BIGINT)"       \
+  " ON COMMIT DELETE ROWS"
 
 static const char *const stmt_sql[S_COUNT] = {
     [S_SESSION] = SESSION_INS " ON CONFLICT(owner, root_pid) DO UPDATE SET registry = excluded.registry,"
@@ -203,14 +221,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_REG_LOCK] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 729))",
     [S_REG_ORCH] = REGISTER("orchestrations"),
     [S_REG_RULE] = REGISTER("rules"),
-    /* the process rows of a whole group in one statement: one array per column (unnest) */
-    [S_PROCS_BULK] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
-                     " abort_reason, join_group, join_from_group, next_wake_at, created_at, started_at, finished_at,"
-                     " payload, error, join_state, terminal_at)"
-                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
-                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::int[], $11::bigint[], $12::bigint[],"
-                     " $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[],"
-                     " $19::text[], $20::bigint[])"
+    /* the process rows of a whole group, COPYed into the writer's temporary table first (STAGE_PROCS) */
+    [S_PROCS_BULK] = "INSERT INTO proc_rt(" PROC_ROW_COLS ") SELECT " PROC_ROW_COLS " FROM xgr_stage_procs"
                      " ON CONFLICT(owner, root_pid, iter) DO UPDATE SET parent_iter = excluded.parent_iter,"
                      " step = excluded.step, step_id = excluded.step_id, status = excluded.status,"
                      " paused = excluded.paused, valid = excluded.valid, abort_reason = excluded.abort_reason,"
@@ -219,11 +231,6 @@ static const char *const stmt_sql[S_COUNT] = {
                      " started_at = excluded.started_at, finished_at = excluded.finished_at,"
                      " payload = excluded.payload, error = excluded.error, join_state = excluded.join_state,"
                      " terminal_at = excluded.terminal_at",
-    [S_HISTS_BULK] = "INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
-                     " abort_reason, at, finished_at, error, payload, recorded_at, api)"
-                     " SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::numeric[], $5::int[],"
-                     " $6::text[], $7::int[], $8::int[], $9::int[], $10::bigint[], $11::bigint[], $12::text[],"
-                     " $13::text[], $14::bigint[], $15::text[])",
     /* the last state of every session of a group; $9 is the commit's time */
     [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
                       " next_group = u.next_group, paused = u.paused, wake_due = u.wake_due,"
@@ -232,6 +239,21 @@ static const char *const stmt_sql[S_COUNT] = {
                       " $7::int[], $8::bigint[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused,"
                       " wake_due)"
                       " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
+    /* the new sessions of a group (insert only, as S_SESSION_NEW) and its killed scopes */
+    [S_SESSIONS_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
+                        " finished_at, next_iter, paused, next_group, max_total_gas)"
+                        " SELECT * FROM unnest($1::text[], $2::numeric[], $3::text[], $4::text[], $5::text[], $6::int[],"
+                        " $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[], $12::bigint[], $13::text[])",
+    [S_SESSIONS_UPSERT_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
+                               " created_at, finished_at, next_iter, paused, next_group, max_total_gas)"
+                               " SELECT * FROM unnest($1::text[], $2::numeric[], $3::text[], $4::text[], $5::text[],"
+                               " $6::int[], $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[],"
+                               " $12::bigint[], $13::text[]) ON CONFLICT(owner, root_pid) DO UPDATE SET"
+                               " registry = excluded.registry, ostc_id = excluded.ostc_id, ostc_hash = excluded.ostc_hash,"
+                               " status = excluded.status, killed_at = excluded.killed_at, finished_at = excluded.finished_at,"
+                               " next_iter = excluded.next_iter, paused = excluded.paused, next_group = excluded.next_group",
+    [S_SCOPES_BULK] = "INSERT INTO proc_scopes(owner, root_pid, grp) SELECT * FROM unnest($1::text[], $2::numeric[],"
+                      " $3::bigint[]) ON CONFLICT DO NOTHING",
     [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
                           " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_rt"
@@ -603,6 +625,56 @@ static void col_i64(colbuf *c, int64_t x) {
   xgr__buf_put(&c->b, t + i, sizeof t - (size_t)i);
 }
 
+/* ---- binary COPY: the history rows of a group ------------------------------------------------------
+ *
+ * History rows are only ever inserted, so a group's go into proc_steps with one
+ * `COPY ... FROM STDIN (FORMAT binary)`: no array literals to build and parse, no unnest, and the
+ * server inserts them in multi-row batches. The format: a header, then per row a field count
+ * and each field as a 32-bit length (-1: NULL) and its binary value, network byte order; a
+ * trailer of -1. xgr_u64 columns are NUMERIC: base-10000 digits (numeric_send's format). */
+
+static const char copy_header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+
+static void cp_be(xgr_buf *b, uint64_t v, int bytes) {
+  unsigned char t[8];
+  for (int i = bytes - 1; i >= 0; i--, v >>= 8) t[i] = (unsigned char)v;
+  xgr__buf_put(b, t, (size_t)bytes);
+}
+static void cp_row(xgr_buf *b, int fields) { cp_be(b, (uint64_t)fields, 2); }
+static void cp_text(xgr_buf *b, const char *v) {
+  if (!v) {
+    cp_be(b, 0xFFFFFFFFu, 4);
+    return;
+  }
+  size_t n = strlen(v);
+  assert(n < INT32_MAX);
+  cp_be(b, n, 4);
+  xgr__buf_put(b, v, n);
+}
+static void cp_i32(xgr_buf *b, int32_t v) {
+  cp_be(b, 4, 4);
+  cp_be(b, (uint32_t)v, 4);
+}
+static void cp_i64(xgr_buf *b, int64_t v) {
+  cp_be(b, 8, 4);
+  cp_be(b, (uint64_t)v, 8);
+}
+/* a NUMERIC: ndigits, weight (of the first digit, in powers of 10000), sign, dscale, digits */
+static void cp_num(xgr_buf *b, uint64_t v) {
+  uint16_t d[5];
+  int n = 0;
+  for (; v; v /= 10000) d[n++] = (uint16_t)(v % 10000);   /* least significant first */
+  int weight = n - 1, low = 0;
+  while (low < n && d[low] == 0) low++;                     /* trailing zero digits are implied */
+  int nd = n - low;
+  cp_be(b, 8 + 2 * (uint64_t)nd, 4);
+  cp_be(b, (uint64_t)nd, 2);
+  cp_be(b, (uint16_t)(n ? weight : 0), 2);
+  cp_be(b, 0, 2);   /* sign: positive */
+  cp_be(b, 0, 2);   /* dscale */
+  for (int i = n - 1; i >= low; i--) cp_be(b, d[i], 2);
+}
+
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
  * history rows does not matter: session rows, states, scopes (no removal, no registry, no
  * counters, no marks). */
@@ -622,26 +694,72 @@ static size_t proc_key_hash(const store_op *op) {
   return (size_t)x;
 }
 
+/* qsort: process entries by (owner in byte order, as COLLATE "C"; rootPid; iter) */
+static int proc_key_cmp(const void *a, const void *b) {
+  const store_op *x = *(const store_op *const *)a, *y = *(const store_op *const *)b;
+  int c = strcmp(x->owner, y->owner);
+  if (c) return c;
+  if (x->root != y->root) return x->root < y->root ? -1 : 1;
+  return x->u.proc.iter < y->u.proc.iter ? -1 : x->u.proc.iter > y->u.proc.iter;
+}
+
+/* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
+ * and then those of extra, when it has rows. Frees the columns' buffers either way. */
+static void send_cols(pgstore *g, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
+  if (!rows) {
+    for (int k = 0; k < ncol; k++) free(c[k].b.p);
+    return;
+  }
+  params p = {0};
+  char *text[PMAX];
+  assert(ncol + (extra ? extra->n : 0) <= PMAX);
+  for (int k = 0; k < ncol; k++) {
+    xgr__buf_putc(&c[k].b, '}');
+    text[k] = xgr__buf_finish(&c[k].b, NULL);
+    p_text(&p, text[k]);
+  }
+  for (int k = 0; extra && k < extra->n; k++) {
+    p.v[p.n] = extra->v[k];
+    p.len[p.n] = extra->len[k];
+    p.fmt[p.n++] = extra->fmt[k];
+  }
+  send_stmt(g, ps, stmt, &p, 0, 0, W_PLAIN);
+  for (int k = 0; k < ncol; k++) free(text[k]);
+}
+
+typedef struct owner_next {
+  const char *owner;            /* borrowed from the group's entries; NULL: a free slot */
+  uint64_t next;
+} owner_next;
+
 /* Send the group's entries with the sessions' states in one update, every process row in one
  * upsert and every history row in one insert (after the session rows and scopes, which are sent
  * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
  * one batch at a time, which names the faulty batch. */
-static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now) {
-  size_t nprocs = 0, nstates = 0;
+static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
+                      xgr_buf *pcopy) {
+  size_t nprocs = 0, nstates = 0, nnew_max = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       nprocs += list[i]->ops[k].kind == OP_PROC;
       nstates += list[i]->ops[k].kind == OP_STATE;
+      nnew_max += list[i]->ops[k].kind == OP_SESSION;
     }
   size_t cap = 16, scap = 16;
   while (cap < nprocs * 2) cap *= 2;
   while (scap < nstates * 2) scap *= 2;
   const store_op **slot = xgr__xcalloc(cap, sizeof *slot);   /* open addressing by (owner, root, iter) */
   const store_op **sslot = xgr__xcalloc(scap, sizeof *sslot); /* ... and of states by (owner, root) */
-  colbuf pc[20], hc[15];
-  memset(pc, 0, sizeof pc);
-  memset(hc, 0, sizeof hc);
-  size_t nhist = 0;
+  size_t ocap = 16;
+  while (ocap < nnew_max * 2) ocap *= 2;
+  owner_next *oslot = xgr__xcalloc(ocap, sizeof *oslot);      /* ... and of owners of new sessions */
+  const store_op **kslot = xgr__xcalloc(ocap, sizeof *kslot); /* ... and of sessions with a row */
+  size_t (*deferred)[2] = xgr__xcalloc(nnew_max + 1, sizeof *deferred);
+  colbuf ic[13], uc[13], kc[3];   /* new sessions (insert only), session rows (upsert), scopes */
+  memset(ic, 0, sizeof ic);
+  memset(uc, 0, sizeof uc);
+  memset(kc, 0, sizeof kc);
+  size_t nins = 0, nups = 0, nscope = 0, ndeferred = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
@@ -652,31 +770,85 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
           h = (h + 1) & (cap - 1);
         slot[h] = op;   /* a later state of the same process replaces the earlier */
       } else if (op->kind == OP_HIST) {
-        const xgr_store_hist *x = &op->u.hist;
-        col_text(&hc[0], op->owner);
-        col_u64(&hc[1], op->root);
-        col_u64(&hc[2], x->iter);
-        col_u64(&hc[3], x->parent_iter);
-        col_i64(&hc[4], x->step);
-        col_text(&hc[5], x->step_id ? x->step_id : "");
-        col_i64(&hc[6], x->status);
-        col_i64(&hc[7], x->valid);
-        col_i64(&hc[8], x->abort_reason);
-        col_i64(&hc[9], x->at);
-        col_i64(&hc[10], x->finished_at);
-        col_text(&hc[11], x->error);
-        col_text(&hc[12], g->base.cfg.no_history_payload ? NULL : x->payload);
-        col_i64(&hc[13], now);
-        col_text(&hc[14], x->api);
-        nhist++;
+        const xgr_store_hist *x = &op->u.hist;   /* the columns of COPY_HIST */
+        if (!copy->len) xgr__buf_put(copy, copy_header, sizeof copy_header);
+        cp_row(copy, 15);
+        cp_text(copy, op->owner);
+        cp_num(copy, op->root);
+        cp_num(copy, x->iter);
+        cp_num(copy, x->parent_iter);
+        cp_i32(copy, x->step);
+        cp_text(copy, x->step_id ? x->step_id : "");
+        cp_i32(copy, x->status);
+        cp_i32(copy, x->valid);
+        cp_i32(copy, x->abort_reason);
+        cp_i64(copy, x->at);
+        cp_i64(copy, x->finished_at);
+        cp_text(copy, x->error);
+        cp_text(copy, g->base.cfg.no_history_payload ? NULL : x->payload);
+        cp_i64(copy, now);
+        cp_text(copy, x->api);
       } else if (op->kind == OP_STATE) {
         size_t h = proc_key_hash(op) & (scap - 1);
         while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
         sslot[h] = op;   /* the last state of a session wins (states only move forward) */
+      } else if (op->kind == OP_SESSION && n > 1) {
+        const xgr_store_session *x = &op->u.session;   /* S_SESSION(_NEW)'s values */
+        size_t h = proc_key_hash(&(store_op){.owner = x->owner, .root = x->root_pid}) & (ocap - 1);
+        while (kslot[h] && !(kslot[h]->u.session.root_pid == x->root_pid && !strcmp(kslot[h]->u.session.owner, x->owner)))
+          h = (h + 1) & (ocap - 1);
+        if (kslot[h]) {   /* the session's second row in the group: after the first, on its own */
+          deferred[ndeferred][0] = i;
+          deferred[ndeferred++][1] = k;
+          continue;
+        }
+        kslot[h] = op;
+        colbuf *nc = op->if_absent ? ic : uc;
+        col_text(&nc[0], x->owner);
+        col_u64(&nc[1], x->root_pid);
+        col_text(&nc[2], x->registry);
+        col_text(&nc[3], x->ostc_id);
+        col_text(&nc[4], x->ostc_hash);
+        col_i64(&nc[5], x->status);
+        col_i64(&nc[6], x->killed_at);
+        col_i64(&nc[7], x->created_at ? x->created_at : now);
+        col_i64(&nc[8], x->status != XGR_RESULT_RUNNING ? (x->finished_at ? x->finished_at : now) : 0);
+        col_u64(&nc[9], x->next_iter);
+        col_i64(&nc[10], x->paused);
+        col_i64(&nc[11], x->next_group);
+        col_text(&nc[12], x->max_total_gas ? x->max_total_gas : "");
+        *(op->if_absent ? &nins : &nups) += 1;
+        if (x->root_pid != UINT64_MAX) {   /* the owner's next expected rootPid: the largest + 1 */
+          h = proc_key_hash(&(store_op){.owner = x->owner}) & (ocap - 1);
+          while (oslot[h].owner && strcmp(oslot[h].owner, x->owner)) h = (h + 1) & (ocap - 1);
+          if (!oslot[h].owner || oslot[h].next < x->root_pid + 1) oslot[h] = (owner_next){x->owner, x->root_pid + 1};
+        }
+      } else if (op->kind == OP_SCOPE) {
+        col_text(&kc[0], op->owner);
+        col_u64(&kc[1], op->root);
+        col_i64(&kc[2], op->u.group);
+        nscope++;
       } else {
         send_op(g, ps, i, k, op, now);
       }
     }
+  /* the session rows (a session's later rows in the group after them), their owners' counters
+   * and the killed scopes, before the states */
+  send_cols(g, ps, ic, 13, nins, S_SESSIONS_BULK, NULL);
+  send_cols(g, ps, uc, 13, nups, S_SESSIONS_UPSERT_BULK, NULL);
+  for (size_t d = 0; d < ndeferred; d++)
+    send_op(g, ps, deferred[d][0], deferred[d][1], &list[deferred[d][0]]->ops[deferred[d][1]], now);
+  for (size_t h = 0; h < ocap; h++) {
+    if (!oslot[h].owner) continue;
+    params q = {0};
+    p_text(&q, oslot[h].owner);
+    p_u64(&q, oslot[h].next);
+    send_stmt(g, ps, S_OWNER_BUMP, &q, 0, 0, W_PLAIN);
+  }
+  send_cols(g, ps, kc, 3, nscope, S_SCOPES_BULK, NULL);
+  free(oslot);
+  free(kslot);
+  free(deferred);
   /* session states after the session rows and scopes sent above; a session that ended loses its
    * killed scopes */
   colbuf sc[8], dc[2];
@@ -703,53 +875,45 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     }
   }
   free(sslot);
-  size_t nrows = 0;
-  for (size_t h = 0; h < cap; h++) {
+  /* in key order: the upsert then walks proc_rt's primary key from left to right */
+  size_t nslot = 0;
+  for (size_t h = 0; h < cap; h++)
+    if (slot[h]) slot[nslot++] = slot[h];
+  qsort(slot, nslot, sizeof *slot, proc_key_cmp);
+  for (size_t h = 0; h < nslot; h++) {
     const store_op *op = slot[h];
-    if (!op) continue;
     const xgr_store_proc *x = &op->u.proc;
-    col_text(&pc[0], op->owner);
-    col_u64(&pc[1], op->root);
-    col_u64(&pc[2], x->iter);
-    col_u64(&pc[3], x->parent_iter);
-    col_i64(&pc[4], x->step);
-    col_text(&pc[5], x->step_id ? x->step_id : "");
-    col_i64(&pc[6], x->status);
-    col_i64(&pc[7], x->paused);
-    col_i64(&pc[8], x->valid);
-    col_i64(&pc[9], x->abort_reason);
-    col_i64(&pc[10], x->group);
-    col_i64(&pc[11], x->from_group);
-    col_i64(&pc[12], x->next_wake_at);
-    col_i64(&pc[13], x->created_at);
-    col_i64(&pc[14], x->started_at);
-    col_i64(&pc[15], x->finished_at);
-    col_text(&pc[16], x->payload ? x->payload : "{}");
-    col_text(&pc[17], x->error);
-    col_text(&pc[18], x->join);
-    if (x->status >= XGR_PROC_DONE) col_i64(&pc[19], now);
-    else col_text(&pc[19], NULL);
-    nrows++;
+    if (!pcopy->len) xgr__buf_put(pcopy, copy_header, sizeof copy_header);
+    cp_row(pcopy, 20);   /* PROC_ROW_COLS */
+    cp_text(pcopy, op->owner);
+    cp_num(pcopy, op->root);
+    cp_num(pcopy, x->iter);
+    cp_num(pcopy, x->parent_iter);
+    cp_i32(pcopy, x->step);
+    cp_text(pcopy, x->step_id ? x->step_id : "");
+    cp_i32(pcopy, x->status);
+    cp_i32(pcopy, x->paused);
+    cp_i32(pcopy, x->valid);
+    cp_i32(pcopy, x->abort_reason);
+    cp_i64(pcopy, x->group);
+    cp_i64(pcopy, x->from_group);
+    cp_i64(pcopy, x->next_wake_at);
+    cp_i64(pcopy, x->created_at);
+    cp_i64(pcopy, x->started_at);
+    cp_i64(pcopy, x->finished_at);
+    cp_text(pcopy, x->payload ? x->payload : "{}");
+    cp_text(pcopy, x->error);
+    cp_text(pcopy, x->join);
+    if (x->status >= XGR_PROC_DONE) cp_i64(pcopy, now);
+    else cp_text(pcopy, NULL);
   }
   free(slot);
-  struct { colbuf *c; int ncol; size_t rows; int stmt; } bulk[4] = {{sc, 8, nst, S_STATES_BULK},
-                                                                    {dc, 2, ndel, S_SCOPES_DEL_BULK},
-                                                                    {pc, 20, nrows, S_PROCS_BULK},
-                                                                    {hc, 15, nhist, S_HISTS_BULK}};
-  for (int j = 0; j < 4; j++) {
-    params p = {0};
-    char *text[20];
-    for (int c = 0; c < bulk[j].ncol; c++) {
-      text[c] = NULL;
-      if (!bulk[j].rows) continue;
-      xgr__buf_putc(&bulk[j].c[c].b, '}');
-      text[c] = xgr__buf_finish(&bulk[j].c[c].b, NULL);
-      p_text(&p, text[c]);
-    }
-    if (bulk[j].stmt == S_STATES_BULK) p_i64(&p, now);
-    if (bulk[j].rows) send_stmt(g, ps, bulk[j].stmt, &p, 0, 0, W_PLAIN);
-    for (int c = 0; c < bulk[j].ncol; c++) free(text[c]);
-  }
+  if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailers */
+  if (pcopy->len) cp_be(pcopy, 0xFFFF, 2);
+  params now_p = {0};
+  p_i64(&now_p, now);
+  send_cols(g, ps, sc, 8, nst, S_STATES_BULK, &now_p);
+  send_cols(g, ps, dc, 2, ndel, S_SCOPES_DEL_BULK, NULL);
 }
 
 /* The outcome of one pipelined transaction attempt. */
@@ -875,9 +1039,76 @@ static void send_fence(pgstore *g, pipe_state *ps, xgr_store_changes **list, siz
   ps->p[ps->n++] = (pending){0, 0, W_PLAIN};
 }
 
-/* BEGIN and the statements of list[0..n) in one pipeline, then the results. */
+/* The columns of a history row in COPY (the order cp_* writes them in send_bulk). */
+#define COPY_HIST                                                                                                \
+  "COPY proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid, abort_reason, at,"          \
+  " finished_at, error, payload, recorded_at, api) FROM STDIN (FORMAT binary)"
+
+static PGresult *exec_prepared(PGconn *c, int which, const params *p);
+
+/* Record a failed statement of the bulk path's second part on pr (batch 0, like a failing bulk
+ * statement in the pipeline). */
+static void bulk_failed(pgstore *g, PGresult *r, pipe_result *pr) {
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  pr->ok = false;
+  pr->conn_lost = !state;
+  snprintf(pr->state, sizeof pr->state, "%s", state ? state : "");
+  pr->bad_batch = 0;
+  res_error(g, r, g->w, "a write failed", &pr->err);
+}
+
+/* COPY data (a whole binary stream) with the statement sql in the open transaction (outside
+ * pipeline mode). */
+static void copy_in(pgstore *g, const char *sql, const xgr_buf *data, pipe_result *pr) {
+  PGresult *r = PQexec(g->w, sql);
+  if (PQresultStatus(r) == PGRES_COPY_IN) {
+    PQclear(r);
+    bool sent = true;
+    for (size_t off = 0; off < data->len && sent;) {   /* CopyData messages of at most 1 MB */
+      size_t k = data->len - off < (1u << 20) ? data->len - off : (1u << 20);
+      sent = PQputCopyData(g->w, data->p + off, (int)k) == 1;
+      off += k;
+    }
+    PQputCopyEnd(g->w, sent ? NULL : "xgr: sending the rows failed");
+    r = PQgetResult(g->w);
+  }
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, r, pr);
+  PQclear(r);
+  while ((r = PQgetResult(g->w))) PQclear(r);
+}
+
+/* The bulk path's second part, after its pipeline: the process rows COPYed into the staging
+ * table and upserted from there, the history rows COPYed into proc_steps. COPY cannot run in
+ * pipeline mode: the connection leaves it and enters it again. */
+static void copy_rows(pgstore *g, const xgr_buf *procs, const xgr_buf *hist, pipe_result *pr) {
+  if (!PQexitPipelineMode(g->w)) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    res_error(g, NULL, g->w, "cannot leave pipeline mode", &pr->err);
+    return;
+  }
+  if (procs->len) {
+    copy_in(g, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", procs, pr);
+    if (pr->ok) {
+      params p = {0};
+      PGresult *r = exec_prepared(g->w, S_PROCS_BULK, &p);
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, r, pr);
+      PQclear(r);
+    }
+  }
+  if (pr->ok && hist->len) copy_in(g, COPY_HIST, hist, pr);
+  if (!PQenterPipelineMode(g->w) && pr->ok) {
+    pr->ok = false;
+    pr->conn_lost = true;
+    res_error(g, NULL, g->w, "cannot enter pipeline mode", &pr->err);
+  }
+}
+
+/* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the history
+ * rows of a bulk group by COPY. */
 static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, pipe_result *pr) {
   pipe_state ps = {0};
+  xgr_buf copy = {0}, pcopy = {0};
   for (size_t i = 0; i < n; i++) {
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
@@ -885,7 +1116,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
   if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
   if (g->cl) send_fence(g, &ps, list, n);
   if (bulk_ok(list, n)) {
-    send_bulk(g, &ps, list, n, now);
+    send_bulk(g, &ps, list, n, now, &copy, &pcopy);
   } else {
     for (size_t i = 0; i < n && !ps.send_failed; i++)
       for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
@@ -896,6 +1127,8 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->state[0] = 0;
     res_error(g, NULL, g->w, "cannot send to PostgreSQL", &pr->err);
     free(ps.p);
+    free(copy.p);
+    free(pcopy.p);
     return;
   }
   /* the BEGIN's result comes first */
@@ -906,6 +1139,8 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->state[0] = 0;
     res_error(g, NULL, g->w, "cannot begin a transaction", &pr->err);
     free(ps.p);
+    free(copy.p);
+    free(pcopy.p);
     return;
   }
   bool began = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -920,7 +1155,10 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->bad_batch = n;
     pr->err = berr;
   }
+  if (pr->ok && (copy.len || pcopy.len)) copy_rows(g, &pcopy, &copy, pr);
   free(ps.p);
+  free(copy.p);
+  free(pcopy.p);
 }
 
 /* The store can no longer write: record why, fail every batch in list. */
@@ -1830,6 +2068,8 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
       if (migrate(g, &now_found, err)) goto fail;
       g->base.found_version = now_found;
     }
+    /* a group's staged rows stay in memory (the default, 8 MB, holds some 30,000 of them) */
+    if (exec_plain(g, g->w, "SET temp_buffers = '64MB'", err) || exec_plain(g, g->w, STAGE_PROCS, err)) goto fail;
     for (int i = 0; i < S_COUNT; i++) {
       char name[8];
       snprintf(name, sizeof name, "x%d", i);

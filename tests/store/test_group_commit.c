@@ -196,6 +196,60 @@ static void test_bad_batch_fails_alone_postgres(void **state) {
   free(url);
 }
 
+/* Session rows of the same session in several batches that go in one group (the PostgreSQL bulk
+ * path sends a session's first row in one statement and its later rows after it, in order): the
+ * last row wins and every batch succeeds. */
+static void session_rows_in_one_group(const char *path) {
+  xgr_error e;
+  xgr_store *st = xgr_store_open(path, NULL, &e);
+  assert_non_null(st);
+  res r = {.n = 0};
+  for (int i = 0; i < 40; i++) {
+    xgr_store_changes *b = xgr_store_changes_new();
+    char reg[16], hash[16];
+    snprintf(reg, sizeof reg, "r%d", i);
+    snprintf(hash, sizeof hash, "h%d", i);
+    xgr_store_session s = {.owner = T_OWNER, .root_pid = 100 + (uint64_t)(i % 10), .registry = reg, .ostc_id = "O",
+                           .ostc_hash = hash, .created_at = 1000 + i, .next_iter = (uint64_t)i + 2, .next_group = 1,
+                           .max_total_gas = ""};
+    xgr_store_changes_session(b, &s);
+    xgr_store_submit(st, b, on_res, &r);
+  }
+  xgr_store_flush(st);
+  assert_int_equal(r.n, 40);
+  for (int i = 0; i < 40; i++) assert_int_equal(r.rc[i], 0);
+  for (int k = 0; k < 10; k++) {
+    xgr_store_session s;
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 100 + (uint64_t)k, &s, &e), 0);
+    char want[16];
+    snprintf(want, sizeof want, "r%d", 30 + k);
+    assert_string_equal(s.registry, want);
+    assert_int_equal(s.next_iter, 32 + k);
+    xgr_store_session_clear(&s);
+  }
+  assert_int_equal(xgr_store_failed(st, NULL), 0);
+  xgr_store_close(st);
+}
+
+static void test_session_rows_in_one_group(void **state) {
+  (void)state;
+  session_rows_in_one_group("memory:");
+  char *dir = t_tmpdir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/rows.db", dir);
+  session_rows_in_one_group(path);
+  t_rmdir(dir);
+  free(dir);
+}
+
+static void test_session_rows_in_one_group_postgres(void **state) {
+  (void)state;
+  char *url = pg_fresh("rows");
+  if (!url) skip();
+  session_rows_in_one_group(url);
+  free(url);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_producers_memory),
@@ -203,6 +257,8 @@ int main(void) {
       cmocka_unit_test(test_bad_batch_fails_alone),
       cmocka_unit_test(test_producers_postgres),
       cmocka_unit_test(test_bad_batch_fails_alone_postgres),
+      cmocka_unit_test(test_session_rows_in_one_group),
+      cmocka_unit_test(test_session_rows_in_one_group_postgres),
   };
   return cmocka_run_group_tests_name("store_group_commit", tests, NULL, NULL);
 }
