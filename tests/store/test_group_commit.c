@@ -238,8 +238,7 @@ static void test_session_rows_in_one_group(void **state) {
   char path[512];
   snprintf(path, sizeof path, "%s/rows.db", dir);
   session_rows_in_one_group(path);
-  t_rmdir(dir);
-  free(dir);
+  t_rmdir(dir);   /* frees dir */
 }
 
 static void test_session_rows_in_one_group_postgres(void **state) {
