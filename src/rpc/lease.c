@@ -166,6 +166,49 @@ static int load_cb(void *ctx, const xgr_store_live *l) {
   return 0;
 }
 
+/* A hibernating node's claims load only what is awake or due within the loader's look-ahead
+ * (read after the claim committed: the engine clock only moves on, so this is not below any
+ * horizon a due poll published before); the rest is held in the store for the due poller. */
+static int64_t hib_bound(void *ctx) {
+  xgr_rpcd *d = ctx;
+  return xgr_engine_now(d->e) + d->hib.lead_ms;
+}
+
+/* xgr__lease_load's claim: before gets the daemon, fn the caller's context. */
+typedef struct load_ctx {
+  xgr_rpcd *d;
+  int (*fn)(void *ctx, const xgr_store_live *l);
+  void *ctx;
+} load_ctx;
+
+static void load_before(void *ctx, const char *owner, uint64_t root) { before_load(((load_ctx *)ctx)->d, owner, root); }
+
+static int load_fn(void *ctx, const xgr_store_live *l) {
+  load_ctx *c = ctx;
+  return c->fn(c->ctx, l);
+}
+
+int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
+                    void *ctx, xgr_error *err) {
+  const char *me = xgr_store_node_id(d->st);
+  load_ctx lc = {d, fn, ctx};
+  for (int attempt = 0; attempt < 100; attempt++) {
+    size_t n = 0;
+    /* own: this node's row (held or not), or a free one; never one another live node holds */
+    int rc = xgr_store_lease_claim(d->st, owner, root, true, 1, load_before, load_fn, &lc, &n, err);
+    if (rc || n) return rc;
+    char node[256];
+    bool valid = false, running = false;
+    if ((rc = xgr_store_lease_holder(d->st, owner, root, node, sizeof node, &valid, &running, err))) return rc;
+    if (!running)
+      return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%" PRIu64, owner, root);
+    if (node[0] && valid && strcmp(node, me))
+      return xgr_error_set(err, XGR_ENOTFOUND, NULL, "session %s/%" PRIu64 " is held by node %s", owner, root, node);
+    nanosleep(&(struct timespec){0, 5000000}, NULL);   /* its row is locked by a claim right now: again */
+  }
+  return xgr_error_set(err, XGR_ETIMEOUT, NULL, "session %s/%" PRIu64 " stayed locked; not loaded", owner, root);
+}
+
 int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
   xgr__lease *l = d->lease;
   if (!l) return exec_local(d, r, woken, err);
@@ -188,6 +231,13 @@ int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *
     }
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
+      if (d->hib.load) {   /* hibernation: the engine's serialised load (xgr__lease_load) */
+        xgr_error le;
+        xgr_error_clear(&le);
+        if (xgr_engine_load(d->e, r->owner, r->root, &le) == XGR_ETIMEOUT)
+          nanosleep(&(struct timespec){0, 20000000}, NULL);
+        continue;   /* loaded, or it went elsewhere meanwhile: look again */
+      }
       size_t n = 0;
       if ((rc = xgr_store_lease_claim(d->st, r->owner, r->root, !strcmp(node, me), 1, before_load, load_cb, d,
                                       &n, err))) return rc;
@@ -233,8 +283,11 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   if (!b || r.op < XGR__CTL_KILL || r.op > XGR__CTL_WAKE_STEP) {
     *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
   } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
-    /* not in this engine: it moved (the asker routes again) unless it ended here */
-    *rc = xgr_store_lease_held(d->st, owner, root) ? exec_local(d, &r, &woken, &err)
+    /* not in this engine: hibernated here (loaded), or it moved (the asker routes again) unless it
+     * ended here */
+    bool here = d->hib.load ? !xgr_engine_load(d->e, owner, root, NULL) || xgr_store_lease_held(d->st, owner, root)
+                            : xgr_store_lease_held(d->st, owner, root);
+    *rc = here ? exec_local(d, &r, &woken, &err)
                                                    : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64
                                                                    " is not held by node %s", owner, root,
                                                                    xgr_store_node_id(d->st));
@@ -277,7 +330,9 @@ static size_t claim_all(xgr_rpcd *d, bool own) {
   size_t total = 0, n = 0;
   xgr_error err;
   do {
-    if (xgr_store_lease_claim(d->st, NULL, 0, own, 256, before_load, load_cb, d, &n, &err)) {
+    /* hibernation: sessions that sleep beyond the look-ahead are held, not loaded */
+    if (xgr_store_lease_claim_lazy(d->st, NULL, 0, own, 256, d->hib.load ? hib_bound : NULL, before_load, load_cb, d,
+                                   &n, NULL, &err)) {
       xgr__rpcd_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
       break;
     }
@@ -384,6 +439,7 @@ static void collect(void *ctx, xgr_metrics_out *out) {
   struct { const char *k; uint64_t v; } rows[] = {
       {"leases_held", s.held},
       {"sessions_claimed", s.claimed},
+      {"sessions_claimed_hibernated", s.claimed_hibernated},
       {"leases_lost", s.lost},
       {"late_writes_refused", s.refused_batches},
       {"heartbeats", s.renewals},
