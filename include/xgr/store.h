@@ -511,6 +511,9 @@ int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err);
  * whose target is no running session anywhere are first marked refused ("no such session here"),
  * as a single node refuses them. */
 int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_t *n, xgr_error *err);
+/* Is outbox row id still pending (in the outbox, not refused)? false also when it cannot be read
+ * (the caller looks again later). A fresh read on the lease connection (xgr_engine_redeliver_checked). */
+bool xgr_store_outbox_pending(xgr_store *st, const char *id);
 
 #ifdef __cplusplus
 }

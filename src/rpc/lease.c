@@ -342,6 +342,10 @@ static size_t claim_all(xgr_rpcd *d, bool own) {
   return total;
 }
 
+/* The row read a moment ago may have been applied since by an incarnation that is gone now
+ * (hibernation: evicted after that commit): xgr_engine_redeliver_checked asks again. */
+static bool still_pending(void *ctx, const char *id) { return xgr_store_outbox_pending(((xgr_rpcd *)ctx)->st, id); }
+
 static void deliver_outbox(xgr__lease *l) {
   xgr_rpcd *d = l->d;
   xgr_store_wake *w = NULL;
@@ -355,9 +359,9 @@ static void deliver_outbox(xgr__lease *l) {
     xgr_value pl = xgr_value_null();
     if (w[i].payload && xgr_value_from_json_text(w[i].payload, strlen(w[i].payload), 0, &pl, &err)) pl = xgr_value_null();
     /* the target applies an id once and removes the row with its next batch; one not loaded yet
-     * (being claimed) is found again by the next poll */
-    if (!xgr_engine_redeliver(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root, w[i].step,
-                              w[i].rule, pl))
+     * (being claimed), or that left before the send, is found again by the next poll */
+    if (!xgr_engine_redeliver_checked(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root,
+                                      w[i].step, w[i].rule, pl, still_pending, d))
       atomic_fetch_add(&l->wakes_delivered, 1);
     xgr_value_release(pl);
   }

@@ -887,3 +887,16 @@ int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_
   *n = (size_t)nr;
   return 0;
 }
+
+bool xgr_store_outbox_pending(xgr_store *st, const char *id) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return false;
+  const char *v[1] = {id};
+  xgr_error err;
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "SELECT 1 FROM outbox WHERE id = $1 AND refused IS NULL", 1, v, "outbox", &err);
+  pthread_mutex_unlock(&c->mu);
+  bool pending = r && PQntuples(r) == 1;
+  PQclear(r);
+  return pending;
+}
