@@ -192,19 +192,27 @@ int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(voi
                     void *ctx, xgr_error *err) {
   const char *me = xgr_store_node_id(d->st);
   load_ctx lc = {d, fn, ctx};
+  /* a session this node holds is claimed at once (the due poller's case); for any other the row
+   * is looked at first — a session another live node holds is not this node's to load, and the
+   * claim's search for dead nodes is left out for it (an internal wake-up for a session on
+   * another node tries this on the producing worker) */
+  bool look = !xgr_store_lease_held(d->st, owner, root);
   for (int attempt = 0; attempt < 100; attempt++) {
+    int rc;
+    if (look) {
+      char node[256];
+      bool valid = false, running = false;
+      if ((rc = xgr_store_lease_holder(d->st, owner, root, node, sizeof node, &valid, &running, err))) return rc;
+      if (!running)
+        return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%" PRIu64, owner, root);
+      if (node[0] && valid && strcmp(node, me))
+        return xgr_error_set(err, XGR_ENOTFOUND, NULL, "session %s/%" PRIu64 " is held by node %s", owner, root, node);
+    }
     size_t n = 0;
     /* own: this node's row (held or not), or a free one; never one another live node holds */
-    int rc = xgr_store_lease_claim(d->st, owner, root, true, 1, load_before, load_fn, &lc, &n, err);
-    if (rc || n) return rc;
-    char node[256];
-    bool valid = false, running = false;
-    if ((rc = xgr_store_lease_holder(d->st, owner, root, node, sizeof node, &valid, &running, err))) return rc;
-    if (!running)
-      return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%" PRIu64, owner, root);
-    if (node[0] && valid && strcmp(node, me))
-      return xgr_error_set(err, XGR_ENOTFOUND, NULL, "session %s/%" PRIu64 " is held by node %s", owner, root, node);
-    nanosleep(&(struct timespec){0, 5000000}, NULL);   /* its row is locked by a claim right now: again */
+    if ((rc = xgr_store_lease_claim(d->st, owner, root, true, 1, load_before, load_fn, &lc, &n, err)) || n) return rc;
+    if (look) nanosleep(&(struct timespec){0, 5000000}, NULL);   /* its row is locked by a claim right now: again */
+    look = true;
   }
   return xgr_error_set(err, XGR_ETIMEOUT, NULL, "session %s/%" PRIu64 " stayed locked; not loaded", owner, root);
 }
