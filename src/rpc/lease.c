@@ -10,6 +10,10 @@
  *                     delivers internal wake-ups from the outbox to the sessions it holds every
  *                     50 ms. A "c" notification wakes the command thread, which runs the
  *                     commands other nodes send (they wait on the engine; heartbeats must not).
+ *   hibernation       a node evicts waiting sessions and keeps their leases: claims hold the
+ *                     ones that sleep beyond the loader's look-ahead without loading them, and
+ *                     every load goes through xgr__lease_load (a claim of that one session under
+ *                     this node's lease); the due poller reads only this node's rows (rpcd.c).
  *   control calls     xgr__rpcd_ctl: kill, pause, resume and the wakes run here when the session
  *                     is in this engine; a session leased to another live node gets a command row
  *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
@@ -240,10 +244,10 @@ int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
       if (d->hib.load) {   /* hibernation: the engine's serialised load (xgr__lease_load) */
-        xgr_error le;
-        xgr_error_clear(&le);
-        if (xgr_engine_load(d->e, r->owner, r->root, &le) == XGR_ETIMEOUT)
-          nanosleep(&(struct timespec){0, 20000000}, NULL);
+        xgr_error_clear(err);
+        rc = xgr_engine_load(d->e, r->owner, r->root, err);
+        if (rc == XGR_ETIMEOUT) nanosleep(&(struct timespec){0, 20000000}, NULL);
+        else if (rc && rc != XGR_ENOTFOUND) return rc;   /* it cannot be loaded (logged there) */
         continue;   /* loaded, or it went elsewhere meanwhile: look again */
       }
       size_t n = 0;
@@ -296,9 +300,8 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
     bool here = d->hib.load ? !xgr_engine_load(d->e, owner, root, NULL) || xgr_store_lease_held(d->st, owner, root)
                             : xgr_store_lease_held(d->st, owner, root);
     *rc = here ? exec_local(d, &r, &woken, &err)
-                                                   : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64
-                                                                   " is not held by node %s", owner, root,
-                                                                   xgr_store_node_id(d->st));
+               : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
+                               xgr_store_node_id(d->st));
   } else {
     *rc = exec_local(d, &r, &woken, &err);
   }
