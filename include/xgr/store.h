@@ -468,6 +468,10 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
 /* Does this node hold (owner, root_pid)? (The store's memory: no round trip.) */
 bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid);
+/* Does this node hold (owner, root_pid) and does its row still say so — running, leased to this node
+ * at the epoch the store remembers? (One read, no write: a node loads a session it evicted under the
+ * lease it kept.) false also when the row cannot be read. */
+bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid);
 /* Who holds a session: *node (at most n bytes, "" when unleased), whether that node is alive and
  * its lease unexpired (*valid), and whether the session is running (*running). XGR_ENOTFOUND
  * when there is no such session. */

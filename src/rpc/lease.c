@@ -196,10 +196,20 @@ int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(voi
                     void *ctx, xgr_error *err) {
   const char *me = xgr_store_node_id(d->st);
   load_ctx lc = {d, fn, ctx};
-  /* a session this node holds is claimed at once (the due poller's case); for any other the row
-   * is looked at first — a session another live node holds is not this node's to load, and the
-   * claim's search for dead nodes is left out for it (an internal wake-up for a session on
-   * another node tries this on the producing worker) */
+  /* the common case (the due poller's): a session this node evicted and still holds — its row
+   * names this node at the remembered epoch — is read under that lease, without a write. Rows
+   * read after the check can only be this node's (a claim elsewhere raises the epoch for good, and
+   * then the fence refuses this incarnation's first write); and no other incarnation is here
+   * (the engine loads only what its registry lacks, an evicted one committed everything) */
+  if (xgr_store_lease_current(d->st, owner, root)) {
+    xgr_store_load_filter f = {.owner = owner, .root_pid = root};
+    return xgr_store_load_some(d->st, &f, fn, ctx, err);
+  }
+  /* else claim it: a row that names this node (not at the remembered epoch: the claim fences any
+   * incarnation this node forgot) is claimed at once; for any other the row is looked at first —
+   * a session another live node holds is not this node's to load, and the claim's search for
+   * dead nodes is left out for it (an internal wake-up for a session on another node tries this
+   * on the producing worker) */
   bool look = !xgr_store_lease_held(d->st, owner, root);
   for (int attempt = 0; attempt < 100; attempt++) {
     int rc;

@@ -693,6 +693,28 @@ int xgr_store_lease_release_all(xgr_store *st, xgr_error *err) {
   return 0;
 }
 
+bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return false;
+  pthread_mutex_lock(&c->hmu);
+  held *h = held_find(c, owner, root_pid);
+  int64_t epoch = h ? h->epoch : -1;
+  pthread_mutex_unlock(&c->hmu);
+  if (epoch < 0) return false;
+  char rt[24], ep[24];
+  snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
+  snprintf(ep, sizeof ep, "%" PRId64, epoch);
+  const char *v[4] = {owner, rt, c->node, ep};
+  xgr_error err;
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "SELECT 1 FROM sessions WHERE owner = $1 AND root_pid = $2::numeric AND status = 0"
+                       " AND lease_owner = $3 AND lease_epoch = $4::bigint", 4, v, "cannot read the lease", &err);
+  pthread_mutex_unlock(&c->mu);
+  bool cur = r && PQntuples(r) == 1;
+  PQclear(r);
+  return cur;
+}
+
 bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid) {
   pgc *c = xgr__pg_cluster(st);
   if (!c) return false;

@@ -187,6 +187,8 @@ static void test_hibernated(void **state) {
   assert_int_equal(nl, 2);                /* ... the awake one and the one due by 1000 loaded */
   assert_int_equal(loaded, 2);
   assert_true(xgr_store_lease_held(a, OWNER, 2));   /* held hibernated: its epoch is remembered */
+  assert_true(xgr_store_lease_current(a, OWNER, 2));   /* its row agrees: a loads it without a claim */
+  assert_false(xgr_store_lease_current(b, OWNER, 2));
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(a, &s);
   assert_int_equal(s.claimed_hibernated, 1);
@@ -224,6 +226,8 @@ static void test_hibernated(void **state) {
   assert_string_equal(holder, "b/3");
   free(holder);
   /* a comes back: it cannot load the session (b holds it) and its late write is refused */
+  assert_true(xgr_store_lease_held(a, OWNER, 2));   /* a's memory still says so ... */
+  assert_false(xgr_store_lease_current(a, OWNER, 2));   /* ... its row does not */
   loaded = 0;
   assert_int_equal(xgr_store_lease_claim(a, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
   assert_int_equal(n, 0);
