@@ -320,7 +320,7 @@ try:
     if HIBERNATE:
         rows2 = int(psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n2' AND wake_due IS"
                                " NOT NULL"))
-        print("     n2 holds %d evicted sessions when it is stopped" % rows2, flush=True)
+        check(rows2 > 0, "n2 holds %d evicted sessions when it is stopped" % rows2)
     nodes[1].p.send_signal(signal.SIGSTOP)
     nodes[1].live = False
     time.sleep(2.5 * LEASE_MS / 1000)
