@@ -363,9 +363,10 @@ static int hib_load(void *ctx, const char *owner, uint64_t root, xgr_error *err)
     return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session with rootPid %llu", (unsigned long long)root);
   hib_load_ctx c = {d, false, 0, err};
   xgr_store_load_filter f = {.owner = owner, .root_pid = root};
-  /* a cluster node loads only under its lease (docs/CLUSTER.md "Hibernation") */
-  int rc = d->lease ? xgr__lease_load(d, owner, root, hib_load_cb, &c, err)
-                    : xgr_store_load_some(d->st, &f, hib_load_cb, &c, err);
+  /* a cluster node loads only under its lease (docs/CLUSTER.md "Hibernation"); asked of the store,
+   * which outlives the engine (d->lease goes first at teardown) */
+  int rc = xgr_store_node_id(d->st) ? xgr__lease_load(d, owner, root, hib_load_cb, &c, err)
+                                     : xgr_store_load_some(d->st, &f, hib_load_cb, &c, err);
   if (rc) return rc;
   if (!c.found)
     return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%llu", owner, (unsigned long long)root);
@@ -380,7 +381,8 @@ static int hib_due(void *ctx, const xgr_engine_due_key *after, int64_t upto, xgr
   xgr_store_due_key *k = xgr__xmalloc((max ? max : 1) * sizeof *k);
   xgr_error err;
   /* a cluster node's poller sees only the rows leased to it */
-  int rc = d->lease ? xgr_store_lease_due(d->st, &a, upto, k, max, n, &err) : xgr_store_due(d->st, &a, upto, k, max, n, &err);
+  int rc = xgr_store_node_id(d->st) ? xgr_store_lease_due(d->st, &a, upto, k, max, n, &err)
+                                     : xgr_store_due(d->st, &a, upto, k, max, n, &err);
   for (size_t i = 0; !rc && i < *n; i++) {
     out[i].due = k[i].due;
     out[i].root_pid = k[i].root_pid;
