@@ -119,6 +119,13 @@ def enqueue_batches(urls, ostc, roots, step, clients=6):
         t.join()
 
 
+def live(url):
+    """Sessions in the node's engine (xgr_sessions_live)."""
+    text = urllib.request.urlopen(url + "metrics", timeout=5).read().decode()
+    m = re.search(r'^xgr_sessions_live (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 def held(url):
     """Sessions the node holds, in memory or hibernated (xgr_cluster{kind="leases_held"})."""
     text = urllib.request.urlopen(url + "metrics", timeout=5).read().decode()
