@@ -364,6 +364,16 @@ int xgr_engine_redeliver(xgr_engine *e, const char *id, const char *from_owner, 
                          const char *to_owner, uint64_t to_root, const char *step, const char *rule,
                          xgr_value payload);
 
+/* Cluster nodes (xgrd's outbox poll, docs/CLUSTER.md) deliver rows they read a moment ago while
+ * the target may be evicted and loaded again meanwhile: the target is found (or loaded), then
+ * pending(ctx, id) must still say the row is in the outbox, then it is sent to that very
+ * incarnation — so a row that an earlier incarnation applied (and removed with its last batch) is
+ * not applied twice. 0: sent, or no longer pending; XGR_ENOTFOUND: the target does not run here
+ * (not counted as refused), or it left before the send (deliver again later). */
+int xgr_engine_redeliver_checked(xgr_engine *e, const char *id, const char *from_owner, uint64_t from_root,
+                                 const char *to_owner, uint64_t to_root, const char *step, const char *rule,
+                                 xgr_value payload, bool (*pending)(void *ctx, const char *id), void *ctx);
+
 /* Control calls. owner NULL matches any owner (the first session with that rootPid). iter 0 means
  * the whole session (kill, pause, resume). They wait for the actor's answer: 0 or the core's error
  * (XGR_ENOTFOUND when no such live session). caller NULL: the owner. */

@@ -445,15 +445,33 @@ int64_t xgr_store_lease_ms(const xgr_store *st);
 int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
                           void (*before)(void *ctx, const char *owner, uint64_t root_pid),
                           int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err);
+/* xgr_store_lease_claim for a node that hibernates sessions (docs/CLUSTER.md "Hibernation"): once
+ * the claim has committed, bound(ctx) gives a due time (engine clock ms); a claimed session that is
+ * awake (no due time) or due by then is loaded as above; one hibernated beyond it is only held —
+ * before is called and its new epoch remembered, fn is not called — and stays in the store for the
+ * node's due poller (xgr_store_lease_due) or a call. *loaded (may be NULL) gets how many were loaded. */
+int xgr_store_lease_claim_lazy(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                               int64_t (*bound)(void *ctx), void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                               int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed,
+                               size_t *loaded, xgr_error *err);
+/* The due index (as xgr_store_due) restricted to the rows leased to this node: a node's due poller
+ * loads only the hibernated sessions it holds. */
+int xgr_store_lease_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out,
+                        size_t max, size_t *n, xgr_error *err);
 /* Heartbeat: extend every lease this node holds (rows another transaction locks are left for the
- * next beat) and find the ones it lost: for each session the store held whose row no longer
- * names this node at the held epoch (or that ended), the store forgets it and calls lost. */
+ * next beat; every running row naming this node, in memory or hibernated) and find the ones it
+ * lost: for each session the store held whose row no longer names this node at the held epoch (or
+ * that ended), the store forgets it and calls lost. */
 int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *owner, uint64_t root_pid), void *ctx,
                           xgr_error *err);
 /* Give up every lease (SIGTERM): rows keep their epoch, lose their owner; the store holds none. */
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
 /* Does this node hold (owner, root_pid)? (The store's memory: no round trip.) */
 bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid);
+/* Does this node hold (owner, root_pid) and does its row still say so — running, leased to this node
+ * at the epoch the store remembers? (One read, no write: a node loads a session it evicted under the
+ * lease it kept.) false also when the row cannot be read. */
+bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid);
 /* Who holds a session: *node (at most n bytes, "" when unleased), whether that node is alive and
  * its lease unexpired (*valid), and whether the session is running (*running). XGR_ENOTFOUND
  * when there is no such session. */
@@ -462,6 +480,7 @@ int xgr_store_lease_holder(xgr_store *st, const char *owner, uint64_t root_pid, 
 typedef struct xgr_store_lease_stats {
   uint64_t held;                /* sessions held now */
   uint64_t claimed;             /* sessions claimed since open */
+  uint64_t claimed_hibernated;  /* of those, held without being loaded (xgr_store_lease_claim_lazy) */
   uint64_t lost;                /* leases found lost by the heartbeat */
   uint64_t refused_batches;     /* late writes refused: batches that failed with XGR_ELEASE */
   uint64_t renewals;            /* heartbeats done */
@@ -496,6 +515,9 @@ int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err);
  * whose target is no running session anywhere are first marked refused ("no such session here"),
  * as a single node refuses them. */
 int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_t *n, xgr_error *err);
+/* Is outbox row id still pending (in the outbox, not refused)? false also when it cannot be read
+ * (the caller looks again later). A fresh read on the lease connection (xgr_engine_redeliver_checked). */
+bool xgr_store_outbox_pending(xgr_store *st, const char *id);
 
 #ifdef __cplusplus
 }

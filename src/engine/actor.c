@@ -1171,10 +1171,16 @@ static void actor_discard(void *self, xgr_event *ev) {
       xgr_eng_ctl_free(m);
       break;
     }
-    case MSG_IWAKE:
-      if (a->evicted && xgr_eng_hib_defer(a->e, MSG_IWAKE, xgr_session_owner(a->s), a->root, ev->data)) break;
+    case MSG_IWAKE: {
+      /* one from the outbox that this incarnation applied (its removal is committed: it evicted)
+       * is not handed on: the next incarnation would apply it again (a cluster node's outbox
+       * poll may deliver a row twice) */
+      const iwake_msg *im = ev->data;
+      bool done = im->id && xgr__hashmap_get(&a->applied, wake_key(im->id));
+      if (a->evicted && !done && xgr_eng_hib_defer(a->e, MSG_IWAKE, xgr_session_owner(a->s), a->root, ev->data)) break;
       xgr_eng_iwake_free(ev->data);
       break;
+    }
     case MSG_REPORT: {
       report_msg *m = ev->data;
       pthread_mutex_lock(&m->mu);

@@ -364,27 +364,50 @@ int xgr_engine_drop(xgr_engine *e, const char *owner, uint64_t root_pid) {
 
 void xgr_engine_recovered(xgr_engine *e) { atomic_store(&e->recovering, false); }
 
+/* Send outbox row id as an internal wake-up to the actor pid (that incarnation only): 0 or an error. */
+static int send_outbox_wake(xgr_engine *e, xgr_pid pid, const char *id, const char *from_owner, uint64_t from_root,
+                            const char *step, const char *rule, xgr_value payload) {
+  iwake_msg *m = xgr__xcalloc(1, sizeof *m);
+  m->id = xgr__xstrdup(id);
+  m->caller = xgr__xstrdup(from_owner);
+  m->from_root = from_root;
+  m->step_id = xgr__xstrdup(step);
+  m->rule_address = rule ? xgr__xstrdup(rule) : NULL;
+  m->payload = xgr_value_retain(payload);
+  if (xgr_eng_send(e, NULL, pid, MSG_IWAKE, m) == 0) return 0;
+  xgr_eng_iwake_free(m);
+  return XGR_ENOTFOUND;
+}
+
+/* The actor of (owner, root) in the registry, loading a hibernated session first; 0 when none. */
+static xgr_pid target_pid(xgr_engine *e, const char *owner, uint64_t root) {
+  if (atomic_load(&e->hib.on)) xgr_eng_hib_load(e, owner, root, NULL);   /* a hibernated target */
+  shard *sh;
+  sess_entry *ent = xgr_eng_lookup_locked(e, owner, root, &sh);
+  xgr_pid pid = ent ? ent->pid : 0;
+  pthread_mutex_unlock(&sh->mu);
+  return pid;
+}
+
 int xgr_engine_redeliver(xgr_engine *e, const char *id, const char *from_owner, uint64_t from_root,
                          const char *to_owner, uint64_t to_root, const char *step, const char *rule,
                          xgr_value payload) {
-  if (atomic_load(&e->hib.on)) xgr_eng_hib_load(e, to_owner, to_root, NULL);   /* a hibernated target */
-  shard *sh;
-  sess_entry *ent = xgr_eng_lookup_locked(e, to_owner, to_root, &sh);
-  xgr_pid pid = ent ? ent->pid : 0;
-  pthread_mutex_unlock(&sh->mu);
-  if (pid) {
-    iwake_msg *m = xgr__xcalloc(1, sizeof *m);
-    m->id = xgr__xstrdup(id);
-    m->caller = xgr__xstrdup(from_owner);
-    m->from_root = from_root;
-    m->step_id = xgr__xstrdup(step);
-    m->rule_address = rule ? xgr__xstrdup(rule) : NULL;
-    m->payload = xgr_value_retain(payload);
-    if (xgr_eng_send(e, NULL, pid, MSG_IWAKE, m) == 0) return 0;
-    xgr_eng_iwake_free(m);
-  }
+  xgr_pid pid = target_pid(e, to_owner, to_root);
+  if (pid && !send_outbox_wake(e, pid, id, from_owner, from_root, step, rule, payload)) return 0;
   atomic_fetch_add(&e->st_wake_refused, 1);
   return XGR_ENOTFOUND;
+}
+
+int xgr_engine_redeliver_checked(xgr_engine *e, const char *id, const char *from_owner, uint64_t from_root,
+                                 const char *to_owner, uint64_t to_root, const char *step, const char *rule,
+                                 xgr_value payload, bool (*pending)(void *ctx, const char *id), void *ctx) {
+  /* the incarnation found (or loaded) here lives from before the check to the send (a send to a
+   * pid of a gone incarnation fails): an earlier incarnation that applied the row committed its
+   * removal before it left, so the check sees it gone; this one remembers what it applied */
+  xgr_pid pid = target_pid(e, to_owner, to_root);
+  if (!pid) return XGR_ENOTFOUND;
+  if (!pending(ctx, id)) return 0;
+  return send_outbox_wake(e, pid, id, from_owner, from_root, step, rule, payload);
 }
 
 int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t now), void *ctx) {

@@ -10,6 +10,10 @@
  *                     delivers internal wake-ups from the outbox to the sessions it holds every
  *                     50 ms. A "c" notification wakes the command thread, which runs the
  *                     commands other nodes send (they wait on the engine; heartbeats must not).
+ *   hibernation       a node evicts waiting sessions and keeps their leases: claims hold the
+ *                     ones that sleep beyond the loader's look-ahead without loading them, and
+ *                     every load goes through xgr__lease_load (a claim of that one session under
+ *                     this node's lease); the due poller reads only this node's rows (rpcd.c).
  *   control calls     xgr__rpcd_ctl: kill, pause, resume and the wakes run here when the session
  *                     is in this engine; a session leased to another live node gets a command row
  *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
@@ -166,6 +170,67 @@ static int load_cb(void *ctx, const xgr_store_live *l) {
   return 0;
 }
 
+/* A hibernating node's claims load only what is awake or due within the loader's look-ahead
+ * (read after the claim committed: the engine clock only moves on, so this is not below any
+ * horizon a due poll published before); the rest is held in the store for the due poller. */
+static int64_t hib_bound(void *ctx) {
+  xgr_rpcd *d = ctx;
+  return xgr_engine_now(d->e) + d->hib.lead_ms;
+}
+
+/* xgr__lease_load's claim: before gets the daemon, fn the caller's context. */
+typedef struct load_ctx {
+  xgr_rpcd *d;
+  int (*fn)(void *ctx, const xgr_store_live *l);
+  void *ctx;
+} load_ctx;
+
+static void load_before(void *ctx, const char *owner, uint64_t root) { before_load(((load_ctx *)ctx)->d, owner, root); }
+
+static int load_fn(void *ctx, const xgr_store_live *l) {
+  load_ctx *c = ctx;
+  return c->fn(c->ctx, l);
+}
+
+int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
+                    void *ctx, xgr_error *err) {
+  const char *me = xgr_store_node_id(d->st);
+  load_ctx lc = {d, fn, ctx};
+  /* the common case (the due poller's): a session this node evicted and still holds — its row
+   * names this node at the remembered epoch — is read under that lease, without a write. Rows
+   * read after the check can only be this node's (a claim elsewhere raises the epoch for good, and
+   * then the fence refuses this incarnation's first write); and no other incarnation is here
+   * (the engine loads only what its registry lacks, an evicted one committed everything) */
+  if (xgr_store_lease_current(d->st, owner, root)) {
+    xgr_store_load_filter f = {.owner = owner, .root_pid = root};
+    return xgr_store_load_some(d->st, &f, fn, ctx, err);
+  }
+  /* else claim it: a row that names this node (not at the remembered epoch: the claim fences any
+   * incarnation this node forgot) is claimed at once; for any other the row is looked at first —
+   * a session another live node holds is not this node's to load, and the claim's search for
+   * dead nodes is left out for it (an internal wake-up for a session on another node tries this
+   * on the producing worker) */
+  bool look = !xgr_store_lease_held(d->st, owner, root);
+  for (int attempt = 0; attempt < 100; attempt++) {
+    int rc;
+    if (look) {
+      char node[256];
+      bool valid = false, running = false;
+      if ((rc = xgr_store_lease_holder(d->st, owner, root, node, sizeof node, &valid, &running, err))) return rc;
+      if (!running)
+        return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%" PRIu64, owner, root);
+      if (node[0] && valid && strcmp(node, me))
+        return xgr_error_set(err, XGR_ENOTFOUND, NULL, "session %s/%" PRIu64 " is held by node %s", owner, root, node);
+    }
+    size_t n = 0;
+    /* own: this node's row (held or not), or a free one; never one another live node holds */
+    if ((rc = xgr_store_lease_claim(d->st, owner, root, true, 1, load_before, load_fn, &lc, &n, err)) || n) return rc;
+    if (look) nanosleep(&(struct timespec){0, 5000000}, NULL);   /* its row is locked by a claim right now: again */
+    look = true;
+  }
+  return xgr_error_set(err, XGR_ETIMEOUT, NULL, "session %s/%" PRIu64 " stayed locked; not loaded", owner, root);
+}
+
 int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
   xgr__lease *l = d->lease;
   if (!l) return exec_local(d, r, woken, err);
@@ -188,6 +253,13 @@ int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *
     }
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
+      if (d->hib.load) {   /* hibernation: the engine's serialised load (xgr__lease_load) */
+        xgr_error_clear(err);
+        rc = xgr_engine_load(d->e, r->owner, r->root, err);
+        if (rc == XGR_ETIMEOUT) nanosleep(&(struct timespec){0, 20000000}, NULL);
+        else if (rc && rc != XGR_ENOTFOUND) return rc;   /* it cannot be loaded (logged there) */
+        continue;   /* loaded, or it went elsewhere meanwhile: look again */
+      }
       size_t n = 0;
       if ((rc = xgr_store_lease_claim(d->st, r->owner, r->root, !strcmp(node, me), 1, before_load, load_cb, d,
                                       &n, err))) return rc;
@@ -233,11 +305,13 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   if (!b || r.op < XGR__CTL_KILL || r.op > XGR__CTL_WAKE_STEP) {
     *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
   } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
-    /* not in this engine: it moved (the asker routes again) unless it ended here */
-    *rc = xgr_store_lease_held(d->st, owner, root) ? exec_local(d, &r, &woken, &err)
-                                                   : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64
-                                                                   " is not held by node %s", owner, root,
-                                                                   xgr_store_node_id(d->st));
+    /* not in this engine: hibernated here (loaded), or it moved (the asker routes again) unless it
+     * ended here */
+    bool here = d->hib.load ? !xgr_engine_load(d->e, owner, root, NULL) || xgr_store_lease_held(d->st, owner, root)
+                            : xgr_store_lease_held(d->st, owner, root);
+    *rc = here ? exec_local(d, &r, &woken, &err)
+               : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
+                               xgr_store_node_id(d->st));
   } else {
     *rc = exec_local(d, &r, &woken, &err);
   }
@@ -277,7 +351,9 @@ static size_t claim_all(xgr_rpcd *d, bool own) {
   size_t total = 0, n = 0;
   xgr_error err;
   do {
-    if (xgr_store_lease_claim(d->st, NULL, 0, own, 256, before_load, load_cb, d, &n, &err)) {
+    /* hibernation: sessions that sleep beyond the look-ahead are held, not loaded */
+    if (xgr_store_lease_claim_lazy(d->st, NULL, 0, own, 256, d->hib.load ? hib_bound : NULL, before_load, load_cb, d,
+                                   &n, NULL, &err)) {
       xgr__rpcd_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
       break;
     }
@@ -286,6 +362,10 @@ static size_t claim_all(xgr_rpcd *d, bool own) {
   if (total) xgr__rpcd_log(d, "level=info msg=\"sessions claimed\" sessions=%zu node=%s", total, xgr_store_node_id(d->st));
   return total;
 }
+
+/* The row read a moment ago may have been applied since by an incarnation that is gone now
+ * (hibernation: evicted after that commit): xgr_engine_redeliver_checked asks again. */
+static bool still_pending(void *ctx, const char *id) { return xgr_store_outbox_pending(((xgr_rpcd *)ctx)->st, id); }
 
 static void deliver_outbox(xgr__lease *l) {
   xgr_rpcd *d = l->d;
@@ -300,9 +380,9 @@ static void deliver_outbox(xgr__lease *l) {
     xgr_value pl = xgr_value_null();
     if (w[i].payload && xgr_value_from_json_text(w[i].payload, strlen(w[i].payload), 0, &pl, &err)) pl = xgr_value_null();
     /* the target applies an id once and removes the row with its next batch; one not loaded yet
-     * (being claimed) is found again by the next poll */
-    if (!xgr_engine_redeliver(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root, w[i].step,
-                              w[i].rule, pl))
+     * (being claimed), or that left before the send, is found again by the next poll */
+    if (!xgr_engine_redeliver_checked(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root,
+                                      w[i].step, w[i].rule, pl, still_pending, d))
       atomic_fetch_add(&l->wakes_delivered, 1);
     xgr_value_release(pl);
   }
@@ -384,6 +464,7 @@ static void collect(void *ctx, xgr_metrics_out *out) {
   struct { const char *k; uint64_t v; } rows[] = {
       {"leases_held", s.held},
       {"sessions_claimed", s.claimed},
+      {"sessions_claimed_hibernated", s.claimed_hibernated},
       {"leases_lost", s.lost},
       {"late_writes_refused", s.refused_batches},
       {"heartbeats", s.renewals},

@@ -254,6 +254,13 @@ typedef struct xgr__ctl_req {
 int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err);
 /* Is (owner, root) a running session in the store (cluster: it may run on another node)? */
 bool xgr__lease_live(xgr_rpcd *d, const char *owner, uint64_t root);
+/* Hibernation on a cluster node: load (owner, root) only under this node's lease — read it when its
+ * row still names this node at the epoch the store remembers, else claim it (its row names this
+ * node, or nobody holds it; the epoch goes up, so any forgotten incarnation is fenced) — and call
+ * fn with its rows (then 0); XGR_ENOTFOUND when it is not running or another live node holds it,
+ * XGR_ETIMEOUT when its row stayed locked. */
+int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
+                    void *ctx, xgr_error *err);
 /* Become a cluster node: claim this node id's sessions of an earlier life and every free one,
  * start the lease thread. d->st must be a cluster store. */
 int xgr__lease_start(xgr_rpcd *d, xgr_error *err);

@@ -363,7 +363,10 @@ static int hib_load(void *ctx, const char *owner, uint64_t root, xgr_error *err)
     return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session with rootPid %llu", (unsigned long long)root);
   hib_load_ctx c = {d, false, 0, err};
   xgr_store_load_filter f = {.owner = owner, .root_pid = root};
-  int rc = xgr_store_load_some(d->st, &f, hib_load_cb, &c, err);
+  /* a cluster node loads only under its lease (docs/CLUSTER.md "Hibernation"); asked of the store,
+   * which outlives the engine (d->lease goes first at teardown) */
+  int rc = xgr_store_node_id(d->st) ? xgr__lease_load(d, owner, root, hib_load_cb, &c, err)
+                                     : xgr_store_load_some(d->st, &f, hib_load_cb, &c, err);
   if (rc) return rc;
   if (!c.found)
     return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%llu", owner, (unsigned long long)root);
@@ -377,7 +380,9 @@ static int hib_due(void *ctx, const xgr_engine_due_key *after, int64_t upto, xgr
   memcpy(a.owner, after->owner, sizeof a.owner);
   xgr_store_due_key *k = xgr__xmalloc((max ? max : 1) * sizeof *k);
   xgr_error err;
-  int rc = xgr_store_due(d->st, &a, upto, k, max, n, &err);
+  /* a cluster node's poller sees only the rows leased to it */
+  int rc = xgr_store_node_id(d->st) ? xgr_store_lease_due(d->st, &a, upto, k, max, n, &err)
+                                     : xgr_store_due(d->st, &a, upto, k, max, n, &err);
   for (size_t i = 0; !rc && i < *n; i++) {
     out[i].due = k[i].due;
     out[i].root_pid = k[i].root_pid;
@@ -393,7 +398,13 @@ bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xg
   if (!info) info = &in;
   memset(info, 0, sizeof *info);
   if (!xgr_engine_session(d->e, owner, root, info)) return !info->finished;
-  if (!d->hib.load) return d->lease ? xgr__lease_live(d, owner, root) : false;   /* cluster: it may run elsewhere */
+  if (d->lease) {   /* cluster: hibernated here (loaded when asked), or running elsewhere (the store says) */
+    if (load && d->hib.load && !xgr_engine_load(d->e, owner, root, NULL) && !xgr_engine_session(d->e, owner, root, info))
+      return !info->finished;
+    memset(info, 0, sizeof *info);
+    return xgr__lease_live(d, owner, root);
+  }
+  if (!d->hib.load) return false;
   if (load) {
     if (xgr_engine_load(d->e, owner, root, NULL)) return false;
     return !xgr_engine_session(d->e, owner, root, info) && !info->finished;
@@ -444,8 +455,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   double scale = cfg->time_scale > 0 ? cfg->time_scale : 1;
   xgr_error le0;
   size_t nd = 0;   /* a backend without the due index (xgr_store_due: XGR_EUNSUPPORTED) keeps every session */
-  bool cluster = xgr_store_node_id(d->st) != NULL;   /* docs/CLUSTER.md: no hibernation there yet */
-  if (cfg->hibernate_after_ms >= 0 && !cluster && strcmp(xgr_store_backend(d->st), "memory") &&
+  bool cluster = xgr_store_node_id(d->st) != NULL;   /* a node hibernates what it holds: docs/CLUSTER.md */
+  if (cfg->hibernate_after_ms >= 0 && strcmp(xgr_store_backend(d->st), "memory") &&
       !xgr_store_due(d->st, NULL, INT64_MIN, NULL, 0, &nd, &le0)) {
     /* the loader looks 200 ms of wall time ahead (at least 1 s of the engine clock), every 20 ms */
     int64_t lead = (int64_t)(200.0 * scale);
@@ -473,9 +484,15 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_error le;
   if (cluster) {   /* a cluster node: sessions come by claims; internal wake-ups for sessions held
                     * elsewhere stay in the outbox (the engine stays `recovering`) for their holder */
+    /* with hibernation the claims load what is awake or due by at least this bound and hold the
+     * rest; the due poller goes on after it */
+    int64_t upto = xgr_engine_now(d->e) + d->hib.lead_ms;
     if (xgr__lease_start(d, err)) goto fail;
-    xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu node=%s", xgr_store_backend(d->st),
-                  d->restored, d->failed, xgr_store_node_id(d->st));
+    if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
+      xgr__rpcd_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
+    xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu node=%s hibernate_after_ms=%lld",
+                  xgr_store_backend(d->st), d->restored, d->failed, xgr_store_node_id(d->st),
+                  d->hib.load ? (long long)d->hib.after_ms : -1LL);
     atomic_store(&d->ready, true);
     return d;
   }

@@ -86,8 +86,9 @@ static held *held_find(pgc *c, const char *owner, uint64_t root) {
 /* under hmu: hold (owner, root) at epoch */
 static void held_put(pgc *c, const char *owner, uint64_t root, int64_t epoch) {
   held *h = held_find(c, owner, root);
-  if (h) {
-    h->epoch = epoch;
+  if (h) {   /* a row's epoch only grows: two claims of one session here (a claim round and a
+              * load) that finish out of order keep the later one's */
+    if (epoch > h->epoch) h->epoch = epoch;
     return;
   }
   size_t len = strlen(owner);
@@ -407,7 +408,8 @@ static const char CLAIM_SQL[] =
     "   (lease_expires < xgr_ms_now() OR lease_owner IN (SELECT lease_owner FROM dead))))"
     "   ORDER BY owner, root_pid LIMIT $2 FOR UPDATE OF sessions SKIP LOCKED)"
     " UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, lease_expires = xgr_ms_now() + $3::bigint"
-    " FROM c WHERE s.owner = c.owner AND s.root_pid = c.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch";
+    " FROM c WHERE s.owner = c.owner AND s.root_pid = c.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch,"
+    " COALESCE(s.wake_due, 0)";
 
 /* What a claim took, handed to each session's load (claim_load). */
 typedef struct claim_ctx {
@@ -433,10 +435,14 @@ static int claim_load(void *ctx, const xgr_store_live *l) {
   return cc->fn ? cc->fn(cc->ctx, l) : 0;
 }
 
-int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
-                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
-                          int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err) {
+/* Claim (xgr_store_lease_claim); with bound set, the sessions hibernated beyond bound(ctx) (read
+ * after the claim committed) are held without being loaded (xgr_store_lease_claim_lazy). */
+static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                 int64_t (*bound)(void *ctx), void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                 int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, size_t *loaded,
+                 xgr_error *err) {
   if (claimed) *claimed = 0;
+  if (loaded) *loaded = 0;
   pgc *c = cl_of(st, err);
   if (!c) return XGR_EUNSUPPORTED;
   char lim[24], ms[24], rt[24];
@@ -449,23 +455,91 @@ int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, b
   pthread_mutex_unlock(&c->mu);
   if (!r) return XGR_EIO;
   int nr = PQntuples(r);
+  /* committed: a due poller that runs from now on sees these rows as this node's; the bound is
+   * read now, so whatever a poll that ran before may have missed (due by its horizon, which the
+   * bound is not below) is loaded here */
+  int64_t b = bound && nr ? bound(ctx) : INT64_MAX;
   xgr_buf o = {0}, k = {0};
+  size_t nload = 0;
   for (int i = 0; i < nr; i++) {
-    arr_text(&o, PQgetvalue(r, i, 0));
-    arr_num(&k, "%" PRIu64, strtoull(PQgetvalue(r, i, 1), NULL, 10), 0, false);
+    const char *ow = PQgetvalue(r, i, 0);
+    uint64_t rp = strtoull(PQgetvalue(r, i, 1), NULL, 10);
+    int64_t due = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+    if (due == 0 || due <= b) {   /* awake, or due soon: loaded below */
+      arr_text(&o, ow);
+      arr_num(&k, "%" PRIu64, rp, 0, false);
+      nload++;
+      continue;
+    }
+    /* hibernated: held at the new epoch, left in the store for the due poller or a call */
+    if (before) before(ctx, ow, rp);   /* an older incarnation here leaves first */
+    pthread_mutex_lock(&c->hmu);
+    held_put(c, ow, rp, strtoll(PQgetvalue(r, i, 2), NULL, 10));
+    pthread_mutex_unlock(&c->hmu);
   }
   pthread_mutex_lock(&c->hmu);
   c->st.claimed += (uint64_t)nr;
+  c->st.claimed_hibernated += (uint64_t)nr - nload;
   pthread_mutex_unlock(&c->hmu);
   char *oa = arr_finish(&o), *ka = arr_finish(&k);
   int rc = 0;
   claim_ctx cc = {c, r, before, fn, ctx};
-  if (nr) rc = xgr__pg_load_keys(st, oa, ka, claim_load, &cc, err);
+  if (nload) rc = xgr__pg_load_keys(st, oa, ka, claim_load, &cc, err);
   free(oa);
   free(ka);
   PQclear(r);
   if (claimed) *claimed = (size_t)nr;
+  if (loaded) *loaded = nload;
   return rc;
+}
+
+int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                          int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err) {
+  return claim(st, owner, root_pid, own, max, NULL, before, fn, ctx, claimed, NULL, err);
+}
+
+int xgr_store_lease_claim_lazy(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
+                               int64_t (*bound)(void *ctx), void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                               int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed,
+                               size_t *loaded, xgr_error *err) {
+  return claim(st, owner, root_pid, own, max, bound, before, fn, ctx, claimed, loaded, err);
+}
+
+/* The due index of this node's rows: as pg_due (postgres.c), on the lease connection, restricted
+ * to lease_owner = this node. A cursor whose owner starts with 0xff is past every owner of its due
+ * time (xgr_engine_hibernation_start). */
+int xgr_store_lease_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out,
+                        size_t max, size_t *n, xgr_error *err) {
+  *n = 0;
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  bool past_all = after && (unsigned char)after->owner[0] == 0xff;
+  char a[24], u[24], m[24], rt[24];
+  snprintf(a, sizeof a, "%" PRId64, after ? after->due : INT64_MIN);
+  snprintf(u, sizeof u, "%" PRId64, upto);
+  snprintf(m, sizeof m, "%zu", max);
+  snprintf(rt, sizeof rt, "%" PRIu64, after ? after->root_pid : 0);
+  const char *v[6] = {a, u, m, c->node, past_all || !after ? "" : after->owner, rt};
+  const char *sql = past_all
+      ? "SELECT wake_due, owner, root_pid FROM sessions WHERE status = 0 AND wake_due IS NOT NULL"
+        " AND wake_due > $1::bigint AND wake_due <= $2::bigint AND lease_owner = $4"
+        " ORDER BY wake_due, owner, root_pid LIMIT $3::bigint"
+      : "SELECT wake_due, owner, root_pid FROM sessions WHERE status = 0 AND wake_due IS NOT NULL"
+        " AND (wake_due, owner, root_pid) > ($1::bigint, $5::text COLLATE \"C\", $6::numeric)"
+        " AND wake_due <= $2::bigint AND lease_owner = $4 ORDER BY wake_due, owner, root_pid LIMIT $3::bigint";
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, sql, past_all ? 4 : 6, v, "cannot read the due index", err);
+  pthread_mutex_unlock(&c->mu);
+  if (!r) return XGR_EIO;
+  for (int i = 0; i < PQntuples(r) && *n < max; i++) {
+    xgr_store_due_key *k = &out[(*n)++];
+    k->due = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    snprintf(k->owner, sizeof k->owner, "%s", PQgetvalue(r, i, 1));
+    k->root_pid = strtoull(PQgetvalue(r, i, 2), NULL, 10);
+  }
+  PQclear(r);
+  return 0;
 }
 
 /* A row the heartbeat read. */
@@ -617,6 +691,28 @@ int xgr_store_lease_release_all(xgr_store *st, xgr_error *err) {
   xgr__hashmap_clear(&c->held);
   pthread_mutex_unlock(&c->hmu);
   return 0;
+}
+
+bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return false;
+  pthread_mutex_lock(&c->hmu);
+  held *h = held_find(c, owner, root_pid);
+  int64_t epoch = h ? h->epoch : -1;
+  pthread_mutex_unlock(&c->hmu);
+  if (epoch < 0) return false;
+  char rt[24], ep[24];
+  snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
+  snprintf(ep, sizeof ep, "%" PRId64, epoch);
+  const char *v[4] = {owner, rt, c->node, ep};
+  xgr_error err;
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "SELECT 1 FROM sessions WHERE owner = $1 AND root_pid = $2::numeric AND status = 0"
+                       " AND lease_owner = $3 AND lease_epoch = $4::bigint", 4, v, "cannot read the lease", &err);
+  pthread_mutex_unlock(&c->mu);
+  bool cur = r && PQntuples(r) == 1;
+  PQclear(r);
+  return cur;
 }
 
 bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid) {
@@ -812,4 +908,17 @@ int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_
   *out = w;
   *n = (size_t)nr;
   return 0;
+}
+
+bool xgr_store_outbox_pending(xgr_store *st, const char *id) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return false;
+  const char *v[1] = {id};
+  xgr_error err;
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, "SELECT 1 FROM outbox WHERE id = $1 AND refused IS NULL", 1, v, "outbox", &err);
+  pthread_mutex_unlock(&c->mu);
+  bool pending = r && PQntuples(r) == 1;
+  PQclear(r);
+  return pending;
 }

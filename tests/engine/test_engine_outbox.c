@@ -7,7 +7,9 @@
  *      in the target's batch;
  *   3. one whose target session does not run is refused by xgr_engine_redeliver (XGR_ENOTFOUND);
  *   4. a rule's wakeUps entry is written to the outbox in the batch of the result that produced
- *      it, and its target marks that id applied.
+ *      it, and its target marks that id applied;
+ *   5. xgr_engine_redeliver_checked delivers only a row its callback still finds pending, and a
+ *      target that does not run here is not counted as a refusal.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -64,6 +66,19 @@ static const char *bundle_text =
     "\"p\":{\"payload\":{\"T\":{\"type\":\"uint64\"}},\"onValid\":{\"wakeUps\":[{\"runner\":\"[from]\","
     "\"sessionId\":\"[T]\",\"stepId\":\"W\",\"payload\":{\"X\":7}}]}}}}";
 
+/* pending() callbacks for xgr_engine_redeliver_checked: the row is gone / still there */
+static bool gone(void *ctx, const char *id) {
+  (void)id;
+  ++*(int *)ctx;
+  return false;
+}
+
+static bool pending(void *ctx, const char *id) {
+  (void)id;
+  ++*(int *)ctx;
+  return true;
+}
+
 int main(void) {
   xgr_bundle *b = ec_bundle(bundle_text);
   xgr_error e;
@@ -115,6 +130,28 @@ int main(void) {
   pthread_mutex_unlock(&s.mu);
   CHECK(strlen(id4) == 32, "the producer's batch wrote the outbox row (%s)", id4);
   CHECK(id4[0] && count_done(&s, id4, false) == 1, "the target marked it applied");
+
+  /* 5. xgr_engine_redeliver_checked (a cluster node's outbox poll): a row no longer pending is not
+   * delivered; a pending one is, once; a target that does not run here is not a refusal */
+  const char *id5 = "3123456789abcdef0123456789abcdef";
+  int asked = 0;
+  CHECK(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 2, "W", NULL, none, gone, &asked) == 0,
+        "checked: gone");
+  CHECK(asked == 1, "checked: pending asked once (%d)", asked);
+  CHECK(ec_steps_after(eng, 2, 1, 100) == 1, "session 2: W did not run for a row that is gone");
+  CHECK(count_done(&s, id5, false) == 0, "id5 not applied");
+  CHECK(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 2, "W", NULL, none, pending, &asked) == 0,
+        "checked: pending");
+  CHECK(ec_steps_after(eng, 2, 2, 100) == 2, "session 2: W ran once");
+  ec_msleep(50);
+  CHECK(count_done(&s, id5, false) == 1, "id5 marked applied once");
+  xgr_engine_stats st0, st1;
+  xgr_engine_get_stats(eng, &st0);
+  asked = 0;
+  CHECK(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 77, "W", NULL, none, pending, &asked) == XGR_ENOTFOUND,
+        "checked: no such session here");
+  xgr_engine_get_stats(eng, &st1);
+  CHECK(asked == 0 && st1.wakeups_refused == st0.wakeups_refused, "checked: a target elsewhere is not refused");
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);

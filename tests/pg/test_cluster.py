@@ -19,6 +19,12 @@ none twice, the same final payloads; the stopped node had late writes refused
 (xgr_cluster{kind="late_writes_refused"} > 0) and lost leases; SIGTERM stops the others cleanly.
 
   test_cluster.py XGRD CRASH_RUN SRC_DIR
+With XGR_CLUSTER_HIBERNATE=MS (test_cluster_hibernate_pg: 0, evict at once) every node runs with
+`--hibernate-after MS` (docs/CLUSTER.md "Hibernation"), and the run also checks: n1 holds sessions it
+has evicted (leases held > sessions in memory, rows with a due time naming n1) when it is killed and
+n2 when it is stopped; the others claim n1's hibernated sessions without loading them; sessions are
+evicted and loaded again on the surviving nodes; wake-ups and kills sent to a node that does not
+hold the session reach it hibernated on its holder.
 XGR_CLUSTER_SEED picks the random node of each call; XGR_CLUSTER_KEEP=SECONDS keeps the logs and,
 on a failure, the nodes running that long (for a look at them).
 """
@@ -46,7 +52,9 @@ PP_ROUNDS = 6
 FAN_ROUNDS = 8                          # the fan-out sessions loop through the stop and the kill
 TOTAL = N_FAN + 2 * PAIRS + N_GATE
 GATE0 = N_FAN + 2 * PAIRS + 1          # first gate rootPid
+HIBERNATE = os.environ.get("XGR_CLUSTER_HIBERNATE")
 procs = []
+hib_calls = [0]                         # gate calls that reached a hibernated session held by another node
 rnd = random.Random(int(os.environ.get("XGR_CLUSTER_SEED", str(int(time.time())))))
 
 
@@ -73,7 +81,8 @@ class Node:
         self.p = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", store(schema), "--port-file", port,
                                    "--workers", "2", "--auth", "none", "--time-scale", str(SCALE), "--log-level",
                                    "warn", "--node-id", node_id, "--lease-ms", str(LEASE_MS),
-                                   "--first-step-timeout", "100"], stderr=open(self.log, "a"))
+                                   "--first-step-timeout", "100"] +
+                                  (["--hibernate-after", HIBERNATE] if HIBERNATE else []), stderr=open(self.log, "a"))
         procs.append(self.p)
         self.live = True
         t0 = time.time()
@@ -103,10 +112,17 @@ class Node:
             fail("%s on %s %s: %s" % (method, self.id, json.dumps(params)[:200], json.dumps(r["error"])))
         return r["result"]
 
-    def metric(self, kind):
+    def metric(self, kind, name="xgr_cluster"):
         text = urllib.request.urlopen(self.url + "metrics", timeout=5).read().decode()
-        m = re.search(r'^xgr_cluster\{kind="%s"\} (\S+)$' % kind, text, re.M)
+        if kind is None:
+            m = re.search(r'^%s (\S+)$' % name, text, re.M)
+        else:
+            m = re.search(r'^%s\{kind="%s"\} (\S+)$' % (name, kind), text, re.M)
         return float(m.group(1)) if m else 0.0
+
+    def hibernated(self):
+        """Sessions this node holds but does not keep in memory."""
+        return self.metric("leases_held") - self.metric(None, "xgr_sessions_live")
 
 
 # A runs, its child W waits 10^8 s (forever here) for a wake-up, or a kill
@@ -174,6 +190,11 @@ def control(live, root):
     wake = (root - GATE0) % 2 == 0
     for attempt in range(6):
         node = rnd.choice([n for n in live() if n.live])
+        if HIBERNATE and not attempt:   # evicted (a due time in its row) and held by another node?
+            row = psql("cl" if node.id != "ref" else "ref",
+                       "SELECT wake_due IS NOT NULL, lease_owner FROM sessions WHERE root_pid = %d" % root).split("|")
+            if row[0] == "t" and row[1] not in ("", node.id):
+                hib_calls[0] += 1
         if wake:
             req = ("xgr_wakeUpProcess", {"from": OWNER, "processId": "%d:2" % root, "payload": {"n": 41}})
         else:
@@ -282,11 +303,24 @@ try:
     early = threading.Thread(target=gate_controls, args=("cl", live, range(GATE0, half)))
     early.start()
     time.sleep(0.3)
+    if HIBERNATE:   # n1 dies holding evicted sessions (rows naming n1 with a due time)
+        t1 = time.time()
+        while psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n1' AND wake_due IS NOT"
+                         " NULL") == "0" and time.time() - t1 < 10:
+            time.sleep(0.02)
+        h1 = nodes[0].hibernated()
+        rows1 = int(psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n1' AND wake_due IS"
+                               " NOT NULL"))
+        check(h1 > 0 and rows1 > 0, "n1 holds %d sessions it evicted (%d rows naming n1 with a due time)" % (h1, rows1))
     nodes[0].p.send_signal(signal.SIGKILL)
     nodes[0].p.wait()
     nodes[0].live = False
     t_kill = time.time()
     time.sleep(0.1)
+    if HIBERNATE:
+        rows2 = int(psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n2' AND wake_due IS"
+                               " NOT NULL"))
+        check(rows2 > 0, "n2 holds %d evicted sessions when it is stopped" % rows2)
     nodes[1].p.send_signal(signal.SIGSTOP)
     nodes[1].live = False
     time.sleep(2.5 * LEASE_MS / 1000)
@@ -304,6 +338,15 @@ try:
     check(claimed > 0, "node 3 took over sessions of the killed and the stopped node (%d claims)" % claimed)
     served = sum(n.metric("commands_served") for n in nodes[1:])
     print("     commands served by nodes 2 and 3: %d" % served)
+    if HIBERNATE:
+        lazy = sum(n.metric("sessions_claimed_hibernated") for n in nodes[1:])
+        check(lazy > 0, "nodes 2 and 3 claimed %d evicted sessions without loading them" % lazy)
+        for n in nodes[1:]:
+            ev = n.metric("sessions_evicted", "xgr_engine_events")
+            ld = n.metric("sessions_loaded", "xgr_engine_events")
+            check(ev > 0 and ld > 0, "node %s evicted %d sessions and loaded %d again" % (n.id, ev, ld))
+        check(hib_calls[0] > 0, "%d wake-ups and kills went to a node that did not hold their evicted session"
+                                % hib_calls[0])
     for n in nodes[1:]:
         n.p.send_signal(signal.SIGTERM)
         check(n.p.wait(timeout=30) == 0, "node %s stops on SIGTERM" % n.id)

@@ -4,7 +4,8 @@
  * (XGR_ELEASE) — without a round trip when it no longer holds the session, by the fence when
  * another node claimed it meanwhile — and its heartbeat reports the loss; release gives the
  * sessions up; a killed node's sessions are claimable at once although their lease has not run
- * out. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * out; with hibernation, claims that hold sessions without loading them, the node's own due index
+ * and a hibernated session's late write refused. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,6 +71,14 @@ static size_t claim(xgr_store *st) {
 static int write_state(xgr_store *st, uint64_t root, uint64_t next_iter, xgr_error *err) {
   xgr_store_changes *c = xgr_store_changes_new();
   xgr_store_changes_session_state(c, OWNER, root, 0, 0, next_iter, 1, false);
+  return xgr_store_commit(st, c, err);
+}
+
+/* the same, leaving the session hibernated until `due` */
+static int write_state_due(xgr_store *st, uint64_t root, uint64_t next_iter, int64_t due, xgr_error *err) {
+  xgr_store_changes *c = xgr_store_changes_new();
+  xgr_store_changes_session_state(c, OWNER, root, 0, 0, next_iter, 1, false);
+  xgr_store_changes_set_due(c, due);
   return xgr_store_commit(st, c, err);
 }
 
@@ -148,6 +157,104 @@ static void test_fencing(void **state) {
   xgr_store_close(c);
 }
 
+static int64_t bound_1000(void *ctx) {
+  (void)ctx;
+  return 1000;
+}
+
+static void count_lost(void *ctx, const char *owner, uint64_t root) {
+  (void)owner, (void)root;
+  ++*(int *)ctx;
+}
+
+/* Hibernation on cluster nodes (docs/CLUSTER.md "Hibernation"): a claim holds the sessions that
+ * sleep beyond its bound without loading them; a node's due index shows only its rows; heartbeats
+ * keep hibernated leases; another live node cannot load one; a node that stalled while it held a
+ * session hibernated cannot load it back once it was claimed elsewhere, and its late write of it
+ * is refused by the fence. */
+static void test_hibernated(void **state) {
+  (void)state;
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due) VALUES"
+      "('" OWNER "', 2, 't', '', 0, 1, 2, 1000000000000), ('" OWNER "', 3, 't', '', 0, 1, 2, NULL),"
+      "('" OWNER "', 4, 't', '', 0, 1, 2, 500)");
+  xgr_store *a = node("a", 300), *b = node("b", 300);
+  xgr_error err;
+  size_t n = 0, nl = 0;
+  int loaded = 0;
+  assert_int_equal(xgr_store_lease_claim_lazy(a, NULL, 0, false, 0, bound_1000, NULL, count_live, &loaded, &n, &nl,
+                                              &err), 0);
+  assert_int_equal(n, 3);                 /* all three are a's now ... */
+  assert_int_equal(nl, 2);                /* ... the awake one and the one due by 1000 loaded */
+  assert_int_equal(loaded, 2);
+  assert_true(xgr_store_lease_held(a, OWNER, 2));   /* held hibernated: its epoch is remembered */
+  assert_true(xgr_store_lease_current(a, OWNER, 2));   /* its row agrees: a loads it without a claim */
+  assert_false(xgr_store_lease_current(b, OWNER, 2));
+  xgr_store_lease_stats s;
+  xgr_store_lease_get_stats(a, &s);
+  assert_int_equal(s.claimed_hibernated, 1);
+  /* the due index of a node: its own rows with a due time, in due order; b has none */
+  xgr_store_due_key k[4];
+  assert_int_equal(xgr_store_lease_due(a, NULL, INT64_MAX, k, 4, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(k[0].root_pid, 4);
+  assert_int_equal(k[1].root_pid, 2);
+  assert_int_equal(xgr_store_lease_due(a, &k[0], INT64_MAX, k, 4, &n, &err), 0);   /* after the cursor */
+  assert_int_equal(n, 1);
+  assert_int_equal(k[0].root_pid, 2);
+  assert_int_equal(xgr_store_lease_due(b, NULL, INT64_MAX, k, 4, &n, &err), 0);
+  assert_int_equal(n, 0);
+  /* the heartbeat extends the hibernated lease too: past the first lease b still cannot take it */
+  sleep_ms(200);
+  int lost = 0;
+  assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+  sleep_ms(200);
+  assert_int_equal(claim(b), 0);
+  loaded = 0;
+  assert_int_equal(xgr_store_lease_claim(b, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
+  assert_int_equal(n, 0);                 /* b may not load a session a holds */
+  /* a writes it under the epoch it remembered (and it stays hibernated) */
+  assert_int_equal(write_state_due(a, 2, 5, 1000000000000, &err), 0);
+
+  /* a stalls past its lease; b claims the hibernated session without loading it */
+  sleep_ms(400);
+  loaded = 0;
+  assert_int_equal(xgr_store_lease_claim_lazy(b, NULL, 0, false, 0, bound_1000, NULL, count_live, &loaded, &n, &nl,
+                                              &err), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(nl, 2);
+  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 2");
+  assert_string_equal(holder, "b/3");
+  free(holder);
+  /* a comes back: it cannot load the session (b holds it) and its late write is refused */
+  assert_true(xgr_store_lease_held(a, OWNER, 2));   /* a's memory still says so ... */
+  assert_false(xgr_store_lease_current(a, OWNER, 2));   /* ... its row does not */
+  loaded = 0;
+  assert_int_equal(xgr_store_lease_claim(a, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(loaded, 0);
+  assert_int_equal(write_state_due(a, 2, 42, 1000000000000, &err), XGR_ELEASE);
+  char *ni = sql_value("SELECT next_iter FROM sessions WHERE root_pid = 2");
+  assert_string_equal(ni, "5");           /* nothing of the late write */
+  free(ni);
+  lost = 0;
+  assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+  assert_int_equal(lost, 2);              /* 3 and 4 (2 was forgotten with the refusal) */
+  xgr_store_lease_get_stats(a, &s);
+  assert_int_equal(s.held, 0);
+  /* b loads it under its lease (the epoch goes up) and writes */
+  loaded = 0;
+  assert_int_equal(xgr_store_lease_claim(b, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(loaded, 1);
+  holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 2");
+  assert_string_equal(holder, "b/4");
+  free(holder);
+  assert_int_equal(write_state(b, 2, 6, &err), 0);
+  xgr_store_close(a);
+  xgr_store_close(b);
+  sql("DELETE FROM sessions WHERE root_pid IN (2, 3, 4)");
+}
+
 /* A single writer (no node id) and cluster nodes exclude each other. */
 static void test_single_writer_excludes_nodes(void **state) {
   (void)state;
@@ -175,6 +282,7 @@ int main(void) {
   xgr_store_close(st);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fencing),
+      cmocka_unit_test(test_hibernated),
       cmocka_unit_test(test_single_writer_excludes_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
