@@ -311,8 +311,9 @@ static void depth_path(const dseg *st, size_t n, char *out, size_t cap) {
   }
 }
 
-int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e) {
-  assert(max > 0 && max <= 4096);
+/* The slow scan of xgr_json_check_depth: the same walk with the path of every open container, run
+ * only once the fast one found the limit crossed. */
+static int check_depth_path(const char *text, size_t len, size_t max, xgr_error *e) {
   dseg *st = xgr__xcalloc(max + 1, sizeof *st);
   size_t n = 0;
   char last[48] = "";
@@ -348,6 +349,26 @@ int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e)
   }
   free(st);
   return rc;
+}
+
+int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e) {
+  assert(max > 0 && max <= 4096);
+  /* every request body passes here: count only (no allocation, no key copies); the same walk as
+   * check_depth_path, which names the path once the limit is crossed */
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = text[i];
+    if (c == '"') {
+      i++;
+      while (i < len && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+    } else if (c == '{' || c == '[') {
+      if (n == max) return check_depth_path(text, len, max, e);
+      n++;
+    } else if ((c == '}' || c == ']') && n) {
+      n--;
+    }
+  }
+  return 0;
 }
 
 int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,
