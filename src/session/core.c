@@ -169,7 +169,7 @@ void xgr_effects_free(xgr_effects *fx) {
 static xgr_effect *fx_push(xgr_effects *fx, xgr_effect_kind kind, const xgr_proc *p) {
   if (!fx) return NULL;
   if (fx->n == fx->cap) {
-    fx->cap = fx->cap ? fx->cap * 2 : 16;
+    fx->cap = fx->cap ? fx->cap * 2 : 8;   /* 8 x 96 bytes: within malloc's per-thread cache */
     fx->items = xgr__xrealloc(fx->items, fx->cap * sizeof *fx->items);
   }
   xgr_effect *e = &fx->items[fx->n++];

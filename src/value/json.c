@@ -311,8 +311,9 @@ static void depth_path(const dseg *st, size_t n, char *out, size_t cap) {
   }
 }
 
-int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e) {
-  assert(max > 0 && max <= 4096);
+/* The slow scan of xgr_json_check_depth: the same walk with the path of every open container, run
+ * only once the fast one found the limit crossed. */
+static int check_depth_path(const char *text, size_t len, size_t max, xgr_error *e) {
   dseg *st = xgr__xcalloc(max + 1, sizeof *st);
   size_t n = 0;
   char last[48] = "";
@@ -348,6 +349,26 @@ int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e)
   }
   free(st);
   return rc;
+}
+
+int xgr_json_check_depth(const char *text, size_t len, size_t max, xgr_error *e) {
+  assert(max > 0 && max <= 4096);
+  /* every request body passes here: count only (no allocation, no key copies); the same walk as
+   * check_depth_path, which names the path once the limit is crossed */
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = text[i];
+    if (c == '"') {
+      i++;
+      while (i < len && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+    } else if (c == '{' || c == '[') {
+      if (n == max) return check_depth_path(text, len, max, e);
+      n++;
+    } else if ((c == '}' || c == ']') && n) {
+      n--;
+    }
+  }
+  return 0;
 }
 
 int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_value *out,
@@ -641,8 +662,160 @@ json_t *xgr_value_to_json_exact(xgr_value v) {
   }
 }
 
+/* ---- the common case of jansson's reader, without jansson's lexer ---------------------------- */
+
+/* xgrd parses every request body with jansson; its lexer reads byte by byte through a stream and a
+ * string buffer, which made a permit-carrying body (~1 KB) cost ~10 us of lexing alone. This reader
+ * builds the same tree for the texts that are the common case and declines (NULL) everything else,
+ * which then goes to jansson exactly as before: strings without escapes or control characters,
+ * integers of at most 18 digits (no fraction or exponent), true/false/null, objects and arrays at
+ * most XGR_JSON_MAX_DEPTH deep, an object or an array at the top, whitespace around. A duplicate
+ * key, invalid UTF-8, anything jansson refuses and anything it reads differently is declined, so
+ * errors and their messages stay jansson's (tests/fuzz/fuzz_json_exact compares the two trees). */
+typedef struct fr {
+  const char *p, *end;
+} fr;
+
+static void fr_ws(fr *r) {
+  while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t')) r->p++;
+}
+
+/* At a '"': the string's bytes when it has no escape and no control character and is UTF-8. */
+static bool fr_str(fr *r, const char **s, size_t *n) {
+  const char *q = r->p + 1;
+  while (q < r->end && *q != '"') {
+    unsigned char c = (unsigned char)*q;
+    if (c < 0x20 || c == '\\') return false;
+    q++;
+  }
+  if (q >= r->end || !xgr_utf8_valid(r->p + 1, (size_t)(q - r->p - 1))) return false;
+  *s = r->p + 1;
+  *n = (size_t)(q - r->p - 1);
+  r->p = q + 1;
+  return true;
+}
+
+static json_t *fr_value(fr *r, unsigned depth);
+
+static json_t *fr_object(fr *r, unsigned depth) {
+  json_t *o = json_object();
+  r->p++;
+  fr_ws(r);
+  if (r->p < r->end && *r->p == '}') {
+    r->p++;
+    return o;
+  }
+  for (;;) {
+    const char *k;
+    size_t kn;
+    if (r->p >= r->end || *r->p != '"' || !fr_str(r, &k, &kn)) break;
+    fr_ws(r);
+    if (r->p >= r->end || *r->p != ':') break;
+    r->p++;
+    fr_ws(r);
+    if (json_object_getn(o, k, kn)) break;   /* a duplicate: jansson's error */
+    json_t *v = fr_value(r, depth + 1);
+    if (!v) break;
+    if (json_object_setn_new_nocheck(o, k, kn, v)) break;
+    fr_ws(r);
+    if (r->p < r->end && *r->p == ',') {
+      r->p++;
+      fr_ws(r);
+      continue;
+    }
+    if (r->p < r->end && *r->p == '}') {
+      r->p++;
+      return o;
+    }
+    break;
+  }
+  json_decref(o);
+  return NULL;
+}
+
+static json_t *fr_array(fr *r, unsigned depth) {
+  json_t *a = json_array();
+  r->p++;
+  fr_ws(r);
+  if (r->p < r->end && *r->p == ']') {
+    r->p++;
+    return a;
+  }
+  for (;;) {
+    json_t *v = fr_value(r, depth + 1);
+    if (!v || json_array_append_new(a, v)) break;
+    fr_ws(r);
+    if (r->p < r->end && *r->p == ',') {
+      r->p++;
+      fr_ws(r);
+      continue;
+    }
+    if (r->p < r->end && *r->p == ']') {
+      r->p++;
+      return a;
+    }
+    break;
+  }
+  json_decref(a);
+  return NULL;
+}
+
+static json_t *fr_value(fr *r, unsigned depth) {
+  if (r->p >= r->end) return NULL;
+  char c = *r->p;
+  if (c == '{' || c == '[') {
+    if (depth >= XGR_JSON_MAX_DEPTH) return NULL;
+    return c == '{' ? fr_object(r, depth) : fr_array(r, depth);
+  }
+  if (c == '"') {
+    const char *s;
+    size_t n;
+    return fr_str(r, &s, &n) ? json_stringn_nocheck(s, n) : NULL;
+  }
+  static const struct {
+    const char *word;
+    size_t n;
+  } lits[] = {{"true", 4}, {"false", 5}, {"null", 4}};
+  for (size_t i = 0; i < 3; i++)
+    if ((size_t)(r->end - r->p) >= lits[i].n && !memcmp(r->p, lits[i].word, lits[i].n)) {
+      r->p += lits[i].n;
+      return i == 0 ? json_true() : i == 1 ? json_false() : json_null();
+    }
+  const char *q = r->p;
+  bool neg = q < r->end && *q == '-';
+  if (neg) q++;
+  const char *d = q;
+  if (q < r->end && *q == '0') q++;
+  else
+    while (q < r->end && *q >= '0' && *q <= '9') q++;
+  if (q == d || q - d > 18) return NULL;
+  if (q < r->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E')) return NULL;
+  json_int_t v = 0;
+  for (const char *x = d; x < q; x++) v = v * 10 + (*x - '0');
+  r->p = q;
+  return json_integer(neg ? -v : v);
+}
+
+json_t *xgr__json_parse_fast(const char *text, size_t len) {
+  fr r = {text, text + len};
+  fr_ws(&r);
+  if (r.p >= r.end || (*r.p != '{' && *r.p != '[')) return NULL;   /* jansson wants a container on top */
+  json_t *j = fr_value(&r, 0);
+  fr_ws(&r);
+  if (j && r.p != r.end) {
+    json_decref(j);
+    return NULL;
+  }
+  return j;
+}
+
 int xgr_json_parse_exact(const char *text, size_t len, json_t **out, xgr_error *e) {
   json_error_t je;
+  json_t *fast = xgr__json_parse_fast(text, len);
+  if (fast) {
+    *out = fast;
+    return 0;
+  }
   json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
   if (j) {
     *out = j;

@@ -77,6 +77,11 @@ int xgr__num_cmp(xgr_value a, xgr_value b);
 void xgr__json_write(xgr_buf *b, xgr_value v, unsigned flags, int indent);
 /* Append s as a JSON string literal. */
 void xgr__json_write_string(xgr_buf *b, const char *s, size_t n);
+/* The common case of xgr_json_parse_exact's jansson reading (json.c): the same tree as
+ * json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL) for texts without string escapes,
+ * fractions, exponents or integers beyond 18 digits; NULL (declined, nothing said) for every other
+ * text, valid or not. The caller owns the tree. */
+json_t *xgr__json_parse_fast(const char *text, size_t len);
 
 
 #endif

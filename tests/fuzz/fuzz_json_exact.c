@@ -4,11 +4,14 @@
  * integers beyond int64, with exact-integer nodes). Properties checked on every input: no crash or
  * sanitizer report; a text the scanner passes at the limit reads with the value reader unless it
  * is not JSON; whatever parse_exact accepts dumps (xgr_json_dumps_compact) to a text that parses
- * again to the same value (integers stay exact); exact-integer nodes convert back to numbers. */
+ * again to the same value (integers stay exact); exact-integer nodes convert back to numbers; and
+ * the fast reader (xgr__json_parse_fast) builds, whenever it does not decline, the tree jansson
+ * builds from the same text: equal values, keys in the same order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "value/value_internal.h"
 #include "xgr/value.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -18,6 +21,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (deep && (e.code != XGR_ELIMIT || !e.message[0])) abort();
   xgr_value direct;
   if (!deep && xgr_value_from_json_text(text, size, 0, &direct, &e) == 0) xgr_value_release(direct);
+  json_t *fast = xgr__json_parse_fast(text, size);
+  if (fast) {
+    json_t *ref = json_loadb(text, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+    char *fs = json_dumps(fast, JSON_COMPACT | JSON_ENCODE_ANY), *rs = ref ? json_dumps(ref, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (!ref || !json_equal(fast, ref) || !fs || !rs || strcmp(fs, rs)) abort();
+    free(fs);
+    free(rs);
+    json_decref(ref);
+    json_decref(fast);
+  }
   if (deep) return 0;   /* xgrd refuses these before parsing */
   json_t *j = NULL;
   if (xgr_json_parse_exact(text, size, &j, &e)) {
