@@ -39,6 +39,7 @@
 #include "rule/rule_impl.h"   /* xgr__rule_mask_url */
 #include "store/pg_cluster.h"
 #include "store/store_impl.h"
+#include "store/writer.h"
 #include "util/buf.h"
 
 /* ---- schema ----------------------------------------------------------------------------------- */
@@ -286,17 +287,7 @@ typedef struct pgstore {
   pthread_mutex_t rmu;          /* recursive */
   bool r_snapshot;              /* load_live's read transaction is open on r */
 
-  pthread_t thread;
-  bool has_thread;
-  pthread_mutex_t qmu;          /* guards the fields below */
-  pthread_cond_t qcv;           /* writer: work arrived; waiters: batches signalled / gc done */
-  xgr_store_changes *head, *tail;
-  bool stop;
-  uint64_t submitted, signalled;
-  uint64_t gc_req, gc_done;
-  size_t gc_last_deleted;
-  int gc_rc;
-  xgr_error gc_err;
+  xgr__writer wr;               /* the writer thread and its queue (writer.c) */
   pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
 } pgstore;
 
@@ -1297,149 +1288,35 @@ static long gc_step(pgstore *g, bool *more, xgr_error *err) {
 
 /* ---- the writer thread ---------------------------------------------------------------------------- */
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void *writer_main(void *arg) {
-  pgstore *g = arg;
-  const xgr_store_config *c = &g->base.cfg;
-  int64_t next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
-  bool gc_more = false;          /* the last background step hit its limit: go on when idle */
-  size_t full_deleted = 0;       /* rows removed by the requested full pass so far */
-  xgr_store_changes **list = NULL;
-  size_t cap = 0;
-  pthread_mutex_lock(&g->qmu);
-  for (;;) {
-    bool want_full = g->gc_req != g->gc_done;
-    while (!g->head && !g->stop && !want_full && !gc_more && mono_ms() < next_gc) {
-      if (next_gc == INT64_MAX) {
-        pthread_cond_wait(&g->qcv, &g->qmu);
-      } else {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = next_gc - mono_ms();
-        if (wait < 1) wait = 1;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-          ts.tv_sec++;
-          ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&g->qcv, &g->qmu, &ts);
-      }
-      want_full = g->gc_req != g->gc_done;
-    }
-    if (g->head) {   /* group commit: everything queued now */
-      size_t n = 0;
-      for (xgr_store_changes *b = g->head; b; b = b->next) n++;
-      if (n > cap) {
-        cap = n * 2;
-        list = xgr__xrealloc(list, cap * sizeof *list);
-      }
-      n = 0;
-      for (xgr_store_changes *b = g->head; b; b = b->next) list[n++] = b;
-      g->head = g->tail = NULL;
-      pthread_mutex_unlock(&g->qmu);
-      if (!g->cl) {
-        commit_group(g, list, n);
-      } else {   /* cluster: batches of sessions this node no longer holds fail without a round trip */
-        size_t k = xgr__pgc_prefilter(g->cl, list, n);
-        if (k) commit_group(g, list, k);
-        xgr__pgc_after(g->cl, list, n);
-      }
-      for (size_t i = 0; i < n; i++) xgr__store_signal(&g->base, list[i]);
-      pthread_mutex_lock(&g->qmu);
-      g->signalled += n;
-      pthread_cond_broadcast(&g->qcv);
-      continue;
-    }
-    if (g->stop && !want_full) break;
-    /* retention: one small step, then look at the queue again */
-    uint64_t req = g->gc_req;
-    pthread_mutex_unlock(&g->qmu);
-    xgr_error err;
-    xgr_error_clear(&err);
-    bool more = false;
-    long d = xgr_store_failed(&g->base, &err) ? -1 : gc_step(g, &more, &err);
-    pthread_mutex_lock(&g->qmu);
-    if (d < 0) {
-      more = false;
-      if (want_full) {
-        g->gc_rc = err.code ? err.code : XGR_EIO;
-        g->gc_err = err;
-      }
-    } else {
-      full_deleted += (size_t)d;
-    }
-    gc_more = more;
-    if (!more) {
-      next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
-      if (want_full) {
-        g->gc_last_deleted = full_deleted;
-        g->gc_done = req;
-        pthread_cond_broadcast(&g->qcv);
-      }
-      full_deleted = 0;
-    }
+/* The writer's two steps (writer.h). */
+static void commit_cb(void *ctx, xgr_store_changes **list, size_t n) {
+  pgstore *g = ctx;
+  if (!g->cl) {
+    commit_group(g, list, n);
+  } else {   /* cluster: batches of sessions this node no longer holds fail without a round trip */
+    size_t k = xgr__pgc_prefilter(g->cl, list, n);
+    if (k) commit_group(g, list, k);
+    xgr__pgc_after(g->cl, list, n);
   }
-  pthread_mutex_unlock(&g->qmu);
-  free(list);
-  return NULL;
 }
 
-static void pg_submit(xgr_store *st, xgr_store_changes *b) {
-  pgstore *g = (pgstore *)st;
-  b->next = NULL;
-  pthread_mutex_lock(&g->qmu);
-  if (g->tail) g->tail->next = b;
-  else g->head = b;
-  g->tail = b;
-  g->submitted++;
-  pthread_cond_broadcast(&g->qcv);
-  pthread_mutex_unlock(&g->qmu);
-}
+static long gc_cb(void *ctx, bool *more, xgr_error *err) { return gc_step(ctx, more, err); }
 
-static void pg_flush(xgr_store *st) {
-  pgstore *g = (pgstore *)st;
-  pthread_mutex_lock(&g->qmu);
-  uint64_t ticket = g->submitted;
-  while (g->signalled < ticket && g->has_thread) pthread_cond_wait(&g->qcv, &g->qmu);
-  pthread_mutex_unlock(&g->qmu);
-}
+static void pg_submit(xgr_store *st, xgr_store_changes *b) { xgr__writer_submit(&((pgstore *)st)->wr, b); }
+
+static void pg_flush(xgr_store *st) { xgr__writer_flush(&((pgstore *)st)->wr); }
 
 static int pg_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
-  pgstore *g = (pgstore *)st;
-  if (!g->has_thread) return xgr_error_set(err, XGR_EPERM, NULL, "the store was opened read-only");
-  pthread_mutex_lock(&g->qmu);
-  uint64_t ticket = ++g->gc_req;
-  g->gc_rc = 0;
-  pthread_cond_broadcast(&g->qcv);
-  while (g->gc_done < ticket) pthread_cond_wait(&g->qcv, &g->qmu);
-  int rc = g->gc_rc;
-  if (rc && err) *err = g->gc_err;
-  *deleted = g->gc_last_deleted;
-  pthread_mutex_unlock(&g->qmu);
-  return rc;
+  return xgr__writer_gc(&((pgstore *)st)->wr, deleted, err);
 }
 
 static void pg_close(xgr_store *st) {
   pgstore *g = (pgstore *)st;
-  if (g->has_thread) {
-    pthread_mutex_lock(&g->qmu);
-    g->stop = true;
-    pthread_cond_broadcast(&g->qcv);
-    pthread_mutex_unlock(&g->qmu);
-    pthread_join(g->thread, NULL);
-  }
+  xgr__writer_destroy(&g->wr);   /* stops and joins the thread first */
   if (g->w) PQfinish(g->w);
   if (g->r) PQfinish(g->r);
   xgr__pgc_close(g->cl);
   pthread_mutex_destroy(&g->rmu);
-  pthread_mutex_destroy(&g->qmu);
-  pthread_cond_destroy(&g->qcv);
   xgr__store_destroy_common(st);
   free(g->url);
   free(g->name);
@@ -2043,8 +1920,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&g->rmu, &ra);
   pthread_mutexattr_destroy(&ra);
-  pthread_mutex_init(&g->qmu, NULL);
-  pthread_cond_init(&g->qcv, NULL);
+  xgr__writer_init(&g->wr, &g->base, commit_cb, gc_cb, g);
   bool ro = g->base.cfg.read_only;
   if (connect_one(g, &g->r, false, err)) goto fail;
   int found = 0;
@@ -2088,12 +1964,10 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   }
   g->base.version = XGR_STORE_SCHEMA_VERSION;
   if (!ro) {
-    if (pthread_create(&g->thread, NULL, writer_main, g)) {
+    if (xgr__writer_start(&g->wr, "xgr-store-pg")) {
       xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot start the writer thread", g->name);
       goto fail;
     }
-    g->has_thread = true;
-    pthread_setname_np(g->thread, "xgr-store-pg");
   }
   return &g->base;
 fail:

@@ -27,6 +27,7 @@
 
 #include "store/sqlite_col.h"
 #include "store/store_impl.h"
+#include "store/writer.h"
 
 /* ---- rootPids -------------------------------------------------------------------------------- */
 
@@ -217,17 +218,7 @@ typedef struct sqstore {
   pthread_mutex_t rmu;           /* recursive */
   sqlite3_stmt *stmt[S_COUNT];
 
-  pthread_t thread;
-  bool has_thread;
-  pthread_mutex_t qmu;          /* guards the fields below */
-  pthread_cond_t qcv;           /* writer: work arrived; waiters: batches signalled / gc done */
-  xgr_store_changes *head, *tail;
-  bool stop;
-  uint64_t submitted, signalled;
-  uint64_t gc_req, gc_done;
-  size_t gc_last_deleted;
-  int gc_rc;
-  xgr_error gc_err;
+  xgr__writer wr;               /* the writer thread and its queue (writer.c) */
 } sqstore;
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -672,143 +663,28 @@ static long gc_step(sqstore *q, bool *more, xgr_error *err) {
 
 /* ---- the writer thread ---------------------------------------------------------------------------- */
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* The writer's two steps (writer.h). */
+static void commit_cb(void *ctx, xgr_store_changes **list, size_t n) {
+  commit_group(ctx, list, n);
 }
 
-static void *writer_main(void *arg) {
-  sqstore *q = arg;
-  const xgr_store_config *c = &q->base.cfg;
-  int64_t next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
-  bool gc_more = false;          /* the last background step hit its limit: go on when idle */
-  size_t full_deleted = 0;       /* rows removed by the requested full pass so far */
-  xgr_store_changes **list = NULL;
-  size_t cap = 0;
-  pthread_mutex_lock(&q->qmu);
-  for (;;) {
-    bool want_full = q->gc_req != q->gc_done;
-    while (!q->head && !q->stop && !want_full && !gc_more && mono_ms() < next_gc) {
-      if (next_gc == INT64_MAX) {
-        pthread_cond_wait(&q->qcv, &q->qmu);
-      } else {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = next_gc - mono_ms();
-        if (wait < 1) wait = 1;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-          ts.tv_sec++;
-          ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&q->qcv, &q->qmu, &ts);
-      }
-      want_full = q->gc_req != q->gc_done;
-    }
-    if (q->head) {   /* group commit: everything queued now */
-      size_t n = 0;
-      for (xgr_store_changes *b = q->head; b; b = b->next) n++;
-      if (n > cap) {
-        cap = n * 2;
-        list = xgr__xrealloc(list, cap * sizeof *list);
-      }
-      n = 0;
-      for (xgr_store_changes *b = q->head; b; b = b->next) list[n++] = b;
-      q->head = q->tail = NULL;
-      pthread_mutex_unlock(&q->qmu);
-      commit_group(q, list, n);
-      for (size_t i = 0; i < n; i++) xgr__store_signal(&q->base, list[i]);
-      pthread_mutex_lock(&q->qmu);
-      q->signalled += n;
-      pthread_cond_broadcast(&q->qcv);
-      continue;
-    }
-    if (q->stop && !want_full) break;
-    /* retention: one small step, then look at the queue again */
-    uint64_t req = q->gc_req;
-    pthread_mutex_unlock(&q->qmu);
-    xgr_error err;
-    xgr_error_clear(&err);
-    bool more = false;
-    long d = xgr_store_failed(&q->base, &err) ? -1 : gc_step(q, &more, &err);
-    pthread_mutex_lock(&q->qmu);
-    if (d < 0) {
-      more = false;
-      if (want_full) {
-        q->gc_rc = err.code ? err.code : XGR_EIO;
-        q->gc_err = err;
-      }
-    } else {
-      full_deleted += (size_t)d;
-    }
-    gc_more = more;
-    if (!more) {
-      next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
-      if (want_full) {
-        q->gc_last_deleted = full_deleted;
-        q->gc_done = req;
-        pthread_cond_broadcast(&q->qcv);
-      }
-      full_deleted = 0;
-    }
-  }
-  pthread_mutex_unlock(&q->qmu);
-  free(list);
-  return NULL;
-}
+static long gc_cb(void *ctx, bool *more, xgr_error *err) { return gc_step(ctx, more, err); }
 
-static void sq_submit(xgr_store *st, xgr_store_changes *b) {
-  sqstore *q = (sqstore *)st;
-  b->next = NULL;
-  pthread_mutex_lock(&q->qmu);
-  if (q->tail) q->tail->next = b;
-  else q->head = b;
-  q->tail = b;
-  q->submitted++;
-  pthread_cond_broadcast(&q->qcv);
-  pthread_mutex_unlock(&q->qmu);
-}
+static void sq_submit(xgr_store *st, xgr_store_changes *b) { xgr__writer_submit(&((sqstore *)st)->wr, b); }
 
-static void sq_flush(xgr_store *st) {
-  sqstore *q = (sqstore *)st;
-  pthread_mutex_lock(&q->qmu);
-  uint64_t ticket = q->submitted;
-  while (q->signalled < ticket && q->has_thread) pthread_cond_wait(&q->qcv, &q->qmu);
-  pthread_mutex_unlock(&q->qmu);
-}
+static void sq_flush(xgr_store *st) { xgr__writer_flush(&((sqstore *)st)->wr); }
 
 static int sq_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
-  sqstore *q = (sqstore *)st;
-  if (!q->has_thread) return xgr_error_set(err, XGR_EPERM, NULL, "the store was opened read-only");
-  pthread_mutex_lock(&q->qmu);
-  uint64_t ticket = ++q->gc_req;
-  q->gc_rc = 0;
-  pthread_cond_broadcast(&q->qcv);
-  while (q->gc_done < ticket) pthread_cond_wait(&q->qcv, &q->qmu);
-  int rc = q->gc_rc;
-  if (rc && err) *err = q->gc_err;
-  *deleted = q->gc_last_deleted;
-  pthread_mutex_unlock(&q->qmu);
-  return rc;
+  return xgr__writer_gc(&((sqstore *)st)->wr, deleted, err);
 }
 
 static void sq_close(xgr_store *st) {
   sqstore *q = (sqstore *)st;
-  if (q->has_thread) {
-    pthread_mutex_lock(&q->qmu);
-    q->stop = true;
-    pthread_cond_broadcast(&q->qcv);
-    pthread_mutex_unlock(&q->qmu);
-    pthread_join(q->thread, NULL);
-  }
+  xgr__writer_destroy(&q->wr);   /* stops and joins the thread first */
   for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(q->stmt[i]);
   if (q->w) sqlite3_close(q->w);
   if (q->r) sqlite3_close(q->r);
   pthread_mutex_destroy(&q->rmu);
-  pthread_mutex_destroy(&q->qmu);
-  pthread_cond_destroy(&q->qcv);
   xgr__store_destroy_common(st);
   free(q->path);
   free(q);
@@ -1305,8 +1181,7 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
   pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&q->rmu, &ra);
   pthread_mutexattr_destroy(&ra);
-  pthread_mutex_init(&q->qmu, NULL);
-  pthread_cond_init(&q->qcv, NULL);
+  xgr__writer_init(&q->wr, &q->base, commit_cb, gc_cb, q);
   bool ro = q->base.cfg.read_only;
   int flags = (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
   if (!ro && strcmp(path, ":memory:")) {
@@ -1357,12 +1232,10 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
   }
   sqlite3_busy_timeout(q->r, q->base.cfg.busy_timeout_ms);
   if (!ro) {
-    if (pthread_create(&q->thread, NULL, writer_main, q)) {
+    if (xgr__writer_start(&q->wr, "xgr-store")) {
       xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot start the writer thread", path);
       goto fail;
     }
-    q->has_thread = true;
-    pthread_setname_np(q->thread, "xgr-store");
   }
   return &q->base;
 fail:
