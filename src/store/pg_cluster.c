@@ -139,6 +139,14 @@ static PGresult *run(pgc *c, const char *sql, int n, const char *const *v, const
   return NULL;
 }
 
+/* run() under the lease connection's lock (one statement, no transaction around it). */
+static PGresult *run_locked(pgc *c, const char *sql, int n, const char *const *v, const char *what, xgr_error *err) {
+  pthread_mutex_lock(&c->mu);
+  PGresult *r = run(c, sql, n, v, what, err);
+  pthread_mutex_unlock(&c->mu);
+  return r;
+}
+
 /* A PostgreSQL array literal being built: {"a","b"} */
 static void arr_sep(xgr_buf *b) { xgr__buf_putc(b, b->len ? ',' : '{'); }
 static void arr_text(xgr_buf *b, const char *v) {
@@ -450,9 +458,7 @@ static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, 
   snprintf(ms, sizeof ms, "%" PRId64, c->lease_ms);
   snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
   const char *v[6] = {c->node, lim, ms, own ? "t" : "f", owner, owner ? rt : NULL};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, CLAIM_SQL, 6, v, "cannot claim sessions", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, CLAIM_SQL, 6, v, "cannot claim sessions", err);
   if (!r) return XGR_EIO;
   int nr = PQntuples(r);
   /* committed: a due poller that runs from now on sees these rows as this node's; the bound is
@@ -528,9 +534,7 @@ int xgr_store_lease_due(xgr_store *st, const xgr_store_due_key *after, int64_t u
       : "SELECT wake_due, owner, root_pid FROM sessions WHERE status = 0 AND wake_due IS NOT NULL"
         " AND (wake_due, owner, root_pid) > ($1::bigint, $5::text COLLATE \"C\", $6::numeric)"
         " AND wake_due <= $2::bigint AND lease_owner = $4 ORDER BY wake_due, owner, root_pid LIMIT $3::bigint";
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, sql, past_all ? 4 : 6, v, "cannot read the due index", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, sql, past_all ? 4 : 6, v, "cannot read the due index", err);
   if (!r) return XGR_EIO;
   for (int i = 0; i < PQntuples(r) && *n < max; i++) {
     xgr_store_due_key *k = &out[(*n)++];
@@ -627,10 +631,8 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
   char *moa = arr_finish(&mo), *mra = arr_finish(&mr);
   if (nmiss) {
     const char *w[2] = {moa, mra};
-    pthread_mutex_lock(&c->mu);
-    re = run(c, "SELECT s.owner, s.root_pid FROM sessions s JOIN unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
-                " ON s.owner = u.owner AND s.root_pid = u.root_pid WHERE s.status <> 0", 2, w, "heartbeat", err);
-    pthread_mutex_unlock(&c->mu);
+    re = run_locked(c, "SELECT s.owner, s.root_pid FROM sessions s JOIN unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
+                       " ON s.owner = u.owner AND s.root_pid = u.root_pid WHERE s.status <> 0", 2, w, "heartbeat", err);
     for (int q = 0; re && q < PQntuples(re); q++) {
       rowk *k = xgr__xmalloc(sizeof *k);
       *k = (rowk){strtoull(PQgetvalue(re, q, 1), NULL, 10), 0, PQgetvalue(re, q, 0)};
@@ -679,10 +681,8 @@ int xgr_store_lease_release_all(xgr_store *st, xgr_error *err) {
   pgc *c = cl_of(st, err);
   if (!c) return XGR_EUNSUPPORTED;
   const char *v[1] = {c->node};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "UPDATE sessions SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = $1 AND status = 0",
-                    1, v, "cannot release the leases", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "UPDATE sessions SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = $1 AND status = 0",
+                           1, v, "cannot release the leases", err);
   if (!r) return XGR_EIO;
   PQclear(r);
   pthread_mutex_lock(&c->hmu);
@@ -706,10 +706,8 @@ bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid
   snprintf(ep, sizeof ep, "%" PRId64, epoch);
   const char *v[4] = {owner, rt, c->node, ep};
   xgr_error err;
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "SELECT 1 FROM sessions WHERE owner = $1 AND root_pid = $2::numeric AND status = 0"
-                       " AND lease_owner = $3 AND lease_epoch = $4::bigint", 4, v, "cannot read the lease", &err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "SELECT 1 FROM sessions WHERE owner = $1 AND root_pid = $2::numeric AND status = 0"
+                              " AND lease_owner = $3 AND lease_epoch = $4::bigint", 4, v, "cannot read the lease", &err);
   bool cur = r && PQntuples(r) == 1;
   PQclear(r);
   return cur;
@@ -731,11 +729,9 @@ int xgr_store_lease_holder(xgr_store *st, const char *owner, uint64_t root_pid, 
   char rt[24];
   snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
   const char *v[3] = {owner, rt, c->node};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "SELECT COALESCE(lease_owner, ''), lease_owner IS NOT NULL AND lease_expires > xgr_ms_now() AND"
-                       " (lease_owner = $3 OR xgr_node_alive(lease_owner)), status = 0 FROM sessions"
-                       " WHERE owner = $1 AND root_pid = $2::numeric", 3, v, "cannot read the lease", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "SELECT COALESCE(lease_owner, ''), lease_owner IS NOT NULL AND lease_expires > xgr_ms_now() AND"
+                              " (lease_owner = $3 OR xgr_node_alive(lease_owner)), status = 0 FROM sessions"
+                              " WHERE owner = $1 AND root_pid = $2::numeric", 3, v, "cannot read the lease", err);
   if (!r) return XGR_EIO;
   int rc = 0;
   if (PQntuples(r) != 1) {
@@ -769,11 +765,9 @@ int xgr_store_cmd_send(xgr_store *st, const char *target, const char *owner, uin
   snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
   channel_of(target, chan);
   const char *v[6] = {target, c->node, owner, rt, body, chan};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "WITH i AS (INSERT INTO lease_commands(target_node, from_node, owner, root_pid, body, created_at)"
-                       " VALUES($1, $2, $3, $4::numeric, $5, xgr_ms_now()) RETURNING id)"
-                       " SELECT id, pg_notify($6, 'c') FROM i", 6, v, "cannot send a command", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "WITH i AS (INSERT INTO lease_commands(target_node, from_node, owner, root_pid, body, created_at)"
+                              " VALUES($1, $2, $3, $4::numeric, $5, xgr_ms_now()) RETURNING id)"
+                              " SELECT id, pg_notify($6, 'c') FROM i", 6, v, "cannot send a command", err);
   if (!r) return XGR_EIO;
   *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
@@ -803,11 +797,9 @@ int xgr_store_cmd_serve(xgr_store *st,
   pgc *c = cl_of(st, err);
   if (!c) return XGR_EUNSUPPORTED;
   const char *v[1] = {c->node};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "UPDATE lease_commands SET taken = true WHERE id IN (SELECT id FROM lease_commands"
-                       " WHERE target_node = $1 AND NOT taken ORDER BY id FOR UPDATE SKIP LOCKED)"
-                       " RETURNING id, from_node, owner, root_pid, body", 1, v, "cannot take commands", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "UPDATE lease_commands SET taken = true WHERE id IN (SELECT id FROM lease_commands"
+                              " WHERE target_node = $1 AND NOT taken ORDER BY id FOR UPDATE SKIP LOCKED)"
+                              " RETURNING id, from_node, owner, root_pid, body", 1, v, "cannot take commands", err);
   if (!r) return XGR_EIO;
   int rc = 0;
   for (int i = 0; i < PQntuples(r); i++) {
@@ -820,10 +812,8 @@ int xgr_store_cmd_serve(xgr_store *st,
     snprintf(rcs, sizeof rcs, "%d", res_rc);
     channel_of(PQgetvalue(r, i, 1), chan);
     const char *w[4] = {ids, rcs, res ? res : "", chan};
-    pthread_mutex_lock(&c->mu);
-    PGresult *a = run(c, "WITH u AS (UPDATE lease_commands SET rc = $2::int, result = $3 WHERE id = $1::bigint"
-                         " RETURNING id) SELECT pg_notify($4, 'r' || id) FROM u", 4, w, "cannot answer a command", err);
-    pthread_mutex_unlock(&c->mu);
+    PGresult *a = run_locked(c, "WITH u AS (UPDATE lease_commands SET rc = $2::int, result = $3 WHERE id = $1::bigint"
+                                " RETURNING id) SELECT pg_notify($4, 'r' || id) FROM u", 4, w, "cannot answer a command", err);
     free(res);
     if (!a) rc = XGR_EIO;
     PQclear(a);
@@ -838,10 +828,8 @@ int xgr_store_cmd_result(xgr_store *st, int64_t id, bool *done, int *rc, char **
   char ids[24];
   snprintf(ids, sizeof ids, "%" PRId64, id);
   const char *v[1] = {ids};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "DELETE FROM lease_commands WHERE id = $1::bigint AND rc IS NOT NULL RETURNING rc, result", 1, v,
-                    "cannot read a command's answer", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "DELETE FROM lease_commands WHERE id = $1::bigint AND rc IS NOT NULL RETURNING rc, result", 1, v,
+                           "cannot read a command's answer", err);
   if (!r) return XGR_EIO;
   *done = PQntuples(r) == 1;
   if (*done) {
@@ -858,9 +846,7 @@ int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err) {
   char ids[24];
   snprintf(ids, sizeof ids, "%" PRId64, id);
   const char *v[1] = {ids};
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "DELETE FROM lease_commands WHERE id = $1::bigint", 1, v, "cannot drop a command", err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "DELETE FROM lease_commands WHERE id = $1::bigint", 1, v, "cannot drop a command", err);
   if (!r) return XGR_EIO;
   PQclear(r);
   return 0;
@@ -915,9 +901,7 @@ bool xgr_store_outbox_pending(xgr_store *st, const char *id) {
   if (!c) return false;
   const char *v[1] = {id};
   xgr_error err;
-  pthread_mutex_lock(&c->mu);
-  PGresult *r = run(c, "SELECT 1 FROM outbox WHERE id = $1 AND refused IS NULL", 1, v, "outbox", &err);
-  pthread_mutex_unlock(&c->mu);
+  PGresult *r = run_locked(c, "SELECT 1 FROM outbox WHERE id = $1 AND refused IS NULL", 1, v, "outbox", &err);
   bool pending = r && PQntuples(r) == 1;
   PQclear(r);
   return pending;
