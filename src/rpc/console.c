@@ -93,30 +93,10 @@ void xgr__console_cache_put(xgr__console *c, xgr__console_orch *ce) {
 
 static const char *const kind_names[] = {"proc", "join", "action", "wake", "finished", "idle", "store_error", "step"};
 
-/* Whether s[0..n) is well-formed UTF-8 (what jansson would accept as a string). */
-static bool utf8_ok(const char *s, size_t n) {
-  const unsigned char *p = (const unsigned char *)s, *e = p + n;
-  while (p < e) {
-    unsigned c = *p++;
-    if (c < 0x80) continue;
-    size_t k = c >= 0xf0 && c < 0xf5 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : 0;
-    if (!k || c >= 0xf5 || (size_t)(e - p) < k) return false;
-    unsigned cp = c & (0x3f >> k);
-    for (size_t i = 0; i < k; i++) {
-      if ((p[i] & 0xc0) != 0x80) return false;
-      cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-      return false;
-    p += k;
-  }
-  return true;
-}
-
 /* `,"key":"text"` (text JSON-escaped; left out when not UTF-8, as jansson would refuse it). */
 static void put_str(xgr_buf *b, const char *key, const char *text) {
   size_t n = strlen(text);
-  if (!utf8_ok(text, n)) return;
+  if (!xgr_utf8_valid(text, n)) return;
   xgr__buf_printf(b, ",\"%s\":", key);
   xgr__json_write_string(b, text, n);
 }

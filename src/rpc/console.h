@@ -46,10 +46,9 @@ typedef struct xgr__sse_hub xgr__sse_hub;
  * 10 s, so dead browsers are noticed). Free with xgr__sse_hub_free after the server stopped. */
 xgr__sse_hub *xgr__sse_hub_new(size_t ring);
 void xgr__sse_hub_free(xgr__sse_hub *h);
-/* Append one event (data: one line of JSON, copied) of session (owner, root) and wake the
- * streams waiting for it. Any thread; does not block on I/O. */
-void xgr__sse_publish(xgr__sse_hub *h, const char *owner, uint64_t root, const char *data);
-/* The same with data taken over (malloc'd, NUL-terminated; the hub frees it): no copy. */
+/* Append one event of session (owner, root) and wake the streams waiting for it. data is one line
+ * of JSON, malloc'd and NUL-terminated; the hub takes it over (cut at 8 KiB, newlines blanked) and
+ * frees it. Any thread; does not block on I/O. */
 void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, char *data);
 /* Start a stream on c: events of owner (NULL or "": all owners) and root (0: all sessions),
  * from ring position `after` + 1 (the browser's Last-Event-ID; 0: only new events). Returns an

@@ -126,14 +126,6 @@ uint64_t xgr__sse_last_id(xgr__sse_hub *h) {
   return id;
 }
 
-void xgr__sse_publish(xgr__sse_hub *h, const char *owner, uint64_t root, const char *data) {
-  size_t len = strnlen(data, SSE_MAX_DATA);
-  char *copy = xgr__xmalloc(len + 1);
-  memcpy(copy, data, len);
-  copy[len] = '\0';
-  xgr__sse_publish_owned(h, owner, root, copy);
-}
-
 void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, char *copy) {
   if (strnlen(copy, SSE_MAX_DATA + 1) > SSE_MAX_DATA) copy[SSE_MAX_DATA] = '\0';
   for (char *p = copy; *p; p++)   /* one line: a newline would end the SSE field */
