@@ -11,7 +11,8 @@
  * method, 411/413 body missing or larger than the cap, 415 wrong content type.
  *
  * Methods run on the server's worker threads (thread pool); a method may block for a short while
- * (a durable commit), not for long waits. One line per request is logged at info level as
+ * (a durable commit), not for long waits, or defer its answer until a commit is done without
+ * holding a thread (xgr_rpc_defer_begin). One line per request is logged at info level as
  * key=value pairs. Authorization: the config names an authorizer; with none (`--auth none`) the
  * server refuses to listen on anything but a loopback address.
  */
@@ -54,12 +55,29 @@ int xgr_rpc_code_for(int xgr_code);
 
 /* Who is calling, as far as the transport knows (the authorization plumbing of later permits).
  * Filled by the server for every request; borrowed for the method call. */
+typedef struct xgr_rpc_defer xgr_rpc_defer;
+
 typedef struct xgr_rpc_caller {
   const char *remote;         /* peer address "ip:port" */
   const char *authorization;  /* the Authorization header, or NULL */
   bool auth_none;             /* the server runs with --auth none (loopback only) */
   const struct xgr_auth *auth; /* the chain id, control contract and (unless auth_none) the permit checks */
+  xgr_rpc_defer *defer;       /* this request's answer may be deferred (see below); NULL: it may not */
 } xgr_rpc_caller;
+
+/* ---- answering later ------------------------------------------------------------------------------
+ * A method that would otherwise block its server thread on work completed elsewhere (a durable
+ * commit) may defer its answer when caller->defer is set (a single request; in a batch it is NULL
+ * and the method blocks as usual). It calls xgr_rpc_defer_begin(caller->defer, finish, ctx) BEFORE it
+ * hands the work over, then returns XGR_RPC_DEFERRED; the request's connection waits without a
+ * thread. Whoever completes the work calls xgr_rpc_defer_ready(defer) exactly once, from any
+ * thread (it must not block). A server thread then calls finish(ctx, &result, err): its return
+ * (0 or a JSON-RPC code, with *err filled) and *result (a new reference) are the method's answer.
+ * finish owns ctx and frees it. The method must not keep pointers into its params for finish. */
+#define XGR_RPC_DEFERRED 1   /* positive: never a JSON-RPC code */
+typedef int (*xgr_rpc_finish_fn)(void *ctx, json_t **result, xgr_error *err);
+void xgr_rpc_defer_begin(xgr_rpc_defer *df, xgr_rpc_finish_fn finish, void *ctx);
+void xgr_rpc_defer_ready(xgr_rpc_defer *df);
 
 /* What a method is about to do, for xgr_rpc_authorize. */
 typedef enum xgr_rpc_action {
@@ -98,7 +116,8 @@ const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params);
 bool xgr_rpc_is_address(const char *s);
 
 /* A method: read params (borrowed; an object, an array or NULL), set *result (a new reference)
- * and return 0, or return a JSON-RPC error code and fill *err (err->path becomes data.path). */
+ * and return 0, or return a JSON-RPC error code and fill *err (err->path becomes data.path), or
+ * defer its answer (XGR_RPC_DEFERRED, above). */
 typedef int (*xgr_rpc_method_fn)(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
                                  xgr_error *err);
 
@@ -108,6 +127,10 @@ typedef struct xgr_rpc_config {
   unsigned max_connections;   /* connection cap (default 1024) */
   unsigned timeout_s;         /* idle connection / header timeout in seconds (default 15) */
   unsigned threads;           /* worker threads (default 4) */
+  /* added to each HTTP thread's nice value (0..19; 0: the process's own), so that under load the
+   * store's writer and the engine, whose progress every answer waits for, run before the parsing
+   * and permit checks of further requests */
+  unsigned http_nice;
   bool auth_none;             /* no authorization: only allowed on loopback addresses */
   const struct xgr_auth *auth; /* permits, chain id, control contract (borrowed; may be NULL with auth_none) */
   const char *metrics_listen; /* "IP:PORT": serve /metrics there only (NULL: on `listen`) */

@@ -10,6 +10,7 @@
  */
 #include "rpc/server_impl.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +130,13 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
     err = error_obj(*code, &e);
   } else {
     int rc = mt->fn(mt->ctx, caller, params, &result, &e);
+    if (rc == XGR_RPC_DEFERRED) {   /* answered by xgr__rpc_finish once the deferral is ready */
+      assert(caller->defer && caller->defer->finish && !result);
+      caller->defer->id = id ? json_incref(id) : NULL;
+      caller->defer->name = mt->name;
+      *code = XGR_RPC_DEFERRED;
+      return NULL;
+    }
     if (rc) {
       *code = rc;
       err = error_obj(rc, &e);
@@ -260,7 +268,9 @@ json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const c
       const char **names = calloc(nb, sizeof *names);
       int *codes = calloc(nb, sizeof *codes);
       if (!outs || !names || !codes) abort();
-      dispatch_batch(s, caller, body, outs, names, codes);
+      xgr_rpc_caller whole = *caller;   /* a batch is answered as one: no request of it defers */
+      whole.defer = NULL;
+      dispatch_batch(s, &whole, body, outs, names, codes);
       for (size_t i = 0; i < nb; i++) {
         xgr__rpc_count(s, names[i], 200, codes[i]);
         if (outs[i]) json_array_append_new(out, outs[i]);
@@ -277,5 +287,29 @@ json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const c
     out = dispatch_one(s, caller, body, name, code);
   }
   json_decref(body);
+  return out;
+}
+
+json_t *xgr__rpc_finish(xgr_rpc_defer *df, const char **name, int *code) {
+  assert(df->finish);
+  xgr_error e;
+  xgr_error_clear(&e);
+  json_t *result = NULL, *out = NULL;
+  int rc = df->finish(df->ctx, &result, &e);
+  assert(rc != XGR_RPC_DEFERRED);
+  *code = rc;
+  *name = df->name;
+  if (rc) {
+    json_decref(result);
+    if (df->id) out = response(df->id, NULL, error_obj(rc, &e));
+  } else if (df->id) {
+    out = response(df->id, result, NULL);
+  } else {
+    json_decref(result);   /* a notification gets no response */
+  }
+  json_decref(df->id);
+  df->id = NULL;
+  df->finish = NULL;
+  df->ctx = NULL;
   return out;
 }

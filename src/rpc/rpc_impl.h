@@ -33,11 +33,6 @@
 #include "xgr/rpc.h"
 #include "xgr/store.h"
 
-/* Starts of one (owner, rootPid) are serialised by a striped lock held until their commit returns
- * (start.c). Different sessions that share a stripe wait for each other's commit too, so the stripes
- * must far outnumber the enqueues in flight (one per HTTP thread, --threads up to 1024): with 64,
- * 128 concurrent enqueues collided so often that durable enqueues/s fell to a third. */
-#define XGR__RPCD_STRIPES 4096
 
 /* A cached bundle of a registry key (registry.c; guarded by xgr_rpcd.reg_mu). */
 typedef struct xgr__regent {
@@ -102,7 +97,6 @@ struct xgr_rpcd {
   xgr__regent *regs;
   xgr__bnode *bundles;
   atomic_uint_fast64_t rules_gen;   /* bumped by putRule: cached bundles of older generations are stale */
-  pthread_mutex_t stripe[XGR__RPCD_STRIPES];   /* starts of one (owner, rootPid) are serialised */
   pthread_mutex_t w_mu;        /* waiters */
   pthread_cond_t w_cv;
   xgr__waiter *waiters;

@@ -227,8 +227,8 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
       if (rc) return rc;
     }
   }
-  /* enqueues in a batch are independent (each session is serialised on its own stripe): they run
-   * concurrently, so a batch of N enqueues shares the store's commits instead of making N */
+  /* enqueues in a batch are independent (two starts of one session meet in the store's insert):
+   * they run concurrently, so a batch of N enqueues shares the store's commits instead of making N */
   int rc = xgr_rpc_set_concurrent(s, "xgr.enqueue");
   if (!rc) rc = xgr_rpc_set_concurrent(s, "xgr_enqueue");
   if (rc) return rc;
@@ -423,7 +423,6 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   pthread_mutex_init(&d->reg_mu, NULL);
   pthread_mutex_init(&d->w_mu, NULL);
   pthread_cond_init(&d->w_cv, NULL);
-  for (int i = 0; i < XGR__RPCD_STRIPES; i++) pthread_mutex_init(&d->stripe[i], NULL);
   xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
                          .max_page_count = cfg->store_max_pages,
                          .node_id = cfg->node_id,
@@ -568,7 +567,6 @@ void xgr_rpcd_free(xgr_rpcd *d) {
   xgr_persist_free(d->p);
   xgr__rpcd_bundles_free(d);
   xgr_chain_cache_free(d->chain_cache);
-  for (int i = 0; i < XGR__RPCD_STRIPES; i++) pthread_mutex_destroy(&d->stripe[i]);
   pthread_mutex_destroy(&d->reg_mu);
   pthread_mutex_destroy(&d->w_mu);
   pthread_cond_destroy(&d->w_cv);

@@ -33,6 +33,7 @@ typedef struct req {
   const char *refuse_msg;
   double t0;
   bool is_post;
+  xgr_rpc_defer df;        /* the answer, when the method deferred it (xgr/rpc.h) */
 } req;
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
@@ -88,17 +89,9 @@ void xgr__rpc_count(xgr_rpc_server *s, const char *rpc, unsigned status, int cod
   xgr_counter_add(xgr_metrics_counter(s->metrics, "xgr_http_requests_total", "HTTP requests by JSON-RPC method, HTTP status and JSON-RPC code", labels), 1);
 }
 
-static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
-  char remote[64];
-  remote_of(c, remote, sizeof remote);
-  xgr_rpc_caller caller = {.remote = remote,
-                           .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                           .auth_none = s->cfg.auth_none,
-                           .auth = NULL};   /* filled by dispatch_one once the server is open */
-  const char *name;
-  int code;
-  bool batch;
-  json_t *out = xgr__rpc_answer(s, &caller, r->body ? r->body : "", r->len, &name, &code, &batch);
+/* The end of every answered POST: counters, latency, log line, and the response (out is taken). */
+static enum MHD_Result send_answer(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url,
+                                   json_t *out, const char *name, int code, bool batch) {
   if (!batch) xgr__rpc_count(s, name, out ? 200 : 204, code);
   double ms = (xgr__rpc_now() - r->t0) * 1e3;
   xgr_histogram_observe(s->latency, ms / 1e3);
@@ -106,6 +99,35 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
   if (!out) return send_text(c, MHD_HTTP_NO_CONTENT, "application/json", NULL, 0);
   return send_json(c, MHD_HTTP_OK, out);
 }
+
+static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
+  char remote[64];
+  remote_of(c, remote, sizeof remote);
+  r->df = (xgr_rpc_defer){.s = s, .c = c};
+  xgr_rpc_caller caller = {.remote = remote,
+                           .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                           .auth_none = s->cfg.auth_none,
+                           .auth = NULL,   /* filled by dispatch_one once the server is open */
+                           .defer = &r->df};
+  const char *name;
+  int code;
+  bool batch;
+  json_t *out = xgr__rpc_answer(s, &caller, r->body ? r->body : "", r->len, &name, &code, &batch);
+  if (code == XGR_RPC_DEFERRED) return MHD_YES;   /* suspended until xgr_rpc_defer_ready */
+  return send_answer(s, c, r, url, out, name, code, batch);
+}
+
+void xgr_rpc_defer_begin(xgr_rpc_defer *df, xgr_rpc_finish_fn finish, void *ctx) {
+  assert(df && df->c && !df->finish && finish);
+  df->finish = finish;
+  df->ctx = ctx;
+  atomic_fetch_add(&df->s->deferred, 1);
+  /* suspended before the work is handed over, so that its completion (which may come at once,
+   * on another thread) always finds the connection suspended */
+  MHD_suspend_connection(df->c);
+}
+
+void xgr_rpc_defer_ready(xgr_rpc_defer *df) { MHD_resume_connection(df->c); }
 
 static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url,
                               unsigned status, const char *msg) {
@@ -187,6 +209,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     return MHD_YES;
   }
+  if (r->df.finish) {   /* resumed: the deferred answer is ready */
+    const char *name;
+    int code;
+    json_t *out = xgr__rpc_finish(&r->df, &name, &code);
+    enum MHD_Result ret = send_answer(s, c, r, url, out, name, code, false);
+    xgr__rpc_conn_busy(s, c, false);
+    atomic_fetch_sub(&s->deferred, 1);
+    return ret;
+  }
   if (*data_size) {
     if (!r->refuse) {
       if (r->len + *data_size > s->cfg.max_body) {
@@ -214,7 +245,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   if (r->refuse) return refuse(s, c, http, url, (unsigned)r->refuse, r->refuse_msg);
   xgr__rpc_conn_busy(s, c, true);
   enum MHD_Result ret = answer_rpc(s, c, r, url);
-  xgr__rpc_conn_busy(s, c, false);
+  if (!r->df.finish) xgr__rpc_conn_busy(s, c, false);   /* a deferred answer stays busy until sent */
   return ret;
 }
 
@@ -383,6 +414,12 @@ void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {
 
 void xgr_rpc_stop(xgr_rpc_server *s) {
   if (s->d && s->on_stop) s->on_stop(s->on_stop_ctx);
+  /* deferred answers wait for commits, which end (the store is still open): send them before the
+   * listener goes, as a blocked method would have (at most 10 s) */
+  for (int i = 0; s->d && atomic_load(&s->deferred) && i < 10000; i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
   xgr__rpc_reaper_stop(s);
   if (s->d) MHD_stop_daemon(s->d);
   s->d = NULL;

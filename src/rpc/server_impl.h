@@ -43,6 +43,18 @@ typedef struct xgr__rpc_method {
   bool concurrent;   /* see xgr_rpc_set_concurrent */
 } xgr__rpc_method;
 
+/* A deferred answer (xgr/rpc.h, "answering later"): part of a request's state in server.c, which
+ * sets s and c; xgr_rpc_defer_begin sets finish and ctx (and suspends c); jsonrpc.c keeps the request's id
+ * and method name for the answer. */
+struct xgr_rpc_defer {
+  struct xgr_rpc_server *s;
+  struct MHD_Connection *c;
+  xgr_rpc_finish_fn finish;   /* NULL: the answer is not deferred */
+  void *ctx;                  /* finish's (finish frees it) */
+  json_t *id;                 /* the request's id (own reference); NULL for a notification */
+  const char *name;           /* the registered method (never freed) */
+};
+
 /* One accepted connection as the guard tracks it (guard.c). */
 typedef struct xgr__rpc_conn xgr__rpc_conn;
 
@@ -70,6 +82,7 @@ struct xgr_rpc_server {
   size_t ngets;
   void (*on_stop)(void *ctx);
   void *on_stop_ctx;
+  atomic_uint deferred;         /* answers deferred and not yet sent (xgr_rpc_stop waits for them) */
 };
 
 /* ---- server.c --------------------------------------------------------------------------------- */
@@ -89,6 +102,11 @@ void xgr__rpc_count(xgr_rpc_server *s, const char *rpc, unsigned status, int cod
  * the caller counts only single requests. */
 json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const char *body, size_t len,
                         const char **name, int *code, bool *batch);
+/* A single request whose method deferred its answer (caller->defer): xgr__rpc_answer returns NULL
+ * with *code XGR_RPC_DEFERRED; once the deferral is ready, this runs df's finish and returns the
+ * response to send (owned by the caller; NULL for a notification), its JSON-RPC code in *code and
+ * the method's name in *name, and clears df. */
+json_t *xgr__rpc_finish(xgr_rpc_defer *df, const char **name, int *code);
 
 /* ---- guard.c ---------------------------------------------------------------------------------- */
 

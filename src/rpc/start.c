@@ -5,8 +5,11 @@
  * Starting a session is durable before it is answered: the session row and its start process are
  * committed (group commit with every other writer) and only then is the session handed to the
  * engine, whose batches carry it on. A pinned `ostcHash` that differs from the registered content
- * is refused before anything is written. Starts of one (owner, rootPid) are serialised by a
- * striped lock, so a second enqueue sees the first.
+ * is refused before anything is written. Two starts of one (owner, rootPid) need no lock: the
+ * session row is inserted only if absent, in the commit, so the second one's batch fails as a
+ * conflict and it answers from the stored row (its ack while the session runs). A single
+ * xgr.enqueue defers its answer until its commit is done (xgr_rpc_defer_begin) instead of holding a
+ * server thread; validateDataTransfer and enqueues in a batch wait for the commit on their thread.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +23,6 @@
 
 const char *const xgr__rpcd_ack_names[XGR__ACK_N] = {"queued", "already_queued", "paused", "scheduled"};
 
-/* FNV-1a over s, seeded with h (the start stripe of an (owner, rootPid)). */
-static uint64_t hash_str(const char *s, uint64_t h) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
 /* ---- waiting for a first step (validateDataTransfer) ------------------------------------------- */
 
 /* The store refused a batch: log it once and wake every validateDataTransfer waiting for a first
@@ -146,8 +144,39 @@ static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, xgr__ack *o
                        "session %s/%llu exists and is %s; a rootPid is used once", owner, (unsigned long long)root, st);
 }
 
-static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root,
-                             const xgr_bundle **out_b, xgr_error *err) {
+/* A start between its batch and the part after the commit (persist tracking, the first-step
+ * waiter, the engine's start); whichever thread finishes it. Owns the bundle reference, payload
+ * and step copy. */
+typedef struct start_commit {
+  xgr_rpcd *d;
+  const xgr_bundle *b;         /* the call's reference (given back by start_commit_free) */
+  char owner[64];
+  uint64_t root;
+  char *step;                  /* owned */
+  xgr_value payload;           /* owned */
+  xgr_session_state ss;
+  xgr__waiter *w;              /* validateDataTransfer's, or NULL */
+  int rc;                      /* the commit's outcome */
+  xgr_error err;
+  xgr_rpc_defer *df;           /* the deferred answer (enqueue), or NULL */
+} start_commit;
+
+static void start_commit_free(start_commit *sc) {
+  xgr_value_release(sc->payload);
+  free(sc->step);
+  xgr__rpcd_bundle_put(sc->d, sc->b);
+  free(sc);
+}
+
+/* Everything before the commit: the bundle, the permit's bindings, the owner's checks, the first
+ * process and its batch. Returns an error code, or 0 with either *out_ack set and *out_sc NULL (a
+ * live session: nothing to write), or *out_sc (owned by the caller) and *out_c the batch to commit.
+ * *out_b gets the bundle (also on errors, NULL if none was found): sc owns it when made, else the
+ * caller gives it back. */
+static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, const xgr_bundle **out_b,
+                         start_commit **out_sc, xgr_store_changes **out_c, xgr_error *err) {
+  *out_sc = NULL;
+  *out_c = NULL;
   if (atomic_load(&d->stopping))
     return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "xgrd is shutting down");
   const xgr_bundle *b = NULL;
@@ -209,12 +238,9 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
     return xgr__rpc_code(rc, err);
   }
   *out_root = root;
-  pthread_mutex_t *mu = &d->stripe[hash_str(rq->owner, root * 0x9E3779B97F4A7C15ull) % XGR__RPCD_STRIPES];
-  pthread_mutex_lock(mu);
   /* a live session? (one the store has but the engine does not run is found by the commit) */
   xgr_engine_session_info info;
   if (!xgr_engine_session(d->e, rq->owner, root, &info) && !info.finished) {
-    pthread_mutex_unlock(mu);
     xgr_value_release(payload);
     *out_ack = existing_ack(d, rq->owner, root, false);
     return 0;
@@ -229,7 +255,6 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
   if (rc) {
     xgr_effects_free(&fx);
     xgr_session_free(core);
-    pthread_mutex_unlock(mu);
     xgr_value_release(payload);
     if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", rq->payload_path);
     return xgr__rpc_code(rc, err);
@@ -238,56 +263,73 @@ static int start_with_bundle(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint
   xgr_store_changes_add_session_new(c, core, rq->registry);
   if (rq->permit && rq->permit->kind) xgr_store_changes_set_max_total_gas(c, rq->permit->max_total_gas);
   xgr_store_changes_add_effects(c, core, &fx);
-  xgr_session_state ss;
-  xgr_session_state_get(core, &ss);
+  start_commit *sc = xgr__xcalloc(1, sizeof *sc);
+  sc->d = d;
+  sc->b = b;
+  snprintf(sc->owner, sizeof sc->owner, "%s", rq->owner);
+  sc->root = root;
+  sc->step = xgr__xstrdup(step);
+  sc->payload = payload;
+  sc->w = rq->w;
+  xgr_session_state_get(core, &sc->ss);
   xgr_effects_free(&fx);
   xgr_session_free(core);
-  rc = xgr_store_commit(d->st, c, err);
-  if (rc == XGR_ECONFLICT) {   /* the store has this session: nothing was written */
-    pthread_mutex_unlock(mu);
-    xgr_value_release(payload);
-    xgr_error_clear(err);
-    return stored_ack(d, rq->owner, root, out_ack, err);
+  *out_sc = sc;
+  *out_c = c;
+  return 0;
+}
+
+/* Everything after the commit (sc->rc, sc->err): the answer for a conflict (the stored row's), or
+ * the session tracked, the first-step waiter registered and the engine started. Does not free sc. */
+static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *err) {
+  xgr_rpcd *d = sc->d;
+  if (sc->rc == XGR_ECONFLICT)   /* the store has this session: nothing was written */
+    return stored_ack(d, sc->owner, sc->root, out_ack, err);
+  if (sc->rc) {
+    *err = sc->err;
+    return xgr__rpc_code(sc->rc, err);
   }
-  if (rc) {
-    pthread_mutex_unlock(mu);
-    xgr_value_release(payload);
-    return xgr__rpc_code(rc, err);
-  }
-  xgr_persist_track(d->p, rq->owner, root, ss.next_iter, ss.next_group, ss.paused);
-  if (rq->w) {
-    snprintf(rq->w->owner, sizeof rq->w->owner, "%s", rq->owner);
-    rq->w->root = root;
+  xgr_persist_track(d->p, sc->owner, sc->root, sc->ss.next_iter, sc->ss.next_group, sc->ss.paused);
+  if (sc->w) {
+    snprintf(sc->w->owner, sizeof sc->w->owner, "%s", sc->owner);
+    sc->w->root = sc->root;
     pthread_mutex_lock(&d->w_mu);
-    rq->w->next = d->waiters;
-    d->waiters = rq->w;
+    sc->w->next = d->waiters;
+    d->waiters = sc->w;
     atomic_fetch_add(&d->nwaiters, 1);
     pthread_mutex_unlock(&d->w_mu);
   }
-  xgr_engine_start sr = {.bundle = b, .owner = rq->owner, .root_pid = root, .start = step, .payload = payload,
-                         .start_committed = true};   /* the batch above holds the start process */
-  xgr__rpcd_bundle_hold(d, b);   /* the session's own reference, given back by the engine's bundle_done */
-  rc = xgr_engine_start_session(d->e, &sr, err);
-  pthread_mutex_unlock(mu);
-  xgr_value_release(payload);
+  xgr_engine_start sr = {.bundle = sc->b, .owner = sc->owner, .root_pid = sc->root, .start = sc->step,
+                         .payload = sc->payload, .start_committed = true};   /* the batch holds the start process */
+  xgr__rpcd_bundle_hold(d, sc->b);   /* the session's own reference, given back by the engine's bundle_done */
+  int rc = xgr_engine_start_session(d->e, &sr, err);
   if (rc) {
     /* committed but not running: recovery picks it up at the next start */
     xgr__rpcd_log(d, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"",
-                  rq->owner, (unsigned long long)root, err->message);
+                  sc->owner, (unsigned long long)sc->root, err->message);
     return xgr__rpc_code(rc == XGR_ESTATE ? XGR_EIO : rc, err);
   }
   *out_ack = XGR__ACK_QUEUED;
   return 0;
 }
 
-/* start_with_bundle, giving back the call's reference to the bundle; hash (67 bytes) gets the
+/* Start a session and wait for its commit on this thread. hash (67 bytes) gets the
  * orchestration's hash ("" when no bundle was found). */
 static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, char *hash,
                          xgr_error *err) {
   const xgr_bundle *b = NULL;
-  int rc = start_with_bundle(d, rq, out_ack, out_root, &b, err);
+  start_commit *sc;
+  xgr_store_changes *c;
+  int rc = start_prepare(d, rq, out_ack, out_root, &b, &sc, &c, err);
   snprintf(hash, 67, "%s", b ? b->orch->hash : "");
-  xgr__rpcd_bundle_put(d, b);
+  if (rc || !sc) {
+    xgr__rpcd_bundle_put(d, b);
+    return rc;
+  }
+  xgr_error_clear(&sc->err);
+  sc->rc = xgr_store_commit(d->st, c, &sc->err);
+  rc = start_after_commit(sc, out_ack, err);
+  start_commit_free(sc);
   return rc;
 }
 
@@ -300,6 +342,31 @@ static void waiter_remove(xgr_rpcd *d, xgr__waiter *w) {
       break;
     }
   pthread_mutex_unlock(&d->w_mu);
+}
+
+/* xgr.enqueue's answer (counted by ack). */
+static json_t *enqueue_answer(xgr_rpcd *d, xgr__ack a, const char *owner, uint64_t root, const char *hash) {
+  xgr_counter_add(d->c_enq[a], 1);
+  return json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
+                   xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash);
+}
+
+/* The store's callback for a deferred enqueue (writer thread): keep the outcome, wake the answer. */
+static void enqueue_committed(void *ctx, int rc, const xgr_error *err) {
+  start_commit *sc = ctx;
+  sc->rc = rc;
+  if (rc && err) sc->err = *err;
+  xgr_rpc_defer_ready(sc->df);
+}
+
+/* A deferred enqueue's answer, on a server thread once its commit is done (xgr_rpc_finish_fn). */
+static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
+  start_commit *sc = ctx;
+  xgr__ack a;
+  int rc = start_after_commit(sc, &a, err);
+  if (!rc) *result = enqueue_answer(sc->d, a, sc->owner, sc->root, sc->b->orch->hash);
+  start_commit_free(sc);
+  return rc;
 }
 
 XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
@@ -334,10 +401,24 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
                   .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a;
   char hash_of[67];
-  if ((rc = start_session(d, &rq, &a, &root, hash_of, err))) return rc;
-  xgr_counter_add(d->c_enq[a], 1);
-  *result = json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
-                      xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash_of);
+  if (caller->defer) {   /* a single request: answered once the commit is done, without a thread */
+    const xgr_bundle *b = NULL;
+    start_commit *sc;
+    xgr_store_changes *c;
+    rc = start_prepare(d, &rq, &a, &root, &b, &sc, &c, err);
+    if (sc) {
+      sc->df = caller->defer;
+      xgr_rpc_defer_begin(caller->defer, enqueue_finish, sc);
+      xgr_store_submit(d->st, c, enqueue_committed, sc);   /* its failure reaches enqueue_committed too */
+      return XGR_RPC_DEFERRED;
+    }
+    snprintf(hash_of, sizeof hash_of, "%s", b ? b->orch->hash : "");
+    xgr__rpcd_bundle_put(d, b);
+  } else {
+    rc = start_session(d, &rq, &a, &root, hash_of, err);
+  }
+  if (rc) return rc;
+  *result = enqueue_answer(d, a, owner, root, hash_of);
   return 0;
 }
 
