@@ -10,8 +10,9 @@
 #   3. the same requests unsigned on xgrd --auth none, as the baseline of the same moment;
 #   4. the signed requests again with wrk (2 threads, same connections, keep-alive; Lua builds
 #      each request, so the client costs more).
-# Each run starts a fresh xgrd (--threads PERMITS_BENCH_THREADS: an HTTP thread waits for its
-# group commit, so the threads bound how many enqueues one commit carries) on a fresh store and
+# Each run starts a fresh xgrd (--threads PERMITS_BENCH_THREADS, default 8 as xgrd's own: a single
+# xgr.enqueue does not hold its thread during the group commit, so a few threads serve all the
+# connections) on a fresh store and
 # reports answers/s and xgrd's CPU time (user + system, /proc/PID/stat) per answered enqueue; the
 # machine is shared, so the CPU figures are the ones to compare, and the summary projects them
 # onto two idle cores: 2 × 10^6 µs / (xgrd µs + client µs per enqueue).
@@ -22,7 +23,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SECS=${PERMITS_BENCH_SECONDS:-10}
 N=${PERMITS_BENCH_BODIES:-120000}
 CONNS=${PERMITS_BENCH_CONNECTIONS:-128}
-THREADS=${PERMITS_BENCH_THREADS:-128}
+THREADS=${PERMITS_BENCH_THREADS:-8}
 GOAL=10000
 "$B/bench/permits/bench_permits" verify 2
 command -v wrk >/dev/null || { echo "bench/permits: wrk is missing (make deps installs it)"; exit 1; }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -662,6 +663,97 @@ static void test_restart(void **state) {
   xh_remove(&d);
 }
 
+/* One POST of a prepared body from its own thread (test_duplicate_starts). */
+typedef struct dup_post {
+  const daemon_t *d;
+  const char *body;
+  long status;
+  char *out;
+} dup_post;
+
+static void *dup_post_main(void *arg) {
+  dup_post *p = arg;
+  p->status = xh_http(p->d, "POST", "/", "application/json", p->body, strlen(p->body), 30, &p->out);
+  return NULL;
+}
+
+/* The signed JSON-RPC body of an enqueue of ticker.json's session `root` (malloc'd). */
+static char *dup_body(const daemon_t *d, const char *reg, int root, int id) {
+  json_t *params = json_pack("{s:s, s:I, s:s, s:{s:s}}", "owner", OWNER, "rootPid", (json_int_t)root, "xrc729", reg,
+                             "init", "stepId", "T");
+  g_sign.info.ctx = (void *)d;
+  xgr_error se;
+  assert_int_equal(tsign_attach(&g_sign, "xgr.enqueue", params, &se), 0);
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method", "xgr.enqueue", "params", params);
+  char *b = json_dumps(rq, JSON_COMPACT);
+  json_decref(rq);
+  return b;
+}
+
+/* Concurrent starts of one (owner, rootPid): single requests (each answered once its own commit is
+ * done, without holding a server thread) sent at once from 8 threads, then a batch of 8 whose
+ * enqueues run on several threads. Exactly one is queued; every other answer is the running
+ * session's ack; the session has one start and runs to its end once (5 history rows). */
+static void test_duplicate_starts(void **state) {
+  (void)state;
+  daemon_t d;
+  mkdaemon(&d, "dup");
+  start(&d, "--threads", "2");
+  const char *reg = "0x00000000000000000000000000000000000000f2";
+  deploy(&d, "ticker.json", reg);
+  enum { N = 8 };
+  char *body = dup_body(&d, reg, 4242, 1);
+  dup_post posts[N];
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    posts[i] = (dup_post){.d = &d, .body = body};
+    assert_int_equal(pthread_create(&th[i], NULL, dup_post_main, &posts[i]), 0);
+  }
+  int queued = 0;
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(posts[i].status, 200);
+    json_t *r = json_loads(posts[i].out, 0, NULL);
+    const char *ack = sget(json_object_get(r, "result"), "ack");
+    if (!ack) fail_msg("a duplicate start failed: %s", posts[i].out);
+    if (!strcmp(ack, "queued")) queued++;
+    else if (strcmp(ack, "already_queued") && strcmp(ack, "scheduled")) fail_msg("unexpected ack %s", ack);
+    json_decref(r);
+    free(posts[i].out);
+  }
+  free(body);
+  assert_int_equal(queued, 1);
+  /* the same as one batch */
+  json_t *batch = json_array();
+  for (int i = 0; i < N; i++) {
+    char *b = dup_body(&d, reg, 4343, i + 1);
+    json_array_append_new(batch, json_loads(b, 0, NULL));
+    free(b);
+  }
+  char *bb = json_dumps(batch, JSON_COMPACT);
+  json_decref(batch);
+  json_t *answers = xh_post(&d, bb, strlen(bb));
+  free(bb);
+  assert_int_equal(json_array_size(answers), N);
+  queued = 0;
+  for (size_t i = 0; i < N; i++) {
+    const char *ack = sget(json_object_get(json_array_get(answers, i), "result"), "ack");
+    assert_non_null(ack);
+    if (!strcmp(ack, "queued")) queued++;
+    else if (strcmp(ack, "already_queued") && strcmp(ack, "scheduled")) fail_msg("unexpected ack %s", ack);
+  }
+  json_decref(answers);
+  assert_int_equal(queued, 1);
+  for (int root = 4242; root <= 4343; root += 101) {
+    if (!wait_dead(&d, OWNER, (uint64_t)root, 15)) fail_msg("session %d did not finish", root);
+    json_t *gs = ok(&d, "xgr.getSession", json_pack("{s:s, s:i}", "owner", OWNER, "rootPid", root));
+    assert_int_equal(json_array_size(json_object_get(gs, "history")), 5);   /* n = 0..3 valid, n = 4 invalid */
+    json_decref(gs);
+  }
+  assert_int_equal(xh_stop(&d, SIGTERM), 0);
+  xh_remove(&d);
+}
+
 /* The value of a metric line that starts with `prefix` in a /metrics text, or -1. */
 static double metric(const char *text, const char *prefix) {
   for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
@@ -1081,6 +1173,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_registries_and_enqueue, xh_teardown),
+    cmocka_unit_test_teardown(test_duplicate_starts, xh_teardown),
     cmocka_unit_test_teardown(test_public_methods, xh_teardown),
     cmocka_unit_test_teardown(test_pause_resume_kill, xh_teardown),
     cmocka_unit_test_teardown(test_protocol, xh_teardown),
