@@ -127,10 +127,6 @@ typedef struct xgr_rpc_config {
   unsigned max_connections;   /* connection cap (default 1024) */
   unsigned timeout_s;         /* idle connection / header timeout in seconds (default 15) */
   unsigned threads;           /* worker threads (default 4) */
-  /* added to each HTTP thread's nice value (0..19; 0: the process's own), so that under load the
-   * store's writer and the engine, whose progress every answer waits for, run before the parsing
-   * and permit checks of further requests */
-  unsigned http_nice;
   bool auth_none;             /* no authorization: only allowed on loopback addresses */
   const struct xgr_auth *auth; /* permits, chain id, control contract (borrowed; may be NULL with auth_none) */
   const char *metrics_listen; /* "IP:PORT": serve /metrics there only (NULL: on `listen`) */

@@ -54,12 +54,7 @@ typedef struct opts {
   long long hibernate_after_ms;   /* 0: default; -1: off */
   const char *node_id;            /* cluster node id (PostgreSQL store; "auto": hostname:pid); NULL: single writer */
   unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
-  unsigned http_nice;             /* --http-nice N (0..19) */
-  bool http_nice_set;             /* given; otherwise XGRD_HTTP_NICE */
 } opts;
-
-/* How many nice levels the HTTP threads sit below the rest of xgrd by default (--http-nice). */
-#define XGRD_HTTP_NICE 0
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -74,9 +69,6 @@ static void usage(FILE *f) {
           "                         WAL NORMAL / synchronous_commit=off; a crash may lose the last commits)\n"
           "  --workers N            engine worker threads (default: online CPUs)\n"
           "  --threads N            HTTP threads (default 8)\n"
-          "  --http-nice N          run the HTTP threads N nice levels below the rest of xgrd (0..19, default 0):\n"
-          "                         under load the store's writer and the engine, whose commits every answer\n"
-          "                         waits for, go first; 0 schedules them all alike\n"
           "  --config FILE          JSON object with any of these options without dashes (\"listen\", \"store\",\n"
           "                         \"workers\", \"auth\", ...); command-line flags win\n"
           "  --auth permits|none    permits (default): every call that starts, controls or reads a session and\n"
@@ -180,7 +172,6 @@ static int set_opt(opts *o, const char *name, const char *v) {
     o->chain_id = c;
   }
   else if (!strcmp(name, "workers")) { if (parse_uint("--workers", v, 1024, &u)) return -1; o->workers = (unsigned)u; }
-  else if (!strcmp(name, "http-nice")) { if (parse_uint("--http-nice", v, 19, &u)) return -1; o->http_nice = (unsigned)u; o->http_nice_set = true; }
   else if (!strcmp(name, "threads")) { if (parse_uint("--threads", v, 1024, &u) || !u) return -1; o->threads = (unsigned)u; }
   else if (!strcmp(name, "timeout")) { if (parse_uint("--timeout", v, 3600, &u) || !u) return -1; o->timeout_s = (unsigned)u; }
   else if (!strcmp(name, "max-connections")) { if (parse_uint("--max-connections", v, 1000000, &u) || !u) return -1; o->max_connections = (unsigned)u; }
@@ -364,7 +355,6 @@ int main(int argc, char **argv) {
                            .max_connections = o.max_connections,
                            .timeout_s = o.timeout_s,
                            .threads = o.threads ? o.threads : 8,
-                           .http_nice = o.http_nice_set ? o.http_nice : XGRD_HTTP_NICE,
                            .auth_none = auth_none,
                            .auth = auth,
                            .metrics_listen = o.metrics_listen,

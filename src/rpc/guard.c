@@ -11,13 +11,9 @@
 #include "rpc/server_impl.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "xgr/auth.h"
 
@@ -62,25 +58,9 @@ void xgr__rpc_conn_busy(xgr_rpc_server *s, struct MHD_Connection *c, bool busy) 
   pthread_mutex_unlock(&s->cmu);
 }
 
-/* Lower the calling HTTP thread's priority by `by` nice levels, once per thread (libmicrohttpd
- * starts its pool threads itself; a connection's start runs on the thread that serves it). Raising
- * one's own nice value needs no privilege; a failure only leaves the thread as it was. */
-static void nice_thread_once(unsigned by) {
-  static _Thread_local bool done;
-  if (!by || done) return;
-  done = true;
-  pid_t tid = (pid_t)syscall(SYS_gettid);
-  errno = 0;
-  int cur = getpriority(PRIO_PROCESS, (id_t)tid);
-  if (cur == -1 && errno) return;
-  int want = cur + (int)by > 19 ? 19 : cur + (int)by;
-  (void)setpriority(PRIO_PROCESS, (id_t)tid, want);
-}
-
 void xgr__rpc_notify_conn(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode toe) {
   xgr_rpc_server *s = cls;
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-    nice_thread_once(s->cfg.http_nice);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     xgr__rpc_conn *k = calloc(1, sizeof *k);
     if (!k || !ci) {
