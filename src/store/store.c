@@ -219,7 +219,9 @@ size_t xgr_store_changes_size(const xgr_store_changes *b) { return b->n; }
 
 static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uint64_t root) {
   if (b->n == b->cap) {
-    b->cap = b->cap ? b->cap * 2 : 16;
+    /* most batches hold 1-3 entries (a session row; a step's process, history and state): 4 to
+     * start keeps the array in malloc's small-size caches (16 entries were a 2 KB block) */
+    b->cap = b->cap ? b->cap * 2 : 4;
     b->ops = xgr__xrealloc(b->ops, b->cap * sizeof *b->ops);
   }
   store_op *op = &b->ops[b->n++];
@@ -271,7 +273,7 @@ static size_t pidx_hash(uint64_t root, uint64_t iter) {
  * replaced by the newer state) or a new one. Entries keep the position of their first state. */
 static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
   if ((b->npidx + 1) * 2 > b->cappidx) {
-    size_t nc = b->cappidx ? b->cappidx * 2 : 64;
+    size_t nc = b->cappidx ? b->cappidx * 2 : 16;
     size_t *t = xgr__xcalloc(nc, sizeof *t);
     for (size_t i = 0; i < b->cappidx; i++) {
       if (!b->pidx[i]) continue;
