@@ -210,13 +210,26 @@ static const char *const stmt_sql[S_COUNT] = {
                     " r.root_pid = s.root_pid AND r.join_group = s.grp AND r.status < 2) LIMIT :limit)",
 };
 
+/* A prepared statement and the index of each parameter name bound on it so far. Statements name
+ * their parameters (`:owner`, `:root_pid`, ...) and are bound by name; SQLite finds a name by
+ * scanning the statement's names with strncmp, which for the writer's statements (up to 20 names,
+ * ~60 bindings per enqueued session) was a measurable part of the writer thread. So each name's
+ * index is kept here, keyed by the name's address (open addressing): every name bound is a string
+ * literal, whose address stays the same; the same name at another address is only another entry. */
+#define PSLOTS 32
+typedef struct pstmt {
+  sqlite3_stmt *s;
+  const char *name[PSLOTS];     /* NULL: a free slot */
+  int ix[PSLOTS];
+} pstmt;
+
 typedef struct sqstore {
   xgr_store base;
   char *path;
   sqlite3 *w;                   /* writer connection (writer thread only after open) */
   sqlite3 *r;                   /* reader connection, under rmu */
   pthread_mutex_t rmu;           /* recursive */
-  sqlite3_stmt *stmt[S_COUNT];
+  pstmt stmt[S_COUNT];            /* the writer's statements (writer thread only after open) */
 
   xgr__writer wr;               /* the writer thread and its queue (writer.c) */
 } sqstore;
@@ -254,40 +267,49 @@ static int exec_sql(sqlite3 *db, const char *path, const char *sql, xgr_error *e
 
 /* ---- binding helpers ------------------------------------------------------------------------- */
 
-/* Statements name their parameters (`:owner`, `:root_pid`, ...) and are bound by name: the index
- * of `name` in s. Every name bound is in the statement's text (asserted). */
-static int ix(sqlite3_stmt *s, const char *name) {
-  int i = sqlite3_bind_parameter_index(s, name);
-  assert(i > 0 && "a parameter the statement does not name");
-  return i;
+/* The index of parameter `name` (a string literal: see pstmt) in p's statement. Every name bound
+ * is in the statement's text (asserted). */
+static int ix(pstmt *p, const char *name) {
+  size_t h = (size_t)(((uintptr_t)name * UINT64_C(0x9E3779B97F4A7C15)) >> 59);   /* 5 bits: PSLOTS */
+  for (size_t k = 0; k < PSLOTS; k++, h = (h + 1) & (PSLOTS - 1)) {
+    if (p->name[h] == name) return p->ix[h];
+    if (!p->name[h]) {
+      int i = sqlite3_bind_parameter_index(p->s, name);
+      assert(i > 0 && "a parameter the statement does not name");
+      p->name[h] = name;
+      p->ix[h] = i;
+      return i;
+    }
+  }
+  return sqlite3_bind_parameter_index(p->s, name);   /* more names than slots: not cached */
 }
 /* Text (NULL binds SQL NULL); borrowed until the statement is reset. */
-static void bind_text(sqlite3_stmt *s, const char *name, const char *t) {
-  if (t) sqlite3_bind_text(s, ix(s, name), t, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, ix(s, name));
+static void bind_text(pstmt *p, const char *name, const char *t) {
+  if (t) sqlite3_bind_text(p->s, ix(p, name), t, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(p->s, ix(p, name));
 }
-static void bind_i64(sqlite3_stmt *s, const char *name, int64_t v) { sqlite3_bind_int64(s, ix(s, name), v); }
+static void bind_i64(pstmt *p, const char *name, int64_t v) { sqlite3_bind_int64(p->s, ix(p, name), v); }
 /* uint64 values other than rootPids are stored as SQLite's int64 of the same bits. */
-static void bind_u64(sqlite3_stmt *s, const char *name, uint64_t v) {
-  sqlite3_bind_int64(s, ix(s, name), (sqlite3_int64)v);
+static void bind_u64(pstmt *p, const char *name, uint64_t v) {
+  sqlite3_bind_int64(p->s, ix(p, name), (sqlite3_int64)v);
 }
 /* rootPids: in their order-preserving encoding (root_enc) */
-static void bind_root(sqlite3_stmt *s, const char *name, uint64_t v) { sqlite3_bind_int64(s, ix(s, name), root_enc(v)); }
+static void bind_root(pstmt *p, const char *name, uint64_t v) { sqlite3_bind_int64(p->s, ix(p, name), root_enc(v)); }
 static uint64_t col_root(sqlite3_stmt *s, int i) { return root_dec(sqlite3_column_int64(s, i)); }
-static void bind_int(sqlite3_stmt *s, const char *name, int v) { sqlite3_bind_int(s, ix(s, name), v); }
-static void bind_null(sqlite3_stmt *s, const char *name) { sqlite3_bind_null(s, ix(s, name)); }
+static void bind_int(pstmt *p, const char *name, int v) { sqlite3_bind_int(p->s, ix(p, name), v); }
+static void bind_null(pstmt *p, const char *name) { sqlite3_bind_null(p->s, ix(p, name)); }
 /* Bytes, borrowed until the statement is reset. */
-static void bind_blob(sqlite3_stmt *s, const char *name, const void *p, int n) {
-  sqlite3_bind_blob(s, ix(s, name), p, n, SQLITE_STATIC);
+static void bind_blob(pstmt *p, const char *name, const void *b, int n) {
+  sqlite3_bind_blob(p->s, ix(p, name), b, n, SQLITE_STATIC);
 }
 
 static char *col_text(sqlite3_stmt *s, int i) { return xgr__sqlite_col_text(s, i); }
 
 /* Run a prepared statement to completion (no rows expected). */
-static int step_done(sqlite3_stmt *s) {
-  int rc = sqlite3_step(s);
-  sqlite3_reset(s);
-  sqlite3_clear_bindings(s);
+static int step_done(pstmt *p) {
+  int rc = sqlite3_step(p->s);
+  sqlite3_reset(p->s);
+  sqlite3_clear_bindings(p->s);
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
@@ -296,13 +318,14 @@ static int step_done(sqlite3_stmt *s) {
 static int apply_register(sqstore *q, xgr_store_doc *d) {
   const char *table = d->kind == XGR_REG_RULE ? "rules" : "orchestrations";
   char sql[256];
-  sqlite3_stmt *s = NULL;
+  pstmt p = {0};   /* prepared here: registrations are rare */
   snprintf(sql, sizeof sql,
            "SELECT version, owner, registered_at FROM %s WHERE id=:id AND hash=:hash ORDER BY version LIMIT 1", table);
-  int rc = sqlite3_prepare_v2(q->w, sql, -1, &s, NULL);
+  int rc = sqlite3_prepare_v2(q->w, sql, -1, &p.s, NULL);
   if (rc) return rc;
-  bind_text(s, ":id", d->id);
-  bind_text(s, ":hash", d->hash);
+  sqlite3_stmt *s = p.s;
+  bind_text(&p, ":id", d->id);
+  bind_text(&p, ":hash", d->hash);
   rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {   /* the same bytes again: that version */
     d->version = (uint32_t)sqlite3_column_int64(s, 0);
@@ -318,13 +341,15 @@ static int apply_register(sqstore *q, xgr_store_doc *d) {
            "INSERT INTO %s(id, version, hash, owner, registered_at, content) VALUES(:id,"
            " (SELECT COALESCE(MAX(version), 0) + 1 FROM %s WHERE id=:id), :hash, :owner, :registered_at, :content)"
            " RETURNING version", table, table);
-  rc = sqlite3_prepare_v2(q->w, sql, -1, &s, NULL);
+  p = (pstmt){0};
+  rc = sqlite3_prepare_v2(q->w, sql, -1, &p.s, NULL);
   if (rc) return rc;
-  bind_text(s, ":id", d->id);
-  bind_text(s, ":hash", d->hash);
-  bind_text(s, ":owner", d->owner);
-  bind_i64(s, ":registered_at", d->registered_at);
-  bind_blob(s, ":content", d->content, (int)d->len);
+  s = p.s;
+  bind_text(&p, ":id", d->id);
+  bind_text(&p, ":hash", d->hash);
+  bind_text(&p, ":owner", d->owner);
+  bind_i64(&p, ":registered_at", d->registered_at);
+  bind_blob(&p, ":content", d->content, (int)d->len);
   rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) {
     d->version = (uint32_t)sqlite3_column_int64(s, 0);
@@ -338,11 +363,11 @@ static int apply_register(sqstore *q, xgr_store_doc *d) {
 #define RC_EXISTS 0x7fff0001
 
 static int apply_op(sqstore *q, store_op *op, int64_t now) {
-  sqlite3_stmt *s;
+  pstmt *s;
   switch (op->kind) {
     case OP_SESSION: {
       const xgr_store_session *x = &op->u.session;
-      s = q->stmt[op->if_absent ? S_SESSION_NEW : S_SESSION];
+      s = &q->stmt[op->if_absent ? S_SESSION_NEW : S_SESSION];
       bind_text(s, ":owner", x->owner);
       bind_root(s, ":root_pid", x->root_pid);
       bind_text(s, ":registry", x->registry);
@@ -359,13 +384,13 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       int rc = step_done(s);
       if (rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0) return RC_EXISTS;
       if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;
-      s = q->stmt[S_OWNER_BUMP];
+      s = &q->stmt[S_OWNER_BUMP];
       bind_text(s, ":owner", x->owner);
       bind_root(s, ":next_root", x->root_pid + 1);
       return step_done(s);
     }
     case OP_STATE: {
-      s = q->stmt[S_STATE];
+      s = &q->stmt[S_STATE];
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
       bind_i64(s, ":status", op->u.state.status);
@@ -378,14 +403,14 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_i64(s, ":now", now);
       int rc = step_done(s);
       if (rc || op->u.state.status == XGR_RESULT_RUNNING) return rc;
-      s = q->stmt[S_SCOPES_DEL];   /* killed scopes matter only while the session lives */
+      s = &q->stmt[S_SCOPES_DEL];   /* killed scopes matter only while the session lives */
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
       return step_done(s);
     }
     case OP_PROC: {
       const xgr_store_proc *p = &op->u.proc;
-      s = q->stmt[S_PROC];
+      s = &q->stmt[S_PROC];
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
       bind_u64(s, ":iter", p->iter);
@@ -411,7 +436,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
     }
     case OP_HIST: {
       const xgr_store_hist *h = &op->u.hist;
-      s = q->stmt[S_HIST];
+      s = &q->stmt[S_HIST];
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
       bind_u64(s, ":iter", h->iter);
@@ -430,7 +455,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       return step_done(s);
     }
     case OP_SCOPE:
-      s = q->stmt[S_SCOPE];
+      s = &q->stmt[S_SCOPE];
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
       bind_i64(s, ":grp", op->u.group);
@@ -439,7 +464,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       int rc;
       int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
       for (int i = 0; i < 4; i++) {
-        s = q->stmt[ids[i]];
+        s = &q->stmt[ids[i]];
         bind_text(s, ":owner", op->owner);
         bind_root(s, ":root_pid", op->root);
         if ((rc = step_done(s))) return rc;
@@ -447,24 +472,24 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       return SQLITE_OK;
     }
     case OP_NEXTPID: {
-      s = q->stmt[S_NEXTPID];
+      s = &q->stmt[S_NEXTPID];
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":second", 2);
       *op->u.next_pid = UINT64_MAX;   /* no row: the counter is at 2^64-1 and stays (that rootPid is taken next) */
-      int rc = sqlite3_step(s);
+      int rc = sqlite3_step(s->s);
       if (rc == SQLITE_ROW) {
-        *op->u.next_pid = col_root(s, 0);
-        rc = sqlite3_step(s);
+        *op->u.next_pid = col_root(s->s, 0);
+        rc = sqlite3_step(s->s);
       }
-      sqlite3_reset(s);
-      sqlite3_clear_bindings(s);
+      sqlite3_reset(s->s);
+      sqlite3_clear_bindings(s->s);
       return rc == SQLITE_DONE ? SQLITE_OK : rc;
     }
     case OP_REGISTER:
       return apply_register(q, op->u.doc);
     case OP_WAKE_OUT: {
       const xgr_store_wake *w = &op->u.wake;
-      s = q->stmt[S_WAKE_OUT];
+      s = &q->stmt[S_WAKE_OUT];
       bind_text(s, ":id", w->id);
       bind_text(s, ":from_owner", w->from_owner);
       bind_root(s, ":from_root", w->from_root);
@@ -481,7 +506,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       return step_done(s);
     }
     case OP_WAKE_DONE:
-      s = q->stmt[op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE];
+      s = &q->stmt[op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE];
       bind_text(s, ":id", op->owner);
       if (op->u.wake.refused) {
         bind_text(s, ":reason", op->u.wake.refused);
@@ -489,11 +514,11 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       }
       return step_done(s);
     case OP_MARK: {
-      s = q->stmt[S_MARK_GC];
+      s = &q->stmt[S_MARK_GC];
       bind_i64(s, ":now", op->u.mark.now);
       int rc = step_done(s);
       if (rc) return rc;
-      s = q->stmt[S_MARK];
+      s = &q->stmt[S_MARK];
       bind_text(s, ":key", op->owner);
       bind_i64(s, ":expires_at", op->u.mark.expires_at);
       bind_i64(s, ":now", op->u.mark.now);
@@ -544,7 +569,7 @@ static void fail_all(sqstore *q, xgr_store_changes **list, size_t n, const xgr_e
   }
 }
 
-static int tx(sqstore *q, int which) { return step_done(q->stmt[which]); }
+static int tx(sqstore *q, int which) { return step_done(&q->stmt[which]); }
 
 /* One group: all batches in one transaction, or (after a batch's own fault) one each. */
 static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
@@ -636,7 +661,7 @@ static long gc_step(sqstore *q, bool *more, xgr_error *err) {
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
     if (!jobs[j].on) continue;
-    sqlite3_stmt *s = q->stmt[jobs[j].stmt];
+    pstmt *s = &q->stmt[jobs[j].stmt];
     if (jobs[j].stmt == S_GC_SCOPES) {
       bind_int(s, ":limit", lim);
     } else {
@@ -681,7 +706,7 @@ static int sq_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
 static void sq_close(xgr_store *st) {
   sqstore *q = (sqstore *)st;
   xgr__writer_destroy(&q->wr);   /* stops and joins the thread first */
-  for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(q->stmt[i]);
+  for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(q->stmt[i].s);
   if (q->w) sqlite3_close(q->w);
   if (q->r) sqlite3_close(q->r);
   pthread_mutex_destroy(&q->rmu);
@@ -767,8 +792,9 @@ static int sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_s
   pthread_mutex_lock(&q->rmu);
   int rc = rd_prepare(q, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid=:root_pid", &s, err);
   if (!rc) {
-    bind_text(s, ":owner", owner);
-    bind_root(s, ":root_pid", root);
+    pstmt b = {.s = s};   /* used once: nothing to cache */
+    bind_text(&b, ":owner", owner);
+    bind_root(&b, ":root_pid", root);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) read_session_row(s, out);
     else if (r == SQLITE_DONE)
@@ -786,7 +812,8 @@ static int sq_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_err
   pthread_mutex_lock(&q->rmu);
   int rc = rd_prepare(q, "SELECT next_root FROM owners WHERE owner=:owner", &s, err);
   if (!rc) {
-    bind_text(s, ":owner", owner);
+    pstmt b = {.s = s};   /* used once: nothing to cache */
+    bind_text(&b, ":owner", owner);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) *next = col_root(s, 0);
     else if (r == SQLITE_DONE) *next = 1;
@@ -805,8 +832,9 @@ static int read_wakes(sqstore *q, const char *sql, const char *owner, uint64_t r
   int rc = rd_prepare(q, sql, &s, err);
   if (!rc) {
     if (owner) {
-      bind_text(s, ":owner", owner);
-      bind_root(s, ":root_pid", root);
+      pstmt b = {.s = s};   /* used once: nothing to cache */
+      bind_text(&b, ":owner", owner);
+      bind_root(&b, ":root_pid", root);
     }
     size_t cap = 8;
     xgr_store_wake *a = xgr__xcalloc(cap, sizeof *a);
@@ -867,8 +895,9 @@ static int read_rows(sqstore *q, const char *sql, const char *owner, uint64_t ro
   *n = 0;
   int rc = rd_prepare(q, sql, &s, err);
   if (rc) return rc;
-  bind_text(s, ":owner", owner);
-  bind_root(s, ":root_pid", root);
+  pstmt b = {.s = s};   /* used once: nothing to cache */
+  bind_text(&b, ":owner", owner);
+  bind_root(&b, ":root_pid", root);
   size_t cap = 16;
   char *a = xgr__xmalloc(cap * size);
   int r;
@@ -942,7 +971,8 @@ static int sq_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
   int rc = rd_prepare(q, sql, &s, err);
   *out = xgr__xcalloc(max, sizeof **out);
   if (!rc) {
-    if (owner) bind_text(s, ":owner", owner);
+    pstmt b = {.s = s};   /* used once: nothing to cache */
+    if (owner) bind_text(&b, ":owner", owner);
     int r = SQLITE_DONE;
     while (*n < max && (r = sqlite3_step(s)) == SQLITE_ROW) {
       (*out)[*n].owner = col_text(s, 0);
@@ -970,11 +1000,12 @@ static int sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)
   char sql[1024];
   snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE %s", where);
   if (!rc) rc = rd_prepare(q, sql, &s, err);
+  pstmt b = {.s = s};   /* used once: nothing to cache */
   if (!rc && f && f->owner) {
-    bind_text(s, ":owner", f->owner);
-    bind_root(s, ":root_pid", f->root_pid);
+    bind_text(&b, ":owner", f->owner);
+    bind_root(&b, ":root_pid", f->root_pid);
   } else if (!rc && f && f->bounded) {
-    bind_i64(s, ":upto", f->due_upto);
+    bind_i64(&b, ":upto", f->due_upto);
   }
   int r = SQLITE_DONE;
   while (!rc && (r = sqlite3_step(s)) == SQLITE_ROW) {
@@ -989,8 +1020,9 @@ static int sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)
     sqlite3_stmt *g = NULL;
     if (!rc) rc = rd_prepare(q, "SELECT grp FROM proc_scopes WHERE owner=:owner AND root_pid=:root_pid ORDER BY grp", &g, err);
     if (!rc) {
-      bind_text(g, ":owner", row.owner);
-      bind_root(g, ":root_pid", row.root_pid);
+      pstmt gb = {.s = g};   /* used once: nothing to cache */
+      bind_text(&gb, ":owner", row.owner);
+      bind_root(&gb, ":root_pid", row.root_pid);
       int gr;
       while ((gr = sqlite3_step(g)) == SQLITE_ROW) {
         if (ng == capg) groups = xgr__xrealloc(groups, (capg *= 2) * sizeof *groups);
@@ -1032,10 +1064,11 @@ static int sq_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, x
   sqlite3_stmt *s;
   int rc = rd_prepare(q, sql, &s, err);
   if (!rc) {
-    bind_i64(s, ":due", after ? after->due : INT64_MIN);
-    bind_text(s, ":owner", after ? after->owner : "");
-    bind_root(s, ":root_pid", after ? after->root_pid : 0);
-    bind_i64(s, ":upto", upto);
+    pstmt b = {.s = s};   /* used once: nothing to cache */
+    bind_i64(&b, ":due", after ? after->due : INT64_MIN);
+    bind_text(&b, ":owner", after ? after->owner : "");
+    bind_root(&b, ":root_pid", after ? after->root_pid : 0);
+    bind_i64(&b, ":upto", upto);
     int r = SQLITE_DONE;
     while (*n < max && (r = sqlite3_step(s)) == SQLITE_ROW) {
       xgr_store_due_key *k = &out[(*n)++];
@@ -1068,8 +1101,9 @@ static int sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uin
   sqlite3_stmt *s;
   int rc = rd_prepare(q, sql, &s, err);
   if (!rc) {
-    bind_text(s, hash ? ":hash" : ":id", hash ? hash : id);
-    if (!hash && version) bind_i64(s, ":version", version);
+    pstmt b = {.s = s};   /* used once: nothing to cache */
+    bind_text(&b, hash ? ":hash" : ":id", hash ? hash : id);
+    if (!hash && version) bind_i64(&b, ":version", version);
     int r = sqlite3_step(s);
     if (r == SQLITE_ROW) {
       memset(out, 0, sizeof *out);
@@ -1221,7 +1255,7 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
   q->base.version = XGR_STORE_SCHEMA_VERSION;
   if (!ro)
     for (int i = 0; i < S_COUNT; i++)
-      if ((rc = sqlite3_prepare_v3(q->w, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->stmt[i], NULL))) {
+      if ((rc = sqlite3_prepare_v3(q->w, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->stmt[i].s, NULL))) {
         sq_error(q->w, rc, path, "cannot prepare statements", err);
         goto fail;
       }
