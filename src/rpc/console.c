@@ -93,43 +93,69 @@ void xgr__console_cache_put(xgr__console *c, xgr__console_orch *ce) {
 
 static const char *const kind_names[] = {"proc", "join", "action", "wake", "finished", "idle", "store_error", "step"};
 
+/* `,"key":` (key: a literal without anything to escape). */
+static void put_key(xgr_buf *b, const char *key) {
+  xgr__buf_put(b, ",\"", 2);
+  xgr__buf_puts(b, key);
+  xgr__buf_put(b, "\":", 2);
+}
+
 /* `,"key":"text"` (text JSON-escaped; left out when not UTF-8, as jansson would refuse it). */
 static void put_str(xgr_buf *b, const char *key, const char *text) {
   size_t n = strlen(text);
   if (!xgr_utf8_valid(text, n)) return;
-  xgr__buf_printf(b, ",\"%s\":", key);
+  put_key(b, key);
   xgr__json_write_string(b, text, n);
 }
 
+/* `,"key":true` or `,"key":false` */
+static void put_bool(xgr_buf *b, const char *key, bool v) {
+  put_key(b, key);
+  xgr__buf_puts(b, v ? "true" : "false");
+}
+
+/* `,"pid":"root:iter"` */
+static void put_pid(xgr_buf *b, uint64_t root, uint64_t iter) {
+  put_key(b, "pid");
+  xgr__buf_putc(b, '"');
+  xgr__buf_put_u64(b, root);
+  xgr__buf_putc(b, ':');
+  xgr__buf_put_u64(b, iter);
+  xgr__buf_putc(b, '"');
+}
+
 /* An engine event as one line of JSON for the event stream: written straight into a buffer (no
- * tree: this runs for every process change of every session) and handed to the hub. */
+ * tree, no printf: this runs for every process change of every session, read or not, since the
+ * ring keeps the events for streams that resume) and handed to the hub. */
 void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr__console *c = ctx;
-  char pid[48];
   xgr_buf b = {0};
   xgr__buf_reserve(&b, 240);   /* a process event fits */
-  xgr__buf_printf(&b, "{\"kind\":\"%s\"", ev->kind < sizeof kind_names / sizeof *kind_names ? kind_names[ev->kind] : "other");
+  xgr__buf_puts(&b, "{\"kind\":\"");
+  xgr__buf_puts(&b, ev->kind < sizeof kind_names / sizeof *kind_names ? kind_names[ev->kind] : "other");
+  xgr__buf_putc(&b, '"');
   put_str(&b, "owner", ev->owner ? ev->owner : "");
-  xgr__buf_printf(&b, ",\"rootPid\":\"%llu\",\"now\":%lld", (unsigned long long)ev->root_pid, (long long)ev->now);
+  xgr__buf_puts(&b, ",\"rootPid\":\"");
+  xgr__buf_put_u64(&b, ev->root_pid);
+  xgr__buf_puts(&b, "\",\"now\":");
+  xgr__buf_put_i64(&b, ev->now);
   if (ev->proc && (ev->kind == XGR_EEV_PROC || ev->kind == XGR_EEV_JOIN)) {
     const xgr_engine_proc *p = ev->proc;
-    xgr_pid_format(ev->root_pid, p->iter, pid, sizeof pid);
-    put_str(&b, "pid", pid);
+    put_pid(&b, ev->root_pid, p->iter);
     put_str(&b, "step", p->step_id ? p->step_id : "");
     put_str(&b, "status", p->status == XGR_PROC_WAITING && p->paused ? "paused"
                                                                      : xgr_proc_status_name((xgr_proc_status)p->status));
-    if (p->valid >= 0) xgr__buf_printf(&b, ",\"valid\":%s", p->valid ? "true" : "false");
+    if (p->valid >= 0) put_bool(&b, "valid", p->valid);
     if (p->error) put_str(&b, "error", p->error);
     if (ev->kind == XGR_EEV_JOIN && p->is_join)
       put_str(&b, "outcome", xgr_join_outcome_name((xgr_join_outcome)p->join_outcome));
   }
   if (ev->kind == XGR_EEV_STEP) {
-    xgr_pid_format(ev->root_pid, ev->iter, pid, sizeof pid);
-    put_str(&b, "pid", pid);
-    xgr__buf_printf(&b, ",\"ok\":%s", ev->ok ? "true" : "false");
+    put_pid(&b, ev->root_pid, ev->iter);
+    put_bool(&b, "ok", ev->ok);
   }
   if (ev->message && ev->kind != XGR_EEV_STEP) put_str(&b, "message", ev->message);
-  if (ev->kind == XGR_EEV_ACTION || ev->kind == XGR_EEV_WAKE) xgr__buf_printf(&b, ",\"ok\":%s", ev->ok ? "true" : "false");
+  if (ev->kind == XGR_EEV_ACTION || ev->kind == XGR_EEV_WAKE) put_bool(&b, "ok", ev->ok);
   if (ev->kind == XGR_EEV_FINISHED) put_str(&b, "result", xgr_session_result_name(ev->result));
   xgr__buf_putc(&b, '}');
   xgr__sse_publish_owned(c->hub, ev->owner, ev->root_pid, xgr__buf_finish(&b, NULL));

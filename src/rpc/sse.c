@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "util/alloc.h"
+#include "util/buf.h"
 
 #define SSE_MAX_DATA 8192         /* a longer event is cut (the page refetches what it shows) */
 #define SSE_KEEPALIVE_S 10
@@ -136,7 +137,7 @@ void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, c
   s->data = copy;
   s->id = h->next_id++;
   s->root = root;
-  snprintf(s->owner, sizeof s->owner, "%s", owner ? owner : "");
+  xgr__str_copy(s->owner, sizeof s->owner, owner ? owner : "");
   wake_all(h, false);
   pthread_mutex_unlock(&h->mu);
 }

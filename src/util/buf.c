@@ -54,3 +54,28 @@ char *xgr__buf_finish(xgr_buf *b, size_t *len) {
   b->len = b->cap = 0;
   return r;
 }
+
+size_t xgr__u64_dec(char out[20], uint64_t v) {
+  char tmp[20];
+  size_t k = 0;
+  do tmp[k++] = (char)('0' + v % 10); while ((v /= 10));
+  for (size_t i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
+  return k;
+}
+
+void xgr__buf_put_u64(xgr_buf *b, uint64_t v) {
+  char d[20];
+  xgr__buf_put(b, d, xgr__u64_dec(d, v));
+}
+
+void xgr__buf_put_i64(xgr_buf *b, int64_t v) {
+  if (v < 0) xgr__buf_putc(b, '-');
+  xgr__buf_put_u64(b, v < 0 ? -(uint64_t)v : (uint64_t)v);
+}
+
+size_t xgr__str_copy(char *dst, size_t cap, const char *src) {
+  size_t n = strnlen(src, cap - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+  return n;
+}

@@ -6,6 +6,7 @@
 #define XGR_UTIL_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct xgr_buf {
   char *p;
@@ -31,5 +32,15 @@ static inline void xgr__buf_puts(xgr_buf *b, const char *s) {
 void xgr__buf_printf(xgr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Finish: NUL-terminate and return the malloc'd string (the buffer is reset). */
 char *xgr__buf_finish(xgr_buf *b, size_t *len);
+
+/* Small text pieces without printf, for paths that run for every request or step. */
+/* The decimal digits of v into out (no NUL); returns their count (1 to 20). */
+size_t xgr__u64_dec(char out[20], uint64_t v);
+/* Append v in decimal (a '-' first when negative). */
+void xgr__buf_put_u64(xgr_buf *b, uint64_t v);
+void xgr__buf_put_i64(xgr_buf *b, int64_t v);
+/* What snprintf(dst, cap, "%s", src) writes (src cut to cap - 1 bytes, NUL-terminated; cap > 0);
+ * returns the bytes copied. */
+size_t xgr__str_copy(char *dst, size_t cap, const char *src);
 
 #endif
