@@ -212,15 +212,18 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
   case XGR_PERMIT_CONTROL_V2: pf = CONTROL_V2_F, pn = N_(CONTROL_V2_F); break;
   case XGR_PERMIT_XDALA: pf = XDALA_F, pn = N_(XDALA_F); break;
   }
-  char sub[96], want[256];
-  snprintf(sub, sizeof sub, "types.%s", pt);
+  char sub[96], want[256];   /* a refusal's path and expectation (written only for one) */
   const json_t *pdef = json_object_get(types, pt);
-  if (!pdef) return refuse(&v, sub, "missing");
+  if (!pdef) {
+    snprintf(sub, sizeof sub, "types.%s", pt);
+    return refuse(&v, sub, "missing");
+  }
   if (!fields_equal(pdef, pf, pn)) {
     if (k == XGR_PERMIT_CONTROL && fields_equal(pdef, CONTROL_LEGACY_F, N_(CONTROL_LEGACY_F))) {
       out->legacy = true;
       pf = CONTROL_LEGACY_F, pn = N_(CONTROL_LEGACY_F);
     } else {
+      snprintf(sub, sizeof sub, "types.%s", pt);
       fields_text(pf, pn, want, sizeof want);
       return refuse(&v, sub, "wrong field list; %s has exactly (%s) in this order", pt, want);
     }

@@ -218,22 +218,6 @@ static void push_event(actor *a, evsnap *s) { vpush(&a->pend, (vis){.kind = V_EV
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
-/* "<root>:<iter>" (xgr_pid_format without snprintf: this runs for every step). */
-static void pid_format(uint64_t root, uint64_t iter, char buf[32]) {
-  if (root >= 10000000000000ull || iter >= 10000000000000ull) {   /* 13 + 1 + 13 + 1 < 32 */
-    xgr_pid_format(root, iter, buf, 32);
-    return;
-  }
-  char tmp[20];
-  size_t n = 0, k = 0;
-  do tmp[k++] = (char)('0' + root % 10); while ((root /= 10));
-  while (k) buf[n++] = tmp[--k];
-  buf[n++] = ':';
-  do tmp[k++] = (char)('0' + iter % 10); while ((iter /= 10));
-  while (k) buf[n++] = tmp[--k];
-  buf[n] = 0;
-}
-
 static job *job_new(actor *a, const xgr_proc *p) {
   job *j = a->free_jobs;
   if (j) {
@@ -254,7 +238,7 @@ static job *job_new(actor *a, const xgr_proc *p) {
   j->st = NULL;
   j->x = NULL;
   j->t_ready = a->lat ? xgr_eng_mono_ns() : 0;
-  pid_format(a->root, p->iter, j->pid);
+  xgr_pid_format(a->root, p->iter, j->pid, sizeof j->pid);
   j->sctx = (xgr_step_ctx){.owner = xgr_session_owner(a->s),
                            .session_id = a->root,
                            .pid = j->pid,

@@ -18,6 +18,7 @@
 
 #include "engine/engine_int.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "util/hashmap.h"
 
 /* ---- registry ---------------------------------------------------------------------------------- */
@@ -214,9 +215,9 @@ static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken
   sess_entry *ent = calloc(1, sizeof *ent);
   if (!ent) abort();
   pthread_mutex_init(&ent->mu, NULL);
-  snprintf(ent->owner, sizeof ent->owner, "%s", req->owner);
+  xgr__str_copy(ent->owner, sizeof ent->owner, req->owner);
   ent->root = req->root_pid;
-  snprintf(ent->info.owner, sizeof ent->info.owner, "%s", req->owner);
+  xgr__str_copy(ent->info.owner, sizeof ent->info.owner, req->owner);
   ent->info.root_pid = req->root_pid;
   shard *sh;
   sess_entry *old = xgr_eng_lookup_locked(e, req->owner, req->root_pid, &sh);

@@ -16,6 +16,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 
 int xgr__rpc_fail(xgr_error *err, int rpc, int code, const char *path, const char *fmt, ...) {
   va_list ap;
@@ -79,9 +80,13 @@ int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *e
   return wrong(v, path, "a non-negative integer or its decimal string", err);
 }
 
+static bool name_ok(const char *v, size_t max, const char *forbid) {
+  return *v && strlen(v) <= max && !strpbrk(v, forbid);
+}
+
 int xgr__rpc_check_name(const char *v, size_t max, const char *forbid, const char *path, const char *what,
                         xgr_error *err) {
-  if (!*v || strlen(v) > max || strpbrk(v, forbid))
+  if (!name_ok(v, max, forbid))
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path, "is \"%.80s\"; expected %s", v, what);
   return 0;
 }
@@ -135,9 +140,8 @@ json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter) {
 }
 
 json_t *xgr__rpc_u64_json(uint64_t v) {
-  char b[24];
-  snprintf(b, sizeof b, "%llu", (unsigned long long)v);
-  return json_string(b);
+  char b[20];
+  return json_stringn_nocheck(b, xgr__u64_dec(b, v));
 }
 
 void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p) {
@@ -158,11 +162,13 @@ int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, c
   if (rc) return rc;
   *path = k;
   if (!v || (!*v && !required)) v = "local";
-  char what[112];
-  snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/' or '#' (at most %zu bytes)",
-           n - 1);
-  if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, what, err))) return rc;
-  snprintf(reg, n, "%s", v);
+  if (!name_ok(v, n - 1, "/#")) {   /* the expectation is written for a refusal only */
+    char what[112];
+    snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/' or '#' (at most %zu bytes)",
+             n - 1);
+    return xgr__rpc_check_name(v, n - 1, "/#", k, what, err);
+  }
+  xgr__str_copy(reg, n, v);
   xgr__rpc_lower(reg);
   return 0;
 }
@@ -180,7 +186,7 @@ int xgr__rpc_owner(const json_t *o, const char *who, char *owner, size_t n, cons
   if (!xgr_rpc_is_address(v))
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k, "is \"%.80s\"; expected an address (0x + 40 hex)",
                          v);
-  snprintf(owner, n, "%s", v);
+  xgr__str_copy(owner, n, v);
   xgr__rpc_lower(owner);
   return 0;
 }

@@ -24,6 +24,7 @@
 
 #include "rpc/rpcd.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "util/hashmap.h"
 
 #define NSHARDS 64
@@ -93,7 +94,7 @@ static track *lookup(xgr_persist *p, const char *owner, uint64_t root, bool crea
   track *t = xgr__hashmap_find(&sh->tab, root, track_match, &k);
   if (t || !create) return t;
   t = xgr__xcalloc(1, sizeof *t);
-  snprintf(t->owner, sizeof t->owner, "%s", owner);
+  xgr__str_copy(t->owner, sizeof t->owner, owner);
   t->root = root;
   t->next_iter = 1;
   t->next_group = 1;

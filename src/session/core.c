@@ -20,6 +20,7 @@
  * unfulfillable aborts its target, which fails the outer join, ...) need no recursion.
  */
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "util/hashmap.h"
 #include <assert.h>
 #include <errno.h>
@@ -205,7 +206,12 @@ const char *xgr_session_result_name(xgr_session_result r) {
 }
 
 void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n) {
-  snprintf(buf, n, "%" PRIu64 ":%" PRIu64, root_pid, iter);
+  char t[42];   /* 20 digits, ':', 20 digits, NUL; no printf: this runs for every step */
+  size_t k = xgr__u64_dec(t, root_pid);
+  t[k++] = ':';
+  k += xgr__u64_dec(t + k, iter);
+  t[k] = '\0';
+  if (n) xgr__str_copy(buf, n, t);
 }
 
 int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter) {

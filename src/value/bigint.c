@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "value/value_internal.h"
+#include "util/buf.h"
 
 xgr_value xgr__bigint_from_mpz(mpz_srcptr z, bool is_signed) {
   xgr_bigint *b = xgr__xmalloc(sizeof *b);
@@ -77,8 +78,16 @@ int xgr_bigint_parse(const char *s, size_t len, bool is_signed, xgr_value *out, 
 
 size_t xgr_bigint_to_dec(xgr_value v, char *buf, size_t n) {
   if (n == 0) return 0;
-  if (v.kind == XGR_VINT) return (size_t)snprintf(buf, n, "%lld", (long long)v.as.i);
-  if (v.kind == XGR_VUINT) return (size_t)snprintf(buf, n, "%llu", (unsigned long long)v.as.u);
+  if (v.kind == XGR_VINT || v.kind == XGR_VUINT) {   /* as snprintf would: cut to n - 1, full length returned */
+    char t[21];
+    bool neg = v.kind == XGR_VINT && v.as.i < 0;
+    t[0] = '-';
+    size_t k = neg + xgr__u64_dec(t + neg, v.kind == XGR_VUINT ? v.as.u : neg ? -(uint64_t)v.as.i : (uint64_t)v.as.i);
+    size_t c = k < n ? k : n - 1;
+    memcpy(buf, t, c);
+    buf[c] = '\0';
+    return k;
+  }
   if (v.kind != XGR_VBIGINT) return 0;
   if (mpz_sizeinbase(v.as.n->z, 10) + 2 > n) {
     buf[0] = '\0';
