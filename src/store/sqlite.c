@@ -535,9 +535,28 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
  * there — nothing of b was written, b->rc is XGR_ECONFLICT, and the group goes on without it.
  * (Found later in a batch, earlier entries were written: then it is a constraint failure that
  * rolls the group back like any other batch fault.) */
+/* Does state entry st only repeat what the new session row `fresh` (if_absent, written earlier in
+ * the same batch and not changed since) holds? Then its UPDATE would change nothing: a running
+ * session keeps finished_at, and a new row's wake_due is NULL already. An enqueue's first batch
+ * is such a pair (the session row, then the state after its first call). */
+static bool state_repeats_row(const store_op *fresh, const store_op *st) {
+  const xgr_store_session *x = &fresh->u.session;
+  return st->root == fresh->root && st->u.state.status == XGR_RESULT_RUNNING && x->status == XGR_RESULT_RUNNING &&
+         !st->u.state.due && st->u.state.killed_at == x->killed_at && st->u.state.next_iter == x->next_iter &&
+         st->u.state.next_group == x->next_group && st->u.state.paused == x->paused && !strcmp(st->owner, fresh->owner);
+}
+
 static int apply_batch(sqstore *q, xgr_store_changes *b, int64_t now) {
+  const store_op *fresh = NULL;   /* the batch's new session row while nothing else changed it */
   for (size_t i = 0; i < b->n; i++) {
+    const store_op *op = &b->ops[i];
+    if (op->kind == OP_STATE && fresh && state_repeats_row(fresh, op)) {
+      fresh = NULL;
+      continue;
+    }
+    if (op->kind == OP_SESSION || op->kind == OP_STATE || op->kind == OP_REMOVE) fresh = NULL;
     int rc = apply_op(q, &b->ops[i], now);
+    if (rc == SQLITE_OK && op->kind == OP_SESSION && op->if_absent) fresh = op;
     if (rc == RC_EXISTS && b->ops[i].kind == OP_MARK) {
       xgr_error_set(&b->err, XGR_ECONFLICT, NULL, "already used (recorded until it expires)");
       b->rc = XGR_ECONFLICT;

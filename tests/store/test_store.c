@@ -824,6 +824,50 @@ static void test_session_new(void **state) {
   t_rmdir(dir);
 }
 
+/* A new session's row and a state entry in the same batch (an enqueue's first batch): the state is
+ * what the row holds afterwards, whether it repeats the row's values (SQLite skips that UPDATE),
+ * changes the counters, hibernates the row or ends the session (killedAt and finished_at set). */
+static void test_session_new_then_state(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "newstate.db", NULL);
+    xgr_error e;
+    xgr_session *core = xgr_session_new(o, T_OWNER, 1, NULL);
+    xgr_effects fx;
+    xgr_effects_init(&fx);
+    assert_int_equal(xgr_session_start(core, 0, xgr_value_null(), 10, &fx, NULL), 0);
+    xgr_session_state ss;
+    xgr_session_state_get(core, &ss);
+    for (uint64_t root = 1; root <= 4; root++) {
+      xgr_store_changes *b = new_session_batch(o, root, NULL);   /* row, processes, the same state */
+      if (root == 2) xgr_store_changes_session_state(b, T_OWNER, root, XGR_RESULT_RUNNING, 0, 9, 7, true);
+      if (root == 3) xgr_store_changes_set_due(b, 500);
+      if (root == 4) {
+        xgr_store_changes_scope_killed(b, T_OWNER, root, 1);
+        xgr_store_changes_session_state(b, T_OWNER, root, XGR_RESULT_KILLED, 42, ss.next_iter, ss.next_group, false);
+      }
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+      xgr_store_session got;
+      assert_int_equal(xgr_store_session_get(st, T_OWNER, root, &got, &e), 0);
+      assert_int_equal(got.status, root == 4 ? XGR_RESULT_KILLED : XGR_RESULT_RUNNING);
+      assert_true(got.next_iter == (root == 2 ? 9 : ss.next_iter));
+      assert_int_equal(got.next_group, root == 2 ? 7 : ss.next_group);
+      assert_int_equal(got.paused, root == 2);
+      assert_true(got.wake_due == (root == 3 ? 500 : 0));
+      assert_true(got.killed_at == (root == 4 ? 42 : 0));
+      assert_true(root == 4 ? got.finished_at > 0 : got.finished_at == 0);
+      xgr_store_session_clear(&got);
+    }
+    xgr_effects_free(&fx);
+    xgr_session_free(core);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+}
+
 /* The outbox of internal wake-ups (issue 14): rows written with a batch, removed by id in another,
  * read back oldest first; a batch that fails writes none; SQLite keeps them across a reopen. */
 static void test_outbox(void **state) {
@@ -1662,6 +1706,7 @@ int main(void) {
       cmocka_unit_test(test_sessions_by_owner),
       cmocka_unit_test(test_live_owners),
       cmocka_unit_test(test_session_new),
+      cmocka_unit_test(test_session_new_then_state),
       cmocka_unit_test(test_outbox),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),
