@@ -683,12 +683,14 @@ static void fr_ws(fr *r) {
 /* At a '"': the string's bytes when it has no escape and no control character and is UTF-8. */
 static bool fr_str(fr *r, const char **s, size_t *n) {
   const char *q = r->p + 1;
+  unsigned char high = 0;   /* any byte >= 0x80: then the UTF-8 check (ASCII is UTF-8) */
   while (q < r->end && *q != '"') {
     unsigned char c = (unsigned char)*q;
     if (c < 0x20 || c == '\\') return false;
+    high |= c;
     q++;
   }
-  if (q >= r->end || !xgr_utf8_valid(r->p + 1, (size_t)(q - r->p - 1))) return false;
+  if (q >= r->end || ((high & 0x80) && !xgr_utf8_valid(r->p + 1, (size_t)(q - r->p - 1)))) return false;
   *s = r->p + 1;
   *n = (size_t)(q - r->p - 1);
   r->p = q + 1;
@@ -713,10 +715,11 @@ static json_t *fr_object(fr *r, unsigned depth) {
     if (r->p >= r->end || *r->p != ':') break;
     r->p++;
     fr_ws(r);
-    if (json_object_getn(o, k, kn)) break;   /* a duplicate: jansson's error */
     json_t *v = fr_value(r, depth + 1);
     if (!v) break;
-    if (json_object_setn_new_nocheck(o, k, kn, v)) break;
+    size_t had = json_object_size(o);
+    /* a duplicate key (jansson's error) replaces the value instead of adding one: no lookup first */
+    if (json_object_setn_new_nocheck(o, k, kn, v) || json_object_size(o) == had) break;
     fr_ws(r);
     if (r->p < r->end && *r->p == ',') {
       r->p++;
