@@ -21,7 +21,7 @@ set -euo pipefail
 B=${1:-build-release}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SECS=${PERMITS_BENCH_SECONDS:-10}
-N=${PERMITS_BENCH_BODIES:-120000}
+N=${PERMITS_BENCH_BODIES:-200000}
 CONNS=${PERMITS_BENCH_CONNECTIONS:-128}
 THREADS=${PERMITS_BENCH_THREADS:-8}
 GOAL=10000
@@ -75,9 +75,13 @@ cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 wrk -t2 -c"$CONNS" -d"${SECS}s" -s "$SRC/bench/permits/enqueue.lua" "$url" -- "$dir/signed" "$N" > "$dir/wrk.out"
 cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 grep -E "Requests/sec|Latency|answers" "$dir/wrk.out"
+# wrk's Requests/sec would count the filler calls of a thread that ran out of bodies: the rate
+# of the goal is the enqueues xgrd queued (its own counter) over wrk's timed run ("N requests in
+# 10.01s"; the Lua scripts' reading of the bodies before it is not part of it)
 queued=$(curl -s "${url}metrics" | awk '/^xgr_enqueue_total\{ack="queued"\}/ {print $2}')
-awk -v c=$((cpu1 - cpu0)) -v t="$ticks" -v q="$queued" \
-  'BEGIN { printf "xgrd CPU: %.1f s for %d queued enqueues = %.0f us per enqueue\n", c / t, q, q ? c / t / q * 1e6 : 0 }'
+awk -v c=$((cpu1 - cpu0)) -v t="$ticks" -v q="$queued" -v w="$(grep -o 'requests in [0-9.]*s' "$dir/wrk.out" | grep -o '[0-9.]*')" \
+  'BEGIN { printf "wrk: %d queued enqueues in %.2f s = %.0f /s; xgrd CPU: %.1f s = %.1f us per enqueue\n", q, w, q / w, c / t, q ? c / t / q * 1e6 : 0 }' \
+  | tee "$dir/wrk.sum"
 stop_xgrd
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -85,14 +89,17 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 fig() { awk -v k="$2" '$0 ~ k { for (i = 1; i <= NF; i++) if ($i == "us" || $i == "/s") { print $(i - 1); exit } }' "$dir/$1"; }
 rs=$(fig signed.out "answers in"); xs=$(fig signed.out "xgrd CPU"); cs=$(fig signed.out "client CPU")
 ru=$(fig plain.out "answers in"); xu=$(fig plain.out "xgrd CPU"); cu=$(fig plain.out "client CPU")
-awk -v rs="$rs" -v xs="$xs" -v cs="$cs" -v ru="$ru" -v xu="$xu" -v cu="$cu" -v g="$GOAL" -v l0="$load0" -v l1="$load1" \
-    -v cores="$(nproc)" 'BEGIN {
+rw=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "/s;") { print $(i - 1); exit } }' "$dir/wrk.sum")
+xw=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "us") { print $(i - 1); exit } }' "$dir/wrk.sum")
+awk -v rs="$rs" -v xs="$xs" -v cs="$cs" -v ru="$ru" -v xu="$xu" -v cu="$cu" -v rw="$rw" -v xw="$xw" -v g="$GOAL" \
+    -v l0="$load0" -v l1="$load1" -v cores="$(nproc)" 'BEGIN {
   ps = 2e6 / (xs + cs); pu = 2e6 / (xu + cu)
   printf "permits: summary on %d cores, load average %s before and %s after (other jobs share the machine)\n", cores, l0, l1
   printf "permits:   signed   %6.0f /s measured; xgrd %5.1f us CPU per enqueue, client %4.1f us; projected on 2 idle cores %6.0f /s\n", rs, xs, cs, ps
   printf "permits:   unsigned %6.0f /s measured; xgrd %5.1f us CPU per enqueue, client %4.1f us; projected on 2 idle cores %6.0f /s\n", ru, xu, cu, pu
+  printf "permits:   signed, wrk %6.0f /s measured; xgrd %5.1f us CPU per enqueue\n", rw, xw
   printf "permits:   permits cost %.1f us of xgrd CPU per enqueue (%+.0f %%)\n", xs - xu, (xs - xu) / xu * 100
-  if (rs >= g) printf "permits: GOAL MET: %.0f permit-verified durable enqueues/s measured (goal %d/s)\n", rs, g
-  else if (ps >= g) printf "permits: goal met by projection only: %.0f /s on 2 idle cores from the CPU figures; measured %.0f /s on the shared machine (goal %d/s)\n", ps, rs, g
-  else printf "permits: GOAL NOT MET: %.0f /s measured, %.0f /s projected on 2 idle cores (goal %d/s)\n", rs, ps, g
+  if (rw >= g) printf "permits: GOAL MET: %.0f permit-verified durable enqueues/s measured with wrk, %.0f /s with bench_load (goal %d/s)\n", rw, rs, g
+  else if (ps >= g) printf "permits: goal met by projection only: %.0f /s on 2 idle cores from the CPU figures; measured %.0f /s with wrk and %.0f /s with bench_load on the shared machine (goal %d/s)\n", ps, rw, rs, g
+  else printf "permits: GOAL NOT MET: %.0f /s measured with wrk, %.0f /s with bench_load, %.0f /s projected on 2 idle cores (goal %d/s)\n", rw, rs, ps, g
 }'
