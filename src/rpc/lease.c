@@ -6,8 +6,7 @@
  *   the lease thread  waits on the node's NOTIFY channel and, between notifications, renews the
  *                     node's leases every lease/3 (a lost one drops its session from memory:
  *                     xgr_engine_drop), claims free, expired and orphaned sessions every
- *                     min(lease/5, 1 s) and starts them (the same loading as recovery), sweeps
- *                     for held hibernated sessions far past their due time (sweep_overdue), and
+ *                     min(lease/5, 1 s) and starts them (the same loading as recovery), and
  *                     delivers internal wake-ups from the outbox to the sessions it holds every
  *                     50 ms. A "c" notification wakes the command thread, which runs the
  *                     commands other nodes send (they wait on the engine; heartbeats must not).
