@@ -33,7 +33,6 @@
 
 #define FORWARD_WAIT_MS 5000   /* how long a forwarded control call waits for the owner's answer */
 #define OUTBOX_POLL_MS 50
-#define SWEEP_LATE_MS 3000     /* how late (wall time) a held hibernated session must be for the sweep */
 
 struct xgr__lease {
   xgr_rpcd *d;
@@ -391,8 +390,7 @@ static void deliver_outbox(xgr__lease *l) {
 }
 
 /* The sweep behind the due poller, once per claim round: a hibernated session this node holds
- * whose due time passed more than the look-ahead and SWEEP_LATE_MS ago and that is not in memory
- * is loaded here.
+ * whose due time passed more than the look-ahead ago and that is not in memory is loaded here.
  * The poller reads this node's rows after its cursor, so a row that a claim hands to this node
  * at a due time the cursor has already passed would otherwise wait for a call; the claim loads
  * such rows itself (its bound), and this catches any that slip past it, so no timer of a held
@@ -403,11 +401,7 @@ static void sweep_overdue(xgr__lease *l) {
   xgr_store_due_key keys[64];
   size_t n = 0;
   xgr_error err;
-  /* overdue by the look-ahead plus SWEEP_LATE_MS of wall time: far beyond a slow poll, so the sweep
-   * never races the poller's own loads of sessions it is about to reach */
-  double scale = d->cfg.time_scale > 0 ? d->cfg.time_scale : 1;
-  int64_t upto = xgr_engine_now(d->e) - d->hib.lead_ms - (int64_t)(SWEEP_LATE_MS * scale);
-  if (xgr_store_lease_due(d->st, NULL, upto, keys, 64, &n, &err)) return;
+  if (xgr_store_lease_due(d->st, NULL, xgr_engine_now(d->e) - d->hib.lead_ms, keys, 64, &n, &err)) return;
   for (size_t i = 0; i < n; i++) {
     xgr_engine_session_info in;
     if (!xgr_engine_session(d->e, keys[i].owner, keys[i].root_pid, &in) && !in.finished) continue;   /* in memory */
