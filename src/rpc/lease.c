@@ -45,7 +45,7 @@ struct xgr__lease {
   pthread_mutex_t mu;           /* answers */
   pthread_cond_t cv;
   uint64_t answers;             /* "r<id>" notifications seen */
-  atomic_uint_fast64_t sent, served, timed_out, claimed_rounds, wakes_delivered, overdue_loaded;
+  atomic_uint_fast64_t sent, served, timed_out, claimed_rounds, wakes_delivered;
   bool listen_failed;           /* logged once */
 };
 
@@ -389,30 +389,6 @@ static void deliver_outbox(xgr__lease *l) {
   xgr_store_wakes_free(w, n);
 }
 
-/* The sweep behind the due poller, once per claim round: a hibernated session this node holds
- * whose due time passed more than the look-ahead ago and that is not in memory is loaded here.
- * The poller reads this node's rows after its cursor, so a row that a claim hands to this node
- * at a due time the cursor has already passed would otherwise wait for a call; the claim loads
- * such rows itself (its bound), and this catches any that slip past it, so no timer of a held
- * session is lost. Counted (xgr_cluster{kind="overdue_loaded"}) and logged. */
-static void sweep_overdue(xgr__lease *l) {
-  xgr_rpcd *d = l->d;
-  if (!d->hib.load) return;
-  xgr_store_due_key keys[64];
-  size_t n = 0;
-  xgr_error err;
-  if (xgr_store_lease_due(d->st, NULL, xgr_engine_now(d->e) - d->hib.lead_ms, keys, 64, &n, &err)) return;
-  for (size_t i = 0; i < n; i++) {
-    xgr_engine_session_info in;
-    if (!xgr_engine_session(d->e, keys[i].owner, keys[i].root_pid, &in) && !in.finished) continue;   /* in memory */
-    xgr_error_clear(&err);
-    if (xgr_engine_load(d->e, keys[i].owner, keys[i].root_pid, &err)) continue;   /* it moved or ended meanwhile */
-    atomic_fetch_add(&l->overdue_loaded, 1);
-    xgr__rpcd_log(d, "level=info msg=\"cluster: an overdue hibernated session was loaded by the sweep\" owner=%s "
-                     "rootPid=%" PRIu64 " due=%" PRId64, keys[i].owner, keys[i].root_pid, keys[i].due);
-  }
-}
-
 static void *lease_main(void *arg) {
   xgr__lease *l = arg;
   xgr_rpcd *d = l->d;
@@ -442,7 +418,6 @@ static void *lease_main(void *arg) {
     }
     if (t >= next_claim) {
       if (claim_all(d, false)) atomic_fetch_add(&l->claimed_rounds, 1);
-      sweep_overdue(l);
       next_claim = mono_ms() + every;
     }
     if (t >= next_outbox) {
@@ -497,7 +472,6 @@ static void collect(void *ctx, xgr_metrics_out *out) {
       {"commands_served", atomic_load(&l->served)},
       {"commands_timed_out", atomic_load(&l->timed_out)},
       {"outbox_redelivered", atomic_load(&l->wakes_delivered)},
-      {"overdue_loaded", atomic_load(&l->overdue_loaded)},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     char lab[48];

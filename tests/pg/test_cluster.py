@@ -338,8 +338,6 @@ try:
     check(claimed > 0, "node 3 took over sessions of the killed and the stopped node (%d claims)" % claimed)
     served = sum(n.metric("commands_served") for n in nodes[1:])
     print("     commands served by nodes 2 and 3: %d" % served)
-    print("     overdue hibernated sessions loaded by the sweep (docs/CLUSTER.md): %s" %
-          ", ".join("%s %d" % (n.id, n.metric("overdue_loaded")) for n in nodes[1:]))
     if HIBERNATE:
         lazy = sum(n.metric("sessions_claimed_hibernated") for n in nodes[1:])
         check(lazy > 0, "nodes 2 and 3 claimed %d evicted sessions without loading them" % lazy)
@@ -349,27 +347,6 @@ try:
             check(ev > 0 and ld > 0, "node %s evicted %d sessions and loaded %d again" % (n.id, ev, ld))
         check(hib_calls[0] > 0, "%d wake-ups and kills went to a node that did not hold their evicted session"
                                 % hib_calls[0])
-        # the sweep behind the due poller: a held, evicted row whose due time lies behind the
-        # poller's cursor (set here by hand) is loaded within a claim round, and evicted again
-        # with its own timer's due time
-        y = TOTAL + 2
-        nodes[2].ok("xgr.enqueue", {"owner": OWNER, "rootPid": y, "xrc729": "local", "ostcId": "gate",
-                                    "init": {"stepId": "A"}})
-        t1 = time.time()
-        while psql("cl", "SELECT count(*) FROM sessions WHERE root_pid = %d AND wake_due IS NOT NULL"
-                         " AND lease_owner = 'n3'" % y) != "1" and time.time() - t1 < 10:
-            time.sleep(0.05)
-        due0 = psql("cl", "SELECT wake_due FROM sessions WHERE root_pid = %d" % y)
-        before = nodes[2].metric("overdue_loaded")
-        psql("cl", "UPDATE sessions SET wake_due = 1 WHERE root_pid = %d" % y)
-        t1 = time.time()
-        while (nodes[2].metric("overdue_loaded") == before or
-               psql("cl", "SELECT wake_due FROM sessions WHERE root_pid = %d" % y) != due0) and time.time() - t1 < 10:
-            time.sleep(0.05)
-        check(nodes[2].metric("overdue_loaded") > before and
-              psql("cl", "SELECT wake_due FROM sessions WHERE root_pid = %d" % y) == due0,
-              "a held row due behind the poller's cursor is loaded by the sweep and evicted again (due %s)" % due0)
-        nodes[2].ok("xgr.kill", {"owner": OWNER, "rootPid": y})
     for n in nodes[1:]:
         n.p.send_signal(signal.SIGTERM)
         check(n.p.wait(timeout=30) == 0, "node %s stops on SIGTERM" % n.id)
