@@ -313,10 +313,37 @@ static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *er
   return 0;
 }
 
-/* Start a session and wait for its commit on this thread. hash (67 bytes) gets the
- * orchestration's hash ("" when no bundle was found). */
-static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, char *hash,
-                         xgr_error *err) {
+/* xgr.enqueue's answer (counted by ack). */
+static json_t *enqueue_answer(xgr_rpcd *d, xgr__ack a, const char *owner, uint64_t root, const char *hash) {
+  xgr_counter_add(d->c_enq[a], 1);
+  return json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
+                   xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash);
+}
+
+/* The store's callback for a deferred start (writer thread): keep the outcome, wake the answer. */
+static void start_committed(void *ctx, int rc, const xgr_error *err) {
+  start_commit *sc = ctx;
+  sc->rc = rc;
+  if (rc && err) sc->err = *err;
+  xgr_rpc_defer_ready(sc->df);
+}
+
+/* A deferred enqueue's answer, on a server thread once its commit is done (xgr_rpc_finish_fn). */
+static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
+  start_commit *sc = ctx;
+  xgr__ack a;
+  int rc = start_after_commit(sc, &a, err);
+  if (!rc) *result = enqueue_answer(sc->d, a, sc->owner, sc->root, sc->b->orch->hash);
+  start_commit_free(sc);
+  return rc;
+}
+
+/* Start a session. With df NULL the commit is waited for on this thread; with df (a single
+ * request that may defer its answer) a start that has a commit to wait for is handed over and
+ * XGR_RPC_DEFERRED returned, finish answering it (it owns the start_commit). hash (67 bytes) gets
+ * the orchestration's hash ("" when no bundle was found). */
+static int start_session(xgr_rpcd *d, start_req *rq, xgr_rpc_defer *df, xgr_rpc_finish_fn finish, xgr__ack *out_ack,
+                         uint64_t *out_root, char *hash, xgr_error *err) {
   const xgr_bundle *b = NULL;
   start_commit *sc;
   xgr_store_changes *c;
@@ -325,6 +352,12 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   if (rc || !sc) {
     xgr__rpcd_bundle_put(d, b);
     return rc;
+  }
+  if (df) {
+    sc->df = df;
+    xgr_rpc_defer_begin(df, finish, sc);
+    xgr_store_submit(d->st, c, start_committed, sc);   /* its failure reaches start_committed too */
+    return XGR_RPC_DEFERRED;
   }
   xgr_error_clear(&sc->err);
   sc->rc = xgr_store_commit(d->st, c, &sc->err);
@@ -342,31 +375,6 @@ static void waiter_remove(xgr_rpcd *d, xgr__waiter *w) {
       break;
     }
   pthread_mutex_unlock(&d->w_mu);
-}
-
-/* xgr.enqueue's answer (counted by ack). */
-static json_t *enqueue_answer(xgr_rpcd *d, xgr__ack a, const char *owner, uint64_t root, const char *hash) {
-  xgr_counter_add(d->c_enq[a], 1);
-  return json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
-                   xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash);
-}
-
-/* The store's callback for a deferred enqueue (writer thread): keep the outcome, wake the answer. */
-static void enqueue_committed(void *ctx, int rc, const xgr_error *err) {
-  start_commit *sc = ctx;
-  sc->rc = rc;
-  if (rc && err) sc->err = *err;
-  xgr_rpc_defer_ready(sc->df);
-}
-
-/* A deferred enqueue's answer, on a server thread once its commit is done (xgr_rpc_finish_fn). */
-static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
-  start_commit *sc = ctx;
-  xgr__ack a;
-  int rc = start_after_commit(sc, &a, err);
-  if (!rc) *result = enqueue_answer(sc->d, a, sc->owner, sc->root, sc->b->orch->hash);
-  start_commit_free(sc);
-  return rc;
 }
 
 XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
@@ -401,22 +409,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
                   .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a;
   char hash_of[67];
-  if (caller->defer) {   /* a single request: answered once the commit is done, without a thread */
-    const xgr_bundle *b = NULL;
-    start_commit *sc;
-    xgr_store_changes *c;
-    rc = start_prepare(d, &rq, &a, &root, &b, &sc, &c, err);
-    if (sc) {
-      sc->df = caller->defer;
-      xgr_rpc_defer_begin(caller->defer, enqueue_finish, sc);
-      xgr_store_submit(d->st, c, enqueue_committed, sc);   /* its failure reaches enqueue_committed too */
-      return XGR_RPC_DEFERRED;
-    }
-    snprintf(hash_of, sizeof hash_of, "%s", b ? b->orch->hash : "");
-    xgr__rpcd_bundle_put(d, b);
-  } else {
-    rc = start_session(d, &rq, &a, &root, hash_of, err);
-  }
+  /* a single request is answered once its commit is done, without holding a thread */
+  rc = start_session(d, &rq, caller->defer, enqueue_finish, &a, &root, hash_of, err);
   if (rc) return rc;
   *result = enqueue_answer(d, a, owner, root, hash_of);
   return 0;
@@ -455,7 +449,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
                   .w = w, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a = XGR__ACK_QUEUED;
   char hash_of[67];
-  rc = start_session(d, &rq, &a, &root, hash_of, err);
+  rc = start_session(d, &rq, NULL, NULL, &a, &root, hash_of, err);
   if (rc || a != XGR__ACK_QUEUED) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
     json_decref(w->output);
