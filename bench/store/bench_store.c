@@ -14,7 +14,7 @@
  * counts as durable when its batch's commit returned. Prints steps/s and the commit batch sizes.
  */
 #include <curl/curl.h>
-#include <sched.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,12 @@ typedef struct bsess {
 
 static uint64_t durable_steps;   /* atomic */
 
+/* Commits that came back, so the producer sleeps until one does when no session can take a turn
+ * (a sched_yield loop here took half of the process's CPU from the database server it waits on). */
+static pthread_mutex_t done_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t done_count;
+
 typedef struct ticket {
   bsess *x;
   uint64_t steps;
@@ -55,6 +61,10 @@ static void on_commit(void *ctx, int rc, const xgr_error *err) {
   }
   __atomic_add_fetch(&durable_steps, x->steps_in_flight, __ATOMIC_SEQ_CST);
   __atomic_store_n(&x->pending, 0, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&done_mu);
+  done_count++;
+  pthread_cond_signal(&done_cv);
+  pthread_mutex_unlock(&done_mu);
 }
 
 /* One turn of x: run every due process (up to the cap) and apply the results; one batch. */
@@ -127,8 +137,12 @@ int main(int argc, char **argv) {
   long started = 0, finished = 0;
   uint64_t steps = 0;
   double t0 = now_s();
+  uint64_t seen = 0;
   while (finished < total) {
     int progressed = 0;
+    pthread_mutex_lock(&done_mu);
+    seen = done_count;
+    pthread_mutex_unlock(&done_mu);
     for (long i = 0; i < live; i++) {
       bsess *x = &ss[i];
       if (__atomic_load_n(&x->pending, __ATOMIC_ACQUIRE)) continue;
@@ -155,7 +169,11 @@ int main(int argc, char **argv) {
       xgr_store_submit(st, c, on_commit, x);
       progressed = 1;
     }
-    if (!progressed) sched_yield();
+    if (!progressed && finished < total) { /* a batch is in flight: wait for a commit to come back */
+      pthread_mutex_lock(&done_mu);
+      while (done_count == seen) pthread_cond_wait(&done_cv, &done_mu);
+      pthread_mutex_unlock(&done_mu);
+    }
   }
   xgr_store_flush(st);
   double dt = now_s() - t0;
