@@ -468,6 +468,11 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
 /* Does this node hold (owner, root_pid)? (The store's memory: no round trip.) */
 bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid);
+/* Forget (owner, root_pid) without touching its row: this node will not write it any more (its
+ * batches fail with XGR_ELEASE) and, if the row still names this node, the heartbeat gives that
+ * lease up after a few beats so that a claim round (here or elsewhere) takes the session again. For
+ * a session this node holds but could not load. No-op when not held or not a cluster node. */
+void xgr_store_lease_forget(xgr_store *st, const char *owner, uint64_t root_pid);
 /* Does this node hold (owner, root_pid) and does its row still say so — running, leased to this node
  * at the epoch the store remembers? (One read, no write: a node loads a session it evicted under the
  * lease it kept.) false also when the row cannot be read. */
@@ -484,6 +489,8 @@ typedef struct xgr_store_lease_stats {
   uint64_t lost;                /* leases found lost by the heartbeat */
   uint64_t refused_batches;     /* late writes refused: batches that failed with XGR_ELEASE */
   uint64_t renewals;            /* heartbeats done */
+  uint64_t stale_claims;        /* claims that found a later claim of the same session here first */
+  uint64_t orphans_released;    /* rows naming this node that it did not hold, given up by the heartbeat */
 } xgr_store_lease_stats;
 void xgr_store_lease_get_stats(xgr_store *st, xgr_store_lease_stats *out);
 

@@ -228,6 +228,10 @@ int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(voi
     if (look) nanosleep(&(struct timespec){0, 5000000}, NULL);   /* its row is locked by a claim right now: again */
     look = true;
   }
+  /* not loaded: if this node held it, nobody else may claim it while the heartbeat renews the row
+   * and the due poller has passed it — forgotten, the heartbeat gives the row up (an orphan) and a
+   * claim round takes it again */
+  xgr_store_lease_forget(d->st, owner, root);
   return xgr_error_set(err, XGR_ETIMEOUT, NULL, "session %s/%" PRIu64 " stayed locked; not loaded", owner, root);
 }
 
@@ -466,6 +470,8 @@ static void collect(void *ctx, xgr_metrics_out *out) {
       {"sessions_claimed", s.claimed},
       {"sessions_claimed_hibernated", s.claimed_hibernated},
       {"leases_lost", s.lost},
+      {"claims_stale", s.stale_claims},
+      {"orphans_released", s.orphans_released},
       {"late_writes_refused", s.refused_batches},
       {"heartbeats", s.renewals},
       {"commands_sent", atomic_load(&l->sent)},

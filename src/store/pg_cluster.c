@@ -53,9 +53,13 @@ struct pgc {
   PGconn *c;                    /* the lease connection (node lock), under mu */
   PGconn *l;                    /* the listening connection (one thread) */
   pthread_mutex_t mu;
-  pthread_mutex_t hmu;          /* guards held and st */
+  pthread_mutex_t hmu;          /* guards held, orphans and st */
   xgr_hashmap held;             /* hashed by (owner, root): held * */
+  xgr_hashmap orphans;          /* rows naming this node that it does not hold: orphan * (renew) */
   xgr_store_lease_stats st;
+  /* One claim of a session at a time on this node, from the check that no later claim of it here
+   * superseded this one to its load (striped by key): see take_claimed. */
+  pthread_mutex_t cmu[64];
 };
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
@@ -197,6 +201,7 @@ pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t 
   channel_of(node, c->chan);
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
+  for (int i = 0; i < 64; i++) pthread_mutex_init(&c->cmu[i], NULL);
   if (!(c->c = connect_plain(c, err)) || !(c->l = connect_plain(c, err))) goto fail;
   /* the node lock: a process that died released it with its connection; a live one keeps it */
   const char *v[1] = {node};
@@ -235,8 +240,12 @@ void xgr__pgc_close(pgc *c) {
   size_t pos = 0;
   for (held *h; (h = xgr__hashmap_next(&c->held, &pos, NULL));) free(h);
   xgr__hashmap_free(&c->held);
+  pos = 0;
+  for (held *h; (h = xgr__hashmap_next(&c->orphans, &pos, NULL));) free(h);
+  xgr__hashmap_free(&c->orphans);
   pthread_mutex_destroy(&c->mu);
   pthread_mutex_destroy(&c->hmu);
+  for (int i = 0; i < 64; i++) pthread_mutex_destroy(&c->cmu[i]);
   free(c->url);
   free(c->name);
   free(c->node);
@@ -428,6 +437,36 @@ typedef struct claim_ctx {
   void *ctx;
 } claim_ctx;
 
+/* Take a session this node just claimed at epoch: drop an older incarnation here (before), hold
+ * it at epoch and, with fn, load it — unless a later claim of the same session on this node got
+ * there first (two claims race here: a claim round and a load on another thread). That later
+ * claim's epoch is the row's, and its rows were read after this one's: this claim is stale and
+ * must do nothing, neither drop the incarnation the later one started nor start one from its own
+ * older rows (which would run again what the later one committed, under the later epoch the
+ * fence now accepts). The stripe lock makes check, drop, hold and load one step per session.
+ * Returns fn's result (0 when skipped). */
+static int take_claimed(pgc *c, const char *owner, uint64_t root, int64_t epoch,
+                        void (*before)(void *, const char *, uint64_t), int (*fn)(void *, const xgr_store_live *),
+                        void *ctx, const xgr_store_live *l) {
+  pthread_mutex_t *m = &c->cmu[key_hash(owner, root) >> 58];
+  pthread_mutex_lock(m);
+  pthread_mutex_lock(&c->hmu);
+  held *h = held_find(c, owner, root);
+  bool stale = h && h->epoch > epoch;
+  if (stale) c->st.stale_claims++;
+  pthread_mutex_unlock(&c->hmu);
+  int rc = 0;
+  if (!stale) {
+    if (before) before(ctx, owner, root);   /* an older incarnation here leaves first */
+    pthread_mutex_lock(&c->hmu);
+    held_put(c, owner, root, epoch);
+    pthread_mutex_unlock(&c->hmu);
+    if (fn) rc = fn(ctx, l);
+  }
+  pthread_mutex_unlock(m);
+  return rc;
+}
+
 static int claim_load(void *ctx, const xgr_store_live *l) {
   claim_ctx *cc = ctx;
   const xgr_store_session *s = l->session;
@@ -436,11 +475,7 @@ static int claim_load(void *ctx, const xgr_store_live *l) {
     if (strtoull(PQgetvalue(cc->r, i, 1), NULL, 10) == s->root_pid && !strcmp(PQgetvalue(cc->r, i, 0), s->owner))
       epoch = strtoll(PQgetvalue(cc->r, i, 2), NULL, 10);
   if (epoch < 0) return 0;
-  if (cc->before) cc->before(cc->ctx, s->owner, s->root_pid);   /* an older incarnation here leaves first */
-  pthread_mutex_lock(&cc->c->hmu);
-  held_put(cc->c, s->owner, s->root_pid, epoch);
-  pthread_mutex_unlock(&cc->c->hmu);
-  return cc->fn ? cc->fn(cc->ctx, l) : 0;
+  return take_claimed(cc->c, s->owner, s->root_pid, epoch, cc->before, cc->fn, cc->ctx, l);
 }
 
 /* Claim (xgr_store_lease_claim); with bound set, the sessions hibernated beyond bound(ctx) (read
@@ -477,11 +512,9 @@ static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, 
       nload++;
       continue;
     }
-    /* hibernated: held at the new epoch, left in the store for the due poller or a call */
-    if (before) before(ctx, ow, rp);   /* an older incarnation here leaves first */
-    pthread_mutex_lock(&c->hmu);
-    held_put(c, ow, rp, strtoll(PQgetvalue(r, i, 2), NULL, 10));
-    pthread_mutex_unlock(&c->hmu);
+    /* hibernated: held at the new epoch (an older incarnation here leaves first), left in the
+     * store for the due poller or a call */
+    take_claimed(c, ow, rp, strtoll(PQgetvalue(r, i, 2), NULL, 10), before, NULL, ctx, NULL);
   }
   pthread_mutex_lock(&c->hmu);
   c->st.claimed += (uint64_t)nr;
@@ -544,6 +577,28 @@ int xgr_store_lease_due(xgr_store *st, const xgr_store_due_key *after, int64_t u
   }
   PQclear(r);
   return 0;
+}
+
+/* A row naming this node at epoch that the node does not hold, and how many heartbeats in a row
+ * saw it so. Such a row is renewed by every heartbeat (they extend what names the node) but runs
+ * nowhere: nobody else may claim it while its lease is valid, and this node neither loads nor polls
+ * what it does not hold. It comes from a claim whose load failed or was abandoned, or a lease the
+ * heartbeat judged lost while the row named this node again. Seen so by ORPHAN_BEATS heartbeats in
+ * a row at one epoch (a claim or a create in progress holds its row within milliseconds), the
+ * lease is given up, and the next claim round — here or elsewhere — takes the session as any free
+ * one. Fencing keeps that safe even if this node still had an incarnation of it: a claim raises
+ * the epoch. */
+typedef struct orphan {
+  uint64_t root;
+  int64_t epoch;
+  int beats;
+  char owner[];
+} orphan;
+#define ORPHAN_BEATS 3
+
+static bool orphan_match(const void *ctx, const void *val) {
+  const orphan *a = ctx, *b = val;
+  return a->root == b->root && a->epoch == b->epoch && !strcmp(a->owner, b->owner);
 }
 
 /* A row the heartbeat read. */
@@ -612,6 +667,53 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
     rk[j].epoch = strtoll(PQgetvalue(r, j, 2), NULL, 10);
     xgr__hashmap_add(&rows, key_hash(rk[j].owner, rk[j].root), &rk[j]);
   }
+  /* rows naming this node that it does not hold (checked now, after the read): orphans */
+  xgr_buf go = {0}, gr = {0}, ge = {0};
+  size_t ngive = 0;
+  pthread_mutex_lock(&c->hmu);
+  xgr_hashmap seen = {0};
+  for (int j = 0; j < nr; j++) {
+    if (held_find(c, rk[j].owner, rk[j].root)) continue;
+    size_t len = strlen(rk[j].owner);
+    orphan *o = xgr__xmalloc(sizeof *o + len + 1);
+    o->root = rk[j].root;
+    o->epoch = rk[j].epoch;
+    memcpy(o->owner, rk[j].owner, len + 1);
+    uint64_t hh = key_hash(o->owner, o->root);
+    orphan *prev = xgr__hashmap_find(&c->orphans, hh, orphan_match, o);
+    o->beats = prev ? prev->beats + 1 : 1;
+    if (o->beats >= ORPHAN_BEATS) {
+      arr_text(&go, o->owner);
+      arr_num(&gr, "%" PRIu64, o->root, 0, false);
+      arr_num(&ge, NULL, 0, o->epoch, true);
+      ngive++;
+      free(o);
+      continue;
+    }
+    xgr__hashmap_add(&seen, hh, o);
+  }
+  size_t opos = 0;
+  for (orphan *o; (o = xgr__hashmap_next(&c->orphans, &opos, NULL));) free(o);
+  xgr__hashmap_free(&c->orphans);
+  c->orphans = seen;
+  pthread_mutex_unlock(&c->hmu);
+  char *goa = arr_finish(&go), *gra = arr_finish(&gr), *gea = arr_finish(&ge);
+  if (ngive) {   /* only at the epoch seen: a claim since then is left alone */
+    const char *w[4] = {goa, gra, gea, c->node};
+    PGresult *rg = run_locked(c, "UPDATE sessions s SET lease_owner = NULL, lease_expires = 0 FROM unnest($1::text[],"
+                                 " $2::numeric[], $3::bigint[]) AS u(owner, root_pid, epoch) WHERE s.owner = u.owner AND"
+                                 " s.root_pid = u.root_pid AND s.lease_epoch = u.epoch AND s.lease_owner = $4 AND s.status = 0",
+                              4, w, "heartbeat", err);
+    if (rg) {
+      pthread_mutex_lock(&c->hmu);
+      c->st.orphans_released += strtoull(PQcmdTuples(rg), NULL, 10);
+      pthread_mutex_unlock(&c->hmu);
+    }
+    PQclear(rg);
+  }
+  free(goa);
+  free(gra);
+  free(gea);
   /* the held sessions the read did not return: ended (forgotten quietly) or lost */
   xgr_buf mo = {0}, mr = {0};
   size_t nmiss = 0;
@@ -720,6 +822,14 @@ bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid) {
   bool h = held_find(c, owner, root_pid) != NULL;
   pthread_mutex_unlock(&c->hmu);
   return h;
+}
+
+void xgr_store_lease_forget(xgr_store *st, const char *owner, uint64_t root_pid) {
+  pgc *c = xgr__pg_cluster(st);
+  if (!c) return;
+  pthread_mutex_lock(&c->hmu);
+  held_del(c, owner, root_pid);
+  pthread_mutex_unlock(&c->hmu);
 }
 
 int xgr_store_lease_holder(xgr_store *st, const char *owner, uint64_t root_pid, char *node, size_t n, bool *valid,

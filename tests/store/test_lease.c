@@ -5,7 +5,9 @@
  * another node claimed it meanwhile — and its heartbeat reports the loss; release gives the
  * sessions up; a killed node's sessions are claimable at once although their lease has not run
  * out; with hibernation, claims that hold sessions without loading them, the node's own due index
- * and a hibernated session's late write refused. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * and a hibernated session's late write refused; two claims of one session on one node finishing
+ * out of order (the earlier does nothing); a row naming a node that does not hold it given up by
+ * its heartbeat. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,6 +257,123 @@ static void test_hibernated(void **state) {
   sql("DELETE FROM sessions WHERE root_pid IN (2, 3, 4)");
 }
 
+/* Two claims of one session on one node that finish out of order (a claim round and a load on
+ * other threads in xgrd): the later claim (higher epoch) loaded the session; the earlier one, when
+ * it gets to the session, must do nothing — neither drop the later one's incarnation (its
+ * `before`) nor hold or load it from its own older rows, which would run again what the later
+ * one committed, under the epoch the fence now accepts. The earlier claim's bound callback runs
+ * right after its claim committed, so the later claim is made there. */
+typedef struct race {
+  xgr_store *st;
+  int before_calls, loads, inner_loads;
+  size_t inner_claimed;
+} race;
+
+static void race_before(void *ctx, const char *owner, uint64_t root) {
+  (void)owner, (void)root;
+  ((race *)ctx)->before_calls++;
+}
+
+static int race_load(void *ctx, const xgr_store_live *l) {
+  (void)l;
+  ((race *)ctx)->loads++;
+  return 0;
+}
+
+static int race_inner_load(void *ctx, const xgr_store_live *l) {
+  (void)l;
+  ((race *)ctx)->inner_loads++;
+  return 0;
+}
+
+static int64_t race_bound(void *ctx) {   /* the later claim, made inside the earlier one */
+  race *r = ctx;
+  xgr_error err;
+  assert_int_equal(xgr_store_lease_claim(r->st, OWNER, 5, true, 1, NULL, race_inner_load, r, &r->inner_claimed, &err), 0);
+  return 1000;
+}
+
+static void test_stale_claim(void **state) {
+  (void)state;
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due) VALUES"
+      "('" OWNER "', 5, 't', '', 0, 1, 2, 1000000000000)");
+  xgr_store *a = node("a", 60000);
+  xgr_error err;
+  race r = {.st = a};
+  size_t n = 0, nl = 0;
+  /* the earlier claim: epoch 2 (it would only hold the session: due beyond its bound) */
+  assert_int_equal(xgr_store_lease_claim_lazy(a, OWNER, 5, true, 1, race_bound, race_before, race_load, &r, &n, &nl,
+                                              &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(r.inner_claimed, 1);   /* the later claim: epoch 3, loaded */
+  assert_int_equal(r.inner_loads, 1);
+  assert_int_equal(r.before_calls, 0);    /* the earlier one dropped nothing ... */
+  assert_int_equal(r.loads, 0);           /* ... and loaded nothing */
+  xgr_store_lease_stats s;
+  xgr_store_lease_get_stats(a, &s);
+  assert_int_equal(s.stale_claims, 1);
+  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 5");
+  assert_string_equal(holder, "a/3");
+  free(holder);
+  assert_true(xgr_store_lease_current(a, OWNER, 5));   /* the node holds the later epoch */
+  assert_int_equal(write_state_due(a, 5, 7, 1000000000000, &err), 0);
+
+  /* the same when the earlier claim would load it (due within its bound) */
+  sql("UPDATE sessions SET wake_due = 500 WHERE root_pid = 5");
+  r = (race){.st = a};
+  assert_int_equal(xgr_store_lease_claim_lazy(a, OWNER, 5, true, 1, race_bound, race_before, race_load, &r, &n, &nl,
+                                              &err), 0);
+  assert_int_equal(r.inner_loads, 1);
+  assert_int_equal(r.before_calls, 0);
+  assert_int_equal(r.loads, 0);
+  holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 5");
+  assert_string_equal(holder, "a/5");
+  free(holder);
+  assert_int_equal(write_state(a, 5, 8, &err), 0);
+  xgr_store_close(a);
+  sql("DELETE FROM sessions WHERE root_pid = 5");
+}
+
+/* A row naming a node that the node does not hold runs nowhere while the node's heartbeats renew
+ * it: after a few beats at one epoch the heartbeat gives it up, and a claim (of any node) takes
+ * it. A row the node holds is never given up. */
+static void test_orphan_released(void **state) {
+  (void)state;
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due) VALUES"
+      "('" OWNER "', 6, 't', '', 0, 1, 2, 1000000000000), ('" OWNER "', 7, 't', '', 0, 1, 2, 1000000000000)");
+  xgr_store *a = node("a", 60000), *b = node("b", 60000);
+  xgr_error err;
+  assert_int_equal(claim(a), 2);
+  xgr_store_lease_forget(a, OWNER, 6);   /* a could not load it: it no longer holds 6 */
+  assert_false(xgr_store_lease_held(a, OWNER, 6));
+  assert_int_equal(write_state(a, 6, 9, &err), XGR_ELEASE);
+  int lost = 0;
+  for (int beat = 0; beat < 2; beat++) {
+    assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+    char *holder = sql_value("SELECT lease_owner FROM sessions WHERE root_pid = 6");
+    assert_string_equal(holder, "a");     /* not yet: a claim in progress holds its row within ms */
+    free(holder);
+    assert_int_equal(claim(b), 0);
+  }
+  assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);   /* the third beat */
+  assert_int_equal(lost, 0);
+  xgr_store_lease_stats s;
+  xgr_store_lease_get_stats(a, &s);
+  assert_int_equal(s.orphans_released, 1);
+  char *holder = sql_value("SELECT COALESCE(lease_owner, '') || '/' || lease_epoch FROM sessions WHERE root_pid = 6");
+  assert_string_equal(holder, "/2");
+  free(holder);
+  assert_int_equal(claim(b), 1);          /* free now: b takes 6, not 7 (a holds it) */
+  assert_true(xgr_store_lease_held(b, OWNER, 6));
+  assert_int_equal(write_state(b, 6, 10, &err), 0);
+  holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 7");
+  assert_string_equal(holder, "a/2");
+  free(holder);
+  xgr_store_close(a);
+  xgr_store_close(b);
+  sql("DELETE FROM sessions WHERE root_pid IN (6, 7)");
+}
+
 /* A single writer (no node id) and cluster nodes exclude each other. */
 static void test_single_writer_excludes_nodes(void **state) {
   (void)state;
@@ -283,6 +402,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fencing),
       cmocka_unit_test(test_hibernated),
+      cmocka_unit_test(test_stale_claim),
+      cmocka_unit_test(test_orphan_released),
       cmocka_unit_test(test_single_writer_excludes_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
