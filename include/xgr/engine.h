@@ -348,6 +348,8 @@ int xgr_engine_hibernation_start(xgr_engine *e, int64_t loaded_upto, xgr_error *
 int xgr_engine_load(xgr_engine *e, const char *owner, uint64_t root_pid, xgr_error *err);
 typedef struct xgr_engine_hib_stats {
   uint64_t evicted, loaded, load_failed, polls;
+  uint64_t load_retried;     /* due sessions whose failed load was tried again */
+  uint64_t retry_dropped;    /* failed loads not kept for a retry (the bounded list was full) */
 } xgr_engine_hib_stats;
 void xgr_engine_hib_get_stats(xgr_engine *e, xgr_engine_hib_stats *out);
 

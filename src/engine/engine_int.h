@@ -164,6 +164,14 @@ typedef struct hib_state {
   pthread_t th;
   bool started;
   xgr_engine_due_key cursor;    /* poller thread only */
+  /* due sessions whose load failed (not "no such session"): tried again with a growing delay,
+   * since the cursor has passed them (poller thread only; at most HIB_RETRY_MAX) */
+  struct hib_retry {
+    xgr_engine_due_key key;
+    int64_t at_ms, delay_ms;    /* monotonic ms of the next try; the delay after it */
+  } *retry;
+  size_t nretry;
+  _Atomic uint64_t load_retried, retry_dropped;
   pthread_mutex_t load_mu[64];  /* one load per session at a time (striped by rootPid) */
   _Atomic uint64_t evicted, loaded, load_failed, polls;
 } hib_state;

@@ -11,7 +11,9 @@
  *     loaded twice, and a load never reads a row that an evicting actor has not committed yet (an
  *     actor leaves the registry only after its last commit).
  *   - the hibernation thread: every poll_ms it publishes `upto` = now + lead_ms, then reads the
- *     due index after its cursor up to `upto` and loads what the registry lacks, in due order.
+ *     due index after its cursor up to `upto` and loads what the registry lacks, in due order. A
+ *     load that fails (other than "no such session") is tried again from a bounded retry list
+ *     with a growing delay (50 ms .. 5 s), since the cursor has moved past it.
  *     An actor evicts only when its due time is beyond `upto`, checked and unlinked under the same
  *     mutex that publishes `upto`: either the eviction came first (and the poll that covers the due
  *     time sees the committed row and a registry without the session) or the actor saw the new
@@ -132,6 +134,55 @@ static void drain(xgr_engine *e, hib_item *list) {
   }
 }
 
+#define HIB_RETRY_MAX 1024
+#define HIB_RETRY_FIRST_MS 50
+#define HIB_RETRY_LAST_MS 5000
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Load one due session for the poller; a failure other than "no such session here" (a store
+ * error, a row that stayed locked) puts it on the retry list, since the cursor moves past it and
+ * no later poll would see it again. The list is bounded: beyond it a session waits for the next
+ * start, as before (counted in retry_dropped and logged by the loader). */
+static void poll_load(xgr_engine *e, const xgr_engine_due_key *k) {
+  hib_state *h = &e->hib;
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc = xgr_eng_hib_load(e, k->owner, k->root_pid, &err);
+  if (!rc || rc == XGR_ENOTFOUND) return;
+  if (h->nretry >= HIB_RETRY_MAX) {
+    atomic_fetch_add(&h->retry_dropped, 1);
+    return;
+  }
+  if (!h->retry) h->retry = xgr__xcalloc(HIB_RETRY_MAX, sizeof *h->retry);
+  h->retry[h->nretry++] = (struct hib_retry){*k, mono_ms() + HIB_RETRY_FIRST_MS, HIB_RETRY_FIRST_MS};
+}
+
+/* Try again the failed loads whose time has come; keep the ones that fail again, waiting longer. */
+static void retry_due(xgr_engine *e) {
+  hib_state *h = &e->hib;
+  int64_t now = mono_ms();
+  size_t keep = 0;
+  for (size_t i = 0; i < h->nretry; i++) {
+    struct hib_retry r = h->retry[i];
+    if (r.at_ms <= now && !atomic_load(&e->stopping)) {
+      atomic_fetch_add(&h->load_retried, 1);
+      xgr_error err;
+      xgr_error_clear(&err);
+      int rc = xgr_eng_hib_load(e, r.key.owner, r.key.root_pid, &err);
+      if (!rc || rc == XGR_ENOTFOUND) continue;
+      r.delay_ms = r.delay_ms * 2 > HIB_RETRY_LAST_MS ? HIB_RETRY_LAST_MS : r.delay_ms * 2;
+      r.at_ms = now + r.delay_ms;
+    }
+    h->retry[keep++] = r;
+  }
+  h->nretry = keep;
+}
+
 /* One poll of the due index: publish the new horizon, then load what is due by it. */
 static void poll_due(xgr_engine *e) {
   hib_state *h = &e->hib;
@@ -146,10 +197,7 @@ static void poll_due(xgr_engine *e) {
     size_t n = 0;
     if (h->cfg.due(h->cfg.ctx, &h->cursor, upto, keys, DUE_PAGE, &n)) return;   /* try again next poll */
     for (size_t i = 0; i < n && !atomic_load(&e->stopping); i++) {
-      xgr_error err;
-      xgr_error_clear(&err);
-      /* a failed load is counted; the session stays in the store for the next start */
-      xgr_eng_hib_load(e, keys[i].owner, keys[i].root_pid, &err);
+      poll_load(e, &keys[i]);   /* a failed load is counted and tried again (retry_due) */
       h->cursor = keys[i];
     }
     if (n < DUE_PAGE || atomic_load(&e->stopping)) return;
@@ -165,6 +213,7 @@ static void *hib_main(void *arg) {
     h->head = h->tail = NULL;
     pthread_mutex_unlock(&h->mu);
     drain(e, list);
+    if (h->nretry) retry_due(e);
     poll_due(e);
     pthread_mutex_lock(&h->mu);
     if (h->stop || h->head) continue;
@@ -234,6 +283,7 @@ void xgr_eng_hib_destroy(xgr_engine *e) {
   pthread_mutex_destroy(&h->mu);
   pthread_cond_destroy(&h->cv);
   for (int i = 0; i < 64; i++) pthread_mutex_destroy(&h->load_mu[i]);
+  free(h->retry);
 }
 
 void xgr_engine_hib_get_stats(xgr_engine *e, xgr_engine_hib_stats *out) {
@@ -241,4 +291,6 @@ void xgr_engine_hib_get_stats(xgr_engine *e, xgr_engine_hib_stats *out) {
   out->loaded = atomic_load(&e->hib.loaded);
   out->load_failed = atomic_load(&e->hib.load_failed);
   out->polls = atomic_load(&e->hib.polls);
+  out->load_retried = atomic_load(&e->hib.load_retried);
+  out->retry_dropped = atomic_load(&e->hib.retry_dropped);
 }

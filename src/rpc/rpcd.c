@@ -148,6 +148,8 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_evicted\"", (double)hs.evicted);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_loaded\"", (double)hs.loaded);
   xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_failed\"", (double)hs.load_failed);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_retried\"", (double)hs.load_retried);
+  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_load_retries_dropped\"", (double)hs.retry_dropped);
   xgr_store_stats ss;
   xgr_store_get_stats(d->st, &ss);
   xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
