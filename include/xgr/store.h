@@ -440,10 +440,13 @@ int64_t xgr_store_lease_ms(const xgr_store *st);
  * locks (FOR UPDATE SKIP LOCKED). owner set: only (owner, root_pid). For each claimed session, in
  * this order: before(ctx, owner, root) (may be NULL) — the caller makes sure no older incarnation
  * of the session still runs here, since from the next step on the store writes the session's
- * batches under the new epoch —, the new epoch is remembered, and fn is called with its live rows
- * (as xgr_store_load_live). *claimed (may be NULL) gets the count. */
+ * batches under the new epoch, and returns false if one still does (the session is then neither
+ * held nor loaded: its row names this node, which does not hold it, and the heartbeat gives it up,
+ * docs/CLUSTER.md "Orphaned rows") —, the new epoch is remembered, and fn is called with its live
+ * rows (as xgr_store_load_live). A claim that a later claim of the same session on this node
+ * overtook does none of this. *claimed (may be NULL) gets the count. */
 int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
-                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                          bool (*before)(void *ctx, const char *owner, uint64_t root_pid),
                           int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err);
 /* xgr_store_lease_claim for a node that hibernates sessions (docs/CLUSTER.md "Hibernation"): once
  * the claim has committed, bound(ctx) gives a due time (engine clock ms); a claimed session that is
@@ -451,7 +454,7 @@ int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, b
  * before is called and its new epoch remembered, fn is not called — and stays in the store for the
  * node's due poller (xgr_store_lease_due) or a call. *loaded (may be NULL) gets how many were loaded. */
 int xgr_store_lease_claim_lazy(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
-                               int64_t (*bound)(void *ctx), void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                               int64_t (*bound)(void *ctx), bool (*before)(void *ctx, const char *owner, uint64_t root_pid),
                                int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed,
                                size_t *loaded, xgr_error *err);
 /* The due index (as xgr_store_due) restricted to the rows leased to this node: a node's due poller

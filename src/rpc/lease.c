@@ -154,13 +154,18 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
 /* A claimed session may still have an incarnation here: one whose lease this node lost (the drop
  * is asynchronous) or that stalled (SIGSTOP) and came back. It leaves before the store writes
  * under the new epoch, so that only the incarnation loaded now can pass the fence. */
-static void before_load(void *ctx, const char *owner, uint64_t root) {
+static bool before_load(void *ctx, const char *owner, uint64_t root) {
   xgr_rpcd *d = ctx;
   xgr_engine_session_info in;
-  if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return;
+  if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return true;
   xgr_engine_drop(d->e, owner, root);
-  for (int i = 0; i < 2000 && !xgr_engine_session(d->e, owner, root, &in) && !in.finished; i++)
+  for (int i = 0; i < 2000; i++) {
+    if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return true;
     nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  xgr__rpcd_log(d, "level=warn msg=\"an older incarnation did not leave within 2 s; the claim is given up\" owner=%s"
+                " rootPid=%" PRIu64, owner, root);
+  return false;
 }
 
 static int load_cb(void *ctx, const xgr_store_live *l) {
@@ -185,7 +190,7 @@ typedef struct load_ctx {
   void *ctx;
 } load_ctx;
 
-static void load_before(void *ctx, const char *owner, uint64_t root) { before_load(((load_ctx *)ctx)->d, owner, root); }
+static bool load_before(void *ctx, const char *owner, uint64_t root) { return before_load(((load_ctx *)ctx)->d, owner, root); }
 
 static int load_fn(void *ctx, const xgr_store_live *l) {
   load_ctx *c = ctx;

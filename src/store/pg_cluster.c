@@ -432,7 +432,7 @@ static const char CLAIM_SQL[] =
 typedef struct claim_ctx {
   pgc *c;
   PGresult *r;                  /* the claimed rows: owner, root_pid, lease_epoch */
-  void (*before)(void *, const char *, uint64_t);
+  bool (*before)(void *, const char *, uint64_t);
   int (*fn)(void *, const xgr_store_live *);
   void *ctx;
 } claim_ctx;
@@ -446,7 +446,7 @@ typedef struct claim_ctx {
  * fence now accepts). The stripe lock makes check, drop, hold and load one step per session.
  * Returns fn's result (0 when skipped). */
 static int take_claimed(pgc *c, const char *owner, uint64_t root, int64_t epoch,
-                        void (*before)(void *, const char *, uint64_t), int (*fn)(void *, const xgr_store_live *),
+                        bool (*before)(void *, const char *, uint64_t), int (*fn)(void *, const xgr_store_live *),
                         void *ctx, const xgr_store_live *l) {
   pthread_mutex_t *m = &c->cmu[key_hash(owner, root) >> 58];
   pthread_mutex_lock(m);
@@ -456,8 +456,9 @@ static int take_claimed(pgc *c, const char *owner, uint64_t root, int64_t epoch,
   if (stale) c->st.stale_claims++;
   pthread_mutex_unlock(&c->hmu);
   int rc = 0;
-  if (!stale) {
-    if (before) before(ctx, owner, root);   /* an older incarnation here leaves first */
+  /* an older incarnation here leaves first; one that would not is not given the new epoch (it
+   * would pass the fence): the row is left as an orphan for the heartbeat */
+  if (!stale && (!before || before(ctx, owner, root))) {
     pthread_mutex_lock(&c->hmu);
     held_put(c, owner, root, epoch);
     pthread_mutex_unlock(&c->hmu);
@@ -481,7 +482,7 @@ static int claim_load(void *ctx, const xgr_store_live *l) {
 /* Claim (xgr_store_lease_claim); with bound set, the sessions hibernated beyond bound(ctx) (read
  * after the claim committed) are held without being loaded (xgr_store_lease_claim_lazy). */
 static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
-                 int64_t (*bound)(void *ctx), void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                 int64_t (*bound)(void *ctx), bool (*before)(void *ctx, const char *owner, uint64_t root_pid),
                  int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, size_t *loaded,
                  xgr_error *err) {
   if (claimed) *claimed = 0;
@@ -533,13 +534,13 @@ static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, 
 }
 
 int xgr_store_lease_claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
-                          void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                          bool (*before)(void *ctx, const char *owner, uint64_t root_pid),
                           int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed, xgr_error *err) {
   return claim(st, owner, root_pid, own, max, NULL, before, fn, ctx, claimed, NULL, err);
 }
 
 int xgr_store_lease_claim_lazy(xgr_store *st, const char *owner, uint64_t root_pid, bool own, size_t max,
-                               int64_t (*bound)(void *ctx), void (*before)(void *ctx, const char *owner, uint64_t root_pid),
+                               int64_t (*bound)(void *ctx), bool (*before)(void *ctx, const char *owner, uint64_t root_pid),
                                int (*fn)(void *ctx, const xgr_store_live *l), void *ctx, size_t *claimed,
                                size_t *loaded, xgr_error *err) {
   return claim(st, owner, root_pid, own, max, bound, before, fn, ctx, claimed, loaded, err);

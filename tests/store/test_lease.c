@@ -269,9 +269,10 @@ typedef struct race {
   size_t inner_claimed;
 } race;
 
-static void race_before(void *ctx, const char *owner, uint64_t root) {
+static bool race_before(void *ctx, const char *owner, uint64_t root) {
   (void)owner, (void)root;
   ((race *)ctx)->before_calls++;
+  return true;
 }
 
 static int race_load(void *ctx, const xgr_store_live *l) {
