@@ -487,6 +487,14 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
+  /* while recovering (for good on a cluster node) a target that is not here is never refused, so
+   * its load — store reads, a claim — need not hold up this worker: the hibernation thread loads
+   * it and delivers; a target it cannot load keeps the row in the outbox for its holder */
+  if (!pid && w->m->id && atomic_load(&e->recovering) && atomic_load(&e->hib.on) &&
+      xgr_eng_hib_defer(e, MSG_IWAKE, w->target_owner, w->target_root, w->m)) {
+    free(w->target_owner);
+    return;
+  }
   /* a hibernated target is loaded here, on the worker (one store read), so that a target that does
    * not exist is refused below as before: in the outbox, the counter and the producer's history */
   if (!pid && atomic_load(&e->hib.on) && !xgr_eng_hib_load(e, w->target_owner, w->target_root, NULL)) {
