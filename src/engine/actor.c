@@ -487,17 +487,15 @@ static void route_wake(actor *a, wake_out *w) {
     free(w->target_owner);
     return;
   }
-  /* while recovering (for good on a cluster node) a target that is not here is never refused, so
-   * its load — store reads, a claim — need not hold up this worker: the hibernation thread loads
-   * it and delivers; a target it cannot load keeps the row in the outbox for its holder */
-  if (!pid && w->m->id && atomic_load(&e->recovering) && atomic_load(&e->hib.on) &&
-      xgr_eng_hib_defer(e, MSG_IWAKE, w->target_owner, w->target_root, w->m)) {
-    free(w->target_owner);
-    return;
-  }
   /* a hibernated target is loaded here, on the worker (one store read), so that a target that does
-   * not exist is refused below as before: in the outbox, the counter and the producer's history */
-  if (!pid && atomic_load(&e->hib.on) && !xgr_eng_hib_load(e, w->target_owner, w->target_root, NULL)) {
+   * not exist is refused below as before: in the outbox, the counter and the producer's history.
+   * Not while recovering (for good on a cluster node): then the row stays in the outbox, and xgrd
+   * delivers it checked — load the target, read the row again, send only if still pending. A load
+   * and send from here could reach a second incarnation after the first had applied the row (the
+   * cluster's outbox poll delivers it too, and with hibernation the first may have committed and
+   * evicted meanwhile): the wake-up applied twice, a round run twice (test_cluster_hibernate_pg). */
+  bool recovering = w->m->id && atomic_load(&e->recovering);
+  if (!pid && !recovering && atomic_load(&e->hib.on) && !xgr_eng_hib_load(e, w->target_owner, w->target_root, NULL)) {
     t = xgr_eng_lookup_locked(e, w->target_owner, w->target_root, &sh);
     pid = t ? t->pid : 0;
     pthread_mutex_unlock(&sh->mu);
@@ -508,7 +506,7 @@ static void route_wake(actor *a, wake_out *w) {
   }
   /* nobody will apply it: out of the outbox — unless sessions are still being restored (the target
    * may come back; xgrd then delivers it again from the outbox, and refuses it there if not) */
-  if (w->m->id && atomic_load(&e->recovering)) {
+  if (recovering) {
     xgr_eng_iwake_free(w->m);
     free(w->target_owner);
     return;
@@ -1169,6 +1167,10 @@ static void actor_discard(void *self, xgr_event *ev) {
        * poll may deliver a row twice) */
       const iwake_msg *im = ev->data;
       bool done = im->id && xgr__hashmap_get(&a->applied, wake_key(im->id));
+      /* while recovering (a cluster node) one from the outbox is left to xgrd's checked delivery
+       * (see route_wake): handed on unchecked it could reach an incarnation loaded after another
+       * applied it */
+      if (im->id && atomic_load(&a->e->recovering)) done = true;
       if (a->evicted && !done && xgr_eng_hib_defer(a->e, MSG_IWAKE, xgr_session_owner(a->s), a->root, ev->data)) break;
       xgr_eng_iwake_free(ev->data);
       break;

@@ -272,6 +272,10 @@ try:
     enqueue_all([ref], "ref", order)
     gate_controls("ref", lambda: [ref], range(GATE0, TOTAL + 1))
     wait_done("ref", 40)
+    # every internal wake-up of the pairs finds its target waiting: a refusal here is a wake-up
+    # applied twice (one delivered to a second incarnation after the first had applied it)
+    refused = ref.metric("wakeups_refused", "xgr_engine_events")
+    check(refused == 0, "reference: no internal wake-up refused (%d)" % refused)
     ref.p.send_signal(signal.SIGTERM)
     check(ref.p.wait(timeout=30) == 0, "reference: one node ran %d sessions in %.1f s" % (TOTAL, time.time() - t0))
     want = canon("ref")
@@ -331,6 +335,8 @@ try:
     control(live, TOTAL + 1)   # the extra session of n1, wherever it went: woken (W runs, it ends)
     took = wait_done("cl", 45)
     check(True, "three nodes: every session ended %.1f s after the stopped node resumed" % took)
+    print("     internal wake-ups refused on the nodes still running: %d" %
+          sum(n.metric("wakeups_refused", "xgr_engine_events") for n in live()))
     refused = nodes[1].metric("late_writes_refused")
     lost = nodes[1].metric("leases_lost")
     check(refused > 0, "the stopped node's late writes were refused (%d batches; %d leases lost)" % (refused, lost))
