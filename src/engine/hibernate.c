@@ -21,7 +21,8 @@
  *   - deferred deliveries: control calls and internal wake-ups that reached an actor just as it
  *     was evicted (discarded by the runtime) are queued here and delivered after loading, on this
  *     thread. (A wake-up for a hibernated target is loaded by the producing worker itself,
- *     actor.c route_wake, so that a missing target is refused there as before.)
+ *     actor.c route_wake, so that a missing target is refused there as before — except while
+ *     recovering, for good on a cluster node, where xgrd delivers it from the outbox, checked.)
  */
 #include <errno.h>
 #include <sched.h>
