@@ -8,7 +8,8 @@
  * they wait here, getNextProcessId and an xgr.enqueue are answered within a second, the six get
  * their first step's result, and a call whose first step outlasts --first-step-timeout gets the
  * "running" answer at the timeout. A batch (which waits on its thread) answers the same. A call
- * still waiting when xgrd is stopped is answered ("running") and xgrd exits 0. */
+ * still waiting when xgrd is stopped is answered ("running") and xgrd exits 0; one waiting when the
+ * store fails is answered -32009 with the store's error. */
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -43,13 +44,18 @@ static json_t *slow_rule(long ms) {
                    "[N] == 3", "onValid", "payload", "y", "[N] * 2", "onInvalid");
 }
 
-/* xgrd with two HTTP threads, the API map to the loopback server and the first-step timeout. */
-static void start(xh_daemon *d, const char *name) {
+/* xgrd with two HTTP threads, the API map to the loopback server, the first-step timeout and up to
+ * four more arguments (NULL-terminated, may be NULL); the three registries of slow_rule. */
+static void start_ex(xh_daemon *d, const char *name, const char *const *extra) {
   char map[128];
   snprintf(map, sizeof map, "https://api.test=%s", api.base);
   xh_init(d, name);
-  xh_start(d, (const char *[]){"--auth", "none", "--store", d->store, "--workers", "2", "--threads", "2",
-                               "--first-step-timeout", FIRST_STEP_MS, "--api-map", map, NULL});
+  const char *args[24] = {"--auth", "none", "--store", d->store, "--workers", "2", "--threads", "2",
+                          "--first-step-timeout", FIRST_STEP_MS, "--api-map", map};
+  size_t n = 12;
+  for (size_t i = 0; extra && extra[i] && i < 4; i++) args[n++] = extra[i];
+  args[n] = NULL;
+  xh_start(d, args);
   const char *regs[][2] = {{"slow", "SLOW"}, {"vslow", "VSLOW"}, {"fast", "FAST"}};
   json_t *rules[] = {slow_rule(SLOW_MS), slow_rule(VSLOW_MS),
                      json_pack("{s:{}, s:[s], s:{}, s:{}}", "payload", "rules", "true", "onValid", "onInvalid")};
@@ -62,6 +68,8 @@ static void start(xh_daemon *d, const char *name) {
                                             regs[i][0], "structure", "S", "rule", regs[i][1]))));
   }
 }
+
+static void start(xh_daemon *d, const char *name) { start_ex(d, name, NULL); }
 
 /* One validateDataTransfer of registry reg from a thread of its own (cmocka's checks stay on the
  * main thread): the HTTP status, the answer and when it came. */
@@ -220,6 +228,52 @@ static void test_stop_while_waiting(void **state) {
   xh_remove(&d);
 }
 
+/* A validate waiting for its first step when the store fails (full) is answered -32009 with the
+ * store's error at once, as a waiting call is. */
+static void test_store_fails_while_waiting(void **state) {
+  (void)state;
+  xh_daemon d;
+  start_ex(&d, "validate-full", (const char *[]){"--store-max-pages", "120", "--time-scale", "100", NULL});
+  /* ticker sessions: a process and a history row of ~3 KB every 10 ms each fill the store */
+  json_decref(xh_result("xgr_putRule",
+                        xh_call(&d, "xgr_putRule",
+                                json_pack("[{s:s, s:{s:{s:{s:s, s:i}, s:{s:s, s:i}}, s:[s], s:{s:{s:s}, s:i}, s:{}}}]",
+                                          "address", "T", "rule", "payload", "n", "type", "int64", "default", 0, "max",
+                                          "type", "int64", "default", 4, "rules", "[n] < [max]", "onValid", "payload",
+                                          "n", "[n] + 1", "waitSec", 1, "onInvalid"))));
+  json_decref(xh_result("xgr.putOrchestration",
+                        xh_call(&d, "xgr.putOrchestration",
+                                json_pack("{s:s, s:{s:s, s:{s:{s:s, s:{s:[s]}}}}}", "xrc729", "ticker", "orchestration",
+                                          "id", "ticker", "structure", "T", "rule", "T", "onValid", "spawns", "T"))));
+  vcall c;
+  vcall_start(&c, &d, "vslow");   /* its first step waits 7 s for its API */
+  xh_msleep(300);
+  char *pad = malloc(3001);
+  memset(pad, 'p', 3000);
+  pad[3000] = 0;
+  for (int i = 0; i < 4; i++)
+    json_decref(xh_result("xgr.enqueue", xh_call(&d, "xgr.enqueue",
+                                                 json_pack("{s:s, s:s, s:{s:s, s:{s:i, s:s}}}", "owner", OWNER, "xrc729",
+                                                           "ticker", "init", "stepId", "T", "payload", "max", 1000000,
+                                                           "__pad", pad))));
+  free(pad);
+  pthread_join(c.th, NULL);
+  assert_int_equal(c.status, 200);
+  const json_t *e = json_object_get(c.answer, "error");
+  if (!e) {
+    char *t = json_dumps(c.answer, 0);
+    fail_msg("the validate was answered without the store's error: %s", t);
+  }
+  assert_int_equal(json_integer_value(json_object_get(e, "code")), -32009);
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  if (!strstr(msg, "the store failed before the first step was committed") || !strstr(msg, "full"))
+    fail_msg("unexpected message: %s", msg);
+  if (c.t1 - c.t0 > 3.9) fail_msg("answered after %.2f s: not when the store failed", c.t1 - c.t0);
+  json_decref(c.answer);
+  assert_int_equal(xh_stop(&d, SIGTERM), 4);
+  xh_remove(&d);
+}
+
 static int setup(void **state) {
   (void)state;
   return test_server_start(&api);
@@ -235,6 +289,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_threads_free, xh_teardown),
       cmocka_unit_test_teardown(test_stop_while_waiting, xh_teardown),
+      cmocka_unit_test_teardown(test_store_fails_while_waiting, xh_teardown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
