@@ -415,8 +415,9 @@ void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {
 
 void xgr_rpc_stop(xgr_rpc_server *s) {
   for (size_t i = 0; s->d && i < s->non_stop; i++) s->on_stop[i].fn(s->on_stop[i].ctx);
-  /* deferred answers wait for commits, which end (the store is still open): send them before the
-   * listener goes, as a blocked method would have (at most 10 s) */
+  /* deferred answers wait for commits, which end (the store is still open), or were woken by a stop
+   * hook (xgrd's first-step waiters): send them before the listener goes, as a blocked method
+   * would have (at most 10 s) */
   for (int i = 0; s->d && atomic_load(&s->deferred) && i < 10000; i++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
