@@ -36,7 +36,8 @@ typedef int (*xgr__rpc_get_fn)(void *ctx, const xgr_rpc_caller *caller, struct M
  * opened at start: before xgr_rpc_start); at most 8. Until open, those GETs answer 503. */
 int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn fn, void *ctx);
 /* fn(ctx) runs at the start of xgr_rpc_stop, before the listener closes (the event hub ends its
- * streams there). At most one. */
+ * streams there; xgrd answers its deferred validateDataTransfer calls). At most four, run in the
+ * order they were added. */
 void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx);
 
 /* ---- sse.c: the event hub ------------------------------------------------------------------- */

@@ -59,7 +59,8 @@ typedef struct xgr__bnode {
 #define XGR__RPCD_MAX_CACHED 256
 
 /* A validateDataTransfer waiting for the first step of its session (start.c; fields after `next`
- * are written under xgr_rpcd.w_mu by the event callback). Owned by the method call that waits. */
+ * are written under xgr_rpcd.w_mu by the event callback). Owned by the method call that waits, or,
+ * once its answer is deferred (df set), by the deferred answer's finish. */
 typedef struct xgr__waiter {
   struct xgr__waiter *next;
   char owner[64];
@@ -71,6 +72,17 @@ typedef struct xgr__waiter {
   json_t *output;              /* owned: the first step's outcome payload (XGR_EEV_STEP), or NULL */
   uint8_t action;              /* its rule action */
   char *error;                 /* owned */
+  /* a deferred answer (a single request): set under w_mu when the connection is set aside; then
+   * the waiter is on the deadline list until `fired` (under w_mu: exactly one of the first step's
+   * result, the store's failure, the deadline and the stop fires it and calls xgr_rpc_defer_ready) */
+  xgr_rpc_defer *df;
+  bool fired;
+  int64_t due_ns;              /* the deadline (monotonic ns) */
+  struct xgr__waiter *dprev, *dnext;   /* the deadline list, earliest first */
+  struct xgr__waiter *fnext;   /* a list of waiters fired together (local to the one firing) */
+  struct xgr_rpcd *d;
+  char *step;                  /* owned: the start step (the answer's executedSteps) */
+  char hash[67];               /* the orchestration's hash */
 } xgr__waiter;
 
 /* A writing method and its service (the context of rpcd.c's store-failure guard). */
@@ -101,6 +113,13 @@ struct xgr_rpcd {
   pthread_cond_t w_cv;
   xgr__waiter *waiters;
   atomic_int nwaiters;
+  /* deferred validateDataTransfer answers (start.c): their deadlines, earliest first, and the one
+   * timer thread that fires them (started with the first; all under w_mu) */
+  xgr__waiter *dhead, *dtail;
+  pthread_cond_t t_cv;         /* the timer thread sleeps on it (CLOCK_MONOTONIC) */
+  pthread_t t_th;
+  bool t_on, t_stop;           /* the thread runs; it is asked to end */
+  bool v_stop;                 /* the server stops: waiting answers go at once, new ones are not deferred */
   size_t restored, failed;     /* recovery counts */
   xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
   xgr_counter *c_enq[XGR__ACK_N];
@@ -208,6 +227,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule);
 
 /* The engine's event callback (ctx = d): first-step waiters and the store-failure latch. */
 void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev);
+/* The first-step waiters' side of the service's life: init (rpcd_new: the timer's condition), the
+ * server's stop hook (ctx = d; answers every deferred validateDataTransfer at once and defers no
+ * new one) and free (stops the timer thread; no deferred answer may be pending). */
+void xgr__rpcd_waiters_init(xgr_rpcd *d);
+void xgr__rpcd_waiters_stop(void *ctx);
+void xgr__rpcd_waiters_free(xgr_rpcd *d);
 XGR__RPCD_METHOD(xgr__rpcd_m_enqueue);
 XGR__RPCD_METHOD(xgr__rpcd_m_validate);
 XGR__RPCD_METHOD(xgr__rpcd_m_next_pid);

@@ -240,6 +240,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   if (!rc) rc = xgr_rpc_register(s, "xgr_listSessions", xgr__rpcd_m_list_raw, d);
   if (!rc) rc = xgr__console_register(d->console, s);
   if (rc) return rc;
+  xgr__rpc_on_stop(s, xgr__rpcd_waiters_stop, d);   /* deferred validateDataTransfer answers go before the listener */
   xgr_metrics *m = xgr_rpc_metrics(s);   /* the store's metrics went to cfg.metrics in xgr_rpcd_new */
   for (int a = 0; a < XGR__ACK_N; a++) {
     char l[40];
@@ -425,6 +426,7 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   pthread_mutex_init(&d->reg_mu, NULL);
   pthread_mutex_init(&d->w_mu, NULL);
   pthread_cond_init(&d->w_cv, NULL);
+  xgr__rpcd_waiters_init(d);
   xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
                          .max_page_count = cfg->store_max_pages,
                          .node_id = cfg->node_id,
@@ -553,6 +555,7 @@ int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms) {
   pthread_mutex_lock(&d->w_mu);
   pthread_cond_broadcast(&d->w_cv);
   pthread_mutex_unlock(&d->w_mu);
+  xgr__rpcd_waiters_stop(d);
   int rc = d->e ? xgr_engine_shutdown(d->e, timeout_ms) : 0;
   if (d->st) xgr_store_flush(d->st);
   xgr__lease_stop(d, true);   /* cluster: the others may take the sessions at once */
@@ -569,6 +572,7 @@ void xgr_rpcd_free(xgr_rpcd *d) {
   xgr_persist_free(d->p);
   xgr__rpcd_bundles_free(d);
   xgr_chain_cache_free(d->chain_cache);
+  xgr__rpcd_waiters_free(d);
   pthread_mutex_destroy(&d->reg_mu);
   pthread_mutex_destroy(&d->w_mu);
   pthread_cond_destroy(&d->w_cv);

@@ -408,14 +408,16 @@ int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn
 }
 
 void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {
-  s->on_stop = fn;
-  s->on_stop_ctx = ctx;
+  assert(s->non_stop < sizeof s->on_stop / sizeof s->on_stop[0]);
+  s->on_stop[s->non_stop].fn = fn;
+  s->on_stop[s->non_stop++].ctx = ctx;
 }
 
 void xgr_rpc_stop(xgr_rpc_server *s) {
-  if (s->d && s->on_stop) s->on_stop(s->on_stop_ctx);
-  /* deferred answers wait for commits, which end (the store is still open): send them before the
-   * listener goes, as a blocked method would have (at most 10 s) */
+  for (size_t i = 0; s->d && i < s->non_stop; i++) s->on_stop[i].fn(s->on_stop[i].ctx);
+  /* deferred answers wait for commits, which end (the store is still open), or were woken by a stop
+   * hook (xgrd's first-step waiters): send them before the listener goes, as a blocked method
+   * would have (at most 10 s) */
   for (int i = 0; s->d && atomic_load(&s->deferred) && i < 10000; i++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);

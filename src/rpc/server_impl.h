@@ -80,8 +80,8 @@ struct xgr_rpc_server {
   uint16_t mport;
   struct { const char *prefix; xgr__rpc_get_fn fn; void *ctx; } gets[8];   /* GET handlers (console.h) */
   size_t ngets;
-  void (*on_stop)(void *ctx);
-  void *on_stop_ctx;
+  struct { void (*fn)(void *ctx); void *ctx; } on_stop[4];   /* xgr__rpc_on_stop, in order */
+  size_t non_stop;
   atomic_uint deferred;         /* answers deferred and not yet sent (xgr_rpc_stop waits for them) */
 };
 

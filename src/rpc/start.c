@@ -9,8 +9,16 @@
  * session row is inserted only if absent, in the commit, so the second one's batch fails as a
  * conflict and it answers from the stored row (its ack while the session runs). A single
  * xgr.enqueue defers its answer until its commit is done (xgr_rpc_defer_begin) instead of holding a
- * server thread; validateDataTransfer and enqueues in a batch wait for the commit on their thread.
+ * server thread; enqueues in a batch wait for the commit on their thread.
+ *
+ * validateDataTransfer commits its start on its thread too (a short wait), then waits for the first
+ * step's result. A single request does that without a thread: its waiter takes the deferred answer
+ * and goes on a deadline list, and exactly one of four things fires it under w_mu — the first step's
+ * PROC event, the store's failure, its deadline (--first-step-timeout; one timer thread per service
+ * sleeps towards the earliest deadline) or the server's stop — and calls xgr_rpc_defer_ready; the
+ * finish then builds the same answer the waiting call builds. In a batch it waits on its thread.
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,6 +32,125 @@
 const char *const xgr__rpcd_ack_names[XGR__ACK_N] = {"queued", "already_queued", "paused", "scheduled"};
 
 /* ---- waiting for a first step (validateDataTransfer) ------------------------------------------- */
+
+static int64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The deadline list (under w_mu): earliest first. Deadlines are now + one timeout, so a new one
+ * almost always goes last: the search starts at the tail. */
+static void dl_insert(xgr_rpcd *d, xgr__waiter *w) {
+  xgr__waiter *p = d->dtail;
+  while (p && p->due_ns > w->due_ns) p = p->dprev;
+  w->dprev = p;
+  w->dnext = p ? p->dnext : d->dhead;
+  if (w->dnext) w->dnext->dprev = w;
+  else d->dtail = w;
+  if (p) p->dnext = w;
+  else {
+    d->dhead = w;
+    pthread_cond_signal(&d->t_cv);   /* an earlier deadline than the timer sleeps towards */
+  }
+}
+
+static void dl_unlink(xgr_rpcd *d, xgr__waiter *w) {
+  if (w->dprev) w->dprev->dnext = w->dnext;
+  else d->dhead = w->dnext;
+  if (w->dnext) w->dnext->dprev = w->dprev;
+  else d->dtail = w->dprev;
+  w->dprev = w->dnext = NULL;
+}
+
+/* Fire a deferred waiter (under w_mu, once): off the deadline list, onto *list for ready_all. */
+static void fire_locked(xgr_rpcd *d, xgr__waiter *w, xgr__waiter **list) {
+  assert(w->df && !w->fired);
+  w->fired = true;
+  dl_unlink(d, w);
+  w->fnext = *list;
+  *list = w;
+}
+
+/* Wake the answers of fired waiters (without w_mu). A waiter may be freed by its finish as soon as
+ * its answer is woken: read what is needed first. */
+static void ready_all(xgr__waiter *list) {
+  while (list) {
+    xgr__waiter *next = list->fnext;
+    xgr_rpc_defer_ready(list->df);
+    list = next;
+  }
+}
+
+/* Fire every deferred waiter (the store failed, or the server stops). */
+static void fire_every(xgr_rpcd *d) {
+  xgr__waiter *fire = NULL;
+  pthread_mutex_lock(&d->w_mu);
+  while (d->dhead) fire_locked(d, d->dhead, &fire);
+  pthread_mutex_unlock(&d->w_mu);
+  ready_all(fire);
+}
+
+/* The timer thread: fires the waiters whose deadline passed, sleeps towards the earliest. */
+static void *timer_main(void *arg) {
+  xgr_rpcd *d = arg;
+  pthread_mutex_lock(&d->w_mu);
+  while (!d->t_stop) {
+    xgr__waiter *fire = NULL;
+    int64_t now = mono_ns();
+    while (d->dhead && d->dhead->due_ns <= now) fire_locked(d, d->dhead, &fire);
+    if (fire) {
+      pthread_mutex_unlock(&d->w_mu);
+      ready_all(fire);
+      pthread_mutex_lock(&d->w_mu);
+      continue;
+    }
+    if (!d->dhead) {
+      pthread_cond_wait(&d->t_cv, &d->w_mu);
+    } else {
+      struct timespec ts = {.tv_sec = (time_t)(d->dhead->due_ns / 1000000000),
+                            .tv_nsec = (long)(d->dhead->due_ns % 1000000000)};
+      pthread_cond_timedwait(&d->t_cv, &d->w_mu, &ts);
+    }
+  }
+  pthread_mutex_unlock(&d->w_mu);
+  return NULL;
+}
+
+/* Start the timer thread if it does not run yet (under w_mu). False when it cannot be started:
+ * the caller then waits on its own thread. */
+static bool timer_ensure(xgr_rpcd *d) {
+  if (!d->t_on && !d->t_stop && !pthread_create(&d->t_th, NULL, timer_main, d)) d->t_on = true;
+  return d->t_on;
+}
+
+void xgr__rpcd_waiters_init(xgr_rpcd *d) {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(&d->t_cv, &a);
+  pthread_condattr_destroy(&a);
+}
+
+void xgr__rpcd_waiters_stop(void *ctx) {
+  xgr_rpcd *d = ctx;
+  pthread_mutex_lock(&d->w_mu);
+  d->v_stop = true;
+  pthread_cond_broadcast(&d->w_cv);   /* validates of batches stop waiting too */
+  pthread_mutex_unlock(&d->w_mu);
+  fire_every(d);
+}
+
+void xgr__rpcd_waiters_free(xgr_rpcd *d) {
+  pthread_mutex_lock(&d->w_mu);
+  assert(!d->dhead);   /* the server stopped first: every deferred answer was sent */
+  d->t_stop = true;
+  pthread_cond_signal(&d->t_cv);
+  pthread_mutex_unlock(&d->w_mu);
+  if (d->t_on) pthread_join(d->t_th, NULL);
+  d->t_on = false;
+  pthread_cond_destroy(&d->t_cv);
+}
 
 /* The store refused a batch: log it once and wake every validateDataTransfer waiting for a first
  * step (they answer "unavailable"). Writing methods are refused from now on (rpcd.c's guard). */
@@ -40,6 +167,7 @@ static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
   pthread_mutex_lock(&d->w_mu);
   pthread_cond_broadcast(&d->w_cv);
   pthread_mutex_unlock(&d->w_mu);
+  fire_every(d);
 }
 
 void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
@@ -70,6 +198,7 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
   }
   if (ev->kind != XGR_EEV_PROC || !ev->proc || ev->proc->iter != 1 || !atomic_load(&d->nwaiters)) return;
   if (ev->proc->status != XGR_PROC_DONE && ev->proc->status != XGR_PROC_ABORTED) return;
+  xgr__waiter *fire = NULL;
   pthread_mutex_lock(&d->w_mu);
   for (xgr__waiter *w = d->waiters; w; w = w->next)
     if (!w->done && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
@@ -78,9 +207,11 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
       w->valid = ev->proc->valid;
       w->payload = xgr_value_to_json_exact(ev->proc->payload);
       w->error = ev->proc->error ? xgr__xstrdup(ev->proc->error) : NULL;
-      pthread_cond_broadcast(&d->w_cv);
+      if (w->df && !w->fired) fire_locked(d, w, &fire);
+      else pthread_cond_broadcast(&d->w_cv);
     }
   pthread_mutex_unlock(&d->w_mu);
+  ready_all(fire);
 }
 
 /* ---- starting sessions --------------------------------------------------------------------------- */
@@ -377,6 +508,61 @@ static void waiter_remove(xgr_rpcd *d, xgr__waiter *w) {
   pthread_mutex_unlock(&d->w_mu);
 }
 
+static void waiter_free(xgr__waiter *w) {
+  json_decref(w->output);
+  json_decref(w->payload);
+  free(w->error);
+  free(w->step);
+  free(w);
+}
+
+/* validateDataTransfer's answer once its waiter is off the list (done, timed out, or the store
+ * failed first); frees w. */
+static int validate_answer(xgr__waiter *w, json_t **result, xgr_error *err) {
+  xgr_rpcd *d = w->d;
+  uint64_t root = w->root;
+  if (!w->done && atomic_load(&d->store_down)) {
+    waiter_free(w);
+    xgr_error se;
+    xgr_store_failed(d->st, &se);
+    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL,
+                         "the store failed before the first step was committed: %s", se.message);
+  }
+  json_t *r =
+      json_pack("{s:o, s:o, s:s, s:s}", "processId", xgr__rpc_pid_json(root, 1), "sessionId", xgr__rpc_u64_json(root),
+                "ruleAction", w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
+                w->hash);
+  if (w->done) {
+    json_object_set_new(r, "status", json_string(xgr_proc_status_name((xgr_proc_status)w->status)));
+    json_object_set_new(r, "finalResult", w->valid < 0 ? json_null() : json_boolean(w->valid));
+    json_object_set_new(r, "payload", w->payload ? w->payload : json_null());
+    json_object_set_new(r, "outputPayload", w->output ? w->output : json_null());
+    w->payload = w->output = NULL;
+    if (w->error) json_object_set_new(r, "error", json_string(w->error));
+    json_object_set_new(r, "executedSteps",
+                        json_pack("[{s:o, s:s, s:o, s:s}]", "pid", xgr__rpc_pid_json(root, 1), "stepId", w->step,
+                                  "valid", w->valid < 0 ? json_null() : json_boolean(w->valid), "status",
+                                  xgr_proc_status_name((xgr_proc_status)w->status)));
+  } else {
+    json_object_set_new(r, "status", json_string("running"));
+    json_object_set_new(r, "finalResult", json_null());
+    json_object_set_new(r, "payload", json_null());
+    json_object_set_new(r, "outputPayload", json_null());
+    json_object_set_new(r, "executedSteps", json_array());
+  }
+  waiter_free(w);
+  *result = r;
+  return 0;
+}
+
+/* A deferred validateDataTransfer's answer, on a server thread once its waiter fired
+ * (xgr_rpc_finish_fn; owns w). */
+static int validate_finish(void *ctx, json_t **result, xgr_error *err) {
+  xgr__waiter *w = ctx;
+  waiter_remove(w->d, w);   /* from now on the event callback leaves it alone */
+  return validate_answer(w, result, err);
+}
+
 XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr_rpcd *d = ctx;
   const json_t *o;
@@ -448,20 +634,30 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
                   .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
                   .w = w, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a = XGR__ACK_QUEUED;
-  char hash_of[67];
-  rc = start_session(d, &rq, NULL, NULL, &a, &root, hash_of, err);
+  rc = start_session(d, &rq, NULL, NULL, &a, &root, w->hash, err);
   if (rc || a != XGR__ACK_QUEUED) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
-    json_decref(w->output);
-    free(w->error);
-    json_decref(w->payload);
-    free(w);
+    waiter_free(w);
     if (rc) return rc;
     return xgr__rpc_fail(err, XGR_RPC_CONFLICT, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner,
                          (unsigned long long)root, xgr__rpcd_ack_names[a]);
   }
   xgr_counter_add(d->c_enq[XGR__ACK_QUEUED], 1);
   long tmo = d->cfg.first_step_timeout_ms > 0 ? d->cfg.first_step_timeout_ms : 10000;
+  w->d = d;
+  w->step = xgr__xstrdup(step);
+  pthread_mutex_lock(&d->w_mu);
+  /* a single request waits without a thread (unless its answer is there already, or xgrd stops) */
+  bool defer = caller->defer && !w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down) &&
+               !d->v_stop && timer_ensure(d);
+  if (defer) {
+    w->due_ns = mono_ns() + (int64_t)tmo * 1000000;
+    w->df = caller->defer;
+    xgr_rpc_defer_begin(w->df, validate_finish, w);   /* before anyone can fire it: they need w_mu */
+    dl_insert(d, w);
+  }
+  pthread_mutex_unlock(&d->w_mu);
+  if (defer) return XGR_RPC_DEFERRED;
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
   dl.tv_sec += tmo / 1000;
@@ -471,45 +667,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
     dl.tv_nsec -= 1000000000L;
   }
   pthread_mutex_lock(&d->w_mu);
-  while (!w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down))
+  while (!w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down) && !d->v_stop)
     if (pthread_cond_timedwait(&d->w_cv, &d->w_mu, &dl)) break;
   pthread_mutex_unlock(&d->w_mu);
   waiter_remove(d, w);
-  if (!w->done && atomic_load(&d->store_down)) {
-    json_decref(w->output);
-    free(w);
-    xgr_error se;
-    xgr_store_failed(d->st, &se);
-    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL,
-                         "the store failed before the first step was committed: %s", se.message);
-  }
-  json_t *r =
-      json_pack("{s:o, s:o, s:s, s:s}", "processId", xgr__rpc_pid_json(root, 1), "sessionId", xgr__rpc_u64_json(root),
-                "ruleAction", w->done && w->action ? xgr_rule_action_name((xgr_rule_action)w->action) : "", "ostcHash",
-                hash_of);
-  if (w->done) {
-    json_object_set_new(r, "status", json_string(xgr_proc_status_name((xgr_proc_status)w->status)));
-    json_object_set_new(r, "finalResult", w->valid < 0 ? json_null() : json_boolean(w->valid));
-    json_object_set_new(r, "payload", w->payload ? w->payload : json_null());
-    json_object_set_new(r, "outputPayload", w->output ? w->output : json_null());
-    w->output = NULL;
-    if (w->error) json_object_set_new(r, "error", json_string(w->error));
-    json_object_set_new(r, "executedSteps",
-                        json_pack("[{s:o, s:s, s:o, s:s}]", "pid", xgr__rpc_pid_json(root, 1), "stepId", step, "valid",
-                                  w->valid < 0 ? json_null() : json_boolean(w->valid), "status",
-                                  xgr_proc_status_name((xgr_proc_status)w->status)));
-  } else {
-    json_object_set_new(r, "status", json_string("running"));
-    json_object_set_new(r, "finalResult", json_null());
-    json_object_set_new(r, "payload", json_null());
-    json_object_set_new(r, "outputPayload", json_null());
-    json_object_set_new(r, "executedSteps", json_array());
-  }
-  json_decref(w->output);
-  free(w->error);
-  free(w);
-  *result = r;
-  return 0;
+  return validate_answer(w, result, err);
 }
 
 XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
