@@ -421,8 +421,14 @@ static void *lease_main(void *arg) {
     if (atomic_load(&l->stop)) break;
     t = mono_ms();
     if (t >= next_beat) {
+      xgr_store_lease_stats s0, s1;
+      xgr_store_lease_get_stats(d->st, &s0);
       if (xgr_store_lease_renew(d->st, on_lost, d, &err))
         xgr__rpcd_log(d, "level=error msg=\"cluster: heartbeat failed\" error=\"%s\"", err.message);
+      xgr_store_lease_get_stats(d->st, &s1);
+      if (s1.orphans_released > s0.orphans_released)
+        xgr__rpcd_log(d, "level=warn msg=\"leases given up: rows named this node, which held no such session\" sessions=%llu",
+                      (unsigned long long)(s1.orphans_released - s0.orphans_released));
       next_beat = t + beat;
     }
     if (t >= next_claim) {
