@@ -1170,8 +1170,10 @@ static void actor_discard(void *self, xgr_event *ev) {
       /* while recovering (a cluster node) one from the outbox is left to xgrd's checked delivery
        * (see route_wake): handed on unchecked it could reach an incarnation loaded after another
        * applied it */
-      if (im->id && atomic_load(&a->e->recovering)) done = true;
-      if (a->evicted && !done && xgr_eng_hib_defer(a->e, MSG_IWAKE, xgr_session_owner(a->s), a->root, ev->data)) break;
+      bool outbox_only = im->id && atomic_load(&a->e->recovering);
+      if (a->evicted && !done && !outbox_only &&
+          xgr_eng_hib_defer(a->e, MSG_IWAKE, xgr_session_owner(a->s), a->root, ev->data))
+        break;
       xgr_eng_iwake_free(ev->data);
       break;
     }

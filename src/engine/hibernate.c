@@ -139,22 +139,24 @@ static void drain(xgr_engine *e, hib_item *list) {
 #define HIB_RETRY_FIRST_MS 50
 #define HIB_RETRY_LAST_MS 5000
 
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t mono_ms(void) { return (int64_t)(xgr_eng_mono_ns() / 1000000u); }
 
-/* Load one due session for the poller; a failure other than "no such session here" (a store
- * error, a row that stayed locked) puts it on the retry list, since the cursor moves past it and
- * no later poll would see it again. The list is bounded: beyond it a session waits for the next
- * start, as before (counted in retry_dropped and logged by the loader). */
-static void poll_load(xgr_engine *e, const xgr_engine_due_key *k) {
-  hib_state *h = &e->hib;
+/* Load one due session for the poller: true when it is loaded or turns out to be no session of
+ * this engine's (nothing to try again); false on any other failure (a store error, a row that
+ * stayed locked). */
+static bool load_due(xgr_engine *e, const xgr_engine_due_key *k) {
   xgr_error err;
   xgr_error_clear(&err);
   int rc = xgr_eng_hib_load(e, k->owner, k->root_pid, &err);
-  if (!rc || rc == XGR_ENOTFOUND) return;
+  return !rc || rc == XGR_ENOTFOUND;
+}
+
+/* A due session whose load failed goes on the retry list, since the cursor moves past it and no
+ * later poll would see it again. The list is bounded: beyond it a session waits for the next
+ * start, as before (counted in retry_dropped and logged by the loader). */
+static void poll_load(xgr_engine *e, const xgr_engine_due_key *k) {
+  hib_state *h = &e->hib;
+  if (load_due(e, k)) return;
   if (h->nretry >= HIB_RETRY_MAX) {
     atomic_fetch_add(&h->retry_dropped, 1);
     return;
@@ -172,10 +174,7 @@ static void retry_due(xgr_engine *e) {
     struct hib_retry r = h->retry[i];
     if (r.at_ms <= now && !atomic_load(&e->stopping)) {
       atomic_fetch_add(&h->load_retried, 1);
-      xgr_error err;
-      xgr_error_clear(&err);
-      int rc = xgr_eng_hib_load(e, r.key.owner, r.key.root_pid, &err);
-      if (!rc || rc == XGR_ENOTFOUND) continue;
+      if (load_due(e, &r.key)) continue;
       r.delay_ms = r.delay_ms * 2 > HIB_RETRY_LAST_MS ? HIB_RETRY_LAST_MS : r.delay_ms * 2;
       r.at_ms = now + r.delay_ms;
     }

@@ -552,10 +552,7 @@ void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed) {
 
 int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms) {
   atomic_store(&d->stopping, true);
-  pthread_mutex_lock(&d->w_mu);
-  pthread_cond_broadcast(&d->w_cv);
-  pthread_mutex_unlock(&d->w_mu);
-  xgr__rpcd_waiters_stop(d);
+  xgr__rpcd_waiters_stop(d);   /* wakes the validates waiting on their thread and answers the deferred ones */
   int rc = d->e ? xgr_engine_shutdown(d->e, timeout_ms) : 0;
   if (d->st) xgr_store_flush(d->st);
   xgr__lease_stop(d, true);   /* cluster: the others may take the sessions at once */

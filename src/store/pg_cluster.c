@@ -241,7 +241,7 @@ void xgr__pgc_close(pgc *c) {
   for (held *h; (h = xgr__hashmap_next(&c->held, &pos, NULL));) free(h);
   xgr__hashmap_free(&c->held);
   pos = 0;
-  for (held *h; (h = xgr__hashmap_next(&c->orphans, &pos, NULL));) free(h);
+  for (void *o; (o = xgr__hashmap_next(&c->orphans, &pos, NULL));) free(o);   /* orphan * (renew) */
   xgr__hashmap_free(&c->orphans);
   pthread_mutex_destroy(&c->mu);
   pthread_mutex_destroy(&c->hmu);
