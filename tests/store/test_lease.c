@@ -45,6 +45,20 @@ static char *sql_value(const char *q) {
   return v;
 }
 
+/* The one value query q reads equals want. */
+static void assert_sql(const char *q, const char *want) {
+  char *v = sql_value(q);
+  assert_string_equal(v, want);
+  free(v);
+}
+
+/* Session root's row is leased as want: "node/epoch" ("/epoch" when nobody holds it). */
+static void assert_holder(unsigned root, const char *want) {
+  char q[160];
+  snprintf(q, sizeof q, "SELECT COALESCE(lease_owner, '') || '/' || lease_epoch FROM sessions WHERE root_pid = %u", root);
+  assert_sql(q, want);
+}
+
 static xgr_store *node(const char *id, int64_t lease_ms) {
   xgr_store_config cfg = {.node_id = id, .lease_ms = lease_ms};
   xgr_error err;
@@ -113,14 +127,10 @@ static void test_fencing(void **state) {
   /* a stalls past its lease: b claims (epoch 3), a's late write fails the fence in its transaction */
   sleep_ms(400);
   assert_int_equal(claim(b), 1);
-  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 1");
-  assert_string_equal(holder, "b/3");
-  free(holder);
+  assert_holder(1, "b/3");
   assert_int_equal(write_state(a, 1, 42, &err), XGR_ELEASE);
   assert_non_null(strstr(err.message, "lease"));
-  char *ni = sql_value("SELECT next_iter FROM sessions WHERE root_pid = 1");
-  assert_string_equal(ni, "5");   /* nothing of the late write */
-  free(ni);
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 1", "5");   /* nothing of the late write */
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(a, &s);
   assert_int_equal(s.refused_batches, 1);
@@ -224,9 +234,7 @@ static void test_hibernated(void **state) {
                                               &err), 0);
   assert_int_equal(n, 3);
   assert_int_equal(nl, 2);
-  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 2");
-  assert_string_equal(holder, "b/3");
-  free(holder);
+  assert_holder(2, "b/3");
   /* a comes back: it cannot load the session (b holds it) and its late write is refused */
   assert_true(xgr_store_lease_held(a, OWNER, 2));   /* a's memory still says so ... */
   assert_false(xgr_store_lease_current(a, OWNER, 2));   /* ... its row does not */
@@ -235,9 +243,7 @@ static void test_hibernated(void **state) {
   assert_int_equal(n, 0);
   assert_int_equal(loaded, 0);
   assert_int_equal(write_state_due(a, 2, 42, 1000000000000, &err), XGR_ELEASE);
-  char *ni = sql_value("SELECT next_iter FROM sessions WHERE root_pid = 2");
-  assert_string_equal(ni, "5");           /* nothing of the late write */
-  free(ni);
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 2", "5");   /* nothing of the late write */
   lost = 0;
   assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
   assert_int_equal(lost, 2);              /* 3 and 4 (2 was forgotten with the refusal) */
@@ -248,9 +254,7 @@ static void test_hibernated(void **state) {
   assert_int_equal(xgr_store_lease_claim(b, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(loaded, 1);
-  holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 2");
-  assert_string_equal(holder, "b/4");
-  free(holder);
+  assert_holder(2, "b/4");
   assert_int_equal(write_state(b, 2, 6, &err), 0);
   xgr_store_close(a);
   xgr_store_close(b);
@@ -313,9 +317,7 @@ static void test_stale_claim(void **state) {
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(a, &s);
   assert_int_equal(s.stale_claims, 1);
-  char *holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 5");
-  assert_string_equal(holder, "a/3");
-  free(holder);
+  assert_holder(5, "a/3");
   assert_true(xgr_store_lease_current(a, OWNER, 5));   /* the node holds the later epoch */
   assert_int_equal(write_state_due(a, 5, 7, 1000000000000, &err), 0);
 
@@ -327,9 +329,7 @@ static void test_stale_claim(void **state) {
   assert_int_equal(r.inner_loads, 1);
   assert_int_equal(r.before_calls, 0);
   assert_int_equal(r.loads, 0);
-  holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 5");
-  assert_string_equal(holder, "a/5");
-  free(holder);
+  assert_holder(5, "a/5");
   assert_int_equal(write_state(a, 5, 8, &err), 0);
   xgr_store_close(a);
   sql("DELETE FROM sessions WHERE root_pid = 5");
@@ -351,9 +351,7 @@ static void test_orphan_released(void **state) {
   int lost = 0;
   for (int beat = 0; beat < 2; beat++) {
     assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
-    char *holder = sql_value("SELECT lease_owner FROM sessions WHERE root_pid = 6");
-    assert_string_equal(holder, "a");     /* not yet: a claim in progress holds its row within ms */
-    free(holder);
+    assert_sql("SELECT lease_owner FROM sessions WHERE root_pid = 6", "a");   /* not yet: a claim in progress holds it */
     assert_int_equal(claim(b), 0);
   }
   assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);   /* the third beat */
@@ -361,15 +359,11 @@ static void test_orphan_released(void **state) {
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(a, &s);
   assert_int_equal(s.orphans_released, 1);
-  char *holder = sql_value("SELECT COALESCE(lease_owner, '') || '/' || lease_epoch FROM sessions WHERE root_pid = 6");
-  assert_string_equal(holder, "/2");
-  free(holder);
+  assert_holder(6, "/2");
   assert_int_equal(claim(b), 1);          /* free now: b takes 6, not 7 (a holds it) */
   assert_true(xgr_store_lease_held(b, OWNER, 6));
   assert_int_equal(write_state(b, 6, 10, &err), 0);
-  holder = sql_value("SELECT lease_owner || '/' || lease_epoch FROM sessions WHERE root_pid = 7");
-  assert_string_equal(holder, "a/2");
-  free(holder);
+  assert_holder(7, "a/2");
   xgr_store_close(a);
   xgr_store_close(b);
   sql("DELETE FROM sessions WHERE root_pid IN (6, 7)");
