@@ -233,7 +233,19 @@ typedef struct xgr_chain_executor xgr_chain_executor;
 struct xgr_exec_hook;
 xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const struct xgr_secp *secp, const uint8_t key[32],
                                            const char *journal, FILE *log, xgr_error *e);
-/* Stops the thread (what is not settled stays in the journal for the next start). */
+/* The executor of a cluster node (docs/CLUSTER.md): the journal is the table exec_journal at the
+ * PostgreSQL URI url, shared by every node; each node journals its own steps' executions, and the
+ * one node holding the sender's lease (node: this node's id, borrowed; lease_ms > 0, renewed every
+ * third) signs and sends all of them with the one engine key. A node that stalls past the lease
+ * has its late journal writes refused and sends nothing more. NULL with *e on failure. */
+xgr_chain_executor *xgr_chain_executor_new_node(xgr_chain *c, const struct xgr_secp *secp, const uint8_t key[32],
+                                                const char *url, const char *node, int64_t lease_ms, FILE *log,
+                                                xgr_error *e);
+/* Whether this executor sends now: always for a journal of its own; on a cluster node, while it
+ * holds the sender's lease. */
+bool xgr_chain_executor_sending(xgr_chain_executor *x);
+/* Stops the thread (what is not settled stays in the journal for the next start; a node gives
+ * the sender's lease up). */
 void xgr_chain_executor_free(xgr_chain_executor *x);
 /* The hook for xgr_engine_config.exec (borrowed from x). */
 const struct xgr_exec_hook *xgr_chain_executor_hook(xgr_chain_executor *x);

@@ -8,13 +8,24 @@
  * synchronous_commit=on: every statement is its own transaction and is flushed to the WAL when it
  * returns, whatever --sync the store uses. The table is made by the first execution's insert (not
  * at open): the executor starts before the store, and an empty database holding a table but no
- * schema_version is refused by the store as "not an xgr store". The connection holds a session
- * advisory lock keyed by the schema for as long as it lives, so a second xgrd on the same schema
- * (or a cluster node, had xgrd not refused --engine-key with --node-id) cannot sign from the same
- * journal and allocate the same key's nonces twice. A connection that broke is reset once per
- * call (and the lock taken again); inserts and updates are idempotent, so they are retried once
- * after a reset. */
+ * schema_version is refused by the store as "not an xgr store". A single writer's connection holds
+ * a session advisory lock keyed by the schema, exclusively, for as long as it lives, so a second
+ * xgrd on the same schema cannot sign from the same journal and allocate the same key's nonces
+ * twice. A connection that broke is reset once per call (and the lock taken again); inserts and
+ * updates are idempotent, so they are retried once after a reset.
+ *
+ * Shared (the nodes of a cluster, docs/CLUSTER.md): every node writes its intents into the one
+ * table and reads records from it, but only one node at a time signs and sends: the holder of the
+ * row of exec_leader, a lease with a fencing epoch like a session's (taken when free, expired or
+ * held by a dead node, renewed every third of the lease). Every state change a sender makes is
+ * one UPDATE that also locks that row FOR SHARE at the sender's epoch, so a node that lost the
+ * lease (stalled, partitioned) has its late writes refused, and a takeover waits for a write in
+ * flight: whatever the new sender reads was written under the old epoch or not at all. The nodes
+ * hold the schema's advisory lock in shared mode, so a single writer and nodes exclude each
+ * other. */
+#include <assert.h>
 #include <inttypes.h>
+#include <time.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -31,6 +42,11 @@ struct xgr__xjournal {
   PGconn *pg;      /* PostgreSQL backend */
   bool have_table; /* PostgreSQL: exec_journal exists */
   char *name;
+  /* shared (cluster nodes): this node's id, the lease, and the epoch this node sends under
+   * (0: it does not); renewed_ns is the monotonic time of the last renewal */
+  char *node;
+  int64_t lease_ms, epoch;
+  uint64_t renewed_ns;
 };
 
 static void set_err(char *err, size_t cap, const char *msg) {
@@ -39,8 +55,14 @@ static void set_err(char *err, size_t cap, const char *msg) {
 
 /* ---- PostgreSQL -------------------------------------------------------------------------------- */
 
+/* Made at the first write (in one transaction, serialized between nodes by a transaction lock so
+ * that two nodes' first executions do not race on the catalog). exec_leader's one row is the
+ * sender's lease of the shared mode; a single writer never writes it. */
 static const char PG_TABLE[] =
-    "CREATE TABLE IF NOT EXISTS exec_journal(id BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, root BIGINT NOT NULL,"
+    "SELECT pg_advisory_xact_lock(hashtextextended('xgr exec journal table ' || COALESCE(current_schema(), ''), 0));"
+    " CREATE TABLE IF NOT EXISTS exec_leader(id INTEGER PRIMARY KEY CHECK (id = 1), node TEXT NOT NULL,"
+    " epoch BIGINT NOT NULL, expires BIGINT NOT NULL);"
+    " CREATE TABLE IF NOT EXISTS exec_journal(id BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, root BIGINT NOT NULL,"
     " iter BIGINT NOT NULL, step TEXT, target TEXT NOT NULL, function TEXT, data TEXT NOT NULL, value TEXT,"
     " gas BIGINT NOT NULL, state INTEGER NOT NULL, raw TEXT, hash TEXT, nonce BIGINT NOT NULL DEFAULT 0, record TEXT,"
     " UNIQUE(owner, root, iter));"
@@ -62,27 +84,37 @@ static void pg_msg(PGconn *c, PGresult *r, char *err, size_t cap) {
  * until PostgreSQL notices the closed socket. */
 enum { LOCK_WAIT_MS = 10000 };
 
+/* Whether the journal's tables exist: exec_journal, and for a shared journal also exec_leader (a
+ * journal made by a single writer lacks it until PG_TABLE runs). */
+#define TABLES_EXIST "SELECT to_regclass('exec_journal') IS NOT NULL, to_regclass('exec_leader') IS NOT NULL"
+static bool tables_exist(const xgr__xjournal *j, PGresult *r) {
+  return PQgetvalue(r, 0, 0)[0] == 't' && (!j->node || PQgetvalue(r, 0, 1)[0] == 't');
+}
+
 static int pg_setup(xgr__xjournal *j, char *err, size_t cap) {
   char sql[400];
   snprintf(sql, sizeof sql,
            "SET synchronous_commit = on; SET client_min_messages = warning; SET lock_timeout = %d;"
-           " SELECT pg_advisory_lock(hashtextextended('xgr exec journal ' || COALESCE(current_schema(), ''), 0));"
+           " SELECT pg_advisory_lock%s(hashtextextended('xgr exec journal ' || COALESCE(current_schema(), ''), 0));"
            " SET lock_timeout = 0",
-           LOCK_WAIT_MS);
+           LOCK_WAIT_MS, j->node ? "_shared" : "");
   PGresult *r = PQexec(j->pg, sql);
   bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   if (!ok) {
     const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    if (code && !strcmp(code, "55P03")) {   /* lock_not_available */
+    if (code && !strcmp(code, "55P03") && j->node) {   /* lock_not_available */
+      snprintf(err, cap, "a single xgrd (without --node-id) sends executions from the execution journal of this database "
+               "schema (waited %d ms for its lock); cluster nodes and a single writer cannot share it", LOCK_WAIT_MS);
+    } else if (code && !strcmp(code, "55P03")) {
       snprintf(err, cap, "another xgrd sends executions from the execution journal of this database schema (waited %d ms "
-               "for its lock); one executor per schema", LOCK_WAIT_MS);
+               "for its lock); one executor per schema, or cluster nodes (--node-id) that take turns", LOCK_WAIT_MS);
     } else pg_msg(j->pg, r, err, cap);
   }
   PQclear(r);
   if (!ok) return -1;
-  r = PQexec(j->pg, "SELECT to_regclass('exec_journal') IS NOT NULL");
+  r = PQexec(j->pg, TABLES_EXIST);
   ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-  if (ok) j->have_table = PQgetvalue(r, 0, 0)[0] == 't';
+  if (ok) j->have_table = tables_exist(j, r);
   else pg_msg(j->pg, r, err, cap);
   PQclear(r);
   return ok ? 0 : -1;
@@ -119,7 +151,11 @@ static char *pg_col(PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? NULL : xgr__xstrdup(PQgetvalue(r, row, col));
 }
 
-static int pg_open(xgr__xjournal *j, const char *url, xgr_error *e) {
+static int pg_open(xgr__xjournal *j, const char *url, const char *node, int64_t lease_ms, xgr_error *e) {
+  if (node) {
+    j->node = xgr__xstrdup(node);
+    j->lease_ms = lease_ms;
+  }
   char *red = xgr_store_url_redacted(url);
   size_t n = strlen(red) + 32;
   j->name = xgr__xmalloc(n);
@@ -161,7 +197,23 @@ static int pg_add(xgr__xjournal *j, const xgr__xjournal_intent *in, char *err, s
   return 0;
 }
 
+/* Whether exec_journal exists yet (another node may have made it): 0 and j->have_table set, or -1. */
+static int pg_check_table(xgr__xjournal *j, char *err, size_t cap) {
+  PGresult *r = pg_run(j, TABLES_EXIST, 0, NULL, PGRES_TUPLES_OK, err, cap);
+  if (!r) return -1;
+  j->have_table = PQntuples(r) == 1 && tables_exist(j, r);
+  bool journal = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  if (j->have_table || !journal) return 0;
+  /* shared, and a journal without exec_leader: make it, so the rows already there get sent */
+  if (!(r = pg_run(j, PG_TABLE, 0, NULL, PGRES_COMMAND_OK, err, cap))) return -1;
+  PQclear(r);
+  j->have_table = true;
+  return 0;
+}
+
 static int pg_next(xgr__xjournal *j, xgr__xjournal_row *row, char *err, size_t cap) {
+  if (!j->have_table && j->node && pg_check_table(j, err, cap)) return -1;
   if (!j->have_table) return 0;
   PGresult *r = pg_run(j,
                        "SELECT id, state, target, function, data, value, raw, hash, gas, nonce FROM exec_journal"
@@ -191,12 +243,93 @@ static int pg_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
   snprintf(st, sizeof st, "%d", state);
   snprintf(nc, sizeof nc, "%" PRId64, (int64_t)nonce);
   snprintf(idt, sizeof idt, "%" PRId64, id);
-  const char *p[6] = {st, raw, hash, nc, record, idt};
-  PGresult *r = pg_run(j, "UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5 WHERE id = $6",
-                       6, p, PGRES_COMMAND_OK, err, cap);
+  if (!j->node) {
+    const char *p[6] = {st, raw, hash, nc, record, idt};
+    PGresult *r = pg_run(j, "UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5 WHERE id = $6",
+                         6, p, PGRES_COMMAND_OK, err, cap);
+    if (!r) return -1;
+    PQclear(r);
+    return 0;
+  }
+  /* shared: only under this node's epoch, which the row lock keeps until the write committed */
+  if (!j->epoch) {
+    snprintf(err, cap, "this node does not send executions now");
+    return XGR__XJ_NOT_SENDER;
+  }
+  char ep[24];
+  snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
+  const char *p[8] = {st, raw, hash, nc, record, idt, j->node, ep};
+  PGresult *r = pg_run(j,
+                       "WITH l AS (SELECT 1 FROM exec_leader WHERE id = 1 AND node = $7 AND epoch = $8 FOR SHARE)"
+                       " UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5"
+                       " WHERE id = $6 AND EXISTS (SELECT 1 FROM l)",
+                       8, p, PGRES_COMMAND_OK, err, cap);
   if (!r) return -1;
+  bool done = !strcmp(PQcmdTuples(r), "1");
   PQclear(r);
-  return 0;
+  if (done) return 0;
+  snprintf(err, cap, "another node took over sending executions (this node's epoch %" PRId64 " ended)", j->epoch);
+  j->epoch = 0;
+  return XGR__XJ_NOT_SENDER;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Shared: take the sender's lease when free, expired, held by a dead node or by this node's id (a
+ * restart), or renew it when a third of it has passed. 1 when this node sends, 0 when another does,
+ * -1 on an error. */
+static int pg_lead(xgr__xjournal *j, char *err, size_t cap) {
+  if (!j->have_table && pg_check_table(j, err, cap)) return -1;
+  if (!j->have_table) return 0;   /* no execution anywhere yet */
+  uint64_t now = mono_ns();
+  if (j->epoch && now - j->renewed_ns < (uint64_t)j->lease_ms * 1000000u / 3) return 1;
+  char lm[24], ep[24];
+  snprintf(lm, sizeof lm, "%" PRId64, j->lease_ms);
+  PGresult *r;
+  if (j->epoch) {   /* renew; when that finds another holder, try to take it as anyone would */
+    snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
+    const char *p[3] = {j->node, lm, ep};
+    r = pg_run(j, "UPDATE exec_leader SET expires = xgr_ms_now() + $2::bigint WHERE id = 1 AND node = $1 AND epoch = $3"
+               " RETURNING epoch", 3, p, PGRES_TUPLES_OK, err, cap);
+    bool held = r && PQntuples(r) == 1;
+    PQclear(r);
+    if (!r) {
+      j->epoch = 0;
+      return -1;
+    }
+    if (held) {
+      j->renewed_ns = now;
+      return 1;
+    }
+    j->epoch = 0;
+  }
+  const char *p[2] = {j->node, lm};
+  r = pg_run(j,
+             "INSERT INTO exec_leader AS l(id, node, epoch, expires) VALUES(1, $1, 1, xgr_ms_now() + $2::bigint)"
+             " ON CONFLICT (id) DO UPDATE SET node = EXCLUDED.node, epoch = l.epoch + 1, expires = EXCLUDED.expires"
+             " WHERE l.node = EXCLUDED.node OR l.expires < xgr_ms_now() OR NOT xgr_node_alive(l.node) RETURNING epoch",
+             2, p, PGRES_TUPLES_OK, err, cap);
+  if (!r) return -1;
+  j->epoch = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+  PQclear(r);
+  if (j->epoch) j->renewed_ns = now;
+  return j->epoch ? 1 : 0;
+}
+
+/* Shared: give the lease up (at a clean stop), so another node takes over at once. */
+static void pg_resign(xgr__xjournal *j) {
+  if (!j->epoch || PQstatus(j->pg) != CONNECTION_OK) return;
+  char ep[24], msg[256];
+  snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
+  const char *p[2] = {j->node, ep};
+  PGresult *r = pg_run(j, "UPDATE exec_leader SET expires = 0 WHERE id = 1 AND node = $1 AND epoch = $2", 2, p,
+                       PGRES_COMMAND_OK, msg, sizeof msg);
+  PQclear(r);
+  j->epoch = 0;
 }
 
 static int pg_max_nonce(xgr__xjournal *j, int64_t *out, char *err, size_t cap) {
@@ -368,18 +501,44 @@ static void sq_counts(xgr__xjournal *j, uint64_t *pending, uint64_t *done) {
 
 /* ---- the interface ----------------------------------------------------------------------------- */
 
+static bool is_pg(const char *where) {
+  return where && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11));
+}
+
 xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e) {
   xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
-  bool pg = where && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11));
-  if (pg ? pg_open(j, where, e) : sq_open(j, where, e)) {
+  if (is_pg(where) ? pg_open(j, where, NULL, 0, e) : sq_open(j, where, e)) {
     xgr__xjournal_close(j);
     return NULL;
   }
   return j;
 }
 
+xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, xgr_error *e) {
+  assert(node && *node && lease_ms > 0);
+  if (!is_pg(url)) {
+    xgr_error_set(e, XGR_EINVAL, "--engine-key", "a shared execution journal needs a PostgreSQL store");
+    return NULL;
+  }
+  xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
+  if (pg_open(j, url, node, lease_ms, e)) {
+    xgr__xjournal_close(j);
+    return NULL;
+  }
+  return j;
+}
+
+bool xgr__xjournal_shared(const xgr__xjournal *j) { return j->node != NULL; }
+
+int xgr__xjournal_lead(xgr__xjournal *j, char *err, size_t cap) {
+  assert(j->node);
+  return pg_lead(j, err, cap);
+}
+
 void xgr__xjournal_close(xgr__xjournal *j) {
   if (!j) return;
+  if (j->pg && j->node) pg_resign(j);
+  free(j->node);
   if (j->db) sqlite3_close(j->db);
   if (j->pg) PQfinish(j->pg);   /* ends the session: its advisory lock goes with it */
   free(j->name);

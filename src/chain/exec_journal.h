@@ -15,6 +15,8 @@
 #include "xgr/error.h"
 
 enum { XGR__XJ_INTENT = 0, XGR__XJ_SIGNED = 1, XGR__XJ_DONE = 2 };
+/* xgr__xjournal_mark's answer on a shared journal when this node does not (or no longer) send. */
+enum { XGR__XJ_NOT_SENDER = -2 };
 
 typedef struct xgr__xjournal xgr__xjournal;
 
@@ -35,10 +37,23 @@ typedef struct xgr__xjournal_intent {
 
 /* Open the journal at `where`: NULL (in memory, not durable), an SQLite file path, or a libpq URI
  * (postgresql://... or postgres://...: the table exec_journal in that database's current schema).
- * On PostgreSQL the journal holds a session advisory lock keyed by the schema while open, so a
- * second executor on the same journal is refused. NULL with *e
+ * On PostgreSQL the journal holds a session advisory lock keyed by the schema while open
+ * (exclusively), so a second executor on the same journal is refused. NULL with *e
  * (path "--engine-key") on failure. Free with xgr__xjournal_close. */
 xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e);
+/* Open the shared journal of a cluster node (docs/CLUSTER.md): the table exec_journal at the
+ * PostgreSQL URI url, written by every node, worked by one at a time: the holder of the sender's
+ * lease (node: this node's id, borrowed; lease_ms > 0: how long a hold lasts without renewal).
+ * Marks (state changes) succeed only under this node's epoch as sender. The schema's advisory lock
+ * is held in shared mode, so a single writer's journal and nodes' exclude each other. NULL with *e
+ * on failure. */
+xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, xgr_error *e);
+/* Whether j was opened shared. */
+bool xgr__xjournal_shared(const xgr__xjournal *j);
+/* Shared journals: take or renew the sender's lease (a query only when a third of the lease has
+ * passed since the last renewal, or when this node does not send). 1 when this node sends, 0 when
+ * another node does (or no execution exists yet), -1 on an error (message in err; not sending). */
+int xgr__xjournal_lead(xgr__xjournal *j, char *err, size_t cap);
 void xgr__xjournal_close(xgr__xjournal *j);
 /* The journal as logged (an SQLite path, "memory (not durable)" or the redacted URI + table);
  * owned by j. */
@@ -52,7 +67,9 @@ int xgr__xjournal_add(xgr__xjournal *j, const xgr__xjournal_intent *in, char *er
 int xgr__xjournal_next(xgr__xjournal *j, xgr__xjournal_row *r, char *err, size_t cap);
 void xgr__xjournal_row_clear(xgr__xjournal_row *r);
 /* Set row id's state, raw transaction, hash, nonce and record (NULL strings store NULL).
- * 0 when durable; else nonzero with a message in err (the write may or may not have happened). */
+ * 0 when durable; XGR__XJ_NOT_SENDER on a shared journal whose sender's lease this node does not
+ * hold at its epoch (nothing written; the node no longer sends until xgr__xjournal_lead says so);
+ * else another nonzero value with a message in err (the write may or may not have happened). */
 int xgr__xjournal_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, const char *hash, uint64_t nonce,
                        const char *record, char *err, size_t cap);
 /* The highest nonce of a signed or settled row in *out (-1 when there is none). 0, or nonzero with

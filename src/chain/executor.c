@@ -20,6 +20,12 @@
  * storing a signed transaction fails (a PostgreSQL connection lost at COMMIT: written or not), the
  * nonce is computed that way again before the next signature, so it is neither reused nor skipped.
  * The thread holds no engine worker; records are read by xgrd for history rows (getSession).
+ *
+ * On the nodes of a cluster (xgr_chain_executor_new_node) the journal is shared: every node
+ * journals its own steps' executions, and the one node that holds the sender's lease
+ * (exec_journal.c) signs and sends everyone's. Taking the lease over is a restart as above: the
+ * nonce is computed again, signed rows go out first. A node whose lease ended (a write refused
+ * at its old epoch) drops its nonce and sends nothing until it holds the lease again.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -44,6 +50,8 @@ struct xgr_chain_executor {
   pthread_cond_t cv;
   bool stop, started;
   bool nonce_ready;            /* s.nonce accounts for the journal (executor thread only) */
+  bool sending;                /* shared journal: this node holds the sender's lease (executor thread writes) */
+  long idle_ms;                /* how long the thread waits when there is nothing to do */
   pthread_t th;
   FILE *log;
   xgr_exec_hook hook;
@@ -121,12 +129,39 @@ static void submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, c
 
 typedef xgr__xjournal_row row;
 
+/* This node no longer sends (shared journal): forget the nonce, say so once. */
+static void step_down(xgr_chain_executor *x, const char *why) {
+  if (x->sending) logf_(x, "level=warn msg=\"this node no longer sends executions\" reason=\"%s\"", why);
+  x->sending = false;
+  x->nonce_ready = false;
+}
+
 static bool mark(xgr_chain_executor *x, const row *r, int state, const char *raw, const char *hash, uint64_t nonce,
                  const char *record) {
   char msg[512];
-  bool ok = !xgr__xjournal_mark(x->j, r->id, state, raw, hash, nonce, record, msg, sizeof msg);
-  if (!ok) logf_(x, "level=error msg=\"execution journal update failed\" error=\"%s\"", msg);
-  return ok;
+  int rc = xgr__xjournal_mark(x->j, r->id, state, raw, hash, nonce, record, msg, sizeof msg);
+  if (rc == XGR__XJ_NOT_SENDER) step_down(x, msg);
+  else if (rc) logf_(x, "level=error msg=\"execution journal update failed\" error=\"%s\"", msg);
+  return rc == 0;
+}
+
+/* Shared journal: whether this node sends now (taking or renewing the lease as due). Called with
+ * x->mu held. */
+static bool may_send(xgr_chain_executor *x) {
+  if (!xgr__xjournal_shared(x->j)) return true;
+  char msg[512];
+  int rc = xgr__xjournal_lead(x->j, msg, sizeof msg);
+  if (rc == 1) {
+    if (!x->sending) {
+      logf_(x, "level=info msg=\"this node now sends the engine key's executions\" from=%s", x->s.from);
+      x->nonce_ready = false;   /* as at a restart: the chain's count and the journal decide the nonce */
+    }
+    x->sending = true;
+    return true;
+  }
+  if (rc < 0) logf_(x, "level=error msg=\"execution journal: cannot take the sender's lease\" error=\"%s\"", msg);
+  step_down(x, rc < 0 ? msg : "another node holds the sender's lease");
+  return false;
 }
 
 static void sleep_ms(long ms) {
@@ -204,12 +239,14 @@ static void *run(void *arg) {
       break;
     }
     row r = {0};
-    int have = xgr__xjournal_next(x->j, &r, msg, sizeof msg);
+    int have = may_send(x) ? xgr__xjournal_next(x->j, &r, msg, sizeof msg) : 0;
     if (have < 0) logf_(x, "level=error msg=\"execution journal read failed\" error=\"%s\"", msg);
     if (have <= 0) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_sec += 1;
+      ts.tv_nsec += x->idle_ms * 1000000L;
+      ts.tv_sec += ts.tv_nsec / 1000000000L;
+      ts.tv_nsec %= 1000000000L;
       pthread_cond_timedwait(&x->cv, &x->mu, &ts);
       pthread_mutex_unlock(&x->mu);
       continue;
@@ -245,9 +282,14 @@ static void *run(void *arg) {
 
 /* ---- life cycle and records -------------------------------------------------------------------- */
 
-xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const xgr_secp *secp, const uint8_t key[32], const char *journal,
-                                           FILE *log, xgr_error *e) {
+/* Both constructors: node NULL for a journal of its own (journal: path, URI or NULL), else the
+ * shared journal at the URI journal. */
+static xgr_chain_executor *executor_new(xgr_chain *c, const xgr_secp *secp, const uint8_t key[32], const char *journal,
+                                        const char *node, int64_t lease_ms, FILE *log, xgr_error *e) {
   xgr_chain_executor *x = xgr__xcalloc(1, sizeof *x);
+  /* a shared journal also gets intents from other nodes, which cannot signal this thread */
+  x->idle_ms = node ? (lease_ms / 3 < 200 ? lease_ms / 3 : 200) : 1000;
+  if (x->idle_ms < 1) x->idle_ms = 1;
   x->s = (xgr_chain_sender){.chain = c, .secp = secp};
   memcpy(x->s.key, key, 32);
   x->log = log;
@@ -259,7 +301,7 @@ xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const xgr_secp *secp, c
     return NULL;
   }
   xgr_addr_hex(addr, x->s.from);
-  if (!(x->j = xgr__xjournal_open(journal, e))) {
+  if (!(x->j = node ? xgr__xjournal_open_shared(journal, node, lease_ms, e) : xgr__xjournal_open(journal, e))) {
     xgr_chain_executor_free(x);
     return NULL;
   }
@@ -272,6 +314,27 @@ xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const xgr_secp *secp, c
   pthread_setname_np(x->th, "xgr-exec");
   x->started = true;
   return x;
+}
+
+xgr_chain_executor *xgr_chain_executor_new(xgr_chain *c, const xgr_secp *secp, const uint8_t key[32], const char *journal,
+                                           FILE *log, xgr_error *e) {
+  return executor_new(c, secp, key, journal, NULL, 0, log, e);
+}
+
+xgr_chain_executor *xgr_chain_executor_new_node(xgr_chain *c, const xgr_secp *secp, const uint8_t key[32], const char *url,
+                                                const char *node, int64_t lease_ms, FILE *log, xgr_error *e) {
+  if (!node || !*node || lease_ms <= 0) {
+    xgr_error_set(e, XGR_EINVAL, "--node-id", "a cluster node's executor needs its node id and a lease");
+    return NULL;
+  }
+  return executor_new(c, secp, key, url, node, lease_ms, log, e);
+}
+
+bool xgr_chain_executor_sending(xgr_chain_executor *x) {
+  pthread_mutex_lock(&x->mu);
+  bool s = !xgr__xjournal_shared(x->j) || x->sending;
+  pthread_mutex_unlock(&x->mu);
+  return s;
 }
 
 void xgr_chain_executor_free(xgr_chain_executor *x) {

@@ -112,8 +112,8 @@ static void usage(FILE *f) {
           "  --engine-key FILE      private key (64 hex, mode 0600) that signs the steps' executions as EIP-1559\n"
           "                         transactions on the --chain node, each exactly once across crashes: journaled\n"
           "                         beside an SQLite store (PATH-exec), in a PostgreSQL store's database (table\n"
-          "                         exec_journal), in memory with a memory store. Not with --node-id: the nodes\n"
-          "                         would allocate the key's nonces independently (docs/CLUSTER.md)\n"
+          "                         exec_journal), in memory with a memory store. Cluster nodes (--node-id) share\n"
+          "                         that table and take turns sending: one node at a time (docs/CLUSTER.md)\n"
           "  --help                 this text\n\n"
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
@@ -369,20 +369,21 @@ int main(int argc, char **argv) {
     /* a malformed address is a usage error; an address xgrd may not listen on is a failure to start */
     return err.code == XGR_EINVAL ? EXIT_USAGE : EXIT_HARD;
   }
-  /* executions: the engine key's executor, its journal beside the store file or in the store's
-   * PostgreSQL database. Not on cluster nodes: each would sign with the key's nonces on its own. */
+  /* --node-id on a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); "auto" is
+   * HOSTNAME:PID. Without it, it is the schema's single writer (and may hibernate sessions). */
   bool pg_store = o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11));
-  if (o.engine_key && o.node_id && pg_store) {   /* --node-id makes a cluster node on PostgreSQL only */
-    fprintf(stderr, "xgrd: --engine-key cannot be used with --node-id: the nodes of a cluster would each sign the "
-                    "engine key's transactions with nonces of their own (the same nonce twice, or gaps). Send "
-                    "executions from a single xgrd (without --node-id) on the store (docs/CLUSTER.md)\n");
-    xgr_chain_free(o.chain);
-    xgr_rpc_server_free(srv);
-    xgr_auth_free(auth);
-    curl_global_cleanup();
-    json_decref(cfgdoc);
-    return EXIT_USAGE;
+  char node_buf[300] = "";
+  if (o.node_id && pg_store) {
+    if (strcmp(o.node_id, "auto")) {
+      snprintf(node_buf, sizeof node_buf, "%s", o.node_id);
+    } else {
+      char hn[256] = "";
+      if (gethostname(hn, sizeof hn - 1)) snprintf(hn, sizeof hn, "localhost");
+      snprintf(node_buf, sizeof node_buf, "%s:%ld", hn, (long)getpid());
+    }
   }
+  /* executions: the engine key's executor, its journal beside the store file or in the store's
+   * PostgreSQL database; on a cluster node that table is shared and one node at a time sends */
   xgr_secp *secp = NULL;
   xgr_chain_executor *executor = NULL;
   if (o.engine_key) {
@@ -402,7 +403,12 @@ int main(int argc, char **argv) {
     const char *where = pg ? sp : sp ? journal : NULL;   /* PostgreSQL: the table exec_journal in the store's database */
     secp = xgr_secp_new();
     bool key_ok = secp && !xgr_secp_key_load(secp, o.engine_key, key, &err);
-    if (!key_ok || !(executor = xgr_chain_executor_new(o.chain, secp, key, where, stderr, &err))) {
+    if (key_ok && *node_buf)
+      executor = xgr_chain_executor_new_node(o.chain, secp, key, sp, node_buf,
+                                             o.lease_ms ? (int64_t)o.lease_ms : XGR_STORE_LEASE_MS, stderr, &err);
+    else if (key_ok)
+      executor = xgr_chain_executor_new(o.chain, secp, key, where, stderr, &err);
+    if (!executor) {
       log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o.engine_key,
              secp ? err.message : "no secp256k1 context");
       memset(key, 0, sizeof key);
@@ -451,19 +457,7 @@ int main(int argc, char **argv) {
                         .metrics = xgr_rpc_metrics(srv),
                         .hibernate_after_ms = o.hibernate_after_ms,
                         .lease_ms = (int64_t)o.lease_ms};
-  /* --node-id on a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); "auto" is
-   * HOSTNAME:PID. Without it, it is the schema's single writer (and may hibernate sessions). */
-  char node_buf[300];
-  if (o.node_id && o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11))) {
-    if (strcmp(o.node_id, "auto")) {
-      snprintf(node_buf, sizeof node_buf, "%s", o.node_id);
-    } else {
-      char hn[256] = "";
-      if (gethostname(hn, sizeof hn - 1)) snprintf(hn, sizeof hn, "localhost");
-      snprintf(node_buf, sizeof node_buf, "%s:%ld", hn, (long)getpid());
-    }
-    dc.node_id = node_buf;
-  }
+  if (*node_buf) dc.node_id = node_buf;
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);

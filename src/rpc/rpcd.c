@@ -128,6 +128,9 @@ static void collect_chain(void *ctx, xgr_metrics_out *out) {
     xgr_chain_executor_counts(d->cfg.executor, &pending, &done);
     xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_pending\"", (double)pending);
     xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_done\"", (double)done);
+    /* 1 while this xgrd signs and sends (always for a single writer; one cluster node at a time) */
+    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_sender\"",
+                     xgr_chain_executor_sending(d->cfg.executor) ? 1 : 0);
   }
 }
 

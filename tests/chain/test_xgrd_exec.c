@@ -4,8 +4,8 @@
  * restarted on the same store and journal, and afterwards every execution mined exactly once —
  * counted as the token's Transfer logs on the real anvil. Run a second time under
  * tests/pg/pg_cluster.sh (test_xgrd_exec_pg: XGR_PG_URL set) with the store — and so the
- * execution journal, the table exec_journal — in PostgreSQL. Also: --engine-key with --node-id (a
- * cluster node) is refused as a usage error. */
+ * execution journal, the table exec_journal — in PostgreSQL. Also: a cluster node with the engine
+ * key beside the single writer is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -267,17 +267,17 @@ static void test_second_executor_refused(void **st) {
   json_decref(x);
 }
 
-/* A cluster node (--node-id on a PostgreSQL store) cannot send executions: each node would
- * allocate the engine key's nonces on its own. xgrd refuses the combination as a usage error
- * (exit 2) before it opens anything: the store here does not even exist. */
-static void test_cluster_node_refused(void **st) {
+/* PostgreSQL only: a cluster node (--node-id) with the engine key beside a single writer that
+ * sends from the same schema's journal is refused (exit 3): the nodes share the journal's lock,
+ * the single writer holds it alone (cluster executions: test_cluster_exec). */
+static void test_cluster_node_beside_single_writer(void **st) {
   (void)st;
+  if (!pg_url) skip();
   char args[1200], out[4096];
-  snprintf(args, sizeof args, "--chain %s --engine-key %s/k0.key --node-id n1 --store 'postgresql:///nowhere?host=/nonexistent'",
-           node.url, dir);
+  snprintf(args, sizeof args, "--chain %s --engine-key %s/k0.key --node-id n1 --store '%s'", node.url, dir, pg_url);
   int rc = run_xgrd(args, out, sizeof out);
-  if (rc != 2 || !strstr(out, "--engine-key cannot be used with --node-id") || !strstr(out, "nonces"))
-    fail_msg("unexpected refusal: exit %d: %s", rc, out);
+  if (rc != 3 || !strstr(out, "a single xgrd (without --node-id) sends executions from the execution journal"))
+    fail_msg("cluster node beside the single writer: exit %d: %s", rc, out);
 }
 
 int main(void) {
@@ -287,6 +287,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_transfer_in_history), cmocka_unit_test(test_reverted),
                                      cmocka_unit_test(test_crash_exactly_once), cmocka_unit_test(test_journal_connection_lost),
                                      cmocka_unit_test(test_second_executor_refused),
-                                     cmocka_unit_test(test_cluster_node_refused)};
+                                     cmocka_unit_test(test_cluster_node_beside_single_writer)};
   return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }

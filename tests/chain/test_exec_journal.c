@@ -1,0 +1,150 @@
+/* test_exec_journal.c — the shared execution journal of cluster nodes (src/chain/exec_journal.c,
+ * docs/CLUSTER.md "Executions"), through its private API on a real PostgreSQL (run under
+ * tests/pg/pg_cluster.sh: XGR_PG_URL; skipped without it): one sender at a time; a sender that
+ * stalled past its lease has its late state change refused (XGR__XJ_NOT_SENDER, nothing written)
+ * and does not send again while the new sender's lease runs; a dead node's lease is taken at
+ * once; a sender that closes its journal gives the lease up; a journal made by a single writer
+ * (no exec_leader table yet) gets one from the first node. */
+#include <libpq-fe.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "chain/exec_journal.h"
+#include "xgr/store.h"
+
+static char url[1024];
+
+static char *sql_value(const char *q) {
+  PGconn *c = PQconnectdb(url);
+  PGresult *r = PQexec(c, q);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", q, PQerrorMessage(c));
+  char *v = strdup(PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+static void assert_sql(const char *q, const char *want) {
+  char *v = sql_value(q);
+  assert_string_equal(v, want);
+  free(v);
+}
+
+static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+/* A cluster node's store (it holds the node's liveness lock) and its shared journal. */
+static xgr_store *store_of(const char *id) {
+  xgr_store_config cfg = {.node_id = id, .lease_ms = 300};
+  xgr_error err;
+  xgr_store *st = xgr_store_open(url, &cfg, &err);
+  if (!st) fail_msg("open node %s: %s", id, err.message);
+  return st;
+}
+
+static xgr__xjournal *journal_of(const char *id) {
+  xgr_error err;
+  xgr__xjournal *j = xgr__xjournal_open_shared(url, id, 300, &err);
+  if (!j) fail_msg("open journal %s: %s", id, err.message);
+  assert_true(xgr__xjournal_shared(j));
+  return j;
+}
+
+static int lead(xgr__xjournal *j) {
+  char msg[256] = "";
+  int rc = xgr__xjournal_lead(j, msg, sizeof msg);
+  if (rc < 0) fail_msg("lead: %s", msg);
+  return rc;
+}
+
+static void add(xgr__xjournal *j, uint64_t root) {
+  xgr__xjournal_intent in = {.owner = "0xaa", .root = root, .iter = 1, .step = "Pay", .target = "0x01", .data = "0x",
+                             .state = XGR__XJ_INTENT};
+  char msg[256];
+  if (xgr__xjournal_add(j, &in, msg, sizeof msg)) fail_msg("add: %s", msg);
+}
+
+static void test_one_sender(void **state) {
+  (void)state;
+  xgr_store *sa = store_of("a"), *sb = store_of("b");
+  xgr__xjournal *a = journal_of("a"), *b = journal_of("b");
+  char msg[256];
+  assert_int_equal(lead(a), 0);   /* no execution anywhere yet: nothing to lead */
+  add(b, 1);                      /* the first write makes the tables (any node) */
+  assert_int_equal(lead(a), 1);
+  assert_int_equal(lead(b), 0);   /* a holds the lease and lives */
+  xgr__xjournal_row r;
+  assert_int_equal(xgr__xjournal_next(a, &r, msg, sizeof msg), 1);
+  assert_int_equal(xgr__xjournal_mark(a, r.id, XGR__XJ_SIGNED, "0xraw", "0xhash", 7, NULL, msg, sizeof msg), 0);
+  /* b never sends while a holds it: its state changes are refused without a write */
+  assert_int_equal(xgr__xjournal_mark(b, r.id, XGR__XJ_DONE, "0xother", "0xother", 9, "{}", msg, sizeof msg), XGR__XJ_NOT_SENDER);
+  assert_sql("SELECT state || '/' || raw || '/' || nonce FROM exec_journal", "1/0xraw/7");
+
+  /* a stalls past its lease: b takes over (epoch 2); a's late change is refused and written nowhere */
+  sleep_ms(400);
+  assert_int_equal(lead(b), 1);
+  assert_sql("SELECT node || '/' || epoch FROM exec_leader", "b/2");
+  int rc = xgr__xjournal_mark(a, r.id, XGR__XJ_DONE, "0xlate", "0xlate", 8, "{\"late\":true}", msg, sizeof msg);
+  assert_int_equal(rc, XGR__XJ_NOT_SENDER);
+  assert_non_null(strstr(msg, "another node took over"));
+  assert_sql("SELECT state || '/' || raw || '/' || nonce FROM exec_journal", "1/0xraw/7");
+  assert_int_equal(lead(a), 0);   /* and it does not take the lease back while b's runs */
+  assert_int_equal(xgr__xjournal_mark(b, r.id, XGR__XJ_DONE, "0xraw", "0xhash", 7, "{}", msg, sizeof msg), 0);
+  assert_sql("SELECT state FROM exec_journal", "2");
+  xgr__xjournal_row_clear(&r);
+
+  /* b dies (its store's liveness lock goes with its connection): a takes over at once */
+  xgr_store_close(sb);
+  assert_int_equal(lead(a), 1);
+  assert_sql("SELECT node || '/' || epoch FROM exec_leader", "a/3");
+  /* a closes its journal cleanly: the lease is given up, the next node takes it without waiting
+   * (b renews at a third of its lease: its hold of epoch 2 is found gone, and it takes epoch 4) */
+  xgr__xjournal_close(a);
+  sleep_ms(120);
+  assert_int_equal(lead(b), 1);
+  assert_sql("SELECT node || '/' || epoch FROM exec_leader", "b/4");
+  xgr__xjournal_close(b);
+  xgr_store_close(sa);
+}
+
+/* A journal a single writer made has no exec_leader: the first node makes it, and the rows
+ * already there are sent by it. */
+static void test_single_writer_journal_upgraded(void **state) {
+  (void)state;
+  free(sql_value("DROP TABLE exec_leader; DELETE FROM exec_journal"));
+  xgr_store *sa = store_of("a");
+  xgr__xjournal *a = journal_of("a");
+  free(sql_value("INSERT INTO exec_journal(owner, root, iter, step, target, data, gas, state)"
+                 " VALUES('0xaa', 5, 1, 'Pay', '0x01', '0x', 0, 0)"));
+  assert_int_equal(lead(a), 1);
+  assert_sql("SELECT node || '/' || epoch FROM exec_leader", "a/1");
+  xgr__xjournal_row r;
+  char msg[256];
+  assert_int_equal(xgr__xjournal_next(a, &r, msg, sizeof msg), 1);
+  xgr__xjournal_row_clear(&r);
+  xgr__xjournal_close(a);
+  xgr_store_close(sa);
+}
+
+int main(void) {
+  const char *u = getenv("XGR_PG_URL");
+  if (!u || !*u) {
+    printf("test_exec_journal: skipped (no XGR_PG_URL; run it under tests/pg/pg_cluster.sh)\n");
+    return 77;
+  }
+  snprintf(url, sizeof url, "%s", u);
+  free(sql_value("CREATE SCHEMA xjournal_t"));
+  snprintf(url, sizeof url, "%s%soptions=-csearch_path%%3Dxjournal_t", u, strchr(u, '?') ? "&" : "?");
+  xgr_store *st = xgr_store_open(url, NULL, &(xgr_error){0});   /* the store's schema (xgr_node_alive) */
+  assert_non_null(st);
+  xgr_store_close(st);
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_one_sender), cmocka_unit_test(test_single_writer_journal_upgraded)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
