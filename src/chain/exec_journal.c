@@ -36,6 +36,7 @@
 #include "store/sqlite_col.h"
 #include "util/alloc.h"
 #include "xgr/store.h"
+#include "util/clock.h"
 
 struct xgr__xjournal {
   sqlite3 *db;     /* SQLite backend */
@@ -273,19 +274,13 @@ static int pg_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
   return XGR__XJ_NOT_SENDER;
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Shared: take the sender's lease when free, expired, held by a dead node or by this node's id (a
  * restart), or renew it when a third of it has passed. 1 when this node sends, 0 when another does,
  * -1 on an error. */
 static int pg_lead(xgr__xjournal *j, char *err, size_t cap) {
   if (!j->have_table && pg_check_table(j, err, cap)) return -1;
   if (!j->have_table) return 0;   /* no execution anywhere yet */
-  uint64_t now = mono_ns();
+  uint64_t now = xgr__mono_ns();
   if (j->epoch && now - j->renewed_ns < (uint64_t)j->lease_ms * 1000000u / 3) return 1;
   char lm[24], ep[24];
   snprintf(lm, sizeof lm, "%" PRId64, j->lease_ms);

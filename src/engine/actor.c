@@ -31,6 +31,7 @@
 #include "engine/engine_int.h"
 #include "util/hashmap.h"
 #include "xgr/outcome.h"
+#include "util/clock.h"
 
 #define HIB_GRACE_NS 250000000ull   /* a loaded session stays in memory at least 250 ms */
 
@@ -237,7 +238,7 @@ static job *job_new(actor *a, const xgr_proc *p) {
   j->payload = xgr_value_retain(p->payload);
   j->st = NULL;
   j->x = NULL;
-  j->t_ready = a->lat ? xgr_eng_mono_ns() : 0;
+  j->t_ready = a->lat ? xgr__mono_ns() : 0;
   xgr_pid_format(a->root, p->iter, j->pid, sizeof j->pid);
   j->sctx = (xgr_step_ctx){.owner = xgr_session_owner(a->s),
                            .session_id = a->root,
@@ -569,7 +570,7 @@ static void apply(actor *a, job *j) {
   xgr_session_step_result(a->s, j->iter, &o, a->now, &a->fx, NULL);
   a->inflight--;
   a->steps++;
-  if (a->lat) xgr_eng_lat_add(a->lat, xgr_eng_mono_ns() - j->t_ready);
+  if (a->lat) xgr_eng_lat_add(a->lat, xgr__mono_ns() - j->t_ready);
   if (a->slot)   /* only this worker writes its slot */
     atomic_store_explicit(&a->slot->steps, atomic_load_explicit(&a->slot->steps, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -1106,7 +1107,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
   xgr_engine *e = a->e;
   a->ctx = ctx;
   a->out = out;
-  a->mono = xgr_eng_mono_ns();
+  a->mono = xgr__mono_ns();
   a->now = xgr_eng_now_at(e, a->mono);
   a->slot = xgr_eng_wslot(e, ctx);
   long owed = 0, nctl = 0;
@@ -1243,10 +1244,10 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   a->start_committed = req->start_committed && !req->restore;
   a->stored_due = req->restore ? req->stored_due : 0;
   a->steps = req->restore ? req->steps : 0;   /* the cap counts across eviction and loading */
-  if (req->restore) a->sleep_after_ns = xgr_eng_mono_ns() + HIB_GRACE_NS;
+  if (req->restore) a->sleep_after_ns = xgr__mono_ns() + HIB_GRACE_NS;
   a->result = XGR_RESULT_RUNNING;
   if (a->record) a->rec = xgr_records_new();
-  a->mono = xgr_eng_mono_ns();
+  a->mono = xgr__mono_ns();
   a->now = a->clock_ms = xgr_eng_now_at(e, a->mono);
   if (!req->restore) {
     a->need_start = true;

@@ -20,6 +20,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/hashmap.h"
+#include "util/clock.h"
 
 /* ---- registry ---------------------------------------------------------------------------------- */
 
@@ -81,7 +82,7 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   e->cfg.store = NULL;
   e->stepped = e->cfg.clock.kind == XGR_CLOCK_STEPPED;
   xgr_eng_hib_init(e);
-  e->t0_ns = xgr_eng_mono_ns();
+  e->t0_ns = xgr__mono_ns();
   atomic_init(&e->vnow, e->cfg.clock.origin_ms);
   atomic_init(&e->recovering, e->cfg.recovering);
   pthread_mutex_init(&e->reg_mu, NULL);
@@ -486,11 +487,7 @@ json_t *xgr_engine_report(xgr_engine *e, const char *owner, uint64_t root_pid, x
 }
 
 static void wait_a_bit(xgr_engine *e, long ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_nsec += ms * 1000000L;
-  ts.tv_sec += ts.tv_nsec / 1000000000L;
-  ts.tv_nsec %= 1000000000L;
+  struct timespec ts = xgr__mono_deadline(ms);
   atomic_fetch_add(&e->waiters, 1);
   pthread_mutex_lock(&e->wait_mu);
   pthread_cond_timedwait(&e->wait_cv, &e->wait_mu, &ts);
@@ -505,7 +502,7 @@ static bool settled(xgr_engine *e) {
 }
 
 int xgr_engine_wait(xgr_engine *e, const char *owner, uint64_t root_pid, long timeout_ms) {
-  uint64_t t0 = xgr_eng_mono_ns();
+  uint64_t t0 = xgr__mono_ns();
   for (;;) {
     shard *sh;
     sess_entry *x = xgr_eng_lookup_locked(e, owner, root_pid, &sh);
@@ -521,14 +518,14 @@ int xgr_engine_wait(xgr_engine *e, const char *owner, uint64_t root_pid, long ti
       pthread_mutex_unlock(&sh->mu);
       if (again <= 1) return again;
     }
-    long left = timeout_ms < 0 ? 10 : timeout_ms - (long)((xgr_eng_mono_ns() - t0) / 1000000u);
+    long left = timeout_ms < 0 ? 10 : timeout_ms - (long)((xgr__mono_ns() - t0) / 1000000u);
     if (left <= 0) return XGR_ETIMEOUT;
     wait_a_bit(e, left < 10 ? left : 10);
   }
 }
 
 int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
-  uint64_t t0 = xgr_eng_mono_ns();
+  uint64_t t0 = xgr__mono_ns();
   for (;;) {
     bool all = settled(e);
     for (int i = 0; i < NSHARDS && all; i++) {
@@ -542,7 +539,7 @@ int xgr_engine_wait_all(xgr_engine *e, long timeout_ms) {
       pthread_mutex_unlock(&sh->mu);
     }
     if (all && settled(e)) return 0;
-    long left = timeout_ms < 0 ? 10 : timeout_ms - (long)((xgr_eng_mono_ns() - t0) / 1000000u);
+    long left = timeout_ms < 0 ? 10 : timeout_ms - (long)((xgr__mono_ns() - t0) / 1000000u);
     if (left <= 0) return XGR_ETIMEOUT;
     wait_a_bit(e, left < 10 ? left : 10);
   }

@@ -219,7 +219,6 @@ struct xgr_engine {
 
 int64_t xgr_eng_now(xgr_engine *e);
 int64_t xgr_eng_now_at(xgr_engine *e, uint64_t mono_ns);   /* the engine clock at that monotonic time */
-uint64_t xgr_eng_mono_ns(void);
 void xgr_eng_busy_add(xgr_engine *e, long n);
 int xgr_eng_timers_start(xgr_engine *e, xgr_error *err);
 void xgr_eng_timers_stop(xgr_engine *e);

@@ -33,6 +33,7 @@
 
 #include "engine/engine_int.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 
 #define DUE_PAGE 256
 
@@ -139,7 +140,6 @@ static void drain(xgr_engine *e, hib_item *list) {
 #define HIB_RETRY_FIRST_MS 50
 #define HIB_RETRY_LAST_MS 5000
 
-static int64_t mono_ms(void) { return (int64_t)(xgr_eng_mono_ns() / 1000000u); }
 
 /* Load one due session for the poller: true when it is loaded or turns out to be no session of
  * this engine's (nothing to try again); false on any other failure (a store error, a row that
@@ -162,13 +162,13 @@ static void poll_load(xgr_engine *e, const xgr_engine_due_key *k) {
     return;
   }
   if (!h->retry) h->retry = xgr__xcalloc(HIB_RETRY_MAX, sizeof *h->retry);
-  h->retry[h->nretry++] = (struct hib_retry){*k, mono_ms() + HIB_RETRY_FIRST_MS, HIB_RETRY_FIRST_MS};
+  h->retry[h->nretry++] = (struct hib_retry){*k, xgr__mono_ms() + HIB_RETRY_FIRST_MS, HIB_RETRY_FIRST_MS};
 }
 
 /* Try again the failed loads whose time has come; keep the ones that fail again, waiting longer. */
 static void retry_due(xgr_engine *e) {
   hib_state *h = &e->hib;
-  int64_t now = mono_ms();
+  int64_t now = xgr__mono_ms();
   size_t keep = 0;
   for (size_t i = 0; i < h->nretry; i++) {
     struct hib_retry r = h->retry[i];
@@ -217,11 +217,7 @@ static void *hib_main(void *arg) {
     poll_due(e);
     pthread_mutex_lock(&h->mu);
     if (h->stop || h->head) continue;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += h->cfg.poll_ms % 1000 * 1000000L;
-    ts.tv_sec += h->cfg.poll_ms / 1000 + ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    struct timespec ts = xgr__mono_deadline(h->cfg.poll_ms);
     pthread_cond_timedwait(&h->cv, &h->mu, &ts);
   }
   pthread_mutex_unlock(&h->mu);

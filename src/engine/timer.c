@@ -50,14 +50,9 @@
 #include <time.h>
 
 #include "engine/engine_int.h"
+#include "util/clock.h"
 
-uint64_t xgr_eng_mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int64_t xgr_eng_now(xgr_engine *e) { return xgr_eng_now_at(e, e->stepped ? 0 : xgr_eng_mono_ns()); }
+int64_t xgr_eng_now(xgr_engine *e) { return xgr_eng_now_at(e, e->stepped ? 0 : xgr__mono_ns()); }
 
 int64_t xgr_eng_now_at(xgr_engine *e, uint64_t mono_ns) {
   if (e->stepped) return atomic_load_explicit(&e->vnow, memory_order_acquire);
@@ -262,7 +257,7 @@ bool xgr_eng_timers_idle(void *engine, const xgr_ctx *ctx, bool parking) {
   xgr_engine *e = engine;
   wtimers *own = xgr_eng_wslot(e, ctx);
   if (!own) return false;
-  uint64_t mono = xgr_eng_mono_ns();
+  uint64_t mono = xgr__mono_ns();
   xgr_eng_timers_poll(e, own, ctx, xgr_eng_now_at(e, mono), mono);
   if (xgr_ctx_queued(ctx)) return true;   /* timers fired (or work arrived): look again */
   if (!parking) return false;
@@ -329,7 +324,7 @@ static void *timer_main(void *arg) {
       if (t->n == 0 || t->heap[0].at > now) {
         /* the workers' heaps: fire what stayed overdue (right after callbacks ran: what they held
          * back), else sleep towards the earliest deadline (plus the grace) */
-        uint64_t rnow = xgr_eng_mono_ns(), wake = UINT64_MAX;
+        uint64_t rnow = xgr__mono_ns(), wake = UINT64_MAX;
         int64_t until = t->n ? t->heap[0].at : INT64_MAX;
         bool fired = false;
         for (unsigned i = 0; i < t->nw; i++) {

@@ -38,6 +38,7 @@
 #include "util/buf.h"
 #include "xgr/outcome.h"
 #include "xgr/session.h"
+#include "util/clock.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
 #define ROOT_PID 1
@@ -642,18 +643,12 @@ static uint32_t node_add(ex *x, uint32_t parent, act a, step_out *so, uint64_t h
   return idx;
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void search(ex *x, double t0) {
   acts l = {0};
   size_t max_states = x->cfg.max_states ? x->cfg.max_states : 200000;
   uint64_t max_steps = x->cfg.max_steps ? x->cfg.max_steps : 200;
   for (size_t i = 0; i < x->nnodes; i++) {
-    if (x->cfg.time_budget > 0 && (i & 63) == 0 && now_seconds() - t0 > x->cfg.time_budget) {
+    if (x->cfg.time_budget > 0 && (i & 63) == 0 && xgr__mono_s() - t0 > x->cfg.time_budget) {
       x->complete = false;
       break;
     }
@@ -1364,7 +1359,7 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   if (st < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
   if (cfg && cfg->rules && (!b || !b->step_rule))
     return xgr_error_set(err, XGR_EINVAL, "rules", "--rules needs a bundle (an orchestration with its rules)");
-  double t0 = now_seconds();
+  double t0 = xgr__mono_s();
   ex x;
   memset(&x, 0, sizeof x);
   x.o = o;
@@ -1450,7 +1445,7 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
     if (x.cfg.outcomes & (1u << i)) json_array_append_new(oc, json_string(outcome_names[i]));
   json_object_set_new(r, "replay", json_pack("{s:s, s:o, s:o, s:b}", "start", start, "payload", xgr_value_to_json(x.payload),
                                              "outcomes", oc, "rules", x.cfg.rules));
-  json_object_set_new(r, "seconds", json_real(now_seconds() - t0));
+  json_object_set_new(r, "seconds", json_real(xgr__mono_s() - t0));
 
   for (size_t v = 0; v < x.nnodes; v++) {
     free(x.nodes[v].marks);

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "util/alloc.h"
+#include "util/clock.h"
 
 #define SCAN_MAX 20000          /* session rows one xgr.console.sessions call looks at */
 #define SCAN_MS 40              /* ... and for at most this long (checked per 1,000 rows) */
@@ -77,11 +78,9 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   size_t scanned = 0, probes = 0;
   uint64_t cursor = before, next = 0;
   bool more = true;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int64_t t0 = xgr__mono_ms();
   while (more && json_array_size(items) < limit && scanned < SCAN_MAX) {
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (scanned && (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= SCAN_MS) break;
+    if (scanned && xgr__mono_ms() - t0 >= SCAN_MS) break;
     xgr_store_session *ss = NULL;
     size_t n = 0;
     if ((rc = xgr_store_sessions(c->st, owner, cursor, 1000, &ss, &n, err))) {

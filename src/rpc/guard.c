@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "xgr/auth.h"
+#include "util/clock.h"
 
 /* One accepted connection, for the request deadline. */
 struct xgr__rpc_conn {
@@ -24,12 +25,6 @@ struct xgr__rpc_conn {
   double base;   /* when the current request's clock started (accept, or the previous answer) */
   bool busy;     /* a method runs for it: its own waits are bounded elsewhere */
 };
-
-double xgr__rpc_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void xgr__rpc_guard_init(xgr_rpc_server *s) {
   pthread_mutex_init(&s->cmu, NULL);
@@ -54,7 +49,7 @@ void xgr__rpc_conn_busy(xgr_rpc_server *s, struct MHD_Connection *c, bool busy) 
   if (!k) return;
   pthread_mutex_lock(&s->cmu);
   k->busy = busy;
-  k->base = xgr__rpc_now();
+  k->base = xgr__mono_s();
   pthread_mutex_unlock(&s->cmu);
 }
 
@@ -68,7 +63,7 @@ void xgr__rpc_notify_conn(void *cls, struct MHD_Connection *c, void **ctx, enum 
       return;
     }
     k->fd = ci->connect_fd;
-    k->base = xgr__rpc_now();
+    k->base = xgr__mono_s();
     pthread_mutex_lock(&s->cmu);
     k->next = s->conns;
     if (s->conns) s->conns->prev = k;
@@ -95,7 +90,7 @@ static void *reaper_main(void *arg) {
   xgr_rpc_server *s = arg;
   pthread_mutex_lock(&s->cmu);
   while (!s->reaper_stop) {
-    double now = xgr__rpc_now();
+    double now = xgr__mono_s();
     for (xgr__rpc_conn *k = s->conns; k; k = k->next)
       if (!k->busy && now - k->base > (double)s->cfg.timeout_s) {
         shutdown(k->fd, SHUT_RD);

@@ -30,6 +30,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 
 #define FORWARD_WAIT_MS 5000   /* how long a forwarded control call waits for the owner's answer */
 #define OUTBOX_POLL_MS 50
@@ -48,12 +49,6 @@ struct xgr__lease {
   atomic_uint_fast64_t sent, served, timed_out, claimed_rounds, wakes_delivered;
   bool listen_failed;           /* logged once */
 };
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- running a control call here ------------------------------------------------------------------- */
 
@@ -100,7 +95,7 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
   free(body);
   if (rc) return rc;
   atomic_fetch_add(&l->sent, 1);
-  int64_t deadline = mono_ms() + FORWARD_WAIT_MS, next_check = mono_ms() + 250;
+  int64_t deadline = xgr__mono_ms() + FORWARD_WAIT_MS, next_check = xgr__mono_ms() + 250;
   for (;;) {
     pthread_mutex_lock(&l->mu);
     uint64_t seen = l->answers;
@@ -118,9 +113,9 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
       json_decref(j);
       return arc;
     }
-    int64_t left = deadline - mono_ms();
+    int64_t left = deadline - xgr__mono_ms();
     if (left <= 0 || atomic_load(&l->stop)) break;
-    if (mono_ms() >= next_check) {   /* a holder that stalls loses its lease: route again then */
+    if (xgr__mono_ms() >= next_check) {   /* a holder that stalls loses its lease: route again then */
       char now_node[256];
       bool valid = false, running = false;
       xgr_error he;
@@ -129,7 +124,7 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
         xgr_store_cmd_drop(d->st, id, &(xgr_error){0});
         return xgr_error_set(err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " left node %s", r->owner, r->root, node);
       }
-      next_check = mono_ms() + 250;
+      next_check = xgr__mono_ms() + 250;
     }
     /* the lease thread bumps `answers` on every "r" notification; look again at least every 100 ms */
     struct timespec ts;
@@ -403,9 +398,9 @@ static void *lease_main(void *arg) {
   xgr_rpcd *d = l->d;
   int64_t lease = xgr_store_lease_ms(d->st);
   int64_t beat = lease / 3 > 0 ? lease / 3 : 1, every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
-  int64_t t = mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
+  int64_t t = xgr__mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
   while (!atomic_load(&l->stop)) {
-    t = mono_ms();
+    t = xgr__mono_ms();
     int64_t due = next_beat;
     if (next_claim < due) due = next_claim;
     if (next_outbox < due) due = next_outbox;
@@ -419,7 +414,7 @@ static void *lease_main(void *arg) {
       nanosleep(&(struct timespec){0, 50000000}, NULL);
     }
     if (atomic_load(&l->stop)) break;
-    t = mono_ms();
+    t = xgr__mono_ms();
     if (t >= next_beat) {
       xgr_store_lease_stats s0, s1;
       xgr_store_lease_get_stats(d->st, &s0);
@@ -433,11 +428,11 @@ static void *lease_main(void *arg) {
     }
     if (t >= next_claim) {
       if (claim_all(d, false)) atomic_fetch_add(&l->claimed_rounds, 1);
-      next_claim = mono_ms() + every;
+      next_claim = xgr__mono_ms() + every;
     }
     if (t >= next_outbox) {
       deliver_outbox(l);
-      next_outbox = mono_ms() + OUTBOX_POLL_MS;
+      next_outbox = xgr__mono_ms() + OUTBOX_POLL_MS;
     }
   }
   return NULL;

@@ -26,6 +26,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/hashmap.h"
+#include "util/clock.h"
 
 #define NSHARDS 64
 
@@ -64,12 +65,6 @@ typedef struct pending {
   void *token;
   double t0;
 } pending;
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef struct track_key {
   const char *owner;
@@ -145,7 +140,7 @@ static void committed(void *ctx, int rc, const xgr_error *err) {
   (void)err;
   pending *pd = ctx;
   xgr_persist *p = pd->p;
-  if (p->commit_lat) xgr_histogram_observe(p->commit_lat, mono_s() - pd->t0);
+  if (p->commit_lat) xgr_histogram_observe(p->commit_lat, xgr__mono_s() - pd->t0);
   if (rc && p->failed) xgr_counter_add(p->failed, 1);
   atomic_fetch_sub(&p->inflight, 1);
   pd->done(pd->token, rc);
@@ -281,7 +276,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
   }
   pending *pd = xgr__xmalloc(sizeof *pd);
-  *pd = (pending){.p = p, .done = done, .token = token, .t0 = mono_s()};
+  *pd = (pending){.p = p, .done = done, .token = token, .t0 = xgr__mono_s()};
   atomic_fetch_add(&p->inflight, 1);
   if (p->batches) xgr_counter_add(p->batches, 1);
   xgr_store_submit(p->st, c, committed, pd);   /* committed() runs exactly once, maybe already */

@@ -24,6 +24,7 @@
 
 #include "util/alloc.h"
 #include "xgr/value.h"
+#include "util/clock.h"
 
 /* Per-request state kept in MHD's con_cls. */
 typedef struct req {
@@ -93,7 +94,7 @@ void xgr__rpc_count(xgr_rpc_server *s, const char *rpc, unsigned status, int cod
 static enum MHD_Result send_answer(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url,
                                    json_t *out, const char *name, int code, bool batch) {
   if (!batch) xgr__rpc_count(s, name, out ? 200 : 204, code);
-  double ms = (xgr__rpc_now() - r->t0) * 1e3;
+  double ms = (xgr__mono_s() - r->t0) * 1e3;
   xgr_histogram_observe(s->latency, ms / 1e3);
   log_line(s, c, "POST", url, out ? 200 : 204, name, code, ms);
   if (!out) return send_text(c, MHD_HTTP_NO_CONTENT, "application/json", NULL, 0);
@@ -146,7 +147,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   req *r = *con_cls;
   if (!r) {
     r = xgr__xcalloc(1, sizeof *r);
-    r->t0 = xgr__rpc_now();
+    r->t0 = xgr__mono_s();
     *con_cls = r;
     bool rpc_path = !strcmp(url, "/") || !strcmp(url, "/rpc");
     bool host_ok = xgr__rpc_host_ok(c, s->host, __atomic_load_n(&s->port, __ATOMIC_ACQUIRE));

@@ -110,8 +110,6 @@ json_t *xgr__rpc_finish(xgr_rpc_defer *df, const char **name, int *code);
 
 /* ---- guard.c ---------------------------------------------------------------------------------- */
 
-/* Seconds on the monotonic clock (deadlines and latencies). */
-double xgr__rpc_now(void);
 /* The guard's lock and condition (server_new) and their end (server_free, after the reaper stopped). */
 void xgr__rpc_guard_init(xgr_rpc_server *s);
 void xgr__rpc_guard_destroy(xgr_rpc_server *s);

@@ -28,16 +28,11 @@
 #include "xgr/auth.h"
 #include "util/alloc.h"
 #include "xgr/xrc_types.h"
+#include "util/clock.h"
 
 const char *const xgr__rpcd_ack_names[XGR__ACK_N] = {"queued", "already_queued", "paused", "scheduled"};
 
 /* ---- waiting for a first step (validateDataTransfer) ------------------------------------------- */
-
-static int64_t mono_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* The deadline list (under w_mu): earliest first. Deadlines are now + one timeout, so a new one
  * almost always goes last: the search starts at the tail. */
@@ -97,7 +92,7 @@ static void *timer_main(void *arg) {
   pthread_mutex_lock(&d->w_mu);
   while (!d->t_stop) {
     xgr__waiter *fire = NULL;
-    int64_t now = mono_ns();
+    int64_t now = (int64_t)xgr__mono_ns();
     while (d->dhead && d->dhead->due_ns <= now) fire_locked(d, d->dhead, &fire);
     if (fire) {
       pthread_mutex_unlock(&d->w_mu);
@@ -651,7 +646,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   bool defer = caller->defer && !w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down) &&
                !d->v_stop && timer_ensure(d);
   if (defer) {
-    w->due_ns = mono_ns() + (int64_t)tmo * 1000000;
+    w->due_ns = (int64_t)xgr__mono_ns() + (int64_t)tmo * 1000000;
     w->df = caller->defer;
     xgr_rpc_defer_begin(w->df, validate_finish, w);   /* before anyone can fire it: they need w_mu */
     dl_insert(d, w);

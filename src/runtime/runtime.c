@@ -39,6 +39,7 @@
 
 #include "runtime/deque.h"
 #include "runtime/mpsc.h"
+#include "util/clock.h"
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 static inline void cpu_relax(void) {
@@ -929,20 +930,14 @@ uint64_t xgr_rt_live(const xgr_rt *rt) {
   return made - done;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Polls the counters with a growing sleep (50 us .. 2 ms): the counters are per worker so that
  * completions never contend on one shared word, which leaves nothing to block on. */
 int xgr_rt_wait_idle(xgr_rt *rt, long timeout_ms) {
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : xgr__mono_ns() + (uint64_t)timeout_ms * 1000000ull;
   long sleep_us = 50;
   for (;;) {
     if (xgr_rt_live(rt) == 0) return 0;
-    if (now_ns() >= deadline) return XGR_ETIMEOUT;
+    if (xgr__mono_ns() >= deadline) return XGR_ETIMEOUT;
     struct timespec ts = {0, sleep_us * 1000};
     nanosleep(&ts, NULL);
     if (sleep_us < 2000) sleep_us *= 2;

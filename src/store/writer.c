@@ -5,12 +5,7 @@
 #include <time.h>
 
 #include "util/alloc.h"
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "util/clock.h"
 
 void xgr__writer_init(xgr__writer *w, xgr_store *base, void (*commit)(void *, xgr_store_changes **, size_t),
                       long (*gc_step)(void *, bool *, xgr_error *), void *ctx) {
@@ -22,7 +17,7 @@ void xgr__writer_init(xgr__writer *w, xgr_store *base, void (*commit)(void *, xg
 static void *writer_main(void *arg) {
   xgr__writer *w = arg;
   const xgr_store_config *c = &w->base->cfg;
-  int64_t next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
+  int64_t next_gc = c->gc_interval_ms > 0 ? xgr__mono_ms() + c->gc_interval_ms : INT64_MAX;
   bool gc_more = false;          /* the last background step hit its limit: go on when idle */
   size_t full_deleted = 0;       /* rows removed by the requested full pass so far */
   xgr_store_changes **list = NULL;
@@ -30,13 +25,13 @@ static void *writer_main(void *arg) {
   pthread_mutex_lock(&w->qmu);
   for (;;) {
     bool want_full = w->gc_req != w->gc_done;
-    while (!w->head && !w->stop && !want_full && !gc_more && mono_ms() < next_gc) {
+    while (!w->head && !w->stop && !want_full && !gc_more && xgr__mono_ms() < next_gc) {
       if (next_gc == INT64_MAX) {
         pthread_cond_wait(&w->qcv, &w->qmu);
       } else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = next_gc - mono_ms();
+        int64_t wait = next_gc - xgr__mono_ms();
         if (wait < 1) wait = 1;
         ts.tv_sec += wait / 1000;
         ts.tv_nsec += (wait % 1000) * 1000000;
@@ -86,7 +81,7 @@ static void *writer_main(void *arg) {
     }
     gc_more = more;
     if (!more) {
-      next_gc = c->gc_interval_ms > 0 ? mono_ms() + c->gc_interval_ms : INT64_MAX;
+      next_gc = c->gc_interval_ms > 0 ? xgr__mono_ms() + c->gc_interval_ms : INT64_MAX;
       if (want_full) {
         w->gc_last_deleted = full_deleted;
         w->gc_done = req;
