@@ -37,6 +37,7 @@
 #include "chain/chain_int.h"
 #include "chain/exec_journal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "xgr/abi.h"
 #include "xgr/engine.h"
 #include "xgr/secp.h"
@@ -50,8 +51,14 @@ struct xgr_chain_executor {
   pthread_cond_t cv;
   bool stop, started;
   bool nonce_ready;            /* s.nonce accounts for the journal (executor thread only) */
-  bool sending;                /* shared journal: this node holds the sender's lease (executor thread writes) */
+  bool sending;                /* shared journal: this node holds the sender's lease (under mu) */
   long idle_ms;                /* how long the thread waits when there is nothing to do */
+  /* shared journal: the keeper thread renews the sender's lease while the executor thread waits
+   * on the chain (a receipt can take longer than the lease) */
+  int64_t lease_ms;
+  pthread_cond_t kcv;          /* the keeper sleeps on it (CLOCK_MONOTONIC) */
+  pthread_t keeper;
+  bool keeper_started;
   pthread_t th;
   FILE *log;
   xgr_exec_hook hook;
@@ -129,11 +136,11 @@ static void submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, c
 
 typedef xgr__xjournal_row row;
 
-/* This node no longer sends (shared journal): forget the nonce, say so once. */
+/* This node no longer sends (shared journal): say so once. Called with x->mu held. The nonce is
+ * computed again when it sends again (may_send). */
 static void step_down(xgr_chain_executor *x, const char *why) {
   if (x->sending) logf_(x, "level=warn msg=\"this node no longer sends executions\" reason=\"%s\"", why);
   x->sending = false;
-  x->nonce_ready = false;
 }
 
 static bool mark(xgr_chain_executor *x, const row *r, int state, const char *raw, const char *hash, uint64_t nonce,
@@ -280,6 +287,26 @@ static void *run(void *arg) {
   return NULL;
 }
 
+/* The keeper (shared journal): every sixth of the lease, renew the sender's lease this node holds
+ * (xgr__xjournal_lead queries only when a third has passed). The executor thread takes the lease
+ * and renews it too, but it can wait on the chain for up to the receipt timeout (60 s) while the
+ * lease is seconds: without the keeper, every slow receipt would hand the sending to another node. */
+static void *keep(void *arg) {
+  xgr_chain_executor *x = arg;
+  long every = (long)(x->lease_ms / 6 > 0 ? x->lease_ms / 6 : 1);
+  pthread_mutex_lock(&x->mu);
+  while (!x->stop) {
+    struct timespec ts = xgr__mono_deadline(every);
+    pthread_cond_timedwait(&x->kcv, &x->mu, &ts);
+    if (x->stop || !x->sending) continue;
+    char msg[512];
+    int rc = xgr__xjournal_lead(x->j, msg, sizeof msg);
+    if (rc != 1) step_down(x, rc < 0 ? msg : "another node holds the sender's lease");
+  }
+  pthread_mutex_unlock(&x->mu);
+  return NULL;
+}
+
 /* ---- life cycle and records -------------------------------------------------------------------- */
 
 /* Both constructors: node NULL for a journal of its own (journal: path, URI or NULL), else the
@@ -293,8 +320,14 @@ static xgr_chain_executor *executor_new(xgr_chain *c, const xgr_secp *secp, cons
   x->s = (xgr_chain_sender){.chain = c, .secp = secp};
   memcpy(x->s.key, key, 32);
   x->log = log;
+  x->lease_ms = lease_ms;
   pthread_mutex_init(&x->mu, NULL);
   pthread_cond_init(&x->cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&x->kcv, &ca);
+  pthread_condattr_destroy(&ca);
   uint8_t addr[20];
   if (xgr_secp_address(secp, key, addr, e)) {
     xgr_chain_executor_free(x);
@@ -313,6 +346,15 @@ static xgr_chain_executor *executor_new(xgr_chain *c, const xgr_secp *secp, cons
   }
   pthread_setname_np(x->th, "xgr-exec");
   x->started = true;
+  if (node) {
+    if (pthread_create(&x->keeper, NULL, keep, x)) {
+      xgr_error_set(e, XGR_ENOMEM, NULL, "cannot start the executor's lease thread");
+      xgr_chain_executor_free(x);
+      return NULL;
+    }
+    pthread_setname_np(x->keeper, "xgr-exec-lease");
+    x->keeper_started = true;
+  }
   return x;
 }
 
@@ -343,12 +385,15 @@ void xgr_chain_executor_free(xgr_chain_executor *x) {
     pthread_mutex_lock(&x->mu);
     x->stop = true;
     pthread_cond_signal(&x->cv);
+    pthread_cond_signal(&x->kcv);
     pthread_mutex_unlock(&x->mu);
     pthread_join(x->th, NULL);
+    if (x->keeper_started) pthread_join(x->keeper, NULL);
   }
   xgr__xjournal_close(x->j);
   memset(x->s.key, 0, sizeof x->s.key);
   pthread_cond_destroy(&x->cv);
+  pthread_cond_destroy(&x->kcv);
   pthread_mutex_destroy(&x->mu);
   free(x);
 }
