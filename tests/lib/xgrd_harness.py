@@ -84,7 +84,7 @@ class Xgrd:
 
     def start(self, timeout=20.0):
         """Start xgrd and wait until /readyz answers 200; the seconds that took. Fail when it exits
-        first or is not ready within timeout s."""
+        first or is not ready within timeout s (then it is killed)."""
         if os.path.exists(self.port_file):
             os.remove(self.port_file)
         with open(self.log, "a") as log:
@@ -94,7 +94,7 @@ class Xgrd:
         t0 = time.time()
         while time.time() - t0 < timeout:
             if self.proc.poll() is not None:
-                fail("xgrd %s exited at start: %s" % (self.name, self.log_tail(500)))
+                fail("%s exited at start: %s" % (self.name, self.log_tail(500)))
             port = open(self.port_file).read().strip() if os.path.exists(self.port_file) else ""
             if port:
                 self.url = "http://127.0.0.1:%s/" % port
@@ -104,7 +104,8 @@ class Xgrd:
                 except Exception:
                     pass
             time.sleep(0.01)
-        fail("xgrd %s not ready" % self.name)
+        self.kill()
+        fail("%s not ready" % self.name)
 
     def stop(self, sig=signal.SIGTERM, timeout=30.0):
         """Send sig (and SIGCONT, for a stopped process) and wait up to timeout s, then SIGKILL;
