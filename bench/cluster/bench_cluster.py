@@ -19,17 +19,18 @@ on). Each measurement uses a fresh schema.
 
   bench_cluster.py XGRD [SESSIONS] [LEASE_MS]
 """
-import json
 import os
-import re
+import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "lib"))
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+from xgrd_harness import Xgrd, pg_schema_url, psql  # noqa: E402
 
 XGRD = sys.argv[1]
 SESSIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
@@ -52,66 +53,25 @@ SLEEP = {"orchestration": {"id": "sleep", "structure": {"S": {"rule": "sl", "onV
          "rules": {"sl": {"payload": {}, "onValid": {"waitSec": 3600}}, "st": {"payload": {}, "onValid": {}}}}
 
 
-def store(schema):
-    return PG + "&options=-csearch_path%3D" + schema
-
-
-def psql(schema, sql):
-    out = subprocess.run(["psql", "-Atq", store(schema), "-c", sql], capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit("psql: " + out.stderr)
-    return out.stdout.strip()
-
-
 def start(schema, node):
     """An xgrd on schema: a cluster node named node, the single writer (node None) or, with schema
     None, one xgrd on an SQLite file."""
-    port = os.path.join(DIR, "%s-%s.port" % (schema, node))
-    where = store(schema) if schema else os.path.join(DIR, "fan.db")
-    role = ["--node-id", node, "--lease-ms", str(LEASE)] if node else []
-    p = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", where, "--port-file", port, "--workers",
-                          "2", "--auth", "none", "--log-level", "warn"] + role,
-                         stderr=open(os.path.join(DIR, "%s-%s.log" % (schema, node)), "a"))
-    procs.append(p)
-    t0 = time.time()
-    while not (os.path.exists(port) and open(port).read().strip()):
-        if p.poll() is not None or time.time() - t0 > 30:
-            raise SystemExit("xgrd %s did not start" % node)
-        time.sleep(0.01)
-    url = "http://127.0.0.1:%s/" % open(port).read().strip()
-    while True:
-        try:
-            if urllib.request.urlopen(url + "readyz", timeout=2).status == 200:
-                return p, url
-        except Exception:
-            time.sleep(0.02)
+    x = Xgrd(XGRD, pg_schema_url(PG, schema) if schema else os.path.join(DIR, "fan.db"), DIR,
+             ["--node-id", node, "--lease-ms", str(LEASE)] if node else [], "%s-%s" % (schema, node))
+    x.start(30)
+    procs.append(x)
+    return x
 
 
-def call(url, body):
-    rq = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    r = json.loads(urllib.request.urlopen(rq, timeout=120).read())
-    for x in r if isinstance(r, list) else [r]:
-        if "error" in x:
-            raise SystemExit("call failed: " + json.dumps(x["error"]))
-    return r
-
-
-def deploy(url, b):
-    for k, r in b["rules"].items():
-        call(url, {"jsonrpc": "2.0", "id": 1, "method": "xgr_putRule", "params": [{"address": k, "rule": r}]})
-    call(url, {"jsonrpc": "2.0", "id": 1, "method": "xgr.putOrchestration",
-               "params": {"xrc729": "local", "orchestration": b["orchestration"]}})
-
-
-def enqueue_batches(urls, ostc, roots, step, clients=6):
-    """Batches of 100 enqueues, batch i to node i % len(urls), sent by `clients` concurrent clients."""
+def enqueue_batches(nodes, ostc, roots, step, clients=6):
+    """Batches of 100 enqueues, batch i to node i % len(nodes), sent by `clients` concurrent clients."""
     batches = [roots[i:i + 100] for i in range(0, len(roots), 100)]
 
     def client(k):
         for i in range(k, len(batches), clients):
-            call(urls[i % len(urls)], [{"jsonrpc": "2.0", "id": r, "method": "xgr.enqueue",
-                                       "params": {"owner": OWNER, "rootPid": r, "xrc729": "local", "ostcId": ostc,
-                                                  "init": {"stepId": step}}} for r in batches[i]])
+            nodes[i % len(nodes)].ok_batch([("xgr.enqueue", {"owner": OWNER, "rootPid": r, "xrc729": "local",
+                                                             "ostcId": ostc, "init": {"stepId": step}})
+                                            for r in batches[i]], timeout=120)
     ts = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in ts:
         t.start()
@@ -119,35 +79,15 @@ def enqueue_batches(urls, ostc, roots, step, clients=6):
         t.join()
 
 
-def live(url):
-    """Sessions in the node's engine (xgr_sessions_live)."""
-    text = urllib.request.urlopen(url + "metrics", timeout=5).read().decode()
-    m = re.search(r'^xgr_sessions_live (\S+)$', text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
-def held(url):
-    """Sessions the node holds, in memory or hibernated (xgr_cluster{kind="leases_held"})."""
-    text = urllib.request.urlopen(url + "metrics", timeout=5).read().decode()
-    m = re.search(r'^xgr_cluster\{kind="leases_held"\} (\S+)$', text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
 def stop_all():
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGCONT)
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    for x in procs:
+        x.stop()
     procs.clear()
 
 
 def cpu_s(p):
     """User + system CPU seconds of process p so far."""
-    f = open("/proc/%d/stat" % p.pid).read().rsplit(")", 1)[1].split()
+    f = open("/proc/%d/stat" % p.proc.pid).read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -155,24 +95,23 @@ def throughput(nodes, kind="cluster"):
     """kind: "cluster" (nodes cluster nodes), "single" (one single writer) or "sqlite"."""
     schema = None if kind == "sqlite" else "tp%d%s" % (nodes, kind[0])
     if schema:
-        psql("public", "CREATE SCHEMA " + schema)
+        psql(PG, "CREATE SCHEMA " + schema)
     started = [start(schema, "n%d" % i if kind == "cluster" else None) for i in range(nodes)]
-    urls = [u for _, u in started]
-    deploy(urls[0], FAN)
-    c0 = sum(cpu_s(p) for p, _ in started)
+    started[0].deploy(FAN)
+    c0 = sum(cpu_s(p) for p in started)
     t0 = time.time()
-    enqueue_batches(urls, "fan32", list(range(1, SESSIONS + 1)), "Start")
+    enqueue_batches(started, "fan32", list(range(1, SESSIONS + 1)), "Start")
     if schema:
-        while psql(schema, "SELECT count(*) FROM sessions WHERE status = 0") != "0":
+        while psql(pg_schema_url(PG, schema), "SELECT count(*) FROM sessions WHERE status = 0") != "0":
             time.sleep(0.05)
     else:
-        while live(urls[0]) > 0:
+        while started[0].metric(None, "xgr_sessions_live") > 0:
             time.sleep(0.02)
     dt = time.time() - t0
-    cpu = sum(cpu_s(p) for p, _ in started) - c0
+    cpu = sum(cpu_s(p) for p in started) - c0
     stop_all()
     if schema:
-        steps = int(psql(schema, "SELECT count(*) FROM proc_steps"))
+        steps = int(psql(pg_schema_url(PG, schema), "SELECT count(*) FROM proc_steps"))
     else:
         db = sqlite3.connect(os.path.join(DIR, "fan.db"))
         steps = db.execute("SELECT count(*) FROM proc_steps").fetchone()[0]
@@ -185,18 +124,18 @@ def throughput(nodes, kind="cluster"):
 
 def failover(how):
     schema = "fo_" + how
-    psql("public", "CREATE SCHEMA " + schema)
-    pa, ua = start(schema, "a")
-    pb, ub = start(schema, "b")
-    deploy(ua, SLEEP)
+    psql(PG, "CREATE SCHEMA " + schema)
+    a, b = start(schema, "a"), start(schema, "b")
+    a.deploy(SLEEP)
     n = 200
-    enqueue_batches([ua], "sleep", list(range(1, n + 1)), "S")
-    while psql(schema, "SELECT count(*) FROM proc_steps WHERE step_id = 'S'") != str(n):
+    enqueue_batches([a], "sleep", list(range(1, n + 1)), "S")
+    while psql(pg_schema_url(PG, schema), "SELECT count(*) FROM proc_steps WHERE step_id = 'S'") != str(n):
         time.sleep(0.05)
-    held0 = held(ub)
+    held = lambda: b.metric("leases_held", "xgr_cluster")  # noqa: E731 (sessions b holds, in memory or hibernated)
+    held0 = held()
     t0 = time.time()
-    pa.send_signal(signal.SIGKILL if how == "kill" else signal.SIGSTOP)
-    while held(ub) < held0 + n:
+    a.proc.send_signal(signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+    while held() < held0 + n:
         if time.time() - t0 > 60:
             raise SystemExit("failover: node b did not take the sessions over")
         time.sleep(0.005)
@@ -215,4 +154,4 @@ try:
     failover("stop")
 finally:
     stop_all()
-    subprocess.run(["rm", "-rf", DIR])
+    shutil.rmtree(DIR, ignore_errors=True)

@@ -49,13 +49,14 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+from xgrd_harness import Fail, Xgrd  # noqa: E402
 
 XGRD, SCEN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3] if len(sys.argv) > 3 else ""
@@ -67,23 +68,6 @@ ORDERED_ONLY = {
     "wake_sibling_due_same_instant.json": "A and B are due at once; B may run before A's wake-up reaches it "
                                           "(SEMANTICS §6: only the ordered mode runs them one at a time)",
 }
-
-
-class Fail(Exception):
-    pass
-
-
-def rpc(url, method, params):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-    rq = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(rq, timeout=30).read())
-
-
-def ok(url, method, params):
-    r = rpc(url, method, params)
-    if "error" in r:
-        raise Fail("%s: %s" % (method, json.dumps(r["error"])))
-    return r["result"]
 
 
 # ---- the time scale of a scenario -----------------------------------------------------------------
@@ -134,48 +118,18 @@ class Run:
     def __init__(self, name, sc, scale, hibernate):
         self.name, self.sc, self.scale, self.hibernate = name, sc, scale, hibernate
         self.dir = tempfile.mkdtemp(prefix="xgr-scen-")
-        self.proc = None
+        self.x = Xgrd(XGRD, "sqlite:" + os.path.join(self.dir, "s.db"), self.dir,
+                      ["--time-scale", "%.6g" % scale, "--hibernate-after", hibernate,
+                       "--max-session-steps", str(sc.get("maxSteps", 10000))])
         self.report = None
         self.error = None
         self.evicted = 0
         self.refusals = []
 
-    def start(self):
-        port = os.path.join(self.dir, "port")
-        args = [XGRD, "--listen", "127.0.0.1:0", "--store", "sqlite:" + os.path.join(self.dir, "s.db"),
-                "--port-file", port, "--workers", "2", "--auth", "none", "--log-level", "warn",
-                "--time-scale", "%.6g" % self.scale, "--hibernate-after", self.hibernate,
-                "--max-session-steps", str(self.sc.get("maxSteps", 10000))]
-        self.proc = subprocess.Popen(args, stderr=open(os.path.join(self.dir, "log"), "w"))
-        t0 = time.time()
-        while time.time() - t0 < 20:
-            if os.path.exists(port) and open(port).read().strip():
-                break
-            if self.proc.poll() is not None:
-                raise Fail("xgrd exited: " + open(os.path.join(self.dir, "log")).read()[-500:])
-            time.sleep(0.01)
-        self.url = "http://127.0.0.1:%s/" % open(port).read().strip()
-        while time.time() - t0 < 20:
-            try:
-                if urllib.request.urlopen(self.url + "readyz").status == 200:
-                    return
-            except Exception:
-                pass
-            time.sleep(0.01)
-        raise Fail("xgrd not ready")
-
     def stop(self):
         """SIGTERM; a graceful stop exits 0 (a sanitizer's report makes it fail: the log's tail is kept)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc and self.proc.returncode != 0 and not self.error:
-            log = open(os.path.join(self.dir, "log"), errors="replace").read()
-            self.error = "xgrd exited with %d: %s" % (self.proc.returncode, log[-1500:])
+        if self.x.proc and self.x.stop() != 0 and not self.error:
+            self.error = "xgrd exited with %d: %s" % (self.x.proc.returncode, self.x.log_tail(1500))
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def sessions(self):
@@ -205,13 +159,13 @@ class Run:
                 p = {"from": a.get("caller", owner), "runner": owner, "sessionId": root, "stepId": w["step"]}
             if "payload" in a:
                 p["payload"] = a["payload"]
-            return self.answer(a, rpc(self.url, "xgr_wakeUpProcess", [p]))
+            return self.answer(a, self.x.rpc("xgr_wakeUpProcess", [p]))
         for kind in ("kill", "pause", "resume"):
             if kind in a:
                 root = int(a[kind].split(":")[0])
                 owner = self.owner_of(root)
-                return self.answer(a, rpc(self.url, "xgr." + kind, {"owner": owner, "pid": a[kind],
-                                                                     "from": a.get("caller", owner)}))
+                return self.answer(a, self.x.rpc("xgr." + kind, {"owner": owner, "pid": a[kind],
+                                                                  "from": a.get("caller", owner)}))
         raise Fail("unknown action %s" % json.dumps(a))
 
     def answer(self, a, r):
@@ -225,19 +179,16 @@ class Run:
 
     def run(self):
         try:
-            self.start()
+            self.x.start()
             b = self.sc["bundle"]
-            main = self.sessions()[0][0]
-            for k, r in b["rules"].items():
-                ok(self.url, "xgr_putRule", [{"address": k, "rule": r, "from": main}])
-            ok(self.url, "xgr.putOrchestration", {"xrc729": "scen", "orchestration": b["orchestration"], "from": main})
+            self.x.deploy(b, "scen", **{"from": self.sessions()[0][0]})
             t0 = self.engine_now()
             # the extra sessions (wake-up targets) first: at time scales in the hundreds a wake-up
             # sent 1 s of engine time after the start is a millisecond away
             for owner, root, start, payload in self.sessions()[1:] + self.sessions()[:1]:
-                ok(self.url, "xgr.enqueue", {"owner": owner, "rootPid": root, "xrc729": "scen",
-                                             "ostcId": b["orchestration"]["id"],
-                                             "init": {"stepId": start, "payload": payload}})
+                self.x.ok("xgr.enqueue", {"owner": owner, "rootPid": root, "xrc729": "scen",
+                                          "ostcId": b["orchestration"]["id"],
+                                          "init": {"stepId": start, "payload": payload}})
             script = sorted(enumerate(self.sc.get("script") or []), key=lambda ia: (ia[1].get("at", 0), ia[0]))
             results = [None] * len(script)
             for i, a in script:
@@ -249,11 +200,10 @@ class Run:
             self.settle(t0)
             self.report = [self.read(o, r) for o, r, _, _ in self.sessions()]
             self.report[0]["actions"] = [{"ok": v} for v in results]
-            m = urllib.request.urlopen(self.url + "metrics").read().decode()
-            for line in m.splitlines():
-                if line.startswith('xgr_engine_events{kind="sessions_evicted"}'):
-                    self.evicted = float(line.split()[1])
-        except Exception as e:   # reported per scenario
+            self.evicted = self.x.metric("sessions_evicted")
+        except Fail as e:   # reported per scenario
+            self.error = str(e)
+        except Exception as e:
             self.error = "%s: %s" % (type(e).__name__, e)
         finally:
             self.stop()
@@ -265,7 +215,7 @@ class Run:
         by then)."""
         limit = time.time() + 10
         while time.time() < limit:
-            views = [ok(self.url, "xgr.getSession", {"owner": o, "rootPid": r}) for o, r, _, _ in self.sessions()]
+            views = [self.x.ok("xgr.getSession", {"owner": o, "rootPid": r}) for o, r, _, _ in self.sessions()]
             # every start step has run (the store shows a start process waiting until then)
             started = all(any(h["pid"].endswith(":1") for h in v["history"]) for v in views)
             if started and all(p["status"] != "running" and not (p["status"] == "waiting" and p.get("nextWakeAt")
@@ -281,7 +231,7 @@ class Run:
         last, since = None, time.time()
         limit = time.time() + 30 + times_of(self.sc)[-1] / self.scale / 1000.0
         while time.time() < limit:
-            views = [ok(self.url, "xgr.getSession", {"owner": o, "rootPid": r}) for o, r, _, _ in self.sessions()]
+            views = [self.x.ok("xgr.getSession", {"owner": o, "rootPid": r}) for o, r, _, _ in self.sessions()]
             if all(v["session"]["status"] in TERMINAL for v in views):
                 return
             stuck = all(v["session"]["status"] in TERMINAL or
@@ -298,7 +248,7 @@ class Run:
 
     def read(self, owner, root):
         """The run of one session in the report's terms (tests/scenarios/expect.h)."""
-        v = ok(self.url, "xgr.getSession", {"owner": owner, "rootPid": root})
+        v = self.x.ok("xgr.getSession", {"owner": owner, "rootPid": root})
         db = sqlite3.connect(os.path.join(self.dir, "s.db"))
         key = root - (1 << 63)   # SQLite keeps rootPids order-preserving: v XOR 2^63 (src/store/sqlite.c)
         payloads = {it: pl for it, pl in db.execute(

@@ -14,14 +14,14 @@ evicted from memory right after its last commit. Checked from the outside:
 """
 import json
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+from xgrd_harness import Xgrd, check, wait_for  # noqa: E402
 
 XGRD, SRC = sys.argv[1], sys.argv[2]
 DIR = tempfile.mkdtemp(prefix="xgr-hib-")
@@ -29,94 +29,22 @@ OWNER = "0x00000000000000000000000000000000000000aa"
 SCALE = 100
 PG = os.environ.get("XGR_PG_URL", "")
 STORE = PG or "sqlite:" + os.path.join(DIR, "s.db")
-proc = None
-url = None
-
-
-def start():
-    global proc, url
-    port = os.path.join(DIR, "port")
-    if os.path.exists(port):
-        os.remove(port)
-    log = open(os.path.join(DIR, "log"), "a")
-    proc = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", STORE,
-                             "--port-file", port, "--workers", "2", "--auth", "none", "--hibernate-after", "0",
-                             "--time-scale", str(SCALE), "--log-level", "warn"], stderr=log)
-    t0 = time.time()
-    while time.time() - t0 < 20:
-        if os.path.exists(port) and open(port).read().strip():
-            break
-        time.sleep(0.01)
-    url = "http://127.0.0.1:%s/" % open(port).read().strip()
-    while time.time() - t0 < 20:
-        try:
-            if urllib.request.urlopen(url + "readyz").status == 200:
-                return time.time() - t0
-        except Exception:
-            pass
-        time.sleep(0.01)
-    raise SystemExit("FAIL: xgrd not ready")
-
-
-def stop(sig=signal.SIGKILL):
-    proc.send_signal(sig)
-    proc.wait()
-
-
-def rpc(method, params):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-    rq = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(rq).read())
-
-
-def ok(method, params):
-    r = rpc(method, params)
-    if "error" in r:
-        raise SystemExit("FAIL: %s %s: %s" % (method, json.dumps(params), json.dumps(r["error"])))
-    return r["result"]
-
-
-def metric(name):
-    text = urllib.request.urlopen(url + "metrics").read().decode()
-    m = re.search(r'^xgr_engine_events\{kind="%s"\} (\S+)$' % name, text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
-def deploy(path):
-    b = json.load(open(path))
-    for k, r in b["rules"].items():
-        ok("xgr_putRule", [{"address": k, "rule": r}])
-    ok("xgr.putOrchestration", {"xrc729": "local", "orchestration": b["orchestration"]})
-    return b["orchestration"]["id"]
+x = Xgrd(XGRD, STORE, DIR, ["--hibernate-after", "0", "--time-scale", str(SCALE)])
+ok, metric = x.ok, x.metric
 
 
 def session(root):
     return ok("xgr.getSession", {"owner": OWNER, "rootPid": root})
 
 
-def wait_for(what, cond, secs=5.0):
-    t0 = time.time()
-    while time.time() - t0 < secs:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise SystemExit("FAIL: " + what)
-
-
 def hibernated(root):
     return session(root)["session"].get("hibernated") is True
 
 
-def check(cond, what):
-    if not cond:
-        raise SystemExit("FAIL: " + what)
-    print("ok  ", what)
-
-
 try:
-    start()
-    deploy(os.path.join(SRC, "tests", "daemon", "gate.json"))
-    deploy(os.path.join(SRC, "tests", "hibernate", "sleeper.json"))
+    x.start()
+    x.deploy(json.load(open(os.path.join(SRC, "tests", "daemon", "gate.json"))))
+    x.deploy(json.load(open(os.path.join(SRC, "tests", "hibernate", "sleeper.json"))))
     # gate: A runs, waits 3600 s and spawns W, which waits for a wake-up
     for root in (1, 2, 3, 4):
         ok("xgr.enqueue", {"owner": OWNER, "rootPid": root, "xrc729": "local", "ostcId": "gate", "init": {"stepId": "A"}})
@@ -178,18 +106,15 @@ try:
 
     # restart: lazy recovery, the hibernated sessions still answer
     loaded_before = metric("sessions_loaded")
-    stop()
-    t = start()
-    log = open(os.path.join(DIR, "log")).read()
+    x.stop(signal.SIGKILL)
+    t = x.start()
     check(metric("sessions_loaded") == 0, "a restart loads no hibernated session (ready in %.2f s)" % t)
     check(hibernated(4) and session(4)["session"]["alive"], "after the restart session 4 is still hibernated")
     ok("xgr_wakeUpProcess", {"from": OWNER, "processId": "4:2", "payload": {}})
     wait_for("W of session 4 ran", lambda: any(h.get("step") == "W" for h in session(4)["history"]))
     check(metric("sessions_loaded") >= 1, "after the restart a wake-up loads it and W runs")
-    stop(signal.SIGTERM)
+    x.stop()
     print("test_hibernate: all passed")
 finally:
-    if proc and proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    x.kill()
     shutil.rmtree(DIR, ignore_errors=True)

@@ -31,7 +31,6 @@ on a failure, the nodes running that long (for a look at them).
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +38,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+import xgrd_harness  # noqa: E402
+from xgrd_harness import Xgrd, check, fail, pg_schema_url, until, wait_for  # noqa: E402
 
 XGRD, CRASH_RUN, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 PG = os.environ["XGR_PG_URL"]
@@ -58,71 +61,26 @@ hib_calls = [0]                         # gate calls that reached a hibernated s
 rnd = random.Random(int(os.environ.get("XGR_CLUSTER_SEED", str(int(time.time())))))
 
 
-def fail(msg):
-    raise SystemExit("FAIL: " + msg)
-
-
 def store(schema):
-    return PG + "&options=-csearch_path%3D" + schema
+    return pg_schema_url(PG, schema)
 
 
 def psql(schema, sql):
-    out = subprocess.run(["psql", "-Atq", store(schema), "-c", sql], capture_output=True, text=True)
-    if out.returncode:
-        fail("psql: " + out.stderr)
-    return out.stdout.strip()
+    return xgrd_harness.psql(store(schema), sql)
 
 
-class Node:
+class Node(Xgrd):
     def __init__(self, schema, node_id):
-        self.schema, self.id = schema, node_id
-        port = os.path.join(DIR, node_id + ".port")
-        self.log = os.path.join(DIR, node_id + ".log")
-        self.p = subprocess.Popen([XGRD, "--listen", "127.0.0.1:0", "--store", store(schema), "--port-file", port,
-                                   "--workers", "2", "--auth", "none", "--time-scale", str(SCALE), "--log-level",
-                                   "warn", "--node-id", node_id, "--lease-ms", str(LEASE_MS),
-                                   "--first-step-timeout", "100"] +
-                                  (["--hibernate-after", HIBERNATE] if HIBERNATE else []), stderr=open(self.log, "a"))
-        procs.append(self.p)
-        self.live = True
-        t0 = time.time()
-        while time.time() - t0 < 30:
-            if os.path.exists(port) and open(port).read().strip():
-                break
-            if self.p.poll() is not None:
-                fail("xgrd %s exited at start: %s" % (node_id, open(self.log).read()[-500:]))
-            time.sleep(0.01)
-        self.url = "http://127.0.0.1:%s/" % open(port).read().strip()
-        while time.time() - t0 < 30:
-            try:
-                if urllib.request.urlopen(self.url + "readyz", timeout=2).status == 200:
-                    return
-            except Exception:
-                pass
-            time.sleep(0.02)
-        fail("xgrd %s not ready" % node_id)
-
-    def call(self, body, timeout=30):
-        rq = urllib.request.Request(self.url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-        return json.loads(urllib.request.urlopen(rq, timeout=timeout).read())
-
-    def ok(self, method, params):
-        r = self.call({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-        if "error" in r:
-            fail("%s on %s %s: %s" % (method, self.id, json.dumps(params)[:200], json.dumps(r["error"])))
-        return r["result"]
-
-    def metric(self, kind, name="xgr_cluster"):
-        text = urllib.request.urlopen(self.url + "metrics", timeout=5).read().decode()
-        if kind is None:
-            m = re.search(r'^%s (\S+)$' % name, text, re.M)
-        else:
-            m = re.search(r'^%s\{kind="%s"\} (\S+)$' % (name, kind), text, re.M)
-        return float(m.group(1)) if m else 0.0
+        super().__init__(XGRD, store(schema), DIR, ["--time-scale", str(SCALE), "--node-id", node_id, "--lease-ms",
+                                                    str(LEASE_MS), "--first-step-timeout", "100"] +
+                         (["--hibernate-after", HIBERNATE] if HIBERNATE else []), node_id)
+        self.schema, self.live = schema, True
+        self.start(30)
+        procs.append(self)
 
     def hibernated(self):
         """Sessions this node holds but does not keep in memory."""
-        return self.metric("leases_held") - self.metric(None, "xgr_sessions_live")
+        return self.metric("leases_held", "xgr_cluster") - self.metric(None, "xgr_sessions_live")
 
 
 # A runs, its child W waits 10^8 s (forever here) for a wake-up, or a kill
@@ -135,10 +93,7 @@ GATE = {"orchestration": {"id": "gate", "structure": {"A": {"rule": "ga", "onVal
 
 def deploy(node):
     for name in ("stress/crash/daemon_bundle.json", "stress/crash/pingpong_bundle.json", None):
-        b = json.load(open(os.path.join(SRC, "tests", name))) if name else GATE
-        for k, r in b["rules"].items():
-            node.ok("xgr_putRule", [{"address": k, "rule": r}])
-        node.ok("xgr.putOrchestration", {"xrc729": "local", "orchestration": b["orchestration"]})
+        node.deploy(json.load(open(os.path.join(SRC, "tests", name))) if name else GATE)
 
 
 def enqueue_req(root):
@@ -158,11 +113,9 @@ def enqueue(nodes, roots):
     per = {}
     for i, root in enumerate(roots):
         rq = dict(enqueue_req(root), owner=OWNER, rootPid=root, xrc729="local")
-        per.setdefault(i % len(nodes), []).append({"jsonrpc": "2.0", "id": root, "method": "xgr.enqueue", "params": rq})
+        per.setdefault(i % len(nodes), []).append(("xgr.enqueue", rq))
     for i, batch in per.items():
-        for r in nodes[i].call(batch, timeout=60):
-            if "error" in r:
-                fail("enqueue %s on %s: %s" % (r.get("id"), nodes[i].id, json.dumps(r["error"])))
+        nodes[i].ok_batch(batch, timeout=60)
 
 
 def enqueue_all(nodes, schema, order):
@@ -172,11 +125,9 @@ def enqueue_all(nodes, schema, order):
     pings = set(N_FAN + 2 * k - 1 for k in range(1, PAIRS + 1))
     enqueue(nodes, [r for r in order if r not in pings])
     pongs = ",".join(str(N_FAN + 2 * k) for k in range(1, PAIRS + 1))
-    t0 = time.time()
-    while psql(schema, "SELECT count(*) FROM proc_steps WHERE step_id = 'Start' AND root_pid IN (%s)" % pongs) != str(PAIRS):
-        if time.time() - t0 > 20:
-            fail("the pongs' Start steps did not run")
-        time.sleep(0.05)
+    wait_for("the pongs' Start steps did not run", lambda: psql(
+        schema, "SELECT count(*) FROM proc_steps WHERE step_id = 'Start' AND root_pid IN (%s)" % pongs) == str(PAIRS),
+        20, 0.05)
     enqueue(nodes[1:] + nodes[:1], [r for r in order if r in pings])
 
 
@@ -191,23 +142,23 @@ def control(live, root):
     for attempt in range(6):
         node = rnd.choice([n for n in live() if n.live])
         if HIBERNATE and not attempt:   # evicted (a due time in its row) and held by another node?
-            row = psql("cl" if node.id != "ref" else "ref",
+            row = psql("cl" if node.name != "ref" else "ref",
                        "SELECT wake_due IS NOT NULL, lease_owner FROM sessions WHERE root_pid = %d" % root).split("|")
-            if row[0] == "t" and row[1] not in ("", node.id):
+            if row[0] == "t" and row[1] not in ("", node.name):
                 hib_calls[0] += 1
         if wake:
             req = ("xgr_wakeUpProcess", {"from": OWNER, "processId": "%d:2" % root, "payload": {"n": 41}})
         else:
             req = ("xgr.kill", {"owner": OWNER, "rootPid": root})
         try:
-            r = node.call({"jsonrpc": "2.0", "id": 1, "method": req[0], "params": req[1]}, timeout=15)
+            r = node.rpc(req[0], req[1], timeout=15)
         except Exception as e:
             r = {"error": str(e)}
         if "error" not in r:
-            return node.id
+            return node.name
         if attempt and "no live session" in json.dumps(r["error"]):
-            return node.id      # an earlier attempt did it (the session ended); its answer was lost
-        print("     (%s of session %d via %s: %s; again)" % (req[0], root, node.id, json.dumps(r["error"])[:160]),
+            return node.name      # an earlier attempt did it (the session ended); its answer was lost
+        print("     (%s of session %d via %s: %s; again)" % (req[0], root, node.name, json.dumps(r["error"])[:160]),
               flush=True)
         time.sleep(0.3)
     fail("%s of session %d kept failing: %s" % (req[0], root, json.dumps(r["error"])))
@@ -241,19 +192,9 @@ def canon(schema):
     return out.stdout
 
 
-def check(cond, what):
-    if not cond:
-        fail(what)
-    print("ok  ", what, flush=True)
-
-
 def gate_controls(schema, nodes_fn, roots):
     for root in roots:
-        t0 = time.time()
-        while not a_ran(schema, root):
-            if time.time() - t0 > 20:
-                fail("A of gate session %d never ran" % root)
-            time.sleep(0.05)
+        wait_for("A of gate session %d never ran" % root, lambda: a_ran(schema, root), 20, 0.05)
         control(nodes_fn, root)
 
 
@@ -274,10 +215,9 @@ try:
     wait_done("ref", 40)
     # every internal wake-up of the pairs finds its target waiting: a refusal here is a wake-up
     # applied twice (one delivered to a second incarnation after the first had applied it)
-    refused = ref.metric("wakeups_refused", "xgr_engine_events")
+    refused = ref.metric("wakeups_refused")
     check(refused == 0, "reference: no internal wake-up refused (%d)" % refused)
-    ref.p.send_signal(signal.SIGTERM)
-    check(ref.p.wait(timeout=30) == 0, "reference: one node ran %d sessions in %.1f s" % (TOTAL, time.time() - t0))
+    check(ref.stop() == 0, "reference: one node ran %d sessions in %.1f s" % (TOTAL, time.time() - t0))
     want = canon("ref")
     check("sessions completed: %d of %d" % (TOTAL - N_GATE // 2, TOTAL) in want,
           "reference: every session ended (%s)" % want.strip().splitlines()[-1])
@@ -290,9 +230,7 @@ try:
     # any node answers any call: a session on n1, read and paused / resumed through n3
     x = TOTAL + 1
     nodes[0].ok("xgr.enqueue", {"owner": OWNER, "rootPid": x, "xrc729": "local", "ostcId": "gate", "init": {"stepId": "A"}})
-    t1 = time.time()
-    while not a_ran("cl", x) and time.time() - t1 < 20:
-        time.sleep(0.05)
+    until(lambda: a_ran("cl", x), 20, 0.05)
     check(nodes[2].ok("xgr_sessionAlive", [OWNER, str(x)]) is True and
           nodes[2].ok("xgr.getSession", {"owner": OWNER, "rootPid": x})["session"]["status"] == "running",
           "a session held by n1 is alive and shown running through n3")
@@ -308,16 +246,13 @@ try:
     early.start()
     time.sleep(0.3)
     if HIBERNATE:   # n1 dies holding evicted sessions (rows naming n1 with a due time)
-        t1 = time.time()
-        while psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n1' AND wake_due IS NOT"
-                         " NULL") == "0" and time.time() - t1 < 10:
-            time.sleep(0.02)
+        until(lambda: psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n1' AND wake_due"
+                                 " IS NOT NULL") != "0", 10)
         h1 = nodes[0].hibernated()
         rows1 = int(psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n1' AND wake_due IS"
                                " NOT NULL"))
         check(h1 > 0 and rows1 > 0, "n1 holds %d sessions it evicted (%d rows naming n1 with a due time)" % (h1, rows1))
-    nodes[0].p.send_signal(signal.SIGKILL)
-    nodes[0].p.wait()
+    nodes[0].stop(signal.SIGKILL)
     nodes[0].live = False
     t_kill = time.time()
     time.sleep(0.1)
@@ -325,10 +260,10 @@ try:
         rows2 = int(psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n2' AND wake_due IS"
                                " NOT NULL"))
         check(rows2 > 0, "n2 holds %d evicted sessions when it is stopped" % rows2)
-    nodes[1].p.send_signal(signal.SIGSTOP)
+    nodes[1].proc.send_signal(signal.SIGSTOP)
     nodes[1].live = False
     time.sleep(2.5 * LEASE_MS / 1000)
-    nodes[1].p.send_signal(signal.SIGCONT)
+    nodes[1].proc.send_signal(signal.SIGCONT)
     nodes[1].live = True
     early.join()
     gate_controls("cl", live, range(half, TOTAL + 1))
@@ -336,26 +271,25 @@ try:
     took = wait_done("cl", 45)
     check(True, "three nodes: every session ended %.1f s after the stopped node resumed" % took)
     print("     internal wake-ups refused on the nodes still running: %d" %
-          sum(n.metric("wakeups_refused", "xgr_engine_events") for n in live()))
-    refused = nodes[1].metric("late_writes_refused")
-    lost = nodes[1].metric("leases_lost")
+          sum(n.metric("wakeups_refused") for n in live()))
+    refused = nodes[1].metric("late_writes_refused", "xgr_cluster")
+    lost = nodes[1].metric("leases_lost", "xgr_cluster")
     check(refused > 0, "the stopped node's late writes were refused (%d batches; %d leases lost)" % (refused, lost))
-    claimed = nodes[2].metric("sessions_claimed")
+    claimed = nodes[2].metric("sessions_claimed", "xgr_cluster")
     check(claimed > 0, "node 3 took over sessions of the killed and the stopped node (%d claims)" % claimed)
-    served = sum(n.metric("commands_served") for n in nodes[1:])
+    served = sum(n.metric("commands_served", "xgr_cluster") for n in nodes[1:])
     print("     commands served by nodes 2 and 3: %d" % served)
     if HIBERNATE:
-        lazy = sum(n.metric("sessions_claimed_hibernated") for n in nodes[1:])
+        lazy = sum(n.metric("sessions_claimed_hibernated", "xgr_cluster") for n in nodes[1:])
         check(lazy > 0, "nodes 2 and 3 claimed %d evicted sessions without loading them" % lazy)
         for n in nodes[1:]:
-            ev = n.metric("sessions_evicted", "xgr_engine_events")
-            ld = n.metric("sessions_loaded", "xgr_engine_events")
-            check(ev > 0 and ld > 0, "node %s evicted %d sessions and loaded %d again" % (n.id, ev, ld))
+            ev = n.metric("sessions_evicted")
+            ld = n.metric("sessions_loaded")
+            check(ev > 0 and ld > 0, "node %s evicted %d sessions and loaded %d again" % (n.name, ev, ld))
         check(hib_calls[0] > 0, "%d wake-ups and kills went to a node that did not hold their evicted session"
                                 % hib_calls[0])
     for n in nodes[1:]:
-        n.p.send_signal(signal.SIGTERM)
-        check(n.p.wait(timeout=30) == 0, "node %s stops on SIGTERM" % n.id)
+        check(n.stop() == 0, "node %s stops on SIGTERM" % n.name)
     check(psql("cl", "SELECT count(*) FROM sessions WHERE lease_owner IS NOT NULL AND status = 0") == "0",
           "no lease left behind")
     got = canon("cl")
@@ -367,25 +301,19 @@ try:
           got.strip().splitlines()[-1])
     print("test_cluster: all passed in %.1f s" % (time.time() - t0))
 except BaseException:
-    for p in procs:
-        print("xgrd pid %d: %s" % (p.pid, "running" if p.poll() is None else "exit %s" % p.returncode))
+    for n in procs:
+        print("xgrd pid %d: %s" % (n.proc.pid, "running" if n.proc.poll() is None else "exit %s" % n.proc.returncode))
     for f in sorted(os.listdir(DIR)):
         if f.endswith(".log"):
             lines = [l for l in open(os.path.join(DIR, f)) if "level=info" not in l]
             print("== %s\n%s" % (f, "".join(lines[-70:])))
     if os.environ.get("XGR_CLUSTER_KEEP"):
-        print("nodes:", [(n.id, n.url) for n in globals().get("nodes", [])], flush=True)
+        print("nodes:", [(n.name, n.url) for n in globals().get("nodes", [])], flush=True)
         time.sleep(float(os.environ.get("XGR_CLUSTER_KEEP")))
     raise
 finally:
-    for p in procs:
-        if p.poll() is None:
-            try:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-                p.wait()
-            except Exception:
-                pass
+    for n in procs:
+        n.kill()
     if os.environ.get("XGR_CLUSTER_KEEP"):
         print("logs kept in", DIR)
     else:
