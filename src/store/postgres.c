@@ -18,8 +18,11 @@
  *                puts the store in the failed state.
  *   bulk path    a group of session rows, states, process and history rows and scopes goes in a
  *                dozen statements: unnest arrays in the pipeline, then (COPY cannot be pipelined)
- *                the process rows by binary COPY into the temporary xgr_stage_procs and one upsert
- *                from it, the history rows by binary COPY into proc_steps (send_bulk, copy_rows).
+ *                the process rows by binary COPY — new ones (iter at least the session's stored
+ *                next_iter, read first in the pipeline) straight into proc_rt, the others into the
+ *                temporary xgr_stage_procs and one upsert from it — and the history rows by binary
+ *                COPY into proc_steps (send_bulk, copy_rows). Should a "new" row exist, the group
+ *                is redone with every process row through the upsert (commit_group).
  *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
  *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
  *                and ordered like the numbers (listing pages by rootPid).
@@ -272,7 +275,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
                      " AND refused_at <= $1 LIMIT $2))",
     /* the stored next_iter of each session (by its position in the arrays) whose process rows a
-     * bulk group writes, read before the group's own session rows and states (split_procs) */
+     * bulk group writes, read before the group's own session rows and states; copy_rows splits
+     * the process rows on it */
     [S_NEXT_ITERS] = "SELECT u.ord, s.next_iter FROM unnest($1::text[], $2::numeric[]) WITH ORDINALITY"
                      " AS u(owner, root_pid, ord) JOIN sessions s ON s.owner = u.owner AND s.root_pid = u.root_pid",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
@@ -755,10 +759,12 @@ typedef struct owner_next {
   uint64_t next;
 } owner_next;
 
-/* Send the group's entries with the sessions' states in one update, every process row in one
- * upsert and every history row in one insert (after the session rows and scopes, which are sent
- * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
- * one batch at a time, which names the faulty batch. */
+/* Send the group's entries: with bp->direct first the read of its sessions' stored next_iter
+ * (S_NEXT_ITERS), then the session rows, scopes and the sessions' states in a few bulk
+ * statements; the history rows go into copy (COPY's binary format) and the process rows, the last
+ * state of each in key order, into bp (copy_rows writes them after the pipeline). The last state
+ * of a session and of a process in the group wins. A failing bulk statement is put on batch 0:
+ * the group is then applied again one batch at a time, which names the faulty batch. */
 static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
                       bulk_procs *bp) {
   size_t nprocs = 0, nstates = 0, nnew_max = 0;
