@@ -18,8 +18,11 @@
  *                puts the store in the failed state.
  *   bulk path    a group of session rows, states, process and history rows and scopes goes in a
  *                dozen statements: unnest arrays in the pipeline, then (COPY cannot be pipelined)
- *                the process rows by binary COPY into the temporary xgr_stage_procs and one upsert
- *                from it, the history rows by binary COPY into proc_steps (send_bulk, copy_rows).
+ *                the process rows by binary COPY — new ones (iter at least the session's stored
+ *                next_iter, read first in the pipeline) straight into proc_rt, the others into the
+ *                temporary xgr_stage_procs and one upsert from it — and the history rows by binary
+ *                COPY into proc_steps (send_bulk, copy_rows). Should a "new" row exist, the group
+ *                is redone with every process row through the upsert (commit_group).
  *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
  *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
  *                and ordered like the numbers (listing pages by rootPid).
@@ -154,7 +157,7 @@ enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
   S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
-  S_GC_REFUSED, S_COUNT
+  S_GC_REFUSED, S_NEXT_ITERS, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -271,6 +274,11 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
                      " AND refused_at <= $1 LIMIT $2))",
+    /* the stored next_iter of each session (by its position in the arrays) whose process rows a
+     * bulk group writes, read before the group's own session rows and states; copy_rows splits
+     * the process rows on it */
+    [S_NEXT_ITERS] = "SELECT u.ord, s.next_iter FROM unnest($1::text[], $2::numeric[]) WITH ORDINALITY"
+                     " AS u(owner, root_pid, ord) JOIN sessions s ON s.owner = u.owner AND s.root_pid = u.root_pid",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
                     " (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND r.root_pid = s.root_pid AND"
                     " r.join_group = s.grp AND r.status < 2) LIMIT $1))",
@@ -289,6 +297,8 @@ typedef struct pgstore {
 
   xgr__writer wr;               /* the writer thread and its queue (writer.c) */
   pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
+  uint64_t direct_redos;        /* groups whose direct COPY of new process rows hit an existing row
+                                   and were redone through the upsert (under base.mu) */
 } pgstore;
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -375,17 +385,32 @@ static char *get_text(const PGresult *r, int row, int col) {
 /* ---- applying batches (writer thread, pipeline mode) ------------------------------------------ */
 
 /* What the writer does with the result of one statement it sent. */
-enum { W_PLAIN, W_NEXTPID, W_REGISTER, W_MARK, W_SESSION_NEW };
+enum { W_PLAIN, W_NEXTPID, W_REGISTER, W_MARK, W_SESSION_NEW, W_NEXT_ITERS };
 
 typedef struct pending {
   size_t batch, op;             /* the batch (index in the group) and entry it belongs to */
   uint8_t what;
 } pending;
 
+/* The process rows of a bulk group: the last state of each process, in key order (owner, rootPid,
+ * iter), and the sessions they belong to (runs of equal (owner, rootPid) in that order). With
+ * the direct path, S_NEXT_ITERS reads each session's stored next_iter in the pipeline: a row
+ * whose iter is at least that (or whose session has no row yet) was never stored, so it goes
+ * into proc_rt by a plain COPY; the others go through the staging table and the upsert. */
+typedef struct bulk_procs {
+  const store_op **rows;        /* borrowed from the group's entries */
+  size_t n;
+  size_t *sess;                 /* rows[i]'s session (index into next) */
+  uint64_t *next;               /* per session: stored next_iter, 0 when it has no row (all new) */
+  size_t nsess;
+  bool direct;                  /* split new rows off (S_NEXT_ITERS sent) */
+} bulk_procs;
+
 typedef struct pipe_state {
   pending *p;
   size_t n, cap;
   bool send_failed;
+  bulk_procs *bp;               /* W_NEXT_ITERS fills bp->next */
 } pipe_state;
 
 static void send_stmt(pgstore *g, pipe_state *ps, int which, const params *p, size_t batch, size_t op, uint8_t what) {
@@ -648,6 +673,35 @@ static void cp_num(xgr_buf *b, uint64_t v) {
   for (int i = n - 1; i >= low; i--) cp_be(b, d[i], 2);
 }
 
+/* One process row in COPY's binary format (the columns PROC_ROW_COLS); the header first when b is
+ * empty. Its terminal_at is now when the process has ended. */
+static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
+  const xgr_store_proc *x = &op->u.proc;
+  if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
+  cp_row(b, 20);
+  cp_text(b, op->owner);
+  cp_num(b, op->root);
+  cp_num(b, x->iter);
+  cp_num(b, x->parent_iter);
+  cp_i32(b, x->step);
+  cp_text(b, x->step_id ? x->step_id : "");
+  cp_i32(b, x->status);
+  cp_i32(b, x->paused);
+  cp_i32(b, x->valid);
+  cp_i32(b, x->abort_reason);
+  cp_i64(b, x->group);
+  cp_i64(b, x->from_group);
+  cp_i64(b, x->next_wake_at);
+  cp_i64(b, x->created_at);
+  cp_i64(b, x->started_at);
+  cp_i64(b, x->finished_at);
+  cp_text(b, x->payload ? x->payload : "{}");
+  cp_text(b, x->error);
+  cp_text(b, x->join);
+  if (x->status >= XGR_PROC_DONE) cp_i64(b, now);
+  else cp_text(b, NULL);
+}
+
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
  * history rows does not matter: session rows, states, scopes (no removal, no registry, no
  * counters, no marks). */
@@ -705,12 +759,14 @@ typedef struct owner_next {
   uint64_t next;
 } owner_next;
 
-/* Send the group's entries with the sessions' states in one update, every process row in one
- * upsert and every history row in one insert (after the session rows and scopes, which are sent
- * one statement each); the last state of a session and of a process in the group wins. A failing bulk statement is put on batch 0: the group is then applied again
- * one batch at a time, which names the faulty batch. */
+/* Send the group's entries: with bp->direct first the read of its sessions' stored next_iter
+ * (S_NEXT_ITERS), then the session rows, scopes and the sessions' states in a few bulk
+ * statements; the history rows go into copy (COPY's binary format) and the process rows, the last
+ * state of each in key order, into bp (copy_rows writes them after the pipeline). The last state
+ * of a session and of a process in the group wins. A failing bulk statement is put on batch 0:
+ * the group is then applied again one batch at a time, which names the faulty batch. */
 static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
-                      xgr_buf *pcopy) {
+                      bulk_procs *bp) {
   size_t nprocs = 0, nstates = 0, nnew_max = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
@@ -736,12 +792,42 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
+      if (op->kind != OP_PROC) continue;
+      size_t h = proc_key_hash(op) & (cap - 1);
+      while (slot[h] && !(slot[h]->root == op->root && slot[h]->u.proc.iter == op->u.proc.iter &&
+                          !strcmp(slot[h]->owner, op->owner)))
+        h = (h + 1) & (cap - 1);
+      slot[h] = op;   /* a later state of the same process replaces the earlier */
+    }
+  /* in key order: the upsert then walks proc_rt's primary key from left to right */
+  size_t nslot = 0;
+  for (size_t h = 0; h < cap; h++)
+    if (slot[h]) slot[nslot++] = slot[h];
+  qsort(slot, nslot, sizeof *slot, proc_key_cmp);
+  bp->rows = slot;
+  bp->n = nslot;
+  if (bp->direct && nslot) {   /* the sessions' stored next_iter, before this group writes them */
+    colbuf nc[2];
+    memset(nc, 0, sizeof nc);
+    bp->sess = xgr__xmalloc(nslot * sizeof *bp->sess);
+    for (size_t h = 0; h < nslot; h++) {
+      if (!h || slot[h]->root != slot[h - 1]->root || strcmp(slot[h]->owner, slot[h - 1]->owner)) {
+        col_text(&nc[0], slot[h]->owner);
+        col_u64(&nc[1], slot[h]->root);
+        bp->nsess++;
+      }
+      bp->sess[h] = bp->nsess - 1;
+    }
+    bp->next = xgr__xcalloc(bp->nsess, sizeof *bp->next);
+    size_t at = ps->n;
+    send_cols(g, ps, nc, 2, bp->nsess, S_NEXT_ITERS, NULL);
+    if (ps->n > at) ps->p[at].what = W_NEXT_ITERS;
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      const store_op *op = &list[i]->ops[k];
       if (op->kind == OP_PROC) {
-        size_t h = proc_key_hash(op) & (cap - 1);
-        while (slot[h] && !(slot[h]->root == op->root && slot[h]->u.proc.iter == op->u.proc.iter &&
-                            !strcmp(slot[h]->owner, op->owner)))
-          h = (h + 1) & (cap - 1);
-        slot[h] = op;   /* a later state of the same process replaces the earlier */
+        continue;   /* above */
       } else if (op->kind == OP_HIST) {
         const xgr_store_hist *x = &op->u.hist;   /* the columns of COPY_HIST */
         if (!copy->len) xgr__buf_put(copy, copy_header, sizeof copy_header);
@@ -848,41 +934,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     }
   }
   free(sslot);
-  /* in key order: the upsert then walks proc_rt's primary key from left to right */
-  size_t nslot = 0;
-  for (size_t h = 0; h < cap; h++)
-    if (slot[h]) slot[nslot++] = slot[h];
-  qsort(slot, nslot, sizeof *slot, proc_key_cmp);
-  for (size_t h = 0; h < nslot; h++) {
-    const store_op *op = slot[h];
-    const xgr_store_proc *x = &op->u.proc;
-    if (!pcopy->len) xgr__buf_put(pcopy, copy_header, sizeof copy_header);
-    cp_row(pcopy, 20);   /* PROC_ROW_COLS */
-    cp_text(pcopy, op->owner);
-    cp_num(pcopy, op->root);
-    cp_num(pcopy, x->iter);
-    cp_num(pcopy, x->parent_iter);
-    cp_i32(pcopy, x->step);
-    cp_text(pcopy, x->step_id ? x->step_id : "");
-    cp_i32(pcopy, x->status);
-    cp_i32(pcopy, x->paused);
-    cp_i32(pcopy, x->valid);
-    cp_i32(pcopy, x->abort_reason);
-    cp_i64(pcopy, x->group);
-    cp_i64(pcopy, x->from_group);
-    cp_i64(pcopy, x->next_wake_at);
-    cp_i64(pcopy, x->created_at);
-    cp_i64(pcopy, x->started_at);
-    cp_i64(pcopy, x->finished_at);
-    cp_text(pcopy, x->payload ? x->payload : "{}");
-    cp_text(pcopy, x->error);
-    cp_text(pcopy, x->join);
-    if (x->status >= XGR_PROC_DONE) cp_i64(pcopy, now);
-    else cp_text(pcopy, NULL);
-  }
-  free(slot);
-  if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailers */
-  if (pcopy->len) cp_be(pcopy, 0xFFFF, 2);
+  if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
   params now_p = {0};
   p_i64(&now_p, now);
   send_cols(g, ps, sc, 8, nst, S_STATES_BULK, &now_p);
@@ -897,6 +949,8 @@ typedef struct pipe_result {
   size_t bad_batch;             /* the batch of the first error, or of an entry that must not be
                                    half applied (a used mark after other entries) */
   xgr_error err;                /* the first error */
+  bool direct_conflict;         /* the direct COPY of new process rows failed on a constraint: the
+                                   group is redone without it (commit_group) */
 } pipe_result;
 
 /* Read the results of everything in ps (one sync point follows them). Entries whose result is
@@ -938,6 +992,12 @@ static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, 
         free(d->owner);
         d->owner = get_text(r, 0, 1);
         d->registered_at = get_i64(r, 0, 2);
+      } else if (pe->what == W_NEXT_ITERS) {
+        bulk_procs *bp = ps->bp;
+        for (int row = 0; row < PQntuples(r); row++) {
+          uint64_t ord = get_u64(r, row, 0);
+          if (ord >= 1 && ord <= bp->nsess) bp->next[ord - 1] = get_u64(r, row, 1);
+        }
       } else if (pe->what == W_MARK && PQntuples(r) == 0) {
         xgr_error_set(&b->err, XGR_ECONFLICT, NULL, "already used (recorded until it expires)");
         b->rc = XGR_ECONFLICT;
@@ -1050,18 +1110,32 @@ static void copy_in(pgstore *g, const char *sql, const xgr_buf *data, pipe_resul
   while ((r = PQgetResult(g->w))) PQclear(r);
 }
 
-/* The bulk path's second part, after its pipeline: the process rows COPYed into the staging
- * table and upserted from there, the history rows COPYed into proc_steps. COPY cannot run in
- * pipeline mode: the connection leaves it and enters it again. */
-static void copy_rows(pgstore *g, const xgr_buf *procs, const xgr_buf *hist, pipe_result *pr) {
+/* The bulk path's second part, after its pipeline: the process rows — with bp->direct those
+ * never stored (iter at least their session's stored next_iter) by a binary COPY straight into
+ * proc_rt, the others COPYed into the staging table and upserted from there — and the history
+ * rows COPYed into proc_steps. A constraint failure of the direct COPY sets pr->direct_conflict
+ * (a row existed after all: commit_group redoes the group through the upsert). COPY cannot run
+ * in pipeline mode: the connection leaves it and enters it again. */
+static void copy_rows(pgstore *g, const bulk_procs *bp, int64_t now, const xgr_buf *hist, pipe_result *pr) {
   if (!PQexitPipelineMode(g->w)) {
     pr->ok = false;
     pr->conn_lost = true;
     res_error(g, NULL, g->w, "cannot leave pipeline mode", &pr->err);
     return;
   }
-  if (procs->len) {
-    copy_in(g, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", procs, pr);
+  xgr_buf fresh = {0}, staged = {0};
+  for (size_t i = 0; i < bp->n; i++) {
+    bool is_new = bp->direct && bp->rows[i]->u.proc.iter >= bp->next[bp->sess[i]];
+    cp_proc(is_new ? &fresh : &staged, bp->rows[i], now);
+  }
+  if (fresh.len) {
+    cp_be(&fresh, 0xFFFF, 2);   /* the trailer */
+    copy_in(g, "COPY proc_rt(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &fresh, pr);
+    if (!pr->ok && !strncmp(pr->state, "23", 2)) pr->direct_conflict = true;
+  }
+  if (pr->ok && staged.len) {
+    cp_be(&staged, 0xFFFF, 2);
+    copy_in(g, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &staged, pr);
     if (pr->ok) {
       params p = {0};
       PGresult *r = exec_prepared(g->w, S_PROCS_BULK, &p);
@@ -1069,6 +1143,8 @@ static void copy_rows(pgstore *g, const xgr_buf *procs, const xgr_buf *hist, pip
       PQclear(r);
     }
   }
+  free(fresh.p);
+  free(staged.p);
   if (pr->ok && hist->len) copy_in(g, COPY_HIST, hist, pr);
   if (!PQenterPipelineMode(g->w) && pr->ok) {
     pr->ok = false;
@@ -1077,19 +1153,22 @@ static void copy_rows(pgstore *g, const xgr_buf *procs, const xgr_buf *hist, pip
   }
 }
 
-/* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the history
- * rows of a bulk group by COPY. */
-static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, pipe_result *pr) {
-  pipe_state ps = {0};
-  xgr_buf copy = {0}, pcopy = {0};
+/* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the process and
+ * history rows of a bulk group by COPY (new process rows straight into proc_rt when direct). */
+static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, bool direct, pipe_result *pr) {
+  bulk_procs bp = {.direct = direct};
+  pipe_state ps = {.bp = &bp};
+  xgr_buf copy = {0};
+  pr->direct_conflict = false;
   for (size_t i = 0; i < n; i++) {
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
   }
   if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
   if (g->cl) send_fence(g, &ps, list, n);
-  if (bulk_ok(list, n)) {
-    send_bulk(g, &ps, list, n, now, &copy, &pcopy);
+  bool bulk = bulk_ok(list, n);
+  if (bulk) {
+    send_bulk(g, &ps, list, n, now, &copy, &bp);
   } else {
     for (size_t i = 0; i < n && !ps.send_failed; i++)
       for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
@@ -1099,10 +1178,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->conn_lost = true;
     pr->state[0] = 0;
     res_error(g, NULL, g->w, "cannot send to PostgreSQL", &pr->err);
-    free(ps.p);
-    free(copy.p);
-    free(pcopy.p);
-    return;
+    goto out;
   }
   /* the BEGIN's result comes first */
   PGresult *r = PQgetResult(g->w);
@@ -1111,10 +1187,7 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->conn_lost = true;
     pr->state[0] = 0;
     res_error(g, NULL, g->w, "cannot begin a transaction", &pr->err);
-    free(ps.p);
-    free(copy.p);
-    free(pcopy.p);
-    return;
+    goto out;
   }
   bool began = PQresultStatus(r) == PGRES_COMMAND_OK;
   xgr_error berr;
@@ -1128,10 +1201,13 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     pr->bad_batch = n;
     pr->err = berr;
   }
-  if (pr->ok && (copy.len || pcopy.len)) copy_rows(g, &pcopy, &copy, pr);
+  if (pr->ok && (copy.len || bp.n)) copy_rows(g, &bp, now, &copy, pr);
+out:
   free(ps.p);
   free(copy.p);
-  free(pcopy.p);
+  free(bp.rows);
+  free(bp.sess);
+  free(bp.next);
 }
 
 /* The store can no longer write: record why, fail every batch in list. */
@@ -1169,7 +1245,18 @@ static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
     return;
   }
   pipe_result pr;
-  attempt(g, list, n, now, &pr);
+  attempt(g, list, n, now, true, &pr);
+  if (!pr.ok && pr.direct_conflict) {   /* a "new" process row existed: the group again, all upserts */
+    if (pipe_simple(g, "ROLLBACK", &err)) {
+      fail_all(g, list, n, &err);
+      PQexitPipelineMode(g->w);
+      return;
+    }
+    pthread_mutex_lock(&g->base.mu);
+    g->direct_redos++;
+    pthread_mutex_unlock(&g->base.mu);
+    attempt(g, list, n, now, false, &pr);
+  }
   if (pr.ok) {
     if (pipe_simple(g, "COMMIT", &err)) fail_all(g, list, n, &err);
     else count_tx(g, n);
@@ -1189,7 +1276,7 @@ static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
   }
   /* a batch's own fault: apply each batch in its own transaction so only the bad ones fail */
   for (size_t i = 0; i < n; i++) {
-    attempt(g, list + i, 1, now, &pr);
+    attempt(g, list + i, 1, now, false, &pr);
     if (pr.ok) {
       if (pipe_simple(g, "COMMIT", &err)) {
         fail_all(g, list + i, n - i, &err);
@@ -1268,6 +1355,8 @@ static long gc_step(pgstore *g, bool *more, xgr_error *err) {
   return total;
 }
 
+static const store_vt postgres_vt;
+
 /* ---- the writer thread ---------------------------------------------------------------------------- */
 
 /* The writer's two steps (writer.h). */
@@ -1290,6 +1379,15 @@ static void pg_flush(xgr_store *st) { xgr__writer_flush(&((pgstore *)st)->wr); }
 
 static int pg_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
   return xgr__writer_gc(&((pgstore *)st)->wr, deleted, err);
+}
+
+uint64_t xgr__pg_direct_redos(xgr_store *st) {
+  pgstore *g = (pgstore *)st;
+  assert(st->vt == &postgres_vt);
+  pthread_mutex_lock(&st->mu);
+  uint64_t n = g->direct_redos;
+  pthread_mutex_unlock(&st->mu);
+  return n;
 }
 
 static void pg_close(xgr_store *st) {

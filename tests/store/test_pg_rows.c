@@ -1,0 +1,269 @@
+/* test_pg_rows.c — the PostgreSQL store's direct path for new process rows (docs/STORE.md, "The
+ * bulk path"): a group reads its sessions' stored next_iter and COPYs the process rows at or
+ * above it straight into proc_rt, without the staging table and the upsert. Checked here: a row
+ * taken for new that exists after all (put there by hand) does not fail anything — the group is
+ * rolled back and redone through the upsert (xgr__pg_direct_redos counts it), and when the same
+ * group also holds a batch with a fault of its own (a second history row) only that batch fails;
+ * a process created by one batch and changed by the next in the same group lands with its last
+ * state; new sessions' rows and updates of stored rows come back as written. A group is made
+ * deterministic by holding the writer on a table lock of a second connection while the batches
+ * are queued behind it. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+#include <libpq-fe.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "store/store_impl.h"   /* xgr__pg_direct_redos */
+#include "xgr/session.h"
+#include "xgr/store.h"
+
+#define OWNER "0x00000000000000000000000000000000000000bb"
+
+static char url[1024];
+
+static PGconn *pg(void) {
+  PGconn *c = PQconnectdb(url);
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  return c;
+}
+
+static void sql_on(PGconn *c, const char *q) {
+  PGresult *r = PQexec(c, q);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("%s: %s", q, PQerrorMessage(c));
+  PQclear(r);
+}
+
+static void sql(const char *q) {
+  PGconn *c = pg();
+  sql_on(c, q);
+  PQfinish(c);
+}
+
+/* The one value query q reads equals want ("" for no row). */
+static void assert_sql(const char *q, const char *want) {
+  PGconn *c = pg();
+  PGresult *r = PQexec(c, q);
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  const char *v = PQntuples(r) ? PQgetvalue(r, 0, 0) : "";
+  if (strcmp(v, want)) fail_msg("%s: got '%s', want '%s'", q, v, want);
+  PQclear(r);
+  PQfinish(c);
+}
+
+static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+/* An empty schema, then a store on it (the migrations make the tables). */
+static xgr_store *fresh_store(void) {
+  sql("DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public");
+  xgr_error err;
+  xgr_store *st = xgr_store_open(url, &(xgr_store_config){.gc_interval_ms = -1}, &err);
+  if (!st) fail_msg("open: %s", err.message);
+  return st;
+}
+
+static void add_session(xgr_store_changes *b, uint64_t root, uint64_t next_iter) {
+  xgr_store_session s = {.owner = OWNER, .root_pid = root, .registry = "", .ostc_id = "t", .ostc_hash = "",
+                         .next_iter = next_iter, .next_group = 1};
+  xgr_store_changes_session(b, &s);
+}
+
+static void add_proc(xgr_store_changes *b, uint64_t root, uint64_t iter, uint8_t status, const char *payload) {
+  xgr_store_proc p = {.iter = iter, .parent_iter = iter > 1 ? 1 : 0, .step = 0, .step_id = "A", .status = status,
+                      .valid = -1, .payload = (char *)payload};
+  xgr_store_changes_proc(b, OWNER, root, &p);
+}
+
+static void add_hist(xgr_store_changes *b, uint64_t root, uint64_t iter) {
+  xgr_store_hist h = {.iter = iter, .step_id = "A", .status = XGR_PROC_DONE, .valid = 1, .payload = "{}"};
+  xgr_store_changes_hist(b, OWNER, root, &h);
+}
+
+static void add_state(xgr_store_changes *b, uint64_t root, uint64_t next_iter) {
+  xgr_store_changes_session_state(b, OWNER, root, XGR_RESULT_RUNNING, 0, next_iter, 1, false);
+}
+
+static void commit_ok(xgr_store *st, xgr_store_changes *b) {
+  xgr_error err;
+  if (xgr_store_commit(st, b, &err)) fail_msg("commit: %s", err.message);
+}
+
+typedef struct outcome {
+  int rc, called;
+} outcome;
+
+static void on_done(void *ctx, int rc, const xgr_error *err) {
+  (void)err;
+  outcome *o = ctx;
+  o->rc = rc;
+  __atomic_store_n(&o->called, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Hold the writer: a second connection locks proc_steps, then a batch with a history row is
+ * submitted (its group waits on the lock); what is submitted next queues behind it and goes in
+ * one group once release() commits the lock. root: a session of its own for the blocker. */
+static PGconn *hold_writer(xgr_store *st, uint64_t root, outcome *o) {
+  PGconn *c = pg();
+  sql_on(c, "BEGIN");
+  sql_on(c, "LOCK TABLE proc_steps IN SHARE ROW EXCLUSIVE MODE");
+  xgr_store_changes *b = xgr_store_changes_new();
+  add_session(b, root, 2);
+  add_hist(b, root, 1);
+  assert_int_equal(xgr_store_submit(st, b, on_done, o), 0);
+  sleep_ms(300);   /* the writer took it and waits on the lock */
+  return c;
+}
+
+static void release(PGconn *c) {
+  sql_on(c, "COMMIT");
+  PQfinish(c);
+}
+
+/* A process row taken for new exists (inserted by hand): the group is redone through the upsert;
+ * a batch of the same group with a second history row fails alone; nothing else is lost. */
+static void test_existing_row_redone(void **state) {
+  (void)state;
+  xgr_store *st = fresh_store();
+  xgr_store_changes *b = xgr_store_changes_new();   /* session 1: iter 1 stored, next_iter 2 */
+  add_session(b, 1, 2);
+  add_proc(b, 1, 1, XGR_PROC_RUNNING, "{\"v\":1}");
+  add_hist(b, 1, 1);
+  commit_ok(st, b);
+  b = xgr_store_changes_new();   /* session 3 with history row 1 */
+  add_session(b, 3, 2);
+  add_proc(b, 3, 1, XGR_PROC_RUNNING, "{}");
+  add_hist(b, 3, 1);
+  commit_ok(st, b);
+  assert_int_equal(xgr__pg_direct_redos(st), 0);
+  /* a row at iter 2 that the stored next_iter (2) says cannot exist */
+  sql("INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid, abort_reason,"
+      " join_group, join_from_group, next_wake_at, created_at, started_at, finished_at, payload)"
+      " VALUES('" OWNER "', 1, 2, 1, 0, 'stale', 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, '{\"stale\":true}')");
+
+  outcome blk = {0}, oa = {0}, ob = {0}, oc = {0};
+  PGconn *lock = hold_writer(st, 9, &blk);
+  b = xgr_store_changes_new();   /* A: session 1 creates iter 2 (which "exists") and finishes iter 1 */
+  add_proc(b, 1, 1, XGR_PROC_DONE, "{\"v\":1}");
+  add_proc(b, 1, 2, XGR_PROC_DONE, "{\"v\":2}");
+  add_hist(b, 1, 2);
+  add_state(b, 1, 3);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &oa), 0);
+  b = xgr_store_changes_new();   /* B: a new session 2 */
+  add_session(b, 2, 3);
+  add_proc(b, 2, 1, XGR_PROC_DONE, "{\"b\":1}");
+  add_proc(b, 2, 2, XGR_PROC_WAITING, "{\"b\":2}");
+  add_hist(b, 2, 1);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &ob), 0);
+  b = xgr_store_changes_new();   /* C: session 3's history row 1 again, a new process and a state */
+  add_proc(b, 3, 2, XGR_PROC_RUNNING, "{\"c\":2}");
+  add_hist(b, 3, 1);
+  add_state(b, 3, 9);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &oc), 0);
+  release(lock);
+  xgr_store_flush(st);
+  assert_int_equal(blk.rc, 0);
+  assert_int_equal(oa.rc, 0);
+  assert_int_equal(ob.rc, 0);
+  assert_int_equal(oc.rc, XGR_ECONFLICT);
+  assert_int_equal(xgr__pg_direct_redos(st), 1);
+  /* A: iter 2 carries A's state (the upsert replaced the stale row), iter 1 finished */
+  assert_sql("SELECT step_id || ' ' || status || ' ' || payload || ' ' || (terminal_at IS NOT NULL) FROM proc_rt"
+             " WHERE root_pid = 1 AND iter = 2", "A 2 {\"v\":2} true");
+  assert_sql("SELECT status || ' ' || payload FROM proc_rt WHERE root_pid = 1 AND iter = 1", "2 {\"v\":1}");
+  assert_sql("SELECT count(*) FROM proc_steps WHERE root_pid = 1", "2");
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 1", "3");
+  /* B: all of it */
+  assert_sql("SELECT string_agg(iter || ':' || status || payload, ',' ORDER BY iter) FROM proc_rt WHERE root_pid = 2",
+             "1:2{\"b\":1},2:0{\"b\":2}");
+  assert_sql("SELECT count(*) FROM proc_steps WHERE root_pid = 2", "1");
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 2", "3");
+  /* C: nothing of it */
+  assert_sql("SELECT count(*) FROM proc_rt WHERE root_pid = 3", "1");
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 3", "2");
+  assert_sql("SELECT count(*) FROM proc_steps WHERE root_pid = 3", "1");
+  /* the store goes on: a later group on the direct path */
+  b = xgr_store_changes_new();
+  add_proc(b, 1, 3, XGR_PROC_WAITING, "{\"v\":3}");
+  add_state(b, 1, 4);
+  commit_ok(st, b);
+  assert_sql("SELECT payload FROM proc_rt WHERE root_pid = 1 AND iter = 3", "{\"v\":3}");
+  assert_int_equal(xgr__pg_direct_redos(st), 1);
+  xgr_store_close(st);
+}
+
+/* One group with two batches of one session: the first creates iter 2, the second changes it and
+ * creates iter 3; the rows land with their last states, without a redo. Stored rows of other
+ * sessions are updated in the same group. */
+static void test_created_and_changed_in_one_group(void **state) {
+  (void)state;
+  xgr_store *st = fresh_store();
+  xgr_store_changes *b = xgr_store_changes_new();
+  add_session(b, 4, 2);
+  add_proc(b, 4, 1, XGR_PROC_RUNNING, "{}");
+  add_session(b, 5, 3);
+  add_proc(b, 5, 1, XGR_PROC_RUNNING, "{}");
+  add_proc(b, 5, 2, XGR_PROC_WAITING, "{}");
+  commit_ok(st, b);
+  outcome blk = {0}, o1 = {0}, o2 = {0}, o3 = {0};
+  PGconn *lock = hold_writer(st, 9, &blk);
+  b = xgr_store_changes_new();
+  add_proc(b, 4, 2, XGR_PROC_RUNNING, "{\"first\":1}");
+  add_state(b, 4, 3);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &o1), 0);
+  b = xgr_store_changes_new();
+  add_proc(b, 4, 2, XGR_PROC_DONE, "{\"second\":2}");
+  add_proc(b, 4, 3, XGR_PROC_WAITING, "{\"third\":3}");
+  add_hist(b, 4, 2);
+  add_state(b, 4, 4);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &o2), 0);
+  b = xgr_store_changes_new();   /* session 5: a stored row changes, a new one comes */
+  add_proc(b, 5, 2, XGR_PROC_DONE, "{\"five\":2}");
+  add_proc(b, 5, 3, XGR_PROC_WAITING, "{\"five\":3}");
+  add_state(b, 5, 4);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &o3), 0);
+  release(lock);
+  xgr_store_flush(st);
+  assert_int_equal(blk.rc, 0);
+  assert_int_equal(o1.rc, 0);
+  assert_int_equal(o2.rc, 0);
+  assert_int_equal(o3.rc, 0);
+  assert_int_equal(xgr__pg_direct_redos(st), 0);
+  xgr_store_stats s;
+  xgr_store_get_stats(st, &s);
+  assert_true(s.max_batches_per_tx >= 3);   /* the three went in one group */
+  assert_sql("SELECT string_agg(iter || ':' || status || payload, ',' ORDER BY iter) FROM proc_rt WHERE root_pid = 4",
+             "1:1{},2:2{\"second\":2},3:0{\"third\":3}");
+  assert_sql("SELECT string_agg(iter || ':' || status || payload, ',' ORDER BY iter) FROM proc_rt WHERE root_pid = 5",
+             "1:1{},2:2{\"five\":2},3:0{\"five\":3}");
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 4", "4");
+  /* read back through the store too */
+  xgr_store_proc *p;
+  size_t n;
+  xgr_error err;
+  assert_int_equal(xgr_store_procs(st, OWNER, 4, &p, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_string_equal(p[1].payload, "{\"second\":2}");
+  assert_int_equal(p[1].status, XGR_PROC_DONE);
+  xgr_store_procs_free(p, n);
+  xgr_store_close(st);
+}
+
+int main(void) {
+  const char *u = getenv("XGR_PG_URL");
+  if (!u || !*u) {
+    printf("test_pg_rows: skipped (no XGR_PG_URL; run it under tests/pg/pg_cluster.sh)\n");
+    return 77;
+  }
+  snprintf(url, sizeof url, "%s", u);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_existing_row_redone),
+      cmocka_unit_test(test_created_and_changed_in_one_group),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
