@@ -175,8 +175,13 @@ static char *arr_finish(xgr_buf *b) {
 
 /* ---- open / close ---------------------------------------------------------------------------------- */
 
-static PGconn *connect_plain(pgc *c, xgr_error *err) {
-  PGconn *conn = PQconnectdb(c->url);
+/* A connection of the node's own; role names it in pg_stat_activity ("xgr lease <node>"). */
+static PGconn *connect_plain(pgc *c, const char *role, xgr_error *err) {
+  char app[96];
+  snprintf(app, sizeof app, "xgr %s %.60s", role, c->node);
+  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+  const char *const vals[] = {c->url, app, NULL};
+  PGconn *conn = PQconnectdbParams(keys, vals, 1);
   if (!conn || PQstatus(conn) != CONNECTION_OK) {
     char msg[300];
     first_line(conn ? PQerrorMessage(conn) : "out of memory", msg, sizeof msg);
@@ -202,7 +207,7 @@ pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t 
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
   for (int i = 0; i < 64; i++) pthread_mutex_init(&c->cmu[i], NULL);
-  if (!(c->c = connect_plain(c, err)) || !(c->l = connect_plain(c, err))) goto fail;
+  if (!(c->c = connect_plain(c, "lease", err)) || !(c->l = connect_plain(c, "listen", err))) goto fail;
   /* the node lock: a process that died released it with its connection; a live one keeps it */
   const char *v[1] = {node};
   bool got = false;
@@ -252,11 +257,21 @@ void xgr__pgc_close(pgc *c) {
   free(c);
 }
 
+/* How long the server lets a node's writer sit idle inside a transaction: a node stalled there
+ * (paused, swapped out) keeps the rows its fence locked, which claims skip, so its sessions could
+ * not move until it went on. After this the server ends the connection, the locks go and the
+ * other nodes claim the sessions; the stalled node's store fails when it resumes (xgrd exits 4).
+ * A working writer is never idle in a transaction for more than the moments between its
+ * statements. */
+static int64_t idle_tx_ms(int64_t lease_ms) { return 3 * lease_ms > 5000 ? 3 * lease_ms : 5000; }
+
 int xgr__pgc_setup_writer(pgc *c, PGconn *w, xgr_error *err) {
-  char ms[24];
+  char ms[24], idle[24];
   snprintf(ms, sizeof ms, "%" PRId64, c->lease_ms);
-  const char *v[2] = {c->node, ms};
-  PGresult *r = PQexecParams(w, "SELECT set_config('xgr.node', $1, false), set_config('xgr.lease_ms', $2, false)", 2,
+  snprintf(idle, sizeof idle, "%" PRId64, idle_tx_ms(c->lease_ms));
+  const char *v[3] = {c->node, ms, idle};
+  PGresult *r = PQexecParams(w, "SELECT set_config('xgr.node', $1, false), set_config('xgr.lease_ms', $2, false),"
+                                " set_config('idle_in_transaction_session_timeout', $3, false)", 3,
                              NULL, v, NULL, NULL, 0);
   int rc = PQresultStatus(r) == PGRES_TUPLES_OK ? 0 : pq_error(c, w, r, "cannot set the node on the writer", err);
   PQclear(r);

@@ -18,7 +18,9 @@ typedef struct pgc pgc;
 pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t lease_ms, xgr_error *err);
 /* Close both connections (the node lock goes with them). NULL is fine. */
 void xgr__pgc_close(pgc *c);
-/* Make the writer connection w insert new session rows leased to this node (xgr.node, xgr.lease_ms). */
+/* Make the writer connection w insert new session rows leased to this node (xgr.node, xgr.lease_ms),
+ * and have the server end it when it sits idle inside a transaction for max(3 leases, 5 s) (a
+ * stalled node must not keep its fenced rows locked). */
 int xgr__pgc_setup_writer(pgc *c, PGconn *w, xgr_error *err);
 
 /* Writer thread, before a group: move the batches that write a session this node does not hold

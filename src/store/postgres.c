@@ -1886,7 +1886,13 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
 char *xgr_store_url_redacted(const char *url) { return xgr__rule_mask_url(url); }
 
 static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err) {
-  PGconn *c = PQconnectdb(g->url);
+  /* named in pg_stat_activity (unless the URI names it): which backend is which node's writer */
+  char app[96];
+  snprintf(app, sizeof app, "xgr %s%s%.60s", writer ? "writer" : "reader", g->base.cfg.node_id ? " " : "",
+           g->base.cfg.node_id ? g->base.cfg.node_id : "");
+  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+  const char *const vals[] = {g->url, app, NULL};
+  PGconn *c = PQconnectdbParams(keys, vals, 1);
   *out = c;
   if (!c || PQstatus(c) != CONNECTION_OK) {
     char msg[300];
