@@ -403,6 +403,8 @@ typedef struct xgr_store_stats {
   uint64_t failed_batches;
   uint64_t max_batches_per_tx;      /* largest group */
   uint64_t gc_deleted;              /* rows removed by retention */
+  uint64_t group_redos;             /* PostgreSQL: groups applied again through the upsert because a process
+                                       row taken for new existed (docs/STORE.md, "The bulk path"); 0 expected */
 } xgr_store_stats;
 
 void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out);

@@ -157,6 +157,7 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_store_get_stats(d->st, &ss);
   xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
   xgr_metrics_line(out, "xgr_store_max_batches_per_tx", "", (double)ss.max_batches_per_tx);
+  xgr_metrics_line(out, "xgr_store_group_redos", "", (double)ss.group_redos);
 }
 
 /* ---- registration ----------------------------------------------------------------------------- */

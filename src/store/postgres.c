@@ -297,8 +297,6 @@ typedef struct pgstore {
 
   xgr__writer wr;               /* the writer thread and its queue (writer.c) */
   pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
-  uint64_t direct_redos;        /* groups whose direct COPY of new process rows hit an existing row
-                                   and were redone through the upsert (under base.mu) */
 } pgstore;
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -1253,7 +1251,7 @@ static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
       return;
     }
     pthread_mutex_lock(&g->base.mu);
-    g->direct_redos++;
+    g->base.stats.group_redos++;
     pthread_mutex_unlock(&g->base.mu);
     attempt(g, list, n, now, false, &pr);
   }
@@ -1379,15 +1377,6 @@ static void pg_flush(xgr_store *st) { xgr__writer_flush(&((pgstore *)st)->wr); }
 
 static int pg_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
   return xgr__writer_gc(&((pgstore *)st)->wr, deleted, err);
-}
-
-uint64_t xgr__pg_direct_redos(xgr_store *st) {
-  pgstore *g = (pgstore *)st;
-  assert(st->vt == &postgres_vt);
-  pthread_mutex_lock(&st->mu);
-  uint64_t n = g->direct_redos;
-  pthread_mutex_unlock(&st->mu);
-  return n;
 }
 
 static void pg_close(xgr_store *st) {

@@ -125,9 +125,5 @@ xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err);
 xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, xgr_error *err);
 /* url: a libpq URI (postgresql://... or postgres://...) */
 xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg, xgr_error *err);
-/* PostgreSQL: how many group commits wrote a process row they took for new (never stored) by the
- * direct COPY, hit an existing row and were redone through the upsert (postgres.c, copy_rows).
- * st must be a PostgreSQL store. */
-uint64_t xgr__pg_direct_redos(xgr_store *st);
 
 #endif
