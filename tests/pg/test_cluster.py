@@ -288,6 +288,8 @@ try:
             check(ev > 0 and ld > 0, "node %s evicted %d sessions and loaded %d again" % (n.name, ev, ld))
         check(hib_calls[0] > 0, "%d wake-ups and kills went to a node that did not hold their evicted session"
                                 % hib_calls[0])
+    redos = sum(n.metric(None, "xgr_store_group_redos") for n in nodes[1:])
+    check(redos == 0, "no group commit took an existing process row for new (%d redone)" % redos)
     for n in nodes[1:]:
         check(n.stop() == 0, "node %s stops on SIGTERM" % n.name)
     check(psql("cl", "SELECT count(*) FROM sessions WHERE lease_owner IS NOT NULL AND status = 0") == "0",
