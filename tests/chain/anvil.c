@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "xgr/abi.h"
+#include "xgr/keccak.h"
 #include "xgr/value.h"
 
 const char *anvil_binary(void) {
@@ -358,4 +359,39 @@ char *anvil_balance(const anvil *a, const char *token, const char *holder) {
   xgr_value_release(who);
   if (!t) abort();
   return t;
+}
+
+json_t *anvil_pay_bundle(anvil *a, const char *dir, const char *keyfile, char token[43]) {
+  if (anvil_deploy(a, "TestToken", "(string,string,uint256)", "[\"T\", \"T\", 1000000]", token)) return NULL;
+  char doc[2048], path[512];
+  snprintf(doc, sizeof doc,
+           "{\"orchestration\":{\"id\":\"Pay\",\"structure\":{\"Pay\":{\"rule\":\"0x00000000000000000000000000000000000000e1\"}}},"
+           "\"rules\":{\"0x00000000000000000000000000000000000000e1\":{\"payload\":{\"To\":{\"type\":\"address\"},"
+           "\"Amount\":{\"type\":\"uint256\"}},\"rules\":[\"true\"],\"onValid\":{\"payload\":{\"paid\":\"[Amount]\"},"
+           "\"execution\":{\"to\":\"%s\",\"gas\":{\"limit\":120000},\"function\":\"transfer(address,uint256)(bool)\","
+           "\"args\":[{\"type\":\"address\",\"value\":\"[To]\"},{\"type\":\"uint256\",\"value\":\"[Amount]\"}]}}}}}",
+           token);
+  snprintf(path, sizeof path, "%s/pay.json", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return NULL;
+  bool ok = fputs(doc, f) >= 0;
+  if (fclose(f) || !ok) return NULL;
+  return anvil_publish(a, path, keyfile);
+}
+
+long anvil_transfers(const anvil *a, const char *token, const char *to) {
+  char t0[67], from_t[67], to_t[67];
+  xgr_keccak256_hex("Transfer(address,address,uint256)", 33, t0);
+  snprintf(from_t, sizeof from_t, "0x000000000000000000000000%.40s", a->accounts[0] + 2);
+  snprintf(to_t, sizeof to_t, "0x000000000000000000000000%.40s", to + 2);
+  json_t *res = NULL;
+  xgr_error e;
+  if (xgr_chain_rpc(a->chain, NULL, "eth_getLogs",
+                    json_pack("[{s:s, s:s, s:s, s:[s, s, s]}]", "fromBlock", "0x0", "toBlock", "latest", "address", token,
+                              "topics", t0, from_t, to_t),
+                    &res, NULL, &e))
+    return -1;
+  long n = json_is_array(res) ? (long)json_array_size(res) : -1;
+  json_decref(res);
+  return n;
 }

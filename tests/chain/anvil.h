@@ -53,6 +53,14 @@ int anvil_pricefeed_bundle(const char *path);
  * ("error: ..."). Caller frees. */
 char *anvil_balance(const anvil *a, const char *token, const char *holder);
 
+/* The payment test bundle of the execution tests: deploy TestToken (dev account 0, the engine
+ * key, holds the supply of 1,000,000; its address into token), write the bundle of orchestration
+ * "Pay" (one step whose rule pays [Amount] of the token to [To] by an execution) to dir/pay.json
+ * and publish it with keyfile: the publish answer (caller decrefs), or NULL on a failure. */
+json_t *anvil_pay_bundle(anvil *a, const char *dir, const char *keyfile, char token[43]);
+/* How many Transfer logs of token from dev account 0 to `to` the chain holds; -1 on an error. */
+long anvil_transfers(const anvil *a, const char *token, const char *to);
+
 /* A loopback HTTP proxy in front of `target` that holds every request delay_ms before forwarding
  * it: a node across a network, so that tests and benchmarks can show reads overlapping. One
  * thread per connection (libmicrohttpd). Set target and delay_ms, then start; url is its address. */

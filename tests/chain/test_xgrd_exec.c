@@ -26,7 +26,6 @@
 
 #include "../daemon/harness.h"
 #include "anvil.h"
-#include "xgr/keccak.h"
 
 static anvil node;
 static xh_daemon xd;          /* the xgrd under test; its directory also holds the key and the bundle */
@@ -58,19 +57,7 @@ static int setup(void **st) {
   snprintf(path, sizeof path, "%s/k0.key", dir);
   if (anvil_key_file(0, path)) return -1;
   /* account 0 (the engine key) holds the supply */
-  if (anvil_deploy(&node, "TestToken", "(string,string,uint256)", "[\"T\", \"T\", 1000000]", token)) return -1;
-  char doc[2048];
-  snprintf(doc, sizeof doc,
-           "{\"orchestration\":{\"id\":\"Pay\",\"structure\":{\"Pay\":{\"rule\":\"0x00000000000000000000000000000000000000e1\"}}},"
-           "\"rules\":{\"0x00000000000000000000000000000000000000e1\":{\"payload\":{\"To\":{\"type\":\"address\"},"
-           "\"Amount\":{\"type\":\"uint256\"}},\"rules\":[\"true\"],\"onValid\":{\"payload\":{\"paid\":\"[Amount]\"},"
-           "\"execution\":{\"to\":\"%s\",\"gas\":{\"limit\":120000},\"function\":\"transfer(address,uint256)(bool)\","
-           "\"args\":[{\"type\":\"address\",\"value\":\"[To]\"},{\"type\":\"uint256\",\"value\":\"[Amount]\"}]}}}}}",
-           token);
-  if (xh_write(dir, "pay.json", doc)) return -1;
-  char bundle[512];
-  snprintf(bundle, sizeof bundle, "%s/pay.json", dir);
-  if (!(pub = anvil_publish(&node, bundle, path))) return -1;
+  if (!(pub = anvil_pay_bundle(&node, dir, path, token))) return -1;
   return start_xgrd();
 }
 
@@ -153,20 +140,9 @@ static void test_reverted(void **st) {
 
 /* Transfer(account 0 -> to) logs of the token. */
 static size_t transfers_to(const char *to) {
-  char t0[67], from_t[67], to_t[67];
-  xgr_keccak256_hex("Transfer(address,address,uint256)", 33, t0);
-  snprintf(from_t, sizeof from_t, "0x000000000000000000000000%.40s", node.accounts[0] + 2);
-  snprintf(to_t, sizeof to_t, "0x000000000000000000000000%.40s", to + 2);
-  json_t *res;
-  xgr_error e;
-  assert_int_equal(xgr_chain_rpc(node.chain, NULL, "eth_getLogs",
-                                 json_pack("[{s:s, s:s, s:s, s:[s, s, s]}]", "fromBlock", "0x0", "toBlock", "latest", "address",
-                                           token, "topics", t0, from_t, to_t),
-                                 &res, NULL, &e),
-                   0);
-  size_t n = json_array_size(res);
-  json_decref(res);
-  return n;
+  long n = anvil_transfers(&node, token, to);
+  assert_true(n >= 0);
+  return (size_t)n;
 }
 
 static void test_crash_exactly_once(void **st) {
