@@ -46,6 +46,7 @@ struct xgr__xjournal {
   /* shared (cluster nodes): this node's id, the lease, and the epoch this node sends under
    * (0: it does not); renewed_ns is the monotonic time of the last renewal */
   char *node;
+  char sender[43];   /* the engine key's address: every node of a schema must send from the same one */
   int64_t lease_ms, epoch;
   uint64_t renewed_ns;
 };
@@ -62,7 +63,7 @@ static void set_err(char *err, size_t cap, const char *msg) {
 static const char PG_TABLE[] =
     "SELECT pg_advisory_xact_lock(hashtextextended('xgr exec journal table ' || COALESCE(current_schema(), ''), 0));"
     " CREATE TABLE IF NOT EXISTS exec_leader(id INTEGER PRIMARY KEY CHECK (id = 1), node TEXT NOT NULL,"
-    " epoch BIGINT NOT NULL, expires BIGINT NOT NULL);"
+    " epoch BIGINT NOT NULL, expires BIGINT NOT NULL, sender TEXT NOT NULL);"
     " CREATE TABLE IF NOT EXISTS exec_journal(id BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, root BIGINT NOT NULL,"
     " iter BIGINT NOT NULL, step TEXT, target TEXT NOT NULL, function TEXT, data TEXT NOT NULL, value TEXT,"
     " gas BIGINT NOT NULL, state INTEGER NOT NULL, raw TEXT, hash TEXT, nonce BIGINT NOT NULL DEFAULT 0, record TEXT,"
@@ -152,10 +153,14 @@ static char *pg_col(PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? NULL : xgr__xstrdup(PQgetvalue(r, row, col));
 }
 
-static int pg_open(xgr__xjournal *j, const char *url, const char *node, int64_t lease_ms, xgr_error *e) {
+static int pg_other_sender(xgr__xjournal *j, char *err, size_t cap);
+
+static int pg_open(xgr__xjournal *j, const char *url, const char *node, int64_t lease_ms, const char *sender,
+                   xgr_error *e) {
   if (node) {
     j->node = xgr__xstrdup(node);
     j->lease_ms = lease_ms;
+    snprintf(j->sender, sizeof j->sender, "%s", sender);
   }
   char *red = xgr_store_url_redacted(url);
   size_t n = strlen(red) + 32;
@@ -172,6 +177,8 @@ static int pg_open(xgr__xjournal *j, const char *url, const char *node, int64_t 
     return xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", j->name, msg);
   }
   if (pg_setup(j, msg, sizeof msg)) return xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", j->name, msg);
+  if (j->node && j->have_table && pg_other_sender(j, msg, sizeof msg))
+    return xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", j->name, msg);
   return 0;
 }
 
@@ -274,6 +281,21 @@ static int pg_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
   return XGR__XJ_NOT_SENDER;
 }
 
+/* Shared: -1 with a message when exec_leader names another engine key than this node's (one key per
+ * schema: a second key's nonces would be computed from the first one's journal), else 0. */
+static int pg_other_sender(xgr__xjournal *j, char *err, size_t cap) {
+  PGresult *r = pg_run(j, "SELECT sender FROM exec_leader WHERE id = 1", 0, NULL, PGRES_TUPLES_OK, err, cap);
+  if (!r) return -1;
+  int rc = 0;
+  if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), j->sender)) {
+    snprintf(err, cap, "the nodes of this schema send executions from %s, this node's --engine-key is %s: one engine key"
+             " for every node of a schema", PQgetvalue(r, 0, 0), j->sender);
+    rc = -1;
+  }
+  PQclear(r);
+  return rc;
+}
+
 /* Shared: take the sender's lease when free, expired, held by a dead node or by this node's id (a
  * restart), or renew it when a third of it has passed. 1 when this node sends, 0 when another does,
  * -1 on an error. */
@@ -302,16 +324,18 @@ static int pg_lead(xgr__xjournal *j, char *err, size_t cap) {
     }
     j->epoch = 0;
   }
-  const char *p[2] = {j->node, lm};
+  const char *p[3] = {j->node, lm, j->sender};
   r = pg_run(j,
-             "INSERT INTO exec_leader AS l(id, node, epoch, expires) VALUES(1, $1, 1, xgr_ms_now() + $2::bigint)"
+             "INSERT INTO exec_leader AS l(id, node, epoch, expires, sender) VALUES(1, $1, 1, xgr_ms_now() + $2::bigint, $3)"
              " ON CONFLICT (id) DO UPDATE SET node = EXCLUDED.node, epoch = l.epoch + 1, expires = EXCLUDED.expires"
-             " WHERE l.node = EXCLUDED.node OR l.expires < xgr_ms_now() OR NOT xgr_node_alive(l.node) RETURNING epoch",
-             2, p, PGRES_TUPLES_OK, err, cap);
+             " WHERE l.sender = EXCLUDED.sender AND (l.node = EXCLUDED.node OR l.expires < xgr_ms_now()"
+             " OR NOT xgr_node_alive(l.node)) RETURNING epoch",
+             3, p, PGRES_TUPLES_OK, err, cap);
   if (!r) return -1;
   j->epoch = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
   PQclear(r);
   if (j->epoch) j->renewed_ns = now;
+  else if (pg_other_sender(j, err, cap)) return -1;   /* never this node's turn: say why */
   return j->epoch ? 1 : 0;
 }
 
@@ -502,21 +526,22 @@ static bool is_pg(const char *where) {
 
 xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e) {
   xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
-  if (is_pg(where) ? pg_open(j, where, NULL, 0, e) : sq_open(j, where, e)) {
+  if (is_pg(where) ? pg_open(j, where, NULL, 0, NULL, e) : sq_open(j, where, e)) {
     xgr__xjournal_close(j);
     return NULL;
   }
   return j;
 }
 
-xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, xgr_error *e) {
-  assert(node && *node && lease_ms > 0);
+xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, const char *sender,
+                                         xgr_error *e) {
+  assert(node && *node && lease_ms > 0 && sender && strlen(sender) == 42);
   if (!is_pg(url)) {
     xgr_error_set(e, XGR_EINVAL, "--engine-key", "a shared execution journal needs a PostgreSQL store");
     return NULL;
   }
   xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
-  if (pg_open(j, url, node, lease_ms, e)) {
+  if (pg_open(j, url, node, lease_ms, sender, e)) {
     xgr__xjournal_close(j);
     return NULL;
   }

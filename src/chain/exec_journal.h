@@ -44,15 +44,19 @@ xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e);
 /* Open the shared journal of a cluster node (docs/CLUSTER.md): the table exec_journal at the
  * PostgreSQL URI url, written by every node, worked by one at a time: the holder of the sender's
  * lease (node: this node's id, borrowed; lease_ms > 0: how long a hold lasts without renewal).
- * Marks (state changes) succeed only under this node's epoch as sender. The schema's advisory lock
- * is held in shared mode, so a single writer's journal and nodes' exclude each other. NULL with *e
- * on failure. */
-xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, xgr_error *e);
+ * Marks (state changes) succeed only under this node's epoch as sender. sender (borrowed) is the
+ * engine key's address ("0x" + 40 hex): the lease records it, and a node whose key differs from
+ * the recorded one is refused at open and never sends. The schema's advisory lock is held in
+ * shared mode, so a single writer's journal and nodes' exclude each other. NULL with *e on
+ * failure. */
+xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, const char *sender,
+                                         xgr_error *e);
 /* Whether j was opened shared. */
 bool xgr__xjournal_shared(const xgr__xjournal *j);
 /* Shared journals: take or renew the sender's lease (a query only when a third of the lease has
  * passed since the last renewal, or when this node does not send). 1 when this node sends, 0 when
- * another node does (or no execution exists yet), -1 on an error (message in err; not sending). */
+ * another node does (or no execution exists yet), -1 on an error or when the lease records another
+ * engine key (message in err; not sending). */
 int xgr__xjournal_lead(xgr__xjournal *j, char *err, size_t cap);
 void xgr__xjournal_close(xgr__xjournal *j);
 /* The journal as logged (an SQLite path, "memory (not durable)" or the redacted URI + table);

@@ -56,6 +56,7 @@ struct xgr_chain_executor {
   /* shared journal: the keeper thread renews the sender's lease while the executor thread waits
    * on the chain (a receipt can take longer than the lease) */
   int64_t lease_ms;
+  char lead_err[512];          /* the last error of taking the lease, logged once (under mu) */
   pthread_cond_t kcv;          /* the keeper sleeps on it (CLOCK_MONOTONIC) */
   pthread_t keeper;
   bool keeper_started;
@@ -166,7 +167,9 @@ static bool may_send(xgr_chain_executor *x) {
     x->sending = true;
     return true;
   }
-  if (rc < 0) logf_(x, "level=error msg=\"execution journal: cannot take the sender's lease\" error=\"%s\"", msg);
+  if (rc < 0 && strcmp(msg, x->lead_err))   /* said once until it changes (this runs every poll) */
+    logf_(x, "level=error msg=\"execution journal: cannot take the sender's lease\" error=\"%s\"", msg);
+  snprintf(x->lead_err, sizeof x->lead_err, "%s", rc < 0 ? msg : "");
   step_down(x, rc < 0 ? msg : "another node holds the sender's lease");
   return false;
 }
@@ -334,7 +337,7 @@ static xgr_chain_executor *executor_new(xgr_chain *c, const xgr_secp *secp, cons
     return NULL;
   }
   xgr_addr_hex(addr, x->s.from);
-  if (!(x->j = node ? xgr__xjournal_open_shared(journal, node, lease_ms, e) : xgr__xjournal_open(journal, e))) {
+  if (!(x->j = node ? xgr__xjournal_open_shared(journal, node, lease_ms, x->s.from, e) : xgr__xjournal_open(journal, e))) {
     xgr_chain_executor_free(x);
     return NULL;
   }

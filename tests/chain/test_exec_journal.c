@@ -3,8 +3,9 @@
  * tests/pg/pg_cluster.sh: XGR_PG_URL; skipped without it): one sender at a time; a sender that
  * stalled past its lease has its late state change refused (XGR__XJ_NOT_SENDER, nothing written)
  * and does not send again while the new sender's lease runs; a dead node's lease is taken at
- * once; a sender that closes its journal gives the lease up; a journal made by a single writer
- * (no exec_leader table yet) gets one from the first node. */
+ * once; a sender that closes its journal gives the lease up; a node with another engine key is
+ * refused at open and never sends; a journal made by a single writer (no exec_leader table yet)
+ * gets one from the first node. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,9 +50,13 @@ static xgr_store *store_of(const char *id) {
   return st;
 }
 
+/* the engine key's address every node uses here, and another one */
+#define KEY1 "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
+#define KEY2 "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
+
 static xgr__xjournal *journal_of(const char *id, int64_t lease_ms) {
   xgr_error err;
-  xgr__xjournal *j = xgr__xjournal_open_shared(url, id, lease_ms, &err);
+  xgr__xjournal *j = xgr__xjournal_open_shared(url, id, lease_ms, KEY1, &err);
   if (!j) fail_msg("open journal %s: %s", id, err.message);
   assert_true(xgr__xjournal_shared(j));
   return j;
@@ -121,6 +126,34 @@ static void test_one_sender(void **state) {
   xgr_store_close(sa);
 }
 
+/* One engine key per schema: a node whose key differs from the one the lease records is refused
+ * at open (xgrd exits 3), and one that opened before the row existed never takes the lease. */
+static void test_other_key_refused(void **state) {
+  (void)state;
+  xgr_store *sa = store_of("a"), *sc = store_of("c");
+  xgr__xjournal *a = journal_of("a", 300);
+  assert_int_equal(lead(a), 1);   /* the row exists (test_one_sender made the tables) and names KEY1 */
+  xgr_error err;
+  assert_null(xgr__xjournal_open_shared(url, "c", 300, KEY2, &err));
+  assert_non_null(strstr(err.message, "this node's --engine-key is " KEY2));
+  /* c opened with KEY2 before the row named KEY1: it never takes the lease, not even expired */
+  free(sql_value("DELETE FROM exec_leader"));
+  xgr__xjournal *c = xgr__xjournal_open_shared(url, "c", 300, KEY2, &err);
+  assert_non_null(c);
+  sleep_ms(120);                  /* a's renewal is due (a third of its lease): it finds no row */
+  assert_int_equal(lead(a), 1);   /* and makes it again (KEY1) */
+  assert_sql("SELECT node || '/' || sender FROM exec_leader", "a/" KEY1);
+  sleep_ms(400);                  /* a's lease runs out */
+  char msg[256];
+  assert_int_equal(xgr__xjournal_lead(c, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "one engine key for every node of a schema"));
+  assert_sql("SELECT node || '/' || sender FROM exec_leader", "a/" KEY1);
+  xgr__xjournal_close(c);
+  xgr__xjournal_close(a);
+  xgr_store_close(sc);
+  xgr_store_close(sa);
+}
+
 /* A journal a single writer made has no exec_leader: the first node makes it, and the rows
  * already there are sent by it. */
 static void test_single_writer_journal_upgraded(void **state) {
@@ -152,6 +185,7 @@ int main(void) {
   xgr_store *st = xgr_store_open(url, NULL, &(xgr_error){0});   /* the store's schema (xgr_node_alive) */
   assert_non_null(st);
   xgr_store_close(st);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_one_sender), cmocka_unit_test(test_single_writer_journal_upgraded)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_one_sender), cmocka_unit_test(test_other_key_refused),
+                                     cmocka_unit_test(test_single_writer_journal_upgraded)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
