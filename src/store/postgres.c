@@ -700,6 +700,29 @@ static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
   else cp_text(b, NULL);
 }
 
+/* One history row in COPY's binary format (the columns of COPY_HIST); the header first when b is
+ * empty. recorded_at is now; the payload is left out with no_payload (cfg.no_history_payload). */
+static void cp_hist(xgr_buf *b, const store_op *op, int64_t now, bool no_payload) {
+  const xgr_store_hist *x = &op->u.hist;
+  if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
+  cp_row(b, 15);
+  cp_text(b, op->owner);
+  cp_num(b, op->root);
+  cp_num(b, x->iter);
+  cp_num(b, x->parent_iter);
+  cp_i32(b, x->step);
+  cp_text(b, x->step_id ? x->step_id : "");
+  cp_i32(b, x->status);
+  cp_i32(b, x->valid);
+  cp_i32(b, x->abort_reason);
+  cp_i64(b, x->at);
+  cp_i64(b, x->finished_at);
+  cp_text(b, x->error);
+  cp_text(b, no_payload ? NULL : x->payload);
+  cp_i64(b, now);
+  cp_text(b, x->api);
+}
+
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
  * history rows does not matter: session rows, states, scopes (no removal, no registry, no
  * counters, no marks). */
@@ -827,24 +850,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
       if (op->kind == OP_PROC) {
         continue;   /* above */
       } else if (op->kind == OP_HIST) {
-        const xgr_store_hist *x = &op->u.hist;   /* the columns of COPY_HIST */
-        if (!copy->len) xgr__buf_put(copy, copy_header, sizeof copy_header);
-        cp_row(copy, 15);
-        cp_text(copy, op->owner);
-        cp_num(copy, op->root);
-        cp_num(copy, x->iter);
-        cp_num(copy, x->parent_iter);
-        cp_i32(copy, x->step);
-        cp_text(copy, x->step_id ? x->step_id : "");
-        cp_i32(copy, x->status);
-        cp_i32(copy, x->valid);
-        cp_i32(copy, x->abort_reason);
-        cp_i64(copy, x->at);
-        cp_i64(copy, x->finished_at);
-        cp_text(copy, x->error);
-        cp_text(copy, g->base.cfg.no_history_payload ? NULL : x->payload);
-        cp_i64(copy, now);
-        cp_text(copy, x->api);
+        cp_hist(copy, op, now, g->base.cfg.no_history_payload);
       } else if (op->kind == OP_STATE) {
         size_t h = proc_key_hash(op) & (scap - 1);
         while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
