@@ -45,8 +45,9 @@ struct xgr__xjournal {
   char *name;
   /* shared (cluster nodes): this node's id, the lease, and the epoch this node sends under
    * (0: it does not); renewed_ns is the monotonic time of the last renewal */
+  char sender[43];   /* the engine key's address: stored with each signed row; max_nonce counts only
+                        this key's rows, and every node of a schema must send from the same key */
   char *node;
-  char sender[43];   /* the engine key's address: every node of a schema must send from the same one */
   int64_t lease_ms, epoch;
   uint64_t renewed_ns;
 };
@@ -67,7 +68,8 @@ static const char PG_TABLE[] =
     " CREATE TABLE IF NOT EXISTS exec_journal(id BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, root BIGINT NOT NULL,"
     " iter BIGINT NOT NULL, step TEXT, target TEXT NOT NULL, function TEXT, data TEXT NOT NULL, value TEXT,"
     " gas BIGINT NOT NULL, state INTEGER NOT NULL, raw TEXT, hash TEXT, nonce BIGINT NOT NULL DEFAULT 0, record TEXT,"
-    " UNIQUE(owner, root, iter));"
+    " sender TEXT, UNIQUE(owner, root, iter));"
+    " ALTER TABLE exec_journal ADD COLUMN IF NOT EXISTS sender TEXT;"
     " CREATE INDEX IF NOT EXISTS exec_journal_open ON exec_journal(state, nonce, id) WHERE state < 2";
 
 /* A message for a failed result: the server's, else the connection's (no trailing newline). */
@@ -86,11 +88,33 @@ static void pg_msg(PGconn *c, PGresult *r, char *err, size_t cap) {
  * until PostgreSQL notices the closed socket. */
 enum { LOCK_WAIT_MS = 10000 };
 
-/* Whether the journal's tables exist: exec_journal, and for a shared journal also exec_leader (a
- * journal made by a single writer lacks it until PG_TABLE runs). */
-#define TABLES_EXIST "SELECT to_regclass('exec_journal') IS NOT NULL, to_regclass('exec_leader') IS NOT NULL"
-static bool tables_exist(const xgr__xjournal *j, PGresult *r) {
-  return PQgetvalue(r, 0, 0)[0] == 't' && (!j->node || PQgetvalue(r, 0, 1)[0] == 't');
+/* Whether the journal's tables exist (exec_journal, exec_leader) and exec_journal has its column
+ * sender (which signed a row's transaction; journals from before it lack it). PG_TABLE makes or
+ * completes them; pg_tables runs it for a journal that exists but is not complete, so its rows
+ * are worked at once. */
+#define TABLES_EXIST                                                                                     \
+  "SELECT to_regclass('exec_journal') IS NOT NULL, to_regclass('exec_leader') IS NOT NULL,"              \
+  " EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('exec_journal') AND attname = 'sender'" \
+  " AND NOT attisdropped)"
+
+/* Sets j->have_table (0), or -1 with a message. On an open connection (no reset here). */
+static int pg_tables(xgr__xjournal *j, char *err, size_t cap) {
+  PGresult *r = PQexec(j->pg, TABLES_EXIST);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+    pg_msg(j->pg, r, err, cap);
+    PQclear(r);
+    return -1;
+  }
+  bool journal = PQgetvalue(r, 0, 0)[0] == 't';
+  j->have_table = journal && PQgetvalue(r, 0, 1)[0] == 't' && PQgetvalue(r, 0, 2)[0] == 't';
+  PQclear(r);
+  if (j->have_table || !journal) return 0;
+  r = PQexec(j->pg, PG_TABLE);
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) pg_msg(j->pg, r, err, cap);
+  PQclear(r);
+  j->have_table = ok;
+  return ok ? 0 : -1;
 }
 
 static int pg_setup(xgr__xjournal *j, char *err, size_t cap) {
@@ -114,12 +138,7 @@ static int pg_setup(xgr__xjournal *j, char *err, size_t cap) {
   }
   PQclear(r);
   if (!ok) return -1;
-  r = PQexec(j->pg, TABLES_EXIST);
-  ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-  if (ok) j->have_table = tables_exist(j, r);
-  else pg_msg(j->pg, r, err, cap);
-  PQclear(r);
-  return ok ? 0 : -1;
+  return pg_tables(j, err, cap);
 }
 
 /* The connection usable (reset once when it broke). */
@@ -160,7 +179,6 @@ static int pg_open(xgr__xjournal *j, const char *url, const char *node, int64_t 
   if (node) {
     j->node = xgr__xstrdup(node);
     j->lease_ms = lease_ms;
-    snprintf(j->sender, sizeof j->sender, "%s", sender);
   }
   char *red = xgr_store_url_redacted(url);
   size_t n = strlen(red) + 32;
@@ -207,17 +225,8 @@ static int pg_add(xgr__xjournal *j, const xgr__xjournal_intent *in, char *err, s
 
 /* Whether exec_journal exists yet (another node may have made it): 0 and j->have_table set, or -1. */
 static int pg_check_table(xgr__xjournal *j, char *err, size_t cap) {
-  PGresult *r = pg_run(j, TABLES_EXIST, 0, NULL, PGRES_TUPLES_OK, err, cap);
-  if (!r) return -1;
-  j->have_table = PQntuples(r) == 1 && tables_exist(j, r);
-  bool journal = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
-  PQclear(r);
-  if (j->have_table || !journal) return 0;
-  /* shared, and a journal without exec_leader: make it, so the rows already there get sent */
-  if (!(r = pg_run(j, PG_TABLE, 0, NULL, PGRES_COMMAND_OK, err, cap))) return -1;
-  PQclear(r);
-  j->have_table = true;
-  return 0;
+  if (pg_ready(j, err, cap)) return -1;
+  return pg_tables(j, err, cap);
 }
 
 static int pg_next(xgr__xjournal *j, xgr__xjournal_row *row, char *err, size_t cap) {
@@ -251,10 +260,11 @@ static int pg_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
   snprintf(st, sizeof st, "%d", state);
   snprintf(nc, sizeof nc, "%" PRId64, (int64_t)nonce);
   snprintf(idt, sizeof idt, "%" PRId64, id);
+  const char *snd = raw ? j->sender : NULL;   /* who signed raw */
   if (!j->node) {
-    const char *p[6] = {st, raw, hash, nc, record, idt};
-    PGresult *r = pg_run(j, "UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5 WHERE id = $6",
-                         6, p, PGRES_COMMAND_OK, err, cap);
+    const char *p[7] = {st, raw, hash, nc, record, idt, snd};
+    PGresult *r = pg_run(j, "UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5,"
+                         " sender = COALESCE($7, sender) WHERE id = $6", 7, p, PGRES_COMMAND_OK, err, cap);
     if (!r) return -1;
     PQclear(r);
     return 0;
@@ -266,12 +276,12 @@ static int pg_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
   }
   char ep[24];
   snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
-  const char *p[8] = {st, raw, hash, nc, record, idt, j->node, ep};
+  const char *p[9] = {st, raw, hash, nc, record, idt, j->node, ep, snd};
   PGresult *r = pg_run(j,
                        "WITH l AS (SELECT 1 FROM exec_leader WHERE id = 1 AND node = $7 AND epoch = $8 FOR SHARE)"
-                       " UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5"
-                       " WHERE id = $6 AND EXISTS (SELECT 1 FROM l)",
-                       8, p, PGRES_COMMAND_OK, err, cap);
+                       " UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5,"
+                       " sender = COALESCE($9, sender) WHERE id = $6 AND EXISTS (SELECT 1 FROM l)",
+                       9, p, PGRES_COMMAND_OK, err, cap);
   if (!r) return -1;
   bool done = !strcmp(PQcmdTuples(r), "1");
   PQclear(r);
@@ -354,8 +364,11 @@ static void pg_resign(xgr__xjournal *j) {
 static int pg_max_nonce(xgr__xjournal *j, int64_t *out, char *err, size_t cap) {
   *out = -1;
   if (!j->have_table) return 0;
-  PGresult *r = pg_run(j, "SELECT MAX(nonce) FROM exec_journal WHERE state >= 1 AND raw IS NOT NULL", 0, NULL,
-                       PGRES_TUPLES_OK, err, cap);
+  /* this key's rows only (rows from before the column count as its own): after a key change the
+   * new key's nonces start from its own count, not past the old key's */
+  const char *p[1] = {j->sender};
+  PGresult *r = pg_run(j, "SELECT MAX(nonce) FROM exec_journal WHERE state >= 1 AND raw IS NOT NULL"
+                       " AND (sender IS NULL OR sender = $1)", 1, p, PGRES_TUPLES_OK, err, cap);
   if (!r) return -1;
   if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
@@ -409,7 +422,14 @@ static int sq_open(xgr__xjournal *j, const char *where, xgr_error *e) {
               "CREATE TABLE IF NOT EXISTS chain_exec(owner TEXT NOT NULL, root INTEGER NOT NULL, iter INTEGER NOT NULL,"
               " step TEXT, target TEXT NOT NULL, function TEXT, data TEXT NOT NULL, value TEXT, gas INTEGER NOT NULL,"
               " state INTEGER NOT NULL, raw TEXT, hash TEXT, nonce INTEGER NOT NULL DEFAULT 0, record TEXT,"
-              " PRIMARY KEY(owner, root, iter))"))
+              " sender TEXT, PRIMARY KEY(owner, root, iter))"))
+    return xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", path, sqlite3_errmsg(j->db));
+  /* a journal from before the column sender gets it (its rows keep NULL: counted as this key's) */
+  sqlite3_stmt *st = NULL;
+  sqlite3_prepare_v2(j->db, "SELECT 1 FROM pragma_table_info('chain_exec') WHERE name = 'sender'", -1, &st, NULL);
+  bool has_sender = st && sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  if (!has_sender && sq_exec(j->db, "ALTER TABLE chain_exec ADD COLUMN sender TEXT"))
     return xgr_error_set(e, XGR_EIO, "--engine-key", "execution journal %s: %s", path, sqlite3_errmsg(j->db));
   return 0;
 }
@@ -468,13 +488,15 @@ static int sq_next(xgr__xjournal *j, xgr__xjournal_row *r, char *err, size_t cap
 static int sq_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, const char *hash, uint64_t nonce,
                    const char *record, char *err, size_t cap) {
   sqlite3_stmt *st = NULL;
-  sqlite3_prepare_v2(j->db, "UPDATE chain_exec SET state=?, raw=?, hash=?, nonce=?, record=? WHERE rowid=?", -1, &st, NULL);
+  sqlite3_prepare_v2(j->db, "UPDATE chain_exec SET state=?, raw=?, hash=?, nonce=?, record=?, sender=COALESCE(?, sender)"
+                     " WHERE rowid=?", -1, &st, NULL);
   sqlite3_bind_int(st, 1, state);
   sq_text(st, 2, raw);
   sq_text(st, 3, hash);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)nonce);
   sq_text(st, 5, record);
-  sqlite3_bind_int64(st, 6, id);
+  sq_text(st, 6, raw ? j->sender : NULL);
+  sqlite3_bind_int64(st, 7, id);
   bool ok = sqlite3_step(st) == SQLITE_DONE;
   sqlite3_finalize(st);
   if (!ok) set_err(err, cap, sqlite3_errmsg(j->db));
@@ -484,7 +506,9 @@ static int sq_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
 static int sq_max_nonce(xgr__xjournal *j, int64_t *out, char *err, size_t cap) {
   sqlite3_stmt *st = NULL;
   *out = -1;
-  sqlite3_prepare_v2(j->db, "SELECT MAX(nonce) FROM chain_exec WHERE state >= 1 AND raw IS NOT NULL", -1, &st, NULL);
+  sqlite3_prepare_v2(j->db, "SELECT MAX(nonce) FROM chain_exec WHERE state >= 1 AND raw IS NOT NULL"
+                     " AND (sender IS NULL OR sender = ?)", -1, &st, NULL);
+  sq_text(st, 1, j->sender);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) *out = sqlite3_column_int64(st, 0);
   if (rc != SQLITE_ROW) set_err(err, cap, sqlite3_errmsg(j->db));
@@ -524,8 +548,10 @@ static bool is_pg(const char *where) {
   return where && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11));
 }
 
-xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e) {
+xgr__xjournal *xgr__xjournal_open(const char *where, const char *sender, xgr_error *e) {
+  assert(sender && strlen(sender) == 42);
   xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
+  snprintf(j->sender, sizeof j->sender, "%s", sender);
   if (is_pg(where) ? pg_open(j, where, NULL, 0, NULL, e) : sq_open(j, where, e)) {
     xgr__xjournal_close(j);
     return NULL;
@@ -541,6 +567,7 @@ xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int6
     return NULL;
   }
   xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
+  snprintf(j->sender, sizeof j->sender, "%s", sender);
   if (pg_open(j, url, node, lease_ms, sender, e)) {
     xgr__xjournal_close(j);
     return NULL;

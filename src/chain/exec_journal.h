@@ -38,9 +38,10 @@ typedef struct xgr__xjournal_intent {
 /* Open the journal at `where`: NULL (in memory, not durable), an SQLite file path, or a libpq URI
  * (postgresql://... or postgres://...: the table exec_journal in that database's current schema).
  * On PostgreSQL the journal holds a session advisory lock keyed by the schema while open
- * (exclusively), so a second executor on the same journal is refused. NULL with *e
+ * (exclusively), so a second executor on the same journal is refused. sender (borrowed): the
+ * engine key's address ("0x" + 40 hex), stored with each row it signs. NULL with *e
  * (path "--engine-key") on failure. Free with xgr__xjournal_close. */
-xgr__xjournal *xgr__xjournal_open(const char *where, xgr_error *e);
+xgr__xjournal *xgr__xjournal_open(const char *where, const char *sender, xgr_error *e);
 /* Open the shared journal of a cluster node (docs/CLUSTER.md): the table exec_journal at the
  * PostgreSQL URI url, written by every node, worked by one at a time: the holder of the sender's
  * lease (node: this node's id, borrowed; lease_ms > 0: how long a hold lasts without renewal).
@@ -76,8 +77,9 @@ void xgr__xjournal_row_clear(xgr__xjournal_row *r);
  * else another nonzero value with a message in err (the write may or may not have happened). */
 int xgr__xjournal_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, const char *hash, uint64_t nonce,
                        const char *record, char *err, size_t cap);
-/* The highest nonce of a signed or settled row in *out (-1 when there is none). 0, or nonzero with
- * a message in err. */
+/* The highest nonce of a signed or settled row of this journal's sender (rows from before the
+ * sender was recorded count as its own) in *out (-1 when there is none). 0, or nonzero with a
+ * message in err. */
 int xgr__xjournal_max_nonce(xgr__xjournal *j, int64_t *out, char *err, size_t cap);
 /* The state, hash and record of (owner, root, iter): 1 when found (*hash and *record new strings
  * or NULL; the caller frees them), 0 when there is no such row or the journal cannot be read. */

@@ -337,7 +337,7 @@ static xgr_chain_executor *executor_new(xgr_chain *c, const xgr_secp *secp, cons
     return NULL;
   }
   xgr_addr_hex(addr, x->s.from);
-  if (!(x->j = node ? xgr__xjournal_open_shared(journal, node, lease_ms, x->s.from, e) : xgr__xjournal_open(journal, e))) {
+  if (!(x->j = node ? xgr__xjournal_open_shared(journal, node, lease_ms, x->s.from, e) : xgr__xjournal_open(journal, x->s.from, e))) {
     xgr_chain_executor_free(x);
     return NULL;
   }

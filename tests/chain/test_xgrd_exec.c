@@ -36,9 +36,11 @@ static const char *pg_url;    /* XGR_PG_URL: the store (and journal) in PostgreS
 
 static json_t *call(const char *method, json_t *params) { return xh_call(&xd, method, params); }
 
+static int key_no;   /* the dev account whose key xgrd signs with (k<N>.key) */
+
 static int start_xgrd(void) {
   char key[300];
-  snprintf(key, sizeof key, "%s/k0.key", dir);
+  snprintf(key, sizeof key, "%s/k%d.key", dir, key_no);
   xh_spawn(&xd, (const char *[]){"--auth", "none", "--chain", node.url, "--engine-key", key, "--store", xd.store,
                                  "--workers", "2", NULL});
   return xh_wait_port(&xd);
@@ -256,6 +258,30 @@ static void test_cluster_node_beside_single_writer(void **st) {
     fail_msg("cluster node beside the single writer: exit %d: %s", rc, out);
 }
 
+/* The engine key is changed (xgrd restarted with dev account 1's key on the same store and
+ * journal): the new key's first execution takes the new key's own next nonce, not one past the
+ * old key's journaled nonces (a gap that would leave it pending forever). */
+static void test_key_changed(void **st) {
+  (void)st;
+  char path[512];
+  snprintf(path, sizeof path, "%s/k1.key", dir);
+  assert_int_equal(anvil_key_file(1, path), 0);
+  assert_true(stop_xgrd(SIGTERM));
+  key_no = 1;
+  assert_int_equal(start_xgrd(), 0);
+  enqueue(400, node.accounts[8], "0");   /* account 1 holds no tokens: a transfer of 0 */
+  json_t *x = settled(400);
+  assert_string_equal(json_string_value(json_object_get(x, "status")), "success");
+  json_t *res;
+  xgr_error e;
+  assert_int_equal(xgr_chain_rpc(node.chain, NULL, "eth_getTransactionReceipt",
+                                 json_pack("[s]", json_string_value(json_object_get(x, "txHash"))), &res, NULL, &e),
+                   0);
+  assert_string_equal(json_string_value(json_object_get(res, "from")), node.accounts[1]);
+  json_decref(res);
+  json_decref(x);
+}
+
 int main(void) {
   if (!anvil_test_begin()) return 77;
   pg_url = getenv("XGR_PG_URL");
@@ -263,6 +289,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_transfer_in_history), cmocka_unit_test(test_reverted),
                                      cmocka_unit_test(test_crash_exactly_once), cmocka_unit_test(test_journal_connection_lost),
                                      cmocka_unit_test(test_second_executor_refused),
-                                     cmocka_unit_test(test_cluster_node_beside_single_writer)};
+                                     cmocka_unit_test(test_cluster_node_beside_single_writer),
+                                     cmocka_unit_test(test_key_changed)};
   return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }
