@@ -25,7 +25,6 @@
  * other. */
 #include <assert.h>
 #include <inttypes.h>
-#include <time.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -35,18 +34,18 @@
 #include "chain/exec_journal.h"
 #include "store/sqlite_col.h"
 #include "util/alloc.h"
-#include "xgr/store.h"
 #include "util/clock.h"
+#include "xgr/store.h"
 
 struct xgr__xjournal {
   sqlite3 *db;     /* SQLite backend */
   PGconn *pg;      /* PostgreSQL backend */
   bool have_table; /* PostgreSQL: exec_journal exists */
   char *name;
-  /* shared (cluster nodes): this node's id, the lease, and the epoch this node sends under
-   * (0: it does not); renewed_ns is the monotonic time of the last renewal */
   char sender[43];   /* the engine key's address: stored with each signed row; max_nonce counts only
                         this key's rows, and every node of a schema must send from the same key */
+  /* shared (cluster nodes; NULL node otherwise): this node's id, the lease, and the epoch this
+   * node sends under (0: it does not); renewed_ns is the monotonic time of the last renewal */
   char *node;
   int64_t lease_ms, epoch;
   uint64_t renewed_ns;
@@ -174,12 +173,8 @@ static char *pg_col(PGresult *r, int row, int col) {
 
 static int pg_other_sender(xgr__xjournal *j, char *err, size_t cap);
 
-static int pg_open(xgr__xjournal *j, const char *url, const char *node, int64_t lease_ms, const char *sender,
-                   xgr_error *e) {
-  if (node) {
-    j->node = xgr__xstrdup(node);
-    j->lease_ms = lease_ms;
-  }
+/* Open the PostgreSQL journal at url (j->node set: shared). */
+static int pg_open(xgr__xjournal *j, const char *url, xgr_error *e) {
   char *red = xgr_store_url_redacted(url);
   size_t n = strlen(red) + 32;
   j->name = xgr__xmalloc(n);
@@ -548,31 +543,35 @@ static bool is_pg(const char *where) {
   return where && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11));
 }
 
-xgr__xjournal *xgr__xjournal_open(const char *where, const char *sender, xgr_error *e) {
+/* Both opens: node NULL for a journal of its own at where, else the shared journal at the URI. */
+static xgr__xjournal *journal_open(const char *where, const char *node, int64_t lease_ms, const char *sender,
+                                   xgr_error *e) {
   assert(sender && strlen(sender) == 42);
   xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
   snprintf(j->sender, sizeof j->sender, "%s", sender);
-  if (is_pg(where) ? pg_open(j, where, NULL, 0, NULL, e) : sq_open(j, where, e)) {
+  if (node) {
+    j->node = xgr__xstrdup(node);
+    j->lease_ms = lease_ms;
+  }
+  if (is_pg(where) ? pg_open(j, where, e) : sq_open(j, where, e)) {
     xgr__xjournal_close(j);
     return NULL;
   }
   return j;
 }
 
+xgr__xjournal *xgr__xjournal_open(const char *where, const char *sender, xgr_error *e) {
+  return journal_open(where, NULL, 0, sender, e);
+}
+
 xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, const char *sender,
                                          xgr_error *e) {
-  assert(node && *node && lease_ms > 0 && sender && strlen(sender) == 42);
+  assert(node && *node && lease_ms > 0);
   if (!is_pg(url)) {
     xgr_error_set(e, XGR_EINVAL, "--engine-key", "a shared execution journal needs a PostgreSQL store");
     return NULL;
   }
-  xgr__xjournal *j = xgr__xcalloc(1, sizeof *j);
-  snprintf(j->sender, sizeof j->sender, "%s", sender);
-  if (pg_open(j, url, node, lease_ms, sender, e)) {
-    xgr__xjournal_close(j);
-    return NULL;
-  }
-  return j;
+  return journal_open(url, node, lease_ms, sender, e);
 }
 
 bool xgr__xjournal_shared(const xgr__xjournal *j) { return j->node != NULL; }

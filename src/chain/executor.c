@@ -252,11 +252,7 @@ static void *run(void *arg) {
     int have = may_send(x) ? xgr__xjournal_next(x->j, &r, msg, sizeof msg) : 0;
     if (have < 0) logf_(x, "level=error msg=\"execution journal read failed\" error=\"%s\"", msg);
     if (have <= 0) {
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += x->idle_ms * 1000000L;
-      ts.tv_sec += ts.tv_nsec / 1000000000L;
-      ts.tv_nsec %= 1000000000L;
+      struct timespec ts = xgr__mono_deadline(x->idle_ms);
       pthread_cond_timedwait(&x->cv, &x->mu, &ts);
       pthread_mutex_unlock(&x->mu);
       continue;
@@ -325,10 +321,10 @@ static xgr_chain_executor *executor_new(xgr_chain *c, const xgr_secp *secp, cons
   x->log = log;
   x->lease_ms = lease_ms;
   pthread_mutex_init(&x->mu, NULL);
-  pthread_cond_init(&x->cv, NULL);
-  pthread_condattr_t ca;
+  pthread_condattr_t ca;   /* both threads wait with deadlines on the monotonic clock */
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&x->cv, &ca);
   pthread_cond_init(&x->kcv, &ca);
   pthread_condattr_destroy(&ca);
   uint8_t addr[20];
