@@ -103,6 +103,9 @@ const char *xgr_store_backend(const xgr_store *st);
 /* url as it may be logged: its userinfo (postgresql://user:PASSWORD@...) and secret-looking query
  * values (password=...) are replaced by ***. The caller frees the result. */
 char *xgr_store_url_redacted(const char *url);
+/* Whether url names a PostgreSQL store (a libpq URI: postgresql://... or postgres://...). NULL is
+ * not one. */
+bool xgr_store_url_is_postgres(const char *url);
 /* The schema version found in the file when it was opened (before migrations; 0 for a new file)
  * and the one it has now. */
 int xgr_store_schema_version(const xgr_store *st, int *found);

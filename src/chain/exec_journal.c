@@ -539,10 +539,6 @@ static void sq_counts(xgr__xjournal *j, uint64_t *pending, uint64_t *done) {
 
 /* ---- the interface ----------------------------------------------------------------------------- */
 
-static bool is_pg(const char *where) {
-  return where && (!strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11));
-}
-
 /* Both opens: node NULL for a journal of its own at where, else the shared journal at the URI. */
 static xgr__xjournal *journal_open(const char *where, const char *node, int64_t lease_ms, const char *sender,
                                    xgr_error *e) {
@@ -553,7 +549,7 @@ static xgr__xjournal *journal_open(const char *where, const char *node, int64_t 
     j->node = xgr__xstrdup(node);
     j->lease_ms = lease_ms;
   }
-  if (is_pg(where) ? pg_open(j, where, e) : sq_open(j, where, e)) {
+  if (xgr_store_url_is_postgres(where) ? pg_open(j, where, e) : sq_open(j, where, e)) {
     xgr__xjournal_close(j);
     return NULL;
   }
@@ -567,7 +563,7 @@ xgr__xjournal *xgr__xjournal_open(const char *where, const char *sender, xgr_err
 xgr__xjournal *xgr__xjournal_open_shared(const char *url, const char *node, int64_t lease_ms, const char *sender,
                                          xgr_error *e) {
   assert(node && *node && lease_ms > 0);
-  if (!is_pg(url)) {
+  if (!xgr_store_url_is_postgres(url)) {
     xgr_error_set(e, XGR_EINVAL, "--engine-key", "a shared execution journal needs a PostgreSQL store");
     return NULL;
   }

@@ -371,7 +371,7 @@ int main(int argc, char **argv) {
   }
   /* --node-id on a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); "auto" is
    * HOSTNAME:PID. Without it, it is the schema's single writer (and may hibernate sessions). */
-  bool pg_store = o.store && (!strncmp(o.store, "postgresql://", 13) || !strncmp(o.store, "postgres://", 11));
+  bool pg_store = xgr_store_url_is_postgres(o.store);
   char node_buf[300] = "";
   if (o.node_id && pg_store) {
     if (strcmp(o.node_id, "auto")) {
@@ -398,7 +398,7 @@ int main(int argc, char **argv) {
     uint8_t key[32];
     char journal[4096] = "";
     const char *sp = o.store ? (!strncmp(o.store, "sqlite:", 7) ? o.store + 7 : strncmp(o.store, "memory:", 7) ? o.store : NULL) : NULL;
-    bool pg = sp && (!strncmp(sp, "postgresql://", 13) || !strncmp(sp, "postgres://", 11));
+    bool pg = xgr_store_url_is_postgres(sp);
     if (sp && !pg) snprintf(journal, sizeof journal, "%s-exec", sp);
     const char *where = pg ? sp : sp ? journal : NULL;   /* PostgreSQL: the table exec_journal in the store's database */
     secp = xgr_secp_new();

@@ -87,8 +87,12 @@ xgr_store *xgr_store_open(const char *url, const xgr_store_config *cfg, xgr_erro
     xgr_error_set(err, XGR_EINVAL, NULL, "empty store path (expected memory:, sqlite:PATH or a file path)");
     return NULL;
   }
-  if (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11)) return xgr_store_postgres_open(url, cfg, err);
+  if (xgr_store_url_is_postgres(url)) return xgr_store_postgres_open(url, cfg, err);
   return xgr_store_sqlite_open(url, cfg, err);
+}
+
+bool xgr_store_url_is_postgres(const char *url) {
+  return url && (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11));
 }
 
 void xgr_store_close(xgr_store *st) {
