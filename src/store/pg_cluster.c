@@ -119,16 +119,30 @@ static void channel_of(const char *node, char out[24]) {
   snprintf(out, 24, "xgr_n%016" PRIx64, x);
 }
 
-static void first_line(const char *msg, char *out, size_t cap) {
+void xgr__pg_first_line(const char *msg, char *out, size_t cap) {
   size_t n = strcspn(msg ? msg : "", "\n");
   if (n >= cap) n = cap - 1;
   memcpy(out, msg ? msg : "", n);
   out[n] = 0;
 }
 
+PGconn *xgr__pg_connect(const char *url, const char *name, const char *role, const char *node, xgr_error *err) {
+  char app[96];
+  snprintf(app, sizeof app, "xgr %s%s%.60s", role, node ? " " : "", node ? node : "");
+  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+  const char *const vals[] = {url, app, NULL};
+  PGconn *conn = PQconnectdbParams(keys, vals, 1);
+  if (conn && PQstatus(conn) == CONNECTION_OK) return conn;
+  char msg[300];
+  xgr__pg_first_line(conn ? PQerrorMessage(conn) : "out of memory", msg, sizeof msg);
+  xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot connect to PostgreSQL: %s", name, msg);
+  PQfinish(conn);
+  return NULL;
+}
+
 static int pq_error(const pgc *c, PGconn *conn, const PGresult *r, const char *what, xgr_error *err) {
   char msg[300];
-  first_line(r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r) : PQerrorMessage(conn), msg, sizeof msg);
+  xgr__pg_first_line(r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r) : PQerrorMessage(conn), msg, sizeof msg);
   return xgr_error_set(err, XGR_EIO, NULL, "store %s: %s: %s", c->name, what, msg);
 }
 
@@ -177,19 +191,8 @@ static char *arr_finish(xgr_buf *b) {
 
 /* A connection of the node's own; role names it in pg_stat_activity ("xgr lease <node>"). */
 static PGconn *connect_plain(pgc *c, const char *role, xgr_error *err) {
-  char app[96];
-  snprintf(app, sizeof app, "xgr %s %.60s", role, c->node);
-  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
-  const char *const vals[] = {c->url, app, NULL};
-  PGconn *conn = PQconnectdbParams(keys, vals, 1);
-  if (!conn || PQstatus(conn) != CONNECTION_OK) {
-    char msg[300];
-    first_line(conn ? PQerrorMessage(conn) : "out of memory", msg, sizeof msg);
-    xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot connect to PostgreSQL: %s", c->name, msg);
-    PQfinish(conn);
-    return NULL;
-  }
-  PQclear(PQexec(conn, "SET client_min_messages = warning"));
+  PGconn *conn = xgr__pg_connect(c->url, c->name, role, c->node, err);
+  if (conn) PQclear(PQexec(conn, "SET client_min_messages = warning"));
   return conn;
 }
 
@@ -260,7 +263,8 @@ void xgr__pgc_close(pgc *c) {
 /* How long the server lets a node's writer sit idle inside a transaction: a node stalled there
  * (paused, swapped out) keeps the rows its fence locked, which claims skip, so its sessions could
  * not move until it went on. After this the server ends the connection, the locks go and the
- * other nodes claim the sessions; the stalled node's store fails when it resumes (xgrd exits 4).
+ * other nodes claim the sessions; the stalled node's store fails when it resumes (xgrd then answers
+ * /readyz 503 and exits 4 at SIGTERM).
  * A working writer is never idle in a transaction for more than the moments between its
  * statements. */
 static int64_t idle_tx_ms(int64_t lease_ms) { return 3 * lease_ms > 5000 ? 3 * lease_ms : 5000; }

@@ -1,6 +1,6 @@
 /* pg_cluster.h — what the PostgreSQL store (postgres.c) and its cluster part (pg_cluster.c) share:
- * a node's lease connection and the epochs of the sessions it holds, the fence every group commit
- * sends, and the bookkeeping after a commit. Private to src/store; docs/CLUSTER.md has the design. */
+ * opening a named connection, a node's lease connection and the epochs of the sessions it holds,
+ * the fence every group commit sends, and the bookkeeping after a commit. Private to src/store; docs/CLUSTER.md has the design. */
 #ifndef XGR_STORE_PG_CLUSTER_H
 #define XGR_STORE_PG_CLUSTER_H
 
@@ -11,6 +11,14 @@
 #include "store/store_impl.h"
 
 typedef struct pgc pgc;
+
+/* The first line of a libpq message (they end in a newline and may carry a DETAIL) into out. */
+void xgr__pg_first_line(const char *msg, char *out, size_t cap);
+/* Connect to url as one of the store's connections, named "xgr <role>[ <node>]" in
+ * pg_stat_activity unless the URI names it (role: "writer", "reader", "lease", "listen"; node may
+ * be NULL). The connection (the caller PQfinishes it), or NULL with *err "store <name>: cannot
+ * connect to PostgreSQL: ...". */
+PGconn *xgr__pg_connect(const char *url, const char *name, const char *role, const char *node, xgr_error *err);
 
 /* Connect the node's lease connection and its listening connection, take the node's advisory
  * lock (waiting up to 5 s for a previous process of the same id to go), LISTEN on its channel.

@@ -314,18 +314,10 @@ static int state_code(const char *state) {
   return XGR_EIO;
 }
 
-/* The first line of a libpq message (they end in a newline and may carry a DETAIL). */
-static void first_line(const char *msg, char *out, size_t cap) {
-  size_t n = strcspn(msg ? msg : "", "\n");
-  if (n >= cap) n = cap - 1;
-  memcpy(out, msg ? msg : "", n);
-  out[n] = 0;
-}
-
 static int res_error(const pgstore *g, const PGresult *res, PGconn *c, const char *what, xgr_error *err) {
   const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
   char msg[300];
-  first_line(res && *PQresultErrorMessage(res) ? PQresultErrorMessage(res) : PQerrorMessage(c), msg, sizeof msg);
+  xgr__pg_first_line(res && *PQresultErrorMessage(res) ? PQresultErrorMessage(res) : PQerrorMessage(c), msg, sizeof msg);
   const char *hint = state && !strcmp(state, "53100") ? " (the database's disk is full)"
                      : state && !strncmp(state, "08", 2) ? " (the connection to PostgreSQL was lost)"
                      : state && !strcmp(state, "25006") ? " (the database is read-only)" : "";
@@ -1882,18 +1874,8 @@ char *xgr_store_url_redacted(const char *url) { return xgr__rule_mask_url(url); 
 
 static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err) {
   /* named in pg_stat_activity (unless the URI names it): which backend is which node's writer */
-  char app[96];
-  snprintf(app, sizeof app, "xgr %s%s%.60s", writer ? "writer" : "reader", g->base.cfg.node_id ? " " : "",
-           g->base.cfg.node_id ? g->base.cfg.node_id : "");
-  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
-  const char *const vals[] = {g->url, app, NULL};
-  PGconn *c = PQconnectdbParams(keys, vals, 1);
-  *out = c;
-  if (!c || PQstatus(c) != CONNECTION_OK) {
-    char msg[300];
-    first_line(c ? PQerrorMessage(c) : "out of memory", msg, sizeof msg);
-    return xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot connect to PostgreSQL: %s", g->name, msg);
-  }
+  PGconn *c = *out = xgr__pg_connect(g->url, g->name, writer ? "writer" : "reader", g->base.cfg.node_id, err);
+  if (!c) return XGR_EIO;
   char sql[160];
   /* synchronous_commit: FULL waits for the WAL flush at COMMIT; NORMAL does not (a crash may lose
    * the last commits, never half of one) */
