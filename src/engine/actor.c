@@ -29,9 +29,9 @@
 #include <sys/random.h>
 
 #include "engine/engine_int.h"
+#include "util/clock.h"
 #include "util/hashmap.h"
 #include "xgr/outcome.h"
-#include "util/clock.h"
 
 #define HIB_GRACE_NS 250000000ull   /* a loaded session stays in memory at least 250 ms */
 

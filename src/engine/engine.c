@@ -19,8 +19,8 @@
 #include "engine/engine_int.h"
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "util/hashmap.h"
 #include "util/clock.h"
+#include "util/hashmap.h"
 
 /* ---- registry ---------------------------------------------------------------------------------- */
 

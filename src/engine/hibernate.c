@@ -140,7 +140,6 @@ static void drain(xgr_engine *e, hib_item *list) {
 #define HIB_RETRY_FIRST_MS 50
 #define HIB_RETRY_LAST_MS 5000
 
-
 /* Load one due session for the poller: true when it is loaded or turns out to be no session of
  * this engine's (nothing to try again); false on any other failure (a store error, a row that
  * stayed locked). */

@@ -36,9 +36,9 @@
 
 #include "rule/rule_impl.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "xgr/outcome.h"
 #include "xgr/session.h"
-#include "util/clock.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
 #define ROOT_PID 1

@@ -15,8 +15,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "xgr/auth.h"
 #include "util/clock.h"
+#include "xgr/auth.h"
 
 /* One accepted connection, for the request deadline. */
 struct xgr__rpc_conn {

@@ -25,8 +25,8 @@
 #include "rpc/rpcd.h"
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "util/hashmap.h"
 #include "util/clock.h"
+#include "util/hashmap.h"
 
 #define NSHARDS 64
 

@@ -23,8 +23,8 @@
 #include <time.h>
 
 #include "util/alloc.h"
-#include "xgr/value.h"
 #include "util/clock.h"
+#include "xgr/value.h"
 
 /* Per-request state kept in MHD's con_cls. */
 typedef struct req {

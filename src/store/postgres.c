@@ -839,9 +839,8 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
-      if (op->kind == OP_PROC) {
-        continue;   /* above */
-      } else if (op->kind == OP_HIST) {
+      if (op->kind == OP_PROC) continue;   /* slotted above */
+      if (op->kind == OP_HIST) {
         cp_hist(copy, op, now, g->base.cfg.no_history_payload);
       } else if (op->kind == OP_STATE) {
         size_t h = proc_key_hash(op) & (scap - 1);
