@@ -210,10 +210,13 @@ typedef void (*xgr_engine_event_fn)(void *ctx, const xgr_engine_event *ev);
  * `execution` (its branch ran, no hard error, no rule action), before the result is applied — so
  * before it is committed. It must make the execution durable under (owner, rootPid, iter), keeping
  * the first one when the same step runs again after a crash, and return without waiting on the
- * network; sending happens elsewhere (src/chain/executor.c). */
+ * network; sending happens elsewhere (src/chain/executor.c). It returns 0 once the execution is
+ * durable. When it could not be made durable (its journal unwritable) it returns non-zero with
+ * *err filled (path "execution"): the step then becomes a hard error carrying that error, its
+ * branch's output is dropped, and nothing is ever sent for it. */
 typedef struct xgr_exec_hook {
-  void (*submit)(void *ctx, const char *owner, uint64_t root_pid, uint64_t iter, const char *step_id,
-                 const xgr_execution *x);
+  int (*submit)(void *ctx, const char *owner, uint64_t root_pid, uint64_t iter, const char *step_id,
+                const xgr_execution *x, xgr_error *err);
   void *ctx;
 } xgr_exec_hook;
 

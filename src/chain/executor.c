@@ -80,7 +80,8 @@ static void logf_(xgr_chain_executor *x, const char *fmt, ...) {
 
 /* ---- submit (engine workers) ------------------------------------------------------------------- */
 
-static void submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, const char *step_id, const xgr_execution *ex) {
+static int submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, const char *step_id, const xgr_execution *ex,
+                  xgr_error *fail) {
   xgr_chain_executor *x = ctx;
   /* encode now: the intent holds exactly what will be signed */
   xgr_abi_sig *sig = NULL;
@@ -122,15 +123,19 @@ static void submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, c
                              .gas = ex->has_gas ? ex->gas_limit : 0, .state = err ? ST_DONE : ST_INTENT, .record = rec};
   char msg[512];
   pthread_mutex_lock(&x->mu);
-  if (xgr__xjournal_add(x->j, &in, msg, sizeof msg))
-    logf_(x, "level=error msg=\"execution journal write failed\" owner=%s rootPid=%llu iter=%llu error=\"%s\"", owner,
-          (unsigned long long)root, (unsigned long long)iter, msg);
-  pthread_cond_signal(&x->cv);
+  int rc = xgr__xjournal_add(x->j, &in, msg, sizeof msg);
+  if (rc) {
+    logf_(x, "level=error msg=\"execution journal write failed; the step fails\" owner=%s rootPid=%llu iter=%llu error=\"%s\"",
+          owner, (unsigned long long)root, (unsigned long long)iter, msg);
+    xgr_error_set(fail, XGR_EIO, "execution", "the execution could not be written to the execution journal (%s), so it was not sent: %s",
+                  xgr__xjournal_name(x->j), msg);
+  } else pthread_cond_signal(&x->cv);
   pthread_mutex_unlock(&x->mu);
   free(rec);
   free(err);
   free(dhex);
   free(vhex);
+  return rc ? -1 : 0;
 }
 
 /* ---- the executor thread ----------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
  * the actor subtracts them at the end of the turn, after counting the work it produced itself.
  */
 #include "util/alloc.h"
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,8 +293,14 @@ void xgr_eng_step_task(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cm
     xgr_step_finish(j->st, &j->res);
     j->st = NULL;
   }
-  if (e->cfg.exec && e->cfg.exec->submit && j->res.execution && !j->res.error.code && j->res.action == XGR_ACTION_NONE)
-    e->cfg.exec->submit(e->cfg.exec->ctx, j->sctx.owner, j->sctx.session_id, j->iter, j->sctx.step_id, j->res.execution);
+  if (e->cfg.exec && e->cfg.exec->submit && j->res.execution && !j->res.error.code && j->res.action == XGR_ACTION_NONE &&
+      e->cfg.exec->submit(e->cfg.exec->ctx, j->sctx.owner, j->sctx.session_id, j->iter, j->sctx.step_id, j->res.execution,
+                          &j->res.error)) {
+    /* not durable, so never sent: the step fails visibly instead of running without it */
+    assert(j->res.error.code);
+    j->res.valid = false;
+    xgr_value_clear(&j->res.output);
+  }
   j->phase = JOB_DONE;
   if (xgr_ctx_complete_yield(ctx, pid, cmd->tag, j, 0)) {
     job_release(j);

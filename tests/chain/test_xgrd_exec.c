@@ -5,7 +5,7 @@
  * counted as the token's Transfer logs on the real anvil. Run a second time under
  * tests/pg/pg_cluster.sh (test_xgrd_exec_pg: XGR_PG_URL set) with the store — and so the
  * execution journal, the table exec_journal — in PostgreSQL. Also: a cluster node with the engine
- * key beside the single writer is refused. */
+ * key beside the single writer is refused, and a journal that refuses a write fails its step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 #include <libpq-fe.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -214,6 +215,81 @@ static void test_journal_connection_lost(void **st) {
   PQfinish(c);
 }
 
+/* Make the execution journal refuse (on) or accept again (off) the intents of session root: a
+ * trigger of the test on the real journal (the SQLite file PATH-exec, or PostgreSQL's table
+ * exec_journal), as a full disk or a failing database would. */
+static void journal_refuse(bool on, uint64_t root) {
+  char sql[600];
+  if (pg_url) {
+    PGconn *c = PQconnectdb(pg_url);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    if (on)
+      snprintf(sql, sizeof sql,
+               "CREATE FUNCTION xgr_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.root = %llu THEN"
+               " RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$;"
+               "CREATE TRIGGER xgr_test_refuse BEFORE INSERT ON exec_journal FOR EACH ROW EXECUTE FUNCTION xgr_test_refuse()",
+               (unsigned long long)root);
+    else snprintf(sql, sizeof sql, "DROP TRIGGER xgr_test_refuse ON exec_journal; DROP FUNCTION xgr_test_refuse()");
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s-exec", xd.store + (strncmp(xd.store, "sqlite:", 7) ? 0 : 7));
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  if (on)
+    snprintf(sql, sizeof sql,
+             "CREATE TRIGGER xgr_test_refuse BEFORE INSERT ON chain_exec WHEN NEW.root = %llu"
+             " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+             (unsigned long long)root);
+  else snprintf(sql, sizeof sql, "DROP TRIGGER xgr_test_refuse");
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
+  sqlite3_close(db);
+}
+
+/* A journal write that fails fails its step (before: the step's result was applied and the
+ * execution silently dropped). Session 500's intent is refused by the journal: its step ends in
+ * a hard error that says so, and nothing is sent for it. Once the journal accepts writes again
+ * the next session's execution goes out as before. */
+static void test_journal_write_fails(void **st) {
+  (void)st;
+  const char *to = node.accounts[9];
+  size_t before = transfers_to(to);
+  journal_refuse(true, 500);
+  enqueue(500, to, "1");
+  const char *error = NULL;
+  json_t *r = NULL;
+  for (int i = 0; i < 400 && !error; i++) {
+    json_decref(r);
+    xh_msleep(25);
+    r = call("xgr.getSession", json_pack("{s:s, s:I}", "owner", node.accounts[0], "rootPid", (json_int_t)500));
+    json_t *h = json_array_get(json_object_get(json_object_get(r, "result"), "history"), 0);
+    error = json_string_value(json_object_get(h, "error"));
+  }
+  if (!error) fail_msg("session 500: no hard error: %s", json_dumps(r, JSON_COMPACT));
+  if (!strstr(error, "execution: the execution could not be written to the execution journal") ||
+      !strstr(error, "refused by the test") || !strstr(error, "[io_error]"))
+    fail_msg("session 500: unexpected error: %s", error);
+  json_t *h = json_array_get(json_object_get(json_object_get(r, "result"), "history"), 0);
+  json_t *x = json_object_get(h, "execution");
+  if (x && !json_is_null(x)) fail_msg("session 500: an execution in history: %s", json_dumps(h, JSON_COMPACT));
+  json_decref(r);
+  journal_refuse(false, 500);
+  enqueue(501, to, "1");
+  json_t *ok = settled(501);
+  assert_string_equal(json_string_value(json_object_get(ok, "status")), "success");
+  json_decref(ok);
+  assert_int_equal(transfers_to(to), before + 1);   /* 501's only: nothing was ever sent for 500 */
+  static char log[1 << 20];
+  if (!strstr(xh_read_log(&xd, log, sizeof log), "execution journal write failed; the step fails"))
+    fail_msg("the log does not say so");
+}
+
 /* Run xgrd with args (a shell fragment) to its exit: the exit status, stderr in out. */
 static int run_xgrd(const char *args, char *out, size_t cap) {
   char cmd[2048], log[400];
@@ -290,6 +366,6 @@ int main(void) {
                                      cmocka_unit_test(test_crash_exactly_once), cmocka_unit_test(test_journal_connection_lost),
                                      cmocka_unit_test(test_second_executor_refused),
                                      cmocka_unit_test(test_cluster_node_beside_single_writer),
-                                     cmocka_unit_test(test_key_changed)};
+                                     cmocka_unit_test(test_journal_write_fails), cmocka_unit_test(test_key_changed)};
   return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
 }
