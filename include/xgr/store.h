@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 9   /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 10  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -472,8 +472,22 @@ int xgr_store_lease_due(xgr_store *st, const xgr_store_due_key *after, int64_t u
  * that ended), the store forgets it and calls lost. */
 int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *owner, uint64_t root_pid), void *ctx,
                           xgr_error *err);
-/* Give up every lease (SIGTERM): rows keep their epoch, lose their owner; the store holds none. */
+/* Give up every lease (SIGTERM): rows keep their epoch, lose their owner; the store holds none.
+ * The node's row in `nodes` goes too, so the others stop counting it at once. */
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
+/* Rebalancing (docs/CLUSTER.md): count the running sessions, the live nodes (those whose heartbeat
+ * wrote their `nodes` row within 3 leases and that hold their node lock) and this node's leases.
+ * share = ceil(running / nodes). When this node holds more than share + max(8, share / 10), give
+ * up to min(max, held - share) leases up: only sessions hibernated beyond `after` (their due time,
+ * engine clock: the caller's loader does not look that far) that this node holds at the epoch of
+ * their row and for which busy(ctx, owner, root_pid) is false (it is in memory here). They are
+ * released at lease_expires = now; a node that holds at least its share leaves such rows alone in
+ * its claim rounds for one lease, so the nodes below their share take them (as any free row, held
+ * without loading). *released counts them. Also deletes rows of nodes not seen for a day.
+ * 0, XGR_EUNSUPPORTED (not a cluster store) or XGR_EIO. */
+int xgr_store_lease_balance(xgr_store *st, int64_t after, size_t max,
+                            bool (*busy)(void *ctx, const char *owner, uint64_t root_pid), void *ctx, size_t *released,
+                            xgr_error *err);
 /* Does this node hold (owner, root_pid)? (The store's memory: no round trip.) */
 bool xgr_store_lease_held(xgr_store *st, const char *owner, uint64_t root_pid);
 /* Forget (owner, root_pid) without touching its row: this node will not write it any more (its
@@ -499,6 +513,8 @@ typedef struct xgr_store_lease_stats {
   uint64_t renewals;            /* heartbeats done */
   uint64_t stale_claims;        /* claims that found a later claim of the same session here first */
   uint64_t orphans_released;    /* rows naming this node that it did not hold, given up by the heartbeat */
+  uint64_t handed_over;         /* hibernated sessions given up to balance the cluster (xgr_store_lease_balance) */
+  uint64_t nodes, share;        /* live nodes and this node's share of the running sessions, at the last balance */
 } xgr_store_lease_stats;
 void xgr_store_lease_get_stats(xgr_store *st, xgr_store_lease_stats *out);
 

@@ -350,6 +350,12 @@ static void on_lost(void *ctx, const char *owner, uint64_t root) {
   xgr__rpcd_log(d, "level=warn msg=\"lease lost: the session left this node\" owner=%s rootPid=%" PRIu64, owner, root);
 }
 
+/* Rebalancing: a session is busy here when this engine has it in memory. */
+static bool in_memory(void *ctx, const char *owner, uint64_t root) {
+  xgr_engine_session_info in;
+  return xgr_engine_session(((xgr_rpcd *)ctx)->e, owner, root, &in) == 0;
+}
+
 /* Claim what is free, 256 at a time; own: also the rows naming this node id (start-up). */
 static size_t claim_all(xgr_rpcd *d, bool own) {
   size_t total = 0, n = 0;
@@ -424,6 +430,16 @@ static void *lease_main(void *arg) {
       if (s1.orphans_released > s0.orphans_released)
         xgr__rpcd_log(d, "level=warn msg=\"leases given up: rows named this node, which held no such session\" sessions=%llu",
                       (unsigned long long)(s1.orphans_released - s0.orphans_released));
+      /* rebalancing: a node above its share hands hibernated sessions that sleep beyond the
+       * loader's look-ahead (plus a lease) over to the nodes below theirs */
+      size_t handed = 0;
+      if (d->hib.load && xgr_store_lease_balance(d->st, hib_bound(d) + lease, 256, in_memory, d, &handed, &err))
+        xgr__rpcd_log(d, "level=error msg=\"cluster: rebalancing failed\" error=\"%s\"", err.message);
+      else if (handed) {
+        xgr_store_lease_get_stats(d->st, &s1);
+        xgr__rpcd_log(d, "level=info msg=\"sessions handed over to balance the cluster\" sessions=%zu nodes=%llu share=%llu",
+                      handed, (unsigned long long)s1.nodes, (unsigned long long)s1.share);
+      }
       next_beat = t + beat;
     }
     if (t >= next_claim) {
@@ -478,6 +494,9 @@ static void collect(void *ctx, xgr_metrics_out *out) {
       {"leases_lost", s.lost},
       {"claims_stale", s.stale_claims},
       {"orphans_released", s.orphans_released},
+      {"sessions_handed_over", s.handed_over},
+      {"nodes_live", s.nodes},
+      {"sessions_share", s.share},
       {"late_writes_refused", s.refused_batches},
       {"heartbeats", s.renewals},
       {"commands_sent", atomic_load(&l->sent)},

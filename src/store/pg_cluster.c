@@ -57,6 +57,10 @@ struct pgc {
   xgr_hashmap held;             /* hashed by (owner, root): held * */
   xgr_hashmap orphans;          /* rows naming this node that it does not hold: orphan * (renew) */
   xgr_store_lease_stats st;
+  /* Rebalancing (xgr_store_lease_balance, under hmu): this node held at least its share of the
+   * running sessions at the last count, so its claim rounds leave rows released in the last lease
+   * period to the nodes below their share. */
+  bool full;
   /* One claim of a session at a time on this node, from the check that no later claim of it here
    * superseded this one to its load (striped by key): see take_claimed. */
   pthread_mutex_t cmu[64];
@@ -440,8 +444,8 @@ static const char CLAIM_SQL[] =
     "   AND lease_owner IS NOT NULL AND lease_owner <> $1) o WHERE NOT xgr_node_alive(o.lease_owner)),"
     " c AS (SELECT owner, root_pid FROM sessions WHERE status = 0"
     "   AND ($5::text IS NULL OR (owner = $5 AND root_pid = $6::numeric))"
-    "   AND (lease_owner IS NULL OR ($4::boolean AND lease_owner = $1) OR (lease_owner <> $1 AND"
-    "   (lease_expires < xgr_ms_now() OR lease_owner IN (SELECT lease_owner FROM dead))))"
+    "   AND ((lease_owner IS NULL AND lease_expires <= xgr_ms_now() - $7::bigint) OR ($4::boolean AND lease_owner = $1)"
+    "   OR (lease_owner <> $1 AND (lease_expires < xgr_ms_now() OR lease_owner IN (SELECT lease_owner FROM dead))))"
     "   ORDER BY owner, root_pid LIMIT $2 FOR UPDATE OF sessions SKIP LOCKED)"
     " UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, lease_expires = xgr_ms_now() + $3::bigint"
     " FROM c WHERE s.owner = c.owner AND s.root_pid = c.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch,"
@@ -512,8 +516,14 @@ static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, 
   snprintf(lim, sizeof lim, "%zu", max ? max : 256);
   snprintf(ms, sizeof ms, "%" PRId64, c->lease_ms);
   snprintf(rt, sizeof rt, "%" PRIu64, root_pid);
-  const char *v[6] = {c->node, lim, ms, own ? "t" : "f", owner, owner ? rt : NULL};
-  PGresult *r = run_locked(c, CLAIM_SQL, 6, v, "cannot claim sessions", err);
+  /* a claim round of a node that holds its share leaves freshly released rows (a rebalancing node
+   * released them at their lease_expires) to the nodes below it for one lease; a claim of one
+   * session (a call or a load here) takes it at once */
+  pthread_mutex_lock(&c->hmu);
+  bool wait_released = c->full && !owner;
+  pthread_mutex_unlock(&c->hmu);
+  const char *v[7] = {c->node, lim, ms, own ? "t" : "f", owner, owner ? rt : NULL, wait_released ? ms : "0"};
+  PGresult *r = run_locked(c, CLAIM_SQL, 7, v, "cannot claim sessions", err);
   if (!r) return XGR_EIO;
   int nr = PQntuples(r);
   /* committed: a due poller that runs from now on sees these rows as this node's; the bound is
@@ -648,7 +658,9 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
   pthread_mutex_lock(&c->mu);
   /* rows the writer's fence or a claimer locks right now are left for the next beat (no waiting,
    * no lock-order deadlock with a fence) */
-  PGresult *r = run(c, "UPDATE sessions s SET lease_expires = xgr_ms_now() + $2::bigint FROM (SELECT owner, root_pid"
+  PGresult *r = run(c, "WITH n AS (INSERT INTO nodes VALUES($1, xgr_ms_now()) ON CONFLICT (node) DO UPDATE SET"
+                       " seen_at = EXCLUDED.seen_at)"
+                       " UPDATE sessions s SET lease_expires = xgr_ms_now() + $2::bigint FROM (SELECT owner, root_pid"
                        " FROM sessions WHERE lease_owner = $1 AND status = 0 FOR UPDATE SKIP LOCKED) x"
                        " WHERE s.owner = x.owner AND s.root_pid = x.root_pid", 2, v, "heartbeat", err);
   if (!r) {
@@ -799,12 +811,110 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
   return 0;
 }
 
+/* ---- rebalancing ------------------------------------------------------------------------------- */
+
+/* Nodes seen by a heartbeat within this many leases and alive count as the cluster's; rows of
+ * nodes not seen for a day are deleted by the next balance. */
+#define NODE_SEEN_LEASES 3
+#define NODE_FORGET_MS 86400000
+
+int xgr_store_lease_balance(xgr_store *st, int64_t after, size_t max,
+                            bool (*busy)(void *ctx, const char *owner, uint64_t root_pid), void *ctx, size_t *released,
+                            xgr_error *err) {
+  *released = 0;
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  char seen[24], forget[24];
+  snprintf(seen, sizeof seen, "%" PRId64, NODE_SEEN_LEASES * c->lease_ms);
+  snprintf(forget, sizeof forget, "%d", NODE_FORGET_MS);
+  const char *v[3] = {c->node, seen, forget};
+  PGresult *r = run_locked(c, "WITH g AS (DELETE FROM nodes WHERE seen_at < xgr_ms_now() - $3::bigint)"
+                              " SELECT (SELECT count(*) FROM sessions WHERE status = 0),"
+                              " (SELECT count(*) FROM nodes WHERE node = $1 OR (seen_at > xgr_ms_now() - $2::bigint AND"
+                              " xgr_node_alive(node))),"
+                              " (SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = $1)",
+                           3, v, "cannot count the cluster's sessions", err);
+  if (!r) return XGR_EIO;
+  uint64_t total = strtoull(PQgetvalue(r, 0, 0), NULL, 10), nodes = strtoull(PQgetvalue(r, 0, 1), NULL, 10),
+           mine = strtoull(PQgetvalue(r, 0, 2), NULL, 10);
+  PQclear(r);
+  if (nodes < 1) nodes = 1;   /* this node's own row may not be written yet */
+  uint64_t share = (total + nodes - 1) / nodes, slack = share / 10 > 8 ? share / 10 : 8;
+  pthread_mutex_lock(&c->hmu);
+  c->full = mine >= share;
+  c->st.nodes = nodes;
+  c->st.share = share;
+  pthread_mutex_unlock(&c->hmu);
+  if (nodes < 2 || mine <= share + slack || !max) return 0;
+  uint64_t want = mine - share < max ? mine - share : max;
+  /* the hibernated sessions this node holds that sleep longest, beyond `after` */
+  char af[24], lim[24];
+  snprintf(af, sizeof af, "%" PRId64, after);
+  snprintf(lim, sizeof lim, "%" PRIu64, 2 * want);
+  const char *w[3] = {c->node, af, lim};
+  r = run_locked(c, "SELECT owner, root_pid, lease_epoch FROM sessions WHERE status = 0 AND lease_owner = $1 AND"
+                    " wake_due > $2::bigint ORDER BY wake_due DESC LIMIT $3::bigint", 3, w,
+                 "cannot read the sessions to hand over", err);
+  if (!r) return XGR_EIO;
+  xgr_buf o = {0}, k = {0}, e = {0};
+  size_t n = 0;
+  for (int i = 0; i < PQntuples(r) && n < want; i++) {
+    const char *ow = PQgetvalue(r, i, 0);
+    uint64_t rp = strtoull(PQgetvalue(r, i, 1), NULL, 10);
+    int64_t ep = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+    pthread_mutex_lock(&c->hmu);
+    held *h = held_find(c, ow, rp);
+    bool ours = h && h->epoch == ep;
+    pthread_mutex_unlock(&c->hmu);
+    if (!ours || (busy && busy(ctx, ow, rp))) continue;   /* being claimed or loaded here, or in memory */
+    arr_text(&o, ow);
+    arr_num(&k, "%" PRIu64, rp, 0, false);
+    arr_num(&e, NULL, 0, ep, true);
+    n++;
+  }
+  PQclear(r);
+  char *oa = arr_finish(&o), *ka = arr_finish(&k), *ea = arr_finish(&e);
+  int rc = 0;
+  if (n) {
+    /* released at their lease_expires = now, at the epoch read, only while still hibernated that
+     * far; rows a fence or a claim locks right now stay (no waiting, no lock-order deadlock) */
+    const char *x[5] = {oa, ka, ea, c->node, af};
+    r = run_locked(c, "UPDATE sessions s SET lease_owner = NULL, lease_expires = xgr_ms_now() FROM (SELECT q.owner,"
+                      " q.root_pid FROM sessions q JOIN unnest($1::text[], $2::numeric[], $3::bigint[]) AS u(owner, root_pid,"
+                      " epoch) ON q.owner = u.owner AND q.root_pid = u.root_pid AND q.lease_epoch = u.epoch WHERE"
+                      " q.lease_owner = $4 AND q.status = 0 AND q.wake_due > $5::bigint FOR UPDATE OF q SKIP LOCKED) y"
+                      " WHERE s.owner = y.owner AND s.root_pid = y.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch",
+                   5, x, "cannot hand sessions over", err);
+    if (!r) rc = XGR_EIO;
+    for (int i = 0; r && i < PQntuples(r); i++) {
+      const char *ow = PQgetvalue(r, i, 0);
+      uint64_t rp = strtoull(PQgetvalue(r, i, 1), NULL, 10);
+      int64_t ep = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+      /* forgotten here unless a claim here took it again meanwhile (a later epoch) */
+      pthread_mutex_t *m = &c->cmu[key_hash(ow, rp) >> 58];
+      pthread_mutex_lock(m);
+      pthread_mutex_lock(&c->hmu);
+      held *h = held_find(c, ow, rp);
+      if (h && h->epoch == ep) held_del(c, ow, rp);
+      c->st.handed_over++;
+      pthread_mutex_unlock(&c->hmu);
+      pthread_mutex_unlock(m);
+      (*released)++;
+    }
+    PQclear(r);
+  }
+  free(oa);
+  free(ka);
+  free(ea);
+  return rc;
+}
+
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err) {
   pgc *c = cl_of(st, err);
   if (!c) return XGR_EUNSUPPORTED;
   const char *v[1] = {c->node};
-  PGresult *r = run_locked(c, "UPDATE sessions SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = $1 AND status = 0",
-                           1, v, "cannot release the leases", err);
+  PGresult *r = run_locked(c, "WITH n AS (DELETE FROM nodes WHERE node = $1) UPDATE sessions SET lease_owner = NULL,"
+                              " lease_expires = 0 WHERE lease_owner = $1 AND status = 0", 1, v, "cannot release the leases", err);
   if (!r) return XGR_EIO;
   PQclear(r);
   pthread_mutex_lock(&c->hmu);
