@@ -475,9 +475,9 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
 /* Give up every lease (SIGTERM): rows keep their epoch, lose their owner; the store holds none.
  * The node's row in `nodes` goes too, so the others stop counting it at once. */
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
-/* Rebalancing (docs/CLUSTER.md): count the running sessions, the live nodes (those whose heartbeat
- * wrote their `nodes` row within 3 leases and that hold their node lock) and this node's leases.
- * share = ceil(running / nodes). When this node holds more than share + max(8, share / 10), give
+/* Rebalancing (docs/CLUSTER.md): count the running sessions and the live nodes (those whose
+ * heartbeat wrote their `nodes` row within 3 leases and that hold their node lock); this node's
+ * leases are the sessions the store holds for it. share = ceil(running / nodes). When this node holds more than share + max(8, share / 10), give
  * up to min(max, held - share) leases up: only sessions hibernated beyond `after` (their due time,
  * engine clock: the caller's loader does not look that far) that this node holds at the epoch of
  * their row and for which busy(ctx, owner, root_pid) is false (it is in memory here). They are

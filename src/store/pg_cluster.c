@@ -831,16 +831,15 @@ int xgr_store_lease_balance(xgr_store *st, int64_t after, size_t max,
   PGresult *r = run_locked(c, "WITH g AS (DELETE FROM nodes WHERE seen_at < xgr_ms_now() - $3::bigint)"
                               " SELECT (SELECT count(*) FROM sessions WHERE status = 0),"
                               " (SELECT count(*) FROM nodes WHERE node = $1 OR (seen_at > xgr_ms_now() - $2::bigint AND"
-                              " xgr_node_alive(node))),"
-                              " (SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = $1)",
+                              " xgr_node_alive(node)))",
                            3, v, "cannot count the cluster's sessions", err);
   if (!r) return XGR_EIO;
-  uint64_t total = strtoull(PQgetvalue(r, 0, 0), NULL, 10), nodes = strtoull(PQgetvalue(r, 0, 1), NULL, 10),
-           mine = strtoull(PQgetvalue(r, 0, 2), NULL, 10);
+  uint64_t total = strtoull(PQgetvalue(r, 0, 0), NULL, 10), nodes = strtoull(PQgetvalue(r, 0, 1), NULL, 10);
   PQclear(r);
   if (nodes < 1) nodes = 1;   /* this node's own row may not be written yet */
   uint64_t share = (total + nodes - 1) / nodes, slack = share / 10 > 8 ? share / 10 : 8;
   pthread_mutex_lock(&c->hmu);
+  uint64_t mine = xgr__hashmap_size(&c->held);   /* what it holds, loaded or not */
   c->full = mine >= share;
   c->st.nodes = nodes;
   c->st.share = share;

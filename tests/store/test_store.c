@@ -1425,14 +1425,14 @@ static void test_pg_schema(void **state) {
   xgr_store_close(st);
   char url[512];
   xgr_error e;
-  /* a schema at version 3 (columns of 4 and 5 and the table of 6 taken away, a session row written
+  /* a schema at version 3 (columns of 4 and 5, the tables of 6 and 10 taken away, a session row written
    * by SQL) migrates to the current version on open and its row reads back with the new columns'
    * defaults */
   pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
                        " DROP TABLE outbox; ALTER TABLE sessions DROP COLUMN wake_due;"
                        " ALTER TABLE sessions DROP COLUMN lease_owner, DROP COLUMN lease_epoch, DROP COLUMN lease_expires;"
                        " DROP TABLE lease_commands; DROP FUNCTION xgr_lease_fence; DROP FUNCTION xgr_node_alive;"
-                       " DROP FUNCTION xgr_ms_now;"
+                       " DROP FUNCTION xgr_ms_now; DROP TABLE nodes;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
