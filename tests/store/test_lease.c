@@ -7,7 +7,7 @@
  * out; with hibernation, claims that hold sessions without loading them, the node's own due index
  * and a hibernated session's late write refused; two claims of one session on one node finishing
  * out of order (the earlier does nothing); a row naming a node that does not hold it given up by
- * its heartbeat. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * its heartbeat; rebalancing hands hibernated sessions to a node below its share. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -382,6 +382,69 @@ static void test_single_writer_excludes_nodes(void **state) {
   xgr_store_close(a);
 }
 
+/* Rebalancing (docs/CLUSTER.md "Rebalancing"): a node above its share gives up hibernated sessions
+ * beyond `after` that it holds and that are not busy (in memory), the longest sleepers first;
+ * then, at its share, it leaves the released rows to the node below its share for a lease. */
+static bool busy_129(void *ctx, const char *owner, uint64_t root) {
+  (void)ctx;
+  (void)owner;
+  return root == 129;
+}
+
+static void test_balance(void **state) {
+  (void)state;
+  sql("DELETE FROM sessions; DELETE FROM nodes");
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due)"
+      " SELECT '" OWNER "', 100 + i, 't', '', 0, 1, 2, 1000000000000 + i FROM generate_series(0, 29) i");
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter) VALUES('" OWNER
+      "', 130, 't', '', 0, 1, 2)");
+  xgr_store *a = node("ba", 5000);
+  xgr_error err;
+  size_t n = 0, nl = 0;
+  int loaded = 0, lost = 0;
+  assert_int_equal(xgr_store_lease_claim_lazy(a, NULL, 0, false, 0, bound_1000, NULL, count_live, &loaded, &n, &nl,
+                                              &err), 0);
+  assert_int_equal(n, 31);
+  assert_int_equal(nl, 1);
+  assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+  /* alone: its share is everything */
+  assert_int_equal(xgr_store_lease_balance(a, 0, 256, NULL, NULL, &n, &err), 0);
+  assert_int_equal(n, 0);
+  xgr_store *b = node("bb", 5000);
+  assert_int_equal(xgr_store_lease_renew(b, count_lost, &lost, &err), 0);   /* b's row: two live nodes */
+  /* share 16 (slack 8): a gives up to 15, but only what sleeps beyond `after` (121..129) and is not
+   * busy (129): 121..128 */
+  assert_int_equal(xgr_store_lease_balance(a, 1000000000020, 256, busy_129, NULL, &n, &err), 0);
+  assert_int_equal(n, 8);
+  xgr_store_lease_stats s;
+  xgr_store_lease_get_stats(a, &s);
+  assert_true(s.handed_over == 8 && s.nodes == 2 && s.share == 16 && s.held == 23);
+  assert_holder(121, "/2");
+  assert_holder(128, "/2");
+  assert_holder(129, "ba/2");
+  assert_holder(120, "ba/2");
+  assert_false(xgr_store_lease_held(a, OWNER, 121));
+  /* a holds its share: its claim round leaves the released rows to b; b takes them */
+  assert_int_equal(claim(a), 0);
+  assert_int_equal(xgr_store_lease_claim_lazy(b, NULL, 0, false, 0, bound_1000, NULL, count_live, &loaded, &n, &nl,
+                                              &err), 0);
+  assert_int_equal(n, 8);
+  assert_int_equal(nl, 0);                /* held hibernated, not loaded */
+  assert_holder(121, "bb/3");
+  /* 23 against 8: a is above 16 + 8 no more, so nothing moves; nothing beyond `after` either */
+  assert_int_equal(xgr_store_lease_balance(a, 0, 256, NULL, NULL, &n, &err), 0);
+  assert_int_equal(n, 0);
+  /* b stops (its row goes): a alone again */
+  assert_int_equal(xgr_store_lease_release_all(b, &err), 0);
+  assert_sql("SELECT count(*) FROM nodes WHERE node = 'bb'", "0");
+  xgr_store_close(b);
+  assert_int_equal(xgr_store_lease_balance(a, 0, 256, NULL, NULL, &n, &err), 0);
+  xgr_store_lease_get_stats(a, &s);
+  assert_int_equal(s.nodes, 1);
+  xgr_store_close(a);
+  sql("DELETE FROM sessions");
+}
+
 int main(void) {
   const char *u = getenv("XGR_PG_URL");
   if (!u || !*u) {
@@ -400,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_stale_claim),
       cmocka_unit_test(test_orphan_released),
       cmocka_unit_test(test_single_writer_excludes_nodes),
+      cmocka_unit_test(test_balance),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
