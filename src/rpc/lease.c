@@ -433,7 +433,7 @@ static void *lease_main(void *arg) {
       /* rebalancing: a node above its share hands hibernated sessions that sleep beyond the
        * loader's look-ahead (plus a lease) over to the nodes below theirs */
       size_t handed = 0;
-      if (d->hib.load && xgr_store_lease_balance(d->st, hib_bound(d) + lease, 256, in_memory, d, &handed, &err))
+      if (d->hib.load && xgr_store_lease_balance(d->st, hib_bound(d) + lease, 1024, in_memory, d, &handed, &err))
         xgr__rpcd_log(d, "level=error msg=\"cluster: rebalancing failed\" error=\"%s\"", err.message);
       else if (handed) {
         xgr_store_lease_get_stats(d->st, &s1);

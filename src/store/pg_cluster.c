@@ -437,11 +437,18 @@ int64_t xgr_store_lease_ms(const xgr_store *st) {
 }
 
 /* The sessions a claim may take. $1 node, $2 limit, $3 lease ms, $4 own ('t'/'f'), $5/$6 one
- * session (NULL: any). A lease is free when the row has no owner, its time ran out, or its node is
- * dead (no advisory lock: the process is gone). */
+ * session (NULL: any), $7 how long (ms) a row released by rebalancing is left to others. A lease
+ * is free when the row has no owner (released at least $7 ago), its time ran out, or its node is
+ * dead (no advisory lock: the process is gone). The nodes named by running rows are found by a
+ * skip scan of sessions_lease (one index probe per node), and each is asked once whether it is
+ * alive: asking per row, as the first version did, cost ~40 µs a row (pg_locks is read each
+ * time), 0.74 s per claim with 17,000 sessions leased. */
 static const char CLAIM_SQL[] =
-    "WITH dead AS (SELECT o.lease_owner FROM (SELECT DISTINCT lease_owner FROM sessions WHERE status = 0"
-    "   AND lease_owner IS NOT NULL AND lease_owner <> $1) o WHERE NOT xgr_node_alive(o.lease_owner)),"
+    "WITH RECURSIVE o AS ((SELECT lease_owner FROM sessions WHERE status = 0 AND lease_owner IS NOT NULL"
+    "   ORDER BY lease_owner LIMIT 1) UNION ALL SELECT (SELECT s.lease_owner FROM sessions s WHERE s.status = 0"
+    "   AND s.lease_owner > o.lease_owner ORDER BY s.lease_owner LIMIT 1) FROM o WHERE o.lease_owner IS NOT NULL),"
+    " dead AS MATERIALIZED (SELECT lease_owner FROM o WHERE lease_owner IS NOT NULL AND lease_owner <> $1"
+    "   AND NOT xgr_node_alive(lease_owner)),"
     " c AS (SELECT owner, root_pid FROM sessions WHERE status = 0"
     "   AND ($5::text IS NULL OR (owner = $5 AND root_pid = $6::numeric))"
     "   AND ((lease_owner IS NULL AND lease_expires <= xgr_ms_now() - $7::bigint) OR ($4::boolean AND lease_owner = $1)"
