@@ -466,10 +466,10 @@ int xgr_store_lease_claim_lazy(xgr_store *st, const char *owner, uint64_t root_p
  * loads only the hibernated sessions it holds. */
 int xgr_store_lease_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xgr_store_due_key *out,
                         size_t max, size_t *n, xgr_error *err);
-/* Heartbeat: extend every lease this node holds (rows another transaction locks are left for the
- * next beat; every running row naming this node, in memory or hibernated) and find the ones it
- * lost: for each session the store held whose row no longer names this node at the held epoch (or
- * that ended), the store forgets it and calls lost. */
+/* Heartbeat: extend every lease this node holds — every running row naming this node, in memory
+ * or hibernated — by one write of the node's row in `nodes` (its expires_at: now + lease), and
+ * find the ones it lost: for each session the store held whose row no longer names this node at
+ * the held epoch (or that ended), the store forgets it and calls lost. */
 int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *owner, uint64_t root_pid), void *ctx,
                           xgr_error *err);
 /* Give up every lease (SIGTERM): rows keep their epoch, lose their owner; the store holds none.

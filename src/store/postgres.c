@@ -144,9 +144,10 @@ static const char *const migrations[] = {
      "  from_node TEXT COLLATE \"C\" NOT NULL, owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL,"
      "  body TEXT NOT NULL, created_at BIGINT NOT NULL, taken BOOLEAN NOT NULL DEFAULT false, rc INTEGER, result TEXT);"
      "CREATE INDEX lease_commands_pending ON lease_commands(target_node, id) WHERE NOT taken;"),
-    /* 10: the nodes of a cluster (rebalancing, docs/CLUSTER.md): each node's heartbeat writes its
-     * row; the live nodes are the rows seen lately whose node holds its advisory lock */
-    "CREATE TABLE nodes(node TEXT COLLATE \"C\" PRIMARY KEY, seen_at BIGINT NOT NULL);",
+    /* 10: the nodes of a cluster (docs/CLUSTER.md): each node's heartbeat writes its row, with the
+     * time until which all its leases hold (one write per heartbeat, not one per session); the
+     * live nodes (rebalancing) are the rows seen lately whose node holds its advisory lock */
+    "CREATE TABLE nodes(node TEXT COLLATE \"C\" PRIMARY KEY, seen_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

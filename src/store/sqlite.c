@@ -128,7 +128,7 @@ static const char *const migrations[] = {
      "ALTER TABLE sessions ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE sessions ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;"),
     /* 10: the nodes of a cluster (PostgreSQL's table, unused here) */
-    "CREATE TABLE nodes(node TEXT PRIMARY KEY, seen_at INTEGER NOT NULL);",
+    "CREATE TABLE nodes(node TEXT PRIMARY KEY, seen_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -479,6 +479,39 @@ static void test_claim_asks_each_node_once(void **state) {
   sql("DELETE FROM sessions");
 }
 
+/* The heartbeat renews all of a node's leases by one write (its row in `nodes`), not one per
+ * session: the session rows are not rewritten (their xmin stays), yet past their own lease_expires
+ * another node cannot claim them while the heartbeats go on, and can once they stop. */
+static void test_heartbeat_one_write(void **state) {
+  (void)state;
+  sql("DELETE FROM sessions");
+  sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter)"
+      " SELECT '" OWNER "', 2000 + i, 't', '', 0, 1, 2 FROM generate_series(1, 50) i");
+  xgr_store *a = node("ha", 1000), *b = node("hb", 1000);
+  assert_int_equal(claim(a), 50);
+  xgr_error err;
+  int lost = 0;
+  char *before = sql_value("SELECT string_agg(xmin::text, ',' ORDER BY root_pid) FROM sessions");
+  for (int i = 0; i < 4; i++) {   /* 4 beats 400 ms apart: past the rows' own lease */
+    sleep_ms(400);
+    assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+    assert_int_equal(claim(b), 0);
+  }
+  assert_int_equal(lost, 0);
+  char *after = sql_value("SELECT string_agg(xmin::text, ',' ORDER BY root_pid) FROM sessions");
+  assert_string_equal(before, after);   /* no session row was written by the heartbeats */
+  assert_sql("SELECT count(*) FROM sessions WHERE lease_expires < xgr_ms_now()", "50");
+  free(before);
+  free(after);
+  sleep_ms(1100);                         /* a stops beating: its node's lease runs out */
+  assert_int_equal(claim(b), 50);
+  assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+  assert_int_equal(lost, 50);
+  xgr_store_close(a);
+  xgr_store_close(b);
+  sql("DELETE FROM sessions");
+}
+
 int main(void) {
   const char *u = getenv("XGR_PG_URL");
   if (!u || !*u) {
@@ -499,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_single_writer_excludes_nodes),
       cmocka_unit_test(test_balance),
       cmocka_unit_test(test_claim_asks_each_node_once),
+      cmocka_unit_test(test_heartbeat_one_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
