@@ -84,11 +84,7 @@ class Node(Xgrd):
 
 
 # A runs, its child W waits 10^8 s (forever here) for a wake-up, or a kill
-GATE = {"orchestration": {"id": "gate", "structure": {"A": {"rule": "ga", "onValid": {"spawns": ["W"]}},
-                                                      "W": {"rule": "gw"}}},
-        "rules": {"ga": {"payload": {"n": {"type": "int64", "default": 0}}, "onValid": {"payload": {"n": "[n] + 1"},
-                                                                                       "waitSec": 100000000}},
-                  "gw": {"payload": {"n": {"type": "int64", "default": 0}}, "onValid": {"payload": {"n": "[n] + 1"}}}}}
+GATE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate_bundle.json")))
 
 
 def deploy(node):

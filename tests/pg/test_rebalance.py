@@ -43,11 +43,7 @@ SECS = float(os.environ.get("XGR_REBALANCE_SECS", "20"))
 rnd = random.Random(int(os.environ.get("XGR_REBALANCE_SEED", str(int(time.time())))))
 nodes = []
 
-GATE = {"orchestration": {"id": "gate", "structure": {"A": {"rule": "ga", "onValid": {"spawns": ["W"]}},
-                                                      "W": {"rule": "gw"}}},
-        "rules": {"ga": {"payload": {"n": {"type": "int64", "default": 0}}, "onValid": {"payload": {"n": "[n] + 1"},
-                                                                                       "waitSec": 100000000}},
-                  "gw": {"payload": {"n": {"type": "int64", "default": 0}}, "onValid": {"payload": {"n": "[n] + 1"}}}}}
+GATE = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate_bundle.json")))
 
 
 def psql(sql):
