@@ -14,6 +14,9 @@
  *                     ones that sleep beyond the loader's look-ahead without loading them, and
  *                     every load goes through xgr__lease_load (a claim of that one session under
  *                     this node's lease); the due poller reads only this node's rows (rpcd.c).
+ *   rebalancing       after each heartbeat a hibernating node above its share of the running
+ *                     sessions gives up hibernated ones it does not have in memory, which the
+ *                     nodes below their share claim (xgr_store_lease_balance; docs/CLUSTER.md).
  *   control calls     xgr__rpcd_ctl: kill, pause, resume and the wakes run here when the session
  *                     is in this engine; a session leased to another live node gets a command row
  *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
