@@ -667,18 +667,26 @@ static void cp_num(xgr_buf *b, uint64_t v) {
   for (int i = n - 1; i >= low; i--) cp_be(b, d[i], 2);
 }
 
+/* The start of a row of proc_rt or proc_steps in COPY's binary format (the header first when b is
+ * empty): its column count, then the columns both tables begin with — owner, root_pid, iter,
+ * parent_iter, step, step_id. */
+static void cp_proc_key(xgr_buf *b, int ncols, const store_op *op, uint64_t iter, uint64_t parent_iter, int32_t step,
+                        const char *step_id) {
+  if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
+  cp_row(b, ncols);
+  cp_text(b, op->owner);
+  cp_num(b, op->root);
+  cp_num(b, iter);
+  cp_num(b, parent_iter);
+  cp_i32(b, step);
+  cp_text(b, step_id ? step_id : "");
+}
+
 /* One process row in COPY's binary format (the columns PROC_ROW_COLS); the header first when b is
  * empty. Its terminal_at is now when the process has ended. */
 static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
   const xgr_store_proc *x = &op->u.proc;
-  if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
-  cp_row(b, 20);
-  cp_text(b, op->owner);
-  cp_num(b, op->root);
-  cp_num(b, x->iter);
-  cp_num(b, x->parent_iter);
-  cp_i32(b, x->step);
-  cp_text(b, x->step_id ? x->step_id : "");
+  cp_proc_key(b, 20, op, x->iter, x->parent_iter, x->step, x->step_id);
   cp_i32(b, x->status);
   cp_i32(b, x->paused);
   cp_i32(b, x->valid);
@@ -700,14 +708,7 @@ static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
  * empty. recorded_at is now; the payload is left out with no_payload (cfg.no_history_payload). */
 static void cp_hist(xgr_buf *b, const store_op *op, int64_t now, bool no_payload) {
   const xgr_store_hist *x = &op->u.hist;
-  if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
-  cp_row(b, 15);
-  cp_text(b, op->owner);
-  cp_num(b, op->root);
-  cp_num(b, x->iter);
-  cp_num(b, x->parent_iter);
-  cp_i32(b, x->step);
-  cp_text(b, x->step_id ? x->step_id : "");
+  cp_proc_key(b, 15, op, x->iter, x->parent_iter, x->step, x->step_id);
   cp_i32(b, x->status);
   cp_i32(b, x->valid);
   cp_i32(b, x->abort_reason);
