@@ -477,8 +477,8 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
 int xgr_store_lease_release_all(xgr_store *st, xgr_error *err);
 /* Rebalancing (docs/CLUSTER.md): count the running sessions and the live nodes (those whose
  * heartbeat wrote their `nodes` row within 3 leases and that hold their node lock); this node's
- * leases are the sessions the store holds for it. share = ceil(running / nodes). When this node holds more than share + max(8, share / 10), give
- * up to min(max, held - share) leases up: only sessions hibernated beyond `after` (their due time,
+ * leases are the sessions the store holds for it. share = ceil(running / nodes). When this node
+ * holds more than share + max(8, share / 10), give up to min(max, held - share) leases up: only sessions hibernated beyond `after` (their due time,
  * engine clock: the caller's loader does not look that far) that this node holds at the epoch of
  * their row and for which busy(ctx, owner, root_pid) is false (it is in memory here). They are
  * released at lease_expires = now; a node that holds at least its share leaves such rows alone in

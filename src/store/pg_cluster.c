@@ -443,8 +443,8 @@ int64_t xgr_store_lease_ms(const xgr_store *st) {
  * is free when the row has no owner (released at least $7 ago), when its time ran out — the row's
  * own lease_expires (set by the claim or insert) and its node's lease (nodes.expires_at, which
  * the node's heartbeat extends for all its rows at once; `lapsed`: the nodes whose lease ran
- * out) — or when its node is dead (no advisory lock: the process is gone). Claim rounds run every second on every node and
- * mostly find nothing, so the statement is built to cost little then:
+ * out) — or when its node is dead (no advisory lock: the process is gone). Claim rounds run every
+ * second on every node and mostly find nothing, so the statement is built to cost little then:
  *   o     the nodes named by running rows, by a skip scan of sessions_lease (one index probe each);
  *   dead  those of them without their node lock, each asked once (asking per row, as the first
  *         version did, read pg_locks ~40 µs a row: 0.74 s per claim with 17,000 leased sessions);
@@ -452,7 +452,8 @@ int64_t xgr_store_lease_ms(const xgr_store *st) {
  *         its earliest lease expiry (min() of sessions_lease per node: an index probe) — only then
  *         does `c` walk the running rows in key order (~0.5 µs a row). With 200,000 sessions
  *         leased to a live node a round costs ~0.3–0.9 ms instead of ~90 ms.
- * `free` is only a gate: any row c would take makes one of its tests true (its clock is read first). */
+ * `free` is only a gate: any row c would take makes one of its tests true (its clock is read
+ * first). */
 static const char CLAIM_SQL[] =
     "WITH RECURSIVE o AS ((SELECT lease_owner FROM sessions WHERE status = 0 AND lease_owner IS NOT NULL"
     "   ORDER BY lease_owner LIMIT 1) UNION ALL SELECT (SELECT s.lease_owner FROM sessions s WHERE s.status = 0"

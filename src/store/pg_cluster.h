@@ -1,6 +1,7 @@
 /* pg_cluster.h — what the PostgreSQL store (postgres.c) and its cluster part (pg_cluster.c) share:
  * opening a named connection, a node's lease connection and the epochs of the sessions it holds,
- * the fence every group commit sends, and the bookkeeping after a commit. Private to src/store; docs/CLUSTER.md has the design. */
+ * the fence every group commit sends, and the bookkeeping after a commit. Private to src/store;
+ * docs/CLUSTER.md has the design. */
 #ifndef XGR_STORE_PG_CLUSTER_H
 #define XGR_STORE_PG_CLUSTER_H
 
