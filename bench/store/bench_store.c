@@ -2,10 +2,11 @@
  * fan-out with an `all` join, 34 steps per session) run by many sessions at once over the session
  * core and the step engine, every step's changes group-committed before the session goes on.
  *
- *   bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH|URL]
+ *   bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH|URL] [--writers N]
  *
  * --file takes any store URL: a SQLite path (default: a temporary file) or postgresql://...
- * (bench/run.sh runs it on a throwaway cluster from tests/pg/pg_cluster.sh, fsync on).
+ * (bench/run.sh runs it on a throwaway cluster from tests/pg/pg_cluster.sh, fsync on). --writers:
+ * PostgreSQL's writer connections (xgr_store_config.pg_writers; 0, the default: the store's default).
  *
  * One producer thread keeps L sessions live: a session whose last batch is committed takes a turn
  * (promote every due process up to the per-session cap, run their steps, apply the results: one
@@ -101,14 +102,15 @@ static uint64_t turn(const xgr_bundle *b, bsess *x, xgr_effects *fx, xgr_store_c
 
 int main(int argc, char **argv) {
   const char *sync = "full", *file = NULL;
-  long total = 3000, live = 256;
+  long total = 3000, live = 256, writers = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--sync")) sync = argv[i + 1];
     else if (!strcmp(argv[i], "--sessions")) total = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--live")) live = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--file")) file = argv[i + 1];
+    else if (!strcmp(argv[i], "--writers")) writers = atol(argv[i + 1]);
     else {
-      fprintf(stderr, "usage: bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH|URL]\n");
+      fprintf(stderr, "usage: bench_store [--sync full|normal] [--sessions N] [--live L] [--file PATH|URL] [--writers N]\n");
       return 2;
     }
   }
@@ -121,7 +123,7 @@ int main(int argc, char **argv) {
     file = path;
   }
   xgr_store_config cfg = {.sync = strcmp(sync, "normal") ? XGR_STORE_SYNC_FULL : XGR_STORE_SYNC_NORMAL,
-                          .gc_interval_ms = -1};
+                          .gc_interval_ms = -1, .pg_writers = (int)writers};
   xgr_error e;
   xgr_store *st = xgr_store_open(file, &cfg, &e);
   if (!st) {

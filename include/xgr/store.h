@@ -80,7 +80,14 @@ typedef struct xgr_store_config {
    * "cluster" section below). NULL: the single writer. */
   const char *node_id;
   int64_t lease_ms;
+  /* PostgreSQL only: the writer connections a large group commit is spread over, its sessions
+   * divided among them by key (0: XGR_STORE_PG_WRITERS; 1: one connection; at most
+   * XGR_STORE_PG_WRITERS_MAX). A session's batches always go through the same connection. */
+  int pg_writers;
 } xgr_store_config;
+
+#define XGR_STORE_PG_WRITERS 2
+#define XGR_STORE_PG_WRITERS_MAX 8
 
 #define XGR_STORE_LEASE_MS 10000    /* the default lease of a cluster node */
 

@@ -161,7 +161,7 @@ enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
   S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
-  S_GC_REFUSED, S_NEXT_ITERS, S_COUNT
+  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -283,6 +283,11 @@ static const char *const stmt_sql[S_COUNT] = {
      * the process rows on it */
     [S_NEXT_ITERS] = "SELECT u.ord, s.next_iter FROM unnest($1::text[], $2::numeric[]) WITH ORDINALITY"
                      " AS u(owner, root_pid, ord) JOIN sessions s ON s.owner = u.owner AND s.root_pid = u.root_pid",
+    /* the owners' counters of a group spread over several connections, raised in a transaction of
+     * their own before the group (commit_split); owners sorted, so concurrent raises never deadlock */
+    [S_OWNERS_BULK] = "INSERT INTO owners(owner, next_root) SELECT * FROM unnest($1::text[], $2::numeric[])"
+                      " ON CONFLICT(owner) DO UPDATE SET next_root = excluded.next_root"
+                      " WHERE owners.next_root < excluded.next_root",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
                     " (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND r.root_pid = s.root_pid AND"
                     " r.join_group = s.grp AND r.status < 2) LIMIT $1))",
@@ -301,7 +306,23 @@ typedef struct pgstore {
 
   xgr__writer wr;               /* the writer thread and its queue (writer.c) */
   pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
+  struct lane *lanes;           /* the writer's helper connections (commit_split), nlanes of them */
+  size_t nlanes;
 } pgstore;
+
+/* A helper of the writer thread: its own writer connection and a thread that commits the part of
+ * a large group handed to it (commit_split), while the writer thread commits another part on w. */
+typedef struct lane {
+  pgstore *g;
+  PGconn *w;                    /* set up like g->w (prepared statements, staging table, node) */
+  pthread_t thread;
+  bool has_thread;
+  pthread_mutex_t mu;           /* guards list, n, stop */
+  pthread_cond_t cv;            /* work handed over, or done (list back to NULL), or stop */
+  xgr_store_changes **list;     /* the part to commit; NULL: idle */
+  size_t n;
+  bool stop;
+} lane;
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
@@ -407,10 +428,10 @@ typedef struct pipe_state {
   bulk_procs *bp;               /* W_NEXT_ITERS fills bp->next */
 } pipe_state;
 
-static void send_stmt(pgstore *g, pipe_state *ps, int which, const params *p, size_t batch, size_t op, uint8_t what) {
+static void send_stmt(pgstore *g, PGconn *w, pipe_state *ps, int which, const params *p, size_t batch, size_t op, uint8_t what) {
   char name[8];
   snprintf(name, sizeof name, "x%d", which);
-  if (!PQsendQueryPrepared(g->w, name, p->n, p->v, p->len, p->fmt, 0)) ps->send_failed = true;
+  if (!PQsendQueryPrepared(w, name, p->n, p->v, p->len, p->fmt, 0)) ps->send_failed = true;
   if (ps->n == ps->cap) {
     ps->cap = ps->cap ? ps->cap * 2 : 64;
     ps->p = xgr__xrealloc(ps->p, ps->cap * sizeof *ps->p);
@@ -418,7 +439,7 @@ static void send_stmt(pgstore *g, pipe_state *ps, int which, const params *p, si
   ps->p[ps->n++] = (pending){batch, op, what};
 }
 
-static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const store_op *op, int64_t now) {
+static void send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi, const store_op *op, int64_t now) {
   params p = {0};
   switch (op->kind) {
     case OP_SESSION: {
@@ -436,12 +457,12 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_i64(&p, x->paused);
       p_i64(&p, x->next_group);
       p_text(&p, x->max_total_gas ? x->max_total_gas : "");
-      send_stmt(g, ps, op->if_absent ? S_SESSION_NEW : S_SESSION, &p, bi, oi, op->if_absent ? W_SESSION_NEW : W_PLAIN);
+      send_stmt(g, w, ps, op->if_absent ? S_SESSION_NEW : S_SESSION, &p, bi, oi, op->if_absent ? W_SESSION_NEW : W_PLAIN);
       if (x->root_pid == UINT64_MAX) return;
       params q = {0};
       p_text(&q, x->owner);
       p_u64(&q, x->root_pid + 1);
-      send_stmt(g, ps, S_OWNER_BUMP, &q, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_OWNER_BUMP, &q, bi, oi, W_PLAIN);
       return;
     }
     case OP_STATE:
@@ -455,12 +476,12 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_i64(&p, now);
       if (op->u.state.due) p_i64(&p, op->u.state.due);   /* the due index; NULL: awake */
       else p_text(&p, NULL);
-      send_stmt(g, ps, S_STATE, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_STATE, &p, bi, oi, W_PLAIN);
       if (op->u.state.status != XGR_RESULT_RUNNING) {   /* killed scopes matter only while the session lives */
         params q = {0};
         p_text(&q, op->owner);
         p_u64(&q, op->root);
-        send_stmt(g, ps, S_SCOPES_DEL, &q, bi, oi, W_PLAIN);
+        send_stmt(g, w, ps, S_SCOPES_DEL, &q, bi, oi, W_PLAIN);
       }
       return;
     case OP_PROC: {
@@ -486,7 +507,7 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_text(&p, x->join);
       if (x->status >= XGR_PROC_DONE) p_i64(&p, now);
       else p_text(&p, NULL);
-      send_stmt(g, ps, S_PROC, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_PROC, &p, bi, oi, W_PLAIN);
       return;
     }
     case OP_HIST: {
@@ -506,38 +527,38 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
       p_text(&p, g->base.cfg.no_history_payload ? NULL : h->payload);
       p_i64(&p, now);
       p_text(&p, h->api);
-      send_stmt(g, ps, S_HIST, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_HIST, &p, bi, oi, W_PLAIN);
       return;
     }
     case OP_SCOPE:
       p_text(&p, op->owner);
       p_u64(&p, op->root);
       p_i64(&p, op->u.group);
-      send_stmt(g, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
       return;
     case OP_REMOVE: {
       static const int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
       p_text(&p, op->owner);
       p_u64(&p, op->root);
-      for (int i = 0; i < 4; i++) send_stmt(g, ps, ids[i], &p, bi, oi, W_PLAIN);
+      for (int i = 0; i < 4; i++) send_stmt(g, w, ps, ids[i], &p, bi, oi, W_PLAIN);
       return;
     }
     case OP_WAKE_OUT: {
-      const xgr_store_wake *w = &op->u.wake;
-      p_text(&p, w->id);
-      p_text(&p, w->from_owner);
-      p_u64(&p, w->from_root);
-      p_text(&p, w->to_owner);
-      p_u64(&p, w->to_root);
-      p_text(&p, w->step);
-      p_text(&p, w->caller);
-      p_text(&p, w->rule);
-      p_text(&p, w->payload);
+      const xgr_store_wake *wk = &op->u.wake;
+      p_text(&p, wk->id);
+      p_text(&p, wk->from_owner);
+      p_u64(&p, wk->from_root);
+      p_text(&p, wk->to_owner);
+      p_u64(&p, wk->to_root);
+      p_text(&p, wk->step);
+      p_text(&p, wk->caller);
+      p_text(&p, wk->rule);
+      p_text(&p, wk->payload);
       p_i64(&p, now);
-      if (w->from_iter) p_u64(&p, w->from_iter);
+      if (wk->from_iter) p_u64(&p, wk->from_iter);
       else p_text(&p, NULL);   /* not recorded */
-      p_text(&p, w->from_step);
-      send_stmt(g, ps, S_WAKE_OUT, &p, bi, oi, W_PLAIN);
+      p_text(&p, wk->from_step);
+      send_stmt(g, w, ps, S_WAKE_OUT, &p, bi, oi, W_PLAIN);
       return;
     }
     case OP_WAKE_DONE:
@@ -546,33 +567,33 @@ static void send_op(pgstore *g, pipe_state *ps, size_t bi, size_t oi, const stor
         p_text(&p, op->u.wake.refused);
         p_i64(&p, now);
       }
-      send_stmt(g, ps, op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE, &p, bi, oi, W_PLAIN);
       return;
     case OP_NEXTPID:
       p_text(&p, op->owner);
-      send_stmt(g, ps, S_NEXTPID, &p, bi, oi, W_NEXTPID);
+      send_stmt(g, w, ps, S_NEXTPID, &p, bi, oi, W_NEXTPID);
       return;
     case OP_REGISTER: {
       const xgr_store_doc *d = op->u.doc;
       p_text(&p, d->id);
-      send_stmt(g, ps, S_REG_LOCK, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_REG_LOCK, &p, bi, oi, W_PLAIN);
       params q = {0};
       p_text(&q, d->id);
       p_text(&q, d->hash);
       p_text(&q, d->owner);
       p_i64(&q, d->registered_at);
       p_bin(&q, d->content, d->len);
-      send_stmt(g, ps, d->kind == XGR_REG_RULE ? S_REG_RULE : S_REG_ORCH, &q, bi, oi, W_REGISTER);
+      send_stmt(g, w, ps, d->kind == XGR_REG_RULE ? S_REG_RULE : S_REG_ORCH, &q, bi, oi, W_REGISTER);
       return;
     }
     case OP_MARK: {
       p_i64(&p, op->u.mark.now);
-      send_stmt(g, ps, S_MARK_GC, &p, bi, oi, W_PLAIN);
+      send_stmt(g, w, ps, S_MARK_GC, &p, bi, oi, W_PLAIN);
       params q = {0};
       p_text(&q, op->owner);
       p_i64(&q, op->u.mark.expires_at);
       p_i64(&q, op->u.mark.now);
-      send_stmt(g, ps, S_MARK, &q, bi, oi, W_MARK);
+      send_stmt(g, w, ps, S_MARK, &q, bi, oi, W_MARK);
       return;
     }
   }
@@ -750,7 +771,7 @@ static int proc_key_cmp(const void *a, const void *b) {
 
 /* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
  * and then those of extra, when it has rows. Frees the columns' buffers either way. */
-static void send_cols(pgstore *g, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
+static void send_cols(pgstore *g, PGconn *w, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
   if (!rows) {
     for (int k = 0; k < ncol; k++) free(c[k].b.p);
     return;
@@ -768,7 +789,7 @@ static void send_cols(pgstore *g, pipe_state *ps, colbuf *c, int ncol, size_t ro
     p.len[p.n] = extra->len[k];
     p.fmt[p.n++] = extra->fmt[k];
   }
-  send_stmt(g, ps, stmt, &p, 0, 0, W_PLAIN);
+  send_stmt(g, w, ps, stmt, &p, 0, 0, W_PLAIN);
   for (int k = 0; k < ncol; k++) free(text[k]);
 }
 
@@ -777,14 +798,30 @@ typedef struct owner_next {
   uint64_t next;
 } owner_next;
 
+static int owner_next_cmp(const void *a, const void *b) {
+  const owner_next *x = a, *y = b;
+  return strcmp(x->owner, y->owner);
+}
+
+/* Move the used slots of o[0..cap) to its front in owner order; their number. Every connection
+ * raises the owners' counters in this order, so two transactions never wait on each other in a
+ * cycle. */
+static size_t owners_sorted(owner_next *o, size_t cap) {
+  size_t k = 0;
+  for (size_t h = 0; h < cap; h++)
+    if (o[h].owner) o[k++] = o[h];
+  qsort(o, k, sizeof *o, owner_next_cmp);
+  return k;
+}
+
 /* Send the group's entries: with bp->direct first the read of its sessions' stored next_iter
  * (S_NEXT_ITERS), then the session rows, scopes and the sessions' states in a few bulk
  * statements; the history rows go into copy (COPY's binary format) and the process rows, the last
  * state of each in key order, into bp (copy_rows writes them after the pipeline). The last state
  * of a session and of a process in the group wins. A failing bulk statement is put on batch 0:
  * the group is then applied again one batch at a time, which names the faulty batch. */
-static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
-                      bulk_procs *bp) {
+static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
+                      bulk_procs *bp, bool bump) {
   size_t nprocs = 0, nstates = 0, nnew_max = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
@@ -838,7 +875,7 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
     }
     bp->next = xgr__xcalloc(bp->nsess, sizeof *bp->next);
     size_t at = ps->n;
-    send_cols(g, ps, nc, 2, bp->nsess, S_NEXT_ITERS, NULL);
+    send_cols(g, w, ps, nc, 2, bp->nsess, S_NEXT_ITERS, NULL);
     if (ps->n > at) ps->p[at].what = W_NEXT_ITERS;
   }
   for (size_t i = 0; i < n; i++)
@@ -888,23 +925,23 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
         col_i64(&kc[2], op->u.group);
         nscope++;
       } else {
-        send_op(g, ps, i, k, op, now);
+        send_op(g, w, ps, i, k, op, now);
       }
     }
   /* the session rows (a session's later rows in the group after them), their owners' counters
    * and the killed scopes, before the states */
-  send_cols(g, ps, ic, 13, nins, S_SESSIONS_BULK, NULL);
-  send_cols(g, ps, uc, 13, nups, S_SESSIONS_UPSERT_BULK, NULL);
+  send_cols(g, w, ps, ic, 13, nins, S_SESSIONS_BULK, NULL);
+  send_cols(g, w, ps, uc, 13, nups, S_SESSIONS_UPSERT_BULK, NULL);
   for (size_t d = 0; d < ndeferred; d++)
-    send_op(g, ps, deferred[d][0], deferred[d][1], &list[deferred[d][0]]->ops[deferred[d][1]], now);
-  for (size_t h = 0; h < ocap; h++) {
-    if (!oslot[h].owner) continue;
+    send_op(g, w, ps, deferred[d][0], deferred[d][1], &list[deferred[d][0]]->ops[deferred[d][1]], now);
+  size_t nowners = bump ? owners_sorted(oslot, ocap) : 0;   /* in owner order: see S_OWNERS_BULK */
+  for (size_t h = 0; h < nowners; h++) {
     params q = {0};
     p_text(&q, oslot[h].owner);
     p_u64(&q, oslot[h].next);
-    send_stmt(g, ps, S_OWNER_BUMP, &q, 0, 0, W_PLAIN);
+    send_stmt(g, w, ps, S_OWNER_BUMP, &q, 0, 0, W_PLAIN);
   }
-  send_cols(g, ps, kc, 3, nscope, S_SCOPES_BULK, NULL);
+  send_cols(g, w, ps, kc, 3, nscope, S_SCOPES_BULK, NULL);
   free(oslot);
   free(kslot);
   free(deferred);
@@ -937,8 +974,8 @@ static void send_bulk(pgstore *g, pipe_state *ps, xgr_store_changes **list, size
   if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
   params now_p = {0};
   p_i64(&now_p, now);
-  send_cols(g, ps, sc, 8, nst, S_STATES_BULK, &now_p);
-  send_cols(g, ps, dc, 2, ndel, S_SCOPES_DEL_BULK, NULL);
+  send_cols(g, w, ps, sc, 8, nst, S_STATES_BULK, &now_p);
+  send_cols(g, w, ps, dc, 2, ndel, S_SCOPES_DEL_BULK, NULL);
 }
 
 /* The outcome of one pipelined transaction attempt. */
@@ -957,17 +994,17 @@ typedef struct pipe_result {
  * a value (a taken rootPid, a registered version, a mark) are filled in; a mark that is in use
  * fails its batch (list[i]->rc) without failing the transaction when it is the batch's only
  * write. */
-static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, pipe_result *pr) {
+static void read_pipeline(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes **list, pipe_result *pr) {
   pr->ok = true;
   pr->conn_lost = false;
   pr->state[0] = 0;
   xgr_error_clear(&pr->err);
   for (size_t i = 0; i < ps->n; i++) {
-    PGresult *r = PQgetResult(g->w);
+    PGresult *r = PQgetResult(w);
     if (!r) {
       pr->ok = false;
       pr->conn_lost = true;
-      res_error(g, NULL, g->w, "no result from PostgreSQL", &pr->err);
+      res_error(g, NULL, w, "no result from PostgreSQL", &pr->err);
       return;
     }
     const pending *pe = &ps->p[i];
@@ -982,7 +1019,7 @@ static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, 
       if (pe->what == W_SESSION_NEW && state && !strcmp(state, "23505") && pe->op == 0)
         xgr_error_set(&pr->err, XGR_ECONFLICT, NULL, "session %s/%" PRIu64 " exists already; the batch was not applied",
                       op->owner, op->root);
-      else res_error(g, r, g->w, "a write failed", &pr->err);
+      else res_error(g, r, w, "a write failed", &pr->err);
     } else if (st == PGRES_TUPLES_OK && pr->ok) {
       if (pe->what == W_NEXTPID && PQntuples(r) == 1) {
         *op->u.next_pid = get_u64(r, 0, 0);
@@ -1017,18 +1054,18 @@ static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, 
       }
     }
     PQclear(r);
-    r = PQgetResult(g->w);   /* the end of this statement's results */
+    r = PQgetResult(w);   /* the end of this statement's results */
     while (r) {
       PQclear(r);
-      r = PQgetResult(g->w);
+      r = PQgetResult(w);
     }
   }
-  PGresult *r = PQgetResult(g->w);   /* the sync point */
+  PGresult *r = PQgetResult(w);   /* the sync point */
   if (!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
     if (pr->ok) {
       pr->ok = false;
       pr->conn_lost = true;
-      res_error(g, r, g->w, "the pipeline ended early", &pr->err);
+      res_error(g, r, w, "the pipeline ended early", &pr->err);
     }
   }
   PQclear(r);
@@ -1036,20 +1073,20 @@ static void read_pipeline(pgstore *g, pipe_state *ps, xgr_store_changes **list, 
 
 /* Run one statement without parameters through the pipeline (BEGIN, COMMIT, ROLLBACK) and wait
  * for its sync point. 0 or an error. */
-static int pipe_simple(pgstore *g, const char *sql, xgr_error *err) {
-  if (!PQsendQueryParams(g->w, sql, 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(g->w))
-    return res_error(g, NULL, g->w, sql, err);
+static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
+  if (!PQsendQueryParams(w, sql, 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(w))
+    return res_error(g, NULL, w, sql, err);
   int rc = 0;
-  PGresult *r = PQgetResult(g->w);
-  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) rc = res_error(g, r, g->w, sql, err);
+  PGresult *r = PQgetResult(w);
+  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) rc = res_error(g, r, w, sql, err);
   if (r) {
     PQclear(r);
-    while ((r = PQgetResult(g->w))) PQclear(r);   /* the end of the statement's results */
-    r = PQgetResult(g->w);                         /* the sync point */
-    if ((!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC) && !rc) rc = res_error(g, r, g->w, sql, err);
+    while ((r = PQgetResult(w))) PQclear(r);   /* the end of the statement's results */
+    r = PQgetResult(w);                         /* the sync point */
+    if ((!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC) && !rc) rc = res_error(g, r, w, sql, err);
   }
   PQclear(r);
-  if (!rc && PQstatus(g->w) == CONNECTION_BAD) rc = res_error(g, NULL, g->w, sql, err);
+  if (!rc && PQstatus(w) == CONNECTION_BAD) rc = res_error(g, NULL, w, sql, err);
   return rc;
 }
 
@@ -1057,11 +1094,11 @@ static int pipe_simple(pgstore *g, const char *sql, xgr_error *err) {
  * writes at the epoch it claimed (xgr_lease_fence, share-locking the rows); a failure is put on
  * batch 0 like a failing bulk statement, so the group is applied again one batch at a time and
  * only the batches of lost sessions fail (XGR_ELEASE). */
-static void send_fence(pgstore *g, pipe_state *ps, xgr_store_changes **list, size_t n) {
+static void send_fence(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes **list, size_t n) {
   char *arr[4] = {0};
   if (!xgr__pgc_fence(g->cl, list, n, arr)) return;
   const char *v[4] = {arr[0], arr[1], arr[2], arr[3]};
-  if (!PQsendQueryParams(g->w, "SELECT xgr_lease_fence($1::text[], $2::numeric[], $3::bigint[], $4)", 4, NULL, v,
+  if (!PQsendQueryParams(w, "SELECT xgr_lease_fence($1::text[], $2::numeric[], $3::bigint[], $4)", 4, NULL, v,
                          NULL, NULL, 0))
     ps->send_failed = true;
   for (int i = 0; i < 4; i++) free(arr[i]);
@@ -1081,33 +1118,33 @@ static PGresult *exec_prepared(PGconn *c, int which, const params *p);
 
 /* Record a failed statement of the bulk path's second part on pr (batch 0, like a failing bulk
  * statement in the pipeline). */
-static void bulk_failed(pgstore *g, PGresult *r, pipe_result *pr) {
+static void bulk_failed(pgstore *g, PGconn *w, PGresult *r, pipe_result *pr) {
   const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
   pr->ok = false;
   pr->conn_lost = !state;
   snprintf(pr->state, sizeof pr->state, "%s", state ? state : "");
   pr->bad_batch = 0;
-  res_error(g, r, g->w, "a write failed", &pr->err);
+  res_error(g, r, w, "a write failed", &pr->err);
 }
 
 /* COPY data (a whole binary stream) with the statement sql in the open transaction (outside
  * pipeline mode). */
-static void copy_in(pgstore *g, const char *sql, const xgr_buf *data, pipe_result *pr) {
-  PGresult *r = PQexec(g->w, sql);
+static void copy_in(pgstore *g, PGconn *w, const char *sql, const xgr_buf *data, pipe_result *pr) {
+  PGresult *r = PQexec(w, sql);
   if (PQresultStatus(r) == PGRES_COPY_IN) {
     PQclear(r);
     bool sent = true;
     for (size_t off = 0; off < data->len && sent;) {   /* CopyData messages of at most 1 MB */
       size_t k = data->len - off < (1u << 20) ? data->len - off : (1u << 20);
-      sent = PQputCopyData(g->w, data->p + off, (int)k) == 1;
+      sent = PQputCopyData(w, data->p + off, (int)k) == 1;
       off += k;
     }
-    PQputCopyEnd(g->w, sent ? NULL : "xgr: sending the rows failed");
-    r = PQgetResult(g->w);
+    PQputCopyEnd(w, sent ? NULL : "xgr: sending the rows failed");
+    r = PQgetResult(w);
   }
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, r, pr);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, w, r, pr);
   PQclear(r);
-  while ((r = PQgetResult(g->w))) PQclear(r);
+  while ((r = PQgetResult(w))) PQclear(r);
 }
 
 /* The bulk path's second part, after its pipeline: the process rows — with bp->direct those
@@ -1116,11 +1153,11 @@ static void copy_in(pgstore *g, const char *sql, const xgr_buf *data, pipe_resul
  * rows COPYed into proc_steps. A constraint failure of the direct COPY sets pr->direct_conflict
  * (a row existed after all: commit_group redoes the group through the upsert). COPY cannot run
  * in pipeline mode: the connection leaves it and enters it again. */
-static void copy_rows(pgstore *g, const bulk_procs *bp, int64_t now, const xgr_buf *hist, pipe_result *pr) {
-  if (!PQexitPipelineMode(g->w)) {
+static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, const xgr_buf *hist, pipe_result *pr) {
+  if (!PQexitPipelineMode(w)) {
     pr->ok = false;
     pr->conn_lost = true;
-    res_error(g, NULL, g->w, "cannot leave pipeline mode", &pr->err);
+    res_error(g, NULL, w, "cannot leave pipeline mode", &pr->err);
     return;
   }
   xgr_buf fresh = {0}, staged = {0};
@@ -1130,32 +1167,33 @@ static void copy_rows(pgstore *g, const bulk_procs *bp, int64_t now, const xgr_b
   }
   if (fresh.len) {
     cp_be(&fresh, 0xFFFF, 2);   /* the trailer */
-    copy_in(g, "COPY proc_rt(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &fresh, pr);
+    copy_in(g, w, "COPY proc_rt(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &fresh, pr);
     if (!pr->ok && !strncmp(pr->state, "23", 2)) pr->direct_conflict = true;
   }
   if (pr->ok && staged.len) {
     cp_be(&staged, 0xFFFF, 2);
-    copy_in(g, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &staged, pr);
+    copy_in(g, w, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &staged, pr);
     if (pr->ok) {
       params p = {0};
-      PGresult *r = exec_prepared(g->w, S_PROCS_BULK, &p);
-      if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, r, pr);
+      PGresult *r = exec_prepared(w, S_PROCS_BULK, &p);
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) bulk_failed(g, w, r, pr);
       PQclear(r);
     }
   }
   free(fresh.p);
   free(staged.p);
-  if (pr->ok && hist->len) copy_in(g, COPY_HIST, hist, pr);
-  if (!PQenterPipelineMode(g->w) && pr->ok) {
+  if (pr->ok && hist->len) copy_in(g, w, COPY_HIST, hist, pr);
+  if (!PQenterPipelineMode(w) && pr->ok) {
     pr->ok = false;
     pr->conn_lost = true;
-    res_error(g, NULL, g->w, "cannot enter pipeline mode", &pr->err);
+    res_error(g, NULL, w, "cannot enter pipeline mode", &pr->err);
   }
 }
 
 /* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the process and
  * history rows of a bulk group by COPY (new process rows straight into proc_rt when direct). */
-static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now, bool direct, pipe_result *pr) {
+static void attempt(pgstore *g, PGconn *w, xgr_store_changes **list, size_t n, int64_t now, bool direct, bool bump,
+                    pipe_result *pr) {
   bulk_procs bp = {.direct = direct};
   pipe_state ps = {.bp = &bp};
   xgr_buf copy = {0};
@@ -1164,44 +1202,44 @@ static void attempt(pgstore *g, xgr_store_changes **list, size_t n, int64_t now,
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
   }
-  if (!PQsendQueryParams(g->w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
-  if (g->cl) send_fence(g, &ps, list, n);
+  if (!PQsendQueryParams(w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
+  if (g->cl) send_fence(g, w, &ps, list, n);
   bool bulk = bulk_ok(list, n);
   if (bulk) {
-    send_bulk(g, &ps, list, n, now, &copy, &bp);
+    send_bulk(g, w, &ps, list, n, now, &copy, &bp, bump);
   } else {
     for (size_t i = 0; i < n && !ps.send_failed; i++)
-      for (size_t k = 0; k < list[i]->n; k++) send_op(g, &ps, i, k, &list[i]->ops[k], now);
+      for (size_t k = 0; k < list[i]->n; k++) send_op(g, w, &ps, i, k, &list[i]->ops[k], now);
   }
-  if (ps.send_failed || !PQpipelineSync(g->w)) {
+  if (ps.send_failed || !PQpipelineSync(w)) {
     pr->ok = false;
     pr->conn_lost = true;
     pr->state[0] = 0;
-    res_error(g, NULL, g->w, "cannot send to PostgreSQL", &pr->err);
+    res_error(g, NULL, w, "cannot send to PostgreSQL", &pr->err);
     goto out;
   }
   /* the BEGIN's result comes first */
-  PGresult *r = PQgetResult(g->w);
+  PGresult *r = PQgetResult(w);
   if (!r) {
     pr->ok = false;
     pr->conn_lost = true;
     pr->state[0] = 0;
-    res_error(g, NULL, g->w, "cannot begin a transaction", &pr->err);
+    res_error(g, NULL, w, "cannot begin a transaction", &pr->err);
     goto out;
   }
   bool began = PQresultStatus(r) == PGRES_COMMAND_OK;
   xgr_error berr;
-  if (!began) res_error(g, r, g->w, "cannot begin a transaction", &berr);
+  if (!began) res_error(g, r, w, "cannot begin a transaction", &berr);
   PQclear(r);
-  while ((r = PQgetResult(g->w))) PQclear(r);
-  read_pipeline(g, &ps, list, pr);
+  while ((r = PQgetResult(w))) PQclear(r);
+  read_pipeline(g, w, &ps, list, pr);
   if (!began) {   /* nobody's fault: the store stops */
     pr->ok = false;
     pr->state[0] = 0;
     pr->bad_batch = n;
     pr->err = berr;
   }
-  if (pr->ok && (copy.len || bp.n)) copy_rows(g, &bp, now, &copy, pr);
+  if (pr->ok && (copy.len || bp.n)) copy_rows(g, w, &bp, now, &copy, pr);
 out:
   free(ps.p);
   free(copy.p);
@@ -1228,8 +1266,10 @@ static void count_tx(pgstore *g, size_t n) {
   pthread_mutex_unlock(&g->base.mu);
 }
 
-/* One group: all batches in one transaction, or (after a batch's own fault) one each. */
-static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
+/* One group on connection w: all batches in one transaction, or (after a batch's own fault) one
+ * each. bump: the group's transaction raises its owners' counters (false: commit_split raised
+ * them before, in a transaction of their own). */
+static void commit_group(pgstore *g, PGconn *w, xgr_store_changes **list, size_t n, bool bump) {
   xgr_error err;
   int64_t now = xgr__store_now_ms(&g->base);
   if (xgr_store_failed(&g->base, &err)) {
@@ -1239,53 +1279,53 @@ static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
     }
     return;
   }
-  if (!PQenterPipelineMode(g->w)) {
-    res_error(g, NULL, g->w, "cannot enter pipeline mode", &err);
+  if (!PQenterPipelineMode(w)) {
+    res_error(g, NULL, w, "cannot enter pipeline mode", &err);
     fail_all(g, list, n, &err);
     return;
   }
   pipe_result pr;
-  attempt(g, list, n, now, true, &pr);
+  attempt(g, w, list, n, now, true, bump, &pr);
   if (!pr.ok && pr.direct_conflict) {   /* a "new" process row existed: the group again, all upserts */
-    if (pipe_simple(g, "ROLLBACK", &err)) {
+    if (pipe_simple(g, w, "ROLLBACK", &err)) {
       fail_all(g, list, n, &err);
-      PQexitPipelineMode(g->w);
+      PQexitPipelineMode(w);
       return;
     }
     pthread_mutex_lock(&g->base.mu);
     g->base.stats.group_redos++;
     pthread_mutex_unlock(&g->base.mu);
-    attempt(g, list, n, now, false, &pr);
+    attempt(g, w, list, n, now, false, bump, &pr);
   }
   if (pr.ok) {
-    if (pipe_simple(g, "COMMIT", &err)) fail_all(g, list, n, &err);
+    if (pipe_simple(g, w, "COMMIT", &err)) fail_all(g, list, n, &err);
     else count_tx(g, n);
-    PQexitPipelineMode(g->w);
+    PQexitPipelineMode(w);
     return;
   }
   if (pr.conn_lost || !state_is_batch_fault(pr.state) || pr.bad_batch >= n) {   /* the store stops */
-    pipe_simple(g, "ROLLBACK", &err);
+    pipe_simple(g, w, "ROLLBACK", &err);
     fail_all(g, list, n, &pr.err);
-    PQexitPipelineMode(g->w);
+    PQexitPipelineMode(w);
     return;
   }
-  if (pipe_simple(g, "ROLLBACK", &err)) {
+  if (pipe_simple(g, w, "ROLLBACK", &err)) {
     fail_all(g, list, n, &err);
-    PQexitPipelineMode(g->w);
+    PQexitPipelineMode(w);
     return;
   }
   /* a batch's own fault: apply each batch in its own transaction so only the bad ones fail */
   for (size_t i = 0; i < n; i++) {
-    attempt(g, list + i, 1, now, false, &pr);
+    attempt(g, w, list + i, 1, now, false, true, &pr);
     if (pr.ok) {
-      if (pipe_simple(g, "COMMIT", &err)) {
+      if (pipe_simple(g, w, "COMMIT", &err)) {
         fail_all(g, list + i, n - i, &err);
         break;
       }
       count_tx(g, 1);
       continue;
     }
-    if (pipe_simple(g, "ROLLBACK", &err)) {
+    if (pipe_simple(g, w, "ROLLBACK", &err)) {
       fail_all(g, list + i, n - i, &err);
       break;
     }
@@ -1296,7 +1336,7 @@ static void commit_group(pgstore *g, xgr_store_changes **list, size_t n) {
     list[i]->err = pr.err;   /* this batch fails alone */
     list[i]->rc = pr.err.code ? pr.err.code : XGR_ECONFLICT;
   }
-  PQexitPipelineMode(g->w);
+  PQexitPipelineMode(w);
 }
 
 /* ---- retention (writer thread, outside pipeline mode) ------------------------------------------- */
@@ -1359,14 +1399,161 @@ static const store_vt postgres_vt;
 
 /* ---- the writer thread ---------------------------------------------------------------------------- */
 
+/* A group of at least this many batches is spread over the writer's connections (commit_split);
+ * a smaller one goes through g->w alone, in one transaction, as its latency matters more. */
+#define SPLIT_MIN_BATCHES 64
+
+/* Which of nparts connections takes batch b: the one of its sessions' key, or -1 when its
+ * entries name sessions of different parts (the group is then not split). */
+static int part_of(const xgr_store_changes *b, size_t nparts) {
+  int part = 0;
+  bool any = false;
+  for (size_t k = 0; k < b->n; k++) {
+    const store_op *op = &b->ops[k];
+    if (op->kind != OP_SESSION && op->kind != OP_STATE && op->kind != OP_PROC && op->kind != OP_HIST &&
+        op->kind != OP_SCOPE)
+      continue;
+    uint64_t x = op->root * 0x9E3779B97F4A7C15ULL;
+    for (const char *c = op->owner; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ULL;
+    x ^= x >> 32;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 29;
+    int p = (int)(x % nparts);
+    if (any && p != part) return -1;
+    part = p;
+    any = true;
+  }
+  return part;
+}
+
+/* Raise the owners' counters for every session row of list[0..n) in one statement of its own
+ * (committed before the parts of a split group, which then leave the owners rows alone: two
+ * connections raising one owner's counter would wait for each other's commit). A counter raised
+ * for a group that then fails is merely ahead, a gap in the rootPids. 0 or an error. */
+static int raise_owners(pgstore *g, xgr_store_changes **list, size_t n, xgr_error *err) {
+  size_t cap = 16, nsess = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) nsess += list[i]->ops[k].kind == OP_SESSION;
+  if (!nsess) return 0;
+  while (cap < nsess * 2) cap *= 2;
+  owner_next *o = xgr__xcalloc(cap, sizeof *o);
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < list[i]->n; k++) {
+      const store_op *op = &list[i]->ops[k];
+      if (op->kind != OP_SESSION || op->u.session.root_pid == UINT64_MAX) continue;
+      const char *owner = op->u.session.owner;
+      size_t h = proc_key_hash(&(store_op){.owner = (char *)owner}) & (cap - 1);
+      while (o[h].owner && strcmp(o[h].owner, owner)) h = (h + 1) & (cap - 1);
+      if (!o[h].owner || o[h].next < op->u.session.root_pid + 1) o[h] = (owner_next){owner, op->u.session.root_pid + 1};
+    }
+  size_t no = owners_sorted(o, cap);
+  int rc = 0;
+  if (no) {
+    colbuf c[2];
+    memset(c, 0, sizeof c);
+    for (size_t h = 0; h < no; h++) {
+      col_text(&c[0], o[h].owner);
+      col_u64(&c[1], o[h].next);
+    }
+    params p = {0};
+    char *text[2];
+    for (int k = 0; k < 2; k++) {
+      xgr__buf_putc(&c[k].b, '}');
+      text[k] = xgr__buf_finish(&c[k].b, NULL);
+      p_text(&p, text[k]);
+    }
+    PGresult *r = exec_prepared(g->w, S_OWNERS_BULK, &p);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) rc = res_error(g, r, g->w, "cannot raise the owners' counters", err);
+    PQclear(r);
+    for (int k = 0; k < 2; k++) free(text[k]);
+  }
+  free(o);
+  return rc;
+}
+
+/* The helper's thread: commit each part handed to it on its own connection. */
+static void *lane_main(void *arg) {
+  lane *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->list && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
+    if (!l->list) break;
+    xgr_store_changes **list = l->list;
+    size_t n = l->n;
+    pthread_mutex_unlock(&l->mu);
+    commit_group(l->g, l->w, list, n, false);
+    pthread_mutex_lock(&l->mu);
+    l->list = NULL;
+    pthread_cond_broadcast(&l->cv);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+/* Commit list[0..n) as one group: through g->w alone, or — a large group of the bulk path whose
+ * batches each write the sessions of one part — divided by session key over g->w and the helper
+ * connections, each part in its own transaction at the same time, so the database works on
+ * several cores. A session's batches keep their order (they are in one part, in group order),
+ * and the next group starts after every part has committed. */
+static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
+  size_t nparts = g->nlanes + 1;
+  if (nparts < 2 || n < SPLIT_MIN_BATCHES || !bulk_ok(list, n)) {
+    commit_group(g, g->w, list, n, true);
+    return;
+  }
+  int *part = xgr__xmalloc(n * sizeof *part);
+  size_t count[XGR_STORE_PG_WRITERS_MAX] = {0};
+  for (size_t i = 0; i < n; i++) {
+    part[i] = part_of(list[i], nparts);
+    if (part[i] < 0) {   /* a batch across parts: the whole group on one connection */
+      free(part);
+      commit_group(g, g->w, list, n, true);
+      return;
+    }
+    count[part[i]]++;
+  }
+  xgr_error err;
+  if (raise_owners(g, list, n, &err)) {
+    free(part);
+    fail_all(g, list, n, &err);
+    return;
+  }
+  /* the parts, each in group order, one after the other in sorted */
+  xgr_store_changes **sorted = xgr__xmalloc(n * sizeof *sorted);
+  size_t start[XGR_STORE_PG_WRITERS_MAX], at[XGR_STORE_PG_WRITERS_MAX];
+  for (size_t p = 0, sum = 0; p < nparts; p++) {
+    start[p] = at[p] = sum;
+    sum += count[p];
+  }
+  for (size_t i = 0; i < n; i++) sorted[at[part[i]]++] = list[i];
+  for (size_t p = 1; p < nparts; p++) {
+    if (!count[p]) continue;
+    lane *l = &g->lanes[p - 1];
+    pthread_mutex_lock(&l->mu);
+    l->list = sorted + start[p];
+    l->n = count[p];
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+  }
+  if (count[0]) commit_group(g, g->w, sorted, count[0], false);
+  for (size_t p = 1; p < nparts; p++) {
+    lane *l = &g->lanes[p - 1];
+    pthread_mutex_lock(&l->mu);
+    while (l->list) pthread_cond_wait(&l->cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+  }
+  free(sorted);
+  free(part);
+}
+
 /* The writer's two steps (writer.h). */
 static void commit_cb(void *ctx, xgr_store_changes **list, size_t n) {
   pgstore *g = ctx;
   if (!g->cl) {
-    commit_group(g, list, n);
+    commit_split(g, list, n);
   } else {   /* cluster: batches of sessions this node no longer holds fail without a round trip */
     size_t k = xgr__pgc_prefilter(g->cl, list, n);
-    if (k) commit_group(g, list, k);
+    if (k) commit_split(g, list, k);
     xgr__pgc_after(g->cl, list, n);
   }
 }
@@ -1383,7 +1570,21 @@ static int pg_gc(xgr_store *st, size_t *deleted, xgr_error *err) {
 
 static void pg_close(xgr_store *st) {
   pgstore *g = (pgstore *)st;
-  xgr__writer_destroy(&g->wr);   /* stops and joins the thread first */
+  xgr__writer_destroy(&g->wr);   /* stops and joins the thread first: no part is handed over after it */
+  for (size_t i = 0; i < g->nlanes; i++) {
+    lane *l = &g->lanes[i];
+    if (l->has_thread) {
+      pthread_mutex_lock(&l->mu);
+      l->stop = true;
+      pthread_cond_broadcast(&l->cv);
+      pthread_mutex_unlock(&l->mu);
+      pthread_join(l->thread, NULL);
+    }
+    if (l->w) PQfinish(l->w);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+  }
+  free(g->lanes);
   if (g->w) PQfinish(g->w);
   if (g->r) PQfinish(g->r);
   xgr__pgc_close(g->cl);
@@ -1403,7 +1604,7 @@ static void pg_close(xgr_store *st) {
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
                   "recorded_at, api"
 
-static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err);
+static int connect_one(pgstore *g, PGconn **out, const char *role, xgr_error *err);
 
 /* Run a read query; NULL (with *err) unless it returned rows. A reader connection that broke
  * (the server restarted) is opened again once: reads need no state from before. */
@@ -1413,7 +1614,7 @@ static PGresult *rd_query(pgstore *g, const char *sql, const params *p, xgr_erro
     if (PQstatus(g->r) == CONNECTION_BAD && !g->r_snapshot) {   /* (a new one would not be in the snapshot) */
       PQfinish(g->r);
       g->r = NULL;
-      if (connect_one(g, &g->r, false, err)) return NULL;
+      if (connect_one(g, &g->r, "reader", err)) return NULL;
     }
     r = PQexecParams(g->r, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL, p ? p->fmt : NULL, 0);
     if (PQresultStatus(r) == PGRES_TUPLES_OK || g->r_snapshot) break;
@@ -1426,7 +1627,7 @@ static PGresult *rd_query(pgstore *g, const char *sql, const params *p, xgr_erro
     r = NULL;
     PQfinish(g->r);
     g->r = NULL;
-    if (connect_one(g, &g->r, false, err)) return NULL;
+    if (connect_one(g, &g->r, "reader", err)) return NULL;
   }
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     res_error(g, r, g->r, "cannot read", err);
@@ -1876,9 +2077,12 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
  * (password=, ...) masked by the rule engine's URL masking (src/rule/result.c, fuzzed). */
 char *xgr_store_url_redacted(const char *url) { return xgr__rule_mask_url(url); }
 
-static int connect_one(pgstore *g, PGconn **out, bool writer, xgr_error *err) {
+/* Open *out as the connection role ("reader", "writer", or "writer-K": the K-th writer
+ * connection, commit_split). 0 or an error. */
+static int connect_one(pgstore *g, PGconn **out, const char *role, xgr_error *err) {
   /* named in pg_stat_activity (unless the URI names it): which backend is which node's writer */
-  PGconn *c = *out = xgr__pg_connect(g->url, g->name, writer ? "writer" : "reader", g->base.cfg.node_id, err);
+  bool writer = strcmp(role, "reader") != 0;
+  PGconn *c = *out = xgr__pg_connect(g->url, g->name, role, g->base.cfg.node_id, err);
   if (!c) return XGR_EIO;
   char sql[160];
   /* synchronous_commit: FULL waits for the WAL flush at COMMIT; NORMAL does not (a crash may lose
@@ -1977,6 +2181,25 @@ static int take_writer_lock(pgstore *g, bool shared, xgr_error *err) {
   return rc;
 }
 
+/* Make c a writer connection: the staging table, every statement prepared, and on a cluster node
+ * the node's settings (new session rows leased to it). 0 or an error. */
+static int setup_writer(pgstore *g, PGconn *c, xgr_error *err) {
+  /* a group's staged rows stay in memory (the default, 8 MB, holds some 30,000 of them) */
+  if (exec_plain(g, c, "SET temp_buffers = '64MB'", err) || exec_plain(g, c, STAGE_PROCS, err)) return XGR_EIO;
+  for (int i = 0; i < S_COUNT; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "x%d", i);
+    PGresult *r = PQprepare(c, name, stmt_sql[i], 0, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      int rc = res_error(g, r, c, "cannot prepare statements", err);
+      PQclear(r);
+      return rc;
+    }
+    PQclear(r);
+  }
+  return g->cl ? xgr__pgc_setup_writer(g->cl, c, err) : 0;
+}
+
 xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg, xgr_error *err) {
   pgstore *g = xgr__xcalloc(1, sizeof *g);
   xgr__store_init_common(&g->base, &postgres_vt, cfg);
@@ -1989,7 +2212,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   pthread_mutexattr_destroy(&ra);
   xgr__writer_init(&g->wr, &g->base, commit_cb, gc_cb, g);
   bool ro = g->base.cfg.read_only;
-  if (connect_one(g, &g->r, false, err)) goto fail;
+  if (connect_one(g, &g->r, "reader", err)) goto fail;
   int found = 0;
   if (schema_version_of(g, g->r, &found, err)) goto fail;
   g->base.found_version = found;
@@ -2004,29 +2227,35 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
     goto fail;
   }
   if (!ro) {
-    if (connect_one(g, &g->w, true, err)) goto fail;
+    if (connect_one(g, &g->w, "writer", err)) goto fail;
     if (take_writer_lock(g, g->base.cfg.node_id != NULL, err)) goto fail;
     if (found < XGR_STORE_SCHEMA_VERSION) {
       int now_found = found;
       if (migrate(g, &now_found, err)) goto fail;
       g->base.found_version = now_found;
     }
-    /* a group's staged rows stay in memory (the default, 8 MB, holds some 30,000 of them) */
-    if (exec_plain(g, g->w, "SET temp_buffers = '64MB'", err) || exec_plain(g, g->w, STAGE_PROCS, err)) goto fail;
-    for (int i = 0; i < S_COUNT; i++) {
-      char name[8];
-      snprintf(name, sizeof name, "x%d", i);
-      PGresult *r = PQprepare(g->w, name, stmt_sql[i], 0, NULL);
-      if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        res_error(g, r, g->w, "cannot prepare statements", err);
-        PQclear(r);
-        goto fail;
-      }
-      PQclear(r);
-    }
     if (g->base.cfg.node_id) {   /* a cluster node: its lease connection, and new rows leased to it */
       g->cl = xgr__pgc_open(g->url, g->name, g->base.cfg.node_id, g->base.cfg.lease_ms, err);
-      if (!g->cl || xgr__pgc_setup_writer(g->cl, g->w, err)) goto fail;
+      if (!g->cl) goto fail;
+    }
+    if (setup_writer(g, g->w, err)) goto fail;
+    int writers = g->base.cfg.pg_writers ? g->base.cfg.pg_writers : XGR_STORE_PG_WRITERS;
+    if (writers < 1) writers = 1;
+    if (writers > XGR_STORE_PG_WRITERS_MAX) writers = XGR_STORE_PG_WRITERS_MAX;
+    g->lanes = xgr__xcalloc((size_t)writers, sizeof *g->lanes);
+    for (int i = 0; i + 1 < writers; i++) {   /* the helper connections of commit_split */
+      lane *l = &g->lanes[g->nlanes++];
+      l->g = g;
+      pthread_mutex_init(&l->mu, NULL);
+      pthread_cond_init(&l->cv, NULL);
+      char role[24];   /* "writer-2", ...: g->w alone is "writer" */
+      snprintf(role, sizeof role, "writer-%d", i + 2);
+      if (connect_one(g, &l->w, role, err) || setup_writer(g, l->w, err)) goto fail;
+      if (pthread_create(&l->thread, NULL, lane_main, l)) {
+        xgr_error_set(err, XGR_EIO, NULL, "store %s: cannot start a writer thread", g->name);
+        goto fail;
+      }
+      l->has_thread = true;
     }
   }
   g->base.version = XGR_STORE_SCHEMA_VERSION;

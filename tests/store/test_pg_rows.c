@@ -7,7 +7,10 @@
  * a process created by one batch and changed by the next in the same group lands with its last
  * state; new sessions' rows and updates of stored rows come back as written. A group is made
  * deterministic by holding the writer on a table lock of a second connection while the batches
- * are queued behind it. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * are queued behind it. A large group is spread over the writer's connections by session
+ * (commit_split): each session's batches keep their order, the owner's counter is raised, a
+ * batch's own fault fails it alone, and a batch that names sessions of two parts keeps its group
+ * on one connection. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -260,6 +263,120 @@ static void test_created_and_changed_in_one_group(void **state) {
   xgr_store_close(st);
 }
 
+static uint64_t transactions(xgr_store *st) {
+  xgr_store_stats s;
+  xgr_store_get_stats(st, &s);
+  return s.transactions;
+}
+
+/* A group of 2 x 150 batches: a new session each (rootPids 100..249), then each session's next
+ * batch, which changes the process the first created; one more batch repeats a stored history
+ * row. The group is split over the two writer connections (more transactions than one, none
+ * holding every batch); every session lands with its second batch's state, the owner's counter
+ * is past the largest rootPid, and only the faulty batch fails. */
+static void test_split_group(void **state) {
+  (void)state;
+  xgr_store *st = fresh_store();
+  xgr_store_changes *b = xgr_store_changes_new();   /* session 1 with history row 1, stored */
+  add_session(b, 1, 2);
+  add_proc(b, 1, 1, XGR_PROC_RUNNING, "{}");
+  add_hist(b, 1, 1);
+  commit_ok(st, b);
+  enum { N = 150 };
+  static outcome first[N], second[N];
+  outcome blk = {0}, bad = {0};
+  uint64_t tx0 = transactions(st);
+  PGconn *lock = hold_writer(st, 9, &blk);
+  for (int i = 0; i < N; i++) {
+    b = xgr_store_changes_new();
+    add_session(b, 100 + (uint64_t)i, 3);
+    add_proc(b, 100 + (uint64_t)i, 1, XGR_PROC_DONE, "{}");
+    add_proc(b, 100 + (uint64_t)i, 2, XGR_PROC_WAITING, "{\"turn\":1}");
+    add_hist(b, 100 + (uint64_t)i, 1);
+    assert_int_equal(xgr_store_submit(st, b, on_done, &first[i]), 0);
+  }
+  b = xgr_store_changes_new();   /* session 1's history row 1 again: this batch's own fault */
+  add_proc(b, 1, 2, XGR_PROC_WAITING, "{}");
+  add_hist(b, 1, 1);
+  add_state(b, 1, 3);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &bad), 0);
+  for (int i = 0; i < N; i++) {
+    b = xgr_store_changes_new();
+    add_proc(b, 100 + (uint64_t)i, 2, XGR_PROC_DONE, "{\"turn\":2}");
+    add_hist(b, 100 + (uint64_t)i, 2);
+    add_state(b, 100 + (uint64_t)i, 3);
+    assert_int_equal(xgr_store_submit(st, b, on_done, &second[i]), 0);
+  }
+  release(lock);
+  xgr_store_flush(st);
+  assert_int_equal(blk.rc, 0);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(first[i].rc, 0);
+    assert_int_equal(second[i].rc, 0);
+  }
+  assert_int_equal(bad.rc, XGR_ECONFLICT);
+  xgr_store_stats s;
+  xgr_store_get_stats(st, &s);
+  assert_true(s.transactions - tx0 >= 3);       /* the blocker, then the group in parts */
+  assert_true(s.max_batches_per_tx < 2 * N);    /* no one transaction held the whole group */
+  assert_sql("SELECT count(*) FROM proc_rt WHERE root_pid BETWEEN 100 AND 249 AND iter = 2 AND status = 2"
+             " AND payload = '{\"turn\":2}'", "150");
+  assert_sql("SELECT count(*) FROM proc_steps WHERE root_pid BETWEEN 100 AND 249", "300");
+  assert_sql("SELECT count(*) FROM sessions WHERE root_pid BETWEEN 100 AND 249 AND next_iter = 3", "150");
+  assert_sql("SELECT next_root FROM owners WHERE owner = '" OWNER "'", "250");
+  assert_sql("SELECT count(*) FROM proc_rt WHERE root_pid = 1", "1");   /* nothing of the faulty batch */
+  assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 1", "2");
+  uint64_t next = 0;
+  xgr_error err;
+  assert_int_equal(xgr_store_peek_process_id(st, OWNER, &next, &err), 0);
+  assert_int_equal(next, 250);
+
+  /* a batch naming two sessions (whatever their parts): the group stays on one connection and
+   * lands whole */
+  tx0 = transactions(st);
+  lock = hold_writer(st, 8, &blk);
+  static outcome more[N];
+  for (int i = 0; i < N; i++) {
+    b = xgr_store_changes_new();
+    add_state(b, 100 + (uint64_t)i, 4);
+    for (uint64_t k = 1; !i && k < 10; k++) add_state(b, 100 + k, 4);   /* ten sessions: of both parts */
+    assert_int_equal(xgr_store_submit(st, b, on_done, &more[i]), 0);
+  }
+  release(lock);
+  xgr_store_flush(st);
+  for (int i = 0; i < N; i++) assert_int_equal(more[i].rc, 0);
+  assert_int_equal(transactions(st) - tx0, 2);   /* the blocker and the whole group */
+  assert_sql("SELECT count(*) FROM sessions WHERE root_pid BETWEEN 100 AND 249 AND next_iter = 4", "150");
+  xgr_store_close(st);
+}
+
+/* With pg_writers 1 the same kind of group goes in one transaction. */
+static void test_one_writer(void **state) {
+  (void)state;
+  sql("DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public");
+  xgr_error err;
+  xgr_store *st = xgr_store_open(url, &(xgr_store_config){.gc_interval_ms = -1, .pg_writers = 1}, &err);
+  if (!st) fail_msg("open: %s", err.message);
+  enum { N = 100 };
+  static outcome o[N];
+  outcome blk = {0};
+  uint64_t tx0 = transactions(st);
+  PGconn *lock = hold_writer(st, 9, &blk);
+  for (int i = 0; i < N; i++) {
+    xgr_store_changes *b = xgr_store_changes_new();
+    add_session(b, 10 + (uint64_t)i, 2);
+    add_proc(b, 10 + (uint64_t)i, 1, XGR_PROC_WAITING, "{}");
+    assert_int_equal(xgr_store_submit(st, b, on_done, &o[i]), 0);
+  }
+  release(lock);
+  xgr_store_flush(st);
+  for (int i = 0; i < N; i++) assert_int_equal(o[i].rc, 0);
+  assert_int_equal(transactions(st) - tx0, 2);
+  assert_sql("SELECT count(*) FROM proc_rt", "100");
+  assert_sql("SELECT next_root FROM owners WHERE owner = '" OWNER "'", "110");
+  xgr_store_close(st);
+}
+
 int main(void) {
   const char *u = getenv("XGR_PG_URL");
   if (!u || !*u) {
@@ -270,6 +387,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_existing_row_redone),
       cmocka_unit_test(test_created_and_changed_in_one_group),
+      cmocka_unit_test(test_split_group),
+      cmocka_unit_test(test_one_writer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
