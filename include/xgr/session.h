@@ -70,7 +70,12 @@ const char *xgr_join_outcome_name(xgr_join_outcome o); /* "open" | "satisfied" |
 /* The join state of a join target process (SEMANTICS §3). Entries are indexed like decl->from. */
 typedef struct xgr_join_state {
   const xgr_join *decl;                 /* borrowed from the orchestration */
-  xgr_value inbox[XGR_MAX_JOIN_INPUTS]; /* piece per expected step (null kind: none yet) */
+  xgr_value inbox[XGR_MAX_JOIN_INPUTS]; /* piece per expected step (null kind: none yet); a piece
+                                           never changes once delivered */
+  char *inbox_text[XGR_MAX_JOIN_INPUTS]; /* inbox[i] as JSON text once xgr_session_join_to_json wrote
+                                           it (owned; NULL: not yet), so a join of k pieces written
+                                           after every delivery costs O(k) per write, not a new text
+                                           of every piece each time */
   const char *fail[XGR_MAX_JOIN_INPUTS];/* static reason ("aborted") or NULL */
   bool closed;
   xgr_join_outcome outcome;
@@ -293,8 +298,9 @@ void xgr_session_state_get(const xgr_session *s, xgr_session_state *out);
 
 /* The join state of a join target as JSON text (malloc'd, caller frees):
  *   {"decl":[STEP,BRANCH],"closed":B,"outcome":N,"closedAt":T,"inbox":[PIECE|null,...],"fail":[B,...]}
- * where decl names the branch that declared the join (o->steps[STEP].branch[BRANCH].join). */
-char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js);
+ * where decl names the branch that declared the join (o->steps[STEP].branch[BRANCH].join). Keeps
+ * each piece's text in js->inbox_text for the next call (the only change it makes to js). */
+char *xgr_session_join_to_json(const xgr_orch *o, xgr_join_state *js);
 
 /* The live join target collecting from join group `group` (its joinFromGroupId), or NULL.
  * A delivery into a join inbox changes the target without a PROC effect of its own; a store

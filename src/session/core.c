@@ -394,10 +394,7 @@ static void proc_finish(xgr_session *s, xgr_proc *p, xgr_proc_status st, xgr_abo
 
 static void free_proc(xgr_proc *p) {
   xgr_value_release(p->payload);
-  if (p->join) {
-    for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(p->join->inbox[i]);
-    free(p->join);
-  }
+  xgr__join_state_free(p->join);
   free(p->error);
   free(p);
 }
@@ -1123,8 +1120,7 @@ int xgr_session_restore_proc(xgr_session *s, const xgr_proc *src, const char *jo
   xgr_join_state *js = NULL;
   if (join_json && xgr__session_join_from_json(s->orch, join_json, &js, err)) return XGR_EINVAL;
   if (js && (js->decl->target != src->step || !src->from_group)) {
-    for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(js->inbox[i]);
-    free(js);
+    xgr__join_state_free(js);
     return xgr_error_set(err, XGR_EINVAL, pid, "process %s has a join state but is not its target", pid);
   }
   xgr_proc *p = xgr__xcalloc(1, sizeof *p);
@@ -1233,7 +1229,10 @@ xgr_session *xgr_session_clone(const xgr_session *s) {
     if (p->join) {
       q->join = xgr__xmalloc(sizeof *q->join);
       *q->join = *p->join;
-      for (unsigned k = 0; k < XGR_MAX_JOIN_INPUTS; k++) q->join->inbox[k] = xgr_value_retain(p->join->inbox[k]);
+      for (unsigned k = 0; k < XGR_MAX_JOIN_INPUTS; k++) {
+        q->join->inbox[k] = xgr_value_retain(p->join->inbox[k]);
+        q->join->inbox_text[k] = NULL;   /* the copy writes its own texts */
+      }
     }
     proc_insert(t, q);
     if (q->status == XGR_PROC_RUNNING) t->running++;

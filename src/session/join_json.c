@@ -25,7 +25,16 @@ static bool decl_ref(const xgr_orch *o, const xgr_join *d, unsigned *step, unsig
   return false;
 }
 
-char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
+void xgr__join_state_free(xgr_join_state *js) {
+  if (!js) return;
+  for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) {
+    xgr_value_release(js->inbox[i]);
+    free(js->inbox_text[i]);
+  }
+  free(js);
+}
+
+char *xgr_session_join_to_json(const xgr_orch *o, xgr_join_state *js) {
   unsigned step = 0, branch = 0;
   if (!js || !decl_ref(o, js->decl, &step, &branch)) return NULL;
   xgr_buf b = {0};
@@ -37,7 +46,8 @@ char *xgr_session_join_to_json(const xgr_orch *o, const xgr_join_state *js) {
     if (js->inbox[i].kind == XGR_VNULL) {
       xgr__buf_put(&b, "null", 4);
     } else {
-      xgr__json_write(&b, js->inbox[i], 0, -1);   /* what xgr_value_to_json_text(v, 0) writes, in place */
+      if (!js->inbox_text[i]) js->inbox_text[i] = xgr_value_to_json_text(js->inbox[i], 0, NULL);
+      xgr__buf_puts(&b, js->inbox_text[i]);
     }
   }
   xgr__buf_put(&b, "],\"fail\":[", 10);
@@ -108,10 +118,7 @@ int xgr__session_join_from_json(const xgr_orch *o, const char *text, xgr_join_st
   js = NULL;
   rc = 0;
 done:
-  if (js) {
-    for (unsigned i = 0; i < XGR_MAX_JOIN_INPUTS; i++) xgr_value_release(js->inbox[i]);
-    free(js);
-  }
+  xgr__join_state_free(js);
   xgr_value_release(m);
   return rc;
 }
