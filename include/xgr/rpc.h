@@ -215,6 +215,9 @@ typedef struct xgr_rpcd_config {
    * on a cluster node for now. */
   const char *node_id;
   int64_t lease_ms;
+  /* PostgreSQL: the writer connections a large group commit is spread over
+   * (xgr_store_config.pg_writers; 0: the default) */
+  int store_writers;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were

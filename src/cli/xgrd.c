@@ -54,6 +54,7 @@ typedef struct opts {
   long long hibernate_after_ms;   /* 0: default; -1: off */
   const char *node_id;            /* cluster node id (PostgreSQL store; "auto": hostname:pid); NULL: single writer */
   unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
+  unsigned long store_writers;    /* 0: XGR_STORE_PG_WRITERS */
 } opts;
 
 static void usage(FILE *f) {
@@ -99,6 +100,8 @@ static void usage(FILE *f) {
           "                         xgrd on the same schema is refused, and sessions may hibernate\n"
           "  --lease-ms N           how long a node's session leases last without a heartbeat (default 10000;\n"
           "                         100 to 3600000). A dead node's sessions move at once, a stalled one's after this\n"
+          "  --store-writers N      PostgreSQL: writer connections a large group commit is spread over, its\n"
+          "                         sessions divided among them (default 2; 1 to 8; docs/STORE.md)\n"
           "  --store-max-pages N    SQLite PRAGMA max_page_count: the store fails as on a full disk once the file\n"
           "                         reaches N pages (tests of the store-failure path; default unlimited)\n"
           "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
@@ -224,6 +227,14 @@ static int set_opt(opts *o, const char *name, const char *v) {
       return -1;
     }
     o->lease_ms = u;
+  }
+  else if (!strcmp(name, "store-writers")) {
+    if (parse_uint("--store-writers", v, XGR_STORE_PG_WRITERS_MAX, &u)) return -1;
+    if (u < 1) {
+      fprintf(stderr, "xgrd: --store-writers is %lu; expected 1 to %d\n", u, XGR_STORE_PG_WRITERS_MAX);
+      return -1;
+    }
+    o->store_writers = u;
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
@@ -456,7 +467,8 @@ int main(int argc, char **argv) {
                         .max_session_steps = o.max_session_steps,
                         .metrics = xgr_rpc_metrics(srv),
                         .hibernate_after_ms = o.hibernate_after_ms,
-                        .lease_ms = (int64_t)o.lease_ms};
+                        .lease_ms = (int64_t)o.lease_ms,
+                        .store_writers = (int)o.store_writers};
   if (*node_buf) dc.node_id = node_buf;
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");

@@ -434,7 +434,8 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
                          .max_page_count = cfg->store_max_pages,
                          .node_id = cfg->node_id,
-                         .lease_ms = cfg->lease_ms};
+                         .lease_ms = cfg->lease_ms,
+                         .pg_writers = cfg->store_writers};
   d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
   if (!d->st) goto fail;
   d->p = xgr_persist_new(d->st);
