@@ -5,7 +5,8 @@
  *   url          a libpq URI, `postgresql://user@host:port/db?...` or `postgres://...`; a unix
  *                socket directory goes in `?host=/dir`. Messages name it with the password masked.
  *   connections  `w` belongs to the writer thread (every write, retention); `r` serves reads
- *                under a recursive mutex (a load_live callback may read again).
+ *                under a recursive mutex (a load_live callback may read again); the lanes are
+ *                further writer connections, one thread each, that commit parts of large groups.
  *   group commit the writer takes every queued batch and sends BEGIN and the statements of all of
  *                them in ONE pipeline (libpq pipeline mode: no round trip per statement), reads
  *                the results, then COMMITs and signals each batch. synchronous_commit is on
@@ -23,6 +24,9 @@
  *                temporary xgr_stage_procs and one upsert from it — and the history rows by binary
  *                COPY into proc_steps (send_bulk, copy_rows). Should a "new" row exist, the group
  *                is redone with every process row through the upsert (commit_group).
+ *   split        a bulk group of at least SPLIT_MIN_BATCHES batches is divided by session key
+ *                over `w` and the lanes, each part in its own transaction at the same time; the
+ *                owners' counters are raised first, on their own (commit_split).
  *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
  *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
  *                and ordered like the numbers (listing pages by rootPid).
