@@ -357,6 +357,49 @@ static void test_delivery_emits_target_change(void **st) {
   w_free(&w);
 }
 
+/* A join target's state keeps each delivered piece's text: writing it twice gives the same text
+ * (the piece's JSON, as xgr_value_to_json_text writes it), a clone writes its own texts, and the
+ * next delivery adds its piece to the kept one. Freeing both sessions frees every text once (ASan). */
+static void test_join_text_kept(void **st) {
+  (void)st;
+  world w;
+  w_init(&w, seed63, "");
+  w_start(&w, "A1");
+  w_run(&w, 2);   /* A1, then B1 delivers; the 2-of-2 join stays open */
+  xgr_proc *t = (xgr_proc *)xgr_session_find(w.s, 2);
+  assert_non_null(t);
+  const xgr_orch *o = xgr_session_orch(w.s);
+  assert_null(t->join->inbox_text[0]);
+  char *a = xgr_session_join_to_json(o, t->join);
+  assert_non_null(t->join->inbox_text[0]);
+  char *piece = xgr_value_to_json_text(t->join->inbox[0], 0, NULL);
+  assert_string_equal(t->join->inbox_text[0], piece);
+  assert_non_null(strstr(a, piece));
+  char *b = xgr_session_join_to_json(o, t->join);
+  assert_string_equal(a, b);
+  xgr_session *c = xgr_session_clone(w.s);
+  const xgr_proc *ct = xgr_session_find(c, 2);
+  assert_null(ct->join->inbox_text[0]);
+  char *cc = xgr_session_join_to_json(o, ct->join);
+  assert_string_equal(a, cc);
+  xgr_session_free(c);
+  w_run(&w, 1);   /* the second piece closes the join */
+  t = (xgr_proc *)xgr_session_find(w.s, 2);
+  assert_non_null(t);
+  char *d = xgr_session_join_to_json(o, t->join);
+  assert_non_null(strstr(d, piece));   /* the kept text of the first piece */
+  assert_non_null(t->join->inbox_text[1]);
+  assert_non_null(strstr(d, t->join->inbox_text[1]));
+  assert_true(t->join->closed);
+  free(d);
+  w_run(&w, 100);
+  free(a);
+  free(b);
+  free(cc);
+  free(piece);
+  w_free(&w);
+}
+
 static void test_pid_parse(void **st) {
   (void)st;
   uint64_t r, i;
@@ -385,6 +428,7 @@ int main(void) {
     cmocka_unit_test(test_endless_join_loop_frees_scopes),
     cmocka_unit_test(test_cancel_session_and_abort_step),
     cmocka_unit_test(test_delivery_emits_target_change),
+    cmocka_unit_test(test_join_text_kept),
     cmocka_unit_test(test_pid_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
