@@ -204,9 +204,15 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
 }
 
 static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken, xgr_error *err) {
-  if (atomic_load(&e->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
+  if (atomic_load(&e->stopping)) {   /* the core is ours from the call on, also when it fails */
+    xgr_session_free(req->restore);
+    return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
+  }
   const xgr_bundle *b = req->bundle ? req->bundle : req->bundle_name ? xgr_engine_bundle(e, req->bundle_name) : NULL;
-  if (!b) return xgr_error_set(err, XGR_ENOTFOUND, "bundle", "no bundle \"%s\" is registered", req->bundle_name ? req->bundle_name : "");
+  if (!b) {
+    xgr_session_free(req->restore);
+    return xgr_error_set(err, XGR_ENOTFOUND, "bundle", "no bundle \"%s\" is registered", req->bundle_name ? req->bundle_name : "");
+  }
   if (!req->owner || strlen(req->owner) >= sizeof ((sess_entry *)0)->owner || !req->root_pid ||
       (!req->start && !req->restore)) {
     xgr_session_free(req->restore);

@@ -5,7 +5,10 @@
  *      (owner, rootPid) can be started again at once (a claim loading it anew);
  *   2. a batch refused with XGR_ELEASE: the control call that caused it is answered lease_lost,
  *      the session leaves the registry and submits nothing more;
- *   3. a drop of a session that is not here: XGR_ENOTFOUND.
+ *   3. a drop of a session that is not here: XGR_ENOTFOUND;
+ *   4. a restored core handed to a start that fails before an actor exists — no such bundle, or an
+ *      engine shutting down (xgrd's hibernation loader racing SIGTERM) — is freed by the engine, as
+ *      xgr_engine_start.restore promises (it leaked; ASan's leak check in `make asan` sees it).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,6 +80,14 @@ int main(void) {
 
   /* 3. not here */
   CHECK(xgr_engine_drop(eng, OWNER, 77) == XGR_ENOTFOUND, "drop of a session not here");
+
+  /* 4. restored cores that cannot be started are freed by the engine */
+  xgr_engine_start nob = {.bundle_name = "no such bundle", .owner = OWNER, .root_pid = 5,
+                          .restore = xgr_session_new(b->orch, OWNER, 5, NULL)};
+  CHECK(xgr_engine_start_session(eng, &nob, &e) == XGR_ENOTFOUND, "no such bundle: %s", e.message);
+  xgr_engine_shutdown(eng, 5000);
+  xgr_engine_start late = {.bundle = b, .owner = OWNER, .root_pid = 6, .restore = xgr_session_new(b->orch, OWNER, 6, NULL)};
+  CHECK(xgr_engine_start_session(eng, &late, &e) == XGR_ESTATE, "a shutting-down engine refuses: %s", e.message);
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);
