@@ -152,6 +152,15 @@ static const char *const migrations[] = {
      * time until which all its leases hold (one write per heartbeat, not one per session); the
      * live nodes (rebalancing) are the rows seen lately whose node holds its advisory lock */
     "CREATE TABLE nodes(node TEXT COLLATE \"C\" PRIMARY KEY, seen_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);",
+    /* 11: in-place (HOT) updates of process and session rows. An update that changes no indexed
+     * column and finds room on its row's page writes no index entry; most process rows are
+     * written twice (made, then ended), so proc_rt pages are filled to 40% and sessions pages to
+     * 50%. proc_rt(terminal_at) goes: ending a process changed an indexed column, so no update
+     * of a process row was in place; retention finds terminal rows by a sweep over the primary
+     * key instead (gc_procs). Affects pages written from now on. */
+    ("DROP INDEX proc_rt_terminal;"
+     "ALTER TABLE proc_rt SET (fillfactor = 40);"
+     "ALTER TABLE sessions SET (fillfactor = 50);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -268,8 +277,17 @@ static const char *const stmt_sql[S_COUNT] = {
                       " $3::bigint[]) ON CONFLICT DO NOTHING",
     [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
                           " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
-    [S_GC_PROCS] = "DELETE FROM proc_rt WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_rt"
-                   " WHERE terminal_at IS NOT NULL AND terminal_at <= $1 LIMIT $2))",
+    /* one stretch of the retention sweep over proc_rt (gc_procs): the next $4 rows after the key
+     * ($1, $2, $3) in key order; those terminal at or before $5 are deleted. Returns the rows
+     * deleted, the stretch's last key (NULL: nothing after the key) and the rows looked at. */
+    [S_GC_PROCS] = "WITH s AS (SELECT owner, root_pid, iter, terminal_at FROM proc_rt"
+                   " WHERE (owner, root_pid, iter) > ($1::text COLLATE \"C\", $2::numeric, $3::numeric)"
+                   " ORDER BY owner, root_pid, iter LIMIT $4),"
+                   " d AS (DELETE FROM proc_rt r USING s WHERE r.owner = s.owner AND r.root_pid = s.root_pid"
+                   " AND r.iter = s.iter AND s.terminal_at <= $5 AND r.terminal_at <= $5 RETURNING 1)"
+                   " SELECT (SELECT count(*) FROM d), l.owner, l.root_pid, l.iter, (SELECT count(*) FROM s)"
+                   " FROM (SELECT 1) one LEFT JOIN (SELECT owner, root_pid, iter FROM s"
+                   " ORDER BY owner DESC, root_pid DESC, iter DESC LIMIT 1) l ON true",
     [S_GC_HIST] = "DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps WHERE recorded_at <= $1"
                   " LIMIT $2))",
     [S_GC_SESS] = "DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE status <> 0 AND"
@@ -312,6 +330,11 @@ typedef struct pgstore {
   pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
   struct lane *lanes;           /* the writer's helper connections (commit_split), nlanes of them */
   size_t nlanes;
+  /* where retention's sweep over proc_rt goes on (gc_procs; writer thread): the last key looked
+   * at, or the start while sweep_owner is NULL; sweep_full: a full pass's sweep is under way */
+  char *sweep_owner;
+  char sweep_root[24], sweep_iter[24];
+  bool sweep_full;
 } pgstore;
 
 /* A helper of the writer thread: its own writer connection and a thread that commits the part of
@@ -1359,17 +1382,70 @@ static int exec_plain(pgstore *g, PGconn *c, const char *sql, xgr_error *err) {
   return rc;
 }
 
-/* One retention step: at most gc_batch rows of each kind in one transaction. Returns the rows
- * deleted (*more: some kind hit the limit), or < 0 after an error (in *err). */
-static long gc_step(pgstore *g, bool *more, xgr_error *err) {
+/* The rows of proc_rt one retention step looks at, per gc_batch rows it may delete. */
+#define SWEEP_PER_BATCH 8
+
+/* One stretch of the sweep over proc_rt (S_GC_PROCS) inside gc_step's transaction: terminal rows
+ * ended at or before cut are deleted among the next SWEEP_PER_BATCH * gc_batch keys. A process
+ * row that ends is updated in place (no indexed column changes, migration 11), so no index finds
+ * terminal rows: the sweep walks the primary key, a stretch per step, and starts again at the
+ * first key after the last. A terminal row is thus deleted within ttl_secs plus one sweep of the
+ * table (rows / (SWEEP_PER_BATCH * gc_batch) steps of gc_interval_ms when nothing else is due).
+ * Returns the rows deleted or -1 (err); *wrapped when the stretch reached the end. */
+static long gc_procs(pgstore *g, int64_t cut, int lim, bool *wrapped, xgr_error *err) {
+  params p = {0};
+  p_text(&p, g->sweep_owner ? g->sweep_owner : "");
+  p_text(&p, g->sweep_owner ? g->sweep_root : "-1");
+  p_text(&p, g->sweep_owner ? g->sweep_iter : "-1");
+  int64_t span = (int64_t)lim * SWEEP_PER_BATCH;
+  p_i64(&p, span);
+  p_i64(&p, cut);
+  PGresult *r = exec_prepared(g->w, S_GC_PROCS, &p);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+    res_error(g, r, g->w, "retention: delete failed", err);
+    PQclear(r);
+    return -1;
+  }
+  long deleted = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+  long seen = strtol(PQgetvalue(r, 0, 4), NULL, 10);
+  *wrapped = seen < span || PQgetisnull(r, 0, 1);
+  free(g->sweep_owner);
+  g->sweep_owner = NULL;
+  if (!*wrapped) {
+    g->sweep_owner = xgr__xstrdup(PQgetvalue(r, 0, 1));
+    snprintf(g->sweep_root, sizeof g->sweep_root, "%s", PQgetvalue(r, 0, 2));
+    snprintf(g->sweep_iter, sizeof g->sweep_iter, "%s", PQgetvalue(r, 0, 3));
+  }
+  PQclear(r);
+  return deleted;
+}
+
+/* One retention step: at most gc_batch rows of each kind in one transaction (terminal process
+ * rows: one stretch of the sweep, gc_procs). Returns the rows deleted, or < 0 after an error (in
+ * *err). *more: some kind hit the limit, or (full) the sweep has not yet gone over the whole table
+ * since the full pass began. */
+static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
   const xgr_store_config *c = &g->base.cfg;
   int64_t now = xgr__store_now_ms(&g->base);
   int lim = c->gc_batch;
   long total = 0;
   *more = false;
-  if (exec_plain(g, g->w, "BEGIN", err)) return -1;
+  if (full && !g->sweep_full) {   /* a full pass sweeps from the first key */
+    free(g->sweep_owner);
+    g->sweep_owner = NULL;
+    g->sweep_full = true;
+  }
+  if (exec_plain(g, g->w, "BEGIN", err)) goto fail;
+  bool wrapped = false;
+  long ch = gc_procs(g, now - c->ttl_secs * 1000, lim, &wrapped, err);
+  if (ch < 0) {
+    exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
+    goto fail;
+  }
+  total += ch;
+  if (ch >= lim || (full && !wrapped)) *more = true;
+  if (wrapped) g->sweep_full = false;
   struct { int stmt; bool on; int64_t cut; } jobs[] = {
-      {S_GC_PROCS, true, now - c->ttl_secs * 1000},
       {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
@@ -1385,18 +1461,21 @@ static long gc_step(pgstore *g, bool *more, xgr_error *err) {
       res_error(g, r, g->w, "retention: delete failed", err);
       PQclear(r);
       exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
-      return -1;
+      goto fail;
     }
-    long ch = strtol(PQcmdTuples(r), NULL, 10);
+    ch = strtol(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     total += ch;
     if (ch >= lim) *more = true;
   }
-  if (exec_plain(g, g->w, "COMMIT", err)) return -1;
+  if (exec_plain(g, g->w, "COMMIT", err)) goto fail;
   pthread_mutex_lock(&g->base.mu);
   g->base.stats.gc_deleted += (uint64_t)total;
   pthread_mutex_unlock(&g->base.mu);
   return total;
+fail:
+  g->sweep_full = false;   /* the next full pass starts from the first key again */
+  return -1;
 }
 
 static const store_vt postgres_vt;
@@ -1562,7 +1641,7 @@ static void commit_cb(void *ctx, xgr_store_changes **list, size_t n) {
   }
 }
 
-static long gc_cb(void *ctx, bool *more, xgr_error *err) { return gc_step(ctx, more, err); }
+static long gc_cb(void *ctx, bool full, bool *more, xgr_error *err) { return gc_step(ctx, full, more, err); }
 
 static void pg_submit(xgr_store *st, xgr_store_changes *b) { xgr__writer_submit(&((pgstore *)st)->wr, b); }
 
@@ -1596,6 +1675,7 @@ static void pg_close(xgr_store *st) {
   xgr__store_destroy_common(st);
   free(g->url);
   free(g->name);
+  free(g->sweep_owner);
   free(g);
 }
 

@@ -129,6 +129,9 @@ static const char *const migrations[] = {
      "ALTER TABLE sessions ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;"),
     /* 10: the nodes of a cluster (PostgreSQL's table, unused here) */
     "CREATE TABLE nodes(node TEXT PRIMARY KEY, seen_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);",
+    /* 11: PostgreSQL's storage settings for in-place updates (its proc_rt loses the terminal_at
+     * index); SQLite keeps its schema: a rewritten row costs the same here either way */
+    "SELECT 11;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -664,8 +667,10 @@ static void commit_group(sqstore *q, xgr_store_changes **list, size_t n) {
 /* ---- retention (writer thread) ------------------------------------------------------------------ */
 
 /* One retention step: at most gc_batch rows of each kind in one transaction. Returns the rows
- * deleted (*more: some kind hit the limit), or < 0 after an error (in *err). */
-static long gc_step(sqstore *q, bool *more, xgr_error *err) {
+ * deleted (*more: some kind hit the limit), or < 0 after an error (in *err). Every step finds its
+ * rows through the retention indexes, so a full pass (full) is the same steps until none is left. */
+static long gc_step(sqstore *q, bool full, bool *more, xgr_error *err) {
+  (void)full;
   const xgr_store_config *c = &q->base.cfg;
   int64_t now = xgr__store_now_ms(&q->base);
   int lim = c->gc_batch;
@@ -714,7 +719,7 @@ static void commit_cb(void *ctx, xgr_store_changes **list, size_t n) {
   commit_group(ctx, list, n);
 }
 
-static long gc_cb(void *ctx, bool *more, xgr_error *err) { return gc_step(ctx, more, err); }
+static long gc_cb(void *ctx, bool full, bool *more, xgr_error *err) { return gc_step(ctx, full, more, err); }
 
 static void sq_submit(xgr_store *st, xgr_store_changes *b) { xgr__writer_submit(&((sqstore *)st)->wr, b); }
 

@@ -8,7 +8,7 @@
 #include "util/clock.h"
 
 void xgr__writer_init(xgr__writer *w, xgr_store *base, void (*commit)(void *, xgr_store_changes **, size_t),
-                      long (*gc_step)(void *, bool *, xgr_error *), void *ctx) {
+                      long (*gc_step)(void *, bool, bool *, xgr_error *), void *ctx) {
   *w = (xgr__writer){.base = base, .commit = commit, .gc_step = gc_step, .ctx = ctx};
   pthread_mutex_init(&w->qmu, NULL);
   pthread_cond_init(&w->qcv, NULL);
@@ -68,7 +68,7 @@ static void *writer_main(void *arg) {
     xgr_error err;
     xgr_error_clear(&err);
     bool more = false;
-    long d = xgr_store_failed(w->base, &err) ? -1 : w->gc_step(w->ctx, &more, &err);
+    long d = xgr_store_failed(w->base, &err) ? -1 : w->gc_step(w->ctx, want_full, &more, &err);
     pthread_mutex_lock(&w->qmu);
     if (d < 0) {
       more = false;

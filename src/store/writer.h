@@ -19,8 +19,9 @@ typedef struct xgr__writer {
   xgr_store *base;              /* the store whose batches these are (signalled through it) */
   /* Commit list[0..n) as one group on the writer thread; the writer signals them afterwards. */
   void (*commit)(void *ctx, xgr_store_changes **list, size_t n);
-  /* One small retention step: rows deleted (or -1 with err set); *more when it hit its limit. */
-  long (*gc_step)(void *ctx, bool *more, xgr_error *err);
+  /* One small retention step: rows deleted (or -1 with err set); *more when it hit its limit, or
+   * (full: the step is part of a pass xgr_store_gc asked for) when the pass has more to look at. */
+  long (*gc_step)(void *ctx, bool full, bool *more, xgr_error *err);
   void *ctx;
   pthread_t thread;
   bool has_thread;              /* false for a read-only store: submit is refused above, flush returns */
@@ -37,7 +38,7 @@ typedef struct xgr__writer {
 
 /* Set w up (no thread yet) for store base with the backend's two steps and their ctx. */
 void xgr__writer_init(xgr__writer *w, xgr_store *base, void (*commit)(void *, xgr_store_changes **, size_t),
-                      long (*gc_step)(void *, bool *, xgr_error *), void *ctx);
+                      long (*gc_step)(void *, bool, bool *, xgr_error *), void *ctx);
 /* Start the thread, named name (at most 15 characters); 0, or -1 when it cannot be created. */
 int xgr__writer_start(xgr__writer *w, const char *name);
 /* Queue batch b (ownership passes to the store until it is signalled). Any thread. */

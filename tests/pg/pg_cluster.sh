@@ -78,7 +78,7 @@ pg_start() {
   pg_template
   cp -a "$TEMPLATE/data" "$dir/data"
   as_owner "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-    -o "-k $dir -c listen_addresses= -c fsync=$FSYNC -c max_connections=200 -c shared_buffers=64MB" \
+    -o "-k $dir -c listen_addresses= -c fsync=$FSYNC -c max_connections=200 -c shared_buffers=64MB ${XGR_PG_OPTS:-}" \
     start >/dev/null || { cat "$dir/server.log" >&2; return 1; }
 }
 
