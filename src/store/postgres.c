@@ -33,7 +33,11 @@
  *   migrations   the same versions as SQLite, in PostgreSQL's dialect; applied under an advisory
  *                lock so nodes that start together migrate once. Owner and mark keys are
  *                COLLATE "C" (byte order, as SQLite compares them, and no locale cost in the keys).
- *   retention    as in SQLite: small delete steps between commits when no batch waits.
+ *   retention    as in SQLite: small delete steps between commits when no batch waits; terminal
+ *                process rows are found by a sweep over proc_rt's key (gc_procs), since no index
+ *                holds terminal_at: updates of process and session rows change no indexed
+ *                column and have room on their page (fillfactor, migration 11), so PostgreSQL
+ *                makes them in place (HOT) without index writes.
  */
 #include <assert.h>
 #include <inttypes.h>

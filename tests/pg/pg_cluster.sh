@@ -17,6 +17,8 @@
 # fsync off (tests: faster, nothing durable needed); the default is on (benchmarks measure
 # durable commits). initdb runs once into a template directory (XGR_PG_TEMPLATE, default
 # /tmp/xgr-pg-template-15-UID-walN) that each cluster copies, so a start takes about one second.
+# XGR_PG_OPTS adds server options (e.g. "-c shared_preload_libraries=pg_stat_statements" to see
+# where a benchmark's server time goes).
 # `run` makes its directory under XGR_PG_TMP (default /tmp; the tests use /dev/shm with fsync off).
 # WAL segments are 1 MB (XGR_PG_WAL_SEGSIZE, in MB: a small template to copy); benchmarks use 16,
 # PostgreSQL's default, since with fsync on every segment switch costs an fsync of its own. When the binaries are missing the `run`
