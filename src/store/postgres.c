@@ -321,6 +321,21 @@ static const char *const stmt_sql[S_COUNT] = {
 
 /* ---- the handle ------------------------------------------------------------------------------- */
 
+/* The buffers a writer connection builds its COPY data in, kept from one group to the next so a
+ * large group does not fault in fresh pages each time (emptied after each use; freed when one grew
+ * past KEEP_BUF_MAX). Owned by the thread that drives the connection. */
+typedef struct copybufs {
+  xgr_buf copy, fresh, staged;
+} copybufs;
+#define KEEP_BUF_MAX ((size_t)64 << 20)
+
+static void copybufs_free(copybufs *cb) {
+  free(cb->copy.p);
+  free(cb->fresh.p);
+  free(cb->staged.p);
+  *cb = (copybufs){0};
+}
+
 typedef struct pgstore {
   xgr_store base;
   char *url;                    /* as given (libpq reads it) */
@@ -339,6 +354,7 @@ typedef struct pgstore {
   char *sweep_owner;
   char sweep_root[24], sweep_iter[24];
   bool sweep_full;
+  copybufs bufs;                /* g->w's COPY data (writer thread) */
 } pgstore;
 
 /* A helper of the writer thread: its own writer connection and a thread that commits the part of
@@ -353,6 +369,7 @@ typedef struct lane {
   xgr_store_changes **list;     /* the part to commit; NULL: idle */
   size_t n;
   bool stop;
+  copybufs bufs;                /* this lane's COPY data (its thread) */
 } lane;
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -679,10 +696,12 @@ static void col_i64(colbuf *c, int64_t x) {
 
 static const char copy_header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
 
-static void cp_be(xgr_buf *b, uint64_t v, int bytes) {
-  unsigned char t[8];
+static inline void cp_be(xgr_buf *b, uint64_t v, int bytes) {
+  assert(bytes >= 1 && bytes <= 8);
+  if (b->len + (size_t)bytes + 1 > b->cap) xgr__buf_reserve(b, (size_t)bytes);
+  unsigned char *t = (unsigned char *)b->p + b->len;   /* written in place: this runs for every field */
   for (int i = bytes - 1; i >= 0; i--, v >>= 8) t[i] = (unsigned char)v;
-  xgr__buf_put(b, t, (size_t)bytes);
+  b->len += (size_t)bytes;
 }
 static void cp_row(xgr_buf *b, int fields) { cp_be(b, (uint64_t)fields, 2); }
 static void cp_text(xgr_buf *b, const char *v) {
@@ -1184,26 +1203,28 @@ static void copy_in(pgstore *g, PGconn *w, const char *sql, const xgr_buf *data,
  * rows COPYed into proc_steps. A constraint failure of the direct COPY sets pr->direct_conflict
  * (a row existed after all: commit_group redoes the group through the upsert). COPY cannot run
  * in pipeline mode: the connection leaves it and enters it again. */
-static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, const xgr_buf *hist, pipe_result *pr) {
+static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, copybufs *cb, pipe_result *pr) {
+  const xgr_buf *hist = &cb->copy;
   if (!PQexitPipelineMode(w)) {
     pr->ok = false;
     pr->conn_lost = true;
     res_error(g, NULL, w, "cannot leave pipeline mode", &pr->err);
     return;
   }
-  xgr_buf fresh = {0}, staged = {0};
+  xgr_buf *fresh = &cb->fresh, *staged = &cb->staged;
+  assert(!fresh->len && !staged->len);
   for (size_t i = 0; i < bp->n; i++) {
     bool is_new = bp->direct && bp->rows[i]->u.proc.iter >= bp->next[bp->sess[i]];
-    cp_proc(is_new ? &fresh : &staged, bp->rows[i], now);
+    cp_proc(is_new ? fresh : staged, bp->rows[i], now);
   }
-  if (fresh.len) {
-    cp_be(&fresh, 0xFFFF, 2);   /* the trailer */
-    copy_in(g, w, "COPY proc_rt(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &fresh, pr);
+  if (fresh->len) {
+    cp_be(fresh, 0xFFFF, 2);   /* the trailer */
+    copy_in(g, w, "COPY proc_rt(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", fresh, pr);
     if (!pr->ok && !strncmp(pr->state, "23", 2)) pr->direct_conflict = true;
   }
-  if (pr->ok && staged.len) {
-    cp_be(&staged, 0xFFFF, 2);
-    copy_in(g, w, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", &staged, pr);
+  if (pr->ok && staged->len) {
+    cp_be(staged, 0xFFFF, 2);
+    copy_in(g, w, "COPY xgr_stage_procs(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", staged, pr);
     if (pr->ok) {
       params p = {0};
       PGresult *r = exec_prepared(w, S_PROCS_BULK, &p);
@@ -1211,8 +1232,6 @@ static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, 
       PQclear(r);
     }
   }
-  free(fresh.p);
-  free(staged.p);
   if (pr->ok && hist->len) copy_in(g, w, COPY_HIST, hist, pr);
   if (!PQenterPipelineMode(w) && pr->ok) {
     pr->ok = false;
@@ -1223,11 +1242,12 @@ static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, 
 
 /* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the process and
  * history rows of a bulk group by COPY (new process rows straight into proc_rt when direct). */
-static void attempt(pgstore *g, PGconn *w, xgr_store_changes **list, size_t n, int64_t now, bool direct, bool bump,
-                    pipe_result *pr) {
+static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, int64_t now, bool direct,
+                    bool bump, pipe_result *pr) {
   bulk_procs bp = {.direct = direct};
   pipe_state ps = {.bp = &bp};
-  xgr_buf copy = {0};
+  xgr_buf *copy = &cb->copy;
+  assert(!copy->len);
   pr->direct_conflict = false;
   for (size_t i = 0; i < n; i++) {
     list[i]->rc = 0;
@@ -1237,7 +1257,7 @@ static void attempt(pgstore *g, PGconn *w, xgr_store_changes **list, size_t n, i
   if (g->cl) send_fence(g, w, &ps, list, n);
   bool bulk = bulk_ok(list, n);
   if (bulk) {
-    send_bulk(g, w, &ps, list, n, now, &copy, &bp, bump);
+    send_bulk(g, w, &ps, list, n, now, copy, &bp, bump);
   } else {
     for (size_t i = 0; i < n && !ps.send_failed; i++)
       for (size_t k = 0; k < list[i]->n; k++) send_op(g, w, &ps, i, k, &list[i]->ops[k], now);
@@ -1270,10 +1290,17 @@ static void attempt(pgstore *g, PGconn *w, xgr_store_changes **list, size_t n, i
     pr->bad_batch = n;
     pr->err = berr;
   }
-  if (pr->ok && (copy.len || bp.n)) copy_rows(g, w, &bp, now, &copy, pr);
+  if (pr->ok && (copy->len || bp.n)) copy_rows(g, w, &bp, now, cb, pr);
 out:
   free(ps.p);
-  free(copy.p);
+  xgr_buf *all[] = {&cb->copy, &cb->fresh, &cb->staged};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    all[i]->len = 0;
+    if (all[i]->cap > KEEP_BUF_MAX) {
+      free(all[i]->p);
+      *all[i] = (xgr_buf){0};
+    }
+  }
   free(bp.rows);
   free(bp.sess);
   free(bp.next);
@@ -1300,7 +1327,7 @@ static void count_tx(pgstore *g, size_t n) {
 /* One group on connection w: all batches in one transaction, or (after a batch's own fault) one
  * each. bump: the group's transaction raises its owners' counters (false: commit_split raised
  * them before, in a transaction of their own). */
-static void commit_group(pgstore *g, PGconn *w, xgr_store_changes **list, size_t n, bool bump) {
+static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, bool bump) {
   xgr_error err;
   int64_t now = xgr__store_now_ms(&g->base);
   if (xgr_store_failed(&g->base, &err)) {
@@ -1316,7 +1343,7 @@ static void commit_group(pgstore *g, PGconn *w, xgr_store_changes **list, size_t
     return;
   }
   pipe_result pr;
-  attempt(g, w, list, n, now, true, bump, &pr);
+  attempt(g, w, cb, list, n, now, true, bump, &pr);
   if (!pr.ok && pr.direct_conflict) {   /* a "new" process row existed: the group again, all upserts */
     if (pipe_simple(g, w, "ROLLBACK", &err)) {
       fail_all(g, list, n, &err);
@@ -1326,7 +1353,7 @@ static void commit_group(pgstore *g, PGconn *w, xgr_store_changes **list, size_t
     pthread_mutex_lock(&g->base.mu);
     g->base.stats.group_redos++;
     pthread_mutex_unlock(&g->base.mu);
-    attempt(g, w, list, n, now, false, bump, &pr);
+    attempt(g, w, cb, list, n, now, false, bump, &pr);
   }
   if (pr.ok) {
     if (pipe_simple(g, w, "COMMIT", &err)) fail_all(g, list, n, &err);
@@ -1347,7 +1374,7 @@ static void commit_group(pgstore *g, PGconn *w, xgr_store_changes **list, size_t
   }
   /* a batch's own fault: apply each batch in its own transaction so only the bad ones fail */
   for (size_t i = 0; i < n; i++) {
-    attempt(g, w, list + i, 1, now, false, true, &pr);
+    attempt(g, w, cb, list + i, 1, now, false, true, &pr);
     if (pr.ok) {
       if (pipe_simple(g, w, "COMMIT", &err)) {
         fail_all(g, list + i, n - i, &err);
@@ -1495,11 +1522,14 @@ static const store_vt postgres_vt;
 static int part_of(const xgr_store_changes *b, size_t nparts) {
   int part = 0;
   bool any = false;
+  const store_op *last = NULL;   /* the last op hashed: most ops of a batch name its one session */
   for (size_t k = 0; k < b->n; k++) {
     const store_op *op = &b->ops[k];
     if (op->kind != OP_SESSION && op->kind != OP_STATE && op->kind != OP_PROC && op->kind != OP_HIST &&
         op->kind != OP_SCOPE)
       continue;
+    if (last && op->root == last->root && (op->owner == last->owner || !strcmp(op->owner, last->owner))) continue;
+    last = op;
     uint64_t x = op->root * 0x9E3779B97F4A7C15ULL;
     for (const char *c = op->owner; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ULL;
     x ^= x >> 32;
@@ -1568,7 +1598,7 @@ static void *lane_main(void *arg) {
     xgr_store_changes **list = l->list;
     size_t n = l->n;
     pthread_mutex_unlock(&l->mu);
-    commit_group(l->g, l->w, list, n, false);
+    commit_group(l->g, l->w, &l->bufs, list, n, false);
     pthread_mutex_lock(&l->mu);
     l->list = NULL;
     pthread_cond_broadcast(&l->cv);
@@ -1586,7 +1616,7 @@ static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
   size_t nparts = g->nlanes + 1;
   xgr_error err;
   if (nparts < 2 || n < SPLIT_MIN_BATCHES || !bulk_ok(list, n) || xgr_store_failed(&g->base, &err)) {
-    commit_group(g, g->w, list, n, true);
+    commit_group(g, g->w, &g->bufs, list, n, true);
     return;
   }
   int *part = xgr__xmalloc(n * sizeof *part);
@@ -1595,7 +1625,7 @@ static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
     part[i] = part_of(list[i], nparts);
     if (part[i] < 0) {   /* a batch across parts: the whole group on one connection */
       free(part);
-      commit_group(g, g->w, list, n, true);
+      commit_group(g, g->w, &g->bufs, list, n, true);
       return;
     }
     count[part[i]]++;
@@ -1622,7 +1652,7 @@ static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
   }
-  if (count[0]) commit_group(g, g->w, sorted, count[0], false);
+  if (count[0]) commit_group(g, g->w, &g->bufs, sorted, count[0], false);
   for (size_t p = 1; p < nparts; p++) {
     lane *l = &g->lanes[p - 1];
     pthread_mutex_lock(&l->mu);
@@ -1668,6 +1698,7 @@ static void pg_close(xgr_store *st) {
       pthread_join(l->thread, NULL);
     }
     if (l->w) PQfinish(l->w);
+    copybufs_free(&l->bufs);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
   }
@@ -1680,6 +1711,7 @@ static void pg_close(xgr_store *st) {
   free(g->url);
   free(g->name);
   free(g->sweep_owner);
+  copybufs_free(&g->bufs);
   free(g);
 }
 

@@ -200,7 +200,7 @@ int xgr__store_doc_hash(const char *content, size_t len, char out[67]) {
 xgr_store_changes *xgr_store_changes_new(void) { return xgr__xcalloc(1, sizeof(xgr_store_changes)); }
 
 void xgr__store_op_free(store_op *op) {
-  free(op->owner);
+  if (!op->owner_borrowed) free(op->owner);
   switch (op->kind) {
     case OP_SESSION: xgr_store_session_clear(&op->u.session); break;
     case OP_PROC: xgr_store_proc_clear(&op->u.proc); break;
@@ -231,7 +231,14 @@ static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uin
   store_op *op = &b->ops[b->n++];
   memset(op, 0, sizeof *op);
   op->kind = kind;
-  op->owner = xgr__xstrdup(owner ? owner : "");
+  if (!owner) owner = "";
+  const store_op *prev = b->n > 1 ? op - 1 : NULL;   /* a batch's ops mostly name one session */
+  if (prev && (prev->owner == owner || !strcmp(prev->owner, owner))) {
+    op->owner = prev->owner;
+    op->owner_borrowed = true;
+  } else {
+    op->owner = xgr__xstrdup(owner);
+  }
   op->root = root;
   return op;
 }

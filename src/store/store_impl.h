@@ -18,7 +18,8 @@ typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMO
 typedef struct store_op {
   op_kind kind;
   bool if_absent;               /* OP_SESSION: insert only; an existing row fails the batch (XGR_ECONFLICT) */
-  char *owner;
+  char *owner;                  /* owned, unless owner_borrowed */
+  bool owner_borrowed;          /* owner is an earlier op's of the same batch (freed with that one) */
   uint64_t root;
   union {
     xgr_store_session session;                  /* OP_SESSION */
@@ -110,6 +111,7 @@ int64_t xgr__store_now_ms(const xgr_store *st);
 void xgr__store_set_failed(xgr_store *st, int code, const char *msg);
 /* Signal b's callback with b->rc / b->err and free b. */
 void xgr__store_signal(xgr_store *st, xgr_store_changes *b);
+/* Free what op owns (its owner string unless borrowed; ops are freed with their batch). */
 void xgr__store_op_free(store_op *op);
 /* Deep copies of records (strings duplicated). */
 void xgr__store_session_copy(xgr_store_session *dst, const xgr_store_session *src);
