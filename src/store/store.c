@@ -221,13 +221,20 @@ void xgr_store_changes_free(xgr_store_changes *b) {
 
 size_t xgr_store_changes_size(const xgr_store_changes *b) { return b->n; }
 
+/* Room for `more` entries past b->n in one step (a writer that knows its count moves the array
+ * once instead of at every doubling). */
+static void reserve_ops(xgr_store_changes *b, size_t more) {
+  if (b->n + more <= b->cap) return;
+  /* most batches hold 1-3 entries (a session row; a step's process, history and state): 4 to
+   * start keeps the array in malloc's small-size caches (16 entries were a 2 KB block) */
+  size_t c = b->cap ? b->cap * 2 : 4;
+  while (c < b->n + more) c *= 2;
+  b->ops = xgr__xrealloc(b->ops, c * sizeof *b->ops);
+  b->cap = c;
+}
+
 static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uint64_t root) {
-  if (b->n == b->cap) {
-    /* most batches hold 1-3 entries (a session row; a step's process, history and state): 4 to
-     * start keeps the array in malloc's small-size caches (16 entries were a 2 KB block) */
-    b->cap = b->cap ? b->cap * 2 : 4;
-    b->ops = xgr__xrealloc(b->ops, b->cap * sizeof *b->ops);
-  }
+  reserve_ops(b, 1);
   store_op *op = &b->ops[b->n++];
   memset(op, 0, sizeof *op);
   op->kind = kind;
@@ -282,9 +289,11 @@ static size_t pidx_hash(uint64_t root, uint64_t iter) {
 
 /* The OP_PROC entry of (owner, root, iter) in b: the existing one (its record cleared, to be
  * replaced by the newer state) or a new one. Entries keep the position of their first state. */
-static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
-  if ((b->npidx + 1) * 2 > b->cappidx) {
+/* Room in b's process index for `more` entries past its count at load 1/2, rehashed at most once. */
+static void reserve_pidx(xgr_store_changes *b, size_t more) {
+  if ((b->npidx + more) * 2 > b->cappidx) {
     size_t nc = b->cappidx ? b->cappidx * 2 : 16;
+    while ((b->npidx + more) * 2 > nc) nc *= 2;
     size_t *t = xgr__xcalloc(nc, sizeof *t);
     for (size_t i = 0; i < b->cappidx; i++) {
       if (!b->pidx[i]) continue;
@@ -297,6 +306,10 @@ static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t roo
     b->pidx = t;
     b->cappidx = nc;
   }
+}
+
+static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
+  reserve_pidx(b, 1);
   size_t h = pidx_hash(root, iter) & (b->cappidx - 1);
   while (b->pidx[h]) {
     store_op *op = &b->ops[b->pidx[h] - 1];
@@ -456,6 +469,8 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   /* processes: the last state of each (effects point at the live struct, so any of them shows
    * the state after the call; the latest one is taken for clarity) */
   if (nref > 1) qsort(refs, nref, sizeof *refs, ref_cmp);
+  reserve_ops(b, nref + fx->n + 1);   /* at most: the processes, a history row or scope per effect, the state */
+  reserve_pidx(b, nref);
   for (size_t i = 0; i < nref; i++) {
     if (i && refs[i].iter == refs[i - 1].iter) continue;
     size_t k = refs[i].idx;
