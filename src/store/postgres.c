@@ -28,8 +28,10 @@
  *                over `w` and the lanes, each part in its own transaction at the same time; the
  *                owners' counters are raised first, on their own (commit_split).
  *   uint64       rootPids, iters and the owners' counters are NUMERIC(20,0) in the domain
- *                xgr_u64 (0 .. 2^64-1), sent and read as decimal text: exact over the whole range
- *                and ordered like the numbers (listing pages by rootPid).
+ *                xgr_u64, sent as decimal text or binary NUMERIC and read as decimal text: exact
+ *                over the whole range and ordered like the numbers (listing pages by rootPid).
+ *                The range 0 .. 2^64-1 is the writer's (every value is a uint64_t), with a CHECK
+ *                on the one value SQL computes, owners.next_root (migration 11).
  *   migrations   the same versions as SQLite, in PostgreSQL's dialect; applied under an advisory
  *                lock so nodes that start together migrate once. Owner and mark keys are
  *                COLLATE "C" (byte order, as SQLite compares them, and no locale cost in the keys).
@@ -161,10 +163,16 @@ static const char *const migrations[] = {
      * written twice (made, then ended), so proc_rt pages are filled to 40% and sessions pages to
      * 50%. proc_rt(terminal_at) goes: ending a process changed an indexed column, so no update
      * of a process row was in place; retention finds terminal rows by a sweep over the primary
-     * key instead (gc_procs). Affects pages written from now on. */
+     * key instead (gc_procs). Affects pages written from now on.
+     * The domain xgr_u64 loses its CHECK (0 .. 2^64-1), which PostgreSQL evaluated for every
+     * rootPid, iter and parent iter of every row written (about 2 us a row, a sixth of the server's
+     * time per step): every such value is a uint64_t of the writer's (p_u64, cp_num). The one value
+     * computed in SQL, an owner's counter + 1 (S_NEXTPID), gets a CHECK of its own on owners. */
     ("DROP INDEX proc_rt_terminal;"
      "ALTER TABLE proc_rt SET (fillfactor = 40);"
-     "ALTER TABLE sessions SET (fillfactor = 50);"),
+     "ALTER TABLE sessions SET (fillfactor = 50);"
+     "ALTER DOMAIN xgr_u64 DROP CONSTRAINT xgr_u64_check;"
+     "ALTER TABLE owners ADD CONSTRAINT owners_next_root_u64 CHECK (next_root >= 0 AND next_root <= 18446744073709551615);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

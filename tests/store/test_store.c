@@ -1285,6 +1285,17 @@ static void test_root_pid_order(void **state) {
         assert_int_equal(xgr_store_peek_process_id(st, "0xE", &pid, &e), 0);
         assert_true(pid == UINT64_MAX);
       }
+    } else {   /* PostgreSQL: owners' CHECK (migration 11; the domain's before) refuses 2^64 */
+      xgr_store_changes *b = xgr_store_changes_new();
+      xgr_store_session row = {.owner = "0xE", .root_pid = UINT64_MAX - 1, .registry = "r", .ostc_id = "t",
+                               .status = XGR_RESULT_COMPLETED,
+                               .ostc_hash = "0x00", .next_iter = 2, .next_group = 1};
+      xgr_store_changes_session(b, &row);
+      assert_int_equal(xgr_store_commit(st, b, &e), 0);
+      assert_int_not_equal(xgr_store_next_process_id(st, "0xE", &pid, &e), 0);
+      assert_non_null(strstr(e.message, "owners_next_root_u64"));
+      assert_int_equal(xgr_store_peek_process_id(st, "0xE", &pid, &e), 0);
+      assert_true(pid == UINT64_MAX);
     }
     /* recovery reads the live ones in (owner, rootPid) order */
     live_seen seen = {0};
@@ -1446,6 +1457,8 @@ static void test_pg_schema(void **state) {
                        " DROP FUNCTION xgr_ms_now; DROP TABLE nodes;"
                        " CREATE INDEX proc_rt_terminal ON proc_rt(terminal_at) WHERE terminal_at IS NOT NULL;"
                        " ALTER TABLE proc_rt RESET (fillfactor); ALTER TABLE sessions RESET (fillfactor);"
+                       " ALTER TABLE owners DROP CONSTRAINT owners_next_root_u64; ALTER DOMAIN xgr_u64 ADD CONSTRAINT"
+                       " xgr_u64_check CHECK (VALUE >= 0 AND VALUE <= 18446744073709551615);"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
