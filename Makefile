@@ -3,7 +3,7 @@
 #
 #   make deps     install the Debian packages the project needs (scripts/deps.sh)
 #   make          build build/xgr and libxgr (warnings are errors)
-#   make test     build and run every test, then the fuzzers for a bounded time
+#   make test     build and run every test, then the fuzzers for TEST_FUZZ_SECONDS each (default 20)
 #   make asan     run the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan     run the concurrent stress tests under ThreadSanitizer
 #   make bench    run the benchmarks (results: bench/RESULTS.md)
@@ -12,6 +12,7 @@
 
 MESON      ?= meson
 FUZZ_SECONDS ?= 30
+TEST_FUZZ_SECONDS ?= 20
 SETUP_OPTS  = --buildtype=debugoptimized -Dwerror=true
 
 .PHONY: all deps build test unit asan tsan fuzz bench bench-peers demo soak clean
@@ -33,7 +34,7 @@ unit: build
 test: deps
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory tsan
-	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 build-asan/build.ninja:
 	$(MESON) setup build-asan $(SETUP_OPTS) -Db_sanitize=address,undefined -Db_lundef=false
