@@ -337,11 +337,16 @@ typedef struct copybufs {
 } copybufs;
 #define KEEP_BUF_MAX ((size_t)64 << 20)
 
-static void copybufs_free(copybufs *cb) {
-  free(cb->copy.p);
-  free(cb->fresh.p);
-  free(cb->staged.p);
-  *cb = (copybufs){0};
+/* Empty every buffer of cb, freeing those whose capacity is above keep (0: all of them). */
+static void copybufs_empty(copybufs *cb, size_t keep) {
+  xgr_buf *all[] = {&cb->copy, &cb->fresh, &cb->staged};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    all[i]->len = 0;
+    if (all[i]->cap > keep) {
+      free(all[i]->p);
+      *all[i] = (xgr_buf){0};
+    }
+  }
 }
 
 typedef struct pgstore {
@@ -1301,14 +1306,7 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
   if (pr->ok && (copy->len || bp.n)) copy_rows(g, w, &bp, now, cb, pr);
 out:
   free(ps.p);
-  xgr_buf *all[] = {&cb->copy, &cb->fresh, &cb->staged};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-    all[i]->len = 0;
-    if (all[i]->cap > KEEP_BUF_MAX) {
-      free(all[i]->p);
-      *all[i] = (xgr_buf){0};
-    }
-  }
+  copybufs_empty(cb, KEEP_BUF_MAX);
   free(bp.rows);
   free(bp.sess);
   free(bp.next);
@@ -1424,6 +1422,12 @@ static int exec_plain(pgstore *g, PGconn *c, const char *sql, xgr_error *err) {
 /* The rows of proc_rt one retention step looks at, per gc_batch rows it may delete. */
 #define SWEEP_PER_BATCH 8
 
+/* The next stretch of the sweep starts at proc_rt's first key. */
+static void sweep_restart(pgstore *g) {
+  free(g->sweep_owner);
+  g->sweep_owner = NULL;
+}
+
 /* One stretch of the sweep over proc_rt (S_GC_PROCS) inside gc_step's transaction: terminal rows
  * ended at or before cut are deleted among the next SWEEP_PER_BATCH * gc_batch keys. A process
  * row that ends is updated in place (no indexed column changes, migration 11), so no index finds
@@ -1448,8 +1452,7 @@ static long gc_procs(pgstore *g, int64_t cut, int lim, bool *wrapped, xgr_error 
   long deleted = strtol(PQgetvalue(r, 0, 0), NULL, 10);
   long seen = strtol(PQgetvalue(r, 0, 4), NULL, 10);
   *wrapped = seen < span || PQgetisnull(r, 0, 1);
-  free(g->sweep_owner);
-  g->sweep_owner = NULL;
+  sweep_restart(g);
   if (!*wrapped) {
     g->sweep_owner = xgr__xstrdup(PQgetvalue(r, 0, 1));
     snprintf(g->sweep_root, sizeof g->sweep_root, "%s", PQgetvalue(r, 0, 2));
@@ -1470,8 +1473,7 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
   long total = 0;
   *more = false;
   if (full && !g->sweep_full) {   /* a full pass sweeps from the first key */
-    free(g->sweep_owner);
-    g->sweep_owner = NULL;
+    sweep_restart(g);
     g->sweep_full = true;
   }
   if (exec_plain(g, g->w, "BEGIN", err)) goto fail;
@@ -1706,7 +1708,7 @@ static void pg_close(xgr_store *st) {
       pthread_join(l->thread, NULL);
     }
     if (l->w) PQfinish(l->w);
-    copybufs_free(&l->bufs);
+    copybufs_empty(&l->bufs, 0);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
   }
@@ -1719,7 +1721,7 @@ static void pg_close(xgr_store *st) {
   free(g->url);
   free(g->name);
   free(g->sweep_owner);
-  copybufs_free(&g->bufs);
+  copybufs_empty(&g->bufs, 0);
   free(g);
 }
 

@@ -287,8 +287,6 @@ static size_t pidx_hash(uint64_t root, uint64_t iter) {
   return (size_t)x;
 }
 
-/* The OP_PROC entry of (owner, root, iter) in b: the existing one (its record cleared, to be
- * replaced by the newer state) or a new one. Entries keep the position of their first state. */
 /* Room in b's process index for `more` entries past its count at load 1/2, rehashed at most once. */
 static void reserve_pidx(xgr_store_changes *b, size_t more) {
   if ((b->npidx + more) * 2 > b->cappidx) {
@@ -308,6 +306,8 @@ static void reserve_pidx(xgr_store_changes *b, size_t more) {
   }
 }
 
+/* The OP_PROC entry of (owner, root, iter) in b: the existing one (its record cleared, to be
+ * replaced by the newer state) or a new one. Entries keep the position of their first state. */
 static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
   reserve_pidx(b, 1);
   size_t h = pidx_hash(root, iter) & (b->cappidx - 1);
