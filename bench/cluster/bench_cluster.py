@@ -110,16 +110,19 @@ def throughput(nodes, kind="cluster"):
     dt = time.time() - t0
     cpu = sum(cpu_s(p) for p in started) - c0
     stop_all()
+    kept = ""
     if schema:
         steps = int(psql(pg_schema_url(PG, schema), "SELECT count(*) FROM proc_steps"))
+        kept = "; %s of the steps' history rows keep their process's record (no process row written)" % psql(
+            pg_schema_url(PG, schema), "SELECT count(*) FROM proc_steps WHERE rt_created_at IS NOT NULL")
     else:
         db = sqlite3.connect(os.path.join(DIR, "fan.db"))
         steps = db.execute("SELECT count(*) FROM proc_steps").fetchone()[0]
         db.close()
     what = {"cluster": "PostgreSQL, %d node%s" % (nodes, "" if nodes == 1 else "s"),
             "single": "PostgreSQL, single writer (no --node-id)", "sqlite": "SQLite (reference)"}[kind]
-    print("fan-out on %s: %d sessions, %d durable steps in %.2f s = %.0f steps/s; xgrd CPU %.1f us/step"
-          % (what, SESSIONS, steps, dt, steps / dt, cpu * 1e6 / steps), flush=True)
+    print("fan-out on %s: %d sessions, %d durable steps in %.2f s = %.0f steps/s; xgrd CPU %.1f us/step%s"
+          % (what, SESSIONS, steps, dt, steps / dt, cpu * 1e6 / steps, kept), flush=True)
 
 
 def failover(how):

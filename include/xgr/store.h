@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 11  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 12  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */

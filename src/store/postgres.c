@@ -173,6 +173,14 @@ static const char *const migrations[] = {
      "ALTER TABLE sessions SET (fillfactor = 50);"
      "ALTER DOMAIN xgr_u64 DROP CONSTRAINT xgr_u64_check;"
      "ALTER TABLE owners ADD CONSTRAINT owners_next_root_u64 CHECK (next_root >= 0 AND next_root <= 18446744073709551615);"),
+    /* 12: the record of a process that ended with a step's result is kept with that result's
+     * history row (send_bulk, "Process records" in docs/STORE.md): the columns of proc_rt that
+     * proc_steps lacks, NULL when the row carries no record (rt_created_at IS NULL). Such a
+     * process's proc_rt row, if it has one, is then stale and ignored by every read; retention
+     * deletes it. One row write per step fewer. */
+    ("ALTER TABLE proc_steps ADD COLUMN rt_paused INTEGER, ADD COLUMN rt_join_group BIGINT,"
+     " ADD COLUMN rt_join_from_group BIGINT, ADD COLUMN rt_next_wake_at BIGINT, ADD COLUMN rt_created_at BIGINT,"
+     " ADD COLUMN rt_join_state TEXT;"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -186,7 +194,7 @@ enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
   S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
-  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_COUNT
+  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -198,6 +206,12 @@ enum {
   " (SELECT COALESCE(MAX(version), 0) + 1 FROM " t " WHERE id = $1), $2, $3, $4, $5"                             \
   " WHERE NOT EXISTS (SELECT 1 FROM ex) RETURNING version, owner, registered_at)"                               \
   " SELECT version, owner, registered_at FROM ex UNION ALL SELECT version, owner, registered_at FROM ins"
+
+/* True when the process of proc_rt row `r` ended with a step's result whose history row keeps its
+ * record (migration 12): the row is then stale, and reads and retention pass it over. */
+#define ENDED_IN_HIST(r)                                                                                         \
+  "EXISTS (SELECT 1 FROM proc_steps h WHERE h.owner = " r ".owner AND h.root_pid = " r ".root_pid"              \
+  " AND h.iter = " r ".iter AND h.rt_created_at IS NOT NULL)"
 
 /* The columns of proc_rt in the order the bulk path COPYs them (send_bulk). */
 #define PROC_ROW_COLS                                                                                                \
@@ -240,6 +254,9 @@ static const char *const stmt_sql[S_COUNT] = {
                " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     [S_SCOPE] = "INSERT INTO proc_scopes(owner, root_pid, grp) VALUES($1, $2, $3) ON CONFLICT DO NOTHING",
     [S_RM_PROCS] = "DELETE FROM proc_rt WHERE owner = $1 AND root_pid = $2",
+    /* a removed session's process records kept with its history rows go (the rows stay) */
+    [S_RM_HIST_RECORDS] = "UPDATE proc_steps SET rt_created_at = NULL WHERE owner = $1 AND root_pid = $2"
+                          " AND rt_created_at IS NOT NULL",
     [S_RM_SESSION] = "DELETE FROM sessions WHERE owner = $1 AND root_pid = $2",
     [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES($1, 2) ON CONFLICT(owner)"
                   " DO UPDATE SET next_root = owners.next_root + 1 RETURNING next_root - 1",
@@ -290,18 +307,25 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_SCOPES_DEL_BULK] = "DELETE FROM proc_scopes k USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
                           " WHERE k.owner = u.owner AND k.root_pid = u.root_pid",
     /* one stretch of the retention sweep over proc_rt (gc_procs): the next $4 rows after the key
-     * ($1, $2, $3) in key order; those terminal at or before $5 are deleted. Returns the rows
-     * deleted, the stretch's last key (NULL: nothing after the key) and the rows looked at. */
+     * ($1, $2, $3) in key order; those terminal at or before $5 are deleted, and the stale ones
+     * (ENDED_IN_HIST). Returns the rows deleted, the stretch's last key (NULL: nothing after the
+     * key) and the rows looked at. */
     [S_GC_PROCS] = "WITH s AS (SELECT owner, root_pid, iter, terminal_at FROM proc_rt"
                    " WHERE (owner, root_pid, iter) > ($1::text COLLATE \"C\", $2::numeric, $3::numeric)"
                    " ORDER BY owner, root_pid, iter LIMIT $4),"
                    " d AS (DELETE FROM proc_rt r USING s WHERE r.owner = s.owner AND r.root_pid = s.root_pid"
-                   " AND r.iter = s.iter AND s.terminal_at <= $5 AND r.terminal_at <= $5 RETURNING 1)"
+                   " AND r.iter = s.iter AND ((s.terminal_at <= $5 AND r.terminal_at <= $5) OR " ENDED_IN_HIST("r") ")"
+                   " RETURNING 1)"
                    " SELECT (SELECT count(*) FROM d), l.owner, l.root_pid, l.iter, (SELECT count(*) FROM s)"
                    " FROM (SELECT 1) one LEFT JOIN (SELECT owner, root_pid, iter FROM s"
                    " ORDER BY owner DESC, root_pid DESC, iter DESC LIMIT 1) l ON true",
-    [S_GC_HIST] = "DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps WHERE recorded_at <= $1"
-                  " LIMIT $2))",
+    /* history rows past their time, with the stale proc_rt rows of the records they kept (else such
+     * a process would look live again); returns the history rows deleted */
+    [S_GC_HIST] = "WITH d AS (DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps"
+                  " WHERE recorded_at <= $1 LIMIT $2)) RETURNING owner, root_pid, iter, rt_created_at),"
+                  " x AS (DELETE FROM proc_rt r USING d WHERE d.rt_created_at IS NOT NULL AND r.owner = d.owner"
+                  " AND r.root_pid = d.root_pid AND r.iter = d.iter RETURNING 1)"
+                  " SELECT count(*) FROM d",
     [S_GC_SESS] = "DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE status <> 0 AND"
                   " finished_at <= $1 LIMIT $2))",
     [S_WAKE_OUT] = "INSERT INTO outbox(id, from_owner, from_root, to_owner, to_root, step, caller, rule, payload,"
@@ -324,7 +348,7 @@ static const char *const stmt_sql[S_COUNT] = {
                       " WHERE owners.next_root < excluded.next_root",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
                     " (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND r.root_pid = s.root_pid AND"
-                    " r.join_group = s.grp AND r.status < 2) LIMIT $1))",
+                    " r.join_group = s.grp AND r.status < 2 AND NOT " ENDED_IN_HIST("r") ") LIMIT $1))",
 };
 
 /* ---- the handle ------------------------------------------------------------------------------- */
@@ -598,10 +622,10 @@ static void send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi,
       send_stmt(g, w, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
       return;
     case OP_REMOVE: {
-      static const int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
+      static const int ids[] = {S_RM_PROCS, S_RM_HIST_RECORDS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
       p_text(&p, op->owner);
       p_u64(&p, op->root);
-      for (int i = 0; i < 4; i++) send_stmt(g, w, ps, ids[i], &p, bi, oi, W_PLAIN);
+      for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) send_stmt(g, w, ps, ids[i], &p, bi, oi, W_PLAIN);
       return;
     }
     case OP_WAKE_OUT: {
@@ -788,11 +812,25 @@ static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
   else cp_text(b, NULL);
 }
 
+/* Can history row h keep the record of process row p (migration 12)? When p is the state of the
+ * process that h's result ended, so that every column both have says the same (the record's
+ * started_at is the row's `at`). Anything else keeps its proc_rt row. */
+static bool keeps_record(const xgr_store_hist *h, const xgr_store_proc *p) {
+  return p->status >= XGR_PROC_DONE && p->status == h->status && p->iter == h->iter &&
+         p->parent_iter == h->parent_iter && p->step == h->step && p->valid == h->valid &&
+         p->abort_reason == h->abort_reason && p->started_at == h->at && p->finished_at == h->finished_at &&
+         h->payload && !strcmp(p->payload ? p->payload : "{}", h->payload) &&
+         !strcmp(p->step_id ? p->step_id : "", h->step_id ? h->step_id : "") &&
+         (p->error ? h->error && !strcmp(p->error, h->error) : !h->error);
+}
+
 /* One history row in COPY's binary format (the columns of COPY_HIST); the header first when b is
- * empty. recorded_at is now; the payload is left out with no_payload (cfg.no_history_payload). */
-static void cp_hist(xgr_buf *b, const store_op *op, int64_t now, bool no_payload) {
+ * empty. recorded_at is now; the payload is left out with no_payload (cfg.no_history_payload).
+ * rec: the process record the row keeps (keeps_record), or NULL. */
+static void cp_hist(xgr_buf *b, const store_op *op, int64_t now, bool no_payload, const xgr_store_proc *rec) {
   const xgr_store_hist *x = &op->u.hist;
-  cp_proc_key(b, 15, op, x->iter, x->parent_iter, x->step, x->step_id);
+  assert(!rec || (!no_payload && keeps_record(x, rec)));
+  cp_proc_key(b, 21, op, x->iter, x->parent_iter, x->step, x->step_id);
   cp_i32(b, x->status);
   cp_i32(b, x->valid);
   cp_i32(b, x->abort_reason);
@@ -802,6 +840,16 @@ static void cp_hist(xgr_buf *b, const store_op *op, int64_t now, bool no_payload
   cp_text(b, no_payload ? NULL : x->payload);
   cp_i64(b, now);
   cp_text(b, x->api);
+  if (rec) {
+    cp_i32(b, rec->paused);
+    cp_i64(b, rec->group);
+    cp_i64(b, rec->from_group);
+    cp_i64(b, rec->next_wake_at);
+    cp_i64(b, rec->created_at);
+    cp_text(b, rec->join);
+  } else {
+    for (int k = 0; k < 6; k++) cp_text(b, NULL);
+  }
 }
 
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
@@ -816,11 +864,16 @@ static bool bulk_ok(xgr_store_changes **list, size_t n) {
   return true;
 }
 
-static size_t proc_key_hash(const store_op *op) {
-  uint64_t x = op->root * 0x9E3779B97F4A7C15ULL ^ (op->kind == OP_PROC ? op->u.proc.iter : 0);
-  for (const char *p = op->owner; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
+static size_t key_hash(const char *owner, uint64_t root, uint64_t iter) {
+  uint64_t x = root * 0x9E3779B97F4A7C15ULL ^ iter;
+  for (const char *p = owner; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3ULL;
   x ^= x >> 31;
   return (size_t)x;
+}
+
+/* by (owner, rootPid, iter) for process entries, (owner, rootPid) for the others */
+static size_t proc_key_hash(const store_op *op) {
+  return key_hash(op->owner, op->root, op->kind == OP_PROC ? op->u.proc.iter : 0);
 }
 
 /* qsort: process entries by (owner in byte order, as COLLATE "C"; rootPid; iter) */
@@ -881,14 +934,18 @@ static size_t owners_sorted(owner_next *o, size_t cap) {
  * (S_NEXT_ITERS), then the session rows, scopes and the sessions' states in a few bulk
  * statements; the history rows go into copy (COPY's binary format) and the process rows, the last
  * state of each in key order, into bp (copy_rows writes them after the pipeline). The last state
- * of a session and of a process in the group wins. A failing bulk statement is put on batch 0:
- * the group is then applied again one batch at a time, which names the faulty batch. */
+ * of a session and of a process in the group wins. A process that the group's history row of it
+ * ended (keeps_record) has its record written into that row instead of a process row: most steps
+ * end their process, so this saves a row write per step (migration 12). A failing bulk statement
+ * is put on batch 0: the group is then applied again one batch at a time, which names the faulty
+ * batch. */
 static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes **list, size_t n, int64_t now, xgr_buf *copy,
                       bulk_procs *bp, bool bump) {
-  size_t nprocs = 0, nstates = 0, nnew_max = 0;
+  size_t nprocs = 0, nstates = 0, nnew_max = 0, nhist = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       nprocs += list[i]->ops[k].kind == OP_PROC;
+      nhist += list[i]->ops[k].kind == OP_HIST;
       nstates += list[i]->ops[k].kind == OP_STATE;
       nnew_max += list[i]->ops[k].kind == OP_SESSION;
     }
@@ -917,10 +974,34 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
         h = (h + 1) & (cap - 1);
       slot[h] = op;   /* a later state of the same process replaces the earlier */
     }
+  /* the records that history rows keep (recs[j] for the group's j-th history row, or NULL):
+   * their process rows are not written */
+  const xgr_store_proc **recs = NULL;
+  bool *kept = NULL;
+  if (nhist && nprocs && !g->base.cfg.no_history_payload) {
+    recs = xgr__xcalloc(nhist, sizeof *recs);
+    kept = xgr__xcalloc(cap, sizeof *kept);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++)
+      for (size_t k = 0; k < list[i]->n; k++) {
+        const store_op *op = &list[i]->ops[k];
+        if (op->kind != OP_HIST) continue;
+        size_t h = key_hash(op->owner, op->root, op->u.hist.iter) & (cap - 1);
+        while (slot[h] && !(slot[h]->root == op->root && slot[h]->u.proc.iter == op->u.hist.iter &&
+                            !strcmp(slot[h]->owner, op->owner)))
+          h = (h + 1) & (cap - 1);
+        if (slot[h] && !kept[h] && keeps_record(&op->u.hist, &slot[h]->u.proc)) {
+          recs[j] = &slot[h]->u.proc;
+          kept[h] = true;
+        }
+        j++;
+      }
+  }
   /* in key order: the upsert then walks proc_rt's primary key from left to right */
   size_t nslot = 0;
   for (size_t h = 0; h < cap; h++)
-    if (slot[h]) slot[nslot++] = slot[h];
+    if (slot[h] && !(kept && kept[h])) slot[nslot++] = slot[h];
+  free(kept);
   qsort(slot, nslot, sizeof *slot, proc_key_cmp);
   bp->rows = slot;
   bp->n = nslot;
@@ -941,12 +1022,14 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
     send_cols(g, w, ps, nc, 2, bp->nsess, S_NEXT_ITERS, NULL);
     if (ps->n > at) ps->p[at].what = W_NEXT_ITERS;
   }
+  size_t nh = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
       if (op->kind == OP_PROC) continue;   /* slotted above */
       if (op->kind == OP_HIST) {
-        cp_hist(copy, op, now, g->base.cfg.no_history_payload);
+        cp_hist(copy, op, now, g->base.cfg.no_history_payload, recs ? recs[nh] : NULL);
+        nh++;
       } else if (op->kind == OP_STATE) {
         size_t h = proc_key_hash(op) & (scap - 1);
         while (sslot[h] && !(sslot[h]->root == op->root && !strcmp(sslot[h]->owner, op->owner))) h = (h + 1) & (scap - 1);
@@ -1034,6 +1117,7 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
     }
   }
   free(sslot);
+  free(recs);
   if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
   params now_p = {0};
   p_i64(&now_p, now);
@@ -1175,7 +1259,8 @@ static void send_fence(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
 /* The columns of a history row in COPY (the order cp_* writes them in send_bulk). */
 #define COPY_HIST                                                                                                \
   "COPY proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid, abort_reason, at,"          \
-  " finished_at, error, payload, recorded_at, api) FROM STDIN (FORMAT binary)"
+  " finished_at, error, payload, recorded_at, api, rt_paused, rt_join_group, rt_join_from_group, rt_next_wake_at," \
+  " rt_created_at, rt_join_state) FROM STDIN (FORMAT binary)"
 
 static PGresult *exec_prepared(PGconn *c, int which, const params *p);
 
@@ -1498,13 +1583,14 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
     if (jobs[j].stmt != S_GC_SCOPES) p_i64(&p, jobs[j].cut);
     p_i64(&p, lim);
     PGresult *r = exec_prepared(g->w, jobs[j].stmt, &p);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    bool counted = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;   /* S_GC_HIST counts in a row */
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && !counted) {
       res_error(g, r, g->w, "retention: delete failed", err);
       PQclear(r);
       exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
       goto fail;
     }
-    ch = strtol(PQcmdTuples(r), NULL, 10);
+    ch = strtol(counted ? PQgetvalue(r, 0, 0) : PQcmdTuples(r), NULL, 10);
     PQclear(r);
     total += ch;
     if (ch >= lim) *more = true;
@@ -1731,6 +1817,9 @@ static void pg_close(xgr_store *st) {
                      "next_iter, paused, next_group, max_total_gas, wake_due"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
+/* a process record kept with its history row (migration 12), as PROC_COLS */
+#define HIST_RECORD_COLS "iter, parent_iter, step, step_id, status, rt_paused, valid, abort_reason, rt_join_group, " \
+                         "rt_join_from_group, rt_next_wake_at, rt_created_at, at, finished_at, payload, error, rt_join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
                   "recorded_at, api"
 
@@ -1915,7 +2004,12 @@ static int pg_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_p
   *out = NULL;
   *n = 0;
   pthread_mutex_lock(&g->rmu);
-  PGresult *r = rd_query(g, "SELECT " PROC_COLS " FROM proc_rt WHERE owner = $1 AND root_pid = $2 ORDER BY iter", &p, err);
+  p_i64(&p, xgr__store_now_ms(st) - st->cfg.ttl_secs * 1000);
+  /* the rows of proc_rt but the stale ones, and the records kept with history rows (listed for
+   * ttl_secs after their process ended, as a terminal proc_rt row lives until retention) */
+  PGresult *r = rd_query(g, "SELECT " PROC_COLS " FROM proc_rt r WHERE owner = $1 AND root_pid = $2 AND NOT "
+                         ENDED_IN_HIST("r") " UNION ALL SELECT " HIST_RECORD_COLS " FROM proc_steps WHERE owner = $1"
+                         " AND root_pid = $2 AND rt_created_at IS NOT NULL AND recorded_at > $3 ORDER BY iter", &p, err);
   int rc = r ? 0 : XGR_EIO;
   if (r) {
     int rows = PQntuples(r);
@@ -2085,14 +2179,14 @@ static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
  * merged here (no query per session). Every loader of live sessions goes through it. */
 static int load_where(pgstore *g, const char *cond, const params *p, int (*fn)(void *, const xgr_store_live *),
                       void *ctx, xgr_error *err) {
-  char sql[3][1024];
+  char sql[3][1536];
   snprintf(sql[0], sizeof sql[0], "SELECT " SESSION_COLS " FROM sessions s WHERE s.status = 0 AND (%s)"
            " ORDER BY s.owner COLLATE \"C\", s.root_pid", cond);
   snprintf(sql[1], sizeof sql[1], "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status,"
            " r.paused, r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
            " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s"
            " ON s.owner = r.owner AND s.root_pid = r.root_pid WHERE s.status = 0 AND (%s) AND r.status < 2"
-           " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", cond);
+           " AND NOT " ENDED_IN_HIST("r") " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", cond);
   snprintf(sql[2], sizeof sql[2], "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s"
            " ON s.owner = k.owner AND s.root_pid = k.root_pid WHERE s.status = 0 AND (%s)"
            " ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp", cond);

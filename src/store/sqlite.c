@@ -132,6 +132,9 @@ static const char *const migrations[] = {
     /* 11: PostgreSQL's storage settings for in-place updates (its proc_rt loses the terminal_at
      * index); SQLite keeps its schema: a rewritten row costs the same here either way */
     "SELECT 11;",
+    /* 12: PostgreSQL keeps the record of a process ended by a step's result with its history row
+     * (one row write fewer per step); SQLite keeps its layout */
+    "SELECT 12;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -10,7 +10,8 @@
  * are queued behind it. A large group is spread over the writer's connections by session
  * (commit_split): each session's batches keep their order, the owner's counter is raised, a
  * batch's own fault fails it alone, and a batch that names sessions of two parts keeps its group
- * on one connection. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * on one connection. The record of a process that a step's result ended is kept with that result's
+ * history row (migration 12; test_record_kept_with_history). Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -377,6 +378,140 @@ static void test_one_writer(void **state) {
   xgr_store_close(st);
 }
 
+/* ---- process records kept with history rows (migration 12) ---- */
+
+static int64_t fake_ms;
+static int64_t fake_clock(void *ctx) {
+  (void)ctx;
+  return fake_ms;
+}
+
+/* The state a step's result leaves its process in, and the history row of that result: the
+ * record's started_at is the row's at, and the other columns both have agree. */
+static xgr_store_proc ended(uint64_t iter, const char *payload) {
+  return (xgr_store_proc){.iter = iter, .parent_iter = iter > 1 ? 1 : 0, .step = 1, .step_id = "B",
+                          .status = XGR_PROC_DONE, .paused = true, .valid = 1, .group = 3, .from_group = 2,
+                          .next_wake_at = 77, .created_at = 10, .started_at = 20, .finished_at = 30,
+                          .payload = (char *)payload, .join = "{\"closed\":true}"};
+}
+static xgr_store_hist result_of(const xgr_store_proc *p) {
+  return (xgr_store_hist){.iter = p->iter, .parent_iter = p->parent_iter, .step = p->step, .step_id = p->step_id,
+                          .status = p->status, .valid = p->valid, .at = p->started_at, .finished_at = p->finished_at,
+                          .payload = p->payload};
+}
+
+typedef struct live_seen {
+  size_t sessions, procs;
+  uint64_t iters[8];
+} live_seen;
+static int on_live(void *ctx, const xgr_store_live *l) {
+  live_seen *v = ctx;
+  v->sessions++;
+  for (size_t i = 0; i < l->nprocs && v->procs < 8; i++) v->iters[v->procs++] = l->procs[i].iter;
+  return 0;
+}
+
+/* A process that a step's result ended has its record written into that result's history row
+ * instead of a process row: a stored process's row is then stale (reads and recovery pass it
+ * over, retention deletes it), and one made and ended in the same group gets no process row at
+ * all. Reads give the same records as before; a history row that disagrees with the process's
+ * state keeps nothing; the records are listed for ttl_secs; deleting a history row by age deletes
+ * the stale row with it (the process must not look live again); removing the session drops them. */
+static void test_record_kept_with_history(void **state) {
+  (void)state;
+  sql("DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public");
+  fake_ms = 1000000;
+  xgr_error err;
+  xgr_store *st = xgr_store_open(url, &(xgr_store_config){.gc_interval_ms = -1, .ttl_secs = 60, .history_secs = 3600,
+                                                          .clock_ms = fake_clock}, &err);
+  if (!st) fail_msg("open: %s", err.message);
+  xgr_store_changes *b = xgr_store_changes_new();
+  add_session(b, 20, 3);
+  add_proc(b, 20, 1, XGR_PROC_RUNNING, "{}");
+  add_proc(b, 20, 2, XGR_PROC_WAITING, "{}");
+  commit_ok(st, b);
+  b = xgr_store_changes_new();   /* 1 ends; 3 is made and ends; 4 ends but its row disagrees */
+  xgr_store_proc p1 = ended(1, "{\"one\":1}"), p3 = ended(3, "{\"three\":3}"), p4 = ended(4, "{\"four\":4}");
+  xgr_store_hist h1 = result_of(&p1), h3 = result_of(&p3), h4 = result_of(&p4);
+  h4.payload = "{\"other\":4}";
+  xgr_store_changes_proc(b, OWNER, 20, &p1);
+  xgr_store_changes_hist(b, OWNER, 20, &h1);
+  xgr_store_changes_proc(b, OWNER, 20, &p3);
+  xgr_store_changes_hist(b, OWNER, 20, &h3);
+  xgr_store_changes_proc(b, OWNER, 20, &p4);
+  xgr_store_changes_hist(b, OWNER, 20, &h4);
+  add_state(b, 20, 5);
+  commit_ok(st, b);
+  assert_sql("SELECT string_agg(iter || ':' || status, ',' ORDER BY iter) FROM proc_rt", "1:1,2:0,4:2");
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_steps WHERE rt_created_at IS NOT NULL", "1,3");
+  xgr_store_proc *p;
+  size_t n;
+  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
+  assert_int_equal(n, 4);
+  const xgr_store_proc *want[] = {&p1, NULL, &p3, &p4};
+  for (size_t i = 0; i < n; i++) {
+    assert_int_equal(p[i].iter, i + 1);
+    if (!want[i]) {
+      assert_int_equal(p[i].status, XGR_PROC_WAITING);
+      continue;
+    }
+    const xgr_store_proc *w = want[i];
+    assert_int_equal(p[i].status, XGR_PROC_DONE);
+    assert_true(p[i].parent_iter == w->parent_iter && p[i].step == w->step && p[i].paused == w->paused &&
+                p[i].valid == w->valid && p[i].group == w->group && p[i].from_group == w->from_group &&
+                p[i].next_wake_at == w->next_wake_at && p[i].created_at == w->created_at &&
+                p[i].started_at == w->started_at && p[i].finished_at == w->finished_at);
+    assert_string_equal(p[i].step_id, w->step_id);
+    assert_string_equal(p[i].payload, w->payload);
+    assert_string_equal(p[i].join, w->join);
+    assert_null(p[i].error);
+  }
+  xgr_store_procs_free(p, n);
+  live_seen seen = {0};
+  assert_int_equal(xgr_store_load_live(st, on_live, &seen, &err), 0);   /* 1's stale row is not live */
+  assert_int_equal(seen.sessions, 1);
+  assert_int_equal(seen.procs, 1);
+  assert_int_equal(seen.iters[0], 2);
+  /* retention deletes the stale row at once; the records stay listed until the TTL */
+  size_t d;
+  assert_int_equal(xgr_store_gc(st, &d, &err), 0);
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_rt", "2,4");
+  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
+  assert_int_equal(n, 4);
+  xgr_store_procs_free(p, n);
+  fake_ms += 61 * 1000;
+  assert_int_equal(xgr_store_gc(st, &d, &err), 0);   /* 4's terminal row goes */
+  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(p[0].iter, 2);
+  xgr_store_procs_free(p, n);
+  /* a stale row left behind (as before retention's sweep got to it) goes with its history row */
+  sql("INSERT INTO proc_rt SELECT owner, root_pid, 3, parent_iter, step, step_id, 1, paused, valid, abort_reason,"
+      " join_group, join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state,"
+      " NULL FROM proc_rt WHERE iter = 2");
+  fake_ms += 3600 * 1000;
+  assert_int_equal(xgr_store_gc(st, &d, &err), 0);
+  assert_sql("SELECT count(*) FROM proc_steps", "0");
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_rt", "2");
+  /* removing a session drops the records its history rows keep (the rows stay) */
+  b = xgr_store_changes_new();
+  xgr_store_proc p5 = ended(5, "{}");
+  xgr_store_hist h5 = result_of(&p5);
+  xgr_store_changes_proc(b, OWNER, 20, &p5);
+  xgr_store_changes_hist(b, OWNER, 20, &h5);
+  add_state(b, 20, 6);
+  commit_ok(st, b);
+  assert_sql("SELECT count(*) FROM proc_steps WHERE rt_created_at IS NOT NULL", "1");
+  b = xgr_store_changes_new();
+  xgr_store_changes_remove_session(b, OWNER, 20);
+  commit_ok(st, b);
+  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
+  assert_int_equal(n, 0);
+  xgr_store_procs_free(p, n);
+  assert_sql("SELECT count(*) || '/' || count(rt_created_at) FROM proc_steps", "1/0");
+  xgr_store_close(st);
+}
+
 int main(void) {
   const char *u = getenv("XGR_PG_URL");
   if (!u || !*u) {
@@ -389,6 +524,7 @@ int main(void) {
       cmocka_unit_test(test_created_and_changed_in_one_group),
       cmocka_unit_test(test_split_group),
       cmocka_unit_test(test_one_writer),
+      cmocka_unit_test(test_record_kept_with_history),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
