@@ -23,7 +23,11 @@
  *                next_iter, read first in the pipeline) straight into proc_rt, the others into the
  *                temporary xgr_stage_procs and one upsert from it — and the history rows by binary
  *                COPY into proc_steps (send_bulk, copy_rows). Should a "new" row exist, the group
- *                is redone with every process row through the upsert (commit_group).
+ *                is redone with every process row through the upsert (commit_group). A process
+ *                that a step's result of the group ended has its record written into that
+ *                result's history row instead (migration 12, keeps_record): most steps end
+ *                their process, so most steps write one row, not two; the process's proc_rt row,
+ *                if it has one, is stale from then on (ENDED_IN_HIST: reads pass it over).
  *   split        a bulk group of at least SPLIT_MIN_BATCHES batches is divided by session key
  *                over `w` and the lanes, each part in its own transaction at the same time; the
  *                owners' counters are raised first, on their own (commit_split).
@@ -39,7 +43,8 @@
  *                process rows are found by a sweep over proc_rt's key (gc_procs), since no index
  *                holds terminal_at: updates of process and session rows change no indexed
  *                column and have room on their page (fillfactor, migration 11), so PostgreSQL
- *                makes them in place (HOT) without index writes.
+ *                makes them in place (HOT) without index writes. The sweep also deletes stale
+ *                rows; deleting history rows by age deletes the stale rows of their records.
  */
 #include <assert.h>
 #include <inttypes.h>
