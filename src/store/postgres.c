@@ -178,14 +178,26 @@ static const char *const migrations[] = {
      "ALTER TABLE sessions SET (fillfactor = 50);"
      "ALTER DOMAIN xgr_u64 DROP CONSTRAINT xgr_u64_check;"
      "ALTER TABLE owners ADD CONSTRAINT owners_next_root_u64 CHECK (next_root >= 0 AND next_root <= 18446744073709551615);"),
-    /* 12: the record of a process that ended with a step's result is kept with that result's
-     * history row (send_bulk, "Process records" in docs/STORE.md): the columns of proc_rt that
-     * proc_steps lacks, NULL when the row carries no record (rt_created_at IS NULL). Such a
-     * process's proc_rt row, if it has one, is then stale and ignored by every read; retention
-     * deletes it. One row write per step fewer. */
+    /* 12: fewer row writes per step (docs/STORE.md, "Process records in fewer rows").
+     * - The record of a process that ended with a step's result is kept with that result's
+     *   history row (send_bulk): the columns of proc_rt that proc_steps lacks, NULL when the row
+     *   carries no record (rt_created_at IS NULL). Such a process's proc_rt row, if it has one, is
+     *   then stale (ENDED_IN_HIST) and ignored by every read; retention deletes it.
+     * - The processes a group makes for one session (at least PACK_MIN of them, all live) go
+     *   into ONE row of proc_born, a column per field holding an array of their values (a
+     *   fan-out's children: one row, not one each). A member's later state goes to proc_rt or a
+     *   history row, which then supersede it (BORN_LIVE); a pack whose members are all superseded
+     *   is deleted by retention, and the packs of a session go when it ends. */
     ("ALTER TABLE proc_steps ADD COLUMN rt_paused INTEGER, ADD COLUMN rt_join_group BIGINT,"
      " ADD COLUMN rt_join_from_group BIGINT, ADD COLUMN rt_next_wake_at BIGINT, ADD COLUMN rt_created_at BIGINT,"
-     " ADD COLUMN rt_join_state TEXT;"),
+     " ADD COLUMN rt_join_state TEXT;"
+     "CREATE TABLE proc_born(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, first_iter xgr_u64 NOT NULL,"
+     "  iter NUMERIC[] NOT NULL, parent_iter NUMERIC[] NOT NULL, step INTEGER[] NOT NULL, step_id TEXT[] NOT NULL,"
+     "  status INTEGER[] NOT NULL, paused INTEGER[] NOT NULL, valid INTEGER[] NOT NULL, abort_reason INTEGER[] NOT NULL,"
+     "  join_group BIGINT[] NOT NULL, join_from_group BIGINT[] NOT NULL, next_wake_at BIGINT[] NOT NULL,"
+     "  created_at BIGINT[] NOT NULL, started_at BIGINT[] NOT NULL, finished_at BIGINT[] NOT NULL,"
+     "  payload TEXT[] NOT NULL, error TEXT[] NOT NULL, join_state TEXT[] NOT NULL,"
+     "  PRIMARY KEY(owner, root_pid, first_iter));"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -199,7 +211,7 @@ enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
   S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
-  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_COUNT
+  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_RM_BORN, S_BORN_DEL_BULK, S_GC_BORN, S_COUNT
 };
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
@@ -217,6 +229,28 @@ enum {
 #define ENDED_IN_HIST(r)                                                                                         \
   "EXISTS (SELECT 1 FROM proc_steps h WHERE h.owner = " r ".owner AND h.root_pid = " r ".root_pid"              \
   " AND h.iter = " r ".iter AND h.rt_created_at IS NOT NULL)"
+
+/* The members of pack `b` of proc_born (migration 12) as rows `m` with PROC_COLS' columns. */
+#define BORN_UNNEST                                                                                              \
+  "unnest(b.iter, b.parent_iter, b.step, b.step_id, b.status, b.paused, b.valid, b.abort_reason, b.join_group,"  \
+  " b.join_from_group, b.next_wake_at, b.created_at, b.started_at, b.finished_at, b.payload, b.error,"           \
+  " b.join_state) AS m(iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group,"       \
+  " join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state)"
+/* True when member m of pack b still holds its process's state: no proc_rt row and no record in
+ * a history row has superseded it. */
+#define BORN_LIVE                                                                                                \
+  "NOT EXISTS (SELECT 1 FROM proc_rt x WHERE x.owner = b.owner AND x.root_pid = b.root_pid AND x.iter = m.iter)" \
+  " AND NOT EXISTS (SELECT 1 FROM proc_steps h WHERE h.owner = b.owner AND h.root_pid = b.root_pid"              \
+  " AND h.iter = m.iter AND h.rt_created_at IS NOT NULL)"
+
+/* The columns of a process record as the reads take them (read_proc_row). */
+#define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
+                  "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
+/* a process record kept with its history row (migration 12), as PROC_COLS */
+#define HIST_RECORD_COLS "iter, parent_iter, step, step_id, status, rt_paused, valid, abort_reason, rt_join_group, " \
+                         "rt_join_from_group, rt_next_wake_at, rt_created_at, at, finished_at, payload, error, rt_join_state"
+#define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
+                  "recorded_at, api"
 
 /* The columns of proc_rt in the order the bulk path COPYs them (send_bulk). */
 #define PROC_ROW_COLS                                                                                                \
@@ -262,6 +296,22 @@ static const char *const stmt_sql[S_COUNT] = {
     /* a removed session's process records kept with its history rows go (the rows stay) */
     [S_RM_HIST_RECORDS] = "UPDATE proc_steps SET rt_created_at = NULL WHERE owner = $1 AND root_pid = $2"
                           " AND rt_created_at IS NOT NULL",
+    /* a removed or ended session's packs of new processes (an ended session has no live process:
+     * every member has been superseded by then) */
+    [S_RM_BORN] = "DELETE FROM proc_born WHERE owner = $1 AND root_pid = $2",
+    [S_BORN_DEL_BULK] = "DELETE FROM proc_born b USING unnest($1::text[], $2::numeric[]) AS u(owner, root_pid)"
+                        " WHERE b.owner = u.owner AND b.root_pid = u.root_pid",
+    /* one stretch of retention's sweep over proc_born, as S_GC_PROCS over proc_rt: the next $4
+     * packs after the key ($1, $2, $3); those without a live member are deleted */
+    [S_GC_BORN] = "WITH s AS (SELECT owner, root_pid, first_iter FROM proc_born"
+                  " WHERE (owner, root_pid, first_iter) > ($1::text COLLATE \"C\", $2::numeric, $3::numeric)"
+                  " ORDER BY owner, root_pid, first_iter LIMIT $4),"
+                  " d AS (DELETE FROM proc_born b USING s WHERE b.owner = s.owner AND b.root_pid = s.root_pid"
+                  " AND b.first_iter = s.first_iter AND NOT EXISTS (SELECT 1 FROM " BORN_UNNEST " WHERE " BORN_LIVE ")"
+                  " RETURNING 1)"
+                  " SELECT (SELECT count(*) FROM d), l.owner, l.root_pid, l.first_iter, (SELECT count(*) FROM s)"
+                  " FROM (SELECT 1) one LEFT JOIN (SELECT owner, root_pid, first_iter FROM s"
+                  " ORDER BY owner DESC, root_pid DESC, first_iter DESC LIMIT 1) l ON true",
     [S_RM_SESSION] = "DELETE FROM sessions WHERE owner = $1 AND root_pid = $2",
     [S_NEXTPID] = "INSERT INTO owners(owner, next_root) VALUES($1, 2) ON CONFLICT(owner)"
                   " DO UPDATE SET next_root = owners.next_root + 1 RETURNING next_root - 1",
@@ -325,9 +375,12 @@ static const char *const stmt_sql[S_COUNT] = {
                    " FROM (SELECT 1) one LEFT JOIN (SELECT owner, root_pid, iter FROM s"
                    " ORDER BY owner DESC, root_pid DESC, iter DESC LIMIT 1) l ON true",
     /* history rows past their time, with the stale proc_rt rows of the records they kept (else such
-     * a process would look live again); returns the history rows deleted */
-    [S_GC_HIST] = "WITH d AS (DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT ctid FROM proc_steps"
-                  " WHERE recorded_at <= $1 LIMIT $2)) RETURNING owner, root_pid, iter, rt_created_at),"
+     * a process would look live again); a row whose record supersedes a member of a pack waits for
+     * the pack to go, for the same reason. Returns the history rows deleted. */
+    [S_GC_HIST] = "WITH d AS (DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT p.ctid FROM proc_steps p"
+                  " WHERE p.recorded_at <= $1 AND (p.rt_created_at IS NULL OR NOT EXISTS (SELECT 1 FROM proc_born b"
+                  " WHERE b.owner = p.owner AND b.root_pid = p.root_pid AND p.iter = ANY(b.iter))) LIMIT $2))"
+                  " RETURNING owner, root_pid, iter, rt_created_at),"
                   " x AS (DELETE FROM proc_rt r USING d WHERE d.rt_created_at IS NOT NULL AND r.owner = d.owner"
                   " AND r.root_pid = d.root_pid AND r.iter = d.iter RETURNING 1)"
                   " SELECT count(*) FROM d",
@@ -353,7 +406,9 @@ static const char *const stmt_sql[S_COUNT] = {
                       " WHERE owners.next_root < excluded.next_root",
     [S_GC_SCOPES] = "DELETE FROM proc_scopes WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM proc_scopes s WHERE NOT EXISTS"
                     " (SELECT 1 FROM proc_rt r WHERE r.owner = s.owner AND r.root_pid = s.root_pid AND"
-                    " r.join_group = s.grp AND r.status < 2 AND NOT " ENDED_IN_HIST("r") ") LIMIT $1))",
+                    " r.join_group = s.grp AND r.status < 2 AND NOT " ENDED_IN_HIST("r") ") AND NOT EXISTS"
+                    " (SELECT 1 FROM proc_born b, " BORN_UNNEST " WHERE b.owner = s.owner AND b.root_pid = s.root_pid"
+                    " AND m.join_group = s.grp AND " BORN_LIVE ") LIMIT $1))",
 };
 
 /* ---- the handle ------------------------------------------------------------------------------- */
@@ -362,13 +417,13 @@ static const char *const stmt_sql[S_COUNT] = {
  * large group does not fault in fresh pages each time (emptied after each use; freed when one grew
  * past KEEP_BUF_MAX). Owned by the thread that drives the connection. */
 typedef struct copybufs {
-  xgr_buf copy, fresh, staged;
+  xgr_buf copy, fresh, staged, born;   /* history rows; new, stored and packed process rows */
 } copybufs;
 #define KEEP_BUF_MAX ((size_t)64 << 20)
 
 /* Empty every buffer of cb, freeing those whose capacity is above keep (0: all of them). */
 static void copybufs_empty(copybufs *cb, size_t keep) {
-  xgr_buf *all[] = {&cb->copy, &cb->fresh, &cb->staged};
+  xgr_buf *all[] = {&cb->copy, &cb->fresh, &cb->staged, &cb->born};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
     all[i]->len = 0;
     if (all[i]->cap > keep) {
@@ -377,6 +432,14 @@ static void copybufs_empty(copybufs *cb, size_t keep) {
     }
   }
 }
+
+/* Where one of retention's sweeps over a table's key goes on (gc_sweep; writer thread): the last
+ * key looked at, or the start while owner is NULL; full: a full pass's sweep is under way. */
+typedef struct sweep {
+  char *owner;
+  char root[24], iter[24];
+  bool full;
+} sweep;
 
 typedef struct pgstore {
   xgr_store base;
@@ -391,11 +454,7 @@ typedef struct pgstore {
   pgc *cl;                      /* cluster node (cfg.node_id; pg_cluster.c), or NULL: the single writer */
   struct lane *lanes;           /* the writer's helper connections (commit_split), nlanes of them */
   size_t nlanes;
-  /* where retention's sweep over proc_rt goes on (gc_procs; writer thread): the last key looked
-   * at, or the start while sweep_owner is NULL; sweep_full: a full pass's sweep is under way */
-  char *sweep_owner;
-  char sweep_root[24], sweep_iter[24];
-  bool sweep_full;
+  sweep sw_procs, sw_born;       /* retention's sweeps over proc_rt and proc_born (gc_sweep) */
   copybufs bufs;                /* g->w's COPY data (writer thread) */
 } pgstore;
 
@@ -567,11 +626,12 @@ static void send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi,
       if (op->u.state.due) p_i64(&p, op->u.state.due);   /* the due index; NULL: awake */
       else p_text(&p, NULL);
       send_stmt(g, w, ps, S_STATE, &p, bi, oi, W_PLAIN);
-      if (op->u.state.status != XGR_RESULT_RUNNING) {   /* killed scopes matter only while the session lives */
+      if (op->u.state.status != XGR_RESULT_RUNNING) {   /* killed scopes and packs matter only while the session lives */
         params q = {0};
         p_text(&q, op->owner);
         p_u64(&q, op->root);
         send_stmt(g, w, ps, S_SCOPES_DEL, &q, bi, oi, W_PLAIN);
+        send_stmt(g, w, ps, S_RM_BORN, &q, bi, oi, W_PLAIN);
       }
       return;
     case OP_PROC: {
@@ -627,7 +687,7 @@ static void send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi,
       send_stmt(g, w, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
       return;
     case OP_REMOVE: {
-      static const int ids[] = {S_RM_PROCS, S_RM_HIST_RECORDS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
+      static const int ids[] = {S_RM_PROCS, S_RM_HIST_RECORDS, S_RM_BORN, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
       p_text(&p, op->owner);
       p_u64(&p, op->root);
       for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) send_stmt(g, w, ps, ids[i], &p, bi, oi, W_PLAIN);
@@ -815,6 +875,73 @@ static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
   cp_text(b, x->join);
   if (x->status >= XGR_PROC_DONE) cp_i64(b, now);
   else cp_text(b, NULL);
+}
+
+/* The fewest new live processes of one session in a group that go into one row of proc_born (a
+ * pack) rather than a row each in proc_rt. */
+#define PACK_MIN 2
+
+/* Open an array field of n elements of type oid (1-D, lower bound 1) in COPY's binary format
+ * (array_send's); returns where its length goes, for cp_array_end. */
+static size_t cp_array(xgr_buf *b, uint32_t oid, size_t n, bool has_null) {
+  size_t at = b->len;
+  cp_be(b, 0, 4);   /* the field's length, filled in by cp_array_end */
+  cp_be(b, 1, 4);   /* dimensions */
+  cp_be(b, has_null, 4);
+  cp_be(b, oid, 4);
+  cp_be(b, n, 4);
+  cp_be(b, 1, 4);   /* lower bound */
+  return at;
+}
+static void cp_array_end(xgr_buf *b, size_t at) {
+  uint64_t n = b->len - at - 4;
+  assert(n < INT32_MAX);
+  for (int i = 3; i >= 0; i--, n >>= 8) b->p[at + (size_t)i] = (char)(unsigned char)n;
+}
+
+enum { OID_INT8 = 20, OID_INT4 = 23, OID_TEXT = 25, OID_NUMERIC = 1700 };
+
+/* One row of proc_born in COPY's binary format: the n >= PACK_MIN new live processes rows[0..n)
+ * of one session, in iter order, each column an array (the header first when b is empty). */
+static void cp_pack(xgr_buf *b, const store_op *const *rows, size_t n) {
+  assert(n >= PACK_MIN);
+  if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
+  cp_row(b, 20);
+  cp_text(b, rows[0]->owner);
+  cp_num(b, rows[0]->root);
+  cp_num(b, rows[0]->u.proc.iter);
+  bool err_null = false, join_null = false;
+  for (size_t i = 0; i < n; i++) {
+    err_null |= !rows[i]->u.proc.error;
+    join_null |= !rows[i]->u.proc.join;
+  }
+#define PACK_COL(oid, has_null, put)                 \
+  do {                                               \
+    size_t at_ = cp_array(b, oid, n, has_null);      \
+    for (size_t i = 0; i < n; i++) {                 \
+      const xgr_store_proc *x = &rows[i]->u.proc;    \
+      put;                                           \
+    }                                                \
+    cp_array_end(b, at_);                            \
+  } while (0)
+  PACK_COL(OID_NUMERIC, false, cp_num(b, x->iter));
+  PACK_COL(OID_NUMERIC, false, cp_num(b, x->parent_iter));
+  PACK_COL(OID_INT4, false, cp_i32(b, x->step));
+  PACK_COL(OID_TEXT, false, cp_text(b, x->step_id ? x->step_id : ""));
+  PACK_COL(OID_INT4, false, cp_i32(b, x->status));
+  PACK_COL(OID_INT4, false, cp_i32(b, x->paused));
+  PACK_COL(OID_INT4, false, cp_i32(b, x->valid));
+  PACK_COL(OID_INT4, false, cp_i32(b, x->abort_reason));
+  PACK_COL(OID_INT8, false, cp_i64(b, x->group));
+  PACK_COL(OID_INT8, false, cp_i64(b, x->from_group));
+  PACK_COL(OID_INT8, false, cp_i64(b, x->next_wake_at));
+  PACK_COL(OID_INT8, false, cp_i64(b, x->created_at));
+  PACK_COL(OID_INT8, false, cp_i64(b, x->started_at));
+  PACK_COL(OID_INT8, false, cp_i64(b, x->finished_at));
+  PACK_COL(OID_TEXT, false, cp_text(b, x->payload ? x->payload : "{}"));
+  PACK_COL(OID_TEXT, err_null, cp_text(b, x->error));
+  PACK_COL(OID_TEXT, join_null, cp_text(b, x->join));
+#undef PACK_COL
 }
 
 /* Can history row h keep the record of process row p (migration 12)? When p is the state of the
@@ -1098,9 +1225,10 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
   free(deferred);
   /* session states after the session rows and scopes sent above; a session that ended loses its
    * killed scopes */
-  colbuf sc[8], dc[2];
+  colbuf sc[8], dc[2], bc[2];   /* states; ended sessions (their scopes, their packs) */
   memset(sc, 0, sizeof sc);
   memset(dc, 0, sizeof dc);
+  memset(bc, 0, sizeof bc);
   size_t nst = 0, ndel = 0;
   for (size_t h = 0; h < scap; h++) {
     const store_op *op = sslot[h];
@@ -1118,6 +1246,8 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
     if (op->u.state.status != XGR_RESULT_RUNNING) {
       col_text(&dc[0], op->owner);
       col_u64(&dc[1], op->root);
+      col_text(&bc[0], op->owner);
+      col_u64(&bc[1], op->root);
       ndel++;
     }
   }
@@ -1128,6 +1258,7 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
   p_i64(&now_p, now);
   send_cols(g, w, ps, sc, 8, nst, S_STATES_BULK, &now_p);
   send_cols(g, w, ps, dc, 2, ndel, S_SCOPES_DEL_BULK, NULL);
+  send_cols(g, w, ps, bc, 2, ndel, S_BORN_DEL_BULK, NULL);
 }
 
 /* The outcome of one pipelined transaction attempt. */
@@ -1314,15 +1445,32 @@ static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, 
     res_error(g, NULL, w, "cannot leave pipeline mode", &pr->err);
     return;
   }
-  xgr_buf *fresh = &cb->fresh, *staged = &cb->staged;
-  assert(!fresh->len && !staged->len);
-  for (size_t i = 0; i < bp->n; i++) {
+  xgr_buf *fresh = &cb->fresh, *staged = &cb->staged, *born = &cb->born;
+  assert(!fresh->len && !staged->len && !born->len);
+#define NEW_LIVE(k) (bp->rows[k]->u.proc.iter >= bp->next[bp->sess[k]] && bp->rows[k]->u.proc.status < XGR_PROC_DONE)
+  for (size_t i = 0; i < bp->n;) {
     bool is_new = bp->direct && bp->rows[i]->u.proc.iter >= bp->next[bp->sess[i]];
+    if (is_new && NEW_LIVE(i)) {   /* the session's run of new live processes (rows are in key order) */
+      size_t j = i + 1;
+      while (j < bp->n && bp->sess[j] == bp->sess[i] && NEW_LIVE(j)) j++;
+      if (j - i >= PACK_MIN) {
+        cp_pack(born, bp->rows + i, j - i);
+        i = j;
+        continue;
+      }
+    }
     cp_proc(is_new ? fresh : staged, bp->rows[i], now);
+    i++;
   }
+#undef NEW_LIVE
   if (fresh->len) {
     cp_be(fresh, 0xFFFF, 2);   /* the trailer */
     copy_in(g, w, "COPY proc_rt(" PROC_ROW_COLS ") FROM STDIN (FORMAT binary)", fresh, pr);
+    if (!pr->ok && !strncmp(pr->state, "23", 2)) pr->direct_conflict = true;
+  }
+  if (pr->ok && born->len) {
+    cp_be(born, 0xFFFF, 2);
+    copy_in(g, w, "COPY proc_born(owner, root_pid, first_iter, " PROC_COLS ") FROM STDIN (FORMAT binary)", born, pr);
     if (!pr->ok && !strncmp(pr->state, "23", 2)) pr->direct_conflict = true;
   }
   if (pr->ok && staged->len) {
@@ -1512,28 +1660,29 @@ static int exec_plain(pgstore *g, PGconn *c, const char *sql, xgr_error *err) {
 /* The rows of proc_rt one retention step looks at, per gc_batch rows it may delete. */
 #define SWEEP_PER_BATCH 8
 
-/* The next stretch of the sweep starts at proc_rt's first key. */
-static void sweep_restart(pgstore *g) {
-  free(g->sweep_owner);
-  g->sweep_owner = NULL;
+/* The next stretch of sweep sw starts at its table's first key. */
+static void sweep_restart(sweep *sw) {
+  free(sw->owner);
+  sw->owner = NULL;
 }
 
-/* One stretch of the sweep over proc_rt (S_GC_PROCS) inside gc_step's transaction: terminal rows
- * ended at or before cut are deleted among the next SWEEP_PER_BATCH * gc_batch keys. A process
- * row that ends is updated in place (no indexed column changes, migration 11), so no index finds
- * terminal rows: the sweep walks the primary key, a stretch per step, and starts again at the
- * first key after the last. A terminal row is thus deleted within ttl_secs plus one sweep of the
- * table (rows / (SWEEP_PER_BATCH * gc_batch) steps of gc_interval_ms when nothing else is due).
- * Returns the rows deleted or -1 (err); *wrapped when the stretch reached the end. */
-static long gc_procs(pgstore *g, int64_t cut, int lim, bool *wrapped, xgr_error *err) {
+/* One stretch of sweep sw inside gc_step's transaction: statement stmt (S_GC_PROCS, S_GC_BORN)
+ * looks at the next `span` keys after sw's and deletes what is due among them; the sweep then
+ * goes on after the last of them, or (*wrapped) starts at the first key again.
+ * - S_GC_PROCS: terminal rows of proc_rt ended at or before cut, and stale ones. A process row
+ *   that ends is updated in place (no indexed column changes, migration 11), so no index finds
+ *   terminal rows: a terminal row is deleted within ttl_secs plus one sweep of the table (rows /
+ *   span steps of gc_interval_ms when nothing else is due).
+ * - S_GC_BORN: packs of proc_born without a live member (cut unused).
+ * Returns the rows deleted or -1 (err). */
+static long gc_sweep(pgstore *g, sweep *sw, int stmt, int64_t span, int64_t cut, bool *wrapped, xgr_error *err) {
   params p = {0};
-  p_text(&p, g->sweep_owner ? g->sweep_owner : "");
-  p_text(&p, g->sweep_owner ? g->sweep_root : "-1");
-  p_text(&p, g->sweep_owner ? g->sweep_iter : "-1");
-  int64_t span = (int64_t)lim * SWEEP_PER_BATCH;
+  p_text(&p, sw->owner ? sw->owner : "");
+  p_text(&p, sw->owner ? sw->root : "-1");
+  p_text(&p, sw->owner ? sw->iter : "-1");
   p_i64(&p, span);
-  p_i64(&p, cut);
-  PGresult *r = exec_prepared(g->w, S_GC_PROCS, &p);
+  if (stmt == S_GC_PROCS) p_i64(&p, cut);
+  PGresult *r = exec_prepared(g->w, stmt, &p);
   if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
     res_error(g, r, g->w, "retention: delete failed", err);
     PQclear(r);
@@ -1542,40 +1691,46 @@ static long gc_procs(pgstore *g, int64_t cut, int lim, bool *wrapped, xgr_error 
   long deleted = strtol(PQgetvalue(r, 0, 0), NULL, 10);
   long seen = strtol(PQgetvalue(r, 0, 4), NULL, 10);
   *wrapped = seen < span || PQgetisnull(r, 0, 1);
-  sweep_restart(g);
+  sweep_restart(sw);
   if (!*wrapped) {
-    g->sweep_owner = xgr__xstrdup(PQgetvalue(r, 0, 1));
-    snprintf(g->sweep_root, sizeof g->sweep_root, "%s", PQgetvalue(r, 0, 2));
-    snprintf(g->sweep_iter, sizeof g->sweep_iter, "%s", PQgetvalue(r, 0, 3));
+    sw->owner = xgr__xstrdup(PQgetvalue(r, 0, 1));
+    snprintf(sw->root, sizeof sw->root, "%s", PQgetvalue(r, 0, 2));
+    snprintf(sw->iter, sizeof sw->iter, "%s", PQgetvalue(r, 0, 3));
   }
   PQclear(r);
   return deleted;
 }
 
 /* One retention step: at most gc_batch rows of each kind in one transaction (terminal process
- * rows: one stretch of the sweep, gc_procs). Returns the rows deleted, or < 0 after an error (in
- * *err). *more: some kind hit the limit, or (full) the sweep has not yet gone over the whole table
- * since the full pass began. */
+ * rows and packs: one stretch of each sweep, gc_sweep). Returns the rows deleted, or < 0 after an
+ * error (in *err). *more: some kind hit the limit, or (full) a sweep has not yet gone over its
+ * whole table since the full pass began. */
 static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
   const xgr_store_config *c = &g->base.cfg;
   int64_t now = xgr__store_now_ms(&g->base);
   int lim = c->gc_batch;
   long total = 0;
   *more = false;
-  if (full && !g->sweep_full) {   /* a full pass sweeps from the first key */
-    sweep_restart(g);
-    g->sweep_full = true;
-  }
   if (exec_plain(g, g->w, "BEGIN", err)) goto fail;
-  bool wrapped = false;
-  long ch = gc_procs(g, now - c->ttl_secs * 1000, lim, &wrapped, err);
-  if (ch < 0) {
-    exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
-    goto fail;
+  /* the packs first: a history row whose process a pack holds waits for it (S_GC_HIST) */
+  struct { sweep *sw; int stmt; int64_t span; } sweeps[] = {
+      {&g->sw_born, S_GC_BORN, lim}, {&g->sw_procs, S_GC_PROCS, (int64_t)lim * SWEEP_PER_BATCH}};
+  for (size_t k = 0; k < sizeof sweeps / sizeof sweeps[0]; k++) {
+    sweep *sw = sweeps[k].sw;
+    if (full && !sw->full) {   /* a full pass sweeps from the first key */
+      sweep_restart(sw);
+      sw->full = true;
+    }
+    bool wrapped = false;
+    long ch = gc_sweep(g, sw, sweeps[k].stmt, sweeps[k].span, now - c->ttl_secs * 1000, &wrapped, err);
+    if (ch < 0) {
+      exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
+      goto fail;
+    }
+    total += ch;
+    if (ch >= lim || (full && !wrapped)) *more = true;
+    if (wrapped) sw->full = false;
   }
-  total += ch;
-  if (ch >= lim || (full && !wrapped)) *more = true;
-  if (wrapped) g->sweep_full = false;
   struct { int stmt; bool on; int64_t cut; } jobs[] = {
       {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
@@ -1595,7 +1750,7 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
       exec_plain(g, g->w, "ROLLBACK", &(xgr_error){0});
       goto fail;
     }
-    ch = strtol(counted ? PQgetvalue(r, 0, 0) : PQcmdTuples(r), NULL, 10);
+    long ch = strtol(counted ? PQgetvalue(r, 0, 0) : PQcmdTuples(r), NULL, 10);
     PQclear(r);
     total += ch;
     if (ch >= lim) *more = true;
@@ -1606,7 +1761,7 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
   pthread_mutex_unlock(&g->base.mu);
   return total;
 fail:
-  g->sweep_full = false;   /* the next full pass starts from the first key again */
+  g->sw_procs.full = g->sw_born.full = false;   /* the next full pass starts from the first keys again */
   return -1;
 }
 
@@ -1811,7 +1966,8 @@ static void pg_close(xgr_store *st) {
   xgr__store_destroy_common(st);
   free(g->url);
   free(g->name);
-  free(g->sweep_owner);
+  sweep_restart(&g->sw_procs);
+  sweep_restart(&g->sw_born);
   copybufs_empty(&g->bufs, 0);
   free(g);
 }
@@ -1820,14 +1976,6 @@ static void pg_close(xgr_store *st) {
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
                      "next_iter, paused, next_group, max_total_gas, wake_due"
-#define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
-                  "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
-/* a process record kept with its history row (migration 12), as PROC_COLS */
-#define HIST_RECORD_COLS "iter, parent_iter, step, step_id, status, rt_paused, valid, abort_reason, rt_join_group, " \
-                         "rt_join_from_group, rt_next_wake_at, rt_created_at, at, finished_at, payload, error, rt_join_state"
-#define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
-                  "recorded_at, api"
-
 static int connect_one(pgstore *g, PGconn **out, const char *role, xgr_error *err);
 
 /* Run a read query; NULL (with *err) unless it returned rows. A reader connection that broke
@@ -2010,11 +2158,14 @@ static int pg_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_p
   *n = 0;
   pthread_mutex_lock(&g->rmu);
   p_i64(&p, xgr__store_now_ms(st) - st->cfg.ttl_secs * 1000);
-  /* the rows of proc_rt but the stale ones, and the records kept with history rows (listed for
-   * ttl_secs after their process ended, as a terminal proc_rt row lives until retention) */
+  /* the rows of proc_rt but the stale ones, the records kept with history rows (listed for
+   * ttl_secs after their process ended, as a terminal proc_rt row lives until retention) and the
+   * live members of packs */
   PGresult *r = rd_query(g, "SELECT " PROC_COLS " FROM proc_rt r WHERE owner = $1 AND root_pid = $2 AND NOT "
                          ENDED_IN_HIST("r") " UNION ALL SELECT " HIST_RECORD_COLS " FROM proc_steps WHERE owner = $1"
-                         " AND root_pid = $2 AND rt_created_at IS NOT NULL AND recorded_at > $3 ORDER BY iter", &p, err);
+                         " AND root_pid = $2 AND rt_created_at IS NOT NULL AND recorded_at > $3 UNION ALL SELECT m.*"
+                         " FROM proc_born b, " BORN_UNNEST " WHERE b.owner = $1 AND b.root_pid = $2 AND " BORN_LIVE
+                         " ORDER BY iter", &p, err);
   int rc = r ? 0 : XGR_EIO;
   if (r) {
     int rows = PQntuples(r);
@@ -2184,14 +2335,16 @@ static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
  * merged here (no query per session). Every loader of live sessions goes through it. */
 static int load_where(pgstore *g, const char *cond, const params *p, int (*fn)(void *, const xgr_store_live *),
                       void *ctx, xgr_error *err) {
-  char sql[3][1536];
+  char sql[3][3072];
   snprintf(sql[0], sizeof sql[0], "SELECT " SESSION_COLS " FROM sessions s WHERE s.status = 0 AND (%s)"
            " ORDER BY s.owner COLLATE \"C\", s.root_pid", cond);
   snprintf(sql[1], sizeof sql[1], "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status,"
            " r.paused, r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
            " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s"
            " ON s.owner = r.owner AND s.root_pid = r.root_pid WHERE s.status = 0 AND (%s) AND r.status < 2"
-           " AND NOT " ENDED_IN_HIST("r") " ORDER BY r.owner COLLATE \"C\", r.root_pid, r.iter", cond);
+           " AND NOT " ENDED_IN_HIST("r") " UNION ALL SELECT b.owner, b.root_pid, m.* FROM proc_born b JOIN sessions s"
+           " ON s.owner = b.owner AND s.root_pid = b.root_pid, " BORN_UNNEST " WHERE s.status = 0 AND (%s) AND "
+           BORN_LIVE " ORDER BY 1, 2, 3", cond, cond);   /* owner is COLLATE "C" in both parts */
   snprintf(sql[2], sizeof sql[2], "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s"
            " ON s.owner = k.owner AND s.root_pid = k.root_pid WHERE s.status = 0 AND (%s)"
            " ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp", cond);

@@ -11,7 +11,7 @@
  * (commit_split): each session's batches keep their order, the owner's counter is raised, a
  * batch's own fault fails it alone, and a batch that names sessions of two parts keeps its group
  * on one connection. The record of a process that a step's result ended is kept with that result's
- * history row (migration 12; test_record_kept_with_history). Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * history row (migration 12), and the live processes a group makes for a session share one row (test_fewer_rows). Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,6 +65,21 @@ static void assert_sql(const char *q, const char *want) {
   if (strcmp(v, want)) fail_msg("%s: got '%s', want '%s'", q, v, want);
   PQclear(r);
   PQfinish(c);
+}
+
+/* The store's process records of session root read back, as "iter:status payload,..." */
+static void assert_procs(xgr_store *st, uint64_t root, const char *want) {
+  xgr_store_proc *p;
+  size_t n;
+  xgr_error err;
+  if (xgr_store_procs(st, OWNER, root, &p, &n, &err)) fail_msg("procs: %s", err.message);
+  char got[4096] = "";
+  size_t k = 0;
+  for (size_t i = 0; i < n && k < sizeof got; i++)
+    k += (size_t)snprintf(got + k, sizeof got - k, "%s%llu:%u%s", i ? "," : "", (unsigned long long)p[i].iter,
+                          (unsigned)p[i].status, p[i].payload);
+  xgr_store_procs_free(p, n);
+  if (strcmp(got, want)) fail_msg("procs of %llu: got '%s', want '%s'", (unsigned long long)root, got, want);
 }
 
 static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
@@ -249,8 +264,12 @@ static void test_created_and_changed_in_one_group(void **state) {
   assert_true(s.max_batches_per_tx >= 3);   /* the three went in one group */
   assert_sql("SELECT string_agg(iter || ':' || status || payload, ',' ORDER BY iter) FROM proc_rt WHERE root_pid = 4",
              "1:1{},2:2{\"second\":2},3:0{\"third\":3}");
+  /* session 5's first two processes were made together: one row of proc_born holds both, and 2's
+   * later state is a row of proc_rt that supersedes its member */
   assert_sql("SELECT string_agg(iter || ':' || status || payload, ',' ORDER BY iter) FROM proc_rt WHERE root_pid = 5",
-             "1:1{},2:2{\"five\":2},3:0{\"five\":3}");
+             "2:2{\"five\":2},3:0{\"five\":3}");
+  assert_sql("SELECT array_to_string(iter, ',') FROM proc_born WHERE root_pid = 5", "1,2");
+  assert_procs(st, 5, "1:1{},2:2{\"five\":2},3:0{\"five\":3}");
   assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 4", "4");
   /* read back through the store too */
   xgr_store_proc *p;
@@ -411,13 +430,17 @@ static int on_live(void *ctx, const xgr_store_live *l) {
   return 0;
 }
 
-/* A process that a step's result ended has its record written into that result's history row
- * instead of a process row: a stored process's row is then stale (reads and recovery pass it
- * over, retention deletes it), and one made and ended in the same group gets no process row at
- * all. Reads give the same records as before; a history row that disagrees with the process's
- * state keeps nothing; the records are listed for ttl_secs; deleting a history row by age deletes
- * the stale row with it (the process must not look live again); removing the session drops them. */
-static void test_record_kept_with_history(void **state) {
+/* Fewer row writes per step (migration 12). A process that a step's result ended has its record
+ * written into that result's history row instead of a process row: a stored process's row is then
+ * stale (reads and recovery pass it over, retention deletes it), and one made and ended in the
+ * same group gets no row at all; a history row that disagrees with the process's state keeps
+ * nothing. The live processes a group makes for one session share one row of proc_born (a pack),
+ * whose members later rows supersede. Reads give the same records either way; records kept in
+ * history rows are listed for ttl_secs; retention deletes a pack once no member is live, and a
+ * history row by age only once no pack holds its process (else the process would look live
+ * again), with the stale row of its record; ending or removing a session drops its packs, and
+ * removing it the records its history rows keep. */
+static void test_fewer_rows(void **state) {
   (void)state;
   sql("DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public");
   fake_ms = 1000000;
@@ -425,34 +448,45 @@ static void test_record_kept_with_history(void **state) {
   xgr_store *st = xgr_store_open(url, &(xgr_store_config){.gc_interval_ms = -1, .ttl_secs = 60, .history_secs = 3600,
                                                           .clock_ms = fake_clock}, &err);
   if (!st) fail_msg("open: %s", err.message);
-  xgr_store_changes *b = xgr_store_changes_new();
-  add_session(b, 20, 3);
+  xgr_store_changes *b = xgr_store_changes_new();   /* 1 alone: a row of proc_rt */
+  add_session(b, 20, 2);
   add_proc(b, 20, 1, XGR_PROC_RUNNING, "{}");
-  add_proc(b, 20, 2, XGR_PROC_WAITING, "{}");
   commit_ok(st, b);
-  b = xgr_store_changes_new();   /* 1 ends; 3 is made and ends; 4 ends but its row disagrees */
-  xgr_store_proc p1 = ended(1, "{\"one\":1}"), p3 = ended(3, "{\"three\":3}"), p4 = ended(4, "{\"four\":4}");
-  xgr_store_hist h1 = result_of(&p1), h3 = result_of(&p3), h4 = result_of(&p4);
-  h4.payload = "{\"other\":4}";
-  xgr_store_changes_proc(b, OWNER, 20, &p1);
-  xgr_store_changes_hist(b, OWNER, 20, &h1);
-  xgr_store_changes_proc(b, OWNER, 20, &p3);
-  xgr_store_changes_hist(b, OWNER, 20, &h3);
-  xgr_store_changes_proc(b, OWNER, 20, &p4);
-  xgr_store_changes_hist(b, OWNER, 20, &h4);
-  add_state(b, 20, 5);
+  b = xgr_store_changes_new();   /* 2 and 3 together: one pack */
+  add_proc(b, 20, 2, XGR_PROC_WAITING, "{\"two\":0}");
+  add_proc(b, 20, 3, XGR_PROC_WAITING, "{\"three\":0}");
+  add_state(b, 20, 4);
   commit_ok(st, b);
-  assert_sql("SELECT string_agg(iter || ':' || status, ',' ORDER BY iter) FROM proc_rt", "1:1,2:0,4:2");
-  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_steps WHERE rt_created_at IS NOT NULL", "1,3");
+  assert_sql("SELECT array_to_string(iter, ',') || ' ' || array_to_string(payload, ' ') FROM proc_born",
+             "2,3 {\"two\":0} {\"three\":0}");
+  /* 1 and 2 end; 4 is made and ends; 5 is made and ends, but its history row disagrees */
+  b = xgr_store_changes_new();
+  xgr_store_proc p1 = ended(1, "{\"one\":1}"), p2 = ended(2, "{\"two\":2}"), p4 = ended(4, "{\"four\":4}"),
+                 p5 = ended(5, "{\"five\":5}");
+  xgr_store_hist h1 = result_of(&p1), h2 = result_of(&p2), h4 = result_of(&p4), h5 = result_of(&p5);
+  h5.payload = "{\"other\":5}";
+  const xgr_store_proc *ps[] = {&p1, &p2, &p4, &p5};
+  const xgr_store_hist *hs[] = {&h1, &h2, &h4, &h5};
+  for (int i = 0; i < 4; i++) {
+    xgr_store_changes_proc(b, OWNER, 20, ps[i]);
+    xgr_store_changes_hist(b, OWNER, 20, hs[i]);
+  }
+  add_state(b, 20, 6);
+  commit_ok(st, b);
+  assert_sql("SELECT string_agg(iter || ':' || status, ',' ORDER BY iter) FROM proc_rt", "1:1,5:2");
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_steps WHERE rt_created_at IS NOT NULL", "1,2,4");
   xgr_store_proc *p;
   size_t n;
   assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
-  assert_int_equal(n, 4);
-  const xgr_store_proc *want[] = {&p1, NULL, &p3, &p4};
+  assert_int_equal(n, 5);
+  const xgr_store_proc *want[] = {&p1, &p2, NULL, &p4, &p5};
   for (size_t i = 0; i < n; i++) {
     assert_int_equal(p[i].iter, i + 1);
     if (!want[i]) {
       assert_int_equal(p[i].status, XGR_PROC_WAITING);
+      assert_string_equal(p[i].payload, "{\"three\":0}");
+      assert_null(p[i].error);
+      assert_null(p[i].join);
       continue;
     }
     const xgr_store_proc *w = want[i];
@@ -468,47 +502,76 @@ static void test_record_kept_with_history(void **state) {
   }
   xgr_store_procs_free(p, n);
   live_seen seen = {0};
-  assert_int_equal(xgr_store_load_live(st, on_live, &seen, &err), 0);   /* 1's stale row is not live */
+  assert_int_equal(xgr_store_load_live(st, on_live, &seen, &err), 0);   /* 1's stale row and 2 are not live */
   assert_int_equal(seen.sessions, 1);
   assert_int_equal(seen.procs, 1);
-  assert_int_equal(seen.iters[0], 2);
-  /* retention deletes the stale row at once; the records stay listed until the TTL */
+  assert_int_equal(seen.iters[0], 3);
+  /* retention deletes the stale row at once and keeps the pack (3 lives); records stay listed
+   * until the TTL */
   size_t d;
   assert_int_equal(xgr_store_gc(st, &d, &err), 0);
-  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_rt", "2,4");
-  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
-  assert_int_equal(n, 4);
-  xgr_store_procs_free(p, n);
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_rt", "5");
+  assert_sql("SELECT count(*) FROM proc_born", "1");
+  assert_procs(st, 20, "1:2{\"one\":1},2:2{\"two\":2},3:0{\"three\":0},4:2{\"four\":4},5:2{\"five\":5}");
   fake_ms += 61 * 1000;
-  assert_int_equal(xgr_store_gc(st, &d, &err), 0);   /* 4's terminal row goes */
-  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
-  assert_int_equal(n, 1);
-  assert_int_equal(p[0].iter, 2);
-  xgr_store_procs_free(p, n);
-  /* a stale row left behind (as before retention's sweep got to it) goes with its history row */
-  sql("INSERT INTO proc_rt SELECT owner, root_pid, 3, parent_iter, step, step_id, 1, paused, valid, abort_reason,"
-      " join_group, join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state,"
-      " NULL FROM proc_rt WHERE iter = 2");
+  assert_int_equal(xgr_store_gc(st, &d, &err), 0);   /* 5's terminal row goes */
+  assert_procs(st, 20, "3:0{\"three\":0}");
+  /* an hour on, the history rows go, but 2's while its pack is there */
   fake_ms += 3600 * 1000;
   assert_int_equal(xgr_store_gc(st, &d, &err), 0);
-  assert_sql("SELECT count(*) FROM proc_steps", "0");
-  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_rt", "2");
-  /* removing a session drops the records its history rows keep (the rows stay) */
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_steps", "2");
+  assert_procs(st, 20, "3:0{\"three\":0}");
+  seen = (live_seen){0};
+  assert_int_equal(xgr_store_load_live(st, on_live, &seen, &err), 0);
+  assert_true(seen.procs == 1 && seen.iters[0] == 3);
+  /* 3 ends: the pack has no live member and goes, and then 2's history row */
   b = xgr_store_changes_new();
-  xgr_store_proc p5 = ended(5, "{}");
-  xgr_store_hist h5 = result_of(&p5);
-  xgr_store_changes_proc(b, OWNER, 20, &p5);
-  xgr_store_changes_hist(b, OWNER, 20, &h5);
+  xgr_store_proc p3 = ended(3, "{\"three\":3}");
+  xgr_store_hist h3 = result_of(&p3);
+  xgr_store_changes_proc(b, OWNER, 20, &p3);
+  xgr_store_changes_hist(b, OWNER, 20, &h3);
   add_state(b, 20, 6);
   commit_ok(st, b);
-  assert_sql("SELECT count(*) FROM proc_steps WHERE rt_created_at IS NOT NULL", "1");
+  assert_int_equal(xgr_store_gc(st, &d, &err), 0);
+  assert_sql("SELECT count(*) FROM proc_born", "0");
+  assert_sql("SELECT string_agg(iter::text, ',' ORDER BY iter) FROM proc_steps", "3");
+  /* a stale row left behind (as before retention's sweep got to it) goes with its history row */
+  sql("INSERT INTO proc_rt SELECT owner, root_pid, 3, 1, 0, 'A', 1, 0, -1, 0, 0, 0, 0, 0, 0, 0, '{}', NULL, NULL, NULL"
+      " FROM sessions WHERE root_pid = 20");
+  assert_procs(st, 20, "3:2{\"three\":3}");
+  fake_ms += 3601 * 1000;
+  assert_int_equal(xgr_store_gc(st, &d, &err), 0);
+  assert_sql("SELECT count(*) FROM proc_steps", "0");
+  assert_sql("SELECT count(*) FROM proc_rt", "0");
+  /* removing a session drops its packs and the records its history rows keep (the rows stay) */
+  b = xgr_store_changes_new();
+  xgr_store_proc p6 = ended(6, "{}");
+  xgr_store_hist h6 = result_of(&p6);
+  xgr_store_changes_proc(b, OWNER, 20, &p6);
+  xgr_store_changes_hist(b, OWNER, 20, &h6);
+  add_proc(b, 20, 7, XGR_PROC_WAITING, "{}");
+  add_proc(b, 20, 8, XGR_PROC_WAITING, "{}");
+  add_state(b, 20, 9);
+  commit_ok(st, b);
+  assert_sql("SELECT count(*) || '/' || count(rt_created_at) FROM proc_steps", "1/1");
+  assert_sql("SELECT count(*) FROM proc_born", "1");
   b = xgr_store_changes_new();
   xgr_store_changes_remove_session(b, OWNER, 20);
   commit_ok(st, b);
-  assert_int_equal(xgr_store_procs(st, OWNER, 20, &p, &n, &err), 0);
-  assert_int_equal(n, 0);
-  xgr_store_procs_free(p, n);
+  assert_procs(st, 20, "");
   assert_sql("SELECT count(*) || '/' || count(rt_created_at) FROM proc_steps", "1/0");
+  assert_sql("SELECT count(*) FROM proc_born", "0");
+  /* a session that ends drops its packs in the same commit */
+  b = xgr_store_changes_new();
+  add_session(b, 21, 3);
+  add_proc(b, 21, 1, XGR_PROC_WAITING, "{}");
+  add_proc(b, 21, 2, XGR_PROC_WAITING, "{}");
+  commit_ok(st, b);
+  assert_sql("SELECT count(*) FROM proc_born WHERE root_pid = 21", "1");
+  b = xgr_store_changes_new();
+  xgr_store_changes_session_state(b, OWNER, 21, XGR_RESULT_KILLED, 5, 3, 1, false);
+  commit_ok(st, b);
+  assert_sql("SELECT count(*) FROM proc_born", "0");
   xgr_store_close(st);
 }
 
@@ -524,7 +587,7 @@ int main(void) {
       cmocka_unit_test(test_created_and_changed_in_one_group),
       cmocka_unit_test(test_split_group),
       cmocka_unit_test(test_one_writer),
-      cmocka_unit_test(test_record_kept_with_history),
+      cmocka_unit_test(test_fewer_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

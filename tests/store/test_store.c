@@ -1442,7 +1442,7 @@ static void test_pg_schema(void **state) {
   xgr_store_close(st);
   char url[512];
   xgr_error e;
-  /* a schema at version 3 (columns of 4, 5 and 12, the tables of 6 and 10 taken away, 11's index back, a
+  /* a schema at version 3 (columns of 4, 5 and 12, the tables of 6, 10 and 12 taken away, 11's index back, a
    * session row written by SQL) migrates to the current version on open and its row reads back with the new columns'
    * defaults */
   pg_exec(dir, "m.db", "DELETE FROM schema_version WHERE version >= 4; ALTER TABLE sessions DROP COLUMN max_total_gas;"
@@ -1456,7 +1456,7 @@ static void test_pg_schema(void **state) {
                        " xgr_u64_check CHECK (VALUE >= 0 AND VALUE <= 18446744073709551615);"
                        " ALTER TABLE proc_steps DROP COLUMN rt_paused, DROP COLUMN rt_join_group,"
                        " DROP COLUMN rt_join_from_group, DROP COLUMN rt_next_wake_at, DROP COLUMN rt_created_at,"
-                       " DROP COLUMN rt_join_state;"
+                       " DROP COLUMN rt_join_state; DROP TABLE proc_born;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
