@@ -878,8 +878,12 @@ static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
 }
 
 /* The fewest new live processes of one session in a group that go into one row of proc_born (a
- * pack) rather than a row each in proc_rt. */
+ * pack) rather than a row each in proc_rt; the most in one pack, and the payload and join-state
+ * bytes after which a pack takes no more members (a larger group of new processes makes several
+ * packs: no field comes near PostgreSQL's 1 GB, no row is rewritten whole for one member). */
 #define PACK_MIN 2
+#define PACK_MAX 512
+#define PACK_BYTES ((size_t)256 << 10)
 
 /* Open an array field of n elements of type oid (1-D, lower bound 1) in COPY's binary format
  * (array_send's); returns where its length goes, for cp_array_end. */
@@ -900,6 +904,11 @@ static void cp_array_end(xgr_buf *b, size_t at) {
 }
 
 enum { OID_INT8 = 20, OID_INT4 = 23, OID_TEXT = 25, OID_NUMERIC = 1700 };
+
+/* The bytes of a process record's texts that grow with the process (its payload and join state). */
+static size_t rec_bytes(const xgr_store_proc *p) {
+  return (p->payload ? strlen(p->payload) : 0) + (p->join ? strlen(p->join) : 0);
+}
 
 /* One row of proc_born in COPY's binary format: the n >= PACK_MIN new live processes rows[0..n)
  * of one session, in iter order, each column an array (the header first when b is empty). */
@@ -1451,8 +1460,9 @@ static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, 
   for (size_t i = 0; i < bp->n;) {
     bool is_new = bp->direct && bp->rows[i]->u.proc.iter >= bp->next[bp->sess[i]];
     if (is_new && NEW_LIVE(i)) {   /* the session's run of new live processes (rows are in key order) */
-      size_t j = i + 1;
-      while (j < bp->n && bp->sess[j] == bp->sess[i] && NEW_LIVE(j)) j++;
+      size_t j = i + 1, bytes = rec_bytes(&bp->rows[i]->u.proc);
+      while (j < bp->n && j - i < PACK_MAX && bytes < PACK_BYTES && bp->sess[j] == bp->sess[i] && NEW_LIVE(j))
+        bytes += rec_bytes(&bp->rows[j++]->u.proc);
       if (j - i >= PACK_MIN) {
         cp_pack(born, bp->rows + i, j - i);
         i = j;

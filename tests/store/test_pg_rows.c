@@ -572,6 +572,33 @@ static void test_fewer_rows(void **state) {
   xgr_store_changes_session_state(b, OWNER, 21, XGR_RESULT_KILLED, 5, 3, 1, false);
   commit_ok(st, b);
   assert_sql("SELECT count(*) FROM proc_born", "0");
+  /* packs are bounded: 600 new processes make packs of 512 and 88; three with 200 KB payloads
+   * make a pack of two (past 256 KB it takes no more) and a row of proc_rt */
+  b = xgr_store_changes_new();
+  add_session(b, 22, 601);
+  for (uint64_t i = 1; i <= 600; i++) add_proc(b, 22, i, XGR_PROC_WAITING, "{}");
+  char *big = malloc(200 << 10);
+  memset(big, 'x', (200 << 10) - 1);
+  big[0] = '"';
+  big[(200 << 10) - 2] = '"';
+  big[(200 << 10) - 1] = 0;
+  add_session(b, 23, 4);
+  for (uint64_t i = 1; i <= 3; i++) add_proc(b, 23, i, XGR_PROC_WAITING, big);
+  commit_ok(st, b);
+  free(big);
+  assert_sql("SELECT string_agg(cardinality(iter)::text, ',' ORDER BY first_iter) FROM proc_born WHERE root_pid = 22",
+             "512,88");
+  assert_sql("SELECT string_agg(cardinality(iter)::text, ',' ORDER BY first_iter) FROM proc_born WHERE root_pid = 23",
+             "2");
+  assert_sql("SELECT string_agg(iter::text, ',') FROM proc_rt WHERE root_pid = 23", "3");
+  assert_int_equal(xgr_store_procs(st, OWNER, 22, &p, &n, &err), 0);
+  assert_int_equal(n, 600);
+  for (size_t i = 0; i < n; i++) assert_int_equal(p[i].iter, i + 1);
+  xgr_store_procs_free(p, n);
+  assert_int_equal(xgr_store_procs(st, OWNER, 23, &p, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(strlen(p[2].payload), (200 << 10) - 1);
+  xgr_store_procs_free(p, n);
   xgr_store_close(st);
 }
 
