@@ -187,7 +187,10 @@ static const char *const migrations[] = {
      *   into ONE row of proc_born, a column per field holding an array of their values (a
      *   fan-out's children: one row, not one each). A member's later state goes to proc_rt or a
      *   history row, which then supersede it (BORN_LIVE); a pack whose members are all superseded
-     *   is deleted by retention, and the packs of a session go when it ends. */
+     *   is deleted by retention, and the packs of a session go when it ends.
+     * - proc_steps(recorded_at), which only retention reads, becomes a BRIN index: history rows
+     *   are appended in about the order of recorded_at, so a summary per range of pages finds the
+     *   old ones, and a row written costs no b-tree insert (about 6% of the server's CPU). */
     ("ALTER TABLE proc_steps ADD COLUMN rt_paused INTEGER, ADD COLUMN rt_join_group BIGINT,"
      " ADD COLUMN rt_join_from_group BIGINT, ADD COLUMN rt_next_wake_at BIGINT, ADD COLUMN rt_created_at BIGINT,"
      " ADD COLUMN rt_join_state TEXT;"
@@ -197,7 +200,9 @@ static const char *const migrations[] = {
      "  join_group BIGINT[] NOT NULL, join_from_group BIGINT[] NOT NULL, next_wake_at BIGINT[] NOT NULL,"
      "  created_at BIGINT[] NOT NULL, started_at BIGINT[] NOT NULL, finished_at BIGINT[] NOT NULL,"
      "  payload TEXT[] NOT NULL, error TEXT[] NOT NULL, join_state TEXT[] NOT NULL,"
-     "  PRIMARY KEY(owner, root_pid, first_iter));"),
+     "  PRIMARY KEY(owner, root_pid, first_iter));"
+     "DROP INDEX proc_steps_recorded;"
+     "CREATE INDEX proc_steps_recorded ON proc_steps USING brin(recorded_at) WITH (autosummarize = on);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
