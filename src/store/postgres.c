@@ -59,6 +59,7 @@
 #include "store/store_impl.h"
 #include "store/writer.h"
 #include "util/buf.h"
+#include "value/value_internal.h"   /* xgr__json_write_string */
 
 /* ---- schema ----------------------------------------------------------------------------------- */
 
@@ -184,10 +185,13 @@ static const char *const migrations[] = {
      *   carries no record (rt_created_at IS NULL). Such a process's proc_rt row, if it has one, is
      *   then stale (ENDED_IN_HIST) and ignored by every read; retention deletes it.
      * - The processes a group makes for one session (at least PACK_MIN of them, all live) go
-     *   into ONE row of proc_born, a column per field holding an array of their values (a
-     *   fan-out's children: one row, not one each). A member's later state goes to proc_rt or a
-     *   history row, which then supersede it (BORN_LIVE); a pack whose members are all superseded
-     *   is deleted by retention, and the packs of a session go when it ends.
+     *   into ONE row of proc_born (a pack; a fan-out's children: one row, not one each): their
+     *   iters first_iter .. last_iter (not every iter between is a member) and their records as
+     *   the JSON text `members` (cp_pack; one text field: PostgreSQL parses it only when it is
+     *   read, not when it is written). A member's later state goes to proc_rt or a history row,
+     *   which then supersede it (BORN_LIVE); a pack whose members are all superseded is deleted
+     *   by retention, and the packs of a session go when it ends. Packs of a few KB stay in
+     *   their row uncompressed (toast_tuple_target).
      * - proc_steps(recorded_at), which only retention reads, becomes a BRIN index: history rows
      *   are appended in about the order of recorded_at, so a summary per range of pages finds the
      *   old ones, and a row written costs no b-tree insert (about 6% of the server's CPU). */
@@ -195,12 +199,8 @@ static const char *const migrations[] = {
      " ADD COLUMN rt_join_from_group BIGINT, ADD COLUMN rt_next_wake_at BIGINT, ADD COLUMN rt_created_at BIGINT,"
      " ADD COLUMN rt_join_state TEXT;"
      "CREATE TABLE proc_born(owner TEXT COLLATE \"C\" NOT NULL, root_pid xgr_u64 NOT NULL, first_iter xgr_u64 NOT NULL,"
-     "  iter NUMERIC[] NOT NULL, parent_iter NUMERIC[] NOT NULL, step INTEGER[] NOT NULL, step_id TEXT[] NOT NULL,"
-     "  status INTEGER[] NOT NULL, paused INTEGER[] NOT NULL, valid INTEGER[] NOT NULL, abort_reason INTEGER[] NOT NULL,"
-     "  join_group BIGINT[] NOT NULL, join_from_group BIGINT[] NOT NULL, next_wake_at BIGINT[] NOT NULL,"
-     "  created_at BIGINT[] NOT NULL, started_at BIGINT[] NOT NULL, finished_at BIGINT[] NOT NULL,"
-     "  payload TEXT[] NOT NULL, error TEXT[] NOT NULL, join_state TEXT[] NOT NULL,"
-     "  PRIMARY KEY(owner, root_pid, first_iter));"
+     "  last_iter xgr_u64 NOT NULL, members TEXT NOT NULL, PRIMARY KEY(owner, root_pid, first_iter))"
+     "  WITH (toast_tuple_target = 8160);"
      "DROP INDEX proc_steps_recorded;"
      "CREATE INDEX proc_steps_recorded ON proc_steps USING brin(recorded_at) WITH (autosummarize = on);"),
 };
@@ -235,12 +235,15 @@ enum {
   "EXISTS (SELECT 1 FROM proc_steps h WHERE h.owner = " r ".owner AND h.root_pid = " r ".root_pid"              \
   " AND h.iter = " r ".iter AND h.rt_created_at IS NOT NULL)"
 
-/* The members of pack `b` of proc_born (migration 12) as rows `m` with PROC_COLS' columns. */
+/* The members of pack `b` of proc_born (migration 12) as rows `m` with PROC_COLS' columns: each
+ * member is a JSON array of the record's fields in that order (cp_pack). */
 #define BORN_UNNEST                                                                                              \
-  "unnest(b.iter, b.parent_iter, b.step, b.step_id, b.status, b.paused, b.valid, b.abort_reason, b.join_group,"  \
-  " b.join_from_group, b.next_wake_at, b.created_at, b.started_at, b.finished_at, b.payload, b.error,"           \
-  " b.join_state) AS m(iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group,"       \
-  " join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state)"
+  "json_array_elements(b.members::json) AS e(v), LATERAL (SELECT (e.v->>0)::numeric AS iter,"                    \
+  " (e.v->>1)::numeric AS parent_iter, (e.v->>2)::int AS step, e.v->>3 AS step_id, (e.v->>4)::int AS status,"    \
+  " (e.v->>5)::int AS paused, (e.v->>6)::int AS valid, (e.v->>7)::int AS abort_reason,"                         \
+  " (e.v->>8)::bigint AS join_group, (e.v->>9)::bigint AS join_from_group, (e.v->>10)::bigint AS next_wake_at,"  \
+  " (e.v->>11)::bigint AS created_at, (e.v->>12)::bigint AS started_at, (e.v->>13)::bigint AS finished_at,"      \
+  " e.v->>14 AS payload, e.v->>15 AS error, e.v->>16 AS join_state) m"
 /* True when member m of pack b still holds its process's state: no proc_rt row and no record in
  * a history row has superseded it. */
 #define BORN_LIVE                                                                                                \
@@ -384,7 +387,8 @@ static const char *const stmt_sql[S_COUNT] = {
      * the pack to go, for the same reason. Returns the history rows deleted. */
     [S_GC_HIST] = "WITH d AS (DELETE FROM proc_steps WHERE ctid = ANY(ARRAY(SELECT p.ctid FROM proc_steps p"
                   " WHERE p.recorded_at <= $1 AND (p.rt_created_at IS NULL OR NOT EXISTS (SELECT 1 FROM proc_born b"
-                  " WHERE b.owner = p.owner AND b.root_pid = p.root_pid AND p.iter = ANY(b.iter))) LIMIT $2))"
+                  " WHERE b.owner = p.owner AND b.root_pid = p.root_pid AND p.iter BETWEEN b.first_iter AND b.last_iter))"
+                  " LIMIT $2))"
                   " RETURNING owner, root_pid, iter, rt_created_at),"
                   " x AS (DELETE FROM proc_rt r USING d WHERE d.rt_created_at IS NOT NULL AND r.owner = d.owner"
                   " AND r.root_pid = d.root_pid AND r.iter = d.iter RETURNING 1)"
@@ -890,72 +894,61 @@ static void cp_proc(xgr_buf *b, const store_op *op, int64_t now) {
 #define PACK_MAX 512
 #define PACK_BYTES ((size_t)256 << 10)
 
-/* Open an array field of n elements of type oid (1-D, lower bound 1) in COPY's binary format
- * (array_send's); returns where its length goes, for cp_array_end. */
-static size_t cp_array(xgr_buf *b, uint32_t oid, size_t n, bool has_null) {
-  size_t at = b->len;
-  cp_be(b, 0, 4);   /* the field's length, filled in by cp_array_end */
-  cp_be(b, 1, 4);   /* dimensions */
-  cp_be(b, has_null, 4);
-  cp_be(b, oid, 4);
-  cp_be(b, n, 4);
-  cp_be(b, 1, 4);   /* lower bound */
-  return at;
-}
-static void cp_array_end(xgr_buf *b, size_t at) {
-  uint64_t n = b->len - at - 4;
-  assert(n < INT32_MAX);
-  for (int i = 3; i >= 0; i--, n >>= 8) b->p[at + (size_t)i] = (char)(unsigned char)n;
-}
-
-enum { OID_INT8 = 20, OID_INT4 = 23, OID_TEXT = 25, OID_NUMERIC = 1700 };
-
 /* The bytes of a process record's texts that grow with the process (its payload and join state). */
 static size_t rec_bytes(const xgr_store_proc *p) {
   return (p->payload ? strlen(p->payload) : 0) + (p->join ? strlen(p->join) : 0);
 }
 
+/* A JSON string of text t (NULL: null) in b. */
+static void pack_str(xgr_buf *b, const char *t) {
+  if (t) xgr__json_write_string(b, t, strlen(t));
+  else xgr__buf_put(b, "null", 4);
+}
+
 /* One row of proc_born in COPY's binary format: the n >= PACK_MIN new live processes rows[0..n)
- * of one session, in iter order, each column an array (the header first when b is empty). */
+ * of one session, in iter order (the header first when b is empty). Their records are one text
+ * field, a JSON array with an array of each record's fields in PROC_COLS' order (BORN_UNNEST
+ * reads it): numbers as JSON numbers, texts as JSON strings, so every text comes back exactly. */
 static void cp_pack(xgr_buf *b, const store_op *const *rows, size_t n) {
   assert(n >= PACK_MIN);
   if (!b->len) xgr__buf_put(b, copy_header, sizeof copy_header);
-  cp_row(b, 20);
+  cp_row(b, 5);
   cp_text(b, rows[0]->owner);
   cp_num(b, rows[0]->root);
   cp_num(b, rows[0]->u.proc.iter);
-  bool err_null = false, join_null = false;
+  cp_num(b, rows[n - 1]->u.proc.iter);
+  size_t at = b->len;
+  cp_be(b, 0, 4);   /* the text's length, filled in below */
+  xgr__buf_putc(b, '[');
   for (size_t i = 0; i < n; i++) {
-    err_null |= !rows[i]->u.proc.error;
-    join_null |= !rows[i]->u.proc.join;
+    const xgr_store_proc *x = &rows[i]->u.proc;
+    assert(i == 0 || x->iter > rows[i - 1]->u.proc.iter);
+    xgr__buf_put(b, i ? ",[" : "[", i ? 2 : 1);
+    xgr__buf_put_u64(b, x->iter);
+    xgr__buf_putc(b, ',');
+    xgr__buf_put_u64(b, x->parent_iter);
+    xgr__buf_putc(b, ',');
+    xgr__buf_put_i64(b, x->step);
+    xgr__buf_putc(b, ',');
+    pack_str(b, x->step_id ? x->step_id : "");
+    int64_t v[] = {x->status, x->paused, x->valid, x->abort_reason, x->group, x->from_group,
+                   x->next_wake_at, x->created_at, x->started_at, x->finished_at};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+      xgr__buf_putc(b, ',');
+      xgr__buf_put_i64(b, v[k]);
+    }
+    xgr__buf_putc(b, ',');
+    pack_str(b, x->payload ? x->payload : "{}");
+    xgr__buf_putc(b, ',');
+    pack_str(b, x->error);
+    xgr__buf_putc(b, ',');
+    pack_str(b, x->join);
+    xgr__buf_putc(b, ']');
   }
-#define PACK_COL(oid, has_null, put)                 \
-  do {                                               \
-    size_t at_ = cp_array(b, oid, n, has_null);      \
-    for (size_t i = 0; i < n; i++) {                 \
-      const xgr_store_proc *x = &rows[i]->u.proc;    \
-      put;                                           \
-    }                                                \
-    cp_array_end(b, at_);                            \
-  } while (0)
-  PACK_COL(OID_NUMERIC, false, cp_num(b, x->iter));
-  PACK_COL(OID_NUMERIC, false, cp_num(b, x->parent_iter));
-  PACK_COL(OID_INT4, false, cp_i32(b, x->step));
-  PACK_COL(OID_TEXT, false, cp_text(b, x->step_id ? x->step_id : ""));
-  PACK_COL(OID_INT4, false, cp_i32(b, x->status));
-  PACK_COL(OID_INT4, false, cp_i32(b, x->paused));
-  PACK_COL(OID_INT4, false, cp_i32(b, x->valid));
-  PACK_COL(OID_INT4, false, cp_i32(b, x->abort_reason));
-  PACK_COL(OID_INT8, false, cp_i64(b, x->group));
-  PACK_COL(OID_INT8, false, cp_i64(b, x->from_group));
-  PACK_COL(OID_INT8, false, cp_i64(b, x->next_wake_at));
-  PACK_COL(OID_INT8, false, cp_i64(b, x->created_at));
-  PACK_COL(OID_INT8, false, cp_i64(b, x->started_at));
-  PACK_COL(OID_INT8, false, cp_i64(b, x->finished_at));
-  PACK_COL(OID_TEXT, false, cp_text(b, x->payload ? x->payload : "{}"));
-  PACK_COL(OID_TEXT, err_null, cp_text(b, x->error));
-  PACK_COL(OID_TEXT, join_null, cp_text(b, x->join));
-#undef PACK_COL
+  xgr__buf_putc(b, ']');
+  uint64_t len = b->len - at - 4;
+  assert(len < INT32_MAX);
+  for (int i = 3; i >= 0; i--, len >>= 8) b->p[at + (size_t)i] = (char)(unsigned char)len;
 }
 
 /* Can history row h keep the record of process row p (migration 12)? When p is the state of the
@@ -1485,7 +1478,7 @@ static void copy_rows(pgstore *g, PGconn *w, const bulk_procs *bp, int64_t now, 
   }
   if (pr->ok && born->len) {
     cp_be(born, 0xFFFF, 2);
-    copy_in(g, w, "COPY proc_born(owner, root_pid, first_iter, " PROC_COLS ") FROM STDIN (FORMAT binary)", born, pr);
+    copy_in(g, w, "COPY proc_born(owner, root_pid, first_iter, last_iter, members) FROM STDIN (FORMAT binary)", born, pr);
     if (!pr->ok && !strncmp(pr->state, "23", 2)) pr->direct_conflict = true;
   }
   if (pr->ok && staged->len) {
