@@ -415,6 +415,8 @@ typedef struct xgr_store_stats {
   uint64_t gc_deleted;              /* rows removed by retention */
   uint64_t group_redos;             /* PostgreSQL: groups applied again through the upsert because a process
                                        row taken for new existed (docs/STORE.md, "The bulk path"); 0 expected */
+  uint64_t group_retries;           /* PostgreSQL: groups tried again after a transient failure (a deadlock
+                                       with another node's transaction: docs/STORE.md, "Failures") */
 } xgr_store_stats;
 
 void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out);

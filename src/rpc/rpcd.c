@@ -158,6 +158,7 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
   xgr_metrics_line(out, "xgr_store_max_batches_per_tx", "", (double)ss.max_batches_per_tx);
   xgr_metrics_line(out, "xgr_store_group_redos", "", (double)ss.group_redos);
+  xgr_metrics_line(out, "xgr_store_group_retries", "", (double)ss.group_retries);
 }
 
 /* ---- registration ----------------------------------------------------------------------------- */

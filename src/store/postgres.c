@@ -25,9 +25,10 @@
  *                COPY into proc_steps (send_bulk, copy_rows). Should a "new" row exist, the group
  *                is redone with every process row through the upsert (commit_group). A process
  *                that a step's result of the group ended has its record written into that
- *                result's history row instead (migration 12, keeps_record): most steps end
- *                their process, so most steps write one row, not two; the process's proc_rt row,
- *                if it has one, is stale from then on (ENDED_IN_HIST: reads pass it over).
+ *                result's history row instead (migration 12, keeps_record), and the live
+ *                processes a group makes for one session share one row of proc_born (a pack,
+ *                cp_pack): most steps write one row, their history row. A stale proc_rt row or
+ *                a superseded member is passed over by every read (ENDED_IN_HIST, BORN_LIVE).
  *   split        a bulk group of at least SPLIT_MIN_BATCHES batches is divided by session key
  *                over `w` and the lanes, each part in its own transaction at the same time; the
  *                owners' counters are raised first, on their own (commit_split).
@@ -44,7 +45,8 @@
  *                holds terminal_at: updates of process and session rows change no indexed
  *                column and have room on their page (fillfactor, migration 11), so PostgreSQL
  *                makes them in place (HOT) without index writes. The sweep also deletes stale
- *                rows; deleting history rows by age deletes the stale rows of their records.
+ *                rows, a second sweep packs without a live member (gc_sweep); deleting history
+ *                rows by age deletes the stale rows of their records.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -1024,6 +1026,14 @@ static int proc_key_cmp(const void *a, const void *b) {
   return x->u.proc.iter < y->u.proc.iter ? -1 : x->u.proc.iter > y->u.proc.iter;
 }
 
+/* qsort: entries by session key (owner in byte order, as COLLATE "C"; rootPid) */
+static int session_key_cmp(const void *a, const void *b) {
+  const store_op *x = *(const store_op *const *)a, *y = *(const store_op *const *)b;
+  int c = strcmp(x->owner, y->owner);
+  if (c) return c;
+  return x->root < y->root ? -1 : x->root > y->root;
+}
+
 /* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
  * and then those of extra, when it has rows. Frees the columns' buffers either way. */
 static void send_cols(pgstore *g, PGconn *w, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
@@ -1237,6 +1247,7 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
   memset(dc, 0, sizeof dc);
   memset(bc, 0, sizeof bc);
   size_t nst = 0, ndel = 0;
+  const store_op **ended = xgr__xmalloc((nstates + 1) * sizeof *ended);
   for (size_t h = 0; h < scap; h++) {
     const store_op *op = sslot[h];
     if (!op) continue;
@@ -1250,14 +1261,18 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
     if (op->u.state.due) col_i64(&sc[7], op->u.state.due);   /* the due index; NULL: awake */
     else col_text(&sc[7], NULL);
     nst++;
-    if (op->u.state.status != XGR_RESULT_RUNNING) {
-      col_text(&dc[0], op->owner);
-      col_u64(&dc[1], op->root);
-      col_text(&bc[0], op->owner);
-      col_u64(&bc[1], op->root);
-      ndel++;
-    }
+    if (op->u.state.status != XGR_RESULT_RUNNING) ended[ndel++] = op;
   }
+  /* in key order, as retention's sweeps lock rows (another node's retention may delete the same
+   * packs: locks taken in one order cannot deadlock) */
+  qsort(ended, ndel, sizeof *ended, session_key_cmp);
+  for (size_t k = 0; k < ndel; k++) {
+    col_text(&dc[0], ended[k]->owner);
+    col_u64(&dc[1], ended[k]->root);
+    col_text(&bc[0], ended[k]->owner);
+    col_u64(&bc[1], ended[k]->root);
+  }
+  free(ended);
   free(sslot);
   free(recs);
   if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
@@ -1558,6 +1573,32 @@ out:
   free(bp.next);
 }
 
+/* A failure that is nobody's fault and goes away when the transaction is tried again: the server
+ * chose it as the victim of a deadlock (its locks crossed another node's, e.g. that node's
+ * retention deleting rows of this node's sessions), or a serialization failure. */
+static bool transient(const char *state) { return !strcmp(state, "40P01") || !strcmp(state, "40001"); }
+
+/* How often a group is tried again after a transient failure, the first wait (doubled each time). */
+#define TRANSIENT_TRIES 5
+#define TRANSIENT_WAIT_MS 5
+
+/* attempt(), and again after a rollback while it fails transiently, at most TRANSIENT_TRIES more
+ * times (xgr_store_stats.group_retries counts them). Returns 0, or -1 when a ROLLBACK failed
+ * (*err; the caller fails the group). */
+static int attempt_retrying(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, int64_t now,
+                            bool direct, bool bump, pipe_result *pr, xgr_error *err) {
+  for (int tries = 0;; tries++) {
+    attempt(g, w, cb, list, n, now, direct, bump, pr);
+    if (pr->ok || pr->conn_lost || !transient(pr->state) || tries >= TRANSIENT_TRIES) return 0;
+    if (pipe_simple(g, w, "ROLLBACK", err)) return -1;
+    pthread_mutex_lock(&g->base.mu);
+    g->base.stats.group_retries++;
+    pthread_mutex_unlock(&g->base.mu);
+    long ms = (long)TRANSIENT_WAIT_MS << tries;
+    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+  }
+}
+
 /* The store can no longer write: record why, fail every batch in list. */
 static void fail_all(pgstore *g, xgr_store_changes **list, size_t n, const xgr_error *why) {
   xgr__store_set_failed(&g->base, why->code ? why->code : XGR_EIO, why->message);
@@ -1595,7 +1636,11 @@ static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes 
     return;
   }
   pipe_result pr;
-  attempt(g, w, cb, list, n, now, true, bump, &pr);
+  if (attempt_retrying(g, w, cb, list, n, now, true, bump, &pr, &err)) {
+    fail_all(g, list, n, &err);
+    PQexitPipelineMode(w);
+    return;
+  }
   if (!pr.ok && pr.direct_conflict) {   /* a "new" process row existed: the group again, all upserts */
     if (pipe_simple(g, w, "ROLLBACK", &err)) {
       fail_all(g, list, n, &err);
@@ -1605,7 +1650,11 @@ static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes 
     pthread_mutex_lock(&g->base.mu);
     g->base.stats.group_redos++;
     pthread_mutex_unlock(&g->base.mu);
-    attempt(g, w, cb, list, n, now, false, bump, &pr);
+    if (attempt_retrying(g, w, cb, list, n, now, false, bump, &pr, &err)) {
+      fail_all(g, list, n, &err);
+      PQexitPipelineMode(w);
+      return;
+    }
   }
   if (pr.ok) {
     if (pipe_simple(g, w, "COMMIT", &err)) fail_all(g, list, n, &err);
@@ -1626,7 +1675,10 @@ static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes 
   }
   /* a batch's own fault: apply each batch in its own transaction so only the bad ones fail */
   for (size_t i = 0; i < n; i++) {
-    attempt(g, w, cb, list + i, 1, now, false, true, &pr);
+    if (attempt_retrying(g, w, cb, list + i, 1, now, false, true, &pr, &err)) {
+      fail_all(g, list + i, n - i, &err);
+      break;
+    }
     if (pr.ok) {
       if (pipe_simple(g, w, "COMMIT", &err)) {
         fail_all(g, list + i, n - i, &err);

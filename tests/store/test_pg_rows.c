@@ -11,7 +11,8 @@
  * (commit_split): each session's batches keep their order, the owner's counter is raised, a
  * batch's own fault fails it alone, and a batch that names sessions of two parts keeps its group
  * on one connection. The record of a process that a step's result ended is kept with that result's
- * history row (migration 12), and the live processes a group makes for a session share one row (test_fewer_rows). Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * history row (migration 12), and the live processes a group makes for a session share one row (test_fewer_rows);
+ * a group that loses a deadlock is tried again (test_deadlock_retried). Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -629,6 +630,50 @@ static void test_fewer_rows(void **state) {
   xgr_store_close(st);
 }
 
+/* A group that the server picks as a deadlock's victim is tried again, not failed: a second
+ * connection (another node's retention, say) holds session 31's pack while the writer deletes
+ * the packs of 30 and 31 (both end in one batch), then asks for 30's; the writer, waiting longer,
+ * is the victim, rolls back, waits and commits once the other is gone. */
+static void test_deadlock_retried(void **state) {
+  (void)state;
+  xgr_store *st = fresh_store();
+  xgr_store_changes *b = xgr_store_changes_new();
+  for (uint64_t r = 30; r <= 31; r++) {
+    add_session(b, r, 3);
+    add_proc(b, r, 1, XGR_PROC_WAITING, "{}");
+    add_proc(b, r, 2, XGR_PROC_WAITING, "{}");
+  }
+  commit_ok(st, b);
+  assert_sql("SELECT count(*) FROM proc_born", "2");
+  PGconn *c = pg();
+  sql_on(c, "BEGIN");
+  sql_on(c, "SET LOCAL deadlock_timeout = '20s'");   /* the writer's check (1 s) finds the cycle */
+  sql_on(c, "DELETE FROM proc_born WHERE root_pid = 31");
+  outcome o = {0};
+  b = xgr_store_changes_new();
+  for (uint64_t r = 30; r <= 31; r++) xgr_store_changes_session_state(b, OWNER, r, XGR_RESULT_KILLED, 5, 3, 1, false);
+  assert_int_equal(xgr_store_submit(st, b, on_done, &o), 0);
+  sleep_ms(300);   /* the writer holds 30's pack and waits for 31's */
+  assert_int_equal(PQsendQuery(c, "DELETE FROM proc_born WHERE root_pid = 30"), 1);
+  sleep_ms(2000);  /* the writer was the victim; c got 30's pack */
+  PGresult *r;
+  while ((r = PQgetResult(c))) {
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+  }
+  assert_int_equal(__atomic_load_n(&o.called, __ATOMIC_SEQ_CST), 0);   /* waits for c again */
+  sql_on(c, "ROLLBACK");
+  PQfinish(c);
+  xgr_store_flush(st);
+  assert_int_equal(o.rc, 0);
+  xgr_store_stats ss;
+  xgr_store_get_stats(st, &ss);
+  assert_true(ss.group_retries >= 1);
+  assert_sql("SELECT count(*) FROM proc_born", "0");
+  assert_sql("SELECT count(*) FROM sessions WHERE status = 2", "2");
+  xgr_store_close(st);
+}
+
 int main(void) {
   const char *u = getenv("XGR_PG_URL");
   if (!u || !*u) {
@@ -642,6 +687,7 @@ int main(void) {
       cmocka_unit_test(test_split_group),
       cmocka_unit_test(test_one_writer),
       cmocka_unit_test(test_fewer_rows),
+      cmocka_unit_test(test_deadlock_retried),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
