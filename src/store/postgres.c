@@ -2396,18 +2396,21 @@ static int pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
 static int load_where(pgstore *g, const char *cond, const params *p, int (*fn)(void *, const xgr_store_live *),
                       void *ctx, xgr_error *err) {
   char sql[3][3072];
-  snprintf(sql[0], sizeof sql[0], "SELECT " SESSION_COLS " FROM sessions s WHERE s.status = 0 AND (%s)"
+  int len[3];   /* cond is one of this file's (short) conditions: nothing is cut off */
+  len[0] = snprintf(sql[0], sizeof sql[0], "SELECT " SESSION_COLS " FROM sessions s WHERE s.status = 0 AND (%s)"
            " ORDER BY s.owner COLLATE \"C\", s.root_pid", cond);
-  snprintf(sql[1], sizeof sql[1], "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status,"
+  len[1] = snprintf(sql[1], sizeof sql[1], "SELECT r.owner, r.root_pid, r.iter, r.parent_iter, r.step, r.step_id, r.status,"
            " r.paused, r.valid, r.abort_reason, r.join_group, r.join_from_group, r.next_wake_at, r.created_at,"
            " r.started_at, r.finished_at, r.payload, r.error, r.join_state FROM proc_rt r JOIN sessions s"
            " ON s.owner = r.owner AND s.root_pid = r.root_pid WHERE s.status = 0 AND (%s) AND r.status < 2"
            " AND NOT " ENDED_IN_HIST("r") " UNION ALL SELECT b.owner, b.root_pid, m.* FROM proc_born b JOIN sessions s"
            " ON s.owner = b.owner AND s.root_pid = b.root_pid, " BORN_UNNEST " WHERE s.status = 0 AND (%s) AND "
            BORN_LIVE " ORDER BY 1, 2, 3", cond, cond);   /* owner is COLLATE "C" in both parts */
-  snprintf(sql[2], sizeof sql[2], "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s"
+  len[2] = snprintf(sql[2], sizeof sql[2], "SELECT k.owner, k.root_pid, k.grp FROM proc_scopes k JOIN sessions s"
            " ON s.owner = k.owner AND s.root_pid = k.root_pid WHERE s.status = 0 AND (%s)"
            " ORDER BY k.owner COLLATE \"C\", k.root_pid, k.grp", cond);
+  for (int q = 0; q < 3; q++) assert(len[q] > 0 && (size_t)len[q] < sizeof sql[q]);
+  (void)len;
   pthread_mutex_lock(&g->rmu);
   PGresult *res[3] = {NULL, NULL, NULL};
   if (PQstatus(g->r) == CONNECTION_BAD) {   /* the server restarted since the last read */
