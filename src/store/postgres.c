@@ -1017,21 +1017,20 @@ static size_t proc_key_hash(const store_op *op) {
   return key_hash(op->owner, op->root, op->kind == OP_PROC ? op->u.proc.iter : 0);
 }
 
-/* qsort: process entries by (owner in byte order, as COLLATE "C"; rootPid; iter) */
-static int proc_key_cmp(const void *a, const void *b) {
-  const store_op *x = *(const store_op *const *)a, *y = *(const store_op *const *)b;
-  int c = strcmp(x->owner, y->owner);
-  if (c) return c;
-  if (x->root != y->root) return x->root < y->root ? -1 : 1;
-  return x->u.proc.iter < y->u.proc.iter ? -1 : x->u.proc.iter > y->u.proc.iter;
-}
-
 /* qsort: entries by session key (owner in byte order, as COLLATE "C"; rootPid) */
 static int session_key_cmp(const void *a, const void *b) {
   const store_op *x = *(const store_op *const *)a, *y = *(const store_op *const *)b;
   int c = strcmp(x->owner, y->owner);
   if (c) return c;
   return x->root < y->root ? -1 : x->root > y->root;
+}
+
+/* qsort: process entries by session key, then iter */
+static int proc_key_cmp(const void *a, const void *b) {
+  int c = session_key_cmp(a, b);
+  if (c) return c;
+  const store_op *x = *(const store_op *const *)a, *y = *(const store_op *const *)b;
+  return x->u.proc.iter < y->u.proc.iter ? -1 : x->u.proc.iter > y->u.proc.iter;
 }
 
 /* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
