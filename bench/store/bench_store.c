@@ -154,6 +154,7 @@ int main(int argc, char **argv) {
         finished++;
       }
       xgr_store_changes *c = xgr_store_changes_new();
+      xgr_store_changes_defer_live(c);   /* a turn per batch, submitted at its end (as xgrd's engine does) */
       if (!x->s) {
         if (started >= total) {
           xgr_store_changes_free(c);

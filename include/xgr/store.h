@@ -288,6 +288,20 @@ void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
  * a session state update. RUN_STEP and WAKE effects are the driver's business and are skipped.
  * Call it right after the core call, while the effects' pointers are valid. */
 void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, const xgr_effects *fx);
+/* For drivers that put a whole turn of a session (its promotions and step results) in one batch:
+ * from now on xgr_store_changes_add_effects does not take the record of a process that is still
+ * live, but notes it, and the seal takes it from the session, once, in its last state. A join
+ * target that gets 32 pieces in a turn is then written once instead of 32 times, and a process
+ * that is promoted and ends in one turn only in its ended state.
+ * The driver promises, until b is sealed (xgr_store_changes_seal; xgr_store_submit and
+ * xgr_store_commit seal): every session whose effects b got stays allocated, and every core call
+ * on it adds its effects to b. A process that ended in a core call whose effects went elsewhere
+ * fails the batch (XGR_EINVAL, at submit); a session freed before the seal is a use after free. */
+void xgr_store_changes_defer_live(xgr_store_changes *b);
+/* Take the records that xgr_store_changes_defer_live left for later from their sessions now (call
+ * it before such a session is freed or changed by a core call whose effects go to another batch).
+ * Idempotent; a failure is kept in b and reported by xgr_store_submit. */
+void xgr_store_changes_seal(xgr_store_changes *b);
 /* The session row of a session that xgr_session_start just started (status running, counters
  * from the core). registry may be NULL. */
 void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry);

@@ -259,8 +259,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
         memmove(s->procs + i + 1, s->procs + i, (s->nprocs - i) * sizeof *s->procs);
         s->nprocs++;
       }
-      s->procs[i].r = op->u.proc;   /* take the strings */
-      memset(&op->u.proc, 0, sizeof op->u.proc);
+      xgr__store_proc_copy(&s->procs[i].r, &op->u.proc);
       s->procs[i].terminal_at = s->procs[i].r.status >= XGR_PROC_DONE ? now : 0;
       break;
     }
@@ -275,8 +274,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       }
       memmove(s->hist + i + 1, s->hist + i, (s->nhist - i) * sizeof *s->hist);
       s->nhist++;
-      s->hist[i] = op->u.hist;
-      memset(&op->u.hist, 0, sizeof op->u.hist);
+      xgr__store_hist_copy(&s->hist[i], &op->u.hist);
       s->hist[i].recorded_at = now;
       if (m->base.cfg.no_history_payload) {
         free(s->hist[i].payload);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "store/store_impl.h"
+#include "value/value_internal.h"
 #include "xgr/keccak.h"
 
 /* ---- small helpers ----------------------------------------------------------------------------- */
@@ -197,26 +198,37 @@ int xgr__store_doc_hash(const char *content, size_t len, char out[67]) {
 
 /* ---- batches ------------------------------------------------------------------------------------- */
 
-xgr_store_changes *xgr_store_changes_new(void) { return xgr__xcalloc(1, sizeof(xgr_store_changes)); }
-
-void xgr__store_op_free(store_op *op) {
-  if (!op->owner_borrowed) free(op->owner);
-  switch (op->kind) {
-    case OP_SESSION: xgr_store_session_clear(&op->u.session); break;
-    case OP_PROC: xgr_store_proc_clear(&op->u.proc); break;
-    case OP_HIST: xgr_store_hist_clear(&op->u.hist); break;
-    case OP_WAKE_OUT:
-    case OP_WAKE_DONE: xgr_store_wake_clear(&op->u.wake); break;
-    default: break;
-  }
+xgr_store_changes *xgr_store_changes_new(void) {
+  xgr_store_changes *b = xgr__xcalloc(1, sizeof *b);
+  xgr_arena_init(&b->text, 4096);
+  return b;
 }
 
 void xgr_store_changes_free(xgr_store_changes *b) {
   if (!b) return;
-  for (size_t i = 0; i < b->n; i++) xgr__store_op_free(&b->ops[i]);
+  xgr_arena_free(&b->text);
+  free(b->scratch.p);
   free(b->ops);
   free(b->pidx);
   free(b);
+}
+
+/* A copy of s in b's text arena (NULL stays NULL). */
+static char *bdup(xgr_store_changes *b, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  return memcpy(xgr__xarena_alloc(&b->text, n), s, n);
+}
+
+/* The JSON text of v in b's text arena ("{}" for null: a payload is an object). */
+static char *bjson(xgr_store_changes *b, xgr_value v) {
+  if (xgr_value_kind(v) == XGR_VNULL) return bdup(b, "{}");
+  b->scratch.len = 0;
+  xgr__json_write(&b->scratch, v, 0, -1);
+  char *d = xgr__xarena_alloc(&b->text, b->scratch.len + 1);
+  memcpy(d, b->scratch.p, b->scratch.len);
+  d[b->scratch.len] = 0;
+  return d;
 }
 
 size_t xgr_store_changes_size(const xgr_store_changes *b) { return b->n; }
@@ -240,19 +252,20 @@ static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uin
   op->kind = kind;
   if (!owner) owner = "";
   const store_op *prev = b->n > 1 ? op - 1 : NULL;   /* a batch's ops mostly name one session */
-  if (prev && (prev->owner == owner || !strcmp(prev->owner, owner))) {
-    op->owner = prev->owner;
-    op->owner_borrowed = true;
-  } else {
-    op->owner = xgr__xstrdup(owner);
-  }
+  op->owner = prev && (prev->owner == owner || !strcmp(prev->owner, owner)) ? prev->owner : bdup(b, owner);
   op->root = root;
   return op;
 }
 
 void xgr_store_changes_session(xgr_store_changes *b, const xgr_store_session *s) {
   store_op *op = push(b, OP_SESSION, s->owner, s->root_pid);
-  xgr__store_session_copy(&op->u.session, s);
+  xgr_store_session *d = &op->u.session;
+  *d = *s;
+  d->owner = op->owner;
+  d->registry = bdup(b, s->registry ? s->registry : "");
+  d->ostc_id = bdup(b, s->ostc_id ? s->ostc_id : "");
+  d->ostc_hash = bdup(b, s->ostc_hash ? s->ostc_hash : "");
+  d->max_total_gas = bdup(b, s->max_total_gas ? s->max_total_gas : "");
 }
 
 void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint8_t status,
@@ -306,18 +319,32 @@ static void reserve_pidx(xgr_store_changes *b, size_t more) {
   }
 }
 
+/* The slot of b's process index that holds (owner, root, iter), or the empty one where it would
+ * go. The index has room (cappidx > 0). */
+static size_t pidx_slot(const xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
+  size_t h = pidx_hash(root, iter) & (b->cappidx - 1);
+  while (b->pidx[h]) {
+    const store_op *op = &b->ops[b->pidx[h] - 1];
+    if (op->root == root && op->u.proc.iter == iter && !strcmp(op->owner, owner ? owner : "")) break;
+    h = (h + 1) & (b->cappidx - 1);
+  }
+  return h;
+}
+
 /* The OP_PROC entry of (owner, root, iter) in b: the existing one (its record cleared, to be
  * replaced by the newer state) or a new one. Entries keep the position of their first state. */
 static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
   reserve_pidx(b, 1);
-  size_t h = pidx_hash(root, iter) & (b->cappidx - 1);
-  while (b->pidx[h]) {
+  size_t h = pidx_slot(b, owner, root, iter);
+  if (b->pidx[h]) {
     store_op *op = &b->ops[b->pidx[h] - 1];
-    if (op->root == root && op->u.proc.iter == iter && !strcmp(op->owner, owner ? owner : "")) {
-      xgr_store_proc_clear(&op->u.proc);
-      return op;
+    if (op->live) {   /* not taken yet */
+      op->live = NULL;
+      b->nlive--;
     }
-    h = (h + 1) & (b->cappidx - 1);
+    memset(&op->u.proc, 0, sizeof op->u.proc);   /* its strings stay in the arena until the batch goes */
+    op->u.proc.iter = iter;
+    return op;
   }
   store_op *op = push(b, OP_PROC, owner, root);
   b->pidx[h] = b->n;
@@ -326,13 +353,21 @@ static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t roo
 }
 
 void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
-  store_op *op = proc_slot(b, owner, root_pid, p->iter);
-  xgr__store_proc_copy(&op->u.proc, p);
+  xgr_store_proc *d = &proc_slot(b, owner, root_pid, p->iter)->u.proc;
+  *d = *p;
+  d->step_id = bdup(b, p->step_id ? p->step_id : "");
+  d->payload = bdup(b, p->payload ? p->payload : "{}");
+  d->error = bdup(b, p->error);
+  d->join = bdup(b, p->join);
 }
 
 void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h) {
-  store_op *op = push(b, OP_HIST, owner, root_pid);
-  xgr__store_hist_copy(&op->u.hist, h);
+  xgr_store_hist *d = &push(b, OP_HIST, owner, root_pid)->u.hist;
+  *d = *h;
+  d->step_id = bdup(b, h->step_id ? h->step_id : "");
+  d->error = bdup(b, h->error);
+  d->payload = bdup(b, h->payload);
+  d->api = bdup(b, h->api);
 }
 
 void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint32_t group) {
@@ -375,12 +410,22 @@ void xgr_store_wake_clear(xgr_store_wake *w) {
 void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w) {
   assert(w->id && w->from_owner && w->to_owner && w->step && w->caller && w->payload);
   store_op *op = push(b, OP_WAKE_OUT, w->from_owner, w->from_root);
-  xgr__store_wake_copy(&op->u.wake, w);
+  xgr_store_wake *d = &op->u.wake;
+  *d = *w;
+  d->id = bdup(b, w->id);
+  d->from_owner = op->owner;
+  d->to_owner = bdup(b, w->to_owner);
+  d->step = bdup(b, w->step);
+  d->caller = bdup(b, w->caller);
+  d->rule = bdup(b, w->rule);
+  d->payload = bdup(b, w->payload);
+  d->refused = bdup(b, w->refused);
+  d->from_step = bdup(b, w->from_step);
 }
 
 void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason) {
   store_op *op = push(b, OP_WAKE_DONE, id, 0);
-  op->u.wake.refused = dup_or_null(reason);
+  op->u.wake.refused = bdup(b, reason);
 }
 
 int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
@@ -403,18 +448,13 @@ void xgr_store_wakes_free(xgr_store_wake *w, size_t n) {
 
 /* ---- effects -> entries ----------------------------------------------------------------------- */
 
-static char *value_json(xgr_value v) {
-  if (xgr_value_kind(v) == XGR_VNULL) return xgr__xstrdup("{}");
-  return xgr_value_to_json_text(v, 0, NULL);
-}
-
-/* The record of a live or just-finished process (the entry takes the strings). */
-static void proc_record(const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r) {
+/* The record of a live or just-finished process, its strings in b's arena. */
+static void proc_record(xgr_store_changes *b, const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r) {
   memset(r, 0, sizeof *r);
   r->iter = p->iter;
   r->parent_iter = p->parent_iter;
   r->step = p->step;
-  r->step_id = xgr__xstrdup(o->steps[p->step].id);
+  r->step_id = bdup(b, o->steps[p->step].id);
   r->status = p->status;
   r->paused = p->paused;
   r->valid = p->valid;
@@ -425,9 +465,24 @@ static void proc_record(const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r)
   r->created_at = p->created_at;
   r->started_at = p->started_at;
   r->finished_at = p->finished_at;
-  r->payload = value_json(p->payload);
-  r->error = xgr__xstrdup(p->error);
-  r->join = p->join ? xgr_session_join_to_json(o, p->join) : NULL;
+  r->payload = bjson(b, p->payload);
+  r->error = bdup(b, p->error);
+  if (p->join) {
+    char *j = xgr_session_join_to_json(o, p->join);
+    r->join = bdup(b, j);
+    free(j);
+  }
+}
+
+/* The record b holds of process p of session (owner, root) when p has ended, else NULL. An ended
+ * process never changes again, so the record's texts are p's. */
+static const xgr_store_proc *ended_record(const xgr_store_changes *b, const char *owner, uint64_t root,
+                                          const xgr_proc *p) {
+  if (p->status < XGR_PROC_DONE || !b->cappidx) return NULL;
+  size_t h = pidx_slot(b, owner, root, p->iter);
+  if (!b->pidx[h]) return NULL;
+  const store_op *op = &b->ops[b->pidx[h] - 1];
+  return op->live || op->u.proc.status < XGR_PROC_DONE ? NULL : &op->u.proc;
 }
 
 typedef struct fx_ref {
@@ -474,8 +529,16 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   for (size_t i = 0; i < nref; i++) {
     if (i && refs[i].iter == refs[i - 1].iter) continue;
     size_t k = refs[i].idx;
+    const xgr_proc *p = k < fx->n ? fx->items[k].proc : extra[k - fx->n];
     store_op *op = proc_slot(b, owner, root, refs[i].iter);
-    proc_record(o, k < fx->n ? fx->items[k].proc : extra[k - fx->n], &op->u.proc);
+    if (!b->defer_live || p->status >= XGR_PROC_DONE) {   /* terminal: the core frees it at its next call */
+      proc_record(b, o, p, &op->u.proc);
+    } else {   /* live: taken at the seal, so a join target that gets 32 pieces in a turn is written once */
+      memset(&op->u.proc, 0, sizeof op->u.proc);
+      op->u.proc.iter = p->iter;
+      op->live = s;
+      b->nlive++;
+    }
   }
   free(refs);
   free(extra);
@@ -488,15 +551,16 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
       h->iter = p->iter;
       h->parent_iter = p->parent_iter;
       h->step = p->step;
-      h->step_id = xgr__xstrdup(o->steps[p->step].id);
       h->status = e->status;
       h->valid = e->valid;
       h->abort_reason = p->abort_reason;
       h->at = e->at;
       h->finished_at = p->finished_at;
-      h->error = xgr__xstrdup(p->error);
-      h->payload = value_json(p->payload);
-      h->api = xgr__xstrdup(e->api);
+      const xgr_store_proc *r = ended_record(b, owner, root, p);   /* its texts are these: shared, not made twice */
+      h->step_id = r ? r->step_id : bdup(b, o->steps[p->step].id);
+      h->error = r ? r->error : bdup(b, p->error);
+      h->payload = r ? r->payload : bjson(b, p->payload);
+      h->api = bdup(b, e->api);
     } else if (e->kind == XGR_FX_JOIN && e->proc && e->proc->join && e->proc->join->closed &&
                e->proc->join->decl->policy == XGR_POLICY_KILL) {
       push(b, OP_SCOPE, owner, root)->u.group = e->proc->from_group;
@@ -528,8 +592,7 @@ void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session
 void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_total_gas) {
   for (size_t i = b->n; i > 0; i--)
     if (b->ops[i - 1].kind == OP_SESSION) {
-      free(b->ops[i - 1].u.session.max_total_gas);
-      b->ops[i - 1].u.session.max_total_gas = xgr__xstrdup(max_total_gas ? max_total_gas : "");
+      b->ops[i - 1].u.session.max_total_gas = bdup(b, max_total_gas ? max_total_gas : "");
       return;
     }
 }
@@ -541,11 +604,36 @@ void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *
 
 /* ---- submit and the synchronous helpers ----------------------------------------------------------- */
 
+void xgr_store_changes_defer_live(xgr_store_changes *b) { b->defer_live = true; }
+
+void xgr_store_changes_seal(xgr_store_changes *b) {
+  for (size_t i = 0; b->nlive && i < b->n; i++) {
+    store_op *op = &b->ops[i];
+    if (!op->live) continue;
+    const xgr_session *s = op->live;
+    const xgr_proc *p = xgr_session_find(s, op->u.proc.iter);
+    op->live = NULL;
+    b->nlive--;
+    if (p) {
+      proc_record(b, xgr_session_orch(s), p, &op->u.proc);
+    } else if (!b->rc) {   /* it ended in a core call whose effects went elsewhere: its last state is unknown */
+      b->rc = XGR_EINVAL;
+      xgr_error_set(&b->err, XGR_EINVAL, "proc", "process %s/%llu ended after its state was added to this batch, "
+                    "in a core call whose effects were not added to it", op->owner, (unsigned long long)op->u.proc.iter);
+    }
+  }
+  assert(b->nlive == 0);
+}
+
 int xgr_store_submit(xgr_store *st, xgr_store_changes *b, xgr_store_commit_fn done, void *ctx) {
   b->done = done;
   b->ctx = ctx;
-  b->rc = 0;
-  xgr_error_clear(&b->err);
+  xgr_store_changes_seal(b);
+  if (b->rc) {   /* a process record could not be taken (xgr_store_changes_seal) */
+    int rc = b->rc;
+    xgr__store_signal(st, b);
+    return rc;
+  }
   xgr_error ferr;
   int rc = xgr_store_failed(st, &ferr);
   if (rc) {

@@ -4,12 +4,16 @@
  * A batch is a list of entries (ops) in the order they were added; backends apply them in that
  * order. Besides the public entries there are two internal ones that only travel alone in a
  * batch: NEXTPID (getNextProcessId) and REGISTER (a registry document); their results are
- * written through pointers the waiting caller owns. */
+ * written through pointers the waiting caller owns. The strings of entries belong to the batch
+ * (its text arena) and go with it: a backend copies what it keeps. */
 #ifndef XGR_STORE_IMPL_H
 #define XGR_STORE_IMPL_H
 
 #include "util/alloc.h"
+#include "util/buf.h"
 #include <pthread.h>
+
+#include "xgr/arena.h"
 
 #include "xgr/store.h"
 
@@ -18,9 +22,11 @@ typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMO
 typedef struct store_op {
   op_kind kind;
   bool if_absent;               /* OP_SESSION: insert only; an existing row fails the batch (XGR_ECONFLICT) */
-  char *owner;                  /* owned, unless owner_borrowed */
-  bool owner_borrowed;          /* owner is an earlier op's of the same batch (freed with that one) */
+  char *owner;                  /* in the batch's text arena, like every string of an entry */
   uint64_t root;
+  const xgr_session *live;      /* OP_PROC from xgr_store_changes_add_effects of a process still live
+                                   (defer_live): its record is taken from the session at the seal
+                                   (u.proc holds only the iter until then); NULL: u.proc is whole */
   union {
     xgr_store_session session;                  /* OP_SESSION */
     struct {
@@ -45,12 +51,17 @@ typedef struct store_op {
 } store_op;
 
 struct xgr_store_changes {
+  xgr_arena text;               /* every string of the entries (freed with the batch, never one by
+                                   one: a batch is thousands of strings, freed by the writer thread) */
+  xgr_buf scratch;              /* JSON is written here, then copied into text */
   store_op *ops;
   size_t n, cap;
   size_t last_state;            /* index + 1 of the last OP_STATE (coalescing), 0: none */
   size_t *pidx;                 /* open-addressing index of OP_PROC entries by (root, iter): the
                                    last state of a process replaces an earlier one (index + 1) */
   size_t npidx, cappidx;
+  bool defer_live;              /* xgr_store_changes_defer_live was called */
+  size_t nlive;                 /* OP_PROC entries whose record is still to be taken (op.live) */
   xgr_store_commit_fn done;
   void *ctx;
   struct xgr_store_changes *next; /* queue link */
@@ -111,8 +122,6 @@ int64_t xgr__store_now_ms(const xgr_store *st);
 void xgr__store_set_failed(xgr_store *st, int code, const char *msg);
 /* Signal b's callback with b->rc / b->err and free b. */
 void xgr__store_signal(xgr_store *st, xgr_store_changes *b);
-/* Free what op owns (its owner string unless borrowed; ops are freed with their batch). */
-void xgr__store_op_free(store_op *op);
 /* Deep copies of records (strings duplicated). */
 void xgr__store_session_copy(xgr_store_session *dst, const xgr_store_session *src);
 void xgr__store_proc_copy(xgr_store_proc *dst, const xgr_store_proc *src);

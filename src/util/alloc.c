@@ -2,6 +2,8 @@
  * one line on stderr when memory runs out. */
 #include "util/alloc.h"
 
+#include "xgr/arena.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,4 +46,10 @@ char *xgr__xstrdup(const char *s) {
   char *d = xgr__xmalloc(n);
   memcpy(d, s, n);
   return d;
+}
+
+void *xgr__xarena_alloc(xgr_arena *a, size_t n) {
+  void *p = xgr_arena_alloc(a, n);
+  if (!p) out_of_memory();
+  return p;
 }

@@ -16,5 +16,8 @@ void *xgr__xcalloc(size_t n, size_t m);
 void *xgr__xrealloc(void *p, size_t n);
 /* A copy of s; NULL gives NULL. */
 char *xgr__xstrdup(const char *s);
+/* n bytes from arena a (xgr/arena.h; owned by the arena, not freed one by one). */
+struct xgr_arena;
+void *xgr__xarena_alloc(struct xgr_arena *a, size_t n);
 
 #endif

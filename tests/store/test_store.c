@@ -320,6 +320,117 @@ static void test_backends_agree(void **state) {
   t_rmdir(dir);
 }
 
+/* Run s to its end in turns: each turn promotes up to 4 processes, applies their results, and puts
+ * all of it in one batch (deferring live processes' records when `defer`). */
+static void run_turns(xgr_store *st, xgr_session *s, bool defer) {
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  const xgr_orch *o = xgr_session_orch(s);
+  for (int64_t now = 1; now < 1000 && xgr_session_result_of(s) == XGR_RESULT_RUNNING; now++) {
+    xgr_store_changes *b = xgr_store_changes_new();
+    if (defer) xgr_store_changes_defer_live(b);
+    xgr_session_promote(s, now, 4, &fx);
+    uint64_t iters[4];
+    size_t n = 0;
+    for (size_t i = 0; i < fx.n && n < 4; i++)
+      if (fx.items[i].kind == XGR_FX_RUN_STEP) iters[n++] = fx.items[i].proc->iter;
+    xgr_store_changes_add_effects(b, s, &fx);
+    xgr_effects_reset(&fx);
+    for (size_t i = 0; i < n; i++) {
+      const xgr_proc *p = xgr_session_find(s, iters[i]);
+      const char *sid = o->steps[p->step].id;
+      xgr_value eff = xgr_map_copy(p->payload);
+      xgr_map_set_str(eff, sid, strlen(sid), xgr_value_int((int64_t)iters[i]));
+      xgr_step_outcome oc = {.kind = t_outcome(iters[i], sid, 3), .effective = eff,
+                             .outcome_payload = xgr_value_null(), .error = "boom"};
+      xgr_session_step_result(s, iters[i], &oc, now, &fx, NULL);
+      xgr_value_release(eff);
+      xgr_store_changes_add_effects(b, s, &fx);
+      xgr_effects_reset(&fx);
+    }
+    assert_int_equal(xgr_store_commit(st, b, NULL), 0);
+  }
+  assert_int_not_equal(xgr_session_result_of(s), XGR_RESULT_RUNNING);
+  xgr_effects_free(&fx);
+}
+
+/* xgr_store_changes_defer_live: the same turns leave the same rows as records taken at every core
+ * call, on every backend; a process that ended in a core call whose effects went to another batch
+ * fails the batch that deferred it (and nothing of it is written); a seal before the session is
+ * freed takes the records in time. */
+static void test_defer_live(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (int k = 0; k < nkinds(); k++) {
+    char *dumps[2];
+    for (int d = 0; d < 2; d++) {
+      xgr_store *st = open_kind(k, dir, d ? "defer.db" : "eager.db", NULL);
+      xgr_session *s = t_start(st, o, 1, 0);
+      run_turns(st, s, d == 1);
+      dumps[d] = t_dump(st, 1);
+      xgr_session_free(s);
+      xgr_store_close(st);
+    }
+    assert_string_equal(dumps[0], dumps[1]);
+    assert_non_null(strstr(dumps[0], "join={\"decl\""));   /* join targets' states are in it */
+    free(dumps[0]);
+    free(dumps[1]);
+
+    xgr_store *st = open_kind(k, dir, "defer.db", NULL);
+    xgr_session *s = t_start(st, o, 2, 0);
+    xgr_effects fx;
+    xgr_effects_init(&fx);
+    xgr_store_changes *b1 = xgr_store_changes_new();
+    xgr_store_changes_defer_live(b1);
+    assert_int_equal(xgr_session_promote(s, 1, 1, &fx), 1);
+    uint64_t iter = 0;
+    for (size_t i = 0; i < fx.n; i++)
+      if (fx.items[i].kind == XGR_FX_RUN_STEP) iter = fx.items[i].proc->iter;
+    xgr_store_changes_add_effects(b1, s, &fx);   /* A, running: its record is left for the seal */
+    xgr_effects_reset(&fx);
+    xgr_step_outcome oc = {.kind = XGR_OUTCOME_HARD_ERROR, .effective = xgr_value_null(),
+                           .outcome_payload = xgr_value_null(), .error = "boom"};
+    xgr_session_step_result(s, iter, &oc, 2, &fx, NULL);
+    xgr_store_changes *b2 = xgr_store_changes_new();
+    xgr_store_changes_add_effects(b2, s, &fx);   /* ... but it ends in a call whose effects go elsewhere */
+    xgr_effects_reset(&fx);
+    xgr_error e;
+    assert_int_equal(xgr_store_commit(st, b1, &e), XGR_EINVAL);
+    assert_non_null(strstr(e.message, "ended after its state was added to this batch"));
+    xgr_store_proc *ps;
+    size_t np;
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 2, &ps, &np, NULL), 0);
+    assert_int_equal(np, 1);
+    assert_int_equal(ps[0].status, XGR_PROC_WAITING);   /* b1 wrote nothing */
+    xgr_store_procs_free(ps, np);
+    assert_int_equal(xgr_store_commit(st, b2, &e), 0);
+    assert_int_equal(xgr_store_failed(st, NULL), 0);
+    xgr_session_free(s);
+
+    /* sealed, then the session goes, then the batch is committed */
+    s = t_start(st, o, 3, 0);
+    b1 = xgr_store_changes_new();
+    xgr_store_changes_defer_live(b1);
+    assert_int_equal(xgr_session_promote(s, 1, 1, &fx), 1);
+    xgr_store_changes_add_effects(b1, s, &fx);
+    xgr_effects_reset(&fx);
+    xgr_store_changes_seal(b1);
+    xgr_store_changes_seal(b1);   /* idempotent */
+    xgr_session_free(s);
+    assert_int_equal(xgr_store_commit(st, b1, &e), 0);
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 3, &ps, &np, NULL), 0);
+    assert_int_equal(np, 1);
+    assert_int_equal(ps[0].status, XGR_PROC_RUNNING);
+    assert_string_equal(ps[0].step_id, "A");
+    xgr_store_procs_free(ps, np);
+    xgr_effects_free(&fx);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+}
+
 /* ---- recovery ------------------------------------------------------------------------------------ */
 
 typedef struct restore_ctx {
@@ -1722,6 +1833,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_table),
       cmocka_unit_test(test_backends_agree),
+      cmocka_unit_test(test_defer_live),
       cmocka_unit_test(test_restore_matches_uninterrupted),
       cmocka_unit_test(test_restore_running_runs_again),
       cmocka_unit_test(test_restore_rejects_bad_rows),

@@ -193,6 +193,7 @@ static int cmd_run(const char *store, const char *bundle, size_t n, int rounds, 
       if (!w.ss[i].s || w.ss[i].done) continue;
       active++;
       xgr_store_changes *c = xgr_store_changes_new();
+      xgr_store_changes_defer_live(c);   /* a turn per batch: live processes' records at submit */
       turn(&w, i, c);
       if (xgr_store_changes_size(c)) xgr_store_submit(st, c, on_commit, &w);
       else xgr_store_changes_free(c);
