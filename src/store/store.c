@@ -500,8 +500,14 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   const xgr_orch *o = xgr_session_orch(s);
   const char *owner = xgr_session_owner(s);
   uint64_t root = xgr_session_root_pid(s);
+  /* refs: one per process effect and one per collector that got a delivery (at most one per
+   * effect each); extra: those collectors. On the stack for the usual few effects of a call. */
+  fx_ref refs_small[64];
+  const xgr_proc *extra_small[32];
+  bool small = fx->n <= 32;
+  fx_ref *refs = small ? refs_small : xgr__xmalloc(2 * fx->n * sizeof *refs);
+  const xgr_proc **extra = small ? extra_small : xgr__xmalloc(fx->n * sizeof *extra);
   size_t nref = 0;
-  fx_ref *refs = fx->n ? xgr__xmalloc(fx->n * sizeof *refs) : NULL;
   for (size_t i = 0; i < fx->n; i++) {
     const xgr_effect *e = &fx->items[i];
     if ((e->kind == XGR_FX_PROC || e->kind == XGR_FX_JOIN) && e->proc) refs[nref++] = (fx_ref){e->proc->iter, i};
@@ -509,17 +515,14 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   /* deliveries: the collector of every process that became terminal got a piece or a fail
    * without an effect of its own; persist it too (its last state, like the others) */
   size_t nfx = nref;
-  const xgr_proc **extra = NULL;
   size_t nextra = 0;
   for (size_t i = 0; i < nfx; i++) {
     const xgr_proc *p = fx->items[refs[i].idx].proc;
     if (p->status < XGR_PROC_DONE) continue;
     const xgr_proc *t = xgr_session_collector(s, p->group);
-    if (!t) continue;
-    extra = xgr__xrealloc(extra, (nextra + 1) * sizeof *extra);
-    extra[nextra++] = t;
+    if (t) extra[nextra++] = t;
   }
-  if (nextra) refs = xgr__xrealloc(refs, (nref + nextra) * sizeof *refs);
+  assert(nextra <= fx->n && nref + nextra <= 2 * fx->n);
   for (size_t i = 0; i < nextra; i++) refs[nref++] = (fx_ref){extra[i]->iter, fx->n + i};
   /* processes: the last state of each (effects point at the live struct, so any of them shows
    * the state after the call; the latest one is taken for clarity) */
@@ -540,8 +543,10 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
       b->nlive++;
     }
   }
-  free(refs);
-  free(extra);
+  if (!small) {
+    free(refs);
+    free(extra);
+  }
   for (size_t i = 0; i < fx->n; i++) {
     const xgr_effect *e = &fx->items[i];
     if (e->kind == XGR_FX_HISTORY && e->proc) {
