@@ -1033,6 +1033,16 @@ static int proc_key_cmp(const void *a, const void *b) {
   return x->u.proc.iter < y->u.proc.iter ? -1 : x->u.proc.iter > y->u.proc.iter;
 }
 
+/* Close the array literals of the columns c[0..ncol) and append them to p as text parameters;
+ * text[k] gets column k's text (the caller frees it after the statement). */
+static void cols_params(colbuf *c, int ncol, params *p, char **text) {
+  for (int k = 0; k < ncol; k++) {
+    xgr__buf_putc(&c[k].b, '}');
+    text[k] = xgr__buf_finish(&c[k].b, NULL);
+    p_text(p, text[k]);
+  }
+}
+
 /* Send a bulk statement whose parameters are the columns c[0..ncol) (array literals being built)
  * and then those of extra, when it has rows. Frees the columns' buffers either way. */
 static void send_cols(pgstore *g, PGconn *w, pipe_state *ps, colbuf *c, int ncol, size_t rows, int stmt, const params *extra) {
@@ -1043,11 +1053,7 @@ static void send_cols(pgstore *g, PGconn *w, pipe_state *ps, colbuf *c, int ncol
   params p = {0};
   char *text[PMAX];
   assert(ncol + (extra ? extra->n : 0) <= PMAX);
-  for (int k = 0; k < ncol; k++) {
-    xgr__buf_putc(&c[k].b, '}');
-    text[k] = xgr__buf_finish(&c[k].b, NULL);
-    p_text(&p, text[k]);
-  }
+  cols_params(c, ncol, &p, text);
   for (int k = 0; extra && k < extra->n; k++) {
     p.v[p.n] = extra->v[k];
     p.len[p.n] = extra->len[k];
@@ -1061,6 +1067,15 @@ typedef struct owner_next {
   const char *owner;            /* borrowed from the group's entries; NULL: a free slot */
   uint64_t next;
 } owner_next;
+
+/* Note in the table o[0..cap) (open addressing, cap a power of two with room) that owner's next
+ * expected rootPid is at least root + 1. A session started with rootPid 2^64-1 raises nothing. */
+static void owner_raise(owner_next *o, size_t cap, const char *owner, uint64_t root) {
+  if (root == UINT64_MAX) return;
+  size_t h = proc_key_hash(&(store_op){.owner = (char *)owner}) & (cap - 1);
+  while (o[h].owner && strcmp(o[h].owner, owner)) h = (h + 1) & (cap - 1);
+  if (!o[h].owner || o[h].next < root + 1) o[h] = (owner_next){owner, root + 1};
+}
 
 static int owner_next_cmp(const void *a, const void *b) {
   const owner_next *x = a, *y = b;
@@ -1208,11 +1223,7 @@ static void send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes *
         col_i64(&nc[11], x->next_group);
         col_text(&nc[12], x->max_total_gas ? x->max_total_gas : "");
         *(op->if_absent ? &nins : &nups) += 1;
-        if (x->root_pid != UINT64_MAX) {   /* the owner's next expected rootPid: the largest + 1 */
-          h = proc_key_hash(&(store_op){.owner = x->owner}) & (ocap - 1);
-          while (oslot[h].owner && strcmp(oslot[h].owner, x->owner)) h = (h + 1) & (ocap - 1);
-          if (!oslot[h].owner || oslot[h].next < x->root_pid + 1) oslot[h] = (owner_next){x->owner, x->root_pid + 1};
-        }
+        owner_raise(oslot, ocap, x->owner, x->root_pid);   /* the owner's next expected rootPid: the largest + 1 */
       } else if (op->kind == OP_SCOPE) {
         col_text(&kc[0], op->owner);
         col_u64(&kc[1], op->root);
@@ -1872,11 +1883,7 @@ static int raise_owners(pgstore *g, xgr_store_changes **list, size_t n, xgr_erro
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       const store_op *op = &list[i]->ops[k];
-      if (op->kind != OP_SESSION || op->u.session.root_pid == UINT64_MAX) continue;
-      const char *owner = op->u.session.owner;
-      size_t h = proc_key_hash(&(store_op){.owner = (char *)owner}) & (cap - 1);
-      while (o[h].owner && strcmp(o[h].owner, owner)) h = (h + 1) & (cap - 1);
-      if (!o[h].owner || o[h].next < op->u.session.root_pid + 1) o[h] = (owner_next){owner, op->u.session.root_pid + 1};
+      if (op->kind == OP_SESSION) owner_raise(o, cap, op->u.session.owner, op->u.session.root_pid);
     }
   size_t no = owners_sorted(o, cap);
   int rc = 0;
@@ -1889,11 +1896,7 @@ static int raise_owners(pgstore *g, xgr_store_changes **list, size_t n, xgr_erro
     }
     params p = {0};
     char *text[2];
-    for (int k = 0; k < 2; k++) {
-      xgr__buf_putc(&c[k].b, '}');
-      text[k] = xgr__buf_finish(&c[k].b, NULL);
-      p_text(&p, text[k]);
-    }
+    cols_params(c, 2, &p, text);
     PGresult *r = exec_prepared(g->w, S_OWNERS_BULK, &p);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) rc = res_error(g, r, g->w, "cannot raise the owners' counters", err);
     PQclear(r);
