@@ -156,30 +156,57 @@ void xgr_store_hists_free(xgr_store_hist *h, size_t n) {
   free(h);
 }
 
-void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) {
-  *d = *s;
-  d->owner = xgr__xstrdup(s->owner ? s->owner : "");
-  d->registry = xgr__xstrdup(s->registry ? s->registry : "");
-  d->ostc_id = xgr__xstrdup(s->ostc_id ? s->ostc_id : "");
-  d->ostc_hash = xgr__xstrdup(s->ostc_hash ? s->ostc_hash : "");
-  d->max_total_gas = xgr__xstrdup(s->max_total_gas ? s->max_total_gas : "");
+/* Deep copies of records, their strings made by dup (NULL gives NULL): on the heap for what a
+ * backend keeps (xgr__store_*_copy) or in a batch's arena for its entries (bdup). */
+typedef char *dup_fn(void *ctx, const char *s);
+
+static char *heap_dup(void *ctx, const char *s) {
+  (void)ctx;
+  return xgr__xstrdup(s);
 }
 
-void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) {
+static void session_copy(xgr_store_session *d, const xgr_store_session *s, dup_fn *dup, void *ctx) {
   *d = *s;
-  d->step_id = xgr__xstrdup(s->step_id ? s->step_id : "");
-  d->payload = xgr__xstrdup(s->payload ? s->payload : "{}");
-  d->error = xgr__xstrdup(s->error);
-  d->join = xgr__xstrdup(s->join);
+  d->owner = dup(ctx, s->owner ? s->owner : "");
+  d->registry = dup(ctx, s->registry ? s->registry : "");
+  d->ostc_id = dup(ctx, s->ostc_id ? s->ostc_id : "");
+  d->ostc_hash = dup(ctx, s->ostc_hash ? s->ostc_hash : "");
+  d->max_total_gas = dup(ctx, s->max_total_gas ? s->max_total_gas : "");
 }
 
-void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) {
+static void proc_copy(xgr_store_proc *d, const xgr_store_proc *s, dup_fn *dup, void *ctx) {
   *d = *s;
-  d->step_id = xgr__xstrdup(s->step_id ? s->step_id : "");
-  d->error = xgr__xstrdup(s->error);
-  d->payload = xgr__xstrdup(s->payload);
-  d->api = xgr__xstrdup(s->api);
+  d->step_id = dup(ctx, s->step_id ? s->step_id : "");
+  d->payload = dup(ctx, s->payload ? s->payload : "{}");
+  d->error = dup(ctx, s->error);
+  d->join = dup(ctx, s->join);
 }
+
+static void hist_copy(xgr_store_hist *d, const xgr_store_hist *s, dup_fn *dup, void *ctx) {
+  *d = *s;
+  d->step_id = dup(ctx, s->step_id ? s->step_id : "");
+  d->error = dup(ctx, s->error);
+  d->payload = dup(ctx, s->payload);
+  d->api = dup(ctx, s->api);
+}
+
+static void wake_copy(xgr_store_wake *d, const xgr_store_wake *s, dup_fn *dup, void *ctx) {
+  *d = *s;
+  d->id = dup(ctx, s->id);
+  d->from_owner = dup(ctx, s->from_owner);
+  d->to_owner = dup(ctx, s->to_owner);
+  d->step = dup(ctx, s->step);
+  d->caller = dup(ctx, s->caller);
+  d->rule = dup(ctx, s->rule);
+  d->payload = dup(ctx, s->payload);
+  d->refused = dup(ctx, s->refused);
+  d->from_step = dup(ctx, s->from_step);
+}
+
+void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) { session_copy(d, s, heap_dup, NULL); }
+void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) { proc_copy(d, s, heap_dup, NULL); }
+void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) { hist_copy(d, s, heap_dup, NULL); }
+void xgr__store_wake_copy(xgr_store_wake *d, const xgr_store_wake *s) { wake_copy(d, s, heap_dup, NULL); }
 
 void xgr__store_doc_copy(xgr_store_doc *d, const xgr_store_doc *s) {
   *d = *s;
@@ -213,11 +240,11 @@ void xgr_store_changes_free(xgr_store_changes *b) {
   free(b);
 }
 
-/* A copy of s in b's text arena (NULL stays NULL). */
-static char *bdup(xgr_store_changes *b, const char *s) {
+/* A copy of s in the text arena of batch ctx (NULL stays NULL); a dup_fn. */
+static char *bdup(void *ctx, const char *s) {
   if (!s) return NULL;
   size_t n = strlen(s) + 1;
-  return memcpy(xgr__xarena_alloc(&b->text, n), s, n);
+  return memcpy(xgr__xarena_alloc(&((xgr_store_changes *)ctx)->text, n), s, n);
 }
 
 /* The JSON text of v in b's text arena ("{}" for null: a payload is an object). */
@@ -258,14 +285,7 @@ static store_op *push(xgr_store_changes *b, op_kind kind, const char *owner, uin
 }
 
 void xgr_store_changes_session(xgr_store_changes *b, const xgr_store_session *s) {
-  store_op *op = push(b, OP_SESSION, s->owner, s->root_pid);
-  xgr_store_session *d = &op->u.session;
-  *d = *s;
-  d->owner = op->owner;
-  d->registry = bdup(b, s->registry ? s->registry : "");
-  d->ostc_id = bdup(b, s->ostc_id ? s->ostc_id : "");
-  d->ostc_hash = bdup(b, s->ostc_hash ? s->ostc_hash : "");
-  d->max_total_gas = bdup(b, s->max_total_gas ? s->max_total_gas : "");
+  session_copy(&push(b, OP_SESSION, s->owner, s->root_pid)->u.session, s, bdup, b);
 }
 
 void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint8_t status,
@@ -331,43 +351,35 @@ static size_t pidx_slot(const xgr_store_changes *b, const char *owner, uint64_t 
   return h;
 }
 
-/* The OP_PROC entry of (owner, root, iter) in b: the existing one (its record cleared, to be
- * replaced by the newer state) or a new one. Entries keep the position of their first state. */
+/* The OP_PROC entry of (owner, root, iter) in b, its record cleared but for the iter (to be
+ * filled with the newer state): the existing one or a new one. Entries keep the position of their
+ * first state; a replaced record's strings stay in the arena until the batch goes. */
 static store_op *proc_slot(xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
   reserve_pidx(b, 1);
   size_t h = pidx_slot(b, owner, root, iter);
+  store_op *op;
   if (b->pidx[h]) {
-    store_op *op = &b->ops[b->pidx[h] - 1];
+    op = &b->ops[b->pidx[h] - 1];
     if (op->live) {   /* not taken yet */
       op->live = NULL;
       b->nlive--;
     }
-    memset(&op->u.proc, 0, sizeof op->u.proc);   /* its strings stay in the arena until the batch goes */
-    op->u.proc.iter = iter;
-    return op;
+    memset(&op->u.proc, 0, sizeof op->u.proc);
+  } else {
+    op = push(b, OP_PROC, owner, root);
+    b->pidx[h] = b->n;
+    b->npidx++;
   }
-  store_op *op = push(b, OP_PROC, owner, root);
-  b->pidx[h] = b->n;
-  b->npidx++;
+  op->u.proc.iter = iter;
   return op;
 }
 
 void xgr_store_changes_proc(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_proc *p) {
-  xgr_store_proc *d = &proc_slot(b, owner, root_pid, p->iter)->u.proc;
-  *d = *p;
-  d->step_id = bdup(b, p->step_id ? p->step_id : "");
-  d->payload = bdup(b, p->payload ? p->payload : "{}");
-  d->error = bdup(b, p->error);
-  d->join = bdup(b, p->join);
+  proc_copy(&proc_slot(b, owner, root_pid, p->iter)->u.proc, p, bdup, b);
 }
 
 void xgr_store_changes_hist(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_hist *h) {
-  xgr_store_hist *d = &push(b, OP_HIST, owner, root_pid)->u.hist;
-  *d = *h;
-  d->step_id = bdup(b, h->step_id ? h->step_id : "");
-  d->error = bdup(b, h->error);
-  d->payload = bdup(b, h->payload);
-  d->api = bdup(b, h->api);
+  hist_copy(&push(b, OP_HIST, owner, root_pid)->u.hist, h, bdup, b);
 }
 
 void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uint64_t root_pid, uint32_t group) {
@@ -376,21 +388,6 @@ void xgr_store_changes_scope_killed(xgr_store_changes *b, const char *owner, uin
 
 void xgr_store_changes_remove_session(xgr_store_changes *b, const char *owner, uint64_t root_pid) {
   push(b, OP_REMOVE, owner, root_pid);
-}
-
-static char *dup_or_null(const char *s) { return s ? xgr__xstrdup(s) : NULL; }
-
-void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src) {
-  *dst = *src;
-  dst->id = dup_or_null(src->id);
-  dst->from_owner = dup_or_null(src->from_owner);
-  dst->to_owner = dup_or_null(src->to_owner);
-  dst->step = dup_or_null(src->step);
-  dst->caller = dup_or_null(src->caller);
-  dst->rule = dup_or_null(src->rule);
-  dst->payload = dup_or_null(src->payload);
-  dst->refused = dup_or_null(src->refused);
-  dst->from_step = dup_or_null(src->from_step);
 }
 
 void xgr_store_wake_clear(xgr_store_wake *w) {
@@ -409,18 +406,7 @@ void xgr_store_wake_clear(xgr_store_wake *w) {
 
 void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w) {
   assert(w->id && w->from_owner && w->to_owner && w->step && w->caller && w->payload);
-  store_op *op = push(b, OP_WAKE_OUT, w->from_owner, w->from_root);
-  xgr_store_wake *d = &op->u.wake;
-  *d = *w;
-  d->id = bdup(b, w->id);
-  d->from_owner = op->owner;
-  d->to_owner = bdup(b, w->to_owner);
-  d->step = bdup(b, w->step);
-  d->caller = bdup(b, w->caller);
-  d->rule = bdup(b, w->rule);
-  d->payload = bdup(b, w->payload);
-  d->refused = bdup(b, w->refused);
-  d->from_step = bdup(b, w->from_step);
+  wake_copy(&push(b, OP_WAKE_OUT, w->from_owner, w->from_root)->u.wake, w, bdup, b);
 }
 
 void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason) {
@@ -537,8 +523,6 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
     if (!b->defer_live || p->status >= XGR_PROC_DONE) {   /* terminal: the core frees it at its next call */
       proc_record(b, o, p, &op->u.proc);
     } else {   /* live: taken at the seal, so a join target that gets 32 pieces in a turn is written once */
-      memset(&op->u.proc, 0, sizeof op->u.proc);
-      op->u.proc.iter = p->iter;
       op->live = s;
       b->nlive++;
     }
