@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "xgr/cel.h"
 #include "xgr/json.h"
 #include "xgr/value.h"
@@ -60,32 +61,39 @@ static void print_fail(bool json, const char *kind, const char *msg) {
 int xgr_cmd_eval(int argc, char **argv) {
   const char *mode_s = "value", *vars_s = NULL, *resp_s = NULL, *expr = NULL;
   bool json = false;
-  for (int i = 1; i < argc; i++) {
+  static const struct option opts[] = {
+    {"mode", required_argument, NULL, 'm'}, {"vars", required_argument, NULL, 'v'}, {"resp", required_argument, NULL, 'r'},
+    {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  /* an expression may start with a minus (-1 + x): an argument with one dash other than -h is the
+   * expression, not an option; it is taken out before the options are parsed */
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      eval_usage(stdout);
-      return XGR_EXIT_OK;
-    } else if (!strcmp(a, "--json")) {
-      json = true;
-    } else if ((!strcmp(a, "--mode") || !strcmp(a, "--vars") || !strcmp(a, "--resp")) && i + 1 < argc) {
-      const char **dst = a[2] == 'm' ? &mode_s : a[2] == 'v' ? &vars_s : &resp_s;
-      *dst = argv[++i];
-    } else if (!strcmp(a, "--")) {
-      if (i + 1 < argc && !expr) expr = argv[++i];
-      else {
-        eval_usage(stderr);
-        return XGR_EXIT_USAGE;
-      }
-    } else if (a[0] == '-' && a[1] == '-') {
-      fprintf(stderr, "xgr eval: unknown or incomplete option '%s'\n", a);
-      eval_usage(stderr);
-      return XGR_EXIT_USAGE;
-    } else if (!expr) {
+    if (a[0] == '-' && a[1] == '-' && !strchr(a, '=')) {
+      for (const struct option *o = opts; o->name; o++)
+        if (!strcmp(a + 2, o->name) && o->has_arg) i++;   /* its value */
+    } else if (a[0] == '-' && a[1] && strcmp(a, "-h") && !expr) {
       expr = a;
-    } else {
-      fprintf(stderr, "xgr eval: one expression expected (quote it)\n");
-      return XGR_EXIT_USAGE;
+      memmove(argv + i, argv + i + 1, (size_t)(argc - i - 1) * sizeof *argv);
+      argc--;
+      break;
     }
+  }
+  int ch;
+  optind = 1;
+  while ((ch = xgr_cli_getopt(argc, argv, "h", opts, "xgr eval")) != -1) {
+    switch (ch) {
+      case 'h': eval_usage(stdout); return XGR_EXIT_OK;
+      case 'j': json = true; break;
+      case 'm': mode_s = optarg; break;
+      case 'v': vars_s = optarg; break;
+      case 'r': resp_s = optarg; break;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
+    }
+  }
+  if (optind < argc && !expr) expr = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "xgr eval: one expression expected (quote it)\n");
+    return XGR_EXIT_USAGE;
   }
   if (!expr) {
     eval_usage(stderr);

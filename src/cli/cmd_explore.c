@@ -5,13 +5,13 @@
  * Exit: 0 no error finding, 1 an error finding, 2 usage or unreadable input, 3 the file does not
  * load. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/explore.h"
@@ -122,7 +122,7 @@ int xgr_cmd_explore(int argc, char **argv) {
   int ch;
   optind = 1;
   xgr_error e;
-  while ((ch = getopt_long(argc, argv, "s:p:o:m:M:jre:h", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:m:M:jre:h", opts, "xgr explore")) != -1) {
     switch (ch) {
       case 's': start = optarg; break;
       case 'p': payload_s = optarg; break;
@@ -149,7 +149,7 @@ int xgr_cmd_explore(int argc, char **argv) {
         break;
       }
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (optind != argc - 1 || !start) {

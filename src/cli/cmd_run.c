@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/human.h"
 #include "cli/load.h"
 #include "xgr/bundle.h"
@@ -485,7 +485,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     {"replay", required_argument, NULL, 'R'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, "xgr run")) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -540,7 +540,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
         break;
       }
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (!xgr_xrc_is_address(owner, strlen(owner))) {
