@@ -194,18 +194,6 @@ void xgr_client_print_json(const json_t *j) {
   free(s);
 }
 
-json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text) {
-  xgr_error pe;
-  json_t *j = NULL;
-  if (xgr_json_parse_exact(text, strlen(text), &j, &pe)) j = NULL;
-  if (!json_is_object(j)) {
-    fprintf(stderr, "xgr %s: %s must be a JSON object: %s\n", cmd, flag, j ? "got another JSON value" : pe.message);
-    json_decref(j);
-    return NULL;
-  }
-  return j;
-}
-
 char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) {

@@ -71,8 +71,6 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
 
 /* Print a result as pretty JSON to stdout. */
 void xgr_client_print_json(const json_t *j);
-/* Parse a JSON object given on the command line ("--payload"); prints the error and returns NULL. */
-json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text);
 /* Read a whole file (at most max bytes) into a malloc'd NUL-terminated buffer; NULL with a
  * message on failure. */
 char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t *len);

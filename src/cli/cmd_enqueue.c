@@ -13,7 +13,7 @@ static void usage(FILE *f) {
           "already_queued, paused or scheduled; the session is durable when it is answered.\n\n"
           "  --owner ADDR       the session's owner (0x + 40 hex)\n"
           "  --step STEP        the start step (default: the orchestration's first step)\n"
-          "  --payload JSON     the start payload (an object)\n"
+          "  --payload JSON     the start payload (an object, or @FILE to read it from FILE)\n"
           "  --root N           the rootPid (default: the owner's next one)\n"
           "  --registry NAME    the XRC-729 registry (address) it was registered under (default local)\n"
           "  --ostc-id ID       the orchestration id inside the registry\n"
@@ -49,8 +49,8 @@ int xgr_cmd_enqueue(int argc, char **argv) {
   json_t *init = json_object();
   if (step) json_object_set_new(init, "stepId", json_string(step));
   if (payload) {
-    json_t *p = xgr_client_parse_object("enqueue", "--payload", payload);
-    if (!p) {
+    json_t *p;
+    if (xgr_cli_object_arg("xgr enqueue", "--payload", payload, &p)) {
       json_decref(init);
       return XGR_EXIT_USAGE;
     }

@@ -24,20 +24,6 @@ static void eval_usage(FILE *f) {
           "Exit codes: 0 ok, 1 soft-invalid or error, 2 usage.\n");
 }
 
-/* Read a JSON argument: inline text, or @FILE. */
-static int json_arg(const char *arg, unsigned flags, xgr_value *out, xgr_error *e) {
-  char *buf = NULL;
-  size_t len;
-  int rc;
-  if (arg[0] == '@') {
-    if ((rc = xgr_file_read(arg + 1, &buf, &len, 64u << 20, e)) != 0) return rc;
-    rc = xgr_value_from_json_text(buf, len, flags, out, e);
-    free(buf);
-    return rc;
-  }
-  return xgr_value_from_json_text(arg, strlen(arg), flags, out, e);
-}
-
 static const char *type_name(xgr_value v) {
   if (v.kind == XGR_VNULL) return "null";
   return xgr_value_kind_name(v);
@@ -115,17 +101,8 @@ int xgr_cmd_eval(int argc, char **argv) {
   xgr_error e;
   xgr_error_clear(&e);
   xgr_value vars = xgr_value_null(), resp = xgr_value_null();
-  if (vars_s && json_arg(vars_s, 0, &vars, &e)) {
-    fprintf(stderr, "xgr eval: --vars: %s\n", e.message);
-    return XGR_EXIT_USAGE;
-  }
-  if (vars_s && vars.kind != XGR_VMAP) {
-    fprintf(stderr, "xgr eval: --vars must be a JSON object\n");
-    xgr_value_release(vars);
-    return XGR_EXIT_USAGE;
-  }
-  if (resp_s && json_arg(resp_s, XGR_JSON_NUMBERS_AS_DOUBLE, &resp, &e)) {
-    fprintf(stderr, "xgr eval: --resp: %s\n", e.message);
+  if (vars_s && xgr_cli_value_arg("xgr eval", "--vars", vars_s, 0, true, &vars)) return XGR_EXIT_USAGE;
+  if (resp_s && xgr_cli_value_arg("xgr eval", "--resp", resp_s, XGR_JSON_NUMBERS_AS_DOUBLE, false, &resp)) {
     xgr_value_release(vars);
     return XGR_EXIT_USAGE;
   }

@@ -572,26 +572,10 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   }
   xgr_error e;
   xgr_value payload = xgr_value_null();
-  if (payload_s) {   /* JSON text, or @FILE as in xgr step and xgr eval */
-    char *pbuf = NULL;
-    size_t plen = 0;
-    xgr_error_clear(&e);
-    if (payload_s[0] == '@' && xgr_file_read(payload_s + 1, &pbuf, &plen, 16u << 20, &e)) {
-      fprintf(stderr, "xgr run: --payload %s: %s\n", payload_s, e.message);
-      free(replay_payload);
-      json_decref(replay);
-      return XGR_EXIT_USAGE;
-    }
-    int bad = xgr_value_from_json_text(pbuf ? pbuf : payload_s, pbuf ? plen : strlen(payload_s), 0, &payload, &e) ||
-              xgr_value_kind(payload) != XGR_VMAP;
-    free(pbuf);
-    if (bad) {
-      fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
-      xgr_value_release(payload);
-      free(replay_payload);
-      json_decref(replay);
-      return XGR_EXIT_USAGE;
-    }
+  if (payload_s && xgr_cli_value_arg("xgr run", "--payload", payload_s, 0, true, &payload)) {   /* JSON, or @FILE */
+    free(replay_payload);
+    json_decref(replay);
+    return XGR_EXIT_USAGE;
   }
   free(replay_payload);
   json_t *script = NULL;
@@ -646,6 +630,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     json_decref(script);
     return XGR_EXIT_USAGE;
   }
+  cli_warn_undeclared_start("xgr run", "--payload", payload, b, start);
   run_store rs_, *rs = NULL;
   if (store_file) {
     uint64_t r = (uint64_t)root_pid;

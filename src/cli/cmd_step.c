@@ -310,28 +310,18 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
   }
 
   xgr_value payload = xgr_value_null();
-  if (payload_arg) {
-    char *pbuf = NULL;
-    size_t plen = 0;
-    if (payload_arg[0] == '@') {
-      if (xgr_file_read(payload_arg + 1, &pbuf, &plen, 16u << 20, &e)) {
-        fprintf(stderr, "xgr step: --payload %s: %s\n", payload_arg, e.message);
-        xgr_rule_free(rule);
-        json_decref(doc);
-        return XGR_EXIT_USAGE;
-      }
-    }
-    rc = xgr_value_from_json_text(pbuf ? pbuf : payload_arg, pbuf ? plen : strlen(payload_arg), 0, &payload, &e);
-    free(pbuf);
-    if (rc || payload.kind != XGR_VMAP) {
-      fprintf(stderr, "xgr step: --payload must be a JSON object: %s\n", rc ? e.message : "got another JSON value");
-      xgr_value_release(payload);
-      xgr_rule_free(rule);
-      json_decref(doc);
-      return XGR_EXIT_USAGE;
-    }
+  if (payload_arg && xgr_cli_value_arg("xgr step", "--payload", payload_arg, 0, true, &payload)) {
+    xgr_rule_free(rule);
+    json_decref(doc);
+    return XGR_EXIT_USAGE;
   }
 
+  {
+    char what[300];
+    if (rule_name) snprintf(what, sizeof what, "rule \"%s\" of %s", rule_name, rule_path);
+    else snprintf(what, sizeof what, "%s", rule_path);
+    cli_warn_undeclared("xgr step", "--payload", payload, rule, what);
+  }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   xgr_http_exchange *x = xgr_rule_napi_calls(rule) ? xgr_http_exchange_new() : NULL;
   xgr_step_result res;

@@ -15,7 +15,7 @@ static void usage(FILE *f) {
           "(keys starting with _ are ignored). A caller other than the owner (--from) needs the\n"
           "process's __wakeUp allow list (step mode).\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
-          "  --payload JSON   an object merged into the woken processes' payload\n"
+          "  --payload JSON   an object merged into the woken processes' payload (or @FILE: read from FILE)\n"
           "%s", xgr_client_opts_help);
 }
 
@@ -51,8 +51,8 @@ int xgr_cmd_wake(int argc, char **argv) {
     json_object_set_new(params, "sessionId", json_string(root));
   }
   if (payload) {
-    json_t *p = xgr_client_parse_object("wake", "--payload", payload);
-    if (!p) {
+    json_t *p;
+    if (xgr_cli_object_arg("xgr wake", "--payload", payload, &p)) {
       json_decref(params);
       return XGR_EXIT_USAGE;
     }

@@ -4,9 +4,12 @@
 #include <assert.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
 #include "util/suggest.h"
+#include "xgr/json.h"
 
 #define MAX_OPTS 128
 
@@ -93,4 +96,73 @@ int xgr_cli_getopt_index(int argc, char **argv, const char *shortopts, const str
   else if (ch == ':') fprintf(stderr, "%s: -%c needs a value (%s --help)\n", prog, optopt, prog);
   else fprintf(stderr, "%s: unknown option -%c (%s --help lists the options)\n", prog, optopt, prog);
   return '?';
+}
+
+/* ---- option values that are JSON ------------------------------------------------------------- */
+
+#define MAX_ARG_FILE (16u << 20)
+
+/* The text of arg (inline, or the file of "@FILE": *buf then owns it); 0, or 2 after a report. */
+static int arg_text(const char *prog, const char *flag, const char *arg, char **buf, const char **text, size_t *len) {
+  *buf = NULL;
+  if (arg[0] != '@') {
+    *text = arg;
+    *len = strlen(arg);
+    return 0;
+  }
+  xgr_error e;
+  if (xgr_file_read(arg + 1, buf, len, MAX_ARG_FILE, &e)) {
+    fprintf(stderr, "%s: %s %s: %s\n", prog, flag, arg, e.message);
+    return XGR_EXIT_USAGE;
+  }
+  *text = *buf;
+  return 0;
+}
+
+static int arg_bad(const char *prog, const char *flag, const char *arg, const char *why, const char *kind) {
+  const char *file = arg[0] == '@' ? arg : "";
+  if (why) fprintf(stderr, "%s: %s%s%s: %s\n", prog, flag, *file ? " " : "", file, why);
+  else fprintf(stderr, "%s: %s%s%s: expected a JSON object, got %s\n", prog, flag, *file ? " " : "", file, kind);
+  return XGR_EXIT_USAGE;
+}
+
+int xgr_cli_value_arg(const char *prog, const char *flag, const char *arg, unsigned flags, bool object, xgr_value *out) {
+  *out = xgr_value_null();
+  char *buf;
+  const char *text;
+  size_t len;
+  if (arg_text(prog, flag, arg, &buf, &text, &len)) return XGR_EXIT_USAGE;
+  xgr_error e;
+  int rc = xgr_value_from_json_text(text, len, flags, out, &e);
+  free(buf);
+  if (rc) return arg_bad(prog, flag, arg, e.message, NULL);
+  if (object && out->kind != XGR_VMAP) {
+    const char *kind = out->kind == XGR_VLIST ? "an array" : out->kind == XGR_VSTRING ? "a string"
+                     : out->kind == XGR_VBOOL ? "a boolean" : out->kind == XGR_VNULL ? "null" : "a number";
+    xgr_value_release(*out);
+    *out = xgr_value_null();
+    return arg_bad(prog, flag, arg, NULL, kind);
+  }
+  return 0;
+}
+
+int xgr_cli_object_arg(const char *prog, const char *flag, const char *arg, json_t **out) {
+  *out = NULL;
+  char *buf;
+  const char *text;
+  size_t len;
+  if (arg_text(prog, flag, arg, &buf, &text, &len)) return XGR_EXIT_USAGE;
+  xgr_error e;
+  json_t *j = NULL;
+  int rc = xgr_json_parse_exact(text, len, &j, &e);
+  free(buf);
+  if (rc) return arg_bad(prog, flag, arg, e.message, NULL);
+  if (!json_is_object(j)) {
+    static const char *const kinds[] = {"an object", "an array", "a string", "an integer", "a number", "true", "false", "null"};
+    const char *kind = kinds[json_typeof(j)];
+    json_decref(j);
+    return arg_bad(prog, flag, arg, NULL, kind);
+  }
+  *out = j;
+  return 0;
 }

@@ -7,7 +7,11 @@
 #define XGR_CLI_OPTS_H
 
 #include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "xgr/value.h"
 
 /* getopt_long(argc, argv, shortopts, longopts) with getopt's own messages off. Returns what
  * getopt_long returns (the option's val, or -1 after the last option; the arguments that are not
@@ -32,3 +36,14 @@ const char *xgr_cli_nearest_option(const char *name, const struct option *longop
 const char *xgr_cli_nearest_word(const char *word, const char *const *known, size_t n);
 
 #endif
+
+/* ---- option values that are JSON ------------------------------------------------------------- */
+
+/* The JSON value option `flag` gives: its text, or "@FILE" for the contents of FILE (at most
+ * 16 MiB), parsed with xgr_value_from_json_text(flags); with object, it must be a JSON object.
+ * Returns 0 with *out (a reference the caller releases). Otherwise the reason is printed as
+ * `prog: flag[ @FILE]: invalid JSON at line L, column C: ...` or `...: expected a JSON object,
+ * got an array` and the exit code 2 (XGR_EXIT_USAGE) is returned, *out null. */
+int xgr_cli_value_arg(const char *prog, const char *flag, const char *arg, unsigned flags, bool object, xgr_value *out);
+/* The same for a JSON object as jansson (xgr_json_parse_exact: integers kept exact), *out owned. */
+int xgr_cli_object_arg(const char *prog, const char *flag, const char *arg, json_t **out);
