@@ -218,6 +218,10 @@ typedef struct xgr_rpcd_config {
   /* PostgreSQL: the writer connections a large group commit is spread over
    * (xgr_store_config.pg_writers; 0: the default) */
   int store_writers;
+  /* retention (xgr_store_config.ttl_secs, history_secs): a finished process's row is kept this many
+   * seconds after it ended (0: 86400), step history and finished session rows this many (0: forever) */
+  int64_t session_ttl_secs;
+  int64_t history_secs;
 } xgr_rpcd_config;
 
 /* Open the store, start the engine, recover the store's live sessions (processes that were
@@ -233,8 +237,10 @@ bool xgr_rpcd_ready(void *d);
  * then on writing methods answer XGR_RPC_UNAVAILABLE, sessions stop (engine.h: a refused batch
  * stops its session) and /readyz answers 503; xgrd logs it and exits non-zero when stopped. */
 int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err);
-/* How many sessions recovery restarted, and how many it could not (logged). */
-void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed);
+/* How many sessions recovery restarted, how many it could not (logged), and how many live sessions
+ * it left hibernated in the store, to be loaded when they are due or called (single writer with
+ * hibernation; 0 otherwise). */
+void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed, size_t *hibernated);
 /* Chain upkeep, called by xgrd every few seconds: probe every backend (eth_blockNumber, for
  * health) and refresh the chain cache from the contracts' logs. No-op without a chain. */
 void xgr_rpcd_chain_tick(xgr_rpcd *d);

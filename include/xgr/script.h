@@ -3,7 +3,10 @@
  *   [{"at":5000,"wake":{"pid":"1:3"}|{"step":"E1"},"payload":{...},"caller":"0x...","session":N},
  *    {"at":0,"kill":"1"|"1:4"}, {"at":0,"pause":"1:2"}, {"at":10,"resume":"1:2"|"1"}]
  * "at" is milliseconds on the session clock (default 0); a wake without "caller" comes from the
- * owner; "session" (a rootPid) aims a step-mode wake at another session than the default. */
+ * owner; "session" (a rootPid) aims a step-mode wake at another session than the default.
+ * Nothing is ignored: an unknown key (at any level) is an error naming the nearest known key, and
+ * so is a key the action's kind does not read ("pid" with "step", "session" outside a step-mode
+ * wake, "payload" outside a wake). */
 #ifndef XGR_SCRIPT_H
 #define XGR_SCRIPT_H
 

@@ -63,8 +63,8 @@ typedef enum xgr_store_sync {
 typedef struct xgr_store_config {
   xgr_store_sync sync;
   int busy_timeout_ms;              /* SQLite busy timeout (0: 5000) */
-  int64_t ttl_secs;                 /* terminal proc_rt rows live this long after they ended
-                                       (0: XGR_SESSION_TTL_SECS from the environment, else 86400) */
+  int64_t ttl_secs;                 /* terminal proc_rt rows live this long after they ended (0: 86400;
+                                       xgrd's --session-ttl) */
   int64_t history_secs;             /* proc_steps rows are kept this long (0: forever) */
   int64_t gc_interval_ms;           /* period of the background retention pass (0: 1000; < 0: none) */
   int gc_batch;                     /* rows per delete statement of a retention pass (0: 256) */

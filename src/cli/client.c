@@ -3,6 +3,7 @@
  * every command shares. */
 #include "cli/client.h"
 
+#include <assert.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,65 +29,67 @@ void xgr_client_init(xgr_client *c) {
   if (k && *k) xgr_client_load_key(c, k);
 }
 
-static int client_opt(xgr_client *c, int argc, char **argv, int *i) {
-  const char *a = argv[*i];
-  if (!strcmp(a, "--json")) {
-    c->json = true;
-    return 1;
-  }
-  if (strcmp(a, "--url") && strcmp(a, "--from") && strcmp(a, "--timeout") && strcmp(a, "--key")) return 0;
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "xgr: %s needs a value\n", a);
-    return -1;
-  }
-  const char *v = argv[++*i];
-  if (!strcmp(a, "--url")) c->url = v;
-  else if (!strcmp(a, "--key")) return xgr_client_load_key(c, v) ? -1 : 1;
-  else if (!strcmp(a, "--from")) c->from = v, c->from_is_key = false;
-  else {
-    char *end;
-    long t = strtol(v, &end, 10);
-    if (*end || t <= 0) {
-      fprintf(stderr, "xgr: --timeout %s: expected milliseconds > 0\n", v);
-      return -1;
+/* Apply shared option ch with its value v to c: 1 when ch is one, 0 when it is the command's own,
+ * -1 when the value is bad (reported). */
+static int client_opt(xgr_client *c, int ch, const char *v) {
+  switch (ch) {
+    case XGR_CLIENT_OPT_JSON: c->json = true; return 1;
+    case XGR_CLIENT_OPT_URL: c->url = v; return 1;
+    case XGR_CLIENT_OPT_KEY: return xgr_client_load_key(c, v) ? -1 : 1;
+    case XGR_CLIENT_OPT_FROM: c->from = v, c->from_is_key = false; return 1;
+    case XGR_CLIENT_OPT_TIMEOUT: {
+      char *end;
+      long t = strtol(v, &end, 10);
+      if (*end || end == v || t <= 0) {
+        fprintf(stderr, "xgr: --timeout %s: expected milliseconds > 0\n", v);
+        return -1;
+      }
+      c->timeout_ms = t;
+      return 1;
     }
-    c->timeout_ms = t;
+    default: return 0;
   }
-  return 1;
 }
 
-int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(FILE *), int *rc) {
-  int r = client_opt(c, argc, argv, i);
-  if (r < 0) {
-    *rc = XGR_EXIT_USAGE;
-    return -1;
+int xgr_client_getopt(xgr_client *c, int argc, char **argv, const struct option *longopts, const char *prog,
+                      void (*usage)(FILE *), int *rc) {
+  for (;;) {
+    int ch = xgr_cli_getopt(argc, argv, "h", longopts, prog);
+    if (ch == -1) return -1;
+    int r = ch == '?' ? -1 : client_opt(c, ch, optarg);
+    if (r > 0) continue;
+    if (r < 0) {
+      *rc = XGR_EXIT_USAGE;
+      return -2;
+    }
+    if (ch != 'h') return ch;
+    usage(stdout);
+    *rc = XGR_EXIT_OK;
+    return -2;
   }
-  if (r) return 1;
-  if (strcmp(argv[*i], "--help") && strcmp(argv[*i], "-h")) return 0;
-  usage(stdout);
-  *rc = XGR_EXIT_OK;
-  return -1;
 }
 
 int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name, void (*usage)(FILE *),
                          const char **owner, const char **pid) {
+  static const struct option opts[] = {{"owner", required_argument, NULL, 'o'}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  char prog[64];
+  snprintf(prog, sizeof prog, "xgr %s", name);
   *owner = *pid = NULL;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    if (!strcmp(a, "--owner") && i + 1 < argc) *owner = argv[++i];
-    else if (a[0] != '-' && !*pid) *pid = a;
-    else {
-      fprintf(stderr, "xgr %s: unexpected '%s'\n\n", name, a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
+  int ch, rc;
+  optind = 1;
+  while ((ch = xgr_client_getopt(c, argc, argv, opts, prog, usage, &rc)) != -1) {
+    if (ch == -2) return rc;
+    assert(ch == 'o');   /* the only own option */
+    *owner = optarg;
+  }
+  if (optind < argc) *pid = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "%s: unexpected '%s' (one PID)\n", prog, argv[optind + 1]);
+    return XGR_EXIT_USAGE;
   }
   if (!*owner) *owner = c->from;
   if (*owner && *pid) return -1;
-  fprintf(stderr, "xgr %s: %s is required\n\n", name, *pid ? "--owner" : "PID");
+  fprintf(stderr, "%s: %s is required\n\n", prog, *pid ? "--owner" : "PID");
   usage(stderr);
   return XGR_EXIT_USAGE;
 }
@@ -189,18 +192,6 @@ void xgr_client_print_json(const json_t *j) {
   char *s = xgr_json_dumps(j, XGR_JSON_PRETTY);
   if (s) puts(s);
   free(s);
-}
-
-json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text) {
-  xgr_error pe;
-  json_t *j = NULL;
-  if (xgr_json_parse_exact(text, strlen(text), &j, &pe)) j = NULL;
-  if (!json_is_object(j)) {
-    fprintf(stderr, "xgr %s: %s must be a JSON object: %s\n", cmd, flag, j ? "got another JSON value" : pe.message);
-    json_decref(j);
-    return NULL;
-  }
-  return j;
 }
 
 char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t *len) {

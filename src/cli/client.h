@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/opts.h"
+
 #define XGR_CLIENT_DEFAULT_URL "http://127.0.0.1:8729"
 
 typedef struct xgr_client {
@@ -28,15 +30,26 @@ typedef struct xgr_client {
 
 /* Initialise from the environment (XGR_URL). */
 void xgr_client_init(xgr_client *c);
-/* One turn of a client command's option loop, for argv[*i]: a shared option is consumed with its
- * value (returns 1: go on to the next); --help or -h prints usage(stdout) and a bad shared option
- * is reported (both return -1 with the command's exit code in *rc: XGR_EXIT_OK, XGR_EXIT_USAGE);
- * anything else is the command's own (returns 0, *rc untouched). */
-int xgr_client_arg(xgr_client *c, int argc, char **argv, int *i, void (*usage)(FILE *), int *rc);
+/* The vals of the shared options (opts.h tables), beyond any character a command uses. */
+enum { XGR_CLIENT_OPT_URL = 0x1000, XGR_CLIENT_OPT_FROM, XGR_CLIENT_OPT_JSON, XGR_CLIENT_OPT_TIMEOUT, XGR_CLIENT_OPT_KEY };
+/* The shared options and --help as entries of a client command's long option table: put it last,
+ * before the {0} entry. */
+#define XGR_CLIENT_OPTIONS                                                                                    \
+  {"url", required_argument, NULL, XGR_CLIENT_OPT_URL}, {"from", required_argument, NULL, XGR_CLIENT_OPT_FROM}, \
+  {"json", no_argument, NULL, XGR_CLIENT_OPT_JSON}, {"timeout", required_argument, NULL, XGR_CLIENT_OPT_TIMEOUT}, \
+  {"key", required_argument, NULL, XGR_CLIENT_OPT_KEY}, {"help", no_argument, NULL, 'h'}
+/* The next of a client command's own options: xgr_cli_getopt (opts.h, short option -h) over
+ * longopts, which holds XGR_CLIENT_OPTIONS; the shared options are applied to c on the way.
+ * Returns the val of the command's own option (its value in optarg), -1 after the last option
+ * (the other arguments are argv[optind..argc)), or -2 when the command ends with *rc:
+ * XGR_EXIT_OK after --help (usage(stdout) printed), XGR_EXIT_USAGE after a bad option or a bad
+ * shared value (reported). */
+int xgr_client_getopt(xgr_client *c, int argc, char **argv, const struct option *longopts, const char *prog,
+                      void (*usage)(FILE *), int *rc);
 /* The arguments of a command on one session or process (`xgr NAME PID --owner ADDR` and the
  * shared options; the owner defaults to --from) into c, *owner and *pid. Returns -1 when the
  * command goes on, else the exit code it ends with: XGR_EXIT_OK after --help, XGR_EXIT_USAGE for
- * anything else or a missing PID or owner (reported, then usage(stderr)). */
+ * a bad option (reported), a second PID or a missing PID or owner (reported, then usage(stderr)). */
 int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name, void (*usage)(FILE *),
                          const char **owner, const char **pid);
 /* Load a private key file into c (cmd_permit.c): c->from defaults to its address. Prints the
@@ -58,8 +71,6 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
 
 /* Print a result as pretty JSON to stdout. */
 void xgr_client_print_json(const json_t *j);
-/* Parse a JSON object given on the command line ("--payload"); prints the error and returns NULL. */
-json_t *xgr_client_parse_object(const char *cmd, const char *flag, const char *text);
 /* Read a whole file (at most max bytes) into a malloc'd NUL-terminated buffer; NULL with a
  * message on failure. */
 char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t *len);

@@ -1,13 +1,13 @@
 /* cmd_check.c — `xgr check FILE...`: load each orchestration (or bundle), run the static
  * analysis and report every finding. Exit 0 clean or warnings only, 1 errors, 2 usage or
  * unreadable input. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/load.h"
 #include "xgr/explore.h"
 
@@ -87,13 +87,13 @@ int xgr_cmd_check(int argc, char **argv) {
     {"no-explore", no_argument, NULL, 'X'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "jqh", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "jqh", opts, "xgr check")) != -1) {
     switch (ch) {
       case 'j': as_json = 1; break;
       case 'q': quiet = 1; break;
       case 'X': no_explore = 1; break;
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (optind >= argc) {

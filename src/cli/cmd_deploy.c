@@ -25,19 +25,19 @@ int xgr_cmd_deploy(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
   const char *file = NULL, *reg = NULL, *id = NULL;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    const char **dst = !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id : NULL;
-    if (dst && i + 1 < argc) *dst = argv[++i];
-    else if (!dst && a[0] != '-' && !file) file = a;
-    else {
-      fprintf(stderr, "xgr deploy: unexpected '%s'\n\n", a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
+  const char **dst[] = {&reg, &id};   /* by the options' val */
+  static const struct option opts[] = {
+    {"registry", required_argument, NULL, 0}, {"ostc-id", required_argument, NULL, 1}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  int ch, orc;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr deploy", usage, &orc)) != -1) {
+    if (ch == -2) return orc;
+    *dst[ch] = optarg;
+  }
+  if (optind < argc) file = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "xgr deploy: unexpected '%s' (one BUNDLE)\n", argv[optind + 1]);
+    return XGR_EXIT_USAGE;
   }
   if (!file) {
     fprintf(stderr, "xgr deploy: BUNDLE is required\n\n");

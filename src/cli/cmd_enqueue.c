@@ -13,7 +13,7 @@ static void usage(FILE *f) {
           "already_queued, paused or scheduled; the session is durable when it is answered.\n\n"
           "  --owner ADDR       the session's owner (0x + 40 hex)\n"
           "  --step STEP        the start step (default: the orchestration's first step)\n"
-          "  --payload JSON     the start payload (an object)\n"
+          "  --payload JSON     the start payload (an object, or @FILE to read it from FILE)\n"
           "  --root N           the rootPid (default: the owner's next one)\n"
           "  --registry NAME    the XRC-729 registry (address) it was registered under (default local)\n"
           "  --ostc-id ID       the orchestration id inside the registry\n"
@@ -25,20 +25,20 @@ int xgr_cmd_enqueue(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
   const char *owner = NULL, *step = NULL, *payload = NULL, *root = NULL, *reg = NULL, *id = NULL, *hash = NULL;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    const char **dst = !strcmp(a, "--owner") ? &owner : !strcmp(a, "--step") ? &step : !strcmp(a, "--payload") ? &payload
-                     : !strcmp(a, "--root") ? &root : !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id
-                     : !strcmp(a, "--ostc-hash") ? &hash : NULL;
-    if (!dst || i + 1 >= argc) {
-      fprintf(stderr, "xgr enqueue: %s '%s'\n\n", dst ? "missing value for" : "unknown option", a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
-    *dst = argv[++i];
+  const char **dst[] = {&owner, &step, &payload, &root, &reg, &id, &hash};   /* by the options' val */
+  static const struct option opts[] = {
+    {"owner", required_argument, NULL, 0}, {"step", required_argument, NULL, 1}, {"payload", required_argument, NULL, 2},
+    {"root", required_argument, NULL, 3}, {"registry", required_argument, NULL, 4}, {"ostc-id", required_argument, NULL, 5},
+    {"ostc-hash", required_argument, NULL, 6}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  int ch, orc;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr enqueue", usage, &orc)) != -1) {
+    if (ch == -2) return orc;
+    *dst[ch] = optarg;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "xgr enqueue: unexpected '%s' (every value goes with its option)\n", argv[optind]);
+    return XGR_EXIT_USAGE;
   }
   if (!owner) owner = c.from;
   if (!owner) {
@@ -49,8 +49,8 @@ int xgr_cmd_enqueue(int argc, char **argv) {
   json_t *init = json_object();
   if (step) json_object_set_new(init, "stepId", json_string(step));
   if (payload) {
-    json_t *p = xgr_client_parse_object("enqueue", "--payload", payload);
-    if (!p) {
+    json_t *p;
+    if (xgr_cli_object_arg("xgr enqueue", "--payload", payload, &p)) {
       json_decref(init);
       return XGR_EXIT_USAGE;
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "xgr/cel.h"
 #include "xgr/json.h"
 #include "xgr/value.h"
@@ -21,20 +22,6 @@ static void eval_usage(FILE *f) {
           "  --resp     the API response bound as `resp` (or @FILE); its numbers are doubles (guide §6)\n"
           "  --json     print {\"ok\":true,\"type\":...,\"value\":...} or {\"ok\":false,\"kind\":...,\"message\":...}\n\n"
           "Exit codes: 0 ok, 1 soft-invalid or error, 2 usage.\n");
-}
-
-/* Read a JSON argument: inline text, or @FILE. */
-static int json_arg(const char *arg, unsigned flags, xgr_value *out, xgr_error *e) {
-  char *buf = NULL;
-  size_t len;
-  int rc;
-  if (arg[0] == '@') {
-    if ((rc = xgr_file_read(arg + 1, &buf, &len, 64u << 20, e)) != 0) return rc;
-    rc = xgr_value_from_json_text(buf, len, flags, out, e);
-    free(buf);
-    return rc;
-  }
-  return xgr_value_from_json_text(arg, strlen(arg), flags, out, e);
 }
 
 static const char *type_name(xgr_value v) {
@@ -60,32 +47,39 @@ static void print_fail(bool json, const char *kind, const char *msg) {
 int xgr_cmd_eval(int argc, char **argv) {
   const char *mode_s = "value", *vars_s = NULL, *resp_s = NULL, *expr = NULL;
   bool json = false;
-  for (int i = 1; i < argc; i++) {
+  static const struct option opts[] = {
+    {"mode", required_argument, NULL, 'm'}, {"vars", required_argument, NULL, 'v'}, {"resp", required_argument, NULL, 'r'},
+    {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  /* an expression may start with a minus (-1 + x): an argument with one dash other than -h is the
+   * expression, not an option; it is taken out before the options are parsed */
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      eval_usage(stdout);
-      return XGR_EXIT_OK;
-    } else if (!strcmp(a, "--json")) {
-      json = true;
-    } else if ((!strcmp(a, "--mode") || !strcmp(a, "--vars") || !strcmp(a, "--resp")) && i + 1 < argc) {
-      const char **dst = a[2] == 'm' ? &mode_s : a[2] == 'v' ? &vars_s : &resp_s;
-      *dst = argv[++i];
-    } else if (!strcmp(a, "--")) {
-      if (i + 1 < argc && !expr) expr = argv[++i];
-      else {
-        eval_usage(stderr);
-        return XGR_EXIT_USAGE;
-      }
-    } else if (a[0] == '-' && a[1] == '-') {
-      fprintf(stderr, "xgr eval: unknown or incomplete option '%s'\n", a);
-      eval_usage(stderr);
-      return XGR_EXIT_USAGE;
-    } else if (!expr) {
+    if (a[0] == '-' && a[1] == '-' && !strchr(a, '=')) {
+      for (const struct option *o = opts; o->name; o++)
+        if (!strcmp(a + 2, o->name) && o->has_arg) i++;   /* its value */
+    } else if (a[0] == '-' && a[1] && strcmp(a, "-h") && !expr) {
       expr = a;
-    } else {
-      fprintf(stderr, "xgr eval: one expression expected (quote it)\n");
-      return XGR_EXIT_USAGE;
+      memmove(argv + i, argv + i + 1, (size_t)(argc - i - 1) * sizeof *argv);
+      argc--;
+      break;
     }
+  }
+  int ch;
+  optind = 1;
+  while ((ch = xgr_cli_getopt(argc, argv, "h", opts, "xgr eval")) != -1) {
+    switch (ch) {
+      case 'h': eval_usage(stdout); return XGR_EXIT_OK;
+      case 'j': json = true; break;
+      case 'm': mode_s = optarg; break;
+      case 'v': vars_s = optarg; break;
+      case 'r': resp_s = optarg; break;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
+    }
+  }
+  if (optind < argc && !expr) expr = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "xgr eval: one expression expected (quote it)\n");
+    return XGR_EXIT_USAGE;
   }
   if (!expr) {
     eval_usage(stderr);
@@ -107,17 +101,8 @@ int xgr_cmd_eval(int argc, char **argv) {
   xgr_error e;
   xgr_error_clear(&e);
   xgr_value vars = xgr_value_null(), resp = xgr_value_null();
-  if (vars_s && json_arg(vars_s, 0, &vars, &e)) {
-    fprintf(stderr, "xgr eval: --vars: %s\n", e.message);
-    return XGR_EXIT_USAGE;
-  }
-  if (vars_s && vars.kind != XGR_VMAP) {
-    fprintf(stderr, "xgr eval: --vars must be a JSON object\n");
-    xgr_value_release(vars);
-    return XGR_EXIT_USAGE;
-  }
-  if (resp_s && json_arg(resp_s, XGR_JSON_NUMBERS_AS_DOUBLE, &resp, &e)) {
-    fprintf(stderr, "xgr eval: --resp: %s\n", e.message);
+  if (vars_s && xgr_cli_value_arg("xgr eval", "--vars", vars_s, 0, true, &vars)) return XGR_EXIT_USAGE;
+  if (resp_s && xgr_cli_value_arg("xgr eval", "--resp", resp_s, XGR_JSON_NUMBERS_AS_DOUBLE, false, &resp)) {
     xgr_value_release(vars);
     return XGR_EXIT_USAGE;
   }

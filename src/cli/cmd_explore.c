@@ -5,13 +5,13 @@
  * Exit: 0 no error finding, 1 an error finding, 2 usage or unreadable input, 3 the file does not
  * load. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/load.h"
 #include "xgr/bundle.h"
 #include "xgr/explore.h"
@@ -32,7 +32,7 @@ static void usage(FILE *f) {
         "  stall               the session can stop with processes still waiting\n"
         "  unbounded_loop      a loop can run forever without a waitSec\n"
         "  timing_dependent    the same step outcomes can end with different results\n\n"
-        "  --payload JSON      start payload (an object; default {})\n"
+        "  --payload JSON      start payload (an object, or @FILE to read it from FILE; default {})\n"
         "  --outcomes LIST     outcomes a step execution can have (default valid,invalid,error)\n"
         "  --rules             evaluate each step's rule on its payload (bundles only); steps whose\n"
         "                      rules make API calls still take every outcome of --outcomes\n"
@@ -122,7 +122,7 @@ int xgr_cmd_explore(int argc, char **argv) {
   int ch;
   optind = 1;
   xgr_error e;
-  while ((ch = getopt_long(argc, argv, "s:p:o:m:M:jre:h", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:m:M:jre:h", opts, "xgr explore")) != -1) {
     switch (ch) {
       case 's': start = optarg; break;
       case 'p': payload_s = optarg; break;
@@ -149,7 +149,7 @@ int xgr_cmd_explore(int argc, char **argv) {
         break;
       }
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (optind != argc - 1 || !start) {
@@ -159,12 +159,7 @@ int xgr_cmd_explore(int argc, char **argv) {
   }
   const char *file = argv[optind];
   xgr_value payload = xgr_value_null();
-  if (payload_s && (xgr_value_from_json_text(payload_s, strlen(payload_s), 0, &payload, &e) ||
-                    xgr_value_kind(payload) != XGR_VMAP)) {
-    fprintf(stderr, "xgr explore: --payload: %s\n", e.code ? e.message : "expected a JSON object");
-    xgr_value_release(payload);
-    return XGR_EXIT_USAGE;
-  }
+  if (payload_s && xgr_cli_value_arg("xgr explore", "--payload", payload_s, 0, true, &payload)) return XGR_EXIT_USAGE;
   char *buf;
   size_t len;
   if (xgr_file_read(file, &buf, &len, 64u << 20, &e)) {
@@ -187,6 +182,7 @@ int xgr_cmd_explore(int argc, char **argv) {
     return XGR_EXIT_HARD;
   }
   xgr_diags_free(&d);
+  cli_warn_undeclared_start("xgr explore", "--payload", payload, b, start);
   json_t *r = NULL;
   if (xgr_explore_run(b ? b->orch : o, b, start, payload, &cfg, &r, &e)) {
     fprintf(stderr, "xgr explore: %s%s%s\n", e.path[0] ? "--" : "", e.path[0] ? e.path : "", e.path[0] ? ": " : "");

@@ -1,12 +1,12 @@
 /* cmd_graph.c — `xgr graph FILE [--format mermaid|dot|svg]`: draw an orchestration (svg: laid out by
  * Graphviz, xgr/svg.h). */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/load.h"
 #include "xgr/svg.h"
 
@@ -29,7 +29,7 @@ int xgr_cmd_graph(int argc, char **argv) {
     {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "f:o:h", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "f:o:h", opts, "xgr graph")) != -1) {
     switch (ch) {
       case 'f':
         if (!strcmp(optarg, "mermaid")) fmt = XGR_GRAPH_MERMAID;
@@ -42,7 +42,7 @@ int xgr_cmd_graph(int argc, char **argv) {
         break;
       case 'o': out = optarg; break;
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (optind != argc - 1) {

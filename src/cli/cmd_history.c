@@ -2,7 +2,6 @@
  * (proc_steps, one row per executed step), as a readable table or as JSON. Opens the store
  * read-only; never changes it. */
 #include <ctype.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/human.h"
 #include "xgr/store.h"
 #include "xgr/xrc_types.h"
@@ -62,12 +62,12 @@ int xgr_cmd_history(int argc, char **argv) {
   bool as_json = false;
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:jh", opts, "xgr history")) != -1) {
     switch (ch) {
       case 's': store = optarg; break;
       case 'j': as_json = true; break;
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (!store || argc - optind != 2) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "xgr/secp.h"
 
 static void usage(FILE *f) {
@@ -16,11 +17,24 @@ static void usage(FILE *f) {
 }
 
 int xgr_cmd_key(int argc, char **argv) {
-  if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+  static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = xgr_cli_getopt(argc, argv, "h", opts, "xgr key")) != -1) {
+    if (ch != 'h') return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     usage(stdout);
     return XGR_EXIT_OK;
   }
-  if (argc != 3 || (strcmp(argv[1], "new") && strcmp(argv[1], "address"))) {
+  argv += optind - 1;   /* argv[1] the action, argv[2] the file */
+  argc -= optind - 1;
+  static const char *const actions[] = {"new", "address"};
+  if (argc >= 2 && strcmp(argv[1], "new") && strcmp(argv[1], "address")) {
+    const char *near = xgr_cli_nearest_word(argv[1], actions, 2);
+    fprintf(stderr, "xgr key: unknown action '%s'%s%s%s; expected new or address\n", argv[1], near ? "; did you mean '" : "",
+            near ? near : "", near ? "'?" : "");
+    return XGR_EXIT_USAGE;
+  }
+  if (argc != 3) {
     usage(stderr);
     return XGR_EXIT_USAGE;
   }

@@ -233,8 +233,10 @@ int xgr_cmd_permit(int argc, char **argv) {
   else if (!strcmp(what, "control")) f.kind = XGR_PERMIT_CONTROL;
   else if (!strcmp(what, "xdala")) f.kind = XGR_PERMIT_XDALA;
   else {
-    fprintf(stderr, "xgr permit: unknown kind '%s'; expected session, control or xdala\n\n", what);
-    usage(stderr);
+    static const char *const kinds[] = {"session", "control", "xdala"};
+    const char *near = xgr_cli_nearest_word(what, kinds, 3);
+    fprintf(stderr, "xgr permit: unknown kind '%s'%s%s%s; expected session, control or xdala (xgr permit --help)\n", what,
+            near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
     return XGR_EXIT_USAGE;
   }
   xgr_client c;
@@ -243,34 +245,26 @@ int xgr_cmd_permit(int argc, char **argv) {
   const char *ostc_hash = NULL, *sid = NULL, *gas = NULL, *exp = NULL, *ttl = NULL, *cid = NULL, *cc = NULL;
   f.expiry = ttl_expiry();
   f.max_total_gas = DEFAULT_MAX_GAS;
-  for (int i = 2; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    if (!strcmp(a, "--legacy")) {
-      f.legacy = true;
-      continue;
-    }
-    const char **dst = !strcmp(a, "--chain-id")         ? &cid
-                       : !strcmp(a, "--control-contract") ? &cc
-                       : !strcmp(a, "--ostc-id")          ? &f.ostc_id
-                       : !strcmp(a, "--ostc-hash")        ? &ostc_hash
-                       : !strcmp(a, "--session-id")       ? &sid
-                       : !strcmp(a, "--max-total-gas")    ? &gas
-                       : !strcmp(a, "--action")           ? &f.action
-                       : !strcmp(a, "--step-id")          ? &f.step_id
-                       : !strcmp(a, "--runner")           ? &f.runner
-                       : !strcmp(a, "--expiry")           ? &exp
-                       : !strcmp(a, "--ttl")              ? &ttl
-                       : !strcmp(a, "--domain-name")      ? &f.domain_name
-                       : !strcmp(a, "--domain-version")   ? &f.domain_version
-                                                          : NULL;
-    if (!dst || i + 1 >= argc) {
-      fprintf(stderr, "xgr permit: %s '%s' (xgr permit --help)\n", dst ? "missing value for" : "unknown option", a);
-      return XGR_EXIT_USAGE;
-    }
-    *dst = argv[++i];
+  const char **dst[] = {&cid, &cc, &f.ostc_id, &ostc_hash, &sid, &gas, &f.action, &f.step_id, &f.runner, &exp, &ttl,
+                        &f.domain_name, &f.domain_version};   /* by the options' val */
+  static const struct option opts[] = {
+    {"chain-id", required_argument, NULL, 0}, {"control-contract", required_argument, NULL, 1},
+    {"ostc-id", required_argument, NULL, 2}, {"ostc-hash", required_argument, NULL, 3},
+    {"session-id", required_argument, NULL, 4}, {"max-total-gas", required_argument, NULL, 5},
+    {"action", required_argument, NULL, 6}, {"step-id", required_argument, NULL, 7},
+    {"runner", required_argument, NULL, 8}, {"expiry", required_argument, NULL, 9}, {"ttl", required_argument, NULL, 10},
+    {"domain-name", required_argument, NULL, 11}, {"domain-version", required_argument, NULL, 12},
+    {"legacy", no_argument, NULL, 'L'}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  int och, orc;
+  optind = 2;   /* after the kind */
+  while ((och = xgr_client_getopt(&c, argc, argv, opts, "xgr permit", usage, &orc)) != -1) {
+    if (och == -2) return orc;
+    if (och == 'L') f.legacy = true;
+    else *dst[och] = optarg;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "xgr permit: unexpected '%s' (every value goes with its option)\n", argv[optind]);
+    return XGR_EXIT_USAGE;
   }
   if (c.key_failed) return XGR_EXIT_USAGE;
   if (!c.has_key) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "util/alloc.h"
 #include "xgr/abi.h"
 #include "xgr/bundle.h"
@@ -282,22 +283,25 @@ out:
 int xgr_cmd_publish(int argc, char **argv) {
   const char *file = NULL, *url = NULL, *keyfile = NULL, *registry = NULL;
   bool as_json = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return XGR_EXIT_OK;
+  static const struct option opts[] = {
+    {"json", no_argument, NULL, 'j'}, {"chain", required_argument, NULL, 'c'}, {"key", required_argument, NULL, 'k'},
+    {"registry", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = xgr_cli_getopt(argc, argv, "h", opts, "xgr publish")) != -1) {
+    switch (ch) {
+      case 'h': usage(stdout); return XGR_EXIT_OK;
+      case 'j': as_json = true; break;
+      case 'c': url = optarg; break;
+      case 'k': keyfile = optarg; break;
+      case 'r': registry = optarg; break;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
-    if (!strcmp(a, "--json")) as_json = true;
-    else if (!strcmp(a, "--chain") && i + 1 < argc) url = argv[++i];
-    else if (!strcmp(a, "--key") && i + 1 < argc) keyfile = argv[++i];
-    else if (!strcmp(a, "--registry") && i + 1 < argc) registry = argv[++i];
-    else if (a[0] != '-' && !file) file = a;
-    else {
-      fprintf(stderr, "xgr publish: unexpected '%s'\n\n", a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
+  }
+  if (optind < argc) file = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "xgr publish: unexpected '%s' (one BUNDLE)\n", argv[optind + 1]);
+    return XGR_EXIT_USAGE;
   }
   if (!file || !url || !keyfile) {
     fprintf(stderr, "xgr publish: %s\n\n", !file ? "a BUNDLE is required" : !url ? "--chain URL is required" : "--key FILE is required");

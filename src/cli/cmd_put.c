@@ -28,18 +28,23 @@ static int put(int argc, char **argv, bool orch) {
   xgr_client c;
   xgr_client_init(&c);
   const char *file = NULL, *reg = NULL, *id = NULL, *addr = NULL;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, orch ? orch_usage : rule_usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    const char **dst = !strcmp(a, "--registry") ? &reg : !strcmp(a, "--ostc-id") ? &id : !strcmp(a, "--address") ? &addr : NULL;
-    if (dst && i + 1 < argc) *dst = argv[++i];
-    else if (!dst && a[0] != '-' && !file) file = a;
-    else {
-      fprintf(stderr, "xgr %s: unexpected '%s' (xgr %s --help)\n", name, a, name);
-      return XGR_EXIT_USAGE;
-    }
+  const char **dst[] = {&reg, &id, &addr};   /* by the options' val */
+  static const struct option orch_opts[] = {
+    {"registry", required_argument, NULL, 0}, {"ostc-id", required_argument, NULL, 1}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  static const struct option rule_opts[] = {{"address", required_argument, NULL, 2}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  char prog[64];
+  snprintf(prog, sizeof prog, "xgr %s", name);
+  int ch, orc;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, orch ? orch_opts : rule_opts, prog, orch ? orch_usage : rule_usage,
+                                 &orc)) != -1) {
+    if (ch == -2) return orc;
+    *dst[ch] = optarg;
+  }
+  if (optind < argc) file = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "%s: unexpected '%s' (one FILE; %s --help)\n", prog, argv[optind + 1], prog);
+    return XGR_EXIT_USAGE;
   }
   if (!file || (!orch && !addr)) {
     fprintf(stderr, "xgr %s: %s is required (xgr %s --help)\n", name, file ? "--address" : "FILE", name);

@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/human.h"
 #include "cli/load.h"
 #include "xgr/bundle.h"
@@ -485,7 +485,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     {"replay", required_argument, NULL, 'R'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = getopt_long(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, NULL)) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, "xgr run")) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -540,7 +540,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
         break;
       }
       case 'h': usage(stdout); return XGR_EXIT_OK;
-      default: usage(stderr); return XGR_EXIT_USAGE;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
   }
   if (!xgr_xrc_is_address(owner, strlen(owner))) {
@@ -572,26 +572,10 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   }
   xgr_error e;
   xgr_value payload = xgr_value_null();
-  if (payload_s) {   /* JSON text, or @FILE as in xgr step and xgr eval */
-    char *pbuf = NULL;
-    size_t plen = 0;
-    xgr_error_clear(&e);
-    if (payload_s[0] == '@' && xgr_file_read(payload_s + 1, &pbuf, &plen, 16u << 20, &e)) {
-      fprintf(stderr, "xgr run: --payload %s: %s\n", payload_s, e.message);
-      free(replay_payload);
-      json_decref(replay);
-      return XGR_EXIT_USAGE;
-    }
-    int bad = xgr_value_from_json_text(pbuf ? pbuf : payload_s, pbuf ? plen : strlen(payload_s), 0, &payload, &e) ||
-              xgr_value_kind(payload) != XGR_VMAP;
-    free(pbuf);
-    if (bad) {
-      fprintf(stderr, "xgr run: --payload: %s\n", e.code ? e.message : "expected a JSON object");
-      xgr_value_release(payload);
-      free(replay_payload);
-      json_decref(replay);
-      return XGR_EXIT_USAGE;
-    }
+  if (payload_s && xgr_cli_value_arg("xgr run", "--payload", payload_s, 0, true, &payload)) {   /* JSON, or @FILE */
+    free(replay_payload);
+    json_decref(replay);
+    return XGR_EXIT_USAGE;
   }
   free(replay_payload);
   json_t *script = NULL;
@@ -646,6 +630,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     json_decref(script);
     return XGR_EXIT_USAGE;
   }
+  cli_warn_undeclared_start("xgr run", "--payload", payload, b, start);
   run_store rs_, *rs = NULL;
   if (store_file) {
     uint64_t r = (uint64_t)root_pid;

@@ -92,23 +92,21 @@ int xgr_cmd_sessions(int argc, char **argv) {
   xgr_client_init(&c);
   const char *owner = NULL, *root = NULL, *limit = NULL, *sort = NULL, *runner = NULL;
   bool processes = false;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    if (!strcmp(a, "--processes")) {
-      processes = true;
-      continue;
-    }
-    const char **dst = !strcmp(a, "--owner") ? &owner : !strcmp(a, "--root") ? &root : !strcmp(a, "--limit") ? &limit
-                     : !strcmp(a, "--sort") ? &sort : !strcmp(a, "--runner") ? &runner : NULL;
-    if (!dst || i + 1 >= argc) {
-      fprintf(stderr, "xgr sessions: %s '%s'\n\n", dst ? "missing value for" : "unknown option", a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
-    *dst = argv[++i];
+  const char **dst[] = {&owner, &root, &limit, &sort, &runner};   /* by the options' val */
+  static const struct option opts[] = {
+    {"owner", required_argument, NULL, 0}, {"root", required_argument, NULL, 1}, {"limit", required_argument, NULL, 2},
+    {"sort", required_argument, NULL, 3}, {"runner", required_argument, NULL, 4}, {"processes", no_argument, NULL, 'P'},
+    XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  int ch, orc;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr sessions", usage, &orc)) != -1) {
+    if (ch == -2) return orc;
+    if (ch == 'P') processes = true;
+    else *dst[ch] = optarg;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "xgr sessions: unexpected '%s' (every value goes with its option)\n", argv[optind]);
+    return XGR_EXIT_USAGE;
   }
   if (runner && (owner || !c.from)) {
     fprintf(stderr, "xgr sessions: --runner lists what --from may wake; give --from and no --owner\n\n");

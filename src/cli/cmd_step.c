@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 #include "cli/load.h"
 #include "xgr/chain.h"
 #include "xgr/json.h"
@@ -141,62 +142,67 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
   ctx.session_id = 1;
   ctx.pid = "1:1";
   ctx.step_id = "step";
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage_text, stdout);
-      return XGR_EXIT_OK;
-    } else if (!strcmp(a, "--json")) {
-      as_json = true;
-    } else if (i + 1 < argc && !strcmp(a, "--payload")) {
-      payload_arg = argv[++i];
-    } else if (i + 1 < argc && !strcmp(a, "--api-map")) {
-      char *m = argv[++i], *eq = strchr(m, '=');
-      if (!eq || eq == m || nmaps == MAX_MAPS) {
-        fprintf(stderr, "xgr step: --api-map expects FROM=TO (at most %d), got \"%s\"\n", MAX_MAPS, m);
-        return XGR_EXIT_USAGE;
+  static const struct option opts[] = {
+    {"json", no_argument, NULL, 'j'}, {"payload", required_argument, NULL, 'p'}, {"api-map", required_argument, NULL, 'a'},
+    {"chain", required_argument, NULL, 'C'}, {"engine-key", required_argument, NULL, 'K'},
+    {"owner", required_argument, NULL, 'o'}, {"session-id", required_argument, NULL, 'S'},
+    {"pid", required_argument, NULL, 'P'}, {"rule", required_argument, NULL, 'r'},
+    {"step-id", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+  int ch;
+  optind = 1;
+  while ((ch = xgr_cli_getopt(argc, argv, "h", opts, "xgr step")) != -1) {
+    switch (ch) {
+      case 'h': fputs(usage_text, stdout); return XGR_EXIT_OK;
+      case 'j': as_json = true; break;
+      case 'p': payload_arg = optarg; break;
+      case 'a': {
+        char *m = optarg, *eq = strchr(m, '=');
+        if (!eq || eq == m || nmaps == MAX_MAPS) {
+          fprintf(stderr, "xgr step: --api-map expects FROM=TO (at most %d), got \"%s\"\n", MAX_MAPS, m);
+          return XGR_EXIT_USAGE;
+        }
+        *eq = 0;
+        maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
+        break;
       }
-      *eq = 0;
-      maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
-    } else if (i + 1 < argc && !strcmp(a, "--chain")) {
-      xgr_error ce;
-      if (!*chain) *chain = xgr_chain_new();
-      if (xgr_chain_add(*chain, argv[++i], &ce)) {
-        fprintf(stderr, "xgr step: %s\n", ce.message);
-        return XGR_EXIT_USAGE;
+      case 'C': {
+        xgr_error ce;
+        if (!*chain) *chain = xgr_chain_new();
+        if (xgr_chain_add(*chain, optarg, &ce)) {
+          fprintf(stderr, "xgr step: %s\n", ce.message);
+          return XGR_EXIT_USAGE;
+        }
+        break;
       }
-    } else if (i + 1 < argc && !strcmp(a, "--engine-key")) {
-      engine_key = argv[++i];
-    } else if (i + 1 < argc && !strcmp(a, "--owner")) {
-      ctx.owner = argv[++i];
-      if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
-        fprintf(stderr, "xgr step: --owner is '%s'; expected an address (\"0x\" and 40 hex digits)\n", ctx.owner);
-        return XGR_EXIT_USAGE;
+      case 'K': engine_key = optarg; break;
+      case 'o':
+        ctx.owner = optarg;
+        if (!xgr_xrc_is_address(ctx.owner, strlen(ctx.owner))) {
+          fprintf(stderr, "xgr step: --owner is '%s'; expected an address (\"0x\" and 40 hex digits)\n", ctx.owner);
+          return XGR_EXIT_USAGE;
+        }
+        break;
+      case 'S': {
+        char *end;
+        errno = 0;
+        const char *sv = optarg;
+        ctx.session_id = strtoull(sv, &end, 10);
+        if (*end || end == sv || sv[0] == '-' || errno == ERANGE || !ctx.session_id) {
+          fprintf(stderr, "xgr step: --session-id is '%s'; expected an integer from 1 to 18446744073709551615\n", sv);
+          return XGR_EXIT_USAGE;
+        }
+        break;
       }
-    } else if (i + 1 < argc && !strcmp(a, "--session-id")) {
-      char *end;
-      errno = 0;
-      const char *sv = argv[++i];
-      ctx.session_id = strtoull(sv, &end, 10);
-      if (*end || end == sv || sv[0] == '-' || errno == ERANGE || !ctx.session_id) {
-        fprintf(stderr, "xgr step: --session-id is '%s'; expected an integer from 1 to 18446744073709551615\n", sv);
-        return XGR_EXIT_USAGE;
-      }
-    } else if (i + 1 < argc && !strcmp(a, "--pid")) {
-      ctx.pid = argv[++i];
-    } else if (i + 1 < argc && !strcmp(a, "--rule")) {
-      rule_name = argv[++i];
-    } else if (i + 1 < argc && !strcmp(a, "--step-id")) {
-      ctx.step_id = argv[++i];
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "xgr step: unknown or incomplete option %s\n\n%s", a, usage_text);
-      return XGR_EXIT_USAGE;
-    } else if (!rule_path) {
-      rule_path = a;
-    } else {
-      fprintf(stderr, "xgr step: one rule document at a time\n");
-      return XGR_EXIT_USAGE;
+      case 'P': ctx.pid = optarg; break;
+      case 'r': rule_name = optarg; break;
+      case 's': ctx.step_id = optarg; break;
+      default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }
+  }
+  if (optind < argc) rule_path = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "xgr step: one rule document at a time\n");
+    return XGR_EXIT_USAGE;
   }
   if (!rule_path) {
     fputs(usage_text, stderr);
@@ -304,28 +310,18 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
   }
 
   xgr_value payload = xgr_value_null();
-  if (payload_arg) {
-    char *pbuf = NULL;
-    size_t plen = 0;
-    if (payload_arg[0] == '@') {
-      if (xgr_file_read(payload_arg + 1, &pbuf, &plen, 16u << 20, &e)) {
-        fprintf(stderr, "xgr step: --payload %s: %s\n", payload_arg, e.message);
-        xgr_rule_free(rule);
-        json_decref(doc);
-        return XGR_EXIT_USAGE;
-      }
-    }
-    rc = xgr_value_from_json_text(pbuf ? pbuf : payload_arg, pbuf ? plen : strlen(payload_arg), 0, &payload, &e);
-    free(pbuf);
-    if (rc || payload.kind != XGR_VMAP) {
-      fprintf(stderr, "xgr step: --payload must be a JSON object: %s\n", rc ? e.message : "got another JSON value");
-      xgr_value_release(payload);
-      xgr_rule_free(rule);
-      json_decref(doc);
-      return XGR_EXIT_USAGE;
-    }
+  if (payload_arg && xgr_cli_value_arg("xgr step", "--payload", payload_arg, 0, true, &payload)) {
+    xgr_rule_free(rule);
+    json_decref(doc);
+    return XGR_EXIT_USAGE;
   }
 
+  {
+    char what[300];
+    if (rule_name) snprintf(what, sizeof what, "rule \"%s\" of %s", rule_name, rule_path);
+    else snprintf(what, sizeof what, "%s", rule_path);
+    cli_warn_undeclared("xgr step", "--payload", payload, rule, what);
+  }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   xgr_http_exchange *x = xgr_rule_napi_calls(rule) ? xgr_http_exchange_new() : NULL;
   xgr_step_result res;

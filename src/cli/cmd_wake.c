@@ -15,7 +15,7 @@ static void usage(FILE *f) {
           "(keys starting with _ are ignored). A caller other than the owner (--from) needs the\n"
           "process's __wakeUp allow list (step mode).\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
-          "  --payload JSON   an object merged into the woken processes' payload\n"
+          "  --payload JSON   an object merged into the woken processes' payload (or @FILE: read from FILE)\n"
           "%s", xgr_client_opts_help);
 }
 
@@ -23,20 +23,20 @@ int xgr_cmd_wake(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
   const char *owner = NULL, *pid = NULL, *step = NULL, *root = NULL, *payload = NULL;
-  for (int i = 1; i < argc; i++) {
-    int rc, r = xgr_client_arg(&c, argc, argv, &i, usage, &rc);
-    if (r < 0) return rc;
-    if (r) continue;
-    const char *a = argv[i];
-    const char **dst = !strcmp(a, "--owner") ? &owner : !strcmp(a, "--step") ? &step : !strcmp(a, "--root") ? &root
-                     : !strcmp(a, "--payload") ? &payload : NULL;
-    if (dst && i + 1 < argc) *dst = argv[++i];
-    else if (!dst && a[0] != '-' && !pid) pid = a;
-    else {
-      fprintf(stderr, "xgr wake: unexpected '%s'\n\n", a);
-      usage(stderr);
-      return XGR_EXIT_USAGE;
-    }
+  const char **dst[] = {&owner, &step, &root, &payload};   /* by the options' val */
+  static const struct option opts[] = {
+    {"owner", required_argument, NULL, 0}, {"step", required_argument, NULL, 1}, {"root", required_argument, NULL, 2},
+    {"payload", required_argument, NULL, 3}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  int ch, orc;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr wake", usage, &orc)) != -1) {
+    if (ch == -2) return orc;
+    *dst[ch] = optarg;
+  }
+  if (optind < argc) pid = argv[optind];
+  if (optind + 1 < argc) {
+    fprintf(stderr, "xgr wake: unexpected '%s' (one PID)\n", argv[optind + 1]);
+    return XGR_EXIT_USAGE;
   }
   if (!owner) owner = c.from;
   if (!owner || (!pid && !(step && root)) || (pid && step)) {
@@ -51,8 +51,8 @@ int xgr_cmd_wake(int argc, char **argv) {
     json_object_set_new(params, "sessionId", json_string(root));
   }
   if (payload) {
-    json_t *p = xgr_client_parse_object("wake", "--payload", payload);
-    if (!p) {
+    json_t *p;
+    if (xgr_cli_object_arg("xgr wake", "--payload", payload, &p)) {
       json_decref(params);
       return XGR_EXIT_USAGE;
     }

@@ -1,10 +1,12 @@
 /* load.c — read an orchestration or a bundle's orchestration for the CLI (see load.h). */
 #include "cli/load.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/opts.h"
 #include "xgr/bundle.h"
 #include "xgr/json.h"
 #include "xgr/rule.h"
@@ -60,6 +62,47 @@ int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags) {
 void cli_doc_free(cli_doc *d) {
   xgr_orch_free(d->orch);
   d->orch = NULL;
+}
+
+size_t cli_warn_undeclared(const char *prog, const char *flag, xgr_value payload, const xgr_rule *rule,
+                           const char *what) {
+  size_t n = xgr_rule_ninputs(rule), warned = 0;
+  const char *missing[XGR_MAX_PAYLOAD_FIELDS];
+  size_t nmissing = 0;
+  for (size_t i = 0; i < n && nmissing < XGR_MAX_PAYLOAD_FIELDS; i++) {
+    const char *name = xgr_rule_input_name(rule, i);
+    xgr_value v;
+    if (!xgr_map_get_str(payload, name, strlen(name), &v)) missing[nmissing++] = name;
+  }
+  for (size_t i = 0; i < xgr_map_size(payload); i++) {
+    xgr_value k, v;
+    xgr_map_entry(payload, i, &k, &v);
+    if (k.kind != XGR_VSTRING) continue;
+    size_t kl;
+    const char *key = xgr_value_str(k, &kl);
+    if (!kl || key[0] == '_' || strlen(key) != kl) continue;   /* reserved keys travel on quietly */
+    bool declared = false;
+    for (size_t j = 0; j < n && !declared; j++) declared = !strcmp(key, xgr_rule_input_name(rule, j));
+    const char *near = declared ? NULL : xgr_cli_nearest_word(key, missing, nmissing);
+    if (!near) continue;
+    fprintf(stderr, "%s: %s: key \"%s\" is not declared by %s, so it is not read as an input (it is passed on); did "
+            "you mean \"%s\"?\n", prog, flag, key, what, near);
+    warned++;
+  }
+  return warned;
+}
+
+size_t cli_warn_undeclared_start(const char *prog, const char *flag, xgr_value payload, const xgr_bundle *b,
+                                 const char *start) {
+  int si = b && start ? xgr_orch_find(b->orch, start) : -1;
+  const xgr_rule *r = si >= 0 ? b->step_rule[si] : NULL;
+  if (!r) return 0;
+  const char *key = NULL;
+  for (size_t j = 0; j < b->nrules && !key; j++)
+    if (b->rules[j] == r) key = b->rule_keys[j];
+  char what[256];
+  snprintf(what, sizeof what, "rule \"%s\" of step \"%s\"", key ? key : "?", start);
+  return cli_warn_undeclared(prog, flag, payload, r, what);
 }
 
 void cli_print_errors(FILE *f, const char *file, const xgr_diags *d) {

@@ -9,7 +9,10 @@
 
 #include <stdio.h>
 
+#include "xgr/bundle.h"
 #include "xgr/orch.h"
+#include "xgr/rule.h"
+#include "xgr/value.h"
 
 typedef struct cli_doc {
   xgr_orch *orch;       /* owned; NULL when loading failed */
@@ -34,6 +37,18 @@ cli_kind cli_doc_kind(const json_t *root);
 const char *cli_doc_kind_name(cli_kind k);
 /* A hint for a command that got the wrong kind of document: what command or flag fits `file`. */
 const char *cli_doc_hint(cli_kind k, const char *file, char *buf, size_t n);
+
+/* Warn on stderr (`prog: flag: key "Iterr" is not declared by WHAT ...; did you mean "Iter"?`)
+ * about each key of payload (a map) that rule does not declare while a declared input that the
+ * payload lacks is a likely typo of it: the rule would read its default, or take the invalid
+ * branch, instead of the value meant. Keys starting with '_' (reserved: __wakeUp, _from, _when)
+ * and keys with no near input are passed on quietly (later steps may read them). what names the
+ * rule, e.g. `rule "0xab…" of step "A"`. Returns how many keys were warned about. */
+size_t cli_warn_undeclared(const char *prog, const char *flag, xgr_value payload, const xgr_rule *rule,
+                           const char *what);
+/* The same for the rule that step `start` of bundle b runs (nothing when there is none). */
+size_t cli_warn_undeclared_start(const char *prog, const char *flag, xgr_value payload, const xgr_bundle *b,
+                                 const char *start);
 
 /* Print the error findings of file to f as `file: path: error: message [code]`, the shape of
  * `xgr check` (a document-wide finding shows its path as "(document)"). */

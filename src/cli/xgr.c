@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/opts.h"
 
 static const xgr_cli_command commands[] = {
   {"check", "validate orchestrations (XRC-729) and bundles; report errors and warnings", xgr_cmd_check},
@@ -54,6 +55,13 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  const char *names[sizeof commands / sizeof commands[0]];
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
+  const char *near = xgr_cli_nearest_word(argv[1], names, sizeof names / sizeof names[0]);
+  if (near) {   /* a typo: the fix, not the whole usage */
+    fprintf(stderr, "xgr: unknown command '%s'; did you mean '%s'?\n", argv[1], near);
+    return XGR_EXIT_USAGE;
+  }
   fprintf(stderr, "xgr: unknown command '%s'\n\n", argv[1]);
   usage(stderr);
   return XGR_EXIT_USAGE;

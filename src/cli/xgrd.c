@@ -14,6 +14,7 @@
  * logged, and when xgrd is then stopped it exits with status 4 (EXIT_STORE), so a supervisor sees
  * the failure. Everything committed is recovered by the next start on a working store.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -28,6 +29,7 @@
 
 #include <curl/curl.h>
 
+#include "cli/opts.h"
 #include "xgr/auth.h"
 #include "xgr/chain.h"
 #include "xgr/rpc.h"
@@ -55,7 +57,33 @@ typedef struct opts {
   const char *node_id;            /* cluster node id (PostgreSQL store; "auto": hostname:pid); NULL: single writer */
   unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
   unsigned long store_writers;    /* 0: XGR_STORE_PG_WRITERS */
+  unsigned long max_running;      /* 0: DEFAULT_MAX_RUNNING */
+  long long session_ttl_s;        /* -1: not given ($XGR_SESSION_TTL_SECS, else DEFAULT_SESSION_TTL_S) */
+  long long history_retention_s;  /* -1: not given (kept forever); 0: forever */
 } opts;
+
+#define DEFAULT_MAX_RUNNING 32          /* SEMANTICS: at most 32 processes of a session run at once */
+#define DEFAULT_SESSION_TTL_S 86400     /* a finished process's row stays a day */
+
+/* Every option, for getopt and for the keys of a --config file (the same names without dashes);
+ * all take a value. set_opt gives each its meaning. */
+static const struct option long_options[] = {
+  {"listen", required_argument, NULL, 0}, {"store", required_argument, NULL, 0}, {"sync", required_argument, NULL, 0},
+  {"workers", required_argument, NULL, 0}, {"threads", required_argument, NULL, 0},
+  {"config", required_argument, NULL, 0}, {"auth", required_argument, NULL, 0},
+  {"chain-id", required_argument, NULL, 0}, {"control-contract", required_argument, NULL, 0},
+  {"metrics-listen", required_argument, NULL, 0}, {"max-body", required_argument, NULL, 0},
+  {"max-connections", required_argument, NULL, 0}, {"timeout", required_argument, NULL, 0},
+  {"first-step-timeout", required_argument, NULL, 0}, {"shutdown-timeout", required_argument, NULL, 0},
+  {"log-level", required_argument, NULL, 0}, {"time-scale", required_argument, NULL, 0},
+  {"hibernate-after", required_argument, NULL, 0}, {"node-id", required_argument, NULL, 0},
+  {"lease-ms", required_argument, NULL, 0}, {"store-writers", required_argument, NULL, 0},
+  {"store-max-pages", required_argument, NULL, 0}, {"max-session-processes", required_argument, NULL, 0},
+  {"max-session-steps", required_argument, NULL, 0}, {"max-running", required_argument, NULL, 0},
+  {"session-ttl", required_argument, NULL, 0}, {"history-retention", required_argument, NULL, 0},
+  {"port-file", required_argument, NULL, 0}, {"chain", required_argument, NULL, 0},
+  {"api-map", required_argument, NULL, 0}, {"engine-key", required_argument, NULL, 0},
+  {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -71,7 +99,8 @@ static void usage(FILE *f) {
           "  --workers N            engine worker threads (default: online CPUs)\n"
           "  --threads N            HTTP threads (default 8)\n"
           "  --config FILE          JSON object with any of these options without dashes (\"listen\", \"store\",\n"
-          "                         \"workers\", \"auth\", ...); command-line flags win\n"
+          "                         \"workers\", \"max-running\", ...: a string or a number each); command-line\n"
+          "                         flags win; an unknown key is refused, naming the nearest option\n"
           "  --auth permits|none    permits (default): every call that starts, controls or reads a session and\n"
           "                         every registry write carries a signed EIP-712 permit (docs/RPC.md, Permits);\n"
           "                         none: no signatures, the caller is the request's from/owner (loopback only)\n"
@@ -107,6 +136,13 @@ static void usage(FILE *f) {
           "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
           "                         reason on its processes (default 10000)\n"
           "  --max-session-steps N  per-session cap on steps run, likewise (default 1000000)\n"
+          "  --max-running N        at most N processes of a session run at once (default 32; 1 to 100000); the\n"
+          "                         rest wait their turn; a step whose branch declares a join is not held back\n"
+          "  --session-ttl SECONDS  how long a finished process's row (and a finished session's processes in\n"
+          "                         xgr.getSession / listSessions) is kept after it ended (default 86400, or\n"
+          "                         $XGR_SESSION_TTL_SECS when set; 1 to 3153600000)\n"
+          "  --history-retention SECONDS  how long step history (proc_steps, xgr history, getSession's timeline)\n"
+          "                         and finished session rows are kept (default 0: forever)\n"
           "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
           "  --chain URL            Ethereum JSON-RPC node (the default backend): contract reads, and registries\n"
           "                         named by an XRC-729 address (xrc729/orchestration + ostcId) read from the chain\n"
@@ -239,9 +275,29 @@ static int set_opt(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
   else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
+  else if (!strcmp(name, "max-running")) {
+    if (parse_uint("--max-running", v, 100000, &u)) return -1;
+    if (!u) {
+      fprintf(stderr, "xgrd: --max-running is 0; expected 1 to 100000\n");
+      return -1;
+    }
+    o->max_running = u;
+  }
+  else if (!strcmp(name, "session-ttl")) {
+    if (parse_uint("--session-ttl", v, 3153600000UL, &u)) return -1;
+    if (!u) {
+      fprintf(stderr, "xgrd: --session-ttl is 0; expected 1 to 3153600000 seconds\n");
+      return -1;
+    }
+    o->session_ttl_s = (long long)u;
+  }
+  else if (!strcmp(name, "history-retention")) {
+    if (parse_uint("--history-retention", v, 3153600000UL, &u)) return -1;
+    o->history_retention_s = (long long)u;
+  }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
-    fprintf(stderr, "xgrd: unknown option --%s (xgrd --help lists them)\n", name);
+    assert(!"an option of long_options without a meaning in set_opt");
     return -1;
   }
   return 0;
@@ -265,19 +321,32 @@ static json_t *load_config(const char *path, opts *o) {
   const char *k;
   json_t *v;
   json_object_foreach(c, k, v) {
-    char buf[32];
+    char buf[40];
     const char *text;
+    const struct option *opt = long_options;
+    while (opt->name && strcmp(opt->name, k)) opt++;
+    if (!opt->name || opt->has_arg != required_argument || !strcmp(k, "config")) {
+      const char *near = xgr_cli_nearest_option(k, long_options);
+      if (near && (!strcmp(near, "config") || !strcmp(near, "help"))) near = NULL;
+      fprintf(stderr, "xgrd: --config %s: unknown key \"%s\"%s%s%s (the keys are xgrd's options without dashes; xgrd "
+              "--help)\n", path, k, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
+      json_decref(c);
+      return NULL;
+    }
     if (json_is_string(v)) {
       text = json_string_value(v);
     } else if (json_is_integer(v)) {
       snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+      text = buf;
+    } else if (json_is_real(v)) {
+      snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
       text = buf;
     } else {
       fprintf(stderr, "xgrd: --config %s: \"%s\" must be a string or a number\n", path, k);
       json_decref(c);
       return NULL;
     }
-    if (!strcmp(k, "config") || set_opt(o, k, text)) {
+    if (set_opt(o, k, text)) {
       fprintf(stderr, "xgrd: --config %s: option \"%s\" is not accepted\n", path, k);
       json_decref(c);
       return NULL;
@@ -288,44 +357,56 @@ static json_t *load_config(const char *path, opts *o) {
 
 /* Parse argv into o (pass 1 only looks for --config). */
 static int parse_args(int argc, char **argv, opts *o, bool config_only) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strncmp(a, "--", 2)) {
-      fprintf(stderr, "xgrd: unexpected argument \"%s\" (xgrd --help)\n", a);
-      return -1;
+  int ch, idx;
+  optind = 0;   /* getopt starts afresh in each pass */
+  while ((ch = (idx = -1, xgr_cli_getopt_index(argc, argv, "", long_options, "xgrd", &idx))) != -1) {
+    if (ch == '?') return -1;   /* reported */
+    if (ch == 'h') {   /* --help, or a prefix of it */
+      usage(stdout);
+      return 1;
     }
-    char name[64];
-    const char *eq = strchr(a, '='), *v;
-    if (eq) {
-      snprintf(name, sizeof name, "%.*s", (int)(eq - a - 2), a + 2);
-      v = eq + 1;
-    } else {
-      snprintf(name, sizeof name, "%s", a + 2);
-      if (i + 1 >= argc) {
-        fprintf(stderr, "xgrd: %s needs a value (xgrd --help)\n", a);
-        return -1;
-      }
-      v = argv[++i];
-    }
+    assert(idx >= 0);
+    const char *name = long_options[idx].name;
     if (config_only != !strcmp(name, "config")) continue;
-    if (set_opt(o, name, v)) return -1;
+    if (set_opt(o, name, optarg)) return -1;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "xgrd: unexpected argument \"%s\" (every value goes with its option; xgrd --help)\n", argv[optind]);
+    return -1;
   }
   return 0;
 }
 
 int main(int argc, char **argv) {
   opts o = {0};
+  o.session_ttl_s = o.history_retention_s = -1;
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
       return 0;
     }
   json_t *cfgdoc = NULL;
-  if (parse_args(argc, argv, &o, true)) return EXIT_USAGE;
+  int prc = parse_args(argc, argv, &o, true);
+  if (prc) return prc > 0 ? 0 : EXIT_USAGE;
   if (o.config && !(cfgdoc = load_config(o.config, &o))) return EXIT_USAGE;
   if (parse_args(argc, argv, &o, false)) {
     json_decref(cfgdoc);
     return EXIT_USAGE;
+  }
+  if (o.session_ttl_s < 0) {   /* the environment is a fallback of the flag (the library reads none) */
+    const char *e = getenv("XGR_SESSION_TTL_SECS");
+    unsigned long u = 0;
+    if (e && *e && parse_uint("$XGR_SESSION_TTL_SECS", e, 3153600000UL, &u)) {
+      json_decref(cfgdoc);
+      return EXIT_USAGE;
+    }
+    o.session_ttl_s = e && *e && u ? (long long)u : DEFAULT_SESSION_TTL_S;
+  }
+  if (o.history_retention_s < 0) o.history_retention_s = 0;
+  if (!o.max_running) o.max_running = DEFAULT_MAX_RUNNING;
+  if (!o.workers) {   /* the engine's default, made explicit so that the log says how many run */
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o.workers = n > 0 ? (unsigned)n : 1;
   }
   if (o.auth && strcmp(o.auth, "none") && strcmp(o.auth, "permits")) {
     fprintf(stderr, "xgrd: --auth %s: expected permits (the default) or none\n", o.auth);
@@ -455,6 +536,9 @@ int main(int argc, char **argv) {
   xgr_rpcd_config dc = {.store = o.store,
                         .store_sync = o.sync && !strcmp(o.sync, "normal"),
                         .workers = o.workers,
+                        .max_running = (uint32_t)o.max_running,
+                        .session_ttl_secs = o.session_ttl_s,
+                        .history_secs = o.history_retention_s,
                         .first_step_timeout_ms = o.first_step_timeout_ms,
                         .log = stderr,
                         .time_scale = o.time_scale,
@@ -474,8 +558,9 @@ int main(int argc, char **argv) {
   char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);
   free(redacted);
-  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g", store_name, o.workers,
-         o.time_scale > 0 ? o.time_scale : 1.0);
+  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g max_running=%lu session_ttl_s=%lld "
+         "history_retention_s=%lld", store_name, o.workers, o.time_scale > 0 ? o.time_scale : 1.0, o.max_running,
+         o.session_ttl_s, o.history_retention_s);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
   if (!d || xgr_rpcd_register(d, srv)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
@@ -506,11 +591,12 @@ int main(int argc, char **argv) {
   xgr_auth_free(auth);
   auth = sauth;
   xgr_rpc_open(srv, xgr_rpcd_ready, d);
-  size_t restored, failed;
-  xgr_rpcd_recovered(d, &restored, &failed);
-  log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu",
-         host, xgr_rpc_port(srv), auth_none ? "none" : "permits", (unsigned long long)xgr_auth_chain_id(auth),
-         xgr_auth_control_contract(auth), restored, failed);
+  size_t restored, failed, hibernated;
+  xgr_rpcd_recovered(d, &restored, &failed, &hibernated);
+  log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu "
+         "hibernated=%zu workers=%u", host, xgr_rpc_port(srv), auth_none ? "none" : "permits",
+         (unsigned long long)xgr_auth_chain_id(auth), xgr_auth_control_contract(auth), restored, failed, hibernated,
+         o.workers);
   if (o.metrics_listen) log_kv("info", "msg=\"metrics listening\" addr=%s port=%u", o.metrics_listen, xgr_rpc_metrics_port(srv));
   /* the port file is written once xgrd is ready, so that whoever waits for it can work at once
    * (the port is also in the msg=listening line logged before recovery) */

@@ -121,6 +121,7 @@ struct xgr_rpcd {
   bool t_on, t_stop;           /* the thread runs; it is asked to end */
   bool v_stop;                 /* the server stops: waiting answers go at once, new ones are not deferred */
   size_t restored, failed;     /* recovery counts */
+  size_t hibernated;           /* live sessions recovery left in the store (hibernated) */
   xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
   xgr_counter *c_enq[XGR__ACK_N];
   char names[48][40];          /* method names registered on the server (borrowed by it) */

@@ -425,6 +425,20 @@ bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xg
   return live;
 }
 
+/* How many live sessions the bounded recovery leaves in the store: those in the due index with a
+ * due time after upto (counted before recovery, while no session of the engine can hibernate). */
+static void count_hibernated(xgr_rpcd *d, int64_t upto) {
+  xgr_store_due_key after = {.due = upto, .root_pid = UINT64_MAX}, keys[512];
+  memset(after.owner, 0xff, sizeof after.owner - 1);
+  size_t n;
+  xgr_error e;
+  do {
+    if (xgr_store_due(d->st, &after, XGR_STORE_DUE_NEVER, keys, sizeof keys / sizeof *keys, &n, &e)) return;
+    d->hibernated += n;
+    if (n) after = keys[n - 1];
+  } while (n == sizeof keys / sizeof *keys);
+}
+
 xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_rpcd *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
@@ -436,7 +450,9 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
                          .max_page_count = cfg->store_max_pages,
                          .node_id = cfg->node_id,
                          .lease_ms = cfg->lease_ms,
-                         .pg_writers = cfg->store_writers};
+                         .pg_writers = cfg->store_writers,
+                         .ttl_secs = cfg->session_ttl_secs,
+                         .history_secs = cfg->history_secs};
   d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
   if (!d->st) goto fail;
   d->p = xgr_persist_new(d->st);
@@ -509,14 +525,16 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
    * the hibernated rest stays in the store until it is due or called */
   int64_t upto = xgr_engine_now(d->e) + d->hib.lead_ms;
   xgr_store_load_filter lf = {.bounded = true, .due_upto = upto};
+  if (d->hib.load) count_hibernated(d, upto);
   if (d->hib.load ? xgr_store_load_some(d->st, &lf, recover_one, d, &le) : xgr_store_load_live(d->st, recover_one, d, &le))
     xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
   if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
     xgr__rpcd_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
   xgr_engine_recovered(d->e);   /* before the outbox is read: see xgr_engine_config.recovering */
   redeliver(d);
-  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu hibernate_after_ms=%lld",
-                xgr_store_backend(d->st), d->restored, d->failed, d->hib.load ? (long long)d->hib.after_ms : -1LL);
+  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu hibernated=%zu hibernate_after_ms=%lld",
+                xgr_store_backend(d->st), d->restored, d->failed, d->hibernated,
+                d->hib.load ? (long long)d->hib.after_ms : -1LL);
   atomic_store(&d->ready, true);
   return d;
 fail:
@@ -551,9 +569,10 @@ void xgr_rpcd_chain_tick(xgr_rpcd *d) {
 }
 
 
-void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed) {
+void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed, size_t *hibernated) {
   *restored = d->restored;
   *failed = d->failed;
+  *hibernated = d->hibernated;
 }
 
 int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms) {

@@ -67,6 +67,8 @@ static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error 
   if ((v = json_object_get(a, "wake"))) {
     kinds++;
     const json_t *pid = json_object_get(v, "pid"), *step = json_object_get(v, "step");
+    if (pid && step)   /* one of them would be ignored: the action must say which */
+      return act_err(err, i, "wake", "give \"pid\" (PID mode) or \"step\" (step mode), not both");
     if (pid) {
       if (parse_pid(pid, &x->root_pid, &x->iter) || x->iter == 0)
         return act_err(err, i, "wake.pid", "expected a process id \"<rootPid>:<iter>\"");
@@ -92,6 +94,11 @@ static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error 
         return act_err(err, i, names[k], "expected \"<rootPid>\" or \"<rootPid>:<iter>\"");
     }
   if (kinds != 1) return act_err(err, i, NULL, "expected exactly one of wake, kill, pause, resume");
+  /* keys that only one kind of action reads are refused elsewhere rather than ignored */
+  if (json_object_get(a, "session") && x->kind != XGR_SCRIPT_WAKE_STEP)
+    return act_err(err, i, "session", "only a step-mode wake ({\"wake\":{\"step\":...}}) names a session; a pid names its own");
+  if (json_object_get(a, "payload") && x->kind != XGR_SCRIPT_WAKE_PID && x->kind != XGR_SCRIPT_WAKE_STEP)
+    return act_err(err, i, "payload", "only a wake carries a payload");
   const json_t *caller = json_object_get(a, "caller");
   if (caller && !(json_is_string(caller) && xgr_xrc_is_address(json_string_value(caller), json_string_length(caller))))
     return act_err(err, i, "caller", "expected an address (\"0x\" and 40 hex digits)");

@@ -29,12 +29,7 @@ void xgr__store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_c
   st->vt = vt;
   if (cfg) st->cfg = *cfg;
   if (st->cfg.busy_timeout_ms <= 0) st->cfg.busy_timeout_ms = 5000;
-  if (st->cfg.ttl_secs <= 0) {
-    const char *e = getenv("XGR_SESSION_TTL_SECS");
-    char *end = NULL;
-    long long v = e ? strtoll(e, &end, 10) : 0;
-    st->cfg.ttl_secs = e && end && !*end && v > 0 ? v : 86400;
-  }
+  if (st->cfg.ttl_secs <= 0) st->cfg.ttl_secs = 86400;
   if (st->cfg.gc_interval_ms == 0) st->cfg.gc_interval_ms = 1000;
   if (st->cfg.gc_batch <= 0) st->cfg.gc_batch = 256;
   pthread_mutex_init(&st->mu, NULL);
