@@ -14,7 +14,7 @@
 static void usage(FILE *f) {
   fputs("usage: xgr check [--json] [--quiet] [--no-explore] FILE...\n\n"
         "Validate XRC-729 orchestrations, XRC-137 rule documents and bundles (an orchestration with\n"
-        "its rules): schema, the caps of XDaLa_Limits.md, references, join thresholds, joins that can\n"
+        "its rules): schema, the caps of docs/RULE_FORMAT.md, references, join thresholds, joins that can\n"
         "never be satisfied, unknown keys (with the nearest known one) and templates that look like\n"
         "arithmetic. The kind of each FILE is told by its keys.\n"
         "Prints `file: path: severity: message [code]` lines and a summary.\n\n"

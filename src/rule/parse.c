@@ -842,7 +842,7 @@ static int parse_branch(pc *c, xgr_value doc, const char *name, rbranch *b) {
     size_t m2 = xgr_path_key(&c->path, "wakeUps");
     if (want(c, v, XGR_VLIST)) return c->e->code;
     b->nwake = xgr_list_size(v);
-    if (check_count(c, b->nwake, XGR_MAX_WAKEUPS, "xgr's wakeUps cap (XDaLa_Limits.md has none)", "wakeUps"))
+    if (check_count(c, b->nwake, XGR_MAX_WAKEUPS, "xgr's wakeUps cap (docs/RULE_FORMAT.md, \"Limits\")", "wakeUps"))
       return c->e->code;
     b->wake = aalloc(c, b->nwake * sizeof *b->wake);
     for (size_t i = 0; i < b->nwake; i++) {

@@ -268,9 +268,9 @@ static void test_caps(void **s) {
   cap_case(&at, &over, "MaxOutcomeKeys", 64, "onValid.payload");
   doc_grants(&at, 16), doc_grants(&over, 17);
   cap_case(&at, &over, "MaxGrants", 16, "onValid.grants");
-  /* no such cap in XDaLa_Limits.md: the message names xgr's own (it said "MaxWakeUps") */
+  /* no such cap in the public limits: the message names xgr's own (it said "MaxWakeUps") */
   doc_wakeups(&at, 16), doc_wakeups(&over, 17);
-  cap_case(&at, &over, "xgr's wakeUps cap (XDaLa_Limits.md has none)", 16, "onValid.wakeUps");
+  cap_case(&at, &over, "xgr's wakeUps cap (docs/RULE_FORMAT.md, \"Limits\")", 16, "onValid.wakeUps");
   doc_args(&at, 16), doc_args(&over, 17);
   cap_case(&at, &over, "MaxExecArgs", 16, "onValid.execution.args");
   doc_branch_string(&at, 8192), doc_branch_string(&over, 8193);
