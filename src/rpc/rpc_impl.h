@@ -68,8 +68,10 @@ typedef struct xgr__waiter {
   bool done;
   uint8_t status;
   int8_t valid;
-  json_t *payload;             /* owned: the first process's payload */
+  json_t *payload;             /* owned: the first step's sanitized input (XGR_EEV_STEP), else the first
+                                  process's payload when the step read none (a hard error first) */
   json_t *output;              /* owned: the first step's outcome payload (XGR_EEV_STEP), or NULL */
+  bool stepped;                /* the XGR_EEV_STEP of the first step was seen (payload is its input) */
   uint8_t action;              /* its rule action */
   char *error;                 /* owned */
   /* a deferred answer (a single request): set under w_mu when the connection is set aside; then
