@@ -125,7 +125,7 @@ struct xgr_rpcd {
   size_t restored, failed;     /* recovery counts */
   xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
   xgr_counter *c_enq[XGR__ACK_N];
-  char names[48][40];          /* method names registered on the server (borrowed by it) */
+  char names[64][40];          /* method names registered on the server (borrowed by it) */
   xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
   xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
