@@ -435,7 +435,8 @@ static void test_refusals(void **state) {
   r = ok("xgr_sessionAlive", json_pack("[s, s]", C.owner, "1"));
   assert_true(json_is_true(r));
   json_decref(r);
-  /* last (W runs and session 1 ends): step mode from the permit alone (public reference §12): session, runner and step are signed */
+  /* last (W runs and session 1 ends): step mode from the permit alone (public reference §12):
+   * session, runner and step are signed */
   r = ok("xgr_wakeUpProcess", json_pack("[{s:{s:i}, s:o}]", "payload", "n", 5, "permit",
                                         sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL,
                                                                               .action = "wake", .session_id = 1,
