@@ -209,6 +209,12 @@ typedef struct xgr__absent {
   const char *name;     /* without prefix, as in mdef */
   const char *reason;
 } xgr__absent;
+#define NO_ENCRYPTION \
+  "xgr keeps no encrypted rule documents: rules are registered in plain JSON (xgr_putRule, xgr_getRule) and an " \
+  "encrypted rule on a chain is refused"
+#define NO_GRANTS \
+  "xgr has no grants yet: a session is read and controlled by its owner, and woken by others only through its " \
+  "__wakeUp allow lists"
 static const xgr__absent absent[] = {
     {"getPublicSale", "xgr runs no token sale: a public sale contract is part of the XDaLa chain, not of the process "
                       "engine"},
@@ -218,14 +224,10 @@ static const xgr__absent absent[] = {
                         "--max-session-processes, not billed"},
     {"getEncryptedLogInfo", "xgr writes no encrypted logs: step results are kept in the store and read with "
                             "xgr.getSession"},
-    {"getXRC137Meta", "xgr keeps no encrypted rule documents: rules are registered in plain JSON (xgr_putRule, "
-                      "xgr_getRule) and an encrypted rule on a chain is refused"},
-    {"encryptXRC137", "xgr keeps no encrypted rule documents: rules are registered in plain JSON (xgr_putRule, "
-                      "xgr_getRule) and an encrypted rule on a chain is refused"},
-    {"manageGrants", "xgr has no grants yet: a session is read and controlled by its owner, and woken by others only "
-                     "through its __wakeUp allow lists"},
-    {"listGrants", "xgr has no grants yet: a session is read and controlled by its owner, and woken by others only "
-                   "through its __wakeUp allow lists"},
+    {"getXRC137Meta", NO_ENCRYPTION},
+    {"encryptXRC137", NO_ENCRYPTION},
+    {"manageGrants", NO_GRANTS},
+    {"listGrants", NO_GRANTS},
     {"getGrantFeePerYear", "xgr charges no fees: it has no grants and bills nothing"},
 };
 
