@@ -174,7 +174,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
    * owner it asks for) and the caller has no such session but another owner does, the caller is
    * not that session's owner */
   const json_t *ov = json_object_get(o, "owner"), *rv = json_object_get(o, "runner");
-  bool named = (ov && !json_is_null(ov)) || (rv && !json_is_null(rv)) || (permit.kind && strcmp(permit.from, permit.runner));
+  bool named = (ov && !json_is_null(ov)) || (rv && !json_is_null(rv)) ||
+               (permit.kind && strcmp(permit.from, permit.runner));
   if (pid_mode && !named && !xgr__rpcd_live(d, owner, root, false, NULL) && live_for_other(d, owner, root))
     return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "processId",
                          "session %llu is another owner's (%s has none live): only a session's owner may wake a "

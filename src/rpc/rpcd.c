@@ -203,19 +203,19 @@ static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *p
 }
 
 /* The methods of the public endpoint reference that xgrd does not offer, each with the reason it
- * answers -32601 (docs/RPC.md lists the same reasons, and tests/rpc/reference_methods.sh holds the
- * two to each other). */
-typedef struct xgr__absent {
+ * answers -32601 (docs/RPC.md lists the same reasons, and tests/rpc/test_reference.py holds the two
+ * to each other). */
+typedef struct absent_method {
   const char *name;     /* without prefix, as in mdef */
   const char *reason;
-} xgr__absent;
+} absent_method;
 #define NO_ENCRYPTION \
   "xgr keeps no encrypted rule documents: rules are registered in plain JSON (xgr_putRule, xgr_getRule) and an " \
   "encrypted rule on a chain is refused"
 #define NO_GRANTS \
   "xgr has no grants yet: a session is read and controlled by its owner, and woken by others only through its " \
   "__wakeUp allow lists"
-static const xgr__absent absent[] = {
+static const absent_method absent[] = {
     {"getPublicSale", "xgr runs no token sale: a public sale contract is part of the XDaLa chain, not of the process "
                       "engine"},
     {"getCirculatingSupply", "xgr holds no token balances: the circulating supply is the chain's, not the process "
@@ -234,7 +234,7 @@ static const xgr__absent absent[] = {
 /* A method of the public reference xgrd does not offer: -32601 naming it and why (ctx: its entry). */
 static int m_absent(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
   (void)caller, (void)params, (void)result;
-  const xgr__absent *a = ctx;
+  const absent_method *a = ctx;
   return xgr__rpc_fail(err, XGR_RPC_METHOD_NOT_FOUND, XGR_EUNSUPPORTED, NULL,
                        "xgr_%s (public endpoint reference) is not offered by xgrd: %s", a->name, a->reason);
 }
