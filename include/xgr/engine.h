@@ -180,10 +180,11 @@ typedef enum xgr_engine_event_kind {
   XGR_EEV_FINISHED,     /* the session ended (result; message: its name) */
   XGR_EEV_IDLE,         /* nothing runs and no timer is due: only wake-ups can move the session */
   XGR_EEV_STORE_ERROR,  /* the store refused a batch: the session stopped (message; see xgr_store_done_fn) */
-  XGR_EEV_STEP          /* a step's result was applied: iter, output (its outcome payload, the branch's
-                           `payload` — `outputPayload` of xgr_validateDataTransfer), rule_action, ok
-                           (no hard error); no message. Delivered before the PROC events of the same
-                           result, and like them only after the result is committed */
+  XGR_EEV_STEP          /* a step's result was applied: iter, input (the sanitized input the rule
+                           read — `payload` of xgr_validateDataTransfer), output (its outcome payload,
+                           the branch's `payload` — `outputPayload` of xgr_validateDataTransfer),
+                           rule_action, ok (no hard error); no message. Delivered before the PROC
+                           events of the same result, and like them only after the result is committed */
 } xgr_engine_event_kind;
 
 typedef struct xgr_engine_event {
@@ -198,6 +199,7 @@ typedef struct xgr_engine_event {
   xgr_session_result result;    /* FINISHED; also IDLE (running) */
   uint64_t steps;               /* steps the session ran so far */
   uint64_t iter;                /* STEP: the process whose step ran */
+  xgr_value input;              /* STEP: the sanitized input (null when the step failed before reading it) */
   xgr_value output;             /* STEP: the outcome payload (null after a hard error or a rule action) */
   uint8_t rule_action;          /* STEP: xgr_rule_action of the result */
 } xgr_engine_event;

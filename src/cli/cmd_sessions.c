@@ -39,6 +39,15 @@ void xgr_cli_join_summary(const json_t *j, char *buf, size_t n) {
            json_string_value(json_object_get(j, "outcome")));
 }
 
+/* A session-clock time: UTC when it is a wall-clock time (xgrd's clock is Unix ms), else ms. */
+static const char *clock_text(const json_t *v, char *buf, size_t n) {
+  if (!json_is_integer(v)) return "-";
+  long long t = json_integer_value(v);
+  if (t >= 100000000000LL) return xgr_cli_utc(t, buf, n);
+  snprintf(buf, n, "%lld", t);
+  return buf;
+}
+
 /* Print items (join view) as a table. */
 void xgr_cli_print_items(const json_t *items) {
   printf("%-14s %-14s %-9s %-16s %-7s %-28s %s\n", "PID", "PARENT", "STATUS", "STEP", "VALID", "JOIN", "UPDATED (UTC)");
@@ -48,23 +57,14 @@ void xgr_cli_print_items(const json_t *items) {
     const char *step = json_string_value(json_object_get(it, "resumeStep"));
     if (!step) step = json_string_value(json_object_get(it, "lastStep"));
     const json_t *v = json_object_get(it, "valid");
-    char join[64], when[32];
+    char join[64], when[40];
     xgr_cli_join_summary(json_object_get(it, "join"), join, sizeof join);
-    xgr_client_time(json_integer_value(json_object_get(it, "updatedAt")), when, sizeof when);
     const char *parent = json_string_value(json_object_get(it, "parentPid"));
     printf("%-14s %-14s %-9s %-16s %-7s %-28s %s\n", json_string_value(json_object_get(it, "pid")), parent ? parent : "-",
            json_string_value(json_object_get(it, "status")), step ? step : "-",
-           json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", join, when);
+           json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", join,
+           clock_text(json_object_get(it, "updatedAt"), when, sizeof when));   /* ms, session clock */
   }
-}
-
-/* A session-clock time: UTC when it is a wall-clock time (xgrd's clock is Unix ms), else ms. */
-static const char *clock_text(const json_t *v, char *buf, size_t n) {
-  if (!json_is_integer(v)) return "-";
-  long long t = json_integer_value(v);
-  if (t >= 100000000000LL) return xgr_cli_utc(t, buf, n);
-  snprintf(buf, n, "%lld", t);
-  return buf;
 }
 
 static void print_sessions(const json_t *rows) {

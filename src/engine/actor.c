@@ -211,6 +211,7 @@ static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, boo
 
 static void ev_free(evsnap *s) {
   if (s->ev.proc) snap_release(&s->p);
+  xgr_value_release(s->ev.input);
   xgr_value_release(s->ev.output);
   free(s->msg);
   free(s);
@@ -571,6 +572,7 @@ static void apply(actor *a, job *j) {
     evsnap *s = ev_new(a, XGR_EEV_STEP, NULL, !j->res.error.code);
     s->ev.iter = j->iter;
     s->ev.rule_action = (uint8_t)j->res.action;
+    s->ev.input = xgr_value_retain(j->res.payload);
     s->ev.output = xgr_value_retain(j->res.output);
     push_event(a, s);
   }

@@ -94,6 +94,33 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   return 0;
 }
 
+/* Owners scanned for another owner's session (the PID-mode refusal below): the owners with the
+ * most live sessions first; a session of an owner beyond them is answered as not found. */
+#define WAKE_OTHER_OWNERS 1000
+
+/* Does an owner other than `owner` hold a running session with this root? Only asked once a
+ * PID-mode wake whose owner the request did not name (it is the caller) found no session of the
+ * caller: the store's live owners, then one row each. */
+static bool live_for_other(xgr_rpcd *d, const char *owner, uint64_t root) {
+  xgr_store_owner_live *ol = NULL;
+  size_t n = 0;
+  xgr_error e;
+  if (xgr_store_live_owners(d->st, NULL, WAKE_OTHER_OWNERS, &ol, &n, &e)) return false;
+  bool found = false;
+  for (size_t i = 0; i < n && !found; i++) {
+    xgr_store_session s;
+    if (!strcmp(ol[i].owner, owner) || xgr_store_session_get(d->st, ol[i].owner, root, &s, &e)) continue;
+    found = s.status == XGR_RESULT_RUNNING;
+    xgr_store_session_clear(&s);
+  }
+  xgr_store_owners_free(ol, n);
+  return found;
+}
+
+/* xgr_wakeUpProcess (public reference §12). PID mode: "processId" names one waiting process of
+ * the owner's. Step mode: every process of the session waiting at the step; with a permit the
+ * request may name neither processId nor stepId: the session (sessionId), the runner and the step
+ * come from the permit's message. In PID mode the permit signs no step. */
 XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   xgr_rpcd *d = ctx;
   const json_t *o;
@@ -109,12 +136,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
                          "is not an object; expected {...} merged into the resume payload");
   const json_t *pidv = json_object_get(o, "processId");
   if (!pidv || json_is_null(pidv)) pidv = json_object_get(o, "pid");
-  bool pid_mode = pidv && !json_is_null(pidv);
-  if (pid_mode == (step != NULL))
-    return xgr__rpc_fail(
-        err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, pid_mode ? "stepId" : "processId",
-        pid_mode ? "is set together with processId; PID mode and step mode exclude each other"
-                 : "missing; expected \"processId\" (PID mode) or \"stepId\" with \"sessionId\" (step mode)");
+  bool pid_mode = pidv && !json_is_null(pidv), permits = xgr__rpc_permits(caller);
+  if (pid_mode && step)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "stepId",
+                         "is set together with processId; PID mode and step mode exclude each other");
+  if (!pid_mode && !step && !permits)   /* without permits nothing else can name the step */
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "processId",
+                         "missing; expected \"processId\" (PID mode) or \"stepId\" with \"sessionId\" (step mode)");
   uint64_t root = 0, iter = 0;
   if (pid_mode) {
     if (!json_is_string(pidv) || xgr_pid_parse(json_string_value(pidv), &root, &iter) || !root || !iter)
@@ -124,7 +152,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
     static const char *const keys[] = {"sessionId", "rootPid", NULL};
     const char *k = xgr__rpc_first_key(o, keys);
     const json_t *v = json_object_get(o, k);
-    if ((!v || json_is_null(v)) && xgr__rpc_permits(caller)) root = 0;   /* the signed root, below */
+    if ((!v || json_is_null(v)) && permits) root = 0;   /* the signed root, below */
     else if (!v || json_is_null(v))
       return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "sessionId",
                            "missing; step mode needs the root session id");
@@ -133,8 +161,26 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   }
   /* who may: checked once the request is well-formed */
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_WAKE, NULL, who, sizeof who, &permit, err))) return rc;
+  if (!pid_mode && !step) {   /* step mode named by the permit alone */
+    if (!permit.step_id[0])
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "permit.message.stepId",
+                           "is empty and the request has no \"processId\"; a step-mode wake signs the step to wake "
+                           "in the permit's stepId, a PID-mode wake names \"processId\"");
+    step = permit.step_id;
+  }
   if ((rc = xgr__rpc_owner(o, permit.kind ? permit.runner : who, owner, sizeof owner, &opath, err))) return rc;
   if (!root) root = permit.session_id;
+  /* PID mode is for the owner alone: when the request did not name an owner (so the caller is the
+   * owner it asks for) and the caller has no such session but another owner does, the caller is
+   * not that session's owner */
+  const json_t *ov = json_object_get(o, "owner"), *rv = json_object_get(o, "runner");
+  bool named = (ov && !json_is_null(ov)) || (rv && !json_is_null(rv)) ||
+               (permit.kind && strcmp(permit.from, permit.runner));
+  if (pid_mode && !named && !xgr__rpcd_live(d, owner, root, false, NULL) && live_for_other(d, owner, root))
+    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "processId",
+                         "session %llu is another owner's (%s has none live): only a session's owner may wake a "
+                         "process by pid (delegation through __wakeUp allow lists works in step mode only)",
+                         (unsigned long long)root, owner);
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, "wake", owner, root, pid_mode ? NULL : step, err))) return rc;
   xgr_value pv = xgr_value_null();
   if (payload && json_is_object(payload)) {
@@ -153,7 +199,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   rc = xgr__rpcd_ctl(d, &cr, &woken, err);
   xgr_value_release(pv);
   if (rc) {
-    if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", pid_mode ? "processId" : "stepId");
+    if (!err->path[0])
+      snprintf(err->path, sizeof err->path, "%s",
+               pid_mode ? "processId" : json_object_get(o, "stepId") ? "stepId" : "permit.message.stepId");
     return xgr__rpc_code(rc, err);
   }
   *result =

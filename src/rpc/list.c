@@ -69,14 +69,15 @@ static json_t *item_join(const xgr_store_session *s, const xgr_orch *o, const xg
       "{s:o, s:o, s:I, s:s, s:s, s:o, s:o, s:I}", "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "parentPid",
       p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : json_null(), "iter", (json_int_t)p->iter,
       "status", status_view(p), "owner", s->owner, "resumeStep", terminal ? json_null() : json_string(p->step_id),
-      "lastStep", terminal ? json_string(p->step_id) : json_null(), "updatedAt", (json_int_t)(updated_ms(p) / 1000));
+      "lastStep", terminal ? json_string(p->step_id) : json_null(), "updatedAt", (json_int_t)updated_ms(p));
   json_object_set_new(it, "rootPid", xgr__rpc_u64_json(s->root_pid));
   xgr__rpc_proc_state(it, p);
   json_object_set_new(it, "join", p->join ? join_view(o, p->join) : json_null());
   return it;
 }
 
-/* One process in the raw view of the public reference (§13). */
+/* One process in the raw view of the public reference (§13). Its one time, `updated`, is in Unix
+ * seconds as the reference defines it (every other answer of xgrd gives times in ms). */
 static json_t *item_raw(const xgr_store_session *s, const xgr_store_proc *p, bool allow_mode) {
   char gid[16] = "", fgid[16] = "";
   if (p->group) snprintf(gid, sizeof gid, "%u", p->group);

@@ -134,6 +134,7 @@ void xgr__rpc_lower(char *s) {
 }
 
 json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter) {
+  if (!iter) return xgr__rpc_u64_json(root);   /* a whole session: "R", never "R:0" */
   char b[48];
   xgr_pid_format(root, iter, b, sizeof b);
   return json_string(b);

@@ -68,8 +68,10 @@ typedef struct xgr__waiter {
   bool done;
   uint8_t status;
   int8_t valid;
-  json_t *payload;             /* owned: the first process's payload */
+  json_t *payload;             /* owned: the first step's sanitized input (XGR_EEV_STEP), else the first
+                                  process's payload when the step read none (a hard error first) */
   json_t *output;              /* owned: the first step's outcome payload (XGR_EEV_STEP), or NULL */
+  bool stepped;                /* the XGR_EEV_STEP of the first step was seen (payload is its input) */
   uint8_t action;              /* its rule action */
   char *error;                 /* owned */
   /* a deferred answer (a single request): set under w_mu when the connection is set aside; then
@@ -124,7 +126,7 @@ struct xgr_rpcd {
   size_t hibernated;           /* live sessions recovery left in the store (hibernated) */
   xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
   xgr_counter *c_enq[XGR__ACK_N];
-  char names[48][40];          /* method names registered on the server (borrowed by it) */
+  char names[64][40];          /* method names registered on the server (borrowed by it) */
   xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
   xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */

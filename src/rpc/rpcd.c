@@ -202,6 +202,43 @@ static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *p
   return 0;
 }
 
+/* The methods of the public endpoint reference that xgrd does not offer, each with the reason it
+ * answers -32601 (docs/RPC.md lists the same reasons, and tests/rpc/test_reference.py holds the two
+ * to each other). */
+typedef struct absent_method {
+  const char *name;     /* without prefix, as in mdef */
+  const char *reason;
+} absent_method;
+#define NO_ENCRYPTION \
+  "xgr keeps no encrypted rule documents: rules are registered in plain JSON (xgr_putRule, xgr_getRule) and an " \
+  "encrypted rule on a chain is refused"
+#define NO_GRANTS \
+  "xgr has no grants yet: a session is read and controlled by its owner, and woken by others only through its " \
+  "__wakeUp allow lists"
+static const absent_method absent[] = {
+    {"getPublicSale", "xgr runs no token sale: a public sale contract is part of the XDaLa chain, not of the process "
+                      "engine"},
+    {"getCirculatingSupply", "xgr holds no token balances: the circulating supply is the chain's, not the process "
+                             "engine's"},
+    {"estimateRuleGas", "xgr prices no gas: a session's work is bounded by --max-session-steps and "
+                        "--max-session-processes, not billed"},
+    {"getEncryptedLogInfo", "xgr writes no encrypted logs: step results are kept in the store and read with "
+                            "xgr.getSession"},
+    {"getXRC137Meta", NO_ENCRYPTION},
+    {"encryptXRC137", NO_ENCRYPTION},
+    {"manageGrants", NO_GRANTS},
+    {"listGrants", NO_GRANTS},
+    {"getGrantFeePerYear", "xgr charges no fees: it has no grants and bills nothing"},
+};
+
+/* A method of the public reference xgrd does not offer: -32601 naming it and why (ctx: its entry). */
+static int m_absent(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
+  (void)caller, (void)params, (void)result;
+  const absent_method *a = ctx;
+  return xgr__rpc_fail(err, XGR_RPC_METHOD_NOT_FOUND, XGR_EUNSUPPORTED, NULL,
+                       "xgr_%s (public endpoint reference) is not offered by xgrd: %s", a->name, a->reason);
+}
+
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   static const mdef defs[] = {
     {"getCoreAddrs", m_core_addrs, false},
@@ -223,6 +260,8 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"getRule", xgr__rpcd_m_get_rule, false},
   };
   _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
+  _Static_assert(2 * (sizeof defs / sizeof defs[0] + sizeof absent / sizeof absent[0]) <=
+                     sizeof d->names / sizeof d->names[0], "names");
   size_t k = 0;
   char (*names)[40] = d->names;
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
@@ -234,6 +273,12 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
       if (rc) return rc;
     }
   }
+  for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+    for (int style = 0; style < 2; style++) {
+      snprintf(names[k], sizeof names[k], "xgr%c%s", style ? '_' : '.', absent[i].name);
+      int rc = xgr_rpc_register(s, names[k++], m_absent, (void *)&absent[i]);
+      if (rc) return rc;
+    }
   /* enqueues in a batch are independent (two starts of one session meet in the store's insert):
    * they run concurrently, so a batch of N enqueues shares the store's commits instead of making N */
   int rc = xgr_rpc_set_concurrent(s, "xgr.enqueue");

@@ -33,7 +33,7 @@
 #include "rpc/console.h"
 #include "xgr/rpc.h"
 
-#define XGR__RPC_MAX_METHODS 64
+#define XGR__RPC_MAX_METHODS 96
 
 /* A registered method (name borrowed from the caller of xgr_rpc_register). */
 typedef struct xgr__rpc_method {

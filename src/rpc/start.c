@@ -184,8 +184,10 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
     if (ev->iter != 1 || !atomic_load(&d->nwaiters)) return;
     pthread_mutex_lock(&d->w_mu);
     for (xgr__waiter *w = d->waiters; w; w = w->next)
-      if (!w->done && !w->output && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
+      if (!w->done && !w->stepped && w->root == ev->root_pid && !strcmp(w->owner, ev->owner)) {
+        w->stepped = true;
         w->output = xgr_value_to_json_exact(ev->output);
+        if (xgr_value_kind(ev->input) == XGR_VMAP) w->payload = xgr_value_to_json_exact(ev->input);
         w->action = ev->rule_action;
       }
     pthread_mutex_unlock(&d->w_mu);
@@ -200,7 +202,7 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
       w->done = true;
       w->status = ev->proc->status;
       w->valid = ev->proc->valid;
-      w->payload = xgr_value_to_json_exact(ev->proc->payload);
+      if (!w->payload) w->payload = xgr_value_to_json_exact(ev->proc->payload);   /* no input was read */
       w->error = ev->proc->error ? xgr__xstrdup(ev->proc->error) : NULL;
       if (w->df && !w->fired) fire_locked(d, w, &fire);
       else pthread_cond_broadcast(&d->w_cv);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ethers_live.sh XGR PERMIT_CHECK — the live cross-check with ethers v6 (pinned by
 # tests/permits/js/package-lock.json), where Node.js is present (skipped otherwise, exit 77):
-#   1. `npm ci` installs the pinned ethers (once; again when the lock file changes);
+#   1. `npm ci` installs the pinned ethers (once; again when the lock file changes; js/ethers.sh);
 #   2. ethers signs fresh random permits of every kind (random keys, chains, contracts, ids,
 #      strings with non-ASCII and escapes) and xgr verifies each (same digest, same signer);
 #   3. `xgr permit` signs random permits of every kind with fresh keys (`xgr key new`) and ethers'
@@ -9,14 +9,9 @@
 set -euo pipefail
 xgr=$(realpath "$1") check=$(realpath "$2")
 js="$(dirname "$(realpath "$0")")/js"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "ethers_live: Node.js/npm not installed; skipped"; exit 77
-fi
-stamp="$js/node_modules/.xgr-lock"
-if ! cmp -s "$js/package-lock.json" "$stamp" 2>/dev/null; then
-  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error) || { echo "ethers_live: npm ci failed"; exit 1; }
-  cp "$js/package-lock.json" "$stamp"
-fi
+# shellcheck source=js/ethers.sh
+. "$js/ethers.sh"
+ethers_ready ethers_live
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # 1. ethers signs, xgr verifies

@@ -5,7 +5,8 @@
  * runs). Covered: forged signature, another signer, expired, wrong chain, wrong domain name, wrong
  * primaryType, extra field, wrong sessionId, wrong action, a control permit used twice (also after
  * a restart), high s, bad v, truncated hex, a start by a non-owner, a registry write by a
- * non-owner, reading another owner's session; and the good permits that the refusals mutate. Also
+ * non-owner, reading another owner's session, a PID-mode wake with a signed step or by a non-owner;
+ * and the good permits that the refusals mutate (a step-mode wake from the permit alone). Also
  * the Host header check, /metrics on --metrics-listen, and xgr_getCoreAddrs. */
 #include <jansson.h>
 #include <setjmp.h>
@@ -343,6 +344,32 @@ static void test_refusals(void **state) {
                     "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL_V2, .runner = C.owner,
                                                                     .action = "pause", .session_id = 1})),
           "step-mode wakes only");
+  /* wakes: PID mode signs no step; PID mode is the owner's alone, also when the request names no
+   * owner (the signer's own session 1 does not exist, the owner's does) */
+  refused("PID wake with a signed step", "xgr_wakeUpProcess",
+          json_pack("[{s:s, s:o}]", "processId", "1:2", "permit",
+                    sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL, .action = "wake", .session_id = 1,
+                                                          .step_id = "W"})),
+          "must be empty for a PID-mode wake");
+  refused("PID wake by a non-owner", "xgr_wakeUpProcess",
+          json_pack("[{s:s, s:o}]", "processId", "1:2", "permit",
+                    sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL, .action = "wake", .session_id = 1,
+                                                          .step_id = ""})),
+          "another owner's");
+  refused("PID wake by a non-owner (V2)", "xgr_wakeUpProcess",
+          json_pack("[{s:s, s:o}]", "processId", "1:2", "permit",
+                    sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL_V2, .runner = C.owner,
+                                                          .action = "wake", .session_id = 1, .step_id = ""})),
+          "step-mode wakes only");
+  /* a wake naming neither processId nor a signed step is malformed (-32602 at the permit's stepId) */
+  r = rpc("xgr_wakeUpProcess", json_pack("[{s:{}, s:o}]", "payload", "permit",
+                                         sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL,
+                                                                               .action = "wake", .session_id = 1,
+                                                                               .step_id = ""})));
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "error"), "code")), -32602);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(r, "error"), "data"), "path")),
+                      "permit.message.stepId");
+  json_decref(r);
   json_t *once = sign(C.owner_key, pause);
   r = ok("xgr.pause", json_pack("{s:s, s:O}", "pid", "1", "permit", once));
   json_decref(r);
@@ -407,6 +434,16 @@ static void test_refusals(void **state) {
   json_decref(r);
   r = ok("xgr_sessionAlive", json_pack("[s, s]", C.owner, "1"));
   assert_true(json_is_true(r));
+  json_decref(r);
+  /* last (W runs and session 1 ends): step mode from the permit alone (public reference §12):
+   * session, runner and step are signed */
+  r = ok("xgr_wakeUpProcess", json_pack("[{s:{s:i}, s:o}]", "payload", "n", 5, "permit",
+                                        sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL,
+                                                                              .action = "wake", .session_id = 1,
+                                                                              .step_id = "W"})));
+  assert_string_equal(json_string_value(json_object_get(r, "mode")), "step");
+  assert_int_equal(json_integer_value(json_object_get(r, "woken")), 1);
+  assert_string_equal(json_string_value(json_object_get(r, "owner")), C.owner);
   json_decref(r);
   json_decref(b);
 }

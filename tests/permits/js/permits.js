@@ -1,5 +1,5 @@
 // permits.js — ethers v6 (pinned in package-lock.json) as the reference implementation for xgr's
-// EIP-712 permits. Three modes:
+// EIP-712 permits (its types and `make` are also exported for wake.js). Three modes:
 //   node permits.js fixtures DIR   deterministic keys and values: writes DIR/<name>.json, each
 //                                  {permit, digest, signer} (and the general encoder vector)
 //   node permits.js random N       N fresh permits of every kind with random keys and values,
@@ -140,8 +140,13 @@ function verify() {
   process.exit(ok ? 0 : 1);
 }
 
-const [mode, arg] = process.argv.slice(2);
-if (mode === 'fixtures') fixtures(arg).catch((e) => { console.error(e); process.exit(2); });
-else if (mode === 'random') random(Number(arg || 10)).catch((e) => { console.error(e); process.exit(2); });
-else if (mode === 'verify') verify();
-else { console.error('usage: node permits.js fixtures DIR | random N | verify < permits.json'); process.exit(2); }
+// required as a module (wake.js): the permit types and `make`
+module.exports = { SESSION, CONTROL, CONTROL_V2, XDALA, make };
+
+if (require.main === module) {
+  const [mode, arg] = process.argv.slice(2);
+  if (mode === 'fixtures') fixtures(arg).catch((e) => { console.error(e); process.exit(2); });
+  else if (mode === 'random') random(Number(arg || 10)).catch((e) => { console.error(e); process.exit(2); });
+  else if (mode === 'verify') verify();
+  else { console.error('usage: node permits.js fixtures DIR | random N | verify < permits.json'); process.exit(2); }
+}
