@@ -223,24 +223,32 @@ int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char 
 int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, xgr_error *err) {
   assert(path && known);
   if (!json_is_object(o)) return 0;
+  const char *cand[48];   /* known, and at the top level "from" (the caller's address: every method takes it) */
   size_t n = 0;
-  while (known[n]) n++;
+  for (; known[n]; n++) {
+    assert(n + 1 < sizeof cand / sizeof *cand);
+    cand[n] = known[n];
+  }
+  if (!*path) cand[n++] = "from";
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)o, k, v) {
-    bool ok = !*path && !strcmp(k, "from");   /* the caller's address: every method takes it */
-    for (size_t i = 0; i < n && !ok; i++) ok = !strcmp(k, known[i]);
-    if (ok) continue;
+    size_t i = 0;
+    while (i < n && strcmp(k, cand[i])) i++;
+    if (i < n) continue;
     char at[XGR_PATH_MAX];
     snprintf(at, sizeof at, "%s%s%.64s", path, *path ? "." : "", k);
-    const char *near = xgr__nearest_key(k, known, n);
+    const char *near = xgr__nearest_key(k, cand, n);
     if (near)
       return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; did you mean \"%s\"?",
                            at, near);
+    if (!known[0])
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected no parameters%s",
+                           at, *path ? "" : " (other than from)");
     char list[400] = "";
-    for (size_t i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", known[i]);
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected %s%s", at,
-                         n ? "one of " : "no parameters", list);
+    for (i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", cand[i]);
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected one of %s", at,
+                         list);
   }
   return 0;
 }
