@@ -64,6 +64,10 @@ void xgr_driver_free(xgr_driver *d);
  * at step `start` with payload (a map, borrowed). Sessions start at virtual time 0. */
 int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner, uint64_t root_pid,
                            const char *start, xgr_value payload, xgr_error *err);
+/* The same, its start process waiting wait_ms of virtual time before it runs (init.waitMs;
+ * xgr_session_start_at). xgr_driver_add_session is this with wait_ms 0. */
+int xgr_driver_add_session_at(xgr_driver *d, const xgr_bundle *b, const char *owner, uint64_t root_pid,
+                              const char *start, xgr_value payload, int64_t wait_ms, xgr_error *err);
 
 /* Add scripted control actions (the --script format of `xgr run`):
  *   [{"at":5000,"wake":{"pid":"1:3"}|{"step":"E1"},"payload":{...},"caller":"0x..."},

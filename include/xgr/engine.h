@@ -320,6 +320,10 @@ typedef struct xgr_engine_start {
   uint64_t root_pid;            /* > 0; unique per owner among live sessions */
   const char *start;            /* start step id */
   xgr_value payload;            /* start payload (a map or null), borrowed */
+  /* The start process's first wake on the engine clock (ms; xgr_session_start_at): it waits until
+   * then (init.waitMs). 0, or a time already passed: it runs at once. Ignored with restore. With
+   * start_committed it must be the wake time the committed start process holds. */
+  int64_t start_at;
   uint64_t max_steps;           /* stop promoting after this many steps (result "limit"); 0 = none */
   bool record;                  /* keep every process's last state and the history for reports */
   /* Recovery (xgrd): adopt a core rebuilt from the store (xgr_store_restore_session, on

@@ -225,6 +225,14 @@ void xgr_session_foreach(const xgr_session *s, void (*fn)(void *ctx, const xgr_p
  * other than `__` keys are kept as given), waiting with nextWakeAt = now. */
 int xgr_session_start(xgr_session *s, unsigned step, xgr_value payload, int64_t now,
                       xgr_effects *fx, xgr_error *err);
+/* The same with the start process's first wake at wake_at (>= now; the request's init.waitMs,
+ * seed 000 §11): it waits like any process with a timer (a wake-up moves it earlier) and is
+ * recorded with that nextWakeAt. xgr_session_start is this with wake_at = now. */
+int xgr_session_start_at(xgr_session *s, unsigned step, xgr_value payload, int64_t now, int64_t wake_at,
+                         xgr_effects *fx, xgr_error *err);
+/* The longest start wait a request may ask for (init.waitMs, `xgr run --wait-ms`): the longest
+ * waitSec a rule may give (2^32 - 1 s), in ms. */
+#define XGR_MAX_WAIT_MS ((int64_t)UINT32_MAX * 1000)
 
 /* Earliest nextWakeAt of a promotable waiting process, or XGR_NEVER. */
 int64_t xgr_session_next_due(const xgr_session *s);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/suggest.h"
 #include "xgr/eip712.h"
 #include "xgr/json.h"
 #include "xgr/keccak.h"
@@ -174,6 +175,10 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
     if (i == N_(top)) {
       char sub[80];
       snprintf(sub, sizeof sub, "%.64s", key);
+      const char *near = xgr__nearest_key(key, top, N_(top));
+      if (near)
+        return refuse(&v, sub, "unexpected key (did you mean \"%s\"?); a permit has exactly domain, types, primaryType, "
+                      "message, signature", near);
       return refuse(&v, sub, "unexpected key; a permit has exactly domain, types, primaryType, message, signature");
     }
   }
@@ -244,7 +249,11 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
     size_t i = 0;
     while (i < dn && strcmp(key, df[i].name)) i++;
     if (i == dn) {
+      const char *names[8];
+      for (i = 0; i < dn && i < 8; i++) names[i] = df[i].name;
+      const char *near = xgr__nearest_key(key, names, i);
       snprintf(sub, sizeof sub, "domain.%.64s", key);
+      if (near) return refuse(&v, sub, "not a field of EIP712Domain (did you mean \"%s\"?)", near);
       return refuse(&v, sub, "not a field of EIP712Domain");
     }
   }

@@ -36,7 +36,7 @@
 
 static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
-        "               [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
+        "               [--wait-ms N] [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
         "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n"
         "               [--chain URL] [--chain NAME=URL]...\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
@@ -48,6 +48,8 @@ static void usage(FILE *f) {
         "  --time-scale F     run the engine's clock F times faster than real time (waitSec 3600\n"
         "                     passes in 3.6 s at 1000; script times are on the same clock)\n"
         "  --payload JSON     start payload (an object, or @FILE to read it from FILE; default {})\n"
+        "  --wait-ms N        the start step waits N ms (session clock) before it runs, as xgrd's\n"
+        "                     init.waitMs: a waiting process with that wake time (default 0)\n"
         "  --owner ADDR       session owner (default " DEFAULT_OWNER ")\n"
         "  --root-pid N       rootPid of the session (default 1)\n"
         "  --max-steps N      stop after N steps (result \"limit\"; default 10000, 0 = no limit)\n"
@@ -387,7 +389,7 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
 
 /* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
 static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
-                      const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
+                      int64_t wait_ms, const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
                       size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, run_store *rs,
                       json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
@@ -407,12 +409,13 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
                           .max_steps = max_steps, .record = true};
   int code = 0;
   int64_t t0 = xgr_engine_now(eng);   /* the session's start: script times count from here */
+  req.start_at = t0 + wait_ms;
   if (rs) {   /* durable first, as xgrd does: the session row and its start process in one batch */
     xgr_session_config sc = {.max_running = max_running};
     xgr_session *core = xgr_session_new(b->orch, owner, root, &sc);
     xgr_effects fx;
     xgr_effects_init(&fx);
-    int rc = xgr_session_start(core, (unsigned)xgr_orch_find(b->orch, start), payload, t0, &fx, &e);
+    int rc = xgr_session_start_at(core, (unsigned)xgr_orch_find(b->orch, start), payload, t0, req.start_at, &fx, &e);
     if (!rc) {
       xgr_store_changes *c = xgr_store_changes_new();
       xgr_store_changes_add_session_new(c, core, rs->registry);
@@ -469,7 +472,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   const char *replay_file = NULL;
   json_t *replay = NULL;
   char *replay_payload = NULL;   /* the trace's payload as text, when --payload is not given */
-  long long max_steps = 10000, root_pid = 0, max_running = 0;
+  long long max_steps = 10000, root_pid = 0, max_running = 0, wait_ms = 0;
   int as_json = 0, quiet = 0, virtual_time = 0;
   double scale = 1;
   xgr_api_map_entry map[32];
@@ -482,10 +485,10 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
     {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'},
-    {"replay", required_argument, NULL, 'R'}, {0, 0, 0, 0}};
+    {"replay", required_argument, NULL, 'R'}, {"wait-ms", required_argument, NULL, 'W'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:", opts, "xgr run")) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:W:", opts, "xgr run")) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -506,17 +509,24 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
         break;
       case 'm':
       case 'r':
-      case 'c': {
+      case 'c':
+      case 'W': {
         errno = 0;
         long long v = strtoll(optarg, &end, 10);
         if (*end || end == optarg || errno == ERANGE || v < 0 || (ch == 'r' && v == 0)) {   /* no silent clamping */
           fprintf(stderr, "xgr run: --%s is '%s'; expected a %s integer below 2^63\n",
-                  ch == 'm' ? "max-steps" : ch == 'r' ? "root-pid" : "max-running", optarg,
+                  ch == 'm' ? "max-steps" : ch == 'r' ? "root-pid" : ch == 'W' ? "wait-ms" : "max-running", optarg,
                   ch == 'r' ? "positive" : "non-negative");
+          return XGR_EXIT_USAGE;
+        }
+        if (ch == 'W' && v > XGR_MAX_WAIT_MS) {   /* the longest waitSec, as xgrd's init.waitMs */
+          fprintf(stderr, "xgr run: --wait-ms is '%s'; expected at most %lld (the longest waitSec, in ms)\n", optarg,
+                  (long long)XGR_MAX_WAIT_MS);
           return XGR_EXIT_USAGE;
         }
         if (ch == 'm') max_steps = v;
         else if (ch == 'r') root_pid = v;
+        else if (ch == 'W') wait_ms = v;
         else max_running = v;
         break;
       }
@@ -651,7 +661,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   if (*chain) reader = xgr_chain_reader_of(*chain);
   if (!virtual_time) {
     json_t *rep = NULL;
-    int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, script, (uint64_t)max_steps,
+    int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, wait_ms, script, (uint64_t)max_steps,
                           (uint32_t)max_running, map, nmap, *chain ? &reader : NULL, scale, quiet || as_json, rs, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
@@ -685,7 +695,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   xgr_driver *drv = xgr_driver_new(&cfg);
   int exit_code = XGR_EXIT_OK;
   if ((script && xgr_driver_add_script(drv, script, &e)) ||
-      xgr_driver_add_session(drv, b, owner, (uint64_t)root_pid, start, payload, &e)) {
+      xgr_driver_add_session_at(drv, b, owner, (uint64_t)root_pid, start, payload, wait_ms, &e)) {
     fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);
     exit_code = XGR_EXIT_USAGE;
   } else {

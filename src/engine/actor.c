@@ -94,6 +94,7 @@ struct actor {
   unsigned start_step;
   xgr_value start_payload;       /* held until the first turn */
   int64_t start_now;             /* the engine clock when the session was started */
+  int64_t start_at;              /* the start process's first wake (xgr_engine_start.start_at) */
   xgr_session_result result;
   uint64_t steps, promoted, max_steps;
   char cap_reason[128];            /* set when a per-session cap killed the session */
@@ -1263,6 +1264,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->start_step = (unsigned)step;
     a->start_payload = xgr_value_retain(req->payload);
     a->start_now = a->now;
+    a->start_at = req->start_at;
   }
   return a;
 }
@@ -1280,7 +1282,8 @@ static void first_turn(actor *a) {
   a->s = xgr_session_new(a->b->orch, a->ent->owner, a->root, &sc);
   xgr_error err;
   /* the step index was checked by xgr_eng_actor_new and the core is new: this cannot fail */
-  if (xgr_session_start(a->s, a->start_step, a->start_payload, a->start_now, &a->fx, &err)) abort();
+  int64_t wake_at = a->start_at > a->start_now ? a->start_at : a->start_now;
+  if (xgr_session_start_at(a->s, a->start_step, a->start_payload, a->start_now, wake_at, &a->fx, &err)) abort();
   xgr_value_clear(&a->start_payload);
 }
 

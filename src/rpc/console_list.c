@@ -56,8 +56,10 @@ static bool has_step(xgr__console *c, const char *owner, uint64_t root, const ch
 
 XGR__RPCD_METHOD(xgr__console_m_sessions) {
   xgr__console *c = ctx;
+  static const char *const keys[] = {"owner", "permit", "registry", "status", "step", "limit", "beforeRootPid",
+                                     "since", "until", NULL};
   const json_t *o;
-  int rc = xgr__console_named(params, &o, err);
+  int rc = xgr__console_named(params, keys, &o, err);
   if (rc) return rc;
   char owner[64];
   if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err))) return rc;
@@ -166,16 +168,20 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
  * has somewhere to start; hibernated sessions count (they are live in the store, not in the
  * engine). "partial": more owners have live sessions than are listed. Only under --auth none:
  * with permits one reads one's own sessions. */
+static const char *const no_keys[] = {NULL};   /* no parameters (from aside) */
+
 XGR__RPCD_METHOD(xgr__console_m_owners) {
   xgr__console *c = ctx;
-  (void)params;
+  const json_t *o;
+  int rc = xgr__rpc_named(params, no_keys, &o, err);
+  if (rc) return rc;
   if (!caller || !caller->auth_none) {
     xgr_error_set(err, XGR_EPERM, "from", "listing every owner needs --auth none; with permits one reads one's own sessions");
     return XGR_RPC_NOT_PERMITTED;
   }
   xgr_store_owner_live *ol;
   size_t n;
-  int rc = xgr_store_live_owners(c->st, NULL, OWNERS_MAX + 1, &ol, &n, err);
+  rc = xgr_store_live_owners(c->st, NULL, OWNERS_MAX + 1, &ol, &n, err);
   if (rc) return xgr_rpc_code_for(rc);
   json_t *items = json_array();
   for (size_t i = 0; i < n && i < OWNERS_MAX; i++) {
@@ -194,8 +200,9 @@ XGR__RPCD_METHOD(xgr__console_m_owners) {
 /* What the pages need to know first: how actions are authorized, and the event stream's position. */
 XGR__RPCD_METHOD(xgr__console_m_info) {
   xgr__console *c = ctx;
-  (void)params;
-  (void)err;
+  const json_t *o;
+  int rc = xgr__rpc_named(params, no_keys, &o, err);
+  if (rc) return rc;
   *result = json_pack("{s:s, s:I}", "auth", caller && caller->auth_none ? "none" : "permit", "eventId",
                       (json_int_t)xgr__sse_last_id(c->hub));
   return 0;

@@ -84,8 +84,8 @@ int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char 
   return 0;
 }
 
-int xgr__console_named(const json_t *params, const json_t **o, xgr_error *err) {
-  int rc = xgr_rpc_params_object(params, o, err);
+int xgr__console_named(const json_t *params, const char *const *known, const json_t **o, xgr_error *err) {
+  int rc = xgr__rpc_named(params, known, o, err);
   if (rc) return rc;
   if (!*o) return xgr__console_bad(err, "", "%s", "params are missing; expected an object");
   return 0;

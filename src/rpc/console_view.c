@@ -233,8 +233,10 @@ static int root_param(const json_t *o, uint64_t *root, uint64_t *iter, xgr_error
 
 XGR__RPCD_METHOD(xgr__console_m_session) {
   xgr__console *c = ctx;
+  static const char *const keys[] = {"owner", "permit", "rootPid", "pid", "procOffset", "procLimit", "histOffset",
+                                     "histLimit", "procStep", "procStatus", "histOrder", NULL};
   const json_t *o;
-  int rc = xgr__console_named(params, &o, err);
+  int rc = xgr__console_named(params, keys, &o, err);
   if (rc) return rc;
   char owner[64];
   uint64_t root, iter, poff, plim, hoff, hlim;
@@ -359,8 +361,9 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
 
 XGR__RPCD_METHOD(xgr__console_m_process) {
   xgr__console *c = ctx;
+  static const char *const keys[] = {"owner", "permit", "rootPid", "pid", NULL};
   const json_t *o;
-  int rc = xgr__console_named(params, &o, err);
+  int rc = xgr__console_named(params, keys, &o, err);
   if (rc) return rc;
   char owner[64];
   uint64_t root, iter;
@@ -444,8 +447,9 @@ static void rule_key(const char *ref, char *out, size_t n) {
 
 XGR__RPCD_METHOD(xgr__console_m_registry) {
   xgr__console *c = ctx;
+  static const char *const keys[] = {"registry", "ostcId", "hash", "version", "owner", "permit", NULL};
   const json_t *o;
-  int rc = xgr__console_named(params, &o, err);
+  int rc = xgr__console_named(params, keys, &o, err);
   if (rc) return rc;
   const char *reg, *ostc, *hash;
   uint64_t version;

@@ -25,10 +25,18 @@ static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const x
   return xgr_auth_consume(caller->auth, p, err);
 }
 
+/* The parameter keys each method reads (xgr__rpc_named): the target (xgr__rpc_target), the owner
+ * (xgr__rpc_owner) and the permit, and what the method adds. */
+#define TARGET_KEYS "pid", "processId", "rootPid", "sessionId"
+#define OWNER_KEYS "owner", "runner"
+static const char *const control_keys[] = {OWNER_KEYS, TARGET_KEYS, "permit", NULL};
+static const char *const xcontrol_keys[] = {"action", OWNER_KEYS, TARGET_KEYS, "permit", NULL};
+static const char *const wake_keys[] = {"stepId", "payload", OWNER_KEYS, TARGET_KEYS, "permit", NULL};
+
 static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, ctl_kind kind, json_t **result,
                    xgr_error *err) {
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, control_keys, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *tpath;
@@ -59,7 +67,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_resume) { return control(ctx, caller, params, C_RES
 XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   xgr_rpcd *d = ctx;
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, xcontrol_keys, &o, err);
   if (rc) return rc;
   const char *action = NULL;
   if ((rc = xgr__rpc_opt_str(o, "action", &action, err))) return rc;
@@ -124,7 +132,7 @@ static bool live_for_other(xgr_rpcd *d, const char *owner, uint64_t root) {
 XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   xgr_rpcd *d = ctx;
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, wake_keys, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *step = NULL;
@@ -217,16 +225,21 @@ static int positional(const json_t *params, bool with_iter, char *owner, size_t 
   const char *op = "[0]", *sp = "[1]", *ip = "[2]";
   if (json_is_array(params) && !(json_array_size(params) == 1 && json_is_object(json_array_get(params, 0)))) {
     size_t want = with_iter ? 3 : 2;
-    if (json_array_size(params) != want)
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "",
-                           "has %zu elements; expected [owner, sessionId%s]", json_array_size(params),
+    if (json_array_size(params) != want) {   /* a surplus element is named: it is not ignored */
+      char at[24] = "";
+      if (json_array_size(params) > want) snprintf(at, sizeof at, "[%zu]", want);
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at,
+                           "params has %zu elements; expected [owner, sessionId%s]", json_array_size(params),
                            with_iter ? ", iteration" : "");
+    }
     ov = json_array_get(params, 0);
     sv = json_array_get(params, 1);
     if (with_iter) iv = json_array_get(params, 2);
   } else {
+    static const char *const keys[] = {"owner", "sessionId", "rootPid", "iteration", NULL};
+    static const char *const keys2[] = {"owner", "sessionId", "rootPid", NULL};
     const json_t *o;
-    int rc = xgr_rpc_params_object(params, &o, err);
+    int rc = xgr__rpc_named(params, with_iter ? keys : keys2, &o, err);
     if (rc) return rc;
     ov = json_object_get(o, "owner");
     sv = json_object_get(o, "sessionId");

@@ -161,6 +161,9 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
     rs->nkeys = 2;
     return 0;
   }
+  static const char *const keys[] = {"by", NULL};
+  int rc = xgr__rpc_keys(s, "sort", keys, err);
+  if (rc) return rc;
   by = json_is_object(s) ? json_object_get(s, "by") : s;
   json_t *one = NULL;
   if (json_is_string(by)) {
@@ -235,8 +238,10 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
 
 static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, bool raw_default,
                          json_t **result, xgr_error *err) {
+  static const char *const keys[] = {"owner", "runner", "permit", "controlPermit", "view", "parentPid", "limit", "last",
+                                     "sort", "rootPid", "rootId", "beforeRootPid", NULL};
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *view = NULL, *parent = NULL, *only_step = NULL;
@@ -395,8 +400,9 @@ static void refused_rows(json_t *hist, uint64_t root, uint64_t iter, const xgr_s
 /* xgr.getSession: one session with its processes (join view), history and engine state. */
 XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   xgr_rpcd *d = ctx;
+  static const char *const keys[] = {"owner", "runner", "pid", "processId", "rootPid", "sessionId", "permit", NULL};
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64];
   const char *opath, *tpath;

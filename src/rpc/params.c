@@ -6,6 +6,11 @@
  * never clamped), one rule for the names that become registry keys (xgr__rpc_check_name: registry
  * names, ostcIds, rule keys), one owner parser, one target parser. A refused call goes through
  * xgr__rpc_fail, which fills the error (code, field path, message) and returns the JSON-RPC code.
+ *
+ * Every parameter object is also checked for keys its method does not read (xgr__rpc_named for
+ * params itself, xgr__rpc_keys for the objects inside it): a misspelt key (`init.stepID`,
+ * `paylod`, `rootpid`) is refused with its path and the nearest known key, never ignored, so a
+ * typo cannot start the wrong work.
  */
 #include <assert.h>
 #include <ctype.h>
@@ -17,6 +22,7 @@
 #include "rpc/rpc_impl.h"
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/suggest.h"
 
 int xgr__rpc_fail(xgr_error *err, int rpc, int code, const char *path, const char *fmt, ...) {
   va_list ap;
@@ -211,6 +217,46 @@ int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char 
     return 0;
   }
   return xgr__rpc_uint(v, k, root, err);
+}
+
+/* ---- unknown keys ------------------------------------------------------------------------------ */
+
+int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, xgr_error *err) {
+  assert(path && known);
+  if (!json_is_object(o)) return 0;
+  const char *cand[48];   /* known, and at the top level "from" (the caller's address: every method takes it) */
+  size_t n = 0;
+  for (; known[n]; n++) {
+    assert(n + 1 < sizeof cand / sizeof *cand);
+    cand[n] = known[n];
+  }
+  if (!*path) cand[n++] = "from";
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)o, k, v) {
+    size_t i = 0;
+    while (i < n && strcmp(k, cand[i])) i++;
+    if (i < n) continue;
+    char at[XGR_PATH_MAX];
+    snprintf(at, sizeof at, "%s%s%.64s", path, *path ? "." : "", k);
+    const char *near = xgr__nearest_key(k, cand, n);
+    if (near)
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; did you mean \"%s\"?",
+                           at, near);
+    if (!known[0])
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected no parameters%s",
+                           at, *path ? "" : " (other than from)");
+    char list[400] = "";
+    for (i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", cand[i]);
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected one of %s", at,
+                         list);
+  }
+  return 0;
+}
+
+int xgr__rpc_named(const json_t *params, const char *const *known, const json_t **out, xgr_error *err) {
+  int rc = xgr_rpc_params_object(params, out, err);
+  return rc ? rc : xgr__rpc_keys(*out, "", known, err);
 }
 
 /* ---- the generic helpers of xgr/rpc.h --------------------------------------------------------- */

@@ -326,8 +326,9 @@ static json_t *doc_json(const xgr_store_doc *doc) {
 
 XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   xgr_rpcd *d = ctx;
+  static const char *const keys[] = {"xrc729", "registry", "ostcId", "orchestration", "owner", "permit", NULL};
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
   char who[64] = "", reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
@@ -395,8 +396,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
 
 XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   xgr_rpcd *d = ctx;
+  static const char *const keys[] = {"xrc729", "registry", "ostcId", "version", NULL};
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
   char reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
@@ -459,8 +461,9 @@ static int rule_key(const json_t *o, char *key, size_t n, const char **path, xgr
 
 XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   xgr_rpcd *d = ctx;
+  static const char *const keys[] = {"address", "key", "alias", "rule", "owner", "permit", NULL};
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
   char who[64] = "", key[200];
   const char *kpath;
@@ -516,8 +519,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
 
 XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   xgr_rpcd *d = ctx;
+  static const char *const keys[] = {"address", "key", "alias", "owner", "version", NULL};
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
   char key[200];
   const char *kpath, *owner = NULL;

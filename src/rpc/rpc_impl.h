@@ -191,6 +191,17 @@ int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, c
 /* A target: "pid"/"processId" ("R:I" or "R") or "rootPid"/"sessionId"; *iter 0 for a session. */
 int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char **path, xgr_error *err);
 
+/* Refuse a key of object o that its method does not read: -32602 at "<path>.<key>" with the
+ * message "params.<path>.<key>: unknown key; did you mean "<nearest>"?" (xgr__nearest_key), or the
+ * list of known keys when none is close. path is where o sits in params ("" for params itself, "init",
+ * "sort"); known is NULL-terminated. At the top level (path "") "from", the caller's address, is
+ * always known. o not an object: 0 (its type is its reader's to check). */
+int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, xgr_error *err);
+/* A method's named parameters (xgr_rpc_params_object: an object, or params[0]) with their keys
+ * checked against known (xgr__rpc_keys at the top level). *out NULL when params are absent. Every
+ * method reads its parameters through this (or xgr__rpc_keys on each object it reads). */
+int xgr__rpc_named(const json_t *params, const char *const *known, const json_t **out, xgr_error *err);
+
 /* ---- rpcd.c ----------------------------------------------------------------------------------- */
 
 /* One key=value log line on cfg.log (no-op without one). */

@@ -188,7 +188,10 @@ int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed
  * hex and the control contract as `precompile`; no grants or public sale contracts locally. */
 static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
                         xgr_error *err) {
-  (void)params, (void)err;
+  static const char *const none[] = {NULL};   /* no parameters (from aside) */
+  const json_t *o;
+  int rc = xgr__rpc_named(params, none, &o, err);
+  if (rc) return rc;
   char chain[24] = "";
   const char *pc = "";
   if (caller && caller->auth) {

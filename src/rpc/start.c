@@ -223,6 +223,7 @@ typedef struct start_req {
   const char *step;            /* start step or NULL (the orchestration's first step) */
   const char *step_path, *payload_path;
   const json_t *payload;       /* object or NULL */
+  int64_t wait_ms;             /* the start process waits this long (init.waitMs; 0: runs at once) */
   const char *who;             /* the permit's signer ("" with --auth none) */
   xgr__waiter *w;                   /* validateDataTransfer */
   const xgr_permit *permit;    /* permit mode: the verified SessionPermit (kind 0 otherwise) */
@@ -282,6 +283,7 @@ typedef struct start_commit {
   uint64_t root;
   char *step;                  /* owned */
   xgr_value payload;           /* owned */
+  int64_t start_at;            /* the start process's first wake (engine clock), 0: at once */
   xgr_session_state ss;
   xgr__waiter *w;              /* validateDataTransfer's, or NULL */
   int rc;                      /* the commit's outcome */
@@ -375,11 +377,11 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   }
   /* durable first: the session row and its start process, in one batch; the row is inserted only
    * if the store has none, so the existence check costs no read of its own */
-  int64_t now = xgr_engine_now(d->e);
+  int64_t now = xgr_engine_now(d->e), start_at = now + rq->wait_ms;
   xgr_session *core = xgr_session_new(b->orch, rq->owner, root, NULL);
   xgr_effects fx;
   xgr_effects_init(&fx);
-  rc = xgr_session_start(core, (unsigned)si, payload, now, &fx, err);
+  rc = xgr_session_start_at(core, (unsigned)si, payload, now, start_at, &fx, err);
   if (rc) {
     xgr_effects_free(&fx);
     xgr_session_free(core);
@@ -398,6 +400,7 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   sc->root = root;
   sc->step = xgr__xstrdup(step);
   sc->payload = payload;
+  sc->start_at = rq->wait_ms ? start_at : 0;
   sc->w = rq->w;
   xgr_session_state_get(core, &sc->ss);
   xgr_effects_free(&fx);
@@ -428,7 +431,8 @@ static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *er
     pthread_mutex_unlock(&d->w_mu);
   }
   xgr_engine_start sr = {.bundle = sc->b, .owner = sc->owner, .root_pid = sc->root, .start = sc->step,
-                         .payload = sc->payload, .start_committed = true};   /* the batch holds the start process */
+                         .payload = sc->payload, .start_at = sc->start_at,
+                         .start_committed = true};   /* the batch holds the start process */
   xgr__rpcd_bundle_hold(d, sc->b);   /* the session's own reference, given back by the engine's bundle_done */
   int rc = xgr_engine_start_session(d->e, &sr, err);
   if (rc) {
@@ -437,7 +441,7 @@ static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *er
                   sc->owner, (unsigned long long)sc->root, err->message);
     return xgr__rpc_code(rc == XGR_ESTATE ? XGR_EIO : rc, err);
   }
-  *out_ack = XGR__ACK_QUEUED;
+  *out_ack = sc->start_at ? XGR__ACK_SCHEDULED : XGR__ACK_QUEUED;   /* init.waitMs: its start waits */
   return 0;
 }
 
@@ -560,10 +564,49 @@ static int validate_finish(void *ctx, json_t **result, xgr_error *err) {
   return validate_answer(w, result, err);
 }
 
+/* engineEOA and ethRPCURL of seed 001 §2.1: xgrd signs with one engine key and talks to one
+ * chain, both set when it starts (--engine-key, --chain), so a request may name them only as they
+ * are; anything else is refused rather than ignored. */
+static int daemon_fields(xgr_rpcd *d, const json_t *o, xgr_error *err) {
+  const char *eoa = NULL, *url = NULL;
+  int rc = xgr__rpc_opt_str(o, "engineEOA", &eoa, err);
+  if (rc || (rc = xgr__rpc_opt_str(o, "ethRPCURL", &url, err))) return rc;
+  const char *have = d->cfg.executor ? xgr_chain_executor_address(d->cfg.executor) : NULL;
+  if (eoa && !have)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "engineEOA",
+                         "is \"%.60s\"; the engine address is set when xgrd starts (--engine-key) and this xgrd has "
+                         "none: leave engineEOA out", eoa);
+  if (eoa && strcasecmp(eoa, have))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "engineEOA",
+                         "is \"%.60s\"; the engine address is set when xgrd starts (--engine-key) and is %s: give "
+                         "that or leave engineEOA out", eoa, have);
+  const char *chain = d->cfg.chain ? xgr_chain_url(d->cfg.chain, NULL) : NULL;
+  if (url && !chain)
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ethRPCURL",
+                         "is \"%.100s\"; the chain is set when xgrd starts (--chain) and this xgrd has none: leave "
+                         "ethRPCURL out", url);
+  size_t ul = url ? strlen(url) : 0, cl = chain ? strlen(chain) : 0;
+  if (ul && url[ul - 1] == '/') ul--;   /* one trailing slash names the same endpoint */
+  if (cl && chain[cl - 1] == '/') cl--;
+  if (url && (ul != cl || strncmp(url, chain, ul)))
+    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ethRPCURL",
+                         "is \"%.100s\"; the chain is set when xgrd starts (--chain) and is %s: give that or leave "
+                         "ethRPCURL out", url, chain);
+  return 0;
+}
+
+/* The parameter keys each method reads (xgr__rpc_named; "from" is always known). */
+static const char *const enqueue_keys[] = {"owner", "runner", "rootPid", "xrc729", "registry", "ostcId", "ostcHash",
+                                           "init", "permit", "engineEOA", "ethRPCURL", NULL};
+static const char *const init_keys[] = {"stepId", "payload", "waitMs", NULL};
+static const char *const validate_keys[] = {"owner", "runner", "orchestration", "stepId", "payload", "ostcId",
+                                            "ostcHash", "sessionId", "rootPid", "permit", NULL};
+static const char *const next_pid_keys[] = {"owner", NULL};
+
 XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr_rpcd *d = ctx;
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, enqueue_keys, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *rpath, *ostc_id = NULL, *hash = NULL, *step = NULL;
@@ -574,22 +617,31 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   const json_t *rv = json_object_get(o, "rootPid");
   if (rv && !json_is_null(rv) && (rc = xgr__rpc_uint(rv, "rootPid", &root, err))) return rc;
   const json_t *init = NULL, *payload = NULL;
-  if ((rc = xgr_rpc_param_object(o, "init", false, &init, err))) return rc;
+  uint64_t wait_ms = 0;
+  if ((rc = xgr_rpc_param_object(o, "init", false, &init, err)) || (rc = xgr__rpc_keys(init, "init", init_keys, err)))
+    return rc;
   if (init) {
     const json_t *sv = json_object_get(init, "stepId");
-    if (sv && !json_is_string(sv))
+    if (sv && !json_is_null(sv) && !json_is_string(sv))
       return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "init.stepId",
                            "is not a string; expected a step id");
     step = json_string_value(sv);
     payload = json_object_get(init, "payload");
     if (json_is_null(payload)) payload = NULL;
+    const json_t *wv = json_object_get(init, "waitMs");
+    if (wv && !json_is_null(wv) && (rc = xgr__rpc_uint(wv, "init.waitMs", &wait_ms, err))) return rc;
+    if (wait_ms > (uint64_t)XGR_MAX_WAIT_MS)
+      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "init.waitMs",
+                           "is %llu; expected at most %lld (the longest waitSec, in ms)", (unsigned long long)wait_ms,
+                           (long long)XGR_MAX_WAIT_MS);
   }
+  if ((rc = daemon_fields(d, o, err))) return rc;
   xgr_permit permit;   /* who may: checked once the request is well-formed */
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
   start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
                   .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
-                  .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
+                  .payload = payload, .wait_ms = (int64_t)wait_ms, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr__ack a;
   char hash_of[67];
   /* a single request is answered once its commit is done, without holding a thread */
@@ -602,7 +654,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
 XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   xgr_rpcd *d = ctx;
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, validate_keys, &o, err);
   if (rc) return rc;
   char who[64] = "", owner[64], reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *opath, *step = NULL, *ostc_id = NULL, *hash = NULL;
@@ -674,7 +726,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
 XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   xgr_rpcd *d = ctx;
   const json_t *o;
-  int rc = xgr_rpc_params_object(params, &o, err);
+  int rc = xgr__rpc_named(params, next_pid_keys, &o, err);
   if (rc) return rc;
   char who[64] = "";
   if (xgr__rpc_permits(caller)) {   /* public, as on a chain: `from` names whose counter to read */

@@ -720,11 +720,17 @@ void xgr_session_foreach(const xgr_session *s, void (*fn)(void *ctx, const xgr_p
 
 int xgr_session_start(xgr_session *s, unsigned step, xgr_value payload, int64_t now, xgr_effects *fx,
                       xgr_error *err) {
+  return xgr_session_start_at(s, step, payload, now, now, fx, err);
+}
+
+int xgr_session_start_at(xgr_session *s, unsigned step, xgr_value payload, int64_t now, int64_t wake_at,
+                         xgr_effects *fx, xgr_error *err) {
+  assert(wake_at >= now);
   bury(s);
   if (step >= s->orch->nsteps) return xgr_error_set(err, XGR_EINVAL, NULL, "start step index %u out of range", step);
   if (s->next_iter != 1) return xgr_error_set(err, XGR_ESTATE, NULL, "session already started");
   xgr_value pl = xgr_value_kind(payload) == XGR_VMAP ? xgr_value_retain(payload) : xgr_map_new(0);
-  proc_new(s, step, 0, 0, pl, now, now, fx);
+  proc_new(s, step, 0, 0, pl, wake_at, now, fx);
   xgr_value_release(pl);
   check_invariants(s);
   return 0;

@@ -156,6 +156,12 @@ static void consume(xgr_driver *d, size_t si) {
 
 int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner, uint64_t root_pid,
                            const char *start, xgr_value payload, xgr_error *err) {
+  return xgr_driver_add_session_at(d, b, owner, root_pid, start, payload, 0, err);
+}
+
+int xgr_driver_add_session_at(xgr_driver *d, const xgr_bundle *b, const char *owner, uint64_t root_pid,
+                              const char *start, xgr_value payload, int64_t wait_ms, xgr_error *err) {
+  assert(wait_ms >= 0 && wait_ms <= INT64_MAX - d->now);
   int step = xgr_orch_find(b->orch, start);
   if (step < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
   if (find_session(d, owner, root_pid))
@@ -167,7 +173,7 @@ int xgr_driver_add_session(xgr_driver *d, const xgr_bundle *b, const char *owner
   xgr_session_config sc = {.max_running = d->cfg.max_running};
   ds->s = xgr_session_new(b->orch, owner, root_pid, &sc);
   ds->rec = d->cfg.record ? xgr_records_new() : NULL;
-  int rc = xgr_session_start(ds->s, (unsigned)step, payload, d->now, &d->fx, err);
+  int rc = xgr_session_start_at(ds->s, (unsigned)step, payload, d->now, d->now + wait_ms, &d->fx, err);
   d->nss++;
   consume(d, d->nss - 1);
   return rc;

@@ -11,6 +11,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/suggest.h"
 #include "xgr/json.h"
 #include "xgr/keccak.h"
 #include "xgr/secp.h"
@@ -487,6 +488,12 @@ static int hash_body(const json_t *types, const char *name, const uint8_t th[32]
       if (!found) {
         char fp[XGR_PATH_MAX];
         snprintf(fp, sizeof fp, "%s%s%.64s", path, path[0] ? "." : "", key);
+        const char *names[XGR_EIP712_MAX_FIELDS];
+        for (size_t i = 0; i < n; i++) names[i] = f[i].name;
+        const char *near = xgr__nearest_key(key, names, n);
+        if (near)
+          return xgr_error_set(err, XGR_ESCHEMA, fp, "unknown field; %s has no field of this name (did you mean \"%s\"?)",
+                               name, near);
         return xgr_error_set(err, XGR_ESCHEMA, fp, "unknown field; %s has no field of this name", name);
       }
     }

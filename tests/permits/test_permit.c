@@ -281,6 +281,11 @@ static void m_extra_type(json_t *p) {
   json_object_set_new(json_object_get(p, "types"), "Other", json_pack("[{s:s, s:s}]", "name", "a", "type", "bool"));
 }
 static void m_extra_top(json_t *p) { json_object_set_new(p, "note", json_string("hi")); }
+static void m_typo_top(json_t *p) {   /* a misspelt key is named with the one meant */
+  json_object_set(p, "signatur", json_object_get(p, "signature"));
+  json_object_del(p, "signature");
+}
+static void m_msg_extra(json_t *p) { json_object_set_new(msg_of(p), "expirey", json_string("1")); }
 static void m_domain_salt(json_t *p) {
   json_object_set_new(json_object_get(p, "domain"), "salt", json_string("0x00"));
 }
@@ -376,6 +381,8 @@ static void test_refusals(void **state) {
   refused("session", m_field_type, 0, "permit.types.SessionPermit", "uint256 sessionId");
   refused("session", m_extra_type, 0, "permit.types.Other", "unexpected type");
   refused("session", m_extra_top, 0, "permit.note", "unexpected key");
+  refused("session", m_typo_top, 0, "permit.signatur", "did you mean \"signature\"?");
+  refused("session", m_msg_extra, 0, "permit.message.expirey", "did you mean \"expiry\"?");
   refused("session", m_domain_salt, 0, "permit.domain.salt", "not a field");
   refused("session", m_expired, 0, "permit.message.expiry", "expired");
   refused("session", m_expiry_word, 0, "permit.message.expiry", "not a decimal");
