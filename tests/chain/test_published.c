@@ -1,9 +1,12 @@
-/* test_published.c — the public examples put on a chain with `xgr publish` and run from there:
- * IterationOfPi (examples/bundles/iteration_of_pi.json) and ApiPriceFeed (assembled from the
- * public example files: its OSTC and its XRC-137 rule) are published to a real anvil; then a fresh
- * chain set loads each orchestration by (registry, ostcId, ostcHash) from the contracts — rules
- * from getRule() — and the deterministic driver runs it, ApiPriceFeed with its price API mapped to
- * the loopback stand-in server of the rule tests (tests/rule/server.c). */
+/* test_published.c — the examples put on a chain with `xgr publish` and run from there:
+ * IterationOfPi (examples/bundles/iteration_of_pi.json) and the price feed
+ * (examples/bundles/price_feed.json) are published to a real anvil; then a fresh chain set loads
+ * each orchestration by (registry, ostcId, ostcHash) from the contracts — rules from getRule() —
+ * and the deterministic driver runs it, the price feed with its price source mapped to the
+ * loopback stand-in server of the rule tests (tests/rule/server.c). With the argument `shared`
+ * (the test test_published_shared) it publishes and runs the public ApiPriceFeed example instead
+ * (assembled from its OSTC and its XRC-137 rule in ../shared), and skips when that folder is absent.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "../rule/server.h"
+#include "../shared_dir.h"
 #include "anvil.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
@@ -30,17 +34,14 @@ static char dir[64];
 static int setup(void **st) {
   (void)st;
   if (anvil_start(&node, NULL)) return -1;
-  srv.coinbase = 65000;
-  srv.bitstamp = srv.gecko = 100;
+  srv.alpha = 65000;
+  srv.beta = srv.gamma = 100;
   if (test_server_start(&srv)) return -1;
   snprintf(dir, sizeof dir, "/tmp/xgr-published-XXXXXX");
   if (!mkdtemp(dir)) return -1;
   char path[256];
   snprintf(path, sizeof path, "%s/k0.key", dir);
-  if (anvil_key_file(0, path)) return -1;
-  /* the ApiPriceFeed bundle from the public example files */
-  snprintf(path, sizeof path, "%s/pricefeed.json", dir);
-  return anvil_pricefeed_bundle(path);
+  return anvil_key_file(0, path);
 }
 
 static int teardown(void **st) {
@@ -103,10 +104,30 @@ static void test_iteration_of_pi(void **st) {
   json_decref(pub);
 }
 
+/* The project's price feed from the chain: three polls of the loop, a minute apart. */
 static void test_price_feed(void **st) {
+  (void)st;
+  char path[512], alpha[96];
+  snprintf(path, sizeof path, "%s/examples/bundles/price_feed.json", getenv("XGR_SRC"));
+  json_t *pub = publish(path);
+  assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), "PriceFeedLoop");
+  snprintf(alpha, sizeof alpha, "%s/alpha", srv.base);
+  xgr_api_map_entry map[1] = {{"https://alpha.prices.example", alpha}};
+  json_t *rep = run_from_chain(pub, "Poll", "{}", 3, map, 1);
+  char *t = json_dumps(rep, JSON_COMPACT);
+  if (!strstr(t, "\"Last\":65000") || !strstr(t, "\"Round\":3") || !strstr(t, "\"QuotedPair\":\"BTC-USD\""))
+    fail_msg("price feed run lacks the fetched price: %.2000s", t);
+  free(t);
+  json_decref(rep);
+  json_decref(pub);
+}
+
+/* test_published_shared: the public ApiPriceFeed example, assembled into a bundle. */
+static void test_public_price_feed(void **st) {
   (void)st;
   char path[256];
   snprintf(path, sizeof path, "%s/pricefeed.json", dir);
+  assert_int_equal(anvil_pricefeed_bundle(shared_dir_or_skip("test_published_shared", "the public ApiPriceFeed example"), path), 0);
   json_t *pub = publish(path);
   assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), "ContinuousDataFeed");
   xgr_api_map_entry map[1] = {{"https://api.coinbase.com", srv.base}};
@@ -119,8 +140,12 @@ static void test_price_feed(void **st) {
   json_decref(pub);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  bool shared = argc > 1 && !strcmp(argv[1], "shared");
+  if (shared) shared_dir_or_skip("test_published_shared", "the public ApiPriceFeed example");
   if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_iteration_of_pi), cmocka_unit_test(test_price_feed)};
-  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
+  const struct CMUnitTest public_tests[] = {cmocka_unit_test(test_public_price_feed)};
+  return anvil_test_end(shared ? cmocka_run_group_tests(public_tests, setup, teardown)
+                               : cmocka_run_group_tests(tests, setup, teardown));
 }
