@@ -30,7 +30,7 @@ step "xgr check: the project's orchestrations and bundles"
 $X check examples/orchestrations/nested_joins.json examples/orchestrations/kofn_backloop.json \
   examples/orchestrations/kofn_race.json examples/bundles/*.json || exit 1
 
-step "xgr check on a broken orchestration (the join-scope pitfall of seed 003 §7.4) — expected to fail"
+step "xgr check on a broken orchestration (the join-scope pitfall, docs/SEMANTICS.md \"Join scopes\") — expected to fail"
 $X check examples/orchestrations/pitfall_unfulfillable_join.json
 [ $? -eq 1 ] || { echo "demo: the pitfall was not caught"; exit 1; }
 
@@ -42,7 +42,7 @@ for f in examples/orchestrations/*.json examples/bundles/*.json; do
 done
 echo; echo "examples/bundles/nested_joins.json as Mermaid:"; cat "$out/nested_joins.mmd"
 
-step "xgr run: seed 003 §7.4, two joins in series (any + kill, then all + kill)"
+step "xgr run: two joins in series (any + kill, then all + kill)"
 $X run examples/bundles/nested_joins.json --start A1 || exit 1
 
 step "xgr run: a 2-of-3 race with kill, where one producer fails (hard error)"

@@ -18,8 +18,8 @@ static inline const char *shared_dir_or_skip(const char *test, const char *what)
   const char *dir = getenv("XGR_SHARED");
   struct stat st;
   if (dir && *dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return dir;
-  printf("SKIP %s: %s not checked: %s is not there (it holds the public specification material and "
-         "sits beside the project's CI checkout only; see README.md, \"Tests against ../shared\")\n",
+  printf("SKIP %s: %s not checked: %s is not there (the public specification material, beside the "
+         "project's CI checkout only; README.md, \"Tests against ../shared\")\n",
          test, what, dir && *dir ? dir : "XGR_SHARED (unset)");
   fflush(stdout);
   exit(77);

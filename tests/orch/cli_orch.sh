@@ -18,7 +18,7 @@ has() { if ! grep -qF -- "$2" <<<"$out"; then echo "FAIL $1: output lacks: $2"; 
 if [ "${2:-}" = "--public" ]; then
   EX=${XGR_SHARED:-}/specs/xgr-public/examples
   if [ ! -d "${XGR_SHARED:-/nonexistent}" ]; then
-    echo "SKIP cli_orch_shared: xgr check/hash on the public examples not run: ${XGR_SHARED:-XGR_SHARED (unset)} is not there (see README.md, \"Tests against ../shared\")"
+    echo "SKIP cli_orch_shared: xgr check and hash on the public examples not checked: ${XGR_SHARED:-XGR_SHARED (unset)} is not there (the public specification material, beside the project's CI checkout only; README.md, \"Tests against ../shared\")"
     exit 77
   fi
   t "public examples pass check" 0 "$X" check "$EX"/*/XRC729Json/*.json

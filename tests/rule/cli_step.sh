@@ -27,7 +27,7 @@ unserve() { exec {SRV[1]}>&-; wait "$SRV_PID" 2>/dev/null; }
 
 if [ "${3:-}" = "--public" ]; then
   if [ ! -d "${XGR_SHARED:-/nonexistent}" ]; then
-    echo "SKIP cli_step_shared: xgr step on the public examples not run: ${XGR_SHARED:-XGR_SHARED (unset)} is not there (see README.md, \"Tests against ../shared\")"
+    echo "SKIP cli_step_shared: xgr step on the public examples not checked: ${XGR_SHARED:-XGR_SHARED (unset)} is not there (the public specification material, beside the project's CI checkout only; README.md, \"Tests against ../shared\")"
     exit 77
   fi
   EX="$XGR_SHARED/specs/xgr-public/examples"
