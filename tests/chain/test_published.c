@@ -104,22 +104,30 @@ static void test_iteration_of_pi(void **st) {
   json_decref(pub);
 }
 
+/* Publish a price-feed bundle, run three polls of its loop from the chain with the API host `from`
+ * mapped to `to` on the stand-in server, and check that the report holds each of `want`. */
+static void feed_from_chain(const char *bundle, const char *ostc_id, const char *start, const char *from, const char *to,
+                            const char *const want[3]) {
+  json_t *pub = publish(bundle);
+  assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), ostc_id);
+  xgr_api_map_entry map[1] = {{from, to}};
+  json_t *rep = run_from_chain(pub, start, "{}", 3, map, 1);
+  char *t = json_dumps(rep, JSON_COMPACT);
+  for (int i = 0; i < 3; i++)
+    if (!strstr(t, want[i])) fail_msg("price feed run lacks %s: %.2000s", want[i], t);
+  free(t);
+  json_decref(rep);
+  json_decref(pub);
+}
+
 /* The project's price feed from the chain: three polls of the loop, a minute apart. */
 static void test_price_feed(void **st) {
   (void)st;
   char path[512], alpha[96];
   snprintf(path, sizeof path, "%s/examples/bundles/price_feed.json", getenv("XGR_SRC"));
-  json_t *pub = publish(path);
-  assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), "PriceFeedLoop");
   snprintf(alpha, sizeof alpha, "%s/alpha", srv.base);
-  xgr_api_map_entry map[1] = {{"https://alpha.prices.example", alpha}};
-  json_t *rep = run_from_chain(pub, "Poll", "{}", 3, map, 1);
-  char *t = json_dumps(rep, JSON_COMPACT);
-  if (!strstr(t, "\"Last\":65000") || !strstr(t, "\"Round\":3") || !strstr(t, "\"QuotedPair\":\"BTC-USD\""))
-    fail_msg("price feed run lacks the fetched price: %.2000s", t);
-  free(t);
-  json_decref(rep);
-  json_decref(pub);
+  feed_from_chain(path, "PriceFeedLoop", "Poll", "https://alpha.prices.example", alpha,
+                  (const char *const[]){"\"Last\":65000", "\"Round\":3", "\"QuotedPair\":\"BTC-USD\""});
 }
 
 /* test_published_shared: the public ApiPriceFeed example, assembled into a bundle. */
@@ -128,16 +136,8 @@ static void test_public_price_feed(void **st) {
   char path[256];
   snprintf(path, sizeof path, "%s/pricefeed.json", dir);
   assert_int_equal(anvil_pricefeed_bundle(shared_dir_or_skip("test_published_shared", "the public ApiPriceFeed example"), path), 0);
-  json_t *pub = publish(path);
-  assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), "ContinuousDataFeed");
-  xgr_api_map_entry map[1] = {{"https://api.coinbase.com", srv.base}};
-  json_t *rep = run_from_chain(pub, "APICallStep", "{}", 3, map, 1);
-  char *t = json_dumps(rep, JSON_COMPACT);
-  if (!strstr(t, "\"PrevPrice\":65000") || !strstr(t, "\"Seq\":3") || !strstr(t, "\"Pair\":\"BTC-USD\""))
-    fail_msg("price feed run lacks the fetched price: %.2000s", t);
-  free(t);
-  json_decref(rep);
-  json_decref(pub);
+  feed_from_chain(path, "ContinuousDataFeed", "APICallStep", "https://api.coinbase.com", srv.base,
+                  (const char *const[]){"\"PrevPrice\":65000", "\"Seq\":3", "\"Pair\":\"BTC-USD\""});
 }
 
 int main(int argc, char **argv) {

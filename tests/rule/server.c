@@ -52,6 +52,28 @@ static const char json_body[] =
     "{\"ok\":true,\"notok\":\"there\",\"data\":{\"amount\":\"65000.5\",\"n\":3,"
     "\"nested\":{\"deep\":[1,2,{\"x\":42}]}}}";
 
+/* The price routes with a fixed path: the source whose price they answer (0 alpha, 1 beta,
+ * 2 gamma) and the body, a format with one %.2f for the price. */
+static const struct price_route {
+  const char *path;
+  int source;
+  const char *body;
+} price_routes[] = {
+    {"/beta/quote", 1, "{\"quote\":{\"base\":\"BTC\",\"quote\":\"USD\",\"price\":%.2f}}"},
+    {"/gamma/rates", 2, "{\"rates\":{\"BTC\":{\"USD\":%.2f}}}"},
+    {"/v2/prices/BTC-USD/spot", 0, "{\"data\":{\"amount\":\"%.2f\",\"base\":\"BTC\",\"currency\":\"USD\"}}"},
+    {"/api/v2/ticker/btcusd", 1, "{\"last\":\"%.2f\",\"volume\":\"12.5\"}"},
+    {"/api/v3/simple/price", 2, "{\"bitcoin\":{\"usd\":%.2f}}"},
+};
+
+static const struct price_route *price_route(const char *url) {
+  for (size_t i = 0; i < sizeof price_routes / sizeof price_routes[0]; i++)
+    if (!strcmp(url, price_routes[i].path)) return &price_routes[i];
+  return NULL;
+}
+
+static double price_of(const test_server *s, int source) { return source == 0 ? s->alpha : source == 1 ? s->beta : s->gamma; }
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **state) {
   (void)version;
@@ -72,6 +94,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   }
   char buf[512];
   enum MHD_Result ret;
+  const struct price_route *route;
   if (!strcmp(url, "/json")) {
     ret = reply(c, 200, json_body, strlen(json_body));
   } else if (!strcmp(url, "/slow")) {
@@ -108,20 +131,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     json_decref(o);
     ret = reply(c, 200, t ? t : "{}", t ? strlen(t) : 2);
     free(t);
-  } else if (!strcmp(url, "/beta/quote") && s->beta >= 0) {
-    snprintf(buf, sizeof buf, "{\"quote\":{\"base\":\"BTC\",\"quote\":\"USD\",\"price\":%.2f}}", s->beta);
-    ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strcmp(url, "/gamma/rates") && s->gamma >= 0) {
-    snprintf(buf, sizeof buf, "{\"rates\":{\"BTC\":{\"USD\":%.2f}}}", s->gamma);
-    ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strcmp(url, "/v2/prices/BTC-USD/spot") && s->alpha >= 0) {
-    snprintf(buf, sizeof buf, "{\"data\":{\"amount\":\"%.2f\",\"base\":\"BTC\",\"currency\":\"USD\"}}", s->alpha);
-    ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strcmp(url, "/api/v2/ticker/btcusd") && s->beta >= 0) {
-    snprintf(buf, sizeof buf, "{\"last\":\"%.2f\",\"volume\":\"12.5\"}", s->beta);
-    ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strcmp(url, "/api/v3/simple/price") && s->gamma >= 0) {
-    snprintf(buf, sizeof buf, "{\"bitcoin\":{\"usd\":%.2f}}", s->gamma);
+  } else if ((route = price_route(url)) && price_of(s, route->source) >= 0) {
+    snprintf(buf, sizeof buf, route->body, price_of(s, route->source));
     ret = reply(c, 200, buf, strlen(buf));
   } else if (!strncmp(url, "/alpha/", 7) || !strncmp(url, "/beta/", 6) || !strncmp(url, "/gamma/", 7) ||
              !strncmp(url, "/v2/", 4) || !strncmp(url, "/api/", 5)) {
