@@ -25,7 +25,7 @@
 #include "xgr/rule.h"
 
 static test_server srv;
-static char source_base[3][80];  /* srv.base + "/alpha", "/beta", "/gamma" */
+static char source_host[3][64], source_base[3][80];  /* https://alpha.prices.example -> srv.base + "/alpha", ... */
 static xgr_api_map_entry maps[7];
 static xgr_step_ctx ctx;
 static xgr_http_exchange *ex;
@@ -38,10 +38,9 @@ static int setup(void **st) {
   static const char *const sources[3] = {"alpha", "beta", "gamma"};
   maps[0] = (xgr_api_map_entry){"https://api.test", srv.base};
   for (int i = 0; i < 3; i++) {  /* the project's stand-in sources, as the demo maps them */
+    snprintf(source_host[i], sizeof source_host[i], "https://%s.prices.example", sources[i]);
     snprintf(source_base[i], sizeof source_base[i], "%s/%s", srv.base, sources[i]);
-    static char from[3][64];
-    snprintf(from[i], sizeof from[i], "https://%s.prices.example", sources[i]);
-    maps[1 + i] = (xgr_api_map_entry){from[i], source_base[i]};
+    maps[1 + i] = (xgr_api_map_entry){source_host[i], source_base[i]};
   }
   maps[4] = (xgr_api_map_entry){"https://api.coinbase.com", srv.base};  /* the public examples' hosts */
   maps[5] = (xgr_api_map_entry){"https://www.bitstamp.net", srv.base};
