@@ -8,7 +8,7 @@ set -euo pipefail
 PKGS=(
   # build
   build-essential pkg-config meson ninja-build clang libclang-rt-14-dev
-  # libraries (see ../shared/DESIGN.md)
+  # libraries (docs/ARCHITECTURE.md)
   libjansson-dev nettle-dev libgmp-dev libpcre2-dev
   libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev
   libsecp256k1-dev

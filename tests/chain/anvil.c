@@ -325,8 +325,7 @@ json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile) {
   return json_loads(out, 0, &je);
 }
 
-int anvil_pricefeed_bundle(const char *path) {
-  const char *sh = getenv("XGR_SHARED");
+int anvil_pricefeed_bundle(const char *sh, const char *path) {
   char ostc_p[512], rule_p[512];
   snprintf(ostc_p, sizeof ostc_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json", sh);
   snprintf(rule_p, sizeof rule_p, "%s/specs/xgr-public/examples/ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json", sh);

@@ -45,10 +45,11 @@ int anvil_key_file(int account, const char *path);
 /* `$XGR publish BUNDLE --chain <a's url> --key KEYFILE --json`: its JSON answer (registry, ostcId,
  * ostcHash, ...; caller decrefs), or NULL when it failed. */
 json_t *anvil_publish(const anvil *a, const char *bundle, const char *keyfile);
-/* Write to path the ApiPriceFeed bundle of the public example files ($XGR_SHARED/specs/xgr-public/
- * examples/ApiPriceFeed: the CoinbaseSpot loop and its step rule) as one bundle document. 0, or -1
- * when the example files cannot be read or path cannot be written. */
-int anvil_pricefeed_bundle(const char *path);
+/* Write to path the ApiPriceFeed bundle of the public example files (shared_dir/specs/xgr-public/
+ * examples/ApiPriceFeed: the CoinbaseSpot loop and its step rule; shared_dir is ../shared, see
+ * tests/shared_dir.h) as one bundle document. 0, or -1 when the example files cannot be read or
+ * path cannot be written. */
+int anvil_pricefeed_bundle(const char *shared_dir, const char *path);
 /* ERC-20 balanceOf(holder) of token on a's node, as JSON text (`["250"]`), or the error as text
  * ("error: ..."). Caller frees. */
 char *anvil_balance(const anvil *a, const char *token, const char *holder);

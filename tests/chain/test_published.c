@@ -1,9 +1,12 @@
-/* test_published.c — the public examples put on a chain with `xgr publish` and run from there:
- * IterationOfPi (examples/bundles/iteration_of_pi.json) and ApiPriceFeed (assembled from the
- * public example files: its OSTC and its XRC-137 rule) are published to a real anvil; then a fresh
- * chain set loads each orchestration by (registry, ostcId, ostcHash) from the contracts — rules
- * from getRule() — and the deterministic driver runs it, ApiPriceFeed with its price API mapped to
- * the loopback stand-in server of the rule tests (tests/rule/server.c). */
+/* test_published.c — the examples put on a chain with `xgr publish` and run from there:
+ * IterationOfPi (examples/bundles/iteration_of_pi.json) and the price feed
+ * (examples/bundles/price_feed.json) are published to a real anvil; then a fresh chain set loads
+ * each orchestration by (registry, ostcId, ostcHash) from the contracts — rules from getRule() —
+ * and the deterministic driver runs it, the price feed with its price source mapped to the
+ * loopback stand-in server of the rule tests (tests/rule/server.c). With the argument `shared`
+ * (the test test_published_shared) it publishes and runs the public ApiPriceFeed example instead
+ * (assembled from its OSTC and its XRC-137 rule in ../shared), and skips when that folder is absent.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "../rule/server.h"
+#include "../shared_dir.h"
 #include "anvil.h"
 #include "xgr/bundle.h"
 #include "xgr/driver.h"
@@ -30,17 +34,14 @@ static char dir[64];
 static int setup(void **st) {
   (void)st;
   if (anvil_start(&node, NULL)) return -1;
-  srv.coinbase = 65000;
-  srv.bitstamp = srv.gecko = 100;
+  srv.alpha = 65000;
+  srv.beta = srv.gamma = 100;
   if (test_server_start(&srv)) return -1;
   snprintf(dir, sizeof dir, "/tmp/xgr-published-XXXXXX");
   if (!mkdtemp(dir)) return -1;
   char path[256];
   snprintf(path, sizeof path, "%s/k0.key", dir);
-  if (anvil_key_file(0, path)) return -1;
-  /* the ApiPriceFeed bundle from the public example files */
-  snprintf(path, sizeof path, "%s/pricefeed.json", dir);
-  return anvil_pricefeed_bundle(path);
+  return anvil_key_file(0, path);
 }
 
 static int teardown(void **st) {
@@ -103,24 +104,48 @@ static void test_iteration_of_pi(void **st) {
   json_decref(pub);
 }
 
-static void test_price_feed(void **st) {
-  (void)st;
-  char path[256];
-  snprintf(path, sizeof path, "%s/pricefeed.json", dir);
-  json_t *pub = publish(path);
-  assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), "ContinuousDataFeed");
-  xgr_api_map_entry map[1] = {{"https://api.coinbase.com", srv.base}};
-  json_t *rep = run_from_chain(pub, "APICallStep", "{}", 3, map, 1);
+/* Publish a price-feed bundle, run three polls of its loop from the chain with the API host `from`
+ * mapped to `to` on the stand-in server, and check that the report holds each of `want`. */
+static void feed_from_chain(const char *bundle, const char *ostc_id, const char *start, const char *from, const char *to,
+                            const char *const want[3]) {
+  json_t *pub = publish(bundle);
+  assert_string_equal(json_string_value(json_object_get(pub, "ostcId")), ostc_id);
+  xgr_api_map_entry map[1] = {{from, to}};
+  json_t *rep = run_from_chain(pub, start, "{}", 3, map, 1);
   char *t = json_dumps(rep, JSON_COMPACT);
-  if (!strstr(t, "\"PrevPrice\":65000") || !strstr(t, "\"Seq\":3") || !strstr(t, "\"Pair\":\"BTC-USD\""))
-    fail_msg("price feed run lacks the fetched price: %.2000s", t);
+  for (int i = 0; i < 3; i++)
+    if (!strstr(t, want[i])) fail_msg("price feed run lacks %s: %.2000s", want[i], t);
   free(t);
   json_decref(rep);
   json_decref(pub);
 }
 
-int main(void) {
+/* The project's price feed from the chain: three polls of the loop, a minute apart. */
+static void test_price_feed(void **st) {
+  (void)st;
+  char path[512], alpha[96];
+  snprintf(path, sizeof path, "%s/examples/bundles/price_feed.json", getenv("XGR_SRC"));
+  snprintf(alpha, sizeof alpha, "%s/alpha", srv.base);
+  feed_from_chain(path, "PriceFeedLoop", "Poll", "https://alpha.prices.example", alpha,
+                  (const char *const[]){"\"Last\":65000", "\"Round\":3", "\"QuotedPair\":\"BTC-USD\""});
+}
+
+/* test_published_shared: the public ApiPriceFeed example, assembled into a bundle. */
+static void test_public_price_feed(void **st) {
+  (void)st;
+  char path[256];
+  snprintf(path, sizeof path, "%s/pricefeed.json", dir);
+  assert_int_equal(anvil_pricefeed_bundle(shared_dir_or_skip("test_published_shared", "the public ApiPriceFeed example"), path), 0);
+  feed_from_chain(path, "ContinuousDataFeed", "APICallStep", "https://api.coinbase.com", srv.base,
+                  (const char *const[]){"\"PrevPrice\":65000", "\"Seq\":3", "\"Pair\":\"BTC-USD\""});
+}
+
+int main(int argc, char **argv) {
+  bool shared = argc > 1 && !strcmp(argv[1], "shared");
+  if (shared) shared_dir_or_skip("test_published_shared", "the public ApiPriceFeed example");
   if (!anvil_test_begin()) return 77;
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_iteration_of_pi), cmocka_unit_test(test_price_feed)};
-  return anvil_test_end(cmocka_run_group_tests(tests, setup, teardown));
+  const struct CMUnitTest public_tests[] = {cmocka_unit_test(test_public_price_feed)};
+  return anvil_test_end(shared ? cmocka_run_group_tests(public_tests, setup, teardown)
+                               : cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -1,7 +1,7 @@
 /* test_xgrd_chain.c — xgrd with a chain, from the outside: anvil on 127.0.0.1, bundles put on it
  * with `xgr publish`, xgrd started with --chain and --api-map, sessions enqueued by XRC-729
- * address + ostcId (+ ostcHash) over JSON-RPC. Covers: IterationOfPi and ApiPriceFeed run from
- * the chain (price API on the loopback stand-in server), a contract-read rule on a deployed
+ * address + ostcId (+ ostcHash) over JSON-RPC. Covers: IterationOfPi and the price feed of
+ * examples/bundles run from the chain (its price source on the loopback stand-in server), a contract-read rule on a deployed
  * ERC-20, a pinned-hash mismatch refused with nothing stored, an unknown ostcId, the chain's
  * health in xgr_getCoreAddrs and /metrics, /readyz. */
 #include <setjmp.h>
@@ -43,7 +43,7 @@ static json_t *call(const char *method, json_t *params) { return xh_call(&xd, me
 
 static int start_xgrd(void) {
   char map[160];
-  snprintf(map, sizeof map, "https://api.coinbase.com=%s", srv.base);
+  snprintf(map, sizeof map, "https://alpha.prices.example=%s/alpha", srv.base);
   xh_spawn(&xd, (const char *[]){"--auth", "none", "--chain", node.url, "--api-map", map, "--time-scale", "100000",
                                  "--workers", "2", "--store", xd.store, NULL});
   return xh_wait_port(&xd);
@@ -52,8 +52,8 @@ static int start_xgrd(void) {
 static int setup(void **st) {
   (void)st;
   if (anvil_start(&node, NULL)) return -1;
-  srv.coinbase = 65000;
-  srv.bitstamp = srv.gecko = 100;
+  srv.alpha = 65000;
+  srv.beta = srv.gamma = 100;
   if (test_server_start(&srv)) return -1;
   xh_init(&xd, "xgrd-chain");
   char path[512];
@@ -63,9 +63,8 @@ static int setup(void **st) {
   /* IterationOfPi from the repository's bundle */
   snprintf(path, sizeof path, "%s/examples/bundles/iteration_of_pi.json", getenv("XGR_SRC"));
   if (!(pub_pi = publish(path))) return -1;
-  /* ApiPriceFeed from the public example files */
-  snprintf(path, sizeof path, "%s/feed.json", dir);
-  if (anvil_pricefeed_bundle(path)) return -1;
+  /* the price feed loop of the repository's examples */
+  snprintf(path, sizeof path, "%s/examples/bundles/price_feed.json", getenv("XGR_SRC"));
   if (!(pub_feed = publish(path))) return -1;
   /* a contract-read rule on the token */
   char doc[2048];
@@ -139,11 +138,11 @@ static void test_pi_from_chain(void **st) {
 
 static void test_price_feed_from_chain(void **st) {
   (void)st;
-  json_t *r = enqueue(pub_feed, 2, "APICallStep", "{}", NULL);
+  json_t *r = enqueue(pub_feed, 2, "Poll", "{}", NULL);
   assert_non_null(json_object_get(r, "result"));
   json_decref(r);
-  char *t = wait_for(2, "\"PrevPrice\":65000");
-  assert_non_null(strstr(t, "\"Pair\":\"BTC-USD\""));
+  char *t = wait_for(2, "\"Last\":65000");
+  assert_non_null(strstr(t, "\"QuotedPair\":\"BTC-USD\""));
   free(t);
 }
 

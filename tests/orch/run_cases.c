@@ -1,10 +1,13 @@
 /* run_cases.c — data-driven runner for orchestration documents.
  *
- * usage: run_cases DOCS_DIR EXPECT_JSON [SHARED_DIR]
+ * usage: run_cases DOCS_DIR EXPECT_JSON
+ *        run_cases --public
  * EXPECT_JSON maps a file name in DOCS_DIR to {"errors": ["code path", ...], "warnings": [...]}:
  * the exact findings (load errors and static analysis) in the order xgr check reports them.
- * With SHARED_DIR, every orchestration of SHARED_DIR/specs/xgr-public/examples must load
- * and analyze without errors. Prints one line per case and a summary; exits 1 on any mismatch.
+ * With --public (the test orch_cases_shared), the orchestrations of the public examples in
+ * $XGR_SHARED/specs/xgr-public/examples must load and analyze without errors; without that folder
+ * it skips (exit 77, tests/shared_dir.h). Prints one line per case and a summary; exits 1 on any
+ * mismatch.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../shared_dir.h"
 #include "xgr/orch.h"
 
 static int run_file(const char *path, xgr_diags *d) {
@@ -43,9 +47,35 @@ static int compare(const char *name, const xgr_diags *d, xgr_severity sev, const
   return bad == 0;
 }
 
+/* The public examples' orchestrations: each loads and analyzes without errors. */
+static int run_public(void) {
+  const char *shared = shared_dir_or_skip("orch_cases_shared", "the public examples' orchestrations");
+  static const char *const examples[] = {
+    "ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json",
+    "ApiPriceFeedQuorum/XRC729Json/ApiPriceFeedQuorumLoop.json",
+    "IterationOfPi/XRC729Json/IterationofPiOSTC.json",
+  };
+  int pass = 0, fail = 0;
+  for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/specs/xgr-public/examples/%s", shared, examples[i]);
+    xgr_diags d;
+    xgr_diags_init(&d);
+    int loaded = run_file(path, &d);
+    int ok = loaded && xgr_diags_count(&d, XGR_SEV_ERROR) == 0;
+    printf("%s public example %s\n", ok ? "PASS" : "FAIL", examples[i]);
+    for (size_t k = 0; !ok && k < d.n; k++) printf("  %s: %s\n", d.items[k].path, d.items[k].message);
+    ok ? pass++ : fail++;
+    xgr_diags_free(&d);
+  }
+  printf("%d passed, %d failed\n", pass, fail);
+  return fail ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: run_cases DOCS_DIR EXPECT_JSON [SHARED_DIR]\n");
+  if (argc == 2 && !strcmp(argv[1], "--public")) return run_public();
+  if (argc != 3) {
+    fprintf(stderr, "usage: run_cases DOCS_DIR EXPECT_JSON | run_cases --public\n");
     return 2;
   }
   json_error_t je;
@@ -80,25 +110,6 @@ int main(int argc, char **argv) {
     }
   }
   if (dir) closedir(dir);
-  if (argc > 3) {
-    static const char *const examples[] = {
-      "ApiPriceFeed/XRC729Json/ApiPriceFeedLoop_CoinbaseSpot.json",
-      "ApiPriceFeedQuorum/XRC729Json/ApiPriceFeedQuorumLoop.json",
-      "IterationOfPi/XRC729Json/IterationofPiOSTC.json",
-    };
-    for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
-      char path[1024];
-      snprintf(path, sizeof path, "%s/specs/xgr-public/examples/%s", argv[3], examples[i]);
-      xgr_diags d;
-      xgr_diags_init(&d);
-      int loaded = run_file(path, &d);
-      int ok = loaded && xgr_diags_count(&d, XGR_SEV_ERROR) == 0;
-      printf("%s public example %s\n", ok ? "PASS" : "FAIL", examples[i]);
-      for (size_t k = 0; !ok && k < d.n; k++) printf("  %s: %s\n", d.items[k].path, d.items[k].message);
-      ok ? pass++ : fail++;
-      xgr_diags_free(&d);
-    }
-  }
   printf("%d passed, %d failed\n", pass, fail);
   json_decref(expect);
   return fail ? 1 : 0;

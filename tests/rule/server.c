@@ -9,10 +9,16 @@
  *   /big             200 with a JSON string body of 1 MiB + 100 bytes
  *   /exact           200 with a JSON body of exactly 1 MiB
  *   /echo            {"method","path","body","header":<X-Test header>}
- *   /v2/prices/BTC-USD/spot        Coinbase shape  {"data":{"amount":"<coinbase>","base":"BTC",...}}
- *   /api/v2/ticker/btcusd          Bitstamp shape  {"last":"<bitstamp>"}
- *   /api/v3/simple/price           CoinGecko shape {"bitcoin":{"usd":<gecko>}}
- * A price set to a negative value makes its route answer 503.
+ * the project's stand-in price sources (the shapes of examples/price_api.py, which the example
+ * bundles price_feed.json and price_quorum.json read):
+ *   /alpha/v1/ticker/BASE-QUOTE    {"pair":"BASE-QUOTE","last":"<alpha>","n":0}
+ *   /beta/quote                    {"quote":{"base":"BTC","quote":"USD","price":<beta>}}
+ *   /gamma/rates                   {"rates":{"BTC":{"USD":<gamma>}}}
+ * and the same three prices in the shapes the public examples read (tests of the suite 'shared'):
+ *   /v2/prices/BTC-USD/spot        Coinbase shape  {"data":{"amount":"<alpha>","base":"BTC",...}}
+ *   /api/v2/ticker/btcusd          Bitstamp shape  {"last":"<beta>"}
+ *   /api/v3/simple/price           CoinGecko shape {"bitcoin":{"usd":<gamma>}}
+ * A price set to a negative value makes its routes answer 503.
  */
 #include "server.h"
 
@@ -46,6 +52,28 @@ static const char json_body[] =
     "{\"ok\":true,\"notok\":\"there\",\"data\":{\"amount\":\"65000.5\",\"n\":3,"
     "\"nested\":{\"deep\":[1,2,{\"x\":42}]}}}";
 
+/* The price routes with a fixed path: the source whose price they answer (0 alpha, 1 beta,
+ * 2 gamma) and the body, a format with one %.2f for the price. */
+static const struct price_route {
+  const char *path;
+  int source;
+  const char *body;
+} price_routes[] = {
+    {"/beta/quote", 1, "{\"quote\":{\"base\":\"BTC\",\"quote\":\"USD\",\"price\":%.2f}}"},
+    {"/gamma/rates", 2, "{\"rates\":{\"BTC\":{\"USD\":%.2f}}}"},
+    {"/v2/prices/BTC-USD/spot", 0, "{\"data\":{\"amount\":\"%.2f\",\"base\":\"BTC\",\"currency\":\"USD\"}}"},
+    {"/api/v2/ticker/btcusd", 1, "{\"last\":\"%.2f\",\"volume\":\"12.5\"}"},
+    {"/api/v3/simple/price", 2, "{\"bitcoin\":{\"usd\":%.2f}}"},
+};
+
+static const struct price_route *price_route(const char *url) {
+  for (size_t i = 0; i < sizeof price_routes / sizeof price_routes[0]; i++)
+    if (!strcmp(url, price_routes[i].path)) return &price_routes[i];
+  return NULL;
+}
+
+static double price_of(const test_server *s, int source) { return source == 0 ? s->alpha : source == 1 ? s->beta : s->gamma; }
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **state) {
   (void)version;
@@ -66,6 +94,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   }
   char buf[512];
   enum MHD_Result ret;
+  const struct price_route *route;
   if (!strcmp(url, "/json")) {
     ret = reply(c, 200, json_body, strlen(json_body));
   } else if (!strcmp(url, "/slow")) {
@@ -95,16 +124,18 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     json_decref(o);
     ret = reply(c, 200, t ? t : "{}", t ? strlen(t) : 2);
     free(t);
-  } else if (!strcmp(url, "/v2/prices/BTC-USD/spot") && s->coinbase >= 0) {
-    snprintf(buf, sizeof buf, "{\"data\":{\"amount\":\"%.2f\",\"base\":\"BTC\",\"currency\":\"USD\"}}", s->coinbase);
+  } else if (!strncmp(url, "/alpha/v1/ticker/", 17) && strchr(url + 17, '-') && s->alpha >= 0) {
+    snprintf(buf, sizeof buf, "%.2f", s->alpha);
+    json_t *o = json_pack("{s:s, s:s, s:i}", "pair", url + 17, "last", buf, "n", 0);  /* the pair as asked */
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    ret = reply(c, 200, t ? t : "{}", t ? strlen(t) : 2);
+    free(t);
+  } else if ((route = price_route(url)) && price_of(s, route->source) >= 0) {
+    snprintf(buf, sizeof buf, route->body, price_of(s, route->source));
     ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strcmp(url, "/api/v2/ticker/btcusd") && s->bitstamp >= 0) {
-    snprintf(buf, sizeof buf, "{\"last\":\"%.2f\",\"volume\":\"12.5\"}", s->bitstamp);
-    ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strcmp(url, "/api/v3/simple/price") && s->gecko >= 0) {
-    snprintf(buf, sizeof buf, "{\"bitcoin\":{\"usd\":%.2f}}", s->gecko);
-    ret = reply(c, 200, buf, strlen(buf));
-  } else if (!strncmp(url, "/v2/", 4) || !strncmp(url, "/api/", 5)) {
+  } else if (!strncmp(url, "/alpha/", 7) || !strncmp(url, "/beta/", 6) || !strncmp(url, "/gamma/", 7) ||
+             !strncmp(url, "/v2/", 4) || !strncmp(url, "/api/", 5)) {
     ret = reply(c, 503, "{\"error\":\"unavailable\"}", 23);
   } else {
     ret = reply(c, 404, "{\"error\":\"not found\"}", 21);

@@ -10,7 +10,10 @@ typedef struct test_server {
   void *daemon;               /* struct MHD_Daemon */
   uint16_t port;              /* ephemeral port chosen by the kernel */
   char base[64];              /* "http://127.0.0.1:PORT" */
-  double coinbase, bitstamp, gecko;  /* prices served; negative: the route answers 503 */
+  /* the prices of the three stand-in price sources, each served in two shapes: the project's own
+   * (examples/price_api.py: /alpha, /beta, /gamma) and the public examples' (Coinbase, Bitstamp,
+   * CoinGecko); negative: that source's routes answer 503 */
+  double alpha, beta, gamma;
 } test_server;
 
 /* Start on 127.0.0.1 with an ephemeral port. Returns 0. */

@@ -2,7 +2,9 @@
  * XDaLa_Limits.md §3 (at the cap passes, one over fails naming the cap, the value, the maximum and
  * the JSON path), schema errors, the IterationOfPi example over three chained steps, missing
  * inputs, typed rule actions, soft-invalid downgrade, `_` keys, context variables, execution,
- * grants, wake-ups and contract reads (no backend, and an in-process chain reader). */
+ * grants, wake-ups and contract reads (no backend, and an in-process chain reader). With the
+ * argument `shared` (the test test_rule_shared) it checks the public IterationOfPi rule file of
+ * ../shared instead, and skips when that folder is absent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "../shared_dir.h"
 #include "rule_util.h"
 #include "xgr/rule.h"
 
@@ -392,11 +395,24 @@ static void test_iteration_of_pi(void **s) {
   xgr_step_result_free(&res);
   xgr_value_release(p);
   xgr_rule_free(r);
-  /* the published file itself lacks its closing brace: a parse error, not a crash */
-  const char *sh = getenv("XGR_SHARED");
-  snprintf(path, sizeof path, "%s/specs/xgr-public/examples/IterationOfPi/XRC137Json/Iterationstep.json",
-           sh ? sh : "../shared");
+  /* a document that lacks its closing brace: a parse error, not a crash */
+  snprintf(path, sizeof path, "%s/tests/rule/truncated_rule.json", src ? src : ".");
   assert_int_equal(xgr_rule_load_file(path, &r, &e), XGR_EPARSE);
+  assert_null(r);
+}
+
+/* ---- against ../shared (test_rule_shared) ---------------------------------------------------- */
+
+/* The published IterationOfPi rule file lacks its closing brace (docs/RULES.md): a parse error. */
+static void test_public_iteration_file(void **s) {
+  (void)s;
+  const char *sh = shared_dir_or_skip("test_rule_shared", "the public IterationOfPi rule file");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/specs/xgr-public/examples/IterationOfPi/XRC137Json/Iterationstep.json", sh);
+  xgr_rule *r = NULL;
+  xgr_error e;
+  assert_int_equal(xgr_rule_load_file(path, &r, &e), XGR_EPARSE);
+  assert_null(r);
 }
 
 /* ---- step semantics ------------------------------------------------------------------------ */
@@ -636,7 +652,12 @@ static void test_contract_reads(void **s) {
   xgr_rule_free(r);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "shared")) {  /* test_rule_shared: the checks against ../shared */
+    shared_dir_or_skip("test_rule_shared", "the public IterationOfPi rule file");
+    const struct CMUnitTest shared[] = {cmocka_unit_test(test_public_iteration_file)};
+    return cmocka_run_group_tests(shared, NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_caps),          cmocka_unit_test(test_expr_len),
       cmocka_unit_test(test_schema_errors), cmocka_unit_test(test_iteration_of_pi),

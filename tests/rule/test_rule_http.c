@@ -1,8 +1,11 @@
 /* test_rule_http.c — API calls of the step engine against a real HTTP server on 127.0.0.1
  * (server.c): JSON responses, nested paths, timeouts, 500s, invalid JSON, oversize bodies,
  * transport errors, POST bodies and headers, each checking the per-alias defaults of guide §5.5.3
- * and soft-invalid; then the public ApiPriceFeed and ApiPriceFeedQuorum examples with --api-map
- * pointing the three price APIs at the local server. */
+ * and soft-invalid; then the project's price examples (examples/bundles/price_feed.json and
+ * price_quorum.json: their rules, and the quorum's 2-of-3 join on the deterministic driver) with
+ * the api map pointing the three stand-in price sources at the local server. With the argument
+ * `shared` (the test test_rule_http_shared) it runs the public ApiPriceFeed and ApiPriceFeedQuorum
+ * examples of ../shared the same way instead, and skips when that folder is absent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,26 +17,36 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "../shared_dir.h"
 #include "server.h"
 #include "rule_util.h"
+#include "xgr/bundle.h"
+#include "xgr/driver.h"
 #include "xgr/rule.h"
 
 static test_server srv;
-static xgr_api_map_entry maps[4];
+static char source_host[3][64], source_base[3][80];  /* https://alpha.prices.example -> srv.base + "/alpha", ... */
+static xgr_api_map_entry maps[7];
 static xgr_step_ctx ctx;
 static xgr_http_exchange *ex;
 
 static int setup(void **st) {
   (void)st;
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  srv.coinbase = srv.bitstamp = srv.gecko = 100;
+  srv.alpha = srv.beta = srv.gamma = 100;
   if (test_server_start(&srv)) return -1;
+  static const char *const sources[3] = {"alpha", "beta", "gamma"};
   maps[0] = (xgr_api_map_entry){"https://api.test", srv.base};
-  maps[1] = (xgr_api_map_entry){"https://api.coinbase.com", srv.base};
-  maps[2] = (xgr_api_map_entry){"https://www.bitstamp.net", srv.base};
-  maps[3] = (xgr_api_map_entry){"https://api.coingecko.com", srv.base};
+  for (int i = 0; i < 3; i++) {  /* the project's stand-in sources, as the demo maps them */
+    snprintf(source_host[i], sizeof source_host[i], "https://%s.prices.example", sources[i]);
+    snprintf(source_base[i], sizeof source_base[i], "%s/%s", srv.base, sources[i]);
+    maps[1 + i] = (xgr_api_map_entry){source_host[i], source_base[i]};
+  }
+  maps[4] = (xgr_api_map_entry){"https://api.coinbase.com", srv.base};  /* the public examples' hosts */
+  maps[5] = (xgr_api_map_entry){"https://www.bitstamp.net", srv.base};
+  maps[6] = (xgr_api_map_entry){"https://api.coingecko.com", srv.base};
   ctx = (xgr_step_ctx){.owner = "0x1111111111111111111111111111111111111111", .session_id = 7, .pid = "7:1",
-                       .step_id = "s", .api_map = maps, .napi_map = 4};
+                       .step_id = "s", .api_map = maps, .napi_map = 7};
   ex = xgr_http_exchange_new();
   return ex ? 0 : -1;
 }
@@ -309,12 +322,216 @@ static void test_resumable(void **st) {
   xgr_rule_free(r);
 }
 
-/* ---- public examples -------------------------------------------------------------------------- */
+/* ---- the project's price examples (examples/bundles) ----------------------------------------- */
+
+/* A bundle of examples/bundles (the caller frees it), and one of its rules by key (borrowed). */
+static xgr_bundle *load_bundle(const char *name) {
+  char path[1024];
+  const char *src = getenv("XGR_SRC");
+  snprintf(path, sizeof path, "%s/examples/bundles/%s", src ? src : ".", name);
+  xgr_bundle *b = NULL;
+  xgr_error e;
+  xgr_diags d;
+  xgr_diags_init(&d);
+  int rc = xgr_bundle_load_file(path, &b, &e, &d);
+  if (rc) fprintf(stderr, "%s: %s: %s\n", path, e.path, e.message);
+  xgr_diags_free(&d);
+  assert_int_equal(rc, 0);
+  return b;
+}
+
+static const xgr_rule *bundle_rule(const xgr_bundle *b, const char *key) {
+  for (size_t i = 0; i < b->nrules; i++)
+    if (!strcmp(b->rule_keys[i], key)) return b->rules[i];
+  fail_msg("the bundle has no rule %s", key);
+  return NULL;
+}
+
+static bool near(double got, double want) { return got > want - 1e-6 && got < want + 1e-6; }
+
+/* price_feed.json: the jump guard, the pair check and a source that is down. */
+static void test_own_price_feed(void **st) {
+  (void)st;
+  xgr_bundle *b = load_bundle("price_feed.json");
+  const xgr_rule *r = bundle_rule(b, "poll_alpha_ticker");
+  srv.alpha = 65000;
+  xgr_step_result res;
+  xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
+  assert_int_equal(res.error.code, 0);
+  assert_true(res.valid);
+  assert_non_null(strstr(res.api_calls[0].url, "/alpha/v1/ticker/BTC-USD"));
+  assert_true(near(rt_get(res.output, "Last").as.d, 65000));
+  assert_true(near(rt_get(res.output, "Change").as.d, 0));
+  assert_int_equal(rt_get(res.output, "Round").as.i, 1);
+  assert_int_equal(rt_get(res.output, "Accepted").as.i, 1);
+  assert_string_equal(rt_gets(res.output, "Note"), "accepted");
+  assert_int_equal(res.wait_sec, 60);
+  /* a move of 2%: accepted, Change relative to the last accepted price */
+  xgr_value p = xgr_value_retain(res.effective);
+  xgr_step_result_free(&res);
+  srv.alpha = 66300;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_true(res.valid);
+  assert_true(near(rt_get(res.output, "Change").as.d, 0.02));
+  xgr_value_release(p);
+  p = xgr_value_retain(res.effective);
+  xgr_step_result_free(&res);
+  /* a jump of 50%: rejected by the guard, the last accepted price kept */
+  srv.alpha = 99450;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_false(res.valid);
+  assert_true(near(rt_get(res.effective, "Last").as.d, 66300));
+  assert_true(near(rt_get(res.effective, "Rejected").as.d, 99450));
+  assert_int_equal(rt_get(res.effective, "Round").as.i, 3);
+  assert_int_equal(rt_get(res.effective, "Accepted").as.i, 2);
+  assert_non_null(strstr(rt_gets(res.effective, "Note"), "rejected"));
+  assert_int_equal(res.wait_sec, 60);
+  xgr_step_result_free(&res);
+  /* the source down: Quoted takes its default, the step is invalid, the loop goes on */
+  srv.alpha = -1;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_false(res.valid);
+  assert_int_equal(res.api_calls[0].status, 503);
+  assert_true(near(rt_get(res.extracted, "Quoted").as.d, 0));
+  assert_true(near(rt_get(res.effective, "Last").as.d, 66300));
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+  /* another pair asked: the URL carries it and the answer's pair is checked against it */
+  srv.alpha = 3000;
+  p = rt_json("{\"Base\":\"ETH\",\"Quote\":\"EUR\"}");
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_true(res.valid);
+  assert_non_null(strstr(res.api_calls[0].url, "/alpha/v1/ticker/ETH-EUR"));
+  assert_string_equal(rt_gets(res.extracted, "QuotedPair"), "ETH-EUR");
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+  xgr_bundle_free(b);
+  srv.alpha = 100;
+}
+
+/* price_quorum.json, rule by rule: each source's own response shape, then the agreement step. */
+static void agree(const xgr_rule *r, const char *pieces, bool want_valid, double want_price, int want_sources) {
+  xgr_value p = rt_json(pieces);
+  xgr_step_result res;
+  xgr_step_run(r, p, &ctx, ex, &res);
+  assert_int_equal(res.error.code, 0);
+  if (res.valid != want_valid) fail_msg("%s: valid %d, expected %d", pieces, res.valid, want_valid);
+  if (want_valid) {
+    double price = rt_get(res.output, "Price").as.d;
+    if (!near(price, want_price)) fail_msg("%s: price %.6f, expected %.6f", pieces, price, want_price);
+    assert_int_equal(rt_get(res.output, "Sources").as.i, want_sources);
+  } else {
+    assert_false(rt_get(res.output, "Agreed").as.b);
+  }
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+}
+
+static void test_own_quorum_rules(void **st) {
+  (void)st;
+  xgr_bundle *b = load_bundle("price_quorum.json");
+  srv.alpha = 65000.5, srv.beta = 65010.25, srv.gamma = 64990;
+  static const struct { const char *rule, *key, *path; double price; } src[] = {
+    {"alpha", "AlphaPrice", "/alpha/v1/ticker/BTC-USD", 65000.5},
+    {"beta", "BetaPrice", "/beta/quote?base=BTC&quote=USD", 65010.25},
+    {"gamma", "GammaPrice", "/gamma/rates", 64990},
+  };
+  xgr_value p = rt_json("{\"Base\":\"BTC\",\"Quote\":\"USD\"}");
+  for (int i = 0; i < 3; i++) {
+    xgr_step_result res;
+    xgr_step_run(bundle_rule(b, src[i].rule), p, &ctx, ex, &res);
+    assert_true(res.valid);
+    assert_non_null(strstr(res.api_calls[0].url, src[i].path));
+    assert_true(near(rt_get(res.extracted, src[i].key).as.d, src[i].price));
+    xgr_step_result_free(&res);
+  }
+  /* a source that is down is invalid with its price at the default 0; it retries after 10 s */
+  srv.beta = -1;
+  xgr_step_result res;
+  xgr_step_run(bundle_rule(b, "beta"), p, &ctx, ex, &res);
+  assert_false(res.valid);
+  assert_true(near(rt_get(res.extracted, "BetaPrice").as.d, 0));
+  assert_int_equal(rt_get(res.output, "Retries").as.i, 1);
+  assert_int_equal(res.wait_sec, 10);
+  xgr_step_result_free(&res);
+  xgr_value_release(p);
+  const xgr_rule *r = bundle_rule(b, "agree");
+  agree(r, "{\"AlphaPrice\":100,\"BetaPrice\":100.5}", true, 100.25, 2);            /* two within 1% */
+  agree(r, "{\"AlphaPrice\":100,\"BetaPrice\":100.4,\"GammaPrice\":100.2}", true, 100.2, 3);
+  agree(r, "{\"AlphaPrice\":100,\"GammaPrice\":104}", false, 0, 0);                 /* 4% apart */
+  agree(r, "{\"AlphaPrice\":100,\"BetaPrice\":0}", false, 0, 0);                    /* one price only */
+  agree(r, "{\"AlphaPrice\":100,\"BetaPrice\":100.5,\"Tolerance\":0.001}", false, 0, 0);
+  xgr_bundle_free(b);
+  srv.alpha = srv.beta = srv.gamma = 100;
+}
+
+/* The step named `step` in a driver report's processes (the first such process), or NULL. */
+static json_t *process_at(json_t *rep, const char *step, const char *status) {
+  json_t *p;
+  size_t i;
+  json_array_foreach(json_object_get(rep, "processes"), i, p) {
+    if (!strcmp(json_string_value(json_object_get(p, "step")), step) &&
+        (!status || !strcmp(json_string_value(json_object_get(p, "status")), status)))
+      return p;
+  }
+  return NULL;
+}
+
+/* One session of price_quorum.json on the deterministic driver (one process at a time, in order);
+ * returns its report (caller decrefs). */
+static json_t *quorum_session(const xgr_bundle *b) {
+  xgr_driver_config cfg = {.api_map = maps, .napi_map = 7, .max_steps = 50, .record = true};
+  xgr_driver *d = xgr_driver_new(&cfg);
+  xgr_error e;
+  assert_int_equal(xgr_driver_add_session(d, b, "0x1111111111111111111111111111111111111111", 1, "Ask", xgr_value_null(), &e), 0);
+  xgr_driver_run(d);
+  json_t *rep = xgr_driver_report(d, 0);
+  xgr_driver_free(d);
+  assert_string_equal(json_string_value(json_object_get(rep, "result")), "completed");
+  return rep;
+}
+
+/* The quorum as a session: the 2-of-3 join takes the first two sources that answer; a source that
+ * is down retries until the join closes, and the kill policy then stops its retry. */
+static void test_own_quorum_session(void **st) {
+  (void)st;
+  xgr_bundle *b = load_bundle("price_quorum.json");
+  srv.alpha = 65000, srv.beta = 65020, srv.gamma = 64990;
+  json_t *rep = quorum_session(b);
+  json_t *ag = process_at(rep, "Agree", "done"), *pl = json_object_get(ag, "payload");
+  assert_non_null(ag);
+  assert_true(json_is_true(json_object_get(ag, "valid")));
+  assert_true(near(json_real_value(json_object_get(pl, "Price")), 65010));
+  assert_int_equal(json_integer_value(json_object_get(pl, "Sources")), 2);
+  json_decref(rep);
+  /* beta down: its step is invalid and retries; the join closes with alpha and gamma */
+  srv.beta = -1;
+  rep = quorum_session(b);
+  ag = process_at(rep, "Agree", "done"), pl = json_object_get(ag, "payload");
+  assert_non_null(ag);
+  assert_true(json_is_true(json_object_get(ag, "valid")));
+  assert_true(near(json_real_value(json_object_get(pl, "Price")), 64995));
+  assert_true(near(json_real_value(json_object_get(pl, "BetaPrice")), 0));
+  assert_non_null(process_at(rep, "FromBeta", "aborted"));  /* the retry, stopped by the kill policy */
+  json_decref(rep);
+  /* gamma 4% off and beta down: the two answers disagree, the round ends invalid */
+  srv.gamma = 67600;
+  rep = quorum_session(b);
+  ag = process_at(rep, "Agree", "done");
+  assert_non_null(ag);
+  assert_false(json_is_true(json_object_get(ag, "valid")));
+  assert_false(json_is_true(json_object_get(json_object_get(ag, "payload"), "Agreed")));
+  json_decref(rep);
+  xgr_bundle_free(b);
+  srv.alpha = srv.beta = srv.gamma = 100;
+}
+
+/* ---- the public examples (test_rule_http_shared) ------------------------------------------------ */
 
 static xgr_rule *load_example(const char *rel) {
   char path[1024];
-  const char *sh = getenv("XGR_SHARED");
-  snprintf(path, sizeof path, "%s/specs/xgr-public/examples/%s", sh ? sh : "../shared", rel);
+  snprintf(path, sizeof path, "%s/specs/xgr-public/examples/%s",
+           shared_dir_or_skip("test_rule_http_shared", "the public price-feed examples"), rel);
   xgr_rule *r = NULL;
   xgr_error e;
   int rc = xgr_rule_load_file(path, &r, &e);
@@ -326,7 +543,7 @@ static xgr_rule *load_example(const char *rel) {
 static void test_price_feed(void **st) {
   (void)st;
   xgr_rule *r = load_example("ApiPriceFeed/XRC137Json/ApiPriceFeedStep_CoinbaseSpot.json");
-  srv.coinbase = 65000;
+  srv.alpha = 65000;
   xgr_step_result res;
   xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
   assert_int_equal(res.error.code, 0);
@@ -339,7 +556,7 @@ static void test_price_feed(void **st) {
   /* next step: a jump of 50% is rejected by the delta guard */
   xgr_value p = xgr_value_retain(res.effective);
   xgr_step_result_free(&res);
-  srv.coinbase = 97500;
+  srv.alpha = 97500;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_false(res.valid);
   assert_int_equal(rt_get(res.effective, "Seq").as.i, 2);
@@ -347,7 +564,7 @@ static void test_price_feed(void **st) {
   assert_string_equal(rt_gets(res.effective, "Error"), "API fetch or validation failed");
   xgr_step_result_free(&res);
   /* API down: FetchedPrice and OkApi take their defaults, the step is invalid */
-  srv.coinbase = -1;
+  srv.alpha = -1;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_false(res.valid);
   assert_int_equal(res.api_calls[0].status, 503);
@@ -356,12 +573,12 @@ static void test_price_feed(void **st) {
   xgr_step_result_free(&res);
   xgr_value_release(p);
   xgr_rule_free(r);
-  srv.coinbase = 100;
+  srv.alpha = 100;
 }
 
 static void quorum(double cb, double bs, double gk, bool want_valid, double want_price) {
   xgr_rule *r = load_example("ApiPriceFeedQuorum/XRC137Json/ApiPriceFeedQuorumStep_3Sources.json");
-  srv.coinbase = cb, srv.bitstamp = bs, srv.gecko = gk;
+  srv.alpha = cb, srv.beta = bs, srv.gamma = gk;
   xgr_step_result res;
   xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
   if (res.error.code) fprintf(stderr, "quorum: %s: %s\n", res.error.path, res.error.message);
@@ -383,18 +600,23 @@ static void test_quorum(void **st) {
   quorum(100, 105, 120, false, 0);          /* no two within 1%: invalid, Price held */
   quorum(100, 100.4, -1, true, 100.2);      /* one source down (default 0): 2 of 3 still agree */
   quorum(100, -1, -1, false, 0);            /* two down */
-  srv.coinbase = srv.bitstamp = srv.gecko = 100;
+  srv.alpha = srv.beta = srv.gamma = 100;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "shared")) {  /* test_rule_http_shared: the public examples */
+    shared_dir_or_skip("test_rule_http_shared", "the public price-feed examples");
+    const struct CMUnitTest shared[] = {cmocka_unit_test(test_price_feed), cmocka_unit_test(test_quorum)};
+    return cmocka_run_group_tests(shared, setup, teardown);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_nested),   cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_slow_within_timeout), cmocka_unit_test(test_500),
       cmocka_unit_test(test_bad_json),      cmocka_unit_test(test_oversize),
       cmocka_unit_test(test_404_and_refused), cmocka_unit_test(test_post_body_headers),
       cmocka_unit_test(test_injection),
-      cmocka_unit_test(test_resumable),     cmocka_unit_test(test_price_feed),
-      cmocka_unit_test(test_quorum),
+      cmocka_unit_test(test_resumable),     cmocka_unit_test(test_own_price_feed),
+      cmocka_unit_test(test_own_quorum_rules), cmocka_unit_test(test_own_quorum_session),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
