@@ -2,7 +2,7 @@
  *
  * An orchestration ("OSTC") is a step graph: `{ "id", "structure": { stepId: { "rule",
  * "onValid"?, "onInvalid"? } } }`, where a branch is `{ "spawns": [...], "join"?: {...} }`
- * (../shared/SEMANTICS.md §1). xgr_orch_parse turns the exact bytes of a document into an
+ * (docs/SEMANTICS.md, "Documents"). xgr_orch_parse turns the exact bytes of a document into an
  * immutable model: steps in document order, references resolved to step indices, join modes
  * normalised to k-of-n, `when` normalised, and reachability precomputed as bitsets (at most 128
  * steps, so one 128-bit set per step). Every cap of XDaLa_Limits.md §4 is enforced at parse time.

@@ -1,5 +1,5 @@
 /* xgr/session.h — the session manager core: the XRC-729 runtime semantics as a pure state
- * machine, one per session (../shared/SEMANTICS.md is the contract).
+ * machine, one per session (docs/SEMANTICS.md is the contract).
  *
  * A session is (owner, rootPid) running one orchestration. Its processes have ids
  * "<rootPid>:<iter>", move waiting -> running -> done | aborted, form join scopes, deliver pieces
