@@ -22,10 +22,10 @@ static void usage(FILE *f) {
         "            \"warnings\":[...],\"info\":[...]}\n"
         "  --quiet   print errors only (and the summary)\n"
         "  --no-explore  skip the bounded exploration (xgr explore from every start step, with\n"
-        "            forced outcomes, at most 1 s per file) whose findings are reported with codes\n"
-        "            explore_<kind>: as info when only a step forced to end invalid or to fail shows\n"
-        "            it (\"only if step X fails\") or when it is the race a join declares, else as\n"
-        "            warnings\n\n"
+        "            forced outcomes and the bundle's waitSec, at most 1 s per file and as long again\n"
+        "            for the re-checks), whose findings are reported with codes explore_<kind>: as\n"
+        "            info when only a step forced to end invalid or to fail shows it (\"only if step\n"
+        "            X fails\") or when it is the race a join declares, else as warnings\n\n"
         "Exit: 0 clean or warnings only, 1 errors, 2 usage or unreadable input.\n",
         f);
 }

@@ -1609,6 +1609,7 @@ static void qualify(const xgr_orch *o, const xgr_bundle *b, unsigned st, const c
    * (a search that needs more is cut, and then decides nothing). */
   xgr_explore_config c = *cfg;
   c.max_states = (size_t)json_integer_value(json_object_get(r, "states"));
+  c.time_budget = cfg->time_budget / 2;   /* the two re-checks together: at most the budget again */
   c.outcomes = XGR_EXPLORE_VALID;
   json_t *valid = explore_once(o, b, st, start, payload, &c), *vi = NULL;
   if (json_is_true(json_object_get(valid, "complete"))) {
