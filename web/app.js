@@ -206,7 +206,7 @@ async function sessionsPage(qs) {
         <label>owner<input name="owner" size="44" value="${esc(owner)}" placeholder="0x…" spellcheck="false"></label>
         <label>registry<input name="registry" value="${esc(qs.registry)}" placeholder="any"></label>
         <label>status<select name="status">
-          ${['', 'live', 'running', 'paused', 'completed', 'killed', 'finished'].map(s =>
+          ${['', 'live', 'running', 'waiting', 'paused', 'completed', 'killed', 'finished'].map(s =>
             `<option value="${s}" ${qs.status === s ? 'selected' : ''}>${s || 'any'}</option>`).join('')}
         </select></label>
         <label>created from<input type="datetime-local" name="since" value="${esc(qs.since)}"></label>
@@ -406,6 +406,12 @@ function pushFeed(v, ev) {
   if (f) { f.classList.remove('muted'); f.innerHTML = v.feed.join(''); }
 }
 
+/* When a waiting process wakes: its timer, or what it waits for instead (waitsFor, docs/RPC.md). */
+function wakesText(p) {
+  if (p.nextWakeAt) return fmtTime(p.nextWakeAt);
+  return { join: 'when its join closes', resume: 'when resumed', wakeUp: 'only on a wake-up' }[p.waitsFor] || '';
+}
+
 function renderSession(v, r) {
   const s = r.session;
   $('#sstatus').innerHTML = badge(s.status);
@@ -414,6 +420,7 @@ function renderSession(v, r) {
     <dt>orchestration</dt><dd>${esc(s.ostcId)} <span class="mono muted">${esc(s.ostcHash)}</span></dd>
     <dt>status</dt><dd id="status-text">${esc(s.status)}${s.alive ? ' · alive' : ''}${s.paused ? ' · paused' : ''}${s.idle ? ' · idle' : ''}</dd>
     <dt>created</dt><dd>${fmtTime(s.createdAt)}</dd>
+    ${s.status === 'running' || s.status === 'paused' ? `<dt>next wake</dt><dd id="next-wake">${s.nextWakeAt ? fmtTime(s.nextWakeAt) : (s.paused ? 'when resumed' : 'no timer set')}</dd>` : ''}
     ${s.finishedAt ? `<dt>finished</dt><dd>${fmtTime(s.finishedAt)} (${fmtDur(s.finishedAt - s.createdAt)})</dd>` : ''}
     <dt>processes</dt><dd>${Object.entries(r.steps).map(([k, c]) =>
       `${esc(k)}: ${['waiting', 'running', 'paused', 'done', 'aborted'].filter(x => c[x]).map(x => c[x] + ' ' + x).join(', ') || '—'}`).join(' · ')}</dd>
@@ -443,7 +450,7 @@ function renderSession(v, r) {
     <th>finished</th><th>wakes at</th><th>error</th></tr></thead><tbody>${p.items.map(it => `
     <tr class="click ${it.pid === v.selected ? 'sel' : ''}" data-pid="${esc(it.pid)}"><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
     <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtTime(it.startedAt)}</td>
-    <td>${fmtTime(it.finishedAt)}</td><td>${it.nextWakeAt ? fmtTime(it.nextWakeAt) : (it.status === 'waiting' ? 'wake-up only' : '')}</td>
+    <td>${fmtTime(it.finishedAt)}</td><td>${wakesText(it)}</td>
     <td class="err">${esc(it.error || it.abortReason || '')}</td></tr>`).join('')}</tbody></table>
     <div class="pager"><button class="small" id="p-prev" ${v.procOffset ? '' : 'disabled'}>← prev</button>
     <span class="muted">${p.total ? `${p.offset + 1}–${p.offset + p.items.length} of ${p.total}` : 'none'}</span>
@@ -594,7 +601,7 @@ async function inspect(v, pid, scroll) {
       <dt>created</dt><dd>${fmtTime(p.createdAt)}</dd>
       <dt>started</dt><dd>${fmtTime(p.startedAt) || '—'}</dd>
       <dt>finished</dt><dd>${fmtTime(p.finishedAt) || '—'}</dd>
-      ${p.status === 'waiting' || p.status === 'paused' ? `<dt>wakes at</dt><dd>${p.nextWakeAt ? fmtTime(p.nextWakeAt) : 'only on a wake-up'}</dd>` : ''}
+      ${p.status === 'waiting' || p.status === 'paused' ? `<dt>wakes at</dt><dd>${wakesText(p)}</dd>` : ''}
       ${p.error || p.abortReason ? `<dt>error</dt><dd class="err" id="insp-error">${esc(p.error || '')} ${esc(p.abortReason || '')}</dd>` : ''}
       <dt>children</dt><dd class="mono">${p.children.map(esc).join(' ') || '—'}</dd>
     </dl>

@@ -13,10 +13,16 @@
  * The result is JSON (a new jansson reference):
  *   {"states","transitions","complete","seconds","maxLive":{"count","trace"},
  *    "results":[{"result","count","joins":[{"join","outcome","pieces":[STEP...]}]}],
- *    "findings":[{"kind","severity","step"?,"join"?,"message","trace","otherTrace"?}],
+ *    "findings":[{"kind","severity","step"?,"join"?,"message","trace","otherTrace"?,"steps"?,
+ *                 "onlyIf"?}],
  *    "replay":{"start","payload","outcomes","rules"}}
  * kind: join_unfulfillable | join_undecided | step_unreachable | stall | unbounded_loop |
- * timing_dependent; severity "error" when it holds on every path, else "warning".
+ * timing_dependent; severity "error" when it holds on every path, "info" when it is no defect of
+ * the normal runs — a finding that only a step forced to end invalid or to fail shows (checked by
+ * a second, complete exploration with outcomes {valid}; "onlyIf":[{"step","outcome"}] names the
+ * forced outcomes of its trace and the message ends "only if step X fails"), or a timing
+ * difference only in which pieces a join took (the race its k of n declares) — else "warning".
+ * A loop finding lists the steps of its cycle ("steps").
  * A trace is a list of actions on the session "1:<iter>" pids of that path:
  *   {"promote":PID,"step":S} | {"finish":PID,"step":S,"outcome":"valid"|"invalid"|"error",
  *    "by":"forced"|"rule"} | {"advance":MS}

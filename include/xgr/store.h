@@ -205,6 +205,20 @@ typedef struct xgr_store_proc {
 
 void xgr_store_proc_clear(xgr_store_proc *p);
 
+/* Whether p is a join target whose join is still open (its join state says "closed": false). */
+bool xgr_store_proc_join_open(const xgr_store_proc *p);
+
+/* When the stored process p wakes on its own (session clock): its timer (next_wake_at) when it
+ * is waiting, not paused and not an open join target, else XGR_NEVER. A paused process, an open
+ * join target (its timer applies only once its join closes, and may lie in the past) and a
+ * process that waits for a wake-up only do not wake. Every report of a "next wake" (the session
+ * listing, xgr.getSession, the console, xgrd's answer to a repeated enqueue) uses this, so they
+ * agree; the engine's own schedule (xgr_session_next_due) follows the same rule. */
+int64_t xgr_store_proc_wakes_at(const xgr_store_proc *p);
+
+/* The earliest xgr_store_proc_wakes_at of ps[0..n), or XGR_NEVER. */
+int64_t xgr_store_procs_next_wake(const xgr_store_proc *ps, size_t n);
+
 /* A history row (proc_steps). Strings are owned (xgr_store_hist_clear). */
 typedef struct xgr_store_hist {
   uint64_t iter, parent_iter;

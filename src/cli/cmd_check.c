@@ -22,8 +22,10 @@ static void usage(FILE *f) {
         "            \"warnings\":[...],\"info\":[...]}\n"
         "  --quiet   print errors only (and the summary)\n"
         "  --no-explore  skip the bounded exploration (xgr explore from every start step, with\n"
-        "            forced outcomes, at most 1 s per file) whose findings are reported as warnings\n"
-        "            with codes explore_<kind>\n\n"
+        "            forced outcomes and the bundle's waitSec, at most 1 s per file and as long again\n"
+        "            for the re-checks), whose findings are reported with codes explore_<kind>: as\n"
+        "            info when only a step forced to end invalid or to fail shows it (\"only if step\n"
+        "            X fails\") or when it is the race a join declares, else as warnings\n\n"
         "Exit: 0 clean or warnings only, 1 errors, 2 usage or unreadable input.\n",
         f);
 }
@@ -38,9 +40,12 @@ static json_t *diag_array(const xgr_diags *d, xgr_severity sev) {
   return a;
 }
 
-/* The bounded exploration of `xgr check`: from every step no other step spawns or joins into, with
- * forced outcomes and a time budget; each finding becomes a warning explore_<kind>. */
-static void explore_warnings(const xgr_orch *o, xgr_diags *d) {
+/* The bounded exploration of `xgr check`: from every step no other step spawns or joins into, what
+ * `xgr explore FILE --start STEP` finds (a bundle's rules give the waitSec of forced outcomes), in
+ * a time budget; each finding becomes a diagnostic explore_<kind>: info when the explorer says so
+ * (a finding only some step forced to end invalid or fail shows, a race a join declares), else a
+ * warning. */
+static void explore_warnings(const xgr_orch *o, const xgr_bundle *bundle, xgr_diags *d) {
   bool target[XGR_MAX_STEPS] = {0};
   for (size_t i = 0; i < o->nsteps; i++)
     for (int br = 0; br < 2; br++) {
@@ -56,7 +61,7 @@ static void explore_warnings(const xgr_orch *o, xgr_diags *d) {
     xgr_explore_config cfg = {.max_states = 50000, .time_budget = 1.0 / (double)nstarts};
     json_t *r = NULL;
     xgr_error e;
-    if (xgr_explore_run(o, NULL, o->steps[i].id, xgr_value_null(), &cfg, &r, &e)) continue;
+    if (xgr_explore_run(o, bundle, o->steps[i].id, xgr_value_null(), &cfg, &r, &e)) continue;
     size_t k;
     json_t *f;
     json_array_foreach(json_object_get(r, "findings"), k, f) {
@@ -72,7 +77,8 @@ static void explore_warnings(const xgr_orch *o, xgr_diags *d) {
       char path[XGR_PATH_MAX];
       if (step) snprintf(path, sizeof path, "structure.%s", step);
       else path[0] = '\0';
-      xgr_diags_add(d, XGR_SEV_WARNING, code, path, "from %s%s: %s (xgr explore --start %s shows the trace)",
+      bool info = !strcmp(json_string_value(json_object_get(f, "severity")), "info");
+      xgr_diags_add(d, info ? XGR_SEV_INFO : XGR_SEV_WARNING, code, path, "from %s%s: %s (xgr explore --start %s shows the trace)",
                     o->steps[i].id, json_is_true(json_object_get(r, "complete")) ? "" : ", exploration cut by its time budget",
                     json_string_value(json_object_get(f, "message")), o->steps[i].id);
     }
@@ -113,7 +119,7 @@ int xgr_cmd_check(int argc, char **argv) {
     if (doc.orch) {
       size_t before = d.n;
       xgr_orch_analyze(doc.orch, &d);
-      if (!no_explore) explore_warnings(doc.orch, &d);
+      if (!no_explore) explore_warnings(doc.orch, doc.bundle, &d);
       if (doc.is_bundle) xgr_diags_prefix(&d, before, "orchestration");   /* relative to the bundle */
     }
     size_t ne = xgr_diags_count(&d, XGR_SEV_ERROR), nw = xgr_diags_count(&d, XGR_SEV_WARNING);

@@ -12,13 +12,19 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: xgr sessions --owner ADDR [--root N] [--limit N] [--processes [--sort KEY:DIR,...]] [options]\n"
+          "usage: xgr sessions --owner ADDR [--root N] [--status S] [--limit N] [--processes [--sort KEY:DIR,...]]\n"
+          "                    [options]\n"
           "       xgr sessions --runner ADDR --from ADDR [options]\n\n"
           "List an owner's sessions, newest first, one row each: rootPid, status, registry and\n"
-          "orchestration, when it was created (UTC), live processes, the next timer of a waiting process\n"
-          "and why a killed session ended.\n\n"
+          "orchestration, when it was created (UTC), live processes, its next wake (the earliest timer of\n"
+          "a process that can wake: not a paused one, not a join target whose join is open) and why a\n"
+          "killed session ended. A paused session shows as paused.\n\n"
           "  --owner ADDR     whose sessions (default --from)\n"
           "  --root N         only this session\n"
+          "  --status S       only sessions with this status: running (live, not paused), waiting\n"
+          "                   (running, no step running now), paused, live, completed, killed, stalled,\n"
+          "                   limit, finished; with --processes, processes with this status: waiting,\n"
+          "                   running, paused, done, aborted\n"
           "  --limit N        at most N rows (default 100)\n"
           "  --processes      one row per process instead: pid, parent, status, step, outcome, join\n"
           "  --sort SPEC      with --processes, e.g. rootPid:desc,iter:asc (keys rootPid, iter, updatedAt)\n"
@@ -39,31 +45,46 @@ void xgr_cli_join_summary(const json_t *j, char *buf, size_t n) {
            json_string_value(json_object_get(j, "outcome")));
 }
 
-/* A session-clock time: UTC when it is a wall-clock time (xgrd's clock is Unix ms), else ms. */
+/* A session-clock time (updatedAt, nextWakeAt; ms) as text: its time, or "-" when it has none. */
 static const char *clock_text(const json_t *v, char *buf, size_t n) {
-  if (!json_is_integer(v)) return "-";
-  long long t = json_integer_value(v);
-  if (t >= 100000000000LL) return xgr_cli_utc(t, buf, n);
-  snprintf(buf, n, "%lld", t);
+  return json_is_integer(v) ? xgr_cli_clock(json_integer_value(v), buf, n) : "-";
+}
+
+/* What a process row adds to its status: why an aborted process ended (its abortReason and error),
+ * when a waiting one wakes or what it waits for instead (nextWakeAt, waitsFor), else "-". */
+static const char *item_note(const json_t *it, char *buf, size_t n) {
+  const char *why = json_string_value(json_object_get(it, "abortReason"));
+  const char *err = json_string_value(json_object_get(it, "error"));
+  const json_t *wake = json_object_get(it, "nextWakeAt");
+  const char *waits = json_string_value(json_object_get(it, "waitsFor"));
+  char t[40];
+  if (why) snprintf(buf, n, "aborted: %s%s%s", why, err ? ": " : "", err ? err : "");
+  else if (err) snprintf(buf, n, "error: %s", err);
+  else if (json_is_integer(wake)) snprintf(buf, n, "wakes %s", xgr_cli_clock(json_integer_value(wake), t, sizeof t));
+  else if (waits && !strcmp(waits, "join")) snprintf(buf, n, "waits for its join to close");
+  else if (waits && !strcmp(waits, "resume")) snprintf(buf, n, "paused: wakes when resumed");
+  else if (waits && !strcmp(waits, "wakeUp")) snprintf(buf, n, "waits for a wake-up");
+  else snprintf(buf, n, "-");
   return buf;
 }
 
 /* Print items (join view) as a table. */
 void xgr_cli_print_items(const json_t *items) {
-  printf("%-14s %-14s %-9s %-16s %-7s %-28s %s\n", "PID", "PARENT", "STATUS", "STEP", "VALID", "JOIN", "UPDATED (UTC)");
+  printf("%-14s %-14s %-9s %-16s %-7s %-28s %-24s %s\n", "PID", "PARENT", "STATUS", "STEP", "VALID", "JOIN", "UPDATED (UTC)",
+         "NOTE");
   size_t i;
   const json_t *it;
   json_array_foreach(items, i, it) {
     const char *step = json_string_value(json_object_get(it, "resumeStep"));
     if (!step) step = json_string_value(json_object_get(it, "lastStep"));
     const json_t *v = json_object_get(it, "valid");
-    char join[64], when[40];
+    char join[64], when[40], note[600];
     xgr_cli_join_summary(json_object_get(it, "join"), join, sizeof join);
     const char *parent = json_string_value(json_object_get(it, "parentPid"));
-    printf("%-14s %-14s %-9s %-16s %-7s %-28s %s\n", json_string_value(json_object_get(it, "pid")), parent ? parent : "-",
-           json_string_value(json_object_get(it, "status")), step ? step : "-",
+    printf("%-14s %-14s %-9s %-16s %-7s %-28s %-24s %s\n", json_string_value(json_object_get(it, "pid")),
+           parent ? parent : "-", json_string_value(json_object_get(it, "status")), step ? step : "-",
            json_is_true(v) ? "valid" : json_is_false(v) ? "invalid" : "-", join,
-           clock_text(json_object_get(it, "updatedAt"), when, sizeof when));   /* ms, session clock */
+           clock_text(json_object_get(it, "updatedAt"), when, sizeof when), item_note(it, note, sizeof note));
   }
 }
 
@@ -90,12 +111,13 @@ static void print_sessions(const json_t *rows) {
 int xgr_cmd_sessions(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
-  const char *owner = NULL, *root = NULL, *limit = NULL, *sort = NULL, *runner = NULL;
+  const char *owner = NULL, *root = NULL, *limit = NULL, *sort = NULL, *runner = NULL, *status = NULL;
   bool processes = false;
-  const char **dst[] = {&owner, &root, &limit, &sort, &runner};   /* by the options' val */
+  const char **dst[] = {&owner, &root, &limit, &sort, &runner, &status};   /* by the options' val */
   static const struct option opts[] = {
     {"owner", required_argument, NULL, 0}, {"root", required_argument, NULL, 1}, {"limit", required_argument, NULL, 2},
-    {"sort", required_argument, NULL, 3}, {"runner", required_argument, NULL, 4}, {"processes", no_argument, NULL, 'P'},
+    {"sort", required_argument, NULL, 3}, {"runner", required_argument, NULL, 4},
+    {"status", required_argument, NULL, 5}, {"processes", no_argument, NULL, 'P'},
     XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
   int ch, orc;
   optind = 1;
@@ -131,6 +153,7 @@ int xgr_cmd_sessions(int argc, char **argv) {
   json_t *params = json_pack("{s:s}", runner ? "runner" : "owner", owner);
   if (!processes && !runner) json_object_set_new(params, "view", json_string("sessions"));
   if (root) json_object_set_new(params, "rootPid", json_string(root));
+  if (status) json_object_set_new(params, "status", json_string(status));   /* xgrd checks the word */
   if (limit) {
     char *end;
     long l = strtol(limit, &end, 10);

@@ -12,7 +12,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: xgr show PID --owner ADDR [options]\n\n"
           "Show a session (PID = rootPid) or one process (PID = rootPid:iter): the session's registry,\n"
-          "orchestration and status, its processes with their join state, and the timeline of the steps\n"
+          "orchestration, status and next wake, its processes with their join state and a note (why an\n"
+          "aborted one ended, when a waiting one wakes or what it waits for), and the timeline of the steps\n"
           "that ran (xgr.getSession), with the internal wake-ups they sent that were refused (to whom,\n"
           "why, when).\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
@@ -82,6 +83,14 @@ int xgr_cmd_show(int argc, char **argv) {
          json_string_value(json_object_get(s, "status")), json_is_true(json_object_get(s, "paused")) ? " (paused)" : "",
          json_string_value(json_object_get(s, "registry")), json_string_value(json_object_get(s, "ostcId")),
          json_string_value(json_object_get(s, "ostcHash")), created);
+  if (!strcmp(json_string_value(json_object_get(s, "status")) ?: "", "running")) {
+    /* the earliest timer of a process that can wake (xgr.getSession's nextWakeAt) */
+    const json_t *nw = json_object_get(s, "nextWakeAt");
+    char next[40];
+    printf("  next wake %s\n", json_is_integer(nw) ? xgr_cli_clock(json_integer_value(nw), next, sizeof next)
+                               : json_is_true(json_object_get(s, "paused")) ? "none (paused)"
+                                                                             : "none (no process has a timer)");
+  }
   printf("\nprocesses:\n");
   xgr_cli_print_items(json_object_get(res, "processes"));
   printf("\ntimeline (time after the first step, then how long the step took):\n");

@@ -53,3 +53,9 @@ const char *xgr_cli_utc(int64_t epoch_ms, char *buf, size_t n) {
   snprintf(buf, n, "%s.%03dZ", day, (int)(epoch_ms % 1000));
   return buf;
 }
+
+const char *xgr_cli_clock(int64_t t, char *buf, size_t n) {
+  if (t >= 100000000000LL) return xgr_cli_utc(t, buf, n);
+  snprintf(buf, n, "%lldms", (long long)t);
+  return buf;
+}

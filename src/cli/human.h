@@ -13,5 +13,8 @@ const char *xgr_cli_duration(int64_t ms, char *buf, size_t n);
 /* Milliseconds since the Unix epoch as UTC "YYYY-MM-DD HH:MM:SS.mmmZ" into buf (32 bytes suffice);
  * "-" for 0 or a negative time. */
 const char *xgr_cli_utc(int64_t epoch_ms, char *buf, size_t n);
+/* A session-clock time into buf (32 bytes suffice): UTC (xgr_cli_utc) when it is a wall-clock time
+ * (xgrd's session clock is Unix ms), else "<t>ms" (a virtual clock that starts at 0). */
+const char *xgr_cli_clock(int64_t t, char *buf, size_t n);
 
 #endif

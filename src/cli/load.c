@@ -47,10 +47,9 @@ int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags) {
     d->is_bundle = 1;
     xgr_bundle *b = NULL;
     rc = xgr_bundle_parse(buf, len, &b, &e, diags);
-    if (b) {
-      d->orch = b->orch;   /* take the orchestration over */
-      b->orch = NULL;
-      xgr_bundle_free(b);
+    if (b) {   /* kept whole: xgr check explores with the rules' waitSec, as xgr explore does */
+      d->bundle = b;
+      d->orch = b->orch;
     }
   } else {
     rc = xgr_orch_parse(buf, len, &d->orch, &e, diags);
@@ -60,8 +59,10 @@ int cli_load_orch(const char *file, cli_doc *d, xgr_diags *diags) {
 }
 
 void cli_doc_free(cli_doc *d) {
-  xgr_orch_free(d->orch);
+  if (d->bundle) xgr_bundle_free(d->bundle);   /* frees its orchestration */
+  else xgr_orch_free(d->orch);
   d->orch = NULL;
+  d->bundle = NULL;
 }
 
 size_t cli_warn_undeclared(const char *prog, const char *flag, xgr_value payload, const xgr_rule *rule,

@@ -15,7 +15,8 @@
 #include "xgr/value.h"
 
 typedef struct cli_doc {
-  xgr_orch *orch;       /* owned; NULL when loading failed */
+  xgr_orch *orch;       /* owned (through bundle for a bundle); NULL when loading failed */
+  xgr_bundle *bundle;   /* owned; a bundle's rules (bundle->orch == orch), else NULL */
   int is_bundle;        /* the file was a bundle; diagnostic paths are prefixed "orchestration." */
   int io_error;         /* the file could not be read at all (exit code 2) */
   int is_rule;          /* the file was an XRC-137 rule document (no orchestration) */

@@ -1007,6 +1007,7 @@ static void loop_findings(ex *x, json_t *list, bool any_final) {
     size_t i;
     json_t *a;
     bool fresh = false;
+    json_t *cycle = json_array();   /* the steps that finish along the cycle, once each */
     json_array_foreach(trace, i, a) {
       if (i < tn - 1 || i >= tn - 1 + cn - 1 || !json_object_get(a, "finish")) continue;   /* first round */
       const char *sid = json_string_value(json_object_get(a, "step"));
@@ -1015,6 +1016,10 @@ static void loop_findings(ex *x, json_t *list, bool any_final) {
         xgr_stepset_add(&seen, (unsigned)st);
         fresh = true;
       }
+      bool listed = false;
+      for (size_t k = 0; k < json_array_size(cycle) && !listed; k++)
+        listed = !strcmp(json_string_value(json_array_get(cycle, k)), sid);
+      if (!listed) json_array_append_new(cycle, json_string(sid));
       if (!first) first = sid;
       xgr__buf_printf(&steps, "%s%s", steps.len ? " → " : "", sid);
     }
@@ -1023,10 +1028,13 @@ static void loop_findings(ex *x, json_t *list, bool any_final) {
       finding(list, "unbounded_loop", !any_final && x->complete, first, NULL, trace,
               "a loop can run forever without a waitSec: %s repeats with no timer between its runs%s",
               steps_txt[0] ? steps_txt : first, any_final ? "" : " (no path ends)");
+      json_object_set_new(json_array_get(list, json_array_size(list) - 1), "steps", cycle);
+      cycle = NULL;
       reported++;
     } else {
       json_decref(trace);
     }
+    json_decref(cycle);
     free(steps_txt);
     free(all);
     free(tp);
@@ -1227,6 +1235,29 @@ static bool results_differ(const node *a, const node *b, bool *payloads_only) {
   return differ;
 }
 
+/* Whether two final states have the same session result and every join the same outcome, so
+ * that they differ only in which producers' pieces a join took (and what payloads that left): the
+ * race a join with k < n or with policy kill declares. False when neither decided a join. */
+static bool same_outcomes(const node *a, const node *b) {
+  if (a->result != b->result) return false;
+  bool joins = false;   /* without a join decision there is no declared race */
+  for (uint32_t i = 0; i < a->nmarks; i++) joins |= (a->marks[i] & (3ULL << 62)) == MARK_JOIN;
+  if (!joins) return false;
+  /* the join marks without their pieces, as sets (marks are sorted, pieces are the low bits) */
+  const uint64_t keep = ~((1ULL << 32) - 1);
+  for (int side = 0; side < 2; side++) {
+    const node *p = side ? b : a, *q = side ? a : b;
+    for (uint32_t i = 0; i < p->nmarks; i++) {
+      if ((p->marks[i] & (3ULL << 62)) != MARK_JOIN) continue;
+      bool found = false;
+      for (uint32_t j = 0; j < q->nmarks && !found; j++)
+        found = (q->marks[j] & (3ULL << 62)) == MARK_JOIN && (q->marks[j] & keep) == (p->marks[i] & keep);
+      if (!found) return false;
+    }
+  }
+  return true;
+}
+
 static bool agree(const uint8_t *a, const uint8_t *b, size_t n) {
   for (size_t s = 0; s < n; s++)
     if (a[s] && b[s] && a[s] != b[s]) return false;
@@ -1288,23 +1319,39 @@ static void timing(ex *x, json_t *findings) {
       tp_find_or_add(x, &t, e->to, a, (uint32_t)h, eix[k], &added);
     }
   }
-  bool found = false;
-  for (size_t i = 0; i < nfin && !found; i++)
-    for (size_t j = i + 1; j < nfin && !found; j++) {
+  /* the first pair whose join outcomes or session result differ (a warning); failing that, the
+   * first pair that differs only in pieces or payloads (info: the race the joins declare) */
+  size_t race_i = SIZE_MAX, race_j = 0, real_i = SIZE_MAX, real_j = 0;
+  bool race_payloads_only = false;
+  for (size_t i = 0; i < nfin && real_i == SIZE_MAX; i++)
+    for (size_t j = i + 1; j < nfin && real_i == SIZE_MAX; j++) {
       const node *na = &x->nodes[t.p[fin[i]].node], *nb = &x->nodes[t.p[fin[j]].node];
-      bool payloads_only;
-      if (same_marks(na, nb) || !results_differ(na, nb, &payloads_only) ||
-          !agree(t.asg + (size_t)fin[i] * ns, t.asg + (size_t)fin[j] * ns, ns))
-        continue;
-      found = true;
-      char *ta = result_text(x, na), *tb = result_text(x, nb);
-      finding(findings, "timing_dependent", false, NULL, NULL, pair_trace(x, &t, fin[i]),
-              "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)%s", ta,
-              tb, payloads_only ? " (the same join results; which processes finish and what payloads they leave differ)" : "");
-      json_object_set_new(json_array_get(findings, json_array_size(findings) - 1), "otherTrace", pair_trace(x, &t, fin[j]));
-      free(ta);
-      free(tb);
+      if (same_marks(na, nb) || !agree(t.asg + (size_t)fin[i] * ns, t.asg + (size_t)fin[j] * ns, ns)) continue;
+      if (!same_outcomes(na, nb)) {
+        real_i = i, real_j = j;
+      } else if (race_i == SIZE_MAX) {
+        bool payloads_only;
+        if (!results_differ(na, nb, &payloads_only)) continue;
+        race_i = i, race_j = j, race_payloads_only = payloads_only;
+      }
     }
+  bool real = real_i != SIZE_MAX;
+  if (real || race_i != SIZE_MAX) {
+    size_t i = real ? real_i : race_i, j = real ? real_j : race_j;
+    const node *na = &x->nodes[t.p[fin[i]].node], *nb = &x->nodes[t.p[fin[j]].node];
+    char *ta = result_text(x, na), *tb = result_text(x, nb);
+    finding(findings, "timing_dependent", false, NULL, NULL, pair_trace(x, &t, fin[i]),
+            "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)%s", ta,
+            tb, real ? "" : race_payloads_only ? " (the same join results; which processes finish and what payloads they "
+                                                 "leave differ, a race the joins' policy declares)"
+                                               : " (the same join results from other pieces: which producers a join takes "
+                                                 "is a race its k of n declares)");
+    json_t *f = json_array_get(findings, json_array_size(findings) - 1);
+    json_object_set_new(f, "otherTrace", pair_trace(x, &t, fin[j]));
+    if (!real) json_object_set_new(f, "severity", json_string("info"));
+    free(ta);
+    free(tb);
+  }
   free(fin);
   free(a);
   free(off);
@@ -1353,20 +1400,17 @@ bool xgr_explore_has_error(const json_t *r) {
   return false;
 }
 
-int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, xgr_value payload,
-                    const xgr_explore_config *cfg, json_t **out, xgr_error *err) {
-  int st = xgr_orch_find(o, start);
-  if (st < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
-  if (cfg && cfg->rules && (!b || !b->step_rule))
-    return xgr_error_set(err, XGR_EINVAL, "rules", "--rules needs a bundle (an orchestration with its rules)");
+/* One exploration of o from step st with cfg (outcomes set): the result JSON of xgr/explore.h. */
+static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st, const char *start, xgr_value payload,
+                            const xgr_explore_config *cfg) {
   double t0 = xgr__mono_s();
   ex x;
   memset(&x, 0, sizeof x);
   x.o = o;
   x.b = b;
-  if (cfg) x.cfg = *cfg;
-  if (!x.cfg.outcomes) x.cfg.outcomes = XGR_EXPLORE_ALL;
-  x.start = (unsigned)st;
+  x.cfg = *cfg;
+  assert(x.cfg.outcomes);
+  x.start = st;
   x.payload = xgr_value_kind(payload) == XGR_VMAP ? xgr_value_retain(payload) : xgr_map_new(0);
   x.complete = true;
   xgr_effects_init(&x.fx);
@@ -1462,6 +1506,141 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   xgr_effects_free(&x.fx);
   vcache_free(&vc);
   xgr_value_release(x.payload);
+  return r;
+}
+
+/* ---- findings that need a forced outcome other than valid -------------------------------------------
+ * A finding that shows only when some step is forced to end invalid or to fail (a hard error) is
+ * not a property of the orchestration's normal runs: it is reported as info that names the steps
+ * (".. only if step X fails"), with the trace of the lowest outcome set that still shows it. The
+ * test is exact: the same complete exploration with outcomes {valid} does not show the finding
+ * ({valid, invalid}, when errors are explored too, gives the witness). A cut exploration, full or
+ * valid-only, decides nothing. */
+
+static const char *fstr(const json_t *f, const char *key) { return json_string_value(json_object_get(f, key)); }
+
+static bool str_eq(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+/* Does result r show finding f (same kind, step and join; a loop through one of f's steps; a
+ * timing difference of the same weight)? Returns r's finding or NULL. */
+static const json_t *shown_in(const json_t *r, const json_t *f) {
+  size_t i;
+  const json_t *g;
+  const char *kind = fstr(f, "kind");
+  json_array_foreach(json_object_get(r, "findings"), i, g) {
+    if (!str_eq(fstr(g, "kind"), kind)) continue;
+    if (!strcmp(kind, "unbounded_loop")) {
+      size_t a, c;
+      const json_t *sa, *sc;
+      json_array_foreach(json_object_get(f, "steps"), a, sa)
+        json_array_foreach(json_object_get(g, "steps"), c, sc)
+          if (json_equal(sa, sc)) return g;
+      continue;
+    }
+    if (!strcmp(kind, "timing_dependent") && str_eq(fstr(g, "severity"), "info") != str_eq(fstr(f, "severity"), "info"))
+      continue;
+    if (str_eq(fstr(g, "step"), fstr(f, "step")) && str_eq(fstr(g, "join"), fstr(f, "join"))) return g;
+  }
+  return NULL;
+}
+
+/* Mark f (a finding of the full result) as needing the forced outcomes of witness w's trace:
+ * severity info, "onlyIf":[{"step","outcome"}], the message says so, w's trace replaces f's.
+ * False (f unchanged) when w's trace forces no step to anything but valid. */
+static bool mark_only_if(json_t *f, const json_t *w) {
+  json_t *only = json_array();
+  size_t i;
+  const json_t *a;
+  json_array_foreach(json_object_get(w, "trace"), i, a) {
+    const char *oc = fstr(a, "outcome");
+    if (!json_object_get(a, "finish") || !str_eq(fstr(a, "by"), "forced") || !oc || !strcmp(oc, "valid")) continue;
+    json_t *e = json_pack("{s:s, s:s}", "step", fstr(a, "step"), "outcome", oc);
+    bool dup = false;
+    for (size_t k = 0; k < json_array_size(only) && !dup; k++) dup = json_equal(json_array_get(only, k), e);
+    if (dup) json_decref(e);
+    else json_array_append_new(only, e);
+  }
+  size_t n = json_array_size(only);
+  if (!n) {
+    json_decref(only);
+    return false;
+  }
+  /* "only if step B fails", "only if steps B and C end invalid", "only if step B ends invalid and step C fails" */
+  xgr_buf m = {0};
+  xgr__buf_printf(&m, "%s, only if ", fstr(f, "message"));
+  for (int pass = 0; pass < 2; pass++) {   /* the invalid ones, then the failing ones */
+    const char *want = pass ? "error" : "invalid";
+    size_t cnt = 0, done = 0;
+    for (size_t k = 0; k < n; k++) cnt += !strcmp(fstr(json_array_get(only, k), "outcome"), want);
+    if (!cnt) continue;
+    if (pass && m.p[m.len - 1] != ' ') xgr__buf_printf(&m, " and ");
+    xgr__buf_printf(&m, "%s ", cnt == 1 ? "step" : "steps");
+    for (size_t k = 0; k < n; k++) {
+      const json_t *e = json_array_get(only, k);
+      if (strcmp(fstr(e, "outcome"), want)) continue;
+      done++;
+      xgr__buf_printf(&m, "%s%s", fstr(e, "step"), done == cnt ? "" : done + 1 == cnt ? " and " : ", ");
+    }
+    xgr__buf_printf(&m, " %s", pass ? (cnt == 1 ? "fails (a hard error)" : "fail (hard errors)")
+                                    : (cnt == 1 ? "ends invalid" : "end invalid"));
+  }
+  char *msg = xgr__buf_finish(&m, NULL);
+  json_object_set_new(f, "message", json_string(msg));
+  free(msg);
+  json_object_set_new(f, "severity", json_string("info"));
+  json_object_set_new(f, "onlyIf", only);
+  if (w != f) {
+    json_object_set(f, "trace", json_object_get(w, "trace"));
+    if (json_object_get(w, "otherTrace")) json_object_set(f, "otherTrace", json_object_get(w, "otherTrace"));
+  }
+  return true;
+}
+
+static void qualify(const xgr_orch *o, const xgr_bundle *b, unsigned st, const char *start, xgr_value payload,
+                    const xgr_explore_config *cfg, json_t *r) {
+  unsigned all = cfg->outcomes;
+  if (!(all & XGR_EXPLORE_VALID) || all == XGR_EXPLORE_VALID) return;
+  size_t i;
+  json_t *f;
+  bool any = false;
+  json_array_foreach(json_object_get(r, "findings"), i, f) any |= str_eq(fstr(f, "severity"), "warning");
+  if (!any || !json_is_true(json_object_get(r, "complete"))) return;
+  /* Fewer outcomes explore a part of the same graph: never more states than the full search had
+   * (a search that needs more is cut, and then decides nothing). */
+  xgr_explore_config c = *cfg;
+  c.max_states = (size_t)json_integer_value(json_object_get(r, "states"));
+  c.time_budget = cfg->time_budget / 2;   /* the two re-checks together: at most the budget again */
+  c.outcomes = XGR_EXPLORE_VALID;
+  json_t *valid = explore_once(o, b, st, start, payload, &c), *vi = NULL;
+  if (json_is_true(json_object_get(valid, "complete"))) {
+    json_array_foreach(json_object_get(r, "findings"), i, f) {
+      if (!str_eq(fstr(f, "severity"), "warning") || shown_in(valid, f)) continue;
+      /* with errors explored too, a run with valid and invalid outcomes only is the better witness */
+      if (all == XGR_EXPLORE_ALL && !vi) {
+        c.outcomes = XGR_EXPLORE_VALID | XGR_EXPLORE_INVALID;
+        vi = explore_once(o, b, st, start, payload, &c);
+      }
+      const json_t *w = vi ? shown_in(vi, f) : NULL;
+      mark_only_if(f, w ? w : f);
+    }
+  }
+  json_decref(valid);
+  json_decref(vi);
+}
+
+int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, xgr_value payload,
+                    const xgr_explore_config *cfg, json_t **out, xgr_error *err) {
+  int st = xgr_orch_find(o, start);
+  if (st < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
+  if (cfg && cfg->rules && (!b || !b->step_rule))
+    return xgr_error_set(err, XGR_EINVAL, "rules", "--rules needs a bundle (an orchestration with its rules)");
+  xgr_explore_config c = {0};
+  if (cfg) c = *cfg;
+  if (!c.outcomes) c.outcomes = XGR_EXPLORE_ALL;
+  double t0 = xgr__mono_s();
+  json_t *r = explore_once(o, b, (unsigned)st, start, payload, &c);
+  qualify(o, b, (unsigned)st, start, payload, &c, r);
+  json_object_set_new(r, "seconds", json_real(xgr__mono_s() - t0));
   *out = r;
   return 0;
 }

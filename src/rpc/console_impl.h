@@ -72,8 +72,6 @@ int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char 
  * is always known): xgr__rpc_named. */
 int xgr__console_named(const json_t *params, const char *const *known, const json_t **o, xgr_error *err);
 /* Status names as the pages show them (static strings). */
-const char *xgr__console_proc_status(const xgr_store_proc *p);
-const char *xgr__console_session_status(const xgr_store_session *s);
 
 /* ---- console_list.c -------------------------------------------------------------------------- */
 

@@ -70,9 +70,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
       (rc = xgr__console_opt_uint(o, "beforeRootPid", UINT64_MAX, 0, &before, err)) ||
       (rc = xgr__console_opt_uint(o, "since", INT64_MAX, 0, &since, err)) || (rc = xgr__console_opt_uint(o, "until", INT64_MAX, 0, &until, err)))
     return rc;
-  if (status && strcmp(status, "running") && strcmp(status, "paused") && strcmp(status, "completed") &&
-      strcmp(status, "killed") && strcmp(status, "live") && strcmp(status, "finished"))
-    return xgr__console_bad(err, "status", "is \"%.20s\"; expected running, paused, live, completed, killed or finished", status);
+  if ((rc = xgr__rpc_status_check(status, "status", true, err))) return rc;
   if (!limit) limit = 50;
   if (registry && !*registry) registry = NULL;
   if (step && !*step) step = NULL;
@@ -96,11 +94,8 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
       scanned++;
       cursor = s->root_pid;
       if (registry && (!s->registry || strcmp(s->registry, registry))) continue;
-      const char *st = xgr__console_session_status(s);
       bool live = s->status == XGR_RESULT_RUNNING;
-      if (status && !(!strcmp(status, st) || (!strcmp(status, "live") && live) ||
-                      (!strcmp(status, "finished") && !live) || (!strcmp(status, "running") && live && !s->paused)))
-        continue;
+      if (status && !xgr__rpc_session_status_is(s, status, c->e)) continue;
       if (since && s->created_at < (int64_t)since) continue;
       if (until && s->created_at > (int64_t)until) continue;
       if (step) {
@@ -114,7 +109,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
       }
       json_t *it = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "owner", s->owner, "rootPid",
                              xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
-                             s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status", st,
+                             s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status", xgr__rpc_session_status(s),
                              "createdAt", (json_int_t)s->created_at, "finishedAt", (json_int_t)s->finished_at,
                              "paused", s->paused);
       xgr_engine_session_info info;

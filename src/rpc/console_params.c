@@ -91,11 +91,3 @@ int xgr__console_named(const json_t *params, const char *const *known, const jso
   return 0;
 }
 
-const char *xgr__console_proc_status(const xgr_store_proc *p) {
-  if (p->status == XGR_PROC_WAITING && p->paused) return "paused";
-  return xgr_proc_status_name((xgr_proc_status)p->status);
-}
-const char *xgr__console_session_status(const xgr_store_session *s) {
-  if (s->status == XGR_RESULT_RUNNING && s->paused) return "paused";
-  return xgr_session_result_name((xgr_session_result)s->status);
-}

@@ -88,7 +88,7 @@ static const xgr_store_proc *by_iter(const xgr_store_proc *ps, size_t n, uint64_
 static json_t *proc_item(uint64_t root, const xgr_store_proc *p) {
   json_t *it = json_pack("{s:o, s:o, s:I, s:s, s:s, s:I, s:I, s:I, s:b}", "pid", xgr__rpc_pid_json(root, p->iter), "parentPid",
                          p->parent_iter ? xgr__rpc_pid_json(root, p->parent_iter) : json_null(), "iter", (json_int_t)p->iter,
-                         "step", p->step_id ? p->step_id : "", "status", xgr__console_proc_status(p), "createdAt",
+                         "step", p->step_id ? p->step_id : "", "status", xgr__rpc_proc_status(p), "createdAt",
                          (json_int_t)p->created_at, "startedAt", (json_int_t)p->started_at, "finishedAt",
                          (json_int_t)p->finished_at, "join", p->join != NULL);
   xgr__rpc_proc_state(it, p);
@@ -173,7 +173,7 @@ static int session_row(xgr__console *c, const char *owner, uint64_t root, xgr_st
   *out = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:b}", "owner", s->owner, "rootPid",
                    xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
                    s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status",
-                   xgr__console_session_status(s), "createdAt", (json_int_t)s->created_at, "finishedAt",
+                   xgr__rpc_session_status(s), "createdAt", (json_int_t)s->created_at, "finishedAt",
                    (json_int_t)s->finished_at, "paused", s->paused, "alive", live);
   if (live) {
     json_object_set_new(*out, "steps", json_integer((json_int_t)info.steps));
@@ -192,14 +192,16 @@ static int load_session(xgr__console *c, const char *owner, uint64_t root, json_
   int rc = session_row(c, owner, root, &s, sess, err);
   if (rc) return rc;
   *ce = xgr__console_cache_get(c, s.ostc_hash);
-  xgr_store_session_clear(&s);
   *ps = NULL;
   *n = 0;
   if ((rc = xgr_store_procs(c->st, owner, root, ps, n, err))) {
+    xgr_store_session_clear(&s);
     xgr__console_cache_put(c, *ce);
     json_decref(*sess);
     return xgr_rpc_code_for(rc);
   }
+  json_object_set_new(*sess, "nextWakeAt", xgr__rpc_next_wake_json(&s, *ps, *n));
+  xgr_store_session_clear(&s);
   return 0;
 }
 
@@ -275,7 +277,7 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
       cnt = json_pack("{s:i, s:i, s:i, s:i, s:i}", "waiting", 0, "running", 0, "done", 0, "aborted", 0, "paused", 0);
       json_object_set_new(steps, sid, cnt);
     }
-    const char *st = xgr__console_proc_status(p);
+    const char *st = xgr__rpc_proc_status(p);
     json_object_set_new(cnt, st, json_integer(json_integer_value(json_object_get(cnt, st)) + 1));
     /* edges that fired */
     char eid[600];

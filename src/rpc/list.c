@@ -57,18 +57,13 @@ static int64_t updated_ms(const xgr_store_proc *p) {
   return u;
 }
 
-static const char *status_view(const xgr_store_proc *p) {
-  if (p->status == XGR_PROC_WAITING && p->paused) return "paused";
-  return xgr_proc_status_name((xgr_proc_status)p->status);
-}
-
 /* One process in the join view (seed 001 §2.2). */
 static json_t *item_join(const xgr_store_session *s, const xgr_orch *o, const xgr_store_proc *p) {
   bool terminal = p->status == XGR_PROC_DONE || p->status == XGR_PROC_ABORTED;
   json_t *it = json_pack(
       "{s:o, s:o, s:I, s:s, s:s, s:o, s:o, s:I}", "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "parentPid",
       p->parent_iter ? xgr__rpc_pid_json(s->root_pid, p->parent_iter) : json_null(), "iter", (json_int_t)p->iter,
-      "status", status_view(p), "owner", s->owner, "resumeStep", terminal ? json_null() : json_string(p->step_id),
+      "status", xgr__rpc_proc_status(p), "owner", s->owner, "resumeStep", terminal ? json_null() : json_string(p->step_id),
       "lastStep", terminal ? json_string(p->step_id) : json_null(), "updatedAt", (json_int_t)updated_ms(p));
   json_object_set_new(it, "rootPid", xgr__rpc_u64_json(s->root_pid));
   xgr__rpc_proc_state(it, p);
@@ -85,7 +80,7 @@ static json_t *item_raw(const xgr_store_session *s, const xgr_store_proc *p, boo
   json_t *it =
       json_pack("{s:s, s:o, s:o, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:s}", "owner", s->owner, "sessionId",
                 xgr__rpc_u64_json(s->root_pid), "pid", xgr__rpc_pid_json(s->root_pid, p->iter), "step", p->step_id,
-                "status", allow_mode ? "waiting" : status_view(p), "updated", (json_int_t)(updated_ms(p) / 1000),
+                "status", allow_mode ? "waiting" : xgr__rpc_proc_status(p), "updated", (json_int_t)(updated_ms(p) / 1000),
                 "iterationStep", (json_int_t)p->iter, "xrc729", s->registry ? s->registry : "", "ostcId",
                 s->ostc_id ? s->ostc_id : "", "joinGroupId", gid, "joinFromGroupId", fgid);
   if (!allow_mode)
@@ -200,20 +195,21 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
 
 /* One row of the sessions view: the session's row and a summary of its processes —
  * {"rootPid","owner","status","paused","registry","ostcId","ostcHash","createdAt","finishedAt",
- *  "killedAt"?,"live","waiting","running","nextWakeAt" (earliest timer of a waiting process, or
- *  null),"abortReason"? (why a killed session ended: "killed" or "cancelSession")}. */
+ *  "killedAt"?,"live","waiting","running","nextWakeAt" (xgr__rpc_next_wake_json),"abortReason"? (why a
+ *  killed session ended: "killed" or "cancelSession")}. */
 static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
   xgr_store_proc *ps = NULL;
   size_t n = 0, waiting = 0, running = 0;
-  int64_t next = INT64_MAX;
+  json_t *next = json_null();
   const char *why = NULL;
   xgr_error e;
   if (!xgr_store_procs(d->st, s->owner, s->root_pid, &ps, &n, &e)) {
+    json_decref(next);
+    next = xgr__rpc_next_wake_json(s, ps, n);
     for (size_t i = 0; i < n; i++) {
       const xgr_store_proc *p = &ps[i];
       if (p->status == XGR_PROC_WAITING) {
         waiting++;
-        if (!p->paused && p->next_wake_at < next) next = p->next_wake_at;
       } else if (p->status == XGR_PROC_RUNNING) {
         running++;
       } else if (p->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_CANCEL) {
@@ -229,7 +225,7 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
                         "ostcHash", s->ostc_hash ? s->ostc_hash : "", "createdAt", (json_int_t)s->created_at,
                         "finishedAt", (json_int_t)s->finished_at, "live", (json_int_t)(waiting + running),
                         "waiting", (json_int_t)waiting, "running", (json_int_t)running);
-  json_object_set_new(j, "nextWakeAt", next == INT64_MAX ? json_null() : json_integer(next));
+  json_object_set_new(j, "nextWakeAt", next);
   if (s->killed_at) json_object_set_new(j, "killedAt", json_integer(s->killed_at));
   if (s->status == XGR_RESULT_KILLED) json_object_set_new(j, "abortReason", json_string(why ? why : "killed"));
   (void)d;
@@ -239,7 +235,7 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
 static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, bool raw_default,
                          json_t **result, xgr_error *err) {
   static const char *const keys[] = {"owner", "runner", "permit", "controlPermit", "view", "parentPid", "limit", "last",
-                                     "sort", "rootPid", "rootId", "beforeRootPid", NULL};
+                                     "sort", "rootPid", "rootId", "beforeRootPid", "status", NULL};
   const json_t *o;
   int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
@@ -269,10 +265,14 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (allow_mode && !json_object_get(o, "runner"))
     return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "from",
                          "%s may not list the sessions of %s (allow-list mode needs \"runner\")", who, owner);
-  if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)))
+  const char *status = NULL;
+  if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)) ||
+      (rc = xgr__rpc_opt_str(o, "status", &status, err)))
     return rc;
   bool raw = view ? !strcmp(view, "raw") : raw_default;
   bool per_session = view && !strcmp(view, "sessions");   /* one row per session (xgr sessions) */
+  /* the sessions view filters sessions by their status, the others processes by theirs */
+  if ((rc = xgr__rpc_status_check(status, "status", per_session, err))) return rc;
   if (view && strcmp(view, "raw") && strcmp(view, "join") && !per_session)
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view",
                          "is \"%.20s\"; expected \"raw\", \"join\" or \"sessions\"", view);
@@ -315,10 +315,14 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].root_pid : 0;
   if (per_session) {
     json_t *rows_ = json_array();
-    for (size_t r = 0; r < nss && r < limit; r++) json_array_append_new(rows_, session_row(d, &ss[r]));
+    size_t matched = 0;
+    for (size_t r = 0; r < nss; r++) {
+      if (status && !xgr__rpc_session_status_is(&ss[r], status, d->e)) continue;
+      if (matched++ < limit) json_array_append_new(rows_, session_row(d, &ss[r]));
+    }
     xgr_store_sessions_free(ss, nss);
     xgr_error_clear(err);
-    *result = json_pack("{s:o, s:I}", "sessions", rows_, "total", (json_int_t)nss);
+    *result = json_pack("{s:o, s:I}", "sessions", rows_, "total", (json_int_t)matched);
     if (next_before) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next_before));
     return 0;
   }
@@ -335,6 +339,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
       for (size_t i = 0; i < n; i++) {
         if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
         if (only_step && (ps[i].status != XGR_PROC_WAITING || strcmp(ps[i].step_id, only_step))) continue;
+        if (status && strcmp(xgr__rpc_proc_status(&ps[i]), status)) continue;
         if (parent) {
           char pp[48];
           xgr_pid_format(s.root_pid, ps[i].parent_iter, pp, sizeof pp);
@@ -427,9 +432,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   json_t *procs = json_array(), *hist = json_array();
   xgr_store_proc *ps = NULL;
   size_t n = 0;
+  json_t *next_wake = json_null();
   if (!xgr_store_procs(d->st, owner, root, &ps, &n, err)) {
     for (size_t i = 0; i < n; i++)
       if (!iter || ps[i].iter == iter) json_array_append_new(procs, item_join(&s, b ? b->orch : NULL, &ps[i]));
+    json_decref(next_wake);
+    next_wake = xgr__rpc_next_wake_json(&s, ps, n);
     xgr_store_procs_free(ps, n);
   }
   xgr__rpcd_bundle_put(d, b);
@@ -475,6 +483,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            s.ostc_id ? s.ostc_id : "", "ostcHash", s.ostc_hash ? s.ostc_hash : "", "status",
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
+  json_object_set_new(sess, "nextWakeAt", next_wake);   /* the session's, whichever process was asked */
   if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
   if (live && !in_engine) json_object_set_new(sess, "hibernated", json_true());   /* evicted; the store holds it */
   if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */

@@ -153,11 +153,62 @@ json_t *xgr__rpc_u64_json(uint64_t v) {
 
 void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p) {
   json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
-  if (p->status == XGR_PROC_WAITING)
-    json_object_set_new(it, "nextWakeAt", p->next_wake_at == XGR_NEVER ? json_null() : json_integer(p->next_wake_at));
+  if (p->status == XGR_PROC_WAITING) {   /* when it wakes on its own, and else what it waits for */
+    int64_t w = xgr_store_proc_wakes_at(p);
+    json_object_set_new(it, "nextWakeAt", w == XGR_NEVER ? json_null() : json_integer(w));
+    json_object_set_new(it, "waitsFor", json_string(w != XGR_NEVER ? "timer" : p->paused ? "resume"
+                                                     : xgr_store_proc_join_open(p) ? "join" : "wakeUp"));
+  }
   if (p->status == XGR_PROC_ABORTED)
     json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
   if (p->error) json_object_set_new(it, "error", json_string(p->error));
+}
+
+const char *xgr__rpc_proc_status(const xgr_store_proc *p) {
+  if (p->status == XGR_PROC_WAITING && p->paused) return "paused";
+  return xgr_proc_status_name((xgr_proc_status)p->status);
+}
+
+const char *xgr__rpc_session_status(const xgr_store_session *s) {
+  if (s->status == XGR_RESULT_RUNNING && s->paused) return "paused";
+  return xgr_session_result_name((xgr_session_result)s->status);
+}
+
+static const char *const session_words[] = {"running", "waiting", "paused", "live", "completed", "killed", "stalled",
+                                            "limit", "finished"};
+static const char *const proc_words[] = {"waiting", "running", "paused", "done", "aborted"};
+
+int xgr__rpc_status_check(const char *status, const char *path, bool sessions, xgr_error *err) {
+  if (!status) return 0;
+  const char *const *w = sessions ? session_words : proc_words;
+  size_t n = sessions ? sizeof session_words / sizeof *session_words : sizeof proc_words / sizeof *proc_words;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(status, w[i])) return 0;
+  const char *near = xgr__nearest_key(status, w, n);
+  xgr_buf b = {0};
+  for (size_t i = 0; i < n; i++) xgr__buf_printf(&b, "%s%s", i ? (i + 1 == n ? " or " : ", ") : "", w[i]);
+  char *list = xgr__buf_finish(&b, NULL);
+  xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path, "is \"%.40s\"; expected a %s status: %s%s%s%s", status,
+                sessions ? "session" : "process", list, near ? " (did you mean \"" : "", near ? near : "", near ? "\"?)" : "");
+  free(list);
+  return XGR_RPC_INVALID_PARAMS;
+}
+
+bool xgr__rpc_session_status_is(const xgr_store_session *s, const char *want, xgr_engine *e) {
+  bool live = s->status == XGR_RESULT_RUNNING;
+  if (!strcmp(want, "live")) return live;
+  if (!strcmp(want, "finished")) return !live;
+  if (!strcmp(want, "running")) return live && !s->paused;
+  if (!strcmp(want, "waiting")) {   /* live, not paused, and no process runs now (a hibernated one: none) */
+    xgr_engine_session_info info;
+    return live && !s->paused && (xgr_engine_session(e, s->owner, s->root_pid, &info) || !info.running);
+  }
+  return !strcmp(want, xgr__rpc_session_status(s));
+}
+
+json_t *xgr__rpc_next_wake_json(const xgr_store_session *s, const xgr_store_proc *ps, size_t n) {
+  int64_t next = s->paused || s->status != XGR_RESULT_RUNNING ? XGR_NEVER : xgr_store_procs_next_wake(ps, n);
+  return next == XGR_NEVER ? json_null() : json_integer(next);
 }
 
 int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, char *reg, size_t n, const char **path,

@@ -245,7 +245,8 @@ static xgr__ack existing_ack(xgr_rpcd *d, const char *owner, uint64_t root, bool
       if (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) {
         live = true;
         if (!ps[i].paused) all_paused = false;
-        if (ps[i].status == XGR_PROC_WAITING && ps[i].next_wake_at < due) due = ps[i].next_wake_at;
+        int64_t w = xgr_store_proc_wakes_at(&ps[i]);   /* not an open join target's past timer */
+        if (w < due) due = w;
       }
     }
     if (live && all_paused) a = XGR__ACK_PAUSED;

@@ -123,6 +123,30 @@ void xgr_store_session_clear(xgr_store_session *s) {
   memset(s, 0, sizeof *s);
 }
 
+bool xgr_store_proc_join_open(const xgr_store_proc *p) {
+  if (!p->join) return false;
+  xgr_value v = xgr_value_null(), closed;
+  xgr_error e;
+  bool open = !xgr_value_from_json_text(p->join, strlen(p->join), 0, &v, &e) &&
+              xgr_map_get_str(v, "closed", 6, &closed) && closed.kind == XGR_VBOOL && !closed.as.b;
+  xgr_value_release(v);
+  return open;
+}
+
+int64_t xgr_store_proc_wakes_at(const xgr_store_proc *p) {
+  if (p->status != XGR_PROC_WAITING || p->paused || p->next_wake_at == XGR_NEVER) return XGR_NEVER;
+  return xgr_store_proc_join_open(p) ? XGR_NEVER : p->next_wake_at;
+}
+
+int64_t xgr_store_procs_next_wake(const xgr_store_proc *ps, size_t n) {
+  int64_t next = XGR_NEVER;
+  for (size_t i = 0; i < n; i++) {
+    int64_t w = xgr_store_proc_wakes_at(&ps[i]);
+    if (w < next) next = w;
+  }
+  return next;
+}
+
 void xgr_store_proc_clear(xgr_store_proc *p) {
   if (!p) return;
   free(p->step_id);

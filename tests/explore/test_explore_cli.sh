@@ -58,16 +58,37 @@ expect() {
   done
 }
 
-# seed 003 §7.4 pitfall: J2 waits for P1 and Q1, but only one of G1/H1 runs before J1 kills: never satisfied
-expect pitfall.json A1 valid,invalid,error 1 "join_unfulfillable:error join_unfulfillable:warning step_unreachable:error timing_dependent:warning"
+# seed 003 §7.4 pitfall: J2 waits for P1 and Q1, but only one of G1/H1 runs before J1 kills: never
+# satisfied (errors). J1 (any of G1, H1) is unfulfillable only if both end invalid, and which of
+# them J1 takes is the race it declares: both info
+expect pitfall.json A1 valid,invalid,error 1 "join_unfulfillable:error join_unfulfillable:info step_unreachable:error timing_dependent:info"
+expect pitfall.json A1 valid 1 "join_unfulfillable:error step_unreachable:error timing_dependent:info"
 # a loop without waitSec: L spawns L while valid
 expect loop_nowait.json L valid,invalid,error 0 "unbounded_loop:warning"
 expect loop_nowait.json L valid 1 "step_unreachable:error unbounded_loop:error"
+# the same loop with waitSec 3600 in L's rule: no finding (a timer between the runs)
+expect loop_wait.json L valid,invalid,error 0 ""
 # a join waiting for an invalid C while B and C loop valid forever
 expect undecided.json A valid 1 "join_undecided:error step_unreachable:error unbounded_loop:error"
-expect undecided.json A valid,invalid,error 0 "join_unfulfillable:warning unbounded_loop:warning"
-# 2-of-3 kill join: which producers finish first decides the pieces (a kill race)
-expect kofn_kill_race.json A valid 0 "timing_dependent:warning"
+expect undecided.json A valid,invalid,error 0 "join_unfulfillable:info unbounded_loop:warning"
+# 2-of-3 kill join: which producers finish first decides the pieces (the race k of n declares)
+expect kofn_kill_race.json A valid 0 "timing_dependent:info"
+expect kofn_kill_race.json A valid,invalid 0 "join_unfulfillable:info timing_dependent:info"
+# a join on B with when "any": it is unfulfillable only if B fails
+expect join_any_fails.json A valid,invalid,error 0 "join_unfulfillable:info"
+expect join_any_fails.json A valid,error 0 "join_unfulfillable:info"
+
+# the wording of a finding only a forced outcome shows: which steps, which outcome
+msg() { "$XGR" explore "$B/$1" --start "$2" --outcomes "$3" --json | jq -r '[.findings[] | select(.kind == "join_unfulfillable")][0] | "\(.message)|\(.onlyIf | tostring)"'; }
+got=$(msg join_any_fails.json A valid,invalid,error)
+[ "$got" = 'join J (k=1 of 1, drain) can end unfulfillable, only if step B fails (a hard error)|[{"step":"B","outcome":"error"}]' ] ||
+  bad "only-if-fails wording: $got"
+got=$(msg kofn_kill_race.json A valid,invalid,error)
+[ "$got" = 'join J (k=2 of 3, kill) can end unfulfillable, only if steps B and C end invalid|[{"step":"B","outcome":"invalid"},{"step":"C","outcome":"invalid"}]' ] ||
+  bad "only-if-invalid wording: $got"
+# its trace is the run that forces exactly those outcomes
+"$XGR" explore "$B/join_any_fails.json" --start A --json |
+  jq -e '[.findings[0].trace[] | select(.finish) | .outcome] == ["valid", "error"]' > /dev/null || bad "only-if trace"
 
 # a plain orchestration: explored with forced outcomes, its traces replay on the orchestration alone
 O=${XGR_SRC:-$HERE/../..}/tests/orch/docs/seed003_7_4_pitfall.json
@@ -95,6 +116,15 @@ fi
 "$XGR" explore --help | grep -q "join_undecided" || bad "--help does not list the findings"
 # a cut exploration says so
 "$XGR" explore "$B/kofn_kill_race.json" --start A --max-states 5 --json | jq -e '.complete == false' > /dev/null || bad "--max-states 5 did not cut"
+
+# xgr check reports what xgr explore finds, with the same severity (info stays info)
+for f in loop_nowait.json:L loop_wait.json:L join_any_fails.json:A kofn_kill_race.json:A undecided.json:A; do
+  ex=$("$XGR" explore "$B/${f%%:*}" --start "${f##*:}" --json | jq -c '[.findings[] | {code: ("explore_" + .kind), sev: (if .severity == "info" then "info" else "warning" end)}] | sort')
+  ck=$("$XGR" check --json "$B/${f%%:*}" | jq -c '[(.warnings[] | {code, sev: "warning"}), (.info[] | {code, sev: "info"})] | map(select(.code | startswith("explore_"))) | sort')
+  [ "$ex" = "$ck" ] || bad "check and explore disagree on ${f%%:*}: explore $ex, check $ck"
+done
+"$XGR" check "$B/loop_wait.json" 2>&1 | grep -q ": warning:" && bad "check warns on a loop with waitSec"
+"$XGR" check "$B/loop_wait.json" 2>&1 | grep -q "0 warnings" || bad "check of loop_wait: no summary of 0 warnings"
 
 # xgr check explores by default (warnings explore_<kind>, exit unchanged) and not with --no-explore
 "$XGR" check "$B/loop_nowait.json" > "$TMP/check.txt" 2>&1; rc=$?
