@@ -18,18 +18,19 @@ static void usage(FILE *f) {
           "  --registry NAME    the XRC-729 registry (address) it was registered under (default local)\n"
           "  --ostc-id ID       the orchestration id inside the registry\n"
           "  --ostc-hash HASH   refuse to start unless the registered content has this hash\n"
+          "  --wait-ms N        the start process waits N ms before it runs (init.waitMs; answered scheduled)\n"
           "%s", xgr_client_opts_help);
 }
 
 int xgr_cmd_enqueue(int argc, char **argv) {
   xgr_client c;
   xgr_client_init(&c);
-  const char *owner = NULL, *step = NULL, *payload = NULL, *root = NULL, *reg = NULL, *id = NULL, *hash = NULL;
-  const char **dst[] = {&owner, &step, &payload, &root, &reg, &id, &hash};   /* by the options' val */
+  const char *owner = NULL, *step = NULL, *payload = NULL, *root = NULL, *reg = NULL, *id = NULL, *hash = NULL, *wait = NULL;
+  const char **dst[] = {&owner, &step, &payload, &root, &reg, &id, &hash, &wait};   /* by the options' val */
   static const struct option opts[] = {
     {"owner", required_argument, NULL, 0}, {"step", required_argument, NULL, 1}, {"payload", required_argument, NULL, 2},
     {"root", required_argument, NULL, 3}, {"registry", required_argument, NULL, 4}, {"ostc-id", required_argument, NULL, 5},
-    {"ostc-hash", required_argument, NULL, 6}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+    {"ostc-hash", required_argument, NULL, 6}, {"wait-ms", required_argument, NULL, 7}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
   int ch, orc;
   optind = 1;
   while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr enqueue", usage, &orc)) != -1) {
@@ -56,6 +57,7 @@ int xgr_cmd_enqueue(int argc, char **argv) {
     }
     json_object_set_new(init, "payload", p);
   }
+  if (wait) json_object_set_new(init, "waitMs", json_string(wait));   /* xgrd checks the number */
   json_t *params = json_pack("{s:s, s:o}", "owner", owner, "init", init);
   if (root) json_object_set_new(params, "rootPid", json_string(root));
   if (reg) json_object_set_new(params, "xrc729", json_string(reg));

@@ -148,6 +148,17 @@ def wait_ms(x):
     check(w["woken"] == 1, "a waiting start process can be woken early (PID mode)")
     check(until(lambda: x.ok("xgr.getSession", {"owner": OWNER, "pid": a["pid"]})["processes"][0]["status"] == "done",
                 10), "and then runs at once")
+    # the client: xgr enqueue --wait-ms sends init.waitMs
+    r = subprocess.run([XGR, "enqueue", "--url", x.url, "--owner", OWNER, "--registry", "loc", "--wait-ms", "600000",
+                        "--json"], capture_output=True, text=True, timeout=30)
+    e = json.loads(r.stdout) if r.returncode == 0 else fail("xgr enqueue --wait-ms: %s" % r.stderr)
+    p = x.ok("xgr.getSession", {"owner": OWNER, "pid": e["pid"]})["processes"][0]
+    check(e["ack"] == "scheduled" and p["status"] == "waiting" and p["nextWakeAt"] is not None,
+          "xgr enqueue --wait-ms 600000: scheduled, the start process waits")
+    r = subprocess.run([XGR, "enqueue", "--url", x.url, "--owner", OWNER, "--registry", "loc", "--wait-ms", "soon"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "(code -32602, at init.waitMs)" in r.stderr,
+          "xgr enqueue --wait-ms soon: refused by xgrd (-32602 at init.waitMs), exit 1 (%d: %s)" % (r.returncode, r.stderr.strip()))
     refused(x, "xgr.enqueue", {"owner": OWNER, "xrc729": "loc", "init": {"waitMs": -1}}, "init.waitMs")
     refused(x, "xgr.enqueue", {"owner": OWNER, "xrc729": "loc", "init": {"waitMs": 4294967295001}}, "init.waitMs",
             contains="expected at most 4294967295000")
