@@ -530,16 +530,9 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
         else max_running = v;
         break;
       }
-      case 'a': {
-        char *eq = strchr(optarg, '=');
-        if (!eq || eq == optarg || !eq[1] || nmap == 32) {
-          fprintf(stderr, "xgr run: --api-map '%s'; expected FROM=TO (at most 32)\n", optarg);
-          return XGR_EXIT_USAGE;
-        }
-        *eq = '\0';
-        map[nmap++] = (xgr_api_map_entry){optarg, eq + 1};
+      case 'a':
+        if (xgr_cli_api_map_arg("xgr run", optarg, map, &nmap, sizeof map / sizeof map[0])) return XGR_EXIT_USAGE;
         break;
-      }
       case 'C': {
         xgr_error ce;
         if (!*chain) *chain = xgr_chain_new();

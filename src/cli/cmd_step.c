@@ -155,16 +155,9 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
       case 'h': fputs(usage_text, stdout); return XGR_EXIT_OK;
       case 'j': as_json = true; break;
       case 'p': payload_arg = optarg; break;
-      case 'a': {
-        char *m = optarg, *eq = strchr(m, '=');
-        if (!eq || eq == m || nmaps == MAX_MAPS) {
-          fprintf(stderr, "xgr step: --api-map expects FROM=TO (at most %d), got \"%s\"\n", MAX_MAPS, m);
-          return XGR_EXIT_USAGE;
-        }
-        *eq = 0;
-        maps[nmaps++] = (xgr_api_map_entry){m, eq + 1};
+      case 'a':
+        if (xgr_cli_api_map_arg("xgr step", optarg, maps, &nmaps, MAX_MAPS)) return XGR_EXIT_USAGE;
         break;
-      }
       case 'C': {
         xgr_error ce;
         if (!*chain) *chain = xgr_chain_new();

@@ -166,3 +166,14 @@ int xgr_cli_object_arg(const char *prog, const char *flag, const char *arg, json
   *out = j;
   return 0;
 }
+
+int xgr_cli_api_map_arg(const char *prog, char *arg, xgr_api_map_entry *map, size_t *n, size_t max) {
+  char *eq = strchr(arg, '=');
+  if (!eq || eq == arg || !eq[1] || *n >= max) {
+    fprintf(stderr, "%s: --api-map \"%s\": expected FROM=TO with both non-empty (at most %zu)\n", prog, arg, max);
+    return XGR_EXIT_USAGE;
+  }
+  *eq = '\0';
+  map[(*n)++] = (xgr_api_map_entry){arg, eq + 1};
+  return 0;
+}

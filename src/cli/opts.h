@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "xgr/rule.h"
 #include "xgr/value.h"
 
 /* getopt_long(argc, argv, shortopts, longopts) with getopt's own messages off. Returns what
@@ -35,6 +36,12 @@ const char *xgr_cli_nearest_option(const char *name, const struct option *longop
  * typo; else NULL (util/suggest.h's rule). */
 const char *xgr_cli_nearest_word(const char *word, const char *const *known, size_t n);
 
+/* One --api-map FROM=TO value (xgr run, xgr step, xgrd): splits arg in place at its first '='
+ * (so FROM and TO borrow arg's storage, which must outlive the map) and appends {FROM, TO} to
+ * map[0..*n), which holds at most max entries. Returns 0, or prints `prog: --api-map "ARG":
+ * expected FROM=TO with both non-empty (at most MAX)` and returns 2 (XGR_EXIT_USAGE) when arg has
+ * no '=', an empty side, or the map is full. */
+int xgr_cli_api_map_arg(const char *prog, char *arg, xgr_api_map_entry *map, size_t *n, size_t max);
 #endif
 
 /* ---- option values that are JSON ------------------------------------------------------------- */

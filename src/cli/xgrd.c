@@ -236,13 +236,11 @@ static int set_opt(opts *o, const char *name, const char *v) {
   }
   else if (!strcmp(name, "engine-key")) o->engine_key = v;
   else if (!strcmp(name, "api-map")) {
-    const char *eq = v ? strchr(v, '=') : NULL;
-    if (!eq || eq == v || !eq[1] || o->napi_map == 32) {
-      fprintf(stderr, "xgrd: --api-map \"%s\": expected FROM=TO (at most 32)\n", v ? v : "");
+    char *copy = strdup(v ? v : "");   /* lives as long as xgrd (freed through api_map[i].from) */
+    if (!copy || xgr_cli_api_map_arg("xgrd", copy, o->api_map, &o->napi_map, sizeof o->api_map / sizeof o->api_map[0])) {
+      free(copy);
       return -1;
     }
-    char *from = strndup(v, (size_t)(eq - v));   /* lives as long as xgrd */
-    o->api_map[o->napi_map++] = (xgr_api_map_entry){from, eq + 1};
   }
   else if (!strcmp(name, "hibernate-after")) {
     if (v && !strcmp(v, "off")) o->hibernate_after_ms = -1;

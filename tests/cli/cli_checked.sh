@@ -55,6 +55,13 @@ is_err "eval message" "xgr eval: unknown option --varz; did you mean --vars?"
 t "eval keeps a leading minus" 0 "$X" eval -- -1
 t "eval -1 + 2 as one argument" 0 "$X" eval --mode plain '-1 + 2'
 has "eval negative expression" "1 (int)"
+# --api-map values: one parser for run, step and xgrd (FROM=TO, both sides non-empty)
+t "run --api-map without =" 2 "$X" run "$D/wait_hour.json" --start A --api-map foo
+is_err "run --api-map message" 'xgr run: --api-map "foo": expected FROM=TO with both non-empty (at most 32)'
+t "step --api-map empty TO" 2 "$X" step "$D/three_rules.json" --api-map http://a=
+is_err "step --api-map message" 'xgr step: --api-map "http://a=": expected FROM=TO with both non-empty (at most 32)'
+t "xgrd --api-map empty FROM" 2 "$XD" --api-map =http://b
+is_err "xgrd --api-map message" 'xgrd: --api-map "=http://b": expected FROM=TO with both non-empty (at most 32)'
 t "enqueue --ownr" 2 "$X" enqueue --ownr $O --step A
 is_err "enqueue message" "xgr enqueue: unknown option --ownr; did you mean --owner?"
 t "sessions --proceses" 2 "$X" sessions --owner $O --proceses
