@@ -14,7 +14,7 @@ PKGS=(
   libsecp256k1-dev
   # tests
   libcmocka-dev
-  curl python3
+  curl python3 jq
   # Graphviz for `xgr graph --format svg` and the console (src/orch/svg.c)
   libgraphviz-dev
   # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)

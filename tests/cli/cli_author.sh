@@ -8,15 +8,7 @@ D=$(cd "$(dirname "$0")" && pwd)/data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-t() {  # t NAME EXPECTED_EXIT CMD... ; stdout in $out, stderr in $err
-  local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
-  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; head -20 "$tmp/out" "$tmp/err"; fail=1; else echo "PASS $name"; fi
-}
-has() { if ! grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output lacks: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
-lacks() { if grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output has: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
-json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json
 OTHER=0x00000000000000000000000000000000000000bb
 
 # ---- --script: unknown keys are errors, on one line, before the session starts --------------

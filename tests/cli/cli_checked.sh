@@ -20,18 +20,7 @@ trap cleanup EXIT
 fail=0
 O=0x00000000000000000000000000000000000000c1
 
-t() {  # t NAME EXPECTED_EXIT CMD... ; stdout in $out, stderr in $err
-  local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
-  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; head -20 "$tmp/out" "$tmp/err"; fail=1; else echo "PASS $name"; fi
-}
-has() { if ! grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output lacks: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
-lacks() { if grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output has: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
-is_err() {  # is_err NAME LINE: stderr is exactly this one line
-  if [ "$err" != "$2" ]; then echo "FAIL $1: stderr is:"; printf '%s\n' "$err" | head -5; echo "  expected: $2"; fail=1; fi
-}
-json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json
 
 # ---- a mistyped option: the nearest option, one line, exit 2, not the usage ----------------------
 t "run --strat" 2 "$X" run "$D/wait_hour.json" --strat A

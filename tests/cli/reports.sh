@@ -17,17 +17,7 @@ for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
 export XGR_URL="http://127.0.0.1:$(cat "$tmp/port")"
 O=0x00000000000000000000000000000000000000e1
 fail=0
-t() {  # t NAME EXPECTED_EXIT CMD... ; stdout in $out (and $tmp/out), stderr in $err
-  local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
-  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; head -20 "$tmp/out" "$tmp/err"; fail=1; else echo "PASS $name"; fi
-}
-has() { if grep -qF -- "$2" <<<"$out$err"; then echo "PASS $1"; else echo "FAIL $1: output lacks: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi; }
-is() {  # is NAME JQ-EXPRESSION (on $tmp/out) EXPECTED
-  local got; got=$(jq -c "$2" "$tmp/out" 2>&1)
-  if [ "$got" = "$3" ]; then echo "PASS $1"; else echo "FAIL $1: $2 is $got, expected $3"; fail=1; fi
-}
+. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json
 rpc() { curl -s -H 'Content-Type: application/json' "$XGR_URL" -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}" > "$tmp/out"; }
 
 t "deploy" 0 "$X" deploy "$D/join_wait_bundle.json" --from $O

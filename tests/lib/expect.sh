@@ -1,0 +1,36 @@
+# tests/lib/expect.sh — the assertions of the shell tests, sourced by them (one copy, not one per
+# script). The sourcing script sets $tmp (a scratch directory it owns) and fail=0 first; every
+# assertion prints one PASS or FAIL line and sets fail=1 when it fails, so the script ends with
+# `exit $fail`. Nothing here starts processes or changes directories.
+#
+#   t NAME EXPECTED_EXIT CMD...   run CMD: stdout in $out and $tmp/out, stderr in $err and $tmp/err;
+#                                 the exit code must be EXPECTED_EXIT exactly
+#   has NAME TEXT                 stdout or stderr of the last t contains TEXT
+#   lacks NAME TEXT               ... does not contain TEXT
+#   is_err NAME LINE              stderr of the last t is exactly LINE
+#   is NAME JQ-EXPR EXPECTED      jq -c JQ-EXPR on $tmp/out prints exactly EXPECTED
+#   json PY-EXPR                  prints the Python expression PY-EXPR over d = the JSON of $tmp/out
+
+t() {
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
+  if [ "$rc" -ne "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; head -20 "$tmp/out" "$tmp/err"; fail=1; else echo "PASS $name"; fi
+}
+has() {
+  if grep -qF -- "$2" <<<"$out$err"; then echo "PASS $1"
+  else echo "FAIL $1: output lacks: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1; fi
+}
+lacks() {
+  if grep -qF -- "$2" <<<"$out$err"; then echo "FAIL $1: output has: $2"; printf '%s\n%s\n' "$out" "$err" | head -20; fail=1
+  else echo "PASS $1"; fi
+}
+is_err() {
+  if [ "$err" != "$2" ]; then echo "FAIL $1: stderr is:"; printf '%s\n' "$err" | head -5; echo "  expected: $2"; fail=1
+  else echo "PASS $1"; fi
+}
+is() {
+  local got; got=$(jq -c "$2" "$tmp/out" 2>&1)
+  if [ "$got" = "$3" ]; then echo "PASS $1"; else echo "FAIL $1: $2 is $got, expected $3"; fail=1; fi
+}
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
