@@ -285,9 +285,7 @@ int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, x
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)o, k, v) {
-    size_t i = 0;
-    while (i < n && strcmp(k, cand[i])) i++;
-    if (i < n) continue;
+    if (xgr__key_known(k, cand, n)) continue;
     char at[XGR_PATH_MAX];
     snprintf(at, sizeof at, "%s%s%.64s", path, *path ? "." : "", k);
     const char *near = xgr__nearest_key(k, cand, n);
@@ -297,8 +295,8 @@ int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, x
     if (!known[0])
       return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected no parameters%s",
                            at, *path ? "" : " (other than from)");
-    char list[400] = "";
-    for (i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", cand[i]);
+    char list[400];
+    xgr__keys_join(list, sizeof list, cand, n);
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected one of %s", at,
                          list);
   }

@@ -42,14 +42,12 @@ static void keys(lint *l, const json_t *o, const char *const *known, size_t n, c
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)o, k, v) {
-    size_t i = 0;
-    while (i < n && strcmp(k, known[i])) i++;
-    if (i < n) continue;
+    if (xgr__key_known(k, known, n)) continue;
     const char *near = xgr__nearest_key(k, known, n);
     if (typos_only && !near) continue;
     size_t m = xgr_path_key(&l->path, k);
-    char list[200] = "";
-    for (i = 0; i < n; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", known[i]);
+    char list[200];
+    xgr__keys_join(list, sizeof list, known, n);
     if (near)
       xgr_diags_add(l->d, XGR_SEV_WARNING, "unknown_key", l->path.buf,
                     "unknown key `%.80s` in %s is ignored — did you mean `%s`? (known: %s)", k, what, near, list);

@@ -34,12 +34,10 @@ static int check_keys(const json_t *o, size_t i, const char *field, const char *
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)o, k, v) {
-    size_t j = 0;
-    while (j < n && strcmp(k, known[j])) j++;
-    if (j < n) continue;
+    if (xgr__key_known(k, known, n)) continue;
     const char *near = xgr__nearest_key(k, known, n);
-    char list[160] = "", path[96], msg[320];
-    for (j = 0; j < n; j++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", known[j]);
+    char list[160], path[96], msg[320];
+    xgr__keys_join(list, sizeof list, known, n);
     snprintf(path, sizeof path, "%s%s%.60s", field ? field : "", field ? "." : "", k);
     if (near) snprintf(msg, sizeof msg, "unknown key \"%.60s\" (did you mean \"%s\"?); expected one of %s", k, near, list);
     else snprintf(msg, sizeof msg, "unknown key \"%.60s\"; expected one of %s", k, list);

@@ -2,7 +2,9 @@
  * ASCII-lowercased bytes, two rows, bounded lengths. */
 #include "util/suggest.h"
 
+#include <assert.h>
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAXLEN 64
@@ -39,4 +41,19 @@ const char *xgr__nearest_key(const char *key, const char *const *known, size_t n
     }
   }
   return best && bestd <= 2 && bestd * 2 < nk ? best : NULL;
+}
+
+bool xgr__key_known(const char *key, const char *const *known, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(key, known[i])) return true;
+  return false;
+}
+
+void xgr__keys_join(char *buf, size_t cap, const char *const *known, size_t n) {
+  assert(cap > 0);
+  buf[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strlen(buf);
+    snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", known[i]);
+  }
 }
