@@ -8,7 +8,7 @@ D=$(cd "$(dirname "$0")" && pwd)/data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json
+. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json, start_xgrd
 OTHER=0x00000000000000000000000000000000000000bb
 
 # ---- --script: unknown keys are errors, on one line, before the session starts --------------
@@ -175,12 +175,7 @@ if [ -n "$want" ] && [ "$want" = "$got" ]; then echo "PASS README check sample";
 
 # ---- against a real xgrd on loopback -------------------------------------------------------------
 if [ -n "$XD" ]; then
-  "$XD" --listen 127.0.0.1:0 --auth none --store memory: --port-file "$tmp/port" --workers 2 --log-level warn \
-    >"$tmp/xgrd.log" 2>&1 &
-  XPID=$!
-  trap 'kill $XPID 2>/dev/null; wait $XPID 2>/dev/null; rm -rf "$tmp"' EXIT
-  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-  export XGR_URL="http://127.0.0.1:$(cat "$tmp/port")"
+  start_xgrd "$XD"
   O=0x00000000000000000000000000000000000000c1
   t "deploy" 0 "$X" deploy "$D/wait_hour.json" --from $O
   t "enqueue 1" 0 "$X" enqueue --owner $O --from $O --ostc-id w --step A

@@ -20,7 +20,7 @@ trap cleanup EXIT
 fail=0
 O=0x00000000000000000000000000000000000000c1
 
-. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json
+. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json, start_xgrd
 
 # ---- a mistyped option: the nearest option, one line, exit 2, not the usage ----------------------
 t "run --strat" 2 "$X" run "$D/wait_hour.json" --strat A

@@ -9,15 +9,10 @@ X=$1
 XD=$2
 D=$(cd "$(dirname "$0")" && pwd)/data
 tmp=$(mktemp -d)
-"$XD" --listen 127.0.0.1:0 --auth none --store memory: --port-file "$tmp/port" --workers 2 --log-level warn \
-  >"$tmp/xgrd.log" 2>&1 &
-XPID=$!
-trap 'kill $XPID 2>/dev/null; wait $XPID 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-export XGR_URL="http://127.0.0.1:$(cat "$tmp/port")"
 O=0x00000000000000000000000000000000000000e1
 fail=0
-. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json
+. "$(dirname "$0")/../lib/expect.sh"   # t, has, lacks, is_err, is, json, start_xgrd
+start_xgrd "$XD"
 rpc() { curl -s -H 'Content-Type: application/json' "$XGR_URL" -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}" > "$tmp/out"; }
 
 t "deploy" 0 "$X" deploy "$D/join_wait_bundle.json" --from $O

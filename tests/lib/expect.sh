@@ -10,6 +10,10 @@
 #   is_err NAME LINE              stderr of the last t is exactly LINE
 #   is NAME JQ-EXPR EXPECTED      jq -c JQ-EXPR on $tmp/out prints exactly EXPECTED
 #   json PY-EXPR                  prints the Python expression PY-EXPR over d = the JSON of $tmp/out
+#   start_xgrd XGRD               start XGRD with --auth none on a memory store, on 127.0.0.1 port 0
+#                                 (log in $tmp/xgrd.log); sets XPID, exports XGR_URL, and sets the
+#                                 EXIT trap that stops it and removes $tmp; exits 1 when no port
+#                                 file appears within 5 s
 
 t() {
   local name=$1 want=$2; shift 2
@@ -34,3 +38,12 @@ is() {
   if [ "$got" = "$3" ]; then echo "PASS $1"; else echo "FAIL $1: $2 is $got, expected $3"; fail=1; fi
 }
 json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+start_xgrd() {
+  "$1" --listen 127.0.0.1:0 --auth none --store memory: --port-file "$tmp/port" --workers 2 --log-level warn \
+    >"$tmp/xgrd.log" 2>&1 &
+  XPID=$!
+  trap 'kill $XPID 2>/dev/null; wait $XPID 2>/dev/null; rm -rf "$tmp"' EXIT
+  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+  if [ ! -s "$tmp/port" ]; then echo "FAIL xgrd wrote no port file:"; tail -5 "$tmp/xgrd.log"; exit 1; fi
+  export XGR_URL="http://127.0.0.1:$(cat "$tmp/port")"
+}
