@@ -533,15 +533,9 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
       case 'a':
         if (xgr_cli_api_map_arg("xgr run", optarg, map, &nmap, sizeof map / sizeof map[0])) return XGR_EXIT_USAGE;
         break;
-      case 'C': {
-        xgr_error ce;
-        if (!*chain) *chain = xgr_chain_new();
-        if (xgr_chain_add(*chain, optarg, &ce)) {
-          fprintf(stderr, "xgr run: %s\n", ce.message);
-          return XGR_EXIT_USAGE;
-        }
+      case 'C':
+        if (xgr_cli_chain_arg("xgr run", optarg, chain)) return XGR_EXIT_USAGE;
         break;
-      }
       case 'h': usage(stdout); return XGR_EXIT_OK;
       default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
     }

@@ -158,15 +158,9 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
       case 'a':
         if (xgr_cli_api_map_arg("xgr step", optarg, maps, &nmaps, MAX_MAPS)) return XGR_EXIT_USAGE;
         break;
-      case 'C': {
-        xgr_error ce;
-        if (!*chain) *chain = xgr_chain_new();
-        if (xgr_chain_add(*chain, optarg, &ce)) {
-          fprintf(stderr, "xgr step: %s\n", ce.message);
-          return XGR_EXIT_USAGE;
-        }
+      case 'C':
+        if (xgr_cli_chain_arg("xgr step", optarg, chain)) return XGR_EXIT_USAGE;
         break;
-      }
       case 'K': engine_key = optarg; break;
       case 'o':
         ctx.owner = optarg;

@@ -177,3 +177,13 @@ int xgr_cli_api_map_arg(const char *prog, char *arg, xgr_api_map_entry *map, siz
   map[(*n)++] = (xgr_api_map_entry){arg, eq + 1};
   return 0;
 }
+
+int xgr_cli_chain_arg(const char *prog, const char *arg, xgr_chain **chain) {
+  xgr_error ce;
+  if (!*chain) *chain = xgr_chain_new();
+  if (xgr_chain_add(*chain, arg, &ce)) {
+    fprintf(stderr, "%s: %s\n", prog, ce.message);
+    return XGR_EXIT_USAGE;
+  }
+  return 0;
+}

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "xgr/chain.h"
 #include "xgr/rule.h"
 #include "xgr/value.h"
 
@@ -42,6 +43,10 @@ const char *xgr_cli_nearest_word(const char *word, const char *const *known, siz
  * expected FROM=TO with both non-empty (at most MAX)` and returns 2 (XGR_EXIT_USAGE) when arg has
  * no '=', an empty side, or the map is full. */
 int xgr_cli_api_map_arg(const char *prog, char *arg, xgr_api_map_entry *map, size_t *n, size_t max);
+/* One --chain value ([NAME=]URL; xgr run, xgr step, xgrd): added to *chain, which is made on the
+ * first call (*chain NULL; the caller owns and frees it). Returns 0, or prints `prog: REASON`
+ * (xgr_chain_add's message) and returns 2 (XGR_EXIT_USAGE). */
+int xgr_cli_chain_arg(const char *prog, const char *arg, xgr_chain **chain);
 #endif
 
 /* ---- option values that are JSON ------------------------------------------------------------- */

@@ -227,12 +227,11 @@ static int set_opt(opts *o, const char *name, const char *v) {
     o->time_scale = f;
   }
   else if (!strcmp(name, "chain")) {
-    xgr_error ce;
-    if (!o->chain) o->chain = xgr_chain_new();
-    if (!v || xgr_chain_add(o->chain, v, &ce)) {
-      fprintf(stderr, "xgrd: %s\n", v ? ce.message : "--chain needs a URL");
+    if (!v) {
+      fprintf(stderr, "xgrd: --chain needs a URL\n");
       return -1;
     }
+    if (xgr_cli_chain_arg("xgrd", v, &o->chain)) return -1;
   }
   else if (!strcmp(name, "engine-key")) o->engine_key = v;
   else if (!strcmp(name, "api-map")) {

@@ -51,6 +51,13 @@ t "step --api-map empty TO" 2 "$X" step "$D/three_rules.json" --api-map http://a
 is_err "step --api-map message" 'xgr step: --api-map "http://a=": expected FROM=TO with both non-empty (at most 32)'
 t "xgrd --api-map empty FROM" 2 "$XD" --api-map =http://b
 is_err "xgrd --api-map message" 'xgrd: --api-map "=http://b": expected FROM=TO with both non-empty (at most 32)'
+# --chain values: one parser for run, step and xgrd
+t "run --chain not a URL" 2 "$X" run "$D/wait_hour.json" --start A --chain bogus
+is_err "run --chain message" 'xgr run: --chain "bogus": expected URL or NAME=URL with an http:// or https:// URL'
+t "step --chain not http" 2 "$X" step "$D/three_rules.json" --chain a=ftp://x
+is_err "step --chain message" 'xgr step: --chain "a=ftp://x": expected URL or NAME=URL with an http:// or https:// URL'
+t "xgrd --chain not a URL" 2 "$XD" --chain bogus
+is_err "xgrd --chain message" 'xgrd: --chain "bogus": expected URL or NAME=URL with an http:// or https:// URL'
 t "enqueue --ownr" 2 "$X" enqueue --ownr $O --step A
 is_err "enqueue message" "xgr enqueue: unknown option --ownr; did you mean --owner?"
 t "sessions --proceses" 2 "$X" sessions --owner $O --proceses
