@@ -374,56 +374,55 @@ static int parse_args(int argc, char **argv, opts *o, bool config_only) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  opts o = {0};
-  o.session_ttl_s = o.history_retention_s = -1;
+static int xgrd(int argc, char **argv, opts *o) {
+  o->session_ttl_s = o->history_retention_s = -1;
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
       return 0;
     }
   json_t *cfgdoc = NULL;
-  int prc = parse_args(argc, argv, &o, true);
+  int prc = parse_args(argc, argv, o, true);
   if (prc) return prc > 0 ? 0 : EXIT_USAGE;
-  if (o.config && !(cfgdoc = load_config(o.config, &o))) return EXIT_USAGE;
-  if (parse_args(argc, argv, &o, false)) {
+  if (o->config && !(cfgdoc = load_config(o->config, o))) return EXIT_USAGE;
+  if (parse_args(argc, argv, o, false)) {
     json_decref(cfgdoc);
     return EXIT_USAGE;
   }
-  if (o.session_ttl_s < 0) {   /* the environment is a fallback of the flag (the library reads none) */
+  if (o->session_ttl_s < 0) {   /* the environment is a fallback of the flag (the library reads none) */
     const char *e = getenv("XGR_SESSION_TTL_SECS");
     unsigned long u = 0;
     if (e && *e && parse_uint("$XGR_SESSION_TTL_SECS", e, 3153600000UL, &u)) {
       json_decref(cfgdoc);
       return EXIT_USAGE;
     }
-    o.session_ttl_s = e && *e && u ? (long long)u : DEFAULT_SESSION_TTL_S;
+    o->session_ttl_s = e && *e && u ? (long long)u : DEFAULT_SESSION_TTL_S;
   }
-  if (o.history_retention_s < 0) o.history_retention_s = 0;
-  if (!o.max_running) o.max_running = DEFAULT_MAX_RUNNING;
-  if (!o.workers) {   /* the engine's default, made explicit so that the log says how many run */
+  if (o->history_retention_s < 0) o->history_retention_s = 0;
+  if (!o->max_running) o->max_running = DEFAULT_MAX_RUNNING;
+  if (!o->workers) {   /* the engine's default, made explicit so that the log says how many run */
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    o.workers = n > 0 ? (unsigned)n : 1;
+    o->workers = n > 0 ? (unsigned)n : 1;
   }
-  if (o.auth && strcmp(o.auth, "none") && strcmp(o.auth, "permits")) {
-    fprintf(stderr, "xgrd: --auth %s: expected permits (the default) or none\n", o.auth);
+  if (o->auth && strcmp(o->auth, "none") && strcmp(o->auth, "permits")) {
+    fprintf(stderr, "xgrd: --auth %s: expected permits (the default) or none\n", o->auth);
     return EXIT_USAGE;
   }
-  bool auth_none = o.auth && !strcmp(o.auth, "none");
-  xgr_auth_config ac = {.none = auth_none, .chain_id = o.chain_id, .control_contract = o.control_contract};
+  bool auth_none = o->auth && !strcmp(o->auth, "none");
+  xgr_auth_config ac = {.none = auth_none, .chain_id = o->chain_id, .control_contract = o->control_contract};
   xgr_error aerr;
   xgr_auth *auth = xgr_auth_new(&ac, &aerr);   /* checked here; made again with the store below */
   if (!auth) {
     fprintf(stderr, "xgrd: --%s: %s\n", aerr.path, aerr.message);
     return EXIT_USAGE;
   }
-  bool info = !o.log_level || !strcmp(o.log_level, "info");
-  if (o.log_level && strcmp(o.log_level, "info") && strcmp(o.log_level, "warn")) {
-    fprintf(stderr, "xgrd: --log-level %s: expected info or warn\n", o.log_level);
+  bool info = !o->log_level || !strcmp(o->log_level, "info");
+  if (o->log_level && strcmp(o->log_level, "info") && strcmp(o->log_level, "warn")) {
+    fprintf(stderr, "xgrd: --log-level %s: expected info or warn\n", o->log_level);
     return EXIT_USAGE;
   }
-  if (o.sync && strcmp(o.sync, "full") && strcmp(o.sync, "normal")) {
-    fprintf(stderr, "xgrd: --sync %s: expected full or normal\n", o.sync);
+  if (o->sync && strcmp(o->sync, "full") && strcmp(o->sync, "normal")) {
+    fprintf(stderr, "xgrd: --sync %s: expected full or normal\n", o->sync);
     return EXIT_USAGE;
   }
 
@@ -439,14 +438,14 @@ int main(int argc, char **argv) {
   xgr_error err;
   xgr_error_clear(&err);
   int rc = 0;
-  xgr_rpc_config rc_cfg = {.listen = o.listen ? o.listen : "127.0.0.1:8729",
-                           .max_body = o.max_body,
-                           .max_connections = o.max_connections,
-                           .timeout_s = o.timeout_s,
-                           .threads = o.threads ? o.threads : 8,
+  xgr_rpc_config rc_cfg = {.listen = o->listen ? o->listen : "127.0.0.1:8729",
+                           .max_body = o->max_body,
+                           .max_connections = o->max_connections,
+                           .timeout_s = o->timeout_s,
+                           .threads = o->threads ? o->threads : 8,
                            .auth_none = auth_none,
                            .auth = auth,
-                           .metrics_listen = o.metrics_listen,
+                           .metrics_listen = o->metrics_listen,
                            .log = info ? stderr : NULL};
   rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
@@ -460,11 +459,11 @@ int main(int argc, char **argv) {
   }
   /* --node-id on a PostgreSQL store: this xgrd is a cluster node (docs/CLUSTER.md); "auto" is
    * HOSTNAME:PID. Without it, it is the schema's single writer (and may hibernate sessions). */
-  bool pg_store = xgr_store_url_is_postgres(o.store);
+  bool pg_store = xgr_store_url_is_postgres(o->store);
   char node_buf[300] = "";
-  if (o.node_id && pg_store) {
-    if (strcmp(o.node_id, "auto")) {
-      snprintf(node_buf, sizeof node_buf, "%s", o.node_id);
+  if (o->node_id && pg_store) {
+    if (strcmp(o->node_id, "auto")) {
+      snprintf(node_buf, sizeof node_buf, "%s", o->node_id);
     } else {
       char hn[256] = "";
       if (gethostname(hn, sizeof hn - 1)) snprintf(hn, sizeof hn, "localhost");
@@ -475,8 +474,8 @@ int main(int argc, char **argv) {
    * PostgreSQL database; on a cluster node that table is shared and one node at a time sends */
   xgr_secp *secp = NULL;
   xgr_chain_executor *executor = NULL;
-  if (o.engine_key) {
-    if (!o.chain) {
+  if (o->engine_key) {
+    if (!o->chain) {
       fprintf(stderr, "xgrd: --engine-key needs --chain URL (the node executions are sent to)\n");
       xgr_rpc_server_free(srv);
       xgr_auth_free(auth);
@@ -486,23 +485,22 @@ int main(int argc, char **argv) {
     }
     uint8_t key[32];
     char journal[4096] = "";
-    const char *sp = o.store ? (!strncmp(o.store, "sqlite:", 7) ? o.store + 7 : strncmp(o.store, "memory:", 7) ? o.store : NULL) : NULL;
+    const char *sp = o->store ? (!strncmp(o->store, "sqlite:", 7) ? o->store + 7 : strncmp(o->store, "memory:", 7) ? o->store : NULL) : NULL;
     bool pg = xgr_store_url_is_postgres(sp);
     if (sp && !pg) snprintf(journal, sizeof journal, "%s-exec", sp);
     const char *where = pg ? sp : sp ? journal : NULL;   /* PostgreSQL: the table exec_journal in the store's database */
     secp = xgr_secp_new();
-    bool key_ok = secp && !xgr_secp_key_load(secp, o.engine_key, key, &err);
+    bool key_ok = secp && !xgr_secp_key_load(secp, o->engine_key, key, &err);
     if (key_ok && *node_buf)
-      executor = xgr_chain_executor_new_node(o.chain, secp, key, sp, node_buf,
-                                             o.lease_ms ? (int64_t)o.lease_ms : XGR_STORE_LEASE_MS, stderr, &err);
+      executor = xgr_chain_executor_new_node(o->chain, secp, key, sp, node_buf,
+                                             o->lease_ms ? (int64_t)o->lease_ms : XGR_STORE_LEASE_MS, stderr, &err);
     else if (key_ok)
-      executor = xgr_chain_executor_new(o.chain, secp, key, where, stderr, &err);
+      executor = xgr_chain_executor_new(o->chain, secp, key, where, stderr, &err);
     if (!executor) {
-      log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o.engine_key,
+      log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o->engine_key,
              secp ? err.message : "no secp256k1 context");
       memset(key, 0, sizeof key);
       xgr_secp_free(secp);
-      xgr_chain_free(o.chain);
       xgr_rpc_server_free(srv);
       xgr_auth_free(auth);
       curl_global_cleanup();
@@ -530,34 +528,34 @@ int main(int argc, char **argv) {
   char *colon = strrchr(host, ':');
   if (colon) *colon = '\0';
   log_kv("info", "msg=listening addr=%s:%u auth=%s ready=false", host, xgr_rpc_port(srv), auth_none ? "none" : "permits");
-  xgr_rpcd_config dc = {.store = o.store,
-                        .store_sync = o.sync && !strcmp(o.sync, "normal"),
-                        .workers = o.workers,
-                        .max_running = (uint32_t)o.max_running,
-                        .session_ttl_secs = o.session_ttl_s,
-                        .history_secs = o.history_retention_s,
-                        .first_step_timeout_ms = o.first_step_timeout_ms,
+  xgr_rpcd_config dc = {.store = o->store,
+                        .store_sync = o->sync && !strcmp(o->sync, "normal"),
+                        .workers = o->workers,
+                        .max_running = (uint32_t)o->max_running,
+                        .session_ttl_secs = o->session_ttl_s,
+                        .history_secs = o->history_retention_s,
+                        .first_step_timeout_ms = o->first_step_timeout_ms,
                         .log = stderr,
-                        .time_scale = o.time_scale,
-                        .store_max_pages = (uint32_t)o.store_max_pages,
-                        .chain = o.chain,
-                        .api_map = o.api_map,
-                        .napi_map = o.napi_map,
+                        .time_scale = o->time_scale,
+                        .store_max_pages = (uint32_t)o->store_max_pages,
+                        .chain = o->chain,
+                        .api_map = o->api_map,
+                        .napi_map = o->napi_map,
                         .executor = executor,
-                        .max_live = o.max_session_processes,
-                        .max_session_steps = o.max_session_steps,
+                        .max_live = o->max_session_processes,
+                        .max_session_steps = o->max_session_steps,
                         .metrics = xgr_rpc_metrics(srv),
-                        .hibernate_after_ms = o.hibernate_after_ms,
-                        .lease_ms = (int64_t)o.lease_ms,
-                        .store_writers = (int)o.store_writers};
+                        .hibernate_after_ms = o->hibernate_after_ms,
+                        .lease_ms = (int64_t)o->lease_ms,
+                        .store_writers = (int)o->store_writers};
   if (*node_buf) dc.node_id = node_buf;
   char store_name[512];   /* the store as logged: no password */
-  char *redacted = xgr_store_url_redacted(o.store ? o.store : "memory:");
+  char *redacted = xgr_store_url_redacted(o->store ? o->store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);
   free(redacted);
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g max_running=%lu session_ttl_s=%lld "
-         "history_retention_s=%lld", store_name, o.workers, o.time_scale > 0 ? o.time_scale : 1.0, o.max_running,
-         o.session_ttl_s, o.history_retention_s);
+         "history_retention_s=%lld", store_name, o->workers, o->time_scale > 0 ? o->time_scale : 1.0, o->max_running,
+         o->session_ttl_s, o->history_retention_s);
   xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
   if (!d || xgr_rpcd_register(d, srv)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
@@ -593,19 +591,19 @@ int main(int argc, char **argv) {
   log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu "
          "hibernated=%zu workers=%u", host, xgr_rpc_port(srv), auth_none ? "none" : "permits",
          (unsigned long long)xgr_auth_chain_id(auth), xgr_auth_control_contract(auth), restored, failed, hibernated,
-         o.workers);
-  if (o.metrics_listen) log_kv("info", "msg=\"metrics listening\" addr=%s port=%u", o.metrics_listen, xgr_rpc_metrics_port(srv));
+         o->workers);
+  if (o->metrics_listen) log_kv("info", "msg=\"metrics listening\" addr=%s port=%u", o->metrics_listen, xgr_rpc_metrics_port(srv));
   /* the port file is written once xgrd is ready, so that whoever waits for it can work at once
    * (the port is also in the msg=listening line logged before recovery) */
-  if (o.port_file) {
+  if (o->port_file) {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o.port_file);
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->port_file);
     /* 0600: the port file is nobody else's business */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f && fd >= 0) close(fd);
-    if (!f || fprintf(f, "%u\n", xgr_rpc_port(srv)) < 0 || fclose(f) || rename(tmp, o.port_file)) {
-      log_kv("error", "msg=\"cannot write the port file\" file=%s", o.port_file);
+    if (!f || fprintf(f, "%u\n", xgr_rpc_port(srv)) < 0 || fclose(f) || rename(tmp, o->port_file)) {
+      log_kv("error", "msg=\"cannot write the port file\" file=%s", o->port_file);
       rc = EXIT_HARD;
     }
   }
@@ -619,7 +617,7 @@ int main(int argc, char **argv) {
     sig = sigtimedwait(&set, NULL, &tick);
     if (sig > 0) break;
     sig = 0;
-    if (o.chain && ++chain_ticks == 10) {   /* every 2 s: health probe and cache refresh from logs */
+    if (o->chain && ++chain_ticks == 10) {   /* every 2 s: health probe and cache refresh from logs */
       chain_ticks = 0;
       xgr_rpcd_chain_tick(d);
     }
@@ -633,7 +631,7 @@ int main(int argc, char **argv) {
   }
   log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
   xgr_rpc_stop(srv);
-  long tmo = o.shutdown_timeout_ms ? o.shutdown_timeout_ms : 30000;
+  long tmo = o->shutdown_timeout_ms ? o->shutdown_timeout_ms : 30000;
   if (xgr_rpcd_shutdown(d, tmo)) log_kv("warn", "msg=\"steps still running after the shutdown timeout\" timeout_ms=%ld", tmo);
   if (xgr_rpcd_store_failed(d, NULL)) store_failed = true;   /* also a failure while stopping */
   xgr_rpcd_free(d);
@@ -641,11 +639,22 @@ int main(int argc, char **argv) {
   xgr_auth_free(auth);
   xgr_chain_executor_free(executor);
   xgr_secp_free(secp);
-  xgr_chain_free(o.chain);
-  for (size_t i = 0; i < o.napi_map; i++) free((char *)o.api_map[i].from);
   curl_global_cleanup();
   json_decref(cfgdoc);
   if (!rc && store_failed) rc = EXIT_STORE;
   log_kv(rc == EXIT_STORE ? "error" : "info", "msg=stopped%s", rc == EXIT_STORE ? " exit=4 reason=\"the store failed\"" : "");
+  return rc;
+}
+
+/* What parsing the options allocated: the chain backends and the --api-map copies. */
+static void opts_free(opts *o) {
+  xgr_chain_free(o->chain);
+  for (size_t i = 0; i < o->napi_map; i++) free((char *)o->api_map[i].from);
+}
+
+int main(int argc, char **argv) {
+  opts o = {0};
+  int rc = xgrd(argc, argv, &o);
+  opts_free(&o);   /* on every path, early usage errors too */
   return rc;
 }
