@@ -39,6 +39,7 @@
 #include "util/clock.h"
 #include "xgr/outcome.h"
 #include "xgr/session.h"
+#include "util/hash.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
 #define ROOT_PID 1
@@ -70,14 +71,6 @@ int xgr_explore_parse_outcomes(const char *text, unsigned *mask, xgr_error *err)
 
 /* ---- hashing ----------------------------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 
 /* Two independent 64-bit hashes of n bytes, a word at a time (the canonical form of every new
  * state goes through here: it was half of the search's time byte by byte). */
@@ -88,14 +81,14 @@ static void hash_bytes(const void *data, size_t n, uint64_t *h1, uint64_t *h2) {
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
     memcpy(&w, p + i, 8);
-    a = mix64(a ^ w);
+    a = xgr__mix64(a ^ w);
     b = (b ^ w) * 0x9fb21c651e98df25ULL;
     b ^= b >> 29;
   }
   uint64_t w = 0;
   if (i < n) memcpy(&w, p + i, n - i);
-  *h1 = mix64(a ^ w ^ ((uint64_t)(n - i) << 56));
-  *h2 = mix64(b ^ w ^ 0xa4093822299f31d0ULL);
+  *h1 = xgr__mix64(a ^ w ^ ((uint64_t)(n - i) << 56));
+  *h2 = xgr__mix64(b ^ w ^ 0xa4093822299f31d0ULL);
 }
 
 static uint64_t value_hash_text(xgr_value v) {
@@ -125,7 +118,7 @@ static uint64_t value_hash(vcache *c, xgr_value v) {
     uint64_t *nh = xgr__xcalloc(nc, sizeof *nh);
     for (size_t i = 0; i < c->cap; i++)
       if (c->hashes[i]) {
-        size_t j = mix64((uintptr_t)c->vals[i].as.m) & (nc - 1);
+        size_t j = xgr__mix64((uintptr_t)c->vals[i].as.m) & (nc - 1);
         while (nh[j]) j = (j + 1) & (nc - 1);
         nv[j] = c->vals[i];
         nh[j] = c->hashes[i];
@@ -136,7 +129,7 @@ static uint64_t value_hash(vcache *c, xgr_value v) {
     c->hashes = nh;
     c->cap = nc;
   }
-  size_t j = mix64(key) & (c->cap - 1);
+  size_t j = xgr__mix64(key) & (c->cap - 1);
   while (c->hashes[j]) {
     if ((uintptr_t)c->vals[j].as.m == key) return c->hashes[j];
     j = (j + 1) & (c->cap - 1);
@@ -308,10 +301,10 @@ typedef struct collect {
 } collect;
 
 static uint64_t join_hash(const ex *x, const xgr_join_state *js) {
-  uint64_t h = mix64(decl_index(x, js->decl) + 1) ^ mix64(((uint64_t)js->closed << 8) | js->outcome);
+  uint64_t h = xgr__mix64(decl_index(x, js->decl) + 1) ^ xgr__mix64(((uint64_t)js->closed << 8) | js->outcome);
   for (unsigned i = 0; i < js->decl->n; i++) {
-    h = mix64(h ^ value_hash(x->vc, js->inbox[i]));
-    h = mix64(h ^ (js->fail[i] ? 0x55 : 0xaa));
+    h = xgr__mix64(h ^ value_hash(x->vc, js->inbox[i]));
+    h = xgr__mix64(h ^ (js->fail[i] ? 0x55 : 0xaa));
   }
   return h | 1;
 }
@@ -1165,7 +1158,7 @@ typedef struct tsearch {
 static uint64_t tp_hash(const ex *x, uint32_t nd, const uint8_t *a) {
   uint64_t h1, h2;
   hash_bytes(a, x->o->nsteps, &h1, &h2);
-  return mix64(h1 ^ mix64(nd + 0x9e37ULL));
+  return xgr__mix64(h1 ^ xgr__mix64(nd + 0x9e37ULL));
 }
 
 static uint32_t tp_find_or_add(const ex *x, tsearch *t, uint32_t nd, const uint8_t *a, uint32_t parent, uint32_t via,

@@ -62,6 +62,7 @@
 #include "store/writer.h"
 #include "util/buf.h"
 #include "value/value_internal.h"   /* xgr__json_write_string */
+#include "util/hash.h"
 
 /* ---- schema ----------------------------------------------------------------------------------- */
 
@@ -1858,10 +1859,7 @@ static int part_of(const xgr_store_changes *b, size_t nparts) {
     last = op;
     uint64_t x = op->root * 0x9E3779B97F4A7C15ULL;
     for (const char *c = op->owner; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ULL;
-    x ^= x >> 32;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 29;
-    int p = (int)(x % nparts);
+    int p = (int)(xgr__mix64(x) % nparts);
     if (any && p != part) return -1;
     part = p;
     any = true;

@@ -12,6 +12,7 @@
 #include "store/store_impl.h"
 #include "value/value_internal.h"
 #include "xgr/keccak.h"
+#include "util/hash.h"
 
 /* ---- small helpers ----------------------------------------------------------------------------- */
 
@@ -332,11 +333,7 @@ void xgr_store_changes_set_due(xgr_store_changes *b, int64_t due) {
 }
 
 static size_t pidx_hash(uint64_t root, uint64_t iter) {
-  uint64_t x = root * 0x9E3779B97F4A7C15ULL ^ iter;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 29;
-  return (size_t)x;
+  return (size_t)xgr__mix64(root * 0x9E3779B97F4A7C15ULL ^ iter);
 }
 
 /* Room in b's process index for `more` entries past its count at load 1/2, rehashed at most once. */

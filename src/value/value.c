@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "value/value_internal.h"
+#include "util/hash.h"
 
 /* ---- reference counting ------------------------------------------------------------------ */
 
@@ -216,21 +217,13 @@ uint64_t xgr__hash_bytes(const void *p, size_t n) {
   return h;
 }
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 
 bool xgr__hash_key(xgr_value v, uint64_t *h) {
   switch (v.kind) {
     case XGR_VSTRING: *h = xgr__hash_bytes(v.as.s->data, v.as.s->len); return true;
-    case XGR_VBOOL: *h = mix64(v.as.b ? 0x51ULL : 0x50ULL) ^ 0xb001; return true;
-    case XGR_VINT: *h = mix64((uint64_t)v.as.i) ^ (v.as.i < 0 ? 0x7777 : 0); return true;
-    case XGR_VUINT: *h = mix64(v.as.u); return true;
+    case XGR_VBOOL: *h = xgr__mix64(v.as.b ? 0x51ULL : 0x50ULL) ^ 0xb001; return true;
+    case XGR_VINT: *h = xgr__mix64((uint64_t)v.as.i) ^ (v.as.i < 0 ? 0x7777 : 0); return true;
+    case XGR_VUINT: *h = xgr__mix64(v.as.u); return true;
     case XGR_VDOUBLE: {
       double d = v.as.d;
       if (!(d == floor(d)) || fabs(d) >= 18446744073709551616.0) return false;
