@@ -172,82 +172,30 @@ int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uin
  * public reference), NULL when params is absent. Anything else: -32602 with *err filled. */
 int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *err);
 
-/* ==== xgrd: the service behind the methods (src/rpc/rpcd.c and the files of rpc_impl.h, persist.c) ============
- * An xgr_rpcd owns a store (xgr/store.h), an engine (xgr/engine.h) whose store hook persists
- * every batch of process changes and history rows into that store (group commit), the registries'
- * assembled bundles, and the JSON-RPC methods of docs/RPC.md. Created stopped-free: recovery of
- * the live sessions of the store happens in xgr_rpcd_new. */
+/* ==== xgrd: the JSON-RPC service of a node (src/rpc/rpcd.c and the files of rpc_impl.h) ============
+ * An xgr_rpcd is the JSON-RPC face of a node (xgr/node.h): the methods of docs/RPC.md read their
+ * parameters, call the node (or its store and engine) and write the answers; the console's pages
+ * and events; the first-step waiters of xgr_validateDataTransfer. The node is borrowed. */
 typedef struct xgr_rpcd xgr_rpcd;
+struct xgr_node;
 
 typedef struct xgr_rpcd_config {
-  const char *store;          /* store URL (xgr_store_open): "memory:" (NULL), "sqlite:PATH" or a path */
-  int store_sync;             /* xgr_store_sync: 0 full (default), 1 normal */
-  unsigned workers;           /* engine worker threads (0: online CPUs) */
-  uint32_t max_running;       /* per-session cap on running steps (0: 32) */
   long first_step_timeout_ms; /* xgr_validateDataTransfer waits this long for the first step (0: 10000) */
-  FILE *log;                  /* service log (key=value lines), NULL: none */
-  /* the engine clock runs time_scale times faster than wall time (0 or 1: real time). The clock
-   * is Unix ms x time_scale, so it goes on where it was across restarts (tests: waitSec 60 passes
-   * in 60 ms at 1000). */
-  double time_scale;
-  uint32_t store_max_pages;   /* PRAGMA max_page_count of the SQLite store (0: none; tests: a full disk) */
-  /* The chain backend (docs/CHAIN.md), borrowed, NULL: none. Contract reads go to it; a registry
-   * named by an XRC-729 address with an ostcId that the store does not hold is read from the
-   * chain (getOSTC, getRule); xgr_getCoreAddrs, /readyz and /metrics show its health. */
-  struct xgr_chain *chain;
-  const xgr_api_map_entry *api_map;  /* URL rewriting of API calls (borrowed), like xgr run's --api-map */
-  size_t napi_map;
-  /* Executions (--engine-key), borrowed, NULL: resolved only. The engine hands each step's
-   * execution to it; history rows (getSession) carry its record under "execution". */
-  struct xgr_chain_executor *executor;
-  uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
-  uint64_t max_session_steps;
-  /* Where the engine's store metrics go (steps, commit latency, batches: borrowed; normally
-   * xgr_rpc_metrics of the server given to xgr_rpcd_register), NULL: not exported. They are
-   * registered before the engine starts, since recovered sessions update them at once. */
-  xgr_metrics *metrics;
-  /* hibernation (docs/RUNTIME.md): a session waiting with nothing due within this many ms of the
-   * engine clock, or only for wake-ups, is evicted from memory (0: the default, 5000; < 0: never).
-   * The memory store never evicts. */
-  int64_t hibernate_after_ms;
-  /* A PostgreSQL store shared by several xgrd (docs/CLUSTER.md): this node's id (NULL: the single
-   * writer of its schema) and its lease length in ms (0: XGR_STORE_LEASE_MS). Hibernation is off
-   * on a cluster node for now. */
-  const char *node_id;
-  int64_t lease_ms;
-  /* PostgreSQL: the writer connections a large group commit is spread over
-   * (xgr_store_config.pg_writers; 0: the default) */
-  int store_writers;
-  /* retention (xgr_store_config.ttl_secs, history_secs): a finished process's row is kept this many
-   * seconds after it ended (0: 86400), step history and finished session rows this many (0: forever) */
-  int64_t session_ttl_secs;
-  int64_t history_secs;
 } xgr_rpcd_config;
 
-/* Open the store, start the engine, recover the store's live sessions (processes that were
- * running run again, waiting ones get their timers back). NULL with *err on failure. */
-xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err);
-/* The service's store (owned by it): xgrd gives it to the permit checks (single-use marks). */
-struct xgr_store *xgr_rpcd_store(xgr_rpcd *d);
-/* Register every method (both naming styles) and the service's metrics on server s. */
+/* The service of node n (borrowed: it must outlive the service), subscribed to its engine's
+ * events. Create it before xgr_node_recover, so no event of a recovered session is missed. NULL
+ * with *err on failure. */
+xgr_rpcd *xgr_rpcd_new(struct xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err);
+/* Register every method (both naming styles) and the service's and the node's gauges on server s. */
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s);
-/* /readyz: true once recovery is done, until shutdown begins. */
+/* /readyz: true once the node is ready, until shutdown begins. */
 bool xgr_rpcd_ready(void *d);
-/* 0 while the store works; else the error that stopped it (copied into *err, may be NULL). From
- * then on writing methods answer XGR_RPC_UNAVAILABLE, sessions stop (engine.h: a refused batch
- * stops its session) and /readyz answers 503; xgrd logs it and exits non-zero when stopped. */
-int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err);
-/* How many sessions recovery restarted, how many it could not (logged), and how many live sessions
- * it left hibernated in the store, to be loaded when they are due or called (single writer with
- * hibernation; 0 otherwise). */
-void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed, size_t *hibernated);
-/* Chain upkeep, called by xgrd every few seconds: probe every backend (eth_blockNumber, for
- * health) and refresh the chain cache from the contracts' logs. No-op without a chain. */
-void xgr_rpcd_chain_tick(xgr_rpcd *d);
-/* Graceful stop: refuse new work, let running steps finish and the store commit them. Call after
- * xgr_rpc_stop. Returns 0 or XGR_ETIMEOUT. */
-int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms);
-/* Shut down (if needed) and free the engine, the store and the bundles. NULL is fine. */
+/* Refuse new work and answer every waiting validateDataTransfer; call after xgr_rpc_stop and
+ * before xgr_node_shutdown. */
+void xgr_rpcd_shutdown(xgr_rpcd *d);
+/* Free the service. Its node's engine must be gone first (xgr_node_free), since the engine calls
+ * the service's event callbacks. NULL is fine. */
 void xgr_rpcd_free(xgr_rpcd *d);
 
 #ifdef __cplusplus

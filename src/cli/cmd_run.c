@@ -27,7 +27,7 @@
 #include "xgr/script.h"
 #include "xgr/store.h"
 #include "xgr/xrc_types.h"
-#include "rpc/rpcd.h"
+#include "xgr/node.h"
 
 /* a human duration for one printf argument (a compound literal lives until the end of the block) */
 #define HD(ms) xgr_cli_duration((ms), (char[32]){0}, 32)
@@ -279,7 +279,7 @@ static void print_tree(const json_t *procs) {
 
 typedef struct run_store {
   xgr_store *st;
-  xgr_persist *p;             /* the engine's store hook (as in xgrd) */
+  xgr_node_persist *p;             /* the engine's store hook (as in xgrd) */
   const char *registry;       /* the bundle's file name, kept as the session's registry */
   bool started;               /* deterministic driver: the session row went out */
   pthread_mutex_t mu;         /* commit callbacks run on the store's writer thread */
@@ -339,7 +339,7 @@ static int store_open(run_store *rs, const char *file, const char *registry, con
 /* Close the store after the run (every batch committed); nonzero when a commit failed. */
 static int store_close(run_store *rs, const char *file) {
   if (rs->st) xgr_store_flush(rs->st);
-  xgr_persist_free(rs->p);
+  xgr_node_persist_free(rs->p);
   xgr_store_close(rs->st);
   pthread_mutex_destroy(&rs->mu);
   if (!rs->rc) return 0;
@@ -394,9 +394,9 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
                       json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
   pthread_mutex_init(&ev.mu, NULL);
-  if (rs) rs->p = xgr_persist_new(rs->st);
+  if (rs) rs->p = xgr_node_persist_new(rs->st);
   xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true, .chain = chain,
-                           .keep_finished = true, .store = rs ? xgr_persist_hook(rs->p) : NULL,
+                           .keep_finished = true, .store = rs ? xgr_node_persist_hook(rs->p) : NULL,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
   xgr_engine *eng = xgr_engine_new(&cfg, &e);
@@ -432,7 +432,7 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
       pthread_mutex_destroy(&ev.mu);
       return XGR_EXIT_HARD;
     }
-    xgr_persist_track(rs->p, owner, root, ss.next_iter, ss.next_group, ss.paused);
+    xgr_node_persist_track(rs->p, owner, root, ss.next_iter, ss.next_group, ss.paused);
     req.start_committed = true;
   }
   if (xgr_engine_start_session(eng, &req, &e)) {

@@ -34,6 +34,7 @@
 #include "xgr/chain.h"
 #include "xgr/rpc.h"
 #include "xgr/secp.h"
+#include "xgr/node.h"
 #include "xgr/store.h"
 
 #define EXIT_USAGE 2
@@ -528,13 +529,12 @@ static int xgrd(int argc, char **argv, opts *o) {
   char *colon = strrchr(host, ':');
   if (colon) *colon = '\0';
   log_kv("info", "msg=listening addr=%s:%u auth=%s ready=false", host, xgr_rpc_port(srv), auth_none ? "none" : "permits");
-  xgr_rpcd_config dc = {.store = o->store,
+  xgr_node_config dc = {.store = o->store,
                         .store_sync = o->sync && !strcmp(o->sync, "normal"),
                         .workers = o->workers,
                         .max_running = (uint32_t)o->max_running,
                         .session_ttl_secs = o->session_ttl_s,
                         .history_secs = o->history_retention_s,
-                        .first_step_timeout_ms = o->first_step_timeout_ms,
                         .log = stderr,
                         .time_scale = o->time_scale,
                         .store_max_pages = (uint32_t)o->store_max_pages,
@@ -556,10 +556,15 @@ static int xgrd(int argc, char **argv, opts *o) {
   log_kv("info", "msg=starting store=%s workers=%u time_scale=%g max_running=%lu session_ttl_s=%lld "
          "history_retention_s=%lld", store_name, o->workers, o->time_scale > 0 ? o->time_scale : 1.0, o->max_running,
          o->session_ttl_s, o->history_retention_s);
-  xgr_rpcd *d = xgr_rpcd_new(&dc, &err);
-  if (!d || xgr_rpcd_register(d, srv)) {
+  /* the node (store, engine), its JSON-RPC service subscribed to its events, then recovery */
+  xgr_node *node = xgr_node_new(&dc, &err);
+  xgr_rpcd_config sc = {.first_step_timeout_ms = o->first_step_timeout_ms};
+  xgr_rpcd *d = node ? xgr_rpcd_new(node, &sc, &err) : NULL;
+  if (!d || xgr_rpcd_register(d, srv) || xgr_node_recover(node, &err)) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
     xgr_rpc_server_free(srv);
+    xgr_node_free(node);
+    xgr_rpcd_free(d);
     xgr_auth_free(auth);
     xgr_chain_executor_free(executor);
     xgr_secp_free(secp);
@@ -569,11 +574,12 @@ static int xgrd(int argc, char **argv, opts *o) {
   }
   /* used control permits are kept in the store: the server's permit gate is made again with it
    * before the server opens (nothing used the first one: every call was refused until then) */
-  ac.store = xgr_rpcd_store(d);
+  ac.store = xgr_node_store(node);
   xgr_auth *sauth = xgr_auth_new(&ac, &aerr);
   if (!sauth) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", aerr.path, aerr.message);
     xgr_rpc_server_free(srv);
+    xgr_node_free(node);
     xgr_rpcd_free(d);
     xgr_auth_free(auth);
     xgr_chain_executor_free(executor);
@@ -587,7 +593,7 @@ static int xgrd(int argc, char **argv, opts *o) {
   auth = sauth;
   xgr_rpc_open(srv, xgr_rpcd_ready, d);
   size_t restored, failed, hibernated;
-  xgr_rpcd_recovered(d, &restored, &failed, &hibernated);
+  xgr_node_recovered(node, &restored, &failed, &hibernated);
   log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu "
          "hibernated=%zu workers=%u", host, xgr_rpc_port(srv), auth_none ? "none" : "permits",
          (unsigned long long)xgr_auth_chain_id(auth), xgr_auth_control_contract(auth), restored, failed, hibernated,
@@ -619,10 +625,10 @@ static int xgrd(int argc, char **argv, opts *o) {
     sig = 0;
     if (o->chain && ++chain_ticks == 10) {   /* every 2 s: health probe and cache refresh from logs */
       chain_ticks = 0;
-      xgr_rpcd_chain_tick(d);
+      xgr_node_chain_tick(node);
     }
     xgr_error se;
-    if (!store_failed && xgr_rpcd_store_failed(d, &se)) {
+    if (!store_failed && xgr_node_store_failed(node, &se)) {
       store_failed = true;
       log_kv("error", "msg=\"store failed: no more work is accepted (writes answer -32009, /readyz 503); fix the store "
                       "and restart xgrd, which recovers everything committed\" store=%s error=\"%s\"",
@@ -632,8 +638,10 @@ static int xgrd(int argc, char **argv, opts *o) {
   log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
   xgr_rpc_stop(srv);
   long tmo = o->shutdown_timeout_ms ? o->shutdown_timeout_ms : 30000;
-  if (xgr_rpcd_shutdown(d, tmo)) log_kv("warn", "msg=\"steps still running after the shutdown timeout\" timeout_ms=%ld", tmo);
-  if (xgr_rpcd_store_failed(d, NULL)) store_failed = true;   /* also a failure while stopping */
+  xgr_rpcd_shutdown(d);   /* waiting answers go first */
+  if (xgr_node_shutdown(node, tmo)) log_kv("warn", "msg=\"steps still running after the shutdown timeout\" timeout_ms=%ld", tmo);
+  if (xgr_node_store_failed(node, NULL)) store_failed = true;   /* also a failure while stopping */
+  xgr_node_free(node);   /* the engine first: it calls the service's event callbacks */
   xgr_rpcd_free(d);
   xgr_rpc_server_free(srv);
   xgr_auth_free(auth);

@@ -19,7 +19,7 @@ static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const x
                               const char *owner, uint64_t root, const char *step, xgr_error *err) {
   int rc = xgr_auth_check_control(p, action, root, step, owner, err);
   if (rc) return rc;
-  if (!xgr__rpcd_live(d, owner, root, true, NULL))   /* a hibernated session is loaded */
+  if (!xgr_node_live(d->n, owner, root, true, NULL))   /* a hibernated session is loaded */
     return xgr__rpc_fail(err, XGR_RPC_NOT_FOUND, XGR_ENOTFOUND, "permit.message.sessionId",
                          "no live session %s/%llu (the permit was not used)", owner, (unsigned long long)root);
   return xgr_auth_consume(caller->auth, p, err);
@@ -49,9 +49,9 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
                                                owner, root, NULL, err)))
     return rc;
   /* here, or on the cluster node that holds the session (lease.c) */
-  xgr__ctl_req cr = {.op = kind == C_KILL ? XGR__CTL_KILL : kind == C_PAUSE ? XGR__CTL_PAUSE : XGR__CTL_RESUME,
+  xgr_node_ctl cr = {.op = kind == C_KILL ? XGR_NODE_CTL_KILL : kind == C_PAUSE ? XGR_NODE_CTL_PAUSE : XGR_NODE_CTL_RESUME,
                      .owner = owner, .root = root, .iter = iter, .payload = xgr_value_null()};
-  rc = xgr__rpcd_ctl(d, &cr, NULL, err);
+  rc = xgr_node_control(d->n, &cr, NULL, err);
   if (rc) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
@@ -91,9 +91,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, err))) return rc;
   xgr_engine_session_info info = {0};
   size_t affected = 0;
-  if (xgr__rpcd_live(d, owner, root, true, &info)) affected = info.live;
-  xgr__ctl_req cr = {.op = XGR__CTL_KILL, .owner = owner, .root = root, .payload = xgr_value_null()};
-  if ((rc = xgr__rpcd_ctl(d, &cr, NULL, err))) {
+  if (xgr_node_live(d->n, owner, root, true, &info)) affected = info.live;
+  xgr_node_ctl cr = {.op = XGR_NODE_CTL_KILL, .owner = owner, .root = root, .payload = xgr_value_null()};
+  if ((rc = xgr_node_control(d->n, &cr, NULL, err))) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
   }
@@ -184,7 +184,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   const json_t *ov = json_object_get(o, "owner"), *rv = json_object_get(o, "runner");
   bool named = (ov && !json_is_null(ov)) || (rv && !json_is_null(rv)) ||
                (permit.kind && strcmp(permit.from, permit.runner));
-  if (pid_mode && !named && !xgr__rpcd_live(d, owner, root, false, NULL) && live_for_other(d, owner, root))
+  if (pid_mode && !named && !xgr_node_live(d->n, owner, root, false, NULL) && live_for_other(d, owner, root))
     return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "processId",
                          "session %llu is another owner's (%s has none live): only a session's owner may wake a "
                          "process by pid (delegation through __wakeUp allow lists works in step mode only)",
@@ -201,10 +201,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   }
   const char *callr = who[0] ? who : owner;
   size_t woken = 0;
-  xgr__ctl_req cr = {.op = pid_mode ? XGR__CTL_WAKE_PID : XGR__CTL_WAKE_STEP, .owner = owner, .root = root,
+  xgr_node_ctl cr = {.op = pid_mode ? XGR_NODE_CTL_WAKE_PID : XGR_NODE_CTL_WAKE_STEP, .owner = owner, .root = root,
                      .iter = iter, .step = step, .caller = callr, .payload = pv,
                      .payload_json = payload && json_is_object(payload) ? payload : NULL};
-  rc = xgr__rpcd_ctl(d, &cr, &woken, err);
+  rc = xgr_node_control(d->n, &cr, &woken, err);
   xgr_value_release(pv);
   if (rc) {
     if (!err->path[0])
@@ -266,7 +266,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_alive) {
   uint64_t root, iter;
   int rc = positional(params, false, owner, sizeof owner, &root, &iter, err);
   if (rc) return rc;
-  bool alive = xgr__rpcd_live(d, owner, root, false, NULL);   /* hibernated: the store says */
+  bool alive = xgr_node_live(d->n, owner, root, false, NULL);   /* hibernated: the store says */
   if (alive) {   /* a session whose end is committed is over, even before the engine marks it finished */
     xgr_store_session s;
     xgr_error se;

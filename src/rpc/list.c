@@ -332,7 +332,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     char hk[80];
     snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
     xgr_error be;
-    if (!raw) xgr__rpcd_bundle(d, hk, &b, "ostcHash", &be);
+    if (!raw) xgr_node_bundle(d->n, hk, &b, "ostcHash", &be);
     xgr_store_proc *ps = NULL;
     size_t n = 0;
     if (!xgr_store_procs(d->st, owner, s.root_pid, &ps, &n, err)) {
@@ -354,7 +354,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
       }
       xgr_store_procs_free(ps, n);
     }
-    xgr__rpcd_bundle_put(d, b);
+    xgr_node_bundle_put(d->n, b);
   }
   xgr_store_sessions_free(ss, nss);
   xgr_error_clear(err);
@@ -428,7 +428,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   char hk[80];
   snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
   xgr_error be;
-  xgr__rpcd_bundle(d, hk, &b, "ostcHash", &be);
+  xgr_node_bundle(d->n, hk, &b, "ostcHash", &be);
   json_t *procs = json_array(), *hist = json_array();
   xgr_store_proc *ps = NULL;
   size_t n = 0;
@@ -440,7 +440,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
     next_wake = xgr__rpc_next_wake_json(&s, ps, n);
     xgr_store_procs_free(ps, n);
   }
-  xgr__rpcd_bundle_put(d, b);
+  xgr_node_bundle_put(d->n, b);
   /* internal wake-ups this session sent that were refused (issue 14): to whom, why, when; each is
    * also a history row, after the row of the step that sent it */
   xgr_store_wake *ws = NULL;
@@ -462,7 +462,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       if (hs[i].payload && xgr_json_parse_exact(hs[i].payload, strlen(hs[i].payload), &pl, NULL)) pl = NULL;
       if (pl) json_object_set_new(h, "payload", pl);
       /* the step's execution (docs/CHAIN.md): its transaction and receipt, from the executor's journal */
-      json_t *ex = d->cfg.executor ? xgr_chain_executor_record(d->cfg.executor, owner, root, hs[i].iter) : NULL;
+      json_t *ex = d->nc->executor ? xgr_chain_executor_record(d->nc->executor, owner, root, hs[i].iter) : NULL;
       if (ex) json_object_set_new(h, "execution", ex);
       json_array_append_new(hist, h);
       refused_rows(hist, root, hs[i].iter, &hs[i], ws, nw, wdone);

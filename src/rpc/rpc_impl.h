@@ -9,7 +9,9 @@
  *   control.c   kill, pause, resume, control, wakeUp, sessionAlive, stepExecuted.
  *   list.c      listSessions (join and raw views, sorting, paging) and getSession.
  *   registry.c  orchestration and rule registries and the bundle cache.
- *   rpcd.c      the service object: life cycle, recovery, metrics gauges, the method table.
+ *   rpcd.c      the service object over a node (xgr/node.h): its life cycle, its gauges, the method
+ *               table. The node runs the sessions; these files read parameters, call it (or its
+ *               store and engine) and write the answers.
  *
  * Not installed; nothing outside src/rpc includes it. Every function here is library-private
  * (xgr__ prefix). Strings returned through `const char **` point into the request's JSON
@@ -26,37 +28,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "rpc/rpcd.h"
 #include "xgr/bundle.h"
 #include "xgr/chain.h"
 #include "xgr/engine.h"
+#include "xgr/node.h"
 #include "xgr/rpc.h"
 #include "xgr/store.h"
 
-
-/* A cached bundle of a registry key (registry.c; guarded by xgr_rpcd.reg_mu). */
-typedef struct xgr__regent {
-  struct xgr__regent *next;
-  char *key;                   /* owned */
-  uint64_t gen;                /* rules generation it was assembled in */
-  struct xgr__bnode *bn;       /* the bundle, the orchestration's owner and executors (its `cached`
-                                  is set while this entry exists) */
-} xgr__regent;
-
-/* An assembled bundle in use: freed when no cache entry points at it and nobody holds it (method
- * calls and running sessions hold references), so memory stays bounded however often rules are
- * replaced. */
-typedef struct xgr__bnode {
-  struct xgr__bnode *next;
-  xgr_bundle *b;               /* owned */
-  size_t refs;                 /* holders (reg_mu) */
-  bool cached;                 /* a cache entry points at it (reg_mu) */
-  char *owner;                 /* owned: who registered the orchestration ("" if nobody) */
-  json_t *executors;           /* owned: its document's top-level `executors` (XRC-729 §4.2), or NULL */
-} xgr__bnode;
-
-/* Most cache entries kept (least recently assembled dropped first). */
-#define XGR__RPCD_MAX_CACHED 256
 
 /* A validateDataTransfer waiting for the first step of its session (start.c; fields after `next`
  * are written under xgr_rpcd.w_mu by the event callback). Owned by the method call that waits, or,
@@ -98,19 +76,17 @@ typedef enum xgr__ack { XGR__ACK_QUEUED = 0, XGR__ACK_ALREADY, XGR__ACK_PAUSED, 
 /* Their names in the answers and the xgr_enqueue_total labels (defined in start.c). */
 extern const char *const xgr__rpcd_ack_names[XGR__ACK_N];
 
-/* The service. Created and freed by rpcd.c; the other files only use it. */
+/* The service: the JSON-RPC face of a node. Created and freed by rpcd.c; the other files only use
+ * it. The node and what it owns are borrowed (the node outlives the service's use of them). */
 struct xgr_rpcd {
   xgr_rpcd_config cfg;
-  xgr_store *st;               /* owned */
-  xgr_persist *p;              /* owned */
-  xgr_engine *e;               /* owned */
+  xgr_node *n;                 /* borrowed */
+  const xgr_node_config *nc;   /* n's configuration (chain, executor, ...) */
+  xgr_store *st;               /* n's store */
+  xgr_engine *e;               /* n's engine */
   struct xgr__console *console; /* owned: the console's pages, events and read methods (console.h) */
-  atomic_bool ready, stopping;
+  atomic_bool stopping;
   atomic_bool store_down;      /* the store failed (logged once) */
-  pthread_mutex_t reg_mu;      /* regs, bundles */
-  xgr__regent *regs;
-  xgr__bnode *bundles;
-  atomic_uint_fast64_t rules_gen;   /* bumped by putRule: cached bundles of older generations are stale */
   pthread_mutex_t w_mu;        /* waiters */
   pthread_cond_t w_cv;
   xgr__waiter *waiters;
@@ -122,15 +98,9 @@ struct xgr_rpcd {
   pthread_t t_th;
   bool t_on, t_stop;           /* the thread runs; it is asked to end */
   bool v_stop;                 /* the server stops: waiting answers go at once, new ones are not deferred */
-  size_t restored, failed;     /* recovery counts */
-  size_t hibernated;           /* live sessions recovery left in the store (hibernated) */
-  xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
   xgr_counter *c_enq[XGR__ACK_N];
   char names[64][40];          /* method names registered on the server (borrowed by it) */
-  xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
-  xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
-  struct xgr__lease *lease;    /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
 };
 
 /* The signature of every method (xgr_rpc_method_fn); ctx is the xgr_rpcd. */
@@ -222,36 +192,11 @@ int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, x
  * method reads its parameters through this (or xgr__rpc_keys on each object it reads). */
 int xgr__rpc_named(const json_t *params, const char *const *known, const json_t **out, xgr_error *err);
 
-/* ---- rpcd.c ----------------------------------------------------------------------------------- */
-
-/* One key=value log line on cfg.log (no-op without one). */
-void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- registry.c ------------------------------------------------------------------------------- */
 
-/* The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"), assembled from the
- * store or taken from the cache. *out is a reference the caller gives back with
- * xgr__rpcd_bundle_put. Errors name `path`. */
-/* Is (owner, root) a live session? The engine's view, or for a session the engine does not hold
- * (hibernated) the store's; with load, a hibernated session is loaded first (control calls). info
- * (zeroed when not in the engine) may be NULL. */
-bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xgr_engine_session_info *info);
-int xgr__rpcd_bundle(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
-/* The same, also giving the orchestration's owner and executor list (borrowed: they live as long
- * as the reference in *out, which the caller gives back with xgr__rpcd_bundle_put; either of
- * owner/executors may be NULL). */
-int xgr__rpcd_bundle_ex(xgr_rpcd *d, const char *key, const xgr_bundle **out, const char **owner,
-                        const json_t **executors, const char *path, xgr_error *err);
 /* Permit mode (the caller is a verified signer)? */
 bool xgr__rpc_permits(const xgr_rpc_caller *caller);
-/* Free the cache and every bundle (rpcd.c, after the engine is gone). */
-void xgr__rpcd_bundles_free(xgr_rpcd *d);
-/* Another reference to b (from xgr__rpcd_bundle), e.g. the one a started session holds. */
-void xgr__rpcd_bundle_hold(xgr_rpcd *d, const xgr_bundle *b);
-/* Give a reference back (NULL: nothing); the bundle is freed when it was the last and no cache
- * entry points at it. Also the engine's bundle_done (ctx = d). */
-void xgr__rpcd_bundle_put(xgr_rpcd *d, const xgr_bundle *b);
-void xgr__rpcd_bundle_done(void *d, const xgr_bundle *b);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_orch);
 XGR__RPCD_METHOD(xgr__rpcd_m_get_orch);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_rule);
@@ -286,45 +231,5 @@ XGR__RPCD_METHOD(xgr__rpcd_m_step_executed);
 XGR__RPCD_METHOD(xgr__rpcd_m_list_join);
 XGR__RPCD_METHOD(xgr__rpcd_m_list_raw);
 XGR__RPCD_METHOD(xgr__rpcd_m_get_session);
-
-/* ---- lease.c (a cluster node on PostgreSQL; docs/CLUSTER.md) --------------------------------------- */
-
-typedef struct xgr__lease xgr__lease;
-/* A control call on a session, wherever it runs. */
-typedef enum xgr__ctl_op { XGR__CTL_KILL = 0, XGR__CTL_PAUSE, XGR__CTL_RESUME, XGR__CTL_WAKE_PID, XGR__CTL_WAKE_STEP } xgr__ctl_op;
-typedef struct xgr__ctl_req {
-  int op;                       /* xgr__ctl_op */
-  const char *owner;
-  uint64_t root, iter;          /* iter 0: the whole session (kill, pause, resume) */
-  const char *step;             /* WAKE_STEP */
-  const char *caller;           /* wakes: who wakes */
-  xgr_value payload;            /* wakes: map or null (borrowed) */
-  const json_t *payload_json;   /* the same payload as JSON (borrowed; NULL: none), for forwarding */
-} xgr__ctl_req;
-/* Run r on the engine that holds the session: here, or on the node that holds its lease (a
- * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
- * already. 0 or the engine's error (XGR_ETIMEOUT when the owner node did not answer). */
-int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err);
-/* Is (owner, root) a running session in the store (cluster: it may run on another node)? */
-bool xgr__lease_live(xgr_rpcd *d, const char *owner, uint64_t root);
-/* Hibernation on a cluster node: load (owner, root) only under this node's lease — read it when its
- * row still names this node at the epoch the store remembers, else claim it (its row names this
- * node, or nobody holds it; the epoch goes up, so any forgotten incarnation is fenced) — and call
- * fn with its rows (then 0); XGR_ENOTFOUND when it is not running or another live node holds it,
- * XGR_ETIMEOUT when its row stayed locked. */
-int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
-                    void *ctx, xgr_error *err);
-/* Become a cluster node: claim this node id's sessions of an earlier life and every free one,
- * start the lease thread. d->st must be a cluster store. */
-int xgr__lease_start(xgr_rpcd *d, xgr_error *err);
-/* Stop the lease thread; release: give up every lease (SIGTERM, after the engine stopped). */
-void xgr__lease_stop(xgr_rpcd *d, bool release);
-/* Stop (without releasing) and free. NULL lease is fine. */
-void xgr__lease_free(xgr_rpcd *d);
-/* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
-void xgr__lease_metrics(xgr_rpcd *d, xgr_metrics *m);
-/* rpcd.c: restore one live session from its rows and start it (recovery, hibernation, claims);
- * failures are logged. 0, XGR_ECONFLICT (it runs here already) or the error. */
-int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err);
 
 #endif

@@ -1,6 +1,6 @@
-/* rpcd.c — xgrd's service object (xgr/rpc.h, "xgrd" section): its life cycle (open the store,
- * start the engine on the persistence hook, recover live sessions, shut down), the Prometheus
- * gauges it exports, and the method table.
+/* rpcd.c — xgrd's JSON-RPC service over a node (xgr/rpc.h, "xgrd" section): its life cycle
+ * (subscribe to the node's engine, stop the waiting answers), the gauges of its own queues, and the
+ * method table. The node (xgr/node.h) owns and runs the sessions.
  *
  * Both naming styles reach the same code: the seed-001 names (`xgr.enqueue`, `xgr.listSessions`,
  * ...) and the public reference's (`xgr_validateDataTransfer`, `xgr_listSessions`, ...); every
@@ -20,145 +20,12 @@
 #include "rpc/console.h"
 #include "util/alloc.h"
 
-/* ---- small helpers -------------------------------------------------------------------------- */
-
-void xgr__rpcd_log(xgr_rpcd *d, const char *fmt, ...) {
-  if (!d->cfg.log) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  char t[32];
-  strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
-  va_list ap;
-  va_start(ap, fmt);
-  flockfile(d->cfg.log);
-  fprintf(d->cfg.log, "ts=%s.%03ldZ ", t, ts.tv_nsec / 1000000);
-  vfprintf(d->cfg.log, fmt, ap);
-  fputc('\n', d->cfg.log);
-  fflush(d->cfg.log);
-  funlockfile(d->cfg.log);
-  va_end(ap);
-}
-
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- metrics ------------------------------------------------------------------------------------- */
-
-/* Live sessions, idle ones among them, and their running and live processes (the engine's view). */
-typedef struct totals {
-  size_t sessions, idle, running, live;
-} totals;
-
-static totals engine_totals(xgr_rpcd *d) {
-  size_t cap = xgr_engine_list(d->e, NULL, 0) + 64;
-  xgr_engine_session_info *v = xgr__xmalloc(cap * sizeof *v);
-  size_t n = xgr_engine_list(d->e, v, cap);   /* the total, which may have grown since: read at most cap */
-  if (n > cap) n = cap;
-  totals t = {0};
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].finished) continue;
-    t.sessions++;
-    t.idle += v[i].idle;
-    t.running += v[i].running;
-    t.live += v[i].live;
-  }
-  free(v);
-  return t;
-}
-
-static void collect_sessions(void *ctx, xgr_metrics_out *out) {
-  totals t = engine_totals(ctx);
-  xgr_metrics_line(out, "xgr_sessions_live", "", (double)t.sessions);
-  xgr_metrics_line(out, "xgr_sessions_idle", "", (double)t.idle);
-}
-
-static void collect_procs(void *ctx, xgr_metrics_out *out) {
-  totals t = engine_totals(ctx);
-  xgr_metrics_line(out, "xgr_processes", "status=\"running\"", (double)t.running);
-  xgr_metrics_line(out, "xgr_processes", "status=\"waiting\"", (double)(t.live > t.running ? t.live - t.running : 0));
-}
 
 static void collect_queues(void *ctx, xgr_metrics_out *out) {
   xgr_rpcd *d = ctx;
-  xgr_metrics_line(out, "xgr_queue_depth", "queue=\"store_batches\"", (double)xgr_persist_inflight(d->p));
+  xgr_metrics_line(out, "xgr_queue_depth", "queue=\"store_batches\"", (double)xgr_node_inflight(d->n));
   xgr_metrics_line(out, "xgr_queue_depth", "queue=\"first_step_waiters\"", (double)atomic_load(&d->nwaiters));
-}
-
-/* The work-stealing runtime: how work moved between the workers and how often they slept. */
-static void collect_runtime(void *ctx, xgr_metrics_out *out) {
-  xgr_rpcd *d = ctx;
-  xgr_engine_stats s;
-  xgr_engine_get_stats(d->e, &s);
-  const xgr_rt_counters *rc = &s.runtime;
-  static const char *const kinds[] = {"actor_turns", "tasks", "steals", "stolen_items", "global_takes", "parks",
-                                      "wakeups"};
-  const uint64_t vals[] = {rc->steps, rc->tasks, rc->steals, rc->stolen, rc->global_batches, rc->parks, rc->wakeups};
-  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-    char label[48];
-    snprintf(label, sizeof label, "kind=\"%s\"", kinds[i]);
-    xgr_metrics_line(out, "xgr_runtime_events", label, (double)vals[i]);
-  }
-}
-
-static void collect_chain(void *ctx, xgr_metrics_out *out) {
-  xgr_rpcd *d = ctx;
-  json_t *h = xgr_chain_health(d->cfg.chain);
-  size_t i;
-  json_t *b;
-  json_array_foreach(h, i, b) {
-    const char *name = json_string_value(json_object_get(b, "name"));
-    static const char *const keys[] = {"calls", "errors", "lastBlock"};
-    for (int k = 0; k < 3; k++) {
-      char l[160];
-      snprintf(l, sizeof l, "backend=\"%.64s\",kind=\"%s\"", name ? name : "default", keys[k]);
-      xgr_metrics_line(out, "xgr_chain", l, (double)json_integer_value(json_object_get(b, keys[k])));
-    }
-    char l[160];
-    snprintf(l, sizeof l, "backend=\"%.64s\",kind=\"up\"", name ? name : "default");
-    xgr_metrics_line(out, "xgr_chain", l, json_is_true(json_object_get(b, "ok")) ? 1 : 0);
-  }
-  json_decref(h);
-  if (d->cfg.executor) {
-    uint64_t pending, done;
-    xgr_chain_executor_counts(d->cfg.executor, &pending, &done);
-    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_pending\"", (double)pending);
-    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_done\"", (double)done);
-    /* 1 while this xgrd signs and sends (always for a single writer; one cluster node at a time) */
-    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_sender\"",
-                     xgr_chain_executor_sending(d->cfg.executor) ? 1 : 0);
-  }
-}
-
-static void collect_engine(void *ctx, xgr_metrics_out *out) {
-  xgr_rpcd *d = ctx;
-  xgr_engine_stats s;
-  xgr_engine_get_stats(d->e, &s);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_started\"", (double)s.sessions_started);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_finished\"", (double)s.sessions_finished);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_capped\"", (double)s.sessions_capped);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"wakeups_refused\"", (double)s.wakeups_refused);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"steps\"", (double)s.steps);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"store_batches\"", (double)s.store_batches);
-  xgr_engine_hib_stats hs;
-  xgr_engine_hib_get_stats(d->e, &hs);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_evicted\"", (double)hs.evicted);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_loaded\"", (double)hs.loaded);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_failed\"", (double)hs.load_failed);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_retried\"", (double)hs.load_retried);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_load_retries_dropped\"", (double)hs.retry_dropped);
-  xgr_store_stats ss;
-  xgr_store_get_stats(d->st, &ss);
-  xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
-  xgr_metrics_line(out, "xgr_store_max_batches_per_tx", "", (double)ss.max_batches_per_tx);
-  xgr_metrics_line(out, "xgr_store_group_redos", "", (double)ss.group_redos);
-  xgr_metrics_line(out, "xgr_store_group_retries", "", (double)ss.group_retries);
 }
 
 /* ---- registration ----------------------------------------------------------------------------- */
@@ -180,10 +47,6 @@ static int guarded(void *ctx, const xgr_rpc_caller *caller, const json_t *params
   return g->fn(g->d, caller, params, result, err);
 }
 
-xgr_store *xgr_rpcd_store(xgr_rpcd *d) { return d->st; }
-
-int xgr_rpcd_store_failed(xgr_rpcd *d, xgr_error *err) { return xgr_store_failed(d->st, err); }
-
 /* xgr_getCoreAddrs (public reference §5): what a client needs to build permits — the chain id as
  * hex and the control contract as `precompile`; no grants or public sale contracts locally. */
 static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
@@ -201,7 +64,7 @@ static int m_core_addrs(void *ctx, const xgr_rpc_caller *caller, const json_t *p
   *result = json_pack("{s:s, s:s, s:s, s:s}", "grants", "", "publicSale", "", "precompile", pc, "chainId", chain);
   xgr_rpcd *d = ctx;
   /* with --chain: every backend's health (docs/CHAIN.md) */
-  if (d && d->cfg.chain) json_object_set_new(*result, "chains", xgr_chain_health(d->cfg.chain));
+  if (d && d->nc->chain) json_object_set_new(*result, "chains", xgr_chain_health(d->nc->chain));
   return 0;
 }
 
@@ -300,251 +163,24 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     snprintf(l, sizeof l, "ack=\"%s\"", xgr__rpcd_ack_names[a]);
     d->c_enq[a] = xgr_metrics_counter(m, "xgr_enqueue_total", "Session starts by answer", l);
   }
-  xgr_metrics_gauge(m, "xgr_sessions_live", "Sessions with live processes in the engine", collect_sessions, d);
-  xgr_metrics_gauge(m, "xgr_processes", "Live processes by status", collect_procs, d);
   xgr_metrics_gauge(m, "xgr_queue_depth", "Work queued inside xgrd", collect_queues, d);
-  xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
-  xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
-  xgr__lease_metrics(d, m);
-  if (d->cfg.chain) xgr_metrics_gauge(m, "xgr_chain", "Chain backends: calls, errors, last block, up", collect_chain, d);
+  xgr_node_metrics(d->n, m);
 
   return 0;
 }
 
-/* ---- life cycle and recovery -------------------------------------------------------------------- */
+/* ---- life cycle --------------------------------------------------------------------------------- */
 
-/* Internal wake-ups still in the outbox were committed by their producer but not (durably) applied
- * by their target: deliver each again (at least once; the target applies an id at most once and
- * removes the row with its next batch). One whose target does not run here is refused: logged,
- * counted and removed. */
-static void redeliver(xgr_rpcd *d) {
-  xgr_store_wake *w = NULL;
-  size_t n = 0;
-  xgr_error err;
-  if (xgr_store_outbox(d->st, &w, &n, &err)) {
-    xgr__rpcd_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
-    return;
-  }
-  size_t sent = 0;
-  for (size_t i = 0; i < n; i++) {
-    xgr_value pl = xgr_value_null();
-    if (w[i].payload && xgr_value_from_json_text(w[i].payload, strlen(w[i].payload), 0, &pl, &err)) pl = xgr_value_null();
-    int rc = xgr_engine_redeliver(d->e, w[i].id, w[i].caller, w[i].from_root, w[i].to_owner, w[i].to_root, w[i].step,
-                                  w[i].rule, pl);
-    xgr_value_release(pl);
-    if (!rc) {
-      sent++;
-      continue;
-    }
-    xgr__rpcd_log(d,
-                  "level=warn msg=\"wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session "
-                  "here\" id=%s",
-                  w[i].from_owner, (unsigned long long)w[i].from_root, w[i].to_owner, (unsigned long long)w[i].to_root,
-                  w[i].step, w[i].id);
-    xgr_store_changes *c = xgr_store_changes_new();
-    xgr_store_changes_wake_done(c, w[i].id, "no such session here");
-    if (xgr_store_commit(d->st, c, &err))
-      xgr__rpcd_log(d, "level=error msg=\"cannot remove a refused wake-up from the outbox\" error=\"%s\"", err.message);
-  }
-  if (n) xgr__rpcd_log(d, "level=info msg=\"outbox redelivered\" wakeups=%zu delivered=%zu", n, sent);
-  xgr_store_wakes_free(w, n);
-}
-
-/* Restore one live session from its rows and start it in the engine: 0, XGR_ECONFLICT when the
- * engine runs it already, else the error (logged). Recovery and hibernation share it. */
-static int load_one(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) {
-  const xgr_store_session *ss = l->session;
-  const xgr_bundle *b = NULL;
-  char hk[80];
-  snprintf(hk, sizeof hk, "#%s", ss->ostc_hash ? ss->ostc_hash : "");
-  int rc = xgr__rpcd_bundle(d, hk, &b, "ostcHash", err);
-  if (rc) {
-    xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err->message);
-    return rc;
-  }
-  xgr_persist_track(d->p, ss->owner, ss->root_pid, ss->next_iter, ss->next_group, ss->paused);
-  xgr_effects fx;
-  xgr_effects_init(&fx);
-  xgr_session_config sc = {.max_running = d->cfg.max_running};
-  xgr_session *s = xgr_store_restore_session(b->orch, l, &sc, xgr_engine_now(d->e), &fx, err);
-  if (!s) {
-    xgr__rpcd_bundle_put(d, b);
-    xgr_effects_free(&fx);
-    xgr__rpcd_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err->message);
-    return err->code ? err->code : XGR_EINVAL;
-  }
-  xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx,
-                         .stored_due = ss->wake_due, .steps = xgr_persist_steps(d->p, ss->owner, ss->root_pid)};
-  rc = xgr_engine_start_session(d->e, &sr, err);   /* takes this call's reference (bundle_done) */
-  xgr_effects_free(&fx);
-  if (rc && rc != XGR_ECONFLICT)
-    xgr__rpcd_log(d, "level=error msg=\"cannot restart session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err->message);
-  return rc;
-}
-
-int xgr__rpcd_load(xgr_rpcd *d, const xgr_store_live *l, xgr_error *err) { return load_one(d, l, err); }
-
-static int recover_one(void *ctx, const xgr_store_live *l) {
-  xgr_rpcd *d = ctx;
-  xgr_error err;
-  xgr_error_clear(&err);
-  int rc = load_one(d, l, &err);
-  if (rc && rc != XGR_ECONFLICT) d->failed++;
-  else d->restored++;
-  return 0;
-}
-
-/* ---- hibernation: the engine's loader and due index ------------------------------------------ */
-
-typedef struct hib_load_ctx {
-  xgr_rpcd *d;
-  bool found;
-  int rc;
-  xgr_error *err;
-} hib_load_ctx;
-
-static int hib_load_cb(void *ctx, const xgr_store_live *l) {
-  hib_load_ctx *c = ctx;
-  c->found = true;
-  c->rc = load_one(c->d, l, c->err);
-  return 0;
-}
-
-static int hib_load(void *ctx, const char *owner, uint64_t root, xgr_error *err) {
-  xgr_rpcd *d = ctx;
-  if (!owner || !owner[0])
-    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session with rootPid %llu", (unsigned long long)root);
-  hib_load_ctx c = {d, false, 0, err};
-  xgr_store_load_filter f = {.owner = owner, .root_pid = root};
-  /* a cluster node loads only under its lease (docs/CLUSTER.md "Hibernation"); asked of the store,
-   * which outlives the engine (d->lease goes first at teardown) */
-  int rc = xgr_store_node_id(d->st) ? xgr__lease_load(d, owner, root, hib_load_cb, &c, err)
-                                     : xgr_store_load_some(d->st, &f, hib_load_cb, &c, err);
-  if (rc) return rc;
-  if (!c.found)
-    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%llu", owner, (unsigned long long)root);
-  return c.rc;
-}
-
-static int hib_due(void *ctx, const xgr_engine_due_key *after, int64_t upto, xgr_engine_due_key *out, size_t max,
-                   size_t *n) {
-  xgr_rpcd *d = ctx;
-  xgr_store_due_key a = {.due = after->due, .root_pid = after->root_pid};
-  memcpy(a.owner, after->owner, sizeof a.owner);
-  xgr_store_due_key *k = xgr__xmalloc((max ? max : 1) * sizeof *k);
-  xgr_error err;
-  /* a cluster node's poller sees only the rows leased to it */
-  int rc = xgr_store_node_id(d->st) ? xgr_store_lease_due(d->st, &a, upto, k, max, n, &err)
-                                     : xgr_store_due(d->st, &a, upto, k, max, n, &err);
-  for (size_t i = 0; !rc && i < *n; i++) {
-    out[i].due = k[i].due;
-    out[i].root_pid = k[i].root_pid;
-    memcpy(out[i].owner, k[i].owner, sizeof out[i].owner);
-  }
-  free(k);
-  if (rc) xgr__rpcd_log(d, "level=error msg=\"cannot read the due index\" error=\"%s\"", err.message);
-  return rc;
-}
-
-bool xgr__rpcd_live(xgr_rpcd *d, const char *owner, uint64_t root, bool load, xgr_engine_session_info *info) {
-  xgr_engine_session_info in;
-  if (!info) info = &in;
-  memset(info, 0, sizeof *info);
-  if (!xgr_engine_session(d->e, owner, root, info)) return !info->finished;
-  if (d->lease) {   /* cluster: hibernated here (loaded when asked), or running elsewhere (the store says) */
-    if (load && d->hib.load && !xgr_engine_load(d->e, owner, root, NULL) && !xgr_engine_session(d->e, owner, root, info))
-      return !info->finished;
-    memset(info, 0, sizeof *info);
-    return xgr__lease_live(d, owner, root);
-  }
-  if (!d->hib.load) return false;
-  if (load) {
-    if (xgr_engine_load(d->e, owner, root, NULL)) return false;
-    return !xgr_engine_session(d->e, owner, root, info) && !info->finished;
-  }
-  xgr_store_session s;
-  xgr_error err;
-  if (xgr_store_session_get(d->st, owner, root, &s, &err)) return false;
-  bool live = s.status == XGR_RESULT_RUNNING;
-  xgr_store_session_clear(&s);
-  return live;
-}
-
-/* How many live sessions the bounded recovery leaves in the store: those in the due index with a
- * due time after upto (counted before recovery, while no session of the engine can hibernate). */
-static void count_hibernated(xgr_rpcd *d, int64_t upto) {
-  xgr_store_due_key after = {.due = upto, .root_pid = UINT64_MAX}, keys[512];
-  memset(after.owner, 0xff, sizeof after.owner - 1);
-  size_t n;
-  xgr_error e;
-  do {
-    if (xgr_store_due(d->st, &after, XGR_STORE_DUE_NEVER, keys, sizeof keys / sizeof *keys, &n, &e)) return;
-    d->hibernated += n;
-    if (n) after = keys[n - 1];
-  } while (n == sizeof keys / sizeof *keys);
-}
-
-xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
+xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_rpcd *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
-  pthread_mutex_init(&d->reg_mu, NULL);
+  d->n = n;
+  d->nc = xgr_node_config_of(n);
+  d->st = xgr_node_store(n);
+  d->e = xgr_node_engine(n);
   pthread_mutex_init(&d->w_mu, NULL);
   pthread_cond_init(&d->w_cv, NULL);
   xgr__rpcd_waiters_init(d);
-  xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
-                         .max_page_count = cfg->store_max_pages,
-                         .node_id = cfg->node_id,
-                         .lease_ms = cfg->lease_ms,
-                         .pg_writers = cfg->store_writers,
-                         .ttl_secs = cfg->session_ttl_secs,
-                         .history_secs = cfg->history_secs};
-  d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
-  if (!d->st) goto fail;
-  d->p = xgr_persist_new(d->st);
-  if (!d->p) goto fail;
-  /* before the engine: its workers read these as soon as recovery hands them a session */
-  if (cfg->metrics) xgr_persist_metrics(d->p, cfg->metrics);
-  if (cfg->chain) {
-    d->reader = xgr_chain_reader_of(cfg->chain);
-    d->chain_cache = xgr_chain_cache_new(cfg->chain);
-    xgr_rpcd_chain_tick(d);   /* first health probe; remembers the block the log refresh starts from */
-  }
-  xgr_engine_config ec = {.workers = cfg->workers,
-                          .max_running = cfg->max_running,
-                          .chain = cfg->chain ? &d->reader : NULL,
-                          .api_map = cfg->api_map,
-                          .napi_map = cfg->napi_map,
-                          .exec = cfg->executor ? xgr_chain_executor_hook(cfg->executor) : NULL,
-                          .store = xgr_persist_hook(d->p),
-                          .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
-                          .max_live = cfg->max_live,
-                          .max_session_steps = cfg->max_session_steps,
-                          .bundle_done = xgr__rpcd_bundle_done,
-                          .recovering = true,
-                          .bundle_ctx = d};
-  double scale = cfg->time_scale > 0 ? cfg->time_scale : 1;
-  xgr_error le0;
-  size_t nd = 0;   /* a backend without the due index (xgr_store_due: XGR_EUNSUPPORTED) keeps every session */
-  bool cluster = xgr_store_node_id(d->st) != NULL;   /* a node hibernates what it holds: docs/CLUSTER.md */
-  if (cfg->hibernate_after_ms >= 0 && strcmp(xgr_store_backend(d->st), "memory") &&
-      !xgr_store_due(d->st, NULL, INT64_MIN, NULL, 0, &nd, &le0)) {
-    /* the loader looks 200 ms of wall time ahead (at least 1 s of the engine clock), every 20 ms */
-    int64_t lead = (int64_t)(200.0 * scale);
-    d->hib = (xgr_engine_hibernation){.after_ms = cfg->hibernate_after_ms ? cfg->hibernate_after_ms : 5000,
-                                      .lead_ms = lead > 1000 ? lead : 1000, .poll_ms = 20, .load = hib_load,
-                                      .due = hib_due, .ctx = d};
-    ec.hibernate = &d->hib;
-  }
-  if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
-    ec.clock.kind = XGR_CLOCK_SCALED;
-    ec.clock.scale = cfg->time_scale;
-    ec.clock.origin_ms = (int64_t)((double)wall_ms() * cfg->time_scale);
-  }
-  d->e = xgr_engine_new(&ec, err);
-  if (!d->e) goto fail;
   if (xgr_engine_subscribe(d->e, xgr__rpcd_on_event, d)) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
     goto fail;
@@ -554,96 +190,27 @@ xgr_rpcd *xgr_rpcd_new(const xgr_rpcd_config *cfg, xgr_error *err) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
     goto fail;
   }
-  xgr_error le;
-  if (cluster) {   /* a cluster node: sessions come by claims; internal wake-ups for sessions held
-                    * elsewhere stay in the outbox (the engine stays `recovering`) for their holder */
-    /* with hibernation the claims load what is awake or due by at least this bound and hold the
-     * rest; the due poller goes on after it */
-    int64_t upto = xgr_engine_now(d->e) + d->hib.lead_ms;
-    if (xgr__lease_start(d, err)) goto fail;
-    if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
-      xgr__rpcd_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
-    xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu node=%s hibernate_after_ms=%lld",
-                  xgr_store_backend(d->st), d->restored, d->failed, xgr_store_node_id(d->st),
-                  d->hib.load ? (long long)d->hib.after_ms : -1LL);
-    atomic_store(&d->ready, true);
-    return d;
-  }
-  /* lazy with hibernation: only the sessions that are awake or due within the loader's look-ahead;
-   * the hibernated rest stays in the store until it is due or called */
-  int64_t upto = xgr_engine_now(d->e) + d->hib.lead_ms;
-  xgr_store_load_filter lf = {.bounded = true, .due_upto = upto};
-  if (d->hib.load) count_hibernated(d, upto);
-  if (d->hib.load ? xgr_store_load_some(d->st, &lf, recover_one, d, &le) : xgr_store_load_live(d->st, recover_one, d, &le))
-    xgr__rpcd_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
-  if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
-    xgr__rpcd_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
-  xgr_engine_recovered(d->e);   /* before the outbox is read: see xgr_engine_config.recovering */
-  redeliver(d);
-  xgr__rpcd_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu hibernated=%zu hibernate_after_ms=%lld",
-                xgr_store_backend(d->st), d->restored, d->failed, d->hibernated,
-                d->hib.load ? (long long)d->hib.after_ms : -1LL);
-  atomic_store(&d->ready, true);
   return d;
 fail:
   xgr_rpcd_free(d);
   return NULL;
 }
 
-/* The default chain backend answered its last probe (true without a chain). */
-static bool chain_ok(xgr_rpcd *d) {
-  if (!d->cfg.chain) return true;
-  json_t *h = xgr_chain_health(d->cfg.chain);
-  bool ok = false;
-  size_t i;
-  json_t *b;
-  json_array_foreach(h, i, b) if (json_is_null(json_object_get(b, "name"))) ok = json_is_true(json_object_get(b, "ok"));
-  json_decref(h);
-  return ok;
-}
-
 bool xgr_rpcd_ready(void *ctx) {
   xgr_rpcd *d = ctx;
-  return atomic_load(&d->ready) && !atomic_load(&d->stopping) && !xgr_store_failed(d->st, NULL) && chain_ok(d);
+  return !atomic_load(&d->stopping) && xgr_node_ready(d->n);
 }
 
-void xgr_rpcd_chain_tick(xgr_rpcd *d) {
-  if (!d || !d->cfg.chain) return;
-  xgr_chain_probe(d->cfg.chain);
-  xgr_error e;
-  int n = xgr_chain_cache_refresh(d->chain_cache, &e);
-  if (n < 0) xgr__rpcd_log(d, "level=warn msg=\"chain cache refresh failed\" error=\"%s\"", e.message);
-  else if (n > 0) xgr__rpcd_log(d, "level=info msg=\"chain cache refreshed\" dropped=%d", n);
-}
-
-
-void xgr_rpcd_recovered(const xgr_rpcd *d, size_t *restored, size_t *failed, size_t *hibernated) {
-  *restored = d->restored;
-  *failed = d->failed;
-  *hibernated = d->hibernated;
-}
-
-int xgr_rpcd_shutdown(xgr_rpcd *d, long timeout_ms) {
+void xgr_rpcd_shutdown(xgr_rpcd *d) {
   atomic_store(&d->stopping, true);
   xgr__rpcd_waiters_stop(d);   /* wakes the validates waiting on their thread and answers the deferred ones */
-  int rc = d->e ? xgr_engine_shutdown(d->e, timeout_ms) : 0;
-  if (d->st) xgr_store_flush(d->st);
-  xgr__lease_stop(d, true);   /* cluster: the others may take the sessions at once */
-  return rc;
 }
 
 void xgr_rpcd_free(xgr_rpcd *d) {
   if (!d) return;
   atomic_store(&d->stopping, true);
-  xgr__lease_free(d);        /* its thread calls the engine */
-  xgr_engine_free(d->e);     /* shuts down: steps finish, batches are submitted */
   xgr__console_free(d->console);
-  xgr_store_close(d->st);    /* commits what is queued */
-  xgr_persist_free(d->p);
-  xgr__rpcd_bundles_free(d);
-  xgr_chain_cache_free(d->chain_cache);
   xgr__rpcd_waiters_free(d);
-  pthread_mutex_destroy(&d->reg_mu);
   pthread_mutex_destroy(&d->w_mu);
   pthread_cond_destroy(&d->w_cv);
   free(d);

@@ -154,8 +154,8 @@ static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
   xgr_error e;
   xgr_error_clear(&e);
   if (!xgr_store_failed(d->st, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
-  xgr__rpcd_log(
-      d,
+  xgr_node_log(
+      d->n,
       "level=error msg=\"the store failed: xgrd refuses every write from now on and keeps what was committed; "
       "fix the store and restart xgrd\" owner=%s rootPid=%llu error=\"%s\"",
       ev->owner, (unsigned long long)ev->root_pid, e.message);
@@ -172,11 +172,11 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
     return;
   }
   if (ev->kind == XGR_EEV_WAKE && !ev->ok && ev->message && !strncmp(ev->message, "wake-up refused:", 16)) {
-    xgr__rpcd_log(d, "level=warn msg=\"%s\"", ev->message);   /* names the producing session */
+    xgr_node_log(d->n, "level=warn msg=\"%s\"", ev->message);   /* names the producing session */
     return;
   }
   if (ev->kind == XGR_EEV_ACTION && !ev->ok && ev->message && !strncmp(ev->message, "session aborted:", 16)) {
-    xgr__rpcd_log(d, "level=warn msg=\"%s\" owner=%s rootPid=%llu", ev->message, ev->owner,
+    xgr_node_log(d->n, "level=warn msg=\"%s\" owner=%s rootPid=%llu", ev->message, ev->owner,
                   (unsigned long long)ev->root_pid);   /* a per-session cap killed it */
     return;
   }
@@ -295,7 +295,7 @@ typedef struct start_commit {
 static void start_commit_free(start_commit *sc) {
   xgr_value_release(sc->payload);
   free(sc->step);
-  xgr__rpcd_bundle_put(sc->d, sc->b);
+  xgr_node_bundle_put(sc->d->n, sc->b);
   free(sc);
 }
 
@@ -313,7 +313,7 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   const xgr_bundle *b = NULL;
   const char *reg_owner = NULL;
   const json_t *executors = NULL;
-  int rc = xgr__rpcd_bundle_ex(d, rq->reg_key, &b, &reg_owner, &executors, rq->reg_path, err);
+  int rc = xgr_node_bundle_ex(d->n, rq->reg_key, &b, &reg_owner, &executors, rq->reg_path, err);
   if (rc) return xgr__rpc_code(rc, err);
   *out_b = b;
   if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
@@ -332,14 +332,14 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   }
   /* an XRC-729 registry on the chain: the signer must be its owner or one of its executors
    * (XRC-729 §4.2); without permits (--auth none) there is no signer to check */
-  if (d->chain_cache && rq->permit && rq->permit->kind && rq->who && rq->who[0] && strlen(rq->reg_key) > 43 && rq->reg_key[42] == '/' &&
+  if (xgr_node_has_chain(d->n) && rq->permit && rq->permit->kind && rq->who && rq->who[0] && strlen(rq->reg_key) > 43 && rq->reg_key[42] == '/' &&
       xgr_xrc_is_address(rq->reg_key, 42)) {
     char reg[43];
     memcpy(reg, rq->reg_key, 42);
     reg[42] = 0;
     bool ok = false;
     xgr_error ae;
-    if ((rc = xgr_chain_authorized(d->cfg.chain, NULL, reg, rq->who, &ok, &ae)))
+    if ((rc = xgr_chain_authorized(d->nc->chain, NULL, reg, rq->who, &ok, &ae)))
       return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, rc, rq->reg_path, "cannot check the registry's owner: %s", ae.message);
     if (!ok)
       return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, rq->reg_path,
@@ -421,7 +421,7 @@ static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *er
     *err = sc->err;
     return xgr__rpc_code(sc->rc, err);
   }
-  xgr_persist_track(d->p, sc->owner, sc->root, sc->ss.next_iter, sc->ss.next_group, sc->ss.paused);
+  xgr_node_track(d->n, sc->owner, sc->root, sc->ss.next_iter, sc->ss.next_group, sc->ss.paused);
   if (sc->w) {
     snprintf(sc->w->owner, sizeof sc->w->owner, "%s", sc->owner);
     sc->w->root = sc->root;
@@ -434,11 +434,11 @@ static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *er
   xgr_engine_start sr = {.bundle = sc->b, .owner = sc->owner, .root_pid = sc->root, .start = sc->step,
                          .payload = sc->payload, .start_at = sc->start_at,
                          .start_committed = true};   /* the batch holds the start process */
-  xgr__rpcd_bundle_hold(d, sc->b);   /* the session's own reference, given back by the engine's bundle_done */
+  xgr_node_bundle_hold(d->n, sc->b);   /* the session's own reference, given back by the engine's bundle_done */
   int rc = xgr_engine_start_session(d->e, &sr, err);
   if (rc) {
     /* committed but not running: recovery picks it up at the next start */
-    xgr__rpcd_log(d, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"",
+    xgr_node_log(d->n, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"",
                   sc->owner, (unsigned long long)sc->root, err->message);
     return xgr__rpc_code(rc == XGR_ESTATE ? XGR_EIO : rc, err);
   }
@@ -483,7 +483,7 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr_rpc_defer *df, xgr_rpc_
   int rc = start_prepare(d, rq, out_ack, out_root, &b, &sc, &c, err);
   snprintf(hash, 67, "%s", b ? b->orch->hash : "");
   if (rc || !sc) {
-    xgr__rpcd_bundle_put(d, b);
+    xgr_node_bundle_put(d->n, b);
     return rc;
   }
   if (df) {
@@ -572,7 +572,7 @@ static int daemon_fields(xgr_rpcd *d, const json_t *o, xgr_error *err) {
   const char *eoa = NULL, *url = NULL;
   int rc = xgr__rpc_opt_str(o, "engineEOA", &eoa, err);
   if (rc || (rc = xgr__rpc_opt_str(o, "ethRPCURL", &url, err))) return rc;
-  const char *have = d->cfg.executor ? xgr_chain_executor_address(d->cfg.executor) : NULL;
+  const char *have = d->nc->executor ? xgr_chain_executor_address(d->nc->executor) : NULL;
   if (eoa && !have)
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "engineEOA",
                          "is \"%.60s\"; the engine address is set when xgrd starts (--engine-key) and this xgrd has "
@@ -581,7 +581,7 @@ static int daemon_fields(xgr_rpcd *d, const json_t *o, xgr_error *err) {
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "engineEOA",
                          "is \"%.60s\"; the engine address is set when xgrd starts (--engine-key) and is %s: give "
                          "that or leave engineEOA out", eoa, have);
-  const char *chain = d->cfg.chain ? xgr_chain_url(d->cfg.chain, NULL) : NULL;
+  const char *chain = d->nc->chain ? xgr_chain_url(d->nc->chain, NULL) : NULL;
   if (url && !chain)
     return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ethRPCURL",
                          "is \"%.100s\"; the chain is set when xgrd starts (--chain) and this xgrd has none: leave "

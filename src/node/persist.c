@@ -1,4 +1,4 @@
-/* persist.c — the engine's store hook on top of the store's group commit (see rpcd.h).
+/* persist.c — the engine's store hook on top of the store's group commit (xgr/node.h, "the persistence adapter").
  *
  * The engine hands over one batch per session actor turn: the snapshots of the processes that
  * changed and the history rows of the steps whose results were applied. submit() copies them
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "rpc/rpcd.h"
+#include "node/node_impl.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/clock.h"
@@ -44,12 +44,12 @@ typedef struct tshard {
   xgr_hashmap tab;              /* track by rootPid (hashed mode: owner told apart by match) */
 } tshard;
 
-struct xgr_persist {
+struct xgr_node_persist {
   xgr_store *st;
   xgr_store_hook hook;
   tshard sh[NSHARDS];
   atomic_uint_fast64_t inflight;
-  /* metrics (NULL until xgr_persist_metrics) */
+  /* metrics (NULL until xgr_node_persist_metrics) */
   xgr_counter *steps[6];
   xgr_counter *ended[2];
   xgr_histogram *step_lat, *commit_lat;
@@ -60,7 +60,7 @@ enum { OUT_VALID, OUT_INVALID, OUT_ERROR, OUT_ABORT, OUT_CANCEL, OUT_OTHER };
 static const char *const out_names[] = {"valid", "invalid", "error", "abort_step", "cancel", "other"};
 
 typedef struct pending {
-  xgr_persist *p;
+  xgr_node_persist *p;
   xgr_store_done_fn done;
   void *token;
   double t0;
@@ -77,11 +77,11 @@ static bool track_match(const void *ctx, const void *val) {
   return t->root == k->root && !strcmp(t->owner, k->owner);
 }
 
-static tshard *shard_of(xgr_persist *p, uint64_t root) { return &p->sh[(root * 0x9E3779B97F4A7C15ull) >> 58]; }
+static tshard *shard_of(xgr_node_persist *p, uint64_t root) { return &p->sh[(root * 0x9E3779B97F4A7C15ull) >> 58]; }
 
 /* The entry of (owner, root), created when create is set; the shard's mutex is held on return
  * (*shp). */
-static track *lookup(xgr_persist *p, const char *owner, uint64_t root, bool create, tshard **shp) {
+static track *lookup(xgr_node_persist *p, const char *owner, uint64_t root, bool create, tshard **shp) {
   tshard *sh = shard_of(p, root);
   pthread_mutex_lock(&sh->mu);
   *shp = sh;
@@ -97,7 +97,7 @@ static track *lookup(xgr_persist *p, const char *owner, uint64_t root, bool crea
   return t;
 }
 
-static void forget(xgr_persist *p, const char *owner, uint64_t root) {
+static void forget(xgr_node_persist *p, const char *owner, uint64_t root) {
   tshard *sh;
   track *t = lookup(p, owner, root, false, &sh);
   if (t) {
@@ -107,7 +107,7 @@ static void forget(xgr_persist *p, const char *owner, uint64_t root) {
   pthread_mutex_unlock(&sh->mu);
 }
 
-void xgr_persist_track(xgr_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter, uint32_t next_group,
+void xgr_node_persist_track(xgr_node_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter, uint32_t next_group,
                        bool paused) {
   tshard *sh;
   track *t = lookup(p, owner, root_pid, true, &sh);
@@ -117,7 +117,7 @@ void xgr_persist_track(xgr_persist *p, const char *owner, uint64_t root_pid, uin
   pthread_mutex_unlock(&sh->mu);
 }
 
-uint64_t xgr_persist_steps(xgr_persist *p, const char *owner, uint64_t root_pid) {
+uint64_t xgr_node_persist_steps(xgr_node_persist *p, const char *owner, uint64_t root_pid) {
   tshard *sh;
   track *t = lookup(p, owner, root_pid, false, &sh);
   uint64_t n = t ? t->steps : 0;
@@ -125,21 +125,21 @@ uint64_t xgr_persist_steps(xgr_persist *p, const char *owner, uint64_t root_pid)
   return n;
 }
 
-void xgr_persist_set_paused(xgr_persist *p, const char *owner, uint64_t root_pid, bool paused) {
+void xgr_node_persist_set_paused(xgr_node_persist *p, const char *owner, uint64_t root_pid, bool paused) {
   tshard *sh;
   track *t = lookup(p, owner, root_pid, false, &sh);
   if (t) t->paused = paused;
   pthread_mutex_unlock(&sh->mu);
 }
 
-uint64_t xgr_persist_inflight(xgr_persist *p) { return atomic_load(&p->inflight); }
+uint64_t xgr_node_persist_inflight(xgr_node_persist *p) { return atomic_load(&p->inflight); }
 
 /* ---- the hook -------------------------------------------------------------------------------------- */
 
 static void committed(void *ctx, int rc, const xgr_error *err) {
   (void)err;
   pending *pd = ctx;
-  xgr_persist *p = pd->p;
+  xgr_node_persist *p = pd->p;
   if (p->commit_lat) xgr_histogram_observe(p->commit_lat, xgr__mono_s() - pd->t0);
   if (rc && p->failed) xgr_counter_add(p->failed, 1);
   atomic_fetch_sub(&p->inflight, 1);
@@ -160,7 +160,7 @@ static int outcome_of(const xgr_engine_hist *h, const xgr_engine_proc *pr) {
 }
 
 static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, void *token) {
-  xgr_persist *p = ctx;
+  xgr_node_persist *p = ctx;
   xgr_store_changes *c = xgr_store_changes_new();
   if (!c) return XGR_ENOMEM;
   uint64_t max_iter = 0;
@@ -283,8 +283,8 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   return 0;
 }
 
-xgr_persist *xgr_persist_new(xgr_store *st) {
-  xgr_persist *p = calloc(1, sizeof *p);
+xgr_node_persist *xgr_node_persist_new(xgr_store *st) {
+  xgr_node_persist *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->st = st;
   p->hook.submit = submit;
@@ -293,7 +293,7 @@ xgr_persist *xgr_persist_new(xgr_store *st) {
   return p;
 }
 
-void xgr_persist_metrics(xgr_persist *p, xgr_metrics *m) {
+void xgr_node_persist_metrics(xgr_node_persist *p, xgr_metrics *m) {
   for (int i = 0; i < 6; i++) {
     char l[48];
     snprintf(l, sizeof l, "outcome=\"%s\"", out_names[i]);
@@ -309,9 +309,9 @@ void xgr_persist_metrics(xgr_persist *p, xgr_metrics *m) {
   p->failed = xgr_metrics_counter(m, "xgr_store_batches_failed_total", "Engine batches the store refused", "");
 }
 
-const xgr_store_hook *xgr_persist_hook(xgr_persist *p) { return &p->hook; }
+const xgr_store_hook *xgr_node_persist_hook(xgr_node_persist *p) { return &p->hook; }
 
-void xgr_persist_free(xgr_persist *p) {
+void xgr_node_persist_free(xgr_node_persist *p) {
   if (!p) return;
   for (size_t i = 0; i < NSHARDS; i++) {
     tshard *sh = &p->sh[i];

@@ -12,34 +12,34 @@
  *                     commands other nodes send (they wait on the engine; heartbeats must not).
  *   hibernation       a node evicts waiting sessions and keeps their leases: claims hold the
  *                     ones that sleep beyond the loader's look-ahead without loading them, and
- *                     every load goes through xgr__lease_load (a claim of that one session under
- *                     this node's lease); the due poller reads only this node's rows (rpcd.c).
+ *                     every load goes through xgr__node_lease_load (a claim of that one session under
+ *                     this node's lease); the due poller reads only this node's rows (node.c).
  *   rebalancing       after each heartbeat a hibernating node above its share of the running
  *                     sessions gives up hibernated ones it does not have in memory, which the
  *                     nodes below their share claim (xgr_store_lease_balance; docs/CLUSTER.md).
- *   control calls     xgr__rpcd_ctl: kill, pause, resume and the wakes run here when the session
+ *   control calls     xgr_node_control: kill, pause, resume and the wakes run here when the session
  *                     is in this engine; a session leased to another live node gets a command row
  *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
  *                     nobody holds is claimed here first. The asking node has checked the caller
  *                     (permits are used once, there); the owner node runs the engine call only.
  *
- * Without a cluster store (SQLite, memory, PostgreSQL without a node id) d->lease is NULL and
- * xgr__rpcd_ctl calls the engine directly.
+ * Without a cluster store (SQLite, memory, PostgreSQL without a node id) the node's lease is NULL and
+ * xgr_node_control calls the engine directly.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "rpc/rpc_impl.h"
+#include "node/node_impl.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 
 #define FORWARD_WAIT_MS 5000   /* how long a forwarded control call waits for the owner's answer */
 #define OUTBOX_POLL_MS 50
 
-struct xgr__lease {
-  xgr_rpcd *d;
+struct xgr__node_lease {
+  xgr_node *d;
   pthread_t th, cth;            /* the lease thread; the command thread (runs other nodes' calls) */
   bool has_th, has_cth;
   atomic_bool stop;
@@ -55,20 +55,20 @@ struct xgr__lease {
 
 /* ---- running a control call here ------------------------------------------------------------------- */
 
-static int exec_local(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
+static int exec_local(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
   int rc;
   size_t w = 0;
   switch (r->op) {
-    case XGR__CTL_KILL:
+    case XGR_NODE_CTL_KILL:
       rc = xgr_engine_kill(d->e, r->owner, r->root, r->iter, err);
       break;
-    case XGR__CTL_PAUSE:
-    case XGR__CTL_RESUME:
-      xgr__rpcd_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
-      if (!r->iter) xgr_persist_set_paused(d->p, r->owner, r->root, r->op == XGR__CTL_PAUSE);
-      rc = xgr_engine_pause(d->e, r->owner, r->root, r->iter, r->op == XGR__CTL_PAUSE, err);
+    case XGR_NODE_CTL_PAUSE:
+    case XGR_NODE_CTL_RESUME:
+      xgr_node_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
+      if (!r->iter) xgr_node_persist_set_paused(d->p, r->owner, r->root, r->op == XGR_NODE_CTL_PAUSE);
+      rc = xgr_engine_pause(d->e, r->owner, r->root, r->iter, r->op == XGR_NODE_CTL_PAUSE, err);
       break;
-    case XGR__CTL_WAKE_PID:
+    case XGR_NODE_CTL_WAKE_PID:
       rc = xgr_engine_wake_pid(d->e, r->owner, r->root, r->iter, r->caller, r->payload, err);
       w = rc ? 0 : 1;
       break;
@@ -82,8 +82,8 @@ static int exec_local(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_err
 
 /* ---- forwarding to the node that holds the session ---------------------------------------------- */
 
-static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
-  xgr_rpcd *d = l->d;
+static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
+  xgr_node *d = l->d;
   char root[24], iter[24];
   snprintf(root, sizeof root, "%" PRIu64, r->root);
   snprintf(iter, sizeof iter, "%" PRIu64, r->iter);
@@ -153,7 +153,7 @@ static int forward(xgr__lease *l, const char *node, const xgr__ctl_req *r, size_
  * is asynchronous) or that stalled (SIGSTOP) and came back. It leaves before the store writes
  * under the new epoch, so that only the incarnation loaded now can pass the fence. */
 static bool before_load(void *ctx, const char *owner, uint64_t root) {
-  xgr_rpcd *d = ctx;
+  xgr_node *d = ctx;
   xgr_engine_session_info in;
   if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return true;
   xgr_engine_drop(d->e, owner, root);
@@ -161,7 +161,7 @@ static bool before_load(void *ctx, const char *owner, uint64_t root) {
     if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return true;
     nanosleep(&(struct timespec){0, 1000000}, NULL);
   }
-  xgr__rpcd_log(d, "level=warn msg=\"an older incarnation did not leave within 2 s; the claim is given up\" owner=%s"
+  xgr_node_log(d, "level=warn msg=\"an older incarnation did not leave within 2 s; the claim is given up\" owner=%s"
                 " rootPid=%" PRIu64, owner, root);
   return false;
 }
@@ -169,7 +169,7 @@ static bool before_load(void *ctx, const char *owner, uint64_t root) {
 static int load_cb(void *ctx, const xgr_store_live *l) {
   xgr_error err;
   xgr_error_clear(&err);
-  xgr__rpcd_load(ctx, l, &err);   /* logged there */
+  xgr__node_load(ctx, l, &err);   /* logged there */
   return 0;
 }
 
@@ -177,13 +177,13 @@ static int load_cb(void *ctx, const xgr_store_live *l) {
  * (read after the claim committed: the engine clock only moves on, so this is not below any
  * horizon a due poll published before); the rest is held in the store for the due poller. */
 static int64_t hib_bound(void *ctx) {
-  xgr_rpcd *d = ctx;
+  xgr_node *d = ctx;
   return xgr_engine_now(d->e) + d->hib.lead_ms;
 }
 
-/* xgr__lease_load's claim: before gets the daemon, fn the caller's context. */
+/* xgr__node_lease_load's claim: before gets the daemon, fn the caller's context. */
 typedef struct load_ctx {
-  xgr_rpcd *d;
+  xgr_node *d;
   int (*fn)(void *ctx, const xgr_store_live *l);
   void *ctx;
 } load_ctx;
@@ -195,7 +195,7 @@ static int load_fn(void *ctx, const xgr_store_live *l) {
   return c->fn(c->ctx, l);
 }
 
-int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
+int xgr__node_lease_load(xgr_node *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
                     void *ctx, xgr_error *err) {
   const char *me = xgr_store_node_id(d->st);
   load_ctx lc = {d, fn, ctx};
@@ -238,8 +238,8 @@ int xgr__lease_load(xgr_rpcd *d, const char *owner, uint64_t root, int (*fn)(voi
   return xgr_error_set(err, XGR_ETIMEOUT, NULL, "session %s/%" PRIu64 " stayed locked; not loaded", owner, root);
 }
 
-int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *err) {
-  xgr__lease *l = d->lease;
+int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
+  xgr__node_lease *l = d->lease;
   if (!l) return exec_local(d, r, woken, err);
   const char *me = xgr_store_node_id(d->st);
   for (int attempt = 0; attempt < 6; attempt++) {
@@ -260,7 +260,7 @@ int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *
     }
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
-      if (d->hib.load) {   /* hibernation: the engine's serialised load (xgr__lease_load) */
+      if (d->hib.load) {   /* hibernation: the engine's serialised load (xgr__node_lease_load) */
         xgr_error_clear(err);
         rc = xgr_engine_load(d->e, r->owner, r->root, err);
         if (rc == XGR_ETIMEOUT) nanosleep(&(struct timespec){0, 20000000}, NULL);
@@ -281,7 +281,7 @@ int xgr__rpcd_ctl(xgr_rpcd *d, const xgr__ctl_req *r, size_t *woken, xgr_error *
                        r->owner, r->root);
 }
 
-bool xgr__lease_live(xgr_rpcd *d, const char *owner, uint64_t root) {
+bool xgr__node_lease_live(xgr_node *d, const char *owner, uint64_t root) {
   char node[256];
   bool valid = false, running = false;
   xgr_error err;
@@ -292,13 +292,13 @@ bool xgr__lease_live(xgr_rpcd *d, const char *owner, uint64_t root) {
 
 static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, const char *body, int *rc) {
   (void)id;
-  xgr__lease *l = ctx;
-  xgr_rpcd *d = l->d;
+  xgr__node_lease *l = ctx;
+  xgr_node *d = l->d;
   atomic_fetch_add(&l->served, 1);
   xgr_error err;
   xgr_error_clear(&err);
   json_t *b = json_loads(body, 0, NULL);
-  xgr__ctl_req r = {.owner = owner, .root = root};
+  xgr_node_ctl r = {.owner = owner, .root = root};
   r.op = (int)json_integer_value(json_object_get(b, "op"));
   const char *it = json_string_value(json_object_get(b, "iter"));
   r.iter = it ? strtoull(it, NULL, 10) : 0;
@@ -309,7 +309,7 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   if (pj && json_is_object(pj)) xgr_value_from_json(pj, 0, &r.payload, &err);
   size_t woken = 0;
   xgr_engine_session_info in;
-  if (!b || r.op < XGR__CTL_KILL || r.op > XGR__CTL_WAKE_STEP) {
+  if (!b || r.op < XGR_NODE_CTL_KILL || r.op > XGR_NODE_CTL_WAKE_STEP) {
     *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
   } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
     /* not in this engine: hibernated here (loaded), or it moved (the asker routes again) unless it
@@ -333,7 +333,7 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
 /* ---- the lease thread ------------------------------------------------------------------------------ */
 
 static void on_note(void *ctx, const char *payload) {
-  xgr__lease *l = ctx;
+  xgr__node_lease *l = ctx;
   if (payload[0] == 'c') {
     pthread_mutex_lock(&l->cmu);
     l->serve = true;
@@ -348,45 +348,45 @@ static void on_note(void *ctx, const char *payload) {
 }
 
 static void on_lost(void *ctx, const char *owner, uint64_t root) {
-  xgr_rpcd *d = ctx;
+  xgr_node *d = ctx;
   xgr_engine_drop(d->e, owner, root);
-  xgr__rpcd_log(d, "level=warn msg=\"lease lost: the session left this node\" owner=%s rootPid=%" PRIu64, owner, root);
+  xgr_node_log(d, "level=warn msg=\"lease lost: the session left this node\" owner=%s rootPid=%" PRIu64, owner, root);
 }
 
 /* Rebalancing: a session is busy here when this engine has it in memory. */
 static bool in_memory(void *ctx, const char *owner, uint64_t root) {
   xgr_engine_session_info in;
-  return xgr_engine_session(((xgr_rpcd *)ctx)->e, owner, root, &in) == 0;
+  return xgr_engine_session(((xgr_node *)ctx)->e, owner, root, &in) == 0;
 }
 
 /* Claim what is free, 256 at a time; own: also the rows naming this node id (start-up). */
-static size_t claim_all(xgr_rpcd *d, bool own) {
+static size_t claim_all(xgr_node *d, bool own) {
   size_t total = 0, n = 0;
   xgr_error err;
   do {
     /* hibernation: sessions that sleep beyond the look-ahead are held, not loaded */
     if (xgr_store_lease_claim_lazy(d->st, NULL, 0, own, 256, d->hib.load ? hib_bound : NULL, before_load, load_cb, d,
                                    &n, NULL, &err)) {
-      xgr__rpcd_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
+      xgr_node_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
       break;
     }
     total += n;
   } while (n == 256);
-  if (total) xgr__rpcd_log(d, "level=info msg=\"sessions claimed\" sessions=%zu node=%s", total, xgr_store_node_id(d->st));
+  if (total) xgr_node_log(d, "level=info msg=\"sessions claimed\" sessions=%zu node=%s", total, xgr_store_node_id(d->st));
   return total;
 }
 
 /* The row read a moment ago may have been applied since by an incarnation that is gone now
  * (hibernation: evicted after that commit): xgr_engine_redeliver_checked asks again. */
-static bool still_pending(void *ctx, const char *id) { return xgr_store_outbox_pending(((xgr_rpcd *)ctx)->st, id); }
+static bool still_pending(void *ctx, const char *id) { return xgr_store_outbox_pending(((xgr_node *)ctx)->st, id); }
 
-static void deliver_outbox(xgr__lease *l) {
-  xgr_rpcd *d = l->d;
+static void deliver_outbox(xgr__node_lease *l) {
+  xgr_node *d = l->d;
   xgr_store_wake *w = NULL;
   size_t n = 0;
   xgr_error err;
   if (xgr_store_outbox_held(d->st, 1000, &w, &n, &err)) {
-    xgr__rpcd_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
+    xgr_node_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
     return;
   }
   for (size_t i = 0; i < n; i++) {
@@ -403,8 +403,8 @@ static void deliver_outbox(xgr__lease *l) {
 }
 
 static void *lease_main(void *arg) {
-  xgr__lease *l = arg;
-  xgr_rpcd *d = l->d;
+  xgr__node_lease *l = arg;
+  xgr_node *d = l->d;
   int64_t lease = xgr_store_lease_ms(d->st);
   int64_t beat = lease / 3 > 0 ? lease / 3 : 1, every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
   int64_t t = xgr__mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
@@ -418,7 +418,7 @@ static void *lease_main(void *arg) {
     if (wait > 100) wait = 100;
     xgr_error err;
     if (xgr_store_cmd_listen(d->st, (int)wait, on_note, l, &err)) {
-      if (!l->listen_failed) xgr__rpcd_log(d, "level=error msg=\"cluster: listening failed\" error=\"%s\"", err.message);
+      if (!l->listen_failed) xgr_node_log(d, "level=error msg=\"cluster: listening failed\" error=\"%s\"", err.message);
       l->listen_failed = true;
       nanosleep(&(struct timespec){0, 50000000}, NULL);
     }
@@ -428,19 +428,19 @@ static void *lease_main(void *arg) {
       xgr_store_lease_stats s0, s1;
       xgr_store_lease_get_stats(d->st, &s0);
       if (xgr_store_lease_renew(d->st, on_lost, d, &err))
-        xgr__rpcd_log(d, "level=error msg=\"cluster: heartbeat failed\" error=\"%s\"", err.message);
+        xgr_node_log(d, "level=error msg=\"cluster: heartbeat failed\" error=\"%s\"", err.message);
       xgr_store_lease_get_stats(d->st, &s1);
       if (s1.orphans_released > s0.orphans_released)
-        xgr__rpcd_log(d, "level=warn msg=\"leases given up: rows named this node, which held no such session\" sessions=%llu",
+        xgr_node_log(d, "level=warn msg=\"leases given up: rows named this node, which held no such session\" sessions=%llu",
                       (unsigned long long)(s1.orphans_released - s0.orphans_released));
       /* rebalancing: a node above its share hands hibernated sessions that sleep beyond the
        * loader's look-ahead (plus a lease) over to the nodes below theirs */
       size_t handed = 0;
       if (d->hib.load && xgr_store_lease_balance(d->st, hib_bound(d) + lease, 1024, in_memory, d, &handed, &err))
-        xgr__rpcd_log(d, "level=error msg=\"cluster: rebalancing failed\" error=\"%s\"", err.message);
+        xgr_node_log(d, "level=error msg=\"cluster: rebalancing failed\" error=\"%s\"", err.message);
       else if (handed) {
         xgr_store_lease_get_stats(d->st, &s1);
-        xgr__rpcd_log(d, "level=info msg=\"sessions handed over to balance the cluster\" sessions=%zu nodes=%llu share=%llu",
+        xgr_node_log(d, "level=info msg=\"sessions handed over to balance the cluster\" sessions=%zu nodes=%llu share=%llu",
                       handed, (unsigned long long)s1.nodes, (unsigned long long)s1.share);
       }
       next_beat = t + beat;
@@ -461,8 +461,8 @@ static void *lease_main(void *arg) {
  * run here, not on the lease thread, whose heartbeats must not wait for them. Woken by a "c"
  * notification; looks once a second anyway. */
 static void *cmd_main(void *arg) {
-  xgr__lease *l = arg;
-  xgr_rpcd *d = l->d;
+  xgr__node_lease *l = arg;
+  xgr_node *d = l->d;
   pthread_mutex_lock(&l->cmu);
   while (!atomic_load(&l->stop)) {
     if (!l->serve) {
@@ -476,7 +476,7 @@ static void *cmd_main(void *arg) {
     pthread_mutex_unlock(&l->cmu);
     xgr_error err;
     if (xgr_store_cmd_serve(d->st, run_cmd, l, &err))
-      xgr__rpcd_log(d, "level=error msg=\"cluster: commands failed\" error=\"%s\"", err.message);
+      xgr_node_log(d, "level=error msg=\"cluster: commands failed\" error=\"%s\"", err.message);
     pthread_mutex_lock(&l->cmu);
   }
   pthread_mutex_unlock(&l->cmu);
@@ -486,8 +486,8 @@ static void *cmd_main(void *arg) {
 /* ---- life cycle and metrics --------------------------------------------------------------------- */
 
 static void collect(void *ctx, xgr_metrics_out *out) {
-  xgr_rpcd *d = ctx;
-  xgr__lease *l = d->lease;
+  xgr_node *d = ctx;
+  xgr__node_lease *l = d->lease;
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(d->st, &s);
   struct { const char *k; uint64_t v; } rows[] = {
@@ -514,12 +514,12 @@ static void collect(void *ctx, xgr_metrics_out *out) {
   }
 }
 
-void xgr__lease_metrics(xgr_rpcd *d, xgr_metrics *m) {
+void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m) {
   if (d->lease) xgr_metrics_gauge(m, "xgr_cluster", "Cluster node: leases, late writes refused, commands", collect, d);
 }
 
-int xgr__lease_start(xgr_rpcd *d, xgr_error *err) {
-  xgr__lease *l = xgr__xcalloc(1, sizeof *l);
+int xgr__node_lease_start(xgr_node *d, xgr_error *err) {
+  xgr__node_lease *l = xgr__xcalloc(1, sizeof *l);
   l->d = d;
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->cv, NULL);
@@ -535,13 +535,13 @@ int xgr__lease_start(xgr_rpcd *d, xgr_error *err) {
   if (pthread_create(&l->cth, NULL, cmd_main, l)) return xgr_error_set(err, XGR_EIO, NULL, "cannot start the command thread");
   l->has_cth = true;
   pthread_setname_np(l->cth, "xgr-lease-cmd");
-  xgr__rpcd_log(d, "level=info msg=\"cluster node\" node=%s lease_ms=%" PRId64, xgr_store_node_id(d->st),
+  xgr_node_log(d, "level=info msg=\"cluster node\" node=%s lease_ms=%" PRId64, xgr_store_node_id(d->st),
                 xgr_store_lease_ms(d->st));
   return 0;
 }
 
-void xgr__lease_stop(xgr_rpcd *d, bool release) {
-  xgr__lease *l = d->lease;
+void xgr__node_lease_stop(xgr_node *d, bool release) {
+  xgr__node_lease *l = d->lease;
   if (!l) return;
   atomic_store(&l->stop, true);
   pthread_mutex_lock(&l->mu);
@@ -558,16 +558,16 @@ void xgr__lease_stop(xgr_rpcd *d, bool release) {
     xgr_store_lease_stats s;
     xgr_store_lease_get_stats(d->st, &s);
     if (xgr_store_lease_release_all(d->st, &err))
-      xgr__rpcd_log(d, "level=error msg=\"cannot release the leases\" error=\"%s\"", err.message);
+      xgr_node_log(d, "level=error msg=\"cannot release the leases\" error=\"%s\"", err.message);
     else
-      xgr__rpcd_log(d, "level=info msg=\"leases released\" sessions=%" PRIu64, s.held);
+      xgr_node_log(d, "level=info msg=\"leases released\" sessions=%" PRIu64, s.held);
   }
 }
 
-void xgr__lease_free(xgr_rpcd *d) {
-  xgr__lease *l = d->lease;
+void xgr__node_lease_free(xgr_node *d) {
+  xgr__node_lease *l = d->lease;
   if (!l) return;
-  xgr__lease_stop(d, false);
+  xgr__node_lease_stop(d, false);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->cv);
   pthread_mutex_destroy(&l->cmu);

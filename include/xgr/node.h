@@ -1,0 +1,203 @@
+/* xgr/node.h — a running xgr node: the one object that owns what a process engine needs to run
+ * sessions durably, whatever front end drives it (xgrd's JSON-RPC service, `xgr run --store`).
+ *
+ * An xgr_node owns the store (xgr/store.h), the engine (xgr/engine.h) on the node's persistence
+ * adapter (every engine batch becomes a store group commit), the cache of assembled bundles of the
+ * registries, recovery of the live sessions at start, hibernation's loader and due index, the
+ * outbox redelivery of internal wake-ups, and on a cluster store the lease thread (docs/CLUSTER.md).
+ * Its API speaks the domain: open, recover, find a bundle, is a session live, control a session
+ * (kill, pause, resume, wake) wherever it runs, the node's log and gauges. Every function returns 0
+ * or a negative xgr_errcode with an xgr_error; no JSON-RPC code comes out of here (the front end
+ * maps codes: xgr_rpc_code_for).
+ *
+ * Life cycle: xgr_node_new (store open, engine started, nothing loaded) → front ends subscribe to
+ * the engine's events → xgr_node_recover (sessions run) → ... → xgr_node_shutdown (steps finish,
+ * batches commit, cluster leases released) → xgr_node_free. Thread-safe after xgr_node_recover.
+ */
+#ifndef XGR_NODE_H
+#define XGR_NODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "xgr/engine.h"
+#include "xgr/error.h"
+#include "xgr/metrics.h"
+#include "xgr/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== the persistence adapter ==================================================================
+ * An xgr_store_hook whose submit() turns one engine batch (process snapshots and history rows of
+ * one session) into an xgr_store_changes and hands it to xgr_store_submit; the engine's done() is
+ * called from the store's commit callback. Keeps, per live session, the counters recovery needs
+ * (next iter, next join group, session-wide pause), which the engine's batch does not carry: the
+ * highest iter and group seen so far, seeded by xgr_node_persist_track when a session is enqueued
+ * or recovered. Thread-safe (sessions submit concurrently). The node makes one for its engine;
+ * `xgr run --store` makes one for its driver's engine. */
+typedef struct xgr_node_persist xgr_node_persist;
+
+/* st (borrowed) must outlive the adapter. */
+xgr_node_persist *xgr_node_persist_new(xgr_store *st);
+void xgr_node_persist_free(xgr_node_persist *p);   /* NULL is fine */
+/* The hook to put into xgr_engine_config.store (valid while p lives). */
+const xgr_store_hook *xgr_node_persist_hook(xgr_node_persist *p);
+/* Register the metrics the adapter updates (m borrowed; call once, before the engine runs sessions). */
+void xgr_node_persist_metrics(xgr_node_persist *p, xgr_metrics *m);
+/* Seed a session's counters (enqueue, recovery). */
+void xgr_node_persist_track(xgr_node_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter,
+                            uint32_t next_group, bool paused);
+/* The steps session (owner, root_pid) had run at its last batch (xgr_store_batch.steps), 0 when not
+ * tracked: handed to a hibernated session when it is loaded, so the per-session step cap counts on. */
+uint64_t xgr_node_persist_steps(xgr_node_persist *p, const char *owner, uint64_t root_pid);
+/* Record a session-wide pause / resume (persisted with the session's next batch). */
+void xgr_node_persist_set_paused(xgr_node_persist *p, const char *owner, uint64_t root_pid, bool paused);
+/* Batches submitted and not yet committed. */
+uint64_t xgr_node_persist_inflight(xgr_node_persist *p);
+
+/* ==== the node ================================================================================= */
+
+typedef struct xgr_node xgr_node;
+struct xgr_chain;
+struct xgr_chain_executor;
+
+typedef struct xgr_node_config {
+  const char *store;          /* store URL (xgr_store_open): "memory:" (NULL), "sqlite:PATH" or a path */
+  int store_sync;             /* xgr_store_sync: 0 full (default), 1 normal */
+  unsigned workers;           /* engine worker threads (0: online CPUs) */
+  uint32_t max_running;       /* per-session cap on running steps (0: 32) */
+  FILE *log;                  /* the node's log (logfmt lines), NULL: none; borrowed */
+  /* the engine clock runs time_scale times faster than wall time (0 or 1: real time). The clock
+   * is Unix ms x time_scale, so it goes on where it was across restarts (tests: waitSec 60 passes
+   * in 60 ms at 1000). */
+  double time_scale;
+  uint32_t store_max_pages;   /* PRAGMA max_page_count of the SQLite store (0: none; tests: a full disk) */
+  /* The chain backend (docs/CHAIN.md), borrowed, NULL: none. Contract reads go to it; a registry
+   * named by an XRC-729 address with an ostcId that the store does not hold is read from the
+   * chain (getOSTC, getRule). */
+  struct xgr_chain *chain;
+  const xgr_api_map_entry *api_map;  /* URL rewriting of API calls (borrowed), like xgr run's --api-map */
+  size_t napi_map;
+  /* Executions (--engine-key), borrowed, NULL: resolved only. The engine hands each step's
+   * execution to it. */
+  struct xgr_chain_executor *executor;
+  uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
+  uint64_t max_session_steps;
+  /* Where the engine's store metrics go (steps, commit latency, batches; borrowed), NULL: not
+   * exported. Registered before the engine starts, since recovered sessions update them at once. */
+  xgr_metrics *metrics;
+  /* hibernation (docs/RUNTIME.md): a session waiting with nothing due within this many ms of the
+   * engine clock, or only for wake-ups, is evicted from memory (0: the default, 5000; < 0: never).
+   * The memory store never evicts. */
+  int64_t hibernate_after_ms;
+  /* A PostgreSQL store shared by several nodes (docs/CLUSTER.md): this node's id (NULL: the single
+   * writer of its schema) and its lease length in ms (0: XGR_STORE_LEASE_MS). */
+  const char *node_id;
+  int64_t lease_ms;
+  int store_writers;          /* PostgreSQL writer connections (xgr_store_config.pg_writers; 0: default) */
+  /* retention (xgr_store_config.ttl_secs, history_secs) */
+  int64_t session_ttl_secs;
+  int64_t history_secs;
+} xgr_node_config;
+
+/* Open the store and start the engine; no session is loaded yet (xgr_node_recover). cfg is
+ * copied (the strings and objects it points to are borrowed for the node's life). NULL with *err
+ * on failure. */
+xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err);
+/* Bring the store's live sessions back (processes that were running run again, waiting ones get
+ * their timers back; with hibernation only those due soon), redeliver the outbox, and on a
+ * cluster store claim sessions and start the lease thread. Then the node is ready. Call once. */
+int xgr_node_recover(xgr_node *n, xgr_error *err);
+/* How many sessions recovery restarted, how many it could not (logged), and how many live sessions
+ * it left hibernated in the store. */
+void xgr_node_recovered(const xgr_node *n, size_t *restored, size_t *failed, size_t *hibernated);
+/* Ready: recovered, not stopping, the store works and the default chain backend answers. */
+bool xgr_node_ready(xgr_node *n);
+/* 0 while the store works; else the error that stopped it (copied into *err, may be NULL). */
+int xgr_node_store_failed(xgr_node *n, xgr_error *err);
+/* Chain upkeep, every few seconds: probe every backend and refresh the chain cache. No-op without
+ * a chain. */
+void xgr_node_chain_tick(xgr_node *n);
+/* Graceful stop: let running steps finish and the store commit them; a cluster node releases its
+ * leases. 0 or XGR_ETIMEOUT. */
+int xgr_node_shutdown(xgr_node *n, long timeout_ms);
+/* Shut down (if needed) and free the engine, the store and the bundles. NULL is fine. */
+void xgr_node_free(xgr_node *n);
+
+/* What the node owns, borrowed for its life: its store, its engine, its configuration. */
+xgr_store *xgr_node_store(xgr_node *n);
+xgr_engine *xgr_node_engine(xgr_node *n);
+const xgr_node_config *xgr_node_config_of(const xgr_node *n);
+/* Seed a started session's recovery counters (xgr_node_persist_track on the node's adapter). */
+void xgr_node_track(xgr_node *n, const char *owner, uint64_t root, uint64_t next_iter, uint32_t next_group,
+                    bool paused);
+
+/* Store batches submitted by the engine and not yet committed. */
+uint64_t xgr_node_inflight(xgr_node *n);
+
+/* One logfmt line on cfg.log ("ts=... " then fmt); no-op without a log. Any thread. */
+void xgr_node_log(xgr_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Register the node's gauges (sessions, processes, store batches in flight, engine, runtime,
+ * chain and cluster counters) on m (borrowed; must outlive the node's use of it). */
+void xgr_node_metrics(xgr_node *n, xgr_metrics *m);
+
+/* ---- bundles ---------------------------------------------------------------------------------
+ * The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"; with a chain,
+ * "<XRC-729 address>/<ostcId>" comes from the chain), assembled from the store or taken from the
+ * cache (per key and rules generation, bounded). *out is a reference the caller gives back with
+ * xgr_node_bundle_put. Errors name `path` (the caller's label of the key). With _ex also the
+ * orchestration's owner and executor list (borrowed: they live as long as the reference; either
+ * may be NULL). */
+int xgr_node_bundle(xgr_node *n, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
+int xgr_node_bundle_ex(xgr_node *n, const char *key, const xgr_bundle **out, const char **owner,
+                       const json_t **executors, const char *path, xgr_error *err);
+/* Another reference to b (e.g. the one a started session holds). */
+void xgr_node_bundle_hold(xgr_node *n, const xgr_bundle *b);
+/* Give a reference back (NULL: nothing); freed when it was the last and no cache entry points at it. */
+void xgr_node_bundle_put(xgr_node *n, const xgr_bundle *b);
+/* A registry document changed: forget the cached bundle of key. */
+void xgr_node_bundle_forget(xgr_node *n, const char *key);
+/* A rule changed: every cached bundle of an older rules generation is stale (dropped from the
+ * cache; freed unless a caller or a session holds it). Returns the new generation. */
+uint64_t xgr_node_rules_changed(xgr_node *n);
+/* Whether this node reads registries from a chain (cfg.chain with its cache). */
+bool xgr_node_has_chain(const xgr_node *n);
+
+/* ---- sessions --------------------------------------------------------------------------------- */
+
+/* Is (owner, root) a live session? The engine's view, or for a session the engine does not hold
+ * (hibernated, or on a cluster held by another node) the store's; with load, a hibernated session
+ * is loaded first (control calls). info (zeroed when not in the engine) may be NULL. */
+bool xgr_node_live(xgr_node *n, const char *owner, uint64_t root, bool load, xgr_engine_session_info *info);
+
+/* A control command on a session, wherever it runs. */
+typedef enum xgr_node_ctl_op {
+  XGR_NODE_CTL_KILL = 0,
+  XGR_NODE_CTL_PAUSE,
+  XGR_NODE_CTL_RESUME,
+  XGR_NODE_CTL_WAKE_PID,
+  XGR_NODE_CTL_WAKE_STEP
+} xgr_node_ctl_op;
+typedef struct xgr_node_ctl {
+  int op;                       /* xgr_node_ctl_op */
+  const char *owner;
+  uint64_t root, iter;          /* iter 0: the whole session (kill, pause, resume) */
+  const char *step;             /* WAKE_STEP */
+  const char *caller;           /* wakes: who wakes */
+  xgr_value payload;            /* wakes: map or null (borrowed) */
+  const json_t *payload_json;   /* the same payload as JSON (borrowed; NULL: none), for forwarding */
+} xgr_node_ctl;
+/* Run r on the engine that holds the session: here, or on the node that holds its lease (a
+ * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
+ * already. 0 or the engine's error (XGR_ETIMEOUT when the owner node did not answer). *woken
+ * (may be NULL) gets how many processes a wake woke. */
+int xgr_node_control(xgr_node *n, const xgr_node_ctl *r, size_t *woken, xgr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

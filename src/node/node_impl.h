@@ -1,0 +1,105 @@
+/* node_impl.h — private interface between the files of the node (src/node), one room per concern:
+ *
+ *   node.c      the node's life cycle (open, recover, shut down), recovery and hibernation's loader
+ *               and due index, the outbox redelivery, the log and the gauges.
+ *   persist.c   the engine's store hook (xgr/node.h, "the persistence adapter").
+ *   bundles.c   the cache of assembled bundles of the registries.
+ *   lease.c     a cluster node's side of the shared PostgreSQL store: the lease thread, claims,
+ *               forwarded control commands (docs/CLUSTER.md).
+ *
+ * Not installed; nothing outside src/node includes it. Every function here is library-private
+ * (xgr__ prefix).
+ */
+#ifndef XGR_NODE_NODE_IMPL_H
+#define XGR_NODE_NODE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "xgr/bundle.h"
+#include "xgr/chain.h"
+#include "xgr/engine.h"
+#include "xgr/node.h"
+#include "xgr/store.h"
+
+/* A cached bundle of a registry key (bundles.c; guarded by xgr_node.reg_mu). */
+typedef struct xgr__regent {
+  struct xgr__regent *next;
+  char *key;                   /* owned */
+  uint64_t gen;                /* rules generation it was assembled in */
+  struct xgr__bnode *bn;       /* the bundle, the orchestration's owner and executors (its `cached`
+                                  is set while this entry exists) */
+} xgr__regent;
+
+/* An assembled bundle in use: freed when no cache entry points at it and nobody holds it (method
+ * calls and running sessions hold references), so memory stays bounded however often rules are
+ * replaced. */
+typedef struct xgr__bnode {
+  struct xgr__bnode *next;
+  xgr_bundle *b;               /* owned */
+  size_t refs;                 /* holders (reg_mu) */
+  bool cached;                 /* a cache entry points at it (reg_mu) */
+  char *owner;                 /* owned: who registered the orchestration ("" if nobody) */
+  json_t *executors;           /* owned: its document's top-level `executors`, or NULL */
+} xgr__bnode;
+
+/* Most cache entries kept (least recently assembled dropped first). */
+#define XGR__NODE_MAX_CACHED 256
+
+typedef struct xgr__node_lease xgr__node_lease;
+
+struct xgr_node {
+  xgr_node_config cfg;
+  xgr_store *st;               /* owned */
+  xgr_node_persist *p;         /* owned */
+  xgr_engine *e;               /* owned */
+  atomic_bool ready, stopping;
+  pthread_mutex_t reg_mu;      /* regs, bundles */
+  xgr__regent *regs;
+  xgr__bnode *bundles;
+  atomic_uint_fast64_t rules_gen;   /* bumped when a rule changes: cached bundles of older generations are stale */
+  size_t restored, failed;     /* recovery counts */
+  size_t hibernated;           /* live sessions recovery left in the store (hibernated) */
+  xgr_engine_hibernation hib;  /* hibernation settings (hib.load NULL: off) */
+  xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
+  xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
+  xgr__node_lease *lease;      /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
+};
+
+/* ---- node.c ----------------------------------------------------------------------------------- */
+
+/* Restore one live session from its rows and start it (recovery, hibernation, claims); failures
+ * are logged. 0, XGR_ECONFLICT (it runs here already) or the error. */
+int xgr__node_load(xgr_node *d, const xgr_store_live *l, xgr_error *err);
+
+/* ---- bundles.c -------------------------------------------------------------------------------- */
+
+/* The engine's bundle_done (ctx = the node): xgr_node_bundle_put. */
+void xgr__node_bundle_done(void *d, const xgr_bundle *b);
+/* Free the cache and every bundle (after the engine is gone). */
+void xgr__node_bundles_free(xgr_node *d);
+
+/* ---- lease.c ---------------------------------------------------------------------------------- */
+
+/* Is (owner, root) a running session in the store (cluster: it may run on another node)? */
+bool xgr__node_lease_live(xgr_node *d, const char *owner, uint64_t root);
+/* Hibernation on a cluster node: load (owner, root) only under this node's lease — read it when its
+ * row still names this node at the epoch the store remembers, else claim it (its row names this
+ * node, or nobody holds it; the epoch goes up, so any forgotten incarnation is fenced) — and call
+ * fn with its rows (then 0); XGR_ENOTFOUND when it is not running or another live node holds it,
+ * XGR_ETIMEOUT when its row stayed locked. */
+int xgr__node_lease_load(xgr_node *d, const char *owner, uint64_t root, int (*fn)(void *ctx, const xgr_store_live *l),
+                         void *ctx, xgr_error *err);
+/* Become a cluster node: claim this node id's sessions of an earlier life and every free one,
+ * start the lease thread. d->st must be a cluster store. */
+int xgr__node_lease_start(xgr_node *d, xgr_error *err);
+/* Stop the lease thread; release: give up every lease (SIGTERM, after the engine stopped). */
+void xgr__node_lease_stop(xgr_node *d, bool release);
+/* Stop (without releasing) and free. NULL lease is fine. */
+void xgr__node_lease_free(xgr_node *d);
+/* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
+void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m);
+
+#endif
