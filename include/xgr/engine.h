@@ -149,6 +149,15 @@ typedef struct xgr_store_batch {
   /* the steps the session has run so far (what max_session_steps counts); a store hook that keeps
    * it hands it back when the session is loaded again (xgr_engine_start.steps) */
   uint64_t steps;
+  /* the session's counters after this batch, as recovery needs them (xgr_session_state) */
+  uint64_t next_iter;
+  uint32_t next_group;
+  bool paused;
+  /* the session's first batch (xgr_engine_start.started): its row is inserted only if the store
+   * has none — else the whole batch is refused with XGR_ECONFLICT and nothing of it is written */
+  bool session_new;
+  const char *registry;         /* with session_new: the registry name for the row */
+  const char *max_total_gas;    /* with session_new: the permit's maxTotalGas, or NULL */
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
@@ -321,8 +330,7 @@ typedef struct xgr_engine_start {
   const char *start;            /* start step id */
   xgr_value payload;            /* start payload (a map or null), borrowed */
   /* The start process's first wake on the engine clock (ms; xgr_session_start_at): it waits until
-   * then (init.waitMs). 0, or a time already passed: it runs at once. Ignored with restore. With
-   * start_committed it must be the wake time the committed start process holds. */
+   * then (init.waitMs). 0, or a time already passed: it runs at once. Ignored with restore. */
   int64_t start_at;
   uint64_t max_steps;           /* stop promoting after this many steps (result "limit"); 0 = none */
   bool record;                  /* keep every process's last state and the history for reports */
@@ -332,13 +340,17 @@ typedef struct xgr_engine_start {
    * restoring produced (a pending join decision); they are taken over and the buffer left empty. */
   xgr_session *restore;
   xgr_effects *restore_fx;
-  /* With a store hook: the caller has already committed the session row and the start process as
-   * xgr_session_start leaves them (xgrd's enqueue does, before it answers). The actor then leaves
-   * the start process out of its first turn's batch — its waiting state and its promotion to
-   * running (a process stored as running recovers exactly as a waiting one: it runs again) — so
-   * the first step is dispatched without a store round trip. The store shows the start process as
-   * waiting until its first result is committed. Ignored with restore. */
-  bool start_committed;
+  /* A new session (not restore) with a store hook: its actor's first batch carries the session's
+   * row (xgr_store_batch.session_new), inserted only if the store has none, together with the
+   * start process; nothing of the session becomes visible (its first step is not dispatched) before
+   * that batch is committed. started (may be NULL) is then called exactly once, from the thread
+   * that completes the commit, with 0, XGR_ECONFLICT (the store holds this session already:
+   * nothing was written and the actor leaves without a trace) or the store's error. Without a
+   * store hook it is called with 0 once the session has started. It must not block. */
+  const char *registry;         /* the registry name recorded on the new row ("" when NULL); copied */
+  const char *max_total_gas;    /* the permit's maxTotalGas recorded on the new row (NULL: none); copied */
+  void (*started)(void *ctx, int err);
+  void *started_ctx;
   /* With restore: the due time the store holds for the session (xgr_store_session.wake_due; 0:
    * awake). An unchanged session is evicted again without a write. */
   int64_t stored_due;

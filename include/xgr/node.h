@@ -33,11 +33,11 @@ extern "C" {
 /* ==== the persistence adapter ==================================================================
  * An xgr_store_hook whose submit() turns one engine batch (process snapshots and history rows of
  * one session) into an xgr_store_changes and hands it to xgr_store_submit; the engine's done() is
- * called from the store's commit callback. Keeps, per live session, the counters recovery needs
- * (next iter, next join group, session-wide pause), which the engine's batch does not carry: the
- * highest iter and group seen so far, seeded by xgr_node_persist_track when a session is enqueued
- * or recovered. Thread-safe (sessions submit concurrently). The node makes one for its engine;
- * `xgr run --store` makes one for its driver's engine. */
+ * called from the store's commit callback. A session's first batch carries its row (insert if
+ * absent) and every batch its counters (next iter, next join group, pause), so the rows a batch
+ * becomes are exactly the batch's. Keeps only the step count of sessions that may be evicted (the
+ * per-session step cap counts on after a load). Thread-safe (sessions submit concurrently). The
+ * node makes one for its engine; `xgr run --store` makes one for its engine. */
 typedef struct xgr_node_persist xgr_node_persist;
 
 /* st (borrowed) must outlive the adapter. */
@@ -47,14 +47,9 @@ void xgr_node_persist_free(xgr_node_persist *p);   /* NULL is fine */
 const xgr_store_hook *xgr_node_persist_hook(xgr_node_persist *p);
 /* Register the metrics the adapter updates (m borrowed; call once, before the engine runs sessions). */
 void xgr_node_persist_metrics(xgr_node_persist *p, xgr_metrics *m);
-/* Seed a session's counters (enqueue, recovery). */
-void xgr_node_persist_track(xgr_node_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter,
-                            uint32_t next_group, bool paused);
 /* The steps session (owner, root_pid) had run at its last batch (xgr_store_batch.steps), 0 when not
  * tracked: handed to a hibernated session when it is loaded, so the per-session step cap counts on. */
 uint64_t xgr_node_persist_steps(xgr_node_persist *p, const char *owner, uint64_t root_pid);
-/* Record a session-wide pause / resume (persisted with the session's next batch). */
-void xgr_node_persist_set_paused(xgr_node_persist *p, const char *owner, uint64_t root_pid, bool paused);
 /* Batches submitted and not yet committed. */
 uint64_t xgr_node_persist_inflight(xgr_node_persist *p);
 
@@ -131,9 +126,6 @@ void xgr_node_free(xgr_node *n);
 xgr_store *xgr_node_store(xgr_node *n);
 xgr_engine *xgr_node_engine(xgr_node *n);
 const xgr_node_config *xgr_node_config_of(const xgr_node *n);
-/* Seed a started session's recovery counters (xgr_node_persist_track on the node's adapter). */
-void xgr_node_track(xgr_node *n, const char *owner, uint64_t root, uint64_t next_iter, uint32_t next_group,
-                    bool paused);
 
 /* Store batches submitted by the engine and not yet committed. */
 uint64_t xgr_node_inflight(xgr_node *n);
@@ -173,6 +165,27 @@ bool xgr_node_has_chain(const xgr_node *n);
  * (hibernated, or on a cluster held by another node) the store's; with load, a hibernated session
  * is loaded first (control calls). info (zeroed when not in the engine) may be NULL. */
 bool xgr_node_live(xgr_node *n, const char *owner, uint64_t root, bool load, xgr_engine_session_info *info);
+
+/* Start a new session: a command to its own actor, like every other. The actor's first batch
+ * carries the session's row, inserted only if the store has none, with the start process; when
+ * that batch is committed, started(ctx, err) is called once from the committing thread: 0, or
+ * XGR_ECONFLICT when the store holds the session already (another start won; nothing was
+ * written), or the store's error. Nothing of the session becomes visible before. */
+typedef struct xgr_node_start_req {
+  const xgr_bundle *bundle;     /* from xgr_node_bundle (borrowed: the session takes its own reference) */
+  const char *owner;
+  uint64_t root;                /* > 0 */
+  const char *step;             /* the start step, a step of bundle->orch */
+  xgr_value payload;            /* map or null (borrowed) */
+  int64_t start_at;             /* the start process's first wake (engine clock ms); 0: at once */
+  const char *registry;         /* recorded on the row ("" when NULL) */
+  const char *max_total_gas;    /* the starting permit's gas budget recorded on the row, or NULL */
+  void (*started)(void *ctx, int err);
+  void *started_ctx;
+} xgr_node_start_req;
+/* 0 (started will be called), XGR_ECONFLICT when this node's engine runs (owner, root) already
+ * (started is not called), XGR_ESTATE when the node is stopping, or another error. */
+int xgr_node_start(xgr_node *n, const xgr_node_start_req *r, xgr_error *err);
 
 /* A control command on a session, wherever it runs. */
 typedef enum xgr_node_ctl_op {

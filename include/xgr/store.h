@@ -321,10 +321,12 @@ void xgr_store_changes_seal(xgr_store_changes *b);
 void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry);
 /* Record the starting permit's gas budget (decimal text, copied) on the batch's last session row. */
 void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_total_gas);
-/* The same row, inserted only if (owner, rootPid) has none yet — an existence check folded into
- * the commit: when a row exists, the whole batch fails with XGR_ECONFLICT and nothing of it is
- * written (the other batches of its group commit as usual). Add it as the batch's first entry. */
-void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *s, const char *registry);
+/* A new session's row s (borrowed, copied), inserted only if (owner, rootPid) has none yet — an
+ * existence check folded into the commit: when a row exists, the whole batch fails with
+ * XGR_ECONFLICT and nothing of it is written (the other batches of its group commit as usual).
+ * Add it as the batch's first entry. A session's actor writes it with its first batch
+ * (xgr_store_batch.session_new). */
+void xgr_store_changes_session_new(xgr_store_changes *b, const xgr_store_session *s);
 
 /* Called once per submitted batch after its transaction committed (rc 0) or failed (rc < 0, err
  * says why; err is valid during the call only). */

@@ -298,6 +298,18 @@ static void store_done(void *ctx, int rc, const xgr_error *err) {
   pthread_mutex_unlock(&rs->mu);
 }
 
+/* Engine: the outcome of the session's first batch (its row and start process). */
+static void run_started(void *ctx, int rc) {
+  if (!rc) return;
+  run_store *rs = ctx;
+  pthread_mutex_lock(&rs->mu);
+  if (!rs->rc) {
+    rs->rc = rc;
+    snprintf(rs->why, sizeof rs->why, "the session's first batch was refused: %s", xgr_errcode_name(rc));
+  }
+  pthread_mutex_unlock(&rs->mu);
+}
+
 /* Deterministic driver: every core call's effects become one batch (the store's writer thread
  * commits queued batches together); the first is the session's start and carries its row. */
 static void store_effects(void *ctx, size_t si, const xgr_session *s, const xgr_effects *fx) {
@@ -410,30 +422,10 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   int code = 0;
   int64_t t0 = xgr_engine_now(eng);   /* the session's start: script times count from here */
   req.start_at = t0 + wait_ms;
-  if (rs) {   /* durable first, as xgrd does: the session row and its start process in one batch */
-    xgr_session_config sc = {.max_running = max_running};
-    xgr_session *core = xgr_session_new(b->orch, owner, root, &sc);
-    xgr_effects fx;
-    xgr_effects_init(&fx);
-    int rc = xgr_session_start_at(core, (unsigned)xgr_orch_find(b->orch, start), payload, t0, req.start_at, &fx, &e);
-    if (!rc) {
-      xgr_store_changes *c = xgr_store_changes_new();
-      xgr_store_changes_add_session_new(c, core, rs->registry);
-      xgr_store_changes_add_effects(c, core, &fx);
-      rc = xgr_store_commit(rs->st, c, &e);
-    }
-    xgr_session_state ss;
-    xgr_session_state_get(core, &ss);
-    xgr_effects_free(&fx);
-    xgr_session_free(core);
-    if (rc) {
-      fprintf(stderr, "xgr run: --store: %s\n", e.message);
-      xgr_engine_free(eng);
-      pthread_mutex_destroy(&ev.mu);
-      return XGR_EXIT_HARD;
-    }
-    xgr_node_persist_track(rs->p, owner, root, ss.next_iter, ss.next_group, ss.paused);
-    req.start_committed = true;
+  if (rs) {   /* the session's first batch carries its row, as in xgrd */
+    req.registry = rs->registry;
+    req.started = run_started;
+    req.started_ctx = rs;
   }
   if (xgr_engine_start_session(eng, &req, &e)) {
     fprintf(stderr, "xgr run: %s%s%s\n", e.path[0] ? e.path : "", e.path[0] ? ": " : "", e.message);

@@ -87,7 +87,13 @@ struct actor {
   wtimers *slot;                 /* the turn's worker slot (timer heap, counters) or NULL */
   /* state */
   bool started, finished, stopping, limit, idle, completed, record, subs, touched, ent_unlinked;
-  bool start_committed;          /* first turn: the start process is committed already (see engine.h) */
+  /* a new session's row: its first batch carries it (insert if absent); started is told once that
+   * batch is committed or refused (xgr_engine_start.started) */
+  bool new_row;                  /* the row still has to go out with the next batch */
+  bool starting;                 /* the batch with the row is in flight: its commit answers started */
+  char *registry, *max_total_gas;   /* owned: the row's fields */
+  void (*started_fn)(void *ctx, int err);
+  void *started_ctx;
   /* a new session's core is made on its first turn, on the worker that runs it (its memory then
    * lives in that worker's malloc arena, and the starting thread returns sooner) */
   bool need_start;
@@ -417,10 +423,7 @@ static void consume(actor *a) {
       case XGR_FX_PROC:
       case XGR_FX_JOIN:
         if (a->record) xgr_records_proc(a->rec, a->b->orch, fe->proc);
-        if (e->has_store && fe->kind == XGR_FX_PROC &&
-            !(a->start_committed && fe->proc->iter == 1 && !fe->proc->paused &&
-              (fe->status == XGR_PROC_WAITING || fe->status == XGR_PROC_RUNNING)))
-          batch_row(a, fe);
+        if (e->has_store && fe->kind == XGR_FX_PROC) batch_row(a, fe);
         if (a->subs) {
           evsnap *s = ev_new(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN, NULL, true);
           snap_fill(a, &s->p, fe, fe->kind == XGR_FX_JOIN ? SNAP_JOIN_EVENT : SNAP_EVENT);
@@ -786,6 +789,13 @@ static void on_message(actor *a, uint64_t tag, void *data) {
 
 /* ---- the store ------------------------------------------------------------------------------------ */
 
+/* Tell the starter how the session's first batch went (once; no-op after). */
+static void tell_started(actor *a, int err) {
+  void (*fn)(void *, int) = a->started_fn;
+  a->started_fn = NULL;
+  if (fn) fn(a->started_ctx, err);
+}
+
 static void store_done(void *token, int err) {
   actor *a = token;
   xgr_rt_complete_yield(a->e->rt, a->pid, TAG_STORE, NULL, err);
@@ -853,8 +863,14 @@ static void discard_held(actor *a, int err) {
 
 static void on_commit(actor *a, int err) {
   a->committing = false;
+  bool first_batch = a->starting;
+  a->starting = false;
+  if (first_batch) tell_started(a, err);
   if (a->dropped) return;   /* its effects were discarded when the lease went */
-  if (err == XGR_ELEASE) {  /* a late write: another node holds the session now */
+  if (err == XGR_ELEASE || (first_batch && err == XGR_ECONFLICT)) {
+    /* a late write: another node holds the session now; or a new session's row found the
+     * session in the store (another start won): nothing of this incarnation was written, and
+     * nothing of it may become visible — it leaves as after a lost lease */
     lose_lease(a);
     return;
   }
@@ -895,6 +911,18 @@ static void store_turn(actor *a) {
                        .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                        .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
                        .due = a->batch_due, .steps = a->steps};
+  xgr_session_state st;
+  xgr_session_state_get(a->s, &st);
+  b.next_iter = st.next_iter;
+  b.next_group = st.next_group;
+  b.paused = st.paused;
+  if (a->new_row) {   /* the session's first batch: its row, if the store has none */
+    b.session_new = true;
+    b.registry = a->registry;
+    b.max_total_gas = a->max_total_gas;
+    a->new_row = false;
+    a->starting = true;
+  }
   a->committing_due = a->batch_due;
   atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
   xgr_eng_busy_add(e, 1);
@@ -1145,7 +1173,6 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     }
   }
   end_turn(a);
-  a->start_committed = false;
   if (nctl) atomic_fetch_sub(&e->ctl_inflight, nctl);
   xgr_eng_busy_add(e, -owed);
   xgr_eng_timers_poll(e, a->slot, ctx, a->now, a->mono);   /* this worker's due timers */
@@ -1251,7 +1278,13 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   for (size_t i = 0; a->ordered && i < b->orch->nsteps && !a->serial; i++)
     a->serial = b->step_rule[i] && xgr_rule_nwakeups(b->step_rule[i]) > 0;
   a->max_steps = req->max_steps;
-  a->start_committed = req->start_committed && !req->restore;
+  if (!req->restore) {
+    a->new_row = e->has_store;
+    a->registry = xgr__xstrdup(req->registry ? req->registry : "");
+    a->max_total_gas = req->max_total_gas ? xgr__xstrdup(req->max_total_gas) : NULL;
+    a->started_fn = req->started;
+    a->started_ctx = req->started_ctx;
+  }
   a->stored_due = req->restore ? req->stored_due : 0;
   a->steps = req->restore ? req->steps : 0;   /* the cap counts across eviction and loading */
   if (req->restore) a->sleep_after_ns = xgr__mono_ns() + HIB_GRACE_NS;
@@ -1285,6 +1318,7 @@ static void first_turn(actor *a) {
   int64_t wake_at = a->start_at > a->start_now ? a->start_at : a->start_now;
   if (xgr_session_start_at(a->s, a->start_step, a->start_payload, a->start_now, wake_at, &a->fx, &err)) abort();
   xgr_value_clear(&a->start_payload);
+  if (!e->has_store) tell_started(a, 0);   /* nothing to commit */
 }
 
 void xgr_eng_actor_free(actor *a) {
@@ -1329,6 +1363,9 @@ void xgr_eng_actor_free(actor *a) {
   xgr_records_free(a->rec);
   free(a->lat);
   xgr_value_release(a->start_payload);
+  tell_started(a, XGR_ESTATE);   /* stopped before its first batch was committed */
+  free(a->registry);
+  free(a->max_total_gas);
   xgr_session_free(a->s);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);

@@ -65,7 +65,6 @@ static int exec_local(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_err
     case XGR_NODE_CTL_PAUSE:
     case XGR_NODE_CTL_RESUME:
       xgr_node_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
-      if (!r->iter) xgr_node_persist_set_paused(d->p, r->owner, r->root, r->op == XGR_NODE_CTL_PAUSE);
       rc = xgr_engine_pause(d->e, r->owner, r->root, r->iter, r->op == XGR_NODE_CTL_PAUSE, err);
       break;
     case XGR_NODE_CTL_WAKE_PID:

@@ -200,7 +200,6 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
           (unsigned long long)ss->root_pid, err->message);
     return rc;
   }
-  xgr_node_persist_track(d->p, ss->owner, ss->root_pid, ss->next_iter, ss->next_group, ss->paused);
   xgr_effects fx;
   xgr_effects_init(&fx);
   xgr_session_config sc = {.max_running = d->cfg.max_running};
@@ -420,6 +419,15 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
   return 0;
 }
 
+int xgr_node_start(xgr_node *d, const xgr_node_start_req *r, xgr_error *err) {
+  if (atomic_load(&d->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the node is shutting down");
+  xgr_engine_start sr = {.bundle = r->bundle, .owner = r->owner, .root_pid = r->root, .start = r->step,
+                         .payload = r->payload, .start_at = r->start_at, .registry = r->registry,
+                         .max_total_gas = r->max_total_gas, .started = r->started, .started_ctx = r->started_ctx};
+  xgr_node_bundle_hold(d, r->bundle);   /* the session's own reference, given back by the engine's bundle_done */
+  return xgr_engine_start_session(d->e, &sr, err);
+}
+
 /* The default chain backend answered its last probe (true without a chain). */
 static bool chain_ok(xgr_node *d) {
   if (!d->cfg.chain) return true;
@@ -443,10 +451,6 @@ xgr_engine *xgr_node_engine(xgr_node *d) { return d->e; }
 const xgr_node_config *xgr_node_config_of(const xgr_node *d) { return &d->cfg; }
 bool xgr_node_has_chain(const xgr_node *d) { return d->chain_cache != NULL; }
 
-void xgr_node_track(xgr_node *d, const char *owner, uint64_t root, uint64_t next_iter, uint32_t next_group,
-                    bool paused) {
-  xgr_node_persist_track(d->p, owner, root, next_iter, next_group, paused);
-}
 
 void xgr_node_chain_tick(xgr_node *d) {
   if (!d || !d->cfg.chain) return;

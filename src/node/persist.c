@@ -33,9 +33,6 @@
 typedef struct track {
   char owner[64];
   uint64_t root;
-  uint64_t next_iter;
-  uint32_t next_group;
-  bool paused;
   uint64_t steps;               /* xgr_store_batch.steps of the last batch (kept while hibernated) */
 } track;
 
@@ -91,8 +88,6 @@ static track *lookup(xgr_node_persist *p, const char *owner, uint64_t root, bool
   t = xgr__xcalloc(1, sizeof *t);
   xgr__str_copy(t->owner, sizeof t->owner, owner);
   t->root = root;
-  t->next_iter = 1;
-  t->next_group = 1;
   xgr__hashmap_add(&sh->tab, root, t);
   return t;
 }
@@ -107,29 +102,12 @@ static void forget(xgr_node_persist *p, const char *owner, uint64_t root) {
   pthread_mutex_unlock(&sh->mu);
 }
 
-void xgr_node_persist_track(xgr_node_persist *p, const char *owner, uint64_t root_pid, uint64_t next_iter, uint32_t next_group,
-                       bool paused) {
-  tshard *sh;
-  track *t = lookup(p, owner, root_pid, true, &sh);
-  if (next_iter > t->next_iter) t->next_iter = next_iter;
-  if (next_group > t->next_group) t->next_group = next_group;
-  t->paused = paused;
-  pthread_mutex_unlock(&sh->mu);
-}
-
 uint64_t xgr_node_persist_steps(xgr_node_persist *p, const char *owner, uint64_t root_pid) {
   tshard *sh;
   track *t = lookup(p, owner, root_pid, false, &sh);
   uint64_t n = t ? t->steps : 0;
   pthread_mutex_unlock(&sh->mu);
   return n;
-}
-
-void xgr_node_persist_set_paused(xgr_node_persist *p, const char *owner, uint64_t root_pid, bool paused) {
-  tshard *sh;
-  track *t = lookup(p, owner, root_pid, false, &sh);
-  if (t) t->paused = paused;
-  pthread_mutex_unlock(&sh->mu);
 }
 
 uint64_t xgr_node_persist_inflight(xgr_node_persist *p) { return atomic_load(&p->inflight); }
@@ -163,8 +141,19 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   xgr_node_persist *p = ctx;
   xgr_store_changes *c = xgr_store_changes_new();
   if (!c) return XGR_ENOMEM;
-  uint64_t max_iter = 0;
-  uint32_t max_group = 0;
+  if (b->session_new) {   /* first: the store refuses the whole batch when the session exists */
+    xgr_store_session row = {.owner = (char *)b->owner,
+                             .root_pid = b->root_pid,
+                             .registry = (char *)(b->registry ? b->registry : ""),
+                             .ostc_id = b->orch->id,
+                             .ostc_hash = (char *)b->orch->hash,
+                             .status = XGR_RESULT_RUNNING,
+                             .next_iter = b->next_iter,
+                             .next_group = b->next_group,
+                             .paused = b->paused};
+    xgr_store_changes_session_new(c, &row);
+    if (b->max_total_gas) xgr_store_changes_set_max_total_gas(c, b->max_total_gas);
+  }
   int64_t last_end = 0;
   /* the payload text of each process's last snapshot, reused by its history row */
   char *stack_texts[16];
@@ -175,9 +164,6 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
     /* only the last snapshot of a process in the batch counts */
     bool later = false;
     for (size_t j = i + 1; j < b->nprocs && !later; j++) later = b->procs[j].iter == e->iter;
-    if (e->iter > max_iter) max_iter = e->iter;
-    if (e->group > max_group) max_group = e->group;
-    if (e->from_group > max_group) max_group = e->from_group;
     if (later) continue;
     char *payload = xgr_value_to_json_text(e->payload, 0, NULL);
     xgr_store_proc row = {.iter = e->iter,
@@ -259,21 +245,18 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
    * result committed, possibly after it ended) changes nothing of the session: no state entry,
    * which would say "running" and bring an ended session's row back. */
   if (b->nprocs || b->nhist || b->finished || b->due > 0) {
-    tshard *sh;
-    track *t = lookup(p, b->owner, b->root_pid, true, &sh);
-    if (max_iter + 1 > t->next_iter) t->next_iter = max_iter + 1;
-    if (max_group + 1 > t->next_group) t->next_group = max_group + 1;
-    if (b->steps > t->steps) t->steps = b->steps;
-    uint64_t next_iter = t->next_iter;
-    uint32_t next_group = t->next_group;
-    bool paused = t->paused;
-    pthread_mutex_unlock(&sh->mu);
+    if (b->steps && b->due > 0) {   /* it may be evicted: keep its step count for its next load */
+      tshard *sh;
+      track *t = lookup(p, b->owner, b->root_pid, true, &sh);
+      if (b->steps > t->steps) t->steps = b->steps;
+      pthread_mutex_unlock(&sh->mu);
+    }
     uint8_t status = XGR_RESULT_RUNNING;
     if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
     xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0,
-                                    next_iter, next_group, paused);
+                                    b->next_iter, b->next_group, b->paused);
     if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
-    if (status != XGR_RESULT_RUNNING) forget(p, b->owner, b->root_pid);
+    if (status != XGR_RESULT_RUNNING && b->steps) forget(p, b->owner, b->root_pid);
   }
   pending *pd = xgr__xmalloc(sizeof *pd);
   *pd = (pending){.p = p, .done = done, .token = token, .t0 = xgr__mono_s()};

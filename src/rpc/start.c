@@ -274,9 +274,10 @@ static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, xgr__ack *o
                        "session %s/%llu exists and is %s; a rootPid is used once", owner, (unsigned long long)root, st);
 }
 
-/* A start between its batch and the part after the commit (persist tracking, the first-step
- * waiter, the engine's start); whichever thread finishes it. Owns the bundle reference, payload
- * and step copy. */
+/* A start on its way: prepared on the calling thread, started in its actor, answered once the
+ * actor's first batch is committed (xgr_node_start) — by the thread that waits for it, or (a
+ * deferred enqueue) by the server thread its commit resumes. Owns the bundle reference, the
+ * payload and the step copy; freed by whoever answers. */
 typedef struct start_commit {
   xgr_rpcd *d;
   const xgr_bundle *b;         /* the call's reference (given back by start_commit_free) */
@@ -285,29 +286,36 @@ typedef struct start_commit {
   char *step;                  /* owned */
   xgr_value payload;           /* owned */
   int64_t start_at;            /* the start process's first wake (engine clock), 0: at once */
-  xgr_session_state ss;
+  char *max_total_gas;         /* owned: the permit's budget, or NULL */
+  char registry[XGR__RPC_MAX_REGISTRY + 1];
   xgr__waiter *w;              /* validateDataTransfer's, or NULL */
-  int rc;                      /* the commit's outcome */
+  int rc;                      /* the first batch's outcome (started) */
+  bool engine_has;             /* the engine ran this session already: nothing was started */
   xgr_error err;
   xgr_rpc_defer *df;           /* the deferred answer (enqueue), or NULL */
+  pthread_mutex_t mu;          /* without df: the waiting thread sleeps on cv until done */
+  pthread_cond_t cv;
+  bool done;
 } start_commit;
 
 static void start_commit_free(start_commit *sc) {
   xgr_value_release(sc->payload);
   free(sc->step);
+  free(sc->max_total_gas);
   xgr_node_bundle_put(sc->d->n, sc->b);
+  pthread_mutex_destroy(&sc->mu);
+  pthread_cond_destroy(&sc->cv);
   free(sc);
 }
 
-/* Everything before the commit: the bundle, the permit's bindings, the owner's checks, the first
- * process and its batch. Returns an error code, or 0 with either *out_ack set and *out_sc NULL (a
- * live session: nothing to write), or *out_sc (owned by the caller) and *out_c the batch to commit.
- * *out_b gets the bundle (also on errors, NULL if none was found): sc owns it when made, else the
- * caller gives it back. */
+/* Everything before the start: the bundle, the permit's bindings, the owner's checks, the start
+ * step and payload, the rootPid. Returns an error code, or 0 with either *out_ack set and *out_sc
+ * NULL (a live session: nothing to start), or *out_sc (owned by the caller). *out_b gets the
+ * bundle (also on errors, NULL if none was found): sc owns it when made, else the caller gives it
+ * back. */
 static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, const xgr_bundle **out_b,
-                         start_commit **out_sc, xgr_store_changes **out_c, xgr_error *err) {
+                         start_commit **out_sc, xgr_error *err) {
   *out_sc = NULL;
-  *out_c = NULL;
   if (atomic_load(&d->stopping))
     return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "xgrd is shutting down");
   const xgr_bundle *b = NULL;
@@ -376,71 +384,38 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
     *out_ack = existing_ack(d, rq->owner, root, false);
     return 0;
   }
-  /* durable first: the session row and its start process, in one batch; the row is inserted only
-   * if the store has none, so the existence check costs no read of its own */
-  int64_t now = xgr_engine_now(d->e), start_at = now + rq->wait_ms;
-  xgr_session *core = xgr_session_new(b->orch, rq->owner, root, NULL);
-  xgr_effects fx;
-  xgr_effects_init(&fx);
-  rc = xgr_session_start_at(core, (unsigned)si, payload, now, start_at, &fx, err);
-  if (rc) {
-    xgr_effects_free(&fx);
-    xgr_session_free(core);
-    xgr_value_release(payload);
-    if (!err->path[0]) snprintf(err->path, sizeof err->path, "%s", rq->payload_path);
-    return xgr__rpc_code(rc, err);
-  }
-  xgr_store_changes *c = xgr_store_changes_new();
-  xgr_store_changes_add_session_new(c, core, rq->registry);
-  if (rq->permit && rq->permit->kind) xgr_store_changes_set_max_total_gas(c, rq->permit->max_total_gas);
-  xgr_store_changes_add_effects(c, core, &fx);
   start_commit *sc = xgr__xcalloc(1, sizeof *sc);
   sc->d = d;
   sc->b = b;
   snprintf(sc->owner, sizeof sc->owner, "%s", rq->owner);
+  snprintf(sc->registry, sizeof sc->registry, "%s", rq->registry);
   sc->root = root;
   sc->step = xgr__xstrdup(step);
   sc->payload = payload;
-  sc->start_at = rq->wait_ms ? start_at : 0;
+  sc->start_at = rq->wait_ms ? xgr_engine_now(d->e) + rq->wait_ms : 0;
+  if (rq->permit && rq->permit->kind) sc->max_total_gas = xgr__xstrdup(rq->permit->max_total_gas);
   sc->w = rq->w;
-  xgr_session_state_get(core, &sc->ss);
-  xgr_effects_free(&fx);
-  xgr_session_free(core);
+  pthread_mutex_init(&sc->mu, NULL);
+  pthread_cond_init(&sc->cv, NULL);
   *out_sc = sc;
-  *out_c = c;
   return 0;
 }
 
-/* Everything after the commit (sc->rc, sc->err): the answer for a conflict (the stored row's), or
- * the session tracked, the first-step waiter registered and the engine started. Does not free sc. */
-static int start_after_commit(start_commit *sc, xgr__ack *out_ack, xgr_error *err) {
+/* The answer once the start is done (sc->rc, sc->err): the ack of a session that ran here already
+ * or that the store holds already (another start won), or queued / scheduled. Does not free sc. */
+static int start_answer(start_commit *sc, xgr__ack *out_ack, xgr_error *err) {
   xgr_rpcd *d = sc->d;
+  if (sc->engine_has) {
+    *out_ack = existing_ack(d, sc->owner, sc->root, false);
+    return 0;
+  }
   if (sc->rc == XGR_ECONFLICT)   /* the store has this session: nothing was written */
     return stored_ack(d, sc->owner, sc->root, out_ack, err);
   if (sc->rc) {
     *err = sc->err;
-    return xgr__rpc_code(sc->rc, err);
-  }
-  xgr_node_track(d->n, sc->owner, sc->root, sc->ss.next_iter, sc->ss.next_group, sc->ss.paused);
-  if (sc->w) {
-    snprintf(sc->w->owner, sizeof sc->w->owner, "%s", sc->owner);
-    sc->w->root = sc->root;
-    pthread_mutex_lock(&d->w_mu);
-    sc->w->next = d->waiters;
-    d->waiters = sc->w;
-    atomic_fetch_add(&d->nwaiters, 1);
-    pthread_mutex_unlock(&d->w_mu);
-  }
-  xgr_engine_start sr = {.bundle = sc->b, .owner = sc->owner, .root_pid = sc->root, .start = sc->step,
-                         .payload = sc->payload, .start_at = sc->start_at,
-                         .start_committed = true};   /* the batch holds the start process */
-  xgr_node_bundle_hold(d->n, sc->b);   /* the session's own reference, given back by the engine's bundle_done */
-  int rc = xgr_engine_start_session(d->e, &sr, err);
-  if (rc) {
-    /* committed but not running: recovery picks it up at the next start */
-    xgr_node_log(d->n, "level=warn msg=\"session committed but not started\" owner=%s rootPid=%llu error=\"%s\"",
-                  sc->owner, (unsigned long long)sc->root, err->message);
-    return xgr__rpc_code(rc == XGR_ESTATE ? XGR_EIO : rc, err);
+    if (!err->message[0]) snprintf(err->message, sizeof err->message, "the store refused the start: %s",
+                                   xgr_errcode_name(sc->rc));
+    return xgr__rpc_code(sc->rc == XGR_ESTATE ? XGR_EIO : sc->rc, err);
   }
   *out_ack = sc->start_at ? XGR__ACK_SCHEDULED : XGR__ACK_QUEUED;   /* init.waitMs: its start waits */
   return 0;
@@ -453,48 +428,83 @@ static json_t *enqueue_answer(xgr_rpcd *d, xgr__ack a, const char *owner, uint64
                    xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash);
 }
 
-/* The store's callback for a deferred start (writer thread): keep the outcome, wake the answer. */
-static void start_committed(void *ctx, int rc, const xgr_error *err) {
+/* The session's first batch is committed or refused (the actor calls it from the committing
+ * thread; it must not block): keep the outcome and wake whoever answers. */
+static void start_started(void *ctx, int rc) {
   start_commit *sc = ctx;
   sc->rc = rc;
-  if (rc && err) sc->err = *err;
-  xgr_rpc_defer_ready(sc->df);
+  if (sc->df) {
+    xgr_rpc_defer_ready(sc->df);
+    return;
+  }
+  pthread_mutex_lock(&sc->mu);
+  sc->done = true;
+  pthread_cond_signal(&sc->cv);
+  pthread_mutex_unlock(&sc->mu);
 }
 
-/* A deferred enqueue's answer, on a server thread once its commit is done (xgr_rpc_finish_fn). */
+/* A deferred enqueue's answer, on a server thread once its start is done (xgr_rpc_finish_fn). */
 static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
   start_commit *sc = ctx;
   xgr__ack a;
-  int rc = start_after_commit(sc, &a, err);
+  int rc = start_answer(sc, &a, err);
   if (!rc) *result = enqueue_answer(sc->d, a, sc->owner, sc->root, sc->b->orch->hash);
   start_commit_free(sc);
   return rc;
 }
 
-/* Start a session. With df NULL the commit is waited for on this thread; with df (a single
- * request that may defer its answer) a start that has a commit to wait for is handed over and
- * XGR_RPC_DEFERRED returned, finish answering it (it owns the start_commit). hash (67 bytes) gets
- * the orchestration's hash ("" when no bundle was found). */
+/* Start a session. With df NULL the first commit is waited for on this thread; with df (a single
+ * request that may defer its answer) the start is handed over and XGR_RPC_DEFERRED returned,
+ * finish answering it (it owns the start_commit). hash (67 bytes) gets the orchestration's hash
+ * ("" when no bundle was found). A validateDataTransfer's waiter (rq->w) is registered before the
+ * session can make its first event. */
 static int start_session(xgr_rpcd *d, start_req *rq, xgr_rpc_defer *df, xgr_rpc_finish_fn finish, xgr__ack *out_ack,
                          uint64_t *out_root, char *hash, xgr_error *err) {
   const xgr_bundle *b = NULL;
   start_commit *sc;
-  xgr_store_changes *c;
-  int rc = start_prepare(d, rq, out_ack, out_root, &b, &sc, &c, err);
+  int rc = start_prepare(d, rq, out_ack, out_root, &b, &sc, err);
   snprintf(hash, 67, "%s", b ? b->orch->hash : "");
   if (rc || !sc) {
     xgr_node_bundle_put(d->n, b);
     return rc;
   }
+  if (sc->w) {
+    snprintf(sc->w->owner, sizeof sc->w->owner, "%s", sc->owner);
+    sc->w->root = sc->root;
+    pthread_mutex_lock(&d->w_mu);
+    sc->w->next = d->waiters;
+    d->waiters = sc->w;
+    atomic_fetch_add(&d->nwaiters, 1);
+    pthread_mutex_unlock(&d->w_mu);
+  }
+  xgr_node_start_req nr = {.bundle = sc->b, .owner = sc->owner, .root = sc->root, .step = sc->step,
+                           .payload = sc->payload, .start_at = sc->start_at, .registry = sc->registry,
+                           .max_total_gas = sc->max_total_gas, .started = start_started, .started_ctx = sc};
   if (df) {
     sc->df = df;
     xgr_rpc_defer_begin(df, finish, sc);
-    xgr_store_submit(d->st, c, start_committed, sc);   /* its failure reaches start_committed too */
-    return XGR_RPC_DEFERRED;
   }
   xgr_error_clear(&sc->err);
-  sc->rc = xgr_store_commit(d->st, c, &sc->err);
-  rc = start_after_commit(sc, out_ack, err);
+  rc = xgr_node_start(d->n, &nr, &sc->err);
+  if (rc) {   /* not started: started() will not come */
+    if (rc == XGR_ECONFLICT) sc->engine_has = true;   /* it runs here already */
+    else {
+      xgr_node_log(d->n, "level=warn msg=\"session not started\" owner=%s rootPid=%llu error=\"%s\"", sc->owner,
+                   (unsigned long long)sc->root, sc->err.message);
+      sc->rc = rc;
+    }
+    if (df) {
+      xgr_rpc_defer_ready(df);
+      return XGR_RPC_DEFERRED;
+    }
+  } else if (df) {
+    return XGR_RPC_DEFERRED;
+  } else {
+    pthread_mutex_lock(&sc->mu);
+    while (!sc->done) pthread_cond_wait(&sc->cv, &sc->mu);
+    pthread_mutex_unlock(&sc->mu);
+  }
+  rc = start_answer(sc, out_ack, err);
   start_commit_free(sc);
   return rc;
 }

@@ -602,8 +602,8 @@ void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_t
     }
 }
 
-void xgr_store_changes_add_session_new(xgr_store_changes *b, const xgr_session *s, const char *registry) {
-  xgr_store_changes_add_session_start(b, s, registry);
+void xgr_store_changes_session_new(xgr_store_changes *b, const xgr_store_session *s) {
+  xgr_store_changes_session(b, s);
   b->ops[b->n - 1].if_absent = true;
 }
 

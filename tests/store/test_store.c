@@ -875,7 +875,7 @@ static void test_live_owners(void **state) {
 
 /* ---- failures: a full disk, a read-only file ------------------------------------------------------- */
 
-/* xgr_store_changes_add_session_new: the row goes in only if the session has none; otherwise the
+/* xgr_store_changes_session_new: the row goes in only if the session has none; otherwise the
  * batch fails alone with XGR_ECONFLICT and writes nothing, while a batch committed in the same
  * group goes through. */
 typedef struct rc_box {
@@ -896,7 +896,9 @@ static xgr_store_changes *new_session_batch(const xgr_orch *o, uint64_t root, co
   xgr_effects_init(&fx);
   assert_int_equal(xgr_session_start(s, 0, xgr_value_null(), 10, &fx, NULL), 0);
   xgr_store_changes *b = xgr_store_changes_new();
-  xgr_store_changes_add_session_new(b, s, "test");
+  xgr_store_session row = {.owner = T_OWNER, .root_pid = root, .registry = "test", .ostc_id = o->id,
+                           .ostc_hash = (char *)o->hash, .status = XGR_RESULT_RUNNING, .next_iter = 2, .next_group = 1};
+  xgr_store_changes_session_new(b, &row);
   xgr_store_changes_add_effects(b, s, &fx);
   if (extra_payload) {
     xgr_store_proc p = mkproc(7, XGR_PROC_WAITING, extra_payload);
