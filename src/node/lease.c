@@ -486,7 +486,9 @@ static void *cmd_main(void *arg) {
 
 static void collect(void *ctx, xgr_metrics_out *out) {
   xgr_node *d = ctx;
-  xgr__node_lease *l = d->lease;
+  /* registered before the lease thread starts (xgr_node_recover): its counters read 0 until then */
+  xgr__node_lease *l = __atomic_load_n(&d->lease, __ATOMIC_ACQUIRE), none = {0};
+  if (!l) l = &none;
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(d->st, &s);
   struct { const char *k; uint64_t v; } rows[] = {
@@ -514,7 +516,7 @@ static void collect(void *ctx, xgr_metrics_out *out) {
 }
 
 void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m) {
-  if (d->lease) xgr_metrics_gauge(m, "xgr_cluster", "Cluster node: leases, late writes refused, commands", collect, d);
+  if (xgr_store_node_id(d->st)) xgr_metrics_gauge(m, "xgr_cluster", "Cluster node: leases, late writes refused, commands", collect, d);
 }
 
 int xgr__node_lease_start(xgr_node *d, xgr_error *err) {
@@ -524,7 +526,7 @@ int xgr__node_lease_start(xgr_node *d, xgr_error *err) {
   pthread_cond_init(&l->cv, NULL);
   pthread_mutex_init(&l->cmu, NULL);
   pthread_cond_init(&l->ccv, NULL);
-  d->lease = l;
+  __atomic_store_n(&d->lease, l, __ATOMIC_RELEASE);   /* the cluster gauge reads it (collect) */
   /* start-up: this node id's own sessions of an earlier life, then whatever is free */
   d->restored = claim_all(d, true);
   if (pthread_create(&l->th, NULL, lease_main, l))
