@@ -6,10 +6,12 @@
  *   - ControlPermit / ControlPermitV2 (kill, pause, resume, wake): action = the call's, sessionId =
  *     the root, stepId empty except for a step-mode wake, V2's runner = the session owner and a
  *     signer other than the runner only for a step-mode wake (the allow lists decide); single use:
- *     the digest is kept in the store until the permit expires;
+ *     the digest is marked used (xgr_auth_config.mark_once, durably) until the permit expires;
  *   - xdalaPermit (reads and registry writes): the caller's identity.
- * Every refusal is XGR_RPC_NOT_PERMITTED (-32007) with err naming the failed check and its path.
- * The object is read-only after creation: any thread may use it.
+ * Every function returns 0 or a negative xgr_errcode (xgr/error.h), never a JSON-RPC code: every
+ * refusal is XGR_EPERM with err naming the failed check and its path (the JSON-RPC layer answers
+ * it as -32007 through xgr_rpc_code_for). The object is read-only after creation: any thread may
+ * use it. The Host-header check against DNS rebinding is the HTTP server's (src/rpc/guard.c).
  */
 #ifndef XGR_AUTH_H
 #define XGR_AUTH_H
@@ -20,7 +22,6 @@
 
 #include "xgr/error.h"
 #include "xgr/permit.h"
-#include "xgr/store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,7 +36,13 @@ typedef struct xgr_auth_config {
   bool none;                      /* --auth none: no permits (loopback only; the server enforces that) */
   uint64_t chain_id;              /* 0: XGR_AUTH_DEFAULT_CHAIN_ID */
   const char *control_contract;   /* NULL: XGR_AUTH_DEFAULT_CONTROL_CONTRACT */
-  xgr_store *store;               /* single-use marks; borrowed, may be NULL (then nothing is single-use) */
+  /* The single-use marks of control permits: record key (at most 200 bytes) as used until
+   * expires_at (Unix seconds), durably, before returning 0; XGR_ECONFLICT when key is recorded
+   * and has not expired at now; another negative xgr_errcode (err filled) when it cannot record.
+   * xgrd wires it to the store (xgr_store_mark_once), so a mark outlives a restart. NULL: nothing
+   * is single-use. Called from request threads concurrently, with mark_ctx. */
+  int (*mark_once)(void *mark_ctx, const char *key, int64_t expires_at, int64_t now, xgr_error *err);
+  void *mark_ctx;
   int64_t (*now)(void *ctx);      /* Unix seconds; NULL: time(NULL) */
   void *now_ctx;
 } xgr_auth_config;
@@ -73,15 +80,10 @@ int xgr_auth_check_starter(const xgr_permit *p, const char *reg_owner, const jso
 int xgr_auth_check_control(const xgr_permit *p, const char *action, uint64_t root, const char *step_id,
                            const char *owner, xgr_error *err);
 
-/* Use a control permit up: record its digest in the store until its expiry. A second use is
- * refused ("already used"), also after a restart. */
+/* Use a control permit up: mark "permit:0x" + its digest (64 lowercase hex digits) through
+ * cfg.mark_once until its expiry. A second use is refused with XGR_EPERM at "permit" ("already
+ * used"), also after a restart; a mark that cannot be recorded returns mark_once's code and err. */
 int xgr_auth_consume(const xgr_auth *a, const xgr_permit *p, xgr_error *err);
-
-/* DNS rebinding: may a request with this Host header reach a server listening on listen_host:port?
- * A server on a loopback address accepts only localhost, 127.x.y.z and [::1]; one on a specific
- * address only that address; one on 0.0.0.0 or :: any host. A Host header with a port must name
- * the listening port. host NULL (HTTP/1.0 without Host) is accepted. */
-bool xgr_auth_host_ok(const char *host, const char *listen_host, unsigned port);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,11 @@
 /* gate.c — xgrd's permit checks (xgr/auth.h): the configuration, verification of params.permit at
- * the daemon's clock, and the bindings of each permit to the call it authorizes. Owns one secp256k1
- * context and the digests' constant parts (xgr_permit_hashes), shared read-only by every request
- * thread. */
+ * the daemon's clock, the bindings of each permit to the call it authorizes, and the single use of
+ * control permits (through the configured mark_once). Returns xgr_errcodes only (refusals are
+ * XGR_EPERM); the JSON-RPC layer maps them. Owns one secp256k1 context and the digests' constant
+ * parts (xgr_permit_hashes), shared read-only by every request thread. */
 #include "xgr/auth.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,6 @@
 #include <time.h>
 
 #include "util/alloc.h"
-#include "xgr/rpc.h"
 #include "xgr/secp.h"
 
 struct xgr_auth {
@@ -63,7 +64,7 @@ static int refuse(xgr_error *err, const char *path, const char *fmt, ...) {
   va_start(ap, fmt);
   xgr_error_vset(err, XGR_EPERM, path, fmt, ap);
   va_end(ap);
-  return XGR_RPC_NOT_PERMITTED;
+  return XGR_EPERM;
 }
 
 int xgr_auth_verify(const xgr_auth *a, const json_t *params, const char *key, unsigned kinds, xgr_permit *out,
@@ -79,7 +80,7 @@ int xgr_auth_verify(const xgr_auth *a, const json_t *params, const char *key, un
   }
   xgr_permit_policy pol = {.chain_id = a->cfg.chain_id, .now = (uint64_t)now_s(a), .accept = kinds, .hashes = &a->hashes};
   memcpy(pol.control_contract, a->contract, 20);
-  if (xgr_permit_verify(a->secp, p, &pol, key, out, err)) return XGR_RPC_NOT_PERMITTED;
+  if (xgr_permit_verify(a->secp, p, &pol, key, out, err)) return XGR_EPERM;   /* err: XGR_EPERM, its path */
   return 0;
 }
 
@@ -142,51 +143,20 @@ int xgr_auth_check_control(const xgr_permit *p, const char *action, uint64_t roo
 }
 
 int xgr_auth_consume(const xgr_auth *a, const xgr_permit *p, xgr_error *err) {
-  if (!a->cfg.store) return 0;
+  if (!a->cfg.mark_once) return 0;
   char key[80];
   snprintf(key, sizeof key, "permit:");
   xgr_hex_encode(p->digest, 32, key + 7);
   int64_t exp = p->expiry > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)p->expiry;
   xgr_error e;
-  int rc = xgr_store_mark_once(a->cfg.store, key, exp, now_s(a), &e);
+  xgr_error_clear(&e);
+  int rc = a->cfg.mark_once(a->cfg.mark_ctx, key, exp, now_s(a), &e);
   if (rc == XGR_ECONFLICT)
     return refuse(err, "permit", "already used: a control permit works once (this one was used before; sign a new one)");
   if (rc) {
+    assert(rc < 0);
     if (err) *err = e;
-    return xgr_rpc_code_for(rc);
+    return rc;
   }
   return 0;
-}
-
-static bool is_loopback(const char *h) {
-  return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcasecmp(h, "localhost");
-}
-
-bool xgr_auth_host_ok(const char *host, const char *listen_host, unsigned port) {
-  if (!host) return true;
-  char name[256];
-  size_t n = strlen(host);
-  if (n == 0 || n >= sizeof name) return false;
-  const char *colon;
-  if (host[0] == '[') { /* [v6]:port */
-    const char *close = strchr(host, ']');
-    if (!close) return false;
-    memcpy(name, host + 1, (size_t)(close - host - 1));
-    name[close - host - 1] = 0;
-    colon = close[1] == ':' ? close + 1 : close[1] ? host /* junk after ] */ : NULL;
-    if (colon == host) return false;
-  } else {
-    colon = strchr(host, ':');
-    size_t l = colon ? (size_t)(colon - host) : n;
-    memcpy(name, host, l);
-    name[l] = 0;
-  }
-  if (colon) {
-    char *end;
-    unsigned long p = strtoul(colon + 1, &end, 10);
-    if (*end || colon[1] == 0 || p != port) return false;
-  }
-  if (!strcmp(listen_host, "0.0.0.0") || !strcmp(listen_host, "::") || !*listen_host) return true;
-  if (is_loopback(listen_host)) return is_loopback(name);
-  return !strcasecmp(name, listen_host);
 }

@@ -176,6 +176,12 @@ static void log_kv(const char *level, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* xgr_auth_config.mark_once on the daemon's store (ctx): used control permits are kept there, so
+ * a permit used before a restart stays used after it. */
+static int mark_permit_once(void *ctx, const char *key, int64_t expires_at, int64_t now, xgr_error *err) {
+  return xgr_store_mark_once(ctx, key, expires_at, now, err);
+}
+
 static int parse_uint(const char *flag, const char *v, unsigned long max, unsigned long *out) {
   char *end;
   errno = 0;
@@ -574,7 +580,8 @@ static int xgrd(int argc, char **argv, opts *o) {
   }
   /* used control permits are kept in the store: the server's permit gate is made again with it
    * before the server opens (nothing used the first one: every call was refused until then) */
-  ac.store = xgr_node_store(node);
+  ac.mark_ctx = xgr_node_store(node);
+  ac.mark_once = ac.mark_ctx ? mark_permit_once : NULL;
   xgr_auth *sauth = xgr_auth_new(&ac, &aerr);
   if (!sauth) {
     log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", aerr.path, aerr.message);

@@ -40,7 +40,7 @@ static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_r
                    : act == XGR_RPC_ACT_CONTROL || act == XGR_RPC_ACT_WAKE ? XGR_PERMIT_ANY_CONTROL
                                                                             : XGR_PERMIT_XDALA;
   int rc = xgr_auth_verify(c->auth, params, "permit", kinds, p, err);
-  if (rc) return rc;
+  if (rc) return xgr_rpc_code_for(rc);
   if (n) snprintf(who, n, "%s", p->from);
   if (act == XGR_RPC_ACT_START && owner && strcasecmp(owner, p->from)) {
     xgr_error_set(err, XGR_EPERM, "permit.message.from", "signer %s is not the owner %s the request names", p->from,

@@ -18,11 +18,11 @@ typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
 static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *action,
                               const char *owner, uint64_t root, const char *step, xgr_error *err) {
   int rc = xgr_auth_check_control(p, action, root, step, owner, err);
-  if (rc) return rc;
+  if (rc) return xgr_rpc_code_for(rc);
   if (!xgr_node_live(d->n, owner, root, true, NULL))   /* a hibernated session is loaded */
     return xgr__rpc_fail(err, XGR_RPC_NOT_FOUND, XGR_ENOTFOUND, "permit.message.sessionId",
                          "no live session %s/%llu (the permit was not used)", owner, (unsigned long long)root);
-  return xgr_auth_consume(caller->auth, p, err);
+  return (rc = xgr_auth_consume(caller->auth, p, err)) ? xgr_rpc_code_for(rc) : 0;
 }
 
 /* The parameter keys each method reads (xgr__rpc_named): the target (xgr__rpc_target), the owner

@@ -12,11 +12,12 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "util/clock.h"
-#include "xgr/auth.h"
 
 /* One accepted connection, for the request deadline. */
 struct xgr__rpc_conn {
@@ -121,6 +122,39 @@ void xgr__rpc_reaper_stop(xgr_rpc_server *s) {
   s->reaper_on = false;
 }
 
+static bool is_loopback(const char *h) {
+  return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcasecmp(h, "localhost");
+}
+
+bool xgr__rpc_host_allowed(const char *host, const char *listen_host, unsigned port) {
+  if (!host) return true;
+  char name[256];
+  size_t n = strlen(host);
+  if (n == 0 || n >= sizeof name) return false;
+  const char *colon;
+  if (host[0] == '[') { /* [v6]:port */
+    const char *close = strchr(host, ']');
+    if (!close) return false;
+    memcpy(name, host + 1, (size_t)(close - host - 1));
+    name[close - host - 1] = 0;
+    colon = close[1] == ':' ? close + 1 : close[1] ? host /* junk after ] */ : NULL;
+    if (colon == host) return false;
+  } else {
+    colon = strchr(host, ':');
+    size_t l = colon ? (size_t)(colon - host) : n;
+    memcpy(name, host, l);
+    name[l] = 0;
+  }
+  if (colon) {
+    char *end;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (*end || colon[1] == 0 || p != port) return false;
+  }
+  if (!strcmp(listen_host, "0.0.0.0") || !strcmp(listen_host, "::") || !*listen_host) return true;
+  if (is_loopback(listen_host)) return is_loopback(name);
+  return !strcasecmp(name, listen_host);
+}
+
 bool xgr__rpc_host_ok(struct MHD_Connection *c, const char *host, uint16_t port) {
-  return xgr_auth_host_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), host, port);
+  return xgr__rpc_host_allowed(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), host, port);
 }

@@ -246,7 +246,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (xgr__rpc_permits(caller) && json_object_get(o, "controlPermit") && !json_object_get(o, "permit")) {
     /* the public reference's allow mode: a ControlPermitV2 (action wake) for `runner`'s session
      * sessionId lists the waiting steps the signer may wake there (its stepId, if set, only) */
-    if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return rc;
+    if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return xgr_rpc_code_for(rc);
     const char *runner = json_string_value(json_object_get(o, "runner"));
     if (strcmp(cp.action, "wake"))
       return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "controlPermit.message.action",

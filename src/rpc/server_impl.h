@@ -15,7 +15,7 @@
  *   authorize.c  who the caller is and whether it may act: the permit gate (xgr_rpc_authorize*),
  *                addresses and the claimed caller.
  *
- * Not installed; nothing outside these files includes it. Every function here is library-private
+ * Not installed; nothing outside these files includes it (but the unit test of the Host check). Every function here is library-private
  * (xgr__ prefix); the server object is created and freed by server.c, the other files only use it.
  */
 #ifndef XGR_RPC_SERVER_IMPL_H
@@ -123,7 +123,12 @@ void xgr__rpc_conn_busy(xgr_rpc_server *s, struct MHD_Connection *c, bool busy);
  * libmicrohttpd's idle timeout) and stop it (joins; no-op when it does not run). */
 void xgr__rpc_reaper_start(xgr_rpc_server *s);
 void xgr__rpc_reaper_stop(xgr_rpc_server *s);
-/* Does the request's Host header name host:port (the listener it came in on)? */
+/* DNS rebinding: may a request with this Host header reach a server listening on listen_host:port?
+ * A server on a loopback address accepts only localhost, 127.x.y.z and [::1]; one on a specific
+ * address only that address; one on 0.0.0.0 or :: any host. A Host header with a port must name
+ * the listening port. host NULL (HTTP/1.0 without Host) is accepted. A pure function. */
+bool xgr__rpc_host_allowed(const char *host, const char *listen_host, unsigned port);
+/* xgr__rpc_host_allowed for the request's Host header and the listener it came in on. */
 bool xgr__rpc_host_ok(struct MHD_Connection *c, const char *host, uint16_t port);
 
 #endif

@@ -336,7 +336,7 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
     if (!rq->root && (rc = xgr_store_peek_process_id(d->st, rq->owner, &rq->root, err))) return xgr__rpc_code(rc, err);
     if ((rc = xgr_auth_check_session(rq->permit, rq->root, rq->ostc_id, b->orch->hash, err)) ||
         (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
-      return rc;
+      return xgr_rpc_code_for(rc);
   }
   /* an XRC-729 registry on the chain: the signer must be its owner or one of its executors
    * (XRC-729 §4.2); without permits (--auth none) there is no signer to check */

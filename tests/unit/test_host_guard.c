@@ -1,0 +1,38 @@
+/* test_host_guard.c — the HTTP server's Host-header check against DNS rebinding
+ * (xgr__rpc_host_allowed, src/rpc/guard.c): a loopback listener accepts only loopback names, a
+ * listener on one address only that address, one on every address any name; a port in the header
+ * must be the listening port; a request without Host (HTTP/1.0) passes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "rpc/server_impl.h"
+
+static void test_loopback_listener(void **state) {
+  (void)state;
+  assert_true(xgr__rpc_host_allowed(NULL, "127.0.0.1", 8729));
+  assert_true(xgr__rpc_host_allowed("127.0.0.1:8729", "127.0.0.1", 8729));
+  assert_true(xgr__rpc_host_allowed("localhost:8729", "127.0.0.1", 8729));
+  assert_true(xgr__rpc_host_allowed("localhost", "127.0.0.1", 8729));
+  assert_true(xgr__rpc_host_allowed("[::1]:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("evil.example:8729", "127.0.0.1", 8729)); /* DNS rebinding */
+  assert_false(xgr__rpc_host_allowed("127.0.0.1:80", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("127.0.0.1:", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("[::1", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("", "127.0.0.1", 8729));
+}
+
+static void test_other_listeners(void **state) {
+  (void)state;
+  assert_true(xgr__rpc_host_allowed("10.0.0.5:8729", "10.0.0.5", 8729));
+  assert_false(xgr__rpc_host_allowed("10.0.0.6:8729", "10.0.0.5", 8729));
+  assert_true(xgr__rpc_host_allowed("xgr.example.org", "0.0.0.0", 8729));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_loopback_listener), cmocka_unit_test(test_other_listeners)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
