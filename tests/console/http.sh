@@ -2,7 +2,8 @@
 # http.sh XGR XGRD — the console's HTTP surface from the outside (curl against xgrd on 127.0.0.1):
 # /ui redirects, assets and their types, unknown pages, the graph endpoint's refusals, the event
 # stream (filtering, resuming with Last-Event-ID, `event: reset` once the ring has moved past the
-# browser), and the console methods' parameter errors (field path, value, what was expected).
+# browser), and the console methods' parameter errors (the exact JSON-RPC code, the field path,
+# the value and what was expected).
 set -u
 XGR=$1 XGRD=$2
 tmp=$(mktemp -d /tmp/xgr-console-http.XXXXXX)
@@ -19,6 +20,8 @@ expect() {  # expect NAME GOT WANT-SUBSTRING
   if grep -qF -- "$3" <<<"$2"; then pass "$1"; else bad "$1" "$(head -c 400 <<<"$2")"; fi
 }
 rpc() { curl -s -H 'Content-Type: application/json' "$U" -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}"; }
+. "$(dirname "$0")/../lib/expect.sh"   # rpc_err, rpc_ok: the answer in $tmp/out
+call() { rpc "$@" > "$tmp/out"; }      # call METHOD PARAMS: the answer in $tmp/out
 
 # the per-request deadline (--timeout 1 here) cuts slow requests, never an event stream
 curl -sN --max-time 3 "$U/ui/events?owner=$O" >/dev/null; rc=$?
@@ -65,22 +68,25 @@ now_ms=$(($(date +%s) * 1000))
 expect "sessions: created in the last hour" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms - 3600000)),\"until\":$((now_ms + 60000))}")" '"rootPid":"1"'
 expect "sessions: none created after now" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms + 60000))}")" '"items":[]'
 expect "sessions: none created before an hour ago" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"until\":$((now_ms - 3600000))}")" '"items":[]'
-expect "sessions: owner missing" "$(rpc xgr.console.sessions '{}')" '"path":"owner"'
-expect "sessions: owner malformed" "$(rpc xgr.console.sessions '{"owner":"0x12"}')" 'is \"0x12\"; expected an address'
-expect "sessions: limit over the cap" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"limit\":500}")" '"message":"is 500; expected at most 200","data":{"path":"limit"'
-expect "sessions: another owner's are not readable" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"from\":\"0x00000000000000000000000000000000000000ff\"}")" '"code":-32007'
-expect "sessions: bad status" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"status\":\"odd\"}")" '"path":"status"'
-expect "sessions: bad since" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":-1}")" '"path":"since"'
-expect "session: no such session" "$(rpc xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"99\"}")" '"code":-32004'
-expect "session: malformed pid" "$(rpc xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"x\"}")" '"path":"rootPid"'
-expect "session: page over the cap" "$(rpc xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"1\",\"procLimit\":501}")" '"path":"procLimit"'
-expect "session: bad histOrder" "$(rpc xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"1\",\"histOrder\":\"up\"}")" '"path":"histOrder"'
-expect "process: a session id is not a pid" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1\"}")" '"path":"pid"'
-expect "process: no such process" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1:99999\"}")" '"code":-32004'
+call xgr.console.sessions '{}'; rpc_err "sessions: owner missing" -32602 owner
+call xgr.console.sessions '{"owner":"0x12"}'; rpc_err "sessions: owner malformed" -32602 owner
+expect "sessions: owner malformed, the message" "$(cat "$tmp/out")" 'is \"0x12\"; expected an address'
+call xgr.console.sessions "{\"owner\":\"$O\",\"limit\":500}"; rpc_err "sessions: limit over the cap" -32005 limit
+is "sessions: limit over the cap, the message" .error.message '"is 500; expected at most 200"'
+call xgr.console.sessions "{\"owner\":\"$O\",\"from\":\"0x00000000000000000000000000000000000000ff\"}"
+rpc_err "sessions: another owner's are not readable" -32007
+call xgr.console.sessions "{\"owner\":\"$O\",\"status\":\"odd\"}"; rpc_err "sessions: bad status" -32602 status
+call xgr.console.sessions "{\"owner\":\"$O\",\"since\":-1}"; rpc_err "sessions: bad since" -32602 since
+call xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"99\"}"; rpc_err "session: no such session" -32004
+call xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"x\"}"; rpc_err "session: malformed pid" -32602 rootPid
+call xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"1\",\"procLimit\":501}"; rpc_err "session: page over the cap" -32005 procLimit
+call xgr.console.session "{\"owner\":\"$O\",\"rootPid\":\"1\",\"histOrder\":\"up\"}"; rpc_err "session: bad histOrder" -32602 histOrder
+call xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1\"}"; rpc_err "process: a session id is not a pid" -32602 pid
+call xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1:99999\"}"; rpc_err "process: no such process" -32004
 expect "process: found" "$(rpc xgr.console.process "{\"owner\":\"$O\",\"pid\":\"1:3001\"}")" '"pid":"1:3001"'
 expect "owners: none live after the loop" "$(rpc xgr.console.owners '{}')" '"items":[]'
-expect "registry: nothing named" "$(rpc xgr.console.registry '{}')" '"path":"registry"'
-expect "registry: unknown" "$(rpc xgr.console.registry '{"registry":"nope"}')" '"code":-32004'
+call xgr.console.registry '{}'; rpc_err "registry: nothing named" -32602 registry
+call xgr.console.registry '{"registry":"nope"}'; rpc_err "registry: unknown" -32004
 expect "registry: found" "$(rpc xgr.console.registry '{"registry":"loop"}')" '"steps":[{"step":"L","rule":"L","ruleKey":"L","ruleVersions":[{"version":1'
 kill -TERM $dpid; wait $dpid; rc=$?
 if [ $rc -eq 0 ]; then pass "xgrd stopped cleanly"; else bad "xgrd stop" "exit $rc: $(grep -v 'level=info' "$tmp/log" | head -20)"; fi

@@ -107,7 +107,9 @@ rpc '[{"jsonrpc":"2.0","id":1,"method":"xgr_putRule","params":[{"address":"T","r
       "rules":["[n] < 1000000000"],"onValid":{"payload":{"n":"[n] + 1"},"waitSec":1},"onInvalid":{}}}]}]' >"$DIR/put.out"
 rpc '{"jsonrpc":"2.0","id":2,"method":"xgr.putOrchestration","params":{"xrc729":"local","orchestration":{"id":"t",
       "structure":{"T":{"rule":"T","onValid":{"spawns":["T"]}}}}}}' >>"$DIR/put.out"
-if grep -q '"error"' "$DIR/put.out"; then echo "FAIL: deploy:"; cat "$DIR/put.out"; exit 1; fi
+# both answers (the batch of one and the single call) are results, none an error
+ok=$(jq -s '[.[] | if type == "array" then .[] else . end | has("result") and (has("error") | not)] == [true, true]' "$DIR/put.out" 2>&1)
+[ "$ok" = true ] || { echo "FAIL: deploy:"; cat "$DIR/put.out"; exit 1; }
 batch='['
 for i in $(seq 1 "$N"); do
   [ "$i" -gt 1 ] && batch+=','
@@ -115,7 +117,9 @@ for i in $(seq 1 "$N"); do
 done
 batch+=']'
 rpc "$batch" >"$DIR/enq.out"
-if grep -q '"error"' "$DIR/enq.out"; then echo "FAIL: enqueue:"; head -c 600 "$DIR/enq.out"; exit 1; fi
+# N answers, each a result
+got=$(jq '[.[] | select(has("result") and (has("error") | not))] | length' "$DIR/enq.out" 2>&1)
+[ "$got" = "$N" ] || { echo "FAIL: enqueue: $got of $N answers are results:"; head -c 600 "$DIR/enq.out"; exit 1; }
 sleep 0.5
 for round in $(seq 1 "$ROUNDS"); do
   budget

@@ -1,28 +1,16 @@
 /* engine_check.h — what the engine's stand-alone tests (test_engine_drop.c, test_engine_outbox.c,
- * test_engine_zero_wait.c) share: a CHECK that counts failures instead of stopping, a sleep, a
- * bundle parsed or the test ended, sessions started and waited for, and the final verdict. Each
- * test is one program, so the failure count is one per program (engine_check.c). */
+ * test_engine_zero_wait.c) share besides the expectations of tests/lib/expect.h: a sleep, a bundle
+ * parsed or the test ended, an engine, sessions started and waited for. */
 #ifndef XGR_TESTS_ENGINE_CHECK_H
 #define XGR_TESTS_ENGINE_CHECK_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/expect.h"
 #include "xgr/engine.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
-
-/* Failed CHECKs so far. */
-extern int ec_failures;
-#define CHECK(c, ...)                             \
-  do {                                            \
-    if (!(c)) {                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      ec_failures++;                              \
-    }                                             \
-  } while (0)
 
 void ec_msleep(long ms);
 /* Parse a bundle document (borrowed); prints the error and exits 1 when it does not parse. The
@@ -34,9 +22,7 @@ xgr_engine *ec_engine(const xgr_engine_config *cfg);
  * at most 5 s), read again settle_ms later so that a step run twice would show; 0 when the session
  * is not there. */
 uint64_t ec_steps_after(xgr_engine *e, uint64_t root, uint64_t n, long settle_ms);
-/* Start sessions 1..n of bundle b at step "S" with a null payload and CHECK that S ran in each. */
+/* Start sessions 1..n of bundle b at step "S" with a null payload and EXPECT that S ran in each. */
 void ec_start_s(xgr_engine *e, const xgr_bundle *b, uint64_t n, long settle_ms);
-/* The exit status of the test: prints the failure count, or "<name>: ok". */
-int ec_verdict(const char *name);
 
 #endif

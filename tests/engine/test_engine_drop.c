@@ -57,39 +57,39 @@ int main(void) {
   ec_start_s(eng, b, 2, 0);
 
   /* 1. dropped: gone, calls find nothing, started again at once */
-  CHECK(xgr_engine_drop(eng, OWNER, 1) == 0, "drop 1");
-  CHECK(gone_soon(eng, 1), "session 1 left the registry");
+  EXPECT(xgr_engine_drop(eng, OWNER, 1) == 0, "drop 1");
+  EXPECT(gone_soon(eng, 1), "session 1 left the registry");
   int before = atomic_load(&batches[1]);
-  CHECK(xgr_engine_kill(eng, OWNER, 1, 0, &e) == XGR_ENOTFOUND, "a kill finds no session 1");
+  EXPECT(xgr_engine_kill(eng, OWNER, 1, 0, &e) == XGR_ENOTFOUND, "a kill finds no session 1");
   ec_msleep(50);
-  CHECK(atomic_load(&batches[1]) == before, "the dropped session wrote nothing more");
+  EXPECT(atomic_load(&batches[1]) == before, "the dropped session wrote nothing more");
   xgr_engine_start again = {.bundle = b, .owner = OWNER, .root_pid = 1, .start = "S", .payload = none};
-  CHECK(xgr_engine_start_session(eng, &again, &e) == 0, "session 1 starts again here: %s", e.message);
-  CHECK(ec_steps_after(eng, 1, 1, 0) == 1, "the new incarnation runs");
+  EXPECT_OK(xgr_engine_start_session(eng, &again, &e), e); /* session 1 starts again here */
+  EXPECT(ec_steps_after(eng, 1, 1, 0) == 1, "the new incarnation runs");
 
   /* 2. the store refuses session 2's batch with XGR_ELEASE */
   atomic_store(&refuse_root, 2);
   int rc = xgr_engine_kill(eng, OWNER, 2, 0, &e);
-  CHECK(rc == XGR_ELEASE, "the kill whose batch was refused answers lease_lost (%d: %s)", rc, e.message);
-  CHECK(gone_soon(eng, 2), "session 2 left the registry");
+  EXPECT_EQ_INT(rc, XGR_ELEASE); /* the kill whose batch was refused answers lease_lost */
+  EXPECT(gone_soon(eng, 2), "session 2 left the registry");
   before = atomic_load(&batches[2]);
-  CHECK(xgr_engine_wake_step(eng, OWNER, 2, "W", NULL, none, NULL, &e) == XGR_ENOTFOUND, "a wake finds no session 2");
+  EXPECT(xgr_engine_wake_step(eng, OWNER, 2, "W", NULL, none, NULL, &e) == XGR_ENOTFOUND, "a wake finds no session 2");
   ec_msleep(50);
-  CHECK(atomic_load(&batches[2]) == before, "no batch after the refusal");
-  CHECK(here(eng, 1), "session 1 is not affected");
+  EXPECT(atomic_load(&batches[2]) == before, "no batch after the refusal");
+  EXPECT(here(eng, 1), "session 1 is not affected");
 
   /* 3. not here */
-  CHECK(xgr_engine_drop(eng, OWNER, 77) == XGR_ENOTFOUND, "drop of a session not here");
+  EXPECT(xgr_engine_drop(eng, OWNER, 77) == XGR_ENOTFOUND, "drop of a session not here");
 
   /* 4. restored cores that cannot be started are freed by the engine */
   xgr_engine_start nob = {.bundle_name = "no such bundle", .owner = OWNER, .root_pid = 5,
                           .restore = xgr_session_new(b->orch, OWNER, 5, NULL)};
-  CHECK(xgr_engine_start_session(eng, &nob, &e) == XGR_ENOTFOUND, "no such bundle: %s", e.message);
+  EXPECT(xgr_engine_start_session(eng, &nob, &e) == XGR_ENOTFOUND, "no such bundle: %s", e.message);
   xgr_engine_shutdown(eng, 5000);
   xgr_engine_start late = {.bundle = b, .owner = OWNER, .root_pid = 6, .restore = xgr_session_new(b->orch, OWNER, 6, NULL)};
-  CHECK(xgr_engine_start_session(eng, &late, &e) == XGR_ESTATE, "a shutting-down engine refuses: %s", e.message);
+  EXPECT(xgr_engine_start_session(eng, &late, &e) == XGR_ESTATE, "a shutting-down engine refuses: %s", e.message);
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);
-  return ec_verdict("engine drop");
+  return expect_done();
 }

@@ -91,69 +91,68 @@ int main(void) {
 
   /* 1. the same id twice: applied once */
   const char *id1 = "0123456789abcdef0123456789abcdef";
-  CHECK(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1");
-  CHECK(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1 again");
-  CHECK(ec_steps_after(eng, 1, 2, 100) == 2, "session 1: S and W once");
+  EXPECT(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1");
+  EXPECT(xgr_engine_redeliver(eng, id1, OWNER, 9, OWNER, 1, "W", NULL, none) == 0, "redeliver 1 again");
+  EXPECT(ec_steps_after(eng, 1, 2, 100) == 2, "session 1: S and W once");
   ec_msleep(50);
-  CHECK(count_done(&s, id1, false) == 1, "id1 marked applied once (%zu)", count_done(&s, id1, false));
-  CHECK(count_done(&s, id1, true) == 0, "the duplicate of id1 was not handled again (%zu refusals)",
-        count_done(&s, id1, true));
+  EXPECT_EQ_INT(count_done(&s, id1, false), 1);  /* id1 marked applied once */
+  EXPECT_EQ_INT(count_done(&s, id1, true), 0);   /* its duplicate was not handled again */
 
   /* 2. refused by the target: marked refused with the reason */
   const char *id2 = "1123456789abcdef0123456789abcdef";
-  CHECK(xgr_engine_redeliver(eng, id2, OWNER, 9, OWNER, 2, "Nope", NULL, none) == 0, "redeliver 2");
+  EXPECT(xgr_engine_redeliver(eng, id2, OWNER, 9, OWNER, 2, "Nope", NULL, none) == 0, "redeliver 2");
   for (int i = 0; i < 200 && !count_done(&s, id2, true); i++) ec_msleep(10);
-  CHECK(count_done(&s, id2, true) == 1, "id2 marked refused");
+  EXPECT(count_done(&s, id2, true) == 1, "id2 marked refused");
   pthread_mutex_lock(&s.mu);
   for (size_t i = 0; i < s.ndone; i++)
-    if (!strcmp(s.done[i], id2)) CHECK(strstr(s.reason[i], "Nope") != NULL, "reason names the step: %s", s.reason[i]);
+    if (!strcmp(s.done[i], id2)) EXPECT(strstr(s.reason[i], "Nope") != NULL, "reason names the step: %s", s.reason[i]);
   pthread_mutex_unlock(&s.mu);
 
   /* 3. no such session */
-  CHECK(xgr_engine_redeliver(eng, "2123456789abcdef0123456789abcdef", OWNER, 9, OWNER, 77, "W", NULL, none) ==
-            XGR_ENOTFOUND,
-        "redeliver to a missing session");
+  EXPECT(xgr_engine_redeliver(eng, "2123456789abcdef0123456789abcdef", OWNER, 9, OWNER, 77, "W", NULL, none) ==
+             XGR_ENOTFOUND,
+         "redeliver to a missing session");
 
   /* 4. a rule's wake-up: written with its producer's result, applied by its target */
   xgr_value pl = xgr_map_new(1);
   xgr_map_set(pl, xgr_value_cstring("T"), xgr_value_uint(3));
   xgr_engine_start sp = {.bundle = b, .owner = OWNER, .root_pid = 4, .start = "P", .payload = pl};
-  CHECK(xgr_engine_start_session(eng, &sp, &e) == 0, "start producer: %s", e.message);
+  EXPECT_OK(xgr_engine_start_session(eng, &sp, &e), e);
   xgr_value_release(pl);
-  CHECK(ec_steps_after(eng, 4, 1, 100) == 1, "producer done");
-  CHECK(ec_steps_after(eng, 3, 2, 100) == 2, "target woken by the rule");
+  EXPECT(ec_steps_after(eng, 4, 1, 100) == 1, "producer done");
+  EXPECT(ec_steps_after(eng, 3, 2, 100) == 2, "target woken by the rule");
   ec_msleep(50);
   char id4[40] = "";
   pthread_mutex_lock(&s.mu);
   for (size_t i = 0; i < s.nout; i++)
     if (s.out_from[i] == 4) snprintf(id4, sizeof id4, "%s", s.out[i]);
   pthread_mutex_unlock(&s.mu);
-  CHECK(strlen(id4) == 32, "the producer's batch wrote the outbox row (%s)", id4);
-  CHECK(id4[0] && count_done(&s, id4, false) == 1, "the target marked it applied");
+  EXPECT(strlen(id4) == 32, "the producer's batch wrote the outbox row (%s)", id4);
+  EXPECT(id4[0] && count_done(&s, id4, false) == 1, "the target marked it applied");
 
   /* 5. xgr_engine_redeliver_checked (a cluster node's outbox poll): a row no longer pending is not
    * delivered; a pending one is, once; a target that does not run here is not a refusal */
   const char *id5 = "3123456789abcdef0123456789abcdef";
   int asked = 0;
-  CHECK(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 2, "W", NULL, none, gone, &asked) == 0,
-        "checked: gone");
-  CHECK(asked == 1, "checked: pending asked once (%d)", asked);
-  CHECK(ec_steps_after(eng, 2, 1, 100) == 1, "session 2: W did not run for a row that is gone");
-  CHECK(count_done(&s, id5, false) == 0, "id5 not applied");
-  CHECK(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 2, "W", NULL, none, pending, &asked) == 0,
-        "checked: pending");
-  CHECK(ec_steps_after(eng, 2, 2, 100) == 2, "session 2: W ran once");
+  EXPECT(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 2, "W", NULL, none, gone, &asked) == 0,
+         "checked: gone");
+  EXPECT_EQ_INT(asked, 1);  /* checked: pending asked once */
+  EXPECT(ec_steps_after(eng, 2, 1, 100) == 1, "session 2: W did not run for a row that is gone");
+  EXPECT(count_done(&s, id5, false) == 0, "id5 not applied");
+  EXPECT(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 2, "W", NULL, none, pending, &asked) == 0,
+         "checked: pending");
+  EXPECT(ec_steps_after(eng, 2, 2, 100) == 2, "session 2: W ran once");
   ec_msleep(50);
-  CHECK(count_done(&s, id5, false) == 1, "id5 marked applied once");
+  EXPECT(count_done(&s, id5, false) == 1, "id5 marked applied once");
   xgr_engine_stats st0, st1;
   xgr_engine_get_stats(eng, &st0);
   asked = 0;
-  CHECK(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 77, "W", NULL, none, pending, &asked) == XGR_ENOTFOUND,
-        "checked: no such session here");
+  EXPECT(xgr_engine_redeliver_checked(eng, id5, OWNER, 9, OWNER, 77, "W", NULL, none, pending, &asked) == XGR_ENOTFOUND,
+         "checked: no such session here");
   xgr_engine_get_stats(eng, &st1);
-  CHECK(asked == 0 && st1.wakeups_refused == st0.wakeups_refused, "checked: a target elsewhere is not refused");
+  EXPECT(asked == 0 && st1.wakeups_refused == st0.wakeups_refused, "checked: a target elsewhere is not refused");
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);
-  return ec_verdict("engine outbox");
+  return expect_done();
 }

@@ -9,8 +9,16 @@
  * processes were created and which became terminal (touched only by that session's actor, so
  * ThreadSanitizer checks the runtime's hand-over between workers).
  *
- * Checks: every session finishes; each process is created once and ends once; every process that
- * ended was created; FINISHED arrives once per session; the counters agree.
+ * The controllers leave every fourth session alone (root pid a multiple of 4), so those must run
+ * their orchestration exactly as written.
+ *
+ * Expectations (lib/expect.h), for every session: it finishes, and FINISHED arrives once and last
+ * (no process event after it); each process ends once and never changes after it ended; each
+ * process was created by a process seen before it (its parent iteration, 0 for the start); no
+ * process is left unended. For each session nobody controlled: its result is completed and it
+ * created and ran exactly its orchestration's processes and steps (fan-out 18: A, 16 B, J; loop 21:
+ * L with N = 0..20, the last one invalid; wait 2: A, W). Over all: the engine counted n started and
+ * n finished, and the controllers' calls ran while the sessions did (kills were applied).
  * usage: test_engine_stress [SESSIONS] (default 3000; XGR_STRESS_SESSIONS overrides)
  */
 #include <curl/curl.h>
@@ -20,32 +28,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/expect.h"
 #include "xgr/engine.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
 #define MAXITER 64
 
+/* What one session's events showed; written only by its actor (on_event). */
 typedef struct track {
   uint8_t created[MAXITER], ended[MAXITER];
-  int finished, dup, lost, toobig;
+  int finished;          /* FINISHED events */
+  int dup;               /* a process ended twice */
+  int changed_after_end; /* a process changed after it ended */
+  int orphan;            /* a process whose parent iteration was never seen */
+  int after_finish;      /* process events after FINISHED */
+  int toobig;            /* an iteration >= MAXITER */
+  xgr_session_result result;
+  uint64_t steps;        /* steps run, as FINISHED reported */
 } track;
 
 static track *tracks;
 static long nsessions;
-static _Atomic long ctl_ok, ctl_err;
+static _Atomic long ctl_ok, ctl_err, kills_ok;
+
+/* Sessions whose root pid is a multiple of 4 are not controlled by anyone. */
+static bool controlled(uint64_t root) { return root % 4 != 0; }
 
 static void on_event(void *ctx, const xgr_engine_event *ev) {
   track *t = &tracks[ev->root_pid - 1];
   if (ev->kind == XGR_EEV_FINISHED) {
     t->finished++;
+    t->result = ev->result;
+    t->steps = ev->steps;
     return;
   }
   if (ev->kind != XGR_EEV_PROC) return;
-  uint64_t it = ev->proc->iter;
-  if (it >= MAXITER) {
+  if (t->finished) t->after_finish++;
+  uint64_t it = ev->proc->iter, parent = ev->proc->parent_iter;
+  if (it >= MAXITER || parent >= MAXITER) {
     t->toobig++;
     return;
   }
+  if (!t->created[it] && (parent ? !t->created[parent] : it != 1)) t->orphan++;
+  if (t->ended[it]) t->changed_after_end++;
   t->created[it] = 1;
   if (ev->proc->status == XGR_PROC_DONE || ev->proc->status == XGR_PROC_ABORTED) {
     if (t->ended[it]) t->dup++;
@@ -59,10 +84,7 @@ static const char *rule_ok = "{\"payload\":{\"N\":{\"type\":\"int64\",\"default\
 static xgr_bundle *load(const char *txt) {
   xgr_bundle *b = NULL;
   xgr_error e;
-  if (xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL)) {
-    fprintf(stderr, "bundle: %s: %s\n", e.path, e.message);
-    exit(1);
-  }
+  REQUIRE(xgr_bundle_parse(txt, strlen(txt), &b, &e, NULL) == 0, "bundle: %s: %s", e.path, e.message);
   return b;
 }
 
@@ -95,10 +117,7 @@ static void *start_main(void *arg) {
     xgr_engine_start req = {.bundle = s->b[kind], .owner = OWNER, .root_pid = (uint64_t)i + 1, .start = starts[kind],
                             .payload = pl};
     xgr_error err;
-    if (xgr_engine_start_session(s->e, &req, &err)) {
-      fprintf(stderr, "start %ld: %s\n", i + 1, err.message);
-      exit(1);
-    }
+    REQUIRE(xgr_engine_start_session(s->e, &req, &err) == 0, "start %ld: %s", i + 1, err.message);
   }
   return NULL;
 }
@@ -121,11 +140,18 @@ static void *control_main(void *arg) {
   xgr_value pl = xgr_value_null();
   while (!atomic_load(c->stop)) {
     uint64_t root = rnd(&c->seed) % (uint64_t)nsessions + 1;
+    if (!controlled(root)) root--; /* a multiple of 4, so root - 1 >= 3 */
     xgr_error err;
     int rc;
     switch (rnd(&c->seed) % 5) {
-      case 0: rc = xgr_engine_kill(c->e, OWNER, root, 0, &err); break;
-      case 1: rc = xgr_engine_kill(c->e, OWNER, root, rnd(&c->seed) % 12 + 1, &err); break;
+      case 0:
+        rc = xgr_engine_kill(c->e, OWNER, root, 0, &err);
+        if (!rc) atomic_fetch_add(&kills_ok, 1);
+        break;
+      case 1:
+        rc = xgr_engine_kill(c->e, OWNER, root, rnd(&c->seed) % 12 + 1, &err);
+        if (!rc) atomic_fetch_add(&kills_ok, 1);
+        break;
       case 2: rc = xgr_engine_wake_step(c->e, OWNER, root, "W", NULL, pl, NULL, &err); break;
       case 3:
         rc = xgr_engine_pause(c->e, OWNER, root, 0, true, &err);
@@ -161,10 +187,7 @@ int main(int argc, char **argv) {
   xgr_engine_config cfg = {.workers = 2, .clock = {.kind = XGR_CLOCK_SCALED, .scale = 2000}};
   xgr_error err;
   xgr_engine *e = xgr_engine_new(&cfg, &err);
-  if (!e) {
-    fprintf(stderr, "engine: %s\n", err.message);
-    return 1;
-  }
+  REQUIRE(e != NULL, "engine: %s", err.message);
   xgr_engine_subscribe(e, on_event, NULL);
   _Atomic bool stop = false;
   controller cs[2] = {{e, &stop, 0x9e3779b97f4a7c15ull}, {e, &stop, 0xdeadbeefcafef00dull}};
@@ -177,40 +200,44 @@ int main(int argc, char **argv) {
   atomic_store(&stop, true);
   for (int i = 0; i < 2; i++) pthread_join(ct[i], NULL);
   if (!w) w = xgr_engine_wait_all(e, 60000);
+  EXPECT_EQ_INT(w, 0); /* every session settled */
   xgr_engine_stats stats;
   xgr_engine_get_stats(e, &stats);
-  int bad = w != 0;
-  if (w) fprintf(stderr, "not every session settled\n");
-  long created = 0, ended = 0;
+  /* the processes of each orchestration run as written, one step each: fan-out, loop, wait (kind = i % 3) */
+  static const int want_procs[3] = {18, 21, 2};
+  long created = 0, ended = 0, alone = 0, bad = 0;
   for (long i = 0; i < nsessions; i++) {
     track *t = &tracks[i];
     int c = 0, en = 0;
     for (int k = 1; k < MAXITER; k++) {
       c += t->created[k];
       en += t->ended[k];
-      if (t->ended[k] && !t->created[k]) t->lost++;
     }
     created += c;
     ended += en;
-    if (t->finished != 1 || t->dup || t->lost || t->toobig || c != en) {
-      if (bad < 10)
-        fprintf(stderr, "session %ld: finished %d, dup %d, lost %d, created %d, ended %d, too big %d\n", i + 1,
-                t->finished, t->dup, t->lost, c, en, t->toobig);
-      bad++;
+    bool ok = t->finished == 1 && !t->dup && !t->changed_after_end && !t->orphan && !t->after_finish && !t->toobig &&
+              c == en;
+    if (!controlled((uint64_t)i + 1)) {
+      alone++;
+      ok = ok && t->result == XGR_RESULT_COMPLETED && c == want_procs[i % 3] && t->steps == (uint64_t)want_procs[i % 3];
     }
+    if (!ok && bad++ < 10) /* the first ten in full */
+      printf("session %ld (%s): finished %d, result %d, steps %llu, created %d, ended %d, ended twice %d, "
+             "changed after it ended %d, without a parent %d, events after FINISHED %d, too big %d\n",
+             i + 1, controlled((uint64_t)i + 1) ? "controlled" : "left alone", t->finished, (int)t->result,
+             (unsigned long long)t->steps, c, en, t->dup, t->changed_after_end, t->orphan, t->after_finish, t->toobig);
   }
-  if (stats.sessions_started != (uint64_t)nsessions || stats.sessions_finished != (uint64_t)nsessions) {
-    fprintf(stderr, "counters: started %llu, finished %llu, expected %ld\n", (unsigned long long)stats.sessions_started,
-            (unsigned long long)stats.sessions_finished, nsessions);
-    bad++;
-  }
-  printf("engine stress: %ld sessions, %ld processes created, %ld ended, %llu steps, %llu timers, "
-         "%ld control calls applied, %ld refused: %s\n",
-         nsessions, created, ended, (unsigned long long)stats.steps, (unsigned long long)stats.timers_fired,
-         (long)atomic_load(&ctl_ok), (long)atomic_load(&ctl_err), bad ? "FAIL" : "ok");
+  EXPECT_EQ_INT(bad, 0); /* sessions that broke an expectation above */
+  EXPECT_EQ_UINT(stats.sessions_started, (uint64_t)nsessions);
+  EXPECT_EQ_UINT(stats.sessions_finished, (uint64_t)nsessions);
+  EXPECT(atomic_load(&kills_ok) > 0, "no kill was applied: the control calls did not overlap the sessions");
+  printf("engine stress: %ld sessions (%ld left alone), %ld processes created, %ld ended, %llu steps, %llu timers, "
+         "%ld control calls applied (%ld kills), %ld refused\n",
+         nsessions, alone, created, ended, (unsigned long long)stats.steps, (unsigned long long)stats.timers_fired,
+         (long)atomic_load(&ctl_ok), (long)atomic_load(&kills_ok), (long)atomic_load(&ctl_err));
   xgr_engine_free(e);
   for (int i = 0; i < 3; i++) xgr_bundle_free(b[i]);
   free(tracks);
   curl_global_cleanup();
-  return bad ? 1 : 0;
+  return expect_done();
 }

@@ -51,43 +51,45 @@ int main(void) {
   xgr_error e;
   xgr_engine_config cfg = {.workers = 2, .keep_finished = true};
   xgr_engine *eng = xgr_engine_new(&cfg, &e);
-  CHECK(eng != NULL, "engine: %s", e.message);
-  if (!eng) return 1;
+  if (!EXPECT(eng != NULL, "engine: %s", e.message)) return expect_done();
   xgr_value none = xgr_value_null();
   xgr_engine_start s1 = {.bundle = bc, .owner = OWNER, .root_pid = 1, .start = "S0", .payload = none, .record = true};
   xgr_engine_start s2 = {.bundle = bl, .owner = OWNER, .root_pid = 2, .start = "L", .payload = none};
   xgr_engine_start s3 = {.bundle = bf, .owner = OWNER, .root_pid = 3, .start = "A", .payload = none, .record = true};
-  CHECK(xgr_engine_start_session(eng, &s1, &e) == 0, "start chain: %s", e.message);
-  CHECK(xgr_engine_start_session(eng, &s2, &e) == 0, "start loop: %s", e.message);
-  CHECK(xgr_engine_start_session(eng, &s3, &e) == 0, "start fan: %s", e.message);
+  EXPECT_OK(xgr_engine_start_session(eng, &s1, &e), e);
+  EXPECT_OK(xgr_engine_start_session(eng, &s2, &e), e);
+  EXPECT_OK(xgr_engine_start_session(eng, &s3, &e), e);
 
-  CHECK(xgr_engine_wait(eng, OWNER, 1, 10000) == 0, "the chain did not finish");
+  EXPECT(xgr_engine_wait(eng, OWNER, 1, 10000) == 0, "the chain did not finish");
   json_t *rep = xgr_engine_report(eng, OWNER, 1, &e);
-  CHECK(rep && !strcmp(json_string_value(json_object_get(rep, "result")), "completed"), "chain result");
+  EXPECT(rep != NULL, "chain report: %s", e.message);
+  EXPECT_EQ_STR(json_string_value(json_object_get(rep, "result")), "completed");
   json_t *hist = json_object_get(rep, "history");
-  CHECK(json_array_size(hist) == 40, "chain history has %zu rows, expected 40", json_array_size(hist));
+  EXPECT_EQ_INT(json_array_size(hist), 40);
   for (size_t i = 0; i < json_array_size(hist); i++) {
     char want[32];
     snprintf(want, sizeof want, "S%zu", i);
     const char *got = json_string_value(json_object_get(json_array_get(hist, i), "step"));
-    CHECK(got && !strcmp(got, want), "history row %zu is %s, expected %s", i, got ? got : "?", want);
+    EXPECT_EQ_STR(got, want);
   }
   json_t *last = json_array_get(json_object_get(rep, "processes"), 39);
-  CHECK(json_integer_value(json_object_get(json_object_get(last, "payload"), "N")) == 40, "the chain's N");
+  EXPECT_EQ_INT(json_integer_value(json_object_get(json_object_get(last, "payload"), "N")), 40);
   json_decref(rep);
 
-  CHECK(xgr_engine_wait(eng, OWNER, 3, 10000) == 0, "the fan-out did not finish");
+  EXPECT(xgr_engine_wait(eng, OWNER, 3, 10000) == 0, "the fan-out did not finish");
   rep = xgr_engine_report(eng, OWNER, 3, &e);
-  CHECK(rep && json_array_size(json_object_get(rep, "history")) == 34, "fan-out history");
+  EXPECT(rep != NULL, "fan-out report: %s", e.message);
+  EXPECT_EQ_INT(json_array_size(json_object_get(rep, "history")), 34);
   json_decref(rep);
 
   struct timespec ts = {0, 50 * 1000 * 1000};
   nanosleep(&ts, NULL);   /* let the zero-wait loop spin */
-  CHECK(xgr_engine_kill(eng, OWNER, 2, 0, &e) == 0, "kill of the loop: %s", e.message);
-  CHECK(xgr_engine_wait(eng, OWNER, 2, 10000) == 0, "the loop did not end after kill");
+  EXPECT_OK(xgr_engine_kill(eng, OWNER, 2, 0, &e), e);
+  EXPECT(xgr_engine_wait(eng, OWNER, 2, 10000) == 0, "the loop did not end after kill");
   xgr_engine_session_info info;
-  CHECK(xgr_engine_session(eng, OWNER, 2, &info) == 0 && info.result == XGR_RESULT_KILLED, "loop result");
-  CHECK(info.steps > 100, "the loop ran only %llu steps in 50 ms", (unsigned long long)info.steps);
+  EXPECT(xgr_engine_session(eng, OWNER, 2, &info) == 0, "the loop's session is there");
+  EXPECT_EQ_INT(info.result, XGR_RESULT_KILLED);
+  EXPECT(info.steps > 100, "the loop ran only %llu steps in 50 ms", (unsigned long long)info.steps);
   printf("zero-wait loop: %llu steps before the kill\n", (unsigned long long)info.steps);
 
   xgr_engine_free(eng);
@@ -103,7 +105,7 @@ int main(void) {
   sprintf(p, "}},\"rules\":{\"w\":{\"payload\":{\"N\":{\"type\":\"int64\",\"default\":0}},"
              "\"onValid\":{\"payload\":{\"N\":\"[N] + 1\"},\"waitSec\":1}}}}");
   xgr_bundle *bt = NULL;
-  CHECK(xgr_bundle_parse(tchain, strlen(tchain), &bt, &e, NULL) == 0, "timer chain: %s", e.message);
+  EXPECT_OK(xgr_bundle_parse(tchain, strlen(tchain), &bt, &e, NULL), e);
   char storm[4096];
   p = storm;
   p += sprintf(p, "{\"id\":\"storm\",\"structure\":{\"L\":{\"rule\":\"r\",\"onValid\":{\"spawns\":[\"L\"");
@@ -115,25 +117,25 @@ int main(void) {
   xgr_engine_config scfg = {.workers = 2, .keep_finished = true,
                             .clock = {.kind = XGR_CLOCK_SCALED, .scale = 1000}};
   eng = xgr_engine_new(&scfg, &e);
-  CHECK(eng != NULL, "engine: %s", e.message);
-  if (!eng) return 1;
+  if (!EXPECT(eng != NULL, "engine: %s", e.message)) return expect_done();
   for (int i = 0; i < 4; i++) {
     xgr_engine_start st = {.bundle = bs, .owner = OWNER, .root_pid = (uint64_t)(10 + i), .start = "L", .payload = none};
-    CHECK(xgr_engine_start_session(eng, &st, &e) == 0, "start storm: %s", e.message);
+    EXPECT_OK(xgr_engine_start_session(eng, &st, &e), e);
   }
   nanosleep(&ts, NULL);   /* the storm is under way */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   xgr_engine_start stc = {.bundle = bt, .owner = OWNER, .root_pid = 1, .start = "T0", .payload = none};
-  CHECK(xgr_engine_start_session(eng, &stc, &e) == 0, "start timer chain: %s", e.message);
-  CHECK(xgr_engine_wait(eng, OWNER, 1, 20000) == 0, "the timer chain did not finish during the storm");
+  EXPECT_OK(xgr_engine_start_session(eng, &stc, &e), e);
+  EXPECT(xgr_engine_wait(eng, OWNER, 1, 20000) == 0, "the timer chain did not finish during the storm");
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-  CHECK(xgr_engine_session(eng, OWNER, 1, &info) == 0 && info.result == XGR_RESULT_COMPLETED, "timer chain result");
+  EXPECT(xgr_engine_session(eng, OWNER, 1, &info) == 0, "the timer chain's session is there");
+  EXPECT_EQ_INT(info.result, XGR_RESULT_COMPLETED);
   printf("timer chain (20 waits of 1 ms real) during a zero-wait storm: %.0f ms\n", ms);
   for (int i = 0; i < 4; i++) {
-    CHECK(xgr_engine_kill(eng, OWNER, (uint64_t)(10 + i), 0, &e) == 0, "kill storm: %s", e.message);
-    CHECK(xgr_engine_wait(eng, OWNER, (uint64_t)(10 + i), 10000) == 0, "a storm session did not end after kill");
+    EXPECT_OK(xgr_engine_kill(eng, OWNER, (uint64_t)(10 + i), 0, &e), e);
+    EXPECT(xgr_engine_wait(eng, OWNER, (uint64_t)(10 + i), 10000) == 0, "a storm session did not end after kill");
   }
   xgr_engine_free(eng);
   xgr_bundle_free(bt);
@@ -142,5 +144,5 @@ int main(void) {
   xgr_bundle_free(bl);
   xgr_bundle_free(bf);
   curl_global_cleanup();
-  return ec_verdict("engine zero-wait");
+  return expect_done();
 }

@@ -10,6 +10,11 @@
 #   is_err NAME LINE              stderr of the last t is exactly LINE
 #   is NAME JQ-EXPR EXPECTED      jq -c JQ-EXPR on $tmp/out prints exactly EXPECTED
 #   json PY-EXPR                  prints the Python expression PY-EXPR over d = the JSON of $tmp/out
+#   rpc_err NAME CODE [PATH]      $tmp/out is a JSON-RPC answer with no result and error.code exactly
+#                                 CODE (and, when PATH is given, error.data.path exactly PATH)
+#   rpc_ok NAME                   $tmp/out is a JSON-RPC answer with a result and no error
+#   cli_err NAME CODE             the last line of the last t's stderr is xgr's report of an xgrd error
+#                                 with exactly CODE: it ends "(code CODE)" or "(code CODE, at PATH)"
 #   start_xgrd XGRD               start XGRD with --auth none on a memory store, on 127.0.0.1 port 0
 #                                 (log in $tmp/xgrd.log); sets XPID, exports XGR_URL, and sets the
 #                                 EXIT trap that stops it and removes $tmp; exits 1 when no port
@@ -38,6 +43,28 @@ is() {
   if [ "$got" = "$3" ]; then echo "PASS $1"; else echo "FAIL $1: $2 is $got, expected $3"; fail=1; fi
 }
 json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+rpc_err() {
+  local got want
+  if [ $# -ge 3 ]; then
+    got=$(jq -c '[has("result"), .error.code, .error.data.path]' "$tmp/out" 2>&1)
+    want=$(jq -nc --argjson c "$2" --arg p "$3" '[false, $c, $p]')
+  else
+    got=$(jq -c '[has("result"), .error.code]' "$tmp/out" 2>&1)
+    want=$(jq -nc --argjson c "$2" '[false, $c]')
+  fi
+  if [ "$got" = "$want" ]; then echo "PASS $1"
+  else echo "FAIL $1: [has result, error.code${3+, error.data.path}] is $got, expected $want"; head -c 400 "$tmp/out"; echo; fail=1; fi
+}
+rpc_ok() {
+  local got; got=$(jq -c '[has("result"), has("error")]' "$tmp/out" 2>&1)
+  if [ "$got" = '[true,false]' ]; then echo "PASS $1"
+  else echo "FAIL $1: not a result: $(head -c 400 "$tmp/out")"; fail=1; fi
+}
+cli_err() {
+  local last=${err##*$'\n'}
+  if [[ $last =~ \(code\ $2(,\ at\ [^\)]*)?\)$ ]]; then echo "PASS $1"
+  else echo "FAIL $1: stderr does not end with (code $2): $last"; fail=1; fi
+}
 start_xgrd() {
   "$1" --listen 127.0.0.1:0 --auth none --store memory: --port-file "$tmp/port" --workers 2 --log-level warn \
     >"$tmp/xgrd.log" 2>&1 &

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "lib/expect.h"  /* REQUIRE: checks on worker threads, where cmocka must not longjmp */
 #include "runtime/deque.h"
 #include "runtime/mpsc.h"
 #include "xgr/runtime.h"
@@ -37,14 +38,6 @@
 #ifndef SANITIZED
 #define SANITIZED 0
 #endif
-
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    if (!(x)) {                                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                         \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 /* count scaled for the build and XGR_STRESS_SCALE */
 static long scaled(long normal, long sanitized) {
@@ -73,8 +66,8 @@ typedef struct dq_test {
 
 static void take_item(dq_test *t, void *x) {
   uintptr_t i = (uintptr_t)x - 1;
-  CHECK(i < (uintptr_t)t->n);
-  CHECK(atomic_fetch_add(&t->seen[i], 1) == 0);
+  REQUIRE(i < (uintptr_t)t->n);
+  REQUIRE(atomic_fetch_add(&t->seen[i], 1) == 0);
   atomic_fetch_add(&t->taken, 1);
 }
 
@@ -87,7 +80,7 @@ static void *thief_main(void *arg) {
   thief_arg *a = arg;
   dq_test *t = a->t;
   rt_deque own;
-  CHECK(rt_dq_init(&own, 16));
+  REQUIRE(rt_dq_init(&own, 16));
   uint64_t r = 0x1234567ull * (uint64_t)(a->id + 1);
   for (;;) {
     bool lost = false;
@@ -127,7 +120,7 @@ static void test_deque_owner_thieves(void **s) {
   }
   uint64_t r = 99;
   for (long i = 0; i < t.n; i++) {
-    CHECK(rt_dq_push(&t.q, (void *)(uintptr_t)(i + 1)));
+    REQUIRE(rt_dq_push(&t.q, (void *)(uintptr_t)(i + 1)));
     r ^= r << 13, r ^= r >> 7, r ^= r << 17;
     if (r % 3 == 0) { /* the owner takes some back (LIFO), racing for the last item */
       void *x = rt_dq_take(&t.q);
@@ -139,7 +132,7 @@ static void test_deque_owner_thieves(void **s) {
   atomic_store(&t.done, 1);
   for (int i = 0; i < THIEVES; i++) pthread_join(th[i], NULL);
   assert_int_equal(atomic_load(&t.taken), t.n);
-  for (long i = 0; i < t.n; i++) CHECK(atomic_load(&t.seen[i]) == 1);
+  for (long i = 0; i < t.n; i++) REQUIRE(atomic_load(&t.seen[i]) == 1);
   rt_dq_destroy(&t.q);
   free(t.seen);
 }
@@ -194,7 +187,7 @@ static void test_mpsc_producers(void **s) {
       continue;
     }
     mnode *m = (mnode *)n;
-    CHECK(m->seq == next[m->producer]);
+    REQUIRE(m->seq == next[m->producer]);
     next[m->producer]++;
     got++;
   }
@@ -246,17 +239,17 @@ static int a2a_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_t 
     return 0;
   }
   for (size_t i = 0; i < n; i++) {
-    CHECK(ev[i].type == XGR_EV_MESSAGE);
+    REQUIRE(ev[i].type == XGR_EV_MESSAGE);
     int from = pid_index(sh, ev[i].from);
-    CHECK(from >= 0 && from != p->me);
-    CHECK(ev[i].tag == p->next_from[from]);
+    REQUIRE(from >= 0 && from != p->me);
+    REQUIRE(ev[i].tag == p->next_from[from]);
     p->next_from[from]++;
     p->got++;
   }
   atomic_fetch_add_explicit(&sh->received, (long)n, memory_order_relaxed);
   for (int b = 0; b < 32 && p->sent < sh->k; b++, p->sent++) {
     int to = (p->me + 1 + (int)(p->sent % (NPROC - 1))) % NPROC;
-    CHECK(xgr_ctx_send(ctx, sh->pids[to], p->next_to[to]++, NULL) == 0);
+    REQUIRE(xgr_ctx_send(ctx, sh->pids[to], p->next_to[to]++, NULL) == 0);
   }
   if (p->sent < sh->k) out->status = XGR_STEP_READY;
   else if (p->got < sh->k) out->status = XGR_STEP_IDLE;
@@ -319,12 +312,12 @@ static int tnode_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     t->count = 1;
     if (t->depth > 0) {
       tnode child = {ctx->self, t->depth - 1, 0, 0};
-      for (int i = 0; i < 2; i++) CHECK(xgr_ctx_spawn(ctx, &tnode_vt, NULL, "node", &child, NULL, NULL) == 0);
+      for (int i = 0; i < 2; i++) REQUIRE(xgr_ctx_spawn(ctx, &tnode_vt, NULL, "node", &child, NULL, NULL) == 0);
       t->pending = 2;
     }
   }
   for (size_t i = 0; i < n; i++) {
-    CHECK(ev[i].type == XGR_EV_MESSAGE);
+    REQUIRE(ev[i].type == XGR_EV_MESSAGE);
     t->count += ev[i].tag;
     t->pending--;
   }
@@ -332,7 +325,7 @@ static int tnode_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     out->status = XGR_STEP_IDLE;
     return 0;
   }
-  if (t->parent) CHECK(xgr_ctx_send(ctx, t->parent, t->count, NULL) == 0);
+  if (t->parent) REQUIRE(xgr_ctx_send(ctx, t->parent, t->count, NULL) == 0);
   else atomic_store(&g_tree_total, t->count);
   out->status = XGR_STEP_COMPLETE;
   return 0;
@@ -377,12 +370,12 @@ static int yproc_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
   yproc *y = self;
   (void)ctx;
   for (size_t i = 0; i < n; i++) {
-    CHECK(ev[i].type == XGR_EV_YIELD);
-    CHECK(ev[i].tag / 10 == (uint64_t)y->round);
-    CHECK((uintptr_t)ev[i].data == ev[i].tag + 1);
+    REQUIRE(ev[i].type == XGR_EV_YIELD);
+    REQUIRE(ev[i].tag / 10 == (uint64_t)y->round);
+    REQUIRE((uintptr_t)ev[i].data == ev[i].tag + 1);
     y->pending--;
   }
-  CHECK(y->pending >= 0);
+  REQUIRE(y->pending >= 0);
   if (y->pending > 0) {
     out->status = XGR_STEP_BLOCKED;
     return 0;
@@ -393,7 +386,7 @@ static int yproc_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     return 0;
   }
   y->round++;
-  for (uint32_t t = 1; t <= 3; t++) CHECK(xgr_step_yield(out, t, (uint64_t)y->round * 10 + t, NULL) == 0);
+  for (uint32_t t = 1; t <= 3; t++) REQUIRE(xgr_step_yield(out, t, (uint64_t)y->round * 10 + t, NULL) == 0);
   y->pending = 3;
   out->status = XGR_STEP_BLOCKED;
   return 0;
@@ -403,7 +396,7 @@ static const xgr_process_vt yproc_vt = {"yproc", sizeof(yproc), NULL, yproc_step
 
 static void complete_now(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_cmd *cmd) {
   (void)hctx;
-  CHECK(xgr_rt_complete_yield(ctx->rt, pid, cmd->tag, (void *)(uintptr_t)(cmd->tag + 1), 0) == 0);
+  REQUIRE(xgr_rt_complete_yield(ctx->rt, pid, cmd->tag, (void *)(uintptr_t)(cmd->tag + 1), 0) == 0);
 }
 
 static void test_yield_races(void **s) {
@@ -483,7 +476,7 @@ static void answer_later(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_
   struct timespec ts = {0, 200 * 1000};
   nanosleep(&ts, NULL);
   int rc = xgr_rt_complete_yield(ctx->rt, pid, cmd->tag, NULL, 0);
-  CHECK(rc == 0 || rc == XGR_ENOTFOUND);
+  REQUIRE(rc == 0 || rc == XGR_ENOTFOUND);
 }
 
 static void test_shutdown_under_load(void **s) {

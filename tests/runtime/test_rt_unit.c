@@ -12,19 +12,12 @@
 #include <time.h>
 #include <cmocka.h>
 
+/* Checks inside steps and handlers run on worker threads, where cmocka's assertions (longjmp)
+ * must not be used: they REQUIRE (lib/expect.h), which aborts the program on a failure. */
+#include "lib/expect.h"
 #include "runtime/deque.h"
 #include "runtime/mpsc.h"
 #include "xgr/runtime.h"
-
-/* Checks inside steps and handlers run on worker threads, where cmocka's assertions (longjmp)
- * must not be used: a failure aborts the test program instead. */
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    if (!(x)) {                                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                         \
-      abort();                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 #define ITEM(i) ((void *)(uintptr_t)((i) + 1))
 #define UNITEM(p) ((uintptr_t)(p) - 1)
@@ -237,11 +230,11 @@ typedef struct idle_probe {
 static bool idle_hook(void *hctx, const xgr_ctx *ctx, bool parking) {
   idle_probe *p = hctx;
   atomic_fetch_add(&p->calls, 1);
-  CHECK(ctx->worker != NULL && ctx->self == 0);
+  REQUIRE(ctx->worker != NULL && ctx->self == 0);
   xgr_pid pid = atomic_load(&p->pid);
   if (pid && atomic_load(&p->to_send) > 0) {
     atomic_fetch_sub(&p->to_send, 1);
-    CHECK(xgr_ctx_send(ctx, pid, 7, NULL) == 0);
+    REQUIRE(xgr_ctx_send(ctx, pid, 7, NULL) == 0);
     if (xgr_ctx_queued(ctx) > 0) atomic_fetch_add(&p->queued_after_send, 1);
     return true;
   }
@@ -312,9 +305,9 @@ static int spin_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_t
   }
   for (int i = 0; i < 2; i++) {
     int rc = xgr_ctx_spawn(ctx, &leaf_vt, NULL, NULL, (void *)sp->children_done, NULL, NULL);
-    CHECK(rc == 0 || rc == XGR_ESTATE);   /* ESTATE: the test is shutting the runtime down */
+    REQUIRE(rc == 0 || rc == XGR_ESTATE);   /* ESTATE: the test is shutting the runtime down */
   }
-  CHECK(xgr_ctx_send(ctx, ctx->self, 1, NULL) == 0);
+  REQUIRE(xgr_ctx_send(ctx, ctx->self, 1, NULL) == 0);
   out->status = XGR_STEP_IDLE;
   return 0;
 }
@@ -393,15 +386,15 @@ static int pinger_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size
   if (!p->started) {
     p->started = true;
     p->left--;
-    CHECK(xgr_ctx_send(ctx, p->peer, 7, NULL) == 0);
+    REQUIRE(xgr_ctx_send(ctx, p->peer, 7, NULL) == 0);
   }
   for (size_t i = 0; i < n; i++) {
     if (ev[i].type != XGR_EV_MESSAGE) continue;
-    CHECK(ev[i].from == p->peer && ev[i].tag == 8);
+    REQUIRE(ev[i].from == p->peer && ev[i].tag == 8);
     p->got++;
     if (p->left > 0) {
       p->left--;
-      CHECK(xgr_ctx_send(ctx, p->peer, 7, NULL) == 0);
+      REQUIRE(xgr_ctx_send(ctx, p->peer, 7, NULL) == 0);
     }
   }
   out->status = XGR_STEP_IDLE;
@@ -449,11 +442,11 @@ static int yielder_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, siz
     y->pending--;
     if (ev[i].err == XGR_EUNSUPPORTED) {
       /* unknown command type: the argument comes back */
-      CHECK((uintptr_t)ev[i].data == (uintptr_t)(1000 + y->round));
+      REQUIRE((uintptr_t)ev[i].data == (uintptr_t)(1000 + y->round));
       y->errors_seen++;
     } else {
-      CHECK(ev[i].err == 0);
-      CHECK((uintptr_t)ev[i].data == 2 * ((ev[i].tag % 100) + 1));
+      REQUIRE(ev[i].err == 0);
+      REQUIRE((uintptr_t)ev[i].data == 2 * ((ev[i].tag % 100) + 1));
       y->sum += (uintptr_t)ev[i].data;
     }
   }
@@ -469,7 +462,7 @@ static int yielder_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, siz
   y->round++;
   for (uint32_t t = CMD_INLINE; t <= CMD_THREAD; t++) {
     uint64_t tag = (uint64_t)y->round * 100 + t;
-    CHECK(xgr_step_yield(out, t, tag, (void *)(uintptr_t)((tag % 100) + 1)) == 0);
+    REQUIRE(xgr_step_yield(out, t, tag, (void *)(uintptr_t)((tag % 100) + 1)) == 0);
   }
   xgr_step_yield(out, CMD_NONE, (uint64_t)y->round * 100 + 99, (void *)(uintptr_t)(1000 + y->round));
   y->pending = 4;
@@ -599,7 +592,7 @@ static void slow_handler(void *hctx, const xgr_ctx *ctx, xgr_pid pid, const xgr_
   struct timespec ts = {0, 30 * 1000 * 1000};
   nanosleep(&ts, NULL);
   int rc = xgr_rt_complete_yield(ctx->rt, pid, cmd->tag, NULL, 0);
-  CHECK(rc == 0 || rc == XGR_ENOTFOUND);
+  REQUIRE(rc == 0 || rc == XGR_ENOTFOUND);
   atomic_fetch_add(rc == 0 ? &g_sd_delivered : &g_sd_late, 1);
 }
 

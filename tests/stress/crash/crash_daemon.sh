@@ -178,7 +178,12 @@ make_enqueues "$(grep -A4 '"orchestration"' "$DIR/deploy.json" | grep -o '0x[0-9
 make_pingpong "$(grep -A4 '"orchestration"' "$DIR/deploy_pp.json" | grep -o '0x[0-9a-f]\{64\}' | head -1)"
 t=$(ms)
 enqueue_all || { echo "FAIL: enqueue on the reference run"; exit 1; }
-if grep -q '"error"' "$DIR"/enq*.out "$DIR"/pp_*.out; then echo "FAIL: an enqueue failed:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out | head -3; exit 1; fi
+# every session enqueued: N + 2 * PAIRS answers that are results (no error, none missing)
+got=$(cat "$DIR"/enq*.out "$DIR"/pp_*.out 2>/dev/null |
+  jq -s '[.[] | if type == "array" then .[] else . end | select(has("result") and (has("error") | not))] | length' 2>&1)
+if [ "$got" != $((N + 2 * PAIRS)) ]; then
+  echo "FAIL: $got of $((N + 2 * PAIRS)) enqueues answered a result:"; grep -ho '"error":{[^}]*}' "$DIR"/enq*.out "$DIR"/pp_*.out | head -3; exit 1
+fi
 wait_done
 span=$(( $(ms) - t ))
 if [ -n "${XGR_CRASHD_HIBERNATE:-}" ]; then   # the sessions did leave memory and come back
