@@ -96,7 +96,7 @@ size_t cli_warn_undeclared(const char *prog, const char *flag, xgr_value payload
 size_t cli_warn_undeclared_start(const char *prog, const char *flag, xgr_value payload, const xgr_bundle *b,
                                  const char *start) {
   int si = b && start ? xgr_orch_find(b->orch, start) : -1;
-  const xgr_rule *r = si >= 0 ? b->step_rule[si] : NULL;
+  const xgr_rule *r = si >= 0 && b->step_rule ? b->step_rule[si] : NULL;   /* a bundle without rules has no table */
   if (!r) return 0;
   const char *key = NULL;
   for (size_t j = 0; j < b->nrules && !key; j++)
