@@ -72,7 +72,8 @@ typedef struct xgr_rpc_caller {
  * hands the work over, then returns XGR_RPC_DEFERRED; the request's connection waits without a
  * thread. Whoever completes the work calls xgr_rpc_defer_ready(defer) exactly once, from any
  * thread (it must not block). A server thread then calls finish(ctx, &result, err): its return
- * (0 or a JSON-RPC code, with *err filled) and *result (a new reference) are the method's answer.
+ * (0 or an error code as a method returns it, with *err filled) and *result (a new reference) are
+ * the method's answer.
  * finish owns ctx and frees it. The method must not keep pointers into its params for finish. */
 #define XGR_RPC_DEFERRED 1   /* positive: never a JSON-RPC code */
 typedef int (*xgr_rpc_finish_fn)(void *ctx, json_t **result, xgr_error *err);
@@ -95,7 +96,8 @@ typedef enum xgr_rpc_action {
  * START and CONTROL need identity == owner; READ needs identity == owner unless `runner`
  * mode lets the method filter by allow lists (the method's business); WAKE admits anyone (the
  * session's allow lists decide); REGISTER admits anyone. Without --auth none every call is
- * refused until signed permits exist (a later issue). Returns 0 or a JSON-RPC error code with
+ * refused until signed permits exist (a later issue). Returns 0 or an xgr_errcode (XGR_EPERM,
+ * XGR_ESCHEMA) with
  * *err filled (path "from" / "owner"). */
 int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                       char *who, size_t n, xgr_error *err);
@@ -104,7 +106,8 @@ int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_act
  * needs (START: SessionPermit; CONTROL and WAKE: ControlPermit/V2; READ and REGISTER:
  * xdalaPermit) and the caller (who) is its signer; START needs owner == signer, CONTROL owner ==
  * the permit's runner. The verified permit goes to *p (may be NULL) for the method's own bindings
- * (xgr/auth.h); with --auth none p->kind is 0. Refusals: -32007 naming the check. */
+ * (xgr/auth.h); with --auth none p->kind is 0. Refusals: XGR_EPERM (-32007 on the wire) naming the
+ * check. */
 int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                              char *who, size_t n, xgr_permit *p, xgr_error *err);
 
@@ -116,8 +119,9 @@ const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params);
 bool xgr_rpc_is_address(const char *s);
 
 /* A method: read params (borrowed; an object, an array or NULL), set *result (a new reference)
- * and return 0, or return a JSON-RPC error code and fill *err (err->path becomes data.path), or
- * defer its answer (XGR_RPC_DEFERRED, above). */
+ * and return 0, or return a negative xgr_errcode and fill *err (err->path becomes data.path; the
+ * dispatcher answers the JSON-RPC code xgr_rpc_code_for gives, in this one place), or a JSON-RPC
+ * protocol code (-32000 and below) as it is, or defer its answer (XGR_RPC_DEFERRED, above). */
 typedef int (*xgr_rpc_method_fn)(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result,
                                  xgr_error *err);
 
@@ -163,13 +167,14 @@ xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s);    /* owned by the server */
 void xgr_rpc_stop(xgr_rpc_server *s);
 void xgr_rpc_server_free(xgr_rpc_server *s);
 
-/* Helpers for methods: parameter readers that report -32602 with the field's path. */
+/* Helpers for methods: parameter readers that refuse with XGR_ESCHEMA (-32602 on the wire) and the
+ * field's path. */
 int xgr_rpc_param_string(const json_t *params, const char *key, bool required, const char **out, xgr_error *err);
 int xgr_rpc_param_object(const json_t *params, const char *key, bool required, const json_t **out, xgr_error *err);
 int xgr_rpc_param_uint(const json_t *params, const char *key, bool required, uint64_t *out, xgr_error *err);
 /* The object a method reads its named parameters from: params itself when it is an object, its
  * only element when it is a one-element array holding an object (the `params[0]` convention of the
- * public reference), NULL when params is absent. Anything else: -32602 with *err filled. */
+ * public reference), NULL when params is absent. Anything else: XGR_ESCHEMA with *err filled. */
 int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *err);
 
 /* ==== xgrd: the JSON-RPC service of a node (src/rpc/rpcd.c and the files of rpc_impl.h) ============

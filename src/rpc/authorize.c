@@ -40,17 +40,17 @@ static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_r
                    : act == XGR_RPC_ACT_CONTROL || act == XGR_RPC_ACT_WAKE ? XGR_PERMIT_ANY_CONTROL
                                                                             : XGR_PERMIT_XDALA;
   int rc = xgr_auth_verify(c->auth, params, "permit", kinds, p, err);
-  if (rc) return xgr_rpc_code_for(rc);
+  if (rc) return rc;
   if (n) snprintf(who, n, "%s", p->from);
   if (act == XGR_RPC_ACT_START && owner && strcasecmp(owner, p->from)) {
     xgr_error_set(err, XGR_EPERM, "permit.message.from", "signer %s is not the owner %s the request names", p->from,
                   owner);
-    return XGR_RPC_NOT_PERMITTED;
+    return XGR_EPERM;
   }
   if (act == XGR_RPC_ACT_CONTROL && owner && strcasecmp(owner, p->runner)) {
     xgr_error_set(err, XGR_EPERM, p->kind == XGR_PERMIT_CONTROL_V2 ? "permit.message.runner" : "permit.message.from",
                   "%s is not the session's owner %s", p->runner, owner);
-    return XGR_RPC_NOT_PERMITTED;
+    return XGR_EPERM;
   }
   return 0;
 }
@@ -71,7 +71,7 @@ int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_
   if (c && !c->auth_none && c->auth) return authorize_permit(c, params, act, owner, who, n, p, err);
   if (!c || !c->auth_none) {
     xgr_error_set(err, XGR_EPERM, "permit", "xgrd has no authorization configured (--auth permits or --auth none)");
-    return XGR_RPC_NOT_PERMITTED;
+    return XGR_EPERM;
   }
   const char *key = "from";
   const json_t *v = json_is_object(params) ? json_object_get(params, "from") : NULL;
@@ -85,7 +85,7 @@ int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_
       char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
       xgr_error_set(err, XGR_ESCHEMA, key, "is %.60s; expected an address (0x + 40 hex)", t ? t : "?");
       free(t);
-      return XGR_RPC_INVALID_PARAMS;
+      return XGR_ESCHEMA;
     }
     id = json_string_value(v);
   } else if (owner) {
@@ -102,7 +102,7 @@ int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_
       if (owner && who[0] && strcasecmp(who, owner)) {
         xgr_error_set(err, XGR_EPERM, key, "%s may not %s sessions of %s (only the owner may)", who,
                       act == XGR_RPC_ACT_START ? "start" : "control", owner);
-        return XGR_RPC_NOT_PERMITTED;
+        return XGR_EPERM;
       }
       return 0;
     case XGR_RPC_ACT_READ:

@@ -85,7 +85,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
     size_t n = 0;
     if ((rc = xgr_store_sessions(c->st, owner, cursor, 1000, &ss, &n, err))) {
       json_decref(items);
-      return xgr_rpc_code_for(rc);
+      return rc;
     }
     more = n == 1000;
     size_t i = 0;
@@ -131,7 +131,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   size_t nol;
   if ((rc = xgr_store_live_owners(c->st, owner, 1, &ol, &nol, err))) {
     json_decref(items);
-    return xgr_rpc_code_for(rc);
+    return rc;
   }
   uint64_t live_sessions = nol ? ol[0].live : 0, running_sessions = 0, procs = 0, running = 0, idle = 0;
   xgr_store_owners_free(ol, nol);
@@ -172,12 +172,12 @@ XGR__RPCD_METHOD(xgr__console_m_owners) {
   if (rc) return rc;
   if (!caller || !caller->auth_none) {
     xgr_error_set(err, XGR_EPERM, "from", "listing every owner needs --auth none; with permits one reads one's own sessions");
-    return XGR_RPC_NOT_PERMITTED;
+    return XGR_EPERM;
   }
   xgr_store_owner_live *ol;
   size_t n;
   rc = xgr_store_live_owners(c->st, NULL, OWNERS_MAX + 1, &ol, &n, err);
-  if (rc) return xgr_rpc_code_for(rc);
+  if (rc) return rc;
   json_t *items = json_array();
   for (size_t i = 0; i < n && i < OWNERS_MAX; i++) {
     char owner[64];

@@ -15,7 +15,7 @@
 
 int xgr__console_bad(xgr_error *err, const char *path, const char *fmt, const char *v) {
   xgr_error_set(err, XGR_ESCHEMA, path, fmt, v);
-  return XGR_RPC_INVALID_PARAMS;
+  return XGR_ESCHEMA;
 }
 
 /* Optional string parameter of at most max bytes. */
@@ -26,7 +26,7 @@ int xgr__console_opt_str(const json_t *o, const char *key, size_t max, const cha
   if (!json_is_string(v)) return xgr__console_bad(err, key, "is not a string; expected %s", "a string");
   if (json_string_length(v) > max) {
     xgr_error_set(err, XGR_ELIMIT, key, "is %zu bytes long; expected at most %zu", json_string_length(v), max);
-    return XGR_RPC_LIMITS_EXCEEDED;
+    return XGR_ELIMIT;
   }
   *out = json_string_value(v);
   return 0;
@@ -54,11 +54,11 @@ int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64
     char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     xgr_error_set(err, XGR_ESCHEMA, key, "is %.60s; expected a non-negative integer", t ? t : "?");
     free(t);
-    return XGR_RPC_INVALID_PARAMS;
+    return XGR_ESCHEMA;
   }
   if (u > max) {
     xgr_error_set(err, XGR_ELIMIT, key, "is %" PRIu64 "; expected at most %" PRIu64, u, max);
-    return XGR_RPC_LIMITS_EXCEEDED;
+    return XGR_ELIMIT;
   }
   *out = u;
   return 0;
@@ -79,7 +79,7 @@ int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char 
   if (rc) return rc;
   if (who[0] && strcasecmp(who, owner)) {   /* one reads one's own sessions (as xgr.listSessions) */
     xgr_error_set(err, XGR_EPERM, "from", "%s may not read the sessions of %s (only the owner may)", who, owner);
-    return XGR_RPC_NOT_PERMITTED;
+    return XGR_EPERM;
   }
   return 0;
 }

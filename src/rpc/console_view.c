@@ -166,7 +166,7 @@ static int session_row(xgr__console *c, const char *owner, uint64_t root, xgr_st
   int rc = xgr_store_session_get(c->st, owner, root, s, err);
   if (rc) {
     if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, "rootPid", "no session %s/%" PRIu64, owner, root);
-    return xgr_rpc_code_for(rc);
+    return rc;
   }
   xgr_engine_session_info info;
   bool live = !xgr_engine_session(c->e, owner, root, &info) && !info.finished;
@@ -198,7 +198,7 @@ static int load_session(xgr__console *c, const char *owner, uint64_t root, json_
     xgr_store_session_clear(&s);
     xgr__console_cache_put(c, *ce);
     json_decref(*sess);
-    return xgr_rpc_code_for(rc);
+    return rc;
   }
   json_object_set_new(*sess, "nextWakeAt", xgr__rpc_next_wake_json(&s, *ps, *n));
   xgr_store_session_clear(&s);
@@ -382,7 +382,7 @@ XGR__RPCD_METHOD(xgr__console_m_process) {
     xgr__console_cache_put(c, ce);
     json_decref(sess);
     xgr_error_set(err, XGR_ENOTFOUND, "pid", "no process %" PRIu64 ":%" PRIu64 " of %s", root, iter, owner);
-    return XGR_RPC_NOT_FOUND;
+    return XGR_ENOTFOUND;
   }
   json_t *it = proc_item(root, p);
   json_t *payload = p->payload ? json_loads(p->payload, JSON_DECODE_ANY, NULL) : NULL;
@@ -478,7 +478,7 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
     if (rc == XGR_ENOTFOUND)
       xgr_error_set(err, rc, hash && *hash ? "hash" : "registry", "no orchestration is registered under \"%s\"",
                     hash && *hash ? hash : id);
-    return xgr_rpc_code_for(rc);
+    return rc;
   }
   uint32_t latest;
   json_t *vers = versions(c, XGR_REG_ORCHESTRATION, id, &latest);

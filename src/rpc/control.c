@@ -18,11 +18,11 @@ typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
 static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *action,
                               const char *owner, uint64_t root, const char *step, xgr_error *err) {
   int rc = xgr_auth_check_control(p, action, root, step, owner, err);
-  if (rc) return xgr_rpc_code_for(rc);
+  if (rc) return rc;
   if (!xgr_node_live(d->n, owner, root, true, NULL))   /* a hibernated session is loaded */
-    return xgr__rpc_fail(err, XGR_RPC_NOT_FOUND, XGR_ENOTFOUND, "permit.message.sessionId",
+    return xgr__rpc_fail(err, XGR_ENOTFOUND, "permit.message.sessionId",
                          "no live session %s/%llu (the permit was not used)", owner, (unsigned long long)root);
-  return (rc = xgr_auth_consume(caller->auth, p, err)) ? xgr_rpc_code_for(rc) : 0;
+  return xgr_auth_consume(caller->auth, p, err);
 }
 
 /* The parameter keys each method reads (xgr__rpc_named): the target (xgr__rpc_target), the owner
@@ -72,7 +72,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   const char *action = NULL;
   if ((rc = xgr__rpc_opt_str(o, "action", &action, err))) return rc;
   if (action && strcmp(action, "kill"))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_EUNSUPPORTED, "action",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "action",
                          "is \"%.40s\"; only \"kill\" is supported (pause and resume " "are xgr.pause / xgr.resume)",
                          action);
   char who[64] = "", owner[64];
@@ -140,21 +140,21 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   if ((rc = xgr__rpc_opt_str(o, "stepId", &step, err))) return rc;
   const json_t *payload = json_object_get(o, "payload");
   if (payload && !json_is_null(payload) && !json_is_object(payload))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "payload",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "payload",
                          "is not an object; expected {...} merged into the resume payload");
   const json_t *pidv = json_object_get(o, "processId");
   if (!pidv || json_is_null(pidv)) pidv = json_object_get(o, "pid");
   bool pid_mode = pidv && !json_is_null(pidv), permits = xgr__rpc_permits(caller);
   if (pid_mode && step)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "stepId",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "stepId",
                          "is set together with processId; PID mode and step mode exclude each other");
   if (!pid_mode && !step && !permits)   /* without permits nothing else can name the step */
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "processId",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "processId",
                          "missing; expected \"processId\" (PID mode) or \"stepId\" with \"sessionId\" (step mode)");
   uint64_t root = 0, iter = 0;
   if (pid_mode) {
     if (!json_is_string(pidv) || xgr_pid_parse(json_string_value(pidv), &root, &iter) || !root || !iter)
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "processId",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "processId",
                            "is not \"<rootPid>:<iter>\"; PID mode wakes one process");
   } else {
     static const char *const keys[] = {"sessionId", "rootPid", NULL};
@@ -162,7 +162,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
     const json_t *v = json_object_get(o, k);
     if ((!v || json_is_null(v)) && permits) root = 0;   /* the signed root, below */
     else if (!v || json_is_null(v))
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "sessionId",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "sessionId",
                            "missing; step mode needs the root session id");
     else if ((rc = xgr__rpc_uint(v, k, &root, err)))
       return rc;
@@ -171,7 +171,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_WAKE, NULL, who, sizeof who, &permit, err))) return rc;
   if (!pid_mode && !step) {   /* step mode named by the permit alone */
     if (!permit.step_id[0])
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "permit.message.stepId",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "permit.message.stepId",
                            "is empty and the request has no \"processId\"; a step-mode wake signs the step to wake "
                            "in the permit's stepId, a PID-mode wake names \"processId\"");
     step = permit.step_id;
@@ -185,7 +185,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   bool named = (ov && !json_is_null(ov)) || (rv && !json_is_null(rv)) ||
                (permit.kind && strcmp(permit.from, permit.runner));
   if (pid_mode && !named && !xgr_node_live(d->n, owner, root, false, NULL) && live_for_other(d, owner, root))
-    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "processId",
+    return xgr__rpc_fail(err, XGR_EPERM, "processId",
                          "session %llu is another owner's (%s has none live): only a session's owner may wake a "
                          "process by pid (delegation through __wakeUp allow lists works in step mode only)",
                          (unsigned long long)root, owner);
@@ -196,7 +196,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
     if (xgr_value_check_list_cap(pv, 64, err)) {
       xgr_value_release(pv);
       snprintf(err->path, sizeof err->path, "payload");
-      return XGR_RPC_LIMITS_EXCEEDED;
+      return XGR_ELIMIT;
     }
   }
   const char *callr = who[0] ? who : owner;
@@ -228,7 +228,7 @@ static int positional(const json_t *params, bool with_iter, char *owner, size_t 
     if (json_array_size(params) != want) {   /* a surplus element is named: it is not ignored */
       char at[24] = "";
       if (json_array_size(params) > want) snprintf(at, sizeof at, "[%zu]", want);
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at,
+      return xgr__rpc_fail(err, XGR_ESCHEMA, at,
                            "params has %zu elements; expected [owner, sessionId%s]", json_array_size(params),
                            with_iter ? ", iteration" : "");
     }
@@ -251,7 +251,7 @@ static int positional(const json_t *params, bool with_iter, char *owner, size_t 
     char *t = ov ? json_dumps(ov, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     xgr_error_set(err, XGR_ESCHEMA, op, "is %.60s; expected the owner's address (0x + 40 hex)", t ? t : "missing");
     free(t);
-    return XGR_RPC_INVALID_PARAMS;
+    return XGR_ESCHEMA;
   }
   snprintf(owner, n, "%s", json_string_value(ov));
   xgr__rpc_lower(owner);

@@ -43,6 +43,11 @@ int xgr_rpc_code_for(int c) {
   }
 }
 
+/* A method's return as the code on the wire: an xgr_errcode (xgr_error.h, -1 and below, above
+ * -32000) becomes its JSON-RPC code here and nowhere else; a JSON-RPC code (a protocol error such
+ * as "method not found") stays as it is. */
+static int wire_code(int rc) { return rc < 0 && rc > -32000 ? xgr_rpc_code_for(rc) : rc; }
+
 static const char *code_message(int code) {
   switch (code) {
     case XGR_RPC_PARSE_ERROR: return "Parse error";
@@ -138,7 +143,7 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
       return NULL;
     }
     if (rc) {
-      *code = rc;
+      *code = rc = wire_code(rc);
       err = error_obj(rc, &e);
       json_decref(result);
       result = NULL;
@@ -297,7 +302,7 @@ json_t *xgr__rpc_finish(xgr_rpc_defer *df, const char **name, int *code) {
   json_t *result = NULL, *out = NULL;
   int rc = df->finish(df->ctx, &result, &e);
   assert(rc != XGR_RPC_DEFERRED);
-  *code = rc;
+  *code = rc = wire_code(rc);
   *name = df->name;
   if (rc) {
     json_decref(result);

@@ -168,7 +168,7 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
   }
   if (!json_is_array(by)) {
     json_decref(one);
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "sort.by",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "sort.by",
                          "expected [\"rootPid:desc\", \"iter:asc\", ...] (keys rootPid, " "iter, updatedAt)");
   }
   size_t i;
@@ -183,7 +183,7 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
     int dr = !strcmp(dir, "asc") ? 1 : !strcmp(dir, "desc") ? -1 : 0;
     if (!t || k < 0 || !dr || rs->nkeys == 4) {
       json_decref(one);
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path,
+      return xgr__rpc_fail(err, XGR_ESCHEMA, path,
                            "is \"%.40s\"; expected \"<rootPid|iter|updatedAt>:<asc|desc>\" " "(at most 4 keys)",
                            t ? t : "?");
     }
@@ -246,13 +246,13 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (xgr__rpc_permits(caller) && json_object_get(o, "controlPermit") && !json_object_get(o, "permit")) {
     /* the public reference's allow mode: a ControlPermitV2 (action wake) for `runner`'s session
      * sessionId lists the waiting steps the signer may wake there (its stepId, if set, only) */
-    if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return xgr_rpc_code_for(rc);
+    if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return rc;
     const char *runner = json_string_value(json_object_get(o, "runner"));
     if (strcmp(cp.action, "wake"))
-      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "controlPermit.message.action",
+      return xgr__rpc_fail(err, XGR_EPERM, "controlPermit.message.action",
                            "is \"%s\"; listing in allow mode takes a wake permit", cp.action);
     if (!runner || strcasecmp(runner, cp.runner))
-      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "runner", "must be the permit's runner %s",
+      return xgr__rpc_fail(err, XGR_EPERM, "runner", "must be the permit's runner %s",
                            cp.runner);
     snprintf(who, sizeof who, "%s", cp.from);
     bound_root = cp.session_id;
@@ -263,7 +263,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
   bool allow_mode = who[0] && strcmp(who, owner);
   if (allow_mode && !json_object_get(o, "runner"))
-    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "from",
+    return xgr__rpc_fail(err, XGR_EPERM, "from",
                          "%s may not list the sessions of %s (allow-list mode needs \"runner\")", who, owner);
   const char *status = NULL;
   if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)) ||
@@ -274,17 +274,17 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   /* the sessions view filters sessions by their status, the others processes by theirs */
   if ((rc = xgr__rpc_status_check(status, "status", per_session, err))) return rc;
   if (view && strcmp(view, "raw") && strcmp(view, "join") && !per_session)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "view",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "view",
                          "is \"%.20s\"; expected \"raw\", \"join\" or \"sessions\"", view);
   if (per_session && allow_mode)
-    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, "view",
+    return xgr__rpc_fail(err, XGR_EPERM, "view",
                          "the sessions view is for the owner; allow-list mode lists waiting processes");
   uint64_t limit = 100;
   static const char *const lim_keys[] = {"limit", "last", NULL};
   const char *lk = xgr__rpc_first_key(o, lim_keys);
   if ((rc = xgr_rpc_param_uint(o, lk, false, &limit, err))) return rc;
   if (limit > LIST_MAX)
-    return xgr__rpc_fail(err, XGR_RPC_LIMITS_EXCEEDED, XGR_ELIMIT, lk, "is %llu; at most %d items are listed at once",
+    return xgr__rpc_fail(err, XGR_ELIMIT, lk, "is %llu; at most %d items are listed at once",
                          (unsigned long long)limit, LIST_MAX);
   rows rs = {0};
   if ((rc = parse_sort(o, &rs, err))) return rc;
@@ -298,7 +298,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   xgr_store_session *ss = NULL;
   size_t nss = 0;
   if (bound_root && rv && !json_is_null(rv) && (xgr__rpc_uint(rv, rk, &one_root, err) || one_root != bound_root))
-    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, rk, "must equal the permit's sessionId %llu",
+    return xgr__rpc_fail(err, XGR_EPERM, rk, "must equal the permit's sessionId %llu",
                          (unsigned long long)bound_root);
   if (bound_root) {   /* the permit's session only */
     one_root = bound_root;
@@ -414,7 +414,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
   if (xgr__rpc_permits(caller) && strcmp(who, owner))   /* a signer reads its own sessions */
-    return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, opath,
+    return xgr__rpc_fail(err, XGR_EPERM, opath,
                          "signer %s may not read the sessions of %s (it is not the owner)", who, owner);
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;

@@ -24,17 +24,18 @@
 #include "util/buf.h"
 #include "util/suggest.h"
 
-int xgr__rpc_fail(xgr_error *err, int rpc, int code, const char *path, const char *fmt, ...) {
+int xgr__rpc_fail(xgr_error *err, int code, const char *path, const char *fmt, ...) {
+  assert(code < 0 && code > XGR_ERRCODE_MIN_);
   va_list ap;
   va_start(ap, fmt);
   xgr_error_vset(err, code, path, fmt, ap);
   va_end(ap);
-  return rpc;
+  return code;
 }
 
 int xgr__rpc_code(int rc, xgr_error *err) {
   if (!err->message[0]) xgr_error_set(err, rc, err->path, "%s", xgr_errcode_name(rc));
-  return xgr_rpc_code_for(rc);
+  return rc;
 }
 
 /* v as compact JSON for a message (owned; "missing" stands in for NULL). */
@@ -47,7 +48,7 @@ static int wrong(const json_t *v, const char *path, const char *what, xgr_error 
   char *t = shown(v);
   xgr_error_set(err, XGR_ESCHEMA, path, "is %.60s; expected %s", t, what);
   free(t);
-  return XGR_RPC_INVALID_PARAMS;
+  return XGR_ESCHEMA;
 }
 
 int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *err) {
@@ -63,7 +64,7 @@ int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *e
     xgr_bigint_to_dec(x, dec, sizeof dec);
     xgr_value_release(x);
     if (fits) return 0;
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path,
+    return xgr__rpc_fail(err, XGR_ESCHEMA, path,
                          "is %.60s; expected a non-negative integer of at most 64 bits (<= %llu)", dec,
                          (unsigned long long)UINT64_MAX);
   }
@@ -78,7 +79,7 @@ int xgr__rpc_uint(const json_t *v, const char *path, uint64_t *out, xgr_error *e
         return 0;
       }
       if (!*end)
-        return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path,
+        return xgr__rpc_fail(err, XGR_ESCHEMA, path,
                              "is \"%.60s\"; expected a non-negative integer of at most 64 bits (<= %llu)", s,
                              (unsigned long long)UINT64_MAX);
     }
@@ -93,7 +94,7 @@ static bool name_ok(const char *v, size_t max, const char *forbid) {
 int xgr__rpc_check_name(const char *v, size_t max, const char *forbid, const char *path, const char *what,
                         xgr_error *err) {
   if (!name_ok(v, max, forbid))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path, "is \"%.80s\"; expected %s", v, what);
+    return xgr__rpc_fail(err, XGR_ESCHEMA, path, "is \"%.80s\"; expected %s", v, what);
   return 0;
 }
 
@@ -115,7 +116,7 @@ int xgr__rpc_version(const json_t *o, uint32_t *out, xgr_error *err) {
   int rc = xgr_rpc_param_uint(o, "version", false, &v, err);
   if (rc) return rc;
   if (v > UINT32_MAX)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "version",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "version",
                          "is %llu; expected a registry version (at most %lu)", (unsigned long long)v,
                          (unsigned long)UINT32_MAX);
   *out = (uint32_t)v;
@@ -188,10 +189,10 @@ int xgr__rpc_status_check(const char *status, const char *path, bool sessions, x
   xgr_buf b = {0};
   for (size_t i = 0; i < n; i++) xgr__buf_printf(&b, "%s%s", i ? (i + 1 == n ? " or " : ", ") : "", w[i]);
   char *list = xgr__buf_finish(&b, NULL);
-  xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, path, "is \"%.40s\"; expected a %s status: %s%s%s%s", status,
+  xgr__rpc_fail(err, XGR_ESCHEMA, path, "is \"%.40s\"; expected a %s status: %s%s%s%s", status,
                 sessions ? "session" : "process", list, near ? " (did you mean \"" : "", near ? near : "", near ? "\"?)" : "");
   free(list);
-  return XGR_RPC_INVALID_PARAMS;
+  return XGR_ESCHEMA;
 }
 
 bool xgr__rpc_session_status_is(const xgr_store_session *s, const char *want, xgr_engine *e) {
@@ -239,10 +240,10 @@ int xgr__rpc_owner(const json_t *o, const char *who, char *owner, size_t n, cons
   *path = k;
   if (!v) v = who;
   if (!v || !*v)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "owner",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "owner",
                          "missing; expected the owner's address (0x + 40 hex)");
   if (!xgr_rpc_is_address(v))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k, "is \"%.80s\"; expected an address (0x + 40 hex)",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, k, "is \"%.80s\"; expected an address (0x + 40 hex)",
                          v);
   xgr__str_copy(owner, n, v);
   xgr__rpc_lower(owner);
@@ -256,7 +257,7 @@ int xgr__rpc_target(const json_t *o, uint64_t *root, uint64_t *iter, const char 
   *path = k;
   *iter = 0;
   if (!v || json_is_null(v))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "pid",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "pid",
                          "missing; expected \"pid\" (\"<rootPid>:<iter>\" or \"<rootPid>\") or \"rootPid\"");
   if (!strcmp(k, "pid") || !strcmp(k, "processId")) {
     xgr_value x;
@@ -290,14 +291,14 @@ int xgr__rpc_keys(const json_t *o, const char *path, const char *const *known, x
     snprintf(at, sizeof at, "%s%s%.64s", path, *path ? "." : "", k);
     const char *near = xgr__nearest_key(k, cand, n);
     if (near)
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; did you mean \"%s\"?",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, at, "params.%s: unknown key; did you mean \"%s\"?",
                            at, near);
     if (!known[0])
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected no parameters%s",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, at, "params.%s: unknown key; expected no parameters%s",
                            at, *path ? "" : " (other than from)");
     char list[400];
     xgr__keys_join(list, sizeof list, cand, n);
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, at, "params.%s: unknown key; expected one of %s", at,
+    return xgr__rpc_fail(err, XGR_ESCHEMA, at, "params.%s: unknown key; expected one of %s", at,
                          list);
   }
   return 0;
@@ -316,7 +317,7 @@ static int param(const json_t *params, const char *key, bool required, const jso
   *v = json_is_object(params) ? json_object_get(params, key) : NULL;
   if (!*v || json_is_null(*v)) {
     *v = NULL;
-    if (required) return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, key, "missing; expected %s", what);
+    if (required) return xgr__rpc_fail(err, XGR_ESCHEMA, key, "missing; expected %s", what);
   }
   return 0;
 }
@@ -360,6 +361,6 @@ int xgr_rpc_params_object(const json_t *params, const json_t **out, xgr_error *e
     *out = json_array_get(params, 0);
     return 0;
   }
-  return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, json_is_array(params) ? "[0]" : "",
+  return xgr__rpc_fail(err, XGR_ESCHEMA, json_is_array(params) ? "[0]" : "",
                        "params are an object, or an array holding one object (params[0])");
 }

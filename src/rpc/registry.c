@@ -28,7 +28,7 @@ bool xgr__rpc_permits(const xgr_rpc_caller *caller) { return caller && !caller->
 static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len, xgr_error *err) {
   const json_t *v = json_object_get(o, key);
   if (!v || json_is_null(v))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, key,
+    return xgr__rpc_fail(err, XGR_ESCHEMA, key,
                          "missing; expected the document as an object or its JSON text");
   if (json_is_string(v)) {
     *len = json_string_length(v);
@@ -37,7 +37,7 @@ static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len
     return 0;
   }
   if (!json_is_object(v))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, key,
+    return xgr__rpc_fail(err, XGR_ESCHEMA, key,
                          "is not an object; expected the document as an object or its JSON text");
   *bytes = xgr_json_dumps_compact(v);   /* numbers beyond int64 as numbers */
   if (!*bytes) abort();
@@ -58,7 +58,7 @@ static int owned(xgr_rpcd *d, const xgr_rpc_caller *caller, xgr_registry_kind ki
   }
   if (rc) return xgr__rpc_code(rc, err);
   if (xgr__rpc_permits(caller) && prev->owner && prev->owner[0] && strcasecmp(prev->owner, who)) {
-    int r = xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, path,
+    int r = xgr__rpc_fail(err, XGR_EPERM, path,
                           "\"%s\" is owned by %s; only its owner may register a new version (signer %s)", key,
                           prev->owner, who);
     xgr_store_doc_clear(prev);
@@ -78,8 +78,8 @@ static int prefixed(int rc, xgr_error *err, const char *pre, const xgr_error *e)
   snprintf(err->path, sizeof err->path, "%s%s%.200s", pre, e->path[0] && e->path[0] != '[' ? "." : "", e->path);
   /* a document that does not load is the client's: invalid params whatever failed in it (an
    * unknown CEL function is an eval_error of the compiler, not an internal error), limits apart */
-  int c = xgr_rpc_code_for(e->code ? e->code : rc);
-  return c == XGR_RPC_INTERNAL_ERROR && (e->code ? e->code : rc) != XGR_ENOMEM ? XGR_RPC_INVALID_PARAMS : c;
+  int c = e->code ? e->code : rc;
+  return xgr_rpc_code_for(c) == XGR_RPC_INTERNAL_ERROR && c != XGR_ENOMEM ? XGR_ESCHEMA : c;
 }
 
 static json_t *doc_json(const xgr_store_doc *doc) {
@@ -104,7 +104,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   if ((rc = doc_bytes(o, "orchestration", &bytes, &len, err))) return rc;
   if (len > XGR_MAX_OSTC_BYTES) {
     free(bytes);
-    return xgr__rpc_fail(err, XGR_RPC_LIMITS_EXCEEDED, XGR_ELIMIT, "orchestration", "is %zu bytes; MaxOSTCBytes is %d",
+    return xgr__rpc_fail(err, XGR_ELIMIT, "orchestration", "is %zu bytes; MaxOSTCBytes is %d",
                          len, XGR_MAX_OSTC_BYTES);
   }
   xgr_orch *orch = NULL;
@@ -207,15 +207,15 @@ static int rule_key(const json_t *o, char *key, size_t n, const char **path, xgr
   bool hex = vl > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
   for (size_t i = 2; hex && i < vl; i++) hex = isxdigit((unsigned char)v[i]) != 0;
   if (hex && vl != 42)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+    return xgr__rpc_fail(err, XGR_ESCHEMA, k,
                          "\"%.80s\" looks like an address but has %zu hex digits; expected 40 (no step could name it)",
                          v, vl - 2);
   if (!strncmp(v, "${", 2))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+    return xgr__rpc_fail(err, XGR_ESCHEMA, k,
                          "\"%.80s\" is a reference form; register the rule under ALIAS and name it ${addr:ALIAS} in steps", v);
   for (size_t i = 0; i < vl; i++)
     if (isspace((unsigned char)v[i]) || iscntrl((unsigned char)v[i]))
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, k,
+      return xgr__rpc_fail(err, XGR_ESCHEMA, k,
                            "\"%.80s\" contains white space; no step's `rule` can name it", v);
   snprintf(key, n, "%s", v);
   if (xgr_rpc_is_address(key)) xgr__rpc_lower(key);
@@ -248,7 +248,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   if (len > 131072) {
     free(bytes);
     xgr_store_doc_clear(&prev);
-    return xgr__rpc_fail(err, XGR_RPC_LIMITS_EXCEEDED, XGR_ELIMIT, "rule", "is %zu bytes; MaxXRC137Bytes is 131072",
+    return xgr__rpc_fail(err, XGR_ELIMIT, "rule", "is %zu bytes; MaxXRC137Bytes is 131072",
                          len);
   }
   xgr_rule *rule = NULL;
@@ -288,7 +288,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   if ((rc = rule_key(o, key, 128, &kpath, err)) || (rc = xgr__rpc_opt_str(o, "owner", &owner, err))) return rc;
   if (owner && !xgr_rpc_is_address(key)) {   /* an owner's rule name (permit mode registers them so) */
     if (!xgr_rpc_is_address(owner))
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "owner", "is \"%.60s\"; expected an address", owner);
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "owner", "is \"%.60s\"; expected an address", owner);
     char lo[43], scoped[sizeof key];
     snprintf(lo, sizeof lo, "%s", owner);
     xgr__rpc_lower(lo);

@@ -17,7 +17,8 @@
  * (xgr__ prefix). Strings returned through `const char **` point into the request's JSON
  * (borrowed, valid while the params live); json_t results are new references owned by the caller
  * unless a comment says otherwise. Methods follow xgr_rpc_method_fn (xgr/rpc.h): 0 with *result
- * set (owned by the server), or a JSON-RPC code with err naming the parameter path.
+ * set (owned by the server), or a negative xgr_errcode with err naming the parameter path (the
+ * dispatcher maps it to the JSON-RPC code, in one place).
  */
 #ifndef XGR_RPC_RPC_IMPL_H
 #define XGR_RPC_RPC_IMPL_H
@@ -109,10 +110,11 @@ struct xgr_rpcd {
 
 /* ---- params.c ------------------------------------------------------------------------------- */
 
-/* Refuse a call: sets err (code, path, formatted message) and returns the JSON-RPC code `rpc`. */
-int xgr__rpc_fail(xgr_error *err, int rpc, int code, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-/* An xgr error code from a lower layer as a JSON-RPC code; fills a message if err has none. */
+/* Refuse a call: sets err (code, path, formatted message) and returns code, the xgr_errcode the
+ * dispatcher turns into the JSON-RPC code (xgr_rpc_code_for, jsonrpc.c). */
+int xgr__rpc_fail(xgr_error *err, int code, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* An xgr error code from a lower layer, returned as it is; fills a message if err has none. */
 int xgr__rpc_code(int rc, xgr_error *err);
 /* The one unsigned-integer parser: a non-negative JSON integer or a decimal string of digits only
  * that fits in 64 bits (no sign, no spaces; "18446744073709551616" is refused, not clamped).

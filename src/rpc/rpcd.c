@@ -42,7 +42,7 @@ static int guarded(void *ctx, const xgr_rpc_caller *caller, const json_t *params
   const xgr__guard *g = ctx;
   xgr_error se;
   if (xgr_store_failed(g->d->st, &se))
-    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "the store failed, so xgrd takes no more work: %s",
+    return xgr__rpc_fail(err, XGR_EIO, NULL, "the store failed, so xgrd takes no more work: %s",
                          se.message);
   return g->fn(g->d, caller, params, result, err);
 }
@@ -101,8 +101,9 @@ static const absent_method absent[] = {
 static int m_absent(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
   (void)caller, (void)params, (void)result;
   const absent_method *a = ctx;
-  return xgr__rpc_fail(err, XGR_RPC_METHOD_NOT_FOUND, XGR_EUNSUPPORTED, NULL,
-                       "xgr_%s (public endpoint reference) is not offered by xgrd: %s", a->name, a->reason);
+  xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "xgr_%s (public endpoint reference) is not offered by xgrd: %s", a->name,
+                a->reason);
+  return XGR_RPC_METHOD_NOT_FOUND;   /* a protocol code: the dispatcher passes it on as it is */
 }
 
 int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {

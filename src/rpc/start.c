@@ -270,7 +270,7 @@ static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, xgr__ack *o
     *out_ack = existing_ack(d, owner, root, paused);
     return 0;
   }
-  return xgr__rpc_fail(err, XGR_RPC_CONFLICT, XGR_ECONFLICT, "rootPid",
+  return xgr__rpc_fail(err, XGR_ECONFLICT, "rootPid",
                        "session %s/%llu exists and is %s; a rootPid is used once", owner, (unsigned long long)root, st);
 }
 
@@ -317,7 +317,7 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
                          start_commit **out_sc, xgr_error *err) {
   *out_sc = NULL;
   if (atomic_load(&d->stopping))
-    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL, "xgrd is shutting down");
+    return xgr__rpc_fail(err, XGR_EIO, NULL, "xgrd is shutting down");
   const xgr_bundle *b = NULL;
   const char *reg_owner = NULL;
   const json_t *executors = NULL;
@@ -326,7 +326,7 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
   *out_b = b;
   if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
     return xgr__rpc_fail(
-        err, XGR_RPC_REGISTRY_MISMATCH, XGR_EMISMATCH, "ostcHash",
+        err, XGR_EMISMATCH, "ostcHash",
         "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
         rq->ostc_hash, rq->reg_key, b->orch->hash);
   if (rq->permit && rq->permit->kind) {
@@ -336,7 +336,7 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
     if (!rq->root && (rc = xgr_store_peek_process_id(d->st, rq->owner, &rq->root, err))) return xgr__rpc_code(rc, err);
     if ((rc = xgr_auth_check_session(rq->permit, rq->root, rq->ostc_id, b->orch->hash, err)) ||
         (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
-      return xgr_rpc_code_for(rc);
+      return rc;
   }
   /* an XRC-729 registry on the chain: the signer must be its owner or one of its executors
    * (XRC-729 §4.2); without permits (--auth none) there is no signer to check */
@@ -348,27 +348,27 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
     bool ok = false;
     xgr_error ae;
     if ((rc = xgr_chain_authorized(d->nc->chain, NULL, reg, rq->who, &ok, &ae)))
-      return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, rc, rq->reg_path, "cannot check the registry's owner: %s", ae.message);
+      return xgr__rpc_fail(err, XGR_EIO, rq->reg_path, "cannot check the registry's owner: %s", ae.message);
     if (!ok)
-      return xgr__rpc_fail(err, XGR_RPC_NOT_PERMITTED, XGR_EPERM, rq->reg_path,
+      return xgr__rpc_fail(err, XGR_EPERM, rq->reg_path,
                            "the permit's signer %s is neither the owner of registry %s nor one of its executors", rq->who,
                            reg);
   }
   const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
   int si = xgr_orch_find(b->orch, step);
   if (si < 0)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ENOTFOUND, rq->step_path,
+    return xgr__rpc_fail(err, XGR_EREF, rq->step_path,
                          "step \"%.80s\" is not a step of orchestration \"%s\"", step, b->orch->id);
   xgr_value payload = xgr_value_null();
   if (rq->payload) {
     if (!json_is_object(rq->payload))
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, rq->payload_path,
+      return xgr__rpc_fail(err, XGR_ESCHEMA, rq->payload_path,
                            "is not an object; expected the step's input payload {...}");
     xgr_value_from_json(rq->payload, 0, &payload, err);
     if (xgr_value_check_list_cap(payload, 64, err)) {
       xgr_value_release(payload);
       snprintf(err->path, sizeof err->path, "%s", rq->payload_path);
-      return XGR_RPC_LIMITS_EXCEEDED;
+      return XGR_ELIMIT;
     }
   }
   uint64_t root = rq->root;
@@ -537,7 +537,7 @@ static int validate_answer(xgr__waiter *w, json_t **result, xgr_error *err) {
     waiter_free(w);
     xgr_error se;
     xgr_store_failed(d->st, &se);
-    return xgr__rpc_fail(err, XGR_RPC_UNAVAILABLE, XGR_EIO, NULL,
+    return xgr__rpc_fail(err, XGR_EIO, NULL,
                          "the store failed before the first step was committed: %s", se.message);
   }
   json_t *r =
@@ -584,23 +584,23 @@ static int daemon_fields(xgr_rpcd *d, const json_t *o, xgr_error *err) {
   if (rc || (rc = xgr__rpc_opt_str(o, "ethRPCURL", &url, err))) return rc;
   const char *have = d->nc->executor ? xgr_chain_executor_address(d->nc->executor) : NULL;
   if (eoa && !have)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "engineEOA",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "engineEOA",
                          "is \"%.60s\"; the engine address is set when xgrd starts (--engine-key) and this xgrd has "
                          "none: leave engineEOA out", eoa);
   if (eoa && strcasecmp(eoa, have))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "engineEOA",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "engineEOA",
                          "is \"%.60s\"; the engine address is set when xgrd starts (--engine-key) and is %s: give "
                          "that or leave engineEOA out", eoa, have);
   const char *chain = d->nc->chain ? xgr_chain_url(d->nc->chain, NULL) : NULL;
   if (url && !chain)
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ethRPCURL",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "ethRPCURL",
                          "is \"%.100s\"; the chain is set when xgrd starts (--chain) and this xgrd has none: leave "
                          "ethRPCURL out", url);
   size_t ul = url ? strlen(url) : 0, cl = chain ? strlen(chain) : 0;
   if (ul && url[ul - 1] == '/') ul--;   /* one trailing slash names the same endpoint */
   if (cl && chain[cl - 1] == '/') cl--;
   if (url && (ul != cl || strncmp(url, chain, ul)))
-    return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "ethRPCURL",
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "ethRPCURL",
                          "is \"%.100s\"; the chain is set when xgrd starts (--chain) and is %s: give that or leave "
                          "ethRPCURL out", url, chain);
   return 0;
@@ -634,7 +634,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   if (init) {
     const json_t *sv = json_object_get(init, "stepId");
     if (sv && !json_is_null(sv) && !json_is_string(sv))
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "init.stepId",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "init.stepId",
                            "is not a string; expected a step id");
     step = json_string_value(sv);
     payload = json_object_get(init, "payload");
@@ -642,7 +642,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
     const json_t *wv = json_object_get(init, "waitMs");
     if (wv && !json_is_null(wv) && (rc = xgr__rpc_uint(wv, "init.waitMs", &wait_ms, err))) return rc;
     if (wait_ms > (uint64_t)XGR_MAX_WAIT_MS)
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "init.waitMs",
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "init.waitMs",
                            "is %llu; expected at most %lld (the longest waitSec, in ms)", (unsigned long long)wait_ms,
                            (long long)XGR_MAX_WAIT_MS);
   }
@@ -699,7 +699,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
     waiter_free(w);
     if (rc) return rc;
-    return xgr__rpc_fail(err, XGR_RPC_CONFLICT, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner,
+    return xgr__rpc_fail(err, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner,
                          (unsigned long long)root, xgr__rpcd_ack_names[a]);
   }
   xgr_counter_add(d->c_enq[XGR__ACK_QUEUED], 1);
@@ -743,7 +743,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   if (xgr__rpc_permits(caller)) {   /* public, as on a chain: `from` names whose counter to read */
     const json_t *f = json_object_get(o, "from");
     if (f && (!json_is_string(f) || !xgr_rpc_is_address(json_string_value(f))))
-      return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from", "is not an address (0x + 40 hex)");
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "from", "is not an address (0x + 40 hex)");
     if (f) {
       snprintf(who, sizeof who, "%s", json_string_value(f));
       xgr__rpc_lower(who);
@@ -751,7 +751,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   } else if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) {
     return rc;
   }
-  if (!who[0]) return xgr__rpc_fail(err, XGR_RPC_INVALID_PARAMS, XGR_ESCHEMA, "from",
+  if (!who[0]) return xgr__rpc_fail(err, XGR_ESCHEMA, "from",
                                     "missing; expected the sender's address (0x + 40 hex)");
   uint64_t root;   /* the next expected rootPid (public reference §6): read, not taken */
   if ((rc = xgr_store_peek_process_id(d->st, who, &root, err))) return xgr__rpc_code(rc, err);

@@ -241,14 +241,14 @@ static void test_param_uint_range(void **st) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     v = 7;
     xgr_error_clear(&e);
-    assert_int_equal(xgr_rpc_param_uint(p, bad[i], true, &v, &e), XGR_RPC_INVALID_PARAMS);
+    assert_int_equal(xgr_rpc_param_uint(p, bad[i], true, &v, &e), XGR_ESCHEMA);
     assert_string_equal(e.path, bad[i]);
     assert_true(v == 7);   /* nothing written on refusal */
   }
   uint64_t absent = 5;
   assert_int_equal(xgr_rpc_param_uint(p, "missing", false, &absent, &e), 0);
   assert_true(absent == 5);
-  assert_int_equal(xgr_rpc_param_uint(p, "missing", true, &absent, &e), XGR_RPC_INVALID_PARAMS);
+  assert_int_equal(xgr_rpc_param_uint(p, "missing", true, &absent, &e), XGR_ESCHEMA);
   assert_string_equal(e.path, "missing");
   json_decref(p);
 }
