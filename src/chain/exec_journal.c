@@ -1,4 +1,4 @@
-/* exec_journal.c — the engine executor's journal (exec_journal.h) on its two backends.
+/* exec_journal.c — the engine executor's journal (exec_journal_impl.h) on its two backends.
  *
  * SQLite (a file beside an SQLite store, or in memory): the table chain_exec, WAL and
  * synchronous=FULL, so a statement that returned is on disk.
@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chain/exec_journal.h"
-#include "store/sqlite_col.h"
+#include "chain/exec_journal_impl.h"
+#include "util/sqlite_col.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/clock.h"

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/pg_cluster.h"
+#include "store/postgres_impl.h"
 #include "util/buf.h"
 #include "util/hashmap.h"
 
@@ -1199,7 +1199,7 @@ bool xgr_store_outbox_pending(xgr_store *st, const char *id) {
   const char *v[1] = {id};
   xgr_error err;
   PGresult *r = run_locked(c, "SELECT 1 FROM outbox WHERE id = $1 AND refused IS NULL", 1, v, "outbox", &err);
-  bool pending = r && PQntuples(r) == 1;
+  bool queued = r && PQntuples(r) == 1;
   PQclear(r);
-  return pending;
+  return queued;
 }

@@ -57,8 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rule/rule_impl.h"   /* xgr__rule_mask_url */
 #include "store/postgres_impl.h"
+#include "xgr/rule.h"   /* xgr_rule_mask_url */
 
 /* ---- the handle ------------------------------------------------------------------------------- */
 
@@ -166,7 +166,7 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
 
 /* The URL for messages and logs: the userinfo (user:password@) and secret-looking query values
  * (password=, ...) masked by the rule engine's URL masking (src/rule/result.c, fuzzed). */
-char *xgr_store_url_redacted(const char *url) { return xgr__rule_mask_url(url); }
+char *xgr_store_url_redacted(const char *url) { return xgr_rule_mask_url(url); }
 
 /* Open *out as the connection role ("reader", "writer", or "writer-K": the K-th writer
  * connection, commit_split). 0 or an error. */

@@ -119,5 +119,5 @@ fail:
   return -1;
 }
 
-/* The writer's retention step (writer.h). */
+/* The writer's retention step (store_impl.h). */
 long xgr__pg_gc(void *ctx, bool full, bool *more, xgr_error *err) { return gc_step(ctx, full, more, err); }

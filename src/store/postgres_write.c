@@ -609,7 +609,7 @@ static void commit_split(pgstore *g, xgr_store_changes **list, size_t n) {
   free(part);
 }
 
-/* The writer's commit step (writer.h). */
+/* The writer's commit step (store_impl.h). */
 void xgr__pg_commit(void *ctx, xgr_store_changes **list, size_t n) {
   pgstore *g = ctx;
   if (!g->cl) {
