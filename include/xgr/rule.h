@@ -354,6 +354,13 @@ int xgr_step_finish(xgr_step_state *st, xgr_step_result *out);
 /* Drop a step in flight without a result. NULL is allowed. */
 void xgr_step_state_free(xgr_step_state *st);
 
+/* url as reports and logs may show it: a new string (the caller frees it) with the userinfo of the
+ * authority ("user:password@") replaced by "***@" and the value of every query parameter whose
+ * name contains key, token, secret, pass, auth or sig (any case) replaced by "***"; everything else
+ * as given. Never fails (url must not be NULL). The step results' API call URLs are masked so, and
+ * the store's URLs in messages (xgr_store_url_redacted). */
+char *xgr_rule_mask_url(const char *url);
+
 /* ---- HTTP over libcurl -------------------------------------------------------------------- */
 /* One exchange's curl easy handle and buffers, reusable for many requests (not concurrently).
  * For a curl multi loop: h = xgr_http_exchange_prepare(x, rq); curl_multi_add_handle(m, h); when

@@ -462,6 +462,63 @@ void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out);
 xgr_session *xgr_store_restore_session(const xgr_orch *o, const xgr_store_live *l, const xgr_session_config *cfg,
                                        int64_t now, xgr_effects *fx, xgr_error *err);
 
+/* ---- fenced leases: the one primitive every lease of a cluster is made of ----------------------------- *
+ * A fenced lease is a row of a PostgreSQL table naming its holder (a node id), its epoch (the
+ * fencing token: raised by one at every take-over, never lowered) and its expiry (ms of the
+ * database's clock, xgr_ms_now()). The four verbs:
+ *   take     a node takes the row when it names no holder, its time ran out, its holder is dead
+ *            (xgr_node_alive: that node's process let go of its node lock) or it names the taker
+ *            already (a restart under the same id): holder := node, epoch + 1, expiry := now + ms;
+ *            RETURNING the new epoch. The caller may choose the free rows itself (`chosen`).
+ *   renew    the holder extends the row's expiry, at the epoch it holds; RETURNING the epoch (no
+ *            row: the lease is gone).
+ *   release  the holder gives the row up at its epoch (any epoch when none is given): expiry :=
+ *            `expires` (0 when NULL), the holder cleared with `clear`.
+ *   check    whether the row still names node at epoch; with `lock`, FOR SHARE — put inside the
+ *            statement that writes what only the holder may write, it refuses the late write of a
+ *            node that lost the lease and makes a take-over wait for a write in flight.
+ * Two kinds of rows use it: the sessions' leases (sessions.lease_owner / lease_epoch /
+ * lease_expires; the store's cluster part, whose node-wide heartbeat also extends them) and the
+ * engine executor's sender lease (exec_leader, the shared execution journal). The primitive writes
+ * the statement; the caller runs it on its own connection with its own parameters (node, ms, epoch
+ * and key are SQL expressions: a parameter "$3::bigint", a column "u.epoch"). */
+typedef struct xgr_store_fenced_lease {
+  const char *table;                    /* the table of the lease rows */
+  const char *alias;                    /* its alias in the statements (NULL: the table's name) */
+  const char *holder, *epoch, *expires; /* its columns: node id, fencing token, expiry (ms) */
+} xgr_store_fenced_lease;
+
+typedef enum xgr_store_fenced_verb {
+  XGR_STORE_FENCED_TAKE,
+  XGR_STORE_FENCED_RENEW,
+  XGR_STORE_FENCED_RELEASE,
+  XGR_STORE_FENCED_CHECK
+} xgr_store_fenced_verb;
+
+/* The parts of one statement (every field borrowed; NULL where a verb does not use it). */
+typedef struct xgr_store_fenced_stmt {
+  const char *key;        /* the condition naming the lease rows (may name `from`'s items); NULL: every row */
+  const char *from;       /* take, release, check: more FROM items, e.g. "unnest($1::text[]) AS u(owner)" */
+  const char *node;       /* the node taking, holding or checking */
+  const char *ms;         /* take, renew: the lease's length */
+  const char *epoch;      /* renew, check: the epoch held; release: NULL for any epoch */
+  const char *expires;    /* release: the expiry left in the row (NULL: 0) */
+  const char *insert;     /* take: "INSERT INTO table(...) VALUES(...)" of a new row at epoch 1, taken instead
+                             ON CONFLICT (conflict) as above; NULL: the rows exist */
+  const char *conflict;   /* take with insert: the conflict target's columns */
+  const char *returning;  /* take, renew, release: the RETURNING list (take, renew: NULL is the epoch;
+                             release: NULL is none); check: the select list (NULL: 1) */
+  bool chosen;            /* take: `key` names free rows only (the caller's own test); else the primitive's */
+  bool clear;             /* release: the holder becomes NULL too */
+  bool lock;              /* check: FOR SHARE */
+} xgr_store_fenced_stmt;
+
+/* The SQL of verb on lease l with the parts s: a new string (the caller frees it). */
+char *xgr_store_fenced_sql(const xgr_store_fenced_lease *l, xgr_store_fenced_verb verb, const xgr_store_fenced_stmt *s);
+/* How often a holder renews a lease of lease_ms (ms): every third of it (at least 1 ms), so that
+ * two renewals may fail before it runs out. */
+int64_t xgr_store_fenced_renew_ms(int64_t lease_ms);
+
 /* ---- cluster: leases with fencing (PostgreSQL with cfg.node_id; docs/CLUSTER.md) ---------------------- *
  * Each live session is leased to one node: sessions.lease_owner, lease_epoch (the fencing token,
  * +1 at every claim) and lease_expires (ms, the database's clock). A node holds the sessions it

@@ -1,4 +1,4 @@
-/* exec_journal.c — the engine executor's journal (exec_journal.h) on its two backends.
+/* exec_journal.c — the engine executor's journal (exec_journal_impl.h) on its two backends.
  *
  * SQLite (a file beside an SQLite store, or in memory): the table chain_exec, WAL and
  * synchronous=FULL, so a statement that returned is on disk.
@@ -31,9 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chain/exec_journal.h"
-#include "store/sqlite_col.h"
+#include "chain/exec_journal_impl.h"
+#include "util/sqlite_col.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "util/clock.h"
 #include "xgr/store.h"
 
@@ -49,6 +50,9 @@ struct xgr__xjournal {
   char *node;
   int64_t lease_ms, epoch;
   uint64_t renewed_ns;
+  /* shared: the statements of the sender's lease (xgr_store_fenced_sql over exec_leader's row),
+   * made at open: take it, renew it, give it up, and a mark fenced by it */
+  char *sql_take, *sql_renew, *sql_release, *sql_mark;
 };
 
 static void set_err(char *err, size_t cap, const char *msg) {
@@ -56,6 +60,29 @@ static void set_err(char *err, size_t cap, const char *msg) {
 }
 
 /* ---- PostgreSQL -------------------------------------------------------------------------------- */
+
+/* The sender's lease: the one row of exec_leader (a fenced lease, xgr/store.h). */
+static const xgr_store_fenced_lease LEADER = {"exec_leader", NULL, "node", "epoch", "expires"};
+
+/* Shared: the lease's statements (parameters: $1 node, $2 lease ms, $3 sender or epoch; the mark's
+ * $7 node, $8 epoch). A node takes the row when it records this node's engine key and is free; the
+ * first node inserts it. */
+static void pg_lease_sql(xgr__xjournal *j) {
+  j->sql_take = xgr_store_fenced_sql(&LEADER, XGR_STORE_FENCED_TAKE, &(xgr_store_fenced_stmt){
+      .insert = "INSERT INTO exec_leader(id, node, epoch, expires, sender) VALUES(1, $1, 1, xgr_ms_now() + $2::bigint, $3)",
+      .conflict = "id", .key = "exec_leader.sender = $3", .node = "$1", .ms = "$2::bigint"});
+  j->sql_renew = xgr_store_fenced_sql(&LEADER, XGR_STORE_FENCED_RENEW,
+                                      &(xgr_store_fenced_stmt){.key = "id = 1", .node = "$1", .ms = "$2::bigint", .epoch = "$3"});
+  j->sql_release = xgr_store_fenced_sql(&LEADER, XGR_STORE_FENCED_RELEASE,
+                                        &(xgr_store_fenced_stmt){.key = "id = 1", .node = "$1", .epoch = "$2"});
+  char *check = xgr_store_fenced_sql(&LEADER, XGR_STORE_FENCED_CHECK,
+                                     &(xgr_store_fenced_stmt){.key = "id = 1", .node = "$7", .epoch = "$8", .lock = true});
+  xgr_buf b = {0};
+  xgr__buf_printf(&b, "WITH l AS (%s) UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5,"
+                  " sender = COALESCE($9, sender) WHERE id = $6 AND EXISTS (SELECT 1 FROM l)", check);
+  free(check);
+  j->sql_mark = xgr__buf_finish(&b, NULL);
+}
 
 /* Made at the first write (in one transaction, serialized between nodes by a transaction lock so
  * that two nodes' first executions do not race on the catalog). exec_leader's one row is the
@@ -272,11 +299,7 @@ static int pg_mark(xgr__xjournal *j, int64_t id, int state, const char *raw, con
   char ep[24];
   snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
   const char *p[9] = {st, raw, hash, nc, record, idt, j->node, ep, snd};
-  PGresult *r = pg_run(j,
-                       "WITH l AS (SELECT 1 FROM exec_leader WHERE id = 1 AND node = $7 AND epoch = $8 FOR SHARE)"
-                       " UPDATE exec_journal SET state = $1, raw = $2, hash = $3, nonce = $4, record = $5,"
-                       " sender = COALESCE($9, sender) WHERE id = $6 AND EXISTS (SELECT 1 FROM l)",
-                       9, p, PGRES_COMMAND_OK, err, cap);
+  PGresult *r = pg_run(j, j->sql_mark, 9, p, PGRES_COMMAND_OK, err, cap);
   if (!r) return -1;
   bool done = !strcmp(PQcmdTuples(r), "1");
   PQclear(r);
@@ -308,15 +331,14 @@ static int pg_lead(xgr__xjournal *j, char *err, size_t cap) {
   if (!j->have_table && pg_check_table(j, err, cap)) return -1;
   if (!j->have_table) return 0;   /* no execution anywhere yet */
   uint64_t now = xgr__mono_ns();
-  if (j->epoch && now - j->renewed_ns < (uint64_t)j->lease_ms * 1000000u / 3) return 1;
+  if (j->epoch && now - j->renewed_ns < (uint64_t)xgr_store_fenced_renew_ms(j->lease_ms) * 1000000u) return 1;
   char lm[24], ep[24];
   snprintf(lm, sizeof lm, "%" PRId64, j->lease_ms);
   PGresult *r;
   if (j->epoch) {   /* renew; when that finds another holder, try to take it as anyone would */
     snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
     const char *p[3] = {j->node, lm, ep};
-    r = pg_run(j, "UPDATE exec_leader SET expires = xgr_ms_now() + $2::bigint WHERE id = 1 AND node = $1 AND epoch = $3"
-               " RETURNING epoch", 3, p, PGRES_TUPLES_OK, err, cap);
+    r = pg_run(j, j->sql_renew, 3, p, PGRES_TUPLES_OK, err, cap);
     bool held = r && PQntuples(r) == 1;
     PQclear(r);
     if (!r) {
@@ -330,12 +352,7 @@ static int pg_lead(xgr__xjournal *j, char *err, size_t cap) {
     j->epoch = 0;
   }
   const char *p[3] = {j->node, lm, j->sender};
-  r = pg_run(j,
-             "INSERT INTO exec_leader AS l(id, node, epoch, expires, sender) VALUES(1, $1, 1, xgr_ms_now() + $2::bigint, $3)"
-             " ON CONFLICT (id) DO UPDATE SET node = EXCLUDED.node, epoch = l.epoch + 1, expires = EXCLUDED.expires"
-             " WHERE l.sender = EXCLUDED.sender AND (l.node = EXCLUDED.node OR l.expires < xgr_ms_now()"
-             " OR NOT xgr_node_alive(l.node)) RETURNING epoch",
-             3, p, PGRES_TUPLES_OK, err, cap);
+  r = pg_run(j, j->sql_take, 3, p, PGRES_TUPLES_OK, err, cap);
   if (!r) return -1;
   j->epoch = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
   PQclear(r);
@@ -350,8 +367,7 @@ static void pg_resign(xgr__xjournal *j) {
   char ep[24], msg[256];
   snprintf(ep, sizeof ep, "%" PRId64, j->epoch);
   const char *p[2] = {j->node, ep};
-  PGresult *r = pg_run(j, "UPDATE exec_leader SET expires = 0 WHERE id = 1 AND node = $1 AND epoch = $2", 2, p,
-                       PGRES_COMMAND_OK, msg, sizeof msg);
+  PGresult *r = pg_run(j, j->sql_release, 2, p, PGRES_COMMAND_OK, msg, sizeof msg);
   PQclear(r);
   j->epoch = 0;
 }
@@ -548,6 +564,7 @@ static xgr__xjournal *journal_open(const char *where, const char *node, int64_t 
   if (node) {
     j->node = xgr__xstrdup(node);
     j->lease_ms = lease_ms;
+    pg_lease_sql(j);
   }
   if (xgr_store_url_is_postgres(where) ? pg_open(j, where, e) : sq_open(j, where, e)) {
     xgr__xjournal_close(j);
@@ -581,6 +598,10 @@ void xgr__xjournal_close(xgr__xjournal *j) {
   if (!j) return;
   if (j->pg && j->node) pg_resign(j);
   free(j->node);
+  free(j->sql_take);
+  free(j->sql_renew);
+  free(j->sql_release);
+  free(j->sql_mark);
   if (j->db) sqlite3_close(j->db);
   if (j->pg) PQfinish(j->pg);   /* ends the session: its advisory lock goes with it */
   free(j->name);

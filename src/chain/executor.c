@@ -35,7 +35,7 @@
 #include <time.h>
 
 #include "chain/chain_int.h"
-#include "chain/exec_journal.h"
+#include "chain/exec_journal_impl.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "xgr/abi.h"

@@ -405,7 +405,7 @@ static void *lease_main(void *arg) {
   xgr__node_lease *l = arg;
   xgr_node *d = l->d;
   int64_t lease = xgr_store_lease_ms(d->st);
-  int64_t beat = lease / 3 > 0 ? lease / 3 : 1, every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
+  int64_t beat = xgr_store_fenced_renew_ms(lease), every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
   int64_t t = xgr__mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
   while (!atomic_load(&l->stop)) {
     t = xgr__mono_ms();

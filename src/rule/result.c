@@ -129,7 +129,7 @@ static bool secret_name(const char *k, size_t n) {
   return false;
 }
 
-char *xgr__rule_mask_url(const char *url) {
+char *xgr_rule_mask_url(const char *url) {
   size_t n = strlen(url);
   char *out = xgr__xmalloc(n * 3 + 8);   /* a masked part (at least 2 bytes: "@", "k=") grows by at most 3 */
   size_t o = 0;

@@ -209,10 +209,6 @@ int xgr__rule_template_render(const rtemplate *t, rule_lookup_fn fn, void *ctx, 
                          size_t *outlen, const char **missing, size_t *missing_len);
 
 /* ---- result.c ---- */
-/* url with credentials masked into a malloc'd string (caller frees): the userinfo of the authority
- * becomes "***@", and the value of every query parameter whose name contains key, token, secret,
- * pass, auth or sig (any case) becomes "***". */
-char *xgr__rule_mask_url(const char *url);
 /* True for the context variable names of SEMANTICS §8. */
 bool xgr__rule_is_ctx_var(const char *name, size_t len);
 

@@ -496,7 +496,7 @@ static bool prepare_request(xgr_step_state *st) {
   }
   st->url = apply_api_map(&st->ctx, s);
   {   /* what reports show of the call: its final URL, credentials masked */
-    char *masked = xgr__rule_mask_url(st->url);
+    char *masked = xgr_rule_mask_url(st->url);
     st->res.api_calls[st->call].url = rdup(&st->res, masked);
     free(masked);
   }

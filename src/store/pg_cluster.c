@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/pg_cluster.h"
+#include "store/postgres_impl.h"
 #include "util/buf.h"
 #include "util/hashmap.h"
 
@@ -66,7 +66,11 @@ struct pgc {
   /* One claim of a session at a time on this node, from the check that no later claim of it here
    * superseded this one to its load (striped by key): see take_claimed. */
   pthread_mutex_t cmu[64];
+  /* the statements of the sessions' leases written by the fenced-lease primitive (pg_lease_sql) */
+  char *sql_claim, *sql_current, *sql_give_up, *sql_release_all;
 };
+
+static void pg_lease_sql(pgc *c);
 
 /* ---- small helpers ------------------------------------------------------------------------------ */
 
@@ -216,6 +220,7 @@ pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t 
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
   for (int i = 0; i < 64; i++) pthread_mutex_init(&c->cmu[i], NULL);
+  pg_lease_sql(c);
   if (!(c->c = connect_plain(c, "lease", err)) || !(c->l = connect_plain(c, "listen", err))) goto fail;
   /* the node lock: a process that died released it with its connection; a live one keeps it */
   const char *v[1] = {node};
@@ -263,6 +268,10 @@ void xgr__pgc_close(pgc *c) {
   free(c->url);
   free(c->name);
   free(c->node);
+  free(c->sql_claim);
+  free(c->sql_current);
+  free(c->sql_give_up);
+  free(c->sql_release_all);
   free(c);
 }
 
@@ -454,7 +463,7 @@ int64_t xgr_store_lease_ms(const xgr_store *st) {
  *         leased to a live node a round costs ~0.3–0.9 ms instead of ~90 ms.
  * `free` is only a gate: any row c would take makes one of its tests true (its clock is read
  * first). */
-static const char CLAIM_SQL[] =
+static const char CLAIM_CTE[] =
     "WITH RECURSIVE o AS ((SELECT lease_owner FROM sessions WHERE status = 0 AND lease_owner IS NOT NULL"
     "   ORDER BY lease_owner LIMIT 1) UNION ALL SELECT (SELECT s.lease_owner FROM sessions s WHERE s.status = 0"
     "   AND s.lease_owner > o.lease_owner ORDER BY s.lease_owner LIMIT 1) FROM o WHERE o.lease_owner IS NOT NULL),"
@@ -473,10 +482,38 @@ static const char CLAIM_SQL[] =
     "   AND ((lease_owner IS NULL AND lease_expires <= xgr_ms_now() - $7::bigint) OR ($4::boolean AND lease_owner = $1)"
     "   OR (lease_owner <> $1 AND ((lease_expires < xgr_ms_now() AND lease_owner IN (SELECT lease_owner FROM lapsed))"
     "   OR lease_owner IN (SELECT lease_owner FROM dead))))"
-    "   ORDER BY owner, root_pid LIMIT $2 FOR UPDATE OF sessions SKIP LOCKED)"
-    " UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, lease_expires = xgr_ms_now() + $3::bigint"
-    " FROM c WHERE s.owner = c.owner AND s.root_pid = c.root_pid RETURNING s.owner, s.root_pid, s.lease_epoch,"
-    " COALESCE(s.wake_due, 0)";
+    "   ORDER BY owner, root_pid LIMIT $2 FOR UPDATE OF sessions SKIP LOCKED)";
+
+/* A session's lease (a fenced lease, xgr/store.h): its row of sessions. */
+static const xgr_store_fenced_lease SESSION_LEASE = {"sessions", "s", "lease_owner", "lease_epoch", "lease_expires"};
+
+/* The statements of the sessions' leases, made once per node:
+ *   claim     CLAIM_CTE chooses the free rows (c); they are taken ($1 node, $3 lease ms)
+ *   current   does (owner $1, rootPid $2) still name node $3 at epoch $4 (xgr_store_lease_current)
+ *   give_up   release the rows of the arrays $1-$3 (owners, rootPids, epochs) still naming node $4
+ *             at their epoch (the heartbeat's orphans), holder cleared, expiry 0
+ *   release_all  every running row of node $1, at any epoch, and the node's row in nodes */
+static void pg_lease_sql(pgc *c) {
+  char *take = xgr_store_fenced_sql(&SESSION_LEASE, XGR_STORE_FENCED_TAKE, &(xgr_store_fenced_stmt){
+      .from = "c", .key = "s.owner = c.owner AND s.root_pid = c.root_pid", .chosen = true, .node = "$1",
+      .ms = "$3::bigint", .returning = "s.owner, s.root_pid, s.lease_epoch, COALESCE(s.wake_due, 0)"});
+  xgr_buf b = {0};
+  xgr__buf_printf(&b, "%s %s", CLAIM_CTE, take);
+  free(take);
+  c->sql_claim = xgr__buf_finish(&b, NULL);
+  c->sql_current = xgr_store_fenced_sql(&SESSION_LEASE, XGR_STORE_FENCED_CHECK, &(xgr_store_fenced_stmt){
+      .key = "s.owner = $1 AND s.root_pid = $2::numeric AND s.status = 0", .node = "$3", .epoch = "$4::bigint"});
+  c->sql_give_up = xgr_store_fenced_sql(&SESSION_LEASE, XGR_STORE_FENCED_RELEASE, &(xgr_store_fenced_stmt){
+      .from = "unnest($1::text[], $2::numeric[], $3::bigint[]) AS u(owner, root_pid, epoch)",
+      .key = "s.owner = u.owner AND s.root_pid = u.root_pid AND s.status = 0", .node = "$4", .epoch = "u.epoch",
+      .clear = true});
+  char *rel = xgr_store_fenced_sql(&SESSION_LEASE, XGR_STORE_FENCED_RELEASE,
+                                   &(xgr_store_fenced_stmt){.key = "s.status = 0", .node = "$1", .clear = true});
+  b = (xgr_buf){0};
+  xgr__buf_printf(&b, "WITH n AS (DELETE FROM nodes WHERE node = $1) %s", rel);
+  free(rel);
+  c->sql_release_all = xgr__buf_finish(&b, NULL);
+}
 
 /* What a claim took, handed to each session's load (claim_load). */
 typedef struct claim_ctx {
@@ -550,7 +587,7 @@ static int claim(xgr_store *st, const char *owner, uint64_t root_pid, bool own, 
   bool wait_released = c->full && !owner;
   pthread_mutex_unlock(&c->hmu);
   const char *v[7] = {c->node, lim, ms, own ? "t" : "f", owner, owner ? rt : NULL, wait_released ? ms : "0"};
-  PGresult *r = run_locked(c, CLAIM_SQL, 7, v, "cannot claim sessions", err);
+  PGresult *r = run_locked(c, c->sql_claim, 7, v, "cannot claim sessions", err);
   if (!r) return XGR_EIO;
   int nr = PQntuples(r);
   /* committed: a due poller that runs from now on sees these rows as this node's; the bound is
@@ -757,10 +794,7 @@ int xgr_store_lease_renew(xgr_store *st, void (*lost)(void *ctx, const char *own
   char *goa = arr_finish(&go), *gra = arr_finish(&gr), *gea = arr_finish(&ge);
   if (ngive) {   /* only at the epoch seen: a claim since then is left alone */
     const char *w[4] = {goa, gra, gea, c->node};
-    PGresult *rg = run_locked(c, "UPDATE sessions s SET lease_owner = NULL, lease_expires = 0 FROM unnest($1::text[],"
-                                 " $2::numeric[], $3::bigint[]) AS u(owner, root_pid, epoch) WHERE s.owner = u.owner AND"
-                                 " s.root_pid = u.root_pid AND s.lease_epoch = u.epoch AND s.lease_owner = $4 AND s.status = 0",
-                              4, w, "heartbeat", err);
+    PGresult *rg = run_locked(c, c->sql_give_up, 4, w, "heartbeat", err);
     if (rg) {
       pthread_mutex_lock(&c->hmu);
       c->st.orphans_released += strtoull(PQcmdTuples(rg), NULL, 10);
@@ -937,8 +971,7 @@ int xgr_store_lease_release_all(xgr_store *st, xgr_error *err) {
   pgc *c = cl_of(st, err);
   if (!c) return XGR_EUNSUPPORTED;
   const char *v[1] = {c->node};
-  PGresult *r = run_locked(c, "WITH n AS (DELETE FROM nodes WHERE node = $1) UPDATE sessions SET lease_owner = NULL,"
-                              " lease_expires = 0 WHERE lease_owner = $1 AND status = 0", 1, v, "cannot release the leases", err);
+  PGresult *r = run_locked(c, c->sql_release_all, 1, v, "cannot release the leases", err);
   if (!r) return XGR_EIO;
   PQclear(r);
   pthread_mutex_lock(&c->hmu);
@@ -962,8 +995,7 @@ bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid
   snprintf(ep, sizeof ep, "%" PRId64, epoch);
   const char *v[4] = {owner, rt, c->node, ep};
   xgr_error err;
-  PGresult *r = run_locked(c, "SELECT 1 FROM sessions WHERE owner = $1 AND root_pid = $2::numeric AND status = 0"
-                              " AND lease_owner = $3 AND lease_epoch = $4::bigint", 4, v, "cannot read the lease", &err);
+  PGresult *r = run_locked(c, c->sql_current, 4, v, "cannot read the lease", &err);
   bool cur = r && PQntuples(r) == 1;
   PQclear(r);
   return cur;
@@ -1167,7 +1199,7 @@ bool xgr_store_outbox_pending(xgr_store *st, const char *id) {
   const char *v[1] = {id};
   xgr_error err;
   PGresult *r = run_locked(c, "SELECT 1 FROM outbox WHERE id = $1 AND refused IS NULL", 1, v, "outbox", &err);
-  bool pending = r && PQntuples(r) == 1;
+  bool queued = r && PQntuples(r) == 1;
   PQclear(r);
-  return pending;
+  return queued;
 }

@@ -25,9 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store/sqlite_col.h"
+#include "util/sqlite_col.h"
 #include "store/store_impl.h"
-#include "store/writer.h"
 
 /* ---- rootPids -------------------------------------------------------------------------------- */
 
@@ -717,7 +716,7 @@ static long gc_step(sqstore *q, bool full, bool *more, xgr_error *err) {
 
 /* ---- the writer thread ---------------------------------------------------------------------------- */
 
-/* The writer's two steps (writer.h). */
+/* The writer's two steps (store_impl.h). */
 static void commit_cb(void *ctx, xgr_store_changes **list, size_t n) {
   commit_group(ctx, list, n);
 }

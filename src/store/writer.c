@@ -1,5 +1,5 @@
-/* writer.c — the writer thread shared by the SQLite and PostgreSQL backends (see writer.h). */
-#include "store/writer.h"
+/* writer.c — the writer thread shared by the SQLite and PostgreSQL backends (declared in store_impl.h). */
+#include "store/store_impl.h"
 
 #include <assert.h>
 #include <time.h>

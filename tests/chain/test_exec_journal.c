@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "chain/exec_journal.h"
+#include "chain/exec_journal_impl.h"
 #include "xgr/store.h"
 
 static char url[1024];

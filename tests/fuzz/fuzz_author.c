@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!text) abort();
   memcpy(text, data, size);
   text[size] = '\0';
-  char *masked = xgr__rule_mask_url(text);
+  char *masked = xgr_rule_mask_url(text);
   if (strlen(masked) > strlen(text) * 3 + 7) abort();
   free(masked);
   json_t *doc = NULL;

@@ -23,7 +23,7 @@ static void test_nearest_key(void **state) {
 }
 
 static void masked(const char *url, const char *want) {
-  char *m = xgr__rule_mask_url(url);
+  char *m = xgr_rule_mask_url(url);
   assert_string_equal(m, want);
   free(m);
 }

@@ -1,9 +1,9 @@
 /* sqlite_col.h — the one reader of a text column that both SQLite users of the library share: the
  * store's SQLite backend (src/store/sqlite.c) and the chain executor's journal
- * (src/chain/exec_journal.c). Private to the library; header-only (static inline), so it adds no
- * symbol. */
-#ifndef XGR_STORE_SQLITE_COL_H
-#define XGR_STORE_SQLITE_COL_H
+ * (src/chain/exec_journal.c), which may not include each other's private headers: so it is one
+ * of the library's shared utilities (src/util). Header-only (static inline): it adds no symbol. */
+#ifndef XGR_UTIL_SQLITE_COL_H
+#define XGR_UTIL_SQLITE_COL_H
 
 #include <sqlite3.h>
 

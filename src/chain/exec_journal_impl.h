@@ -1,12 +1,12 @@
-/* exec_journal.h — where the engine executor (executor.c) keeps its executions: an SQLite file of
+/* exec_journal_impl.h — where the engine executor (executor.c) keeps its executions: an SQLite file of
  * its own beside an SQLite store, in memory for a memory store, or the table `exec_journal` in the
  * store's own PostgreSQL database and schema. One row per execution, keyed by (owner, rootPid,
  * iter), in the states intent (0) -> signed (1: raw transaction and hash stored) -> done (2:
  * record stored). Every write is durable when it returns 0 (SQLite synchronous=FULL; PostgreSQL
  * synchronous_commit=on), which is what the executor's exactly-once rule rests on. Private to
  * the library. A journal is not thread-safe: its one user (the executor) serializes calls. */
-#ifndef XGR_CHAIN_EXEC_JOURNAL_H
-#define XGR_CHAIN_EXEC_JOURNAL_H
+#ifndef XGR_CHAIN_EXEC_JOURNAL_IMPL_H
+#define XGR_CHAIN_EXEC_JOURNAL_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
