@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "chain/chain_int.h"
+#include "chain/chain_impl.h"
 #include "chain/exec_journal.h"
 #include "util/alloc.h"
 #include "util/clock.h"

@@ -30,6 +30,7 @@
 #include <curl/curl.h>
 
 #include "cli/opts.h"
+#include "xgr/alloc.h"
 #include "xgr/auth.h"
 #include "xgr/chain.h"
 #include "xgr/rpc.h"
@@ -235,8 +236,8 @@ static int set_opt(opts *o, const char *name, const char *v) {
   }
   else if (!strcmp(name, "engine-key")) o->engine_key = v;
   else if (!strcmp(name, "api-map")) {
-    char *copy = strdup(v ? v : "");   /* lives as long as xgrd (freed through api_map[i].from) */
-    if (!copy || xgr_cli_api_map_arg("xgrd", copy, o->api_map, &o->napi_map, sizeof o->api_map / sizeof o->api_map[0])) {
+    char *copy = xgr_alloc_strdup(v ? v : "");   /* lives as long as xgrd (freed through api_map[i].from) */
+    if (xgr_cli_api_map_arg("xgrd", copy, o->api_map, &o->napi_map, sizeof o->api_map / sizeof o->api_map[0])) {
       free(copy);
       return -1;
     }

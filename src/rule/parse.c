@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rule/rule_impl.h"
+#include "util/alloc.h"
 #include "xgr/json.h"
 
 typedef struct pc {
@@ -96,8 +97,7 @@ static xgr_value keep(pc *c, xgr_value v) {
   if (v.kind < XGR_VSTRING || v.kind == XGR_VTYPE) return v;
   if (r->nvals == r->capvals) {
     r->capvals = r->capvals ? r->capvals * 2 : 32;
-    r->vals = realloc(r->vals, r->capvals * sizeof *r->vals);
-    if (!r->vals) abort();
+    r->vals = xgr__xrealloc(r->vals, r->capvals * sizeof *r->vals);
   }
   r->vals[r->nvals++] = v;
   return v;
@@ -107,8 +107,7 @@ static void keep_prog(pc *c, xgr_cel_program *p) {
   xgr_rule *r = c->r;
   if (r->nprogs == r->capprogs) {
     r->capprogs = r->capprogs ? r->capprogs * 2 : 16;
-    r->progs = realloc(r->progs, r->capprogs * sizeof *r->progs);
-    if (!r->progs) abort();
+    r->progs = xgr__xrealloc(r->progs, r->capprogs * sizeof *r->progs);
   }
   r->progs[r->nprogs++] = p;
 }
@@ -869,8 +868,7 @@ int xgr_rule_parse(const char *bytes, size_t len, xgr_rule **out, xgr_error *e) 
   xgr_value doc;
   int rc = xgr_value_from_json_text(bytes, len, 0, &doc, e);
   if (rc) return rc;
-  xgr_rule *r = calloc(1, sizeof *r);
-  if (!r) abort();
+  xgr_rule *r = xgr__xcalloc(1, sizeof *r);
   xgr_arena_init(&r->arena, 8192);
   r->empty_map = xgr_map_new(0);
   r->empty_list = xgr_list_new(0);

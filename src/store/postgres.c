@@ -61,7 +61,7 @@
 #include "store/store_impl.h"
 #include "store/writer.h"
 #include "util/buf.h"
-#include "value/value_internal.h"   /* xgr__json_write_string */
+#include "value/value_impl.h"   /* xgr__json_write_string */
 #include "util/hash.h"
 
 /* ---- schema ----------------------------------------------------------------------------------- */

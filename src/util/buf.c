@@ -1,5 +1,6 @@
 /* buf.c — the growable byte buffer (util/buf.h). */
 #include "util/buf.h"
+#include "util/alloc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,12 +11,7 @@ static void reserve(xgr_buf *b, size_t n) {
   if (b->len + n + 1 <= b->cap) return;
   size_t c = b->cap ? b->cap : 64;
   while (c < b->len + n + 1) c *= 2;
-  char *p = realloc(b->p, c);
-  if (!p) {
-    fputs("xgr: out of memory\n", stderr);
-    abort();
-  }
-  b->p = p;
+  b->p = xgr__xrealloc(b->p, c);
   b->cap = c;
 }
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 
 /* ---- reader ------------------------------------------------------------------------------- */
 

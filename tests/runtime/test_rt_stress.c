@@ -23,8 +23,8 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "runtime/deque.h"
-#include "runtime/mpsc.h"
+#include "runtime/deque_impl.h"
+#include "runtime/mpsc_impl.h"
 #include "xgr/runtime.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)

@@ -12,8 +12,8 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "runtime/deque.h"
-#include "runtime/mpsc.h"
+#include "runtime/deque_impl.h"
+#include "runtime/mpsc_impl.h"
 #include "xgr/runtime.h"
 
 /* Checks inside steps and handlers run on worker threads, where cmocka's assertions (longjmp)
