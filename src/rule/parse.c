@@ -935,3 +935,15 @@ size_t xgr_rule_ninputs(const xgr_rule *r) { return r->ninputs; }
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i) { return r->inputs[i].name; }
 xgr_xrc_type xgr_rule_input_type(const xgr_rule *r, size_t i) { return r->inputs[i].type; }
 bool xgr_rule_input_required(const xgr_rule *r, size_t i) { return !r->inputs[i].has_default; }
+uint64_t xgr_rule_branch_wait(const xgr_rule *r, bool valid) {
+  const rbranch *br = &r->branch[valid ? 0 : 1];
+  return br->has_wait ? br->wait_sec : 0;
+}
+bool xgr_rule_has_action(const xgr_rule *r, xgr_rule_action a) {
+  _Static_assert((int)RR_ABORT_STEP == (int)XGR_ACTION_ABORT_STEP && (int)RR_CANCEL_SESSION == (int)XGR_ACTION_CANCEL_SESSION,
+                 "rule types and actions share their numbers");
+  if (a == XGR_ACTION_NONE) return false;
+  for (size_t k = 0; k < r->nrules; k++)
+    if ((int)r->rules[k].type == (int)a) return true;
+  return false;
+}
