@@ -25,7 +25,8 @@
 #   symbol        every function or variable defined in src/ without `static` (outside src/cli) is
 #                 named xgr_... (public) or xgr__... (library-private);
 #   alloc         no raw malloc/calloc/realloc/reallocarray/aligned_alloc/strdup/strndup/asprintf
-#                 in src/ outside src/util/alloc.c: memory comes from src/util/alloc.h's family;
+#                 in src/ outside src/util/alloc.c: memory comes from src/util/alloc.h's family
+#                 (in src/cli: its public spelling, xgr/alloc.h);
 #   getenv        the library reads no environment variable: getenv only in src/cli.
 # Comments and string literals are blanked before the code is read, so prose never trips a rule.
 set -uo pipefail
@@ -278,7 +279,8 @@ FNR == 1 {
   }
   if (module != "" && FILENAME != "src/util/alloc.c" && match(code, /(^|[^A-Za-z0-9_.>])(malloc|calloc|realloc|reallocarray|aligned_alloc|strdup|strndup|v?asprintf)[ \t]*\(/)) {
     f = substr(code, RSTART, RLENGTH); sub(/^[^a-z]/, "", f); sub(/[ \t]*\($/, "", f)
-    report(FNR, "alloc", "raw " f "(); allocate through src/util/alloc.h (xgr__xmalloc, xgr__xcalloc, xgr__xrealloc, xgr__xstrdup, ...)")
+    if (incli) report(FNR, "alloc", "raw " f "(); the front ends allocate through xgr/alloc.h (xgr_alloc_bytes, xgr_alloc_zeroed, xgr_alloc_resize, xgr_alloc_strdup)")
+    else report(FNR, "alloc", "raw " f "(); allocate through src/util/alloc.h (xgr__xmalloc, xgr__xcalloc, xgr__xrealloc, xgr__xstrdup, ...)")
   }
   if (module != "" && !incli && code ~ /(^|[^A-Za-z0-9_])(secure_)?getenv[ \t]*\(/)
     report(FNR, "getenv", "the library reads the environment; only the front ends (src/cli) call getenv and pass the value in")
