@@ -268,6 +268,13 @@ void xgr_chain_probe(xgr_chain *c);
 /* [{"name","url","lastBlock","calls","errors","lastError","ok"}] (new reference). */
 json_t *xgr_chain_health(const xgr_chain *c);
 
+/* ---- the project's contracts ------------------------------------------------------------------ */
+
+/* The creation bytecode ("0x..." lower-case hex) of the repository's contract NAME as committed
+ * under contracts/build ("XRC137", "XRC729"), embedded at build time; NULL for another name.
+ * Static storage: never freed. */
+const char *xgr_chain_contract_bytecode(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

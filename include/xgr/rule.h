@@ -113,6 +113,9 @@ size_t xgr_rule_ninputs(const xgr_rule *r);
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i);
 xgr_xrc_type xgr_rule_input_type(const xgr_rule *r, size_t i);
 bool xgr_rule_input_required(const xgr_rule *r, size_t i);
+/* The `waitSec` of the branch (valid: onValid, else onInvalid), a literal of the document, the
+ * wait every step through that branch asks for; 0 when the branch has none. */
+uint64_t xgr_rule_branch_wait(const xgr_rule *r, bool valid);
 
 /* ---- I/O interfaces ------------------------------------------------------------------------ */
 
@@ -216,6 +219,10 @@ typedef enum xgr_rule_action {
 
 /* "", "abortStep", "cancelSession". */
 const char *xgr_rule_action_name(xgr_rule_action a);
+/* Whether one of the rule's `rules` entries takes the action a (XGR_ACTION_ABORT_STEP or
+ * XGR_ACTION_CANCEL_SESSION) when true; XGR_ACTION_NONE: false. Says what may happen, not what
+ * a step did (that is xgr_step_result.action). */
+bool xgr_rule_has_action(const xgr_rule *r, xgr_rule_action a);
 
 /* A resolved `wakeUps` entry of the branch taken (spec §8.5). */
 typedef struct xgr_wakeup {

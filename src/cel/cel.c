@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cel/cel_internal.h"
+#include "cel/cel_impl.h"
+#include "util/alloc.h"
 
 int xgr__cel_eval_program(const xgr_cel_program *p, const xgr_cel_vars *vars, xgr_value *result,
                      xgr_error *e);
@@ -319,8 +320,7 @@ int xgr_cel_compile(const char *src, size_t len, const xgr_cel_options *opts,
   if (o.max_expr_len && len > o.max_expr_len)
     return xgr_error_set(e, XGR_ELIMIT, NULL, "expression is %zu bytes, MaxExprLen is %zu", len,
                          o.max_expr_len);
-  xgr_cel_program *p = calloc(1, sizeof *p);
-  if (!p) return xgr_error_set(e, XGR_ENOMEM, NULL, "out of memory");
+  xgr_cel_program *p = xgr__xcalloc(1, sizeof *p);
   p->mode = o.mode;
   p->max_list_cap = o.max_list_cap;
   p->max_cost = o.max_cost ? o.max_cost : 10000000;
@@ -340,8 +340,7 @@ int xgr_cel_compile(const char *src, size_t len, const xgr_cel_options *opts,
     p->consts[0] = xgr_value_string(s, n);
     p->hashes[0] = 0;
     p->nconsts = 1;
-    p->nodes = calloc(1, sizeof *p->nodes);
-    if (!p->nodes) abort();
+    p->nodes = xgr__xcalloc(1, sizeof *p->nodes);
     p->nodes[0].op = N_CONST;
     p->nodes[0].a = 0;
     p->nnodes = 1;

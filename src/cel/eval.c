@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cel/cel_internal.h"
+#include "cel/cel_impl.h"
 
 /* ---- errors ------------------------------------------------------------------------------- */
 

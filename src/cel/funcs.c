@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cel/cel_internal.h"
+#include "cel/cel_impl.h"
 
 /* style: 1 global f(x), 2 receiver x.f(), 3 both */
 const cel_fndef xgr__cel_functions[F_COUNT_] = {

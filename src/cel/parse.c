@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cel/cel_internal.h"
+#include "cel/cel_impl.h"
 
 /* ---- tokens ------------------------------------------------------------------------------- */
 
@@ -77,20 +77,6 @@ static int hexval(int c) {
   return -1;
 }
 
-static void put_cp(xgr_buf *b, uint32_t cp) {
-  char t[4];
-  size_t n;
-  if (cp < 0x80) t[0] = (char)cp, n = 1;
-  else if (cp < 0x800) t[0] = (char)(0xC0 | (cp >> 6)), t[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-  else if (cp < 0x10000)
-    t[0] = (char)(0xE0 | (cp >> 12)), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
-    t[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-  else
-    t[0] = (char)(0xF0 | (cp >> 18)), t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-  xgr__buf_put(b, t, n);
-}
-
 /* Lex a string or bytes literal starting at ps->i (after any prefix). */
 static int lex_string(parser *ps, uint32_t start, bool raw, bool bytes) {
   const char *s = ps->s;
@@ -147,7 +133,7 @@ static int lex_string(parser *ps, uint32_t start, bool raw, bool bytes) {
           i++;
         }
         if (digits == 2 && bytes) xgr__buf_putc(&b, (char)v);
-        else if (digits == 2) put_cp(&b, v);
+        else if (digits == 2) xgr__buf_put_utf8(&b, v);
         else {
           if (bytes && digits > 2) {
             free(b.p);
@@ -157,7 +143,7 @@ static int lex_string(parser *ps, uint32_t start, bool raw, bool bytes) {
             free(b.p);
             return perr(ps, esc_pos, "escape \\%c denotes an invalid code point", k);
           }
-          put_cp(&b, v);
+          xgr__buf_put_utf8(&b, v);
         }
         break;
       }
@@ -172,7 +158,7 @@ static int lex_string(parser *ps, uint32_t start, bool raw, bool bytes) {
           i++;
         }
         if (bytes) xgr__buf_putc(&b, (char)v);
-        else put_cp(&b, v);
+        else xgr__buf_put_utf8(&b, v);
         break;
       }
       default:

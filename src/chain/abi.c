@@ -18,7 +18,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "xgr/abi.h"
 #include "xgr/keccak.h"
 #include "xgr/secp.h"

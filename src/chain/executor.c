@@ -28,18 +28,18 @@
  * at its old epoch) drops its nonce and sends nothing until it holds the lease again.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "chain/chain_int.h"
+#include "chain/chain_impl.h"
 #include "chain/exec_journal_impl.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "xgr/abi.h"
 #include "xgr/engine.h"
+#include "xgr/logfmt.h"
 #include "xgr/secp.h"
 
 enum { ST_INTENT = XGR__XJ_INTENT, ST_SIGNED = XGR__XJ_SIGNED, ST_DONE = XGR__XJ_DONE };
@@ -66,16 +66,13 @@ struct xgr_chain_executor {
   uint64_t done_count;
 };
 
-static void logf_(xgr_chain_executor *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(xgr_chain_executor *x, const char *fmt, ...) {
+/* One log line "level=LEVEL msg=MSG [key=\"value\"]" (logfmt; key NULL: none). */
+static void logkv(xgr_chain_executor *x, const char *level, const char *msg, const char *key, const char *value) {
   if (!x->log) return;
-  va_list ap;
-  va_start(ap, fmt);
-  flockfile(x->log);
-  vfprintf(x->log, fmt, ap);
-  fputc('\n', x->log);
-  funlockfile(x->log);
-  va_end(ap);
+  xgr_logfmt l;
+  xgr_logfmt_begin(&l, false, level, msg);
+  if (key) xgr_logfmt_quoted(&l, key, value);
+  xgr_logfmt_write(&l, x->log);
 }
 
 /* ---- submit (engine workers) ------------------------------------------------------------------- */
@@ -125,8 +122,15 @@ static int submit(void *ctx, const char *owner, uint64_t root, uint64_t iter, co
   pthread_mutex_lock(&x->mu);
   int rc = xgr__xjournal_add(x->j, &in, msg, sizeof msg);
   if (rc) {
-    logf_(x, "level=error msg=\"execution journal write failed; the step fails\" owner=%s rootPid=%llu iter=%llu error=\"%s\"",
-          owner, (unsigned long long)root, (unsigned long long)iter, msg);
+    if (x->log) {
+      xgr_logfmt l;
+      xgr_logfmt_begin(&l, false, "error", "execution journal write failed; the step fails");
+      xgr_logfmt_str(&l, "owner", owner);
+      xgr_logfmt_u64(&l, "rootPid", root);
+      xgr_logfmt_u64(&l, "iter", iter);
+      xgr_logfmt_quoted(&l, "error", msg);
+      xgr_logfmt_write(&l, x->log);
+    }
     xgr_error_set(fail, XGR_EIO, "execution", "the execution could not be written to the execution journal (%s), so it was not sent: %s",
                   xgr__xjournal_name(x->j), msg);
   } else pthread_cond_signal(&x->cv);
@@ -145,7 +149,7 @@ typedef xgr__xjournal_row row;
 /* This node no longer sends (shared journal): say so once. Called with x->mu held. The nonce is
  * computed again when it sends again (may_send). */
 static void step_down(xgr_chain_executor *x, const char *why) {
-  if (x->sending) logf_(x, "level=warn msg=\"this node no longer sends executions\" reason=\"%s\"", why);
+  if (x->sending) logkv(x, "warn", "this node no longer sends executions", "reason", why);
   x->sending = false;
 }
 
@@ -154,7 +158,7 @@ static bool mark(xgr_chain_executor *x, const row *r, int state, const char *raw
   char msg[512];
   int rc = xgr__xjournal_mark(x->j, r->id, state, raw, hash, nonce, record, msg, sizeof msg);
   if (rc == XGR__XJ_NOT_SENDER) step_down(x, msg);
-  else if (rc) logf_(x, "level=error msg=\"execution journal update failed\" error=\"%s\"", msg);
+  else if (rc) logkv(x, "error", "execution journal update failed", "error", msg);
   return rc == 0;
 }
 
@@ -166,14 +170,19 @@ static bool may_send(xgr_chain_executor *x) {
   int rc = xgr__xjournal_lead(x->j, msg, sizeof msg);
   if (rc == 1) {
     if (!x->sending) {
-      logf_(x, "level=info msg=\"this node now sends the engine key's executions\" from=%s", x->s.from);
+      if (x->log) {
+        xgr_logfmt l;
+        xgr_logfmt_begin(&l, false, "info", "this node now sends the engine key's executions");
+        xgr_logfmt_str(&l, "from", x->s.from);
+        xgr_logfmt_write(&l, x->log);
+      }
       x->nonce_ready = false;   /* as at a restart: the chain's count and the journal decide the nonce */
     }
     x->sending = true;
     return true;
   }
   if (rc < 0 && strcmp(msg, x->lead_err))   /* said once until it changes (this runs every poll) */
-    logf_(x, "level=error msg=\"execution journal: cannot take the sender's lease\" error=\"%s\"", msg);
+    logkv(x, "error", "execution journal: cannot take the sender's lease", "error", msg);
   snprintf(x->lead_err, sizeof x->lead_err, "%s", rc < 0 ? msg : "");
   step_down(x, rc < 0 ? msg : "another node holds the sender's lease");
   return false;
@@ -212,7 +221,7 @@ static bool work(xgr_chain_executor *x, row *r) {
       return true;
     }
     if (rc) {
-      logf_(x, "level=warn msg=\"cannot sign an execution yet\" error=\"%s\"", e.message);
+      logkv(x, "warn", "cannot sign an execution yet", "error", e.message);
       return false;
     }
     pthread_mutex_lock(&x->mu);
@@ -255,7 +264,7 @@ static void *run(void *arg) {
     }
     row r = {0};
     int have = may_send(x) ? xgr__xjournal_next(x->j, &r, msg, sizeof msg) : 0;
-    if (have < 0) logf_(x, "level=error msg=\"execution journal read failed\" error=\"%s\"", msg);
+    if (have < 0) logkv(x, "error", "execution journal read failed", "error", msg);
     if (have <= 0) {
       struct timespec ts = xgr__mono_deadline(x->idle_ms);
       pthread_cond_timedwait(&x->cv, &x->mu, &ts);
@@ -265,7 +274,7 @@ static void *run(void *arg) {
     int64_t max_nonce = -1;
     bool journal_ok = true;
     if (!x->nonce_ready && xgr__xjournal_max_nonce(x->j, &max_nonce, msg, sizeof msg)) {
-      logf_(x, "level=error msg=\"execution journal read failed\" error=\"%s\"", msg);
+      logkv(x, "error", "execution journal read failed", "error", msg);
       journal_ok = false;
     }
     pthread_mutex_unlock(&x->mu);
@@ -277,7 +286,7 @@ static void *run(void *arg) {
     if (!x->nonce_ready) {
       xgr_error e;
       if (xgr_chain_sender_init(&x->s, &e)) {
-        logf_(x, "level=warn msg=\"executor cannot reach the chain\" error=\"%s\"", e.message);
+        logkv(x, "warn", "executor cannot reach the chain", "error", e.message);
         xgr__xjournal_row_clear(&r);
         sleep_ms(500);
         continue;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chain/chain_int.h"
+#include "chain/chain_impl.h"
 #include "util/alloc.h"
 #include "xgr/abi.h"
 

@@ -12,7 +12,7 @@
 
 #include <curl/curl.h>
 
-#include "chain/chain_int.h"
+#include "chain/chain_impl.h"
 #include "util/alloc.h"
 #include "xgr/abi.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "chain/chain_int.h"
+#include "chain/chain_impl.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "xgr/abi.h"

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "xgr/alloc.h"
 #include "xgr/value.h"
 
 const char xgr_client_opts_help[] =
@@ -103,8 +104,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
   rbuf *b = ud;
   size_t n = size * nmemb;
   if (b->n + n > (64u << 20)) return 0;   /* a runaway answer */
-  char *np = realloc(b->p, b->n + n + 1);
-  if (!np) return 0;
+  char *np = xgr_alloc_resize(b->p, b->n + n + 1);
   memcpy(np + b->n, ptr, n);
   b->n += n;
   np[b->n] = 0;
@@ -200,11 +200,11 @@ char *xgr_client_read_file(const char *cmd, const char *path, size_t max, size_t
     fprintf(stderr, "xgr %s: cannot open %s\n", cmd, path);
     return NULL;
   }
-  char *p = malloc(max + 1);
-  size_t n = p ? fread(p, 1, max + 1, f) : 0;
+  char *p = xgr_alloc_bytes(max + 1);
+  size_t n = fread(p, 1, max + 1, f);
   bool bad = ferror(f);
   fclose(f);
-  if (!p || bad || n > max) {
+  if (bad || n > max) {
     fprintf(stderr, "xgr %s: cannot read %s%s\n", cmd, path, n > max ? " (too large)" : "");
     free(p);
     return NULL;

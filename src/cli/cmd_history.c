@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/opts.h"
 #include "cli/human.h"
+#include "xgr/alloc.h"
 #include "xgr/store.h"
 #include "xgr/xrc_types.h"
 
@@ -106,8 +107,7 @@ int xgr_cmd_history(int argc, char **argv) {
   xgr_store_wake *ws = NULL;   /* the refused internal wake-ups this session sent */
   size_t nw = 0;
   if (xgr_store_wakes_refused(st, owner, root, &ws, &nw, &err)) nw = 0;
-  bool *wdone = calloc(nw + 1, sizeof *wdone);
-  if (!wdone) abort();
+  bool *wdone = xgr_alloc_zeroed(nw + 1, sizeof *wdone);
   int rc = XGR_EXIT_OK;
   if (!has_session && !nh) {
     fprintf(stderr, "xgr history: no session %s/%" PRIu64 " in %s\n", owner, root, store);

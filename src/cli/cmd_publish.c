@@ -16,16 +16,13 @@
 
 #include "cli/commands.h"
 #include "cli/opts.h"
-#include "util/alloc.h"
+#include "xgr/alloc.h"
 #include "xgr/abi.h"
 #include "xgr/bundle.h"
 #include "xgr/chain.h"
 #include "xgr/json.h"
 #include "xgr/keccak.h"
 #include "xgr/secp.h"
-
-extern const char xgr__bytecode_XRC137[];
-extern const char xgr__bytecode_XRC729[];
 
 static void usage(FILE *f) {
   fputs("usage: xgr publish BUNDLE --chain URL --key FILE [--registry ADDR] [--json]\n\n"
@@ -74,7 +71,7 @@ static int deploy(pub *p, const char *bytecode, const char *ctor_types, const xg
   size_t cl;
   uint8_t *code = xgr_hex_decode_alloc(bytecode, strlen(bytecode), &cl);
   if (!code) abort();  /* generated from the committed builds: always hex */
-  uint8_t *data = xgr__xmalloc(cl + el);
+  uint8_t *data = xgr_alloc_bytes(cl + el);
   memcpy(data, code, cl);
   memcpy(data + cl, enc, el);
   free(code);
@@ -131,7 +128,7 @@ static json_t *existing_rules(pub *p, const char *registry, const char *id, xgr_
       if (call1(p, ra, "getRule()(string)", NULL, 0, &rule, e) == 0) {
         size_t rl;
         const char *rt = xgr_value_str(rule, &rl);
-        char *key = xgr__xmalloc(rl + 1);
+        char *key = xgr_alloc_bytes(rl + 1);
         memcpy(key, rt, rl);
         key[rl] = 0;
         json_object_set_new(known, key, json_string(ra));
@@ -198,7 +195,7 @@ static int publish(pub *p, const char *file, const char *registry_in, bool as_js
       if (!p->quiet) fprintf(stderr, "rule %s: unchanged at %s\n", b->rule_keys[i], addr);
     } else {
       xgr_value arg = xgr_value_cstring(text);
-      rc = deploy(p, xgr__bytecode_XRC137, "(string)", &arg, 1, addr, &e);
+      rc = deploy(p, xgr_chain_contract_bytecode("XRC137"), "(string)", &arg, 1, addr, &e);
       xgr_value_release(arg);
       if (rc) {
         free(text);
@@ -225,7 +222,7 @@ static int publish(pub *p, const char *file, const char *registry_in, bool as_js
   /* 3. the registry */
   if (!registry[0]) {
     xgr_value name = xgr_value_cstring("XGR_XRC729");
-    rc = deploy(p, xgr__bytecode_XRC729, "(string)", &name, 1, registry, &e);
+    rc = deploy(p, xgr_chain_contract_bytecode("XRC729"), "(string)", &name, 1, registry, &e);
     xgr_value_release(name);
     if (rc) goto chain_error;
     if (!p->quiet) fprintf(stderr, "registry: deployed at %s\n", registry);

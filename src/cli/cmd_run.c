@@ -27,6 +27,7 @@
 #include "xgr/script.h"
 #include "xgr/store.h"
 #include "xgr/xrc_types.h"
+#include "xgr/alloc.h"
 #include "xgr/node.h"
 
 /* a human duration for one printf argument (a compound literal lives until the end of the block) */
@@ -89,7 +90,7 @@ static void status_change(view *v, int64_t at, const char *pid, const char *step
   if (iter >= v->nlast) {
     size_t n = v->nlast ? v->nlast : 64;
     while (n <= iter) n *= 2;
-    v->last = realloc(v->last, n);
+    v->last = xgr_alloc_resize(v->last, n);
     if (!v->last) abort();
     memset(v->last + v->nlast, 0xff, n - v->nlast);
     v->nlast = n;
@@ -228,15 +229,15 @@ static void push_children(const tnode *t, tframe *st, size_t *nst, size_t head, 
 static void print_tree(const json_t *procs) {
   size_t n = json_array_size(procs);
   if (!n) return;
-  tnode *t = calloc(n, sizeof *t);
+  tnode *t = xgr_alloc_zeroed(n, sizeof *t);
   uint64_t maxit = 0;
   for (size_t i = 0; i < n; i++) {
     t[i] = (tnode){json_array_get(procs, i), SIZE_MAX, SIZE_MAX, 0};
     uint64_t it = iter_of(jstr(t[i].p, "pid"));
     if (it > maxit) maxit = it;
   }
-  size_t *by_iter = malloc((maxit + 1) * sizeof *by_iter);
-  tframe *st = malloc((n + 1) * sizeof *st);
+  size_t *by_iter = xgr_alloc_bytes((maxit + 1) * sizeof *by_iter);
+  tframe *st = xgr_alloc_bytes((n + 1) * sizeof *st);
   if (!t || !by_iter || !st) abort();
   for (uint64_t k = 0; k <= maxit; k++) by_iter[k] = SIZE_MAX;
   for (size_t i = 0; i < n; i++) by_iter[iter_of(jstr(t[i].p, "pid"))] = i;
@@ -594,7 +595,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     xgr_orch *po = NULL;
     xgr_diags d2;
     xgr_diags_init(&d2);
-    if (!xgr_orch_load_file(argv[optind], &po, &e, &d2) && (b = calloc(1, sizeof *b))) {
+    if (!xgr_orch_load_file(argv[optind], &po, &e, &d2) && (b = xgr_alloc_zeroed(1, sizeof *b))) {
       b->orch = po;
       rc = 0;
       xgr_diags_free(&d);

@@ -8,6 +8,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/human.h"
+#include "xgr/alloc.h"
 #include "xgr/xrc_types.h"
 
 static void usage(FILE *f) {
@@ -166,7 +167,7 @@ int xgr_cmd_sessions(int argc, char **argv) {
   }
   if (sort) {
     json_t *by = json_array();
-    char *dup = strdup(sort), *save = NULL;
+    char *dup = xgr_alloc_strdup(sort), *save = NULL;
     for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) json_array_append_new(by, json_string(t));
     free(dup);
     json_object_set_new(params, "sort", json_pack("{s:o}", "by", by));

@@ -7,6 +7,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/human.h"
+#include "xgr/alloc.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -97,8 +98,7 @@ int xgr_cmd_show(int argc, char **argv) {
   json_t *hist = json_object_get(res, "history");
   { /* in the order the steps began (a stable sort: iter order for steps that began together) */
     size_t nh = json_array_size(hist);
-    json_t **v = malloc((nh ? nh : 1) * sizeof *v);
-    if (!v) abort();
+    json_t **v = xgr_alloc_bytes((nh ? nh : 1) * sizeof *v);
     for (size_t k = 0; k < nh; k++) v[k] = json_incref(json_array_get(hist, k));
     qsort(v, nh, sizeof *v, by_at);
     json_t *sorted = json_array();

@@ -8,20 +8,20 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "util/suggest.h"
 #include "xgr/json.h"
+#include "xgr/suggest.h"
 
 #define MAX_OPTS 128
 
 const char *xgr_cli_nearest_word(const char *word, const char *const *known, size_t n) {
-  return xgr__nearest_key(word, known, n);
+  return xgr_suggest_nearest(word, known, n);
 }
 
 const char *xgr_cli_nearest_option(const char *name, const struct option *longopts) {
   const char *names[MAX_OPTS];
   size_t n = 0;
   for (const struct option *o = longopts; o->name && n < MAX_OPTS; o++) names[n++] = o->name;
-  return xgr__nearest_key(name, names, n);
+  return xgr_suggest_nearest(name, names, n);
 }
 
 /* The long options that start with the n bytes of name, into buf as "--a, --b"; how many. */

@@ -30,8 +30,10 @@
 #include <curl/curl.h>
 
 #include "cli/opts.h"
+#include "xgr/alloc.h"
 #include "xgr/auth.h"
 #include "xgr/chain.h"
+#include "xgr/logfmt.h"
 #include "xgr/rpc.h"
 #include "xgr/secp.h"
 #include "xgr/node.h"
@@ -158,22 +160,17 @@ static void usage(FILE *f) {
           "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
 }
 
-static void log_kv(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_kv(const char *level, const char *fmt, ...) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  char t[32];
-  strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
-  va_list ap;
-  va_start(ap, fmt);
-  flockfile(stderr);
-  fprintf(stderr, "ts=%s.%03ldZ level=%s ", t, ts.tv_nsec / 1000000, level);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  funlockfile(stderr);
-  va_end(ap);
+/* xgrd's own log lines go to stderr in logfmt (xgr/logfmt.h), like the service's. */
+static void log_start(xgr_logfmt *l, const char *level, const char *msg) { xgr_logfmt_begin(l, true, level, msg); }
+static void log_end(const xgr_logfmt *l) { xgr_logfmt_write(l, stderr); }
+
+/* level=error msg=MSG KEY=VALUE error="ERROR" */
+static void log_fail(const char *msg, const char *key, const char *value, const char *error) {
+  xgr_logfmt l;
+  log_start(&l, "error", msg);
+  xgr_logfmt_str(&l, key, value);
+  xgr_logfmt_quoted(&l, "error", error);
+  log_end(&l);
 }
 
 /* xgr_auth_config.mark_once on the daemon's store (ctx): used control permits are kept there, so
@@ -242,8 +239,8 @@ static int set_opt(opts *o, const char *name, const char *v) {
   }
   else if (!strcmp(name, "engine-key")) o->engine_key = v;
   else if (!strcmp(name, "api-map")) {
-    char *copy = strdup(v ? v : "");   /* lives as long as xgrd (freed through api_map[i].from) */
-    if (!copy || xgr_cli_api_map_arg("xgrd", copy, o->api_map, &o->napi_map, sizeof o->api_map / sizeof o->api_map[0])) {
+    char *copy = xgr_alloc_strdup(v ? v : "");   /* lives as long as xgrd (freed through api_map[i].from) */
+    if (xgr_cli_api_map_arg("xgrd", copy, o->api_map, &o->napi_map, sizeof o->api_map / sizeof o->api_map[0])) {
       free(copy);
       return -1;
     }
@@ -457,7 +454,7 @@ static int xgrd(int argc, char **argv, opts *o) {
   rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
   if (!srv) {
-    log_kv("error", "msg=\"cannot configure the server\" path=%s error=\"%s\"", err.path, err.message);
+    log_fail("cannot configure the server", "path", err.path, err.message);
     xgr_auth_free(auth);
     curl_global_cleanup();
     json_decref(cfgdoc);
@@ -504,8 +501,7 @@ static int xgrd(int argc, char **argv, opts *o) {
     else if (key_ok)
       executor = xgr_chain_executor_new(o->chain, secp, key, where, stderr, &err);
     if (!executor) {
-      log_kv("error", "msg=\"cannot start the executor\" engine_key=%s error=\"%s\"", o->engine_key,
-             secp ? err.message : "no secp256k1 context");
+      log_fail("cannot start the executor", "engine_key", o->engine_key, secp ? err.message : "no secp256k1 context");
       memset(key, 0, sizeof key);
       xgr_secp_free(secp);
       xgr_rpc_server_free(srv);
@@ -517,13 +513,16 @@ static int xgrd(int argc, char **argv, opts *o) {
       return key_ok ? EXIT_HARD : EXIT_USAGE;
     }
     memset(key, 0, sizeof key);
-    log_kv("info", "msg=\"executions enabled\" from=%s journal=\"%s\"", xgr_chain_executor_address(executor),
-           xgr_chain_executor_journal(executor));
+    xgr_logfmt l;
+    log_start(&l, "info", "executions enabled");
+    xgr_logfmt_str(&l, "from", xgr_chain_executor_address(executor));
+    xgr_logfmt_quoted(&l, "journal", xgr_chain_executor_journal(executor));
+    log_end(&l);
   }
   /* listen first: while the store's sessions are recovered, /readyz answers 503 and every call a
    * clear -32009, instead of clients seeing "connection refused" */
   if (xgr_rpc_start(srv, &err)) {
-    log_kv("error", "msg=\"cannot listen\" listen=%s error=\"%s\"", rc_cfg.listen, err.message);
+    log_fail("cannot listen", "listen", rc_cfg.listen, err.message);
     xgr_rpc_server_free(srv);
     xgr_auth_free(auth);
     curl_global_cleanup();
@@ -534,7 +533,12 @@ static int xgrd(int argc, char **argv, opts *o) {
   snprintf(host, sizeof host, "%s", rc_cfg.listen);
   char *colon = strrchr(host, ':');
   if (colon) *colon = '\0';
-  log_kv("info", "msg=listening addr=%s:%u auth=%s ready=false", host, xgr_rpc_port(srv), auth_none ? "none" : "permits");
+  xgr_logfmt l;
+  log_start(&l, "info", "listening");
+  xgr_logfmt_printf(&l, "addr", "%s:%u", host, xgr_rpc_port(srv));
+  xgr_logfmt_str(&l, "auth", auth_none ? "none" : "permits");
+  xgr_logfmt_str(&l, "ready", "false");
+  log_end(&l);
   xgr_node_config dc = {.store = o->store,
                         .store_sync = o->sync && !strcmp(o->sync, "normal"),
                         .workers = o->workers,
@@ -559,15 +563,20 @@ static int xgrd(int argc, char **argv, opts *o) {
   char *redacted = xgr_store_url_redacted(o->store ? o->store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);
   free(redacted);
-  log_kv("info", "msg=starting store=%s workers=%u time_scale=%g max_running=%lu session_ttl_s=%lld "
-         "history_retention_s=%lld", store_name, o->workers, o->time_scale > 0 ? o->time_scale : 1.0, o->max_running,
-         o->session_ttl_s, o->history_retention_s);
+  log_start(&l, "info", "starting");
+  xgr_logfmt_str(&l, "store", store_name);
+  xgr_logfmt_u64(&l, "workers", o->workers);
+  xgr_logfmt_printf(&l, "time_scale", "%g", o->time_scale > 0 ? o->time_scale : 1.0);
+  xgr_logfmt_u64(&l, "max_running", o->max_running);
+  xgr_logfmt_i64(&l, "session_ttl_s", o->session_ttl_s);
+  xgr_logfmt_i64(&l, "history_retention_s", o->history_retention_s);
+  log_end(&l);
   /* the node (store, engine), its JSON-RPC service subscribed to its events, then recovery */
   xgr_node *node = xgr_node_new(&dc, &err);
   xgr_rpcd_config sc = {.first_step_timeout_ms = o->first_step_timeout_ms};
   xgr_rpcd *d = node ? xgr_rpcd_new(node, &sc, &err) : NULL;
   if (!d || xgr_rpcd_register(d, srv) || xgr_node_recover(node, &err)) {
-    log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", err.path, err.message);
+    log_fail("cannot start the service", "path", err.path, err.message);
     xgr_rpc_server_free(srv);
     xgr_node_free(node);
     xgr_rpcd_free(d);
@@ -584,7 +593,7 @@ static int xgrd(int argc, char **argv, opts *o) {
   ac.mark_once = ac.mark_ctx ? mark_permit_once : NULL;
   xgr_auth *sauth = xgr_auth_new(&ac, &aerr);
   if (!sauth) {
-    log_kv("error", "msg=\"cannot start the service\" path=%s error=\"%s\"", aerr.path, aerr.message);
+    log_fail("cannot start the service", "path", aerr.path, aerr.message);
     xgr_rpc_server_free(srv);
     xgr_node_free(node);
     xgr_rpcd_free(d);
@@ -601,11 +610,22 @@ static int xgrd(int argc, char **argv, opts *o) {
   xgr_rpc_open(srv, xgr_rpcd_ready, d);
   size_t restored, failed, hibernated;
   xgr_node_recovered(node, &restored, &failed, &hibernated);
-  log_kv("info", "msg=ready addr=%s:%u auth=%s chain_id=%llu control_contract=%s recovered=%zu recover_failed=%zu "
-         "hibernated=%zu workers=%u", host, xgr_rpc_port(srv), auth_none ? "none" : "permits",
-         (unsigned long long)xgr_auth_chain_id(auth), xgr_auth_control_contract(auth), restored, failed, hibernated,
-         o->workers);
-  if (o->metrics_listen) log_kv("info", "msg=\"metrics listening\" addr=%s port=%u", o->metrics_listen, xgr_rpc_metrics_port(srv));
+  log_start(&l, "info", "ready");
+  xgr_logfmt_printf(&l, "addr", "%s:%u", host, xgr_rpc_port(srv));
+  xgr_logfmt_str(&l, "auth", auth_none ? "none" : "permits");
+  xgr_logfmt_u64(&l, "chain_id", xgr_auth_chain_id(auth));
+  xgr_logfmt_str(&l, "control_contract", xgr_auth_control_contract(auth));
+  xgr_logfmt_u64(&l, "recovered", restored);
+  xgr_logfmt_u64(&l, "recover_failed", failed);
+  xgr_logfmt_u64(&l, "hibernated", hibernated);
+  xgr_logfmt_u64(&l, "workers", o->workers);
+  log_end(&l);
+  if (o->metrics_listen) {
+    log_start(&l, "info", "metrics listening");
+    xgr_logfmt_str(&l, "addr", o->metrics_listen);
+    xgr_logfmt_u64(&l, "port", xgr_rpc_metrics_port(srv));
+    log_end(&l);
+  }
   /* the port file is written once xgrd is ready, so that whoever waits for it can work at once
    * (the port is also in the msg=listening line logged before recovery) */
   if (o->port_file) {
@@ -616,7 +636,9 @@ static int xgrd(int argc, char **argv, opts *o) {
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f && fd >= 0) close(fd);
     if (!f || fprintf(f, "%u\n", xgr_rpc_port(srv)) < 0 || fclose(f) || rename(tmp, o->port_file)) {
-      log_kv("error", "msg=\"cannot write the port file\" file=%s", o->port_file);
+      log_start(&l, "error", "cannot write the port file");
+      xgr_logfmt_str(&l, "file", o->port_file);
+      log_end(&l);
       rc = EXIT_HARD;
     }
   }
@@ -637,16 +659,21 @@ static int xgrd(int argc, char **argv, opts *o) {
     xgr_error se;
     if (!store_failed && xgr_node_store_failed(node, &se)) {
       store_failed = true;
-      log_kv("error", "msg=\"store failed: no more work is accepted (writes answer -32009, /readyz 503); fix the store "
-                      "and restart xgrd, which recovers everything committed\" store=%s error=\"%s\"",
-             store_name, se.message);
+      log_fail("store failed: no more work is accepted (writes answer -32009, /readyz 503); fix the store and restart "
+               "xgrd, which recovers everything committed", "store", store_name, se.message);
     }
   }
-  log_kv("info", "msg=stopping signal=%s", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
+  log_start(&l, "info", "stopping");
+  xgr_logfmt_str(&l, "signal", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
+  log_end(&l);
   xgr_rpc_stop(srv);
   long tmo = o->shutdown_timeout_ms ? o->shutdown_timeout_ms : 30000;
   xgr_rpcd_shutdown(d);   /* waiting answers go first */
-  if (xgr_node_shutdown(node, tmo)) log_kv("warn", "msg=\"steps still running after the shutdown timeout\" timeout_ms=%ld", tmo);
+  if (xgr_node_shutdown(node, tmo)) {
+    log_start(&l, "warn", "steps still running after the shutdown timeout");
+    xgr_logfmt_i64(&l, "timeout_ms", tmo);
+    log_end(&l);
+  }
   if (xgr_node_store_failed(node, NULL)) store_failed = true;   /* also a failure while stopping */
   xgr_node_free(node);   /* the engine first: it calls the service's event callbacks */
   xgr_rpcd_free(d);
@@ -657,7 +684,12 @@ static int xgrd(int argc, char **argv, opts *o) {
   curl_global_cleanup();
   json_decref(cfgdoc);
   if (!rc && store_failed) rc = EXIT_STORE;
-  log_kv(rc == EXIT_STORE ? "error" : "info", "msg=stopped%s", rc == EXIT_STORE ? " exit=4 reason=\"the store failed\"" : "");
+  log_start(&l, rc == EXIT_STORE ? "error" : "info", "stopped");
+  if (rc == EXIT_STORE) {
+    xgr_logfmt_u64(&l, "exit", 4);
+    xgr_logfmt_quoted(&l, "reason", "the store failed");
+  }
+  log_end(&l);
   return rc;
 }
 

@@ -29,7 +29,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "engine/engine_int.h"
+#include "engine/engine_impl.h"
 #include "util/clock.h"
 #include "util/hashmap.h"
 #include "xgr/outcome.h"
@@ -148,8 +148,7 @@ static void first_turn(actor *a);
 static void vpush(visq *q, vis v) {
   if (q->n == q->cap) {
     q->cap = q->cap ? q->cap * 2 : 16;
-    q->v = realloc(q->v, q->cap * sizeof *q->v);
-    if (!q->v) abort();
+    q->v = xgr__xrealloc(q->v, q->cap * sizeof *q->v);
   }
   q->v[q->n++] = v;
 }
@@ -201,8 +200,7 @@ static void snap_release(xgr_engine_proc *d) {
 }
 
 static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, bool ok) {
-  evsnap *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  evsnap *s = xgr__xcalloc(1, sizeof *s);
   s->ev.kind = kind;
   s->ev.owner = xgr_session_owner(a->s);
   s->ev.root_pid = a->root;
@@ -334,8 +332,7 @@ void xgr_eng_job_http_done(xgr_engine *e, job *j) {
 static void batch_row(actor *a, const xgr_effect *fe) {
   if (a->nbp == a->capbp) {
     a->capbp = a->capbp ? a->capbp * 2 : 16;
-    a->bp = realloc(a->bp, a->capbp * sizeof *a->bp);
-    if (!a->bp) abort();
+    a->bp = xgr__xrealloc(a->bp, a->capbp * sizeof *a->bp);
   }
   snap_fill(a, &a->bp[a->nbp++], fe, SNAP_ROW);
 }
@@ -343,8 +340,7 @@ static void batch_row(actor *a, const xgr_effect *fe) {
 static void batch_hist(actor *a, const xgr_effect *fe) {
   if (a->nbh == a->capbh) {
     a->capbh = a->capbh ? a->capbh * 2 : 16;
-    a->bh = realloc(a->bh, a->capbh * sizeof *a->bh);
-    if (!a->bh) abort();
+    a->bh = xgr__xrealloc(a->bh, a->capbh * sizeof *a->bh);
   }
   a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at,
                                       fe->api ? xgr__xstrdup(fe->api) : NULL};   /* freed by batch_clear */
@@ -612,8 +608,7 @@ static void on_job(actor *a, job *j) {
   if (span >= a->ringcap) {
     size_t nc = a->ringcap ? a->ringcap : 64;
     while (nc <= span) nc *= 2;
-    job **r = calloc(nc, sizeof *r);
-    if (!r) abort();
+    job **r = xgr__xcalloc(nc, sizeof *r);
     for (size_t i = 0; i < a->ringcap; i++)
       if (a->ring[i]) r[a->ring[i]->seq & (nc - 1)] = a->ring[i];
     free(a->ring);
@@ -934,7 +929,7 @@ static void store_turn(actor *a) {
 /* ---- the turn ---------------------------------------------------------------------------------------- */
 
 static void publish(actor *a) {
-  pthread_mutex_lock(&a->ent->mu);   /* the entry's own lock, not the shard's (engine_int.h) */
+  pthread_mutex_lock(&a->ent->mu);   /* the entry's own lock, not the shard's (engine_impl.h) */
   xgr_engine_session_info *in = &a->ent->info;
   in->result = a->finished ? a->result : XGR_RESULT_RUNNING;
   in->finished = a->completed && a->finished;
@@ -1255,8 +1250,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", req->start);
     return NULL;
   }
-  actor *a = calloc(1, sizeof *a);
-  if (!a) abort();
+  actor *a = xgr__xcalloc(1, sizeof *a);
   a->e = e;
   a->ent = ent;
   a->b = b;
@@ -1306,8 +1300,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
 static void first_turn(actor *a) {
   xgr_engine *e = a->e;
   if (e->cfg.measure_latency) {
-    a->lat = calloc(1, sizeof *a->lat);
-    if (!a->lat) abort();
+    a->lat = xgr__xcalloc(1, sizeof *a->lat);
   }
   if (!a->need_start) return;
   a->need_start = false;

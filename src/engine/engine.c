@@ -16,7 +16,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "engine/engine_int.h"
+#include "engine/engine_impl.h"
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/clock.h"
@@ -68,11 +68,7 @@ int xgr_eng_send(xgr_engine *e, const xgr_ctx *ctx, xgr_pid pid, uint64_t tag, v
 /* ---- lifecycle ----------------------------------------------------------------------------------- */
 
 xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
-  xgr_engine *e = calloc(1, sizeof *e);
-  if (!e) {
-    xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
-    return NULL;
-  }
+  xgr_engine *e = xgr__xcalloc(1, sizeof *e);
   if (cfg) e->cfg = *cfg;
   if (e->cfg.clock.kind == XGR_CLOCK_SCALED && !(e->cfg.clock.scale > 0)) e->cfg.clock.scale = 1;
   if (e->cfg.store && e->cfg.store->submit) {
@@ -175,9 +171,8 @@ int xgr_engine_register(xgr_engine *e, const char *name, const xgr_bundle *b, xg
       pthread_mutex_unlock(&e->reg_mu);
       return xgr_error_set(err, XGR_ECONFLICT, NULL, "a bundle named \"%s\" is registered already", name);
     }
-  e->bundles = realloc(e->bundles, (e->nbundles + 1) * sizeof *e->bundles);
-  if (!e->bundles) abort();
-  e->bundles[e->nbundles].name = strdup(name);
+  e->bundles = xgr__xrealloc(e->bundles, (e->nbundles + 1) * sizeof *e->bundles);
+  e->bundles[e->nbundles].name = xgr__xstrdup(name);
   e->bundles[e->nbundles++].b = b;
   pthread_mutex_unlock(&e->reg_mu);
   return 0;
@@ -219,8 +214,7 @@ static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken
     return xgr_error_set(err, XGR_EINVAL, NULL, "a session needs an owner (at most 63 bytes), a rootPid > 0 and a start step");
   }
   atomic_store(&e->started_any, true);
-  sess_entry *ent = calloc(1, sizeof *ent);
-  if (!ent) abort();
+  sess_entry *ent = xgr__xcalloc(1, sizeof *ent);
   pthread_mutex_init(&ent->mu, NULL);
   xgr__str_copy(ent->owner, sizeof ent->owner, req->owner);
   ent->root = req->root_pid;
@@ -266,15 +260,14 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
     if (done) done(ctx, XGR_EINVAL, "a step-mode wake needs a step");
     return XGR_EINVAL;
   }
-  ctl_msg *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  ctl_msg *m = xgr__xcalloc(1, sizeof *m);
   snprintf(m->owner, sizeof m->owner, "%s", c->owner ? c->owner : "");
   m->root = c->root_pid;
   m->kind = c->kind;
   m->iter = c->iter;
-  m->step = c->step ? strdup(c->step) : NULL;
-  m->caller = c->caller ? strdup(c->caller) : NULL;
-  m->label = c->label ? strdup(c->label) : NULL;
+  m->step = c->step ? xgr__xstrdup(c->step) : NULL;
+  m->caller = c->caller ? xgr__xstrdup(c->caller) : NULL;
+  m->label = c->label ? xgr__xstrdup(c->label) : NULL;
   m->payload = xgr_value_retain(c->payload);
   m->done = done;
   m->done_ctx = ctx;
@@ -421,8 +414,7 @@ int xgr_engine_redeliver_checked(xgr_engine *e, const char *id, const char *from
 int xgr_engine_at(xgr_engine *e, int64_t at_ms, void (*fn)(void *ctx, int64_t now), void *ctx) {
   if (!fn) return XGR_EINVAL;
   if (atomic_load(&e->stopping)) return XGR_ESTATE;
-  at_cb *cb = malloc(sizeof *cb);
-  if (!cb) return XGR_ENOMEM;
+  at_cb *cb = xgr__xmalloc(sizeof *cb);
   cb->fn = fn;
   cb->ctx = ctx;
   return xgr_eng_timer_add_cb(e, at_ms, cb);

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/engine_int.h"
+#include "engine/engine_impl.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/engine_impl.h"
+#include "util/alloc.h"
 
 struct http_loop {
   xgr_engine *e;
@@ -28,8 +29,7 @@ struct http_loop {
 };
 
 http_loop *xgr_eng_http_new(xgr_engine *e) {
-  http_loop *h = calloc(1, sizeof *h);
-  if (!h) return NULL;
+  http_loop *h = xgr__xcalloc(1, sizeof *h);
   h->e = e;
   h->m = curl_multi_init();
   if (!h->m) {
@@ -49,8 +49,7 @@ static xgr_http_exchange *get_exchange(http_loop *h) {
 static void put_exchange(http_loop *h, xgr_http_exchange *x) {
   if (h->npool == h->cappool) {
     h->cappool = h->cappool ? h->cappool * 2 : 64;
-    h->pool = realloc(h->pool, h->cappool * sizeof *h->pool);
-    if (!h->pool) abort();
+    h->pool = xgr__xrealloc(h->pool, h->cappool * sizeof *h->pool);
   }
   h->pool[h->npool++] = x;
 }

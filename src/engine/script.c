@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/engine_impl.h"
+#include "util/alloc.h"
 #include "xgr/script.h"
 
 typedef struct script_act {
@@ -43,8 +44,7 @@ int xgr_engine_add_script(xgr_engine *e, uint64_t root_pid, const json_t *script
                                                 [XGR_SCRIPT_RESUME] = XGR_CTL_RESUME};
   /* in time order, script order for ties (the timer heap keeps scheduling order) */
   for (size_t i = 0; i < n && !rc; i++) {
-    script_act *x = calloc(1, sizeof *x);
-    if (!x) abort();
+    script_act *x = xgr__xcalloc(1, sizeof *x);
     xgr_script_action *s = &acts[i];
     x->e = e;
     x->step = s->step;      /* the strings and the payload move into the action */

@@ -8,7 +8,7 @@
  * cache line or two, so pushes and pops stay cheap with a million pending timers.
  *
  * Real and scaled clocks — per-worker heaps. An actor arms its timer in the heap of the worker it
- * runs on (a slot claimed by that worker on first use; engine_int.h, wtimers). A worker fires due
+ * runs on (a slot claimed by that worker on first use; engine_impl.h, wtimers). A worker fires due
  * entries of its own heap at the end of an actor turn, by sending MSG_TIMER with xgr_ctx_send,
  * which puts the actor on the worker's own deque: no thread hop, no futex, no global queue, and
  * the actor's next timer lands in the same heap. It does so only while its deque is short
@@ -49,7 +49,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/engine_int.h"
+#include "engine/engine_impl.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 
 int64_t xgr_eng_now(xgr_engine *e) { return xgr_eng_now_at(e, e->stepped ? 0 : xgr__mono_ns()); }
@@ -88,8 +89,7 @@ static bool before(const timer_ent *a, const timer_ent *b) {
 void xgr_eng_heap_push(timer_ent **heap, size_t *n, size_t *cap, timer_ent e) {
   if (*n == *cap) {
     *cap = *cap ? *cap * 2 : 256;
-    *heap = realloc(*heap, *cap * sizeof **heap);
-    if (!*heap) abort();
+    *heap = xgr__xrealloc(*heap, *cap * sizeof **heap);
   }
   timer_ent *h = *heap;
   size_t i = (*n)++;
@@ -135,8 +135,7 @@ static void add_entry(xgr_engine *e, int64_t at, uint64_t target, bool cb) {
   pthread_mutex_lock(&t->mu);
   if (t->nin == t->capin) {
     t->capin = t->capin ? t->capin * 2 : 256;
-    t->in = realloc(t->in, t->capin * sizeof *t->in);
-    if (!t->in) abort();
+    t->in = xgr__xrealloc(t->in, t->capin * sizeof *t->in);
   }
   uint64_t seq = t->seq++;
   t->in[t->nin++] = (timer_ent){at, cb ? seq | (1ull << 63) : seq, target};
@@ -371,8 +370,7 @@ static void *timer_main(void *arg) {
     while (t->n && t->heap[0].at <= now) {
       if (ndue == capdue) {
         capdue = capdue ? capdue * 2 : 256;
-        due = realloc(due, capdue * sizeof *due);
-        if (!due) abort();
+        due = xgr__xrealloc(due, capdue * sizeof *due);
       }
       due[ndue++] = xgr_eng_heap_pop(t->heap, &t->n);
     }
@@ -398,9 +396,8 @@ int xgr_eng_timers_start(xgr_engine *e, xgr_error *err) {
   atomic_init(&t->cb_min, INT64_MAX);
   if (!e->stepped) {
     t->nw = xgr_rt_workers(e->rt);
-    t->w = aligned_alloc(64, t->nw * sizeof *t->w);
-    t->owners = calloc(t->nw, sizeof *t->owners);
-    if (!t->w || !t->owners) abort();
+    t->w = xgr__xaligned_alloc(64, t->nw * sizeof *t->w);
+    t->owners = xgr__xcalloc(t->nw, sizeof *t->owners);
     memset(t->w, 0, t->nw * sizeof *t->w);
     for (unsigned i = 0; i < t->nw; i++) {
       pthread_mutex_init(&t->w[i].mu, NULL);

@@ -21,29 +21,23 @@
  * (finals and stalls), cycles without a clock advance (Tarjan's SCCs), states from which a join
  * that is open can no longer be decided (backward reachability), and finals whose per-step
  * outcomes agree but whose results differ (timing). Traces follow the BFS tree; a loop's trace is
- * completed by re-running its cycle on a concrete session and matching canonical hashes.
+ * completed by re-running its cycle on a concrete session and matching canonical hashes. Those
+ * findings, traces and results are read off the graph in findings.c; the model both share is
+ * explore_impl.h.
  */
-#include "util/alloc.h"
-#include "xgr/explore.h"
+#include "explore/explore_impl.h"
 
 #include <assert.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "rule/rule_impl.h"
+#include "util/alloc.h"
 #include "util/buf.h"
 #include "util/clock.h"
-#include "xgr/outcome.h"
-#include "xgr/session.h"
 #include "util/hash.h"
-
-#define OWNER "0x0000000000000000000000000000000000000001"
-#define ROOT_PID 1
-#define NONE32 UINT32_MAX
 
 /* ---- outcomes --------------------------------------------------------------------------------- */
 
@@ -74,7 +68,7 @@ int xgr_explore_parse_outcomes(const char *text, unsigned *mask, xgr_error *err)
 
 /* Two independent 64-bit hashes of n bytes, a word at a time (the canonical form of every new
  * state goes through here: it was half of the search's time byte by byte). */
-static void hash_bytes(const void *data, size_t n, uint64_t *h1, uint64_t *h2) {
+void xgr__explore_hash_bytes(const void *data, size_t n, uint64_t *h1, uint64_t *h2) {
   const unsigned char *p = data;
   uint64_t a = 0x243f6a8885a308d3ULL ^ n, b = 0x13198a2e03707344ULL;
   size_t i = 0;
@@ -96,18 +90,18 @@ static uint64_t value_hash_text(xgr_value v) {
   size_t len;
   char *txt = xgr_value_to_json_text(v, 0, &len);
   uint64_t h1 = 0, h2 = 0;
-  if (txt) hash_bytes(txt, len, &h1, &h2);
+  if (txt) xgr__explore_hash_bytes(txt, len, &h1, &h2);
   free(txt);
   return h1 | 1;
 }
 
 /* Payload hashes cached by the map's address: values are immutable once shared, and the cache
  * holds a reference, so an address cannot be reused for another map while it is cached. */
-typedef struct vcache {
+struct vcache {
   xgr_value *vals;
   uint64_t *hashes;
   size_t n, cap;
-} vcache;
+};
 
 static uint64_t value_hash(vcache *c, xgr_value v) {
   if (xgr_value_kind(v) != XGR_VMAP || !c) return value_hash_text(v);
@@ -147,92 +141,13 @@ static void vcache_free(vcache *c) {
   free(c->hashes);
 }
 
-/* ---- the exploration context ---------------------------------------------------------------- */
-
-typedef enum { ACT_PROMOTE = 0, ACT_FINISH = 1, ACT_ADVANCE = 2 } act_kind;
-
-typedef struct act {
-  uint8_t kind;
-  uint8_t outcome;        /* FINISH: 0 valid, 1 invalid, 2 error; 3: what the rule gave */
-  uint64_t iter;
-  int64_t at;             /* ADVANCE: new clock */
-} act;
-
-typedef enum { N_OPEN = 0, N_INNER, N_FINAL, N_STALL, N_CUT } node_kind;
-
-typedef struct node {
-  uint64_t h1, h2;
-  uint32_t parent;
-  uint32_t depth;         /* step executions on the path */
-  uint32_t level;         /* actions on the path */
-  act a;                  /* the action from the parent */
-  int64_t now;
-  xgr_session *s;         /* until expanded */
-  uint64_t *marks;        /* sorted, unique */
-  uint32_t nmarks;
-  uint8_t kind;
-  uint8_t result;         /* FINAL: xgr_session_result */
-  uint32_t live;
-  uint64_t open;          /* join declarations (index < 64) with an open instance here */
-} node;
-
-typedef struct edge {
-  uint32_t from, to;
-  bool advance;
-  uint8_t obit;           /* a step finished: its outcome (1 valid, 2 invalid, 4 error, 8 other); 0 otherwise */
-  uint16_t ostep;         /* ... and its step */
-  uint64_t decided;       /* join declarations (index < 64) decided on this edge */
-} edge;
-
-typedef struct ex {
-  const xgr_orch *o;
-  const xgr_bundle *b;
-  xgr_explore_config cfg;
-  unsigned start;
-  xgr_value payload;
-  bool reduce_finish;
-  /* join declarations */
-  const xgr_join **decls;
-  unsigned ndecls;
-  /* graph */
-  node *nodes;
-  size_t nnodes, capnodes;
-  edge *edges;
-  size_t nedges, capedges;
-  uint32_t *table;        /* open addressing: node index + 1 */
-  size_t tcap;
-  bool complete;
-  /* global observations */
-  bool *ran;              /* per step */
-  uint32_t *unf_node;     /* per decl: first node reached by an unfulfillable decision, NONE32 */
-  bool *satisfied;        /* per decl */
-  bool *opened;           /* per decl */
-  uint32_t max_live, max_live_node;
-  xgr_buf canon;
-  xgr_effects fx;
-  vcache *vc;             /* payload hashes */
-  size_t pending;         /* processes (+1 per session) held by unexpanded states: the memory bound */
-} ex;
-
-/* Unexpanded states keep their core (a few hundred bytes per live process): beyond this many
- * processes held (about 256 MiB) no new state is added and the exploration is cut. */
-#define PENDING_MAX ((size_t)1 << 20)
-
-static unsigned decl_index(const ex *x, const xgr_join *d) {
-  for (unsigned i = 0; i < x->ndecls; i++)
-    if (x->decls[i] == d) return i;
-  return 0;
-}
-
-static const char *step_id(const ex *x, unsigned step) { return x->o->steps[step].id; }
 
 /* ---- building outcomes -------------------------------------------------------------------------- */
 
 /* Static waitSec of a step's branch (forced outcomes take the branch's literal waitSec). */
-static int64_t static_wait(const xgr_bundle *b, unsigned step, bool valid) {
+int64_t xgr__explore_branch_wait(const xgr_bundle *b, unsigned step, bool valid) {
   if (!b || !b->step_rule || !b->step_rule[step]) return 0;
-  const rbranch *br = &b->step_rule[step]->branch[valid ? 0 : 1];
-  return br->has_wait ? (int64_t)br->wait_sec : 0;
+  return (int64_t)xgr_rule_branch_wait(b->step_rule[step], valid);
 }
 
 static bool rule_decides(const xgr_bundle *b, bool rules, unsigned step) {
@@ -240,7 +155,7 @@ static bool rule_decides(const xgr_bundle *b, bool rules, unsigned step) {
 }
 
 /* The outcome of a forced kind for p (payload passes through unchanged). */
-static void forced_outcome(const xgr_bundle *b, const xgr_proc *p, unsigned kind, xgr_step_outcome *o) {
+void xgr__explore_forced_outcome(const xgr_bundle *b, const xgr_proc *p, unsigned kind, xgr_step_outcome *o) {
   memset(o, 0, sizeof *o);
   o->effective = p->payload;
   o->outcome_payload = xgr_value_null();
@@ -250,12 +165,12 @@ static void forced_outcome(const xgr_bundle *b, const xgr_proc *p, unsigned kind
     return;
   }
   o->kind = kind == 0 ? XGR_OUTCOME_VALID : XGR_OUTCOME_INVALID;
-  o->wait_sec = static_wait(b, p->step, kind == 0);
+  o->wait_sec = xgr__explore_branch_wait(b, p->step, kind == 0);
 }
 
 /* Run the step's rule on p's payload (no HTTP). res must be freed by the caller after use. */
-static void rule_outcome(const xgr_bundle *b, const xgr_session *s, const xgr_proc *p, xgr_step_result *res,
-                         xgr_outcome_buf *ob, xgr_step_outcome *o) {
+void xgr__explore_rule_outcome(const xgr_bundle *b, const xgr_session *s, const xgr_proc *p, xgr_step_result *res,
+                               xgr_outcome_buf *ob, xgr_step_outcome *o) {
   char pid[48];
   xgr_pid_format(xgr_session_root_pid(s), p->iter, pid, sizeof pid);
   xgr_step_ctx ctx = {.owner = xgr_session_owner(s), .session_id = xgr_session_root_pid(s), .pid = pid,
@@ -267,9 +182,6 @@ static void rule_outcome(const xgr_bundle *b, const xgr_session *s, const xgr_pr
 }
 
 /* ---- marks and canonical form ------------------------------------------------------------------ */
-
-#define MARK_JOIN (1ULL << 62)
-#define MARK_LEAF (2ULL << 62)
 
 static void marks_add(uint64_t **m, uint32_t *n, uint64_t v) {
   uint32_t i = 0;
@@ -350,8 +262,8 @@ static pkey *live_sorted(const ex *x, const xgr_session *s, int64_t now, size_t 
   return c.k;
 }
 
-static void canon_hash(ex *x, const xgr_session *s, int64_t now, const uint64_t *marks,
-                       uint32_t nmarks, uint64_t *h1, uint64_t *h2) {
+void xgr__explore_canon_hash(ex *x, const xgr_session *s, int64_t now, const uint64_t *marks,
+                             uint32_t nmarks, uint64_t *h1, uint64_t *h2) {
   collect c = {.x = x, .now = now, .s = s};
   xgr_session_foreach(s, collect_proc, &c);
   if (c.n) qsort(c.k, c.n, sizeof *c.k, pkey_cmp);
@@ -378,7 +290,7 @@ static void canon_hash(ex *x, const xgr_session *s, int64_t now, const uint64_t 
   uint8_t tail[2] = {st.killed, (uint8_t)xgr_session_result_of(s)};
   xgr__buf_put(b, tail, sizeof tail);
   if (nmarks) xgr__buf_put(b, marks, nmarks * sizeof *marks);
-  hash_bytes(b->p, b->len, h1, h2);
+  xgr__explore_hash_bytes(b->p, b->len, h1, h2);
   free(ids);
   free(c.k);
 }
@@ -425,22 +337,8 @@ static void edge_add(ex *x, uint32_t from, uint32_t to, bool advance, uint8_t ob
 
 /* ---- applying an action -------------------------------------------------------------------------- */
 
-typedef struct step_out {
-  xgr_session *s;
-  int64_t now;
-  uint8_t obit;           /* FINISH: the outcome taken (1 valid, 2 invalid, 4 error, 8 other) */
-  uint16_t ostep;
-  uint64_t *marks;
-  uint32_t nmarks;
-  uint64_t decided;
-  uint32_t joins[16];     /* decisions of this action: declaration << 2 | outcome (the first 16) */
-  unsigned njoins;
-  bool advance;
-  bool ok;
-} step_out;
-
 /* Apply a to session s (consumed: owned by out->s afterwards) with the accumulators of n. */
-static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out) {
+void xgr__explore_apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out) {
   out->s = s;
   out->now = n->now;
   out->obit = 0;
@@ -469,8 +367,8 @@ static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out
     xgr_step_result res;
     xgr_outcome_buf ob;
     bool ruled = a.outcome == 3;
-    if (ruled) rule_outcome(x->b, s, p, &res, &ob, &o);
-    else forced_outcome(x->b, p, a.outcome, &o);
+    if (ruled) xgr__explore_rule_outcome(x->b, s, p, &res, &ob, &o);
+    else xgr__explore_forced_outcome(x->b, p, a.outcome, &o);
     unsigned bit = o.kind == XGR_OUTCOME_VALID ? 1 : o.kind == XGR_OUTCOME_INVALID ? 2 : o.kind == XGR_OUTCOME_HARD_ERROR ? 4 : 8;
     out->obit = (uint8_t)bit;
     out->ostep = (uint16_t)step;
@@ -503,11 +401,6 @@ static void apply_act(ex *x, const node *n, xgr_session *s, act a, step_out *out
 
 /* ---- actions at a state -------------------------------------------------------------------------- */
 
-typedef struct acts {
-  act *a;
-  size_t n, cap;
-} acts;
-
 static void acts_push(acts *l, act a) {
   if (l->n == l->cap) {
     l->cap = l->cap ? l->cap * 2 : 16;
@@ -539,7 +432,7 @@ static void push_finishes(const ex *x, const pkey *p, acts *l) {
 }
 
 /* The actions to explore at state (s, now); `full` disables the reduction (trace matching). */
-static void actions(const ex *x, const xgr_session *s, int64_t now, bool full, acts *l) {
+void xgr__explore_actions(const ex *x, const xgr_session *s, int64_t now, bool full, acts *l) {
   l->n = 0;
   size_t n;
   pkey *k = live_sorted(x, s, now, &n);
@@ -648,7 +541,7 @@ static void search(ex *x, double t0) {
     node *n = &x->nodes[i];
     xgr_session *s = n->s;
     x->pending -= n->live + 1;   /* this state's session leaves the frontier */
-    actions(x, s, n->now, false, &l);
+    xgr__explore_actions(x, s, n->now, false, &l);
     if (!l.n) {
       n->kind = n->live ? N_STALL : N_FINAL;
       n->result = (uint8_t)(n->live ? XGR_RESULT_STALLED : xgr_session_result_of(s));
@@ -668,9 +561,9 @@ static void search(ex *x, double t0) {
     for (size_t j = 0; j < l.n; j++) {
       xgr_session *c = j + 1 < l.n ? xgr_session_clone(s) : s;
       step_out so;
-      apply_act(x, &x->nodes[i], c, l.a[j], &so);
+      xgr__explore_apply_act(x, &x->nodes[i], c, l.a[j], &so);
       uint64_t h1, h2;
-      canon_hash(x, so.s, so.now, so.marks, so.nmarks, &h1, &h2);
+      xgr__explore_canon_hash(x, so.s, so.now, so.marks, so.nmarks, &h1, &h2);
       uint32_t to = table_find(x, h1, h2);
       if (to == NONE32) {
         if (x->nnodes >= max_states || x->pending > PENDING_MAX) {
@@ -705,682 +598,13 @@ static void search(ex *x, double t0) {
   free(l.a);
 }
 
-/* ---- traces --------------------------------------------------------------------------------------- */
-
-static json_t *act_json(const ex *x, act a, unsigned step, const xgr_step_outcome *o) {
-  char pid[48];
-  xgr_pid_format(ROOT_PID, a.iter, pid, sizeof pid);
-  if (a.kind == ACT_ADVANCE) return json_pack("{s:I}", "advance", (json_int_t)a.at);
-  if (a.kind == ACT_PROMOTE) return json_pack("{s:s, s:s}", "promote", pid, "step", step_id(x, step));
-  const char *oc = o->kind == XGR_OUTCOME_VALID ? "valid" : o->kind == XGR_OUTCOME_INVALID ? "invalid"
-                 : o->kind == XGR_OUTCOME_HARD_ERROR ? "error" : o->kind == XGR_OUTCOME_ABORT_STEP ? "abortStep" : "cancelSession";
-  return json_pack("{s:s, s:s, s:s, s:s}", "finish", pid, "step", step_id(x, step), "outcome", oc, "by",
-                   a.outcome == 3 ? "rule" : "forced");
-}
-
-/* A fresh root session (the start state). */
-static xgr_session *root_session(ex *x) {
+xgr_session *xgr__explore_root_session(ex *x) {
   xgr_session_config sc = {.max_running = x->cfg.max_running};
   xgr_session *s = xgr_session_new(x->o, OWNER, ROOT_PID, &sc);
   xgr_effects_reset(&x->fx);
   xgr_session_start(s, x->start, x->payload, 0, &x->fx, NULL);
   xgr_effects_reset(&x->fx);
   return s;
-}
-
-/* Run path (node indices, path[0] the root) on a concrete session and describe each action.
- * Consecutive nodes must be joined by an edge; the action is found by matching hashes and, where
- * labels (may be NULL) gives one for the transition into path[i] (step << 8 | outcome bit), the
- * step outcome it must take. */
-static json_t *realize(ex *x, const uint32_t *path, const uint32_t *labels, size_t n) {
-  json_t *tr = json_array();
-  node cur;
-  memset(&cur, 0, sizeof cur);
-  cur.now = 0;
-  xgr_session *s = root_session(x);
-  acts l = {0};
-  for (size_t i = 1; i < n && s; i++) {
-    const node *want = &x->nodes[path[i]];
-    actions(x, s, cur.now, true, &l);
-    bool found = false;
-    for (size_t j = 0; j < l.n && !found; j++) {
-      xgr_session *c = xgr_session_clone(s);
-      const xgr_proc *p = l.a[j].kind == ACT_ADVANCE ? NULL : xgr_session_find(c, l.a[j].iter);
-      unsigned step = p ? p->step : 0;
-      json_t *desc = NULL;
-      if (l.a[j].kind == ACT_FINISH) {
-        xgr_step_outcome o;
-        xgr_step_result res;
-        xgr_outcome_buf ob;
-        if (l.a[j].outcome == 3) rule_outcome(x->b, c, p, &res, &ob, &o);
-        else forced_outcome(x->b, p, l.a[j].outcome, &o);
-        desc = act_json(x, l.a[j], step, &o);
-        if (l.a[j].outcome == 3) xgr_step_result_free(&res);
-      } else {
-        desc = act_json(x, l.a[j], step, NULL);
-      }
-      step_out so;
-      apply_act(x, &cur, c, l.a[j], &so);
-      uint64_t h1, h2;
-      canon_hash(x, so.s, so.now, so.marks, so.nmarks, &h1, &h2);
-      bool label_ok = !labels || !labels[i] || (so.obit == (labels[i] & 0xff) && so.ostep == labels[i] >> 8);
-      if (h1 == want->h1 && h2 == want->h2 && label_ok) {
-        found = true;
-        json_array_append_new(tr, desc);
-        xgr_session_free(s);
-        s = so.s;
-        free(cur.marks);
-        cur.marks = so.marks;
-        cur.nmarks = so.nmarks;
-        cur.now = so.now;
-      } else {
-        json_decref(desc);
-        xgr_session_free(so.s);
-        free(so.marks);
-      }
-    }
-    if (!found) break;   /* cannot happen: every edge was produced by one of these actions */
-  }
-  xgr_session_free(s);
-  free(cur.marks);
-  free(l.a);
-  return tr;
-}
-
-static size_t tree_path(const ex *x, uint32_t v, uint32_t **out) {
-  size_t n = 0;
-  for (uint32_t u = v; u != NONE32; u = x->nodes[u].parent) n++;
-  uint32_t *p = xgr__xmalloc(n * sizeof *p);
-  size_t i = n;
-  for (uint32_t u = v; u != NONE32; u = x->nodes[u].parent) p[--i] = u;
-  *out = p;
-  return n;
-}
-
-static json_t *trace_to(ex *x, uint32_t v) {
-  uint32_t *p;
-  size_t n = tree_path(x, v, &p);
-  json_t *t = realize(x, p, NULL, n);
-  free(p);
-  return t;
-}
-
-/* ---- findings -------------------------------------------------------------------------------------- */
-
-static void finding(json_t *list, const char *kind, bool error, const char *step, const char *join, json_t *trace,
-                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static void finding(json_t *list, const char *kind, bool error, const char *step, const char *join, json_t *trace,
-                    const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  json_t *f = json_pack("{s:s, s:s}", "kind", kind, "severity", error ? "error" : "warning");
-  if (step) json_object_set_new(f, "step", json_string(step));
-  if (join) json_object_set_new(f, "join", json_string(join));
-  json_object_set_new(f, "message", json_string(msg));
-  json_object_set_new(f, "trace", trace ? trace : json_array());
-  json_array_append_new(list, f);
-}
-
-/* CSR adjacency over edges (optionally without clock advances). */
-typedef struct csr {
-  uint32_t *off, *dst;
-} csr;
-
-static void csr_build(const ex *x, bool skip_advance, bool reverse, csr *g) {
-  g->off = xgr__xcalloc(x->nnodes + 1, sizeof *g->off);
-  for (size_t i = 0; i < x->nedges; i++)
-    if (!(skip_advance && x->edges[i].advance)) g->off[(reverse ? x->edges[i].to : x->edges[i].from) + 1]++;
-  for (size_t i = 0; i < x->nnodes; i++) g->off[i + 1] += g->off[i];
-  g->dst = xgr__xmalloc((g->off[x->nnodes] + 1) * sizeof *g->dst);
-  uint32_t *fill = xgr__xmalloc((x->nnodes + 1) * sizeof *fill);
-  memcpy(fill, g->off, (x->nnodes + 1) * sizeof *fill);
-  for (size_t i = 0; i < x->nedges; i++) {
-    if (skip_advance && x->edges[i].advance) continue;
-    uint32_t a = reverse ? x->edges[i].to : x->edges[i].from, b = reverse ? x->edges[i].from : x->edges[i].to;
-    g->dst[fill[a]++] = b;
-  }
-  free(fill);
-}
-
-static void csr_free(csr *g) {
-  free(g->off);
-  free(g->dst);
-}
-
-/* Tarjan's SCCs, iteratively. comp[v] = component id; returns for each component whether it has
- * a cycle (size > 1 or a self-loop) through *cyclic (caller frees). */
-static uint32_t scc(const ex *x, const csr *g, uint32_t **comp_out, bool **cyclic_out) {
-  size_t n = x->nnodes;
-  uint32_t *idx = xgr__xmalloc(n * sizeof *idx), *low = xgr__xmalloc(n * sizeof *low);
-  uint32_t *comp = xgr__xmalloc(n * sizeof *comp), *stack = xgr__xmalloc(n * sizeof *stack);
-  uint32_t *cs = xgr__xmalloc(n * sizeof *cs), *ci = xgr__xmalloc(n * sizeof *ci);
-  bool *on = xgr__xcalloc(n, sizeof *on);
-  bool *cyc = NULL;
-  for (size_t i = 0; i < n; i++) idx[i] = comp[i] = NONE32;
-  uint32_t counter = 0, ncomp = 0;
-  size_t sp = 0;
-  for (size_t r = 0; r < n; r++) {
-    if (idx[r] != NONE32) continue;
-    size_t csp = 0;
-    cs[csp] = (uint32_t)r;
-    ci[csp++] = g->off[r];
-    idx[r] = low[r] = counter++;
-    stack[sp++] = (uint32_t)r;
-    on[r] = true;
-    while (csp) {
-      uint32_t v = cs[csp - 1];
-      if (ci[csp - 1] < g->off[v + 1]) {
-        uint32_t w = g->dst[ci[csp - 1]++];
-        if (idx[w] == NONE32) {
-          idx[w] = low[w] = counter++;
-          stack[sp++] = w;
-          on[w] = true;
-          cs[csp] = w;
-          ci[csp++] = g->off[w];
-        } else if (on[w] && idx[w] < low[v]) {
-          low[v] = idx[w];
-        }
-        continue;
-      }
-      if (low[v] == idx[v]) {
-        cyc = xgr__xrealloc(cyc, (ncomp + 1) * sizeof *cyc);
-        uint32_t w, size = 0;
-        do {
-          w = stack[--sp];
-          on[w] = false;
-          comp[w] = ncomp;
-          size++;
-        } while (w != v);
-        bool self = false;
-        for (uint32_t e = g->off[v]; e < g->off[v + 1]; e++) self |= g->dst[e] == v;
-        cyc[ncomp++] = size > 1 || self;
-      }
-      csp--;
-      if (csp) {
-        uint32_t u = cs[csp - 1];
-        if (low[v] < low[u]) low[u] = low[v];
-      }
-    }
-  }
-  free(idx);
-  free(low);
-  free(stack);
-  free(cs);
-  free(ci);
-  free(on);
-  *comp_out = comp;
-  *cyclic_out = cyc;
-  return ncomp;
-}
-
-/* Shortest cycle from v back to v inside component c (BFS); returns the node list v..v. */
-static size_t cycle_path(const ex *x, const csr *g, const uint32_t *comp, uint32_t v, uint32_t **out) {
-  size_t n = x->nnodes;
-  uint32_t *prev = xgr__xmalloc(n * sizeof *prev), *q = xgr__xmalloc(n * sizeof *q);
-  for (size_t i = 0; i < n; i++) prev[i] = NONE32;
-  size_t qh = 0, qt = 0;
-  uint32_t last = NONE32;
-  for (uint32_t e = g->off[v]; e < g->off[v + 1] && last == NONE32; e++) {
-    uint32_t w = g->dst[e];
-    if (comp[w] != comp[v] || prev[w] != NONE32) continue;
-    prev[w] = v;
-    if (w == v) last = v;
-    else q[qt++] = w;
-  }
-  while (qh < qt && last == NONE32) {
-    uint32_t u = q[qh++];
-    for (uint32_t e = g->off[u]; e < g->off[u + 1]; e++) {
-      uint32_t w = g->dst[e];
-      if (comp[w] != comp[v]) continue;
-      if (w == v) {
-        last = u;
-        break;
-      }
-      if (prev[w] != NONE32) continue;
-      prev[w] = u;
-      q[qt++] = w;
-    }
-  }
-  size_t len = 0;
-  uint32_t *p = NULL;
-  if (last != NONE32) {
-    /* v -> ... -> last -> v */
-    size_t m = 1;
-    for (uint32_t u = last; u != v; u = prev[u]) m++;
-    p = xgr__xmalloc((m + 1) * sizeof *p);
-    len = m + 1;
-    p[m] = v;
-    size_t i = m;
-    for (uint32_t u = last; u != v; u = prev[u]) p[--i] = u;
-    p[0] = v;
-  }
-  free(prev);
-  free(q);
-  *out = p;
-  return len;
-}
-
-/* Cycles without a clock advance: each component with one gives a finding whose trace reaches
- * the component's first state (BFS order) and runs the shortest cycle through it twice. */
-static void loop_findings(ex *x, json_t *list, bool any_final) {
-  csr g;
-  csr_build(x, true, false, &g);
-  uint32_t *comp;
-  bool *cyc;
-  uint32_t nc = scc(x, &g, &comp, &cyc);
-  uint32_t *entry = xgr__xmalloc((nc + 1) * sizeof *entry);
-  for (uint32_t c = 0; c < nc; c++) entry[c] = NONE32;
-  for (size_t v = 0; v < x->nnodes; v++)
-    if (cyc[comp[v]] && entry[comp[v]] == NONE32) entry[comp[v]] = (uint32_t)v;   /* smallest BFS index */
-  int reported = 0;
-  xgr_stepset seen = {{0, 0}};
-  /* components in order of their entry (shortest first) */
-  for (size_t v = 0; v < x->nnodes && reported < 8; v++) {
-    uint32_t c = comp[v];
-    if (!cyc[c] || entry[c] != v) continue;
-    uint32_t *tp, *cp;
-    size_t tn = tree_path(x, (uint32_t)v, &tp);
-    size_t cn = cycle_path(x, &g, comp, (uint32_t)v, &cp);
-    if (!cn) {
-      free(tp);
-      continue;
-    }
-    /* the way in, then the cycle twice: the second round shows the state coming back */
-    uint32_t *all = xgr__xmalloc((tn + 2 * cn) * sizeof *all);
-    memcpy(all, tp, tn * sizeof *all);
-    memcpy(all + tn, cp + 1, (cn - 1) * sizeof *all);
-    memcpy(all + tn + cn - 1, cp + 1, (cn - 1) * sizeof *all);
-    json_t *trace = realize(x, all, NULL, tn + 2 * (cn - 1));
-    /* the steps that finish along the cycle */
-    xgr_buf steps = {0};
-    const char *first = NULL;
-    size_t i;
-    json_t *a;
-    bool fresh = false;
-    json_t *cycle = json_array();   /* the steps that finish along the cycle, once each */
-    json_array_foreach(trace, i, a) {
-      if (i < tn - 1 || i >= tn - 1 + cn - 1 || !json_object_get(a, "finish")) continue;   /* first round */
-      const char *sid = json_string_value(json_object_get(a, "step"));
-      int st = xgr_orch_find(x->o, sid);
-      if (st >= 0 && !xgr_stepset_has(&seen, (unsigned)st)) {
-        xgr_stepset_add(&seen, (unsigned)st);
-        fresh = true;
-      }
-      bool listed = false;
-      for (size_t k = 0; k < json_array_size(cycle) && !listed; k++)
-        listed = !strcmp(json_string_value(json_array_get(cycle, k)), sid);
-      if (!listed) json_array_append_new(cycle, json_string(sid));
-      if (!first) first = sid;
-      xgr__buf_printf(&steps, "%s%s", steps.len ? " → " : "", sid);
-    }
-    char *steps_txt = xgr__buf_finish(&steps, NULL);
-    if (fresh && first) {
-      finding(list, "unbounded_loop", !any_final && x->complete, first, NULL, trace,
-              "a loop can run forever without a waitSec: %s repeats with no timer between its runs%s",
-              steps_txt[0] ? steps_txt : first, any_final ? "" : " (no path ends)");
-      json_object_set_new(json_array_get(list, json_array_size(list) - 1), "steps", cycle);
-      cycle = NULL;
-      reported++;
-    } else {
-      json_decref(trace);
-    }
-    json_decref(cycle);
-    free(steps_txt);
-    free(all);
-    free(tp);
-    free(cp);
-  }
-  free(entry);
-  free(comp);
-  free(cyc);
-  csr_free(&g);
-}
-
-/* Joins open at a state from which no decision of that join can be reached. */
-static void undecided_findings(ex *x, json_t *list) {
-  csr rg;
-  csr_build(x, false, true, &rg);
-  bool *can = xgr__xmalloc(x->nnodes * sizeof *can);
-  uint32_t *q = xgr__xmalloc((x->nnodes + 1) * sizeof *q);
-  for (unsigned d = 0; d < x->ndecls && d < 64; d++) {
-    if (!x->opened[d]) continue;
-    size_t qt = 0, qh = 0;
-    memset(can, 0, x->nnodes * sizeof *can);
-    for (size_t i = 0; i < x->nedges; i++)
-      if ((x->edges[i].decided >> d & 1) && !can[x->edges[i].from]) {
-        can[x->edges[i].from] = true;
-        q[qt++] = x->edges[i].from;
-      }
-    for (size_t i = 0; i < x->nnodes; i++)   /* cut or unexpanded states might still decide it */
-      if ((x->nodes[i].kind == N_CUT || x->nodes[i].kind == N_OPEN) && !can[i]) {
-        can[i] = true;
-        q[qt++] = (uint32_t)i;
-      }
-    while (qh < qt) {
-      uint32_t v = q[qh++];
-      for (uint32_t e = rg.off[v]; e < rg.off[v + 1]; e++)
-        if (!can[rg.dst[e]]) {
-          can[rg.dst[e]] = true;
-          q[qt++] = rg.dst[e];
-        }
-    }
-    bool decided_anywhere = false;
-    for (size_t i = 0; i < x->nedges; i++) decided_anywhere |= x->edges[i].decided >> d & 1;
-    /* the first state (BFS order) where an instance of d is open and can never be decided */
-    for (size_t v = 0; v < x->nnodes; v++) {
-      if (can[v] || !(x->nodes[v].open >> d & 1)) continue;
-      json_t *trace = trace_to(x, (uint32_t)v);
-      const xgr_join *dj = x->decls[d];
-      finding(list, "join_undecided", !decided_anywhere && x->complete, step_id(x, dj->target), step_id(x, dj->target),
-              trace, "join %s (k=%u of %u) can stay open forever: from this state no path decides it%s",
-              step_id(x, dj->target), dj->k, dj->n, decided_anywhere ? "" : " (it is never decided)");
-      break;
-    }
-  }
-  free(can);
-  free(q);
-  csr_free(&rg);
-}
-
-/* ---- results and timing ------------------------------------------------------------------------------ */
-
-static json_t *marks_joins(const ex *x, const node *n) {
-  json_t *a = json_array();
-  for (uint32_t i = 0; i < n->nmarks; i++) {
-    uint64_t m = n->marks[i];
-    if ((m & (3ULL << 62)) != MARK_JOIN) continue;
-    const xgr_join *d = x->decls[(m >> 40) & 0x3fffff];
-    json_t *pieces = json_array();
-    for (unsigned k = 0; k < d->n; k++)
-      if (m >> k & 1) json_array_append_new(pieces, json_string(step_id(x, d->from[k].node)));
-    json_array_append_new(a, json_pack("{s:s, s:s, s:o}", "join", step_id(x, d->target), "outcome",
-                                       xgr_join_outcome_name((xgr_join_outcome)((m >> 32) & 0xff)), "pieces", pieces));
-  }
-  return a;
-}
-
-static bool same_marks(const node *a, const node *b) {
-  return a->result == b->result && a->nmarks == b->nmarks && (!a->nmarks || !memcmp(a->marks, b->marks, a->nmarks * sizeof *a->marks));
-}
-
-/* Same session result and the same join decisions (leaf marks aside): one line of "results". */
-static bool same_result(const node *a, const node *b) {
-  if (a->result != b->result) return false;
-  uint32_t i = 0, j = 0;
-  for (;;) {
-    while (i < a->nmarks && (a->marks[i] & (3ULL << 62)) != MARK_JOIN) i++;
-    while (j < b->nmarks && (b->marks[j] & (3ULL << 62)) != MARK_JOIN) j++;
-    if (i == a->nmarks || j == b->nmarks) return i == a->nmarks && j == b->nmarks;
-    if (a->marks[i++] != b->marks[j++]) return false;
-  }
-}
-
-static char *result_text(const ex *x, const node *n) {
-  xgr_buf b = {0};
-  xgr__buf_printf(&b, "%s", xgr_session_result_name((xgr_session_result)n->result));
-  json_t *j = marks_joins(x, n);
-  size_t i;
-  json_t *e;
-  json_array_foreach(j, i, e) {
-    xgr__buf_printf(&b, "%s %s %s", i ? "," : ";", json_string_value(json_object_get(e, "join")),
-                    json_string_value(json_object_get(e, "outcome")));
-    size_t k;
-    json_t *p;
-    json_array_foreach(json_object_get(e, "pieces"), k, p) xgr__buf_printf(&b, "%s%s", k ? "+" : " from ", json_string_value(p));
-  }
-  json_decref(j);
-  return xgr__buf_finish(&b, NULL);
-}
-
-/* ---- timing: the same outcomes, different results ----------------------------------------------------
- * A product search over (state, outcome assignment): from the root, follow edges whose finished
- * step either has no outcome yet in the assignment (it gets the edge's) or took the same one, so
- * every path is a run in which each step always takes one outcome. Final states reached this way
- * are compared pairwise: two assignments that agree on every step both assign, and results that
- * differ, mean the result depends on timing. Bounded (the pairs are exponential in the worst case);
- * the findings it gives are real either way. */
-
-typedef struct tpair {
-  uint32_t node, parent, edge;
-} tpair;
-
-typedef struct tsearch {
-  tpair *p;
-  size_t n, cap;
-  uint8_t *asg;           /* n * nsteps outcome bits */
-  uint32_t *table;
-  size_t tcap;
-} tsearch;
-
-static uint64_t tp_hash(const ex *x, uint32_t nd, const uint8_t *a) {
-  uint64_t h1, h2;
-  hash_bytes(a, x->o->nsteps, &h1, &h2);
-  return xgr__mix64(h1 ^ xgr__mix64(nd + 0x9e37ULL));
-}
-
-static uint32_t tp_find_or_add(const ex *x, tsearch *t, uint32_t nd, const uint8_t *a, uint32_t parent, uint32_t via,
-                               bool *added) {
-  size_t ns = x->o->nsteps;
-  *added = false;
-  if ((t->n + 1) * 2 > t->tcap) {
-    size_t nc = t->tcap ? t->tcap * 2 : 4096;
-    uint32_t *tb = xgr__xcalloc(nc, sizeof *tb);
-    for (size_t i = 0; i < t->n; i++) {
-      size_t j = tp_hash(x, t->p[i].node, t->asg + i * ns) & (nc - 1);
-      while (tb[j]) j = (j + 1) & (nc - 1);
-      tb[j] = (uint32_t)i + 1;
-    }
-    free(t->table);
-    t->table = tb;
-    t->tcap = nc;
-  }
-  size_t j = tp_hash(x, nd, a) & (t->tcap - 1);
-  while (t->table[j]) {
-    uint32_t q = t->table[j] - 1;
-    if (t->p[q].node == nd && !memcmp(t->asg + (size_t)q * ns, a, ns)) return q;
-    j = (j + 1) & (t->tcap - 1);
-  }
-  if (t->n == t->cap) {
-    t->cap = t->cap ? t->cap * 2 : 4096;
-    t->p = xgr__xrealloc(t->p, t->cap * sizeof *t->p);
-    t->asg = xgr__xrealloc(t->asg, t->cap * ns);
-  }
-  uint32_t idx = (uint32_t)t->n++;
-  t->p[idx] = (tpair){nd, parent, via};
-  memcpy(t->asg + (size_t)idx * ns, a, ns);
-  t->table[j] = idx + 1;
-  *added = true;
-  return idx;
-}
-
-/* The payloads of a final state's leaf processes (those that ended a branch without spawning), as
- * a sorted set of hashes: which step produced them does not matter, only what the session left. */
-static size_t leaf_payloads(const node *n, uint64_t *out) {
-  size_t k = 0;
-  for (uint32_t i = 0; i < n->nmarks; i++)
-    if ((n->marks[i] & (3ULL << 62)) == MARK_LEAF) {
-      uint64_t h = n->marks[i] & ((1ULL << 39) - 1);
-      size_t j = 0;
-      while (j < k && out[j] < h) j++;
-      if (j < k && out[j] == h) continue;
-      memmove(out + j + 1, out + j, (k - j) * sizeof *out);
-      out[j] = h;
-      k++;
-    }
-  return k;
-}
-
-/* Whether two final states differ in what a user sees: the session result, a join's decision or
- * pieces, or the payloads left behind. (Which producer ran before a kill is timing by design and
- * only counts through these.) *payloads_only tells that only the payloads differ. */
-static bool results_differ(const node *a, const node *b, bool *payloads_only) {
-  *payloads_only = false;
-  if (!same_result(a, b)) return true;
-  uint64_t *pa = xgr__xmalloc((a->nmarks + 1) * sizeof *pa), *pb = xgr__xmalloc((b->nmarks + 1) * sizeof *pb);
-  size_t na = leaf_payloads(a, pa), nb = leaf_payloads(b, pb);
-  bool differ = na != nb || (na && memcmp(pa, pb, na * sizeof *pa));
-  free(pa);
-  free(pb);
-  *payloads_only = differ;
-  return differ;
-}
-
-/* Whether two final states have the same session result and every join the same outcome, so
- * that they differ only in which producers' pieces a join took (and what payloads that left): the
- * race a join with k < n or with policy kill declares. False when neither decided a join. */
-static bool same_outcomes(const node *a, const node *b) {
-  if (a->result != b->result) return false;
-  bool joins = false;   /* without a join decision there is no declared race */
-  for (uint32_t i = 0; i < a->nmarks; i++) joins |= (a->marks[i] & (3ULL << 62)) == MARK_JOIN;
-  if (!joins) return false;
-  /* the join marks without their pieces, as sets (marks are sorted, pieces are the low bits) */
-  const uint64_t keep = ~((1ULL << 32) - 1);
-  for (int side = 0; side < 2; side++) {
-    const node *p = side ? b : a, *q = side ? a : b;
-    for (uint32_t i = 0; i < p->nmarks; i++) {
-      if ((p->marks[i] & (3ULL << 62)) != MARK_JOIN) continue;
-      bool found = false;
-      for (uint32_t j = 0; j < q->nmarks && !found; j++)
-        found = (q->marks[j] & (3ULL << 62)) == MARK_JOIN && (q->marks[j] & keep) == (p->marks[i] & keep);
-      if (!found) return false;
-    }
-  }
-  return true;
-}
-
-static bool agree(const uint8_t *a, const uint8_t *b, size_t n) {
-  for (size_t s = 0; s < n; s++)
-    if (a[s] && b[s] && a[s] != b[s]) return false;
-  return true;
-}
-
-static json_t *pair_trace(ex *x, const tsearch *t, uint32_t q) {
-  size_t n = 0;
-  for (uint32_t u = q; u != NONE32; u = t->p[u].parent) n++;
-  uint32_t *path = xgr__xmalloc(n * sizeof *path), *lab = xgr__xcalloc(n, sizeof *lab);
-  size_t i = n;
-  for (uint32_t u = q; u != NONE32; u = t->p[u].parent) {
-    --i;
-    path[i] = t->p[u].node;
-    if (t->p[u].edge != NONE32) {
-      const edge *e = &x->edges[t->p[u].edge];
-      if (e->obit) lab[i] = (uint32_t)e->ostep << 8 | e->obit;
-    }
-  }
-  json_t *tr = realize(x, path, lab, n);
-  free(path);
-  free(lab);
-  return tr;
-}
-
-static void timing(ex *x, json_t *findings) {
-  size_t ns = x->o->nsteps, limit = 4 * x->nnodes + 100000;
-  if (limit > 3000000) limit = 3000000;
-  /* out-edges by source, as edge indices */
-  uint32_t *off = xgr__xcalloc(x->nnodes + 1, sizeof *off), *eix = xgr__xmalloc((x->nedges + 1) * sizeof *eix);
-  for (size_t i = 0; i < x->nedges; i++) off[x->edges[i].from + 1]++;
-  for (size_t i = 0; i < x->nnodes; i++) off[i + 1] += off[i];
-  uint32_t *fill = xgr__xmalloc((x->nnodes + 1) * sizeof *fill);
-  memcpy(fill, off, (x->nnodes + 1) * sizeof *fill);
-  for (size_t i = 0; i < x->nedges; i++) eix[fill[x->edges[i].from]++] = (uint32_t)i;
-  free(fill);
-  tsearch t = {0};
-  uint8_t *a = xgr__xcalloc(ns + 1, 1);
-  bool added;
-  tp_find_or_add(x, &t, 0, a, NONE32, NONE32, &added);
-  uint32_t *fin = NULL;
-  size_t nfin = 0;
-  for (size_t h = 0; h < t.n && t.n < limit; h++) {
-    uint32_t v = t.p[h].node;
-    if (x->nodes[v].kind == N_FINAL || x->nodes[v].kind == N_STALL) {
-      if (nfin < 4000) {
-        fin = xgr__xrealloc(fin, (nfin + 1) * sizeof *fin);
-        fin[nfin++] = (uint32_t)h;
-      }
-      continue;
-    }
-    for (uint32_t k = off[v]; k < off[v + 1]; k++) {
-      const edge *e = &x->edges[eix[k]];
-      memcpy(a, t.asg + h * ns, ns);
-      if (e->obit) {
-        if (a[e->ostep] && a[e->ostep] != e->obit) continue;
-        a[e->ostep] = e->obit;
-      }
-      tp_find_or_add(x, &t, e->to, a, (uint32_t)h, eix[k], &added);
-    }
-  }
-  /* the first pair whose join outcomes or session result differ (a warning); failing that, the
-   * first pair that differs only in pieces or payloads (info: the race the joins declare) */
-  size_t race_i = SIZE_MAX, race_j = 0, real_i = SIZE_MAX, real_j = 0;
-  bool race_payloads_only = false;
-  for (size_t i = 0; i < nfin && real_i == SIZE_MAX; i++)
-    for (size_t j = i + 1; j < nfin && real_i == SIZE_MAX; j++) {
-      const node *na = &x->nodes[t.p[fin[i]].node], *nb = &x->nodes[t.p[fin[j]].node];
-      if (same_marks(na, nb) || !agree(t.asg + (size_t)fin[i] * ns, t.asg + (size_t)fin[j] * ns, ns)) continue;
-      if (!same_outcomes(na, nb)) {
-        real_i = i, real_j = j;
-      } else if (race_i == SIZE_MAX) {
-        bool payloads_only;
-        if (!results_differ(na, nb, &payloads_only)) continue;
-        race_i = i, race_j = j, race_payloads_only = payloads_only;
-      }
-    }
-  bool real = real_i != SIZE_MAX;
-  if (real || race_i != SIZE_MAX) {
-    size_t i = real ? real_i : race_i, j = real ? real_j : race_j;
-    const node *na = &x->nodes[t.p[fin[i]].node], *nb = &x->nodes[t.p[fin[j]].node];
-    char *ta = result_text(x, na), *tb = result_text(x, nb);
-    finding(findings, "timing_dependent", false, NULL, NULL, pair_trace(x, &t, fin[i]),
-            "the same step outcomes end differently depending on timing: \"%s\" (trace) or \"%s\" (otherTrace)%s", ta,
-            tb, real ? "" : race_payloads_only ? " (the same join results; which processes finish and what payloads they "
-                                                 "leave differ, a race the joins' policy declares)"
-                                               : " (the same join results from other pieces: which producers a join takes "
-                                                 "is a race its k of n declares)");
-    json_t *f = json_array_get(findings, json_array_size(findings) - 1);
-    json_object_set_new(f, "otherTrace", pair_trace(x, &t, fin[j]));
-    if (!real) json_object_set_new(f, "severity", json_string("info"));
-    free(ta);
-    free(tb);
-  }
-  free(fin);
-  free(a);
-  free(off);
-  free(eix);
-  free(t.p);
-  free(t.asg);
-  free(t.table);
-}
-
-static json_t *results_and_timing(ex *x, json_t *findings) {
-  json_t *results = json_array();
-  uint32_t *fin = NULL;
-  size_t nfin = 0;
-  for (size_t v = 0; v < x->nnodes; v++)
-    if (x->nodes[v].kind == N_FINAL || x->nodes[v].kind == N_STALL) {
-      fin = xgr__xrealloc(fin, (nfin + 1) * sizeof *fin);
-      fin[nfin++] = (uint32_t)v;
-    }
-  /* group finals by result and marks */
-  bool *done = xgr__xcalloc(nfin + 1, sizeof *done);
-  for (size_t i = 0; i < nfin; i++) {
-    if (done[i]) continue;
-    size_t count = 0;
-    for (size_t j = i; j < nfin; j++)
-      if (!done[j] && same_result(&x->nodes[fin[i]], &x->nodes[fin[j]])) {
-        done[j] = true;
-        count++;
-      }
-    const node *n = &x->nodes[fin[i]];
-    json_array_append_new(results, json_pack("{s:s, s:I, s:o}", "result", xgr_session_result_name((xgr_session_result)n->result),
-                                             "count", (json_int_t)count, "joins", marks_joins(x, n)));
-  }
-  free(done);
-  timing(x, findings);
-  free(fin);
-  return results;
 }
 
 /* ---- entry point ---------------------------------------------------------------------------------------- */
@@ -1426,16 +650,15 @@ static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st,
   for (size_t i = 0; b && b->step_rule && i < o->nsteps; i++) {
     const xgr_rule *rl = b->step_rule[i];
     if (!rl) continue;
-    if (static_wait(b, (unsigned)i, true) || static_wait(b, (unsigned)i, false)) x.reduce_finish = false;
-    for (size_t k = 0; x.cfg.rules && k < rl->nrules; k++)
-      if (rl->rules[k].type == RR_CANCEL_SESSION) x.reduce_finish = false;
+    if (xgr__explore_branch_wait(b, (unsigned)i, true) || xgr__explore_branch_wait(b, (unsigned)i, false)) x.reduce_finish = false;
+    if (x.cfg.rules && xgr_rule_has_action(rl, XGR_ACTION_CANCEL_SESSION)) x.reduce_finish = false;
   }
 
   /* root */
   step_out so = {.now = 0};
-  so.s = root_session(&x);
+  so.s = xgr__explore_root_session(&x);
   uint64_t h1, h2;
-  canon_hash(&x, so.s, 0, NULL, 0, &h1, &h2);
+  xgr__explore_canon_hash(&x, so.s, 0, NULL, 0, &h1, &h2);
   node_add(&x, NONE32, (act){0}, &so, h1, h2);
   search(&x, t0);
 
@@ -1447,28 +670,28 @@ static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st,
     if (x.unf_node[d] == NONE32) continue;
     const xgr_join *dj = x.decls[d];
     bool never = !x.satisfied[d] && x.complete;
-    finding(findings, "join_unfulfillable", never, step_id(&x, dj->target), step_id(&x, dj->target), trace_to(&x, x.unf_node[d]),
-            "join %s (k=%u of %u, %s) %s unfulfillable%s", step_id(&x, dj->target), dj->k, dj->n,
-            xgr_policy_name(dj->policy), never ? "always ends" : "can end",
-            never ? ": it is never satisfied, so its target never runs" : "");
+    xgr__explore_finding(findings, "join_unfulfillable", never, step_id(&x, dj->target), step_id(&x, dj->target), xgr__explore_trace_to(&x, x.unf_node[d]),
+                         "join %s (k=%u of %u, %s) %s unfulfillable%s", step_id(&x, dj->target), dj->k, dj->n,
+                         xgr_policy_name(dj->policy), never ? "always ends" : "can end",
+                         never ? ": it is never satisfied, so its target never runs" : "");
   }
   /* step_unreachable */
   for (size_t i = 0; i < o->nsteps; i++)
     if (!x.ran[i])
-      finding(findings, "step_unreachable", x.complete, step_id(&x, (unsigned)i), NULL, NULL,
-              x.complete ? "step %s never runs on any path from %s" : "step %s did not run on any explored path from %s "
+      xgr__explore_finding(findings, "step_unreachable", x.complete, step_id(&x, (unsigned)i), NULL, NULL,
+                           x.complete ? "step %s never runs on any path from %s" : "step %s did not run on any explored path from %s "
                            "(the exploration was cut)", step_id(&x, (unsigned)i), start);
   /* stall */
   for (size_t v = 0; v < x.nnodes; v++)
     if (x.nodes[v].kind == N_STALL) {
-      finding(findings, "stall", !any_final && x.complete, NULL, NULL, trace_to(&x, (uint32_t)v),
-              "the session can stall: %u process%s wait%s with nothing left to wake %s", x.nodes[v].live,
-              x.nodes[v].live == 1 ? "" : "es", x.nodes[v].live == 1 ? "s" : "", x.nodes[v].live == 1 ? "it" : "them");
+      xgr__explore_finding(findings, "stall", !any_final && x.complete, NULL, NULL, xgr__explore_trace_to(&x, (uint32_t)v),
+                           "the session can stall: %u process%s wait%s with nothing left to wake %s", x.nodes[v].live,
+                           x.nodes[v].live == 1 ? "" : "es", x.nodes[v].live == 1 ? "s" : "", x.nodes[v].live == 1 ? "it" : "them");
       break;
     }
-  undecided_findings(&x, findings);
-  loop_findings(&x, findings, any_final);
-  json_t *results = results_and_timing(&x, findings);
+  xgr__explore_undecided_findings(&x, findings);
+  xgr__explore_loop_findings(&x, findings, any_final);
+  json_t *results = xgr__explore_results_and_timing(&x, findings);
 
   json_t *r = json_object();
   json_object_set_new(r, "states", json_integer((json_int_t)x.nnodes));
@@ -1476,7 +699,7 @@ static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st,
   json_object_set_new(r, "complete", json_boolean(x.complete));
   json_object_set_new(r, "results", results);
   json_object_set_new(r, "findings", findings);
-  json_object_set_new(r, "maxLive", json_pack("{s:I, s:o}", "count", (json_int_t)x.max_live, "trace", trace_to(&x, x.max_live_node)));
+  json_object_set_new(r, "maxLive", json_pack("{s:I, s:o}", "count", (json_int_t)x.max_live, "trace", xgr__explore_trace_to(&x, x.max_live_node)));
   json_t *oc = json_array();
   for (unsigned i = 0; i < 3; i++)
     if (x.cfg.outcomes & (1u << i)) json_array_append_new(oc, json_string(outcome_names[i]));

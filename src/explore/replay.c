@@ -3,19 +3,11 @@
  * in the trace's order through the driver's forced-run calls, so the driver records and prints the
  * run as usual (timeline, tree, --json report). Forced outcomes are built exactly as the explorer
  * builds them: the payload passes through and valid/invalid take the branch's literal waitSec. */
-#include "util/alloc.h"
-#include "xgr/explore.h"
+#include "explore/explore_impl.h"
 
 #include <string.h>
 
-#include "rule/rule_impl.h"
-#include "xgr/outcome.h"
-
-static int64_t branch_wait(const xgr_bundle *b, unsigned step, bool valid) {
-  if (!b->step_rule || !b->step_rule[step]) return 0;
-  const rbranch *br = &b->step_rule[step]->branch[valid ? 0 : 1];
-  return br->has_wait ? (int64_t)br->wait_sec : 0;
-}
+#include "util/alloc.h"
 
 int xgr_explore_replay(xgr_driver *d, const xgr_bundle *b, const json_t *file, xgr_error *err) {
   const json_t *trace = json_object_get(file, "trace");
@@ -74,7 +66,7 @@ int xgr_explore_replay(xgr_driver *d, const xgr_bundle *b, const json_t *file, x
         o.error = "explore: forced hard error";
       } else {
         o.kind = !strcmp(oc, "valid") ? XGR_OUTCOME_VALID : XGR_OUTCOME_INVALID;
-        o.wait_sec = branch_wait(b, p->step, o.kind == XGR_OUTCOME_VALID);
+        o.wait_sec = xgr__explore_branch_wait(b, p->step, o.kind == XGR_OUTCOME_VALID);
       }
       xgr_value pl = xgr_value_retain(p->payload);   /* p may be freed by the call */
       o.effective = pl;

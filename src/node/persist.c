@@ -267,8 +267,7 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
 }
 
 xgr_node_persist *xgr_node_persist_new(xgr_store *st) {
-  xgr_node_persist *p = calloc(1, sizeof *p);
-  if (!p) return NULL;
+  xgr_node_persist *p = xgr__xcalloc(1, sizeof *p);
   p->st = st;
   p->hook.submit = submit;
   p->hook.ctx = p;

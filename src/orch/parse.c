@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "orch/orch_impl.h"
+#include "util/alloc.h"
 #include "xgr/json.h"
 #include "xgr/keccak.h"
 
@@ -451,14 +452,8 @@ int xgr_orch_parse(const char *bytes, size_t len, xgr_orch **out, xgr_error *err
     if (diags) xgr_diags_add_error(diags, &e);
     return e.code;
   }
-  xgr_orch *o = calloc(1, sizeof *o);
-  orch_impl *im = calloc(1, sizeof *im);
-  if (!o || !im) {
-    free(o);
-    free(im);
-    json_decref(root);
-    return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
-  }
+  xgr_orch *o = xgr__xcalloc(1, sizeof *o);
+  orch_impl *im = xgr__xcalloc(1, sizeof *im);
   o->impl_ = im;
   xgr_arena_init(&im->arena, 16384);
   xgr_keccak256_hex(bytes, len, o->hash);

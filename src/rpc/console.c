@@ -19,7 +19,7 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "xgr/svg.h"
 
 /* ---- parsed orchestrations by hash -------------------------------------------------------------- */

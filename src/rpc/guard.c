@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "util/alloc.h"
 #include "util/clock.h"
 
 /* One accepted connection, for the request deadline. */
@@ -58,11 +59,8 @@ void xgr__rpc_notify_conn(void *cls, struct MHD_Connection *c, void **ctx, enum 
   xgr_rpc_server *s = cls;
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    xgr__rpc_conn *k = calloc(1, sizeof *k);
-    if (!k || !ci) {
-      free(k);
-      return;
-    }
+    if (!ci) return;
+    xgr__rpc_conn *k = xgr__xcalloc(1, sizeof *k);
     k->fd = ci->connect_fd;
     k->base = xgr__mono_s();
     pthread_mutex_lock(&s->cmu);

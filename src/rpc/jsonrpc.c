@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "xgr/value.h"
+#include "util/alloc.h"
 
 /* Threads that run one batch's run of concurrent requests (at most). */
 #define BATCH_THREADS 16
@@ -269,10 +270,9 @@ json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const c
     } else {
       out = json_array();
       size_t nb = json_array_size(body);
-      json_t **outs = calloc(nb, sizeof *outs);
-      const char **names = calloc(nb, sizeof *names);
-      int *codes = calloc(nb, sizeof *codes);
-      if (!outs || !names || !codes) abort();
+      json_t **outs = xgr__xcalloc(nb, sizeof *outs);
+      const char **names = xgr__xcalloc(nb, sizeof *names);
+      int *codes = xgr__xcalloc(nb, sizeof *codes);
       xgr_rpc_caller whole = *caller;   /* a batch is answered as one: no request of it defers */
       whole.defer = NULL;
       dispatch_batch(s, &whole, body, outs, names, codes);

@@ -134,10 +134,10 @@ static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const
                               unsigned status, const char *msg) {
   log_line(s, c, http, url, status, NULL, 0, 0);
   xgr__rpc_count(s, NULL, status, 0);
-  char *b = NULL;
-  int n = asprintf(&b, "{\"error\":\"%s\"}", msg);
-  if (n < 0) return MHD_NO;
-  return send_text(c, status, "application/json", b, (size_t)n);
+  size_t n = strlen(msg) + 12;
+  char *b = xgr__xmalloc(n);
+  snprintf(b, n, "{\"error\":\"%s\"}", msg);
+  return send_text(c, status, "application/json", b, strlen(b));
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *http,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "xgr/rule.h"
+#include "util/alloc.h"
 
 struct xgr_http_exchange {
   CURL *h;
@@ -36,8 +37,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud) {
   if (x->len + len + 1 > x->cap) {
     size_t cap = x->cap ? x->cap : 4096;
     while (cap < x->len + len + 1) cap *= 2;
-    char *b = realloc(x->buf, cap);
-    if (!b) return 0;
+    char *b = xgr__xrealloc(x->buf, cap);
     x->buf = b;
     x->cap = cap;
   }
@@ -48,8 +48,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud) {
 }
 
 xgr_http_exchange *xgr_http_exchange_new(void) {
-  xgr_http_exchange *x = calloc(1, sizeof *x);
-  if (!x) return NULL;
+  xgr_http_exchange *x = xgr__xcalloc(1, sizeof *x);
   x->h = curl_easy_init();
   if (!x->h) {
     free(x);
@@ -75,7 +74,7 @@ CURL *xgr_http_exchange_prepare(xgr_http_exchange *x, const xgr_http_request *rq
   x->headers = NULL;
   free(x->url);
   free(x->body);
-  x->url = strdup(rq->url);
+  x->url = xgr__xstrdup(rq->url);
   x->body = NULL;
   x->len = 0;
   x->oversize = false;
@@ -96,8 +95,7 @@ CURL *xgr_http_exchange_prepare(xgr_http_exchange *x, const xgr_http_request *rq
   if (x->headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->headers);
   const char *m = rq->method ? rq->method : "GET";
   if (rq->body) {
-    x->body = malloc(rq->body_len + 1);
-    if (!x->body) abort();
+    x->body = xgr__xmalloc(rq->body_len + 1);
     memcpy(x->body, rq->body, rq->body_len);
     x->body[rq->body_len] = 0;
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, x->body);

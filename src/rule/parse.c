@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rule/rule_impl.h"
+#include "util/alloc.h"
 #include "xgr/json.h"
 
 typedef struct pc {
@@ -96,8 +97,7 @@ static xgr_value keep(pc *c, xgr_value v) {
   if (v.kind < XGR_VSTRING || v.kind == XGR_VTYPE) return v;
   if (r->nvals == r->capvals) {
     r->capvals = r->capvals ? r->capvals * 2 : 32;
-    r->vals = realloc(r->vals, r->capvals * sizeof *r->vals);
-    if (!r->vals) abort();
+    r->vals = xgr__xrealloc(r->vals, r->capvals * sizeof *r->vals);
   }
   r->vals[r->nvals++] = v;
   return v;
@@ -107,8 +107,7 @@ static void keep_prog(pc *c, xgr_cel_program *p) {
   xgr_rule *r = c->r;
   if (r->nprogs == r->capprogs) {
     r->capprogs = r->capprogs ? r->capprogs * 2 : 16;
-    r->progs = realloc(r->progs, r->capprogs * sizeof *r->progs);
-    if (!r->progs) abort();
+    r->progs = xgr__xrealloc(r->progs, r->capprogs * sizeof *r->progs);
   }
   r->progs[r->nprogs++] = p;
 }
@@ -869,8 +868,7 @@ int xgr_rule_parse(const char *bytes, size_t len, xgr_rule **out, xgr_error *e) 
   xgr_value doc;
   int rc = xgr_value_from_json_text(bytes, len, 0, &doc, e);
   if (rc) return rc;
-  xgr_rule *r = calloc(1, sizeof *r);
-  if (!r) abort();
+  xgr_rule *r = xgr__xcalloc(1, sizeof *r);
   xgr_arena_init(&r->arena, 8192);
   r->empty_map = xgr_map_new(0);
   r->empty_list = xgr_list_new(0);
@@ -937,3 +935,15 @@ size_t xgr_rule_ninputs(const xgr_rule *r) { return r->ninputs; }
 const char *xgr_rule_input_name(const xgr_rule *r, size_t i) { return r->inputs[i].name; }
 xgr_xrc_type xgr_rule_input_type(const xgr_rule *r, size_t i) { return r->inputs[i].type; }
 bool xgr_rule_input_required(const xgr_rule *r, size_t i) { return !r->inputs[i].has_default; }
+uint64_t xgr_rule_branch_wait(const xgr_rule *r, bool valid) {
+  const rbranch *br = &r->branch[valid ? 0 : 1];
+  return br->has_wait ? br->wait_sec : 0;
+}
+bool xgr_rule_has_action(const xgr_rule *r, xgr_rule_action a) {
+  _Static_assert((int)RR_ABORT_STEP == (int)XGR_ACTION_ABORT_STEP && (int)RR_CANCEL_SESSION == (int)XGR_ACTION_CANCEL_SESSION,
+                 "rule types and actions share their numbers");
+  if (a == XGR_ACTION_NONE) return false;
+  for (size_t k = 0; k < r->nrules; k++)
+    if ((int)r->rules[k].type == (int)a) return true;
+  return false;
+}

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "rule/rule_impl.h"
+#include "util/alloc.h"
 
 #define NCTX 5
 
@@ -404,8 +405,7 @@ static bool prepare_read(xgr_step_state *st) {
     return false;
   }
   static const char ctype[] = "Content-Type: application/json";
-  st->hdr[0] = malloc(sizeof ctype);
-  if (!st->hdr[0]) abort();
+  st->hdr[0] = xgr__xmalloc(sizeof ctype);
   memcpy(st->hdr[0], ctype, sizeof ctype);
   st->url = post.url;
   st->body = post.body;
@@ -471,8 +471,7 @@ static char *apply_api_map(const xgr_step_ctx *ctx, char *url) {
     size_t fl = strlen(from);
     if (fl && !strncmp(url, from, fl)) {
       size_t tl = strlen(to), rest = strlen(url + fl);
-      char *n = malloc(tl + rest + 1);
-      if (!n) abort();
+      char *n = xgr__xmalloc(tl + rest + 1);
       memcpy(n, to, tl);
       memcpy(n + tl, url + fl, rest + 1);
       free(url);
@@ -518,8 +517,7 @@ static bool prepare_request(xgr_step_state *st) {
       return false;
     }
     size_t hl = strlen(a->headers[i].name);
-    st->hdr[i] = malloc(hl + vl + 3);
-    if (!st->hdr[i]) abort();
+    st->hdr[i] = xgr__xmalloc(hl + vl + 3);
     memcpy(st->hdr[i], a->headers[i].name, hl);
     memcpy(st->hdr[i] + hl, ": ", 2);
     memcpy(st->hdr[i] + hl + 2, v, vl + 1);
@@ -649,8 +647,7 @@ static void state_init(xgr_step_state *st, const xgr_rule *rule, xgr_value paylo
 }
 
 xgr_step_state *xgr_step_begin(const xgr_rule *rule, xgr_value payload, const xgr_step_ctx *ctx) {
-  xgr_step_state *st = malloc(sizeof *st);
-  if (!st) abort();
+  xgr_step_state *st = xgr__xmalloc(sizeof *st);
   state_init(st, rule, payload, ctx);
   st->heap = true;
   return st;

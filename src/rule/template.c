@@ -14,7 +14,7 @@
 
 #include "rule/rule_impl.h"
 #include "util/buf.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 
 static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
 static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }

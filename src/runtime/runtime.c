@@ -19,6 +19,7 @@
  *  - spawn/send/complete_yield, shutdown, counters.
  */
 #include "xgr/runtime.h"
+#include "util/alloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -37,8 +38,8 @@
 #include <sys/syscall.h>
 #endif
 
-#include "runtime/deque.h"
-#include "runtime/mpsc.h"
+#include "runtime/deque_impl.h"
+#include "runtime/mpsc_impl.h"
 #include "util/clock.h"
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -228,8 +229,7 @@ static inline void rt_notify(xgr_rt *rt, xgr_worker *w) {
 static int gq_push_locked(xgr_rt *rt, void *x) {
   if (rt->gq_count == rt->gq_cap) {
     size_t ncap = rt->gq_cap ? rt->gq_cap * 2 : 256;
-    void **n = malloc(ncap * sizeof(*n));
-    if (!n) return XGR_ENOMEM;
+    void **n = xgr__xmalloc(ncap * sizeof(*n));
     for (size_t i = 0; i < rt->gq_count; i++) n[i] = rt->gq_ring[(rt->gq_head + i) % rt->gq_cap];
     free(rt->gq_ring);
     rt->gq_ring = n;
@@ -300,8 +300,7 @@ static rt_proc *slot_of(xgr_rt *rt, uint32_t index) {
 static bool pool_grow_locked(xgr_rt *rt) {
   uint32_t c = atomic_load_explicit(&rt->nchunks, memory_order_relaxed);
   if (c >= RT_MAX_CHUNKS) return false;
-  rt_proc *chunk = aligned_alloc(64, sizeof(rt_proc) * RT_CHUNK);
-  if (!chunk) return false;
+  rt_proc *chunk = xgr__xaligned_alloc(64, sizeof(rt_proc) * RT_CHUNK);
   for (uint32_t i = RT_CHUNK; i-- > 0;) {
     rt_proc *p = &chunk[i];
     memset(p, 0, sizeof(*p));
@@ -446,11 +445,7 @@ static int rt_deliver(xgr_rt *rt, xgr_worker *w, xgr_pid pid, xgr_event_type typ
                       xgr_pid from, void *data, int err) {
   rt_proc *p = proc_lookup(rt, pid);
   if (!p) return XGR_ENOTFOUND;
-  rt_ev_node *n = malloc(sizeof(*n));
-  if (!n) {
-    proc_release(rt, w, p);
-    return XGR_ENOMEM;
-  }
+  rt_ev_node *n = xgr__xmalloc(sizeof(*n));
   n->ev.type = type;
   n->ev.err = err;
   n->ev.tag = tag;
@@ -509,8 +504,7 @@ static void dispatch(xgr_rt *rt, xgr_worker *w, xgr_pid pid, const xgr_cmd *c) {
     return;
   }
   case XGR_HANDLER_TASK: {
-    rt_task *t = malloc(sizeof(*t));
-    if (!t) break;
+    rt_task *t = xgr__xmalloc(sizeof(*t));
     t->item.kind = ITEM_TASK;
     t->h = &rh->h;
     t->pid = pid;
@@ -519,8 +513,7 @@ static void dispatch(xgr_rt *rt, xgr_worker *w, xgr_pid pid, const xgr_cmd *c) {
     return;
   }
   case XGR_HANDLER_THREAD: {
-    rt_hjob *j = malloc(sizeof(*j));
-    if (!j) break;
+    rt_hjob *j = xgr__xmalloc(sizeof(*j));
     j->pid = pid;
     j->cmd = *c;
     hpool_push(rh, j);
@@ -722,8 +715,7 @@ static void *worker_main(void *arg) {
 int xgr_step_yield(xgr_step_out *out, uint32_t type, uint64_t tag, void *arg) {
   if (out->ncmds == out->cap) {
     size_t ncap = out->cap ? out->cap * 2 : 8;
-    xgr_cmd *n = realloc(out->cmds, ncap * sizeof(*n));
-    if (!n) return XGR_ENOMEM;
+    xgr_cmd *n = xgr__xrealloc(out->cmds, ncap * sizeof(*n));
     out->cmds = n;
     out->cap = ncap;
   }
@@ -732,8 +724,7 @@ int xgr_step_yield(xgr_step_out *out, uint32_t type, uint64_t tag, void *arg) {
 }
 
 xgr_rt *xgr_rt_new(const xgr_rt_config *cfg) {
-  xgr_rt *rt = calloc(1, sizeof(*rt));
-  if (!rt) return NULL;
+  xgr_rt *rt = xgr__xcalloc(1, sizeof(*rt));
   if (cfg) rt->cfg = *cfg;
   if (!rt->cfg.workers) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -751,19 +742,15 @@ xgr_rt *xgr_rt_new(const xgr_rt_config *cfg) {
   pthread_mutex_init(&rt->park_mu, NULL);
   pthread_cond_init(&rt->park_cv, NULL);
 #endif
-  rt->w = aligned_alloc(64, sizeof(xgr_worker) * rt->nworkers);
-  if (!rt->w) {
-    free(rt);
-    return NULL;
-  }
+  rt->w = xgr__xaligned_alloc(64, sizeof(xgr_worker) * rt->nworkers);
   memset(rt->w, 0, sizeof(xgr_worker) * rt->nworkers);
   for (unsigned i = 0; i < rt->nworkers; i++) {
     xgr_worker *w = &rt->w[i];
     w->rt = rt;
     w->id = i;
     w->rng = rt->cfg.seed * (2 * i + 1) | 1;
-    w->evbuf = malloc(sizeof(xgr_event) * rt->cfg.max_batch);
-    if (!w->evbuf || !rt_dq_init(&w->dq, 256)) {
+    w->evbuf = xgr__xmalloc(sizeof(xgr_event) * rt->cfg.max_batch);
+    if (!rt_dq_init(&w->dq, 256)) {
       for (unsigned j = 0; j <= i; j++) {
         free(rt->w[j].evbuf);
         rt_dq_destroy(&rt->w[j].dq);
@@ -798,8 +785,7 @@ int xgr_rt_start(xgr_rt *rt, xgr_error *err) {
     pthread_mutex_init(&rh->mu, NULL);
     pthread_cond_init(&rh->cv, NULL);
     unsigned n = rh->h.threads ? rh->h.threads : 1;
-    rh->threads = calloc(n, sizeof(pthread_t));
-    if (!rh->threads) return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
+    rh->threads = xgr__xcalloc(n, sizeof(pthread_t));
     for (unsigned i = 0; i < n; i++) {
       if (pthread_create(&rh->threads[i], NULL, hpool_main, rh) != 0)
         return xgr_error_set(err, XGR_ENOMEM, NULL, "cannot start thread %u of handler %s", i,
@@ -840,7 +826,7 @@ static int rt_spawn(xgr_rt *rt, xgr_worker *w, const xgr_process_vt *vt, void *s
     if (vt->state_size <= RT_INLINE_STATE) {
       self = p->inline_state;
       memset(self, 0, vt->state_size);
-    } else if (!(self = calloc(1, vt->state_size))) {
+    } else if (!(self = xgr__xcalloc(1, vt->state_size))) {
       proc_free(rt, w, p);
       return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory for process state");
     }

@@ -1,5 +1,6 @@
 /* bundle.c — load a bundle (orchestration + rules) and resolve every step's rule (xgr/bundle.h). */
 #include "xgr/bundle.h"
+#include "util/alloc.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -64,8 +65,8 @@ static const char *ref_key(const char *ref, char *buf, size_t n) {
  * ${addr:ALIAS}; or by bare alias). Unresolved steps are errors. Returns XGR_ENOMEM or 0. */
 static int resolve_steps(xgr_bundle *b, xgr_error *err, xgr_diags *diags, int *nerr, const json_t *failed) {
   size_t ns = b->orch->nsteps;
-  b->step_rule = calloc(ns, sizeof *b->step_rule);
-  b->step_rule_address = calloc(ns, sizeof *b->step_rule_address);
+  b->step_rule = xgr__xcalloc(ns, sizeof *b->step_rule);
+  b->step_rule_address = xgr__xcalloc(ns, sizeof *b->step_rule_address);
   if (!b->step_rule || !b->step_rule_address) return XGR_ENOMEM;
   for (size_t s = 0; s < ns; s++) {
     const char *ref = b->orch->steps[s].rule;
@@ -103,11 +104,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
     if (diags) xgr_diags_add_error(diags, &e);
     return e.code;
   }
-  xgr_bundle *b = calloc(1, sizeof *b);
-  if (!b) {
-    json_decref(root);
-    return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
-  }
+  xgr_bundle *b = xgr__xcalloc(1, sizeof *b);
   const json_t *oj = json_is_object(root) ? json_object_get(root, "orchestration") : NULL;
   const json_t *rj = json_is_object(root) ? json_object_get(root, "rules") : NULL;
   json_t *failed = json_object();   /* keys of rules that did not load */
@@ -137,8 +134,8 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
     fail(err, diags, &nerr, XGR_ESCHEMA, "rules", "not an object; expected {\"<address|alias>\": {...XRC-137...}}%s%s", "", "");
   } else if (rj) {
     size_t n = json_object_size(rj);
-    b->rule_keys = calloc(n ? n : 1, sizeof *b->rule_keys);
-    b->rules = calloc(n ? n : 1, sizeof *b->rules);
+    b->rule_keys = xgr__xcalloc(n ? n : 1, sizeof *b->rule_keys);
+    b->rules = xgr__xcalloc(n ? n : 1, sizeof *b->rules);
     if (!b->rule_keys || !b->rules) goto oom;
     const char *key;
     json_t *val;
@@ -169,7 +166,7 @@ int xgr_bundle_parse(const char *bytes, size_t len, xgr_bundle **out, xgr_error 
         json_object_set_new(failed, key, json_true());
         continue;
       }
-      b->rule_keys[b->nrules] = strdup(key);
+      b->rule_keys[b->nrules] = xgr__xstrdup(key);
       b->rules[b->nrules++] = r;
     }
   }
@@ -213,8 +210,7 @@ int xgr_bundle_assemble(const char *orch_bytes, size_t orch_len, xgr_bundle_look
                         xgr_bundle **out, xgr_error *err) {
   *out = NULL;
   xgr_error_clear(err);
-  xgr_bundle *b = calloc(1, sizeof *b);
-  if (!b) return xgr_error_set(err, XGR_ENOMEM, NULL, "out of memory");
+  xgr_bundle *b = xgr__xcalloc(1, sizeof *b);
   xgr_error e;
   int rc = xgr_orch_parse(orch_bytes, orch_len, &b->orch, &e, NULL);
   if (rc) {
@@ -226,8 +222,8 @@ int xgr_bundle_assemble(const char *orch_bytes, size_t orch_len, xgr_bundle_look
     return rc;
   }
   size_t ns = b->orch->nsteps;
-  b->rule_keys = calloc(ns ? ns : 1, sizeof *b->rule_keys);
-  b->rules = calloc(ns ? ns : 1, sizeof *b->rules);
+  b->rule_keys = xgr__xcalloc(ns ? ns : 1, sizeof *b->rule_keys);
+  b->rules = xgr__xcalloc(ns ? ns : 1, sizeof *b->rules);
   if (!b->rule_keys || !b->rules) goto oom;
   int nerr = 0;
   for (size_t s = 0; s < ns; s++) {
@@ -269,7 +265,7 @@ int xgr_bundle_assemble(const char *orch_bytes, size_t orch_len, xgr_bundle_look
       snprintf(err->path, sizeof err->path, "%.*s", (int)sizeof err->path - 1, full);
       continue;
     }
-    b->rule_keys[b->nrules] = strdup(key);
+    b->rule_keys[b->nrules] = xgr__xstrdup(key);
     b->rules[b->nrules++] = r;
     if (!b->rule_keys[b->nrules - 1]) goto oom;
   }

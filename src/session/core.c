@@ -30,7 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "session/join_json.h"
+#include "session/join_json_impl.h"
 #include "xgr/session.h"
 
 /* ---- small utilities ------------------------------------------------------------------------ */

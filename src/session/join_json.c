@@ -1,10 +1,11 @@
 /* join_json.c — the join state of a join target as JSON text and back (xgr_session_join_to_json
- * in xgr/session.h; xgr__session_join_from_json in join_json.h). Stores keep a target's join state in
+ * in xgr/session.h; xgr__session_join_from_json in join_json_impl.h). Stores keep a target's join state in
  * this form: the branch that declared the join ([step, branch] of the orchestration), closed,
  * outcome, closedAt, one piece (or null) and one fail flag per `from` entry. */
-#include "session/join_json.h"
+#include "session/join_json_impl.h"
+#include "util/alloc.h"
 #include "util/buf.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -99,8 +100,7 @@ int xgr__session_join_from_json(const xgr_orch *o, const char *text, xgr_join_st
     xgr_error_set(err, XGR_EINVAL, "join.outcome", "expected an outcome 0..2 and closedAt");
     goto done;
   }
-  js = calloc(1, sizeof *js);
-  if (!js) abort();
+  js = xgr__xcalloc(1, sizeof *js);
   js->decl = d;
   js->closed = closed.as.b;
   js->outcome = (xgr_join_outcome)outcome;

@@ -55,8 +55,7 @@ json_t *xgr_join_state_json(const xgr_orch *o, const xgr_join_state *js) {
 }
 
 xgr_records *xgr_records_new(void) {
-  xgr_records *r = calloc(1, sizeof *r);
-  if (!r) abort();
+  xgr_records *r = xgr__xcalloc(1, sizeof *r);
   r->actions = json_array();
   return r;
 }
@@ -82,8 +81,7 @@ void xgr_records_proc(xgr_records *r, const xgr_orch *o, const xgr_proc *p) {
   if (p->iter > r->caprecs) {
     size_t nc = r->caprecs ? r->caprecs * 2 : 64;
     while (nc < p->iter) nc *= 2;
-    r->recs = realloc(r->recs, nc * sizeof *r->recs);
-    if (!r->recs) abort();
+    r->recs = xgr__xrealloc(r->recs, nc * sizeof *r->recs);
     memset(r->recs + r->caprecs, 0, (nc - r->caprecs) * sizeof *r->recs);
     r->caprecs = nc;
   }
@@ -102,7 +100,7 @@ void xgr_records_proc(xgr_records *r, const xgr_orch *o, const xgr_proc *p) {
   x->payload = xgr_value_retain(p->payload);
   if (p->error && (!x->error || strcmp(x->error, p->error))) {
     free(x->error);
-    x->error = strdup(p->error);
+    x->error = xgr__xstrdup(p->error);
   }
   if (p->join) {
     json_decref(x->join);
@@ -118,8 +116,7 @@ void xgr_records_action(xgr_records *r, int64_t at, const char *action, bool ok,
 void xgr_records_hist(xgr_records *r, const xgr_effect *e) {
   if (r->nhist == r->caphist) {
     r->caphist = r->caphist ? r->caphist * 2 : 64;
-    r->hist = realloc(r->hist, r->caphist * sizeof *r->hist);
-    if (!r->hist) abort();
+    r->hist = xgr__xrealloc(r->hist, r->caphist * sizeof *r->hist);
   }
   r->hist[r->nhist++] = (hist_row){e->proc->iter, e->proc->step, e->status, e->valid, e->at,
                                    e->proc->error ? xgr__xstrdup(e->proc->error) : NULL, xgr__xstrdup(e->api)};
@@ -163,8 +160,7 @@ static void collect_proc(void *ctx, const xgr_proc *p) {
   collect *c = ctx;
   if (c->n == c->cap) {
     c->cap = c->cap ? c->cap * 2 : 32;
-    c->v = realloc(c->v, c->cap * sizeof *c->v);
-    if (!c->v) abort();
+    c->v = xgr__xrealloc(c->v, c->cap * sizeof *c->v);
   }
   c->v[c->n++] = p;
 }

@@ -1,6 +1,7 @@
 /* script.c — parse timed control actions (see xgr/script.h); shared by the deterministic driver
  * and the concurrent engine so that both read scripts the same way. */
 #include "xgr/script.h"
+#include "util/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,7 @@ static int parse_pid(const json_t *v, uint64_t *root, uint64_t *iter) {
 }
 
 static char *dup(const char *s) {
-  char *d = strdup(s);
-  if (!d) abort();
+  char *d = xgr__xstrdup(s);
   return d;
 }
 
@@ -126,8 +126,7 @@ int xgr_script_parse(const json_t *script, xgr_script_action **out, size_t *nout
   *nout = 0;
   if (!json_is_array(script)) return xgr_error_set(err, XGR_ESCHEMA, "", "a script is an array of actions");
   size_t n = json_array_size(script);
-  xgr_script_action *a = calloc(n ? n : 1, sizeof *a);
-  if (!a) abort();
+  xgr_script_action *a = xgr__xcalloc(n ? n : 1, sizeof *a);
   for (size_t i = 0; i < n; i++) {
     int rc = parse_one(json_array_get(script, i), i, &a[i], err);
     if (rc) {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "store/postgres_impl.h"
-#include "value/value_internal.h"   /* xgr__json_write_string */
+#include "value/value_impl.h"   /* xgr__json_write_string */
 
 /* ---- bulk rows: the process and history rows of a group in two statements ------------------------ */
 

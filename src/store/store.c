@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "store/store_impl.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "xgr/keccak.h"
 #include "util/hash.h"
 

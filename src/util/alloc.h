@@ -1,6 +1,6 @@
 /* alloc.h — the library's one family of allocation helpers. Out of memory is not recoverable in
  * xgr: each helper prints one line and aborts instead of returning NULL, so callers never test the
- * result. Internal to the library (not part of include/xgr). Every pointer returned is owned by the
+ * result. The library's spelling; programs built on it use the same functions as xgr/alloc.h. Every pointer returned is owned by the
  * caller and released with free(). */
 #ifndef XGR_UTIL_ALLOC_H
 #define XGR_UTIL_ALLOC_H
@@ -14,6 +14,9 @@ void *xgr__xmalloc(size_t n);
 void *xgr__xcalloc(size_t n, size_t m);
 /* realloc(p, n); n == 0 keeps a one-byte block. */
 void *xgr__xrealloc(void *p, size_t n);
+/* aligned_alloc(align, n) with n rounded up to a multiple of align (C17's condition), so the
+ * caller need not; align a power of two. Released with free(). */
+void *xgr__xaligned_alloc(size_t align, size_t n);
 /* A copy of s; NULL gives NULL. */
 char *xgr__xstrdup(const char *s);
 /* n bytes from arena a (xgr/arena.h; owned by the arena, not freed one by one). */

@@ -1,6 +1,7 @@
 /* arena.c — bump allocator: a linked list of blocks, newest first; an allocation that does not
  * fit the newest block gets a new block of max(block_size, n). See xgr/arena.h. */
 #include "xgr/arena.h"
+#include "util/alloc.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,8 +34,7 @@ void *xgr_arena_alloc(xgr_arena *a, size_t n) {
   xgr_arena_block *b = a->head;
   if (!b || b->size - b->used < n) {
     size_t size = n > a->block_size ? n : a->block_size;
-    b = malloc(sizeof *b + size);
-    if (!b) return NULL;
+    b = xgr__xmalloc(sizeof *b + size);
     b->used = 0;
     b->size = size;
     b->next = a->head;

@@ -1,21 +1,19 @@
 /* buf.c — the growable byte buffer (util/buf.h). */
 #include "util/buf.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
+
 static void reserve(xgr_buf *b, size_t n) {
   if (b->len + n + 1 <= b->cap) return;
   size_t c = b->cap ? b->cap : 64;
   while (c < b->len + n + 1) c *= 2;
-  char *p = realloc(b->p, c);
-  if (!p) {
-    fputs("xgr: out of memory\n", stderr);
-    abort();
-  }
-  b->p = p;
+  b->p = xgr__xrealloc(b->p, c);
   b->cap = c;
 }
 
@@ -78,4 +76,19 @@ size_t xgr__str_copy(char *dst, size_t cap, const char *src) {
   memcpy(dst, src, n);
   dst[n] = '\0';
   return n;
+}
+
+void xgr__buf_put_utf8(xgr_buf *b, uint32_t cp) {
+  assert(cp <= 0x10FFFF);
+  char t[4];
+  size_t n;
+  if (cp < 0x80) t[0] = (char)cp, n = 1;
+  else if (cp < 0x800) t[0] = (char)(0xC0 | (cp >> 6)), t[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+  else if (cp < 0x10000)
+    t[0] = (char)(0xE0 | (cp >> 12)), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
+    t[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
+  else
+    t[0] = (char)(0xF0 | (cp >> 18)), t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
+    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
+  xgr__buf_put(b, t, n);
 }

@@ -28,6 +28,10 @@ static inline void xgr__buf_puts(xgr_buf *b, const char *s) {
   while (s[n]) n++;
   xgr__buf_put(b, s, n);
 }
+/* Append the UTF-8 encoding of code point cp (1 to 4 bytes); cp <= 0x10FFFF. A surrogate is
+ * encoded like any other value: refusing it is the caller's (the parser's) job. The one encoder
+ * of the JSON reader and the CEL lexer. */
+void xgr__buf_put_utf8(xgr_buf *b, uint32_t cp);
 /* Append printf-formatted text (any length). */
 void xgr__buf_printf(xgr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Finish: NUL-terminate and return the malloc'd string (the buffer is reset). */

@@ -1,5 +1,6 @@
 /* error.c — error values, JSON path building and diagnostic lists (see xgr/error.h). */
 #include "xgr/error.h"
+#include "util/alloc.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -113,21 +114,15 @@ static int diags_push(xgr_diags *d, xgr_severity sev, const char *code, const ch
                       const char *msg) {
   if (d->n == d->cap) {
     size_t ncap = d->cap ? d->cap * 2 : 8;
-    xgr_diag *ni = realloc(d->items, ncap * sizeof *ni);
-    if (!ni) return XGR_ENOMEM;
+    xgr_diag *ni = xgr__xrealloc(d->items, ncap * sizeof *ni);
     d->items = ni;
     d->cap = ncap;
   }
   xgr_diag *g = &d->items[d->n];
   g->severity = sev;
   g->code = code;
-  g->path = strdup(path ? path : "");
-  g->message = strdup(msg);
-  if (!g->path || !g->message) {
-    free(g->path);
-    free(g->message);
-    return XGR_ENOMEM;
-  }
+  g->path = xgr__xstrdup(path ? path : "");
+  g->message = xgr__xstrdup(msg);
   d->n++;
   return 0;
 }
@@ -156,8 +151,7 @@ void xgr_diags_prefix(xgr_diags *d, size_t from, const char *prefix) {
   for (size_t i = from; d && i < d->n; i++) {
     const char *p = d->items[i].path;
     size_t n = strlen(prefix) + strlen(p) + 2;
-    char *np = malloc(n);
-    if (!np) continue;   /* the finding keeps its shorter path */
+    char *np = xgr__xmalloc(n);
     snprintf(np, n, "%s%s%s", prefix, *p && *p != '[' ? "." : "", p);
     free(d->items[i].path);
     d->items[i].path = np;

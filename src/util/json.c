@@ -1,5 +1,6 @@
 /* json.c — file reading and JSON parsing helpers with path-carrying errors (see xgr/json.h). */
 #include "xgr/json.h"
+#include "util/alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,17 +11,11 @@ int xgr_file_read(const char *path, char **out, size_t *len, size_t max, xgr_err
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
   if (!f) return xgr_error_set(e, XGR_EIO, NULL, "cannot open %s: %s", path, strerror(errno));
   size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
+  char *buf = xgr__xmalloc(cap);
   int rc = 0;
-  if (!buf) rc = xgr_error_set(e, XGR_ENOMEM, NULL, "out of memory reading %s", path);
   while (rc == 0) {
     if (n + 1 >= cap) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        rc = xgr_error_set(e, XGR_ENOMEM, NULL, "out of memory reading %s", path);
-        break;
-      }
-      buf = nb;
+      buf = xgr__xrealloc(buf, cap * 2);
       cap *= 2;
     }
     size_t got = fread(buf + n, 1, cap - n - 1, f);

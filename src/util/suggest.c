@@ -1,6 +1,7 @@
 /* suggest.c — the nearest known key to a misspelt one (see suggest.h): a Levenshtein distance on
  * ASCII-lowercased bytes, two rows, bounded lengths. */
 #include "util/suggest.h"
+#include "xgr/suggest.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -56,4 +57,8 @@ void xgr__keys_join(char *buf, size_t cap, const char *const *known, size_t n) {
     size_t len = strlen(buf);
     snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", known[i]);
   }
+}
+
+const char *xgr_suggest_nearest(const char *word, const char *const *known, size_t n) {
+  return xgr__nearest_key(word, known, n);
 }

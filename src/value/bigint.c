@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "util/buf.h"
 
 xgr_value xgr__bigint_from_mpz(mpz_srcptr z, bool is_signed) {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 
 /* ---- reader ------------------------------------------------------------------------------- */
 
@@ -47,20 +47,6 @@ static int hex4(const char *p, uint32_t *out) {
   }
   *out = v;
   return 0;
-}
-
-static void put_utf8(xgr_buf *b, uint32_t cp) {
-  char t[4];
-  size_t n;
-  if (cp < 0x80) t[0] = (char)cp, n = 1;
-  else if (cp < 0x800) t[0] = (char)(0xC0 | (cp >> 6)), t[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-  else if (cp < 0x10000)
-    t[0] = (char)(0xE0 | (cp >> 12)), t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
-    t[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-  else
-    t[0] = (char)(0xF0 | (cp >> 18)), t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-    t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), t[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-  xgr__buf_put(b, t, n);
 }
 
 static int jr_string(jr *r, xgr_buf *b) {
@@ -106,7 +92,7 @@ static int jr_string(jr *r, xgr_buf *b) {
         } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
           return jr_fail(r, "unpaired surrogate in \\u escape");
         }
-        put_utf8(b, cp);
+        xgr__buf_put_utf8(b, cp);
         break;
       }
       default: return jr_fail(r, "bad escape in string");

@@ -1,12 +1,13 @@
 /* value.c — xgr's dynamic values: reference counting, strings, lists, insertion-ordered maps,
  * CEL equality and numeric comparison, hashing of map keys, text rendering and the deep list cap.
- * Layouts are documented in value_internal.h; the API contract in include/xgr/value.h. */
+ * Layouts are documented in value_impl.h; the API contract in include/xgr/value.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "value/value_internal.h"
+#include "value/value_impl.h"
+#include "util/alloc.h"
 #include "util/hash.h"
 
 /* ---- reference counting ------------------------------------------------------------------ */
@@ -367,11 +368,7 @@ static void map_reindex(xgr_map *m) {
   uint32_t n = 16;
   while (n < m->len * 2) n *= 2;
   free(m->slots);
-  m->slots = calloc(n, sizeof(uint32_t));
-  if (!m->slots) {
-    fputs("xgr: out of memory\n", stderr);
-    abort();
-  }
+  m->slots = xgr__xcalloc(n, sizeof(uint32_t));
   m->nslots = n;
   for (uint32_t i = 0; i < m->len; i++) {
     uint32_t s = (uint32_t)m->e[i].hash & (n - 1);

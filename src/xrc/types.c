@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "xgr/xrc_types.h"
+#include "util/alloc.h"
 
 static const char *const type_names[XGR_XRC_TYPE_COUNT_] = {
   "string", "bool", "int64", "uint64", "int256", "uint256", "double", "decimal",
@@ -355,8 +356,7 @@ static xgr_value lower_copy(xgr_value v, const char *s, size_t len) {
   size_t i = 0;
   while (i < len && !isupper((unsigned char)s[i])) i++;
   if (i == len) return xgr_value_retain(v);
-  char *t = malloc(len + 1);
-  if (!t) abort();
+  char *t = xgr__xmalloc(len + 1);
   for (size_t k = 0; k < len; k++) t[k] = (char)tolower((unsigned char)s[k]);
   xgr_value r = xgr_value_string(t, len);
   free(t);
@@ -384,8 +384,7 @@ static int cast_bytes(xgr_xrc_type t, xgr_value v, xgr_value *out, xgr_error *e)
   if (v.kind == XGR_VBYTES) {
     if (t == XGR_XRC_BYTES32 && len != 32) return fail(v, t, out, e, forms);
     static const char hx[] = "0123456789abcdef";
-    char *b = malloc(2 * len + 3);
-    if (!b) abort();
+    char *b = xgr__xmalloc(2 * len + 3);
     b[0] = '0', b[1] = 'x';
     for (size_t i = 0; i < len; i++) {
       b[2 + 2 * i] = hx[(unsigned char)s[i] >> 4];
@@ -399,8 +398,7 @@ static int cast_bytes(xgr_xrc_type t, xgr_value v, xgr_value *out, xgr_error *e)
       (len - 2) % 2 != 0 || !all_hex(s + 2, len - 2) || (t == XGR_XRC_BYTES32 && len != 66))
     return fail(v, t, out, e, forms);
   if (s[1] == 'X') {  /* normalise the prefix too */
-    char *b = malloc(len + 1);
-    if (!b) abort();
+    char *b = xgr__xmalloc(len + 1);
     for (size_t i = 0; i < len; i++) b[i] = (char)tolower((unsigned char)s[i]);
     *out = xgr_value_string(b, len);
     free(b);

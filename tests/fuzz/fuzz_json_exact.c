@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "xgr/value.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -24,8 +24,8 @@
 #include <cmocka.h>
 
 #include "lib/expect.h"  /* REQUIRE: checks on worker threads, where cmocka must not longjmp */
-#include "runtime/deque.h"
-#include "runtime/mpsc.h"
+#include "runtime/deque_impl.h"
+#include "runtime/mpsc_impl.h"
 #include "xgr/runtime.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)

@@ -15,8 +15,8 @@
 /* Checks inside steps and handlers run on worker threads, where cmocka's assertions (longjmp)
  * must not be used: they REQUIRE (lib/expect.h), which aborts the program on a failure. */
 #include "lib/expect.h"
-#include "runtime/deque.h"
-#include "runtime/mpsc.h"
+#include "runtime/deque_impl.h"
+#include "runtime/mpsc_impl.h"
 #include "xgr/runtime.h"
 
 #define ITEM(i) ((void *)(uintptr_t)((i) + 1))

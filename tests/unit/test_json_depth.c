@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "xgr/value.h"
 
 /* The scanner on an exact-size heap copy (no NUL after it), so ASan sees any read past the end. */

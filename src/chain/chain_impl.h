@@ -1,7 +1,7 @@
-/* chain_int.h — what rpc.c and reader.c share: the backend records of a chain set. Private to
+/* chain_impl.h — what rpc.c and reader.c share: the backend records of a chain set. Private to
  * src/chain. */
-#ifndef XGR_CHAIN_INT_H
-#define XGR_CHAIN_INT_H
+#ifndef XGR_CHAIN_IMPL_H
+#define XGR_CHAIN_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-/* value_internal.h — the layout of xgr's refcounted value objects, shared by src/value and
+/* value_impl.h — the layout of xgr's refcounted value objects, shared by src/value and
  * src/cel (which reads them directly on its hot paths). Not a public header.
  *
  * Every heap object starts with an atomic reference count. Strings and bytes are one block
@@ -8,8 +8,8 @@
  * 1, 1u and 1.0 find the same entry. Every list and map caches `deepmax`, the longest list inside
  * it (itself included), so the MaxListCap check on an input is O(1).
  */
-#ifndef XGR_VALUE_INTERNAL_H
-#define XGR_VALUE_INTERNAL_H
+#ifndef XGR_VALUE_IMPL_H
+#define XGR_VALUE_IMPL_H
 
 #include "util/alloc.h"
 #include <gmp.h>

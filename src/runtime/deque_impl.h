@@ -1,4 +1,4 @@
-/* deque.h — the Chase-Lev work-stealing deque of each worker (internal to src/runtime).
+/* deque_impl.h — the Chase-Lev work-stealing deque of each worker (internal to src/runtime).
  *
  * One owner thread pushes and takes at the *bottom* (LIFO, no atomic read-modify-write except when
  * racing for the last item); any number of thieves steal at the *top* (FIFO) with a CAS on `top`.
@@ -25,13 +25,15 @@
  *
  * Items are non-NULL pointers; NULL means "nothing".
  */
-#ifndef XGR_RUNTIME_DEQUE_H
-#define XGR_RUNTIME_DEQUE_H
+#ifndef XGR_RUNTIME_DEQUE_IMPL_H
+#define XGR_RUNTIME_DEQUE_IMPL_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "util/alloc.h"
 
 typedef struct rt_dq_buf {
   int64_t mask;                  /* capacity - 1; capacity is a power of two */
@@ -47,8 +49,7 @@ typedef struct rt_deque {
 } rt_deque;
 
 static inline rt_dq_buf *rt_dq_buf_new(int64_t cap) {
-  rt_dq_buf *b = malloc(sizeof(*b) + (size_t)cap * sizeof(b->slot[0]));
-  if (!b) return NULL;
+  rt_dq_buf *b = xgr__xmalloc(sizeof(*b) + (size_t)cap * sizeof(b->slot[0]));
   b->mask = cap - 1;
   b->retired = NULL;
   for (int64_t i = 0; i < cap; i++) atomic_init(&b->slot[i], NULL);

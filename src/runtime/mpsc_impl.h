@@ -1,4 +1,4 @@
-/* mpsc.h — intrusive multi-producer single-consumer queue (internal to src/runtime).
+/* mpsc_impl.h — intrusive multi-producer single-consumer queue (internal to src/runtime).
  *
  * Each process has one: any thread pushes events (lock-free: one atomic exchange and one store),
  * the worker that runs the process pops them. This is D. Vyukov's intrusive MPSC node queue:
@@ -13,8 +13,8 @@
  *
  * FIFO per producer; a node may be pushed again only after it was popped.
  */
-#ifndef XGR_RUNTIME_MPSC_H
-#define XGR_RUNTIME_MPSC_H
+#ifndef XGR_RUNTIME_MPSC_IMPL_H
+#define XGR_RUNTIME_MPSC_IMPL_H
 
 #include <stdatomic.h>
 #include <stddef.h>

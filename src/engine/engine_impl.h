@@ -1,4 +1,4 @@
-/* engine_int.h — private structures of the concurrent engine (src/engine), shared by its files:
+/* engine_impl.h — private structures of the concurrent engine (src/engine), shared by its files:
  *
  *   engine.c   the public API: configuration, the session registry (sharded hash table keyed by
  *              (owner, rootPid)), control calls as messages, waiting, counters, shutdown;
@@ -8,8 +8,8 @@
  *
  * Nothing here is public; see include/xgr/engine.h for the contracts.
  */
-#ifndef XGR_ENGINE_INT_H
-#define XGR_ENGINE_INT_H
+#ifndef XGR_ENGINE_IMPL_H
+#define XGR_ENGINE_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>

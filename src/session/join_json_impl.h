@@ -1,7 +1,7 @@
-/* join_json.h — private to src/session: parse the JSON form of a join state (the inverse of
+/* join_json_impl.h — private to src/session: parse the JSON form of a join state (the inverse of
  * xgr_session_join_to_json). */
-#ifndef XGR_SESSION_JOIN_JSON_H
-#define XGR_SESSION_JOIN_JSON_H
+#ifndef XGR_SESSION_JOIN_JSON_IMPL_H
+#define XGR_SESSION_JOIN_JSON_IMPL_H
 
 #include "xgr/session.h"
 

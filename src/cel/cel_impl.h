@@ -1,4 +1,4 @@
-/* cel_internal.h — data structures shared by the parts of the expression engine: the compiled
+/* cel_impl.h — data structures shared by the parts of the expression engine: the compiled
  * program (a flat, immutable node array), the evaluation context, the function table and the
  * helpers the evaluator and the function library share. Not a public header.
  *
@@ -10,13 +10,13 @@
  * vars), then walks the tree recursively; every eval returns an owned xgr_value, errors are
  * values of the internal kind XGR_VERR whose message lives in the context.
  */
-#ifndef XGR_CEL_INTERNAL_H
-#define XGR_CEL_INTERNAL_H
+#ifndef XGR_CEL_IMPL_H
+#define XGR_CEL_IMPL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "value/value_internal.h"
+#include "value/value_impl.h"
 #include "xgr/cel.h"
 
 /* Internal value kinds, never visible outside src/cel. */
