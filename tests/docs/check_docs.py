@@ -357,7 +357,7 @@ def orch_keys():
     keys |= set(re.findall(r'strcmp\(key,\s*"(\w+)"\)', parse))
     values = set(re.findall(r'strcmp\(s,\s*"(\w+)"\)', parse))
     bundle = set(re.findall(r'json_object_get\(root,\s*"(\w+)"\)', read("src/session/bundle.c")))
-    daemon = set(re.findall(r'json_object_get\(dj,\s*"(\w+)"\)', read("src/rpc/registry.c")))
+    daemon = set(re.findall(r'json_object_get\(dj,\s*"(\w+)"\)', read("src/node/bundles.c")))
     return keys, values, bundle, daemon
 
 
