@@ -17,7 +17,10 @@ on). Each measurement uses a fresh schema.
               them (B's xgr_cluster{kind="leases_held"}: the nodes hibernate by default, so B claims
               sessions that sleep long without loading them; its due poller loads them in time).
 
-  bench_cluster.py XGRD [SESSIONS] [LEASE_MS]
+  bench_cluster.py XGRD [SESSIONS] [LEASE_MS] [CASES]
+
+CASES: a comma-separated choice of sqlite, single, node1, node3, kill, stop (default: all of them,
+in that order), e.g. "sqlite,single" to compare two builds' CPU per step quickly.
 """
 import os
 import shutil
@@ -35,6 +38,7 @@ from xgrd_harness import Xgrd, pg_schema_url, psql  # noqa: E402
 XGRD = sys.argv[1]
 SESSIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 LEASE = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
+CASES = sys.argv[4].split(",") if len(sys.argv) > 4 else ["sqlite", "single", "node1", "node3", "kill", "stop"]
 PG = os.environ["XGR_PG_URL"]
 DIR = tempfile.mkdtemp(prefix="xgr-bench-cluster-")
 OWNER = "0x00000000000000000000000000000000000000bb"
@@ -148,13 +152,15 @@ def failover(how):
           % ("SIGKILL" if how == "kill" else "SIGSTOP", LEASE, n, dt * 1000), flush=True)
 
 
+RUNS = {"sqlite": lambda: throughput(1, "sqlite"), "single": lambda: throughput(1, "single"),
+        "node1": lambda: throughput(1), "node3": lambda: throughput(3), "kill": lambda: failover("kill"),
+        "stop": lambda: failover("stop")}
+for c in CASES:
+    if c not in RUNS:
+        raise SystemExit("bench_cluster: unknown case %r; expected some of %s" % (c, ",".join(RUNS)))
 try:
-    throughput(1, "sqlite")
-    throughput(1, "single")
-    throughput(1)
-    throughput(3)
-    failover("kill")
-    failover("stop")
+    for c in CASES:
+        RUNS[c]()
 finally:
     stop_all()
     shutil.rmtree(DIR, ignore_errors=True)
