@@ -31,6 +31,7 @@
 #include "malleate.h"
 #include "xgr/permit.h"
 #include "xgr/secp.h"
+#include "xgr/session.h"
 
 #define CHAIN 31337
 #define CONTRACT "0x00000000000000000000000000000000000000aa"
@@ -201,17 +202,37 @@ static void sig_cut(json_t *p) {
   s[100] = 0;
   json_object_set_new(p, "signature", json_string(s));
 }
+/* Wait until no process in the store is running: every step a session started has its result
+ * committed, so nothing writes until the next call. A start is durable before it is answered (its
+ * session row and its running start process), a step's result (the process done, what it spawned
+ * waiting, its history row) is one batch, and control replies come after their commit; so once
+ * no stored process is running, the sessions of this test (gate.json: A, then W waits for a wake)
+ * are at rest. A condition read from the store, not a pause: a loaded machine (ASan) may take any
+ * time to run a step. Fails after 60 s. */
+static void wait_at_rest(const char *what) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open_v2(C.db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char q[96];
+  snprintf(q, sizeof q, "SELECT count(*) FROM proc_rt WHERE status = %d", (int)XGR_PROC_RUNNING);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+  int running = -1;
+  for (int i = 0; i < 6000 && running; i++) {
+    if (i) msleep(10);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    running = sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  if (running) fail_msg("%s: %d processes still run after 60 s", what, running);
+}
+
 /* The call must be refused with -32007, a message containing `words`, and no store change. */
 static void refused(const char *what, const char *method, json_t *params, const char *words) {
+  wait_at_rest(what);   /* sessions started before write until their steps' results are committed */
   char *before = fingerprint();
-  for (int i = 0; i < 100; i++) {   /* sessions started before settle first (their steps write) */
-    msleep(20);
-    char *again = fingerprint();
-    bool same = !strcmp(before, again);
-    free(before);
-    before = again;
-    if (same) break;
-  }
   json_t *r = rpc(method, params);
   json_t *e = json_object_get(r, "error");
   char *t = json_dumps(r, 0);
@@ -294,7 +315,6 @@ static void test_refusals(void **state) {
   assert_string_equal(json_string_value(json_object_get(r, "ack")), "queued");
   assert_string_equal(json_string_value(json_object_get(r, "owner")), C.owner);
   json_decref(r);
-  msleep(200);
 
   /* ---- signature checks (SessionPermit for the next start, rootPid 2) ---- */
   json_t *p = sign(C.owner_key, session_fields(2));

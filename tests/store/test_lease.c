@@ -7,7 +7,14 @@
  * out; with hibernation, claims that hold sessions without loading them, the node's own due index
  * and a hibernated session's late write refused; two claims of one session on one node finishing
  * out of order (the earlier does nothing); a row naming a node that does not hold it given up by
- * its heartbeat; rebalancing hands hibernated sessions to a node below its share. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it. */
+ * its heartbeat; rebalancing hands hibernated sessions to a node below its share. Runs under tests/pg/pg_cluster.sh (XGR_PG_URL); skipped without it.
+ *
+ * No case depends on how much time passes between its steps (a loaded machine may stall the
+ * process for seconds anywhere): a lease that must still hold is one of LONG_MS, a minute, and a
+ * lease that must have run out is written into the past with SQL (lapse, as a node that stalled
+ * past it leaves it) instead of being slept past. Each case has its own schema, its own node ids,
+ * and its teardown closes the stores it left open, so a failing case leaves nothing that the
+ * next one would trip over (rows, a live node id). */
 #include <libpq-fe.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +31,13 @@
 
 #define OWNER "0x00000000000000000000000000000000000000aa"
 
-static char url[1024];
+static char base_url[1024], url[1280];   /* the database; the current case's schema in it */
+
+static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+/* A lease that no stall of the test can outlast: every lease that must still hold when the case
+ * looks at it. */
+#define LONG_MS 60000
 
 static void sql(const char *q) {
   PGconn *c = PQconnectdb(url);
@@ -52,6 +65,20 @@ static void assert_sql(const char *q, const char *want) {
   free(v);
 }
 
+/* Wait until the one value query q reads equals want (a condition of the database, polled every
+ * millisecond; fails after 10,000 polls). */
+static void wait_sql(const char *q, const char *want) {
+  char *v = NULL;
+  for (int i = 0; i < 10000; i++) {
+    free(v);
+    v = sql_value(q);
+    if (!strcmp(v, want)) break;
+    sleep_ms(1);
+  }
+  assert_string_equal(v, want);
+  free(v);
+}
+
 /* Session root's row is leased as want: "node/epoch" ("/epoch" when nobody holds it). */
 static void assert_holder(unsigned root, const char *want) {
   char q[160];
@@ -59,13 +86,48 @@ static void assert_holder(unsigned root, const char *want) {
   assert_sql(q, want);
 }
 
+/* The stores the current case opened and has not closed (its teardown closes them: a failed case
+ * must not leave a live node behind) */
+static xgr_store *opened[8];
+
 static xgr_store *node(const char *id, int64_t lease_ms) {
   xgr_store_config cfg = {.node_id = id, .lease_ms = lease_ms};
   xgr_error err;
   xgr_store *st = xgr_store_open(url, &cfg, &err);
   if (!st) fail_msg("open node %s: %s", id, err.message);
+  size_t i = 0;
+  while (i < sizeof opened / sizeof *opened && opened[i]) i++;
+  assert_true(i < sizeof opened / sizeof *opened);
+  opened[i] = st;
   assert_string_equal(xgr_store_node_id(st), id);
   return st;
+}
+
+/* Close a node's store (its connections close: the node is dead to the others). */
+static void close_node(xgr_store *st) {
+  for (size_t i = 0; i < sizeof opened / sizeof *opened; i++)
+    if (opened[i] == st) opened[i] = NULL;
+  xgr_store_close(st);
+}
+
+/* Node id's leases run out, as they would if it stalled past them, written into the past instead
+ * of slept past: rows_lapse the running rows naming it (their own lease_expires, set by a claim or
+ * an insert), node_lapse its node's lease (its row in nodes, which its heartbeats extend); lapse
+ * both. A row is free for another node only when both ran out (or its node is dead). The node
+ * itself stays alive (its lock). */
+static void rows_lapse(const char *id) {
+  char q[200];
+  snprintf(q, sizeof q, "UPDATE sessions SET lease_expires = xgr_ms_now() - 1 WHERE lease_owner = '%s' AND status = 0", id);
+  sql(q);
+}
+static void node_lapse(const char *id) {
+  char q[200];
+  snprintf(q, sizeof q, "UPDATE nodes SET expires_at = xgr_ms_now() - 1 WHERE node = '%s'", id);
+  sql(q);
+}
+static void lapse(const char *id) {
+  rows_lapse(id);
+  node_lapse(id);
 }
 
 static int count_live(void *ctx, const xgr_store_live *l) {
@@ -104,13 +166,11 @@ static void on_lost(void *ctx, const char *owner, uint64_t root) {
   ++*(int *)ctx;
 }
 
-static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
-
 static void test_fencing(void **state) {
   (void)state;
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter) VALUES('" OWNER
       "', 1, 't', '', 0, 1, 2)");
-  xgr_store *a = node("a", 300), *b = node("b", 300);
+  xgr_store *a = node("fa", LONG_MS), *b = node("fb", LONG_MS);
   xgr_error err;
   assert_int_equal(claim(a), 1);   /* unleased: a takes it */
   assert_true(xgr_store_lease_held(a, OWNER, 1));
@@ -121,13 +181,13 @@ static void test_fencing(void **state) {
   char node_id[64];
   bool valid = false, running = false;
   assert_int_equal(xgr_store_lease_holder(b, OWNER, 1, node_id, sizeof node_id, &valid, &running, &err), 0);
-  assert_string_equal(node_id, "a");
+  assert_string_equal(node_id, "fa");
   assert_true(valid && running);
 
   /* a stalls past its lease: b claims (epoch 3), a's late write fails the fence in its transaction */
-  sleep_ms(400);
+  lapse("fa");
   assert_int_equal(claim(b), 1);
-  assert_holder(1, "b/3");
+  assert_holder(1, "fb/3");
   assert_int_equal(write_state(a, 1, 42, &err), XGR_ELEASE);
   assert_non_null(strstr(err.message, "lease"));
   assert_sql("SELECT next_iter FROM sessions WHERE root_pid = 1", "5");   /* nothing of the late write */
@@ -153,8 +213,8 @@ static void test_fencing(void **state) {
   assert_int_equal(write_state(a, 1, 8, &err), 0);
 
   /* a dies (its connections close): c claims at once, although a's lease still runs */
-  xgr_store_close(a);
-  xgr_store *c = node("c", 60000);
+  close_node(a);
+  xgr_store *c = node("fc", LONG_MS);
   assert_int_equal(claim(c), 1);
   assert_int_equal(write_state(c, 1, 9, &err), 0);
   /* a session that ended needs no lease: forgotten, not lost */
@@ -165,8 +225,8 @@ static void test_fencing(void **state) {
   lost = 0;
   assert_int_equal(xgr_store_lease_renew(c, on_lost, &lost, &err), 0);
   assert_int_equal(lost, 0);
-  xgr_store_close(b);
-  xgr_store_close(c);
+  close_node(b);
+  close_node(c);
 }
 
 static int64_t bound_1000(void *ctx) {
@@ -189,7 +249,7 @@ static void test_hibernated(void **state) {
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due) VALUES"
       "('" OWNER "', 2, 't', '', 0, 1, 2, 1000000000000), ('" OWNER "', 3, 't', '', 0, 1, 2, NULL),"
       "('" OWNER "', 4, 't', '', 0, 1, 2, 500)");
-  xgr_store *a = node("a", 300), *b = node("b", 300);
+  xgr_store *a = node("ia", LONG_MS), *b = node("ib", LONG_MS);
   xgr_error err;
   size_t n = 0, nl = 0;
   int loaded = 0;
@@ -215,11 +275,15 @@ static void test_hibernated(void **state) {
   assert_int_equal(k[0].root_pid, 2);
   assert_int_equal(xgr_store_lease_due(b, NULL, INT64_MAX, k, 4, &n, &err), 0);
   assert_int_equal(n, 0);
-  /* the heartbeat extends the hibernated lease too: past the first lease b still cannot take it */
-  sleep_ms(200);
+  /* the heartbeat extends the hibernated lease too: past the rows' own lease (the claim's) b still
+   * cannot take them. Before the beat nothing else held them (no row of a in nodes); after it, a's
+   * node lease runs. */
+  rows_lapse("ia");
+  assert_sql("SELECT count(*) FROM nodes WHERE node = 'ia'", "0");
   int lost = 0;
   assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
-  sleep_ms(200);
+  assert_sql("SELECT expires_at > xgr_ms_now() FROM nodes WHERE node = 'ia'", "t");
+  assert_sql("SELECT count(*) FROM sessions WHERE lease_owner = 'ia' AND lease_expires >= xgr_ms_now()", "0");
   assert_int_equal(claim(b), 0);
   loaded = 0;
   assert_int_equal(xgr_store_lease_claim(b, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
@@ -228,13 +292,13 @@ static void test_hibernated(void **state) {
   assert_int_equal(write_state_due(a, 2, 5, 1000000000000, &err), 0);
 
   /* a stalls past its lease; b claims the hibernated session without loading it */
-  sleep_ms(400);
+  lapse("ia");
   loaded = 0;
   assert_int_equal(xgr_store_lease_claim_lazy(b, NULL, 0, false, 0, bound_1000, NULL, count_live, &loaded, &n, &nl,
                                               &err), 0);
   assert_int_equal(n, 3);
   assert_int_equal(nl, 2);
-  assert_holder(2, "b/3");
+  assert_holder(2, "ib/3");
   /* a comes back: it cannot load the session (b holds it) and its late write is refused */
   assert_true(xgr_store_lease_held(a, OWNER, 2));   /* a's memory still says so ... */
   assert_false(xgr_store_lease_current(a, OWNER, 2));   /* ... its row does not */
@@ -254,10 +318,10 @@ static void test_hibernated(void **state) {
   assert_int_equal(xgr_store_lease_claim(b, OWNER, 2, true, 1, NULL, count_live, &loaded, &n, &err), 0);
   assert_int_equal(n, 1);
   assert_int_equal(loaded, 1);
-  assert_holder(2, "b/4");
+  assert_holder(2, "ib/4");
   assert_int_equal(write_state(b, 2, 6, &err), 0);
-  xgr_store_close(a);
-  xgr_store_close(b);
+  close_node(a);
+  close_node(b);
   sql("DELETE FROM sessions WHERE root_pid IN (2, 3, 4)");
 }
 
@@ -302,7 +366,7 @@ static void test_stale_claim(void **state) {
   (void)state;
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due) VALUES"
       "('" OWNER "', 5, 't', '', 0, 1, 2, 1000000000000)");
-  xgr_store *a = node("a", 60000);
+  xgr_store *a = node("sa", LONG_MS);
   xgr_error err;
   race r = {.st = a};
   size_t n = 0, nl = 0;
@@ -317,7 +381,7 @@ static void test_stale_claim(void **state) {
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(a, &s);
   assert_int_equal(s.stale_claims, 1);
-  assert_holder(5, "a/3");
+  assert_holder(5, "sa/3");
   assert_true(xgr_store_lease_current(a, OWNER, 5));   /* the node holds the later epoch */
   assert_int_equal(write_state_due(a, 5, 7, 1000000000000, &err), 0);
 
@@ -329,9 +393,9 @@ static void test_stale_claim(void **state) {
   assert_int_equal(r.inner_loads, 1);
   assert_int_equal(r.before_calls, 0);
   assert_int_equal(r.loads, 0);
-  assert_holder(5, "a/5");
+  assert_holder(5, "sa/5");
   assert_int_equal(write_state(a, 5, 8, &err), 0);
-  xgr_store_close(a);
+  close_node(a);
   sql("DELETE FROM sessions WHERE root_pid = 5");
 }
 
@@ -342,7 +406,7 @@ static void test_orphan_released(void **state) {
   (void)state;
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter, wake_due) VALUES"
       "('" OWNER "', 6, 't', '', 0, 1, 2, 1000000000000), ('" OWNER "', 7, 't', '', 0, 1, 2, 1000000000000)");
-  xgr_store *a = node("a", 60000), *b = node("b", 60000);
+  xgr_store *a = node("oa", LONG_MS), *b = node("ob", LONG_MS);
   xgr_error err;
   assert_int_equal(claim(a), 2);
   xgr_store_lease_forget(a, OWNER, 6);   /* a could not load it: it no longer holds 6 */
@@ -351,7 +415,7 @@ static void test_orphan_released(void **state) {
   int lost = 0;
   for (int beat = 0; beat < 2; beat++) {
     assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
-    assert_sql("SELECT lease_owner FROM sessions WHERE root_pid = 6", "a");   /* not yet: a claim in progress holds it */
+    assert_sql("SELECT lease_owner FROM sessions WHERE root_pid = 6", "oa");   /* not yet: a claim in progress holds it */
     assert_int_equal(claim(b), 0);
   }
   assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);   /* the third beat */
@@ -363,23 +427,23 @@ static void test_orphan_released(void **state) {
   assert_int_equal(claim(b), 1);          /* free now: b takes 6, not 7 (a holds it) */
   assert_true(xgr_store_lease_held(b, OWNER, 6));
   assert_int_equal(write_state(b, 6, 10, &err), 0);
-  assert_holder(7, "a/2");
-  xgr_store_close(a);
-  xgr_store_close(b);
+  assert_holder(7, "oa/2");
+  close_node(a);
+  close_node(b);
   sql("DELETE FROM sessions WHERE root_pid IN (6, 7)");
 }
 
 /* A single writer (no node id) and cluster nodes exclude each other. */
 static void test_single_writer_excludes_nodes(void **state) {
   (void)state;
-  xgr_store *a = node("a", 1000);
+  xgr_store *a = node("wa", LONG_MS);
   xgr_store_config cfg = {.busy_timeout_ms = 200};
   xgr_error err;
   xgr_store *w = xgr_store_open(url, &cfg, &err);
   assert_null(w);
   assert_non_null(strstr(err.message, "another xgr process writes"));
   assert_int_equal(xgr_store_lease_claim(w, NULL, 0, false, 0, NULL, NULL, NULL, NULL, &err), XGR_EUNSUPPORTED);
-  xgr_store_close(a);
+  close_node(a);
 }
 
 /* Rebalancing (docs/CLUSTER.md "Rebalancing"): a node above its share gives up hibernated sessions
@@ -398,7 +462,7 @@ static void test_balance(void **state) {
       " SELECT '" OWNER "', 100 + i, 't', '', 0, 1, 2, 1000000000000 + i FROM generate_series(0, 29) i");
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter) VALUES('" OWNER
       "', 130, 't', '', 0, 1, 2)");
-  xgr_store *a = node("ba", 5000);
+  xgr_store *a = node("ba", LONG_MS);
   xgr_error err;
   size_t n = 0, nl = 0;
   int loaded = 0, lost = 0;
@@ -410,7 +474,7 @@ static void test_balance(void **state) {
   /* alone: its share is everything */
   assert_int_equal(xgr_store_lease_balance(a, 0, 256, NULL, NULL, &n, &err), 0);
   assert_int_equal(n, 0);
-  xgr_store *b = node("bb", 5000);
+  xgr_store *b = node("bb", LONG_MS);
   assert_int_equal(xgr_store_lease_renew(b, count_lost, &lost, &err), 0);   /* b's row: two live nodes */
   /* share 16 (slack 8): a gives up to 15, but only what sleeps beyond `after` (121..129) and is not
    * busy (129): 121..128 */
@@ -437,11 +501,11 @@ static void test_balance(void **state) {
   /* b stops (its row goes): a alone again */
   assert_int_equal(xgr_store_lease_release_all(b, &err), 0);
   assert_sql("SELECT count(*) FROM nodes WHERE node = 'bb'", "0");
-  xgr_store_close(b);
+  close_node(b);
   assert_int_equal(xgr_store_lease_balance(a, 0, 256, NULL, NULL, &n, &err), 0);
   xgr_store_lease_get_stats(a, &s);
   assert_int_equal(s.nodes, 1);
-  xgr_store_close(a);
+  close_node(a);
   sql("DELETE FROM sessions");
 }
 
@@ -454,12 +518,12 @@ static void test_claim_asks_each_node_once(void **state) {
   sql("DELETE FROM sessions");
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter)"
       " SELECT '" OWNER "', 1000 + i, 't', '', 0, 1, 2 FROM generate_series(1, 600) i");
-  xgr_store *a = node("qa", 60000);
+  xgr_store *a = node("qa", LONG_MS);
   size_t total = 0, n;
   while ((n = claim(a))) total += n;
   assert_int_equal(total, 600);
   sql("ALTER DATABASE xgr SET track_functions = 'all'");
-  xgr_store *b = node("qb", 60000);   /* its connections start with the setting */
+  xgr_store *b = node("qb", LONG_MS);   /* its connections start with the setting */
   sql("SELECT pg_stat_reset_single_function_counters('xgr_node_alive(text)'::regprocedure)");
   sleep_ms(1100);                  /* b's connection flushes its counters at once (not in 10 s) only
                                     * when its last flush is a second old */
@@ -467,34 +531,44 @@ static void test_claim_asks_each_node_once(void **state) {
   char *calls = NULL;
   for (int i = 0; i < 150; i++) {
     free(calls);
-    calls = sql_value("SELECT COALESCE((SELECT calls FROM pg_stat_user_functions WHERE funcname = 'xgr_node_alive'), 0)");
+    calls = sql_value("SELECT COALESCE((SELECT calls FROM pg_stat_user_functions WHERE funcname = 'xgr_node_alive'"
+                      " AND schemaname = current_schema()), 0)");
     if (strcmp(calls, "0")) break;
     sleep_ms(100);
   }
   sql("ALTER DATABASE xgr RESET track_functions");
   if (atoi(calls) < 1 || atoi(calls) > 2) fail_msg("xgr_node_alive was called %s times for one claim over 600 rows of one node", calls);
   free(calls);
-  xgr_store_close(b);
-  xgr_store_close(a);
+  close_node(b);
+  close_node(a);
   sql("DELETE FROM sessions");
 }
 
 /* The heartbeat renews all of a node's leases by one write (its row in `nodes`), not one per
  * session: the session rows are not rewritten (their xmin stays), yet past their own lease_expires
- * another node cannot claim them while the heartbeats go on, and can once they stop. */
+ * another node cannot claim them while the heartbeats go on (each extends the node's expiry), and
+ * can once they stop (the node's expiry ran out). */
 static void test_heartbeat_one_write(void **state) {
   (void)state;
   sql("DELETE FROM sessions");
   sql("INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash, status, created_at, next_iter)"
       " SELECT '" OWNER "', 2000 + i, 't', '', 0, 1, 2 FROM generate_series(1, 50) i");
-  xgr_store *a = node("ha", 1000), *b = node("hb", 1000);
+  xgr_store *a = node("ha", LONG_MS), *b = node("hb", LONG_MS);
   assert_int_equal(claim(a), 50);
   xgr_error err;
   int lost = 0;
+  rows_lapse("ha");   /* past the rows' own lease (the claim's) */
   char *before = sql_value("SELECT string_agg(xmin::text, ',' ORDER BY root_pid) FROM sessions");
-  for (int i = 0; i < 4; i++) {   /* 4 beats 400 ms apart: past the rows' own lease */
-    sleep_ms(400);
+  for (int i = 0; i < 4; i++) {   /* 4 beats, each extending the node's lease beyond the last one's */
+    char *was = sql_value("SELECT COALESCE(max(expires_at), 0) FROM nodes WHERE node = 'ha'");
+    char q[200];
+    /* a beat made now writes a later expiry: the database's clock has moved on since the last */
+    snprintf(q, sizeof q, "SELECT xgr_ms_now() + %d > %s", LONG_MS, was);
+    wait_sql(q, "t");
     assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
+    snprintf(q, sizeof q, "SELECT expires_at > %s AND expires_at > xgr_ms_now() FROM nodes WHERE node = 'ha'", was);
+    assert_sql(q, "t");
+    free(was);
     assert_int_equal(claim(b), 0);
   }
   assert_int_equal(lost, 0);
@@ -503,14 +577,42 @@ static void test_heartbeat_one_write(void **state) {
   assert_sql("SELECT count(*) FROM sessions WHERE lease_expires < xgr_ms_now()", "50");
   free(before);
   free(after);
-  sleep_ms(1100);                         /* a stops beating: its node's lease runs out */
+  node_lapse("ha");                       /* a stops beating: its node's lease runs out */
   assert_int_equal(claim(b), 50);
   assert_int_equal(xgr_store_lease_renew(a, count_lost, &lost, &err), 0);
   assert_int_equal(lost, 50);
-  xgr_store_close(a);
-  xgr_store_close(b);
+  close_node(a);
+  close_node(b);
   sql("DELETE FROM sessions");
 }
+
+/* A case's setup: its own schema (named by its prestate), made by a store open, becomes `url`. */
+static int case_schema(void **state) {
+  const char *schema = *state;
+  char q[96];
+  snprintf(url, sizeof url, "%s", base_url);
+  snprintf(q, sizeof q, "CREATE SCHEMA %s", schema);
+  sql(q);
+  snprintf(url, sizeof url, "%s%soptions=-csearch_path%%3D%s", base_url, strchr(base_url, '?') ? "&" : "?", schema);
+  xgr_error err;
+  xgr_store *st = xgr_store_open(url, NULL, &err);   /* its tables */
+  if (!st) {
+    fprintf(stderr, "schema %s: %s\n", schema, err.message);
+    return -1;
+  }
+  xgr_store_close(st);
+  return 0;
+}
+
+/* A case's teardown: the stores it left open (it failed before closing them) close. */
+static int case_close(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof opened / sizeof *opened; i++)
+    if (opened[i]) close_node(opened[i]);
+  return 0;
+}
+
+#define CASE(f) cmocka_unit_test_prestate_setup_teardown(f, case_schema, case_close, "lease_" #f)
 
 int main(void) {
   const char *u = getenv("XGR_PG_URL");
@@ -518,21 +620,16 @@ int main(void) {
     printf("test_lease: skipped (no XGR_PG_URL; run it under tests/pg/pg_cluster.sh)\n");
     return 77;
   }
-  snprintf(url, sizeof url, "%s", u);
-  sql("CREATE SCHEMA lease_t");
-  snprintf(url, sizeof url, "%s%soptions=-csearch_path%%3Dlease_t", u, strchr(u, '?') ? "&" : "?");
-  xgr_store *st = xgr_store_open(url, NULL, &(xgr_error){0});   /* create the schema */
-  assert_non_null(st);
-  xgr_store_close(st);
+  snprintf(base_url, sizeof base_url, "%s", u);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fencing),
-      cmocka_unit_test(test_hibernated),
-      cmocka_unit_test(test_stale_claim),
-      cmocka_unit_test(test_orphan_released),
-      cmocka_unit_test(test_single_writer_excludes_nodes),
-      cmocka_unit_test(test_balance),
-      cmocka_unit_test(test_claim_asks_each_node_once),
-      cmocka_unit_test(test_heartbeat_one_write),
+      CASE(test_fencing),
+      CASE(test_hibernated),
+      CASE(test_stale_claim),
+      CASE(test_orphan_released),
+      CASE(test_single_writer_excludes_nodes),
+      CASE(test_balance),
+      CASE(test_claim_asks_each_node_once),
+      CASE(test_heartbeat_one_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
