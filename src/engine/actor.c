@@ -122,6 +122,9 @@ struct actor {
                                     loaded it finds it, and a burst of calls does not thrash */
   xgr_engine_proc *bp;
   size_t nbp, capbp;
+  char *jtext;                   /* the join texts of the batch's live join targets (join_rows_fill),
+                                    kept from batch to batch: the rows borrow it until batch_clear */
+  size_t jcap;
   xgr_engine_hist *bh;
   size_t nbh, capbh;
   xgr_engine_wake *bw;           /* outbox rows of the batch (strings owned, payload held) */
@@ -154,6 +157,8 @@ static void vpush(visq *q, vis v) {
  * form of the join, for XGR_EEV_JOIN only). */
 typedef enum snap_use { SNAP_ROW, SNAP_EVENT, SNAP_JOIN_EVENT } snap_use;
 
+static bool live_status(uint8_t status) { return status == XGR_PROC_WAITING || status == XGR_PROC_RUNNING; }
+
 static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_use use) {
   const xgr_proc *p = fe->proc;
   const xgr_orch *o = a->b->orch;
@@ -183,7 +188,8 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_u
     d->join_policy = (uint8_t)p->join->decl->policy;
     d->join_outcome = (uint8_t)p->join->outcome;
     d->join = use == SNAP_JOIN_EVENT ? xgr_join_state_json(o, p->join) : NULL;
-    d->join_state = use == SNAP_ROW ? xgr_session_join_to_json(o, p->join) : NULL;
+    /* a live target's row gets its text when the batch is submitted (batch_row, join_rows_fill) */
+    d->join_state = use == SNAP_ROW && !live_status(fe->status) ? xgr_session_join_to_json(o, p->join) : NULL;
   }
 }
 
@@ -325,7 +331,22 @@ void xgr_eng_job_http_done(xgr_engine *e, job *j) {
 
 /* ---- effects ---------------------------------------------------------------------------------- */
 
+/* A process's row in the turn's batch. A join target's row carries its join text, the longest part
+ * of a row and one that changes with every piece (an n-way join gets n rows in a fan-out): the
+ * batch keeps one row per target, its last (what the store keeps of several rows of a process),
+ * and a live target's text is written once, when the batch is submitted (join_rows_fill). The core
+ * changes a target only with a PROC effect for it (deliveries, decisions), so its state then is
+ * what its last row showed. */
 static void batch_row(actor *a, const xgr_effect *fe) {
+  if (fe->proc->join)
+    for (size_t i = a->nbp; i-- > 0;)
+      if (a->bp[i].iter == fe->proc->iter) {   /* an earlier row of this target: the new one replaces it */
+        assert(live_status(a->bp[i].status) && !a->bp[i].join_state);
+        snap_release(&a->bp[i]);
+        memmove(&a->bp[i], &a->bp[i + 1], (a->nbp - i - 1) * sizeof *a->bp);
+        a->nbp--;
+        break;
+      }
   if (a->nbp == a->capbp) {
     a->capbp = a->capbp ? a->capbp * 2 : 16;
     a->bp = realloc(a->bp, a->capbp * sizeof *a->bp);
@@ -792,7 +813,10 @@ static void store_done(void *token, int err) {
 }
 
 static void batch_clear(actor *a) {
-  for (size_t i = 0; i < a->nbp; i++) snap_release(&a->bp[i]);
+  for (size_t i = 0; i < a->nbp; i++) {
+    if (a->bp[i].is_join && live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
+    snap_release(&a->bp[i]);
+  }
   for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
   for (size_t i = 0; i < a->nbw; i++) {
     xgr_engine_wake *w = &a->bw[i];
@@ -876,6 +900,35 @@ static void on_commit(actor *a, int err) {
   }
 }
 
+/* Write the join texts of the batch's live join targets (see batch_row) into a->jtext, one after
+ * the other, and point their rows at them. The buffer stays with the actor, so a join's rows cost
+ * no allocation once it has the size of the largest. */
+static void join_rows_fill(actor *a) {
+  size_t need;
+  for (int pass = 0; pass < 2; pass++) {   /* a second pass only when the buffer had to grow */
+    need = 0;
+    for (size_t i = 0; i < a->nbp; i++) {
+      xgr_engine_proc *d = &a->bp[i];
+      if (!d->is_join || !live_status(d->status)) continue;
+      const xgr_proc *p = xgr_session_find(a->s, d->iter);
+      assert(p && p->join);   /* live: a later change of it would have replaced this row */
+      bool room = need < a->jcap;
+      need += xgr_session_join_write(a->b->orch, p->join, room ? a->jtext + need : NULL, room ? a->jcap - need : 0) + 1;
+    }
+    if (need <= a->jcap) break;
+    assert(pass == 0);
+    a->jcap = need + need / 2;
+    a->jtext = xgr__xrealloc(a->jtext, a->jcap);
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < a->nbp; i++) {
+    xgr_engine_proc *d = &a->bp[i];
+    if (!d->is_join || !live_status(d->status)) continue;
+    d->join_state = a->jtext + off;
+    off += strlen(a->jtext + off) + 1;
+  }
+}
+
 /* Submit the turn's rows, holding back their visible effects; or release them if nothing needs
  * persisting. One batch at a time per session. */
 static void store_turn(actor *a) {
@@ -895,6 +948,7 @@ static void store_turn(actor *a) {
                        .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                        .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
                        .due = a->batch_due, .steps = a->steps};
+  join_rows_fill(a);
   a->committing_due = a->batch_due;
   atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
   xgr_eng_busy_add(e, 1);
@@ -1309,6 +1363,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->hold.v);
   batch_clear(a);
   free(a->bp);
+  free(a->jtext);
   free(a->bh);
   free(a->bw);
   free(a->bd);
