@@ -125,10 +125,11 @@ static void put_pid(xgr_buf *b, uint64_t root, uint64_t iter) {
 }
 
 /* An engine event as one line of JSON for the event stream: written straight into a buffer (no
- * tree, no printf: this runs for every process change of every session, read or not, since the
- * ring keeps the events for streams that resume) and handed to the hub. */
+ * tree, no printf: this runs for every process change of every session while anyone reads, or
+ * may resume reading) and handed to the hub. Nothing while nobody does (xgr__sse_wanted). */
 void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr__console *c = ctx;
+  if (!xgr__sse_wanted(c->hub)) return;
   xgr_buf b = {0};
   xgr__buf_reserve(&b, 240);   /* a process event fits */
   xgr__buf_puts(&b, "{\"kind\":\"");
@@ -276,7 +277,7 @@ xgr__console *xgr__console_new(xgr_store *st, xgr_engine *e) {
   xgr__console *c = xgr__xcalloc(1, sizeof *c);
   c->st = st;
   c->e = e;
-  c->hub = xgr__sse_hub_new(0);
+  c->hub = xgr__sse_hub_new(0, 0);
   pthread_mutex_init(&c->mu, NULL);
   return c;
 }
