@@ -162,6 +162,11 @@ void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr__sse_publish_owned(c->hub, ev->owner, ev->root_pid, xgr__buf_finish(&b, NULL));
 }
 
+unsigned xgr__console_interest(void *ctx) {
+  xgr__console *c = ctx;
+  return xgr__sse_wanted(c->hub) ? XGR_EEV_WANT_ALL : 0;
+}
+
 /* ---- GET /ui ------------------------------------------------------------------------------------- */
 
 static int send_buf(struct MHD_Connection *c, unsigned status, const char *type, const void *data, size_t len,

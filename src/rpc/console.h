@@ -77,6 +77,10 @@ void xgr__console_free(xgr__console *c);
 /* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
  * to the hub, while the hub wants events (xgr__sse_wanted). */
 void xgr__console_on_event(void *ctx, const xgr_engine_event *ev);
+/* Its interest, for xgr_engine_subscribe_interest(e, xgr__console_on_event, c, xgr__console_interest):
+ * every kind of event while the hub wants events, none while nobody reads (so the engine makes
+ * none for it); never join trees (its lines do not show them). */
+unsigned xgr__console_interest(void *ctx);
 /* Register the console's methods and GET handlers (/ui) on s, and its stop hook. */
 int xgr__console_register(xgr__console *c, xgr_rpc_server *s);
 
