@@ -312,8 +312,22 @@ int xgr_engine_shutdown(xgr_engine *e, long timeout_ms);
 void xgr_engine_free(xgr_engine *e);
 
 /* Subscribe to events. Only before the first session is started (XGR_ESTATE afterwards); at most
- * 8 subscribers. */
+ * 8 subscribers. The subscriber gets every event (JOIN events with proc->join). */
 int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx);
+
+/* What a subscriber wants now: XGR_EEV_WANT(kind) bits, and XGR_EEV_WANT_JOIN_TREE for JOIN events
+ * with proc->join (a jansson tree of the whole join: costly). */
+#define XGR_EEV_WANT(kind) (1u << (kind))
+#define XGR_EEV_WANT_ALL 0xffu              /* every kind */
+#define XGR_EEV_WANT_JOIN_TREE (1u << 16)
+typedef unsigned (*xgr_engine_interest_fn)(void *ctx);
+
+/* Subscribe with an interest (xgr_engine_subscribe's rules). A session's actor asks `interest`
+ * once per turn, on a worker (so: cheap, any thread, never blocking), and makes an event only
+ * when some subscriber wants its kind; each event goes to the subscribers that wanted it when it
+ * was made. Events nobody wants cost nothing: a daemon whose event outputs have no reader does
+ * not build a snapshot per process change. interest NULL: xgr_engine_subscribe. */
+int xgr_engine_subscribe_interest(xgr_engine *e, xgr_engine_event_fn fn, void *ctx, xgr_engine_interest_fn interest);
 
 /* Register a bundle under a name (its orchestration id when name is NULL). The bundle is borrowed
  * and must outlive the engine. XGR_ECONFLICT when the name is taken. */

@@ -310,6 +310,13 @@ void xgr_session_state_get(const xgr_session *s, xgr_session_state *out);
  * each piece's text in js->inbox_text for the next call (the only change it makes to js). */
 char *xgr_session_join_to_json(const xgr_orch *o, xgr_join_state *js);
 
+/* The same text written into buf, snprintf's way: at most cap - 1 bytes and a NUL (nothing when
+ * cap is 0); returns the text's whole length, so a result >= cap means it was cut (write again
+ * with a larger buffer). Returns 0 (buf "" when cap > 0) when js is NULL or not declared in o.
+ * For writers that keep their buffer (a session's actor, a store batch): no allocation once
+ * every piece's text is kept. */
+size_t xgr_session_join_write(const xgr_orch *o, xgr_join_state *js, char *buf, size_t cap);
+
 /* The live join target collecting from join group `group` (its joinFromGroupId), or NULL.
  * A delivery into a join inbox changes the target without a PROC effect of its own; a store
  * persists the collector of every process that became terminal to keep the inbox durable. */

@@ -42,6 +42,7 @@ typedef struct evsnap {
   xgr_engine_event ev;
   xgr_engine_proc p;
   char *msg;
+  uint8_t to;                      /* the subscribers it goes to (bit k: e->subs[k]) */
 } evsnap;
 
 typedef struct wake_out {
@@ -86,7 +87,11 @@ struct actor {
   uint64_t mono;                 /* monotonic ns when the turn began (now is the clock then) */
   wtimers *slot;                 /* the turn's worker slot (timer heap, counters) or NULL */
   /* state */
-  bool started, finished, stopping, limit, idle, completed, record, subs, touched, ent_unlinked;
+  bool started, finished, stopping, limit, idle, completed, record, touched, ent_unlinked;
+  /* the turn's subscribers of each event kind (bit k: e->subs[k]; see interest), and whether one
+   * of those of JOIN wants its join tree */
+  uint8_t to[8];
+  bool join_tree;
   /* a new session's row: its first batch carries it (insert if absent); started is told once that
    * batch is committed or refused (xgr_engine_start.started) */
   bool new_row;                  /* the row still has to go out with the next batch */
@@ -128,6 +133,9 @@ struct actor {
                                     loaded it finds it, and a burst of calls does not thrash */
   xgr_engine_proc *bp;
   size_t nbp, capbp;
+  char *jtext;                   /* the join texts of the batch's live join targets (join_rows_fill),
+                                    kept from batch to batch: the rows borrow it until batch_clear */
+  size_t jcap;
   xgr_engine_hist *bh;
   size_t nbh, capbh;
   xgr_engine_wake *bw;           /* outbox rows of the batch (strings owned, payload held) */
@@ -159,6 +167,8 @@ static void vpush(visq *q, vis v) {
  * form of the join, for XGR_EEV_JOIN only). */
 typedef enum snap_use { SNAP_ROW, SNAP_EVENT, SNAP_JOIN_EVENT } snap_use;
 
+static bool live_status(uint8_t status) { return status == XGR_PROC_WAITING || status == XGR_PROC_RUNNING; }
+
 static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_use use) {
   const xgr_proc *p = fe->proc;
   const xgr_orch *o = a->b->orch;
@@ -187,8 +197,9 @@ static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_u
     d->join_closed = p->join->closed;
     d->join_policy = (uint8_t)p->join->decl->policy;
     d->join_outcome = (uint8_t)p->join->outcome;
-    d->join = use == SNAP_JOIN_EVENT ? xgr_join_state_json(o, p->join) : NULL;
-    d->join_state = use == SNAP_ROW ? xgr_session_join_to_json(o, p->join) : NULL;
+    d->join = use == SNAP_JOIN_EVENT && a->join_tree ? xgr_join_state_json(o, p->join) : NULL;
+    /* a live target's row gets its text when the batch is submitted (batch_row, join_rows_fill) */
+    d->join_state = use == SNAP_ROW && !live_status(fe->status) ? xgr_session_join_to_json(o, p->join) : NULL;
   }
 }
 
@@ -199,8 +210,33 @@ static void snap_release(xgr_engine_proc *d) {
   free((char *)d->join_state);
 }
 
+/* Who wants which events this turn: each subscriber's interest, asked once per turn. */
+_Static_assert(XGR_EEV_STEP < 8 && XGR_EEV_WANT_ALL == 0xffu, "a byte of event kinds");
+static void interest(actor *a) {
+  const xgr_engine *e = a->e;
+  memset(a->to, 0, sizeof a->to);
+  a->join_tree = false;
+  for (unsigned k = 0; k < e->nsubs; k++) {
+    unsigned m = e->subs_want[k] ? e->subs_want[k](e->subs_ctx[k]) : XGR_EEV_WANT_ALL | XGR_EEV_WANT_JOIN_TREE;
+    for (unsigned kind = 0; kind < 8; kind++)
+      if (m & XGR_EEV_WANT(kind)) a->to[kind] |= (uint8_t)(1u << k);
+    if ((m & XGR_EEV_WANT(XGR_EEV_JOIN)) && (m & XGR_EEV_WANT_JOIN_TREE)) a->join_tree = true;
+  }
+}
+
+/* Whether some subscriber wants events of this kind this turn (else none is made). */
+static bool wants(const actor *a, xgr_engine_event_kind kind) { return a->to[kind] != 0; }
+
+/* Hand event s to the subscribers it was made for. */
+static void deliver(const actor *a, const evsnap *s) {
+  const xgr_engine *e = a->e;
+  for (unsigned k = 0; k < e->nsubs; k++)
+    if (s->to & (1u << k)) e->subs[k](e->subs_ctx[k], &s->ev);
+}
+
 static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, bool ok) {
   evsnap *s = xgr__xcalloc(1, sizeof *s);
+  s->to = a->to[kind];
   s->ev.kind = kind;
   s->ev.owner = xgr_session_owner(a->s);
   s->ev.root_pid = a->root;
@@ -329,7 +365,22 @@ void xgr_eng_job_http_done(xgr_engine *e, job *j) {
 
 /* ---- effects ---------------------------------------------------------------------------------- */
 
+/* A process's row in the turn's batch. A join target's row carries its join text, the longest part
+ * of a row and one that changes with every piece (an n-way join gets n rows in a fan-out): the
+ * batch keeps one row per target, its last (what the store keeps of several rows of a process),
+ * and a live target's text is written once, when the batch is submitted (join_rows_fill). The core
+ * changes a target only with a PROC effect for it (deliveries, decisions), so its state then is
+ * what its last row showed. */
 static void batch_row(actor *a, const xgr_effect *fe) {
+  if (fe->proc->join)
+    for (size_t i = a->nbp; i-- > 0;)
+      if (a->bp[i].iter == fe->proc->iter) {   /* an earlier row of this target: the new one replaces it */
+        assert(live_status(a->bp[i].status) && !a->bp[i].join_state);
+        snap_release(&a->bp[i]);
+        memmove(&a->bp[i], &a->bp[i + 1], (a->nbp - i - 1) * sizeof *a->bp);
+        a->nbp--;
+        break;
+      }
   if (a->nbp == a->capbp) {
     a->capbp = a->capbp ? a->capbp * 2 : 16;
     a->bp = xgr__xrealloc(a->bp, a->capbp * sizeof *a->bp);
@@ -420,7 +471,7 @@ static void consume(actor *a) {
       case XGR_FX_JOIN:
         if (a->record) xgr_records_proc(a->rec, a->b->orch, fe->proc);
         if (e->has_store && fe->kind == XGR_FX_PROC) batch_row(a, fe);
-        if (a->subs) {
+        if (wants(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN)) {
           evsnap *s = ev_new(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN, NULL, true);
           snap_fill(a, &s->p, fe, fe->kind == XGR_FX_JOIN ? SNAP_JOIN_EVENT : SNAP_EVENT);
           s->ev.proc = &s->p;
@@ -455,7 +506,7 @@ static void consume(actor *a) {
         a->finished = true;
         a->result = fe->result;
         a->batch_finished = true;
-        if (a->subs) push_event(a, ev_new(a, XGR_EEV_FINISHED, xgr_session_result_name(fe->result), true));
+        if (wants(a, XGR_EEV_FINISHED)) push_event(a, ev_new(a, XGR_EEV_FINISHED, xgr_session_result_name(fe->result), true));
         break;
     }
   }
@@ -522,13 +573,13 @@ static void route_wake(actor *a, wake_out *w) {
   }
   if (w->m->id) outbox_done(a, w->m->id, "no such session here");
   atomic_fetch_add(&e->st_wake_refused, 1);
-  if (a->subs) {
+  if (wants(a, XGR_EEV_WAKE)) {
     char msg[512];
     snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session here",
              w->m->caller, (unsigned long long)w->m->from_root, w->target_owner, (unsigned long long)w->target_root,
              w->m->step_id ? w->m->step_id : "");
     evsnap *s = ev_new(a, XGR_EEV_WAKE, msg, false);
-    for (unsigned i = 0; i < e->nsubs; i++) e->subs[i](e->subs_ctx[i], &s->ev);
+    deliver(a, s);
     ev_free(s);
   }
   xgr_eng_iwake_free(w->m);
@@ -549,7 +600,7 @@ static void flush(actor *a, visq *q) {
         route_wake(a, &v->u.w);
         break;
       case V_EVENT:
-        for (unsigned k = 0; k < e->nsubs; k++) e->subs[k](e->subs_ctx[k], &v->u.ev->ev);
+        deliver(a, v->u.ev);
         ev_free(v->u.ev);
         break;
       case V_REPLY:
@@ -568,7 +619,7 @@ static void apply(actor *a, job *j) {
   xgr_outcome_buf ob;
   xgr_step_outcome o;
   xgr_outcome_from_result(&j->res, a->b->step_rule_address[j->step], &ob, &o);
-  if (a->subs) {   /* the step's own outcome payload, which the core's snapshots do not carry */
+  if (wants(a, XGR_EEV_STEP)) {   /* the step's own outcome payload, which the core's snapshots do not carry */
     evsnap *s = ev_new(a, XGR_EEV_STEP, NULL, !j->res.error.code);
     s->ev.iter = j->iter;
     s->ev.rule_action = (uint8_t)j->res.action;
@@ -696,7 +747,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
   const char *text = rc ? err.message : err.message[0] ? err.message : "ok";
   if (m->label && a->record)
     xgr_records_action(a->rec, a->now, m->label, rc == 0, text);
-  if (a->subs) {
+  if (wants(a, XGR_EEV_ACTION)) {
     char msg[700];
     snprintf(msg, sizeof msg, "%s: %s", m->label ? m->label : "control", text);
     push_event(a, ev_new(a, XGR_EEV_ACTION, msg, rc == 0));
@@ -731,7 +782,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
   if (m->id) outbox_done(a, m->id, rc ? err.message : NULL);   /* same batch as its effects */
   consume(a);
   if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
-  if (a->subs) {
+  if (wants(a, XGR_EEV_WAKE)) {
     char msg[1024];
     if (rc)
       snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: %s", m->caller,
@@ -797,7 +848,10 @@ static void store_done(void *token, int err) {
 }
 
 static void batch_clear(actor *a) {
-  for (size_t i = 0; i < a->nbp; i++) snap_release(&a->bp[i]);
+  for (size_t i = 0; i < a->nbp; i++) {
+    if (a->bp[i].is_join && live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
+    snap_release(&a->bp[i]);
+  }
   for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
   for (size_t i = 0; i < a->nbw; i++) {
     xgr_engine_wake *w = &a->bw[i];
@@ -878,12 +932,41 @@ static void on_commit(actor *a, int err) {
   a->store_failed = true;
   a->stopping = true;
   discard_held(a, err);
-  if (first && a->subs) {
+  if (first && wants(a, XGR_EEV_STORE_ERROR)) {
     char msg[160];
     snprintf(msg, sizeof msg, "the store refused a batch (%s); the session stops", xgr_errcode_name(err));
     evsnap *s = ev_new(a, XGR_EEV_STORE_ERROR, msg, false);
-    for (unsigned k = 0; k < a->e->nsubs; k++) a->e->subs[k](a->e->subs_ctx[k], &s->ev);
+    deliver(a, s);
     ev_free(s);
+  }
+}
+
+/* Write the join texts of the batch's live join targets (see batch_row) into a->jtext, one after
+ * the other, and point their rows at them. The buffer stays with the actor, so a join's rows cost
+ * no allocation once it has the size of the largest. */
+static void join_rows_fill(actor *a) {
+  size_t need;
+  for (int pass = 0; pass < 2; pass++) {   /* a second pass only when the buffer had to grow */
+    need = 0;
+    for (size_t i = 0; i < a->nbp; i++) {
+      xgr_engine_proc *d = &a->bp[i];
+      if (!d->is_join || !live_status(d->status)) continue;
+      const xgr_proc *p = xgr_session_find(a->s, d->iter);
+      assert(p && p->join);   /* live: a later change of it would have replaced this row */
+      bool room = need < a->jcap;
+      need += xgr_session_join_write(a->b->orch, p->join, room ? a->jtext + need : NULL, room ? a->jcap - need : 0) + 1;
+    }
+    if (need <= a->jcap) break;
+    assert(pass == 0);
+    a->jcap = need + need / 2;
+    a->jtext = xgr__xrealloc(a->jtext, a->jcap);
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < a->nbp; i++) {
+    xgr_engine_proc *d = &a->bp[i];
+    if (!d->is_join || !live_status(d->status)) continue;
+    d->join_state = a->jtext + off;
+    off += strlen(a->jtext + off) + 1;
   }
 }
 
@@ -906,6 +989,7 @@ static void store_turn(actor *a) {
                        .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                        .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
                        .due = a->batch_due, .steps = a->steps};
+  join_rows_fill(a);
   xgr_session_state st;
   xgr_session_state_get(a->s, &st);
   b.next_iter = st.next_iter;
@@ -993,7 +1077,7 @@ static void check_caps(actor *a) {
   xgr_error err;
   xgr_error_clear(&err);
   xgr_session_kill(a->s, 0, a->now, &a->fx, &err);
-  if (a->subs) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
+  if (wants(a, XGR_EEV_ACTION)) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
   consume(a);
 }
 
@@ -1094,7 +1178,7 @@ static void end_turn(actor *a) {
     a->finished = true;
     a->result = XGR_RESULT_LIMIT;
     a->batch_finished = true;
-    if (a->subs) push_event(a, ev_new(a, XGR_EEV_FINISHED, "limit", true));
+    if (wants(a, XGR_EEV_FINISHED)) push_event(a, ev_new(a, XGR_EEV_FINISHED, "limit", true));
     if (!e->has_store) flush(a, &a->pend);
   }
   if (e->has_store) store_turn(a);
@@ -1119,9 +1203,9 @@ static void end_turn(actor *a) {
   bool was_idle = a->idle;
   a->idle = !a->finished && a->inflight == 0 && !a->committing &&
             (a->stopping || a->limit || due == XGR_NEVER || (due <= a->now && xgr_session_running(a->s) == 0));
-  if (a->idle && a->subs && (!was_idle || a->touched)) {
+  if (a->idle && wants(a, XGR_EEV_IDLE) && (!was_idle || a->touched)) {
     evsnap *s = ev_new(a, XGR_EEV_IDLE, NULL, true);
-    for (unsigned k = 0; k < e->nsubs; k++) e->subs[k](e->subs_ctx[k], &s->ev);
+    deliver(a, s);
     ev_free(s);
   }
   a->touched = false;
@@ -1143,6 +1227,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
   a->mono = xgr__mono_ns();
   a->now = xgr_eng_now_at(e, a->mono);
   a->slot = xgr_eng_wslot(e, ctx);
+  interest(a);
   long owed = 0, nctl = 0;
   if (!a->started) {
     a->started = true;
@@ -1264,7 +1349,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   }
   a->armed = XGR_NEVER;
   a->record = req->record;
-  a->subs = e->nsubs > 0;
+  interest(a);
   a->ordered = e->cfg.ordered;
   /* A result that wakes a sibling must reach it before the sibling is promoted, as on the
    * deterministic driver (SEMANTICS §6): with wake-ups in the bundle, ordered mode runs one step
@@ -1336,6 +1421,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->hold.v);
   batch_clear(a);
   free(a->bp);
+  free(a->jtext);
   free(a->bh);
   free(a->bw);
   free(a->bd);

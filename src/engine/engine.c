@@ -148,12 +148,17 @@ void xgr_engine_free(xgr_engine *e) {
   free(e);
 }
 
-int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx) {
+int xgr_engine_subscribe_interest(xgr_engine *e, xgr_engine_event_fn fn, void *ctx, xgr_engine_interest_fn interest) {
   if (!fn) return XGR_EINVAL;
   if (atomic_load(&e->started_any) || e->nsubs == 8) return XGR_ESTATE;
   e->subs_ctx[e->nsubs] = ctx;
+  e->subs_want[e->nsubs] = interest;
   e->subs[e->nsubs++] = fn;
   return 0;
+}
+
+int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx) {
+  return xgr_engine_subscribe_interest(e, fn, ctx, NULL);
 }
 
 int64_t xgr_engine_now(xgr_engine *e) { return xgr_eng_now(e); }

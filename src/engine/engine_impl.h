@@ -191,6 +191,7 @@ struct xgr_engine {
   /* subscribers (fixed once a session started) */
   xgr_engine_event_fn subs[8];
   void *subs_ctx[8];
+  xgr_engine_interest_fn subs_want[8];   /* NULL: every event */
   unsigned nsubs;
   _Atomic bool started_any;
   /* bundles */

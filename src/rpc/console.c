@@ -1,4 +1,4 @@
-/* console.c — the xgr console's server side: its life, pages and events (see console.h,
+/* console.c — the xgr console's server side: its life, pages and events (see console_service_impl.h,
  * console_impl.h and docs/CONSOLE.md).
  *
  * GET /ui/...: the embedded pages and assets (web/, generated into console_assets.c at build
@@ -125,10 +125,11 @@ static void put_pid(xgr_buf *b, uint64_t root, uint64_t iter) {
 }
 
 /* An engine event as one line of JSON for the event stream: written straight into a buffer (no
- * tree, no printf: this runs for every process change of every session, read or not, since the
- * ring keeps the events for streams that resume) and handed to the hub. */
+ * tree, no printf: this runs for every process change of every session while anyone reads, or
+ * may resume reading) and handed to the hub. Nothing while nobody does (xgr__sse_wanted). */
 void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr__console *c = ctx;
+  if (!xgr__sse_wanted(c->hub)) return;
   xgr_buf b = {0};
   xgr__buf_reserve(&b, 240);   /* a process event fits */
   xgr__buf_puts(&b, "{\"kind\":\"");
@@ -159,6 +160,11 @@ void xgr__console_on_event(void *ctx, const xgr_engine_event *ev) {
   if (ev->kind == XGR_EEV_FINISHED) put_str(&b, "result", xgr_session_result_name(ev->result));
   xgr__buf_putc(&b, '}');
   xgr__sse_publish_owned(c->hub, ev->owner, ev->root_pid, xgr__buf_finish(&b, NULL));
+}
+
+unsigned xgr__console_interest(void *ctx) {
+  xgr__console *c = ctx;
+  return xgr__sse_wanted(c->hub) ? XGR_EEV_WANT_ALL : 0;
 }
 
 /* ---- GET /ui ------------------------------------------------------------------------------------- */
@@ -276,7 +282,7 @@ xgr__console *xgr__console_new(xgr_store *st, xgr_engine *e) {
   xgr__console *c = xgr__xcalloc(1, sizeof *c);
   c->st = st;
   c->e = e;
-  c->hub = xgr__sse_hub_new(0);
+  c->hub = xgr__sse_hub_new(0, 0);
   pthread_mutex_init(&c->mu, NULL);
   return c;
 }

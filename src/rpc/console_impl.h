@@ -1,4 +1,4 @@
-/* console_impl.h — private interface between the files of the console's server side (console.h
+/* console_impl.h — private interface between the files of the console's server side (console_service_impl.h
  * says what the console is), one room per concern:
  *
  *   console.c         life, the cache of parsed orchestrations by hash, the engine events on the
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/console.h"
+#include "rpc/console_service_impl.h"
 #include "rpc/rpc_impl.h"
 #include "xgr/orch.h"
 

@@ -85,7 +85,7 @@ struct xgr_rpcd {
   const xgr_node_config *nc;   /* n's configuration (chain, executor, ...) */
   xgr_store *st;               /* n's store */
   xgr_engine *e;               /* n's engine */
-  struct xgr__console *console; /* owned: the console's pages, events and read methods (console.h) */
+  struct xgr__console *console; /* owned: the console's pages, events and read methods (console_service_impl.h) */
   atomic_bool stopping;
   atomic_bool store_down;      /* the store failed (logged once) */
   pthread_mutex_t w_mu;        /* waiters */

@@ -17,7 +17,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "xgr/auth.h"
-#include "rpc/console.h"
+#include "rpc/console_service_impl.h"
 #include "util/alloc.h"
 
 /* ---- metrics ------------------------------------------------------------------------------------- */

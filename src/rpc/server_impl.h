@@ -4,7 +4,7 @@
  *   server.c     the HTTP front on libmicrohttpd: configuration and life cycle of the listeners,
  *                the request callback (path, method, content type and declared length checks, the
  *                body assembled under the cap), the GET endpoints (/metrics, /healthz, /readyz and
- *                the registered GET handlers of console.h), refusals, the request log line and the
+ *                the registered GET handlers of console_service_impl.h), refusals, the request log line and the
  *                request counters.
  *   jsonrpc.c    JSON-RPC 2.0 on an assembled body: the nesting limit, parsing, batches (runs of
  *                concurrent methods on several threads), dispatch to the registered methods, the
@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/console.h"
+#include "rpc/console_service_impl.h"
 #include "xgr/rpc.h"
 
 #define XGR__RPC_MAX_METHODS 96
@@ -78,7 +78,7 @@ struct xgr_rpc_server {
   struct MHD_Daemon *md;
   char mhost[64];
   uint16_t mport;
-  struct { const char *prefix; xgr__rpc_get_fn fn; void *ctx; } gets[8];   /* GET handlers (console.h) */
+  struct { const char *prefix; xgr__rpc_get_fn fn; void *ctx; } gets[8];   /* GET handlers (console_service_impl.h) */
   size_t ngets;
   struct { void (*fn)(void *ctx); void *ctx; } on_stop[4];   /* xgr__rpc_on_stop, in order */
   size_t non_stop;

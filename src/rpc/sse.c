@@ -1,4 +1,4 @@
-/* sse.c — the console's event hub: engine events as server-sent events (see console.h).
+/* sse.c — the console's event hub: engine events as server-sent events (see console_service_impl.h).
  *
  * Events live in a ring of fixed size; event i sits at slot i % size and ids grow from 1. A stream
  * is one HTTP response whose body libmicrohttpd pulls through reader(): it copies the events after
@@ -10,14 +10,22 @@
  * they send a comment line (the write fails for a dead peer and libmicrohttpd closes it).
  * A stream whose cursor fell out of the ring gets one `event: reset` and goes on from the oldest
  * event kept: the page reloads its view. On stop, xgr__sse_close ends every stream.
+ *
+ * Nobody reading: while no stream is open, and for a minute (SSE_KEEP_MS) after one ended or after an event
+ * id was handed out (xgr__sse_last_id: a page reads its view, then streams from there), the hub
+ * wants no events (xgr__sse_wanted is false), so the console does not write them — they cost
+ * nothing on a daemon nobody watches. A stretch of events not kept leaves a hole: one id that
+ * names no event, and the ring's oldest id is past it, so a stream resuming from before it gets
+ * `event: reset` as when the ring moved on, and a stream started later does not.
  */
-#include "rpc/console.h"
+#include "rpc/console_service_impl.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +33,11 @@
 
 #include "util/alloc.h"
 #include "util/buf.h"
+#include "util/clock.h"
 
 #define SSE_MAX_DATA 8192         /* a longer event is cut (the page refetches what it shows) */
 #define SSE_KEEPALIVE_S 10
+#define SSE_KEEP_MS 60000         /* events are kept this long after the last stream or id handed out */
 
 typedef struct slot {
   uint64_t id;                    /* 0: empty */
@@ -52,6 +62,11 @@ struct xgr__sse_hub {
   slot *ring;
   size_t size;
   uint64_t next_id;               /* id of the next event */
+  uint64_t hole;                  /* the id of the last stretch of events not kept (0: none) */
+  _Atomic unsigned streams;       /* open streams */
+  _Atomic uint64_t keep_until;    /* monotonic ns until which events are kept without a stream (0: none) */
+  uint64_t keep_ns;               /* how long after a stream ended or an id was handed out */
+  _Atomic bool holed;             /* a hole was made and no event published since */
   stream *waiting;
   bool closing, stop;
   pthread_t keepalive;
@@ -85,9 +100,10 @@ static void *keepalive_main(void *arg) {
   return NULL;
 }
 
-xgr__sse_hub *xgr__sse_hub_new(size_t ring) {
+xgr__sse_hub *xgr__sse_hub_new(size_t ring, unsigned keep_ms) {
   xgr__sse_hub *h = xgr__xcalloc(1, sizeof *h);
   h->size = ring ? ring : 8192;
+  h->keep_ns = (uint64_t)(keep_ms ? keep_ms : SSE_KEEP_MS) * 1000000u;
   h->ring = xgr__xcalloc(h->size, sizeof *h->ring);
   h->next_id = 1;
   pthread_mutex_init(&h->mu, NULL);
@@ -120,11 +136,40 @@ void xgr__sse_hub_free(xgr__sse_hub *h) {
   free(h);
 }
 
+/* Keep the events of the next h->keep_ns. */
+static void keep_awhile(xgr__sse_hub *h) {
+  atomic_store_explicit(&h->keep_until, xgr__mono_ns() + h->keep_ns, memory_order_relaxed);
+}
+
 uint64_t xgr__sse_last_id(xgr__sse_hub *h) {
+  keep_awhile(h);   /* a page asks from where to stream: keep what comes until it does */
   pthread_mutex_lock(&h->mu);
   uint64_t id = h->next_id - 1;
   pthread_mutex_unlock(&h->mu);
   return id;
+}
+
+bool xgr__sse_wanted(xgr__sse_hub *h) {
+  if (atomic_load_explicit(&h->streams, memory_order_relaxed)) return true;
+  uint64_t until = atomic_load_explicit(&h->keep_until, memory_order_relaxed);
+  if (until && xgr__mono_ns() < until) return true;
+  if (until) atomic_compare_exchange_strong(&h->keep_until, &until, 0);   /* expired: no clock read next time */
+  if (atomic_load_explicit(&h->holed, memory_order_relaxed)) return false;
+  /* the first event not kept: make the hole (once until the next event is published) */
+  pthread_mutex_lock(&h->mu);
+  if (atomic_load(&h->streams)) {   /* one opened meanwhile (it counts itself before taking its cursor) */
+    pthread_mutex_unlock(&h->mu);
+    return true;
+  }
+  if (!h->holed) {
+    slot *s = &h->ring[h->next_id % h->size];
+    free(s->data);
+    *s = (slot){.id = h->next_id};
+    h->hole = h->next_id++;
+    atomic_store(&h->holed, true);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return false;
 }
 
 void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, char *copy) {
@@ -132,6 +177,7 @@ void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, c
   for (char *p = copy; *p; p++)   /* one line: a newline would end the SSE field */
     if (*p == '\n' || *p == '\r') *p = ' ';
   pthread_mutex_lock(&h->mu);
+  atomic_store_explicit(&h->holed, false, memory_order_relaxed);
   slot *s = &h->ring[h->next_id % h->size];
   free(s->data);
   s->data = copy;
@@ -164,6 +210,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
     st->hello = true;
   }
   uint64_t oldest = h->next_id > h->size ? h->next_id - h->size : 1;
+  if (oldest <= h->hole) oldest = h->hole + 1;   /* events were not kept there */
   if (st->next < oldest) {
     int k = snprintf(buf + n, max - n, "event: reset\ndata: {\"oldest\":%" PRIu64 "}\n\n", oldest);
     if (k > 0 && (size_t)k < max - n) n += (size_t)k;
@@ -207,6 +254,8 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
   stream *st = cls;
   xgr__sse_hub *h = st->hub;
+  keep_awhile(h);   /* before the count drops: a browser reconnecting finds what it missed */
+  atomic_fetch_sub(&h->streams, 1);
   pthread_mutex_lock(&h->mu);
   if (st->waiting) {   /* cannot happen for a suspended connection; kept for safety */
     if (st->prev) st->prev->nxt = st->nxt;
@@ -218,6 +267,7 @@ static void stream_free(void *cls) {
 }
 
 int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const char *owner, uint64_t root, uint64_t after) {
+  atomic_fetch_add(&h->streams, 1);   /* counted from before its cursor is taken until stream_free */
   pthread_mutex_lock(&h->mu);
   bool closing = h->closing;
   uint64_t next = after ? after + 1 : h->next_id;
@@ -226,6 +276,7 @@ int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const char *owner,
   struct MHD_Response *r;
   unsigned status = MHD_HTTP_OK;
   if (closing) {
+    atomic_fetch_sub(&h->streams, 1);
     static const char msg[] = "shutting down\n";
     r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
     status = MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -240,6 +291,7 @@ int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const char *owner,
       if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
     r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, reader, st, stream_free);
     if (!r) {
+      atomic_fetch_sub(&h->streams, 1);
       free(st);
       return MHD_NO;
     }

@@ -35,29 +35,74 @@ void xgr__join_state_free(xgr_join_state *js) {
   free(js);
 }
 
-char *xgr_session_join_to_json(const xgr_orch *o, xgr_join_state *js) {
+/* A bounded writer: counts every byte put, keeps what fits in cap - 1 bytes (snprintf's rule). */
+typedef struct bw {
+  char *p;
+  size_t cap, len;
+} bw;
+
+static void bw_put(bw *w, const char *s, size_t n) {
+  if (w->len + 1 < w->cap) {
+    size_t room = w->cap - 1 - w->len;
+    memcpy(w->p + w->len, s, n < room ? n : room);
+  }
+  w->len += n;
+}
+
+static void bw_puts(bw *w, const char *s) { bw_put(w, s, strlen(s)); }
+
+static void bw_i64(bw *w, int64_t v) {
+  char d[20];
+  if (v < 0) bw_put(w, "-", 1);
+  bw_put(w, d, xgr__u64_dec(d, v < 0 ? 0 - (uint64_t)v : (uint64_t)v));
+}
+
+size_t xgr_session_join_write(const xgr_orch *o, xgr_join_state *js, char *buf, size_t cap) {
   unsigned step = 0, branch = 0;
-  if (!js || !decl_ref(o, js->decl, &step, &branch)) return NULL;
-  xgr_buf b = {0};
-  xgr__buf_reserve(&b, 96 + (size_t)js->decl->n * 48);   /* heads, small pieces and fail flags in one go */
-  xgr__buf_printf(&b, "{\"decl\":[%u,%u],\"closed\":%s,\"outcome\":%d,\"closedAt\":%lld,\"inbox\":[", step, branch,
-            js->closed ? "true" : "false", (int)js->outcome, (long long)js->closed_at);
+  if (cap) buf[0] = '\0';
+  if (!js || !decl_ref(o, js->decl, &step, &branch)) return 0;
+  bw w = {buf, cap, 0};
+  bw_puts(&w, "{\"decl\":[");
+  bw_i64(&w, step);
+  bw_put(&w, ",", 1);
+  bw_i64(&w, branch);
+  bw_puts(&w, js->closed ? "],\"closed\":true,\"outcome\":" : "],\"closed\":false,\"outcome\":");
+  bw_i64(&w, (int)js->outcome);
+  bw_puts(&w, ",\"closedAt\":");
+  bw_i64(&w, js->closed_at);
+  bw_puts(&w, ",\"inbox\":[");
   for (unsigned i = 0; i < js->decl->n; i++) {
-    if (i) xgr__buf_put(&b, ",", 1);
+    if (i) bw_put(&w, ",", 1);
     if (js->inbox[i].kind == XGR_VNULL) {
-      xgr__buf_put(&b, "null", 4);
+      bw_put(&w, "null", 4);
     } else {
       if (!js->inbox_text[i]) js->inbox_text[i] = xgr_value_to_json_text(js->inbox[i], 0, NULL);
-      xgr__buf_puts(&b, js->inbox_text[i]);
+      bw_puts(&w, js->inbox_text[i]);
     }
   }
-  xgr__buf_put(&b, "],\"fail\":[", 10);
+  bw_put(&w, "],\"fail\":[", 10);
   for (unsigned i = 0; i < js->decl->n; i++) {
-    if (i) xgr__buf_putc(&b, ',');
-    xgr__buf_puts(&b, js->fail[i] ? "true" : "false");
+    if (i) bw_put(&w, ",", 1);
+    bw_puts(&w, js->fail[i] ? "true" : "false");
   }
-  xgr__buf_put(&b, "]}", 2);
-  return xgr__buf_finish(&b, NULL);
+  bw_put(&w, "]}", 2);
+  if (cap) buf[w.len < cap ? w.len : cap - 1] = '\0';
+  return w.len;
+}
+
+char *xgr_session_join_to_json(const xgr_orch *o, xgr_join_state *js) {
+  size_t cap = js ? 96 + (size_t)js->decl->n * 48 : 1;   /* heads, small pieces and fail flags in one go */
+  char *text = xgr__xmalloc(cap);
+  size_t n = xgr_session_join_write(o, js, text, cap);
+  if (!n) {
+    free(text);
+    return NULL;
+  }
+  if (n >= cap) {   /* larger pieces: written again into a buffer of the size it needs */
+    text = xgr__xrealloc(text, n + 1);
+    xgr_session_join_write(o, js, text, n + 1);
+  }
+  return text;
 }
 
 /* Integer field of a parsed map (int or uint that fits int64). */

@@ -450,6 +450,19 @@ void xgr_store_wakes_free(xgr_store_wake *w, size_t n) {
 
 /* ---- effects -> entries ----------------------------------------------------------------------- */
 
+/* The join text of a join target in b's text arena (NULL when js is not one of o's joins),
+ * written in b's scratch buffer: no allocation of its own once the scratch has the size. */
+static char *bjoin(xgr_store_changes *b, const xgr_orch *o, xgr_join_state *js) {
+  size_t n = xgr_session_join_write(o, js, b->scratch.p, b->scratch.cap);
+  if (n && n >= b->scratch.cap) {
+    b->scratch.len = 0;
+    xgr__buf_reserve(&b->scratch, n);
+    xgr_session_join_write(o, js, b->scratch.p, b->scratch.cap);
+  }
+  if (!n) return NULL;
+  return memcpy(xgr__xarena_alloc(&b->text, n + 1), b->scratch.p, n + 1);
+}
+
 /* The record of a live or just-finished process, its strings in b's arena. */
 static void proc_record(xgr_store_changes *b, const xgr_orch *o, const xgr_proc *p, xgr_store_proc *r) {
   memset(r, 0, sizeof *r);
@@ -469,11 +482,7 @@ static void proc_record(xgr_store_changes *b, const xgr_orch *o, const xgr_proc 
   r->finished_at = p->finished_at;
   r->payload = bjson(b, p->payload);
   r->error = bdup(b, p->error);
-  if (p->join) {
-    char *j = xgr_session_join_to_json(o, p->join);
-    r->join = bdup(b, j);
-    free(j);
-  }
+  if (p->join) r->join = bjoin(b, o, p->join);
 }
 
 /* The record b holds of process p of session (owner, root) when p has ended, else NULL. An ended

@@ -400,6 +400,42 @@ static void test_join_text_kept(void **st) {
   w_free(&w);
 }
 
+/* xgr_session_join_write writes what xgr_session_join_to_json returns, snprintf's way: the whole
+ * length is returned, a short buffer gets a cut text with its NUL, cap 0 writes nothing, and
+ * something that is not a join target of the orchestration writes "" and returns 0. */
+static void test_join_write(void **st) {
+  (void)st;
+  world w;
+  w_init(&w, seed63, "");
+  w_start(&w, "A1");
+  w_run(&w, 2);   /* A1, then B1 delivers; the 2-of-2 join stays open */
+  xgr_proc *t = (xgr_proc *)xgr_session_find(w.s, 2);
+  assert_non_null(t);
+  const xgr_orch *o = xgr_session_orch(w.s);
+  char *want = xgr_session_join_to_json(o, t->join);
+  size_t n = strlen(want);
+  assert_int_equal(xgr_session_join_write(o, t->join, NULL, 0), n);
+  char *full = malloc(n + 1);
+  assert_int_equal(xgr_session_join_write(o, t->join, full, n + 1), n);
+  assert_string_equal(full, want);
+  char cut[10];
+  memset(cut, 'x', sizeof cut);
+  assert_int_equal(xgr_session_join_write(o, t->join, cut, sizeof cut), n);
+  assert_int_equal(strlen(cut), sizeof cut - 1);
+  assert_memory_equal(cut, want, sizeof cut - 1);
+  char one[1] = {'x'};
+  assert_int_equal(xgr_session_join_write(o, t->join, one, 1), n);
+  assert_int_equal(one[0], '\0');
+  char none[4] = "abc";
+  assert_int_equal(xgr_session_join_write(o, NULL, none, sizeof none), 0);
+  assert_string_equal(none, "");
+  assert_null(xgr_session_join_to_json(o, NULL));
+  free(full);
+  free(want);
+  w_run(&w, 100);
+  w_free(&w);
+}
+
 static void test_pid_parse(void **st) {
   (void)st;
   uint64_t r, i;
@@ -429,6 +465,7 @@ int main(void) {
     cmocka_unit_test(test_cancel_session_and_abort_step),
     cmocka_unit_test(test_delivery_emits_target_change),
     cmocka_unit_test(test_join_text_kept),
+    cmocka_unit_test(test_join_write),
     cmocka_unit_test(test_pid_parse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,4 @@
-/* console.h — private to src/rpc: the xgr console in the browser (docs/CONSOLE.md).
+/* console_service_impl.h — private to src/rpc: the xgr console in the browser (docs/CONSOLE.md).
  *
  * Three parts, all served on xgrd's one listener:
  *  - sse.c: an event hub. The engine's events (one subscriber) become short JSON lines in a
@@ -14,8 +14,8 @@
  *    resume, wake) are the API's own methods, called by the page.
  *  - server.c: GET handlers registered by path prefix, and a hook run before the server stops.
  */
-#ifndef XGR_RPC_CONSOLE_H
-#define XGR_RPC_CONSOLE_H
+#ifndef XGR_RPC_CONSOLE_SERVICE_IMPL_H
+#define XGR_RPC_CONSOLE_SERVICE_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,8 +44,10 @@ void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx);
 typedef struct xgr__sse_hub xgr__sse_hub;
 
 /* A hub keeping the last `ring` events (0: 8192) and a keep-alive thread (a comment line every
- * 10 s, so dead browsers are noticed). Free with xgr__sse_hub_free after the server stopped. */
-xgr__sse_hub *xgr__sse_hub_new(size_t ring);
+ * 10 s, so dead browsers are noticed); it wants events while a stream is open and for keep_ms
+ * (0: a minute) after one ended or an id was handed out (xgr__sse_wanted). Free with
+ * xgr__sse_hub_free after the server stopped. */
+xgr__sse_hub *xgr__sse_hub_new(size_t ring, unsigned keep_ms);
 void xgr__sse_hub_free(xgr__sse_hub *h);
 /* Append one event of session (owner, root) and wake the streams waiting for it. data is one line
  * of JSON, malloc'd and NUL-terminated; the hub takes it over (cut at 8 KiB, newlines blanked) and
@@ -57,8 +59,14 @@ void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, c
 int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const char *owner, uint64_t root, uint64_t after);
 /* End every stream (before the server stops); later xgr__sse_serve calls answer 503. */
 void xgr__sse_close(xgr__sse_hub *h);
-/* Events published so far (the next event's id - 1). */
+/* Events published so far (the next event's id - 1). Handing out an id keeps the events that
+ * follow for a while (see xgr__sse_wanted): the caller streams from there. */
 uint64_t xgr__sse_last_id(xgr__sse_hub *h);
+/* Whether events are wanted now: a stream is open, or one ended or an id was handed out (a page
+ * about to stream) within the hub's keep time (a minute). When not, the caller leaves the event out (does not
+ * even write it) and the hub notes the hole, so that a stream resuming from before it gets
+ * `event: reset`. Any thread; cheap when nobody reads (two atomic loads). */
+bool xgr__sse_wanted(xgr__sse_hub *h);
 
 /* ---- console.c -------------------------------------------------------------------------------- */
 typedef struct xgr__console xgr__console;
@@ -67,8 +75,12 @@ typedef struct xgr__console xgr__console;
 xgr__console *xgr__console_new(xgr_store *st, xgr_engine *e);
 void xgr__console_free(xgr__console *c);
 /* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
- * to the hub. */
+ * to the hub, while the hub wants events (xgr__sse_wanted). */
 void xgr__console_on_event(void *ctx, const xgr_engine_event *ev);
+/* Its interest, for xgr_engine_subscribe_interest(e, xgr__console_on_event, c, xgr__console_interest):
+ * every kind of event while the hub wants events, none while nobody reads (so the engine makes
+ * none for it); never join trees (its lines do not show them). */
+unsigned xgr__console_interest(void *ctx);
 /* Register the console's methods and GET handlers (/ui) on s, and its stop hook. */
 int xgr__console_register(xgr__console *c, xgr_rpc_server *s);
 
