@@ -183,8 +183,8 @@ typedef struct xgr_node_start_req {
   void (*started)(void *ctx, int err);
   void *started_ctx;
 } xgr_node_start_req;
-/* 0 (started will be called), XGR_ECONFLICT when this node's engine runs (owner, root) already
- * (started is not called), XGR_ESTATE when the node is stopping, or another error. */
+/* 0 (started will be called), XGR_ECONFLICT when this node's engine runs (owner, root) already or,
+ * with hibernation or on a cluster, the store holds it (started is not called), XGR_ESTATE when the node is stopping, or another error. */
 int xgr_node_start(xgr_node *n, const xgr_node_start_req *r, xgr_error *err);
 
 /* A control command on a session, wherever it runs. */

@@ -421,6 +421,22 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
 
 int xgr_node_start(xgr_node *d, const xgr_node_start_req *r, xgr_error *err) {
   if (atomic_load(&d->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the node is shutting down");
+  if (d->hib.load || d->lease) {
+    /* a hibernated session (or, on a cluster, one another node holds) is in the store and not in
+     * this engine: a second actor for it would take its wake-ups and lose them when its first
+     * batch meets the stored row, so such a start is answered from the store */
+    xgr_store_session row;
+    xgr_error se;
+    int rc = xgr_store_session_get(d->st, r->owner, r->root, &row, &se);
+    if (!rc) {
+      xgr_store_session_clear(&row);
+      return xgr_error_set(err, XGR_ECONFLICT, NULL, "session %s/%llu exists", r->owner, (unsigned long long)r->root);
+    }
+    if (rc != XGR_ENOTFOUND) {
+      *err = se;
+      return rc;
+    }
+  }
   xgr_engine_start sr = {.bundle = r->bundle, .owner = r->owner, .root_pid = r->root, .start = r->step,
                          .payload = r->payload, .start_at = r->start_at, .registry = r->registry,
                          .max_total_gas = r->max_total_gas, .started = r->started, .started_ctx = r->started_ctx};

@@ -405,9 +405,13 @@ static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t
  * or that the store holds already (another start won), or queued / scheduled. Does not free sc. */
 static int start_answer(start_commit *sc, xgr__ack *out_ack, xgr_error *err) {
   xgr_rpcd *d = sc->d;
-  if (sc->engine_has) {
-    *out_ack = existing_ack(d, sc->owner, sc->root, false);
-    return 0;
+  if (sc->engine_has) {   /* running here, or in the store only (hibernated, or another node's) */
+    xgr_engine_session_info info;
+    if (!xgr_engine_session(d->e, sc->owner, sc->root, &info) && !info.finished) {
+      *out_ack = existing_ack(d, sc->owner, sc->root, false);
+      return 0;
+    }
+    return stored_ack(d, sc->owner, sc->root, out_ack, err);
   }
   if (sc->rc == XGR_ECONFLICT)   /* the store has this session: nothing was written */
     return stored_ack(d, sc->owner, sc->root, out_ack, err);
@@ -487,7 +491,7 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr_rpc_defer *df, xgr_rpc_
   xgr_error_clear(&sc->err);
   rc = xgr_node_start(d->n, &nr, &sc->err);
   if (rc) {   /* not started: started() will not come */
-    if (rc == XGR_ECONFLICT) sc->engine_has = true;   /* it runs here already */
+    if (rc == XGR_ECONFLICT) sc->engine_has = true;   /* it runs here already, or the store has it */
     else {
       xgr_node_log(d->n, "level=warn msg=\"session not started\" owner=%s rootPid=%llu error=\"%s\"", sc->owner,
                    (unsigned long long)sc->root, sc->err.message);
