@@ -7,12 +7,13 @@
  * transaction and calls back, and the callback calls the engine's done(), which releases the
  * session's visible effects (next steps, wake-ups, control replies).
  *
- * What the batch lacks is filled here (join states come in the core's restore form already):
- *   - the session's counters (next iter, next join group, paused) for recovery: one entry per
- *     live session in 64 shards (each a util/hashmap keyed by rootPid, owners compared exactly,
- *     under its own mutex), seeded at enqueue / recovery and raised by every snapshot seen;
+ * The batch carries the session's counters (next iter, next join group, paused) and, on its
+ * first batch, the session row (insert if absent), so each becomes its rows as it is. Filled here:
  *   - a history row's parent, payload, error and end time: from the process snapshot of the same
- *     iter in the batch (a step's result and its history row are always in the same turn).
+ *     iter in the batch (a step's result and its history row are always in the same turn);
+ *   - kept here: the step count of a session that may be evicted (a batch with a due time), one
+ *     entry per such session in 64 shards (each a util/hashmap keyed by rootPid, owners compared
+ *     exactly, under its own mutex), handed back when it is loaded (xgr_node_persist_steps).
  * Metrics: steps by outcome, step latency (ready to applied, session clock), commit latency
  * (submit to durable), processes that ended by status, batches in flight.
  */
