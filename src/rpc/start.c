@@ -2,12 +2,13 @@
  * session's first step), xgr_getNextProcessId, and the engine event callback that wakes the
  * first-step waiters and latches a store failure.
  *
- * Starting a session is durable before it is answered: the session row and its start process are
- * committed (group commit with every other writer) and only then is the session handed to the
- * engine, whose batches carry it on. A pinned `ostcHash` that differs from the registered content
- * is refused before anything is written. Two starts of one (owner, rootPid) need no lock: the
- * session row is inserted only if absent, in the commit, so the second one's batch fails as a
- * conflict and it answers from the stored row (its ack while the session runs). A single
+ * Starting a session is durable before it is answered: the start is a command to the session's
+ * own actor (xgr_node_start), whose first batch carries the session row and its start process
+ * (group commit with every other writer); its commit answers. A pinned `ostcHash` that differs
+ * from the registered content is refused before anything is written. Two starts of one (owner,
+ * rootPid) need no lock: the session row is inserted only if absent, in the commit, so the second
+ * one's batch fails as a conflict and it answers from the stored row (its ack while the session
+ * runs); a session the store holds but the engine does not is answered from the store at once. A single
  * xgr.enqueue defers its answer until its commit is done (xgr_rpc_defer_begin) instead of holding a
  * server thread; enqueues in a batch wait for the commit on their thread.
  *
