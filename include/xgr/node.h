@@ -23,6 +23,7 @@
 
 #include "xgr/engine.h"
 #include "xgr/error.h"
+#include "xgr/logfmt.h"
 #include "xgr/metrics.h"
 #include "xgr/store.h"
 
@@ -130,8 +131,20 @@ const xgr_node_config *xgr_node_config_of(const xgr_node *n);
 /* Store batches submitted by the engine and not yet committed. */
 uint64_t xgr_node_inflight(xgr_node *n);
 
-/* One logfmt line on cfg.log ("ts=... " then fmt); no-op without a log. Any thread. */
-void xgr_node_log(xgr_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The node's log: logfmt lines (xgr/logfmt.h) on cfg.log, built on the caller's stack and written
+ * whole. xgr_node_log_begin starts "ts=<UTC now, ms>Z level=<level> msg=<msg>" in *l (msg quoted
+ * when more than a word); the caller appends its pairs with xgr_logfmt_str/_quoted/_u64/_i64/
+ * _printf (free text such as an error message with xgr_logfmt_quoted); xgr_node_log_end writes the
+ * line to cfg.log in one locked write and flushes it: a no-op without a log. Any thread; l is the
+ * caller's and is not kept. level is "info", "warn" or "error"; msg and keys are the caller's. */
+void xgr_node_log_begin(const xgr_node *n, xgr_logfmt *l, const char *level, const char *msg);
+void xgr_node_log_end(const xgr_node *n, const xgr_logfmt *l);
+/* The common failure line, begin + error="<error>" + end: `level=<level> msg=<msg> error="..."`. */
+void xgr_node_log_error(const xgr_node *n, const char *level, const char *msg, const char *error);
+/* A line about one session: `level=<level> msg=<msg> owner=<owner> rootPid=<root_pid>`, then
+ * error="<error>" unless error is NULL. */
+void xgr_node_log_session(const xgr_node *n, const char *level, const char *msg, const char *owner, uint64_t root_pid,
+                          const char *error);
 
 /* Register the node's gauges (sessions, processes, store batches in flight, engine, runtime,
  * chain and cluster counters) on m (borrowed; must outlive the node's use of it). */

@@ -71,6 +71,16 @@ static bool chain_key(const char *key) {
  * (no chain call once cached; the cache is refreshed from the contracts' logs). The exact bytes
  * are also registered in the store, so that recovery and the session views ("#<hash>") find them.
  * The pinned hash is compared by the caller (start.c) before anything else happens. */
+/* level=warn msg=<msg> <key>=<value> error="<error>": a document from the chain the store refused. */
+static void log_register_failed(const xgr_node *d, const char *msg, const char *key, const char *value,
+                                const char *error) {
+  xgr_logfmt l;
+  xgr_node_log_begin(d, &l, "warn", msg);
+  xgr_logfmt_str(&l, key, value);
+  xgr_logfmt_quoted(&l, "error", error);
+  xgr_node_log_end(d, &l);
+}
+
 static int chain_bundle(xgr_node *d, const char *key, const xgr_bundle **out, const char *path, xgr_error *err) {
   char reg[43];
   memcpy(reg, key, 42);
@@ -93,8 +103,7 @@ static int chain_bundle(xgr_node *d, const char *key, const xgr_bundle **out, co
       size_t len;
       if (xgr_chain_rule_text(d->chain_cache, NULL, b->rule_keys[i], &bytes, &len, &e) == 0) {
         if (xgr_store_register(d->st, XGR_REG_RULE, b->rule_keys[i], reg, bytes, len, &rd, &e))
-          xgr_node_log(d, "level=warn msg=\"cannot register a chain rule in the store\" rule=%s error=\"%s\"",
-                        b->rule_keys[i], e.message);
+          log_register_failed(d, "cannot register a chain rule in the store", "rule", b->rule_keys[i], e.message);
         xgr_store_doc_clear(&rd);
         free(bytes);
       }
@@ -104,8 +113,7 @@ static int chain_bundle(xgr_node *d, const char *key, const xgr_bundle **out, co
     if (xgr_chain_ostc_text(d->chain_cache, NULL, reg, key + 43, &ob, &ol, &e) == 0) {
       xgr_store_doc od = {0};
       if (xgr_store_register(d->st, XGR_REG_ORCHESTRATION, key, reg, ob, ol, &od, &e))
-        xgr_node_log(d, "level=warn msg=\"cannot register a chain orchestration in the store\" key=%s error=\"%s\"", key,
-                      e.message);
+        log_register_failed(d, "cannot register a chain orchestration in the store", "key", key, e.message);
       xgr_store_doc_clear(&od);
       free(ob);
     }

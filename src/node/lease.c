@@ -160,8 +160,8 @@ static bool before_load(void *ctx, const char *owner, uint64_t root) {
     if (xgr_engine_session(d->e, owner, root, &in) || in.finished) return true;
     nanosleep(&(struct timespec){0, 1000000}, NULL);
   }
-  xgr_node_log(d, "level=warn msg=\"an older incarnation did not leave within 2 s; the claim is given up\" owner=%s"
-                " rootPid=%" PRIu64, owner, root);
+  xgr_node_log_session(d, "warn", "an older incarnation did not leave within 2 s; the claim is given up", owner, root,
+                       NULL);
   return false;
 }
 
@@ -349,7 +349,7 @@ static void on_note(void *ctx, const char *payload) {
 static void on_lost(void *ctx, const char *owner, uint64_t root) {
   xgr_node *d = ctx;
   xgr_engine_drop(d->e, owner, root);
-  xgr_node_log(d, "level=warn msg=\"lease lost: the session left this node\" owner=%s rootPid=%" PRIu64, owner, root);
+  xgr_node_log_session(d, "warn", "lease lost: the session left this node", owner, root, NULL);
 }
 
 /* Rebalancing: a session is busy here when this engine has it in memory. */
@@ -366,12 +366,18 @@ static size_t claim_all(xgr_node *d, bool own) {
     /* hibernation: sessions that sleep beyond the look-ahead are held, not loaded */
     if (xgr_store_lease_claim_lazy(d->st, NULL, 0, own, 256, d->hib.load ? hib_bound : NULL, before_load, load_cb, d,
                                    &n, NULL, &err)) {
-      xgr_node_log(d, "level=error msg=\"claim failed\" error=\"%s\"", err.message);
+      xgr_node_log_error(d, "error", "claim failed", err.message);
       break;
     }
     total += n;
   } while (n == 256);
-  if (total) xgr_node_log(d, "level=info msg=\"sessions claimed\" sessions=%zu node=%s", total, xgr_store_node_id(d->st));
+  if (total) {
+    xgr_logfmt lg;
+    xgr_node_log_begin(d, &lg, "info", "sessions claimed");
+    xgr_logfmt_u64(&lg, "sessions", total);
+    xgr_logfmt_str(&lg, "node", xgr_store_node_id(d->st));
+    xgr_node_log_end(d, &lg);
+  }
   return total;
 }
 
@@ -385,7 +391,7 @@ static void deliver_outbox(xgr__node_lease *l) {
   size_t n = 0;
   xgr_error err;
   if (xgr_store_outbox_held(d->st, 1000, &w, &n, &err)) {
-    xgr_node_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
+    xgr_node_log_error(d, "error", "cannot read the outbox", err.message);
     return;
   }
   for (size_t i = 0; i < n; i++) {
@@ -417,7 +423,7 @@ static void *lease_main(void *arg) {
     if (wait > 100) wait = 100;
     xgr_error err;
     if (xgr_store_cmd_listen(d->st, (int)wait, on_note, l, &err)) {
-      if (!l->listen_failed) xgr_node_log(d, "level=error msg=\"cluster: listening failed\" error=\"%s\"", err.message);
+      if (!l->listen_failed) xgr_node_log_error(d, "error", "cluster: listening failed", err.message);
       l->listen_failed = true;
       nanosleep(&(struct timespec){0, 50000000}, NULL);
     }
@@ -427,20 +433,27 @@ static void *lease_main(void *arg) {
       xgr_store_lease_stats s0, s1;
       xgr_store_lease_get_stats(d->st, &s0);
       if (xgr_store_lease_renew(d->st, on_lost, d, &err))
-        xgr_node_log(d, "level=error msg=\"cluster: heartbeat failed\" error=\"%s\"", err.message);
+        xgr_node_log_error(d, "error", "cluster: heartbeat failed", err.message);
       xgr_store_lease_get_stats(d->st, &s1);
-      if (s1.orphans_released > s0.orphans_released)
-        xgr_node_log(d, "level=warn msg=\"leases given up: rows named this node, which held no such session\" sessions=%llu",
-                      (unsigned long long)(s1.orphans_released - s0.orphans_released));
+      if (s1.orphans_released > s0.orphans_released) {
+        xgr_logfmt lg;
+        xgr_node_log_begin(d, &lg, "warn", "leases given up: rows named this node, which held no such session");
+        xgr_logfmt_u64(&lg, "sessions", s1.orphans_released - s0.orphans_released);
+        xgr_node_log_end(d, &lg);
+      }
       /* rebalancing: a node above its share hands hibernated sessions that sleep beyond the
        * loader's look-ahead (plus a lease) over to the nodes below theirs */
       size_t handed = 0;
       if (d->hib.load && xgr_store_lease_balance(d->st, hib_bound(d) + lease, 1024, in_memory, d, &handed, &err))
-        xgr_node_log(d, "level=error msg=\"cluster: rebalancing failed\" error=\"%s\"", err.message);
+        xgr_node_log_error(d, "error", "cluster: rebalancing failed", err.message);
       else if (handed) {
         xgr_store_lease_get_stats(d->st, &s1);
-        xgr_node_log(d, "level=info msg=\"sessions handed over to balance the cluster\" sessions=%zu nodes=%llu share=%llu",
-                      handed, (unsigned long long)s1.nodes, (unsigned long long)s1.share);
+        xgr_logfmt lg;
+        xgr_node_log_begin(d, &lg, "info", "sessions handed over to balance the cluster");
+        xgr_logfmt_u64(&lg, "sessions", handed);
+        xgr_logfmt_u64(&lg, "nodes", s1.nodes);
+        xgr_logfmt_u64(&lg, "share", s1.share);
+        xgr_node_log_end(d, &lg);
       }
       next_beat = t + beat;
     }
@@ -475,7 +488,7 @@ static void *cmd_main(void *arg) {
     pthread_mutex_unlock(&l->cmu);
     xgr_error err;
     if (xgr_store_cmd_serve(d->st, run_cmd, l, &err))
-      xgr_node_log(d, "level=error msg=\"cluster: commands failed\" error=\"%s\"", err.message);
+      xgr_node_log_error(d, "error", "cluster: commands failed", err.message);
     pthread_mutex_lock(&l->cmu);
   }
   pthread_mutex_unlock(&l->cmu);
@@ -536,8 +549,11 @@ int xgr__node_lease_start(xgr_node *d, xgr_error *err) {
   if (pthread_create(&l->cth, NULL, cmd_main, l)) return xgr_error_set(err, XGR_EIO, NULL, "cannot start the command thread");
   l->has_cth = true;
   pthread_setname_np(l->cth, "xgr-lease-cmd");
-  xgr_node_log(d, "level=info msg=\"cluster node\" node=%s lease_ms=%" PRId64, xgr_store_node_id(d->st),
-                xgr_store_lease_ms(d->st));
+  xgr_logfmt lg;
+  xgr_node_log_begin(d, &lg, "info", "cluster node");
+  xgr_logfmt_str(&lg, "node", xgr_store_node_id(d->st));
+  xgr_logfmt_i64(&lg, "lease_ms", xgr_store_lease_ms(d->st));
+  xgr_node_log_end(d, &lg);
   return 0;
 }
 
@@ -559,9 +575,13 @@ void xgr__node_lease_stop(xgr_node *d, bool release) {
     xgr_store_lease_stats s;
     xgr_store_lease_get_stats(d->st, &s);
     if (xgr_store_lease_release_all(d->st, &err))
-      xgr_node_log(d, "level=error msg=\"cannot release the leases\" error=\"%s\"", err.message);
-    else
-      xgr_node_log(d, "level=info msg=\"leases released\" sessions=%" PRIu64, s.held);
+      xgr_node_log_error(d, "error", "cannot release the leases", err.message);
+    else {
+      xgr_logfmt lg;
+      xgr_node_log_begin(d, &lg, "info", "leases released");
+      xgr_logfmt_u64(&lg, "sessions", s.held);
+      xgr_node_log_end(d, &lg);
+    }
   }
 }
 

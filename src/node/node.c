@@ -3,7 +3,7 @@
  * awake or due soon), redeliver the outbox, hibernation's loader and due index, and on a cluster
  * store the claims and the lease thread (lease.c); the node's log and its Prometheus gauges.
  */
-#include <stdarg.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,23 +13,28 @@
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
-void xgr_node_log(xgr_node *d, const char *fmt, ...) {
-  if (!d->cfg.log) return;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  char t[32];
-  strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
-  va_list ap;
-  va_start(ap, fmt);
-  flockfile(d->cfg.log);
-  fprintf(d->cfg.log, "ts=%s.%03ldZ ", t, ts.tv_nsec / 1000000);
-  vfprintf(d->cfg.log, fmt, ap);
-  fputc('\n', d->cfg.log);
-  fflush(d->cfg.log);
-  funlockfile(d->cfg.log);
-  va_end(ap);
+void xgr_node_log_begin(const xgr_node *d, xgr_logfmt *l, const char *level, const char *msg) {
+  assert(d && l && level && msg);
+  xgr_logfmt_begin(l, true, level, msg);
+}
+
+void xgr_node_log_end(const xgr_node *d, const xgr_logfmt *l) { xgr_logfmt_write(l, d->cfg.log); }
+
+void xgr_node_log_error(const xgr_node *d, const char *level, const char *msg, const char *error) {
+  xgr_logfmt l;
+  xgr_node_log_begin(d, &l, level, msg);
+  xgr_logfmt_quoted(&l, "error", error);
+  xgr_node_log_end(d, &l);
+}
+
+void xgr_node_log_session(const xgr_node *d, const char *level, const char *msg, const char *owner, uint64_t root_pid,
+                          const char *error) {
+  xgr_logfmt l;
+  xgr_node_log_begin(d, &l, level, msg);
+  xgr_logfmt_str(&l, "owner", owner);
+  xgr_logfmt_u64(&l, "rootPid", root_pid);
+  if (error) xgr_logfmt_quoted(&l, "error", error);
+  xgr_node_log_end(d, &l);
 }
 
 static int64_t wall_ms(void) {
@@ -159,7 +164,7 @@ static void redeliver(xgr_node *d) {
   size_t n = 0;
   xgr_error err;
   if (xgr_store_outbox(d->st, &w, &n, &err)) {
-    xgr_node_log(d, "level=error msg=\"cannot read the outbox\" error=\"%s\"", err.message);
+    xgr_node_log_error(d, "error", "cannot read the outbox", err.message);
     return;
   }
   size_t sent = 0;
@@ -173,17 +178,26 @@ static void redeliver(xgr_node *d) {
       sent++;
       continue;
     }
-    xgr_node_log(d,
-                  "level=warn msg=\"wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session "
-                  "here\" id=%s",
-                  w[i].from_owner, (unsigned long long)w[i].from_root, w[i].to_owner, (unsigned long long)w[i].to_root,
-                  w[i].step, w[i].id);
+    char msg[XGR_LOGFMT_MAX];
+    snprintf(msg, sizeof msg, "wake-up refused: from session %s/%llu to session %s/%llu step %s: no such session here",
+             w[i].from_owner, (unsigned long long)w[i].from_root, w[i].to_owner, (unsigned long long)w[i].to_root,
+             w[i].step);
+    xgr_logfmt l;
+    xgr_node_log_begin(d, &l, "warn", msg);
+    xgr_logfmt_str(&l, "id", w[i].id);
+    xgr_node_log_end(d, &l);
     xgr_store_changes *c = xgr_store_changes_new();
     xgr_store_changes_wake_done(c, w[i].id, "no such session here");
     if (xgr_store_commit(d->st, c, &err))
-      xgr_node_log(d, "level=error msg=\"cannot remove a refused wake-up from the outbox\" error=\"%s\"", err.message);
+      xgr_node_log_error(d, "error", "cannot remove a refused wake-up from the outbox", err.message);
   }
-  if (n) xgr_node_log(d, "level=info msg=\"outbox redelivered\" wakeups=%zu delivered=%zu", n, sent);
+  if (n) {
+    xgr_logfmt l;
+    xgr_node_log_begin(d, &l, "info", "outbox redelivered");
+    xgr_logfmt_u64(&l, "wakeups", n);
+    xgr_logfmt_u64(&l, "delivered", sent);
+    xgr_node_log_end(d, &l);
+  }
   xgr_store_wakes_free(w, n);
 }
 
@@ -196,8 +210,7 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
   snprintf(hk, sizeof hk, "#%s", ss->ostc_hash ? ss->ostc_hash : "");
   int rc = xgr_node_bundle(d, hk, &b, "ostcHash", err);
   if (rc) {
-    xgr_node_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err->message);
+    xgr_node_log_session(d, "error", "cannot recover session", ss->owner, ss->root_pid, err->message);
     return rc;
   }
   xgr_effects fx;
@@ -207,8 +220,7 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
   if (!s) {
     xgr_node_bundle_put(d, b);
     xgr_effects_free(&fx);
-    xgr_node_log(d, "level=error msg=\"cannot recover session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err->message);
+    xgr_node_log_session(d, "error", "cannot recover session", ss->owner, ss->root_pid, err->message);
     return err->code ? err->code : XGR_EINVAL;
   }
   xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx,
@@ -216,8 +228,7 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
   rc = xgr_engine_start_session(d->e, &sr, err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);
   if (rc && rc != XGR_ECONFLICT)
-    xgr_node_log(d, "level=error msg=\"cannot restart session\" owner=%s rootPid=%llu error=\"%s\"", ss->owner,
-          (unsigned long long)ss->root_pid, err->message);
+    xgr_node_log_session(d, "error", "cannot restart session", ss->owner, ss->root_pid, err->message);
   return rc;
 }
 
@@ -281,7 +292,7 @@ static int hib_due(void *ctx, const xgr_engine_due_key *after, int64_t upto, xgr
     memcpy(out[i].owner, k[i].owner, sizeof out[i].owner);
   }
   free(k);
-  if (rc) xgr_node_log(d, "level=error msg=\"cannot read the due index\" error=\"%s\"", err.message);
+  if (rc) xgr_node_log_error(d, "error", "cannot read the due index", err.message);
   return rc;
 }
 
@@ -394,10 +405,15 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
     int rc = xgr__node_lease_start(d, err);
     if (rc) return rc;
     if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
-      xgr_node_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
-    xgr_node_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu node=%s hibernate_after_ms=%lld",
-                 xgr_store_backend(d->st), d->restored, d->failed, xgr_store_node_id(d->st),
-                 d->hib.load ? (long long)d->hib.after_ms : -1LL);
+      xgr_node_log_error(d, "error", "hibernation off", le.message);
+    xgr_logfmt lg;
+    xgr_node_log_begin(d, &lg, "info", "recovered");
+    xgr_logfmt_str(&lg, "store", xgr_store_backend(d->st));
+    xgr_logfmt_u64(&lg, "sessions", d->restored);
+    xgr_logfmt_u64(&lg, "failed", d->failed);
+    xgr_logfmt_str(&lg, "node", xgr_store_node_id(d->st));
+    xgr_logfmt_i64(&lg, "hibernate_after_ms", d->hib.load ? d->hib.after_ms : -1);
+    xgr_node_log_end(d, &lg);
     atomic_store(&d->ready, true);
     return 0;
   }
@@ -407,14 +423,19 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
   xgr_store_load_filter lf = {.bounded = true, .due_upto = upto};
   if (d->hib.load) count_hibernated(d, upto);
   if (d->hib.load ? xgr_store_load_some(d->st, &lf, recover_one, d, &le) : xgr_store_load_live(d->st, recover_one, d, &le))
-    xgr_node_log(d, "level=error msg=\"recovery stopped\" error=\"%s\"", le.message);
+    xgr_node_log_error(d, "error", "recovery stopped", le.message);
   if (d->hib.load && xgr_engine_hibernation_start(d->e, upto, &le))
-    xgr_node_log(d, "level=error msg=\"hibernation off\" error=\"%s\"", le.message);
+    xgr_node_log_error(d, "error", "hibernation off", le.message);
   xgr_engine_recovered(d->e);   /* before the outbox is read: see xgr_engine_config.recovering */
   redeliver(d);
-  xgr_node_log(d, "level=info msg=recovered store=%s sessions=%zu failed=%zu hibernated=%zu hibernate_after_ms=%lld",
-               xgr_store_backend(d->st), d->restored, d->failed, d->hibernated,
-               d->hib.load ? (long long)d->hib.after_ms : -1LL);
+  xgr_logfmt lg;
+  xgr_node_log_begin(d, &lg, "info", "recovered");
+  xgr_logfmt_str(&lg, "store", xgr_store_backend(d->st));
+  xgr_logfmt_u64(&lg, "sessions", d->restored);
+  xgr_logfmt_u64(&lg, "failed", d->failed);
+  xgr_logfmt_u64(&lg, "hibernated", d->hibernated);
+  xgr_logfmt_i64(&lg, "hibernate_after_ms", d->hib.load ? d->hib.after_ms : -1);
+  xgr_node_log_end(d, &lg);
   atomic_store(&d->ready, true);
   return 0;
 }
@@ -473,8 +494,13 @@ void xgr_node_chain_tick(xgr_node *d) {
   xgr_chain_probe(d->cfg.chain);
   xgr_error e;
   int n = xgr_chain_cache_refresh(d->chain_cache, &e);
-  if (n < 0) xgr_node_log(d, "level=warn msg=\"chain cache refresh failed\" error=\"%s\"", e.message);
-  else if (n > 0) xgr_node_log(d, "level=info msg=\"chain cache refreshed\" dropped=%d", n);
+  if (n < 0) xgr_node_log_error(d, "warn", "chain cache refresh failed", e.message);
+  else if (n > 0) {
+    xgr_logfmt l;
+    xgr_node_log_begin(d, &l, "info", "chain cache refreshed");
+    xgr_logfmt_i64(&l, "dropped", n);
+    xgr_node_log_end(d, &l);
+  }
 }
 
 void xgr_node_recovered(const xgr_node *d, size_t *restored, size_t *failed, size_t *hibernated) {

@@ -148,8 +148,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   replaced(r, &prev, &doc);
   xgr_store_doc_clear(&prev);
   xgr_store_doc_clear(&prev2);
-  xgr_node_log(d->n, "level=info msg=\"orchestration registered\" registry=%s ostcId=%s version=%u hash=%s", reg, id,
-                doc.version, doc.hash);
+  xgr_logfmt l;
+  xgr_node_log_begin(d->n, &l, "info", "orchestration registered");
+  xgr_logfmt_str(&l, "registry", reg);
+  xgr_logfmt_str(&l, "ostcId", id);
+  xgr_logfmt_u64(&l, "version", doc.version);
+  xgr_logfmt_str(&l, "hash", doc.hash);
+  xgr_node_log_end(d->n, &l);
   xgr_store_doc_clear(&doc);
   xgr_store_doc_clear(&doc2);
   xgr_orch_free(orch);
@@ -271,7 +276,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   json_object_set_new(r, "address", json_string(key));
   replaced(r, &prev, &doc);
   xgr_store_doc_clear(&prev);
-  xgr_node_log(d->n, "level=info msg=\"rule registered\" key=%s version=%u hash=%s", key, doc.version, doc.hash);
+  xgr_logfmt l;
+  xgr_node_log_begin(d->n, &l, "info", "rule registered");
+  xgr_logfmt_str(&l, "key", key);
+  xgr_logfmt_u64(&l, "version", doc.version);
+  xgr_logfmt_str(&l, "hash", doc.hash);
+  xgr_node_log_end(d->n, &l);
   xgr_store_doc_clear(&doc);
   *result = r;
   return 0;

@@ -19,11 +19,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "util/alloc.h"
 #include "util/clock.h"
+#include "xgr/logfmt.h"
 #include "xgr/value.h"
 
 /* Per-request state kept in MHD's con_cls. */
@@ -72,15 +72,16 @@ static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *ht
   if (!s->cfg.log) return;
   char remote[64];
   remote_of(c, remote, sizeof remote);
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  struct tm tm;
-  gmtime_r(&tv.tv_sec, &tm);
-  char ts[32];
-  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(s->cfg.log, "ts=%s.%03ldZ level=info msg=request remote=%s http=%s path=%s status=%u rpc=%s code=%d ms=%.3f\n", ts,
-          (long)(tv.tv_usec / 1000), remote, http, url, status, rpc ? rpc : "-", code, ms);
-  fflush(s->cfg.log);
+  xgr_logfmt l;
+  xgr_logfmt_begin(&l, true, "info", "request");
+  xgr_logfmt_str(&l, "remote", remote);
+  xgr_logfmt_str(&l, "http", http);
+  xgr_logfmt_str(&l, "path", url);
+  xgr_logfmt_u64(&l, "status", status);
+  xgr_logfmt_str(&l, "rpc", rpc ? rpc : "-");
+  xgr_logfmt_i64(&l, "code", code);
+  xgr_logfmt_printf(&l, "ms", "%.3f", ms);
+  xgr_logfmt_write(&l, s->cfg.log);
 }
 
 void xgr__rpc_count(xgr_rpc_server *s, const char *rpc, unsigned status, int code) {

@@ -155,11 +155,10 @@ static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
   xgr_error e;
   xgr_error_clear(&e);
   if (!xgr_store_failed(d->st, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
-  xgr_node_log(
-      d->n,
-      "level=error msg=\"the store failed: xgrd refuses every write from now on and keeps what was committed; "
-      "fix the store and restart xgrd\" owner=%s rootPid=%llu error=\"%s\"",
-      ev->owner, (unsigned long long)ev->root_pid, e.message);
+  xgr_node_log_session(d->n, "error",
+                       "the store failed: xgrd refuses every write from now on and keeps what was committed; fix the "
+                       "store and restart xgrd",
+                       ev->owner, ev->root_pid, e.message);
   pthread_mutex_lock(&d->w_mu);
   pthread_cond_broadcast(&d->w_cv);
   pthread_mutex_unlock(&d->w_mu);
@@ -173,12 +172,14 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
     return;
   }
   if (ev->kind == XGR_EEV_WAKE && !ev->ok && ev->message && !strncmp(ev->message, "wake-up refused:", 16)) {
-    xgr_node_log(d->n, "level=warn msg=\"%s\"", ev->message);   /* names the producing session */
+    xgr_logfmt l;   /* the message names the producing session */
+    xgr_node_log_begin(d->n, &l, "warn", ev->message);
+    xgr_node_log_end(d->n, &l);
     return;
   }
   if (ev->kind == XGR_EEV_ACTION && !ev->ok && ev->message && !strncmp(ev->message, "session aborted:", 16)) {
-    xgr_node_log(d->n, "level=warn msg=\"%s\" owner=%s rootPid=%llu", ev->message, ev->owner,
-                  (unsigned long long)ev->root_pid);   /* a per-session cap killed it */
+    /* a per-session cap killed it */
+    xgr_node_log_session(d->n, "warn", ev->message, ev->owner, ev->root_pid, NULL);
     return;
   }
   if (ev->kind == XGR_EEV_STEP) {   /* the first step's outcome payload, before its PROC event */
@@ -494,8 +495,7 @@ static int start_session(xgr_rpcd *d, start_req *rq, xgr_rpc_defer *df, xgr_rpc_
   if (rc) {   /* not started: started() will not come */
     if (rc == XGR_ECONFLICT) sc->engine_has = true;   /* it runs here already, or the store has it */
     else {
-      xgr_node_log(d->n, "level=warn msg=\"session not started\" owner=%s rootPid=%llu error=\"%s\"", sc->owner,
-                   (unsigned long long)sc->root, sc->err.message);
+      xgr_node_log_session(d->n, "warn", "session not started", sc->owner, sc->root, sc->err.message);
       sc->rc = rc;
     }
     if (df) {

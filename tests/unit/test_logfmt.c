@@ -1,6 +1,8 @@
 /* test_logfmt.c — the logfmt line writer (xgr/logfmt.h): bare and quoted values, the escapes that
  * keep a line one parsable line, empty and NULL values, numbers, the ts/level/msg start, a line cut
- * at the buffer's end (still well formed), and the written line (one line, newline-terminated). */
+ * at the buffer's end (still well formed), and the written line (one line, newline-terminated);
+ * and the node's log on it (xgr/node.h): an error message holding quotes and newlines stays one
+ * line, escaped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 #include <cmocka.h>
 
 #include "xgr/logfmt.h"
+#include "xgr/node.h"
 
 static void test_values(void **s) {
   (void)s;
@@ -95,10 +98,50 @@ static void test_write(void **s) {
   assert_string_equal(got, "level=info msg=one\nlevel=info msg=\"two words\"\n");
 }
 
+/* The node's log lines (a memory-store node): "ts=... " then the pairs; free text escaped. */
+static void test_node_log(void **s) {
+  (void)s;
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  xgr_error err;
+  xgr_node *n = xgr_node_new(&(xgr_node_config){.workers = 1, .log = f}, &err);
+  assert_non_null(n);
+  xgr_node_log_error(n, "error", "cannot read the outbox", "near \"x\": syntax error\nat line 2");
+  xgr_node_log_session(n, "warn", "lease lost: the session left this node", "0xab", 7, NULL);
+  xgr_node_log_session(n, "error", "cannot recover session", "0xab", 8, "bad \\ path");
+  xgr_logfmt l;
+  xgr_node_log_begin(n, &l, "info", "recovered");
+  xgr_logfmt_str(&l, "store", "memory");
+  xgr_logfmt_i64(&l, "hibernate_after_ms", -1);
+  xgr_node_log_end(n, &l);
+  xgr_node_free(n);
+  n = xgr_node_new(&(xgr_node_config){.workers = 1}, &err);   /* no log: nothing, no crash */
+  assert_non_null(n);
+  xgr_node_log_error(n, "error", "x", "y");
+  xgr_node_free(n);
+  rewind(f);
+  const char *want[] = {
+      "level=error msg=\"cannot read the outbox\" error=\"near \\\"x\\\": syntax error\\nat line 2\"",
+      "level=warn msg=\"lease lost: the session left this node\" owner=0xab rootPid=7",
+      "level=error msg=\"cannot recover session\" owner=0xab rootPid=8 error=\"bad \\\\ path\"",
+      "level=info msg=recovered store=memory hibernate_after_ms=-1",
+  };
+  char line[512];
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_memory_equal(line, "ts=", 3);
+    assert_int_equal(line[26], 'Z');
+    line[strcspn(line, "\n")] = 0;
+    assert_string_equal(line + 28, want[i]);
+  }
+  assert_null(fgets(line, sizeof line, f));
+  fclose(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_values), cmocka_unit_test(test_escapes), cmocka_unit_test(test_ts),
-      cmocka_unit_test(test_cut),    cmocka_unit_test(test_write),
+      cmocka_unit_test(test_cut),    cmocka_unit_test(test_write), cmocka_unit_test(test_node_log),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
