@@ -208,6 +208,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule);
 
 /* The engine's event callback (ctx = d): first-step waiters and the store-failure latch. */
 void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev);
+/* Its interest (xgr_engine_subscribe_interest): store failures, refused wake-ups and aborted
+ * sessions always; a first step's STEP and PROC events only while a waiter waits for one (a waiter is
+ * registered before its session's start is handed to the engine, so its first turn asks after it). */
+unsigned xgr__rpcd_interest(void *ctx);
 /* The first-step waiters' side of the service's life: init (rpcd_new: the timer's condition), the
  * server's stop hook (ctx = d; answers every deferred validateDataTransfer at once and defers no
  * new one) and free (stops the timer thread; no deferred answer may be pending). */

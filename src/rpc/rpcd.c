@@ -182,12 +182,12 @@ xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) 
   pthread_mutex_init(&d->w_mu, NULL);
   pthread_cond_init(&d->w_cv, NULL);
   xgr__rpcd_waiters_init(d);
-  if (xgr_engine_subscribe(d->e, xgr__rpcd_on_event, d)) {
+  if (xgr_engine_subscribe_interest(d->e, xgr__rpcd_on_event, d, xgr__rpcd_interest)) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
     goto fail;
   }
   d->console = xgr__console_new(d->st, d->e);
-  if (xgr_engine_subscribe(d->e, xgr__console_on_event, d->console)) {
+  if (xgr_engine_subscribe_interest(d->e, xgr__console_on_event, d->console, xgr__console_interest)) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
     goto fail;
   }

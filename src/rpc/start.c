@@ -165,6 +165,13 @@ static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
   fire_every(d);
 }
 
+unsigned xgr__rpcd_interest(void *ctx) {
+  xgr_rpcd *d = ctx;
+  unsigned want = XGR_EEV_WANT(XGR_EEV_STORE_ERROR) | XGR_EEV_WANT(XGR_EEV_WAKE) | XGR_EEV_WANT(XGR_EEV_ACTION);
+  if (atomic_load(&d->nwaiters)) want |= XGR_EEV_WANT(XGR_EEV_STEP) | XGR_EEV_WANT(XGR_EEV_PROC);
+  return want;
+}
+
 void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
   xgr_rpcd *d = ctx;
   if (ev->kind == XGR_EEV_STORE_ERROR) {
