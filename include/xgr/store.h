@@ -296,6 +296,17 @@ int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid,
                             xgr_error *err);
 void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
 
+struct xgr_store_batch;
+/* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;
+ * borrowed, copied): the session row when it is the session's first batch (insert if absent, with
+ * the permit's gas budget), the last snapshot of each process as its row, a killed scope for each
+ * closed kill join, a history row per step result (its parent, payload, error and end from its
+ * process's row in the same batch), the outbox rows it produced and the ones it applied or
+ * refused, and — unless the batch holds only outbox entries — the session's state (result when it
+ * ended, counters, killed time, and the hibernation due time). This and
+ * xgr_store_changes_add_effects (the same rows from the live core, for drivers that run it
+ * themselves) are the only places where a session's changes become store rows. */
+void xgr_store_changes_add_batch(xgr_store_changes *c, const struct xgr_store_batch *b);
 /* Add everything that one core call on session s emitted (fx, borrowed): PROC and JOIN effects
  * become process upserts (the last state of each process wins), HISTORY effects history rows,
  * a join closed with policy kill a killed scope, and the session's counters and result (FINISHED)

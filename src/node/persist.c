@@ -1,19 +1,16 @@
 /* persist.c — the engine's store hook on top of the store's group commit (xgr/node.h, "the persistence adapter").
  *
  * The engine hands over one batch per session actor turn: the snapshots of the processes that
- * changed and the history rows of the steps whose results were applied. submit() copies them
- * into an xgr_store_changes (proc_rt upserts, proc_steps rows, killed scopes, and the session's
- * state row) and submits it; the SQLite store's writer thread commits every queued batch in one
+ * changed and the history rows of the steps whose results were applied. submit() has the store
+ * turn it into rows (xgr_store_changes_add_batch, the store's one translator: proc_rt upserts,
+ * proc_steps rows, killed scopes, outbox rows, the session's state row) and submits them; the
+ * SQLite store's writer thread commits every queued batch in one
  * transaction and calls back, and the callback calls the engine's done(), which releases the
  * session's visible effects (next steps, wake-ups, control replies).
  *
- * The batch carries the session's counters (next iter, next join group, paused) and, on its
- * first batch, the session row (insert if absent), so each becomes its rows as it is. Filled here:
- *   - a history row's parent, payload, error and end time: from the process snapshot of the same
- *     iter in the batch (a step's result and its history row are always in the same turn);
- *   - kept here: the step count of a session that may be evicted (a batch with a due time), one
- *     entry per such session in 64 shards (each a util/hashmap keyed by rootPid, owners compared
- *     exactly, under its own mutex), handed back when it is loaded (xgr_node_persist_steps).
+ * Kept here: the step count of a session that may be evicted (a batch with a due time), one entry
+ * per such session in 64 shards (each a util/hashmap keyed by rootPid, owners compared exactly,
+ * under its own mutex), handed back when it is loaded (xgr_node_persist_steps).
  * Metrics: steps by outcome, step latency (ready to applied, session clock), commit latency
  * (submit to durable), processes that ended by status, batches in flight.
  */
@@ -142,122 +139,34 @@ static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, v
   xgr_node_persist *p = ctx;
   xgr_store_changes *c = xgr_store_changes_new();
   if (!c) return XGR_ENOMEM;
-  if (b->session_new) {   /* first: the store refuses the whole batch when the session exists */
-    xgr_store_session row = {.owner = (char *)b->owner,
-                             .root_pid = b->root_pid,
-                             .registry = (char *)(b->registry ? b->registry : ""),
-                             .ostc_id = b->orch->id,
-                             .ostc_hash = (char *)b->orch->hash,
-                             .status = XGR_RESULT_RUNNING,
-                             .next_iter = b->next_iter,
-                             .next_group = b->next_group,
-                             .paused = b->paused};
-    xgr_store_changes_session_new(c, &row);
-    if (b->max_total_gas) xgr_store_changes_set_max_total_gas(c, b->max_total_gas);
-  }
-  int64_t last_end = 0;
-  /* the payload text of each process's last snapshot, reused by its history row */
-  char *stack_texts[16];
-  char **texts = b->nprocs <= 16 ? stack_texts : xgr__xcalloc(b->nprocs, sizeof *texts);
-  for (size_t i = 0; i < b->nprocs; i++) texts[i] = NULL;
-  for (size_t i = 0; i < b->nprocs; i++) {
-    const xgr_engine_proc *e = &b->procs[i];
-    /* only the last snapshot of a process in the batch counts */
-    bool later = false;
-    for (size_t j = i + 1; j < b->nprocs && !later; j++) later = b->procs[j].iter == e->iter;
-    if (later) continue;
-    char *payload = xgr_value_to_json_text(e->payload, 0, NULL);
-    xgr_store_proc row = {.iter = e->iter,
-                          .parent_iter = e->parent_iter,
-                          .step = e->step,
-                          .step_id = (char *)e->step_id,
-                          .status = e->status,
-                          .paused = e->paused,
-                          .valid = e->valid,
-                          .abort_reason = e->abort_reason,
-                          .group = e->group,
-                          .from_group = e->from_group,
-                          .next_wake_at = e->next_wake_at,
-                          .created_at = e->created_at,
-                          .started_at = e->started_at,
-                          .finished_at = e->finished_at,
-                          .payload = payload ? payload : (char *)"null",
-                          .error = (char *)e->error,
-                          .join = (char *)e->join_state};
-    xgr_store_changes_proc(c, b->owner, b->root_pid, &row);
-    if (e->is_join && e->join_closed && e->join_policy == XGR_POLICY_KILL && e->from_group)
-      xgr_store_changes_scope_killed(c, b->owner, b->root_pid, e->from_group);
-    if (e->finished_at > last_end) last_end = e->finished_at;
-    if (p->ended[0] && (e->status == XGR_PROC_DONE || e->status == XGR_PROC_ABORTED))
-      xgr_counter_add(p->ended[e->status == XGR_PROC_DONE ? 0 : 1], 1);
-    texts[i] = payload;
-  }
-  for (size_t i = 0; i < b->nhist; i++) {
-    const xgr_engine_hist *h = &b->hist[i];
-    const xgr_engine_proc *pr = NULL;
-    size_t pj = 0;
-    for (size_t j = b->nprocs; j-- > 0 && !pr;)
-      if (b->procs[j].iter == h->iter) pr = &b->procs[pj = j];
-    char *owned = pr && !texts[pj] ? xgr_value_to_json_text(pr->payload, 0, NULL) : NULL;
-    const char *payload = pr ? (texts[pj] ? texts[pj] : owned) : NULL;
-    int64_t fin = pr && pr->finished_at ? pr->finished_at : h->at;
-    xgr_store_hist row = {.iter = h->iter,
-                          .parent_iter = pr ? pr->parent_iter : 0,
-                          .step = h->step,
-                          .step_id = (char *)b->orch->steps[h->step < b->orch->nsteps ? h->step : 0].id,
-                          .status = h->status,
-                          .valid = h->valid,
-                          .abort_reason = pr ? pr->abort_reason : 0,
-                          .at = h->at,
-                          .finished_at = fin,
-                          .error = pr ? (char *)pr->error : NULL,
-                          .payload = (char *)payload,
-                          .api = (char *)h->api};
-    xgr_store_changes_hist(c, b->owner, b->root_pid, &row);
-    free(owned);
-    if (p->steps[0]) {
+  xgr_store_changes_add_batch(c, b);   /* the rows: the store's one translator */
+  if (p->ended[0])
+    for (size_t i = 0; i < b->nprocs; i++) {   /* the last snapshot of each process counts */
+      const xgr_engine_proc *e = &b->procs[i];
+      bool later = false;
+      for (size_t j = i + 1; j < b->nprocs && !later; j++) later = b->procs[j].iter == e->iter;
+      if (!later && (e->status == XGR_PROC_DONE || e->status == XGR_PROC_ABORTED))
+        xgr_counter_add(p->ended[e->status == XGR_PROC_DONE ? 0 : 1], 1);
+    }
+  if (p->steps[0])
+    for (size_t i = 0; i < b->nhist; i++) {
+      const xgr_engine_hist *h = &b->hist[i];
+      const xgr_engine_proc *pr = NULL;
+      for (size_t j = b->nprocs; j-- > 0 && !pr;)
+        if (b->procs[j].iter == h->iter) pr = &b->procs[j];
+      int64_t fin = pr && pr->finished_at ? pr->finished_at : h->at;
       xgr_counter_add(p->steps[outcome_of(h, pr)], 1);
       if (fin >= h->at) xgr_histogram_observe(p->step_lat, (double)(fin - h->at) / 1e3);
     }
-  }
-  for (size_t i = 0; i < b->nprocs; i++) free(texts[i]);
-  if (texts != stack_texts) free(texts);
-  /* the outbox: wake-ups produced by these results, in the same commit; and the ones this session
-   * applied or refused, removed in the commit of what applying them changed */
-  for (size_t i = 0; i < b->nwakes; i++) {
-    const xgr_engine_wake *w = &b->wakes[i];
-    char *payload = xgr_value_to_json_text(w->payload, 0, NULL);
-    xgr_store_wake row = {.id = (char *)w->id,
-                          .from_owner = (char *)b->owner,
-                          .from_root = b->root_pid,
-                          .to_owner = (char *)w->to_owner,
-                          .to_root = w->to_root,
-                          .step = (char *)w->step,
-                          .caller = (char *)w->caller,
-                          .rule = (char *)w->rule,
-                          .payload = payload ? payload : (char *)"{}",
-                          .from_iter = w->from_iter,
-                          .from_step = (char *)w->from_step};
-    xgr_store_changes_wake_out(c, &row);
-    free(payload);
-  }
-  for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
-  /* A batch of outbox entries alone (a wake-up refused or applied after the session's last
-   * result committed, possibly after it ended) changes nothing of the session: no state entry,
-   * which would say "running" and bring an ended session's row back. */
-  if (b->nprocs || b->nhist || b->finished || b->due > 0) {
+  if (b->nprocs || b->nhist || b->finished || b->due > 0) {   /* a batch that changes the session */
+    bool ended = b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED);
     if (b->steps && b->due > 0) {   /* it may be evicted: keep its step count for its next load */
       tshard *sh;
       track *t = lookup(p, b->owner, b->root_pid, true, &sh);
       if (b->steps > t->steps) t->steps = b->steps;
       pthread_mutex_unlock(&sh->mu);
     }
-    uint8_t status = XGR_RESULT_RUNNING;
-    if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
-    xgr_store_changes_session_state(c, b->owner, b->root_pid, status, status == XGR_RESULT_KILLED ? last_end : 0,
-                                    b->next_iter, b->next_group, b->paused);
-    if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
-    if (status != XGR_RESULT_RUNNING && b->steps) forget(p, b->owner, b->root_pid);
+    if (ended && b->steps) forget(p, b->owner, b->root_pid);
   }
   pending *pd = xgr__xmalloc(sizeof *pd);
   *pd = (pending){.p = p, .done = done, .token = token, .t0 = xgr__mono_s()};

@@ -11,6 +11,7 @@
 
 #include "store/store_impl.h"
 #include "value/value_impl.h"
+#include "xgr/engine.h"
 #include "xgr/keccak.h"
 #include "util/hash.h"
 
@@ -267,15 +268,19 @@ static char *bdup(void *ctx, const char *s) {
   return memcpy(xgr__xarena_alloc(&((xgr_store_changes *)ctx)->text, n), s, n);
 }
 
-/* The JSON text of v in b's text arena ("{}" for null: a payload is an object). */
-static char *bjson(xgr_store_changes *b, xgr_value v) {
-  if (xgr_value_kind(v) == XGR_VNULL) return bdup(b, "{}");
+/* The JSON text of v in b's text arena, as xgr_value_to_json_text writes it ("null" for null). */
+static char *btext(xgr_store_changes *b, xgr_value v) {
   b->scratch.len = 0;
   xgr__json_write(&b->scratch, v, 0, -1);
   char *d = xgr__xarena_alloc(&b->text, b->scratch.len + 1);
   memcpy(d, b->scratch.p, b->scratch.len);
   d[b->scratch.len] = 0;
   return d;
+}
+
+/* The JSON text of v in b's text arena ("{}" for null: a payload is an object). */
+static char *bjson(xgr_store_changes *b, xgr_value v) {
+  return xgr_value_kind(v) == XGR_VNULL ? bdup(b, "{}") : btext(b, v);
 }
 
 size_t xgr_store_changes_size(const xgr_store_changes *b) { return b->n; }
@@ -584,6 +589,110 @@ void xgr_store_changes_add_effects(xgr_store_changes *b, const xgr_session *s, c
   xgr_session_state_get(s, &st);
   xgr_store_changes_session_state(b, owner, root, (uint8_t)xgr_session_result_of(s), st.killed_at, st.next_iter,
                                 st.next_group, st.paused);
+}
+
+/* The record b holds of (owner, root, iter) (not one left for the seal), or NULL. */
+static const xgr_store_proc *record_of(const xgr_store_changes *b, const char *owner, uint64_t root, uint64_t iter) {
+  if (!b->cappidx) return NULL;
+  size_t h = pidx_slot(b, owner, root, iter);
+  if (!b->pidx[h]) return NULL;
+  const store_op *op = &b->ops[b->pidx[h] - 1];
+  return op->live ? NULL : &op->u.proc;
+}
+
+void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b) {
+  const char *owner = b->owner;
+  uint64_t root = b->root_pid;
+  const xgr_orch *o = b->orch;
+  if (b->session_new) {   /* first: the store refuses the whole batch when the session exists */
+    xgr_store_session row = {.owner = (char *)owner,
+                             .root_pid = root,
+                             .registry = (char *)(b->registry ? b->registry : ""),
+                             .ostc_id = o->id,
+                             .ostc_hash = (char *)o->hash,
+                             .status = XGR_RESULT_RUNNING,
+                             .next_iter = b->next_iter,
+                             .next_group = b->next_group,
+                             .paused = b->paused};
+    xgr_store_changes_session_new(c, &row);
+    if (b->max_total_gas) xgr_store_changes_set_max_total_gas(c, b->max_total_gas);
+  }
+  reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + 1);
+  reserve_pidx(c, b->nprocs);
+  int64_t last_end = 0;
+  /* processes: the last snapshot of each (an earlier one of the same iter is replaced in place) */
+  for (size_t i = 0; i < b->nprocs; i++) {
+    const xgr_engine_proc *e = &b->procs[i];
+    store_op *op = proc_slot(c, owner, root, e->iter);
+    xgr_store_proc *r = &op->u.proc;
+    r->parent_iter = e->parent_iter;
+    r->step = e->step;
+    r->step_id = bdup(c, e->step_id ? e->step_id : "");
+    r->status = e->status;
+    r->paused = e->paused;
+    r->valid = e->valid;
+    r->abort_reason = e->abort_reason;
+    r->group = e->group;
+    r->from_group = e->from_group;
+    r->next_wake_at = e->next_wake_at;
+    r->created_at = e->created_at;
+    r->started_at = e->started_at;
+    r->finished_at = e->finished_at;
+    r->payload = btext(c, e->payload);
+    r->error = bdup(c, e->error);
+    r->join = bdup(c, e->join_state);
+    if (e->is_join && e->join_closed && e->join_policy == XGR_POLICY_KILL && e->from_group)
+      push(c, OP_SCOPE, owner, root)->u.group = e->from_group;
+    if (e->finished_at > last_end) last_end = e->finished_at;
+  }
+  /* history rows: parent, payload, error and end time from the process's record of the same batch
+   * (a step's result and its history row are always in the same turn); texts shared, not copied */
+  for (size_t i = 0; i < b->nhist; i++) {
+    const xgr_engine_hist *h = &b->hist[i];
+    const xgr_store_proc *pr = record_of(c, owner, root, h->iter);
+    xgr_store_hist row = {.iter = h->iter,
+                          .parent_iter = pr ? pr->parent_iter : 0,
+                          .step = h->step,
+                          .step_id = pr ? pr->step_id : bdup(c, o->steps[h->step < o->nsteps ? h->step : 0].id),
+                          .status = h->status,
+                          .valid = h->valid,
+                          .abort_reason = pr ? pr->abort_reason : 0,
+                          .at = h->at,
+                          .finished_at = pr && pr->finished_at ? pr->finished_at : h->at,
+                          .error = pr ? pr->error : NULL,
+                          .payload = pr ? pr->payload : NULL,
+                          .api = bdup(c, h->api)};
+    push(c, OP_HIST, owner, root)->u.hist = row;
+  }
+  /* the outbox: wake-ups produced by these results, in the same commit; and the ones this session
+   * applied or refused, removed in the commit of what applying them changed */
+  for (size_t i = 0; i < b->nwakes; i++) {
+    const xgr_engine_wake *w = &b->wakes[i];
+    xgr_store_wake row = {.id = bdup(c, w->id),
+                          .from_owner = bdup(c, owner),
+                          .from_root = root,
+                          .to_owner = bdup(c, w->to_owner),
+                          .to_root = w->to_root,
+                          .step = bdup(c, w->step),
+                          .caller = bdup(c, w->caller),
+                          .rule = bdup(c, w->rule),
+                          .payload = btext(c, w->payload),
+                          .from_iter = w->from_iter,
+                          .from_step = bdup(c, w->from_step)};
+    assert(row.id && row.to_owner && row.step && row.caller);
+    push(c, OP_WAKE_OUT, owner, root)->u.wake = row;
+  }
+  for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
+  /* A batch of outbox entries alone (a wake-up refused or applied after the session's last result
+   * committed, possibly after it ended) changes nothing of the session: no state entry, which
+   * would say "running" and bring an ended session's row back. */
+  if (b->nprocs || b->nhist || b->finished || b->due > 0) {
+    uint8_t status = XGR_RESULT_RUNNING;
+    if (b->finished && (b->result == XGR_RESULT_COMPLETED || b->result == XGR_RESULT_KILLED)) status = (uint8_t)b->result;
+    xgr_store_changes_session_state(c, owner, root, status, status == XGR_RESULT_KILLED ? last_end : 0, b->next_iter,
+                                    b->next_group, b->paused);
+    if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
+  }
 }
 
 void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry) {

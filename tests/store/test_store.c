@@ -17,6 +17,7 @@
 #include <libpq-fe.h>
 
 #include "store_util.h"
+#include "xgr/engine.h"
 
 static xgr_orch *load_orch(void) {
   xgr_orch *o = NULL;
@@ -1056,6 +1057,102 @@ static void test_outbox(void **state) {
   t_rmdir(dir);
 }
 
+/* xgr_store_changes_add_batch, the rows of an actor's turn: the first batch's session row (insert
+ * if absent, with its registry and gas budget), one row per process in its last snapshot, history
+ * rows that take parent, payload, error and end time from their process's row, the outbox rows,
+ * the session state; an ended session's row is not brought back by a later batch of outbox
+ * entries alone; a second first batch is refused whole. */
+static void test_add_batch(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (int k = 0; k < nkinds(); k++) {
+    xgr_store *st = open_kind(k, dir, "batch.db", NULL);
+    xgr_error e;
+    xgr_value p1 = xgr_value_null(), p2 = xgr_value_null(), wp = xgr_value_null();
+    assert_int_equal(xgr_value_from_json_text("{\"x\":1}", 7, 0, &p1, &e), 0);
+    assert_int_equal(xgr_value_from_json_text("{\"x\":2}", 7, 0, &p2, &e), 0);
+    assert_int_equal(xgr_value_from_json_text("{\"w\":true}", 10, 0, &wp, &e), 0);
+    xgr_engine_proc procs[3] = {
+        {.iter = 1, .step = 0, .step_id = "A", .status = XGR_PROC_RUNNING, .valid = -1, .created_at = 10,
+         .started_at = 11, .payload = p1},
+        {.iter = 2, .parent_iter = 1, .step = 1, .step_id = "B", .status = XGR_PROC_WAITING, .valid = -1,
+         .group = 1, .created_at = 20, .next_wake_at = 90, .payload = p1},
+        {.iter = 1, .step = 0, .step_id = "A", .status = XGR_PROC_DONE, .valid = 1, .created_at = 10, .started_at = 11,
+         .finished_at = 30, .payload = p2, .error = NULL},
+    };
+    xgr_engine_hist hist[1] = {{.iter = 1, .step = 0, .status = XGR_PROC_DONE, .valid = 1, .at = 11, .api = "[]"}};
+    xgr_engine_wake wakes[1] = {{.id = "0000000000000000000000000000000a", .to_owner = T_OWNER, .to_root = 9,
+                                 .step = "B", .caller = T_OWNER, .payload = wp, .from_iter = 1, .from_step = "A"}};
+    xgr_store_batch b = {.owner = T_OWNER, .root_pid = 5, .orch = o, .nprocs = 3, .procs = procs, .nhist = 1,
+                         .hist = hist, .nwakes = 1, .wakes = wakes, .next_iter = 3, .next_group = 2,
+                         .session_new = true, .registry = "reg", .max_total_gas = "1000"};
+    xgr_store_changes *c = xgr_store_changes_new();
+    xgr_store_changes_add_batch(c, &b);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    xgr_store_session row;
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 5, &row, &e), 0);
+    assert_string_equal(row.registry, "reg");
+    assert_string_equal(row.max_total_gas, "1000");
+    assert_int_equal(row.status, XGR_RESULT_RUNNING);
+    assert_true(row.next_iter == 3 && row.next_group == 2);
+    xgr_store_session_clear(&row);
+    xgr_store_proc *ps;
+    size_t n;
+    assert_int_equal(xgr_store_procs(st, T_OWNER, 5, &ps, &n, &e), 0);
+    assert_int_equal(n, 2);   /* iter 1 once, in its last snapshot */
+    assert_true(ps[0].iter == 1 && ps[0].status == XGR_PROC_DONE && ps[0].finished_at == 30);
+    assert_string_equal(ps[0].payload, "{\"x\":2}");
+    assert_true(ps[1].iter == 2 && ps[1].parent_iter == 1 && ps[1].next_wake_at == 90);
+    xgr_store_procs_free(ps, n);
+    xgr_store_hist *hs;
+    assert_int_equal(xgr_store_history(st, T_OWNER, 5, &hs, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(hs[0].step_id, "A");
+    assert_string_equal(hs[0].payload, "{\"x\":2}");
+    assert_true(hs[0].at == 11 && hs[0].finished_at == 30 && hs[0].valid == 1);
+    assert_string_equal(hs[0].api, "[]");
+    xgr_store_hists_free(hs, n);
+    xgr_store_wake *ws;
+    assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ws[0].payload, "{\"w\":true}");
+    assert_true(ws[0].from_root == 5 && ws[0].from_iter == 1);
+    xgr_store_wakes_free(ws, n);
+    /* the same session's first batch again: refused whole */
+    c = xgr_store_changes_new();
+    xgr_store_changes_add_batch(c, &b);
+    assert_int_equal(xgr_store_commit(st, c, &e), XGR_ECONFLICT);
+    /* it ends; then a batch of outbox entries alone leaves the ended row as it is */
+    xgr_store_batch fin = {.owner = T_OWNER, .root_pid = 5, .orch = o, .nprocs = 1, .procs = &procs[1],
+                           .finished = true, .result = XGR_RESULT_COMPLETED, .next_iter = 3, .next_group = 2};
+    procs[1].status = XGR_PROC_DONE;
+    procs[1].finished_at = 40;
+    c = xgr_store_changes_new();
+    xgr_store_changes_add_batch(c, &fin);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    const char *done[1] = {"0000000000000000000000000000000a"};
+    const char *why[1] = {NULL};
+    xgr_store_batch only = {.owner = T_OWNER, .root_pid = 5, .orch = o, .ndone = 1, .done = done, .done_reason = why};
+    c = xgr_store_changes_new();
+    xgr_store_changes_add_batch(c, &only);
+    assert_int_equal(xgr_store_changes_size(c), 1);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 5, &row, &e), 0);
+    assert_int_equal(row.status, XGR_RESULT_COMPLETED);
+    xgr_store_session_clear(&row);
+    assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_wakes_free(ws, n);
+    xgr_value_release(p1);
+    xgr_value_release(p2);
+    xgr_value_release(wp);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+}
+
 static void test_full_disk(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -1846,6 +1943,7 @@ int main(void) {
       cmocka_unit_test(test_session_new),
       cmocka_unit_test(test_session_new_then_state),
       cmocka_unit_test(test_outbox),
+      cmocka_unit_test(test_add_batch),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),
       cmocka_unit_test(test_ttl_gc),
