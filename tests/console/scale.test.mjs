@@ -2,10 +2,13 @@
 //
 // Fills a SQLite store with N sessions of one owner (XGR_CONSOLE_SESSIONS, default 100,000; JSON-RPC
 // batches of xgr.enqueue) and one session that runs 10,000 processes (a step that spawns itself),
-// then checks that xgr.console.sessions answers in under 100 ms (first page, a page deep in the
-// list, and a filter that matches nothing, which scans its budget of 20,000 rows or 40 ms), that the session
-// view of the 10,000-process session answers in under 100 ms with one count per step and a paged
-// process list, and that the pages show both in headless chromium (the graph has one node per step).
+// then checks what bounds the cost of the answers, by counting rather than by the clock (the machine
+// is shared; the times are printed for the reader, and bench/ measures speed): xgr.console.sessions
+// examines only the rows it answers on the first page and on a page deep in the list (a keyset
+// cursor, not an offset), a filter that matches nothing stops at its budget of 20,000 rows (or
+// 40 ms) and answers a cursor to go on from; the session view of the 10,000-process session answers
+// one count per step and paged lists, a few kilobytes rather than every process; and the pages show
+// both in headless chromium (the graph has one node per step).
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,7 +17,6 @@ import { ok, sleep, startXgrd, run } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const N = Number(process.env.XGR_CONSOLE_SESSIONS || 100000);
-const BUDGET = 100 * Number(process.env.XGR_TIME_FACTOR || 1);   // ms; sanitizer builds get more
 const OWNER = '0x00000000000000000000000000000000000000e1';
 const LOOPER = '0x00000000000000000000000000000000000000e2';
 const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-scale-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`,
@@ -31,16 +33,6 @@ async function timed(url, method, params) {
   if (b.error) throw new Error(`${method}: ${b.error.message}`);
   return { ms, r: b.result };
 }
-/* the best of 5 calls, or of up to 20 while none was within the budget (the machine is shared: on
- * a loaded one five calls in a row can all be starved; a slow algorithm is slow every time) */
-async function best(url, method, params) {
-  let min = Infinity, r;
-  for (let i = 0; i < 20 && (i < 5 || min >= BUDGET); i++) {
-    const t = await timed(url, method, params); r = t.r; min = Math.min(min, t.ms);
-  }
-  return { ms: min, r };
-}
-
 async function main() {
   const URL = await url();
   writeFileSync(`${tmp}/one.json`, JSON.stringify({ orchestration: { id: 'one', structure: { S: { rule: 'S' } } },
@@ -68,19 +60,27 @@ async function main() {
     await sleep(200);
   }
 
-  let t = await best(URL, 'xgr.console.sessions', { owner: OWNER, limit: 50 });
-  console.log(`# first page: ${t.ms.toFixed(1)} ms`);
-  ok(t.ms < BUDGET && t.r.items.length === 50 && t.r.items[0].rootPid === String(N), `first page of ${N} sessions in < ${BUDGET} ms`, t.ms);
-  t = await best(URL, 'xgr.console.sessions', { owner: OWNER, limit: 200, beforeRootPid: Math.floor(N / 2) });
-  console.log(`# a page in the middle: ${t.ms.toFixed(1)} ms`);
-  ok(t.ms < BUDGET && t.r.items.length === 200 && t.r.items[0].rootPid === String(Math.floor(N / 2) - 1), `a page in the middle in < ${BUDGET} ms`, t.ms);
-  t = await best(URL, 'xgr.console.sessions', { owner: OWNER, registry: 'no-such-registry' });
-  console.log(`# a filter matching nothing (${t.r.scanned} rows scanned): ${t.ms.toFixed(1)} ms`);
-  ok(t.ms < BUDGET && t.r.items.length === 0 && (N <= 20000 || t.r.nextBeforeRootPid), `a filter that matches nothing: bounded scan in < ${BUDGET} ms, with a cursor`, t.ms);
-  t = await best(URL, 'xgr.console.session', { owner: LOOPER, rootPid: '1', procLimit: 50, histLimit: 50 });
-  console.log(`# the 10,000-process session view: ${t.ms.toFixed(1)} ms, ${JSON.stringify(t.r).length} bytes`);
-  ok(t.ms < BUDGET && t.r.processes.total === 10000 && t.r.processes.items.length === 50 && t.r.steps.L.done === 10000 &&
-     t.r.history.total === 10000, `10,000 processes: one count per step, paged lists, < ${BUDGET} ms`, { ms: t.ms, steps: t.r.steps });
+  const SCAN_MAX = 20000;
+  let t = await timed(URL, 'xgr.console.sessions', { owner: OWNER, limit: 50 });
+  console.log(`# first page: ${t.r.scanned} rows examined, ${t.ms.toFixed(1)} ms`);
+  ok(t.r.items.length === 50 && t.r.items[0].rootPid === String(N) && t.r.scanned === 50,
+     `first page of ${N} sessions: 50 rows examined`, t.r.scanned);
+  t = await timed(URL, 'xgr.console.sessions', { owner: OWNER, limit: 200, beforeRootPid: Math.floor(N / 2) });
+  console.log(`# a page in the middle: ${t.r.scanned} rows examined, ${t.ms.toFixed(1)} ms`);
+  ok(t.r.items.length === 200 && t.r.items[0].rootPid === String(Math.floor(N / 2) - 1) && t.r.scanned === 200,
+     'a page in the middle: 200 rows examined (a cursor, not an offset)', t.r.scanned);
+  t = await timed(URL, 'xgr.console.sessions', { owner: OWNER, registry: 'no-such-registry' });
+  console.log(`# a filter matching nothing: ${t.r.scanned} rows examined, ${t.ms.toFixed(1)} ms`);
+  ok(t.r.items.length === 0 && t.r.scanned >= 1 && t.r.scanned <= SCAN_MAX &&
+     (t.r.scanned >= N || t.r.nextBeforeRootPid === String(N + 1 - t.r.scanned)),
+     `a filter that matches nothing: at most ${SCAN_MAX} rows examined, a cursor to the next one`,
+     { scanned: t.r.scanned, next: t.r.nextBeforeRootPid });
+  t = await timed(URL, 'xgr.console.session', { owner: LOOPER, rootPid: '1', procLimit: 50, histLimit: 50 });
+  const bytes = JSON.stringify(t.r).length;
+  console.log(`# the 10,000-process session view: ${bytes} bytes, ${t.ms.toFixed(1)} ms`);
+  ok(t.r.processes.total === 10000 && t.r.processes.items.length === 50 && t.r.steps.L.done === 10000 &&
+     t.r.history.total === 10000 && t.r.history.items.length <= 50 && bytes < 64 * 1024,
+     '10,000 processes: one count per step, paged lists, an answer under 64 KB', { bytes, steps: t.r.steps });
 
   const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
