@@ -223,6 +223,99 @@ typedef struct xgr_node_ctl {
  * (may be NULL) gets how many processes a wake woke. */
 int xgr_node_control(xgr_node *n, const xgr_node_ctl *r, size_t *woken, xgr_error *err);
 
+/* ---- Queries: reading sessions ----------------------------------------------------------------
+ * What the front ends show of sessions (listings, xgr.getSession, the console's pages), read
+ * through the node: the committed rows of the store in xgr/store.h's record types, and where an
+ * answer mixes in what runs now, this node's engine's view of the same session, decided here once
+ * (a hibernated session is live in the store without being in the engine; the engine marks a
+ * session finished just after its end is committed). Strings in are borrowed; what comes out is
+ * the caller's and is freed with the function named at it. Reads never change anything and never
+ * load a hibernated session. Every function that can fail returns 0 or a negative xgr_errcode
+ * (XGR_ENOTFOUND: no such row; the store's error otherwise) with *err set; on failure the out
+ * values are empty (NULL / 0 / zeroed). Any thread after xgr_node_recover. */
+
+/* A session as this node sees it: its committed row and its engine's view of it. */
+typedef struct xgr_node_session {
+  xgr_store_session row;          /* owned: xgr_node_session_clear (or xgr_node_sessions_free) */
+  bool in_engine;                 /* this node's engine holds the session; info is its view */
+  xgr_engine_session_info info;   /* zeroed when !in_engine */
+  /* live by both views: the row is running and the engine, if it holds the session, has not
+   * marked it finished (a hibernated session or one another cluster node runs is live) */
+  bool live;
+  /* the engine runs it here now: in_engine && !info.finished (whatever the row says) */
+  bool engine_live;
+} xgr_node_session;
+
+/* Session (owner, root): its row and the engine's view. XGR_ENOTFOUND when the store has no row
+ * (*err names no path: the caller names its parameter). */
+int xgr_node_session_get(xgr_node *n, const char *owner, uint64_t root, xgr_node_session *out, xgr_error *err);
+/* Free what s owns and zero it. NULL is fine. */
+void xgr_node_session_clear(xgr_node_session *s);
+/* A page of owner's sessions: those with rootPid below `before` (0: no bound), newest first, at
+ * most limit (0: 1000), finished ones included until their retention ends; each with the engine's
+ * view. *out (may be empty, never NULL on success) is freed with xgr_node_sessions_free. */
+int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,
+                      size_t *count, xgr_error *err);
+void xgr_node_sessions_free(xgr_node_session *s, size_t count);   /* NULL is fine */
+
+/* Every process row of session (owner, root), ordered by iter (ended ones until their TTL); an
+ * unknown session has none. Freed with xgr_node_procs_free. */
+int xgr_node_procs(xgr_node *n, const char *owner, uint64_t root, xgr_store_proc **out, size_t *count,
+                   xgr_error *err);
+void xgr_node_procs_free(xgr_store_proc *p, size_t count);
+/* The history of session (owner, root), ordered by iter. Freed with xgr_node_history_free. */
+int xgr_node_history(xgr_node *n, const char *owner, uint64_t root, xgr_store_hist **out, size_t *count,
+                     xgr_error *err);
+void xgr_node_history_free(xgr_store_hist *h, size_t count);
+/* The internal wake-ups session (owner, root) sent that were refused, oldest first. Freed with
+ * xgr_node_wakes_free. */
+int xgr_node_wakes_refused(xgr_node *n, const char *owner, uint64_t root, xgr_store_wake **out, size_t *count,
+                           xgr_error *err);
+void xgr_node_wakes_free(xgr_store_wake *w, size_t count);
+
+/* When session s (a row) wakes on its own next: the earliest timer of its processes ps[0..n)
+ * (xgr_store_proc_wakes_at: no paused process, no open join target), XGR_NEVER when none, or when
+ * the session is paused or has ended. The one definition every report uses. */
+int64_t xgr_node_session_next_wake(const xgr_store_session *s, const xgr_store_proc *ps, size_t n);
+/* What a waiting stored process waits for. */
+typedef enum xgr_node_wait {
+  XGR_NODE_WAIT_TIMER = 0,        /* its timer: it wakes on its own */
+  XGR_NODE_WAIT_RESUME,           /* a resume: it is paused */
+  XGR_NODE_WAIT_JOIN,             /* its join to close: an open join target */
+  XGR_NODE_WAIT_WAKEUP            /* a wake-up: it has no timer */
+} xgr_node_wait;
+/* What the waiting process p waits for; *at (may be NULL) gets when it wakes on its own
+ * (xgr_store_proc_wakes_at), XGR_NEVER unless the answer is XGR_NODE_WAIT_TIMER. */
+xgr_node_wait xgr_node_proc_wait(const xgr_store_proc *p, int64_t *at);
+
+/* The owners with live sessions in the store (hibernated ones count), most live sessions first,
+ * at most max (0: 100). Freed with xgr_node_owners_free. */
+int xgr_node_live_owners(xgr_node *n, size_t max, xgr_store_owner_live **out, size_t *count, xgr_error *err);
+void xgr_node_owners_free(xgr_store_owner_live *o, size_t count);
+/* How much of owner is live: sessions by the store (hibernated ones included), the rest by the
+ * engine (its unfinished sessions of owner, looking at most at 100,000 of the engine's sessions). */
+typedef struct xgr_node_owner_counts {
+  uint64_t live_sessions;         /* the store's running rows of owner */
+  uint64_t running_sessions;      /* engine: sessions of owner with a process running */
+  uint64_t idle_sessions;         /* engine: sessions of owner that are idle */
+  uint64_t live_procs, running_procs;   /* engine: their live and running processes */
+  size_t engine_sessions;         /* sessions the engine holds (every owner, finished ones kept included) */
+  bool partial;                   /* the engine holds more than were looked at */
+} xgr_node_owner_counts;
+int xgr_node_owner_counts_get(xgr_node *n, const char *owner, xgr_node_owner_counts *out, xgr_error *err);
+/* Does an owner other than `owner` hold a running session with rootPid root? The store's owners
+ * with live sessions (the 1,000 with the most), then one row each: false when none does, or when
+ * the store cannot say. */
+bool xgr_node_live_elsewhere(xgr_node *n, const char *owner, uint64_t root);
+
+/* A registered document: the latest version of (kind, id) (version 0) or the given version, or the
+ * one whose content hashes to hash. XGR_ENOTFOUND when there is none. *out is freed with
+ * xgr_node_doc_clear. */
+int xgr_node_doc(xgr_node *n, xgr_registry_kind kind, const char *id, uint32_t version, xgr_store_doc *out,
+                 xgr_error *err);
+int xgr_node_doc_by_hash(xgr_node *n, xgr_registry_kind kind, const char *hash, xgr_store_doc *out, xgr_error *err);
+void xgr_node_doc_clear(xgr_store_doc *d);
+
 #ifdef __cplusplus
 }
 #endif

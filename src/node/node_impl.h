@@ -6,6 +6,8 @@
  *   bundles.c   the cache of assembled bundles of the registries.
  *   lease.c     a cluster node's side of the shared PostgreSQL store: the lease thread, claims,
  *               forwarded control commands (docs/CLUSTER.md).
+ *   query.c     the queries the front ends read sessions and documents through (xgr/node.h,
+ *               "Queries: reading sessions").
  *
  * Not installed; nothing outside src/node includes it. Every function here is library-private
  * (xgr__ prefix).

@@ -40,10 +40,10 @@ xgr__console_orch *xgr__console_cache_get(xgr__console *c, const char *hash) {
   xgr_store_doc doc = {0};
   xgr_error err;
   xgr_error_clear(&err);
-  if (xgr_store_doc_by_hash(c->st, XGR_REG_ORCHESTRATION, hash, &doc, &err)) return NULL;
+  if (xgr_node_doc_by_hash(c->n, XGR_REG_ORCHESTRATION, hash, &doc, &err)) return NULL;
   xgr_orch *o = NULL;
   int rc = xgr_orch_parse(doc.content, doc.len, &o, &err, NULL);
-  xgr_store_doc_clear(&doc);
+  xgr_node_doc_clear(&doc);
   if (rc || !o) return NULL;
   pthread_mutex_lock(&c->mu);
   xgr__console_orch *slot = NULL;
@@ -278,10 +278,9 @@ static void on_stop(void *ctx) {
 
 /* ---- life ------------------------------------------------------------------------------------------ */
 
-xgr__console *xgr__console_new(xgr_store *st, xgr_engine *e) {
+xgr__console *xgr__console_new(xgr_node *n) {
   xgr__console *c = xgr__xcalloc(1, sizeof *c);
-  c->st = st;
-  c->e = e;
+  c->n = n;
   c->hub = xgr__sse_hub_new(0, 0);
   pthread_mutex_init(&c->mu, NULL);
   return c;

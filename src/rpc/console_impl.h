@@ -39,8 +39,7 @@ typedef struct xgr__console_orch {
 } xgr__console_orch;
 
 struct xgr__console {
-  xgr_store *st;
-  xgr_engine *e;
+  xgr_node *n;                  /* borrowed: every read goes through its queries (xgr/node.h) */
   xgr__sse_hub *hub;
   pthread_mutex_t mu;           /* the cache */
   xgr__console_orch cache[XGR__CONSOLE_CACHE_MAX];

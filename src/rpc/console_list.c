@@ -5,52 +5,32 @@
  *    ones included), sessions and processes running from the engine;
  *  - xgr.console.owners: the owners with live sessions in the store (only under --auth none);
  *  - xgr.console.info: how actions are authorized and the event stream's position.
- * Each reads the store (what is committed) and the engine (what is live) and bounds every size the
- * client controls.
+ * Each reads through the node's queries (xgr/node.h): what is committed, and where it says what is
+ * live, the node's combined view of the store and the engine; every size the client controls is
+ * bounded.
  */
 #include "rpc/console_impl.h"
 
-#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
-#include "util/alloc.h"
 #include "util/clock.h"
 
 #define SCAN_MAX 20000          /* session rows one xgr.console.sessions call looks at */
 #define SCAN_MS 40              /* ... and for at most this long (checked per 1,000 rows) */
 #define STEP_PROBE_MAX 200      /* sessions whose processes a step filter reads per call */
-#define LIVE_MAX 100000         /* live sessions counted for the live counts */
-
-/* The engine's sessions, finished ones included: *got entries in the array returned (the caller
- * frees it), at most LIVE_MAX; *total is how many the engine has (more than *got: partial). */
-static xgr_engine_session_info *engine_sessions(xgr__console *c, size_t *total, size_t *got) {
-  size_t cap = 4096;
-  xgr_engine_session_info *all = xgr__xmalloc(cap * sizeof *all);
-  *total = xgr_engine_list(c->e, all, cap);
-  if (*total > cap) {
-    cap = *total < LIVE_MAX ? *total + 256 : LIVE_MAX;
-    all = xgr__xrealloc(all, cap * sizeof *all);
-    *total = xgr_engine_list(c->e, all, cap);
-  }
-  *got = *total < cap ? *total : cap;
-  return all;
-}
 
 /* Does a live process of session (owner, root) wait or run at step? */
 static bool has_step(xgr__console *c, const char *owner, uint64_t root, const char *step) {
   xgr_store_proc *ps = NULL;
   size_t n = 0;
   xgr_error e;
-  if (xgr_store_procs(c->st, owner, root, &ps, &n, &e)) return false;
+  if (xgr_node_procs(c->n, owner, root, &ps, &n, &e)) return false;
   bool found = false;
   for (size_t i = 0; i < n && !found; i++)
     found = (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) && ps[i].step_id &&
             !strcmp(ps[i].step_id, step);
-  xgr_store_procs_free(ps, n);
+  xgr_node_procs_free(ps, n);
   return found;
 }
 
@@ -81,21 +61,21 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   int64_t t0 = xgr__mono_ms();
   while (more && json_array_size(items) < limit && scanned < SCAN_MAX) {
     if (scanned && xgr__mono_ms() - t0 >= SCAN_MS) break;
-    xgr_store_session *ss = NULL;
+    xgr_node_session *ss = NULL;
     size_t n = 0;
-    if ((rc = xgr_store_sessions(c->st, owner, cursor, 1000, &ss, &n, err))) {
+    if ((rc = xgr_node_sessions(c->n, owner, cursor, 1000, &ss, &n, err))) {
       json_decref(items);
       return rc;
     }
     more = n == 1000;
     size_t i = 0;
     for (; i < n && json_array_size(items) < limit && scanned < SCAN_MAX; i++) {
-      const xgr_store_session *s = &ss[i];
+      const xgr_store_session *s = &ss[i].row;
       scanned++;
       cursor = s->root_pid;
       if (registry && (!s->registry || strcmp(s->registry, registry))) continue;
       bool live = s->status == XGR_RESULT_RUNNING;
-      if (status && !xgr__rpc_session_status_is(s, status, c->e)) continue;
+      if (status && !xgr__rpc_session_status_is(&ss[i], status)) continue;
       if (since && s->created_at < (int64_t)since) continue;
       if (until && s->created_at > (int64_t)until) continue;
       if (step) {
@@ -112,43 +92,31 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
                              s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status", xgr__rpc_session_status(s),
                              "createdAt", (json_int_t)s->created_at, "finishedAt", (json_int_t)s->finished_at,
                              "paused", s->paused);
-      xgr_engine_session_info info;
-      if (live && !xgr_engine_session(c->e, owner, s->root_pid, &info) && !info.finished) {
-        json_object_set_new(it, "live", json_integer((json_int_t)info.live));
-        json_object_set_new(it, "running", json_integer((json_int_t)info.running));
-        json_object_set_new(it, "steps", json_integer((json_int_t)info.steps));
+      if (live && ss[i].engine_live) {   /* what the engine runs of it now */
+        const xgr_engine_session_info *info = &ss[i].info;
+        json_object_set_new(it, "live", json_integer((json_int_t)info->live));
+        json_object_set_new(it, "running", json_integer((json_int_t)info->running));
+        json_object_set_new(it, "steps", json_integer((json_int_t)info->steps));
       }
       json_array_append_new(items, it);
     }
     if (i < n || scanned >= SCAN_MAX) more = true;
-    xgr_store_sessions_free(ss, n);
+    xgr_node_sessions_free(ss, n);
     if (!n) more = false;
   }
   if (more && cursor > 1) next = cursor;
   /* live sessions: the store's (hibernated ones are live there, not in the engine); the other
    * counts: the engine's sessions (live ones) of this owner */
-  xgr_store_owner_live *ol;
-  size_t nol;
-  if ((rc = xgr_store_live_owners(c->st, owner, 1, &ol, &nol, err))) {
+  xgr_node_owner_counts oc;
+  if ((rc = xgr_node_owner_counts_get(c->n, owner, &oc, err))) {
     json_decref(items);
     return rc;
   }
-  uint64_t live_sessions = nol ? ol[0].live : 0, running_sessions = 0, procs = 0, running = 0, idle = 0;
-  xgr_store_owners_free(ol, nol);
-  size_t total, got;
-  xgr_engine_session_info *all = engine_sessions(c, &total, &got);
-  for (size_t i = 0; i < got; i++) {
-    if (all[i].finished || strcasecmp(all[i].owner, owner)) continue;
-    procs += all[i].live;
-    running += all[i].running;
-    if (all[i].running) running_sessions++;
-    if (all[i].idle) idle++;
-  }
-  free(all);
-  json_t *counts = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:I}", "liveSessions", (json_int_t)live_sessions,
-                             "runningSessions", (json_int_t)running_sessions, "idleSessions", (json_int_t)idle,
-                             "liveProcesses", (json_int_t)procs, "runningProcesses", (json_int_t)running, "partial",
-                             total > got, "engineSessions", (json_int_t)total);
+  json_t *counts = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:I}", "liveSessions", (json_int_t)oc.live_sessions,
+                             "runningSessions", (json_int_t)oc.running_sessions, "idleSessions",
+                             (json_int_t)oc.idle_sessions, "liveProcesses", (json_int_t)oc.live_procs,
+                             "runningProcesses", (json_int_t)oc.running_procs, "partial", oc.partial,
+                             "engineSessions", (json_int_t)oc.engine_sessions);
   *result = json_pack("{s:o, s:I, s:o, s:I}", "items", items, "scanned", (json_int_t)scanned, "counts", counts,
                       "eventId", (json_int_t)xgr__sse_last_id(c->hub));
   if (next) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next));
@@ -176,7 +144,7 @@ XGR__RPCD_METHOD(xgr__console_m_owners) {
   }
   xgr_store_owner_live *ol;
   size_t n;
-  rc = xgr_store_live_owners(c->st, NULL, OWNERS_MAX + 1, &ol, &n, err);
+  rc = xgr_node_live_owners(c->n, OWNERS_MAX + 1, &ol, &n, err);
   if (rc) return rc;
   json_t *items = json_array();
   for (size_t i = 0; i < n && i < OWNERS_MAX; i++) {
@@ -186,7 +154,7 @@ XGR__RPCD_METHOD(xgr__console_m_owners) {
     json_array_append_new(items, json_pack("{s:s, s:I}", "owner", owner, "liveSessions", (json_int_t)ol[i].live));
   }
   *result = json_pack("{s:o, s:b}", "items", items, "partial", n > OWNERS_MAX);
-  xgr_store_owners_free(ol, n);
+  xgr_node_owners_free(ol, n);
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "xgr/engine.h"
+#include "xgr/node.h"
 #include "xgr/rpc.h"
 #include "xgr/store.h"
 
@@ -71,8 +72,8 @@ bool xgr__sse_wanted(xgr__sse_hub *h);
 /* ---- console.c -------------------------------------------------------------------------------- */
 typedef struct xgr__console xgr__console;
 
-/* A console over store st and engine e (both borrowed; they outlive it). */
-xgr__console *xgr__console_new(xgr_store *st, xgr_engine *e);
+/* A console over node n (borrowed; it outlives the console): it reads through the node's queries. */
+xgr__console *xgr__console_new(xgr_node *n);
 void xgr__console_free(xgr__console *c);
 /* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
  * to the hub, while the hub wants events (xgr__sse_wanted). */

@@ -161,47 +161,46 @@ static timeline_row *timeline(const xgr_store_hist *hs, size_t nh, const xgr_sto
   return rows;
 }
 
-static int session_row(xgr__console *c, const char *owner, uint64_t root, xgr_store_session *s, json_t **out,
+static int session_row(xgr__console *c, const char *owner, uint64_t root, xgr_node_session *ns, json_t **out,
                        xgr_error *err) {
-  int rc = xgr_store_session_get(c->st, owner, root, s, err);
+  int rc = xgr_node_session_get(c->n, owner, root, ns, err);
   if (rc) {
     if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, "rootPid", "no session %s/%" PRIu64, owner, root);
     return rc;
   }
-  xgr_engine_session_info info;
-  bool live = !xgr_engine_session(c->e, owner, root, &info) && !info.finished;
+  const xgr_store_session *s = &ns->row;
+  const xgr_engine_session_info *info = &ns->info;
+  bool live = ns->engine_live;   /* the console's "alive": the engine runs it here */
   *out = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:b}", "owner", s->owner, "rootPid",
                    xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
                    s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status",
                    xgr__rpc_session_status(s), "createdAt", (json_int_t)s->created_at, "finishedAt",
                    (json_int_t)s->finished_at, "paused", s->paused, "alive", live);
   if (live) {
-    json_object_set_new(*out, "steps", json_integer((json_int_t)info.steps));
-    json_object_set_new(*out, "now", json_integer(info.now));
-    json_object_set_new(*out, "idle", json_boolean(info.idle));
+    json_object_set_new(*out, "steps", json_integer((json_int_t)info->steps));
+    json_object_set_new(*out, "now", json_integer(info->now));
+    json_object_set_new(*out, "idle", json_boolean(info->idle));
   }
   return 0;
 }
 
 /* A session's row (session_row), its orchestration from the cache (*ce: a reference, NULL when
  * not parsed; give it back with xgr__console_cache_put) and its processes (*ps[*n], sorted by
- * iter; free with xgr_store_procs_free). 0, or a JSON-RPC code with nothing held. */
+ * iter; free with xgr_node_procs_free). 0, or an error code with nothing held. */
 static int load_session(xgr__console *c, const char *owner, uint64_t root, json_t **sess, xgr__console_orch **ce,
                         xgr_store_proc **ps, size_t *n, xgr_error *err) {
-  xgr_store_session s = {0};
-  int rc = session_row(c, owner, root, &s, sess, err);
+  xgr_node_session ns;
+  int rc = session_row(c, owner, root, &ns, sess, err);
   if (rc) return rc;
-  *ce = xgr__console_cache_get(c, s.ostc_hash);
-  *ps = NULL;
-  *n = 0;
-  if ((rc = xgr_store_procs(c->st, owner, root, ps, n, err))) {
-    xgr_store_session_clear(&s);
+  *ce = xgr__console_cache_get(c, ns.row.ostc_hash);
+  if ((rc = xgr_node_procs(c->n, owner, root, ps, n, err))) {
+    xgr_node_session_clear(&ns);
     xgr__console_cache_put(c, *ce);
     json_decref(*sess);
     return rc;
   }
-  json_object_set_new(*sess, "nextWakeAt", xgr__rpc_next_wake_json(&s, *ps, *n));
-  xgr_store_session_clear(&s);
+  json_object_set_new(*sess, "nextWakeAt", xgr__rpc_next_wake_json(&ns.row, *ps, *n));
+  xgr_node_session_clear(&ns);
   return 0;
 }
 
@@ -318,7 +317,7 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
     if (matched++ < poff || json_array_size(items) >= plim) continue;
     json_array_append_new(items, proc_item(root, p));
   }
-  xgr_store_procs_free(ps, n);
+  xgr_node_procs_free(ps, n);
   json_t *running = json_array();
   const char *k;
   json_t *v;
@@ -326,13 +325,13 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
 
   xgr_store_hist *hs = NULL;
   size_t nh = 0;
-  if (xgr_store_history(c->st, owner, root, &hs, &nh, err)) nh = 0;
+  if (xgr_node_history(c->n, owner, root, &hs, &nh, err)) nh = 0;
   xgr_error_clear(err);
   /* the internal wake-ups this session sent that were refused: rows of the timeline too, each after
    * the first row of the process that sent it, as in xgr.getSession */
   xgr_store_wake *ws = NULL;
   size_t nw = 0;
-  if (xgr_store_wakes_refused(c->st, owner, root, &ws, &nw, err)) nw = 0;
+  if (xgr_node_wakes_refused(c->n, owner, root, &ws, &nw, err)) nw = 0;
   xgr_error_clear(err);
   size_t total = 0;
   timeline_row *rows = timeline(hs, nh, ws, nw, &total);
@@ -343,8 +342,8 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
     json_array_append_new(hist, r->w == SIZE_MAX ? hist_item(root, h) : xgr__rpc_refused_row(root, h, &ws[r->w]));
   }
   free(rows);
-  xgr_store_hists_free(hs, nh);
-  xgr_store_wakes_free(ws, nw);
+  xgr_node_history_free(hs, nh);
+  xgr_node_wakes_free(ws, nw);
   *result = json_pack("{s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:o}, s:{s:I, s:I, s:o}, s:I}", "session", sess, "steps",
                       steps, "running", running, "joins", joins, "fired", fired, "processes", "total",
                       (json_int_t)matched, "offset", (json_int_t)poff, "items", items, "history", "total",
@@ -378,7 +377,7 @@ XGR__RPCD_METHOD(xgr__console_m_process) {
   if ((rc = load_session(c, owner, root, &sess, &ce, &ps, &n, err))) return rc;
   const xgr_store_proc *p = by_iter(ps, n, iter);
   if (!p) {
-    xgr_store_procs_free(ps, n);
+    xgr_node_procs_free(ps, n);
     xgr__console_cache_put(c, ce);
     json_decref(sess);
     xgr_error_set(err, XGR_ENOTFOUND, "pid", "no process %" PRIu64 ":%" PRIu64 " of %s", root, iter, owner);
@@ -397,12 +396,12 @@ XGR__RPCD_METHOD(xgr__console_m_process) {
   for (size_t i = 0; i < n && json_array_size(children) < PAGE_MAX; i++)
     if (ps[i].parent_iter == iter) json_array_append_new(children, xgr__rpc_pid_json(root, ps[i].iter));
   json_object_set_new(it, "children", children);
-  xgr_store_procs_free(ps, n);
+  xgr_node_procs_free(ps, n);
   xgr__console_cache_put(c, ce);
   xgr_store_hist *hs = NULL;
   size_t nh = 0;
   json_t *hist = json_array();
-  if (!xgr_store_history(c->st, owner, root, &hs, &nh, err)) {
+  if (!xgr_node_history(c->n, owner, root, &hs, &nh, err)) {
     for (size_t i = 0; i < nh; i++) {
       if (hs[i].iter != iter) continue;
       json_t *h = hist_item(root, &hs[i]);
@@ -410,7 +409,7 @@ XGR__RPCD_METHOD(xgr__console_m_process) {
       json_object_set_new(h, "payload", pl ? pl : json_null());
       json_array_append_new(hist, h);
     }
-    xgr_store_hists_free(hs, nh);
+    xgr_node_history_free(hs, nh);
   }
   xgr_error_clear(err);
   json_object_set_new(it, "history", hist);
@@ -426,15 +425,15 @@ static json_t *versions(xgr__console *c, xgr_registry_kind kind, const char *id,
   xgr_store_doc d = {0};
   xgr_error e;
   *latest = 0;
-  if (xgr_store_doc_get(c->st, kind, id, 0, &d, &e)) return out;
+  if (xgr_node_doc(c->n, kind, id, 0, &d, &e)) return out;
   *latest = d.version;
-  xgr_store_doc_clear(&d);
+  xgr_node_doc_clear(&d);
   uint32_t first = *latest > 100 ? *latest - 99 : 1;
   for (uint32_t v = first; v <= *latest; v++) {
-    if (xgr_store_doc_get(c->st, kind, id, v, &d, &e)) continue;
+    if (xgr_node_doc(c->n, kind, id, v, &d, &e)) continue;
     json_array_append_new(out, json_pack("{s:I, s:s, s:s, s:I}", "version", (json_int_t)d.version, "hash", d.hash,
                                          "owner", d.owner ? d.owner : "", "registeredAt", (json_int_t)d.registered_at));
-    xgr_store_doc_clear(&d);
+    xgr_node_doc_clear(&d);
   }
   return out;
 }
@@ -463,7 +462,7 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
   xgr_store_doc d = {0};
   char id[420];
   if (hash && *hash) {
-    rc = xgr_store_doc_by_hash(c->st, XGR_REG_ORCHESTRATION, hash, &d, err);
+    rc = xgr_node_doc_by_hash(c->n, XGR_REG_ORCHESTRATION, hash, &d, err);
     if (!rc) snprintf(id, sizeof id, "%s", d.id);
   } else {
     if (!reg || !*reg) return xgr__console_bad(err, "registry", "missing; expected %s", "a registry (XRC-729 address or name) or a hash");
@@ -472,7 +471,7 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
     if (xgr_rpc_is_address(r)) xgr__rpc_lower(r);
     if (ostc && *ostc) snprintf(id, sizeof id, "%s/%s", r, ostc);
     else snprintf(id, sizeof id, "%s", r);
-    rc = xgr_store_doc_get(c->st, XGR_REG_ORCHESTRATION, id, (uint32_t)version, &d, err);
+    rc = xgr_node_doc(c->n, XGR_REG_ORCHESTRATION, id, (uint32_t)version, &d, err);
   }
   if (rc) {
     if (rc == XGR_ENOTFOUND)
@@ -516,7 +515,7 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
   char url[120];
   snprintf(url, sizeof url, "/ui/graph.svg?hash=%s", d.hash);
   json_object_set_new(*result, "graph", json_string(url));
-  xgr_store_doc_clear(&d);
+  xgr_node_doc_clear(&d);
   xgr_orch_free(orch);
   return 0;
 }

@@ -102,29 +102,6 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   return 0;
 }
 
-/* Owners scanned for another owner's session (the PID-mode refusal below): the owners with the
- * most live sessions first; a session of an owner beyond them is answered as not found. */
-#define WAKE_OTHER_OWNERS 1000
-
-/* Does an owner other than `owner` hold a running session with this root? Only asked once a
- * PID-mode wake whose owner the request did not name (it is the caller) found no session of the
- * caller: the store's live owners, then one row each. */
-static bool live_for_other(xgr_rpcd *d, const char *owner, uint64_t root) {
-  xgr_store_owner_live *ol = NULL;
-  size_t n = 0;
-  xgr_error e;
-  if (xgr_store_live_owners(d->st, NULL, WAKE_OTHER_OWNERS, &ol, &n, &e)) return false;
-  bool found = false;
-  for (size_t i = 0; i < n && !found; i++) {
-    xgr_store_session s;
-    if (!strcmp(ol[i].owner, owner) || xgr_store_session_get(d->st, ol[i].owner, root, &s, &e)) continue;
-    found = s.status == XGR_RESULT_RUNNING;
-    xgr_store_session_clear(&s);
-  }
-  xgr_store_owners_free(ol, n);
-  return found;
-}
-
 /* xgr_wakeUpProcess (public reference §12). PID mode: "processId" names one waiting process of
  * the owner's. Step mode: every process of the session waiting at the step; with a permit the
  * request may name neither processId nor stepId: the session (sessionId), the runner and the step
@@ -179,12 +156,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   if ((rc = xgr__rpc_owner(o, permit.kind ? permit.runner : who, owner, sizeof owner, &opath, err))) return rc;
   if (!root) root = permit.session_id;
   /* PID mode is for the owner alone: when the request did not name an owner (so the caller is the
-   * owner it asks for) and the caller has no such session but another owner does, the caller is
-   * not that session's owner */
+   * owner it asks for) and the caller has no such session but another owner does
+   * (xgr_node_live_elsewhere: the 1,000 owners with the most live sessions; a session of an owner
+   * beyond them is answered as not found), the caller is not that session's owner */
   const json_t *ov = json_object_get(o, "owner"), *rv = json_object_get(o, "runner");
   bool named = (ov && !json_is_null(ov)) || (rv && !json_is_null(rv)) ||
                (permit.kind && strcmp(permit.from, permit.runner));
-  if (pid_mode && !named && !xgr_node_live(d->n, owner, root, false, NULL) && live_for_other(d, owner, root))
+  if (pid_mode && !named && !xgr_node_live(d->n, owner, root, false, NULL) && xgr_node_live_elsewhere(d->n, owner, root))
     return xgr__rpc_fail(err, XGR_EPERM, "processId",
                          "session %llu is another owner's (%s has none live): only a session's owner may wake a "
                          "process by pid (delegation through __wakeUp allow lists works in step mode only)",
@@ -268,11 +246,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_alive) {
   if (rc) return rc;
   bool alive = xgr_node_live(d->n, owner, root, false, NULL);   /* hibernated: the store says */
   if (alive) {   /* a session whose end is committed is over, even before the engine marks it finished */
-    xgr_store_session s;
+    xgr_node_session s;
     xgr_error se;
-    if (!xgr_store_session_get(d->st, owner, root, &s, &se)) {
-      alive = s.status == XGR_RESULT_RUNNING;
-      xgr_store_session_clear(&s);
+    if (!xgr_node_session_get(d->n, owner, root, &s, &se)) {
+      alive = s.row.status == XGR_RESULT_RUNNING;
+      xgr_node_session_clear(&s);
     }
   }
   *result = json_boolean(alive);
@@ -287,17 +265,17 @@ XGR__RPCD_METHOD(xgr__rpcd_m_step_executed) {
   if (rc) return rc;
   xgr_store_proc *ps = NULL;
   size_t n = 0;
-  if ((rc = xgr_store_procs(d->st, owner, root, &ps, &n, err))) return xgr__rpc_code(rc, err);
+  if ((rc = xgr_node_procs(d->n, owner, root, &ps, &n, err))) return xgr__rpc_code(rc, err);
   json_t *r = NULL;
   for (size_t i = 0; i < n && !r; i++)
     if (ps[i].iter == iter) r = json_boolean(ps[i].status == XGR_PROC_DONE || ps[i].status == XGR_PROC_ABORTED);
-  xgr_store_procs_free(ps, n);
+  xgr_node_procs_free(ps, n);
   if (!r) {   /* the process row may have left with the TTL; its history row says it ran */
     xgr_store_hist *hs = NULL;
-    if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
+    if (!xgr_node_history(d->n, owner, root, &hs, &n, err)) {
       for (size_t i = 0; i < n && !r; i++)
         if (hs[i].iter == iter) r = json_true();
-      xgr_store_hists_free(hs, n);
+      xgr_node_history_free(hs, n);
     }
   }
   *result = r ? r : json_null();

@@ -3,9 +3,10 @@
  * owner), sorting and paging, and xgr.getSession (one session with its processes, history and
  * engine state).
  *
- * Listing reads the store (what is committed): a session's processes from proc_rt with their join
- * state. Without a rootPid the owner's newest sessions come from the store's sessions table
- * (xgr_store_sessions), so sessions of earlier xgrd processes are listed too.
+ * Listing reads what is committed through the node's queries (xgr/node.h): a session's processes
+ * with their join state (xgr_node_procs). Without a rootPid the owner's newest sessions come from
+ * the store's sessions table (xgr_node_sessions), so sessions of earlier xgrd processes are listed
+ * too; whether a session is live or hibernated is the node's answer (xgr_node_session_get).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +204,7 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
   json_t *next = json_null();
   const char *why = NULL;
   xgr_error e;
-  if (!xgr_store_procs(d->st, s->owner, s->root_pid, &ps, &n, &e)) {
+  if (!xgr_node_procs(d->n, s->owner, s->root_pid, &ps, &n, &e)) {
     json_decref(next);
     next = xgr__rpc_next_wake_json(s, ps, n);
     for (size_t i = 0; i < n; i++) {
@@ -216,7 +217,7 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
         why = "cancelSession";
       }
     }
-    xgr_store_procs_free(ps, n);
+    xgr_node_procs_free(ps, n);
   }
   json_t *j = json_pack("{s:o, s:s, s:s, s:b, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "rootPid",
                         xgr__rpc_u64_json(s->root_pid), "owner", s->owner,
@@ -228,7 +229,6 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
   json_object_set_new(j, "nextWakeAt", next);
   if (s->killed_at) json_object_set_new(j, "killedAt", json_integer(s->killed_at));
   if (s->status == XGR_RESULT_KILLED) json_object_set_new(j, "abortReason", json_string(why ? why : "killed"));
-  (void)d;
   return j;
 }
 
@@ -295,7 +295,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   uint64_t one_root = 0, before = 0;
   const json_t *bv = json_object_get(o, "beforeRootPid");   /* paging: only sessions below it */
   if (bv && !json_is_null(bv) && (rc = xgr__rpc_uint(bv, "beforeRootPid", &before, err))) return rc;
-  xgr_store_session *ss = NULL;
+  xgr_node_session *ss = NULL;
   size_t nss = 0;
   if (bound_root && rv && !json_is_null(rv) && (xgr__rpc_uint(rv, rk, &one_root, err) || one_root != bound_root))
     return xgr__rpc_fail(err, XGR_EPERM, rk, "must equal the permit's sessionId %llu",
@@ -303,31 +303,31 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   if (bound_root) {   /* the permit's session only */
     one_root = bound_root;
     ss = xgr__xcalloc(1, sizeof *ss);
-    if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
+    if (!xgr_node_session_get(d->n, owner, one_root, ss, err)) nss = 1;
   } else if (rv && !json_is_null(rv)) {
     if ((rc = xgr__rpc_uint(rv, rk, &one_root, err))) return rc;
     ss = xgr__xcalloc(1, sizeof *ss);
-    if (!xgr_store_session_get(d->st, owner, one_root, ss, err)) nss = 1;
-  } else if ((rc = xgr_store_sessions(d->st, owner, before, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
+    if (!xgr_node_session_get(d->n, owner, one_root, ss, err)) nss = 1;
+  } else if ((rc = xgr_node_sessions(d->n, owner, before, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
     return xgr__rpc_code(rc, err);
   }
   /* a full scan window may have older sessions below it: the cursor for the next page */
-  uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].root_pid : 0;
+  uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].row.root_pid : 0;
   if (per_session) {
     json_t *rows_ = json_array();
     size_t matched = 0;
     for (size_t r = 0; r < nss; r++) {
-      if (status && !xgr__rpc_session_status_is(&ss[r], status, d->e)) continue;
-      if (matched++ < limit) json_array_append_new(rows_, session_row(d, &ss[r]));
+      if (status && !xgr__rpc_session_status_is(&ss[r], status)) continue;
+      if (matched++ < limit) json_array_append_new(rows_, session_row(d, &ss[r].row));
     }
-    xgr_store_sessions_free(ss, nss);
+    xgr_node_sessions_free(ss, nss);
     xgr_error_clear(err);
     *result = json_pack("{s:o, s:I}", "sessions", rows_, "total", (json_int_t)matched);
     if (next_before) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next_before));
     return 0;
   }
   for (size_t r = 0; r < nss; r++) {
-    const xgr_store_session s = ss[r];
+    const xgr_store_session s = ss[r].row;
     const xgr_bundle *b = NULL;
     char hk[80];
     snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
@@ -335,7 +335,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!raw) xgr_node_bundle(d->n, hk, &b, "ostcHash", &be);
     xgr_store_proc *ps = NULL;
     size_t n = 0;
-    if (!xgr_store_procs(d->st, owner, s.root_pid, &ps, &n, err)) {
+    if (!xgr_node_procs(d->n, owner, s.root_pid, &ps, &n, err)) {
       for (size_t i = 0; i < n; i++) {
         if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
         if (only_step && (ps[i].status != XGR_PROC_WAITING || strcmp(ps[i].step_id, only_step))) continue;
@@ -352,11 +352,11 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
         rs.v[rs.n++] = (row){s.root_pid, ps[i].iter, updated_ms(&ps[i]),
                              raw ? item_raw(&s, &ps[i], allow_mode) : item_join(&s, b ? b->orch : NULL, &ps[i])};
       }
-      xgr_store_procs_free(ps, n);
+      xgr_node_procs_free(ps, n);
     }
     xgr_node_bundle_put(d->n, b);
   }
-  xgr_store_sessions_free(ss, nss);
+  xgr_node_sessions_free(ss, nss);
   xgr_error_clear(err);
   row *tmp = xgr__xmalloc(rs.n * sizeof *tmp);
   sort_rows(rs.v, rs.n, tmp, rs.keys, rs.nkeys);
@@ -418,12 +418,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                          "signer %s may not read the sessions of %s (it is not the owner)", who, owner);
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
-  xgr_store_session s = {0};
-  if ((rc = xgr_store_session_get(d->st, owner, root, &s, err))) {
+  xgr_node_session ns;
+  if ((rc = xgr_node_session_get(d->n, owner, root, &ns, err))) {
     if (rc == XGR_ENOTFOUND)
       xgr_error_set(err, rc, tpath, "no session %s/%llu", owner, (unsigned long long)root);
     return xgr__rpc_code(rc, err);
   }
+  const xgr_store_session s = ns.row;
   const xgr_bundle *b = NULL;
   char hk[80];
   snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
@@ -433,22 +434,22 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   xgr_store_proc *ps = NULL;
   size_t n = 0;
   json_t *next_wake = json_null();
-  if (!xgr_store_procs(d->st, owner, root, &ps, &n, err)) {
+  if (!xgr_node_procs(d->n, owner, root, &ps, &n, err)) {
     for (size_t i = 0; i < n; i++)
       if (!iter || ps[i].iter == iter) json_array_append_new(procs, item_join(&s, b ? b->orch : NULL, &ps[i]));
     json_decref(next_wake);
     next_wake = xgr__rpc_next_wake_json(&s, ps, n);
-    xgr_store_procs_free(ps, n);
+    xgr_node_procs_free(ps, n);
   }
   xgr_node_bundle_put(d->n, b);
   /* internal wake-ups this session sent that were refused (issue 14): to whom, why, when; each is
    * also a history row, after the row of the step that sent it */
   xgr_store_wake *ws = NULL;
   size_t nw = 0;
-  if (xgr_store_wakes_refused(d->st, owner, root, &ws, &nw, err)) nw = 0;
+  if (xgr_node_wakes_refused(d->n, owner, root, &ws, &nw, err)) nw = 0;
   bool *wdone = xgr__xcalloc(nw + 1, sizeof *wdone);
   xgr_store_hist *hs = NULL;
-  if (!xgr_store_history(d->st, owner, root, &hs, &n, err)) {
+  if (!xgr_node_history(d->n, owner, root, &hs, &n, err)) {
     for (size_t i = 0; i < n; i++) {
       if (iter && hs[i].iter != iter) continue;
       json_t *h = json_pack("{s:o, s:s, s:s, s:o, s:I, s:I}", "pid", xgr__rpc_pid_json(root, hs[i].iter), "step",
@@ -467,35 +468,33 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
       json_array_append_new(hist, h);
       refused_rows(hist, root, hs[i].iter, &hs[i], ws, nw, wdone);
     }
-    xgr_store_hists_free(hs, n);
+    xgr_node_history_free(hs, n);
   }
   for (size_t k = 0; k < nw; k++)   /* senders without a history row (not recorded, or gone) */
     if (!iter || ws[k].from_iter == iter) refused_rows(hist, root, ws[k].from_iter, NULL, ws, nw, wdone);
   free(wdone);
   xgr_error_clear(err);
-  xgr_engine_session_info info;
-  /* a hibernated session is live without being in the engine: the store's row says so */
-  bool in_engine = !xgr_engine_session(d->e, owner, root, &info);
-  /* the engine marks a session finished just after its end is committed: either one ends it */
-  bool live = s.status == XGR_RESULT_RUNNING && (!in_engine || !info.finished);
+  /* live by the row and the engine (a hibernated session is live without being in the engine;
+   * the engine marks a session finished just after its end is committed: either one ends it) */
+  bool in_engine = ns.in_engine, live = ns.live;
   json_t *sess = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:b}", "owner", s.owner, "rootPid",
                            xgr__rpc_u64_json(s.root_pid), "registry", s.registry ? s.registry : "", "ostcId",
                            s.ostc_id ? s.ostc_id : "", "ostcHash", s.ostc_hash ? s.ostc_hash : "", "status",
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   json_object_set_new(sess, "nextWakeAt", next_wake);   /* the session's, whichever process was asked */
-  if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)info.steps));
+  if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)ns.info.steps));
   if (live && !in_engine) json_object_set_new(sess, "hibernated", json_true());   /* evicted; the store holds it */
   if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
-  xgr_store_session_clear(&s);
+  xgr_node_session_clear(&ns);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
   if (nw) {
     json_t *arr = json_array();
     for (size_t i = 0; i < nw; i++) json_array_append_new(arr, refused_json(&ws[i]));
     json_object_set_new(*result, "wakeUpsRefused", arr);
   }
-  xgr_store_wakes_free(ws, nw);
+  xgr_node_wakes_free(ws, nw);
   xgr_error_clear(err);
   return 0;
 }

@@ -155,10 +155,12 @@ json_t *xgr__rpc_u64_json(uint64_t v) {
 void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p) {
   json_object_set_new(it, "valid", p->valid < 0 ? json_null() : json_boolean(p->valid));
   if (p->status == XGR_PROC_WAITING) {   /* when it wakes on its own, and else what it waits for */
-    int64_t w = xgr_store_proc_wakes_at(p);
+    static const char *const waits[] = {[XGR_NODE_WAIT_TIMER] = "timer", [XGR_NODE_WAIT_RESUME] = "resume",
+                                        [XGR_NODE_WAIT_JOIN] = "join", [XGR_NODE_WAIT_WAKEUP] = "wakeUp"};
+    int64_t w;
+    xgr_node_wait why = xgr_node_proc_wait(p, &w);
     json_object_set_new(it, "nextWakeAt", w == XGR_NEVER ? json_null() : json_integer(w));
-    json_object_set_new(it, "waitsFor", json_string(w != XGR_NEVER ? "timer" : p->paused ? "resume"
-                                                     : xgr_store_proc_join_open(p) ? "join" : "wakeUp"));
+    json_object_set_new(it, "waitsFor", json_string(waits[why]));
   }
   if (p->status == XGR_PROC_ABORTED)
     json_object_set_new(it, "abortReason", json_string(xgr_abort_reason_name(p->abort_reason)));
@@ -195,20 +197,19 @@ int xgr__rpc_status_check(const char *status, const char *path, bool sessions, x
   return XGR_ESCHEMA;
 }
 
-bool xgr__rpc_session_status_is(const xgr_store_session *s, const char *want, xgr_engine *e) {
+bool xgr__rpc_session_status_is(const xgr_node_session *ns, const char *want) {
+  const xgr_store_session *s = &ns->row;
   bool live = s->status == XGR_RESULT_RUNNING;
   if (!strcmp(want, "live")) return live;
   if (!strcmp(want, "finished")) return !live;
   if (!strcmp(want, "running")) return live && !s->paused;
-  if (!strcmp(want, "waiting")) {   /* live, not paused, and no process runs now (a hibernated one: none) */
-    xgr_engine_session_info info;
-    return live && !s->paused && (xgr_engine_session(e, s->owner, s->root_pid, &info) || !info.running);
-  }
+  if (!strcmp(want, "waiting"))   /* live, not paused, and no process runs now (a hibernated one: none) */
+    return live && !s->paused && (!ns->in_engine || !ns->info.running);
   return !strcmp(want, xgr__rpc_session_status(s));
 }
 
 json_t *xgr__rpc_next_wake_json(const xgr_store_session *s, const xgr_store_proc *ps, size_t n) {
-  int64_t next = s->paused || s->status != XGR_RESULT_RUNNING ? XGR_NEVER : xgr_store_procs_next_wake(ps, n);
+  int64_t next = xgr_node_session_next_wake(s, ps, n);
   return next == XGR_NEVER ? json_null() : json_integer(next);
 }
 

@@ -151,12 +151,12 @@ json_t *xgr__rpc_u64_json(uint64_t v);
  * of the sender's history row h (NULL: unknown, 0) and the refusal under "wakeUp". New reference. */
 json_t *xgr__rpc_refused_row(uint64_t root, const xgr_store_hist *h, const xgr_store_wake *w);
 /* A stored process's state fields on a list item it: "valid" (null when not decided),
- * for a waiting process "nextWakeAt" (xgr_store_proc_wakes_at; null: it does not wake on its own)
- * and "waitsFor" ("timer", "join": an open join target, "resume": paused, "wakeUp": no timer),
+ * for a waiting process "nextWakeAt" and "waitsFor" (xgr_node_proc_wait: null / "timer", "join": an
+ * open join target, "resume": paused, "wakeUp": no timer),
  * "abortReason" (aborted), "error" (when set). */
 void xgr__rpc_proc_state(json_t *it, const xgr_store_proc *p);
 /* A session's "nextWakeAt" (new reference): the earliest time one of its processes ps[0..n) wakes
- * on its own (xgr_store_procs_next_wake: no paused process, no open join target), or null — also
+ * on its own (xgr_node_session_next_wake: no paused process, no open join target), or null — also
  * for a paused or ended session. The one definition every report (listing, xgr.getSession, the
  * console) uses. */
 json_t *xgr__rpc_next_wake_json(const xgr_store_session *s, const xgr_store_proc *ps, size_t n);
@@ -170,9 +170,9 @@ const char *xgr__rpc_session_status(const xgr_store_session *s);
  * running (live, not paused), waiting (running with no process running now), paused, live,
  * completed, killed, stalled, limit, finished (not live); process words: the process statuses. */
 int xgr__rpc_status_check(const char *status, const char *path, bool sessions, xgr_error *err);
-/* Whether session s has session status word want (checked); "waiting" asks engine e whether a
- * process of s runs. */
-bool xgr__rpc_session_status_is(const xgr_store_session *s, const char *want, xgr_engine *e);
+/* Whether session s (its row and the engine's view, xgr_node_sessions) has session status word
+ * want (checked); "waiting": live, not paused and no process running in the engine. */
+bool xgr__rpc_session_status_is(const xgr_node_session *s, const char *want);
 /* The owner of a request: "owner" (or "runner"), else `who` (the caller); an address, lowercased
  * into owner[n]; *path gets the key it came from. */
 int xgr__rpc_owner(const json_t *o, const char *who, char *owner, size_t n, const char **path, xgr_error *err);

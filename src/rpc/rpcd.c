@@ -186,7 +186,7 @@ xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) 
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
     goto fail;
   }
-  d->console = xgr__console_new(d->st, d->e);
+  d->console = xgr__console_new(n);
   if (xgr_engine_subscribe_interest(d->e, xgr__console_on_event, d->console, xgr__console_interest)) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
     goto fail;

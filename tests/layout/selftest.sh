@@ -68,6 +68,16 @@ cat >"$t/src/rpc/r.c" <<'H'
 #include "rpc/rpc_impl.h"
 int xgr__rpc_code(void) { return XGR_RPC_BAD; }
 H
+cat >"$t/src/rpc/list.c" <<'H'
+#include "rpc/rpc_impl.h"
+/* prose may say xgr_store_procs( */
+static int rows(xgr_store_session *s, xgr_node *n) { return xgr_store_session_get (n, s, "xgr_store_failed(") + xgr_node_procs(n); }
+H
+# the files the rpc-store rule exempts for now (its allow-list) may call the store
+for f in $(sed -n 's/^rpc_store_allow="\(.*\)"$/\1/p' "$check"); do
+  mkdir -p "$t/$(dirname "$f")"
+  printf '%s\n' 'static int failed(xgr_store *st) { return xgr_store_failed(st, 0); }' >"$t/$f"
+done
 cat >"$t/src/cli/main.c" <<'H'
 #include "util/suggest.h"
 #include "cli/opts.h"
@@ -97,8 +107,9 @@ src/engine/a.c:14: rpc-code: src/engine uses the JSON-RPC code XGR_RPC_BAD; belo
 src/engine/a.c:16: alloc: raw strdup(); allocate through src/util/alloc.h (xgr__xmalloc, xgr__xcalloc, xgr__xrealloc, xgr__xstrdup, ...)
 src/engine/a.c:18: symbol: variable global_counter is not static and not named xgr_... (public) or xgr__... (library-private)
 src/engine/eng.h:1: impl-header: a private header of src/engine is named <something>_impl.h, not eng.h
+src/rpc/list.c:3: rpc-store: src/rpc calls xgr_store_session_get(); the front end reads through the queries of the node and acts through its commands (xgr/node.h)
 src/util/big.c:1501: size: 1501 lines; a C file under src/ has at most 1,500 (split it by concern)
-check_layout: 22 violation(s)'
+check_layout: 23 violation(s)'
 got=$("$check" "$t"); rc=$?
 if [ "$rc" -ne 1 ] || [ "$got" != "$expected" ]; then
   echo "FAIL: the tree with breaches: exit $rc (want 1); output differs from the expected lines:"
@@ -113,7 +124,12 @@ cat >"$t/src/engine/a.c" <<'H'
 #include "util/alloc.h"
 #include "engine/engine_impl.h"
 static int ok(void) { char *p = xgr__xmalloc(3); return p != 0; /* getenv( malloc( */ }
+static int st(xgr_store *s) { return xgr_store_failed(s, 0); }   /* below src/rpc the store is called */
 void xgr__engine_go(void) {}
+H
+cat >"$t/src/rpc/list.c" <<'H'
+#include "rpc/rpc_impl.h"
+static int rows(const xgr_store_session *s, xgr_node *n) { return xgr_node_procs(n, s->owner) + sizeof(xgr_store_proc); }
 H
 got=$("$check" "$t"); rc=$?
 if [ "$rc" -ne 0 ] || [ -n "$got" ]; then
