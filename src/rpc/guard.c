@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -120,8 +122,15 @@ void xgr__rpc_reaper_stop(xgr_rpc_server *s) {
   s->reaper_on = false;
 }
 
+/* A loopback name, strictly: a dotted-quad IPv4 address in 127.0.0.0/8 (four decimal parts, as
+ * inet_pton reads them), the IPv6 loopback address, or `localhost`. A name that only starts like
+ * one (`127.attacker.example`, which a DNS-rebinding page can point at 127.0.0.1) is not. */
 static bool is_loopback(const char *h) {
-  return !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcasecmp(h, "localhost");
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, h, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, h, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return !strcasecmp(h, "localhost");
 }
 
 bool xgr__rpc_host_allowed(const char *host, const char *listen_host, unsigned port) {

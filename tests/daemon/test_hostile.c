@@ -108,7 +108,55 @@ static int connect_raw(const daemon_t *d) {
   return fd;
 }
 
+/* One raw HTTP/1.1 request to d with the given Host header (and body, for a POST); the status code of
+ * the answer (0: none). */
+static int raw_status(const daemon_t *d, const char *verb, const char *path, const char *host, const char *body) {
+  int fd = connect_raw(d);
+  char req[1024];
+  int n = snprintf(req, sizeof req,
+                   "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                   "Connection: close\r\n\r\n%s",
+                   verb, path, host, body ? strlen(body) : 0, body ? body : "");
+  assert_true(n > 0 && (size_t)n < sizeof req);
+  assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+  char ans[64] = {0};
+  size_t got = 0;
+  while (got < sizeof ans - 1) {
+    ssize_t r = recv(fd, ans + got, sizeof ans - 1 - got, 0);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  int status = 0;
+  if (sscanf(ans, "HTTP/1.%*d %d", &status) != 1) status = 0;
+  return status;
+}
+
 /* ---- tests ------------------------------------------------------------------------------------- */
+
+/* DNS rebinding (issue 38, finding 2): on a loopback listener only a loopback Host is served — a
+ * dotted address in 127/8, [::1] or localhost. `127.attacker.com`, a name a web page can point at
+ * 127.0.0.1, was taken as loopback because it starts with "127."; now its GETs and POSTs are
+ * refused with 403 and change nothing. */
+static void test_rebinding_host(void **state) {
+  (void)state;
+  daemon_t d;
+  start(&d, "rebind", (const char *[]){"--auth", "none", NULL});
+  const char *alive = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_sessionAlive\",\"params\":[\"" OWNER "\",\"1\"]}";
+  char host[96];
+  snprintf(host, sizeof host, "127.0.0.1:%d", d.port);
+  assert_int_equal(raw_status(&d, "POST", "/", host, alive), 200);
+  assert_int_equal(raw_status(&d, "GET", "/ui/", host, NULL), 200);
+  snprintf(host, sizeof host, "localhost:%d", d.port);
+  assert_int_equal(raw_status(&d, "POST", "/", host, alive), 200);
+  const char *evil[] = {"127.attacker.com", "127.0.0.1.attacker.com", "localhost.attacker.com", "127.1"};
+  for (size_t i = 0; i < sizeof evil / sizeof *evil; i++) {
+    snprintf(host, sizeof host, "%s:%d", evil[i], d.port);
+    assert_int_equal(raw_status(&d, "POST", "/", host, alive), 403);
+    assert_int_equal(raw_status(&d, "GET", "/ui/", host, NULL), 403);
+  }
+  finish(&d);
+}
 
 /* /metrics: unknown method names do not mint series (one label value "unknown"), and nothing a
  * client sends can inject a line into the exposition. */
@@ -987,6 +1035,7 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_ALL);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_metrics_labels, xh_teardown),
+    cmocka_unit_test_teardown(test_rebinding_host, xh_teardown),
     cmocka_unit_test_teardown(test_slow_clients, xh_teardown),
     cmocka_unit_test_teardown(test_files_and_exit, xh_teardown),
     cmocka_unit_test_teardown(test_listen_first, xh_teardown),

@@ -1,7 +1,9 @@
 /* test_host_guard.c — the HTTP server's Host-header check against DNS rebinding
  * (xgr__rpc_host_allowed, src/rpc/guard.c): a loopback listener accepts only loopback names, a
  * listener on one address only that address, one on every address any name; a port in the header
- * must be the listening port; a request without Host (HTTP/1.0) passes. */
+ * must be the listening port; a request without Host (HTTP/1.0) passes. A loopback name is a dotted
+ * address in 127/8, the IPv6 loopback or `localhost` — never a DNS name that merely starts with
+ * "127.". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +25,20 @@ static void test_loopback_listener(void **state) {
   assert_false(xgr__rpc_host_allowed("127.0.0.1:", "127.0.0.1", 8729));
   assert_false(xgr__rpc_host_allowed("[::1", "127.0.0.1", 8729));
   assert_false(xgr__rpc_host_allowed("", "127.0.0.1", 8729));
+  /* strictly loopback: a name that only starts like an address in 127/8 is a DNS name an attacker
+   * can point at 127.0.0.1 (issue 38, finding 2) */
+  assert_true(xgr__rpc_host_allowed("127.1.2.3:8729", "127.0.0.1", 8729));
+  assert_true(xgr__rpc_host_allowed("[0:0:0:0:0:0:0:1]:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("127.attacker.com:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("127.attacker.com", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("127.0.0.1.attacker.com:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("127.0.0.1.:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("128.0.0.1:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("localhost.attacker.com:8729", "127.0.0.1", 8729));
+  assert_false(xgr__rpc_host_allowed("[::2]:8729", "127.0.0.1", 8729));
+  /* the same for a listener on another loopback address or on ::1 */
+  assert_true(xgr__rpc_host_allowed("localhost:8729", "::1", 8729));
+  assert_false(xgr__rpc_host_allowed("127.evil:8729", "::1", 8729));
 }
 
 static void test_other_listeners(void **state) {
