@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rule/rule_impl.h"
 #include "util/alloc.h"
@@ -42,7 +43,7 @@ struct xgr_step_state {
   bool pending;               /* req describes apiCalls[call] (or a read, with pending_read) */
   xgr_http_request req;
   char *url, *body;
-  char *hdr[64];
+  char *hdr[65];                /* a rule's headers (64 at most) and the Content-Type of a JSON body */
   bool heap;
 };
 
@@ -523,6 +524,11 @@ static bool prepare_request(xgr_step_state *st) {
     memcpy(st->hdr[i] + hl + 2, v, vl + 1);
     free(v);
     st->req.nheaders = i + 1;
+  }
+  if (a->has_body && a->json_body) {   /* contentType json: the body is sent as JSON unless headers say otherwise */
+    bool named = false;
+    for (size_t i = 0; i < a->nheaders && !named; i++) named = !strcasecmp(a->headers[i].name, "Content-Type");
+    if (!named) st->hdr[st->req.nheaders++] = xgr__xstrdup("Content-Type: application/json");
   }
   if (a->has_body) {
     if (xgr__rule_template_render(&a->body, env_lookup, st, a->json_body ? TPL_JSON : TPL_TEXT, &st->body, &n, &miss,

@@ -8,7 +8,7 @@
  *   /badjson         200 with "this is {not json"
  *   /big             200 with a JSON string body of 1 MiB + 100 bytes
  *   /exact           200 with a JSON body of exactly 1 MiB
- *   /echo            {"method","path","body","header":<X-Test header>}
+ *   /echo            {"method","path","body","header":<X-Test header>,"ctype":<Content-Type header>}
  * the project's stand-in price sources (the shapes of examples/price_api.py, which the example
  * bundles price_feed.json and price_quorum.json read):
  *   /alpha/v1/ticker/BASE-QUOTE    {"pair":"BASE-QUOTE","last":"<alpha>","n":0}
@@ -29,9 +29,11 @@
 #include <string.h>
 #include <time.h>
 
+/* The echoed headers: X-Test into the first 128 bytes of cls, Content-Type into the next 128. */
 static enum MHD_Result collect(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
   (void)kind;
   if (!strcasecmp(key, "X-Test")) snprintf(cls, 128, "%s", value);
+  if (!strcasecmp(key, "Content-Type")) snprintf((char *)cls + 128, 128, "%s", value);
   return MHD_YES;
 }
 
@@ -116,10 +118,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     ret = reply(c, 200, big, n);
     free(big);
   } else if (!strcmp(url, "/echo")) {
-    char hdr[128] = "";
+    char hdr[256] = "";
     MHD_get_connection_values(c, MHD_HEADER_KIND, collect, hdr);
     /* escaped: the body may hold quotes (JSON bodies) */
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "method", method, "path", url, "body", b->p ? b->p : "", "header", hdr);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "method", method, "path", url, "body", b->p ? b->p : "", "header",
+                          hdr, "ctype", hdr + 128);
     char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     ret = reply(c, 200, t ? t : "{}", t ? strlen(t) : 2);

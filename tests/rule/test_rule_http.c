@@ -211,13 +211,15 @@ static void test_post_body_headers(void **st) {
       "\"apiCalls\":[{\"name\":\"e\",\"method\":\"post\",\"urlTemplate\":\"https://api.test/echo\",\"contentType\":\"json\","
       "\"bodyTemplate\":\"hello [Who]\",\"headers\":{\"X-Test\":\"h-[Who]\"},"
       "\"extractMap\":{\"M\":{\"type\":\"string\",\"expr\":\"resp.method\"},\"B\":{\"type\":\"string\",\"expr\":\"resp.body\"},"
-      "\"H\":{\"type\":\"string\",\"expr\":\"resp.header\"}}}],\"rules\":[]}";
+      "\"H\":{\"type\":\"string\",\"expr\":\"resp.header\"},\"C\":{\"type\":\"string\",\"expr\":\"resp.ctype\"}}}],"
+      "\"rules\":[]}";
   xgr_rule *r = rt_load(doc);
   xgr_value p = rt_json("{\"Who\":\"ann\"}");
   xgr_step_result res;
   xgr_step_run(r, p, &ctx, ex, &res);
   assert_true(res.valid);
   assert_string_equal(rt_gets(res.extracted, "M"), "POST");
+  assert_string_equal(rt_gets(res.extracted, "C"), "application/json");   /* contentType json sets the header */
   assert_string_equal(rt_gets(res.extracted, "B"), "hello \"ann\"");   /* a bare placeholder of a json body is JSON */
   assert_string_equal(rt_gets(res.extracted, "H"), "h-ann");
   xgr_step_result_free(&res);
@@ -230,6 +232,29 @@ static void test_post_body_headers(void **st) {
   assert_true(rt_has_soft(&res, "M"));
   xgr_step_result_free(&res);
   xgr_rule_free(r);
+}
+
+/* contentType json sends `Content-Type: application/json` with the body (issue 38: it sent none, so
+ * the body went out as a form); a Content-Type in `headers` wins, once; a text body keeps curl's. */
+static void test_content_type(void **st) {
+  (void)st;
+  const char *docs[] = {
+      "{\"payload\":{},\"apiCalls\":[{\"name\":\"e\",\"method\":\"post\",\"urlTemplate\":\"https://api.test/echo\","
+      "\"contentType\":\"json\",\"bodyTemplate\":\"{}\",\"headers\":{\"content-TYPE\":\"application/vnd.x+json\"},"
+      "\"extractMap\":{\"C\":{\"type\":\"string\",\"expr\":\"resp.ctype\"}}}],\"rules\":[]}",
+      "{\"payload\":{},\"apiCalls\":[{\"name\":\"e\",\"method\":\"post\",\"urlTemplate\":\"https://api.test/echo\","
+      "\"bodyTemplate\":\"a=1\",\"extractMap\":{\"C\":{\"type\":\"string\",\"expr\":\"resp.ctype\"}}}],\"rules\":[]}",
+  };
+  const char *want[] = {"application/vnd.x+json", "application/x-www-form-urlencoded"};
+  for (size_t i = 0; i < 2; i++) {
+    xgr_rule *r = rt_load(docs[i]);
+    xgr_step_result res;
+    xgr_step_run(r, xgr_value_null(), &ctx, ex, &res);
+    assert_true(res.valid);
+    assert_string_equal(rt_gets(res.extracted, "C"), want[i]);
+    xgr_step_result_free(&res);
+    xgr_rule_free(r);
+  }
 }
 
 /* Injection through rendered values (issue 14). A header value rendered with CR/LF (or NUL) fails
@@ -614,6 +639,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_slow_within_timeout), cmocka_unit_test(test_500),
       cmocka_unit_test(test_bad_json),      cmocka_unit_test(test_oversize),
       cmocka_unit_test(test_404_and_refused), cmocka_unit_test(test_post_body_headers),
+      cmocka_unit_test(test_content_type),
       cmocka_unit_test(test_injection),
       cmocka_unit_test(test_resumable),     cmocka_unit_test(test_own_price_feed),
       cmocka_unit_test(test_own_quorum_rules), cmocka_unit_test(test_own_quorum_session),
