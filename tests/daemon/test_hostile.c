@@ -158,6 +158,27 @@ static void test_rebinding_host(void **state) {
   finish(&d);
 }
 
+/* Log forging (issue 38, finding 9): a path with percent-encoded CR/LF (libmicrohttpd decodes it)
+ * is logged escaped inside its quoted value, so no request can start a line of its own in the log. */
+static void test_log_forging(void **state) {
+  (void)state;
+  daemon_t d;
+  start(&d, "forge", (const char *[]){NULL});
+  char host[64];
+  snprintf(host, sizeof host, "127.0.0.1:%d", d.port);
+  assert_int_equal(raw_status(&d, "GET", "/x%0d%0alevel=error%20msg=forged%0a", host, NULL), 404);
+  assert_int_equal(raw_status(&d, "GET", "/healthz", host, NULL), 200);   /* a line after it */
+  xh_msleep(100);
+  static char log[1 << 16];
+  xh_read_log(&d, log, sizeof log);
+  assert_null(strstr(log, "\nlevel=error msg=forged"));
+  assert_null(strchr(log, '\r'));
+  const char *line = strstr(log, "level=error");
+  assert_non_null(line);   /* it is there, escaped inside the path's quoted value */
+  assert_true(line > log && line[-1] != '\n');
+  finish(&d);
+}
+
 /* /metrics: unknown method names do not mint series (one label value "unknown"), and nothing a
  * client sends can inject a line into the exposition. */
 static void test_metrics_labels(void **state) {
@@ -1036,6 +1057,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_metrics_labels, xh_teardown),
     cmocka_unit_test_teardown(test_rebinding_host, xh_teardown),
+    cmocka_unit_test_teardown(test_log_forging, xh_teardown),
     cmocka_unit_test_teardown(test_slow_clients, xh_teardown),
     cmocka_unit_test_teardown(test_files_and_exit, xh_teardown),
     cmocka_unit_test_teardown(test_listen_first, xh_teardown),
