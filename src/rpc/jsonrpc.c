@@ -65,12 +65,27 @@ static const char *code_message(int code) {
   }
 }
 
+/* s as a JSON string that always exists: text that is not UTF-8 (a message quoting bytes a client
+ * sent) has each byte outside printable ASCII replaced by '?', so the error is still answered
+ * (jansson refuses such text, and a refused error object used to become `"result":null`). */
+static json_t *text_json(const char *s) {
+  size_t n = strlen(s);
+  if (xgr_utf8_valid(s, n)) return json_stringn(s, n);
+  char *t = xgr__xstrdup(s);
+  for (char *p = t; *p; p++)
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+  json_t *j = json_stringn(t, n);
+  free(t);
+  return j;
+}
+
 static json_t *error_obj(int code, const xgr_error *e) {
-  json_t *err = json_pack("{s:i, s:s}", "code", code,
-                          "message", e && e->message[0] ? e->message : code_message(code));
+  json_t *err = json_object();
+  json_object_set_new(err, "code", json_integer(code));
+  json_object_set_new(err, "message", text_json(e && e->message[0] ? e->message : code_message(code)));
   if (e && (e->path[0] || e->code)) {
     json_t *data = json_object();
-    if (e->path[0]) json_object_set_new(data, "path", json_string(e->path));
+    if (e->path[0]) json_object_set_new(data, "path", text_json(e->path));
     if (e->code) json_object_set_new(data, "error", json_string(xgr_errcode_name(e->code)));
     json_object_set_new(err, "data", data);
   }

@@ -179,6 +179,30 @@ static void test_log_forging(void **state) {
   finish(&d);
 }
 
+/* A refusal that quotes a value the client sent is always answered as an error (issue 38, finding 7):
+ * a number beyond int64 where a name is expected reached the message as bytes that are not UTF-8,
+ * the error object could not be built, and the answer was `"result":null`. */
+static void test_unencodable_refusal(void **state) {
+  (void)state;
+  daemon_t d;
+  start(&d, "unenc", (const char *[]){NULL});
+  const char *bodies[] = {
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\","
+      "\"xrc729\":100000000000000000000000,\"ostcId\":\"x\",\"init\":{\"stepId\":\"S\"}}}",
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\","
+      "\"xrc729\":\"local\",\"ostcId\":100000000000000000000000,\"init\":{\"stepId\":\"S\"}}}",
+  };
+  for (size_t i = 0; i < 2; i++) {
+    json_t *r = xh_post(&d, bodies[i], strlen(bodies[i]));
+    assert_null(json_object_get(r, "result"));
+    assert_true(err_of(r, NULL, 0) < 0);
+    const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+    assert_non_null(msg);
+    json_decref(r);
+  }
+  finish(&d);
+}
+
 /* /metrics: unknown method names do not mint series (one label value "unknown"), and nothing a
  * client sends can inject a line into the exposition. */
 static void test_metrics_labels(void **state) {
@@ -1058,6 +1082,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_metrics_labels, xh_teardown),
     cmocka_unit_test_teardown(test_rebinding_host, xh_teardown),
     cmocka_unit_test_teardown(test_log_forging, xh_teardown),
+    cmocka_unit_test_teardown(test_unencodable_refusal, xh_teardown),
     cmocka_unit_test_teardown(test_slow_clients, xh_teardown),
     cmocka_unit_test_teardown(test_files_and_exit, xh_teardown),
     cmocka_unit_test_teardown(test_listen_first, xh_teardown),
