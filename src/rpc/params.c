@@ -328,6 +328,13 @@ int xgr_rpc_param_string(const json_t *params, const char *key, bool required, c
   *out = NULL;
   int rc = param(params, key, required, &v, "a string", err);
   if (rc || !v) return rc;
+  xgr_value x;
+  if (xgr_json_exact_integer(v, &x)) {   /* a number beyond int64: a number, not a string */
+    char dec[96];
+    xgr_bigint_to_dec(x, dec, sizeof dec);
+    xgr_value_release(x);
+    return xgr__rpc_fail(err, XGR_ESCHEMA, key, "is %.60s; expected a string", dec);
+  }
   if (!json_is_string(v)) return wrong(v, key, "a string", err);
   *out = json_string_value(v);
   return 0;

@@ -192,12 +192,15 @@ static void test_unencodable_refusal(void **state) {
       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\","
       "\"xrc729\":\"local\",\"ostcId\":100000000000000000000000,\"init\":{\"stepId\":\"S\"}}}",
   };
+  const char *paths[] = {"xrc729", "ostcId"};
   for (size_t i = 0; i < 2; i++) {
     json_t *r = xh_post(&d, bodies[i], strlen(bodies[i]));
     assert_null(json_object_get(r, "result"));
-    assert_true(err_of(r, NULL, 0) < 0);
+    char path[64];
+    assert_int_equal(err_of(r, path, sizeof path), -32602);   /* refused where it is read: a number, not a name */
+    assert_string_equal(path, paths[i]);
     const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
-    assert_non_null(msg);
+    assert_string_equal(msg, "is 100000000000000000000000; expected a string");
     json_decref(r);
   }
   finish(&d);
