@@ -316,6 +316,32 @@ int xgr_node_doc(xgr_node *n, xgr_registry_kind kind, const char *id, uint32_t v
 int xgr_node_doc_by_hash(xgr_node *n, xgr_registry_kind kind, const char *hash, xgr_store_doc *out, xgr_error *err);
 void xgr_node_doc_clear(xgr_store_doc *d);
 
+/* ---- Registry: stored rules and orchestrations ---- */
+
+/* A registration: document bytes (already checked by the caller: within its size cap, it parses)
+ * to store as the next version of `key` — and, for an orchestration, of `current`, the registry's
+ * current one. Registering the same bytes again gives the existing version. With owner_only (permit
+ * mode) a key that another owner registered first is refused (XGR_EPERM at key_path or
+ * current_path): the first writer owns it. Everything is borrowed for the call. */
+typedef struct xgr_node_register_req {
+  xgr_registry_kind kind;
+  const char *key;              /* orchestration: "<registry>/<id>"; rule: its (owner-scoped) key */
+  const char *current;          /* orchestration: "<registry>"; NULL for a rule */
+  const char *id;               /* orchestration: its id (for the log line), else NULL */
+  const char *who;              /* the signer, "" without permits */
+  bool owner_only;
+  const char *key_path, *current_path;   /* the parameters they came from, for a refusal */
+  const char *bytes;
+  size_t len;
+} xgr_node_register_req;
+
+/* Register r: *out gets the new (or same) registration of r->key, *prev the one it replaced
+ * (version 0: none); both are freed with xgr_node_doc_clear, also after an error. The bundle
+ * cache forgets what it assembled from the replaced documents, and the node logs the
+ * registration. Returns 0, XGR_EPERM, or the store's error. */
+int xgr_node_register(xgr_node *n, const xgr_node_register_req *r, xgr_store_doc *out, xgr_store_doc *prev,
+                      xgr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
  *               forwarded control commands (docs/CLUSTER.md).
  *   query.c     the queries the front ends read sessions and documents through (xgr/node.h,
  *               "Queries: reading sessions").
+ *   registry.c  registering orchestrations and rules (xgr/node.h, "Registry").
  *
  * Not installed; nothing outside src/node includes it. Every function here is library-private
  * (xgr__ prefix).

@@ -45,28 +45,6 @@ static int doc_bytes(const json_t *o, const char *key, char **bytes, size_t *len
   return 0;
 }
 
-/* The newest registration of (kind, key) into *prev (version 0 when there is none). In permit mode
- * a key registered by another owner is refused: the first writer owns it (issue 16). */
-static int owned(xgr_rpcd *d, const xgr_rpc_caller *caller, xgr_registry_kind kind, const char *key, const char *who,
-                 const char *path, xgr_store_doc *prev, xgr_error *err) {
-  memset(prev, 0, sizeof *prev);
-  int rc = xgr_store_doc_get(d->st, kind, key, 0, prev, err);
-  if (rc == XGR_ENOTFOUND) {
-    xgr_error_clear(err);
-    memset(prev, 0, sizeof *prev);
-    return 0;
-  }
-  if (rc) return xgr__rpc_code(rc, err);
-  if (xgr__rpc_permits(caller) && prev->owner && prev->owner[0] && strcasecmp(prev->owner, who)) {
-    int r = xgr__rpc_fail(err, XGR_EPERM, path,
-                          "\"%s\" is owned by %s; only its owner may register a new version (signer %s)", key,
-                          prev->owner, who);
-    xgr_store_doc_clear(prev);
-    return r;
-  }
-  return 0;
-}
-
 /* "replaces": {version, hash} of the registration a new version replaced. */
 static void replaced(json_t *r, const xgr_store_doc *prev, const xgr_store_doc *now) {
   if (prev->version && now->version > prev->version)
@@ -122,44 +100,24 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
     return rc;
   }
   xgr__rpc_registry_key(key, reg, id);
-  xgr_store_doc doc = {0}, doc2 = {0}, prev = {0}, prev2 = {0};
-  if ((rc = owned(d, caller, XGR_REG_ORCHESTRATION, reg, who, rpath, &prev2, err)) ||
-      (rc = owned(d, caller, XGR_REG_ORCHESTRATION, key, who, ostc_id ? "ostcId" : "orchestration.id", &prev, err))) {
-    xgr_store_doc_clear(&prev2);
-    xgr_orch_free(orch);
-    free(bytes);
-    return rc;
-  }
-  rc = xgr_store_register(d->st, XGR_REG_ORCHESTRATION, key, who, bytes, len, &doc, err);
-  if (!rc) rc = xgr_store_register(d->st, XGR_REG_ORCHESTRATION, reg, who, bytes, len, &doc2, err);
+  xgr_node_register_req rr = {.kind = XGR_REG_ORCHESTRATION, .key = key, .current = reg, .id = id, .who = who,
+                              .owner_only = xgr__rpc_permits(caller), .key_path = ostc_id ? "ostcId" : "orchestration.id",
+                              .current_path = rpath, .bytes = bytes, .len = len};
+  xgr_store_doc doc, prev;
+  rc = xgr_node_register(d->n, &rr, &doc, &prev, err);
   free(bytes);
-  if (rc) {
-    xgr_store_doc_clear(&prev);
-    xgr_store_doc_clear(&prev2);
-    xgr_orch_free(orch);
-    return xgr__rpc_code(rc, err);
+  if (!rc) {
+    json_t *r = doc_json(&doc);
+    json_object_set_new(r, "registry", json_string(reg));
+    json_object_set_new(r, "ostcId", json_string(id));
+    json_object_set_new(r, "steps", json_integer((json_int_t)orch->nsteps));
+    replaced(r, &prev, &doc);
+    *result = r;
   }
-  xgr_node_bundle_forget(d->n, key);
-  xgr_node_bundle_forget(d->n, reg);
-  json_t *r = doc_json(&doc);
-  json_object_set_new(r, "registry", json_string(reg));
-  json_object_set_new(r, "ostcId", json_string(id));
-  json_object_set_new(r, "steps", json_integer((json_int_t)orch->nsteps));
-  replaced(r, &prev, &doc);
-  xgr_store_doc_clear(&prev);
-  xgr_store_doc_clear(&prev2);
-  xgr_logfmt l;
-  xgr_node_log_begin(d->n, &l, "info", "orchestration registered");
-  xgr_logfmt_str(&l, "registry", reg);
-  xgr_logfmt_str(&l, "ostcId", id);
-  xgr_logfmt_u64(&l, "version", doc.version);
-  xgr_logfmt_str(&l, "hash", doc.hash);
-  xgr_node_log_end(d->n, &l);
-  xgr_store_doc_clear(&doc);
-  xgr_store_doc_clear(&doc2);
+  xgr_node_doc_clear(&prev);
+  xgr_node_doc_clear(&doc);
   xgr_orch_free(orch);
-  *result = r;
-  return 0;
+  return rc;
 }
 
 XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
@@ -177,7 +135,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   if ((rc = xgr__rpc_version(o, &version, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
   xgr_store_doc doc = {0};
-  if ((rc = xgr_store_doc_get(d->st, XGR_REG_ORCHESTRATION, key, version, &doc, err))) {
+  if ((rc = xgr_node_doc(d->n, XGR_REG_ORCHESTRATION, key, version, &doc, err))) {
     if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, ostc_id ? "ostcId" : rpath, "no orchestration \"%s\"%s", key,
                                            version ? " in that version" : "");
     return xgr__rpc_code(rc, err);
@@ -190,7 +148,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   json_object_set_new(r, "ostcId", json_string(ostc_id ? ostc_id : doc_id ? doc_id : ""));
   json_object_set_new(r, "orchestration", oj ? oj : json_null());
   json_object_set_new(r, "content", json_stringn(doc.content, doc.len));
-  xgr_store_doc_clear(&doc);
+  xgr_node_doc_clear(&doc);
   *result = r;
   return 0;
 }
@@ -242,17 +200,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
     snprintf(scoped, sizeof scoped, "%.42s/%.127s", who, key);
     memcpy(key, scoped, sizeof key);
   }
-  xgr_store_doc prev = {0};
-  if ((rc = owned(d, caller, XGR_REG_RULE, key, who, kpath, &prev, err))) return rc;
   char *bytes;
   size_t len;
-  if ((rc = doc_bytes(o, "rule", &bytes, &len, err))) {
-    xgr_store_doc_clear(&prev);
-    return rc;
-  }
+  if ((rc = doc_bytes(o, "rule", &bytes, &len, err))) return rc;
   if (len > 131072) {
     free(bytes);
-    xgr_store_doc_clear(&prev);
     return xgr__rpc_fail(err, XGR_ELIMIT, "rule", "is %zu bytes; MaxXRC137Bytes is 131072",
                          len);
   }
@@ -260,31 +212,23 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   xgr_error e;
   if ((rc = xgr_rule_parse(bytes, len, &rule, &e))) {
     free(bytes);
-    xgr_store_doc_clear(&prev);
     return prefixed(rc, err, "rule", &e);
   }
   xgr_rule_free(rule);
-  xgr_store_doc doc = {0};
-  rc = xgr_store_register(d->st, XGR_REG_RULE, key, who, bytes, len, &doc, err);
+  xgr_node_register_req rr = {.kind = XGR_REG_RULE, .key = key, .who = who, .owner_only = xgr__rpc_permits(caller),
+                              .key_path = kpath, .bytes = bytes, .len = len};
+  xgr_store_doc doc, prev;
+  rc = xgr_node_register(d->n, &rr, &doc, &prev, err);
   free(bytes);
-  if (rc) {
-    xgr_store_doc_clear(&prev);
-    return xgr__rpc_code(rc, err);
+  if (!rc) {
+    json_t *r = doc_json(&doc);
+    json_object_set_new(r, "address", json_string(key));
+    replaced(r, &prev, &doc);
+    *result = r;
   }
-  xgr_node_rules_changed(d->n);   /* cached bundles are stale now: freed unless a call or a session holds them */
-  json_t *r = doc_json(&doc);
-  json_object_set_new(r, "address", json_string(key));
-  replaced(r, &prev, &doc);
-  xgr_store_doc_clear(&prev);
-  xgr_logfmt l;
-  xgr_node_log_begin(d->n, &l, "info", "rule registered");
-  xgr_logfmt_str(&l, "key", key);
-  xgr_logfmt_u64(&l, "version", doc.version);
-  xgr_logfmt_str(&l, "hash", doc.hash);
-  xgr_node_log_end(d->n, &l);
-  xgr_store_doc_clear(&doc);
-  *result = r;
-  return 0;
+  xgr_node_doc_clear(&prev);
+  xgr_node_doc_clear(&doc);
+  return rc;
 }
 
 XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
@@ -308,7 +252,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   uint32_t version;
   if ((rc = xgr__rpc_version(o, &version, err))) return rc;
   xgr_store_doc doc = {0};
-  if ((rc = xgr_store_doc_get(d->st, XGR_REG_RULE, key, version, &doc, err))) {
+  if ((rc = xgr_node_doc(d->n, XGR_REG_RULE, key, version, &doc, err))) {
     if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, kpath, "no rule is registered under \"%s\"", key);
     return xgr__rpc_code(rc, err);
   }
@@ -318,7 +262,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   if (xgr_json_parse_exact(doc.content, doc.len, &rj, NULL)) rj = NULL;
   json_object_set_new(r, "rule", rj ? rj : json_null());
   json_object_set_new(r, "content", json_stringn(doc.content, doc.len));
-  xgr_store_doc_clear(&doc);
+  xgr_node_doc_clear(&doc);
   *result = r;
   return 0;
 }
