@@ -30,22 +30,18 @@
 #   getenv        the library reads no environment variable: getenv only in src/cli;
 #   rpc-store     src/rpc calls no xgr_store_...() function: the front end reads through the node's
 #                 queries and acts through its commands (xgr/node.h); naming the store's record
-#                 types (xgr_store_session, ...) is fine. The files in rpc_store_allow below are
-#                 exempt while their store calls are moved behind the node.
+#                 types (xgr_store_session, ...) is fine.
 # Comments and string literals are blanked before the code is read, so prose never trips a rule.
 set -uo pipefail
 root=$(cd "${1:-$(dirname "$0")/..}" && pwd)   # ROOT: another tree (the self-test's)
 cd "$root" || exit 2
-
-# src/rpc files still calling the store directly: being moved behind the node (empty once done).
-rpc_store_allow="src/rpc/registry.c src/rpc/rpcd.c src/rpc/start.c"
 
 out=$(mktemp "${TMPDIR:-/tmp}/check_layout.XXXXXX") || exit 2
 trap 'rm -f "$out"' EXIT
 mapfile -t files < <(find src include/xgr -type f \( -name '*.c' -o -name '*.h' \) | LC_ALL=C sort)
 [ "${#files[@]}" -gt 0 ] || { echo "check_layout: no sources under $root/src" >&2; exit 2; }
 
-LC_ALL=C awk -v sq="'" -v rpc_store_allow="$rpc_store_allow" '
+LC_ALL=C awk -v sq="'" '
 function report(line, rule, msg) { print FILENAME ":" line ": " rule ": " msg; nviol++ }
 
 # The line with comments and the contents of string and character literals blanked (the quotes
@@ -79,7 +75,7 @@ function begin_file(   p, n) {
   module = (p[1] == "src" && n >= 3) ? p[2] : ""
   isc = (FILENAME ~ /\.c$/)
   incli = (module == "cli")
-  rpcstore = (module == "rpc" && index(" " rpc_store_allow " ", " " FILENAME " ") == 0)
+  rpcstore = (module == "rpc")
   lower = (module ~ /^(node|engine|store|session|rule|orch|cel|value|util|auth|chain|runtime|xrc|explore)$/)
   if (p[1] == "src" && FILENAME ~ /\.h$/ && module != "util" && module != "cli" && p[n] !~ /_impl\.h$/)
     report(1, "impl-header", "a private header of src/" module " is named <something>_impl.h, not " p[n])

@@ -25,6 +25,7 @@
 #include "xgr/error.h"
 #include "xgr/logfmt.h"
 #include "xgr/metrics.h"
+#include "xgr/permit.h"
 #include "xgr/store.h"
 
 #ifdef __cplusplus
@@ -199,6 +200,63 @@ typedef struct xgr_node_start_req {
 /* 0 (started will be called), XGR_ECONFLICT when this node's engine runs (owner, root) already or,
  * with hibernation or on a cluster, the store holds it (started is not called), XGR_ESTATE when the node is stopping, or another error. */
 int xgr_node_start(xgr_node *n, const xgr_node_start_req *r, xgr_error *err);
+
+/* ---- Starting sessions as a front end asks (start.c) ---- */
+
+/* What a start answers (xgr.enqueue's ack): the session was started (queued: it runs now;
+ * scheduled: its start waits, init.waitMs), or it exists and runs already (already; scheduled:
+ * waiting on a timer; paused). */
+typedef enum xgr_node_ack {
+  XGR_NODE_ACK_QUEUED = 0,
+  XGR_NODE_ACK_ALREADY,
+  XGR_NODE_ACK_PAUSED,
+  XGR_NODE_ACK_SCHEDULED,
+  XGR_NODE_ACK_N
+} xgr_node_ack;
+
+/* A start that is on its way: its outcome is made ready by done, and answered (and freed) by
+ * xgr_node_enqueued_answer. */
+typedef struct xgr_node_enqueued xgr_node_enqueued;
+
+/* A start request, read and checked for form by the front end. Everything is borrowed for the
+ * call. Paths name the request's parameters in refusals. */
+typedef struct xgr_node_enqueue_req {
+  const char *owner;            /* lowercased address */
+  uint64_t root;                /* 0: the owner's next rootPid */
+  const char *reg_key;          /* the registry key of the orchestration ("<registry>/<ostcId>" or "<registry>") */
+  const char *registry;         /* the registry name recorded on the session */
+  const char *reg_path;
+  const char *ostc_id;          /* as the request names it, or NULL */
+  const char *ostc_hash;        /* a pinned orchestration hash, or NULL */
+  const char *step, *step_path; /* the start step (NULL: the orchestration's first) */
+  const json_t *payload;        /* the start payload (an object), or NULL */
+  const char *payload_path;
+  int64_t wait_ms;              /* the start process waits this long (0: it runs at once) */
+  const char *who;              /* the permit's signer ("" without permits) */
+  const xgr_permit *permit;     /* the verified SessionPermit; NULL or kind 0 without permits */
+  /* before(ctx, root): the session is about to start with this rootPid (before it can make any
+   * event: register what waits for its events here); may be NULL. done(ctx, p): its outcome is
+   * ready — from the committing thread, or inside xgr_node_enqueue; must not block; the caller
+   * then answers with xgr_node_enqueued_answer(p). */
+  void (*before)(void *ctx, uint64_t root);
+  void (*done)(void *ctx, xgr_node_enqueued *p);
+  void *ctx;
+} xgr_node_enqueue_req;
+
+/* Start r's session: its bundle, the pinned hash, the permit's bindings (and, for a registry on
+ * the chain, the signer's role), its step and payload, its rootPid. Returns an error (nothing
+ * started, before and done not called), or 0 with *root and *hash (the orchestration's, 67
+ * bytes; also set after the bundle was found when an error follows) and either *pending false and
+ * *ack (the session runs here already: nothing started) or *pending true: before and then, exactly
+ * once, done are called. */
+int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root, char hash[67], xgr_node_ack *ack,
+                     bool *pending, xgr_error *err);
+/* The ack of a start whose done came, or its error (a conflict when the session exists and ended:
+ * a rootPid is used once); frees p. */
+int xgr_node_enqueued_answer(xgr_node_enqueued *p, xgr_node_ack *ack, xgr_error *err);
+
+/* The rootPid owner's next start without one would get (read, not taken): 1 for a new owner. */
+int xgr_node_next_root(xgr_node *n, const char *owner, uint64_t *root, xgr_error *err);
 
 /* A control command on a session, wherever it runs. */
 typedef enum xgr_node_ctl_op {

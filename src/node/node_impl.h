@@ -9,6 +9,7 @@
  *   query.c     the queries the front ends read sessions and documents through (xgr/node.h,
  *               "Queries: reading sessions").
  *   registry.c  registering orchestrations and rules (xgr/node.h, "Registry").
+ *   start.c     starting a session as a front end asks (xgr/node.h, "Starting sessions").
  *
  * Not installed; nothing outside src/node includes it. Every function here is library-private
  * (xgr__ prefix).

@@ -72,10 +72,9 @@ typedef struct xgr__guard {
   xgr_rpc_method_fn fn;
 } xgr__guard;
 
-/* The answer to a start. */
-typedef enum xgr__ack { XGR__ACK_QUEUED = 0, XGR__ACK_ALREADY, XGR__ACK_PAUSED, XGR__ACK_SCHEDULED, XGR__ACK_N } xgr__ack;
-/* Their names in the answers and the xgr_enqueue_total labels (defined in start.c). */
-extern const char *const xgr__rpcd_ack_names[XGR__ACK_N];
+/* The names of a start's acks (xgr_node_ack, xgr/node.h) in the answers and the xgr_enqueue_total
+ * labels (defined in start.c). */
+extern const char *const xgr__rpcd_ack_names[XGR_NODE_ACK_N];
 
 /* The service: the JSON-RPC face of a node. Created and freed by rpcd.c; the other files only use
  * it. The node and what it owns are borrowed (the node outlives the service's use of them). */
@@ -99,7 +98,7 @@ struct xgr_rpcd {
   pthread_t t_th;
   bool t_on, t_stop;           /* the thread runs; it is asked to end */
   bool v_stop;                 /* the server stops: waiting answers go at once, new ones are not deferred */
-  xgr_counter *c_enq[XGR__ACK_N];
+  xgr_counter *c_enq[XGR_NODE_ACK_N];
   char names[64][40];          /* method names registered on the server (borrowed by it) */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
 };

@@ -41,7 +41,7 @@ typedef struct mdef {
 static int guarded(void *ctx, const xgr_rpc_caller *caller, const json_t *params, json_t **result, xgr_error *err) {
   const xgr__guard *g = ctx;
   xgr_error se;
-  if (xgr_store_failed(g->d->st, &se))
+  if (xgr_node_store_failed(g->d->n, &se))
     return xgr__rpc_fail(err, XGR_EIO, NULL, "the store failed, so xgrd takes no more work: %s",
                          se.message);
   return g->fn(g->d, caller, params, result, err);
@@ -159,7 +159,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
   if (rc) return rc;
   xgr__rpc_on_stop(s, xgr__rpcd_waiters_stop, d);   /* deferred validateDataTransfer answers go before the listener */
   xgr_metrics *m = xgr_rpc_metrics(s);   /* the store's metrics went to cfg.metrics in xgr_rpcd_new */
-  for (int a = 0; a < XGR__ACK_N; a++) {
+  for (int a = 0; a < XGR_NODE_ACK_N; a++) {
     char l[40];
     snprintf(l, sizeof l, "ack=\"%s\"", xgr__rpcd_ack_names[a]);
     d->c_enq[a] = xgr_metrics_counter(m, "xgr_enqueue_total", "Session starts by answer", l);

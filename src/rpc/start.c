@@ -31,7 +31,7 @@
 #include "xgr/xrc_types.h"
 #include "util/clock.h"
 
-const char *const xgr__rpcd_ack_names[XGR__ACK_N] = {"queued", "already_queued", "paused", "scheduled"};
+const char *const xgr__rpcd_ack_names[XGR_NODE_ACK_N] = {"queued", "already_queued", "paused", "scheduled"};
 
 /* ---- waiting for a first step (validateDataTransfer) ------------------------------------------- */
 
@@ -154,7 +154,7 @@ static void on_store_error(xgr_rpcd *d, const xgr_engine_event *ev) {
   if (atomic_exchange(&d->store_down, true)) return;
   xgr_error e;
   xgr_error_clear(&e);
-  if (!xgr_store_failed(d->st, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
+  if (!xgr_node_store_failed(d->n, &e)) snprintf(e.message, sizeof e.message, "%s", ev->message ? ev->message : "?");
   xgr_node_log_session(d->n, "error",
                        "the store failed: xgrd refuses every write from now on and keeps what was committed; fix the "
                        "store and restart xgrd",
@@ -222,303 +222,115 @@ void xgr__rpcd_on_event(void *ctx, const xgr_engine_event *ev) {
 
 /* ---- starting sessions --------------------------------------------------------------------------- */
 
-typedef struct start_req {
-  const char *owner;           /* lowercased address */
-  uint64_t root;               /* 0: allocate */
-  const char *reg_key;         /* registry key */
-  const char *registry;        /* the registry name recorded on the session */
-  const char *reg_path;        /* parameter path of the registry */
-  const char *ostc_hash;       /* pin or NULL */
-  const char *step;            /* start step or NULL (the orchestration's first step) */
-  const char *step_path, *payload_path;
-  const json_t *payload;       /* object or NULL */
-  int64_t wait_ms;             /* the start process waits this long (init.waitMs; 0: runs at once) */
-  const char *who;             /* the permit's signer ("" with --auth none) */
-  xgr__waiter *w;                   /* validateDataTransfer */
-  const xgr_permit *permit;    /* permit mode: the verified SessionPermit (kind 0 otherwise) */
-  const char *ostc_id;         /* the ostcId the request names, NULL for a registry's current one */
-} start_req;
-
-/* The ack for a session that exists already. */
-static xgr__ack existing_ack(xgr_rpcd *d, const char *owner, uint64_t root, bool paused) {
-  if (paused) return XGR__ACK_PAUSED;
-  xgr_store_proc *ps = NULL;
-  size_t n = 0;
-  xgr_error e;
-  xgr__ack a = XGR__ACK_ALREADY;
-  if (!xgr_store_procs(d->st, owner, root, &ps, &n, &e)) {
-    bool live = false, running = false, all_paused = true;
-    int64_t now = xgr_engine_now(d->e), due = INT64_MAX;
-    for (size_t i = 0; i < n; i++) {
-      if (ps[i].status == XGR_PROC_RUNNING) running = true;
-      if (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) {
-        live = true;
-        if (!ps[i].paused) all_paused = false;
-        int64_t w = xgr_store_proc_wakes_at(&ps[i]);   /* not an open join target's past timer */
-        if (w < due) due = w;
-      }
-    }
-    if (live && all_paused) a = XGR__ACK_PAUSED;
-    else if (live && !running && due != INT64_MAX && due > now) a = XGR__ACK_SCHEDULED;
-    xgr_store_procs_free(ps, n);
-  }
-  return a;
-}
-
-/* The answer for a session the store has already: its ack while it runs, else a conflict (a
- * rootPid is used once). */
-static int stored_ack(xgr_rpcd *d, const char *owner, uint64_t root, xgr__ack *out_ack, xgr_error *err) {
-  xgr_store_session row = {0};
-  int rc = xgr_store_session_get(d->st, owner, root, &row, err);
-  if (rc && rc != XGR_ENOTFOUND) return xgr__rpc_code(rc, err);
-  bool running = !rc && row.status == XGR_RESULT_RUNNING, paused = !rc && row.paused;
-  const char *st = rc ? "gone" : xgr_session_result_name((xgr_session_result)row.status);
-  xgr_store_session_clear(&row);
-  xgr_error_clear(err);
-  if (running) {
-    *out_ack = existing_ack(d, owner, root, paused);
-    return 0;
-  }
-  return xgr__rpc_fail(err, XGR_ECONFLICT, "rootPid",
-                       "session %s/%llu exists and is %s; a rootPid is used once", owner, (unsigned long long)root, st);
-}
-
-/* A start on its way: prepared on the calling thread, started in its actor, answered once the
- * actor's first batch is committed (xgr_node_start) — by the thread that waits for it, or (a
- * deferred enqueue) by the server thread its commit resumes. Owns the bundle reference, the
- * payload and the step copy; freed by whoever answers. */
-typedef struct start_commit {
+/* A start on its way, on the front end's side: what answers it once the node says its outcome is
+ * ready — the thread that waits for it, or (a deferred enqueue) the server thread its commit
+ * resumes (enqueue_finish, which frees it). */
+typedef struct start_call {
   xgr_rpcd *d;
-  const xgr_bundle *b;         /* the call's reference (given back by start_commit_free) */
+  xgr__waiter *w;              /* validateDataTransfer's, or NULL */
+  xgr_rpc_defer *df;           /* the deferred answer (enqueue), or NULL */
+  xgr_rpc_finish_fn finish;
   char owner[64];
   uint64_t root;
-  char *step;                  /* owned */
-  xgr_value payload;           /* owned */
-  int64_t start_at;            /* the start process's first wake (engine clock), 0: at once */
-  char *max_total_gas;         /* owned: the permit's budget, or NULL */
-  char registry[XGR__RPC_MAX_REGISTRY + 1];
-  xgr__waiter *w;              /* validateDataTransfer's, or NULL */
-  int rc;                      /* the first batch's outcome (started) */
-  bool engine_has;             /* the engine ran this session already: nothing was started */
-  xgr_error err;
-  xgr_rpc_defer *df;           /* the deferred answer (enqueue), or NULL */
-  pthread_mutex_t mu;          /* without df: the waiting thread sleeps on cv until done */
+  char hash[67];
+  xgr_node_enqueued *p;        /* set by done */
+  pthread_mutex_t mu;          /* without df: the waiting thread sleeps on cv until p is set */
   pthread_cond_t cv;
-  bool done;
-} start_commit;
+} start_call;
 
-static void start_commit_free(start_commit *sc) {
-  xgr_value_release(sc->payload);
-  free(sc->step);
-  free(sc->max_total_gas);
-  xgr_node_bundle_put(sc->d->n, sc->b);
-  pthread_mutex_destroy(&sc->mu);
-  pthread_cond_destroy(&sc->cv);
-  free(sc);
+/* The node is about to start the session (xgr_node_enqueue_req.before): a validateDataTransfer's
+ * waiter goes on the list before the session can make its first event, and a deferred answer is
+ * handed over before done can come. */
+static void start_before(void *ctx, uint64_t root) {
+  start_call *c = ctx;
+  c->root = root;
+  if (c->w) {
+    snprintf(c->w->owner, sizeof c->w->owner, "%s", c->owner);
+    c->w->root = root;
+    pthread_mutex_lock(&c->d->w_mu);
+    c->w->next = c->d->waiters;
+    c->d->waiters = c->w;
+    atomic_fetch_add(&c->d->nwaiters, 1);
+    pthread_mutex_unlock(&c->d->w_mu);
+  }
+  if (c->df) xgr_rpc_defer_begin(c->df, c->finish, c);
 }
 
-/* Everything before the start: the bundle, the permit's bindings, the owner's checks, the start
- * step and payload, the rootPid. Returns an error code, or 0 with either *out_ack set and *out_sc
- * NULL (a live session: nothing to start), or *out_sc (owned by the caller). *out_b gets the
- * bundle (also on errors, NULL if none was found): sc owns it when made, else the caller gives it
- * back. */
-static int start_prepare(xgr_rpcd *d, start_req *rq, xgr__ack *out_ack, uint64_t *out_root, const xgr_bundle **out_b,
-                         start_commit **out_sc, xgr_error *err) {
-  *out_sc = NULL;
-  if (atomic_load(&d->stopping))
-    return xgr__rpc_fail(err, XGR_EIO, NULL, "xgrd is shutting down");
-  const xgr_bundle *b = NULL;
-  const char *reg_owner = NULL;
-  const json_t *executors = NULL;
-  int rc = xgr_node_bundle_ex(d->n, rq->reg_key, &b, &reg_owner, &executors, rq->reg_path, err);
-  if (rc) return xgr__rpc_code(rc, err);
-  *out_b = b;
-  if (rq->ostc_hash && strcasecmp(rq->ostc_hash, b->orch->hash))
-    return xgr__rpc_fail(
-        err, XGR_EMISMATCH, "ostcHash",
-        "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
-        rq->ostc_hash, rq->reg_key, b->orch->hash);
-  if (rq->permit && rq->permit->kind) {
-    /* the SessionPermit binds the rootPid this start gets (the request's, else the owner's next),
-     * the orchestration (ostcId, registered hash) and the signer's right to start it; checked
-     * before anything is written, and the next rootPid is read, not taken */
-    if (!rq->root && (rc = xgr_store_peek_process_id(d->st, rq->owner, &rq->root, err))) return xgr__rpc_code(rc, err);
-    if ((rc = xgr_auth_check_session(rq->permit, rq->root, rq->ostc_id, b->orch->hash, err)) ||
-        (rc = xgr_auth_check_starter(rq->permit, reg_owner, executors, err)))
-      return rc;
+/* The start's outcome is ready (xgr_node_enqueue_req.done; must not block). */
+static void start_done(void *ctx, xgr_node_enqueued *p) {
+  start_call *c = ctx;
+  if (c->df) {
+    c->p = p;
+    xgr_rpc_defer_ready(c->df);
+    return;
   }
-  /* an XRC-729 registry on the chain: the signer must be its owner or one of its executors
-   * (XRC-729 §4.2); without permits (--auth none) there is no signer to check */
-  if (xgr_node_has_chain(d->n) && rq->permit && rq->permit->kind && rq->who && rq->who[0] && strlen(rq->reg_key) > 43 && rq->reg_key[42] == '/' &&
-      xgr_xrc_is_address(rq->reg_key, 42)) {
-    char reg[43];
-    memcpy(reg, rq->reg_key, 42);
-    reg[42] = 0;
-    bool ok = false;
-    xgr_error ae;
-    if ((rc = xgr_chain_authorized(d->nc->chain, NULL, reg, rq->who, &ok, &ae)))
-      return xgr__rpc_fail(err, XGR_EIO, rq->reg_path, "cannot check the registry's owner: %s", ae.message);
-    if (!ok)
-      return xgr__rpc_fail(err, XGR_EPERM, rq->reg_path,
-                           "the permit's signer %s is neither the owner of registry %s nor one of its executors", rq->who,
-                           reg);
-  }
-  const char *step = rq->step ? rq->step : b->orch->nsteps ? b->orch->steps[0].id : "";
-  int si = xgr_orch_find(b->orch, step);
-  if (si < 0)
-    return xgr__rpc_fail(err, XGR_EREF, rq->step_path,
-                         "step \"%.80s\" is not a step of orchestration \"%s\"", step, b->orch->id);
-  xgr_value payload = xgr_value_null();
-  if (rq->payload) {
-    if (!json_is_object(rq->payload))
-      return xgr__rpc_fail(err, XGR_ESCHEMA, rq->payload_path,
-                           "is not an object; expected the step's input payload {...}");
-    xgr_value_from_json(rq->payload, 0, &payload, err);
-    if (xgr_value_check_list_cap(payload, 64, err)) {
-      xgr_value_release(payload);
-      snprintf(err->path, sizeof err->path, "%s", rq->payload_path);
-      return XGR_ELIMIT;
-    }
-  }
-  uint64_t root = rq->root;
-  if (!root && (rc = xgr_store_next_process_id(d->st, rq->owner, &root, err))) {
-    xgr_value_release(payload);
-    return xgr__rpc_code(rc, err);
-  }
-  *out_root = root;
-  /* a live session? (one the store has but the engine does not run is found by the commit) */
-  xgr_engine_session_info info;
-  if (!xgr_engine_session(d->e, rq->owner, root, &info) && !info.finished) {
-    xgr_value_release(payload);
-    *out_ack = existing_ack(d, rq->owner, root, false);
-    return 0;
-  }
-  start_commit *sc = xgr__xcalloc(1, sizeof *sc);
-  sc->d = d;
-  sc->b = b;
-  snprintf(sc->owner, sizeof sc->owner, "%s", rq->owner);
-  snprintf(sc->registry, sizeof sc->registry, "%s", rq->registry);
-  sc->root = root;
-  sc->step = xgr__xstrdup(step);
-  sc->payload = payload;
-  sc->start_at = rq->wait_ms ? xgr_engine_now(d->e) + rq->wait_ms : 0;
-  if (rq->permit && rq->permit->kind) sc->max_total_gas = xgr__xstrdup(rq->permit->max_total_gas);
-  sc->w = rq->w;
-  pthread_mutex_init(&sc->mu, NULL);
-  pthread_cond_init(&sc->cv, NULL);
-  *out_sc = sc;
-  return 0;
-}
-
-/* The answer once the start is done (sc->rc, sc->err): the ack of a session that ran here already
- * or that the store holds already (another start won), or queued / scheduled. Does not free sc. */
-static int start_answer(start_commit *sc, xgr__ack *out_ack, xgr_error *err) {
-  xgr_rpcd *d = sc->d;
-  if (sc->engine_has) {   /* running here, or in the store only (hibernated, or another node's) */
-    xgr_engine_session_info info;
-    if (!xgr_engine_session(d->e, sc->owner, sc->root, &info) && !info.finished) {
-      *out_ack = existing_ack(d, sc->owner, sc->root, false);
-      return 0;
-    }
-    return stored_ack(d, sc->owner, sc->root, out_ack, err);
-  }
-  if (sc->rc == XGR_ECONFLICT)   /* the store has this session: nothing was written */
-    return stored_ack(d, sc->owner, sc->root, out_ack, err);
-  if (sc->rc) {
-    *err = sc->err;
-    if (!err->message[0]) snprintf(err->message, sizeof err->message, "the store refused the start: %s",
-                                   xgr_errcode_name(sc->rc));
-    return xgr__rpc_code(sc->rc == XGR_ESTATE ? XGR_EIO : sc->rc, err);
-  }
-  *out_ack = sc->start_at ? XGR__ACK_SCHEDULED : XGR__ACK_QUEUED;   /* init.waitMs: its start waits */
-  return 0;
+  pthread_mutex_lock(&c->mu);
+  c->p = p;
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
 }
 
 /* xgr.enqueue's answer (counted by ack). */
-static json_t *enqueue_answer(xgr_rpcd *d, xgr__ack a, const char *owner, uint64_t root, const char *hash) {
+static json_t *enqueue_answer(xgr_rpcd *d, xgr_node_ack a, const char *owner, uint64_t root, const char *hash) {
   xgr_counter_add(d->c_enq[a], 1);
   return json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
                    xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash);
 }
 
-/* The session's first batch is committed or refused (the actor calls it from the committing
- * thread; it must not block): keep the outcome and wake whoever answers. */
-static void start_started(void *ctx, int rc) {
-  start_commit *sc = ctx;
-  sc->rc = rc;
-  if (sc->df) {
-    xgr_rpc_defer_ready(sc->df);
-    return;
-  }
-  pthread_mutex_lock(&sc->mu);
-  sc->done = true;
-  pthread_cond_signal(&sc->cv);
-  pthread_mutex_unlock(&sc->mu);
-}
-
 /* A deferred enqueue's answer, on a server thread once its start is done (xgr_rpc_finish_fn). */
 static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
-  start_commit *sc = ctx;
-  xgr__ack a;
-  int rc = start_answer(sc, &a, err);
-  if (!rc) *result = enqueue_answer(sc->d, a, sc->owner, sc->root, sc->b->orch->hash);
-  start_commit_free(sc);
+  start_call *c = ctx;
+  xgr_node_ack a;
+  int rc = xgr_node_enqueued_answer(c->p, &a, err);
+  if (!rc) *result = enqueue_answer(c->d, a, c->owner, c->root, c->hash);
+  else xgr__rpc_code(rc, err);
+  free(c);
   return rc;
 }
 
-/* Start a session. With df NULL the first commit is waited for on this thread; with df (a single
- * request that may defer its answer) the start is handed over and XGR_RPC_DEFERRED returned,
- * finish answering it (it owns the start_commit). hash (67 bytes) gets the orchestration's hash
- * ("" when no bundle was found). A validateDataTransfer's waiter (rq->w) is registered before the
- * session can make its first event. */
-static int start_session(xgr_rpcd *d, start_req *rq, xgr_rpc_defer *df, xgr_rpc_finish_fn finish, xgr__ack *out_ack,
-                         uint64_t *out_root, char *hash, xgr_error *err) {
-  const xgr_bundle *b = NULL;
-  start_commit *sc;
-  int rc = start_prepare(d, rq, out_ack, out_root, &b, &sc, err);
-  snprintf(hash, 67, "%s", b ? b->orch->hash : "");
-  if (rc || !sc) {
-    xgr_node_bundle_put(d->n, b);
-    return rc;
+/* Start a session (the node decides; r's before, done and ctx are set here). With df NULL the
+ * outcome is waited for on this thread; with df (a single request that may defer its answer) the
+ * start is handed over and XGR_RPC_DEFERRED returned, finish answering it. *out_root gets the
+ * rootPid, hash (67 bytes) the orchestration's hash ("" when no bundle was found). A
+ * validateDataTransfer's waiter (w) is registered before the session can make its first event. */
+static int start_session(xgr_rpcd *d, xgr_node_enqueue_req *r, xgr__waiter *w, xgr_rpc_defer *df,
+                         xgr_rpc_finish_fn finish, xgr_node_ack *out_ack, uint64_t *out_root, char *hash, xgr_error *err) {
+  if (atomic_load(&d->stopping)) return xgr__rpc_fail(err, XGR_EIO, NULL, "xgrd is shutting down");
+  start_call *c = xgr__xcalloc(1, sizeof *c);
+  c->d = d;
+  c->w = w;
+  c->df = df;
+  c->finish = finish;
+  snprintf(c->owner, sizeof c->owner, "%s", r->owner);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  r->before = start_before;
+  r->done = start_done;
+  r->ctx = c;
+  xgr_node_ack a = XGR_NODE_ACK_QUEUED;
+  bool pending = false;
+  int rc = xgr_node_enqueue(d->n, r, out_root, hash, &a, &pending, err);
+  if (rc || !pending) {
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+    if (rc) return xgr__rpc_code(rc, err);
+    *out_ack = a;
+    return 0;
   }
-  if (sc->w) {
-    snprintf(sc->w->owner, sizeof sc->w->owner, "%s", sc->owner);
-    sc->w->root = sc->root;
-    pthread_mutex_lock(&d->w_mu);
-    sc->w->next = d->waiters;
-    d->waiters = sc->w;
-    atomic_fetch_add(&d->nwaiters, 1);
-    pthread_mutex_unlock(&d->w_mu);
-  }
-  xgr_node_start_req nr = {.bundle = sc->b, .owner = sc->owner, .root = sc->root, .step = sc->step,
-                           .payload = sc->payload, .start_at = sc->start_at, .registry = sc->registry,
-                           .max_total_gas = sc->max_total_gas, .started = start_started, .started_ctx = sc};
-  if (df) {
-    sc->df = df;
-    xgr_rpc_defer_begin(df, finish, sc);
-  }
-  xgr_error_clear(&sc->err);
-  rc = xgr_node_start(d->n, &nr, &sc->err);
-  if (rc) {   /* not started: started() will not come */
-    if (rc == XGR_ECONFLICT) sc->engine_has = true;   /* it runs here already, or the store has it */
-    else {
-      xgr_node_log_session(d->n, "warn", "session not started", sc->owner, sc->root, sc->err.message);
-      sc->rc = rc;
-    }
-    if (df) {
-      xgr_rpc_defer_ready(df);
-      return XGR_RPC_DEFERRED;
-    }
-  } else if (df) {
-    return XGR_RPC_DEFERRED;
-  } else {
-    pthread_mutex_lock(&sc->mu);
-    while (!sc->done) pthread_cond_wait(&sc->cv, &sc->mu);
-    pthread_mutex_unlock(&sc->mu);
-  }
-  rc = start_answer(sc, out_ack, err);
-  start_commit_free(sc);
-  return rc;
+  snprintf(c->hash, sizeof c->hash, "%s", hash);
+  if (df) return XGR_RPC_DEFERRED;   /* enqueue_finish answers and frees c */
+  pthread_mutex_lock(&c->mu);
+  while (!c->p) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  xgr_node_enqueued *p = c->p;
+  free(c);
+  rc = xgr_node_enqueued_answer(p, &a, err);
+  if (rc) return xgr__rpc_code(rc, err);
+  *out_ack = a;
+  return 0;
 }
 
 static void waiter_remove(xgr_rpcd *d, xgr__waiter *w) {
@@ -548,7 +360,7 @@ static int validate_answer(xgr__waiter *w, json_t **result, xgr_error *err) {
   if (!w->done && atomic_load(&d->store_down)) {
     waiter_free(w);
     xgr_error se;
-    xgr_store_failed(d->st, &se);
+    xgr_node_store_failed(d->n, &se);
     return xgr__rpc_fail(err, XGR_EIO, NULL,
                          "the store failed before the first step was committed: %s", se.message);
   }
@@ -662,13 +474,14 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr_permit permit;   /* who may: checked once the request is well-formed */
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
-  start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath,
-                  .ostc_hash = hash, .step = step, .step_path = "init.stepId", .payload_path = "init.payload",
-                  .payload = payload, .wait_ms = (int64_t)wait_ms, .permit = &permit, .ostc_id = ostc_id, .who = who};
-  xgr__ack a;
+  xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg,
+                             .reg_path = ostc_id ? "ostcId" : rpath, .ostc_hash = hash, .step = step,
+                             .step_path = "init.stepId", .payload_path = "init.payload", .payload = payload,
+                             .wait_ms = (int64_t)wait_ms, .permit = &permit, .ostc_id = ostc_id, .who = who};
+  xgr_node_ack a;
   char hash_of[67];
   /* a single request is answered once its commit is done, without holding a thread */
-  rc = start_session(d, &rq, caller->defer, enqueue_finish, &a, &root, hash_of, err);
+  rc = start_session(d, &rq, NULL, caller->defer, enqueue_finish, &a, &root, hash_of, err);
   if (rc) return rc;
   *result = enqueue_answer(d, a, owner, root, hash_of);
   return 0;
@@ -702,19 +515,19 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   const json_t *payload = json_object_get(o, "payload");
   if (json_is_null(payload)) payload = NULL;
   xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
-  start_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
-                  .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload", .payload = payload,
-                  .w = w, .permit = &permit, .ostc_id = ostc_id, .who = who};
-  xgr__ack a = XGR__ACK_QUEUED;
-  rc = start_session(d, &rq, NULL, NULL, &a, &root, w->hash, err);
-  if (rc || a != XGR__ACK_QUEUED) {
+  xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
+                             .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload",
+                             .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
+  xgr_node_ack a = XGR_NODE_ACK_QUEUED;
+  rc = start_session(d, &rq, w, NULL, NULL, &a, &root, w->hash, err);
+  if (rc || a != XGR_NODE_ACK_QUEUED) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
     waiter_free(w);
     if (rc) return rc;
     return xgr__rpc_fail(err, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner,
                          (unsigned long long)root, xgr__rpcd_ack_names[a]);
   }
-  xgr_counter_add(d->c_enq[XGR__ACK_QUEUED], 1);
+  xgr_counter_add(d->c_enq[XGR_NODE_ACK_QUEUED], 1);
   long tmo = d->cfg.first_step_timeout_ms > 0 ? d->cfg.first_step_timeout_ms : 10000;
   w->d = d;
   w->step = xgr__xstrdup(step);
@@ -766,7 +579,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   if (!who[0]) return xgr__rpc_fail(err, XGR_ESCHEMA, "from",
                                     "missing; expected the sender's address (0x + 40 hex)");
   uint64_t root;   /* the next expected rootPid (public reference §6): read, not taken */
-  if ((rc = xgr_store_peek_process_id(d->st, who, &root, err))) return xgr__rpc_code(rc, err);
+  if ((rc = xgr_node_next_root(d->n, who, &root, err))) return xgr__rpc_code(rc, err);
   *result = json_pack("{s:o}", "nextProcessId", xgr__rpc_u64_json(root));
   return 0;
 }

@@ -73,11 +73,6 @@ cat >"$t/src/rpc/list.c" <<'H'
 /* prose may say xgr_store_procs( */
 static int rows(xgr_store_session *s, xgr_node *n) { return xgr_store_session_get (n, s, "xgr_store_failed(") + xgr_node_procs(n); }
 H
-# the files the rpc-store rule exempts for now (its allow-list) may call the store
-for f in $(sed -n 's/^rpc_store_allow="\(.*\)"$/\1/p' "$check"); do
-  mkdir -p "$t/$(dirname "$f")"
-  printf '%s\n' 'static int failed(xgr_store *st) { return xgr_store_failed(st, 0); }' >"$t/$f"
-done
 cat >"$t/src/cli/main.c" <<'H'
 #include "util/suggest.h"
 #include "cli/opts.h"

@@ -1,0 +1,240 @@
+/* start.c — starting a session as a front end asks for it (xgr/node.h, "Starting sessions").
+ *
+ * xgr_node_enqueue decides everything between a well-formed request and the session's actor: the
+ * bundle of the registry key (the node's cache), the pinned orchestration hash, the SessionPermit's
+ * bindings (rootPid, orchestration, the signer's right to start it) and, for a registry on the
+ * chain, the signer's role; the start step and payload; the rootPid (the request's, or the owner's
+ * next); whether the session runs here already (its ack at once). Then xgr_node_start hands the
+ * start to the engine: the actor's first batch carries the session row (insert if absent), and its
+ * commit makes the outcome ready (done). xgr_node_enqueued_answer turns the outcome into the ack:
+ * queued or scheduled, or — when the store held the session already (another start won, or it is
+ * hibernated or another cluster node's) — the stored session's ack while it runs, a conflict once
+ * it ended (a rootPid is used once).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "node/node_impl.h"
+#include "util/alloc.h"
+#include "xgr/auth.h"
+#include "xgr/xrc_types.h"
+
+struct xgr_node_enqueued {
+  xgr_node *n;
+  const xgr_bundle *b;          /* the call's reference (given back by xgr_node_enqueued_answer) */
+  char owner[64];
+  uint64_t root;
+  char *step;                   /* owned */
+  xgr_value payload;            /* owned */
+  int64_t start_at;             /* the start process's first wake (engine clock), 0: at once */
+  char *max_total_gas;          /* owned: the permit's budget, or NULL */
+  char *registry;               /* owned */
+  int rc;                       /* the first batch's outcome */
+  bool engine_has;              /* nothing was started: the engine or the store has the session */
+  xgr_error err;
+  void (*done)(void *ctx, xgr_node_enqueued *p);
+  void *ctx;
+};
+
+static void enqueued_free(xgr_node_enqueued *p) {
+  xgr_value_release(p->payload);
+  free(p->step);
+  free(p->max_total_gas);
+  free(p->registry);
+  xgr_node_bundle_put(p->n, p->b);
+  free(p);
+}
+
+/* The ack of a session this node runs or the store holds as running. */
+static xgr_node_ack existing_ack(xgr_node *n, const char *owner, uint64_t root, bool paused) {
+  if (paused) return XGR_NODE_ACK_PAUSED;
+  xgr_store_proc *ps = NULL;
+  size_t np = 0;
+  xgr_error e;
+  xgr_node_ack a = XGR_NODE_ACK_ALREADY;
+  if (!xgr_store_procs(n->st, owner, root, &ps, &np, &e)) {
+    bool live = false, running = false, all_paused = true;
+    int64_t now = xgr_engine_now(n->e), due = INT64_MAX;
+    for (size_t i = 0; i < np; i++) {
+      if (ps[i].status == XGR_PROC_RUNNING) running = true;
+      if (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) {
+        live = true;
+        if (!ps[i].paused) all_paused = false;
+        int64_t w = xgr_store_proc_wakes_at(&ps[i]);   /* not an open join target's past timer */
+        if (w < due) due = w;
+      }
+    }
+    if (live && all_paused) a = XGR_NODE_ACK_PAUSED;
+    else if (live && !running && due != INT64_MAX && due > now) a = XGR_NODE_ACK_SCHEDULED;
+    xgr_store_procs_free(ps, np);
+  }
+  return a;
+}
+
+/* The answer for a session the store has already: its ack while it runs, else a conflict (a
+ * rootPid is used once). */
+static int stored_ack(xgr_node *n, const char *owner, uint64_t root, xgr_node_ack *ack, xgr_error *err) {
+  xgr_store_session row = {0};
+  int rc = xgr_store_session_get(n->st, owner, root, &row, err);
+  if (rc && rc != XGR_ENOTFOUND) return rc;
+  bool running = !rc && row.status == XGR_RESULT_RUNNING, paused = !rc && row.paused;
+  const char *st = rc ? "gone" : xgr_session_result_name((xgr_session_result)row.status);
+  xgr_store_session_clear(&row);
+  xgr_error_clear(err);
+  if (running) {
+    *ack = existing_ack(n, owner, root, paused);
+    return 0;
+  }
+  return xgr_error_set(err, XGR_ECONFLICT, "rootPid", "session %s/%llu exists and is %s; a rootPid is used once", owner,
+                       (unsigned long long)root, st);
+}
+
+/* The answer once the start is done (p->rc, p->err). Does not free p. */
+static int answer(xgr_node_enqueued *p, xgr_node_ack *ack, xgr_error *err) {
+  xgr_node *n = p->n;
+  if (p->engine_has) {   /* running here, or in the store only (hibernated, or another node's) */
+    xgr_engine_session_info info;
+    if (!xgr_engine_session(n->e, p->owner, p->root, &info) && !info.finished) {
+      *ack = existing_ack(n, p->owner, p->root, false);
+      return 0;
+    }
+    return stored_ack(n, p->owner, p->root, ack, err);
+  }
+  if (p->rc == XGR_ECONFLICT) return stored_ack(n, p->owner, p->root, ack, err);   /* nothing was written */
+  if (p->rc) {
+    *err = p->err;
+    if (!err->message[0])
+      snprintf(err->message, sizeof err->message, "the store refused the start: %s", xgr_errcode_name(p->rc));
+    return p->rc == XGR_ESTATE ? XGR_EIO : p->rc;
+  }
+  *ack = p->start_at ? XGR_NODE_ACK_SCHEDULED : XGR_NODE_ACK_QUEUED;   /* init.waitMs: its start waits */
+  return 0;
+}
+
+int xgr_node_next_root(xgr_node *n, const char *owner, uint64_t *root, xgr_error *err) {
+  return xgr_store_peek_process_id(n->st, owner, root, err);
+}
+
+int xgr_node_enqueued_answer(xgr_node_enqueued *p, xgr_node_ack *ack, xgr_error *err) {
+  int rc = answer(p, ack, err);
+  enqueued_free(p);
+  return rc;
+}
+
+/* The first batch is committed or refused (from the committing thread; must not block). */
+static void started(void *ctx, int rc) {
+  xgr_node_enqueued *p = ctx;
+  p->rc = rc;
+  p->done(p->ctx, p);
+}
+
+/* An XRC-729 registry on the chain: the permit's signer must be its owner or one of its executors
+ * (XRC-729 §4.2). */
+static int chain_starter(xgr_node *n, const xgr_node_enqueue_req *r, xgr_error *err) {
+  if (!n->chain_cache || !r->permit || !r->permit->kind || !r->who || !r->who[0] || strlen(r->reg_key) <= 43 ||
+      r->reg_key[42] != '/' || !xgr_xrc_is_address(r->reg_key, 42))
+    return 0;
+  char reg[43];
+  memcpy(reg, r->reg_key, 42);
+  reg[42] = 0;
+  bool ok = false;
+  xgr_error ae;
+  if (xgr_chain_authorized(n->cfg.chain, NULL, reg, r->who, &ok, &ae))
+    return xgr_error_set(err, XGR_EIO, r->reg_path, "cannot check the registry's owner: %s", ae.message);
+  if (!ok)
+    return xgr_error_set(err, XGR_EPERM, r->reg_path,
+                         "the permit's signer %s is neither the owner of registry %s nor one of its executors", r->who, reg);
+  return 0;
+}
+
+int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_out, char hash[67], xgr_node_ack *ack,
+                     bool *pending, xgr_error *err) {
+  *pending = false;
+  hash[0] = 0;
+  const xgr_bundle *b = NULL;
+  const char *reg_owner = NULL;
+  const json_t *executors = NULL;
+  int rc = xgr_node_bundle_ex(n, r->reg_key, &b, &reg_owner, &executors, r->reg_path, err);
+  if (rc) return rc;
+  snprintf(hash, 67, "%s", b->orch->hash);
+  uint64_t root = r->root;
+  xgr_value payload = xgr_value_null();
+  if (r->ostc_hash && strcasecmp(r->ostc_hash, b->orch->hash)) {
+    rc = xgr_error_set(err, XGR_EMISMATCH, "ostcHash",
+                       "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
+                       r->ostc_hash, r->reg_key, b->orch->hash);
+    goto fail;
+  }
+  if (r->permit && r->permit->kind) {
+    /* the SessionPermit binds the rootPid this start gets (the request's, else the owner's next),
+     * the orchestration (ostcId, registered hash) and the signer's right to start it; checked
+     * before anything is written, and the next rootPid is read, not taken */
+    if (!root && (rc = xgr_store_peek_process_id(n->st, r->owner, &root, err))) goto fail;
+    if ((rc = xgr_auth_check_session(r->permit, root, r->ostc_id, b->orch->hash, err)) ||
+        (rc = xgr_auth_check_starter(r->permit, reg_owner, executors, err)))
+      goto fail;
+  }
+  if ((rc = chain_starter(n, r, err))) goto fail;
+  const char *step = r->step ? r->step : b->orch->nsteps ? b->orch->steps[0].id : "";
+  if (xgr_orch_find(b->orch, step) < 0) {
+    rc = xgr_error_set(err, XGR_EREF, r->step_path, "step \"%.80s\" is not a step of orchestration \"%s\"", step,
+                       b->orch->id);
+    goto fail;
+  }
+  if (r->payload) {
+    if (!json_is_object(r->payload)) {
+      rc = xgr_error_set(err, XGR_ESCHEMA, r->payload_path, "is not an object; expected the step's input payload {...}");
+      goto fail;
+    }
+    xgr_value_from_json(r->payload, 0, &payload, err);
+    if (xgr_value_check_list_cap(payload, 64, err)) {
+      snprintf(err->path, sizeof err->path, "%s", r->payload_path);
+      rc = XGR_ELIMIT;
+      goto fail;
+    }
+  }
+  /* the owner's next rootPid, taken now (in permit mode root is already the one peeked above,
+   * which the permit binds) */
+  if (!root && (rc = xgr_store_next_process_id(n->st, r->owner, &root, err))) goto fail;
+  *root_out = root;
+  /* a live session here? (one the store has but the engine does not run is found by the start) */
+  xgr_engine_session_info info;
+  if (!xgr_engine_session(n->e, r->owner, root, &info) && !info.finished) {
+    *ack = existing_ack(n, r->owner, root, false);
+    rc = 0;
+    goto fail;   /* nothing to start: give the bundle back */
+  }
+  xgr_node_enqueued *p = xgr__xcalloc(1, sizeof *p);
+  p->n = n;
+  p->b = b;
+  snprintf(p->owner, sizeof p->owner, "%s", r->owner);
+  p->registry = xgr__xstrdup(r->registry ? r->registry : "");
+  p->root = root;
+  p->step = xgr__xstrdup(step);
+  p->payload = payload;
+  p->start_at = r->wait_ms ? xgr_engine_now(n->e) + r->wait_ms : 0;
+  if (r->permit && r->permit->kind) p->max_total_gas = xgr__xstrdup(r->permit->max_total_gas);
+  p->done = r->done;
+  p->ctx = r->ctx;
+  if (r->before) r->before(r->ctx, root);
+  *pending = true;
+  xgr_node_start_req nr = {.bundle = b, .owner = p->owner, .root = root, .step = p->step, .payload = p->payload,
+                           .start_at = p->start_at, .registry = p->registry, .max_total_gas = p->max_total_gas,
+                           .started = started, .started_ctx = p};
+  xgr_error_clear(&p->err);
+  rc = xgr_node_start(n, &nr, &p->err);
+  if (rc) {   /* not started: started() will not come, so the outcome is ready now */
+    if (rc == XGR_ECONFLICT) p->engine_has = true;   /* it runs here already, or the store has it */
+    else {
+      xgr_node_log_session(n, "warn", "session not started", p->owner, p->root, p->err.message);
+      p->rc = rc;
+    }
+    p->done(p->ctx, p);
+  }
+  return 0;
+fail:
+  xgr_value_release(payload);
+  xgr_node_bundle_put(n, b);
+  return rc;
+}
