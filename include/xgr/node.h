@@ -399,6 +399,10 @@ typedef struct xgr_node_register_req {
  * registration. Returns 0, XGR_EPERM, or the store's error. */
 int xgr_node_register(xgr_node *n, const xgr_node_register_req *r, xgr_store_doc *out, xgr_store_doc *prev,
                       xgr_error *err);
+/* Whether r's signer may register its keys (owner_only: nobody else registered them first), without
+ * writing anything: 0 or XGR_EPERM (or the store's error). r->bytes may be NULL. A front end asks
+ * before it reads the document, so a non-owner is refused as such whatever it sends. */
+int xgr_node_register_allowed(xgr_node *n, const xgr_node_register_req *r, xgr_error *err);
 
 #ifdef __cplusplus
 }

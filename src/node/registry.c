@@ -32,6 +32,18 @@ static int owned(xgr_node *n, xgr_registry_kind kind, const char *key, const cha
   return 0;
 }
 
+int xgr_node_register_allowed(xgr_node *n, const xgr_node_register_req *r, xgr_error *err) {
+  xgr_store_doc d = {0};
+  int rc = 0;
+  if (r->current) {
+    if ((rc = owned(n, r->kind, r->current, r->who, r->owner_only, r->current_path, &d, err))) return rc;
+    xgr_store_doc_clear(&d);
+  }
+  if ((rc = owned(n, r->kind, r->key, r->who, r->owner_only, r->key_path, &d, err))) return rc;
+  xgr_store_doc_clear(&d);
+  return 0;
+}
+
 int xgr_node_register(xgr_node *n, const xgr_node_register_req *r, xgr_store_doc *out, xgr_store_doc *prev,
                       xgr_error *err) {
   memset(out, 0, sizeof *out);

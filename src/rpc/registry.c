@@ -200,6 +200,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
     snprintf(scoped, sizeof scoped, "%.42s/%.127s", who, key);
     memcpy(key, scoped, sizeof key);
   }
+  xgr_node_register_req rr = {.kind = XGR_REG_RULE, .key = key, .who = who, .owner_only = xgr__rpc_permits(caller),
+                              .key_path = kpath};
+  if ((rc = xgr_node_register_allowed(d->n, &rr, err))) return rc;   /* a non-owner is refused first */
   char *bytes;
   size_t len;
   if ((rc = doc_bytes(o, "rule", &bytes, &len, err))) return rc;
@@ -215,8 +218,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
     return prefixed(rc, err, "rule", &e);
   }
   xgr_rule_free(rule);
-  xgr_node_register_req rr = {.kind = XGR_REG_RULE, .key = key, .who = who, .owner_only = xgr__rpc_permits(caller),
-                              .key_path = kpath, .bytes = bytes, .len = len};
+  rr.bytes = bytes;
+  rr.len = len;
   xgr_store_doc doc, prev;
   rc = xgr_node_register(d->n, &rr, &doc, &prev, err);
   free(bytes);

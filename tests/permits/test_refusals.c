@@ -413,6 +413,10 @@ static void test_refusals(void **state) {
                     json_object_get(json_object_get(b, "rules"), "0x00000000000000000000000000000000000000a1"),
                     "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
           "owned by");
+  refused("non-owner invalid rule write", "xgr.putRule",   /* ownership is decided before the document is read */
+          json_pack("{s:s, s:{s:i}, s:o}", "address", "0x00000000000000000000000000000000000000a1", "rule", "bogus", 1,
+                    "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
+          "owned by");
   refused("another owner's session", "xgr.getSession",
           json_pack("{s:s, s:i, s:o}", "owner", C.owner, "rootPid", 1, "permit",
                     sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
