@@ -55,18 +55,17 @@ static xgr_node_ack existing_ack(xgr_node *n, const char *owner, uint64_t root, 
   xgr_node_ack a = XGR_NODE_ACK_ALREADY;
   if (!xgr_store_procs(n->st, owner, root, &ps, &np, &e)) {
     bool live = false, running = false, all_paused = true;
-    int64_t now = xgr_engine_now(n->e), due = INT64_MAX;
     for (size_t i = 0; i < np; i++) {
       if (ps[i].status == XGR_PROC_RUNNING) running = true;
       if (ps[i].status == XGR_PROC_WAITING || ps[i].status == XGR_PROC_RUNNING) {
         live = true;
         if (!ps[i].paused) all_paused = false;
-        int64_t w = xgr_store_proc_wakes_at(&ps[i]);   /* not an open join target's past timer */
-        if (w < due) due = w;
       }
     }
+    /* the earliest timer of a waiting process (not an open join target's past one) */
+    int64_t due = xgr_store_procs_next_wake(ps, np);
     if (live && all_paused) a = XGR_NODE_ACK_PAUSED;
-    else if (live && !running && due != INT64_MAX && due > now) a = XGR_NODE_ACK_SCHEDULED;
+    else if (live && !running && due != XGR_NEVER && due > xgr_engine_now(n->e)) a = XGR_NODE_ACK_SCHEDULED;
     xgr_store_procs_free(ps, np);
   }
   return a;
