@@ -24,7 +24,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from xgrd_harness import Xgrd, pg_schema_url, psql  # noqa: E402
+from xgrd_harness import Xgrd, pg_schema_url  # noqa: E402
+
+ALL = []   # every Node made, so that an interrupted run can kill them
 
 PG_BIN = os.environ.get("XGR_PG_BIN", "/usr/lib/postgresql/15/bin")
 PG_CLUSTER = os.path.join(HERE, "..", "pg", "pg_cluster.sh")
@@ -48,16 +50,22 @@ class Pg:
         self.url = out.stdout.strip().splitlines()[-1]
         self.socket = os.path.join(dir, ".s.PGSQL.5432")
 
-    def sql(self, schema, q):
-        return psql(pg_schema_url(self.url, schema), q)
+    def sql(self, schema, q, timeout=60):
+        """q's output (psql -Atq) in schema; RuntimeError on an error or after timeout s."""
+        out = subprocess.run(["psql", "-Atq", pg_schema_url(self.url, schema), "-c", q], capture_output=True,
+                             text=True, timeout=timeout)
+        if out.returncode:
+            raise RuntimeError("psql %s: %s" % (q[:200], out.stderr))
+        return out.stdout.strip()
 
     def restart(self):
         """Restart the server (immediate stop: as a crash; the WAL makes it consistent again)."""
-        cmd = [os.path.join(PG_BIN, "pg_ctl"), "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w",
-               "-t", "60", "restart"]
+        # -l: the server must not inherit our pipes (run() would wait for their end)
+        cmd = [os.path.join(PG_BIN, "pg_ctl"), "-D", os.path.join(self.dir, "data"), "-l",
+               os.path.join(self.dir, "server.log"), "-m", "immediate", "-w", "-t", "60", "restart"]
         if os.getuid() == 0:
             cmd = ["runuser", "-u", os.environ.get("XGR_PG_USER", "postgres"), "--"] + cmd
-        out = subprocess.run(cmd, capture_output=True, text=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
         if out.returncode:
             raise RuntimeError("pg_ctl restart: %s%s" % (out.stdout, out.stderr))
 
@@ -196,9 +204,11 @@ class Node(Xgrd):
         if hibernate is not None:
             args += ["--hibernate-after", str(hibernate)]
         super().__init__(xgrd, proxy.url(schema), dir, args, name)
+        ALL.append(self)
         self.proxy = proxy
         self.stopped = False          # SIGSTOPped by the driver
-        self.busy = False             # a fault or a restart is under way: the operator leaves it alone
+        self.up = False               # started and meant to run (an exit is then an anomaly)
+        self.dead = False             # killed for good (--repro): nobody restarts it
         self.clock_file = clock_file
         if clock_file:
             with open(clock_file, "w") as f:

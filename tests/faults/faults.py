@@ -67,7 +67,7 @@ def schedule(rnd, nodes, window, lease_ms, kinds):
 
 class Injector:
     """Carries out a schedule on a cluster (run.Run: .nodes, .pg, .start_node, .clock_node) and
-    keeps its nodes running (the operator)."""
+    keeps its nodes running (the operator). A node's lock is held by whoever acts on it."""
 
     def __init__(self, run, faults):
         self.run, self.faults = run, faults
@@ -92,16 +92,19 @@ class Injector:
 
     def inject(self, f):
         run = self.run
-        n = run.nodes[f.node] if f.kind != "pgrestart" else None
+        n = run.nodes[f.node] if f.kind not in ("pgrestart", "clock") else run.clock_node() if f.kind == "clock" else None
         if n is not None:
-            n.busy = True
+            n.lock.acquire()      # not while the operator restarts it
         self.note("inject %s" % f)
         try:
             if f.kind == "kill":
+                n.up = False
                 n.stop(signal.SIGKILL)
                 time.sleep(f.dur)
                 if f.arg >= 0:      # arg -1: stays dead (--repro)
                     run.start_node(n)
+                else:
+                    n.dead = True
             elif f.kind == "stop":
                 n.sigstop()
                 time.sleep(f.dur)
@@ -121,7 +124,6 @@ class Injector:
             elif f.kind == "pgrestart":
                 run.pg.restart()
             elif f.kind == "clock":
-                n = run.clock_node()
                 n.offset = getattr(n, "offset", 0) + f.arg
                 n.step_clock(n.offset)
             self.injected[f.kind] += 1
@@ -129,45 +131,48 @@ class Injector:
             self.note("fault %s: %s" % (f, e))
         finally:
             if n is not None:
-                n.busy = False
+                n.lock.release()
 
     def operate(self):
         """Every 0.25 s: restart nodes that exited by themselves or are not ready for 2 s."""
         unready = {}
         while not self.stop_op.is_set():
             for n in self.run.nodes:
-                if n.busy or n.stopped or n.dead:
+                if n.dead or not n.lock.acquire(blocking=False):
                     unready.pop(n.name, None)
                     continue
-                if not n.running():
-                    self.node_exits.append((n.name, "exited by itself with status %s: %s" %
-                                            (n.proc.returncode, n.log_tail(600).replace("\n", " | "))))
-                    self.note("%s exited by itself (%s)" % (n.name, n.proc.returncode))
-                    self.restart(n)
-                    continue
-                if n.ready():
-                    unready.pop(n.name, None)
-                    continue
-                since = unready.setdefault(n.name, time.time())
-                if time.time() - since > 2.0:
-                    rc = n.stop(signal.SIGTERM, timeout=15)
-                    self.note("%s not ready for 2 s: restarted (it exited %s)" % (n.name, rc))
-                    if rc not in (0, 4):
-                        self.node_exits.append((n.name, "exited %s at SIGTERM while not ready: %s" %
-                                                (rc, n.log_tail(600).replace("\n", " | "))))
-                    self.restart(n)
-                    unready.pop(n.name, None)
+                try:
+                    if n.stopped:
+                        unready.pop(n.name, None)
+                    elif not n.running():
+                        if n.up:     # it was up and nobody ended it
+                            self.node_exits.append((n.name, "exited by itself with status %s: %s" %
+                                                    (n.proc.returncode, n.log_tail(600).replace("\n", " | "))))
+                            self.note("%s exited by itself (%s)" % (n.name, n.proc.returncode))
+                        self.restart(n)
+                    elif n.ready():
+                        unready.pop(n.name, None)
+                    elif time.time() - unready.setdefault(n.name, time.time()) > 2.0:
+                        n.up = False
+                        rc = n.stop(signal.SIGTERM, timeout=15)
+                        self.note("%s not ready for 2 s: restarted (it exited %s)" % (n.name, rc))
+                        if rc not in (0, 4):
+                            self.node_exits.append((n.name, "exited %s at SIGTERM while not ready: %s" %
+                                                    (rc, n.log_tail(600).replace("\n", " | "))))
+                        self.restart(n)
+                        unready.pop(n.name, None)
+                finally:
+                    n.lock.release()
             self.stop_op.wait(0.25)
 
     def restart(self, n):
+        """Start n again (the caller holds n.lock); a start that fails (the database unreachable:
+        exit 3) is noted and tried again at the next round."""
         self.restarts += 1
-        n.busy = True
         try:
             self.run.start_node(n)
         except BaseException as e:
-            self.note("%s did not start: %s" % (n.name, e))
-        finally:
-            n.busy = False
+            self.note("%s did not start: %s" % (n.name, str(e).replace("\n", " | ")[-300:]))
 
     def heal(self):
         """Everything back to normal: every proxy passes, no node stopped."""
