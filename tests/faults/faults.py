@@ -11,7 +11,8 @@ seconds after the workload started. Kinds:
   delay      the node's proxy holds each chunk arg ms, for dur s
   blackhole  the node's proxy moves nothing for dur s (connections stay open; bytes wait)
   pgrestart  PostgreSQL restarts (immediate stop: a crash), every node's connections break
-  clock      the clock node's wall clock steps by arg s (libfaketime; monotonic clock untouched)
+  clock      the clock node's wall clock steps by arg s (libfaketime; monotonic clock untouched);
+             skipped (and not counted) without libfaketime, the schedule staying the same
   outbox     only the node's lease connection (`xgr lease NODE`: heartbeats, claims, the outbox
              poll that delivers wake-ups to the sessions it holds) is delayed arg ms, for dur s
 The operator (a thread) restarts a node that is not ready for 2 s while no fault is on it (a node
@@ -123,6 +124,9 @@ class Injector:
                 n.proxy.set("pass")
             elif f.kind == "pgrestart":
                 run.pg.restart()
+            elif f.kind == "clock" and not n.clock_file:
+                self.note("skipped: no libfaketime (Debian's faketime; scripts/deps.sh installs it)")
+                return
             elif f.kind == "clock":
                 n.offset = getattr(n, "offset", 0) + f.arg
                 n.step_clock(n.offset)

@@ -98,7 +98,7 @@ def make_sessions(rnd, n, first_rid, mix):
             rid += 2
             continue
         if k == "fan":
-            p = {"rounds": rnd.randint(1, 4), "seed": rnd.randrange(100), "pause": rnd.random() < 0.25}
+            p = {"rounds": rnd.randint(1, 4), "seed": rnd.randrange(4), "pause": rnd.random() < 0.25}
         elif k in ("gate_wake", "gate_pause"):
             p = {"n": rnd.randrange(1000)}
         else:
