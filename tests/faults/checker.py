@@ -12,7 +12,8 @@ SEMANTICS allows and the checker accepts: rows of processes a `kill` join policy
 reference before they ran (the engine may have them running already; they create nothing), and
 the order sessions interleave in (each is compared on its own).
 
-Anomalies, by kind: stuck (must have ended, has not), not_waiting (must wait, did not),
+Anomalies, by kind: control_refused (a control of a waiting gate session definitely refused),
+stuck (must have ended, has not), not_waiting (must wait, did not),
 status (ended otherwise than the reference), step_twice, history_differs (a step's row more often than in the
 reference), history_missing / history_extra (rows the reference has / has not), enqueue_lost /
 ack_lost (an acknowledged enqueue or control that left no trace), refused_applied (a write that
@@ -177,6 +178,12 @@ def check(pg, schema, xgr, sessions, node_exits):
             continue
         row = srows[s.rid]
         got = by_rid.get(s.rid, [])
+        refused = [e for e in s.events if "refused" in e]
+        if s.kind in GATE_KINDS and refused:
+            # W waited 10^8 s all along: a definite refusal of a wake, kill, pause or resume is wrong
+            an.append(("control_refused", s.rid, "%s: %s (status %s)" % (s.describe(), json.dumps(refused)[:300],
+                                                                       row["status"])))
+            continue
         if s.expect() == "ended" and row["status"] == 0:
             an.append(("stuck", s.rid, "%s still running (lease %s, due %s, %d rows)" %
                        (s.describe(), row["lease_owner"], row["wake_due"], len(got))))
