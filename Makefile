@@ -9,6 +9,7 @@
 #   make bench    run the benchmarks (results: bench/RESULTS.md)
 #   make demo     set everything up and run the examples
 #   make fuzz     run the fuzzers for FUZZ_SECONDS each (default 30)
+#   make soak     the long runs (suite 'soak', XGR_SOAK=1): crash soaks, the fault suite's 500 seeds
 
 MESON      ?= meson
 FUZZ_SECONDS ?= 30

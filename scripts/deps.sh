@@ -15,6 +15,8 @@ PKGS=(
   # tests
   libcmocka-dev
   curl python3 jq
+  # the fault suite's clock steps (tests/faults: libfaketime preloaded into one xgrd)
+  faketime
   # Graphviz for `xgr graph --format svg` and the console (src/orch/svg.c)
   libgraphviz-dev
   # the console's browser tests (tests/console: headless chromium driven by puppeteer-core)

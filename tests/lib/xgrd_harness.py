@@ -73,7 +73,8 @@ def psql(url, sql):
 class Xgrd:
     """One xgrd on 127.0.0.1:0 with `--store store --workers 2 --auth none --log-level warn` plus
     args; its port file and log (stderr, appended) are DIR/NAME.port and DIR/NAME.log. The caller
-    owns dir; start() runs it (again after a stop), stop() or kill() ends it."""
+    owns dir; start() runs it (again after a stop), stop() or kill() ends it. env: the process's
+    environment (None: this one's), read at each start."""
 
     def __init__(self, exe, store, dir, args=(), name="xgrd"):
         self.exe, self.store, self.dir, self.args, self.name = exe, store, dir, list(args), name
@@ -81,6 +82,7 @@ class Xgrd:
         self.log = os.path.join(dir, name + ".log")
         self.proc = None
         self.url = None
+        self.env = None
 
     def start(self, timeout=20.0, readyz=True):
         """Start xgrd and wait until /readyz answers 200; the seconds that took. Fail when it exits
@@ -92,7 +94,7 @@ class Xgrd:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen([self.exe, "--listen", "127.0.0.1:0", "--store", self.store, "--port-file",
                                           self.port_file, "--workers", "2", "--auth", "none", "--log-level", "warn"] +
-                                         self.args, stderr=log)
+                                         self.args, stderr=log, env=self.env)
         t0 = time.time()
         while time.time() - t0 < timeout:
             if self.proc.poll() is not None:
