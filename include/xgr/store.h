@@ -458,6 +458,8 @@ typedef struct xgr_store_stats {
                                        row taken for new existed (docs/STORE.md, "The bulk path"); 0 expected */
   uint64_t group_retries;           /* PostgreSQL: groups tried again after a transient failure (a deadlock
                                        with another node's transaction: docs/STORE.md, "Failures") */
+  uint64_t writer_reconnects;       /* PostgreSQL: writer connections made again after being lost before a
+                                       COMMIT was sent (a database restart): the group is tried again */
 } xgr_store_stats;
 
 void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out);
@@ -622,6 +624,8 @@ typedef struct xgr_store_lease_stats {
   uint64_t orphans_released;    /* rows naming this node that it did not hold, given up by the heartbeat */
   uint64_t handed_over;         /* hibernated sessions given up to balance the cluster (xgr_store_lease_balance) */
   uint64_t nodes, share;        /* live nodes and this node's share of the running sessions, at the last balance */
+  uint64_t reconnects;          /* lease connections made again after being lost (a database restart, a cut) */
+  bool disconnected;            /* the lease connection is lost now and could not be made again yet */
 } xgr_store_lease_stats;
 void xgr_store_lease_get_stats(xgr_store *st, xgr_store_lease_stats *out);
 

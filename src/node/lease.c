@@ -426,6 +426,11 @@ static void *lease_main(void *arg) {
       if (!l->listen_failed) xgr_node_log_error(d, "error", "cluster: listening failed", err.message);
       l->listen_failed = true;
       nanosleep(&(struct timespec){0, 50000000}, NULL);
+    } else if (l->listen_failed) {   /* made again: the next failure is logged too */
+      l->listen_failed = false;
+      xgr_logfmt lg;
+      xgr_node_log_begin(d, &lg, "info", "cluster: listening again");
+      xgr_node_log_end(d, &lg);
     }
     if (atomic_load(&l->stop)) break;
     t = xgr__mono_ms();
@@ -435,6 +440,12 @@ static void *lease_main(void *arg) {
       if (xgr_store_lease_renew(d->st, on_lost, d, &err))
         xgr_node_log_error(d, "error", "cluster: heartbeat failed", err.message);
       xgr_store_lease_get_stats(d->st, &s1);
+      if (s1.reconnects > s0.reconnects) {
+        xgr_logfmt lg;
+        xgr_node_log_begin(d, &lg, "warn", "cluster: the lease connection was lost and is made again");
+        xgr_logfmt_u64(&lg, "reconnects", s1.reconnects);
+        xgr_node_log_end(d, &lg);
+      }
       if (s1.orphans_released > s0.orphans_released) {
         xgr_logfmt lg;
         xgr_node_log_begin(d, &lg, "warn", "leases given up: rows named this node, which held no such session");
@@ -516,6 +527,7 @@ static void collect(void *ctx, xgr_metrics_out *out) {
       {"sessions_share", s.share},
       {"late_writes_refused", s.refused_batches},
       {"heartbeats", s.renewals},
+      {"reconnects", s.reconnects},
       {"commands_sent", atomic_load(&l->sent)},
       {"commands_served", atomic_load(&l->served)},
       {"commands_timed_out", atomic_load(&l->timed_out)},

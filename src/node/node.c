@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "node/node_impl.h"
+#include "util/clock.h"
 #include "util/alloc.h"
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -20,10 +21,49 @@ void xgr_node_log_begin(const xgr_node *d, xgr_logfmt *l, const char *level, con
 
 void xgr_node_log_end(const xgr_node *d, const xgr_logfmt *l) { xgr_logfmt_write(l, d->cfg.log); }
 
+/* A failure that lasts (the database is down) fails every poll, many times a second: the same
+ * message is logged once per QUIET_MS, the next line saying how many were left out. Messages are
+ * told apart by their text's address (the callers pass literals); a few slots suffice, since few
+ * kinds fail at once, and a full table logs everything. */
+#define QUIET_MS 10000
+#define QUIET_SLOTS 16
+struct xgr__node_quiet {
+  pthread_mutex_t mu;
+  struct {
+    const char *msg;
+    int64_t until;
+    uint64_t left_out;
+  } slot[QUIET_SLOTS];
+};
+
 void xgr_node_log_error(const xgr_node *d, const char *level, const char *msg, const char *error) {
+  uint64_t left_out = 0;
+  struct xgr__node_quiet *q = d->quiet;
+  if (q) {
+    int64_t now = xgr__mono_ms();
+    pthread_mutex_lock(&q->mu);
+    int at = -1;
+    for (int i = 0; i < QUIET_SLOTS && at < 0; i++)
+      if (q->slot[i].msg == msg) at = i;
+    for (int i = 0; i < QUIET_SLOTS && at < 0; i++)   /* a free slot: never used, or quiet and over */
+      if (!q->slot[i].msg || (q->slot[i].until <= now && !q->slot[i].left_out)) at = i;
+    if (at >= 0 && q->slot[at].msg == msg && q->slot[at].until > now) {
+      q->slot[at].left_out++;
+      pthread_mutex_unlock(&q->mu);
+      return;
+    }
+    if (at >= 0) {
+      if (q->slot[at].msg == msg) left_out = q->slot[at].left_out;
+      q->slot[at].msg = msg;
+      q->slot[at].until = now + QUIET_MS;
+      q->slot[at].left_out = 0;
+    }
+    pthread_mutex_unlock(&q->mu);
+  }
   xgr_logfmt l;
   xgr_node_log_begin(d, &l, level, msg);
   xgr_logfmt_quoted(&l, "error", error);
+  if (left_out) xgr_logfmt_u64(&l, "repeated", left_out);
   xgr_node_log_end(d, &l);
 }
 
@@ -151,6 +191,7 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_store_max_batches_per_tx", "", (double)ss.max_batches_per_tx);
   xgr_metrics_line(out, "xgr_store_group_redos", "", (double)ss.group_redos);
   xgr_metrics_line(out, "xgr_store_group_retries", "", (double)ss.group_retries);
+  xgr_metrics_line(out, "xgr_store_writer_reconnects", "", (double)ss.writer_reconnects);
 }
 
 /* ---- life cycle and recovery -------------------------------------------------------------------- */
@@ -338,6 +379,8 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
   xgr_node *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
   pthread_mutex_init(&d->reg_mu, NULL);
+  d->quiet = xgr__xcalloc(1, sizeof *d->quiet);
+  pthread_mutex_init(&d->quiet->mu, NULL);
   xgr_store_config sc = {.sync = cfg->store_sync ? XGR_STORE_SYNC_NORMAL : XGR_STORE_SYNC_FULL,
                          .max_page_count = cfg->store_max_pages,
                          .node_id = cfg->node_id,
@@ -478,7 +521,10 @@ static bool chain_ok(xgr_node *d) {
 }
 
 bool xgr_node_ready(xgr_node *d) {
-  return atomic_load(&d->ready) && !atomic_load(&d->stopping) && !xgr_store_failed(d->st, NULL) && chain_ok(d);
+  xgr_store_lease_stats ls;
+  xgr_store_lease_get_stats(d->st, &ls);   /* a cluster node without its lease connection claims nothing */
+  return atomic_load(&d->ready) && !atomic_load(&d->stopping) && !xgr_store_failed(d->st, NULL) && !ls.disconnected &&
+         chain_ok(d);
 }
 
 int xgr_node_store_failed(xgr_node *d, xgr_error *err) { return xgr_store_failed(d->st, err); }
@@ -527,6 +573,8 @@ void xgr_node_free(xgr_node *d) {
   xgr__node_bundles_free(d);
   xgr_chain_cache_free(d->chain_cache);
   pthread_mutex_destroy(&d->reg_mu);
+  pthread_mutex_destroy(&d->quiet->mu);
+  free(d->quiet);
   free(d);
 }
 

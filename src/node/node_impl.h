@@ -70,6 +70,7 @@ struct xgr_node {
   xgr_chain_reader reader;     /* contract reads on cfg.chain (engine config points here) */
   xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__node_lease *lease;      /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
+  struct xgr__node_quiet *quiet;   /* owned: xgr_node_log_error's repeats (node.c) */
 };
 
 /* ---- node.c ----------------------------------------------------------------------------------- */

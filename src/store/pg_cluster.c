@@ -54,6 +54,12 @@ struct pgc {
   char chan[24];                /* this node's NOTIFY channel */
   PGconn *c;                    /* the lease connection (node lock), under mu */
   PGconn *l;                    /* the listening connection (one thread) */
+  /* Reconnecting (conn_ready, listen_ready): whether c holds the node lock now, the server
+   * process c had when it took it (a connection cut on the way may leave that process alive,
+   * holding the lock, until the server notices), and whether l listens. Under mu (c's) and on
+   * the listening thread (l's). */
+  bool locked, listening;
+  int locked_pid;
   pthread_mutex_t mu;
   pthread_mutex_t hmu;          /* guards held, orphans and st */
   xgr_hashmap held;             /* hashed by (owner, root): held * */
@@ -139,8 +145,12 @@ void xgr__pg_first_line(const char *msg, char *out, size_t cap) {
 PGconn *xgr__pg_connect(const char *url, const char *name, const char *role, const char *node, xgr_error *err) {
   char app[96];
   snprintf(app, sizeof app, "xgr %s%s%.60s", role, node ? " " : "", node ? node : "");
-  const char *const keys[] = {"dbname", "fallback_application_name", NULL};
-  const char *const vals[] = {url, app, NULL};
+  /* defaults the URI may override (it comes later): give up connecting after 10 s, and have the
+   * kernel notice within about 15 s a TCP connection whose other end went silent (a cut network,
+   * a blackholed route) instead of waiting hours for an answer that cannot come */
+  const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                              "keepalives_count", "dbname", "fallback_application_name", NULL};
+  const char *const vals[] = {"10", "1", "5", "2", "3", url, app, NULL};
   PGconn *conn = PQconnectdbParams(keys, vals, 1);
   if (conn && PQstatus(conn) == CONNECTION_OK) return conn;
   char msg[300];
@@ -156,9 +166,13 @@ static int pq_error(const pgc *c, PGconn *conn, const PGresult *r, const char *w
   return xgr_error_set(err, XGR_EIO, NULL, "store %s: %s: %s", c->name, what, msg);
 }
 
+static bool conn_ready(pgc *c, xgr_error *err);
+
 /* Run sql with text parameters on the lease connection (under mu); the result when it is
- * TUPLES_OK or COMMAND_OK, else NULL with *err. */
+ * TUPLES_OK or COMMAND_OK, else NULL with *err. A connection that was lost (the server
+ * restarted, the network cut it) is made again first, with the node lock (conn_ready). */
 static PGresult *run(pgc *c, const char *sql, int n, const char *const *v, const char *what, xgr_error *err) {
+  if (!conn_ready(c, err)) return NULL;
   PGresult *r = PQexecParams(c->c, sql, n, NULL, v, NULL, NULL, 0);
   ExecStatusType s = PQresultStatus(r);
   if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) return r;
@@ -206,6 +220,102 @@ static PGconn *connect_plain(pgc *c, const char *role, xgr_error *err) {
   return conn;
 }
 
+/* Take the node lock on c->c (under mu, or before anyone else has c): true when taken, false
+ * when another server process holds it, NULL statement results give *err. */
+static int take_lock(pgc *c, bool *got, xgr_error *err) {
+  const char *v[1] = {c->node};
+  PGresult *r = PQexecParams(c->c, "SELECT pg_try_advisory_lock(hashtextextended('xgr node ' || $1, 0))", 1, NULL, v,
+                             NULL, NULL, 0);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    pq_error(c, c->c, r, "node lock", err);
+    PQclear(r);
+    return XGR_EIO;
+  }
+  *got = PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  if (*got) {
+    c->locked = true;
+    c->locked_pid = PQbackendPID(c->c);
+  }
+  return 0;
+}
+
+/* Under mu: the lease connection is usable and holds the node lock. A lost connection is made
+ * again (PQreset) and the lock taken again; should the server process of the lost connection
+ * still hold it (a cut connection whose end the server has not noticed yet), that process is
+ * ended first: it is this node's own, and no statement can run on it any more. Counts
+ * reconnections in st.reconnects. false with *err while the database cannot be reached. */
+static void set_disconnected(pgc *c, bool v) {
+  pthread_mutex_lock(&c->hmu);
+  c->st.disconnected = v;
+  pthread_mutex_unlock(&c->hmu);
+}
+
+static bool conn_ready(pgc *c, xgr_error *err) {
+  if (PQstatus(c->c) == CONNECTION_OK && c->locked) return true;
+  set_disconnected(c, true);
+  if (PQstatus(c->c) != CONNECTION_OK) {
+    c->locked = false;
+    PQreset(c->c);
+    if (PQstatus(c->c) != CONNECTION_OK) {
+      char msg[300];
+      xgr__pg_first_line(PQerrorMessage(c->c), msg, sizeof msg);
+      xgr_error_set(err, XGR_EIO, NULL, "store %s: the lease connection is lost and cannot be made again: %s", c->name,
+                    msg);
+      return false;
+    }
+    PQclear(PQexec(c->c, "SET client_min_messages = warning"));
+    pthread_mutex_lock(&c->hmu);
+    c->st.reconnects++;
+    pthread_mutex_unlock(&c->hmu);
+  }
+  bool got = false;
+  if (take_lock(c, &got, err)) return false;
+  if (!got && c->locked_pid) {
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", c->locked_pid);
+    const char *v[1] = {pid};
+    PGresult *r = PQexecParams(c->c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1::int",
+                               1, NULL, v, NULL, NULL, 0);
+    PQclear(r);
+    for (int i = 0; i < 20 && !got; i++) {   /* the process ends within moments of the signal */
+      if (take_lock(c, &got, err)) return false;
+      if (!got) nanosleep(&(struct timespec){0, 50000000}, NULL);
+    }
+  }
+  if (!got) {
+    xgr_error_set(err, XGR_ESTATE, "nodeId", "store %s: after reconnecting, node id \"%s\" is held by another server "
+                  "process; is a second xgrd running with this --node-id?", c->name, c->node);
+    return false;
+  }
+  set_disconnected(c, false);
+  return true;
+}
+
+/* The listening thread: l is usable and LISTENs on the node's channel; a lost one is made again.
+ * Notifications sent while it was gone are lost: the lease thread's polls find their work. */
+static int listen_ready(pgc *c, xgr_error *err) {
+  if (PQstatus(c->l) == CONNECTION_OK && c->listening) return 0;
+  if (PQstatus(c->l) != CONNECTION_OK) {
+    c->listening = false;
+    PQreset(c->l);
+    if (PQstatus(c->l) != CONNECTION_OK) {
+      char msg[300];
+      xgr__pg_first_line(PQerrorMessage(c->l), msg, sizeof msg);
+      return xgr_error_set(err, XGR_EIO, NULL, "store %s: the listening connection is lost and cannot be made again: %s",
+                           c->name, msg);
+    }
+    PQclear(PQexec(c->l, "SET client_min_messages = warning"));
+  }
+  char sql[64];
+  snprintf(sql, sizeof sql, "LISTEN %s", c->chan);
+  PGresult *r = PQexec(c->l, sql);
+  int rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : pq_error(c, c->l, r, "LISTEN", err);
+  PQclear(r);
+  c->listening = !rc;
+  return rc;
+}
+
 pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t lease_ms, xgr_error *err) {
   if (!node || !node[0] || strlen(node) > 200) {
     xgr_error_set(err, XGR_EINVAL, "nodeId", "is %s; expected 1 to 200 bytes", node && node[0] ? "too long" : "empty");
@@ -223,13 +333,9 @@ pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t 
   pg_lease_sql(c);
   if (!(c->c = connect_plain(c, "lease", err)) || !(c->l = connect_plain(c, "listen", err))) goto fail;
   /* the node lock: a process that died released it with its connection; a live one keeps it */
-  const char *v[1] = {node};
   bool got = false;
   for (int i = 0; i < 50 && !got; i++) {
-    PGresult *r = run(c, "SELECT pg_try_advisory_lock(hashtextextended('xgr node ' || $1, 0))", 1, v, "node lock", err);
-    if (!r) goto fail;
-    got = PQgetvalue(r, 0, 0)[0] == 't';
-    PQclear(r);
+    if (take_lock(c, &got, err)) goto fail;
     if (!got) nanosleep(&(struct timespec){0, 100000000}, NULL);
   }
   if (!got) {
@@ -237,15 +343,7 @@ pgc *xgr__pgc_open(const char *url, const char *name, const char *node, int64_t 
                   "each node its own --node-id", node, c->name);
     goto fail;
   }
-  char sql[64];
-  snprintf(sql, sizeof sql, "LISTEN %s", c->chan);
-  PGresult *r = PQexec(c->l, sql);
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-    pq_error(c, c->l, r, "LISTEN", err);
-    PQclear(r);
-    goto fail;
-  }
-  PQclear(r);
+  if (listen_ready(c, err)) goto fail;
   return c;
 fail:
   xgr__pgc_close(c);
@@ -1075,11 +1173,16 @@ int xgr_store_cmd_listen(xgr_store *st, int timeout_ms, void (*on)(void *ctx, co
                          xgr_error *err) {
   pgc *c = cl_of(st, err);
   if (!c) return XGR_EUNSUPPORTED;
+  if (listen_ready(c, err)) return XGR_EIO;
   int fd = PQsocket(c->l);
-  if (fd < 0) return xgr_error_set(err, XGR_EIO, NULL, "store %s: the listening connection is gone", c->name);
   struct pollfd p = {.fd = fd, .events = POLLIN};
   if (poll(&p, 1, timeout_ms) < 0) return 0;
-  if (!PQconsumeInput(c->l)) return pq_error(c, c->l, NULL, "the listening connection failed", err);
+  if (!PQconsumeInput(c->l)) {   /* made again by the next call */
+    int rc = pq_error(c, c->l, NULL, "the listening connection failed", err);
+    c->listening = false;
+    if (PQstatus(c->l) == CONNECTION_OK) PQreset(c->l);
+    return rc;
+  }
   for (PGnotify *nt; (nt = PQnotifies(c->l));) {
     if (on) on(ctx, nt->extra ? nt->extra : "");
     PQfreemem(nt);

@@ -403,6 +403,24 @@ static int attempt_retrying(pgstore *g, PGconn *w, copybufs *cb, xgr_store_chang
   }
 }
 
+/* Make the writer connection w usable again when it was lost (a database restart, a cut while
+ * the writer was idle, or in a group before its COMMIT was sent: nothing of that group was
+ * committed). false with *err when it cannot be made again; the caller fails the store. */
+static bool writer_ready(pgstore *g, PGconn *w, xgr_error *err) {
+  if (PQstatus(w) == CONNECTION_OK) return true;
+  if (PQpipelineStatus(w) != PQ_PIPELINE_OFF) PQexitPipelineMode(w);
+  PQreset(w);
+  if (PQstatus(w) != CONNECTION_OK) {
+    xgr__pg_res_error(g, NULL, w, "the writer's connection is lost and cannot be made again", err);
+    return false;
+  }
+  if (xgr__pg_setup_writer(g, w, err)) return false;
+  pthread_mutex_lock(&g->base.mu);
+  g->base.stats.writer_reconnects++;
+  pthread_mutex_unlock(&g->base.mu);
+  return true;
+}
+
 /* The store can no longer write: record why, fail every batch in list. */
 static void fail_all(pgstore *g, xgr_store_changes **list, size_t n, const xgr_error *why) {
   xgr__store_set_failed(&g->base, why->code ? why->code : XGR_EIO, why->message);
@@ -434,16 +452,24 @@ static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes 
     }
     return;
   }
-  if (!PQenterPipelineMode(w)) {
-    xgr__pg_res_error(g, NULL, w, "cannot enter pipeline mode", &err);
-    fail_all(g, list, n, &err);
-    return;
-  }
   pipe_result pr;
-  if (attempt_retrying(g, w, cb, list, n, now, true, bump, &pr, &err)) {
-    fail_all(g, list, n, &err);
-    PQexitPipelineMode(w);
-    return;
+  for (int tries = 0;; tries++) {
+    if (!writer_ready(g, w, &err)) {
+      fail_all(g, list, n, &err);
+      return;
+    }
+    if (!PQenterPipelineMode(w)) {
+      xgr__pg_res_error(g, NULL, w, "cannot enter pipeline mode", &err);
+      fail_all(g, list, n, &err);
+      return;
+    }
+    if (attempt_retrying(g, w, cb, list, n, now, true, bump, &pr, &err)) {
+      fail_all(g, list, n, &err);
+      PQexitPipelineMode(w);
+      return;
+    }
+    /* the connection was found lost before any COMMIT: once more on a new one */
+    if (pr.ok || PQstatus(w) == CONNECTION_OK || tries) break;
   }
   if (!pr.ok && pr.direct_conflict) {   /* a "new" process row existed: the group again, all upserts */
     if (pipe_simple(g, w, "ROLLBACK", &err)) {
