@@ -376,8 +376,9 @@ void xgr__pgc_close(pgc *c) {
 /* How long the server lets a node's writer sit idle inside a transaction: a node stalled there
  * (paused, swapped out) keeps the rows its fence locked, which claims skip, so its sessions could
  * not move until it went on. After this the server ends the connection, the locks go and the
- * other nodes claim the sessions; the stalled node's store fails when it resumes (xgrd then answers
- * /readyz 503 and exits 4 at SIGTERM).
+ * other nodes claim the sessions; when the stalled node resumes, its writer connects again and
+ * tries the group once more (nothing of it was committed), and the fence refuses the batches of
+ * the sessions it lost (postgres_write.c, writer_ready).
  * A working writer is never idle in a transaction for more than the moments between its
  * statements. */
 static int64_t idle_tx_ms(int64_t lease_ms) { return 3 * lease_ms > 5000 ? 3 * lease_ms : 5000; }

@@ -15,8 +15,9 @@
  *                half of one). A batch's own fault (SQLSTATE class 23, a constraint such as a
  *                history row twice or a session that exists; class 22, bad data) rolls the group
  *                back and its batches are applied again one transaction each, so only the bad
- *                one fails; any other error (connection lost, disk full, ...) fails the group and
- *                puts the store in the failed state.
+ *                one fails; a connection lost before the COMMIT was sent is made again and the
+ *                group tried once more; any other error (a COMMIT's answer lost, disk full, ...)
+ *                fails the group and puts the store in the failed state.
  *   bulk path    a group of session rows, states, process and history rows and scopes goes in a
  *                dozen statements: unnest arrays in the pipeline, then (COPY cannot be pipelined)
  *                the process rows by binary COPY — new ones (iter at least the session's stored
@@ -90,7 +91,7 @@ int xgr__pg_res_error(const pgstore *g, const PGresult *res, PGconn *c, const ch
   const char *hint = state && !strcmp(state, "53100") ? " (the database's disk is full)"
                      : state && !strncmp(state, "08", 2) ? " (the connection to PostgreSQL was lost)"
                      : state && !strcmp(state, "25006") ? " (the database is read-only)" : "";
-  if (!state) hint = " (the connection to PostgreSQL failed: xgr stops writing; restart it once the database is back)";
+  if (!state) hint = " (the connection to PostgreSQL failed)";
   return xgr_error_set(err, state_code(state), NULL, "store %s: %s: %s%s%s%s%s", g->name, what, msg,
                        state ? " [SQLSTATE " : "", state ? state : "", state ? "]" : "", hint);
 }
