@@ -387,6 +387,12 @@ typedef struct xgr_engine_hib_stats {
   uint64_t retry_dropped;    /* failed loads not kept for a retry (the bounded list was full) */
 } xgr_engine_hib_stats;
 void xgr_engine_hib_get_stats(xgr_engine *e, xgr_engine_hib_stats *out);
+/* The due poller's horizon: every session due by it that was in the due index when the poller
+ * looked is loaded, and no actor evicts itself with a due time by it. Never below now + lead_ms,
+ * and never lower than before (the horizon only grows, also when the clock steps back). Whoever
+ * makes a session this engine's behind the poller's back (a cluster claim) loads at once what is
+ * due by this, read after the session became visible to the poller. */
+int64_t xgr_engine_hib_horizon(xgr_engine *e);
 
 /* Start a session: creates its actor and the start process. Returns 0, XGR_ENOTFOUND (bundle or
  * start step), XGR_ECONFLICT (session exists), XGR_ESTATE (shutting down). */

@@ -281,6 +281,15 @@ void xgr_eng_hib_destroy(xgr_engine *e) {
   free(h->retry);
 }
 
+int64_t xgr_engine_hib_horizon(xgr_engine *e) {
+  hib_state *h = &e->hib;
+  int64_t now = xgr_eng_now(e) + (h->configured ? h->cfg.lead_ms : 0);
+  pthread_mutex_lock(&h->mu);
+  int64_t upto = h->upto;
+  pthread_mutex_unlock(&h->mu);
+  return upto > now ? upto : now;
+}
+
 void xgr_engine_hib_get_stats(xgr_engine *e, xgr_engine_hib_stats *out) {
   out->evicted = atomic_load(&e->hib.evicted);
   out->loaded = atomic_load(&e->hib.loaded);

@@ -14,6 +14,8 @@
  *                     ones that sleep beyond the loader's look-ahead without loading them, and
  *                     every load goes through xgr__node_lease_load (a claim of that one session under
  *                     this node's lease); the due poller reads only this node's rows (node.c).
+ *   safety net        once a second, a held session whose due time passed 2 s (of wall time) ago
+ *                     and that is not in memory is loaded (check_overdue; healthy: none).
  *   rebalancing       after each heartbeat a hibernating node above its share of the running
  *                     sessions gives up hibernated ones it does not have in memory, which the
  *                     nodes below their share claim (xgr_store_lease_balance; docs/CLUSTER.md).
@@ -50,6 +52,8 @@ struct xgr__node_lease {
   pthread_cond_t cv;
   uint64_t answers;             /* "r<id>" notifications seen */
   atomic_uint_fast64_t sent, served, timed_out, claimed_rounds, wakes_delivered;
+  atomic_uint_fast64_t overdue_now;      /* held sessions found overdue and not in memory by the last check */
+  atomic_uint_fast64_t overdue_loaded;   /* of those, loaded by the safety net since start */
   bool listen_failed;           /* logged once */
 };
 
@@ -175,9 +179,12 @@ static int load_cb(void *ctx, const xgr_store_live *l) {
 /* A hibernating node's claims load only what is awake or due within the loader's look-ahead
  * (read after the claim committed: the engine clock only moves on, so this is not below any
  * horizon a due poll published before); the rest is held in the store for the due poller. */
+/* What a claim loads at once: what is due by the poller's horizon, which may be beyond now + lead
+ * (it never goes back: after this node's clock stepped back, a session due before the horizon
+ * but held without loading would lie behind the poller's cursor, never polled). */
 static int64_t hib_bound(void *ctx) {
   xgr_node *d = ctx;
-  return xgr_engine_now(d->e) + d->hib.lead_ms;
+  return xgr_engine_hib_horizon(d->e);
 }
 
 /* xgr__node_lease_load's claim: before gets the daemon, fn the caller's context. */
@@ -407,17 +414,64 @@ static void deliver_outbox(xgr__node_lease *l) {
   xgr_store_wakes_free(w, n);
 }
 
+/* The safety net: a held session whose due time passed more than OVERDUE_WALL_MS (of wall time)
+ * ago, and that is not in memory, was missed by the due poller (whatever the cause: nothing is
+ * known to cause it). It is loaded through the engine like any call's load (xgr_engine_load:
+ * serialised with every other load of it, never loaded twice, read under this node's lease), so
+ * it cannot run a step or apply a wake-up twice; its timers then fire as usual. Counted
+ * (xgr_cluster{kind="sessions_overdue"} is the last check's count: 0 in a healthy cluster) and
+ * logged. */
+#define OVERDUE_WALL_MS 2000
+#define OVERDUE_EVERY_MS 1000
+#define OVERDUE_PAGE 256
+
+static void check_overdue(xgr__node_lease *l) {
+  xgr_node *d = l->d;
+  if (!d->hib.load) return;   /* without hibernation every held session is in memory */
+  double scale = d->cfg.time_scale > 0 ? d->cfg.time_scale : 1;
+  int64_t now = xgr_engine_now(d->e), upto = now - (int64_t)(OVERDUE_WALL_MS * scale);
+  xgr_store_due_key *k = xgr__xmalloc(OVERDUE_PAGE * sizeof *k);
+  size_t n = 0;
+  xgr_error err;
+  if (xgr_store_lease_due(d->st, NULL, upto, k, OVERDUE_PAGE, &n, &err)) {
+    xgr_node_log_error(d, "error", "cannot read the overdue sessions", err.message);
+    free(k);
+    return;
+  }
+  uint64_t found = 0;
+  for (size_t i = 0; i < n && !atomic_load(&l->stop); i++) {
+    xgr_engine_session_info in;
+    if (!xgr_engine_session(d->e, k[i].owner, k[i].root_pid, &in)) continue;   /* in memory: its timer is armed */
+    found++;
+    if (xgr_engine_load(d->e, k[i].owner, k[i].root_pid, &err)) {   /* tried again by the next check */
+      xgr_node_log_error(d, "warn", "overdue session: cannot load it", err.message);
+      continue;
+    }
+    atomic_fetch_add(&l->overdue_loaded, 1);
+    xgr_logfmt lg;
+    xgr_node_log_begin(d, &lg, "warn", "overdue session loaded: the due poller missed it");
+    xgr_logfmt_str(&lg, "owner", k[i].owner);
+    xgr_logfmt_u64(&lg, "rootPid", k[i].root_pid);
+    xgr_logfmt_i64(&lg, "overdue_ms", (int64_t)((double)(now - k[i].due) / scale));
+    xgr_node_log_end(d, &lg);
+  }
+  atomic_store(&l->overdue_now, found);
+  free(k);
+}
+
 static void *lease_main(void *arg) {
   xgr__node_lease *l = arg;
   xgr_node *d = l->d;
   int64_t lease = xgr_store_lease_ms(d->st);
   int64_t beat = xgr_store_fenced_renew_ms(lease), every = lease / 5 < 1000 ? (lease / 5 > 0 ? lease / 5 : 1) : 1000;
-  int64_t t = xgr__mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t;
+  int64_t t = xgr__mono_ms(), next_beat = t + beat, next_claim = t + every, next_outbox = t,
+          next_overdue = t + OVERDUE_EVERY_MS;
   while (!atomic_load(&l->stop)) {
     t = xgr__mono_ms();
     int64_t due = next_beat;
     if (next_claim < due) due = next_claim;
     if (next_outbox < due) due = next_outbox;
+    if (next_overdue < due) due = next_overdue;
     int64_t wait = due - t;
     if (wait < 0) wait = 0;
     if (wait > 100) wait = 100;
@@ -476,6 +530,10 @@ static void *lease_main(void *arg) {
       deliver_outbox(l);
       next_outbox = xgr__mono_ms() + OUTBOX_POLL_MS;
     }
+    if (t >= next_overdue) {
+      check_overdue(l);
+      next_overdue = xgr__mono_ms() + OVERDUE_EVERY_MS;
+    }
   }
   return NULL;
 }
@@ -532,6 +590,8 @@ static void collect(void *ctx, xgr_metrics_out *out) {
       {"commands_served", atomic_load(&l->served)},
       {"commands_timed_out", atomic_load(&l->timed_out)},
       {"outbox_redelivered", atomic_load(&l->wakes_delivered)},
+      {"sessions_overdue", atomic_load(&l->overdue_now)},
+      {"overdue_loaded", atomic_load(&l->overdue_loaded)},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     char lab[48];
