@@ -319,12 +319,19 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
     *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
   } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
     /* not in this engine: hibernated here (loaded), or it moved (the asker routes again) unless it
-     * ended here */
-    bool here = d->hib.load ? !xgr_engine_load(d->e, owner, root, NULL) || xgr_store_lease_held(d->st, owner, root)
-                            : xgr_store_lease_held(d->st, owner, root);
-    *rc = here ? exec_local(d, &r, &woken, &err)
-               : xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
-                               xgr_store_node_id(d->st));
+     * ended here. Held here but not loadable right now (its row locked by a claim or a stalled
+     * writer): that error, which the caller may try again — not the engine's "no live session",
+     * which is final */
+    xgr_error lerr;
+    int lrc = d->hib.load ? xgr_engine_load(d->e, owner, root, &lerr) : XGR_ENOTFOUND;
+    if (!lrc) *rc = exec_local(d, &r, &woken, &err);
+    else if (!xgr_store_lease_held(d->st, owner, root))
+      *rc = xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
+                          xgr_store_node_id(d->st));
+    else if (lrc != XGR_ENOTFOUND) {
+      err = lerr;
+      *rc = lrc;
+    } else *rc = exec_local(d, &r, &woken, &err);
   } else {
     *rc = exec_local(d, &r, &woken, &err);
   }

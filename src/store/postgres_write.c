@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "store/postgres_impl.h"
+#include "util/clock.h"
 #include "util/hash.h"
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -403,16 +404,28 @@ static int attempt_retrying(pgstore *g, PGconn *w, copybufs *cb, xgr_store_chang
   }
 }
 
+/* How long the writer tries to connect again (a restarting database takes a moment to accept
+ * connections), waiting 50 ms, then twice as long each time up to 2 s. */
+#define RECONNECT_FOR_MS 20000
+
 /* Make the writer connection w usable again when it was lost (a database restart, a cut while
  * the writer was idle, or in a group before its COMMIT was sent: nothing of that group was
- * committed). false with *err when it cannot be made again; the caller fails the store. */
+ * committed); the batches wait meanwhile. false with *err when it cannot be made again within
+ * RECONNECT_FOR_MS; the caller fails the store. */
 static bool writer_ready(pgstore *g, PGconn *w, xgr_error *err) {
   if (PQstatus(w) == CONNECTION_OK) return true;
   if (PQpipelineStatus(w) != PQ_PIPELINE_OFF) PQexitPipelineMode(w);
-  PQreset(w);
-  if (PQstatus(w) != CONNECTION_OK) {
-    xgr__pg_res_error(g, NULL, w, "the writer's connection is lost and cannot be made again", err);
-    return false;
+  int64_t until = xgr__mono_ms() + RECONNECT_FOR_MS;
+  long wait_ms = 50;
+  for (;;) {
+    PQreset(w);
+    if (PQstatus(w) == CONNECTION_OK) break;
+    if (xgr__mono_ms() + wait_ms > until) {
+      xgr__pg_res_error(g, NULL, w, "the writer's connection is lost and cannot be made again", err);
+      return false;
+    }
+    nanosleep(&(struct timespec){wait_ms / 1000, (wait_ms % 1000) * 1000000L}, NULL);
+    wait_ms = wait_ms * 2 > 2000 ? 2000 : wait_ms * 2;
   }
   if (xgr__pg_setup_writer(g, w, err)) return false;
   pthread_mutex_lock(&g->base.mu);
