@@ -17,10 +17,12 @@ on). Each measurement uses a fresh schema.
               them (B's xgr_cluster{kind="leases_held"}: the nodes hibernate by default, so B claims
               sessions that sleep long without loading them; its due poller loads them in time).
 
-  bench_cluster.py XGRD [SESSIONS] [LEASE_MS] [CASES]
+  bench_cluster.py XGRD [SESSIONS] [LEASE_MS] [CASES] [FAILOVERS]
 
 CASES: a comma-separated choice of sqlite, single, node1, node3, kill, stop (default: all of them,
-in that order), e.g. "sqlite,single" to compare two builds' CPU per step quickly.
+in that order), e.g. "sqlite,single" to compare two builds' CPU per step quickly. FAILOVERS
+(default 1): how many times each failover case runs, each in a fresh schema with fresh nodes;
+with more than one, the median and the worst are printed as well.
 """
 import os
 import shutil
@@ -39,6 +41,7 @@ XGRD = sys.argv[1]
 SESSIONS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 LEASE = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 CASES = sys.argv[4].split(",") if len(sys.argv) > 4 else ["sqlite", "single", "node1", "node3", "kill", "stop"]
+FAILOVERS = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 PG = os.environ["XGR_PG_URL"]
 DIR = tempfile.mkdtemp(prefix="xgr-bench-cluster-")
 OWNER = "0x00000000000000000000000000000000000000bb"
@@ -129,8 +132,8 @@ def throughput(nodes, kind="cluster"):
           % (what, SESSIONS, steps, dt, steps / dt, cpu * 1e6 / steps, kept), flush=True)
 
 
-def failover(how):
-    schema = "fo_" + how
+def failover(how, k=0):
+    schema = "fo_%s_%d" % (how, k)
     psql(PG, "CREATE SCHEMA " + schema)
     a, b = start(schema, "a"), start(schema, "b")
     a.deploy(SLEEP)
@@ -150,11 +153,21 @@ def failover(how):
     stop_all()
     print("failover (%s of node a, --lease-ms %d): %d sessions held by node b after %.0f ms"
           % ("SIGKILL" if how == "kill" else "SIGSTOP", LEASE, n, dt * 1000), flush=True)
+    return dt
+
+
+def failovers(how):
+    ts = sorted(failover(how, k) for k in range(FAILOVERS))
+    if FAILOVERS > 1:
+        med = ts[len(ts) // 2] if len(ts) % 2 else (ts[len(ts) // 2 - 1] + ts[len(ts) // 2]) / 2
+        print("failover (%s, --lease-ms %d) over %d runs: median %.0f ms, worst %.0f ms, best %.0f ms"
+              % ("SIGKILL" if how == "kill" else "SIGSTOP", LEASE, FAILOVERS, med * 1000, ts[-1] * 1000, ts[0] * 1000),
+              flush=True)
 
 
 RUNS = {"sqlite": lambda: throughput(1, "sqlite"), "single": lambda: throughput(1, "single"),
-        "node1": lambda: throughput(1), "node3": lambda: throughput(3), "kill": lambda: failover("kill"),
-        "stop": lambda: failover("stop")}
+        "node1": lambda: throughput(1), "node3": lambda: throughput(3), "kill": lambda: failovers("kill"),
+        "stop": lambda: failovers("stop")}
 for c in CASES:
     if c not in RUNS:
         raise SystemExit("bench_cluster: unknown case %r; expected some of %s" % (c, ",".join(RUNS)))
