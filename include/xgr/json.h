@@ -24,14 +24,25 @@ int xgr_file_read(const char *path, char **out, size_t *len, size_t max, xgr_err
  * json_decref. Syntax errors are XGR_EPARSE with "line L, column C: reason". */
 int xgr_json_parse(const char *buf, size_t len, json_t **out, xgr_error *e);
 
-/* "object", "array", "string", "integer", "number", "boolean" or "null". */
+/* An "exact integer" node (xgr/value.h: xgr_json_parse_exact keeps an integer beyond int64 as a
+ * jansson string of these prefix bytes, which UTF-8 text never holds, then its decimal digits). */
+#define XGR_JSON_EXACT_PREFIX "\xff\xfe" "xgr-int:"
+#define XGR_JSON_EXACT_PREFIX_LEN (sizeof XGR_JSON_EXACT_PREFIX - 1)
+/* Is v such a node? (A number to every reader: never a string.) */
+int xgr_json_is_exact(const json_t *v);
+/* v's text when v is a real JSON string, else NULL (also for an exact integer node). */
+const char *xgr_json_text(const json_t *v);
+
+/* "object", "array", "string", "integer", "number", "boolean" or "null" (an exact integer node:
+ * "integer"). */
 const char *xgr_json_type_name(const json_t *v);
 
-/* A short compact rendering of v for messages ("\"abc\"", "12", "{...}"), truncated to n-1 bytes. */
+/* A short compact rendering of v for messages ("\"abc\"", "12", "{...}"; an exact integer node's
+ * digits), truncated to n-1 bytes. */
 void xgr_json_preview(const json_t *v, char *buf, size_t n);
 
 /* Check that v has JSON type t; otherwise fill e with XGR_ESCHEMA at path p:
- * "expected string, got integer 12". */
+ * "expected string, got integer 12". An exact integer node is an integer here, never a string. */
 int xgr_json_expect(const json_t *v, json_type t, const xgr_path *p, xgr_error *e);
 
 #ifdef __cplusplus

@@ -445,7 +445,9 @@ static void check_overdue(xgr__node_lease *l) {
     free(k);
     return;
   }
-  uint64_t found = 0;
+  uint64_t found = 0, loaded = 0;
+  int64_t worst = 0;
+  size_t first = n;
   for (size_t i = 0; i < n && !atomic_load(&l->stop); i++) {
     xgr_engine_session_info in;
     if (!xgr_engine_session(d->e, k[i].owner, k[i].root_pid, &in)) continue;   /* in memory: its timer is armed */
@@ -454,12 +456,18 @@ static void check_overdue(xgr__node_lease *l) {
       xgr_node_log_error(d, "warn", "overdue session: cannot load it", err.message);
       continue;
     }
-    atomic_fetch_add(&l->overdue_loaded, 1);
+    loaded++;
+    if (first == n) first = i;
+    if (now - k[i].due > worst) worst = now - k[i].due;
+  }
+  if (loaded) {   /* one line a check, however many: an overloaded poller must not flood the log */
+    atomic_fetch_add(&l->overdue_loaded, loaded);
     xgr_logfmt lg;
-    xgr_node_log_begin(d, &lg, "warn", "overdue session loaded: the due poller missed it");
-    xgr_logfmt_str(&lg, "owner", k[i].owner);
-    xgr_logfmt_u64(&lg, "rootPid", k[i].root_pid);
-    xgr_logfmt_i64(&lg, "overdue_ms", (int64_t)((double)(now - k[i].due) / scale));
+    xgr_node_log_begin(d, &lg, "warn", "overdue sessions loaded: the due poller missed them");
+    xgr_logfmt_u64(&lg, "sessions", loaded);
+    xgr_logfmt_str(&lg, "owner", k[first].owner);
+    xgr_logfmt_u64(&lg, "rootPid", k[first].root_pid);
+    xgr_logfmt_i64(&lg, "worst_overdue_ms", (int64_t)((double)worst / scale));
     xgr_node_log_end(d, &lg);
   }
   atomic_store(&l->overdue_now, found);

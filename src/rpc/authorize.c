@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "xgr/auth.h"
+#include "xgr/json.h"
 
 bool xgr_rpc_is_address(const char *s) {
   if (!s || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || strlen(s) != 42) return false;
@@ -26,11 +27,11 @@ bool xgr_rpc_is_address(const char *s) {
 
 const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params) {
   if (!json_is_object(params)) return NULL;
-  const char *f = json_string_value(json_object_get(params, "from"));
+  const char *f = xgr_json_text(json_object_get(params, "from"));
   if (f || !c || c->auth_none) return f;
   const json_t *m = json_object_get(json_object_get(params, "permit"), "message");
-  const char *r = json_string_value(json_object_get(m, "runner"));
-  return r ? r : json_string_value(json_object_get(m, "from"));
+  const char *r = xgr_json_text(json_object_get(m, "runner"));
+  return r ? r : xgr_json_text(json_object_get(m, "from"));
 }
 
 /* Permit mode: verify the permit the action needs; the signer is the caller. */

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/json.h"
 #include "xgr/auth.h"
 #include "util/alloc.h"
 #include "xgr/xrc_types.h"
@@ -177,16 +178,17 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
   json_array_foreach(by, i, v) {
     char path[32];
     snprintf(path, sizeof path, "sort.by[%zu]", i);
-    const char *t = json_string_value(v);
+    const char *t = xgr_json_text(v);
     char key[32] = "", dir[8] = "asc";
     if (t) sscanf(t, "%31[^:]:%7s", key, dir);
     int k = !strcmp(key, "rootPid") ? 0 : !strcmp(key, "iter") ? 1 : !strcmp(key, "updatedAt") ? 2 : -1;
     int dr = !strcmp(dir, "asc") ? 1 : !strcmp(dir, "desc") ? -1 : 0;
     if (!t || k < 0 || !dr || rs->nkeys == 4) {
+      char prev[48];
+      xgr_json_preview(v, prev, sizeof prev);
       json_decref(one);
       return xgr__rpc_fail(err, XGR_ESCHEMA, path,
-                           "is \"%.40s\"; expected \"<rootPid|iter|updatedAt>:<asc|desc>\" " "(at most 4 keys)",
-                           t ? t : "?");
+                           "is %s; expected \"<rootPid|iter|updatedAt>:<asc|desc>\" (at most 4 keys)", prev);
     }
     rs->keys[rs->nkeys++] = (sortkey){k, dr};
   }
@@ -247,7 +249,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     /* the public reference's allow mode: a ControlPermitV2 (action wake) for `runner`'s session
      * sessionId lists the waiting steps the signer may wake there (its stepId, if set, only) */
     if ((rc = xgr_auth_verify(caller->auth, o, "controlPermit", XGR_PERMIT_CONTROL_V2, &cp, err))) return rc;
-    const char *runner = json_string_value(json_object_get(o, "runner"));
+    const char *runner = xgr_json_text(json_object_get(o, "runner"));
     if (strcmp(cp.action, "wake"))
       return xgr__rpc_fail(err, XGR_EPERM, "controlPermit.message.action",
                            "is \"%s\"; listing in allow mode takes a wake permit", cp.action);

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "rpc/rpc_impl.h"
+#include "xgr/json.h"
 #include "xgr/auth.h"
 #include "util/alloc.h"
 #include "xgr/xrc_types.h"
@@ -457,10 +458,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
     return rc;
   if (init) {
     const json_t *sv = json_object_get(init, "stepId");
-    if (sv && !json_is_null(sv) && !json_is_string(sv))
-      return xgr__rpc_fail(err, XGR_ESCHEMA, "init.stepId",
-                           "is not a string; expected a step id");
-    step = json_string_value(sv);
+    if (sv && !json_is_null(sv) && !xgr_json_text(sv)) {
+      char prev[72];
+      xgr_json_preview(sv, prev, sizeof prev);
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "init.stepId", "is %s %s; expected a step id (a string)",
+                           xgr_json_type_name(sv), prev);
+    }
+    step = xgr_json_text(sv);
     payload = json_object_get(init, "payload");
     if (json_is_null(payload)) payload = NULL;
     const json_t *wv = json_object_get(init, "waitMs");
@@ -496,7 +500,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   const char *opath, *step = NULL, *ostc_id = NULL, *hash = NULL;
   static const char *const from_keys[] = {"from", "owner", NULL};
   const char *fk = xgr__rpc_first_key(o, from_keys);
-  const char *claimed = json_string_value(json_object_get(o, fk));
+  const char *claimed = xgr_json_text(json_object_get(o, fk));
   if ((rc = xgr__rpc_owner(o, claimed ? claimed : xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err)))
     return rc;
   xgr_permit permit;

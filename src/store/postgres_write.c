@@ -282,13 +282,19 @@ static void read_pipeline(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_chang
 }
 
 /* Run one statement without parameters through the pipeline (BEGIN, COMMIT, ROLLBACK) and wait
- * for its sync point. 0 or an error. */
-static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
+ * for its sync point. 0 or an error; state (NULL: not wanted, else 6 bytes) gets the failing
+ * result's SQLSTATE ("" when there is none). */
+static int pipe_simple_state(pgstore *g, PGconn *w, const char *sql, char *state, xgr_error *err) {
+  if (state) state[0] = 0;
   if (!PQsendQueryParams(w, sql, 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(w))
     return xgr__pg_res_error(g, NULL, w, sql, err);
   int rc = 0;
   PGresult *r = PQgetResult(w);
-  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) rc = xgr__pg_res_error(g, r, w, sql, err);
+  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+    rc = xgr__pg_res_error(g, r, w, sql, err);
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (state && st) snprintf(state, 6, "%s", st);
+  }
   if (r) {
     PQclear(r);
     while ((r = PQgetResult(w))) PQclear(r);   /* the end of the statement's results */
@@ -298,6 +304,10 @@ static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
   PQclear(r);
   if (!rc && PQstatus(w) == CONNECTION_BAD) rc = xgr__pg_res_error(g, NULL, w, sql, err);
   return rc;
+}
+
+static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
+  return pipe_simple_state(g, w, sql, NULL, err);
 }
 
 /* Cluster: the group's first statement checks that this node still holds every session the group
@@ -454,8 +464,10 @@ static void count_tx(pgstore *g, size_t n) {
 
 /* One group on connection w: all batches in one transaction, or (after a batch's own fault) one
  * each. bump: the group's transaction raises its owners' counters (false: commit_split raised
- * them before, in a transaction of their own). */
-static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, bool bump) {
+ * them before, in a transaction of their own). may_redo: the group may be done again once from
+ * the start, on a new connection, when the server proves its COMMIT was not made (below). */
+static void commit_group_at(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, bool bump,
+                            bool may_redo) {
   xgr_error err;
   int64_t now = xgr__store_now_ms(&g->base);
   if (xgr_store_failed(&g->base, &err)) {
@@ -500,9 +512,19 @@ static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes 
     }
   }
   if (pr.ok) {
-    if (pipe_simple(g, w, "COMMIT", &err)) fail_all(g, list, n, &err);
-    else count_tx(g, n);
+    char st[6];
+    int crc = pipe_simple_state(g, w, "COMMIT", st, &err);
     PQexitPipelineMode(w);
+    if (!crc) {
+      count_tx(g, n);
+    } else if (may_redo && !strcmp(st, "25P03") && PQstatus(w) != CONNECTION_OK) {
+      /* the server had ended the session for sitting idle in the transaction (this writer was
+       * stalled before its COMMIT: idle_tx_ms), so the COMMIT was never made: the group again,
+       * on a new connection, where the fence refuses what this node lost meanwhile */
+      commit_group_at(g, w, cb, list, n, bump, false);
+    } else {
+      fail_all(g, list, n, &err);
+    }
     return;
   }
   if (pr.conn_lost || !state_is_batch_fault(pr.state) || pr.bad_batch >= n) {   /* the store stops */
@@ -542,6 +564,10 @@ static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes 
     list[i]->rc = pr.err.code ? pr.err.code : XGR_ECONFLICT;
   }
   PQexitPipelineMode(w);
+}
+
+static void commit_group(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, bool bump) {
+  commit_group_at(g, w, cb, list, n, bump, true);
 }
 
 /* ---- the writer thread ---------------------------------------------------------------------------- */

@@ -50,7 +50,15 @@ int xgr_json_parse(const char *buf, size_t len, json_t **out, xgr_error *e) {
   return 0;
 }
 
+int xgr_json_is_exact(const json_t *v) {
+  return json_is_string(v) && json_string_length(v) > XGR_JSON_EXACT_PREFIX_LEN &&
+         !memcmp(json_string_value(v), XGR_JSON_EXACT_PREFIX, XGR_JSON_EXACT_PREFIX_LEN);
+}
+
+const char *xgr_json_text(const json_t *v) { return xgr_json_is_exact(v) ? NULL : json_string_value(v); }
+
 const char *xgr_json_type_name(const json_t *v) {
+  if (xgr_json_is_exact(v)) return "integer";
   switch (json_typeof(v)) {
     case JSON_OBJECT: return "object";
     case JSON_ARRAY: return "array";
@@ -70,6 +78,11 @@ void xgr_json_preview(const json_t *v, char *buf, size_t n) {
     snprintf(buf, n, "%s", json_is_object(v) ? "{...}" : "[...]");
     return;
   }
+  if (xgr_json_is_exact(v)) {
+    snprintf(buf, n, "%s", json_string_value(v) + XGR_JSON_EXACT_PREFIX_LEN);
+    if (strlen(json_string_value(v) + XGR_JSON_EXACT_PREFIX_LEN) >= n && n > 4) memcpy(buf + n - 4, "...", 4);
+    return;
+  }
   char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
   if (!s) {
     snprintf(buf, n, "?");
@@ -85,7 +98,7 @@ void xgr_json_preview(const json_t *v, char *buf, size_t n) {
 }
 
 int xgr_json_expect(const json_t *v, json_type t, const xgr_path *p, xgr_error *e) {
-  if (v && json_typeof(v) == t) return 0;
+  if (v && json_typeof(v) == t && !xgr_json_is_exact(v)) return 0;
   if (t == JSON_TRUE && (json_is_boolean(v))) return 0;
   static const char *const names[] = {"object", "array", "string", "integer", "number",
                                       "boolean", "boolean", "null"};

@@ -11,6 +11,7 @@
 
 #include "util/alloc.h"
 #include "value/value_impl.h"
+#include "xgr/json.h"
 
 /* ---- reader ------------------------------------------------------------------------------- */
 
@@ -596,8 +597,8 @@ char *xgr_json_dumps(const json_t *j, unsigned flags) {
 /* ---- exact integers in jansson trees ------------------------------------------------------ */
 
 /* Bytes 0xFF 0xFE cannot occur in UTF-8, and jansson only parses UTF-8: no client makes this. */
-static const char exact_prefix[] = "\xff\xfe" "xgr-int:";
-#define EXACT_PREFIX_LEN (sizeof exact_prefix - 1)
+static const char exact_prefix[] = XGR_JSON_EXACT_PREFIX;
+#define EXACT_PREFIX_LEN XGR_JSON_EXACT_PREFIX_LEN
 
 static json_t *exact_node(xgr_value v) {
   char tmp[96 + EXACT_PREFIX_LEN];
@@ -607,10 +608,9 @@ static json_t *exact_node(xgr_value v) {
 }
 
 bool xgr_json_exact_integer(const json_t *j, xgr_value *out) {
-  if (!json_is_string(j)) return false;
+  if (!xgr_json_is_exact(j)) return false;
   size_t n = json_string_length(j);
   const char *s = json_string_value(j);
-  if (n <= EXACT_PREFIX_LEN || memcmp(s, exact_prefix, EXACT_PREFIX_LEN)) return false;
   s += EXACT_PREFIX_LEN;
   n -= EXACT_PREFIX_LEN;
   xgr_value v;

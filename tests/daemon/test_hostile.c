@@ -203,6 +203,30 @@ static void test_unencodable_refusal(void **state) {
     assert_string_equal(msg, "is 100000000000000000000000; expected a string");
     json_decref(r);
   }
+  /* the same where a parameter is read by hand: init.stepId, the owner named by `from`, a sort key;
+   * each is refused naming the number, and no message carries the internal form or bytes that
+   * are not UTF-8 */
+  const char *more[] = {
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.enqueue\",\"params\":{\"owner\":\"" OWNER "\","
+      "\"xrc729\":\"local\",\"ostcId\":\"x\",\"init\":{\"stepId\":100000000000000000000000}}}",
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.enqueue\",\"params\":{\"from\":100000000000000000000000,"
+      "\"xrc729\":\"local\",\"ostcId\":\"x\"}}",
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_listSessions\",\"params\":[{\"owner\":\"" OWNER "\","
+      "\"sort\":{\"by\":[100000000000000000000000]}}]}",
+  };
+  const char *more_paths[] = {"init.stepId", NULL, "sort.by[0]"};
+  for (size_t i = 0; i < 3; i++) {
+    json_t *r = xh_post(&d, more[i], strlen(more[i]));
+    assert_null(json_object_get(r, "result"));
+    char path[64];
+    assert_int_equal(err_of(r, path, sizeof path), -32602);
+    if (more_paths[i]) assert_string_equal(path, more_paths[i]);
+    const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+    assert_non_null(msg);
+    if (strstr(msg, "xgr-int") || strstr(msg, "\"?")) fail_msg("%s: the message shows the internal form: %s", path, msg);
+    if (i == 0) assert_string_equal(msg, "is integer 100000000000000000000000; expected a step id (a string)");
+    json_decref(r);
+  }
   finish(&d);
 }
 

@@ -107,7 +107,7 @@ def main():
                  lambda: n2.metric("sessions_overdue", "xgr_cluster") == 0, 5, 0.05)
         check(pg.sql("t", "SELECT count(*) FROM proc_steps") == steps, "loading it ran no step")
         check(pg.sql("t", "SELECT status FROM sessions WHERE root_pid = 100") == "0", "it still sleeps")
-        check("overdue session loaded" in open(n2.log, errors="replace").read(), "n2 logged the overdue load")
+        check("overdue sessions loaded" in open(n2.log, errors="replace").read(), "n2 logged the overdue load")
         twice = pg.sql("t", "SELECT count(*) FROM (SELECT owner, root_pid, iter FROM proc_steps GROUP BY 1, 2, 3"
                             " HAVING count(*) > 1) d")
         check(twice == "0", "no step ran twice (%s)" % twice)

@@ -9,7 +9,8 @@ time. n1 is SIGSTOPped, again and again for a moment, until the server shows its
 skipped by every claim. Checked: the server ends that connection after max(3 leases, 5 s) (the
 writer's idle_in_transaction_session_timeout), n2 then claims every session n1 held and runs all
 of them to their end while n1 stays stopped; resumed, n1 finds its writer's connection gone before
-the group's COMMIT was sent (nothing of it was committed), connects again and tries the group once
+the group's COMMIT was made (before it sent it, or the server answers it with 25P03: it had ended
+the session; either way nothing of it was committed), connects again and tries the group once
 more, and the fence refuses every batch of the sessions n2 took: no step is applied twice, n1 goes
 on (/readyz 200) and both stop cleanly.
 
@@ -93,7 +94,8 @@ def main():
         wait_for("resumed, n1 did not find its leases lost",
                  lambda: nodes[0].metric("leases_held", "xgr_cluster") == 0, 30, 0.1)
         refused = nodes[0].metric("late_writes_refused", "xgr_cluster")
-        check(refused >= 1, "resumed, n1's late writes were refused by the fence (%d batches)" % refused)
+        if held != "0":   # (with rebalancing n1 may have handed its sessions over before it stopped)
+            check(refused >= 1, "resumed, n1's late writes were refused by the fence (%d batches)" % refused)
         twice = sql("SELECT count(*) FROM (SELECT owner, root_pid, iter FROM proc_steps GROUP BY 1, 2, 3"
                     " HAVING count(*) > 1) d")
         check(twice == "0", "no step is in the history twice (%s)" % twice)
