@@ -248,6 +248,8 @@ typedef struct pipe_result {
   xgr_error err;                /* the first error */
   bool direct_conflict;         /* the direct COPY of new process rows failed on a constraint: the
                                    group is redone without it (commit_group) */
+  char xid[24];                 /* the transaction's id (txid_current()), "" when not read: asked
+                                   about after a COMMIT whose answer was lost (commit_group) */
 } pipe_result;
 
 /* ---- postgres.c --------------------------------------------------------------------------------- */

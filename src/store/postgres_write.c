@@ -282,19 +282,13 @@ static void read_pipeline(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_chang
 }
 
 /* Run one statement without parameters through the pipeline (BEGIN, COMMIT, ROLLBACK) and wait
- * for its sync point. 0 or an error; state (NULL: not wanted, else 6 bytes) gets the failing
- * result's SQLSTATE ("" when there is none). */
-static int pipe_simple_state(pgstore *g, PGconn *w, const char *sql, char *state, xgr_error *err) {
-  if (state) state[0] = 0;
+ * for its sync point. 0 or an error. */
+static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
   if (!PQsendQueryParams(w, sql, 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(w))
     return xgr__pg_res_error(g, NULL, w, sql, err);
   int rc = 0;
   PGresult *r = PQgetResult(w);
-  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-    rc = xgr__pg_res_error(g, r, w, sql, err);
-    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    if (state && st) snprintf(state, 6, "%s", st);
-  }
+  if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) rc = xgr__pg_res_error(g, r, w, sql, err);
   if (r) {
     PQclear(r);
     while ((r = PQgetResult(w))) PQclear(r);   /* the end of the statement's results */
@@ -304,10 +298,6 @@ static int pipe_simple_state(pgstore *g, PGconn *w, const char *sql, char *state
   PQclear(r);
   if (!rc && PQstatus(w) == CONNECTION_BAD) rc = xgr__pg_res_error(g, NULL, w, sql, err);
   return rc;
-}
-
-static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
-  return pipe_simple_state(g, w, sql, NULL, err);
 }
 
 /* Cluster: the group's first statement checks that this node still holds every session the group
@@ -342,7 +332,11 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
   }
+  pr->xid[0] = 0;
   if (!PQsendQueryParams(w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
+  /* the transaction's id, for settling a COMMIT whose answer is lost (settle_commit) */
+  if (!ps.send_failed && !PQsendQueryParams(w, "SELECT txid_current()", 0, NULL, NULL, NULL, NULL, 0))
+    ps.send_failed = true;
   if (g->cl) send_fence(g, w, &ps, list, n);
   bool bulk = xgr__pg_bulk_ok(list, n);
   if (bulk) {
@@ -372,6 +366,13 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
   if (!began) xgr__pg_res_error(g, r, w, "cannot begin a transaction", &berr);
   PQclear(r);
   while ((r = PQgetResult(w))) PQclear(r);
+  r = PQgetResult(w);   /* txid_current() */
+  if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+    snprintf(pr->xid, sizeof pr->xid, "%s", PQgetvalue(r, 0, 0));
+  if (r) {
+    PQclear(r);
+    while ((r = PQgetResult(w))) PQclear(r);
+  }
   read_pipeline(g, w, &ps, list, pr);
   if (!began) {   /* nobody's fault: the store stops */
     pr->ok = false;
@@ -462,6 +463,33 @@ static void count_tx(pgstore *g, size_t n) {
   pthread_mutex_unlock(&g->base.mu);
 }
 
+/* After a COMMIT whose answer was lost with the connection: was transaction xid (of the server
+ * process old_pid) made? The writer connects again (writer_ready) and asks txid_status. A
+ * transaction still in progress belongs to a server process that has not noticed the lost
+ * connection yet (a cut network): that process is ended (it is this writer's own and can do
+ * nothing more), which aborts it, and the server is asked again. 1: committed; 0: aborted (or
+ * too old to know, which cannot be for a transaction of moments ago: treated as not known);
+ * -1: not known (the caller fails the store). */
+static int settle_commit(pgstore *g, PGconn *w, const char *xid, int old_pid) {
+  xgr_error err;
+  if (!writer_ready(g, w, &err)) return -1;
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", old_pid);
+  for (int tries = 0; tries < 50; tries++) {
+    const char *v[1] = {xid};
+    PGresult *r = PQexecParams(w, "SELECT txid_status($1::bigint)", 1, NULL, v, NULL, NULL, 0);
+    const char *st = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)
+                         ? PQgetvalue(r, 0, 0) : "";
+    int made = !strcmp(st, "committed") ? 1 : !strcmp(st, "aborted") ? 0 : !strcmp(st, "in progress") ? 2 : -1;
+    PQclear(r);
+    if (made != 2) return made;
+    const char *pv[1] = {pid};
+    PQclear(PQexecParams(w, "SELECT pg_terminate_backend($1::int)", 1, NULL, pv, NULL, NULL, 0));
+    nanosleep(&(struct timespec){0, 20000000}, NULL);
+  }
+  return -1;
+}
+
 /* One group on connection w: all batches in one transaction, or (after a batch's own fault) one
  * each. bump: the group's transaction raises its owners' counters (false: commit_split raised
  * them before, in a transaction of their own). may_redo: the group may be done again once from
@@ -512,15 +540,21 @@ static void commit_group_at(pgstore *g, PGconn *w, copybufs *cb, xgr_store_chang
     }
   }
   if (pr.ok) {
-    char st[6];
-    int crc = pipe_simple_state(g, w, "COMMIT", st, &err);
+    int old_pid = PQbackendPID(w);
+    int crc = pipe_simple(g, w, "COMMIT", &err);
     PQexitPipelineMode(w);
     if (!crc) {
       count_tx(g, n);
-    } else if (may_redo && !strcmp(st, "25P03") && PQstatus(w) != CONNECTION_OK) {
-      /* the server had ended the session for sitting idle in the transaction (this writer was
-       * stalled before its COMMIT: idle_tx_ms), so the COMMIT was never made: the group again,
-       * on a new connection, where the fence refuses what this node lost meanwhile */
+      return;
+    }
+    /* the connection broke around the COMMIT: whether it was made, the server knows */
+    int made = PQstatus(w) != CONNECTION_OK && pr.xid[0] ? settle_commit(g, w, pr.xid, old_pid) : -1;
+    if (made == 1) {
+      count_tx(g, n);
+    } else if (made == 0 && may_redo) {
+      /* not made (the server ended the session first: a writer stalled before its COMMIT, idle
+       * in the transaction past idle_tx_ms, or the database restarted): the group again on the
+       * new connection, where the fence refuses what this node lost meanwhile */
       commit_group_at(g, w, cb, list, n, bump, false);
     } else {
       fail_all(g, list, n, &err);
