@@ -21,7 +21,9 @@
  * Limits (issue 38: streams took every connection): a stream takes a unit of the per-client tally
  * (under its client's IP address, with the cap on every stream as the tally's total) and of the
  * per-owner tally (under its owner, "*" for a stream of every owner) before it is answered; above a
- * cap it is refused with 429 naming the cap, and nothing else notices. A stream ends with its
+ * cap it is refused with 429 naming the cap, and nothing else notices. Before refusing, the hub
+ * peeks at the sockets of the streams concerned: those whose client has gone (a page that moved
+ * on; a suspended connection is not watched) give back their units at once (prune_gone). A stream ends with its
  * permit and after the hub's longest lifetime: the keep-alive thread also sleeps towards the
  * earliest end of an open stream, marks it `ending` and resumes it; its reader then sends one
  * `event: end` saying why and ends the response.
@@ -29,6 +31,7 @@
 #include "rpc/console_service_impl.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -36,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "util/alloc.h"
@@ -73,6 +77,7 @@ typedef struct stream {
   uint64_t expiry;                /* its permit's expiry, Unix seconds (0: none) */
   end_why why;                    /* what ends it at end_ns */
   bool ending, end_sent;          /* the timer ended it; its `event: end` went out */
+  bool released;                  /* its units and count were given back (prune_gone or stream_free) */
 } stream;
 
 struct xgr__sse_hub {
@@ -127,7 +132,7 @@ static uint64_t wall_ns(void) {
  * wall clock be behind it now (adjusted meanwhile) the stream waits for the date. */
 static uint64_t end_due(xgr__sse_hub *h, uint64_t now, uint64_t until) {
   for (stream *s = h->all; s; s = s->anxt) {
-    if (s->ending || !s->end_ns) continue;
+    if (s->ending || !s->end_ns || s->released) continue;
     if (now >= s->end_ns && s->why == END_PERMIT) {
       uint64_t w = wall_ns(), at = s->expiry * 1000000000ull;
       if (w < at) s->end_ns = now + (at - w);
@@ -275,7 +280,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
     pthread_mutex_unlock(&h->mu);
     return MHD_CONTENT_READER_END_OF_STREAM;
   }
-  if (st->end_sent) {
+  if (st->end_sent || st->released) {   /* ended, or its client is gone (prune_gone) */
     pthread_mutex_unlock(&h->mu);
     return MHD_CONTENT_READER_END_OF_STREAM;
   }
@@ -357,9 +362,40 @@ static void stream_free(void *cls) {
   if (st->aprev) st->aprev->anxt = st->anxt;
   else h->all = st->anxt;
   if (st->anxt) st->anxt->aprev = st->aprev;
+  bool released = st->released;
+  st->released = true;
   pthread_mutex_unlock(&h->mu);
-  stream_release(h, st->client, st->owner);
+  if (!released) stream_release(h, st->client, st->owner);
   free(st);
+}
+
+/* Whether the client of connection c has closed its end: a suspended connection is not watched by
+ * libmicrohttpd, so a browser that navigated away is otherwise noticed only at the next keep-alive
+ * (a peek reads nothing: 0 is the peer's FIN, EAGAIN a live peer with nothing to say). */
+static bool peer_gone(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!ci) return false;
+  char b;
+  ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Before a cap refuses a stream: give back at once what the streams whose client is gone hold (of
+ * client, or of anyone when client is NULL), and resume them so that libmicrohttpd closes them
+ * (their reader ends them). A page that moved on (each view opens its own stream) then does not
+ * count against its client until the next keep-alive. The number given back. */
+static unsigned prune_gone(xgr__sse_hub *h, const char *client) {
+  unsigned n = 0;
+  pthread_mutex_lock(&h->mu);
+  for (stream *s = h->all; s; s = s->anxt) {
+    if (s->released || (client && strcmp(s->client, client)) || !peer_gone(s->c)) continue;
+    s->released = true;
+    stream_release(h, s->client, s->owner);
+    if (s->waiting) resume_one(h, s);
+    n++;
+  }
+  pthread_mutex_unlock(&h->mu);
+  return n;
 }
 
 void xgr__sse_set_limits(xgr__sse_hub *h, const xgr__sse_limits *lim) {
@@ -401,7 +437,10 @@ static int stream_admit(xgr__sse_hub *h, const char *client, const char *owner, 
   pthread_mutex_unlock(&h->mu);
   atomic_fetch_add(&h->streams, 1);   /* counted from before its cursor is taken until stream_free */
   unsigned held;
-  if (!xgr__tally_take(&h->clients, client, lim.per_client, lim.total, &held)) {
+  bool took = xgr__tally_take(&h->clients, client, lim.per_client, lim.total, &held);
+  if (!took && prune_gone(h, lim.per_client && held >= lim.per_client ? client : NULL))
+    took = xgr__tally_take(&h->clients, client, lim.per_client, lim.total, &held);
+  if (!took) {
     atomic_fetch_sub(&h->streams, 1);
     bool per_client = lim.per_client && held >= lim.per_client;
     if (per_client)
@@ -417,7 +456,9 @@ static int stream_admit(xgr__sse_hub *h, const char *client, const char *owner, 
     atomic_fetch_add(&h->refused[per_client ? XGR__SSE_LIMIT_CLIENT : XGR__SSE_LIMIT_TOTAL], 1);
     return XGR_ELIMIT;
   }
-  if (!xgr__tally_take(&h->owners, owner[0] ? owner : "*", lim.per_owner, 0, &held)) {
+  bool owner_ok = xgr__tally_take(&h->owners, owner[0] ? owner : "*", lim.per_owner, 0, &held);
+  if (!owner_ok && prune_gone(h, NULL)) owner_ok = xgr__tally_take(&h->owners, owner[0] ? owner : "*", lim.per_owner, 0, &held);
+  if (!owner_ok) {
     xgr__tally_give(&h->clients, client);
     atomic_fetch_sub(&h->streams, 1);
     snprintf(msg, n,

@@ -8,7 +8,8 @@ Part 1, caps (xgrd --auth none, --max-streams-per-client 3, --max-streams-per-ow
 --max-streams 6): a client's 4th stream is refused with HTTP 429 whose text names
 --max-streams-per-client and 3, an owner's 5th (from another client) names --max-streams-per-owner,
 the 7th in all names --max-streams; the streams already open keep streaming (an event reaches
-them), JSON-RPC calls answer, and /metrics shows xgr_event_streams 6 and one refusal per cap.
+them), JSON-RPC calls answer, and /metrics shows xgr_event_streams 6 and one refusal per cap; a
+client that closes a stream may open another at once (the closed one no longer counts).
 
 Part 2, lifetime (xgrd --auth permits, --stream-max-secs 4, --log-level info): a stream opened
 with an xdalaPermit expiring in 2 s (passed in the query) and one opened with a 10-minute permit in
@@ -143,6 +144,12 @@ def caps():
         for lim in ("client", "owner", "total"):
             check(re.search(r'^xgr_event_streams_refused_total\{limit="%s"\} 1$' % lim, text, re.M),
                   "xgr_event_streams_refused_total{limit=\"%s\"} is 1" % lim)
+        # a page that moved on (its socket closed) does not count against its client: the stream that
+        # replaces it is admitted at once, not after the next keep-alive noticed the closed one
+        opened.pop(0).close()
+        st = Stream(x, "127.0.0.1", "/ui/events?owner=" + A)
+        check(st.status == 200, "a client that closed a stream opens another at once (HTTP %d)" % st.status)
+        opened.append(st)
     finally:
         for st in opened:
             st.close()
