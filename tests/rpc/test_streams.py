@@ -67,35 +67,27 @@ class Stream:
         self.buf += d
         return bool(d)
 
-    def read_until(self, needle, secs):
-        """Read until needle is in the body (True) or secs pass (False)."""
+    def read_while(self, going, secs):
+        """Read while going() holds, the server has not closed and secs have not passed; True once closed."""
         self.s.settimeout(0.2)
         t0 = time.time()
-        while needle.encode() not in self.body and time.time() - t0 < secs:
+        while going() and not self.closed and time.time() - t0 < secs:
             try:
                 d = self.s.recv(65536)
             except socket.timeout:
                 continue
-            if not d:
-                self.closed = True
-                break
+            self.closed = not d
             self.body += d
+        return self.closed
+
+    def read_until(self, needle, secs):
+        """Read until needle is in the body (True) or secs pass (False)."""
+        self.read_while(lambda: needle.encode() not in self.body, secs)
         return needle.encode() in self.body
 
     def read_to_end(self, secs):
         """Read until the server closes (True) or secs pass (False)."""
-        self.s.settimeout(0.2)
-        t0 = time.time()
-        while time.time() - t0 < secs:
-            try:
-                d = self.s.recv(65536)
-            except socket.timeout:
-                continue
-            if not d:
-                self.closed = True
-                return True
-            self.body += d
-        return False
+        return self.read_while(lambda: True, secs)
 
     def close(self):
         self.s.close()
