@@ -139,27 +139,76 @@ async function act(method, params, action, root, stepId) {
 
 /* ---- live events ------------------------------------------------------------------------------------ */
 
-/* The event stream of filter {owner, rootPid}. In permit mode the reader's xdalaPermit goes along
- * (an EventSource sends no headers); when it nears expiry the stream is reopened with a fresh one. */
+/* The event stream of filter {owner, rootPid}. Under --auth none an EventSource. In permit mode the
+ * reader's xdalaPermit goes in the `Authorization: XDaLaPermit` header, never in the URL (where logs
+ * and history would keep it): an EventSource cannot send headers, so the stream is read with fetch()
+ * (streamSSE). When the permit nears expiry the stream is reopened with a fresh one; xgrd also ends
+ * a stream itself (`event: end`) when its permit expires or its lifetime is over. */
 async function listen(filter, onEvent) {
-  if (state.es) { state.es.close(); state.es = null; }
+  stopListening();
   const dot = $('#live');
-  const q = Object.assign({}, filter);
-  if (permitMode()) {
-    const p = await readPermit();
-    q.permit = JSON.stringify(p);
-    const view = state.view;
-    clearTimeout(state.esRenew);
-    state.esRenew = setTimeout(() => { if (state.view === view) listen(filter, onEvent).catch(() => {}); },
-      Math.max(10, Number(p.message.expiry) - 90 - Date.now() / 1000) * 1000);
-  }
-  const es = new EventSource('/ui/events' + query(q));
-  es.addEventListener('xgr', ev => { try { onEvent(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
-  es.addEventListener('reset', () => onEvent({ kind: 'reset' }));
-  es.onopen = () => { const d = $('#live'); if (d) d.classList.add('on'); };
-  es.onerror = () => { const d = $('#live'); if (d) d.classList.remove('on'); };
   if (dot) dot.classList.remove('on');
-  state.es = es;
+  const url = '/ui/events' + query(filter);
+  const live = on => { const d = $('#live'); if (d) d.classList.toggle('on', on); };
+  if (!permitMode()) {
+    const es = new EventSource(url);
+    es.addEventListener('xgr', ev => { try { onEvent(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
+    es.addEventListener('reset', () => onEvent({ kind: 'reset' }));
+    es.onopen = () => live(true);
+    es.onerror = () => live(false);
+    state.es = es;
+    return;
+  }
+  const p = await readPermit();
+  const view = state.view;
+  const again = () => { if (state.view === view) listen(filter, onEvent).catch(() => {}); };
+  state.esRenew = setTimeout(again, Math.max(10, Number(p.message.expiry) - 90 - Date.now() / 1000) * 1000);
+  const ctl = new AbortController();
+  const handle = { close: () => ctl.abort() };
+  state.es = handle;
+  const headers = { Authorization: 'XDaLaPermit ' + JSON.stringify(p) };
+  if (state.esLast && state.esLastUrl === url) headers['Last-Event-ID'] = state.esLast;   // resume where it ended
+  streamSSE(url, headers, ctl.signal, (event, data, id) => {
+    if (id) { state.esLast = id; state.esLastUrl = url; }
+    if (event === 'xgr') { try { onEvent(JSON.parse(data)); } catch (e) { console.error(e); } }
+    else if (event === 'reset') onEvent({ kind: 'reset' });
+  }, live).then(ended => {
+    live(false);
+    if (state.es === handle && ended) { clearTimeout(state.esRenew); state.esRenew = setTimeout(again, 2000); }
+  }).catch(() => live(false));
+}
+
+function stopListening() {
+  if (state.es) { state.es.close(); state.es = null; }
+  clearTimeout(state.esRenew);
+}
+
+/* Read a server-sent-event stream with fetch (headers allowed): on(event, data, id) per event, live(true)
+ * once it is open. Resolves true when the server ended it (reconnect), false when it was refused. */
+async function streamSSE(url, headers, signal, on, live) {
+  const res = await fetch(url, { headers, signal, cache: 'no-store' });
+  if (!res.ok || !res.body) return false;
+  live(true);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return true;
+    buf += value.replace(/\r\n?/g, '\n');
+    let cut;
+    while ((cut = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, cut);
+      buf = buf.slice(cut + 2);
+      let event = 'message', id = '';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) event = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+        else if (line.startsWith('id:')) id = line.slice(3).trim();
+      }
+      if (data.length || event !== 'message') on(event, data.join('\n'), id);
+    }
+  }
 }
 
 /* ---- routing ------------------------------------------------------------------------------------------ */
@@ -171,8 +220,7 @@ function setOwner(o) {
 }
 
 async function route() {
-  if (state.es) { state.es.close(); state.es = null; }
-  clearTimeout(state.esRenew);
+  stopListening();
   $('#toast').hidden = true;
   const raw = location.hash.replace(/^#/, '') || '/sessions';
   const [path, q] = raw.split('?');

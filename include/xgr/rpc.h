@@ -67,8 +67,9 @@ typedef struct xgr_rpc_caller {
 
 /* ---- answering later ------------------------------------------------------------------------------
  * A method that would otherwise block its server thread on work completed elsewhere (a durable
- * commit) may defer its answer when caller->defer is set (a single request; in a batch it is NULL
- * and the method blocks as usual). It calls xgr_rpc_defer_begin(caller->defer, finish, ctx) BEFORE it
+ * commit, a first step) defers its answer when caller->defer is set (every request the server
+ * reads, each request of a batch included: the batch is answered once its last deferred member is
+ * ready; NULL only for callers that cannot wait, and then the method blocks as usual). It calls xgr_rpc_defer_begin(caller->defer, finish, ctx) BEFORE it
  * hands the work over, then returns XGR_RPC_DEFERRED; the request's connection waits without a
  * thread. Whoever completes the work calls xgr_rpc_defer_ready(defer) exactly once, from any
  * thread (it must not block). A server thread then calls finish(ctx, &result, err): its return
@@ -186,7 +187,20 @@ struct xgr_node;
 
 typedef struct xgr_rpcd_config {
   long first_step_timeout_ms; /* xgr_validateDataTransfer waits this long for the first step (0: 10000) */
+  /* Caps that keep one client or owner from taking what every caller needs (docs/SECURITY.md,
+   * "Event streams and waiting calls"); 0 takes the default given. */
+  unsigned max_validates_per_client; /* xgr_validateDataTransfer calls in flight per client address (16) */
+  unsigned max_streams_per_client;   /* open GET /ui/events streams per client address (8) */
+  unsigned max_streams_per_owner;    /* open streams per owner they read (32) */
+  unsigned max_streams;              /* open streams in all (512: half the default connection cap) */
+  unsigned stream_max_secs;          /* a stream ends this long after it opened (3600) */
 } xgr_rpcd_config;
+/* The defaults of xgr_rpcd_config's caps. */
+#define XGR_RPCD_MAX_VALIDATES_PER_CLIENT 16
+#define XGR_RPCD_MAX_STREAMS_PER_CLIENT 8
+#define XGR_RPCD_MAX_STREAMS_PER_OWNER 32
+#define XGR_RPCD_MAX_STREAMS 512
+#define XGR_RPCD_STREAM_MAX_SECS 3600
 
 /* The service of node n (borrowed: it must outlive the service), subscribed to its engine's
  * events. Create it before xgr_node_recover, so no event of a recovered session is missed. NULL

@@ -63,6 +63,8 @@ typedef struct opts {
   unsigned long max_running;      /* 0: DEFAULT_MAX_RUNNING */
   long long session_ttl_s;        /* -1: not given ($XGR_SESSION_TTL_SECS, else DEFAULT_SESSION_TTL_S) */
   long long history_retention_s;  /* -1: not given (kept forever); 0: forever */
+  /* caps per client and owner (0: the default; docs/SECURITY.md, "Event streams and waiting calls") */
+  unsigned max_validates_per_client, max_streams_per_client, max_streams_per_owner, max_streams, stream_max_secs;
 } opts;
 
 #define DEFAULT_MAX_RUNNING 32          /* SEMANTICS: at most 32 processes of a session run at once */
@@ -86,6 +88,9 @@ static const struct option long_options[] = {
   {"session-ttl", required_argument, NULL, 0}, {"history-retention", required_argument, NULL, 0},
   {"port-file", required_argument, NULL, 0}, {"chain", required_argument, NULL, 0},
   {"api-map", required_argument, NULL, 0}, {"engine-key", required_argument, NULL, 0},
+  {"max-validates-per-client", required_argument, NULL, 0}, {"max-streams-per-client", required_argument, NULL, 0},
+  {"max-streams-per-owner", required_argument, NULL, 0}, {"max-streams", required_argument, NULL, 0},
+  {"stream-max-secs", required_argument, NULL, 0},
   {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
@@ -113,8 +118,20 @@ static void usage(FILE *f) {
           "  --metrics-listen ADDR:PORT  serve GET /metrics on this address only (default: on --listen)\n"
           "  --max-body BYTES       request body cap (default 1048576)\n"
           "  --max-connections N    connection cap (default 1024)\n"
-          "  --timeout SECONDS      idle connection / slow header timeout (default 15)\n"
-          "  --first-step-timeout MS  how long xgr_validateDataTransfer waits for the first step (default 10000)\n"
+          "  --timeout SECONDS      a request's deadline: its headers and body must arrive, and its answer be\n"
+          "                         taken, within it (default 15). It does not end an event stream (GET\n"
+          "                         /ui/events): a stream ends with its permit or after --stream-max-secs\n"
+          "  --first-step-timeout MS  how long xgr_validateDataTransfer waits for the first step (default 10000);\n"
+          "                         it waits without holding an HTTP thread, also inside a batch\n"
+          "  --max-validates-per-client N  xgr_validateDataTransfer calls in flight per client address (default\n"
+          "                         16); one more is refused with -32005 naming the cap\n"
+          "  --max-streams-per-client N  open event streams (GET /ui/events) per client address (default 8)\n"
+          "  --max-streams-per-owner N   open event streams per owner they read (default 32)\n"
+          "  --max-streams N        open event streams in all (default: half of --max-connections, so JSON-RPC\n"
+          "                         calls always have connections left; below --max-connections). A stream\n"
+          "                         over a cap is refused with HTTP 429 naming it\n"
+          "  --stream-max-secs N    an event stream ends after N seconds (default 3600; a stream opened with a\n"
+          "                         permit ends when the permit expires, if that is sooner); the page reconnects\n"
           "  --shutdown-timeout MS  how long a graceful stop waits for running steps (default 30000)\n"
           "  --log-level info|warn  info logs one line per request (default info)\n"
           "  --time-scale F         the engine clock runs F times faster than wall time (default 1; at most\n"
@@ -296,6 +313,11 @@ static int set_opt(opts *o, const char *name, const char *v) {
     if (parse_uint("--history-retention", v, 3153600000UL, &u)) return -1;
     o->history_retention_s = (long long)u;
   }
+  else if (!strcmp(name, "max-validates-per-client")) { if (parse_uint("--max-validates-per-client", v, 1000000, &u) || !u) return -1; o->max_validates_per_client = (unsigned)u; }
+  else if (!strcmp(name, "max-streams-per-client")) { if (parse_uint("--max-streams-per-client", v, 1000000, &u) || !u) return -1; o->max_streams_per_client = (unsigned)u; }
+  else if (!strcmp(name, "max-streams-per-owner")) { if (parse_uint("--max-streams-per-owner", v, 1000000, &u) || !u) return -1; o->max_streams_per_owner = (unsigned)u; }
+  else if (!strcmp(name, "max-streams")) { if (parse_uint("--max-streams", v, 1000000, &u) || !u) return -1; o->max_streams = (unsigned)u; }
+  else if (!strcmp(name, "stream-max-secs")) { if (parse_uint("--stream-max-secs", v, 31536000, &u) || !u) return -1; o->stream_max_secs = (unsigned)u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
     assert(!"an option of long_options without a meaning in set_opt");
@@ -407,6 +429,15 @@ static int xgrd(int argc, char **argv, opts *o) {
   if (!o->workers) {   /* the engine's default, made explicit so that the log says how many run */
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->workers = n > 0 ? (unsigned)n : 1;
+  }
+  /* event streams take connections: by default at most half of them, so JSON-RPC calls always
+   * have connections left; a cap at or above the connection cap would let streams take them all */
+  unsigned conn_cap = o->max_connections ? o->max_connections : 1024;
+  if (!o->max_streams) o->max_streams = conn_cap / 2 ? conn_cap / 2 : 1;
+  if (o->max_streams >= conn_cap && conn_cap > 1) {
+    fprintf(stderr, "xgrd: --max-streams is %u; expected fewer than --max-connections (%u), so that JSON-RPC calls "
+            "always have connections left\n", o->max_streams, conn_cap);
+    return EXIT_USAGE;
   }
   if (o->auth && strcmp(o->auth, "none") && strcmp(o->auth, "permits")) {
     fprintf(stderr, "xgrd: --auth %s: expected permits (the default) or none\n", o->auth);
@@ -573,7 +604,12 @@ static int xgrd(int argc, char **argv, opts *o) {
   log_end(&l);
   /* the node (store, engine), its JSON-RPC service subscribed to its events, then recovery */
   xgr_node *node = xgr_node_new(&dc, &err);
-  xgr_rpcd_config sc = {.first_step_timeout_ms = o->first_step_timeout_ms};
+  xgr_rpcd_config sc = {.first_step_timeout_ms = o->first_step_timeout_ms,
+                        .max_validates_per_client = o->max_validates_per_client,
+                        .max_streams_per_client = o->max_streams_per_client,
+                        .max_streams_per_owner = o->max_streams_per_owner,
+                        .max_streams = o->max_streams,
+                        .stream_max_secs = o->stream_max_secs};
   xgr_rpcd *d = node ? xgr_rpcd_new(node, &sc, &err) : NULL;
   if (!d || xgr_rpcd_register(d, srv) || xgr_node_recover(node, &err)) {
     log_fail("cannot start the service", "path", err.path, err.message);

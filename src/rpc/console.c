@@ -220,17 +220,31 @@ static int graph_svg(xgr__console *c, struct MHD_Connection *conn) {
   return send_buf(conn, MHD_HTTP_OK, "image/svg+xml", svg, len, MHD_RESPMEM_MUST_FREE, "public, max-age=86400");
 }
 
+/* The permit of a GET /ui/events: the `Authorization: XDaLaPermit <permit JSON>` header (which a
+ * page reading the stream with fetch() sends, so the permit stays out of the URL), else the query
+ * argument `permit` (an EventSource cannot send headers). NULL when neither is there. */
+static const char *events_permit(const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
+  const char *a = caller->authorization;
+  if (a && !strncasecmp(a, "XDaLaPermit", 11) && (a[11] == ' ' || a[11] == '\t')) {
+    a += 12;
+    while (*a == ' ' || *a == '\t') a++;
+    return a;
+  }
+  return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "permit");
+}
+
 /* GET /ui/events: a stream of one owner's events (or, under --auth none, of everyone's). In permit
- * mode an EventSource cannot send headers, so the reader's xdalaPermit comes as the query argument
- * `permit` (its JSON text) and must be the owner's, as for xgr.console.sessions. */
+ * mode the reader's xdalaPermit (events_permit) must be the owner's, as for xgr.console.sessions,
+ * and the stream ends when it expires. The hub's caps and lifetime apply (xgr__sse_serve). */
 static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
   const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
   const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
   const char *last = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
-  const char *permit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "permit");
+  const char *permit = events_permit(caller, conn);
   if (!last) last = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
   if (owner && *owner && !xgr_rpc_is_address(owner))
     return send_text(conn, MHD_HTTP_BAD_REQUEST, "owner: expected an address (0x + 40 hex)\n");
+  uint64_t expiry = 0;
   if (!caller->auth_none) {
     if (!owner || !*owner) return send_text(conn, MHD_HTTP_FORBIDDEN, "owner: required (whose events)\n");
     if (permit && strlen(permit) > 16384) return send_text(conn, MHD_HTTP_FORBIDDEN, "permit: too long\n");
@@ -240,15 +254,24 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     char o[64];
     xgr_error err;
     xgr_error_clear(&err);
-    int rc = xgr__console_read_owner(caller, params, o, sizeof o, &err);
+    xgr_permit pm;
+    int rc = xgr__console_read_owner_permit(caller, params, o, sizeof o, &pm, &err);
     json_decref(params);
     if (rc) {
       char msg[XGR_MSG_MAX + 300];
       snprintf(msg, sizeof msg, "%s: %s\n", err.path[0] ? err.path : "permit", err.message);
       return send_text(conn, MHD_HTTP_FORBIDDEN, msg);
     }
+    if (pm.kind) expiry = pm.expiry;
   }
-  return xgr__sse_serve(c->hub, conn, owner, root ? strtoull(root, NULL, 10) : 0, last ? strtoull(last, NULL, 10) : 0);
+  char client[64];
+  xgr__rpc_client_addr(caller, client, sizeof client);
+  xgr__sse_open o = {.owner = owner,
+                     .root = root ? strtoull(root, NULL, 10) : 0,
+                     .after = last ? strtoull(last, NULL, 10) : 0,
+                     .client = client,
+                     .expiry = expiry};
+  return xgr__sse_serve(c->hub, conn, &o);
 }
 
 static int serve_ui(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *conn, const char *url) {
@@ -278,10 +301,11 @@ static void on_stop(void *ctx) {
 
 /* ---- life ------------------------------------------------------------------------------------------ */
 
-xgr__console *xgr__console_new(xgr_node *n) {
+xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim) {
   xgr__console *c = xgr__xcalloc(1, sizeof *c);
   c->n = n;
   c->hub = xgr__sse_hub_new(0, 0);
+  xgr__sse_set_limits(c->hub, lim);
   pthread_mutex_init(&c->mu, NULL);
   return c;
 }
@@ -306,5 +330,6 @@ int xgr__console_register(xgr__console *c, xgr_rpc_server *s) {
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.registry", xgr__console_m_registry, c);
   if (!rc) rc = xgr__rpc_register_get(s, "/ui", serve_ui, c);
   if (!rc) xgr__rpc_on_stop(s, on_stop, c);
+  if (!rc) xgr__sse_metrics(c->hub, xgr_rpc_metrics(s));
   return rc;
 }

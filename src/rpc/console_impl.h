@@ -67,6 +67,9 @@ int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64
 /* The owner the call reads: `owner` (or `from`), lowercased into owner[n], authorized for READ
  * (the caller must be that owner). */
 int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n, xgr_error *err);
+/* The same, with the verified permit in *p (p->kind 0 under --auth none; p may be NULL). */
+int xgr__console_read_owner_permit(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n,
+                                   xgr_permit *p, xgr_error *err);
 /* The params as an object (required), its keys checked against known (NULL-terminated; "from"
  * is always known): xgr__rpc_named. */
 int xgr__console_named(const json_t *params, const char *const *known, const json_t **o, xgr_error *err);

@@ -66,6 +66,11 @@ int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64
 
 /* The owner the call reads: `owner` (or `from`), authorized for READ. */
 int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n, xgr_error *err) {
+  return xgr__console_read_owner_permit(caller, o, owner, n, NULL, err);
+}
+
+int xgr__console_read_owner_permit(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n,
+                                   xgr_permit *p, xgr_error *err) {
   const char *v;
   int rc = xgr__console_opt_str(o, "owner", 64, &v, err);
   if (rc) return rc;
@@ -75,7 +80,7 @@ int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char 
   snprintf(owner, n, "%s", v);
   xgr__rpc_lower(owner);
   char who[64];
-  rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, err);
+  rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, p, err);
   if (rc) return rc;
   if (who[0] && strcasecmp(who, owner)) {   /* one reads one's own sessions (as xgr.listSessions) */
     xgr_error_set(err, XGR_EPERM, "from", "%s may not read the sessions of %s (only the owner may)", who, owner);

@@ -4,7 +4,8 @@
  *  - sse.c: an event hub. The engine's events (one subscriber) become short JSON lines in a
  *    bounded ring; GET /ui/events streams them as server-sent events to each browser, filtered by
  *    owner and session, with the ring position as the event id (a reconnecting browser resumes
- *    where it left off, or is told to reload when the ring has moved past it).
+ *    where it left off, or is told to reload when the ring has moved past it), under caps per
+ *    client, per owner and in all, each ending with its permit or its lifetime.
  *  - console.c (and console_list.c, console_view.c, console_params.c; console_impl.h lists
  *    them): the static pages (web/, embedded at build time), the SVG of an orchestration
  *    (GET /ui/graph.svg?hash=..., xgr/svg.h), and four read-only JSON-RPC methods the pages need
@@ -22,6 +23,7 @@
 #include <stdint.h>
 
 #include "xgr/engine.h"
+#include "xgr/metrics.h"
 #include "xgr/node.h"
 #include "xgr/rpc.h"
 #include "xgr/store.h"
@@ -54,10 +56,40 @@ void xgr__sse_hub_free(xgr__sse_hub *h);
  * of JSON, malloc'd and NUL-terminated; the hub takes it over (cut at 8 KiB, newlines blanked) and
  * frees it. Any thread; does not block on I/O. */
 void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, char *data);
-/* Start a stream on c: events of owner (NULL or "": all owners) and root (0: all sessions),
- * from ring position `after` + 1 (the browser's Last-Event-ID; 0: only new events). Returns an
- * enum MHD_Result. The connection must belong to a daemon with MHD_ALLOW_SUSPEND_RESUME. */
-int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const char *owner, uint64_t root, uint64_t after);
+/* The caps on open streams (0: none) and their longest lifetime (docs/SECURITY.md, "Event streams
+ * and waiting calls"). xgrd sets them from --max-streams-per-client, --max-streams-per-owner,
+ * --max-streams and --stream-max-secs. */
+typedef struct xgr__sse_limits {
+  unsigned per_client;   /* streams per client address */
+  unsigned per_owner;    /* streams per owner (a stream of every owner counts under "*") */
+  unsigned total;        /* streams in all */
+  unsigned max_secs;     /* a stream ends this long after it opened */
+} xgr__sse_limits;
+/* The caps, as the refusal counters name them. */
+typedef enum xgr__sse_limit { XGR__SSE_LIMIT_CLIENT, XGR__SSE_LIMIT_OWNER, XGR__SSE_LIMIT_TOTAL, XGR__SSE_LIMIT_N } xgr__sse_limit;
+/* Set the caps (any time; streams already open keep theirs). A new hub has none. */
+void xgr__sse_set_limits(xgr__sse_hub *h, const xgr__sse_limits *lim);
+/* Register the hub's metrics on m: xgr_event_streams (open), xgr_event_streams_refused_total{limit}
+ * (client, owner, total) and xgr_event_streams_ended_total{reason} (permit_expired, max_lifetime). */
+void xgr__sse_metrics(xgr__sse_hub *h, xgr_metrics *m);
+/* Streams open now, and streams refused so far by one cap (for tests). */
+unsigned xgr__sse_open_streams(xgr__sse_hub *h);
+uint64_t xgr__sse_refused(xgr__sse_hub *h, xgr__sse_limit which);
+
+/* What a new stream reads and who holds it (all borrowed for the call). */
+typedef struct xgr__sse_open {
+  const char *owner;     /* events of this owner (NULL or "": all owners) */
+  uint64_t root;         /* of this session (0: all sessions) */
+  uint64_t after;        /* from ring position after + 1 (the browser's Last-Event-ID; 0: only new events) */
+  const char *client;    /* the client's address the per-client cap counts under (NULL: "?") */
+  uint64_t expiry;       /* Unix seconds at which the permit that opened it expires (0: none): it ends then */
+} xgr__sse_open;
+/* Start a stream on c, or refuse it with 429 and a text naming the cap when one is reached (the
+ * caller and every other stream are unaffected). An open stream ends, with one `event: end` whose
+ * data says why ({"reason":"permit expired","expiry":T} or {"reason":"stream lifetime
+ * reached","maxSecs":N}), when its permit expires or its lifetime is over, whichever comes first.
+ * Returns an enum MHD_Result. The connection must belong to a daemon with MHD_ALLOW_SUSPEND_RESUME. */
+int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const xgr__sse_open *o);
 /* End every stream (before the server stops); later xgr__sse_serve calls answer 503. */
 void xgr__sse_close(xgr__sse_hub *h);
 /* Events published so far (the next event's id - 1). Handing out an id keeps the events that
@@ -72,8 +104,9 @@ bool xgr__sse_wanted(xgr__sse_hub *h);
 /* ---- console.c -------------------------------------------------------------------------------- */
 typedef struct xgr__console xgr__console;
 
-/* A console over node n (borrowed; it outlives the console): it reads through the node's queries. */
-xgr__console *xgr__console_new(xgr_node *n);
+/* A console over node n (borrowed; it outlives the console): it reads through the node's queries;
+ * its event streams are held to lim (copied). */
+xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim);
 void xgr__console_free(xgr__console *c);
 /* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
  * to the hub, while the hub wants events (xgr__sse_wanted). */
@@ -82,7 +115,7 @@ void xgr__console_on_event(void *ctx, const xgr_engine_event *ev);
  * every kind of event while the hub wants events, none while nobody reads (so the engine makes
  * none for it); never join trees (its lines do not show them). */
 unsigned xgr__console_interest(void *ctx);
-/* Register the console's methods and GET handlers (/ui) on s, and its stop hook. */
+/* Register the console's methods and GET handlers (/ui) on s, its stop hook and its metrics. */
 int xgr__console_register(xgr__console *c, xgr_rpc_server *s);
 
 /* The embedded assets (generated from web/ at build time by web/embed.py). */

@@ -4,7 +4,9 @@
  * parsed, run or stored), then parsed exactly (integers beyond int64 stay exact). One request is
  * dispatched to the method registered under its name; a batch is answered request by request,
  * runs of consecutive methods marked concurrent (xgr_rpc_set_concurrent) on up to 16 threads, the
- * rest in order, and notifications get no response. Errors are JSON-RPC error objects whose
+ * rest in order, and notifications get no response. Each request of a batch may defer its answer
+ * as a single request does (its own xgr_rpc_defer, counted towards the batch's): the batch is then
+ * answered, as one array, when the last deferred member is ready, and no thread waits meanwhile. Errors are JSON-RPC error objects whose
  * data names the field path and the xgr error code. Until the server is open (xgrd recovers its
  * store first) every method answers "unavailable".
  */
@@ -182,31 +184,37 @@ static const xgr__rpc_method *method_of(const xgr_rpc_server *s, const json_t *r
   return NULL;
 }
 
+/* One request of batch b (index i) with the caller's identity and, when the batch may defer, its
+ * own deferred answer. */
+static void dispatch_member(xgr_rpc_server *s, const xgr_rpc_caller *caller, json_t *body, xgr__rpc_batch *b,
+                            size_t i) {
+  xgr_rpc_caller mc = *caller;
+  mc.defer = b->dfs ? &b->dfs[i] : NULL;
+  b->outs[i] = dispatch_one(s, &mc, json_array_get(body, i), &b->names[i], &b->codes[i]);
+}
+
 /* A run of a batch dispatched by several threads: each takes the next index. */
 typedef struct batch_run {
   xgr_rpc_server *s;
   const xgr_rpc_caller *caller;
   json_t *body;
-  size_t from, to;
+  xgr__rpc_batch *b;
+  size_t to;
   _Atomic size_t next;
-  json_t **out;
-  const char **names;
-  int *codes;
 } batch_run;
 
 static void *batch_worker(void *arg) {
-  batch_run *b = arg;
+  batch_run *r = arg;
   for (;;) {
-    size_t i = atomic_fetch_add(&b->next, 1);
-    if (i >= b->to) return NULL;
-    b->out[i] = dispatch_one(b->s, b->caller, json_array_get(b->body, i), &b->names[i], &b->codes[i]);
+    size_t i = atomic_fetch_add(&r->next, 1);
+    if (i >= r->to) return NULL;
+    dispatch_member(r->s, r->caller, r->body, r->b, i);
   }
 }
 
 /* Dispatch every request of a batch: runs of consecutive concurrent requests (xgr_rpc_set_concurrent)
- * on up to BATCH_THREADS threads, the rest in order. out/names/codes have one slot per request. */
-static void dispatch_batch(xgr_rpc_server *s, const xgr_rpc_caller *caller, json_t *body, json_t **out,
-                           const char **names, int *codes) {
+ * on up to BATCH_THREADS threads, the rest in order; b has one slot per request. */
+static void dispatch_batch(xgr_rpc_server *s, const xgr_rpc_caller *caller, json_t *body, xgr__rpc_batch *b) {
   size_t n = json_array_size(body);
   bool open = atomic_load_explicit(&s->open, memory_order_acquire);
   for (size_t i = 0; i < n;) {
@@ -217,21 +225,67 @@ static void dispatch_batch(xgr_rpc_server *s, const xgr_rpc_caller *caller, json
       j++;
     }
     if (j - i < 2) {
-      out[i] = dispatch_one(s, caller, json_array_get(body, i), &names[i], &codes[i]);
+      dispatch_member(s, caller, body, b, i);
       i++;
       continue;
     }
-    batch_run b = {.s = s, .caller = caller, .body = body, .from = i, .to = j, .out = out, .names = names,
-                   .codes = codes};
-    atomic_init(&b.next, i);
+    batch_run r = {.s = s, .caller = caller, .body = body, .b = b, .to = j};
+    atomic_init(&r.next, i);
     pthread_t th[BATCH_THREADS];
     size_t nt = j - i < BATCH_THREADS ? j - i : BATCH_THREADS, started = 0;
     for (size_t k = 1; k < nt; k++)
-      if (pthread_create(&th[started], NULL, batch_worker, &b) == 0) started++;
-    batch_worker(&b);   /* this thread works too */
+      if (pthread_create(&th[started], NULL, batch_worker, &r) == 0) started++;
+    batch_worker(&r);   /* this thread works too */
     for (size_t k = 0; k < started; k++) pthread_join(th[k], NULL);
     i = j;
   }
+}
+
+/* A batch of n requests; its members may defer when df (the request's) is given. */
+static xgr__rpc_batch *batch_new(xgr_rpc_server *s, const xgr_rpc_defer *df, size_t n) {
+  xgr__rpc_batch *b = xgr__xcalloc(1, sizeof *b);
+  b->s = s;
+  b->n = n;
+  b->outs = xgr__xcalloc(n, sizeof *b->outs);
+  b->names = xgr__xcalloc(n, sizeof *b->names);
+  b->codes = xgr__xcalloc(n, sizeof *b->codes);
+  atomic_init(&b->pending, 1);   /* the dispatcher's hold */
+  if (df) {
+    b->c = df->c;
+    b->dfs = xgr__xcalloc(n, sizeof *b->dfs);
+    for (size_t i = 0; i < n; i++) b->dfs[i] = (xgr_rpc_defer){.s = df->s, .c = df->c, .of = b};
+  }
+  return b;
+}
+
+/* The batch's answer once no member is deferred: every request counted, the responses in order
+ * (NULL: notifications only); frees b. */
+static json_t *batch_done(xgr_rpc_server *s, xgr__rpc_batch *b) {
+  json_t *out = json_array();
+  for (size_t i = 0; i < b->n; i++) {
+    assert(b->codes[i] != XGR_RPC_DEFERRED);
+    xgr__rpc_count(s, b->names[i], 200, b->codes[i]);
+    if (b->outs[i]) json_array_append_new(out, b->outs[i]);
+  }
+  free(b->outs);
+  free(b->names);
+  free(b->codes);
+  free(b->dfs);
+  free(b);
+  if (json_array_size(out) == 0) {
+    json_decref(out);
+    out = NULL;
+  }
+  return out;
+}
+
+json_t *xgr__rpc_batch_finish(xgr_rpc_defer *df) {
+  xgr__rpc_batch *b = df->batch;
+  assert(b && !atomic_load(&b->pending));
+  df->batch = NULL;
+  for (size_t i = 0; i < b->n; i++)
+    if (b->codes[i] == XGR_RPC_DEFERRED) b->outs[i] = xgr__rpc_finish(&b->dfs[i], &b->names[i], &b->codes[i]);
+  return batch_done(b->s, b);
 }
 
 int xgr_rpc_register(xgr_rpc_server *s, const char *name, xgr_rpc_method_fn fn, void *ctx) {
@@ -283,24 +337,17 @@ json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const c
       xgr_error_set(&e, 0, NULL, "an empty batch");
       out = response(NULL, NULL, error_obj(*code, &e));
     } else {
-      out = json_array();
       size_t nb = json_array_size(body);
-      json_t **outs = xgr__xcalloc(nb, sizeof *outs);
-      const char **names = xgr__xcalloc(nb, sizeof *names);
-      int *codes = xgr__xcalloc(nb, sizeof *codes);
-      xgr_rpc_caller whole = *caller;   /* a batch is answered as one: no request of it defers */
-      whole.defer = NULL;
-      dispatch_batch(s, &whole, body, outs, names, codes);
-      for (size_t i = 0; i < nb; i++) {
-        xgr__rpc_count(s, names[i], 200, codes[i]);
-        if (outs[i]) json_array_append_new(out, outs[i]);
-      }
-      free(outs);
-      free(names);
-      free(codes);
-      if (json_array_size(out) == 0) {
-        json_decref(out);
-        out = NULL;
+      xgr__rpc_batch *b = batch_new(s, caller->defer, nb);
+      dispatch_batch(s, caller, body, b);
+      bool deferred = false;
+      for (size_t i = 0; i < nb && !deferred; i++) deferred = b->codes[i] == XGR_RPC_DEFERRED;
+      if (deferred) {   /* answered when the last deferred member is ready (xgr__rpc_batch_finish) */
+        caller->defer->batch = b;
+        *code = XGR_RPC_DEFERRED;
+        xgr__rpc_batch_suspend(b);
+      } else {
+        out = batch_done(s, b);
       }
     }
   } else {

@@ -136,6 +136,13 @@ const char *xgr__rpc_first_key(const json_t *o, const char *const *keys) {
   return keys[-1];
 }
 
+void xgr__rpc_client_addr(const xgr_rpc_caller *caller, char *out, size_t n) {
+  const char *r = caller && caller->remote && *caller->remote ? caller->remote : "?";
+  const char *colon = strrchr(r, ':');
+  size_t len = colon && colon != r ? (size_t)(colon - r) : strlen(r);
+  snprintf(out, n, "%.*s", (int)len, r);
+}
+
 void xgr__rpc_lower(char *s) {
   for (; *s; s++) *s = (char)tolower((unsigned char)*s);
 }

@@ -35,6 +35,7 @@
 #include "xgr/node.h"
 #include "xgr/rpc.h"
 #include "xgr/store.h"
+#include "util/tally.h"
 
 
 /* A validateDataTransfer waiting for the first step of its session (start.c; fields after `next`
@@ -63,6 +64,7 @@ typedef struct xgr__waiter {
   struct xgr__waiter *fnext;   /* a list of waiters fired together (local to the one firing) */
   struct xgr_rpcd *d;
   char *step;                  /* owned: the start step (the answer's executedSteps) */
+  char client[64];             /* the caller's address: its unit of d->validates, given back with the answer */
   char hash[67];               /* the orchestration's hash */
 } xgr__waiter;
 
@@ -99,6 +101,8 @@ struct xgr_rpcd {
   bool t_on, t_stop;           /* the thread runs; it is asked to end */
   bool v_stop;                 /* the server stops: waiting answers go at once, new ones are not deferred */
   xgr_counter *c_enq[XGR_NODE_ACK_N];
+  xgr__tally validates;        /* xgr_validateDataTransfer calls in flight per client address (start.c) */
+  xgr_counter *c_validates_refused;
   char names[64][40];          /* method names registered on the server (borrowed by it) */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
 };
@@ -140,6 +144,9 @@ int xgr__rpc_version(const json_t *o, uint32_t *out, xgr_error *err);
 int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_error *err);
 /* The first of NULL-terminated alias keys present (not null) in o, else the last key. */
 const char *xgr__rpc_first_key(const json_t *o, const char *const *keys);
+/* The client's address of a caller (its `remote` "ip:port" without the port) into out[n]: what
+ * the per-client caps count under. "?" when unknown. */
+void xgr__rpc_client_addr(const xgr_rpc_caller *caller, char *out, size_t n);
 /* ASCII lowercase in place. */
 void xgr__rpc_lower(char *s);
 /* "R:I" (or "R" for iter 0) and a u64 as decimal JSON strings (new references). */

@@ -28,6 +28,11 @@ static void collect_queues(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_queue_depth", "queue=\"first_step_waiters\"", (double)atomic_load(&d->nwaiters));
 }
 
+static void collect_validates(void *ctx, xgr_metrics_out *out) {
+  xgr_rpcd *d = ctx;
+  xgr_metrics_line(out, "xgr_validates_in_flight", "", (double)xgr__tally_total(&d->validates));
+}
+
 /* ---- registration ----------------------------------------------------------------------------- */
 
 typedef struct mdef {
@@ -165,6 +170,11 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     d->c_enq[a] = xgr_metrics_counter(m, "xgr_enqueue_total", "Session starts by answer", l);
   }
   xgr_metrics_gauge(m, "xgr_queue_depth", "Work queued inside xgrd", collect_queues, d);
+  xgr_metrics_gauge(m, "xgr_validates_in_flight", "xgr_validateDataTransfer calls not answered yet", collect_validates,
+                    d);
+  d->c_validates_refused = xgr_metrics_counter(m, "xgr_validates_refused_total",
+                                               "xgr_validateDataTransfer calls refused by --max-validates-per-client",
+                                               "");
   xgr_node_metrics(d->n, m);
 
   return 0;
@@ -175,6 +185,12 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
 xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) {
   xgr_rpcd *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
+  if (!d->cfg.max_validates_per_client) d->cfg.max_validates_per_client = XGR_RPCD_MAX_VALIDATES_PER_CLIENT;
+  if (!d->cfg.max_streams_per_client) d->cfg.max_streams_per_client = XGR_RPCD_MAX_STREAMS_PER_CLIENT;
+  if (!d->cfg.max_streams_per_owner) d->cfg.max_streams_per_owner = XGR_RPCD_MAX_STREAMS_PER_OWNER;
+  if (!d->cfg.max_streams) d->cfg.max_streams = XGR_RPCD_MAX_STREAMS;
+  if (!d->cfg.stream_max_secs) d->cfg.stream_max_secs = XGR_RPCD_STREAM_MAX_SECS;
+  xgr__tally_init(&d->validates);
   d->n = n;
   d->nc = xgr_node_config_of(n);
   d->st = xgr_node_store(n);
@@ -186,7 +202,9 @@ xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) 
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe to the engine's events");
     goto fail;
   }
-  d->console = xgr__console_new(n);
+  xgr__sse_limits lim = {.per_client = d->cfg.max_streams_per_client, .per_owner = d->cfg.max_streams_per_owner,
+                         .total = d->cfg.max_streams, .max_secs = d->cfg.stream_max_secs};
+  d->console = xgr__console_new(n, &lim);
   if (xgr_engine_subscribe_interest(d->e, xgr__console_on_event, d->console, xgr__console_interest)) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
     goto fail;
@@ -214,5 +232,6 @@ void xgr_rpcd_free(xgr_rpcd *d) {
   xgr__rpcd_waiters_free(d);
   pthread_mutex_destroy(&d->w_mu);
   pthread_cond_destroy(&d->w_cv);
+  xgr__tally_destroy(&d->validates);
   free(d);
 }

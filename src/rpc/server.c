@@ -67,10 +67,31 @@ static void remote_of(struct MHD_Connection *c, char *buf, size_t n) {
   }
 }
 
+/* The path as logged: libmicrohttpd hands over the path without its query string, so a permit
+ * in the query (GET /ui/events?permit=...) never reaches the log; a path that carries `permit=`
+ * itself (a '?' sent percent-encoded) has each such value replaced by "REDACTED" too. Into
+ * out[n]; returns out, or path when there is nothing to hide. */
+static const char *log_path(const char *path, char *out, size_t n) {
+  if (!strstr(path, "permit=")) return path;
+  size_t k = 0;
+  for (const char *p = path; *p && k + 1 < n;) {
+    if (!strncmp(p, "permit=", 7)) {
+      k += (size_t)snprintf(out + k, n - k, "permit=REDACTED");
+      if (k >= n) k = n - 1;
+      for (p += 7; *p && *p != '&'; p++) {}
+      continue;
+    }
+    out[k++] = *p++;
+  }
+  out[k] = '\0';
+  return out;
+}
+
 static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url, unsigned status,
                      const char *rpc, int code, double ms) {
   if (!s->cfg.log) return;
-  char remote[64];
+  char remote[64], hidden[512];
+  url = log_path(url, hidden, sizeof hidden);
   remote_of(c, remote, sizeof remote);
   xgr_logfmt l;
   xgr_logfmt_begin(&l, true, "info", "request");
@@ -123,13 +144,31 @@ void xgr_rpc_defer_begin(xgr_rpc_defer *df, xgr_rpc_finish_fn finish, void *ctx)
   assert(df && df->c && !df->finish && finish);
   df->finish = finish;
   df->ctx = ctx;
+  if (df->of) {   /* a batch member: the batch suspends its connection once its dispatch is over */
+    atomic_fetch_add(&df->of->pending, 1);
+    return;
+  }
   atomic_fetch_add(&df->s->deferred, 1);
   /* suspended before the work is handed over, so that its completion (which may come at once,
    * on another thread) always finds the connection suspended */
   MHD_suspend_connection(df->c);
 }
 
-void xgr_rpc_defer_ready(xgr_rpc_defer *df) { MHD_resume_connection(df->c); }
+void xgr_rpc_defer_ready(xgr_rpc_defer *df) {
+  xgr__rpc_batch *b = df->of;
+  if (!b) {
+    MHD_resume_connection(df->c);
+    return;
+  }
+  /* b lives until its connection is resumed, which only the last one ready does */
+  if (atomic_fetch_sub(&b->pending, 1) == 1) MHD_resume_connection(b->c);
+}
+
+void xgr__rpc_batch_suspend(xgr__rpc_batch *b) {
+  atomic_fetch_add(&b->s->deferred, 1);
+  MHD_suspend_connection(b->c);
+  if (atomic_fetch_sub(&b->pending, 1) == 1) MHD_resume_connection(b->c);
+}
 
 static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url,
                               unsigned status, const char *msg) {
@@ -211,11 +250,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     return MHD_YES;
   }
-  if (r->df.finish) {   /* resumed: the deferred answer is ready */
-    const char *name;
-    int code;
-    json_t *out = xgr__rpc_finish(&r->df, &name, &code);
-    enum MHD_Result ret = send_answer(s, c, r, url, out, name, code, false);
+  if (r->df.finish || r->df.batch) {   /* resumed: the deferred answer is ready */
+    const char *name = "batch";
+    int code = 0;
+    bool batch = r->df.batch;
+    json_t *out = batch ? xgr__rpc_batch_finish(&r->df) : xgr__rpc_finish(&r->df, &name, &code);
+    enum MHD_Result ret = send_answer(s, c, r, url, out, name, code, batch);
     xgr__rpc_conn_busy(s, c, false);
     atomic_fetch_sub(&s->deferred, 1);
     return ret;
@@ -247,7 +287,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   if (r->refuse) return refuse(s, c, http, url, (unsigned)r->refuse, r->refuse_msg);
   xgr__rpc_conn_busy(s, c, true);
   enum MHD_Result ret = answer_rpc(s, c, r, url);
-  if (!r->df.finish) xgr__rpc_conn_busy(s, c, false);   /* a deferred answer stays busy until sent */
+  if (!r->df.finish && !r->df.batch) xgr__rpc_conn_busy(s, c, false);   /* a deferred answer stays busy until sent */
   return ret;
 }
 

@@ -43,9 +43,12 @@ typedef struct xgr__rpc_method {
   bool concurrent;   /* see xgr_rpc_set_concurrent */
 } xgr__rpc_method;
 
+typedef struct xgr__rpc_batch xgr__rpc_batch;
+
 /* A deferred answer (xgr/rpc.h, "answering later"): part of a request's state in server.c, which
  * sets s and c; xgr_rpc_defer_begin sets finish and ctx (and suspends c); jsonrpc.c keeps the request's id
- * and method name for the answer. */
+ * and method name for the answer. A member of a batch has its own (jsonrpc.c sets `of`): its
+ * begin and ready count towards the batch, which suspends and resumes the connection once. */
 struct xgr_rpc_defer {
   struct xgr_rpc_server *s;
   struct MHD_Connection *c;
@@ -53,6 +56,22 @@ struct xgr_rpc_defer {
   void *ctx;                  /* finish's (finish frees it) */
   json_t *id;                 /* the request's id (own reference); NULL for a notification */
   const char *name;           /* the registered method (never freed) */
+  xgr__rpc_batch *of;         /* a batch member's: the batch it belongs to (borrowed); NULL otherwise */
+  xgr__rpc_batch *batch;      /* the request's own: its batch, deferred until its members are ready (owned) */
+};
+
+/* A batch being answered (jsonrpc.c): one slot per request of the body. When members defer, the
+ * request's df.batch owns it until the last of them is ready and the answer is sent; the
+ * connection waits without a thread meanwhile. */
+struct xgr__rpc_batch {
+  struct xgr_rpc_server *s;
+  struct MHD_Connection *c;
+  size_t n;
+  json_t **outs;              /* each request's response (owned; NULL: none yet, or a notification) */
+  const char **names;         /* each request's method for the counters */
+  int *codes;                 /* each request's JSON-RPC code; XGR_RPC_DEFERRED while its answer is deferred */
+  xgr_rpc_defer *dfs;         /* each request's deferred answer (of = this batch); NULL: members may not defer */
+  atomic_size_t pending;      /* members deferred and not ready, plus 1 while the batch is being dispatched */
 };
 
 /* One accepted connection as the guard tracks it (guard.c). */
@@ -87,6 +106,11 @@ struct xgr_rpc_server {
 
 /* ---- server.c --------------------------------------------------------------------------------- */
 
+/* Set aside the connection of batch b (some member deferred; the dispatch is over): suspend it,
+ * then drop the dispatcher's hold on b->pending; the last member ready (or this call, when they all
+ * were already) resumes it. */
+void xgr__rpc_batch_suspend(xgr__rpc_batch *b);
+
 /* Count one answered request in xgr_http_requests_total (rpc: a registered method name, a fixed
  * label such as "GET /metrics", or NULL for "-"). */
 void xgr__rpc_count(xgr_rpc_server *s, const char *rpc, unsigned status, int code);
@@ -107,6 +131,11 @@ json_t *xgr__rpc_answer(xgr_rpc_server *s, const xgr_rpc_caller *caller, const c
  * response to send (owned by the caller; NULL for a notification), its JSON-RPC code in *code and
  * the method's name in *name, and clears df. */
 json_t *xgr__rpc_finish(xgr_rpc_defer *df, const char **name, int *code);
+/* A batch whose members deferred: xgr__rpc_answer returns NULL with *code XGR_RPC_DEFERRED and
+ * *batch true, and the request's defer holds the batch (caller->defer->batch). Once the
+ * connection is resumed, this runs every deferred member's finish, counts every request, frees
+ * the batch (and clears df->batch) and returns the array to send (NULL: notifications only). */
+json_t *xgr__rpc_batch_finish(xgr_rpc_defer *df);
 
 /* ---- guard.c ---------------------------------------------------------------------------------- */
 

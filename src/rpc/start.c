@@ -17,7 +17,14 @@
  * and goes on a deadline list, and exactly one of four things fires it under w_mu — the first step's
  * PROC event, the store's failure, its deadline (--first-step-timeout; one timer thread per service
  * sleeps towards the earliest deadline) or the server's stop — and calls xgr_rpc_defer_ready; the
- * finish then builds the same answer the waiting call builds. In a batch it waits on its thread.
+ * finish then builds the same answer the waiting call builds. A batch's validates defer the same way
+ * (each member of a batch has its own deferred answer; the batch is answered when the last is
+ * ready, jsonrpc.c): no HTTP thread waits for a first step. Only a caller that cannot defer (none
+ * of the server's requests) waits on its thread.
+ *
+ * A client address has at most --max-validates-per-client validates in flight (d->validates,
+ * counted from the call until its answer is built); the next one is refused with -32005 naming
+ * the cap, and nobody else notices.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -358,6 +365,7 @@ static void waiter_free(xgr__waiter *w) {
 static int validate_answer(xgr__waiter *w, json_t **result, xgr_error *err) {
   xgr_rpcd *d = w->d;
   uint64_t root = w->root;
+  xgr__tally_give(&d->validates, w->client);   /* answered: no longer in flight */
   if (!w->done && atomic_load(&d->store_down)) {
     waiter_free(w);
     xgr_error se;
@@ -518,7 +526,18 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   if (rv && !json_is_null(rv) && (rc = xgr__rpc_uint(rv, sk, &root, err))) return rc;
   const json_t *payload = json_object_get(o, "payload");
   if (json_is_null(payload)) payload = NULL;
+  char client[64];
+  unsigned held;
+  xgr__rpc_client_addr(caller, client, sizeof client);
+  if (!xgr__tally_take(&d->validates, client, d->cfg.max_validates_per_client, 0, &held)) {
+    xgr_counter_add(d->c_validates_refused, 1);
+    return xgr__rpc_fail(err, XGR_ELIMIT, NULL,
+                         "too many xgr_validateDataTransfer calls in flight from this client address (%s): %u; the cap "
+                         "--max-validates-per-client is %u. Wait for an answer before sending more",
+                         client, held, d->cfg.max_validates_per_client);
+  }
   xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
+  snprintf(w->client, sizeof w->client, "%s", client);
   xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
                              .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload",
                              .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
@@ -526,6 +545,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   rc = start_session(d, &rq, w, NULL, NULL, &a, &root, w->hash, err);
   if (rc || a != XGR_NODE_ACK_QUEUED) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
+    xgr__tally_give(&d->validates, w->client);
     waiter_free(w);
     if (rc) return rc;
     return xgr__rpc_fail(err, XGR_ECONFLICT, sk, "session %s/%llu exists already (%s)", owner,
@@ -536,7 +556,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   w->d = d;
   w->step = xgr__xstrdup(step);
   pthread_mutex_lock(&d->w_mu);
-  /* a single request waits without a thread (unless its answer is there already, or xgrd stops) */
+  /* a request waits without a thread, alone or in a batch (unless its answer is there already, or
+   * xgrd stops) */
   bool defer = caller->defer && !w->done && !atomic_load(&d->stopping) && !atomic_load(&d->store_down) &&
                !d->v_stop && timer_ensure(d);
   if (defer) {

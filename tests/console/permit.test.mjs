@@ -82,7 +82,7 @@ async function main() {
     }, wallet.address);
     await page.setRequestInterception(true);
     page.on('request', req => {
-      if (req.url().includes('/ui/events')) streams.push(new globalThis.URL(req.url()));
+      if (req.url().includes('/ui/events')) streams.push({ url: new globalThis.URL(req.url()), auth: req.headers().authorization || '' });
       if (req.method() !== 'POST') return req.continue();
       let body;
       try { body = JSON.parse(req.postData()); } catch (e) { return req.continue(); }
@@ -170,9 +170,11 @@ async function main() {
     else ok(false, `permit of ${s.method}`, { p, who });
   }
   ok(sent.length > 0 && good === sent.length, `all ${sent.length} permits the page sent recover to the wallet, with the §9 types and domains`);
-  const sp = streams.map(u => JSON.parse(u.searchParams.get('permit') || 'null'));
-  ok(streams.length >= 2 && sp.every(p => p && p.primaryType === 'xdalaPermit' && p.message.from === OWNER),
-    'event streams carry the reader\'s xdalaPermit (an EventSource sends no headers)', streams.map(String));
+  const sp = streams.map(st => st.auth.startsWith('XDaLaPermit ') ? JSON.parse(st.auth.slice(12)) : null);
+  ok(streams.length >= 2 && sp.every(p => p && p.primaryType === 'xdalaPermit' && p.message.from === OWNER) &&
+    streams.every(st => !st.url.searchParams.has('permit')),
+    'event streams carry the reader\'s xdalaPermit in the Authorization header, never in the URL (logs and history keep URLs)',
+    streams.map(st => `${st.url} ${st.auth.slice(0, 40)}`));
   const ctl = m => sent.filter(s => s.method === m).map(s => s.params.permit.message);
   const [pause] = ctl('xgr.pause'), [resume] = ctl('xgr.resume'), [kill] = ctl('xgr.kill'), [wake, wake2] = ctl('xgr_wakeUpProcess');
   ok(pause && pause.action === 'pause' && pause.sessionId === '1' && pause.stepId === '', 'pause: ControlPermit action pause, session 1', pause);

@@ -30,7 +30,8 @@ static int serve(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection 
   (void)caller;
   (void)url;
   const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
-  return xgr__sse_serve(ctx, c, NULL, 0, last ? strtoull(last, NULL, 10) : 0);
+  xgr__sse_open o = {.after = last ? strtoull(last, NULL, 10) : 0, .client = "127.0.0.1"};
+  return xgr__sse_serve(ctx, c, &o);
 }
 
 static void on_stop(void *ctx) { xgr__sse_close(ctx); }
