@@ -281,6 +281,8 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
 
 int xgr_eng_route_ctl(xgr_engine *e, ctl_msg *m) {
   const char *owner = m->owner[0] ? m->owner : NULL;
+  xgr_error lerr;
+  xgr_error_clear(&lerr);
   /* a hibernated session is loaded first; one that is being evicted right now is looked up again */
   for (int k = 0; k < 8; k++) {
     shard *sh;
@@ -294,15 +296,20 @@ int xgr_eng_route_ctl(xgr_engine *e, ctl_msg *m) {
       atomic_fetch_sub(&e->ctl_inflight, 1);
     }
     if (gone || !atomic_load(&e->hib.on) || m->kind == XGR_CTL_DROP) break;   /* a drop loads nothing */
-    if (!ent && !pid && xgr_eng_hib_load(e, owner, m->root, NULL)) break;
+    if (!ent && !pid && (lerr.code = xgr_eng_hib_load(e, owner, m->root, &lerr))) break;
     if (ent) sched_yield();
   }
-  char msg[128];
-  snprintf(msg, sizeof msg, "no live session with rootPid %llu", (unsigned long long)m->root);
-  if (m->done) m->done(m->done_ctx, XGR_ENOTFOUND, msg);
+  /* a load that failed for a passing reason (the store unreachable, the row locked by a claim:
+   * XGR_EIO, XGR_ETIMEOUT) says so, and the caller may try again; "no live session" is final */
+  int rc = lerr.code && lerr.code != XGR_ENOTFOUND ? lerr.code : XGR_ENOTFOUND;
+  char msg[XGR_MSG_MAX];
+  if (rc != XGR_ENOTFOUND) snprintf(msg, sizeof msg, "session %llu cannot be loaded now: %.400s", (unsigned long long)m->root,
+                                    lerr.message);
+  else snprintf(msg, sizeof msg, "no live session with rootPid %llu", (unsigned long long)m->root);
+  if (m->done) m->done(m->done_ctx, rc, msg);
   m->done = NULL;
   xgr_eng_ctl_free(m);
-  return XGR_ENOTFOUND;
+  return rc;
 }
 
 typedef struct sync_reply {

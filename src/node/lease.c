@@ -253,6 +253,10 @@ int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_erro
     if (!xgr_engine_session(d->e, r->owner, r->root, &in) && !in.finished) {   /* here */
       xgr_error_clear(err);
       int rc = exec_local(d, r, woken, err);
+      if (rc == XGR_ETIMEOUT || rc == XGR_EIO) {   /* evicted meanwhile and not loadable right now */
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+        continue;
+      }
       if (rc != XGR_ENOTFOUND && rc != XGR_ELEASE) return rc;
       if (rc == XGR_ENOTFOUND && xgr_store_lease_held(d->st, r->owner, r->root)) return rc;
       continue;   /* it left for another node meanwhile */
