@@ -244,7 +244,9 @@ class Clients:
                                                       "payload": {"n": s.params["n"]}},
                              {"wake": {"pid": pid2}, "payload": {"n": s.params["n"]}}, ("not waiting",))
                 self.sleep(0.0, 0.5)
-                self.control(s, "xgr.resume", {"pid": str(r)}, {"resume": str(r)}, ("not paused",))
+                # after an ambiguous attempt (its answer lost), "no live session" means it resumed
+                # the session and the woken W ran it to its end
+                self.control(s, "xgr.resume", {"pid": str(r)}, {"resume": str(r)}, ("not paused", "no live"))
         elif s.kind == "gate_wait":
             # a second enqueue of a running rootPid is answered as for the running session and
             # changes nothing (docs/RPC.md); a wake-up of a pid the session does not have is refused
