@@ -244,6 +244,18 @@ int xgr__node_lease_load(xgr_node *d, const char *owner, uint64_t root, int (*fn
   return xgr_error_set(err, XGR_ETIMEOUT, NULL, "session %s/%" PRIu64 " stayed locked; not loaded", owner, root);
 }
 
+/* The store's word, after this node found a session it thinks it holds missing from its engine
+ * and not loadable: is the session running under another live node's valid lease? Then this
+ * node's memory of holding it is stale (its heartbeat has not noticed the loss yet), and a call
+ * for it must be routed again, not answered "no live session". */
+static bool elsewhere(xgr_node *d, const char *owner, uint64_t root) {
+  char node[256];
+  bool valid = false, running = false;
+  xgr_error err;
+  return !xgr_store_lease_holder(d->st, owner, root, node, sizeof node, &valid, &running, &err) && running && valid &&
+         node[0] && strcmp(node, xgr_store_node_id(d->st));
+}
+
 int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
   xgr__node_lease *l = d->lease;
   if (!l) return exec_local(d, r, woken, err);
@@ -258,7 +270,8 @@ int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_erro
         continue;
       }
       if (rc != XGR_ENOTFOUND && rc != XGR_ELEASE) return rc;
-      if (rc == XGR_ENOTFOUND && xgr_store_lease_held(d->st, r->owner, r->root)) return rc;
+      if (rc == XGR_ENOTFOUND && xgr_store_lease_held(d->st, r->owner, r->root) && !elsewhere(d, r->owner, r->root))
+        return rc;
       continue;   /* it left for another node meanwhile */
     }
     char node[256];
@@ -329,7 +342,7 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
     xgr_error lerr;
     int lrc = d->hib.load ? xgr_engine_load(d->e, owner, root, &lerr) : XGR_ENOTFOUND;
     if (!lrc) *rc = exec_local(d, &r, &woken, &err);
-    else if (!xgr_store_lease_held(d->st, owner, root))
+    else if (!xgr_store_lease_held(d->st, owner, root) || elsewhere(d, owner, root))
       *rc = xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
                           xgr_store_node_id(d->st));
     else if (lrc != XGR_ENOTFOUND) {
