@@ -383,6 +383,10 @@ char *xgr_rule_mask_url(const char *url);
 
 /* ---- HTTP over libcurl -------------------------------------------------------------------- */
 /* One exchange's curl easy handle and buffers, reusable for many requests (not concurrently).
+ * Connections are checked against the request's outbound policy when opened, and a connection is
+ * reused only under the policy it was checked against: an API call under another policy than the
+ * exchange's previous one starts on a new curl handle. Exchanges whose handles share a curl multi
+ * handle share its connections, so all the API calls of one multi handle must carry one policy.
  * For a curl multi loop: h = xgr_http_exchange_prepare(x, rq); curl_multi_add_handle(m, h); when
  * the multi handle reports h done with result code rc: xgr_http_exchange_complete(x, rc, &resp),
  * then xgr_step_feed_http(st, &resp). Requires curl_global_init to have been called. */

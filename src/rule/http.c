@@ -28,6 +28,7 @@ struct xgr_http_exchange {
   long timeout_ms;
   char *url, *body;         /* copies: the request need not outlive prepare() */
   xgr__outbound_conn conn;  /* the connect-time address check of the transfer */
+  const xgr_outbound_policy *api_policy;  /* the policy of the last API call (NULL: none yet) */
   char err[CURL_ERROR_SIZE];
   char msg[CURL_ERROR_SIZE + 192];
 };
@@ -73,6 +74,23 @@ void xgr_http_exchange_free(xgr_http_exchange *x) {
 }
 
 CURL *xgr_http_exchange_prepare(xgr_http_exchange *x, const xgr_http_request *rq) {
+  if (!rq->operator_endpoint) {
+    /* a connection is reused only under the policy it was checked against: an API call under
+     * another policy than the last one starts from a new handle, whose connection cache is empty
+     * (operator endpoints' connections are never kept). In a multi handle the multi's cache is
+     * shared: its users give all their API calls one policy (the engine's loop does). */
+    const xgr_outbound_policy *p = rq->outbound ? rq->outbound : xgr_outbound_default();
+    if (x->api_policy && x->api_policy != p) {
+      CURL *fresh = curl_easy_init();
+      if (!fresh) {   /* out of memory, as in util/alloc.h */
+        fputs("xgr: out of memory (a curl handle)\n", stderr);
+        abort();
+      }
+      curl_easy_cleanup(x->h);
+      x->h = fresh;
+    }
+    x->api_policy = p;
+  }
   CURL *h = x->h;
   curl_easy_reset(h);
   curl_slist_free_all(x->headers);
