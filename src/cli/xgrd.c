@@ -476,7 +476,8 @@ static int xgrd(int argc, char **argv, opts *o) {
                            .auth_none = auth_none,
                            .auth = auth,
                            .metrics_listen = o->metrics_listen,
-                           .log = info ? stderr : NULL};
+                           .log = info ? stderr : NULL,
+                           .errlog = stderr};
   rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
   if (!srv) {

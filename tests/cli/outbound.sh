@@ -3,10 +3,12 @@
 # loopback, link-local (cloud metadata) or private address unless the operator allows it
 # (--allow-outbound, also as a --config key), by address or by a name that resolves to one
 # (`localhost`: the check is on the resolved address when connecting), with the refusal named in
-# the step's history and counted in /metrics; and xgrd never has more API calls in flight than
+# the step's history and counted in /metrics; xgrd never has more API calls in flight than
 # --max-outbound (in total) and --max-outbound-per-owner (per owner): 10 sessions of 3 calls each to
 # a slow stand-in API (tests/cli/slow_api.py counts the calls in flight at once) all complete with
-# at most 2 calls at the API at any moment. `xgr run` and `xgr step` refuse the same way.
+# at most 2 calls at the API at any moment; xgrd out of file descriptors (ulimit -n 64, 120
+# connections held) logs it once and counts it, and accepts again once they are back. `xgr run`
+# refuses the same way as xgrd.
 # One PASS/FAIL line per check; exit 1 when any failed. Servers listen on 127.0.0.1, port 0.
 set -u
 X=$1
@@ -152,6 +154,32 @@ a=$(wait_done $O 3); b=$(wait_done $O2 3)
 [ "$a/$b" = 3/3 ] && echo "PASS --max-outbound-per-owner 1: every session completed" || { echo "FAIL --max-outbound-per-owner 1: $a/$b of 3/3"; fail=1; }
 peak=$(api peak .peak)
 [ "$peak" -le 2 ] && echo "PASS --max-outbound-per-owner 1: at most one call per owner (peak $peak for 2 owners)" || { echo "FAIL --max-outbound-per-owner 1: $peak at once"; fail=1; }
+stop_xgrd
+
+# out of file descriptors: xgrd says so (once per 10 s), counts it, and accepts again afterwards
+rm -f "$tmp/fds.port"
+(ulimit -n 64; exec "$XD" --listen 127.0.0.1:0 --auth none --port-file "$tmp/fds.port" --log-level warn --threads 2 \
+   --workers 1 2>"$tmp/fds.log") &
+XP=$!
+pids+=("$XP")
+for _ in $(seq 100); do [ -s "$tmp/fds.port" ] && break; sleep 0.05; done
+FPORT=$(cat "$tmp/fds.port")
+python3 - "$FPORT" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+held = [socket.create_connection(('127.0.0.1', port)) for _ in range(120)]   # more than 64 descriptors
+time.sleep(1.0)
+for c in held:
+    c.close()
+PY
+got=""
+for _ in $(seq 50); do got=$(curl -sf "http://127.0.0.1:$FPORT/metrics" 2>/dev/null) && break; sleep 0.1; done
+out=$got; err=""
+has "accepts again after the descriptors came back" 'xgr_http_accept_failures_total'
+n=$(grep '^xgr_http_accept_failures_total ' <<<"$got" | awk '{print $2}')
+[ "${n:-0}" -ge 1 ] && echo "PASS accept failures counted ($n)" || { echo "FAIL accept failures not counted: ${n:-none}"; fail=1; }
+lines=$(grep -c 'msg="cannot accept connections" error="Error accepting connection: Too many open files"' "$tmp/fds.log")
+[ "$lines" = 1 ] && echo "PASS one log line for the burst (at most one per 10 s)" || { echo "FAIL $lines log lines:"; cat "$tmp/fds.log"; fail=1; }
 stop_xgrd
 
 # ---- xgr run and xgr step: the same policy --------------------------------------------------------
