@@ -7,7 +7,7 @@ https://alpha.prices.example, https://beta.prices.example and https://gamma.pric
 own path prefix, so that `--api-map` can point a bundle at it:
 
     xgr run examples/bundles/price_feed.json --start Poll \\
-        --api-map https://alpha.prices.example=http://127.0.0.1:PORT/alpha ...
+        --api-map https://alpha.prices.example=http://127.0.0.1:PORT/alpha ... --allow-outbound loopback
 
 Routes (each source has its own response shape, as real APIs do):
     GET /alpha/v1/ticker/<BASE>-<QUOTE>   {"pair": "BTC-USD", "last": "65040.00", "n": 1}

@@ -60,9 +60,10 @@ trap 'kill $ppid 2>/dev/null; wait $ppid 2>/dev/null; rm -rf "$pdir"' EXIT
 for _ in $(seq 100); do [ -s "$pdir/port" ] && break; sleep 0.05; done
 [ -s "$pdir/port" ] || { echo "demo: the price API did not start"; exit 1; }
 API="http://127.0.0.1:$(cat "$pdir/port")"
-# the bundles name https://{alpha,beta,gamma}.prices.example; --api-map sends those calls here
+# the bundles name https://{alpha,beta,gamma}.prices.example; --api-map sends those calls here, on
+# loopback, which the outbound policy refuses unless --allow-outbound allows it (docs/SECURITY.md)
 MAP=(--api-map "https://alpha.prices.example=$API/alpha" --api-map "https://beta.prices.example=$API/beta"
-     --api-map "https://gamma.prices.example=$API/gamma")
+     --api-map "https://gamma.prices.example=$API/gamma" --allow-outbound loopback)
 echo "price API at $API: $(curl -s "$API/health"); the sources answer in three shapes:"
 echo "  alpha  GET /alpha/v1/ticker/BTC-USD  {\"pair\": \"BTC-USD\", \"last\": \"65040.00\", \"n\": 1}"
 echo "  beta   GET /beta/quote?base=BTC&quote=USD  {\"quote\": {\"base\": \"BTC\", \"quote\": \"USD\", \"price\": 65055.0}}"

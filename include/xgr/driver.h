@@ -44,6 +44,7 @@ typedef struct xgr_driver_config {
   const xgr_api_map_entry *api_map;   /* URL rewriting for API calls (borrowed) */
   size_t napi_map;
   const xgr_chain_reader *chain;      /* contract reads; NULL: no backend (borrowed) */
+  const xgr_outbound_policy *outbound; /* addresses API calls may reach (borrowed); NULL: the default */
   uint64_t max_steps;                 /* 0: no limit */
   bool record;                        /* keep every process's last state and the history for reports */
   uint32_t max_running;               /* per-session cap (0: default 32) */

@@ -239,6 +239,14 @@ typedef struct xgr_engine_config {
   const xgr_api_map_entry *api_map;  /* URL rewriting for API calls (borrowed, must outlive) */
   size_t napi_map;
   const xgr_chain_reader *chain;     /* contract reads; NULL: no backend (borrowed) */
+  /* The addresses API calls may connect to (xgr/outbound.h; borrowed, must outlive the engine);
+   * NULL: the default policy, which refuses loopback, link-local, private, ... addresses. */
+  const xgr_outbound_policy *outbound;
+  /* Outbound connections: at most max_outbound API calls (and contract reads) in flight at once
+   * in total, and max_outbound_per_owner of one owner's sessions; the others wait in the HTTP
+   * loop's queue, holding no socket, and start in turn (owners take turns). 0: the defaults. */
+  uint32_t max_outbound;
+  uint32_t max_outbound_per_owner;
   const xgr_exec_hook *exec;         /* executions; NULL: resolved only, not sent (borrowed) */
   xgr_clock_config clock;
   bool ordered;                      /* apply results in promotion order (see above) */
@@ -269,6 +277,8 @@ typedef struct xgr_engine_config {
 
 #define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
 #define XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS 1000000u
+#define XGR_ENGINE_DEFAULT_MAX_OUTBOUND 256u
+#define XGR_ENGINE_DEFAULT_MAX_OUTBOUND_PER_OWNER 64u
 
 
 /* ---- hibernation (src/engine/hibernate.c; docs/RUNTIME.md "Hibernation") -------------------- *
@@ -520,6 +530,9 @@ typedef struct xgr_engine_stats {
   uint64_t store_batches;
   uint64_t sessions_capped;          /* sessions killed by max_live / max_session_steps */
   uint64_t wakeups_refused;          /* internal wake-ups not applied: no such session, not allowed, no such step */
+  uint64_t outbound_refused;         /* API calls the outbound policy refused (XGR_EPERM) */
+  uint64_t outbound_in_flight;       /* HTTP requests with a connection now (<= max_outbound) */
+  uint64_t outbound_waiting;         /* HTTP requests waiting for a slot under the caps now */
   /* step latency (ready -> result applied) in ns, when measure_latency; 0 otherwise */
   uint64_t lat_count, lat_p50_ns, lat_p99_ns, lat_max_ns;
   xgr_rt_counters runtime;           /* the work-stealing runtime's counters (steals, parks, ...) */

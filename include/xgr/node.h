@@ -78,6 +78,12 @@ typedef struct xgr_node_config {
   struct xgr_chain *chain;
   const xgr_api_map_entry *api_map;  /* URL rewriting of API calls (borrowed), like xgr run's --api-map */
   size_t napi_map;
+  /* The outbound address policy of API calls (xgr/outbound.h; borrowed), NULL: the default
+   * (loopback, link-local, private, ... refused). The --chain endpoints are the operator's and not
+   * subject to it. max_outbound / max_outbound_per_owner: xgr_engine_config's caps (0: defaults). */
+  const xgr_outbound_policy *outbound;
+  uint32_t max_outbound;
+  uint32_t max_outbound_per_owner;
   /* Executions (--engine-key), borrowed, NULL: resolved only. The engine hands each step's
    * execution to it. */
   struct xgr_chain_executor *executor;

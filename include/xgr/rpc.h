@@ -136,6 +136,11 @@ typedef struct xgr_rpc_config {
   const struct xgr_auth *auth; /* permits, chain id, control contract (borrowed; may be NULL with auth_none) */
   const char *metrics_listen; /* "IP:PORT": serve /metrics there only (NULL: on `listen`) */
   FILE *log;                  /* request log (NULL: no log) */
+  /* the listener's own failures, whatever the log level: a connection that cannot be accepted
+   * (out of file descriptors: EMFILE/ENFILE, or memory) is logged as level=error msg="cannot accept
+   * connections" at most once per 10 s (with repeated=N for the ones left out) and counted in
+   * xgr_http_accept_failures_total. NULL: counted only. */
+  FILE *errlog;
   bool (*ready)(void *ctx);   /* /readyz; NULL: ready while running */
   void *ready_ctx;
   /* listen before the methods can work (xgrd recovering its sessions): until xgr_rpc_open,

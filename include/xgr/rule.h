@@ -50,6 +50,7 @@
 
 #include "xgr/arena.h"
 #include "xgr/error.h"
+#include "xgr/outbound.h"
 #include "xgr/value.h"
 #include "xgr/xrc_types.h"
 
@@ -181,6 +182,10 @@ typedef struct xgr_step_ctx {
   const xgr_api_map_entry *api_map;  /* URL prefix rewriting, napi_map entries (may be NULL) */
   size_t napi_map;
   const xgr_chain_reader *chain;     /* NULL: no backend configured */
+  /* The addresses API calls may connect to (xgr/outbound.h); NULL: the default policy (loopback,
+   * link-local, private, ... refused). Contract reads go to the operator's chain endpoints and are
+   * not subject to it. */
+  const xgr_outbound_policy *outbound;
 } xgr_step_ctx;
 
 /* An HTTP request the step needs. All pointers are owned by the step state and stay valid until
@@ -196,11 +201,19 @@ typedef struct xgr_http_request {
   size_t body_len;
   long timeout_ms;            /* total time allowed for the exchange */
   size_t max_response;        /* XGR_HTTP_MAX_RESPONSE: a longer body fails the call */
+  /* API calls: the step context's outbound policy, checked on every address connected to (NULL:
+   * the default policy). A contract read sets operator_endpoint instead: its URL is the operator's
+   * --chain configuration, so every address is allowed, and its connection is never kept for
+   * reuse (an API call to the same host could otherwise ride on it unchecked). */
+  const xgr_outbound_policy *outbound;
+  bool operator_endpoint;
 } xgr_http_request;
 
 /* What happened to a request. `error` is 0 when an HTTP response arrived (any status), or a
  * transport failure: XGR_ETIMEOUT (timeoutMs passed), XGR_ELIMIT (body larger than
- * max_response), XGR_EHTTP (connect / protocol failure). Borrowed by xgr_step_feed_http. */
+ * max_response), XGR_EHTTP (connect / protocol failure), XGR_EPERM (the outbound policy refused
+ * every address of the host; the message names the host, the address, its class and the flag
+ * that allows it). Borrowed by xgr_step_feed_http. */
 typedef struct xgr_http_response {
   int error;
   const char *error_message;  /* for error != 0; may be NULL */
@@ -370,6 +383,10 @@ char *xgr_rule_mask_url(const char *url);
 
 /* ---- HTTP over libcurl -------------------------------------------------------------------- */
 /* One exchange's curl easy handle and buffers, reusable for many requests (not concurrently).
+ * Connections are checked against the request's outbound policy when opened, and a connection is
+ * reused only under the policy it was checked against: an API call under another policy than the
+ * exchange's previous one starts on a new curl handle. Exchanges whose handles share a curl multi
+ * handle share its connections, so all the API calls of one multi handle must carry one policy.
  * For a curl multi loop: h = xgr_http_exchange_prepare(x, rq); curl_multi_add_handle(m, h); when
  * the multi handle reports h done with result code rc: xgr_http_exchange_complete(x, rc, &resp),
  * then xgr_step_feed_http(st, &resp). Requires curl_global_init to have been called. */

@@ -3,6 +3,10 @@
  * backends with their health counters, and synchronous requests over a curl easy handle for
  * tools. The engine never uses the synchronous path: its reads go through reader.c and the
  * step engine's requests, i.e. through the engine's libcurl multi loop.
+ *
+ * The backends' URLs are the operator's configuration (--chain), not a tenant's: their requests go
+ * through the outbound check (util/outbound.h) as operator endpoints — every address allowed, no
+ * proxy from the environment — while the API calls of rules are held to the outbound policy.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,6 +18,7 @@
 
 #include "chain/chain_impl.h"
 #include "util/alloc.h"
+#include "util/outbound.h"
 #include "xgr/abi.h"
 
 void xgr_chain_fault_clear(xgr_chain_fault *f) {
@@ -254,6 +259,8 @@ int xgr__chain_post(const char *url, const char *body, size_t len, long timeout_
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+  xgr__outbound_conn oc = {.operator_endpoint = true};
+  xgr__outbound_setopt(h, &oc);
   CURLcode rc = curl_easy_perform(h);
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);

@@ -39,7 +39,7 @@ static void usage(FILE *f) {
   fputs("usage: xgr run BUNDLE --start STEP [--payload JSON|@FILE] [--owner ADDR] [--root-pid N]\n"
         "               [--wait-ms N] [--virtual-time] [--max-steps N] [--script FILE] [--api-map FROM=TO]...\n"
         "               [--max-running N] [--time-scale F] [--store FILE] [--json] [--quiet]\n"
-        "               [--chain URL] [--chain NAME=URL]...\n\n"
+        "               [--chain URL] [--chain NAME=URL]... [--allow-outbound CIDR]...\n\n"
         "Run one session of a bundle ({\"orchestration\": {...}, \"rules\": {...}}) from STEP and print a\n"
         "live timeline (time, pid, step, transition, outcome) and the session's tree with each join's\n"
         "k-of-n state. Runs on the concurrent engine in real time (steps in parallel on all cores,\n"
@@ -61,6 +61,11 @@ static void usage(FILE *f) {
         "  --api-map FROM=TO  rewrite API URLs starting with FROM to start with TO (repeatable)\n"
         "  --chain URL        Ethereum JSON-RPC node for contract reads (the default backend);\n"
         "  --chain NAME=URL   a named backend, picked by a read's \"rpc\" selector (repeatable)\n"
+        "  --allow-outbound CIDR  let API calls connect to these addresses, which the outbound policy\n"
+        "                     refuses by default: loopback, link-local (169.254.169.254), private, CGNAT,\n"
+        "                     unspecified, multicast, reserved (checked on the resolved address). A CIDR, an\n"
+        "                     address, or loopback, link-local, private, cgnat, ..., any; comma-separated or\n"
+        "                     repeated (docs/SECURITY.md, Outbound calls)\n"
         "  --store FILE       keep the run's audit trail in a SQLite store file (created if missing),\n"
         "                     as xgrd does: `xgr history --store FILE OWNER ROOTPID` reads it; without\n"
         "                     --root-pid the session takes the owner's next rootPid in that file\n"
@@ -403,12 +408,13 @@ static void on_engine_event(void *ctx, const xgr_engine_event *ev) {
 /* Run the session on the engine in real time; *rep gets the report. Returns 0 or an exit code. */
 static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, const char *start, xgr_value payload,
                       int64_t wait_ms, const json_t *script, uint64_t max_steps, uint32_t max_running, const xgr_api_map_entry *map,
-                      size_t nmap, const xgr_chain_reader *chain, double scale, bool quiet, run_store *rs,
-                      json_t **rep) {
+                      size_t nmap, const xgr_chain_reader *chain, const xgr_outbound_policy *outbound, double scale,
+                      bool quiet, run_store *rs, json_t **rep) {
   eview ev = {.v = {.b = b, .root = root, .quiet = quiet}};
   pthread_mutex_init(&ev.mu, NULL);
   if (rs) rs->p = xgr_node_persist_new(rs->st);
   xgr_engine_config cfg = {.max_running = max_running, .api_map = map, .napi_map = nmap, .ordered = true, .chain = chain,
+                           .outbound = outbound,
                            .keep_finished = true, .store = rs ? xgr_node_persist_hook(rs->p) : NULL,
                            .clock = {.kind = scale == 1 ? XGR_CLOCK_REAL : XGR_CLOCK_SCALED, .scale = scale}};
   xgr_error e;
@@ -459,8 +465,9 @@ static int run_engine(const xgr_bundle *b, const char *owner, uint64_t root, con
   return code;
 }
 
-/* The command, with --chain backends collected into *chain (freed by xgr_cmd_run). */
-static int run_cmd(int argc, char **argv, xgr_chain **chain) {
+/* The command, with --chain backends collected into *chain and --allow-outbound into *outbound
+ * (freed by xgr_cmd_run). */
+static int run_cmd(int argc, char **argv, xgr_chain **chain, xgr_outbound_policy **outbound) {
   const char *start = NULL, *payload_s = NULL, *owner = DEFAULT_OWNER, *script_file = NULL, *store_file = NULL;
   const char *replay_file = NULL;
   json_t *replay = NULL;
@@ -478,10 +485,11 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     {"root-pid", required_argument, NULL, 'r'}, {"max-running", required_argument, NULL, 'c'},
     {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {"time-scale", required_argument, NULL, 'T'},
     {"store", required_argument, NULL, 'D'}, {"chain", required_argument, NULL, 'C'},
-    {"replay", required_argument, NULL, 'R'}, {"wait-ms", required_argument, NULL, 'W'}, {0, 0, 0, 0}};
+    {"replay", required_argument, NULL, 'R'}, {"wait-ms", required_argument, NULL, 'W'},
+    {"allow-outbound", required_argument, NULL, 'O'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
-  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:W:", opts, "xgr run")) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "s:p:o:vm:S:ja:r:c:qhT:D:C:R:W:O:", opts, "xgr run")) != -1) {
     char *end;
     switch (ch) {
       case 's': start = optarg; break;
@@ -528,6 +536,9 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
         break;
       case 'C':
         if (xgr_cli_chain_arg("xgr run", optarg, chain)) return XGR_EXIT_USAGE;
+        break;
+      case 'O':
+        if (xgr_cli_outbound_arg("xgr run", optarg, outbound)) return XGR_EXIT_USAGE;
         break;
       case 'h': usage(stdout); return XGR_EXIT_OK;
       default: return XGR_EXIT_USAGE;   /* reported by xgr_cli_getopt */
@@ -642,7 +653,7 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
   if (!virtual_time) {
     json_t *rep = NULL;
     int code = run_engine(b, owner, (uint64_t)root_pid, start, payload, wait_ms, script, (uint64_t)max_steps,
-                          (uint32_t)max_running, map, nmap, *chain ? &reader : NULL, scale, quiet || as_json, rs, &rep);
+                          (uint32_t)max_running, map, nmap, *chain ? &reader : NULL, *outbound, scale, quiet || as_json, rs, &rep);
     if (!code) {
       const char *result = json_string_value(json_object_get(rep, "result"));
       long long steps = (long long)json_integer_value(json_object_get(rep, "steps"));
@@ -669,7 +680,8 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
     return code;
   }
   view v = {.b = b, .root = (uint64_t)root_pid, .quiet = quiet || as_json};
-  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = *chain ? &reader : NULL, .max_steps = (uint64_t)max_steps, .record = true,
+  xgr_driver_config cfg = {.api_map = map, .napi_map = nmap, .chain = *chain ? &reader : NULL, .outbound = *outbound,
+                           .max_steps = (uint64_t)max_steps, .record = true,
                            .max_running = (uint32_t)max_running, .observe = on_event, .observe_ctx = &v,
                            .on_effects = rs ? store_effects : NULL, .effects_ctx = rs};
   xgr_driver *drv = xgr_driver_new(&cfg);
@@ -714,7 +726,9 @@ static int run_cmd(int argc, char **argv, xgr_chain **chain) {
 
 int xgr_cmd_run(int argc, char **argv) {
   xgr_chain *chain = NULL;
-  int code = run_cmd(argc, argv, &chain);
+  xgr_outbound_policy *outbound = NULL;
+  int code = run_cmd(argc, argv, &chain, &outbound);
   xgr_chain_free(chain);
+  xgr_outbound_policy_free(outbound);
   return code;
 }

@@ -24,14 +24,17 @@
 static const char usage_text[] =
     "usage: xgr step RULE.json [--payload JSON|@FILE] [--api-map FROM=TO]... [--json]\n"
     "                 [--owner ADDR] [--session-id N] [--pid PID] [--step-id ID]\n"
-    "                 [--chain URL] [--chain NAME=URL]... [--engine-key FILE]\n"
+    "                 [--chain URL] [--chain NAME=URL]... [--engine-key FILE] [--allow-outbound CIDR]...\n"
     "       xgr step BUNDLE.json --rule NAME ...   (NAME: a key of the bundle's rules, or a step id)\n\n"
     "Run one XRC-137 step: input casts and defaults, contract reads (eth_call on the --chain\n"
     "backend a read's `rpc` selects, the unnamed one by default; without --chain their defaults\n"
     "apply), API calls over HTTP, rules, branch. --api-map rewrites URL prefixes, e.g.\n"
-    "--api-map https://api.coinbase.com=http://127.0.0.1:8081. Prints the result readably, or\n"
-    "as JSON with --json: each rule with its result (true, false, missing key, error, skipped),\n"
-    "required inputs that are missing, and why keys could not be produced (soft-invalid).\n"
+    "--api-map https://api.coinbase.com=http://127.0.0.1:8081 --allow-outbound loopback (API calls\n"
+    "to loopback, link-local, private, CGNAT, multicast and reserved addresses are refused unless\n"
+    "--allow-outbound names them: a CIDR, an address or a class word; docs/SECURITY.md, Outbound\n"
+    "calls). Prints the result readably, or as JSON with --json: each rule with its result\n"
+    "(true, false, missing key, error, skipped), required inputs that are missing, and why keys\n"
+    "could not be produced (soft-invalid).\n"
     "With --engine-key FILE (and --chain) the branch's `execution` is sent as a signed EIP-1559\n"
     "transaction from that key and its receipt shown (\"execution\": {\"txHash\", \"status\",\n"
     "\"gasUsed\", \"blockNumber\", \"return\" | \"revertReason\"}).\n"
@@ -129,8 +132,9 @@ static json_t *run_execution(xgr_chain *chain, const char *keyfile, const xgr_ex
   return rec;
 }
 
-/* The command, with --chain backends collected into *chain (freed by xgr_cmd_step). */
-static int step_cmd(int argc, char **argv, xgr_chain **chain) {
+/* The command, with --chain backends collected into *chain and --allow-outbound into *outbound
+ * (freed by xgr_cmd_step). */
+static int step_cmd(int argc, char **argv, xgr_chain **chain, xgr_outbound_policy **outbound) {
   const char *rule_path = NULL, *payload_arg = NULL, *rule_name = NULL;
   xgr_api_map_entry maps[MAX_MAPS];
   size_t nmaps = 0;
@@ -147,7 +151,8 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
     {"chain", required_argument, NULL, 'C'}, {"engine-key", required_argument, NULL, 'K'},
     {"owner", required_argument, NULL, 'o'}, {"session-id", required_argument, NULL, 'S'},
     {"pid", required_argument, NULL, 'P'}, {"rule", required_argument, NULL, 'r'},
-    {"step-id", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
+    {"step-id", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+    {"allow-outbound", required_argument, NULL, 'O'}, {0, 0, 0, 0}};
   int ch;
   optind = 1;
   while ((ch = xgr_cli_getopt(argc, argv, "h", opts, "xgr step")) != -1) {
@@ -160,6 +165,9 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
         break;
       case 'C':
         if (xgr_cli_chain_arg("xgr step", optarg, chain)) return XGR_EXIT_USAGE;
+        break;
+      case 'O':
+        if (xgr_cli_outbound_arg("xgr step", optarg, outbound)) return XGR_EXIT_USAGE;
         break;
       case 'K': engine_key = optarg; break;
       case 'o':
@@ -205,6 +213,7 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
   }
   ctx.api_map = maps;
   ctx.napi_map = nmaps;
+  ctx.outbound = *outbound;
 
   xgr_error e;
   char *buf = NULL;
@@ -346,7 +355,9 @@ static int step_cmd(int argc, char **argv, xgr_chain **chain) {
 
 int xgr_cmd_step(int argc, char **argv) {
   xgr_chain *chain = NULL;
-  int code = step_cmd(argc, argv, &chain);
+  xgr_outbound_policy *outbound = NULL;
+  int code = step_cmd(argc, argv, &chain, &outbound);
   xgr_chain_free(chain);
+  xgr_outbound_policy_free(outbound);
   return code;
 }

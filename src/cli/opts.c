@@ -187,3 +187,26 @@ int xgr_cli_chain_arg(const char *prog, const char *arg, xgr_chain **chain) {
   }
   return 0;
 }
+
+int xgr_cli_outbound_arg(const char *prog, const char *arg, xgr_outbound_policy **p) {
+  if (!*p) *p = xgr_outbound_policy_new();
+  const char *s = arg ? arg : "";
+  do {   /* comma-separated entries; an empty entry is refused like any other bad one */
+    const char *comma = strchr(s, ',');
+    size_t len = comma ? (size_t)(comma - s) : strlen(s);
+    char item[128];
+    xgr_error e;
+    if (len >= sizeof item) {
+      fprintf(stderr, "%s: --allow-outbound \"%.60s...\": an entry is at most %zu bytes\n", prog, s, sizeof item - 1);
+      return XGR_EXIT_USAGE;
+    }
+    memcpy(item, s, len);
+    item[len] = 0;
+    if (xgr_outbound_policy_allow(*p, item, &e)) {
+      fprintf(stderr, "%s: --allow-outbound %s\n", prog, e.message);
+      return XGR_EXIT_USAGE;
+    }
+    s = comma ? comma + 1 : NULL;
+  } while (s);
+  return 0;
+}

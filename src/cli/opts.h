@@ -47,6 +47,11 @@ int xgr_cli_api_map_arg(const char *prog, char *arg, xgr_api_map_entry *map, siz
  * first call (*chain NULL; the caller owns and frees it). Returns 0, or prints `prog: REASON`
  * (xgr_chain_add's message) and returns 2 (XGR_EXIT_USAGE). */
 int xgr_cli_chain_arg(const char *prog, const char *arg, xgr_chain **chain);
+/* One --allow-outbound value (xgr run, xgr step, xgrd; xgr/outbound.h): a comma-separated list of
+ * CIDRs, addresses or class words (loopback, private, ..., any), added to *p, which is made on the
+ * first call (*p NULL; the caller owns and frees it). Returns 0, or prints `prog: --allow-outbound
+ * "ENTRY": expected ...` and returns 2 (XGR_EXIT_USAGE). */
+int xgr_cli_outbound_arg(const char *prog, const char *arg, xgr_outbound_policy **p);
 #endif
 
 /* ---- option values that are JSON ------------------------------------------------------------- */

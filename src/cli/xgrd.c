@@ -54,6 +54,8 @@ typedef struct opts {
   xgr_chain *chain;                 /* --chain (repeatable), NULL: none */
   xgr_api_map_entry api_map[32];    /* --api-map FROM=TO (repeatable) */
   size_t napi_map;
+  xgr_outbound_policy *outbound;    /* --allow-outbound (repeatable), NULL: the default policy */
+  unsigned long max_outbound, max_outbound_per_owner;   /* 0: the engine's defaults */
   const char *engine_key;           /* --engine-key FILE */
   unsigned long max_session_processes, max_session_steps;
   long long hibernate_after_ms;   /* 0: default; -1: off */
@@ -91,6 +93,8 @@ static const struct option long_options[] = {
   {"max-validates-per-client", required_argument, NULL, 0}, {"max-streams-per-client", required_argument, NULL, 0},
   {"max-streams-per-owner", required_argument, NULL, 0}, {"max-streams", required_argument, NULL, 0},
   {"stream-max-secs", required_argument, NULL, 0},
+  {"allow-outbound", required_argument, NULL, 0}, {"max-outbound", required_argument, NULL, 0},
+  {"max-outbound-per-owner", required_argument, NULL, 0},
   {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
@@ -168,13 +172,23 @@ static void usage(FILE *f) {
           "                         named by an XRC-729 address (xrc729/orchestration + ostcId) read from the chain\n"
           "  --chain NAME=URL       a named backend for reads whose \"rpc\" selects it (repeatable)\n"
           "  --api-map FROM=TO      rewrite API URLs starting with FROM to start with TO (repeatable)\n"
+          "  --allow-outbound CIDR  let rules' API calls connect to these addresses although the outbound policy\n"
+          "                         refuses them by default (loopback, link-local incl. 169.254.169.254, private,\n"
+          "                         CGNAT, unspecified, multicast, reserved; checked on the resolved address when\n"
+          "                         connecting). A CIDR, an address, or loopback, link-local, private, cgnat,\n"
+          "                         unspecified, multicast, reserved, any; comma-separated or repeated. The --chain\n"
+          "                         endpoints are always allowed (docs/SECURITY.md, Outbound calls)\n"
+          "  --max-outbound N       at most N API calls in flight at once; the others wait, holding no socket\n"
+          "                         (default %u; 1 to 100000)\n"
+          "  --max-outbound-per-owner N  at most N of them for one owner's sessions (default %u; 1 to 100000)\n"
           "  --engine-key FILE      private key (64 hex, mode 0600) that signs the steps' executions as EIP-1559\n"
           "                         transactions on the --chain node, each exactly once across crashes: journaled\n"
           "                         beside an SQLite store (PATH-exec), in a PostgreSQL store's database (table\n"
           "                         exec_journal), in memory with a memory store. Cluster nodes (--node-id) share\n"
           "                         that table and take turns sending: one node at a time (docs/CLUSTER.md)\n"
           "  --help                 this text\n\n"
-          "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n");
+          "Endpoints: POST / (JSON-RPC), GET /metrics, GET /healthz, GET /readyz. Methods: docs/RPC.md.\n",
+          XGR_ENGINE_DEFAULT_MAX_OUTBOUND, XGR_ENGINE_DEFAULT_MAX_OUTBOUND_PER_OWNER);
 }
 
 /* xgrd's own log lines go to stderr in logfmt (xgr/logfmt.h), like the service's. */
@@ -261,6 +275,18 @@ static int set_opt(opts *o, const char *name, const char *v) {
       free(copy);
       return -1;
     }
+  }
+  else if (!strcmp(name, "allow-outbound")) { if (xgr_cli_outbound_arg("xgrd", v, &o->outbound)) return -1; }
+  else if (!strcmp(name, "max-outbound") || !strcmp(name, "max-outbound-per-owner")) {
+    char flag[32];
+    snprintf(flag, sizeof flag, "--%s", name);
+    if (parse_uint(flag, v, 100000, &u)) return -1;
+    if (!u) {
+      fprintf(stderr, "xgrd: %s is 0; expected 1 to 100000\n", flag);
+      return -1;
+    }
+    if (!strcmp(name, "max-outbound")) o->max_outbound = u;
+    else o->max_outbound_per_owner = u;
   }
   else if (!strcmp(name, "hibernate-after")) {
     if (v && !strcmp(v, "off")) o->hibernate_after_ms = -1;
@@ -481,7 +507,8 @@ static int xgrd(int argc, char **argv, opts *o) {
                            .auth_none = auth_none,
                            .auth = auth,
                            .metrics_listen = o->metrics_listen,
-                           .log = info ? stderr : NULL};
+                           .log = info ? stderr : NULL,
+                           .errlog = stderr};
   rc_cfg.start_closed = true;
   xgr_rpc_server *srv = xgr_rpc_server_new(&rc_cfg, &err);
   if (!srv) {
@@ -582,6 +609,9 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .chain = o->chain,
                         .api_map = o->api_map,
                         .napi_map = o->napi_map,
+                        .outbound = o->outbound,
+                        .max_outbound = (uint32_t)o->max_outbound,
+                        .max_outbound_per_owner = (uint32_t)o->max_outbound_per_owner,
                         .executor = executor,
                         .max_live = o->max_session_processes,
                         .max_session_steps = o->max_session_steps,
@@ -729,10 +759,11 @@ static int xgrd(int argc, char **argv, opts *o) {
   return rc;
 }
 
-/* What parsing the options allocated: the chain backends and the --api-map copies. */
+/* What parsing the options allocated: the chain backends, the --api-map copies, the outbound policy. */
 static void opts_free(opts *o) {
   xgr_chain_free(o->chain);
   for (size_t i = 0; i < o->napi_map; i++) free((char *)o->api_map[i].from);
+  xgr_outbound_policy_free(o->outbound);
 }
 
 int main(int argc, char **argv) {

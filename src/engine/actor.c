@@ -289,7 +289,8 @@ static job *job_new(actor *a, const xgr_proc *p) {
                            .step_id = a->b->orch->steps[p->step].id,
                            .api_map = a->e->cfg.api_map,
                            .napi_map = a->e->cfg.napi_map,
-                           .chain = a->e->cfg.chain};
+                           .chain = a->e->cfg.chain,
+                           .outbound = a->e->cfg.outbound};
   a->inflight++;
   return j;
 }

@@ -565,6 +565,9 @@ void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   out->sessions_finished = atomic_load(&e->st_finished);
   out->steps = xgr_eng_steps(e);
   out->http_requests = atomic_load(&e->st_http);
+  out->outbound_refused = atomic_load(&e->st_out_refused);
+  out->outbound_in_flight = atomic_load(&e->st_out_active);
+  out->outbound_waiting = atomic_load(&e->st_out_waiting);
   out->timers_fired = xgr_eng_timers_fired(e);
   out->store_batches = atomic_load(&e->st_batches);
   xgr_rt_get_counters(e->rt, &out->runtime);

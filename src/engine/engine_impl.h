@@ -210,6 +210,8 @@ struct xgr_engine {
   _Atomic long ctl_inflight;    /* control messages sent, not yet handled */
   /* stats */
   _Atomic uint64_t st_started, st_finished, st_steps, st_http, st_timers, st_batches, st_capped, st_wake_refused;
+  _Atomic uint64_t st_out_refused;             /* API calls refused by the outbound policy */
+  _Atomic uint64_t st_out_active, st_out_waiting;   /* the HTTP loop's in flight / queued (gauges) */
   pthread_mutex_t lat_mu;
   lat_hist lat;
   _Atomic bool stopping;

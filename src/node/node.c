@@ -194,6 +194,17 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_store_writer_reconnects", "", (double)ss.writer_reconnects);
 }
 
+/* Outbound API calls (docs/SECURITY.md "Outbound calls"): refused by the address policy since the
+ * start, in flight and waiting for a slot under --max-outbound / --max-outbound-per-owner now. */
+static void collect_outbound(void *ctx, xgr_metrics_out *out) {
+  xgr_node *d = ctx;
+  xgr_engine_stats s;
+  xgr_engine_get_stats(d->e, &s);
+  xgr_metrics_line(out, "xgr_outbound", "kind=\"refused_by_policy\"", (double)s.outbound_refused);
+  xgr_metrics_line(out, "xgr_outbound", "kind=\"in_flight\"", (double)s.outbound_in_flight);
+  xgr_metrics_line(out, "xgr_outbound", "kind=\"waiting\"", (double)s.outbound_waiting);
+}
+
 /* ---- life cycle and recovery -------------------------------------------------------------------- */
 
 /* Internal wake-ups still in the outbox were committed by their producer but not (durably) applied
@@ -404,6 +415,9 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
                           .chain = cfg->chain ? &d->reader : NULL,
                           .api_map = cfg->api_map,
                           .napi_map = cfg->napi_map,
+                          .outbound = cfg->outbound,
+                          .max_outbound = cfg->max_outbound,
+                          .max_outbound_per_owner = cfg->max_outbound_per_owner,
                           .exec = cfg->executor ? xgr_chain_executor_hook(cfg->executor) : NULL,
                           .store = xgr_node_persist_hook(d->p),
                           .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
@@ -583,6 +597,8 @@ void xgr_node_metrics(xgr_node *d, xgr_metrics *m) {
   xgr_metrics_gauge(m, "xgr_processes", "Live processes by status", collect_procs, d);
   xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
   xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
+  xgr_metrics_gauge(m, "xgr_outbound", "Outbound API calls: refused by the address policy (since start), in flight and "
+                    "waiting for a slot (now)", collect_outbound, d);
   xgr__node_lease_metrics(d, m);
   if (d->cfg.chain) xgr_metrics_gauge(m, "xgr_chain", "Chain backends: calls, errors, last block, up", collect_chain, d);
 }

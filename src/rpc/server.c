@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,7 +384,46 @@ xgr_rpc_server *xgr_rpc_server_new(const xgr_rpc_config *cfg, xgr_error *err) {
   s->metrics = xgr_metrics_new();
   s->latency = xgr_metrics_histogram(s->metrics, "xgr_http_request_seconds", "Time to answer a JSON-RPC POST", "",
                                      xgr_metrics_latency_buckets, xgr_metrics_latency_nbuckets);
+  s->accept_failed = xgr_metrics_counter(s->metrics, "xgr_http_accept_failures_total",
+                                         "Connections the listener could not accept (out of file descriptors or memory)", "");
+  pthread_mutex_init(&s->qmu, NULL);
   return s;
+}
+
+/* libmicrohttpd's error log (MHD_USE_ERROR_LOG): only the listener's accept failures matter here —
+ * "Error accepting connection: Too many open files", "Hit process or system resource limit ..." —
+ * when MHD stops accepting until a connection closes. Issue 38, finding 6: xgrd out of descriptors
+ * stopped accepting and said nothing. They are counted and logged at most once per 10 s; MHD's
+ * other messages (a client that went away, ...) are per-connection noise and dropped. */
+#define ACCEPT_QUIET_MS 10000
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  xgr_rpc_server *s = cls;
+  char msg[256];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (!strstr(msg, "accepting connection") && !strstr(msg, "resource limit")) return;
+  size_t n = strlen(msg);
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = 0;
+  if (strstr(msg, "accepting connection")) xgr_counter_add(s->accept_failed, 1);
+  if (!s->cfg.errlog) return;
+  int64_t now = xgr__mono_ms();
+  pthread_mutex_lock(&s->qmu);
+  uint64_t left_out = 0;
+  bool say = now >= s->quiet_until;
+  if (say) {
+    left_out = s->left_out;
+    s->left_out = 0;
+    s->quiet_until = now + ACCEPT_QUIET_MS;
+  } else {
+    s->left_out++;
+  }
+  pthread_mutex_unlock(&s->qmu);
+  if (!say) return;
+  xgr_logfmt l;
+  xgr_logfmt_begin(&l, true, "error", "cannot accept connections");
+  xgr_logfmt_quoted(&l, "error", msg);
+  xgr_logfmt_quoted(&l, "hint", "out of file descriptors? raise ulimit -n, or lower --max-connections / --max-outbound");
+  if (left_out) xgr_logfmt_u64(&l, "repeated", left_out);
+  xgr_logfmt_write(&l, s->cfg.errlog);
 }
 
 int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
@@ -391,7 +431,8 @@ int xgr_rpc_start(xgr_rpc_server *s, xgr_error *err) {
    * port would then share it silently instead of failing (SO_REUSEADDR, MHD's default, is kept so
    * a restart does not wait for TIME_WAIT) */
   s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ITC |
-                              MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, handle, s,
+                              MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
+                          MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
                           (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
@@ -478,6 +519,7 @@ void xgr_rpc_server_free(xgr_rpc_server *s) {
   xgr_rpc_stop(s);
   xgr_metrics_free(s->metrics);
   xgr__rpc_guard_destroy(s);
+  pthread_mutex_destroy(&s->qmu);
   free(s);
 }
 

@@ -6,7 +6,10 @@
  * added to a curl multi loop; complete() turns curl's result code into an xgr_http_response. The
  * body is accumulated by a write callback that stops the transfer as soon as it would exceed the
  * request's max_response (the call then fails with XGR_ELIMIT), so an oversize body never sits in
- * memory in full. curl_global_init is the caller's responsibility (once per process).
+ * memory in full. Every connection is checked against the request's outbound policy when it is
+ * opened (util/outbound.h): a refused call fails with XGR_EPERM and a message naming the host, the
+ * address and the flag that allows it. curl_global_init is the caller's responsibility (once per
+ * process).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 
 #include "xgr/rule.h"
 #include "util/alloc.h"
+#include "util/outbound.h"
 
 struct xgr_http_exchange {
   CURL *h;
@@ -23,8 +27,10 @@ struct xgr_http_exchange {
   bool oversize;
   long timeout_ms;
   char *url, *body;         /* copies: the request need not outlive prepare() */
+  xgr__outbound_conn conn;  /* the connect-time address check of the transfer */
+  const xgr_outbound_policy *api_policy;  /* the policy of the last API call (NULL: none yet) */
   char err[CURL_ERROR_SIZE];
-  char msg[CURL_ERROR_SIZE + 64];
+  char msg[CURL_ERROR_SIZE + 192];
 };
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud) {
@@ -68,6 +74,23 @@ void xgr_http_exchange_free(xgr_http_exchange *x) {
 }
 
 CURL *xgr_http_exchange_prepare(xgr_http_exchange *x, const xgr_http_request *rq) {
+  if (!rq->operator_endpoint) {
+    /* a connection is reused only under the policy it was checked against: an API call under
+     * another policy than the last one starts from a new handle, whose connection cache is empty
+     * (operator endpoints' connections are never kept). In a multi handle the multi's cache is
+     * shared: its users give all their API calls one policy (the engine's loop does). */
+    const xgr_outbound_policy *p = rq->outbound ? rq->outbound : xgr_outbound_default();
+    if (x->api_policy && x->api_policy != p) {
+      CURL *fresh = curl_easy_init();
+      if (!fresh) {   /* out of memory, as in util/alloc.h */
+        fputs("xgr: out of memory (a curl handle)\n", stderr);
+        abort();
+      }
+      curl_easy_cleanup(x->h);
+      x->h = fresh;
+    }
+    x->api_policy = p;
+  }
   CURL *h = x->h;
   curl_easy_reset(h);
   curl_slist_free_all(x->headers);
@@ -93,6 +116,9 @@ CURL *xgr_http_exchange_prepare(xgr_http_exchange *x, const xgr_http_request *rq
   curl_easy_setopt(h, CURLOPT_USERAGENT, "xgr/0.1");
   curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max);
   if (x->headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->headers);
+  x->conn.policy = rq->outbound;
+  x->conn.operator_endpoint = rq->operator_endpoint;
+  xgr__outbound_setopt(h, &x->conn);
   const char *m = rq->method ? rq->method : "GET";
   if (rq->body) {
     x->body = xgr__xmalloc(rq->body_len + 1);
@@ -118,7 +144,10 @@ void xgr_http_exchange_complete(xgr_http_exchange *x, CURLcode rc, xgr_http_resp
   out->body = x->buf ? x->buf : "";
   out->body_len = x->len;
   if (rc == CURLE_OK) return;
-  if (x->oversize || rc == CURLE_FILESIZE_EXCEEDED) {
+  if (x->conn.refused && rc == CURLE_COULDNT_CONNECT) {
+    out->error = XGR_EPERM;
+    xgr__outbound_refusal(&x->conn, x->url, x->msg, sizeof x->msg);
+  } else if (x->oversize || rc == CURLE_FILESIZE_EXCEEDED) {
     out->error = XGR_ELIMIT;
     snprintf(x->msg, sizeof x->msg, "response body exceeds %zu bytes", x->max);
   } else if (rc == CURLE_OPERATION_TIMEDOUT) {

@@ -420,6 +420,7 @@ static bool prepare_read(xgr_step_state *st) {
   st->req.body_len = post.body_len;
   st->req.timeout_ms = post.timeout_ms > 0 ? post.timeout_ms : XGR_HTTP_DEFAULT_TIMEOUT_MS;
   st->req.max_response = XGR_HTTP_MAX_RESPONSE;
+  st->req.operator_endpoint = true;   /* the operator's --chain endpoint, not the tenant's choice */
   st->pending = st->pending_read = true;
   return true;
 }
@@ -548,6 +549,7 @@ static bool prepare_request(xgr_step_state *st) {
   st->req.headers = (const char *const *)st->hdr;
   st->req.timeout_ms = a->timeout_ms;
   st->req.max_response = XGR_HTTP_MAX_RESPONSE;
+  st->req.outbound = st->ctx.outbound;
   st->pending = true;
   return true;
 }

@@ -258,7 +258,8 @@ static void run_one(xgr_driver *d, size_t si, const xgr_proc *p) {
                       .step_id = ds->b->orch->steps[step].id,
                       .api_map = d->cfg.api_map,
                       .napi_map = d->cfg.napi_map,
-                      .chain = d->cfg.chain};
+                      .chain = d->cfg.chain,
+                      .outbound = d->cfg.outbound};
   const xgr_rule *rule = ds->b->step_rule[step];
   if (!d->http && xgr_rule_napi_calls(rule)) d->http = xgr_http_exchange_new();
   xgr_step_result res;

@@ -75,7 +75,9 @@ static json_t *run_from_chain(json_t *pub, const char *start, const char *payloa
                                json_string_value(json_object_get(pub, "ostcId")), json_string_value(json_object_get(pub, "ostcHash")),
                                &o, &e);
   if (rc) fail_msg("load: %s", e.message);
-  xgr_driver_config cfg = {.max_steps = (uint64_t)steps, .record = true, .api_map = map, .napi_map = nmap};
+  xgr_outbound_policy *allow = xgr_outbound_policy_new();   /* the API server is on loopback */
+  assert_int_equal(xgr_outbound_policy_allow(allow, "loopback", &e), 0);
+  xgr_driver_config cfg = {.max_steps = (uint64_t)steps, .record = true, .api_map = map, .napi_map = nmap, .outbound = allow};
   xgr_driver *d = xgr_driver_new(&cfg);
   xgr_value pl;
   assert_int_equal(xgr_value_from_json_text(payload, strlen(payload), 0, &pl, &e), 0);
@@ -85,6 +87,7 @@ static json_t *run_from_chain(json_t *pub, const char *start, const char *payloa
   json_t *rep = xgr_driver_report(d, 0);
   xgr_value_release(pl);
   xgr_driver_free(d);
+  xgr_outbound_policy_free(allow);
   xgr_chain_cache_free(k);
   xgr_chain_free(c);
   return rep;

@@ -44,7 +44,7 @@ static json_t *call(const char *method, json_t *params) { return xh_call(&xd, me
 static int start_xgrd(void) {
   char map[160];
   snprintf(map, sizeof map, "https://alpha.prices.example=%s/alpha", srv.base);
-  xh_spawn(&xd, (const char *[]){"--auth", "none", "--chain", node.url, "--api-map", map, "--time-scale", "100000",
+  xh_spawn(&xd, (const char *[]){"--auth", "none", "--chain", node.url, "--api-map", map, "--allow-outbound", "loopback", "--time-scale", "100000",
                                  "--workers", "2", "--store", xd.store, NULL});
   return xh_wait_port(&xd);
 }

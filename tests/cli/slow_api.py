@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """slow_api.py PORTFILE — a stand-in HTTP API on 127.0.0.1 (port 0, written to PORTFILE) for
-cli_checked.sh: every GET answers {"n":1} after 0.4 s and counts how many requests were in flight
-at once; GET /peak answers {"peak": N}, the most that ever were. xgrd's --max-running shows there."""
+cli_checked.sh and outbound.sh: every GET answers {"n":1} after 0.4 s and counts how many requests
+were in flight at once; GET /peak answers {"peak": N, "total": M}, the most that ever were and how
+many there were; GET /reset sets both to 0. xgrd's --max-running and --max-outbound show there."""
 import http.server
 import json
 import os
@@ -12,6 +13,7 @@ import time
 lock = threading.Lock()
 cur = 0
 peak = 0
+total = 0
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -19,13 +21,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        global cur, peak
+        global cur, peak, total
         if self.path == '/peak':
             with lock:
-                body = json.dumps({'peak': peak}).encode()
+                body = json.dumps({'peak': peak, 'total': total}).encode()
+        elif self.path == '/reset':
+            with lock:
+                peak = total = 0
+            body = b'{}'
         else:
             with lock:
                 cur += 1
+                total += 1
                 peak = max(peak, cur)
             time.sleep(0.4)
             with lock:

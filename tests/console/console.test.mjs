@@ -20,7 +20,10 @@ const SRC = path.resolve(HERE, '..', '..');
 const OWNER = '0x00000000000000000000000000000000000000d1';
 // hibernation as by default (--hibernate-after 5000): sessions that wait evict themselves while the
 // test runs; the owners line and the live counts come from the store, so they count them still
-const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`]);
+// --allow-outbound loopback: the price API of part 8 is served by this test on 127.0.0.1, which the
+// outbound policy refuses unless allowed (docs/SECURITY.md, Outbound calls)
+const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`,
+  '--allow-outbound', 'loopback']);
 let browser;
 
 async function rpc(url, method, params) {

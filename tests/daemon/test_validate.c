@@ -44,7 +44,7 @@ static json_t *slow_rule(long ms) {
                    "[N] == 3", "onValid", "payload", "y", "[N] * 2", "onInvalid");
 }
 
-/* xgrd with two HTTP threads, the API map to the loopback server, the first-step timeout and up to
+/* xgrd with two HTTP threads, the API map to the loopback server (allowed: --allow-outbound), the first-step timeout and up to
  * eight more arguments (NULL-terminated, may be NULL; later flags win); the registries slow, vslow
  * (slow_rule) and fast. */
 static void start_ex(xh_daemon *d, const char *name, const char *const *extra) {
@@ -52,8 +52,8 @@ static void start_ex(xh_daemon *d, const char *name, const char *const *extra) {
   snprintf(map, sizeof map, "https://api.test=%s", api.base);
   xh_init(d, name);
   const char *args[24] = {"--auth", "none", "--store", d->store, "--workers", "2", "--threads", "2",
-                          "--first-step-timeout", FIRST_STEP_MS, "--api-map", map};
-  size_t n = 12;
+                          "--first-step-timeout", FIRST_STEP_MS, "--api-map", map, "--allow-outbound", "loopback"};
+  size_t n = 14;
   for (size_t i = 0; extra && extra[i] && i < 8; i++) args[n++] = extra[i];
   args[n] = NULL;
   xh_start(d, args);

@@ -10,7 +10,7 @@ it). Used by tests/docs/check_docs.py (in-process) and by hand, as docs/RULE_FOR
 
     python3 tests/docs/api_stub.py --port-file /tmp/api.port &
     xgr step docs/examples/rule_api_get.json --payload '{"Symbol":"ETH"}' \
-        --api-map https://api.example.com=http://127.0.0.1:$(cat /tmp/api.port)
+        --api-map https://api.example.com=http://127.0.0.1:$(cat /tmp/api.port) --allow-outbound loopback
 """
 import argparse
 import http.server

@@ -13,7 +13,11 @@
  *   - the requests overlapped: the server held more requests at once than the engine has workers.
  *     An engine whose workers waited for their API calls could never have more than `workers` in
  *     flight, however fast or slow the machine, so this is the property itself, not a timing;
- *   - the run took at least DELAY_MS (no answer came before the server gave it).
+ *   - the run took at least DELAY_MS (no answer came before the server gave it);
+ *   - the engine's outbound caps held (issue 38, finding 6): the server never held more requests
+ *     at once than the cap per owner (every session here has one owner), and the engine's gauges
+ *     show nothing in flight or waiting at the end.
+ * The server is on loopback, which the outbound policy refuses by default: the engine allows it.
  * The wall time is printed, not judged (about 0.3 s for 1,000 sessions; 200 s if they queued).
  * usage: test_engine_http [SESSIONS] [DELAY_MS]  (defaults 1000 200)
  */
@@ -143,7 +147,9 @@ int main(int argc, char **argv) {
   xgr_bundle *b = NULL;
   xgr_error err;
   REQUIRE(xgr_bundle_parse(txt, strlen(txt), &b, &err, NULL) == 0, "bundle: %s: %s", err.path, err.message);
-  xgr_engine_config cfg = {.workers = workers, .api_map = map, .napi_map = 1, .keep_finished = true};
+  xgr_outbound_policy *allow = xgr_outbound_policy_new();
+  REQUIRE(xgr_outbound_policy_allow(allow, "loopback", &err) == 0, "policy: %s", err.message);
+  xgr_engine_config cfg = {.workers = workers, .api_map = map, .napi_map = 1, .keep_finished = true, .outbound = allow};
   xgr_engine *e = xgr_engine_new(&cfg, &err);
   REQUIRE(e != NULL, "engine: %s", err.message);
   uint64_t t0 = mono_ns();
@@ -187,12 +193,18 @@ int main(int argc, char **argv) {
     EXPECT(most > (long)workers, "the server never held more than %ld requests at once on %u workers: API steps hold workers",
            most, workers);
   EXPECT(wall >= (double)delay_ms, "the run took %.0f ms, less than one API answer's delay of %ld ms", wall, delay_ms);
+  EXPECT(most <= (long)XGR_ENGINE_DEFAULT_MAX_OUTBOUND_PER_OWNER, "the server held %ld requests of one owner at once; the cap is %u",
+         most, XGR_ENGINE_DEFAULT_MAX_OUTBOUND_PER_OWNER);
+  EXPECT_EQ_UINT(st.outbound_in_flight, 0);
+  EXPECT_EQ_UINT(st.outbound_waiting, 0);
+  EXPECT_EQ_UINT(st.outbound_refused, 0);
 
   printf("engine http: %ld sessions, each one API call answered after %ld ms: %ld completed, %llu requests, "
          "%ld served, at most %ld held at once, wall %.0f ms on %u workers\n",
          n, delay_ms, completed_valid, (unsigned long long)st.http_requests, (long)atomic_load(&served), most, wall,
          workers);
   xgr_engine_free(e);
+  xgr_outbound_policy_free(allow);
   xgr_bundle_free(b);
   atomic_store(&stop_resumer, true);
   pthread_join(rt, NULL);

@@ -2,7 +2,8 @@
 # cli_step.sh XGR RULE_SERVER [--public] — the `xgr step` command: exit codes (0 valid, 1 invalid,
 # 2 usage, 3 hard error), readable and JSON output, and the project's price examples
 # (examples/bundles/price_feed.json, price_quorum.json) against a local server standing in for
-# the three price sources through --api-map. With --public (the test cli_step_shared): the public
+# the three price sources through --api-map (loopback, which the outbound policy refuses unless
+# --allow-outbound allows it: the runs allow it, and one checks the refusal). With --public (the test cli_step_shared): the public
 # price-feed examples and the truncated public IterationOfPi file of $XGR_SHARED instead; skipped
 # (exit 77) when that folder is absent.
 set -u
@@ -36,7 +37,7 @@ if [ "${3:-}" = "--public" ]; then
   has "parse error named" "$out" "parse_error"
   run_feed() {  # run_feed ALPHA BETA GAMMA RULE WANT NAME
     serve "$1" "$2" "$3"
-    out=$("$XGR" step "$4" --json --api-map "https://api.coinbase.com=$base" \
+    out=$("$XGR" step "$4" --json --allow-outbound loopback --api-map "https://api.coinbase.com=$base" \
           --api-map "https://www.bitstamp.net=$base" --api-map "https://api.coingecko.com=$base"); rc=$?
     unserve
     check "$6" "$5" $rc
@@ -76,12 +77,22 @@ has "error path" "$out" '"path": "payload.Iter"'
 # the project's price examples against the local server
 run_rule() {  # run_rule ALPHA BETA GAMMA BUNDLE RULE PAYLOAD WANT NAME
   serve "$1" "$2" "$3"
-  out=$("$XGR" step "$BUNDLES/$4" --rule "$5" --payload "$6" --json \
+  out=$("$XGR" step "$BUNDLES/$4" --rule "$5" --payload "$6" --json --allow-outbound 127.0.0.0/8 \
         --api-map "https://alpha.prices.example=$base/alpha" --api-map "https://beta.prices.example=$base/beta" \
         --api-map "https://gamma.prices.example=$base/gamma"); rc=$?
   unserve
   check "$8" "$7" $rc
 }
+# issue 38, finding 5: without --allow-outbound the call to loopback is refused, and says why
+serve 65000 0 0
+out=$("$XGR" step "$BUNDLES/price_feed.json" --rule poll_alpha_ticker --payload '{}' --json \
+      --api-map "https://alpha.prices.example=$base/alpha"); rc=$?
+unserve
+check "loopback refused without --allow-outbound" 1 $rc
+has "refusal names address, host and flag" "$out" \
+  'outbound address 127.0.0.1 (loopback) of host \"127.0.0.1\" is not allowed by the outbound policy; --allow-outbound 127.0.0.1/32 permits it'
+"$XGR" step "$BUNDLES/price_feed.json" --rule poll_alpha_ticker --allow-outbound 10.0.0.0/99 >/dev/null 2>&1
+check "bad --allow-outbound usage" 2 $?
 run_rule 65000 0 0 price_feed.json poll_alpha_ticker '{}' 0 "price feed: first price"
 has "price feed last" "$out" '"Last": 65000.0'
 has "price feed url" "$out" '/alpha/v1/ticker/BTC-USD'

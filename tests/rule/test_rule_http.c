@@ -5,7 +5,9 @@
  * price_quorum.json: their rules, and the quorum's 2-of-3 join on the deterministic driver) with
  * the api map pointing the three stand-in price sources at the local server. With the argument
  * `shared` (the test test_rule_http_shared) it runs the public ApiPriceFeed and ApiPriceFeedQuorum
- * examples of ../shared the same way instead, and skips when that folder is absent. */
+ * examples of ../shared the same way instead, and skips when that folder is absent. The server is
+ * on loopback, which the outbound policy refuses by default: the tests allow it explicitly
+ * (`loopback`), and test_outbound_policy checks the refusals (issue 38, finding 5). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +31,7 @@ static char source_host[3][64], source_base[3][80];  /* https://alpha.prices.exa
 static xgr_api_map_entry maps[7];
 static xgr_step_ctx ctx;
 static xgr_http_exchange *ex;
+static xgr_outbound_policy *allow_loopback;   /* --allow-outbound loopback */
 
 static int setup(void **st) {
   (void)st;
@@ -47,6 +50,9 @@ static int setup(void **st) {
   maps[6] = (xgr_api_map_entry){"https://api.coingecko.com", srv.base};
   ctx = (xgr_step_ctx){.owner = "0x1111111111111111111111111111111111111111", .session_id = 7, .pid = "7:1",
                        .step_id = "s", .api_map = maps, .napi_map = 7};
+  allow_loopback = xgr_outbound_policy_new();
+  if (xgr_outbound_policy_allow(allow_loopback, "loopback", NULL)) return -1;
+  ctx.outbound = allow_loopback;
   ex = xgr_http_exchange_new();
   return ex ? 0 : -1;
 }
@@ -58,6 +64,7 @@ static xgr_rule *probe;
 static int teardown(void **st) {
   (void)st;
   xgr_http_exchange_free(ex);
+  xgr_outbound_policy_free(allow_loopback);
   xgr_rule_free(probe);
   test_server_stop(&srv);
   curl_global_cleanup();
@@ -202,6 +209,80 @@ static void test_404_and_refused(void **st) {
   assert_non_null(strstr(res.api_calls[0].error, "transport error"));
   xgr_step_result_free(&res);
   xgr_rule_free(r);
+}
+
+/* The probe's call with its URL mapped to `to` under policy p; the call's error (NULL: none) is
+ * copied to why (n bytes) and its status returned. */
+static long probe_at(const char *to, const xgr_outbound_policy *p, char *why, size_t n) {
+  xgr_api_map_entry m = {"https://api.test", to};
+  xgr_step_ctx c2 = ctx;
+  c2.api_map = &m;
+  c2.napi_map = 1;
+  c2.outbound = p;
+  if (!probe) probe = rt_load(probe_rule);
+  xgr_step_result res;
+  xgr_step_run(probe, xgr_value_null(), &c2, ex, &res);
+  assert_int_equal(res.error.code, 0);
+  long status = res.api_calls[0].status;
+  snprintf(why, n, "%s", res.api_calls[0].error ? res.api_calls[0].error : "");
+  xgr_step_result_free(&res);
+  return status;
+}
+
+/* Issue 38, finding 5: by default an API call reaches no loopback, link-local (cloud metadata) or
+ * private address, whatever the URL names — an address or a name that resolves to one — and the
+ * call's error says which address, why and which flag allows it; --allow-outbound allows it. */
+static void test_outbound_policy(void **st) {
+  (void)st;
+  char why[512], url[128];
+  /* the test server itself, by address: refused by the default policy (NULL) */
+  assert_int_equal(probe_at(srv.base, NULL, why, sizeof why), 0);
+  assert_string_equal(why, "outbound address 127.0.0.1 (loopback) of host \"127.0.0.1\" is not allowed by the outbound "
+                           "policy; --allow-outbound 127.0.0.1/32 permits it");
+  /* by a name that resolves to loopback (DNS rebinding's end state): refused at connect time */
+  snprintf(url, sizeof url, "http://localhost:%u", (unsigned)srv.port);
+  assert_int_equal(probe_at(url, NULL, why, sizeof why), 0);
+  assert_non_null(strstr(why, "(loopback) of host \"localhost\" is not allowed by the outbound policy"));
+  snprintf(url, sizeof url, "http://xgr-test.localhost:%u", (unsigned)srv.port);   /* *.localhost: loopback too */
+  if (probe_at(url, NULL, why, sizeof why) == 0 && strstr(why, "outbound address"))
+    assert_non_null(strstr(why, "(loopback) of host \"xgr-test.localhost\""));
+  /* IPv4 carried in IPv6 is judged as IPv4 */
+  snprintf(url, sizeof url, "http://[::ffff:127.0.0.1]:%u", (unsigned)srv.port);
+  assert_int_equal(probe_at(url, NULL, why, sizeof why), 0);
+  assert_non_null(strstr(why, "outbound address ::ffff:127.0.0.1 (loopback)"));
+  /* cloud metadata, private ranges, CGNAT, unspecified: refused before any packet is sent */
+  static const struct { const char *url, *want; } refused[] = {
+      {"http://169.254.169.254/latest/meta-data", "outbound address 169.254.169.254 (link-local) of host \"169.254.169.254\""},
+      {"http://10.1.2.3:8080", "outbound address 10.1.2.3 (private)"},
+      {"http://172.16.0.1", "outbound address 172.16.0.1 (private)"},
+      {"http://192.168.1.1", "outbound address 192.168.1.1 (private)"},
+      {"http://100.64.0.1", "outbound address 100.64.0.1 (cgnat)"},
+      {"http://0.0.0.0", "outbound address 0.0.0.0 (unspecified)"},
+      {"http://[::1]:9", "outbound address ::1 (loopback)"},
+      {"http://[fe80::1]:9", "outbound address fe80::1 (link-local)"},
+      {"http://[fd00::1]:9", "outbound address fd00::1 (private)"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    assert_int_equal(probe_at(refused[i].url, NULL, why, sizeof why), 0);
+    if (!strstr(why, refused[i].want)) fail_msg("%s: %s", refused[i].url, why);
+  }
+  /* allowed explicitly: by class, by CIDR, by address; a name with a refused and an allowed
+   * address connects through the allowed one */
+  static const char *const allow[] = {"loopback", "127.0.0.0/8", "127.0.0.1", "any"};
+  for (size_t i = 0; i < sizeof allow / sizeof allow[0]; i++) {
+    xgr_outbound_policy *p = xgr_outbound_policy_new();
+    assert_int_equal(xgr_outbound_policy_allow(p, allow[i], NULL), 0);
+    if (probe_at(srv.base, p, why, sizeof why) != 200) fail_msg("--allow-outbound %s: %s", allow[i], why);
+    snprintf(url, sizeof url, "http://localhost:%u", (unsigned)srv.port);
+    if (probe_at(url, p, why, sizeof why) != 200) fail_msg("--allow-outbound %s, localhost: %s", allow[i], why);
+    xgr_outbound_policy_free(p);
+  }
+  /* an allow entry for another range leaves loopback refused */
+  xgr_outbound_policy *p = xgr_outbound_policy_new();
+  assert_int_equal(xgr_outbound_policy_allow(p, "10.0.0.0/8", NULL), 0);
+  assert_int_equal(probe_at(srv.base, p, why, sizeof why), 0);
+  assert_non_null(strstr(why, "(loopback)"));
+  xgr_outbound_policy_free(p);
 }
 
 static void test_post_body_headers(void **st) {
@@ -505,7 +586,7 @@ static json_t *process_at(json_t *rep, const char *step, const char *status) {
 /* One session of price_quorum.json on the deterministic driver (one process at a time, in order);
  * returns its report (caller decrefs). */
 static json_t *quorum_session(const xgr_bundle *b) {
-  xgr_driver_config cfg = {.api_map = maps, .napi_map = 7, .max_steps = 50, .record = true};
+  xgr_driver_config cfg = {.api_map = maps, .napi_map = 7, .max_steps = 50, .record = true, .outbound = allow_loopback};
   xgr_driver *d = xgr_driver_new(&cfg);
   xgr_error e;
   assert_int_equal(xgr_driver_add_session(d, b, "0x1111111111111111111111111111111111111111", 1, "Ask", xgr_value_null(), &e), 0);
@@ -638,7 +719,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_json_nested),   cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_slow_within_timeout), cmocka_unit_test(test_500),
       cmocka_unit_test(test_bad_json),      cmocka_unit_test(test_oversize),
-      cmocka_unit_test(test_404_and_refused), cmocka_unit_test(test_post_body_headers),
+      cmocka_unit_test(test_404_and_refused), cmocka_unit_test(test_outbound_policy),
+      cmocka_unit_test(test_post_body_headers),
       cmocka_unit_test(test_content_type),
       cmocka_unit_test(test_injection),
       cmocka_unit_test(test_resumable),     cmocka_unit_test(test_own_price_feed),
