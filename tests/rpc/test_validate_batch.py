@@ -14,8 +14,8 @@ on its HTTP thread, one after the other: 9 batches blocked all 8 threads for min
   - every admitted validate is answered after the timeout ("status":"running", no first step),
     and xgr_validates_in_flight is back to 0.
 
-EXTRA_ARGS holds the flags this xgrd needs besides: once xgrd has an outbound address policy that
-denies loopback by default, the allow flag for 127.0.0.1 goes there.
+EXTRA_ARGS holds the flags this xgrd needs besides: the outbound address policy denies loopback by
+default (docs/SECURITY.md), so the never-answering API on 127.0.0.1 is allowed explicitly.
 
   test_validate_batch.py XGRD
 """
@@ -33,7 +33,7 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 from xgrd_harness import Xgrd, check, fail, wait_for  # noqa: E402
 
 XGRD = sys.argv[1]
-EXTRA_ARGS = []   # e.g. the outbound policy's allow flag for 127.0.0.1 (loopback denied by default)
+EXTRA_ARGS = ["--allow-outbound", "127.0.0.1/32"]   # the never-answering API is on loopback, denied by default
 CAP, BATCHES, PER_BATCH, TIMEOUT_MS = 100, 9, 20, 20000
 OWNER = "0x00000000000000000000000000000000000000e1"
 DIR = tempfile.mkdtemp(prefix="xgr-validate-batch-")
