@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -37,6 +38,20 @@ FAKETIME_LIBS = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
 def faketime_lib():
     """The libfaketime to preload (Debian's `faketime`), or None when it is not installed."""
     return next((p for p in FAKETIME_LIBS if os.path.exists(p)), None)
+
+
+def throwaway(prefix):
+    """For the suite's small tests: exit 77 (skip) without PostgreSQL 15; else a new directory
+    (in /dev/shm when there is one; readable by the server's user) and a Pg in it with an empty
+    schema `t`: (dir, pg, store URL of schema t). The caller stops pg and removes dir."""
+    if not os.path.exists(os.path.join(PG_BIN, "pg_ctl")):
+        print("SKIP: no PostgreSQL 15 under %s (scripts/deps.sh installs it)" % PG_BIN)
+        sys.exit(77)
+    top = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.chmod(top, 0o755)   # the server runs as an unprivileged user when this runs as root
+    pg = Pg(os.path.join(top, "pg"))
+    pg.sql("public", "CREATE SCHEMA t")
+    return top, pg, pg_schema_url(pg.url, "t")
 
 
 class Pg:

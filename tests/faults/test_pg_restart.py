@@ -24,7 +24,6 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -32,8 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
-from cluster import PG_BIN, Pg  # noqa: E402
-from xgrd_harness import Xgrd, check, fail, pg_schema_url, wait_for  # noqa: E402
+from cluster import throwaway  # noqa: E402
+from xgrd_harness import Xgrd, check, wait_for  # noqa: E402
 
 XGRD, SRC = sys.argv[1], sys.argv[2]
 OWNER = "0x00000000000000000000000000000000000000ab"
@@ -50,16 +49,9 @@ def readyz(n):
 
 
 def main():
-    if not os.path.exists(os.path.join(PG_BIN, "pg_ctl")):
-        print("SKIP: no PostgreSQL 15 under %s (scripts/deps.sh installs it)" % PG_BIN)
-        sys.exit(77)
-    top = tempfile.mkdtemp(prefix="xgr-pgrestart-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    os.chmod(top, 0o755)   # the server runs as an unprivileged user when this runs as root
-    pg = Pg(os.path.join(top, "pg"))
+    top, pg, store = throwaway("xgr-pgrestart-")
     nodes = []
     try:
-        pg.sql("public", "CREATE SCHEMA t")
-        store = pg_schema_url(pg.url, "t")
         nodes = [Xgrd(XGRD, store, top, ["--node-id", n, "--lease-ms", "1000", "--hibernate-after", "200",
                                          "--time-scale", "20"], n) for n in ("n1", "n2")]
         for n in nodes:

@@ -23,15 +23,14 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
-from cluster import PG_BIN, Pg  # noqa: E402
-from xgrd_harness import Xgrd, check, pg_schema_url, wait_for  # noqa: E402
+from cluster import throwaway  # noqa: E402
+from xgrd_harness import Xgrd, check, wait_for  # noqa: E402
 
 XGRD, SRC = sys.argv[1], sys.argv[2]
 OWNER = "0x00000000000000000000000000000000000000ac"
@@ -47,16 +46,9 @@ def bundle(oid, wait):
 
 
 def main():
-    if not os.path.exists(os.path.join(PG_BIN, "pg_ctl")):
-        print("SKIP: no PostgreSQL 15 under %s (scripts/deps.sh installs it)" % PG_BIN)
-        sys.exit(77)
-    top = tempfile.mkdtemp(prefix="xgr-stuck-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    os.chmod(top, 0o755)   # the server runs as an unprivileged user when this runs as root
-    pg = Pg(os.path.join(top, "pg"))
+    top, pg, store = throwaway("xgr-stuck-")
     nodes = []
     try:
-        pg.sql("public", "CREATE SCHEMA t")
-        store = pg_schema_url(pg.url, "t")
         args = ["--lease-ms", "1000", "--hibernate-after", "200"]
         n1 = Xgrd(XGRD, store, top, ["--node-id", "n1"] + args, "n1")
         n2 = Xgrd(XGRD, store, top, ["--node-id", "n2"] + args, "n2")
