@@ -16,7 +16,8 @@
  *                history row twice or a session that exists; class 22, bad data) rolls the group
  *                back and its batches are applied again one transaction each, so only the bad
  *                one fails; a connection lost before the COMMIT was sent is made again and the
- *                group tried once more; any other error (a COMMIT's answer lost, disk full, ...)
+ *                group tried once more; a COMMIT whose answer was lost is settled by asking the
+ *                server (postgres_write.c, settle_commit); any other error (disk full, ...)
  *                fails the group and puts the store in the failed state.
  *   bulk path    a group of session rows, states, process and history rows and scopes goes in a
  *                dozen statements: unnest arrays in the pipeline, then (COPY cannot be pipelined)

@@ -9,8 +9,8 @@ time. n1 is SIGSTOPped, again and again for a moment, until the server shows its
 skipped by every claim. Checked: the server ends that connection after max(3 leases, 5 s) (the
 writer's idle_in_transaction_session_timeout), n2 then claims every session n1 held and runs all
 of them to their end while n1 stays stopped; resumed, n1 finds its writer's connection gone before
-the group's COMMIT was made (before it sent it, or the server answers it with 25P03: it had ended
-the session; either way nothing of it was committed), connects again and tries the group once
+the group's COMMIT was made, or asks the server (txid_status) and learns it was not: the server had
+ended the session, connects again and tries the group once
 more, and the fence refuses every batch of the sessions n2 took: no step is applied twice, n1 goes
 on (/readyz 200) and both stop cleanly.
 
