@@ -193,6 +193,7 @@ int xgr_value_check_list_cap(xgr_value v, size_t max, xgr_error *e);
 enum {
   XGR_JSON_NUMBERS_AS_DOUBLE = 1u << 0, /* guide §6.1 normalisation: every number -> DOUBLE */
   XGR_JSON_PRETTY = 1u << 1,            /* writer: indent with two spaces */
+  XGR_JSON_BIGINT_NUMBERS = 1u << 2,    /* writer: a BIGINT as a JSON number (its digits), not a string */
 };
 /* The one nesting limit of every JSON text xgr reads or writes: requests (xgrd refuses a deeper
  * one at the door with -32602 and the path where it crosses the limit), documents, payloads, store
@@ -212,7 +213,7 @@ int xgr_value_from_json_text(const char *text, size_t len, unsigned flags, xgr_v
 int xgr_value_from_json(const json_t *j, unsigned flags, xgr_value *out, xgr_error *e);
 /* Compact (or pretty) JSON text of v, malloc'd (caller frees), *len (if not NULL) its length.
  * Numbers are exact (uint beyond int64 printed as digits; doubles keep a '.' or exponent so
- * they read back as DOUBLE). */
+ * they read back as DOUBLE); a BIGINT is a decimal string unless flags has XGR_JSON_BIGINT_NUMBERS. */
 char *xgr_value_to_json_text(xgr_value v, unsigned flags, size_t *len);
 /* Text of a jansson value (borrowed) with numbers written as the value writer writes them:
  * doubles in their shortest round-trip form ("0.1", not jansson's 17-digit "0.10000000000000001").

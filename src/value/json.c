@@ -490,7 +490,8 @@ void xgr__json_write(xgr_buf *b, xgr_value v, unsigned flags, int indent) {
       return;
     case XGR_VBIGINT:
       n = xgr_bigint_to_dec(v, tmp, sizeof tmp);
-      xgr__json_write_string(b, tmp, n);
+      if (flags & XGR_JSON_BIGINT_NUMBERS) xgr__buf_put(b, tmp, n);
+      else xgr__json_write_string(b, tmp, n);
       return;
     case XGR_VTYPE: {
       char *s = xgr_value_render(v, &n);
@@ -589,7 +590,8 @@ char *xgr_json_dumps(const json_t *j, unsigned flags) {
   if (!j) return NULL;
   xgr_value v;
   if (xgr_value_from_json(j, 0, &v, NULL)) return NULL;
-  char *s = xgr_value_to_json_text(v, flags & XGR_JSON_PRETTY, NULL);
+  /* an exact integer node is a number in the tree it came from: it stays one, however large */
+  char *s = xgr_value_to_json_text(v, (flags & XGR_JSON_PRETTY) | XGR_JSON_BIGINT_NUMBERS, NULL);
   xgr_value_release(v);
   return s;
 }

@@ -227,6 +227,24 @@ static void test_unencodable_refusal(void **state) {
     if (i == 0) assert_string_equal(msg, "is integer 100000000000000000000000; expected a step id (a string)");
     json_decref(r);
   }
+  /* an orchestration given as an object whose `id` is such a number: it was registered with the
+   * number turned into the string "100000000000000000000000" (its ostcId); it is refused, and
+   * nothing is stored */
+  const char *orch = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.putOrchestration\",\"params\":{\"registry\":"
+                     "\"bigid\",\"orchestration\":{\"id\":100000000000000000000000,\"structure\":{\"A\":{\"rule\":"
+                     "\"0x00000000000000000000000000000000000000a1\"}}}}}";
+  json_t *r = xh_post(&d, orch, strlen(orch));
+  assert_null(json_object_get(r, "result"));
+  char path[64];
+  assert_int_equal(err_of(r, path, sizeof path), -32602);
+  assert_string_equal(path, "orchestration");
+  const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+  if (!msg || !strstr(msg, "too big integer")) fail_msg("message: %s", msg ? msg : "(none)");
+  json_decref(r);
+  const char *get = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr.getOrchestration\",\"params\":{\"registry\":\"bigid\"}}";
+  r = xh_post(&d, get, strlen(get));
+  assert_int_equal(err_of(r, NULL, 0), -32004);
+  json_decref(r);
   finish(&d);
 }
 
@@ -768,6 +786,10 @@ static void test_integers(void **state) {
   snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_getRule\",\"params\":[{\"address\":\"U\"}]}");
   xgr_value v = post_exact(&d, body);
   assert_true(is_u64(path_get(v, (const char *[]){"result", "rule", "payload", "n", "default", NULL}), UINT64_MAX));
+  /* a number beyond uint64 in a document sent as an object stays a number in its registered bytes
+   * (it became the string "115…935") */
+  xgr_value b = path_get(v, (const char *[]){"result", "rule", "payload", "b", "default", NULL});
+  assert_int_equal(b.kind, XGR_VBIGINT);
   xgr_value_release(v);
   /* validateDataTransfer: a JSON-number rootPid of 2^64-2 and a payload number of 2^64-3 */
   snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xgr_validateDataTransfer\",\"params\":[{"
