@@ -185,8 +185,17 @@ def check(pg, schema, xgr, sessions, node_exits):
                                                                        row["status"])))
             continue
         if s.expect() == "ended" and row["status"] == 0:
-            an.append(("stuck", s.rid, "%s still running (lease %s, due %s, %d rows)" %
-                       (s.describe(), row["lease_owner"], row["wake_due"], len(got))))
+            partner = ""
+            if s.partner:   # a listener waits for its notifier: say what became of it
+                p = s.partner
+                prow = srows.get(p.rid)
+                partner = "; partner %d: enqueued %s via %s, %s, steps %s%s" % (
+                    p.rid, p.enqueued, getattr(p, "node", None),
+                    "status %s lease %s" % (prow["status"], prow["lease_owner"]) if prow else "no session row",
+                    [r["step_id"] for r in by_rid.get(p.rid, [])], " (%s)" % p.note if p.note else "")
+            an.append(("stuck", s.rid, "%s still running (lease %s, due %s, %d rows: %s)%s" %
+                       (s.describe(), row["lease_owner"], row["wake_due"], len(got),
+                        [r["step_id"] for r in got], partner)))
             continue
         if s.expect() == "waiting" and (row["status"] != 0 or s.rid not in waiting_w):
             an.append(("not_waiting", s.rid, "%s: status %s, W waiting %s" % (s.describe(), row["status"],

@@ -25,7 +25,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from xgrd_harness import Xgrd, pg_schema_url  # noqa: E402
+from xgrd_harness import Fail, Xgrd, pg_schema_url  # noqa: E402,F401 (Fail: for the driver)
 
 ALL = []   # every Node made, so that an interrupted run can kill them
 

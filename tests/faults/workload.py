@@ -49,6 +49,7 @@ class Session:
         self.start_at = 0.0          # seconds after the workload's start
         self.enqueued = False        # an enqueue was acknowledged (or found done after an ambiguous one)
         self.events = []             # the acknowledged external events, in order: script entries
+        self.note = ""               # why the client left it (for reports)
         self.probes = []             # (method, expected "refused"|"noop", answered so, answer)
         self.partner = None          # listen <-> notify
         self.done_client = False
@@ -214,6 +215,8 @@ class Clients:
             # the listener must wait at Box before the wake-up can find it (SEMANTICS: a wake-up for a
             # step nobody waits at is refused); on another node than the listener, so it crosses
             if not self.wait_first(s.partner, 90) or not s.partner.enqueued:
+                s.note = "not enqueued: the listener %s" % ("was not acknowledged" if not s.partner.enqueued
+                                                            else "ran no first step within 90 s")
                 return
             if not self.enqueue(s, avoid=getattr(s.partner, "node", None)):
                 return
