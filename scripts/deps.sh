@@ -25,6 +25,8 @@ PKGS=(
   postgresql libpq-dev
   # benchmarks: HTTP load for xgrd (bench/daemon)
   wrk
+  # /metrics checked by promtool and scraped by a real Prometheus (tests/ops, docs/OPERATIONS.md)
+  prometheus
 )
 
 # Node.js and npm for the tests that cross-check with ethers, solc, anvil and puppeteer: only when

@@ -22,7 +22,7 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' E
 OWNER=0x00000000000000000000000000000000000000b1
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
-metric() { curl -s "${url}metrics" | awk -v k="kind=\"$1\"}" 'index($0, "xgr_engine_events{" k) == 1 {print $2}'; }
+metric() { curl -s "${url}metrics" | awk -v k="kind=\"$1\"}" 'index($0, "xgr_engine_events_total{" k) == 1 {print $2}'; }
 
 start() {
   rm -f "$dir/port"

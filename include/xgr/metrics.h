@@ -39,6 +39,11 @@ typedef struct xgr_metrics_out xgr_metrics_out;
 void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
                        void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx);
 void xgr_metrics_line(xgr_metrics_out *out, const char *name, const char *labels, double value);
+/* Several families computed at scrape time by one callback (id names the collector, once per
+ * registry; it is not rendered): collect() starts each family with xgr_metrics_family, then
+ * writes its lines with xgr_metrics_line. type is "counter" (names end in _total) or "gauge". */
+void xgr_metrics_collector(xgr_metrics *m, const char *id, void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx);
+void xgr_metrics_family(xgr_metrics_out *out, const char *name, const char *type, const char *help);
 
 /* Write value into out (capacity n, always NUL-terminated when n > 0) as the inside of a label
  * value of the text format: backslash, double quote and line feed become \\, \" and \n. Returns

@@ -605,16 +605,14 @@ static void collect(void *ctx, xgr_metrics_out *out) {
   if (!l) l = &none;
   xgr_store_lease_stats s;
   xgr_store_lease_get_stats(d->st, &s);
-  struct { const char *k; uint64_t v; } rows[] = {
-      {"leases_held", s.held},
+  /* counters since this node started, then the node's current state */
+  struct { const char *k; uint64_t v; } events[] = {
       {"sessions_claimed", s.claimed},
       {"sessions_claimed_hibernated", s.claimed_hibernated},
       {"leases_lost", s.lost},
       {"claims_stale", s.stale_claims},
       {"orphans_released", s.orphans_released},
       {"sessions_handed_over", s.handed_over},
-      {"nodes_live", s.nodes},
-      {"sessions_share", s.share},
       {"late_writes_refused", s.refused_batches},
       {"heartbeats", s.renewals},
       {"reconnects", s.reconnects},
@@ -622,18 +620,30 @@ static void collect(void *ctx, xgr_metrics_out *out) {
       {"commands_served", atomic_load(&l->served)},
       {"commands_timed_out", atomic_load(&l->timed_out)},
       {"outbox_redelivered", atomic_load(&l->wakes_delivered)},
-      {"sessions_overdue", atomic_load(&l->overdue_now)},
       {"overdue_loaded", atomic_load(&l->overdue_loaded)},
+  }, state[] = {
+      {"leases_held", s.held},
+      {"nodes_live", s.nodes},
+      {"sessions_share", s.share},
+      {"sessions_overdue", atomic_load(&l->overdue_now)},
   };
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    char lab[48];
-    snprintf(lab, sizeof lab, "kind=\"%s\"", rows[i].k);
-    xgr_metrics_line(out, "xgr_cluster", lab, (double)rows[i].v);
+  char lab[48];
+  xgr_metrics_family(out, "xgr_cluster_events_total", "counter",
+                     "Cluster events of this node by kind: claims, leases lost, late writes refused, commands");
+  for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
+    snprintf(lab, sizeof lab, "kind=\"%s\"", events[i].k);
+    xgr_metrics_line(out, "xgr_cluster_events_total", lab, (double)events[i].v);
+  }
+  xgr_metrics_family(out, "xgr_cluster", "gauge",
+                     "Cluster state seen by this node by kind: leases held, live nodes, its share, overdue sessions");
+  for (size_t i = 0; i < sizeof state / sizeof state[0]; i++) {
+    snprintf(lab, sizeof lab, "kind=\"%s\"", state[i].k);
+    xgr_metrics_line(out, "xgr_cluster", lab, (double)state[i].v);
   }
 }
 
 void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m) {
-  if (xgr_store_node_id(d->st)) xgr_metrics_gauge(m, "xgr_cluster", "Cluster node: leases, late writes refused, commands", collect, d);
+  if (xgr_store_node_id(d->st)) xgr_metrics_collector(m, "node.cluster", collect, d);
 }
 
 int xgr__node_lease_start(xgr_node *d, xgr_error *err) {

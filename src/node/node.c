@@ -109,12 +109,12 @@ static totals engine_totals(xgr_node *d) {
 
 static void collect_sessions(void *ctx, xgr_metrics_out *out) {
   totals t = engine_totals(ctx);
+  xgr_metrics_family(out, "xgr_sessions_live", "gauge", "Sessions with live processes in the engine");
   xgr_metrics_line(out, "xgr_sessions_live", "", (double)t.sessions);
+  xgr_metrics_family(out, "xgr_sessions_idle", "gauge",
+                     "Sessions in the engine whose processes all wait (candidates for hibernation)");
   xgr_metrics_line(out, "xgr_sessions_idle", "", (double)t.idle);
-}
-
-static void collect_procs(void *ctx, xgr_metrics_out *out) {
-  totals t = engine_totals(ctx);
+  xgr_metrics_family(out, "xgr_processes", "gauge", "Live processes in the engine by status");
   xgr_metrics_line(out, "xgr_processes", "status=\"running\"", (double)t.running);
   xgr_metrics_line(out, "xgr_processes", "status=\"waiting\"", (double)(t.live > t.running ? t.live - t.running : 0));
 }
@@ -130,39 +130,48 @@ static void collect_runtime(void *ctx, xgr_metrics_out *out) {
   static const char *const kinds[] = {"actor_turns", "tasks", "steals", "stolen_items", "global_takes", "parks",
                                       "wakeups"};
   const uint64_t vals[] = {rc->steps, rc->tasks, rc->steals, rc->stolen, rc->global_batches, rc->parks, rc->wakeups};
+  xgr_metrics_family(out, "xgr_runtime_events_total", "counter", "Work-stealing runtime events by kind");
   for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
     char label[48];
     snprintf(label, sizeof label, "kind=\"%s\"", kinds[i]);
-    xgr_metrics_line(out, "xgr_runtime_events", label, (double)vals[i]);
+    xgr_metrics_line(out, "xgr_runtime_events_total", label, (double)vals[i]);
   }
 }
 
+/* One family per measure, one series per chain backend (a configured name: bounded). */
 static void collect_chain(void *ctx, xgr_metrics_out *out) {
   xgr_node *d = ctx;
   json_t *h = xgr_chain_health(d->cfg.chain);
-  size_t i;
-  json_t *b;
-  json_array_foreach(h, i, b) {
-    const char *name = json_string_value(json_object_get(b, "name"));
-    static const char *const keys[] = {"calls", "errors", "lastBlock"};
-    for (int k = 0; k < 3; k++) {
-      char l[160];
-      snprintf(l, sizeof l, "backend=\"%.64s\",kind=\"%s\"", name ? name : "default", keys[k]);
-      xgr_metrics_line(out, "xgr_chain", l, (double)json_integer_value(json_object_get(b, keys[k])));
+  static const struct { const char *key, *name, *type, *help; } fams[] = {
+      {"calls", "xgr_chain_calls_total", "counter", "JSON-RPC calls to the chain node, by backend"},
+      {"errors", "xgr_chain_errors_total", "counter", "Chain calls that failed, by backend"},
+      {"lastBlock", "xgr_chain_last_block", "gauge", "The latest block number the backend reported"},
+      {"ok", "xgr_chain_up", "gauge", "1 while the backend's last call succeeded, else 0"},
+  };
+  for (size_t k = 0; k < sizeof fams / sizeof fams[0]; k++) {
+    xgr_metrics_family(out, fams[k].name, fams[k].type, fams[k].help);
+    size_t i;
+    json_t *b;
+    json_array_foreach(h, i, b) {
+      const char *name = json_string_value(json_object_get(b, "name"));
+      char esc[160], l[200];
+      xgr_metrics_label_escape(esc, sizeof esc, name ? name : "default");
+      snprintf(l, sizeof l, "backend=\"%.64s\"", esc);
+      const json_t *v = json_object_get(b, fams[k].key);
+      xgr_metrics_line(out, fams[k].name, l, json_is_boolean(v) ? (json_is_true(v) ? 1 : 0) : (double)json_integer_value(v));
     }
-    char l[160];
-    snprintf(l, sizeof l, "backend=\"%.64s\",kind=\"up\"", name ? name : "default");
-    xgr_metrics_line(out, "xgr_chain", l, json_is_true(json_object_get(b, "ok")) ? 1 : 0);
   }
   json_decref(h);
   if (d->cfg.executor) {
     uint64_t pending, done;
     xgr_chain_executor_counts(d->cfg.executor, &pending, &done);
-    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_pending\"", (double)pending);
-    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_done\"", (double)done);
+    xgr_metrics_family(out, "xgr_chain_executions_pending", "gauge", "Chain executions recorded and not yet mined");
+    xgr_metrics_line(out, "xgr_chain_executions_pending", "", (double)pending);
+    xgr_metrics_family(out, "xgr_chain_executions_total", "counter", "Chain executions mined");
+    xgr_metrics_line(out, "xgr_chain_executions_total", "", (double)done);
     /* 1 while this xgrd signs and sends (always for a single writer; one cluster node at a time) */
-    xgr_metrics_line(out, "xgr_chain", "backend=\"default\",kind=\"executions_sender\"",
-                     xgr_chain_executor_sending(d->cfg.executor) ? 1 : 0);
+    xgr_metrics_family(out, "xgr_chain_executions_sender", "gauge", "1 while this xgrd signs and sends executions");
+    xgr_metrics_line(out, "xgr_chain_executions_sender", "", xgr_chain_executor_sending(d->cfg.executor) ? 1 : 0);
   }
 }
 
@@ -170,28 +179,36 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_node *d = ctx;
   xgr_engine_stats s;
   xgr_engine_get_stats(d->e, &s);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_started\"", (double)s.sessions_started);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_finished\"", (double)s.sessions_finished);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_capped\"", (double)s.sessions_capped);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"wakeups_refused\"", (double)s.wakeups_refused);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"steps\"", (double)s.steps);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"api_http_requests\"", (double)s.http_requests);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"timers_fired\"", (double)s.timers_fired);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"store_batches\"", (double)s.store_batches);
+  xgr_metrics_family(out, "xgr_engine_events_total", "counter", "Engine events by kind (sessions, steps, timers, hibernation)");
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_started\"", (double)s.sessions_started);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_finished\"", (double)s.sessions_finished);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_capped\"", (double)s.sessions_capped);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"wakeups_refused\"", (double)s.wakeups_refused);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"steps\"", (double)s.steps);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"api_http_requests\"", (double)s.http_requests);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"timers_fired\"", (double)s.timers_fired);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"store_batches\"", (double)s.store_batches);
   xgr_engine_hib_stats hs;
   xgr_engine_hib_get_stats(d->e, &hs);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_evicted\"", (double)hs.evicted);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"sessions_loaded\"", (double)hs.loaded);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_failed\"", (double)hs.load_failed);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_loads_retried\"", (double)hs.load_retried);
-  xgr_metrics_line(out, "xgr_engine_events", "kind=\"session_load_retries_dropped\"", (double)hs.retry_dropped);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_evicted\"", (double)hs.evicted);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_loaded\"", (double)hs.loaded);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"session_loads_failed\"", (double)hs.load_failed);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"session_loads_retried\"", (double)hs.load_retried);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"session_load_retries_dropped\"", (double)hs.retry_dropped);
   xgr_store_stats ss;
   xgr_store_get_stats(d->st, &ss);
-  xgr_metrics_line(out, "xgr_store_transactions", "", (double)ss.transactions);
-  xgr_metrics_line(out, "xgr_store_max_batches_per_tx", "", (double)ss.max_batches_per_tx);
-  xgr_metrics_line(out, "xgr_store_group_redos", "", (double)ss.group_redos);
-  xgr_metrics_line(out, "xgr_store_group_retries", "", (double)ss.group_retries);
-  xgr_metrics_line(out, "xgr_store_writer_reconnects", "", (double)ss.writer_reconnects);
+  static const char *const help[] = {
+      "Store transactions committed", "Commit groups done again after a lost COMMIT was found aborted",
+      "Commit groups tried again on a new connection", "Connections the store writer made again"};
+  const char *const names[] = {"xgr_store_transactions_total", "xgr_store_group_redos_total",
+                               "xgr_store_group_retries_total", "xgr_store_writer_reconnects_total"};
+  const uint64_t vals[] = {ss.transactions, ss.group_redos, ss.group_retries, ss.writer_reconnects};
+  for (size_t i = 0; i < 4; i++) {
+    xgr_metrics_family(out, names[i], "counter", help[i]);
+    xgr_metrics_line(out, names[i], "", (double)vals[i]);
+  }
+  xgr_metrics_family(out, "xgr_store_max_batches_per_transaction", "gauge", "The most engine batches one transaction carried");
+  xgr_metrics_line(out, "xgr_store_max_batches_per_transaction", "", (double)ss.max_batches_per_tx);
 }
 
 /* Outbound API calls (docs/SECURITY.md "Outbound calls"): refused by the address policy since the
@@ -200,9 +217,13 @@ static void collect_outbound(void *ctx, xgr_metrics_out *out) {
   xgr_node *d = ctx;
   xgr_engine_stats s;
   xgr_engine_get_stats(d->e, &s);
-  xgr_metrics_line(out, "xgr_outbound", "kind=\"refused_by_policy\"", (double)s.outbound_refused);
-  xgr_metrics_line(out, "xgr_outbound", "kind=\"in_flight\"", (double)s.outbound_in_flight);
-  xgr_metrics_line(out, "xgr_outbound", "kind=\"waiting\"", (double)s.outbound_waiting);
+  xgr_metrics_family(out, "xgr_outbound_refused_total", "counter", "Outbound API calls the address policy refused");
+  xgr_metrics_line(out, "xgr_outbound_refused_total", "", (double)s.outbound_refused);
+  xgr_metrics_family(out, "xgr_outbound_in_flight", "gauge", "Outbound API calls in flight");
+  xgr_metrics_line(out, "xgr_outbound_in_flight", "", (double)s.outbound_in_flight);
+  xgr_metrics_family(out, "xgr_outbound_waiting", "gauge",
+                     "Outbound API calls waiting for a slot under --max-outbound / --max-outbound-per-owner");
+  xgr_metrics_line(out, "xgr_outbound_waiting", "", (double)s.outbound_waiting);
 }
 
 /* ---- life cycle and recovery -------------------------------------------------------------------- */
@@ -593,12 +614,10 @@ void xgr_node_free(xgr_node *d) {
 }
 
 void xgr_node_metrics(xgr_node *d, xgr_metrics *m) {
-  xgr_metrics_gauge(m, "xgr_sessions_live", "Sessions with live processes in the engine", collect_sessions, d);
-  xgr_metrics_gauge(m, "xgr_processes", "Live processes by status", collect_procs, d);
-  xgr_metrics_gauge(m, "xgr_engine_events", "Engine counters", collect_engine, d);
-  xgr_metrics_gauge(m, "xgr_runtime_events", "Work-stealing runtime counters", collect_runtime, d);
-  xgr_metrics_gauge(m, "xgr_outbound", "Outbound API calls: refused by the address policy (since start), in flight and "
-                    "waiting for a slot (now)", collect_outbound, d);
+  xgr_metrics_collector(m, "node.sessions", collect_sessions, d);
+  xgr_metrics_collector(m, "node.engine", collect_engine, d);
+  xgr_metrics_collector(m, "node.runtime", collect_runtime, d);
+  xgr_metrics_collector(m, "node.outbound", collect_outbound, d);
   xgr__node_lease_metrics(d, m);
-  if (d->cfg.chain) xgr_metrics_gauge(m, "xgr_chain", "Chain backends: calls, errors, last block, up", collect_chain, d);
+  if (d->cfg.chain) xgr_metrics_collector(m, "node.chain", collect_chain, d);
 }

@@ -3,6 +3,7 @@
  * are kept in nanounits as integers so they can be added atomically. */
 #include "xgr/metrics.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <pthread.h>
@@ -19,7 +20,7 @@ const double xgr_metrics_latency_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 
                                               2.5,     5,      10};
 const size_t xgr_metrics_latency_nbuckets = sizeof xgr_metrics_latency_buckets / sizeof xgr_metrics_latency_buckets[0];
 
-enum { KIND_COUNTER, KIND_HISTOGRAM, KIND_GAUGE };
+enum { KIND_COUNTER, KIND_HISTOGRAM, KIND_GAUGE, KIND_COLLECTOR };
 
 struct xgr_counter {
   struct xgr_counter *next;
@@ -164,6 +165,21 @@ void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
   pthread_mutex_unlock(&m->mu);
 }
 
+void xgr_metrics_collector(xgr_metrics *m, const char *id, void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx) {
+  pthread_mutex_lock(&m->mu);
+  family *f = family_get(m, id, NULL, KIND_COLLECTOR);
+  if (f) {
+    f->collect = collect;
+    f->ctx = ctx;
+  }
+  pthread_mutex_unlock(&m->mu);
+}
+
+void xgr_metrics_family(xgr_metrics_out *out, const char *name, const char *type, const char *help) {
+  assert(!strcmp(type, "counter") || !strcmp(type, "gauge"));
+  out_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 void xgr_metrics_line(xgr_metrics_out *out, const char *name, const char *labels, double value) {
   if (labels && *labels) out_printf(out, "%s{%s} %.17g\n", name, labels, value);
   else out_printf(out, "%s %.17g\n", name, value);
@@ -202,7 +218,7 @@ char *xgr_metrics_render(xgr_metrics *m, size_t *len) {
   family *gauges[64];
   pthread_mutex_lock(&m->mu);
   for (family *f = m->families; f; f = f->next) {
-    if (f->kind == KIND_GAUGE) {
+    if (f->kind == KIND_GAUGE || f->kind == KIND_COLLECTOR) {
       if (ngauges < 64) gauges[ngauges++] = f;
       continue;
     }
@@ -234,8 +250,8 @@ char *xgr_metrics_render(xgr_metrics *m, size_t *len) {
   pthread_mutex_unlock(&m->mu);
   for (size_t i = 0; i < ngauges; i++) {
     family *f = gauges[i];   /* families are never freed before the registry */
-    out_printf(&o, "# HELP %s %s\n# TYPE %s gauge\n", f->name, f->help, f->name);
-    if (f->collect) f->collect(f->ctx, &o);
+    if (f->kind == KIND_GAUGE) out_printf(&o, "# HELP %s %s\n# TYPE %s gauge\n", f->name, f->help, f->name);
+    if (f->collect) f->collect(f->ctx, &o);   /* a collector writes its families' HELP and TYPE itself */
   }
   return xgr__buf_finish(&o.text, len);
 }

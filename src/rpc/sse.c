@@ -415,9 +415,13 @@ static void collect(void *ctx, xgr_metrics_out *out) {
   xgr__sse_hub *h = ctx;
   static const char *const limit_labels[XGR__SSE_LIMIT_N] = {"limit=\"client\"", "limit=\"owner\"",
                                                              "limit=\"total\""};
+  xgr_metrics_family(out, "xgr_event_streams", "gauge", "Open event streams (GET /ui/events)");
   xgr_metrics_line(out, "xgr_event_streams", "", (double)atomic_load(&h->streams));
+  xgr_metrics_family(out, "xgr_event_streams_refused_total", "counter", "Event streams refused, by the cap that refused them");
   for (int i = 0; i < XGR__SSE_LIMIT_N; i++)
     xgr_metrics_line(out, "xgr_event_streams_refused_total", limit_labels[i], (double)atomic_load(&h->refused[i]));
+  xgr_metrics_family(out, "xgr_event_streams_ended_total", "counter",
+                     "Event streams xgrd ended, by reason (permit expired, lifetime reached)");
   for (int i = END_PERMIT; i < END_N; i++) {
     char l[48];
     snprintf(l, sizeof l, "reason=\"%s\"", end_labels[i]);
@@ -426,7 +430,7 @@ static void collect(void *ctx, xgr_metrics_out *out) {
 }
 
 void xgr__sse_metrics(xgr__sse_hub *h, xgr_metrics *m) {
-  xgr_metrics_gauge(m, "xgr_event_streams", "Open event streams (GET /ui/events)", collect, h);
+  xgr_metrics_collector(m, "rpc.streams", collect, h);
 }
 
 /* Count a new stream of (client, owner) under the caps; 0, or the cap that refuses it (with

@@ -192,7 +192,7 @@ static void test_health(void **st) {
   json_decref(r);
   char *m;
   assert_int_equal(xh_http(&xd, "GET", "/metrics", NULL, NULL, 0, 30, &m), 200);
-  if (!strstr(m, "xgr_chain{backend=\"default\",kind=\"up\"} 1")) fail_msg("metrics: %.3000s", m);
+  if (!strstr(m, "xgr_chain_up{backend=\"default\"} 1")) fail_msg("metrics: %.3000s", m);
   free(m);
   assert_int_equal(xh_http(&xd, "GET", "/readyz", NULL, NULL, 0, 30, NULL), 200);
 }

@@ -71,9 +71,9 @@ has "refusal names address, class, host and flag" \
   'outbound address 127.0.0.1 (loopback) of host \"127.0.0.1\" is not allowed by the outbound policy; --allow-outbound 127.0.0.1/32 permits it'
 [ "$(api peak .total)" = 0 ] && echo "PASS no request reached the API" || { echo "FAIL the API got requests"; fail=1; }
 t "metrics count the refusals" 0 curl -sf "$XGR_URL/metrics"
-has "xgr_outbound refused_by_policy 3" 'xgr_outbound{kind="refused_by_policy"} 3'
-has "xgr_outbound in_flight gauge" 'xgr_outbound{kind="in_flight"} 0'
-has "xgr_outbound waiting gauge" 'xgr_outbound{kind="waiting"} 0'
+has "xgr_outbound refused_by_policy 3" 'xgr_outbound_refused_total 3'
+has "xgr_outbound in_flight gauge" 'xgr_outbound_in_flight 0'
+has "xgr_outbound waiting gauge" 'xgr_outbound_waiting 0'
 stop_xgrd
 
 # a name that resolves to loopback is refused when connecting (the DNS-rebinding case)
@@ -131,7 +131,7 @@ start_xgrd cap --api-map "http://slow.test=$API" --config "$tmp/cap.json"
 "$X" deploy "$D/fan_slow.json" --from $O >/dev/null
 for i in $(seq 10); do "$X" enqueue --owner $O --from $O --ostc-id fan --step S >/dev/null; done
 t "metrics while capped" 0 curl -sf "$XGR_URL/metrics"
-has "in_flight gauge exported" 'xgr_outbound{kind="in_flight"}'
+has "in_flight gauge exported" 'xgr_outbound_in_flight'
 n=$(wait_done $O 10)
 [ "$n" = 10 ] && echo "PASS --max-outbound 2: all 10 sessions completed" || { echo "FAIL --max-outbound 2: $n of 10 completed"; fail=1; }
 peak=$(api peak .peak); total=$(api peak .total)

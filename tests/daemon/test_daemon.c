@@ -506,7 +506,7 @@ static void test_protocol(void **state) {
                          "xgr_http_requests_total{method=\"xgr_sessionAlive\",http=\"200\",code=\"-32602\"}"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strstr(out, names[i])) fail_msg("metrics lack %s", names[i]);
-  if (metric(out, "xgr_runtime_events{kind=\"actor_turns\"}") < 0) fail_msg("metrics lack the runtime's counters");
+  if (metric(out, "xgr_runtime_events_total{kind=\"actor_turns\"}") < 0) fail_msg("metrics lack the runtime's counters");
   free(out);
   assert_int_equal(xh_stop(&d, SIGTERM), 0);
   xh_remove(&d);
@@ -764,7 +764,7 @@ static double metric(const char *text, const char *prefix) {
 static double steps_applied(const daemon_t *d) {
   char *out;
   assert_int_equal(http(d, "GET", "/metrics", NULL, NULL, 0, &out), 200);
-  double v = metric(out, "xgr_engine_events{kind=\"steps\"}");
+  double v = metric(out, "xgr_engine_events_total{kind=\"steps\"}");
   free(out);
   return v;
 }

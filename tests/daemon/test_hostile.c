@@ -706,7 +706,7 @@ static void test_session_caps(void **state) {
   free(e2);
   char *out;
   assert_int_equal(http(&d, "GET", "/metrics", NULL, 0, &out), 200);
-  assert_non_null(strstr(out, "xgr_engine_events{kind=\"sessions_capped\"} 2"));
+  assert_non_null(strstr(out, "xgr_engine_events_total{kind=\"sessions_capped\"} 2"));
   free(out);
   assert_int_equal(xh_stop(&d, SIGTERM), 0);
   char buf[1 << 15];
@@ -848,7 +848,7 @@ static void test_batch_commits(void **state) {
   start(&d, "batch", (const char *[]){NULL});
   deploy_wait(&d);
   enum { N = 200 };
-  double tx0 = metric_of(&d, "\nxgr_store_transactions ");
+  double tx0 = metric_of(&d, "\nxgr_store_transactions_total ");
   json_t *batch = json_array();
   for (int i = 0; i < N; i++)
     json_array_append_new(batch, json_pack("{s:s, s:i, s:s, s:{s:s, s:i}}", "jsonrpc", "2.0", "id", i, "method",
@@ -867,7 +867,7 @@ static void test_batch_commits(void **state) {
     assert_int_equal(json_integer_value(json_object_get(a, "id")), i);
   }
   json_decref(ans);
-  double tx = metric_of(&d, "\nxgr_store_transactions ") - tx0;
+  double tx = metric_of(&d, "\nxgr_store_transactions_total ") - tx0;
   print_message("%d enqueues in one batch: %.0f store transactions, %.3f s\n", N, tx, dt);
   /* without group commit each enqueue is a transaction of its own (N or more, with the steps the
    * sessions run). Typically 25-50 here; on a loaded 2-core machine the writer wakes more often
@@ -1018,7 +1018,7 @@ static void test_big_root_pids(void **state) {
 
 /* A refused internal wake-up (no such session; a session whose allow list does not admit the
  * caller) leaves a trace: a log line naming the producing session and the target, the
- * xgr_engine_events{kind="wakeups_refused"} counter, getSession's wakeUpsRefused, a history row
+ * xgr_engine_events_total{kind="wakeups_refused"} counter, getSession's wakeUpsRefused, a history row
  * of the producing session right after the row of the step that sent it (status "wake_refused",
  * the refusal under "wakeUp"), and a line of `xgr show` saying to whom, why and when. */
 static void test_wake_refused(void **state) {
@@ -1040,8 +1040,8 @@ static void test_wake_refused(void **state) {
   call_ok(&d, "xgr.enqueue", json_pack("{s:s, s:s, s:i, s:{s:{s:s, s:i}}}", "owner", OWNER, "xrc729", "prod", "rootPid", 2,
                                        "init", "payload", "Runner", other, "Target", 7));
   double t0 = xh_now();
-  while (xh_now() - t0 < 10 && metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") < 2) xh_msleep(20);
-  assert_true(metric_of(&d, "xgr_engine_events{kind=\"wakeups_refused\"} ") == 2);
+  while (xh_now() - t0 < 10 && metric_of(&d, "xgr_engine_events_total{kind=\"wakeups_refused\"} ") < 2) xh_msleep(20);
+  assert_true(metric_of(&d, "xgr_engine_events_total{kind=\"wakeups_refused\"} ") == 2);
   /* recorded in the producing session's history (getSession's wakeUpsRefused), also after a restart */
   for (int round = 0; round < 2; round++) {
     for (int root = 1; root <= 2; root++) {

@@ -13,7 +13,7 @@ Here: a throwaway PostgreSQL (tests/faults/cluster.py), two nodes (--lease-ms 10
 rounds of waitSec 60, 3 s each at this scale) started through both nodes. Once all of them are
 asleep and hibernated, the database is restarted (immediate: as a crash). Checked: every session
 runs to its end; both nodes made their lease connection and their writer connection again
-(xgr_cluster{kind="reconnects"}, xgr_store_writer_reconnects) and answer /readyz 200; no step ran
+(xgr_cluster_events_total{kind="reconnects"}, xgr_store_writer_reconnects_total) and answer /readyz 200; no step ran
 twice; SIGTERM exits 0 and the leases are released.
 
   test_pg_restart.py XGRD SRC_DIR
@@ -73,9 +73,9 @@ def main():
                  lambda: pg.sql("t", "SELECT count(*) FROM sessions WHERE status = 0") == "0", 60, 0.2)
         check(True, "all %d sessions ended %.1f s after the restart" % (SESSIONS, time.time() - t0))
         for n in nodes:
-            check(n.metric("reconnects", "xgr_cluster") >= 1, "%s made its lease connection again" % n.name)
+            check(n.metric("reconnects", "xgr_cluster_events_total") >= 1, "%s made its lease connection again" % n.name)
             check(readyz(n) == 200, "%s answers /readyz 200" % n.name)
-        check(sum(n.metric(None, "xgr_store_writer_reconnects") for n in nodes) >= 1,
+        check(sum(n.metric(None, "xgr_store_writer_reconnects_total") for n in nodes) >= 1,
               "the writers made their connections again instead of failing the store")
         twice = pg.sql("t", "SELECT count(*) FROM (SELECT owner, root_pid, iter FROM proc_steps GROUP BY 1, 2, 3"
                             " HAVING count(*) > 1) d")

@@ -13,7 +13,7 @@ session ends on n1, n2 never ran an actor of them, no step twice.
 Part 2, the safety net. A session held by n2, hibernated, whose due time in the store lies 10 s in
 the past (the state of a row the due poller missed: made here by setting wake_due behind the
 poller's cursor with SQL, since no known path leads there any more) is found within about 3 s
-and loaded through the engine (xgr_cluster{kind="overdue_loaded"}); it runs nothing (its real
+and loaded through the engine (xgr_cluster_events_total{kind="overdue_loaded"}); it runs nothing (its real
 timer is far away), sleeps again, and the gauge xgr_cluster{kind="sessions_overdue"} is back at 0.
 
   test_stuck.py XGRD SRC_DIR
@@ -90,7 +90,7 @@ def main():
         pg.sql("t", "UPDATE sessions SET wake_due = %d WHERE root_pid = 100" % past)
         t0 = time.time()
         wait_for("the safety net did not load the overdue session",
-                 lambda: n2.metric("overdue_loaded", "xgr_cluster") >= 1, 5, 0.05)
+                 lambda: n2.metric("overdue_loaded", "xgr_cluster_events_total") >= 1, 5, 0.05)
         check(True, "the safety net loaded the overdue session after %.1f s" % (time.time() - t0))
         wait_for("the loaded session did not sleep again with its real due time",
                  lambda: int(pg.sql("t", "SELECT COALESCE(wake_due, 0) FROM sessions WHERE root_pid = 100") or 0)

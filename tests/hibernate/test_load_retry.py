@@ -9,7 +9,7 @@ again with a growing delay (src/engine/hibernate.c).
 Against a real xgrd on the PostgreSQL database of tests/pg/pg_cluster.sh (XGR_PG_URL), with
 --hibernate-after 0 and --time-scale 20: the sleeper session (three waits of 60 s = 3 s each)
 hibernates; the test renames proc_rt away so that loading it fails at its due time, checks that the
-load failed (xgr_engine_events{kind="session_loads_failed"}), renames the table back and checks
+load failed (xgr_engine_events_total{kind="session_loads_failed"}), renames the table back and checks
 that the session still completes (and that session_loads_retried counted the retry).
 
   test_load_retry.py XGRD SRC_DIR

@@ -162,7 +162,7 @@ class Xgrd:
                 fail("%s on %s %s: %s" % (m, self.name, json.dumps(p)[:200], json.dumps(a["error"])))
         return [by[i]["result"] for i in range(len(calls))]
 
-    def metric(self, kind, family="xgr_engine_events"):
+    def metric(self, kind, family="xgr_engine_events_total"):
         """The value of family{kind="kind"} (of the unlabelled family when kind is None) on /metrics; 0 if absent."""
         text = urllib.request.urlopen(self.url + "metrics", timeout=5).read().decode()
         label = r'\{kind="%s"\}' % kind if kind is not None else ""

@@ -16,7 +16,7 @@ The workload (rootPids 1..TOTAL of one owner):
 Checked: every session ends; `crash_run canon` (each proc_steps row by its step path, status,
 validity, payload, error; the outbox) of the cluster equals the reference's — no row missing,
 none twice, the same final payloads; the stopped node had late writes refused
-(xgr_cluster{kind="late_writes_refused"}) or lost leases (which of the two depends on whether it
+(xgr_cluster_events_total{kind="late_writes_refused"}) or lost leases (which of the two depends on whether it
 had a batch in flight when it was stopped); SIGTERM stops the others cleanly.
 
   test_cluster.py XGRD CRASH_RUN SRC_DIR
@@ -269,19 +269,19 @@ try:
     check(True, "three nodes: every session ended %.1f s after the stopped node resumed" % took)
     print("     internal wake-ups refused on the nodes still running: %d" %
           sum(n.metric("wakeups_refused") for n in live()))
-    refused = nodes[1].metric("late_writes_refused", "xgr_cluster")
-    lost = nodes[1].metric("leases_lost", "xgr_cluster")
+    refused = nodes[1].metric("late_writes_refused", "xgr_cluster_events_total")
+    lost = nodes[1].metric("leases_lost", "xgr_cluster_events_total")
     # whether the stopped node still had a batch to write when it resumed is timing (a late write
     # is refused by the fence, which test_lease_pg checks deterministically); either way its leases
     # went elsewhere, and the canon comparison below shows none of its late writes landed
     check(refused > 0 or lost > 0, "the stopped node's leases went to the others: its late writes were refused (%d"
           " batches) and it lost %d leases" % (refused, lost))
-    claimed = nodes[2].metric("sessions_claimed", "xgr_cluster")
+    claimed = nodes[2].metric("sessions_claimed", "xgr_cluster_events_total")
     check(claimed > 0, "node 3 took over sessions of the killed and the stopped node (%d claims)" % claimed)
-    served = sum(n.metric("commands_served", "xgr_cluster") for n in nodes[1:])
+    served = sum(n.metric("commands_served", "xgr_cluster_events_total") for n in nodes[1:])
     print("     commands served by nodes 2 and 3: %d" % served)
     if HIBERNATE:
-        lazy = sum(n.metric("sessions_claimed_hibernated", "xgr_cluster") for n in nodes[1:])
+        lazy = sum(n.metric("sessions_claimed_hibernated", "xgr_cluster_events_total") for n in nodes[1:])
         check(lazy > 0, "nodes 2 and 3 claimed %d evicted sessions without loading them" % lazy)
         for n in nodes[1:]:
             ev = n.metric("sessions_evicted")
@@ -289,7 +289,7 @@ try:
             check(ev > 0 and ld > 0, "node %s evicted %d sessions and loaded %d again" % (n.name, ev, ld))
         check(hib_calls[0] > 0, "%d wake-ups and kills went to a node that did not hold their evicted session"
                                 % hib_calls[0])
-    redos = sum(n.metric(None, "xgr_store_group_redos") for n in nodes[1:])
+    redos = sum(n.metric(None, "xgr_store_group_redos_total") for n in nodes[1:])
     check(redos == 0, "no group commit took an existing process row for new (%d redone)" % redos)
     for n in nodes[1:]:
         check(n.stop() == 0, "node %s stops on SIGTERM" % n.name)

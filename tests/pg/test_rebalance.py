@@ -111,7 +111,7 @@ def main():
     print("n3 joined: balanced in %.1f s: %s" % (took, by_owner()), flush=True)
     for n in nodes:
         check(n.metric("nodes_live", "xgr_cluster") == 3, "%s counts 3 live nodes" % n.name)
-    handed = {n.name: int(n.metric("sessions_handed_over", "xgr_cluster")) for n in nodes}
+    handed = {n.name: int(n.metric("sessions_handed_over", "xgr_cluster_events_total")) for n in nodes}
     print("handed over: %s" % handed, flush=True)
     check(handed["n1"] > 0 and handed["n3"] == 0, "n1 handed sessions over, n3 none")
     check("sessions handed over to balance the cluster" in open(n1.log).read(), "n1 logged the hand-over")

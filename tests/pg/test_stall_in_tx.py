@@ -90,13 +90,13 @@ def main():
         # refuses every batch of the sessions n2 took (late writes), none is applied
         p.send_signal(signal.SIGCONT)
         wait_for("resumed, n1 did not make its writer connection again",
-                 lambda: nodes[0].metric(None, "xgr_store_writer_reconnects") >= 1, 30, 0.1)
+                 lambda: nodes[0].metric(None, "xgr_store_writer_reconnects_total") >= 1, 30, 0.1)
         wait_for("resumed, n1 did not find its leases lost",
                  lambda: nodes[0].metric("leases_held", "xgr_cluster") == 0, 30, 0.1)
         # (how many of its late writes the fence refuses depends on where the stop caught the
         # writer — a commit group or retention — and on whether n1's heartbeat finds the sessions
         # ended by n2 first; what must hold is below)
-        refused = nodes[0].metric("late_writes_refused", "xgr_cluster")
+        refused = nodes[0].metric("late_writes_refused", "xgr_cluster_events_total")
         check(True, "resumed, n1 connected again; the fence refused %d of its late batches" % refused)
         twice = sql("SELECT count(*) FROM (SELECT owner, root_pid, iter FROM proc_steps GROUP BY 1, 2, 3"
                     " HAVING count(*) > 1) d")

@@ -187,8 +187,8 @@ fi
 wait_done
 span=$(( $(ms) - t ))
 if [ -n "${XGR_CRASHD_HIBERNATE:-}" ]; then   # the sessions did leave memory and come back
-  ev=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_engine_events{kind=\"sessions_evicted\"}" {print $2}')
-  ld=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_engine_events{kind=\"sessions_loaded\"}" {print $2}')
+  ev=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_engine_events_total{kind=\"sessions_evicted\"}" {print $2}')
+  ld=$(curl -s --max-time 5 "$URL/metrics" | awk '$1 == "xgr_engine_events_total{kind=\"sessions_loaded\"}" {print $2}')
   [ "${ev:-0}" != 0 ] && [ "${ld:-0}" != 0 ] || { echo "FAIL: no hibernation (evicted ${ev:-0}, loaded ${ld:-0})"; exit 1; }
   echo "reference: $ev evictions, $ld loads"
 fi
