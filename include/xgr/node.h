@@ -65,9 +65,11 @@ uint64_t xgr_node_persist_inflight(xgr_node_persist *p);
 /* The owner quota in bytes (0: none). Call before the engine runs sessions. */
 void xgr_node_persist_set_owner_quota(xgr_node_persist *p, uint64_t max_owner_bytes);
 /* owner's stored bytes as this adapter knows them, read again from the store when not known or
- * older than max_age_ms (reads the store: not on an engine worker). */
+ * older than max_age_ms (reads the store: not on an engine worker); *refused (may be NULL): the
+ * size of the owner's last batch refused for the owner quota (0: none) — the owner stays below
+ * its quota, since that batch was not written, but has no room for it. */
 int xgr_node_persist_owner_bytes(xgr_node_persist *p, const char *owner, int64_t max_age_ms, uint64_t *bytes,
-                                 xgr_error *err);
+                                 uint64_t *refused, xgr_error *err);
 
 /* ==== the node ================================================================================= */
 

@@ -282,7 +282,7 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
   /* the owner's stored bytes, known before its session writes (a load may block on the store) */
   uint64_t ob;
   xgr_error oerr;
-  if (xgr_node_persist_owner_bytes(d->p, ss->owner, INT64_MAX / 1000000, &ob, &oerr))
+  if (xgr_node_persist_owner_bytes(d->p, ss->owner, INT64_MAX / 1000000, &ob, NULL, &oerr))
     xgr_node_log_session(d, "warn", "cannot read the owner's stored bytes", ss->owner, ss->root_pid, oerr.message);
   rc = xgr_engine_start_session(d->e, &sr, err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);

@@ -46,6 +46,7 @@ typedef struct obytes {
   char owner[64];
   uint64_t bytes;
   uint64_t read_ns;             /* monotonic ns of the last read from the store (0: never) */
+  uint64_t refused;             /* the size of the last batch refused for the owner quota (0: none) */
 } obytes;
 
 struct xgr_node_persist {
@@ -171,12 +172,14 @@ static obytes *owner_entry(xgr_node_persist *p, const char *owner, bool create) 
 void xgr_node_persist_set_owner_quota(xgr_node_persist *p, uint64_t max_owner_bytes) { p->max_owner_bytes = max_owner_bytes; }
 
 int xgr_node_persist_owner_bytes(xgr_node_persist *p, const char *owner, int64_t max_age_ms, uint64_t *bytes,
-                                 xgr_error *err) {
-  uint64_t now = xgr__mono_ns();
+                                 uint64_t *refused, xgr_error *err) {
+  uint64_t now = xgr__mono_ns(), dummy;
+  if (!refused) refused = &dummy;
   pthread_mutex_lock(&p->omu);
   obytes *o = owner_entry(p, owner, false);
   bool fresh = o && o->read_ns && now - o->read_ns <= (uint64_t)max_age_ms * 1000000u;
   *bytes = o ? o->bytes : 0;
+  *refused = o ? o->refused : 0;
   pthread_mutex_unlock(&p->omu);
   if (fresh) return 0;
   /* read the sum, then add what was submitted meanwhile: batches submitted while the read runs
@@ -193,6 +196,7 @@ int xgr_node_persist_owner_bytes(xgr_node_persist *p, const char *owner, int64_t
   o->bytes = stored + (o->bytes > before ? o->bytes - before : 0);
   o->read_ns = now;
   *bytes = o->bytes;
+  *refused = o->refused;
   pthread_mutex_unlock(&p->omu);
   return 0;
 }
@@ -212,6 +216,7 @@ static int check_quota(xgr_node_persist *p, const xgr_store_batch *b) {
   if (!q->abort && p->max_owner_bytes && o->bytes + add > p->max_owner_bytes) {
     snprintf(q->reason, sizeof q->reason, "session aborted: its owner's stored bytes %llu exceed the quota of %llu per owner",
              (unsigned long long)(o->bytes + add), (unsigned long long)p->max_owner_bytes);
+    o->refused = add;
     pthread_mutex_unlock(&p->omu);
     return XGR_ELIMIT;
   }

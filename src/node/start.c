@@ -161,13 +161,15 @@ static int owner_quotas(xgr_node *n, const char *owner, xgr_error *err) {
                        "Wait for sessions to end or kill some",
                        owner, (unsigned long long)live, (unsigned long long)max_procs);
   } else {
-    uint64_t bytes = 0;
-    if ((rc = xgr_node_persist_owner_bytes(n->p, owner, 1000, &bytes, err))) return rc;
-    if (bytes >= max_bytes)
+    uint64_t bytes = 0, refused = 0;
+    if ((rc = xgr_node_persist_owner_bytes(n->p, owner, 1000, &bytes, &refused, err))) return rc;
+    char more[96] = "";
+    if (refused) snprintf(more, sizeof more, ", and a write of %llu more was refused", (unsigned long long)refused);
+    if (bytes >= max_bytes || (refused && bytes + refused > max_bytes))   /* full, or no room for its last write */
       rc = xgr_error_set(err, XGR_ELIMIT, "from",
-                         "owner quota reached: the sessions of %s hold %llu stored bytes; the quota --max-owner-bytes "
-                         "is %llu. They count until retention deletes them",
-                         owner, (unsigned long long)bytes, (unsigned long long)max_bytes);
+                         "owner quota reached: the sessions of %s hold %llu stored bytes%s; the quota "
+                         "--max-owner-bytes is %llu. They count until retention deletes them",
+                         owner, (unsigned long long)bytes, more, (unsigned long long)max_bytes);
   }
   if (rc && n->quota_starts_refused) xgr_counter_add(n->quota_starts_refused, 1);
   return rc;
