@@ -124,6 +124,23 @@ typedef struct xgr_engine_wake {
   const char *from_step;        /* refusal names them (0 / NULL: unknown) */
 } xgr_engine_wake;
 
+/* The stored-bytes quotas of a batch (docs/SECURITY.md "Quotas: processes and stored bytes").
+ * "Stored bytes" are what the store's translator (xgr_store_changes_add_batch) writes for a
+ * batch: the JSON text of every process row's payload, error and join state, of every history
+ * row's payload, error and API record, of every outbox row's payload, plus XGR_STORE_ROW_BYTES
+ * per row — the same number whatever the backend. A session's count grows with every batch it
+ * writes (a row written again counts again) and never shrinks. */
+#define XGR_QUOTA_REASON_MAX 192
+typedef struct xgr_store_quota {
+  uint64_t stored_bytes;        /* in: the session's stored bytes before the batch; out (accepted):
+                                   after it — what the store writes into the session's row */
+  uint64_t max_bytes;           /* in: the session's quota (0: none) */
+  bool abort;                   /* in: the batch replaces one that went over a quota (the session is
+                                   aborted in it): accepted whatever its size */
+  uint64_t batch_bytes;         /* out: the batch's stored bytes (set by the translator) */
+  char reason[XGR_QUOTA_REASON_MAX];  /* out with XGR_ELIMIT: which quota, its value */
+} xgr_store_quota;
+
 /* The changes of one session from one actor turn. Everything is borrowed for the submit call. */
 typedef struct xgr_store_batch {
   const char *owner;
@@ -158,9 +175,13 @@ typedef struct xgr_store_batch {
   bool session_new;
   const char *registry;         /* with session_new: the registry name for the row */
   const char *max_total_gas;    /* with session_new: the permit's maxTotalGas, or NULL */
+  /* The session's stored-bytes count and quota (see xgr_store_quota); NULL: not counted (the
+   * session row's count is left as it is). The engine always sets it. */
+  xgr_store_quota *quota;
 } xgr_store_batch;
 
-/* Called by the store, from any thread, exactly once per submitted batch: err 0 = committed,
+/* Called by the store, from any thread, exactly once per submitted batch that submit() accepted
+ * (returned 0 for, or any error but a quota refusal, see below): err 0 = committed,
  * else a negative xgr_errcode. A refused batch stops its session: nothing the batch caused becomes
  * visible (its steps are not dispatched, its wake-ups not sent, its events not delivered, its
  * control calls are answered with err), the session promotes nothing more, results of steps still
@@ -175,6 +196,12 @@ typedef void (*xgr_store_done_fn)(void *token, int err);
  * one session are submitted one at a time (the next only after the previous one's done), so a
  * store sees each session's changes in order. A session's steps, wake-ups, events and control
  * replies of a batch become visible only after its done. */
+/* Quotas: when writing the batch would take the session or its owner over a stored-bytes quota
+ * (batch->quota, not abort), submit may refuse it with XGR_ELIMIT and the reason in
+ * batch->quota->reason: then nothing of it was queued or written and done is NOT called. The
+ * engine then aborts the session and submits, instead, a batch that replaces the refused one:
+ * the session killed, its processes' payloads and join states left out, its wake-ups not sent
+ * (quota->abort set); submit must accept that one whatever its size. */
 typedef struct xgr_store_hook {
   int (*submit)(void *ctx, const xgr_store_batch *batch, xgr_store_done_fn done, void *token);
   void *ctx;
@@ -265,6 +292,14 @@ typedef struct xgr_engine_config {
    * 0: the defaults below. */
   uint64_t max_live;
   uint64_t max_session_steps;
+  /* Quotas (docs/SECURITY.md): max_session_bytes, a session's stored bytes (xgr_store_quota; with
+   * a store hook that counts them), and max_owner_processes, the live processes of all of one
+   * owner's sessions in this engine. A session whose next batch would go over the first, or
+   * whose growth takes its owner over the second, is aborted like a capped one (its processes'
+   * error: "session aborted: stored bytes 67110912 exceed the quota of 67108864 per session").
+   * 0: the defaults below. */
+  uint64_t max_session_bytes;
+  uint64_t max_owner_processes;
   /* With a store hook: sessions are being restored (xgrd's recovery) until xgr_engine_recovered.
    * Meanwhile an internal wake-up whose target does not run (yet) stays in the outbox, for
    * xgr_engine_redeliver once every session is back; afterwards such a wake-up is refused for
@@ -277,6 +312,8 @@ typedef struct xgr_engine_config {
 
 #define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
 #define XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS 1000000u
+#define XGR_ENGINE_DEFAULT_MAX_SESSION_BYTES (256ull << 20)   /* 256 MiB */
+#define XGR_ENGINE_DEFAULT_MAX_OWNER_PROCESSES 1000000u
 #define XGR_ENGINE_DEFAULT_MAX_OUTBOUND 256u
 #define XGR_ENGINE_DEFAULT_MAX_OUTBOUND_PER_OWNER 64u
 
@@ -382,6 +419,9 @@ typedef struct xgr_engine_start {
    * 0 when unknown, as after a restart): max_session_steps counts on from there, so that eviction
    * and loading do not reset the cap. */
   uint64_t steps;
+  /* With restore: the session's stored bytes so far (xgr_store_session.stored_bytes): the
+   * max_session_bytes quota counts on from there. */
+  uint64_t stored_bytes;
 } xgr_engine_start;
 
 /* Hibernation: recovery loaded every session that is awake or due by loaded_upto (engine clock);
@@ -529,6 +569,7 @@ typedef struct xgr_engine_stats {
   uint64_t timers_fired;
   uint64_t store_batches;
   uint64_t sessions_capped;          /* sessions killed by max_live / max_session_steps */
+  uint64_t sessions_over_quota;      /* sessions aborted by a quota (stored bytes, owner's processes) */
   uint64_t wakeups_refused;          /* internal wake-ups not applied: no such session, not allowed, no such step */
   uint64_t outbound_refused;         /* API calls the outbound policy refused (XGR_EPERM) */
   uint64_t outbound_in_flight;       /* HTTP requests with a connection now (<= max_outbound) */
@@ -541,6 +582,10 @@ typedef struct xgr_engine_stats {
 void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out);
 /* Forget the latency samples gathered so far (e.g. after a warm-up). */
 void xgr_engine_reset_latency(xgr_engine *e);
+
+/* The live processes of all of owner's sessions in this engine (what max_owner_processes counts;
+ * updated at the end of each actor turn). */
+uint64_t xgr_engine_owner_live(xgr_engine *e, const char *owner);
 
 /* The engine clock now, ms. */
 int64_t xgr_engine_now(xgr_engine *e);

@@ -55,6 +55,22 @@ uint64_t xgr_node_persist_steps(xgr_node_persist *p, const char *owner, uint64_t
 /* Batches submitted and not yet committed. */
 uint64_t xgr_node_persist_inflight(xgr_node_persist *p);
 
+/* ---- the stored-bytes quotas (docs/SECURITY.md "Quotas: processes and stored bytes") ----------
+ * submit() counts each batch's stored bytes (xgr_store_quota) and refuses (XGR_ELIMIT, nothing
+ * written) one that would take its session over batch->quota->max_bytes, or its owner over
+ * max_owner_bytes: the engine then aborts the session instead. The owner's count is kept here per
+ * owner: read from the store (xgr_store_owner_bytes: the sum over the owner's session rows) when
+ * the owner is first seen or its count is older than a second at an enqueue, plus every batch this
+ * adapter submitted since. On a cluster, other nodes' writes reach it with the next read. */
+/* The owner quota in bytes (0: none). Call before the engine runs sessions. */
+void xgr_node_persist_set_owner_quota(xgr_node_persist *p, uint64_t max_owner_bytes);
+/* owner's stored bytes as this adapter knows them, read again from the store when not known or
+ * older than max_age_ms (reads the store: not on an engine worker); *refused (may be NULL): the
+ * size of the owner's last batch refused for the owner quota (0: none) — the owner stays below
+ * its quota, since that batch was not written, but has no room for it. */
+int xgr_node_persist_owner_bytes(xgr_node_persist *p, const char *owner, int64_t max_age_ms, uint64_t *bytes,
+                                 uint64_t *refused, xgr_error *err);
+
 /* ==== the node ================================================================================= */
 
 typedef struct xgr_node xgr_node;
@@ -89,6 +105,14 @@ typedef struct xgr_node_config {
   struct xgr_chain_executor *executor;
   uint64_t max_live;          /* per-session caps (xgr_engine_config.max_live, max_session_steps; 0: defaults) */
   uint64_t max_session_steps;
+  /* Quotas (docs/SECURITY.md "Quotas: processes and stored bytes"; 0: the defaults):
+   * max_session_bytes and max_owner_processes as xgr_engine_config's; max_owner_bytes, the stored
+   * bytes of all of an owner's sessions still in the store (XGR_NODE_DEFAULT_MAX_OWNER_BYTES). An
+   * owner at or over either owner quota cannot start sessions (xgr_node_enqueue: XGR_ELIMIT at
+   * "from"); a running session whose growth would take it over is aborted. */
+  uint64_t max_session_bytes;
+  uint64_t max_owner_processes;
+  uint64_t max_owner_bytes;
   /* Where the engine's store metrics go (steps, commit latency, batches; borrowed), NULL: not
    * exported. Registered before the engine starts, since recovered sessions update them at once. */
   xgr_metrics *metrics;
@@ -105,6 +129,8 @@ typedef struct xgr_node_config {
   int64_t session_ttl_secs;
   int64_t history_secs;
 } xgr_node_config;
+
+#define XGR_NODE_DEFAULT_MAX_OWNER_BYTES (4ull << 30)   /* 4 GiB */
 
 /* Open the store and start the engine; no session is loaded yet (xgr_node_recover). cfg is
  * copied (the strings and objects it points to are borrowed for the node's life). NULL with *err

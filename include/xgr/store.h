@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 12  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 13  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -157,6 +157,15 @@ int xgr_store_next_process_id(xgr_store *st, const char *owner, uint64_t *root_p
  * reached; a taken id is never peeked again. */
 int xgr_store_peek_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err);
 
+/* ---- stored bytes (the quotas, docs/SECURITY.md) ------------------------------------------------ */
+
+/* Each row a batch writes counts this many bytes besides its texts (keys, numbers, the
+ * database's own overhead): a quota bounds many small rows too. */
+#define XGR_STORE_ROW_BYTES 64u
+/* The stored bytes of all of owner's sessions still in the store (the sum of their rows'
+ * stored_bytes; a session's go when retention or a removal deletes its row). */
+int xgr_store_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err);
+
 /* ---- single-use marks (used permits) ------------------------------------------------------------ */
 
 /* Record key (at most 200 bytes; a used control permit's digest) as used until expires_at (Unix
@@ -182,6 +191,7 @@ typedef struct xgr_store_session {
   char *max_total_gas;              /* the starting SessionPermit's gas budget (decimal), "" without one */
   int64_t wake_due;                 /* hibernated: the due time of its next timer (XGR_STORE_DUE_NEVER: only
                                        wake-ups); 0: awake (see xgr_store_changes_set_due) */
+  uint64_t stored_bytes;            /* what the session's batches wrote (xgr_store_quota; the quotas) */
 } xgr_store_session;
 
 void xgr_store_session_clear(xgr_store_session *s);

@@ -58,6 +58,7 @@ typedef struct opts {
   unsigned long max_outbound, max_outbound_per_owner;   /* 0: the engine's defaults */
   const char *engine_key;           /* --engine-key FILE */
   unsigned long max_session_processes, max_session_steps;
+  unsigned long max_session_bytes, max_owner_processes, max_owner_bytes;   /* quotas (0: defaults) */
   long long hibernate_after_ms;   /* 0: default; -1: off */
   const char *node_id;            /* cluster node id (PostgreSQL store; "auto": hostname:pid); NULL: single writer */
   unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
@@ -95,6 +96,8 @@ static const struct option long_options[] = {
   {"stream-max-secs", required_argument, NULL, 0},
   {"allow-outbound", required_argument, NULL, 0}, {"max-outbound", required_argument, NULL, 0},
   {"max-outbound-per-owner", required_argument, NULL, 0},
+  {"max-session-bytes", required_argument, NULL, 0}, {"max-owner-processes", required_argument, NULL, 0},
+  {"max-owner-bytes", required_argument, NULL, 0},
   {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
@@ -160,6 +163,15 @@ static void usage(FILE *f) {
           "  --max-session-processes N  per-session cap on live processes; a session over it is killed with the\n"
           "                         reason on its processes (default 10000)\n"
           "  --max-session-steps N  per-session cap on steps run, likewise (default 1000000)\n"
+          "  --max-session-bytes N  quota on the bytes a session's rows take in the store (payloads, history,\n"
+          "                         join pieces, outbox; default 268435456 = 256 MiB): a session whose next\n"
+          "                         write would go over it is aborted with the reason on its processes, and\n"
+          "                         that write is not stored (docs/SECURITY.md)\n"
+          "  --max-owner-processes N  quota on the live processes of all of an owner's sessions on this node\n"
+          "                         (default 1000000): the session that takes the owner over it is aborted, and\n"
+          "                         the owner's new sessions are refused (-32005) while it is reached\n"
+          "  --max-owner-bytes N    quota on the stored bytes of all of an owner's sessions still in the store\n"
+          "                         (default 4294967296 = 4 GiB; they count until retention deletes them), likewise\n"
           "  --max-running N        at most N processes of a session run at once (default 32; 1 to 100000); the\n"
           "                         rest wait their turn; a step whose branch declares a join is not held back\n"
           "  --session-ttl SECONDS  how long a finished process's row (and a finished session's processes in\n"
@@ -318,6 +330,9 @@ static int set_opt(opts *o, const char *name, const char *v) {
   }
   else if (!strcmp(name, "store-max-pages")) { if (parse_uint("--store-max-pages", v, 0xffffffffUL, &u)) return -1; o->store_max_pages = u; }
   else if (!strcmp(name, "max-session-processes")) { if (parse_uint("--max-session-processes", v, 100000000UL, &u) || !u) return -1; o->max_session_processes = u; }
+  else if (!strcmp(name, "max-session-bytes")) { if (parse_uint("--max-session-bytes", v, 1ul << 50, &u) || !u) return -1; o->max_session_bytes = u; }
+  else if (!strcmp(name, "max-owner-processes")) { if (parse_uint("--max-owner-processes", v, 1000000000UL, &u) || !u) return -1; o->max_owner_processes = u; }
+  else if (!strcmp(name, "max-owner-bytes")) { if (parse_uint("--max-owner-bytes", v, 1ul << 50, &u) || !u) return -1; o->max_owner_bytes = u; }
   else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
   else if (!strcmp(name, "max-running")) {
     if (parse_uint("--max-running", v, 100000, &u)) return -1;
@@ -615,6 +630,9 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .executor = executor,
                         .max_live = o->max_session_processes,
                         .max_session_steps = o->max_session_steps,
+                        .max_session_bytes = o->max_session_bytes,
+                        .max_owner_processes = o->max_owner_processes,
+                        .max_owner_bytes = o->max_owner_bytes,
                         .metrics = xgr_rpc_metrics(srv),
                         .hibernate_after_ms = o->hibernate_after_ms,
                         .lease_ms = (int64_t)o->lease_ms,

@@ -108,7 +108,14 @@ struct actor {
   int64_t start_at;              /* the start process's first wake (xgr_engine_start.start_at) */
   xgr_session_result result;
   uint64_t steps, promoted, max_steps;
-  char cap_reason[128];            /* set when a per-session cap killed the session */
+  char cap_reason[XGR_QUOTA_REASON_MAX];   /* set when a per-session cap or a quota killed the session */
+  /* quotas: the owner's live-process count (held from creation to free) and what this actor
+   * added to it; the session's stored bytes so far; over_quota: a batch went over a stored-bytes
+   * quota and the session was aborted (every later batch is accepted whatever its size) */
+  owner_live *ol;
+  int64_t live_counted;
+  uint64_t stored_bytes;
+  bool over_quota;
   uint32_t inflight;
   int64_t armed;
   int64_t clock_ms;              /* the session clock of its last change (reports' clockMs) */
@@ -971,8 +978,56 @@ static void join_rows_fill(actor *a) {
   }
 }
 
+static void abort_session(actor *a, bool quota);
+
+/* The batch went over a stored-bytes quota (the hook refused it, writing nothing): the session is
+ * aborted and the batch replaced by the abort. Its steps are not dispatched and its wake-ups not
+ * sent (their processes are killed); the kill's rows join the batch; then every row of the batch
+ * loses its payload and join state — the rows that remain are small (status, times, the reason),
+ * so the abort itself cannot fill the disk. */
+static void quota_abort(actor *a, const char *reason) {
+  snprintf(a->cap_reason, sizeof a->cap_reason, "%s", reason);
+  a->over_quota = true;
+  size_t k = 0;
+  for (size_t i = 0; i < a->pend.n; i++) {
+    vis *v = &a->pend.v[i];
+    if (v->kind == V_DISPATCH) {
+      a->inflight--;
+      job_free(a, v->u.j);
+    } else if (v->kind == V_WAKE) {
+      xgr_eng_iwake_free(v->u.w.m);
+      free(v->u.w.target_owner);
+    } else {
+      a->pend.v[k++] = *v;
+    }
+  }
+  a->pend.n = k;
+  for (size_t i = 0; i < a->nbw; i++) {   /* the outbox rows of those wake-ups */
+    xgr_engine_wake *w = &a->bw[i];
+    free((char *)w->id);
+    free((char *)w->to_owner);
+    free((char *)w->step);
+    free((char *)w->caller);
+    free((char *)w->rule);
+    free((char *)w->from_step);
+    xgr_value_release(w->payload);
+  }
+  a->nbw = 0;
+  for (size_t i = 0; i < a->nbp; i++)   /* live join rows borrow a->jtext (join_rows_fill) */
+    if (a->bp[i].is_join && live_status(a->bp[i].status)) a->bp[i].join_state = NULL;
+  if (!a->finished) abort_session(a, true);
+  else atomic_fetch_add(&a->e->st_quota, 1);
+  for (size_t i = 0; i < a->nbp; i++) {
+    xgr_engine_proc *d = &a->bp[i];
+    xgr_value_clear(&d->payload);
+    if (!(d->is_join && live_status(d->status))) free((char *)d->join_state);
+    d->join_state = NULL;
+  }
+}
+
 /* Submit the turn's rows, holding back their visible effects; or release them if nothing needs
- * persisting. One batch at a time per session. */
+ * persisting. One batch at a time per session. A batch the hook refuses for a quota is replaced
+ * by the session's abort (quota_abort) and that is submitted instead. */
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
@@ -980,35 +1035,49 @@ static void store_turn(actor *a) {
     flush(a, &a->pend);
     return;
   }
-  visq t = a->hold;
-  a->hold = a->pend;
-  a->pend = t;
-  a->pend.n = 0;
-  a->committing = true;
-  xgr_store_batch b = {.owner = xgr_session_owner(a->s), .root_pid = a->root, .orch = a->b->orch, .nprocs = a->nbp,
-                       .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
-                       .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
-                       .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
-                       .due = a->batch_due, .steps = a->steps};
-  join_rows_fill(a);
-  xgr_session_state st;
-  xgr_session_state_get(a->s, &st);
-  b.next_iter = st.next_iter;
-  b.next_group = st.next_group;
-  b.paused = st.paused;
-  if (a->new_row) {   /* the session's first batch: its row, if the store has none */
-    b.session_new = true;
-    b.registry = a->registry;
-    b.max_total_gas = a->max_total_gas;
-    a->new_row = false;
-    a->starting = true;
+  for (;;) {
+    xgr_store_quota q = {.stored_bytes = a->stored_bytes,
+                         .max_bytes = e->cfg.max_session_bytes ? e->cfg.max_session_bytes
+                                                               : XGR_ENGINE_DEFAULT_MAX_SESSION_BYTES,
+                         .abort = a->over_quota};
+    xgr_store_batch b = {.owner = xgr_session_owner(a->s), .root_pid = a->root, .orch = a->b->orch, .nprocs = a->nbp,
+                         .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
+                         .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
+                         .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
+                         .due = a->batch_due, .steps = a->steps, .quota = &q};
+    join_rows_fill(a);
+    xgr_session_state st;
+    xgr_session_state_get(a->s, &st);
+    b.next_iter = st.next_iter;
+    b.next_group = st.next_group;
+    b.paused = st.paused;
+    if (a->new_row) {   /* the session's first batch: its row, if the store has none */
+      b.session_new = true;
+      b.registry = a->registry;
+      b.max_total_gas = a->max_total_gas;
+    }
+    int rc = e->store.submit(e->store.ctx, &b, store_done, a);
+    if (rc == XGR_ELIMIT && !q.abort) {   /* nothing of it was written: the abort replaces it */
+      quota_abort(a, q.reason[0] ? q.reason : "session aborted: a stored-bytes quota was exceeded");
+      continue;
+    }
+    if (!rc) a->stored_bytes = q.stored_bytes;
+    if (a->new_row) {
+      a->new_row = false;
+      a->starting = true;
+    }
+    visq t = a->hold;
+    a->hold = a->pend;
+    a->pend = t;
+    a->pend.n = 0;
+    a->committing = true;
+    a->committing_due = a->batch_due;
+    atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
+    xgr_eng_busy_add(e, 1);
+    batch_clear(a);
+    if (rc) store_done(a, rc);
+    return;
   }
-  a->committing_due = a->batch_due;
-  atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
-  xgr_eng_busy_add(e, 1);
-  int rc = e->store.submit(e->store.ctx, &b, store_done, a);
-  batch_clear(a);
-  if (rc) store_done(a, rc);
 }
 
 /* ---- the turn ---------------------------------------------------------------------------------------- */
@@ -1057,29 +1126,62 @@ static void complete(actor *a) {
   xgr_eng_notify_waiters(e);
 }
 
-/* The per-session caps (xgr_engine_config.max_live, max_session_steps): kill the session once it
- * exceeds one, with the reason on its aborted processes and in an ACTION event. */
-static void check_caps(actor *a) {
+/* Abort the session for a cap or a quota: the reason goes on its aborted processes (snap_fill) and
+ * in an ACTION event; counted in sessions_capped (caps) or sessions_over_quota (quotas). */
+static void abort_session(actor *a, bool quota) {
   xgr_engine *e = a->e;
-  if (a->cap_reason[0] || a->finished || !a->s) return;
-  uint64_t max_live = e->cfg.max_live ? e->cfg.max_live : XGR_ENGINE_DEFAULT_MAX_LIVE;
-  uint64_t max_steps = e->cfg.max_session_steps ? e->cfg.max_session_steps : XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS;
-  size_t live = xgr_session_live(a->s);
-  if (live > max_live)
-    snprintf(a->cap_reason, sizeof a->cap_reason,
-             "session aborted: %zu live processes exceed the cap of %llu per session", live,
-             (unsigned long long)max_live);
-  else if (a->steps > max_steps)
-    snprintf(a->cap_reason, sizeof a->cap_reason, "session aborted: %llu steps exceed the cap of %llu per session",
-             (unsigned long long)a->steps, (unsigned long long)max_steps);
-  else
-    return;
-  atomic_fetch_add(&e->st_capped, 1);
+  atomic_fetch_add(quota ? &e->st_quota : &e->st_capped, 1);
   xgr_error err;
   xgr_error_clear(&err);
   xgr_session_kill(a->s, 0, a->now, &a->fx, &err);
   if (wants(a, XGR_EEV_ACTION)) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
   consume(a);
+}
+
+/* This session's live processes into its owner's count (xgr_engine_config.max_owner_processes);
+ * returns how many it added (negative: fewer now). */
+static int64_t count_live(actor *a) {
+  int64_t live = a->s ? (int64_t)xgr_session_live(a->s) : 0;
+  int64_t d = live - a->live_counted;
+  if (d) atomic_fetch_add(&a->ol->live, d);
+  a->live_counted = live;
+  return d;
+}
+
+/* The per-session caps (xgr_engine_config.max_live, max_session_steps) and the owner's
+ * live-process quota (max_owner_processes): kill the session once it exceeds one — for the
+ * owner's quota, the session whose growth took the owner over it — with the reason on its
+ * aborted processes and in an ACTION event. */
+static void check_caps(actor *a) {
+  xgr_engine *e = a->e;
+  if (a->cap_reason[0] || a->finished || !a->s) {
+    count_live(a);
+    return;
+  }
+  uint64_t max_live = e->cfg.max_live ? e->cfg.max_live : XGR_ENGINE_DEFAULT_MAX_LIVE;
+  uint64_t max_steps = e->cfg.max_session_steps ? e->cfg.max_session_steps : XGR_ENGINE_DEFAULT_MAX_SESSION_STEPS;
+  uint64_t max_owner = e->cfg.max_owner_processes ? e->cfg.max_owner_processes : XGR_ENGINE_DEFAULT_MAX_OWNER_PROCESSES;
+  size_t live = xgr_session_live(a->s);
+  bool grew = count_live(a) > 0;
+  int64_t olive = atomic_load(&a->ol->live);
+  bool quota = false;
+  if (live > max_live) {
+    snprintf(a->cap_reason, sizeof a->cap_reason,
+             "session aborted: %zu live processes exceed the cap of %llu per session", live,
+             (unsigned long long)max_live);
+  } else if (a->steps > max_steps) {
+    snprintf(a->cap_reason, sizeof a->cap_reason, "session aborted: %llu steps exceed the cap of %llu per session",
+             (unsigned long long)a->steps, (unsigned long long)max_steps);
+  } else if (grew && olive > 0 && (uint64_t)olive > max_owner) {
+    snprintf(a->cap_reason, sizeof a->cap_reason,
+             "session aborted: its owner's %lld live processes exceed the quota of %llu per owner",
+             (long long)olive, (unsigned long long)max_owner);
+    quota = true;
+  } else {
+    return;
+  }
+  abort_session(a, quota);
+  count_live(a);
 }
 
 /* The actor is done here: its latency figures join the engine's and its registry entry goes
@@ -1367,6 +1469,8 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
   }
   a->stored_due = req->restore ? req->stored_due : 0;
   a->steps = req->restore ? req->steps : 0;   /* the cap counts across eviction and loading */
+  a->stored_bytes = req->restore ? req->stored_bytes : 0;   /* so does the stored-bytes quota */
+  a->ol = xgr_eng_owner_ref(e, req->owner ? req->owner : "");
   if (req->restore) a->sleep_after_ns = xgr__mono_ns() + HIB_GRACE_NS;
   a->result = XGR_RESULT_RUNNING;
   if (a->record) a->rec = xgr_records_new();
@@ -1447,6 +1551,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->registry);
   free(a->max_total_gas);
   xgr_session_free(a->s);
+  xgr_eng_owner_unref(a->e, a->ol, a->live_counted);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);
     xgr_eng_entry_free(a->ent);

@@ -9,6 +9,7 @@
  * rarely meet on a lock. Entries are only read under their shard's lock; nothing outside the lock
  * keeps a pointer to one except the session's own actor.
  */
+#include <assert.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,58 @@ sess_entry *xgr_eng_lookup_locked(xgr_engine *e, const char *owner, uint64_t roo
   pthread_mutex_lock(&sh->mu);
   reg_key k = {owner, root};
   return xgr__hashmap_find(&sh->tab, root, reg_match, &k);
+}
+
+/* ---- per-owner live processes --------------------------------------------------------------------- */
+
+static uint64_t owner_hash(const char *owner) {   /* case-insensitive, as owners compare */
+  uint64_t x = 0xcbf29ce484222325ull;
+  for (const char *c = owner; *c; c++) x = (x ^ (unsigned char)(*c >= 'A' && *c <= 'Z' ? *c | 32 : *c)) * 0x100000001b3ull;
+  return x ? x : 1;
+}
+
+static bool owner_match(const void *ctx, const void *val) { return !strcasecmp(ctx, ((const owner_live *)val)->owner); }
+
+static owner_live *owner_find_locked(xgr_engine *e, const char *owner, shard **out) {
+  uint64_t h = owner_hash(owner);
+  shard *sh = &e->owners[h >> 58];
+  *out = sh;
+  pthread_mutex_lock(&sh->mu);
+  return xgr__hashmap_find(&sh->tab, h, owner_match, owner);
+}
+
+owner_live *xgr_eng_owner_ref(xgr_engine *e, const char *owner) {
+  shard *sh;
+  owner_live *o = owner_find_locked(e, owner, &sh);
+  if (!o) {
+    o = xgr__xcalloc(1, sizeof *o);
+    xgr__str_copy(o->owner, sizeof o->owner, owner);
+    xgr__hashmap_add(&sh->tab, owner_hash(owner), o);
+  }
+  o->refs++;
+  pthread_mutex_unlock(&sh->mu);
+  return o;
+}
+
+void xgr_eng_owner_unref(xgr_engine *e, owner_live *o, int64_t counted) {
+  if (!o) return;
+  shard *sh = &e->owners[owner_hash(o->owner) >> 58];
+  pthread_mutex_lock(&sh->mu);
+  atomic_fetch_sub(&o->live, counted);
+  if (--o->refs == 0) {
+    assert(atomic_load(&o->live) == 0);
+    xgr__hashmap_remove(&sh->tab, owner_hash(o->owner), o);
+    free(o);
+  }
+  pthread_mutex_unlock(&sh->mu);
+}
+
+uint64_t xgr_engine_owner_live(xgr_engine *e, const char *owner) {
+  shard *sh;
+  owner_live *o = owner_find_locked(e, owner ? owner : "", &sh);
+  int64_t n = o ? atomic_load(&o->live) : 0;
+  pthread_mutex_unlock(&sh->mu);
+  return n > 0 ? (uint64_t)n : 0;
 }
 
 static void insert_locked(shard *sh, sess_entry *ent) { xgr__hashmap_add(&sh->tab, ent->root, ent); }
@@ -89,7 +142,10 @@ xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&e->wait_cv, &ca);
   pthread_condattr_destroy(&ca);
-  for (int i = 0; i < NSHARDS; i++) pthread_mutex_init(&e->shards[i].mu, NULL);
+  for (int i = 0; i < NSHARDS; i++) {
+    pthread_mutex_init(&e->shards[i].mu, NULL);
+    pthread_mutex_init(&e->owners[i].mu, NULL);
+  }
   /* idle workers fire due timers before they spin, and hand their heap to the timer thread when
    * they park (timer.c) */
   xgr_rt_config rc = {.workers = e->cfg.workers, .fair = true, .idle = xgr_eng_timers_idle, .idle_ctx = e};
@@ -135,6 +191,11 @@ void xgr_engine_free(xgr_engine *e) {
     }
     xgr__hashmap_free(&sh->tab);
     pthread_mutex_destroy(&sh->mu);
+    shard *os = &e->owners[i];   /* every actor released its entry when it was freed */
+    size_t opos = 0;
+    for (owner_live *o; (o = xgr__hashmap_next(&os->tab, &opos, NULL));) free(o);
+    xgr__hashmap_free(&os->tab);
+    pthread_mutex_destroy(&os->mu);
   }
   for (size_t i = 0; i < e->nbundles; i++) free(e->bundles[i].name);
   free(e->bundles);
@@ -561,6 +622,7 @@ void xgr_engine_get_stats(xgr_engine *e, xgr_engine_stats *out) {
   memset(out, 0, sizeof *out);
   out->sessions_started = atomic_load(&e->st_started);
   out->sessions_capped = atomic_load(&e->st_capped);
+  out->sessions_over_quota = atomic_load(&e->st_quota);
   out->wakeups_refused = atomic_load(&e->st_wake_refused);
   out->sessions_finished = atomic_load(&e->st_finished);
   out->steps = xgr_eng_steps(e);

@@ -142,6 +142,20 @@ typedef struct shard {
   xgr_hashmap tab;              /* sess_entry by rootPid (util/hashmap.h, hashed mode) */
 } shard;
 
+/* ---- per-owner live processes (engine.c; xgr_engine_config.max_owner_processes) ------------- */
+/* One owner's count of live processes over its sessions' actors here. An actor holds a reference
+ * from its creation to its end and adds the change of its own live count at the end of each turn
+ * (xgr_eng_owner_add); the entry goes when its last actor does. */
+typedef struct owner_live {
+  char owner[64];
+  _Atomic int64_t live;
+  long refs;                    /* under the owner shard's lock */
+} owner_live;
+
+owner_live *xgr_eng_owner_ref(xgr_engine *e, const char *owner);
+/* Subtract the actor's last count (counted) and drop its reference. */
+void xgr_eng_owner_unref(xgr_engine *e, owner_live *o, int64_t counted);
+
 /* ---- the engine ------------------------------------------------------------------------------ */
 /* ---- hibernation (hibernate.c) --------------------------------------------------------------- */
 typedef struct hib_item {
@@ -201,6 +215,7 @@ struct xgr_engine {
   /* sessions */
   shard shards[NSHARDS];
   _Atomic uint64_t nsessions;
+  shard owners[NSHARDS];        /* owner_live by a hash of the owner (case-insensitive) */
   /* waiting */
   pthread_mutex_t wait_mu;
   pthread_cond_t wait_cv;
@@ -210,6 +225,7 @@ struct xgr_engine {
   _Atomic long ctl_inflight;    /* control messages sent, not yet handled */
   /* stats */
   _Atomic uint64_t st_started, st_finished, st_steps, st_http, st_timers, st_batches, st_capped, st_wake_refused;
+  _Atomic uint64_t st_quota;                   /* sessions aborted by a quota */
   _Atomic uint64_t st_out_refused;             /* API calls refused by the outbound policy */
   _Atomic uint64_t st_out_active, st_out_waiting;   /* the HTTP loop's in flight / queued (gauges) */
   pthread_mutex_t lat_mu;

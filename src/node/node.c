@@ -183,6 +183,7 @@ static void collect_engine(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_started\"", (double)s.sessions_started);
   xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_finished\"", (double)s.sessions_finished);
   xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_capped\"", (double)s.sessions_capped);
+  xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"sessions_over_quota\"", (double)s.sessions_over_quota);
   xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"wakeups_refused\"", (double)s.wakeups_refused);
   xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"steps\"", (double)s.steps);
   xgr_metrics_line(out, "xgr_engine_events_total", "kind=\"api_http_requests\"", (double)s.http_requests);
@@ -297,7 +298,13 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
     return err->code ? err->code : XGR_EINVAL;
   }
   xgr_engine_start sr = {.bundle = b, .owner = ss->owner, .root_pid = ss->root_pid, .restore = s, .restore_fx = &fx,
-                         .stored_due = ss->wake_due, .steps = xgr_node_persist_steps(d->p, ss->owner, ss->root_pid)};
+                         .stored_due = ss->wake_due, .steps = xgr_node_persist_steps(d->p, ss->owner, ss->root_pid),
+                         .stored_bytes = ss->stored_bytes};
+  /* the owner's stored bytes, known before its session writes (a load may block on the store) */
+  uint64_t ob;
+  xgr_error oerr;
+  if (xgr_node_persist_owner_bytes(d->p, ss->owner, INT64_MAX / 1000000, &ob, NULL, &oerr))
+    xgr_node_log_session(d, "warn", "cannot read the owner's stored bytes", ss->owner, ss->root_pid, oerr.message);
   rc = xgr_engine_start_session(d->e, &sr, err);   /* takes this call's reference (bundle_done) */
   xgr_effects_free(&fx);
   if (rc && rc != XGR_ECONFLICT)
@@ -425,7 +432,12 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
   d->p = xgr_node_persist_new(d->st);
   if (!d->p) goto fail;
   /* before the engine: its workers read these as soon as recovery hands them a session */
-  if (cfg->metrics) xgr_node_persist_metrics(d->p, cfg->metrics);
+  if (cfg->metrics) {
+    xgr_node_persist_metrics(d->p, cfg->metrics);
+    d->quota_starts_refused = xgr_metrics_counter(cfg->metrics, "xgr_quota_refusals_total",
+                                                  "Session batches and starts refused for a quota", "what=\"start\"");
+  }
+  xgr_node_persist_set_owner_quota(d->p, cfg->max_owner_bytes ? cfg->max_owner_bytes : XGR_NODE_DEFAULT_MAX_OWNER_BYTES);
   if (cfg->chain) {
     d->reader = xgr_chain_reader_of(cfg->chain);
     d->chain_cache = xgr_chain_cache_new(cfg->chain);
@@ -444,6 +456,8 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
                           .clock = {.kind = XGR_CLOCK_REAL, .origin_ms = wall_ms()},
                           .max_live = cfg->max_live,
                           .max_session_steps = cfg->max_session_steps,
+                          .max_session_bytes = cfg->max_session_bytes,
+                          .max_owner_processes = cfg->max_owner_processes,
                           .bundle_done = xgr__node_bundle_done,
                           .recovering = true,
                           .bundle_ctx = d};

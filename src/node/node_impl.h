@@ -71,6 +71,7 @@ struct xgr_node {
   xgr_chain_cache *chain_cache;   /* orchestrations and rules read from the chain (owned), NULL: none */
   xgr__node_lease *lease;      /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
   struct xgr__node_quiet *quiet;   /* owned: xgr_node_log_error's repeats (node.c) */
+  xgr_counter *quota_starts_refused;   /* starts refused for an owner quota (NULL: no metrics) */
 };
 
 /* ---- node.c ----------------------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,8 +40,21 @@ typedef struct tshard {
   xgr_hashmap tab;              /* track by rootPid (hashed mode: owner told apart by match) */
 } tshard;
 
+/* One owner's stored bytes (the quota per owner): the store's sum when read, plus what was
+ * submitted since. */
+typedef struct obytes {
+  char owner[64];
+  uint64_t bytes;
+  uint64_t read_ns;             /* monotonic ns of the last read from the store (0: never) */
+  uint64_t refused;             /* the size of the last batch refused for the owner quota (0: none) */
+} obytes;
+
 struct xgr_node_persist {
   xgr_store *st;
+  uint64_t max_owner_bytes;     /* 0: none */
+  pthread_mutex_t omu;          /* guards owners */
+  xgr_hashmap owners;           /* obytes by a hash of the owner */
+  xgr_counter *quota_refused;   /* batches refused for a quota (the session was aborted) */
   xgr_store_hook hook;
   tshard sh[NSHARDS];
   atomic_uint_fast64_t inflight;
@@ -135,11 +149,93 @@ static int outcome_of(const xgr_engine_hist *h, const xgr_engine_proc *pr) {
   }
 }
 
+/* ---- the owners' stored bytes ------------------------------------------------------------------------ */
+
+static uint64_t owner_key(const char *owner) {
+  uint64_t x = 0xcbf29ce484222325ull;
+  for (const char *c = owner; *c; c++) x = (x ^ (unsigned char)*c) * 0x100000001b3ull;
+  return x ? x : 1;
+}
+
+static bool obytes_match(const void *ctx, const void *val) { return !strcmp(ctx, ((const obytes *)val)->owner); }
+
+/* owner's entry, created (count 0, never read) when create; under p->omu. */
+static obytes *owner_entry(xgr_node_persist *p, const char *owner, bool create) {
+  obytes *o = xgr__hashmap_find(&p->owners, owner_key(owner), obytes_match, owner);
+  if (o || !create) return o;
+  o = xgr__xcalloc(1, sizeof *o);
+  xgr__str_copy(o->owner, sizeof o->owner, owner);
+  xgr__hashmap_add(&p->owners, owner_key(owner), o);
+  return o;
+}
+
+void xgr_node_persist_set_owner_quota(xgr_node_persist *p, uint64_t max_owner_bytes) { p->max_owner_bytes = max_owner_bytes; }
+
+int xgr_node_persist_owner_bytes(xgr_node_persist *p, const char *owner, int64_t max_age_ms, uint64_t *bytes,
+                                 uint64_t *refused, xgr_error *err) {
+  uint64_t now = xgr__mono_ns(), dummy;
+  if (!refused) refused = &dummy;
+  pthread_mutex_lock(&p->omu);
+  obytes *o = owner_entry(p, owner, false);
+  bool fresh = o && o->read_ns && now - o->read_ns <= (uint64_t)max_age_ms * 1000000u;
+  *bytes = o ? o->bytes : 0;
+  *refused = o ? o->refused : 0;
+  pthread_mutex_unlock(&p->omu);
+  if (fresh) return 0;
+  /* read the sum, then add what was submitted meanwhile: batches submitted while the read runs
+   * may be counted twice for a moment (until the next read), never missed */
+  pthread_mutex_lock(&p->omu);
+  o = owner_entry(p, owner, true);
+  uint64_t before = o->bytes;
+  pthread_mutex_unlock(&p->omu);
+  uint64_t stored = 0;
+  int rc = xgr_store_owner_bytes(p->st, owner, &stored, err);
+  if (rc) return rc;
+  pthread_mutex_lock(&p->omu);
+  o = owner_entry(p, owner, true);
+  o->bytes = stored + (o->bytes > before ? o->bytes - before : 0);
+  o->read_ns = now;
+  *bytes = o->bytes;
+  *refused = o->refused;
+  pthread_mutex_unlock(&p->omu);
+  return 0;
+}
+
+/* The quotas on batch b of c->bytes (xgr_store_quota): 0, or XGR_ELIMIT with the reason (nothing
+ * is counted). Counts the batch for its owner when accepted. */
+static int check_quota(xgr_node_persist *p, const xgr_store_batch *b) {
+  xgr_store_quota *q = b->quota;
+  uint64_t add = q->batch_bytes;
+  if (!q->abort && q->max_bytes && q->stored_bytes + add > q->max_bytes) {
+    snprintf(q->reason, sizeof q->reason, "session aborted: stored bytes %llu exceed the quota of %llu per session",
+             (unsigned long long)(q->stored_bytes + add), (unsigned long long)q->max_bytes);
+    return XGR_ELIMIT;
+  }
+  pthread_mutex_lock(&p->omu);
+  obytes *o = owner_entry(p, b->owner, true);
+  if (!q->abort && p->max_owner_bytes && o->bytes + add > p->max_owner_bytes) {
+    snprintf(q->reason, sizeof q->reason, "session aborted: its owner's stored bytes %llu exceed the quota of %llu per owner",
+             (unsigned long long)(o->bytes + add), (unsigned long long)p->max_owner_bytes);
+    o->refused = add;
+    pthread_mutex_unlock(&p->omu);
+    return XGR_ELIMIT;
+  }
+  o->bytes += add;
+  pthread_mutex_unlock(&p->omu);
+  q->stored_bytes += add;
+  return 0;
+}
+
 static int submit(void *ctx, const xgr_store_batch *b, xgr_store_done_fn done, void *token) {
   xgr_node_persist *p = ctx;
   xgr_store_changes *c = xgr_store_changes_new();
   if (!c) return XGR_ENOMEM;
   xgr_store_changes_add_batch(c, b);   /* the rows: the store's one translator */
+  if (b->quota && check_quota(p, b)) {   /* over a quota: nothing is written, the engine aborts the session */
+    xgr_store_changes_free(c);
+    if (p->quota_refused) xgr_counter_add(p->quota_refused, 1);
+    return XGR_ELIMIT;
+  }
   if (p->ended[0])
     for (size_t i = 0; i < b->nprocs; i++) {   /* the last snapshot of each process counts */
       const xgr_engine_proc *e = &b->procs[i];
@@ -182,6 +278,7 @@ xgr_node_persist *xgr_node_persist_new(xgr_store *st) {
   p->hook.submit = submit;
   p->hook.ctx = p;
   for (size_t i = 0; i < NSHARDS; i++) pthread_mutex_init(&p->sh[i].mu, NULL);
+  pthread_mutex_init(&p->omu, NULL);
   return p;
 }
 
@@ -199,6 +296,8 @@ void xgr_node_persist_metrics(xgr_node_persist *p, xgr_metrics *m) {
                                         xgr_metrics_latency_buckets, xgr_metrics_latency_nbuckets);
   p->batches = xgr_metrics_counter(m, "xgr_store_batches_total", "Engine batches submitted to the store", "");
   p->failed = xgr_metrics_counter(m, "xgr_store_batches_failed_total", "Engine batches the store refused", "");
+  p->quota_refused = xgr_metrics_counter(m, "xgr_quota_refusals_total",
+                                         "Session batches and starts refused for a quota", "what=\"batch\"");
 }
 
 const xgr_store_hook *xgr_node_persist_hook(xgr_node_persist *p) { return &p->hook; }
@@ -212,5 +311,9 @@ void xgr_node_persist_free(xgr_node_persist *p) {
     xgr__hashmap_free(&sh->tab);
     pthread_mutex_destroy(&sh->mu);
   }
+  size_t pos = 0;
+  for (obytes *o; (o = xgr__hashmap_next(&p->owners, &pos, NULL));) free(o);
+  xgr__hashmap_free(&p->owners);
+  pthread_mutex_destroy(&p->omu);
   free(p);
 }

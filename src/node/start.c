@@ -147,6 +147,34 @@ static int chain_starter(xgr_node *n, const xgr_node_enqueue_req *r, xgr_error *
   return 0;
 }
 
+/* The owner quotas (docs/SECURITY.md): an owner whose live processes here or whose stored bytes
+ * are at or over its quota starts nothing (XGR_ELIMIT at "from", naming the quota and its value).
+ * The stored bytes are read again from the store when older than a second. */
+static int owner_quotas(xgr_node *n, const char *owner, xgr_error *err) {
+  uint64_t max_procs = n->cfg.max_owner_processes ? n->cfg.max_owner_processes : XGR_ENGINE_DEFAULT_MAX_OWNER_PROCESSES;
+  uint64_t max_bytes = n->cfg.max_owner_bytes ? n->cfg.max_owner_bytes : XGR_NODE_DEFAULT_MAX_OWNER_BYTES;
+  uint64_t live = xgr_engine_owner_live(n->e, owner);
+  int rc = 0;
+  if (live >= max_procs) {
+    rc = xgr_error_set(err, XGR_ELIMIT, "from",
+                       "owner quota reached: %s has %llu live processes; the quota --max-owner-processes is %llu. "
+                       "Wait for sessions to end or kill some",
+                       owner, (unsigned long long)live, (unsigned long long)max_procs);
+  } else {
+    uint64_t bytes = 0, refused = 0;
+    if ((rc = xgr_node_persist_owner_bytes(n->p, owner, 1000, &bytes, &refused, err))) return rc;
+    char more[96] = "";
+    if (refused) snprintf(more, sizeof more, ", and a write of %llu more was refused", (unsigned long long)refused);
+    if (bytes >= max_bytes || (refused && bytes + refused > max_bytes))   /* full, or no room for its last write */
+      rc = xgr_error_set(err, XGR_ELIMIT, "from",
+                         "owner quota reached: the sessions of %s hold %llu stored bytes%s; the quota "
+                         "--max-owner-bytes is %llu. They count until retention deletes them",
+                         owner, (unsigned long long)bytes, more, (unsigned long long)max_bytes);
+  }
+  if (rc && n->quota_starts_refused) xgr_counter_add(n->quota_starts_refused, 1);
+  return rc;
+}
+
 int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_out, char hash[67], xgr_node_ack *ack,
                      bool *pending, xgr_error *err) {
   *pending = false;
@@ -175,6 +203,7 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
       goto fail;
   }
   if ((rc = chain_starter(n, r, err))) goto fail;
+  if ((rc = owner_quotas(n, r->owner, err))) goto fail;
   const char *step = r->step ? r->step : b->orch->nsteps ? b->orch->steps[0].id : "";
   if (xgr_orch_find(b->orch, step) < 0) {
     rc = xgr_error_set(err, XGR_EREF, r->step_path, "step \"%.80s\" is not a step of orchestration \"%s\"", step,

@@ -198,7 +198,7 @@ static int parse_sort(const json_t *o, rows *rs, xgr_error *err) {
 
 /* One row of the sessions view: the session's row and a summary of its processes —
  * {"rootPid","owner","status","paused","registry","ostcId","ostcHash","createdAt","finishedAt",
- *  "killedAt"?,"live","waiting","running","nextWakeAt" (xgr__rpc_next_wake_json),"abortReason"? (why a
+ *  "killedAt"?,"storedBytes","live","waiting","running","nextWakeAt" (xgr__rpc_next_wake_json),"abortReason"? (why a
  *  killed session ended: "killed" or "cancelSession")}. */
 static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
   xgr_store_proc *ps = NULL;
@@ -230,6 +230,7 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
                         "waiting", (json_int_t)waiting, "running", (json_int_t)running);
   json_object_set_new(j, "nextWakeAt", next);
   if (s->killed_at) json_object_set_new(j, "killedAt", json_integer(s->killed_at));
+  json_object_set_new(j, "storedBytes", json_integer((json_int_t)(s->stored_bytes & INT64_MAX)));   /* the quota's count */
   if (s->status == XGR_RESULT_KILLED) json_object_set_new(j, "abortReason", json_string(why ? why : "killed"));
   return j;
 }
@@ -485,6 +486,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   json_object_set_new(sess, "nextWakeAt", next_wake);   /* the session's, whichever process was asked */
+  json_object_set_new(sess, "storedBytes", json_integer((json_int_t)(s.stored_bytes & INT64_MAX)));   /* the quota's count */
   if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)ns.info.steps));
   if (live && !in_engine) json_object_set_new(sess, "hibernated", json_true());   /* evicted; the store holds it */
   if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */

@@ -218,8 +218,10 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       msess *s = sess_get(m, op->owner, op->root);
       char *gas = s->has_row && s->row.max_total_gas && s->row.max_total_gas[0] ? xgr__xstrdup(s->row.max_total_gas)
                                                                                  : NULL;
+      uint64_t bytes = s->has_row ? s->row.stored_bytes : 0;   /* as SQLite's upsert: the count stays */
       xgr_store_session_clear(&s->row);
       xgr__store_session_copy(&s->row, &op->u.session);
+      s->row.stored_bytes = bytes;
       if (gas) {   /* as SQLite's upsert: the starting permit's budget stays */
         free(s->row.max_total_gas);
         s->row.max_total_gas = gas;
@@ -239,6 +241,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       s->row.next_group = op->u.state.next_group;
       s->row.paused = op->u.state.paused;
       s->row.wake_due = op->u.state.due;
+      if (op->u.state.has_bytes) s->row.stored_bytes = op->u.state.stored_bytes;
       if (was_running && s->row.status != XGR_RESULT_RUNNING) {
         s->row.finished_at = now;
         s->nscopes = 0;   /* killed scopes matter only while the session lives */
@@ -412,6 +415,17 @@ static int m_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_erro
   *next = 1;
   for (size_t i = 0; i < m->nowners; i++)
     if (!strcmp(m->owners[i].owner, owner)) *next = m->owners[i].next;
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
+static int m_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *bytes = 0;
+  for (size_t i = 0; i < m->nsess; i++)
+    if (m->sess[i]->has_row && !strcmp(m->sess[i]->row.owner, owner)) *bytes += m->sess[i]->row.stored_bytes;
   pthread_mutex_unlock(&m->lock);
   return 0;
 }
@@ -723,7 +737,7 @@ static int m_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xg
 
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
-                                   .peek_pid = m_peek_pid, .outbox = m_outbox,
+                                   .peek_pid = m_peek_pid, .owner_bytes = m_owner_bytes, .outbox = m_outbox,
                                    .wakes_refused = m_wakes_refused, .load_some = m_load_some, .due = m_due,
                                    .live_owners = m_live_owners};
 

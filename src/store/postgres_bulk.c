@@ -506,7 +506,7 @@ void xgr__pg_send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
   free(deferred);
   /* session states after the session rows and scopes sent above; a session that ended loses its
    * killed scopes */
-  colbuf sc[8], dc[2], bc[2];   /* states; ended sessions (their scopes, their packs) */
+  colbuf sc[9], dc[2], bc[2];   /* states; ended sessions (their scopes, their packs) */
   memset(sc, 0, sizeof sc);
   memset(dc, 0, sizeof dc);
   memset(bc, 0, sizeof bc);
@@ -524,6 +524,8 @@ void xgr__pg_send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
     col_i64(&sc[6], op->u.state.paused);
     if (op->u.state.due) col_i64(&sc[7], op->u.state.due);   /* the due index; NULL: awake */
     else col_text(&sc[7], NULL);
+    if (op->u.state.has_bytes) col_i64(&sc[8], (int64_t)(op->u.state.stored_bytes & INT64_MAX));   /* NULL: kept */
+    else col_text(&sc[8], NULL);
     nst++;
     if (op->u.state.status != XGR_RESULT_RUNNING) ended[ndel++] = op;
   }
@@ -542,7 +544,7 @@ void xgr__pg_send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
   if (copy->len) cp_be(copy, 0xFFFF, 2);   /* the trailer */
   params now_p = {0};
   p_i64(&now_p, now);
-  send_cols(g, w, ps, sc, 8, nst, S_STATES_BULK, &now_p);
+  send_cols(g, w, ps, sc, 9, nst, S_STATES_BULK, &now_p);
   send_cols(g, w, ps, dc, 2, ndel, S_SCOPES_DEL_BULK, NULL);
   send_cols(g, w, ps, bc, 2, ndel, S_BORN_DEL_BULK, NULL);
 }

@@ -317,6 +317,7 @@ void xgr__pg_sweep_restart(sweep *sw);
 
 int xgr__pg_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err);
 int xgr__pg_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
+int xgr__pg_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err);
 int xgr__pg_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
 int xgr__pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
                           xgr_error *err);

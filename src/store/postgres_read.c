@@ -15,7 +15,7 @@
 /* ---- reading (reader connection, under rmu) --------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas, wake_due"
+                     "next_iter, paused, next_group, max_total_gas, wake_due, stored_bytes"
 
 /* Run a read query; NULL (with *err) unless it returned rows. A reader connection that broke
  * (the server restarted) is opened again once: reads need no state from before. */
@@ -64,6 +64,7 @@ static void read_session_row(const PGresult *r, int i, xgr_store_session *o) {
   o->next_group = (uint32_t)get_i64(r, i, 11);
   o->max_total_gas = get_text(r, i, 12);
   o->wake_due = get_i64(r, i, 13);   /* NULL reads as 0: awake */
+  o->stored_bytes = (uint64_t)get_i64(r, i, 14);
 }
 
 /* the proc columns start at column `c` */
@@ -115,6 +116,19 @@ int xgr__pg_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_sto
   int rc = r ? 0 : XGR_EIO;
   if (r && PQntuples(r) == 1) read_session_row(r, 0, out);
   else if (r) rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%" PRIu64 " in the store", owner, root);
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
+int xgr__pg_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT COALESCE(SUM(stored_bytes), 0)::bigint FROM sessions WHERE owner = $1", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) *bytes = PQntuples(r) ? (uint64_t)get_i64(r, 0, 0) : 0;
   PQclear(r);
   pthread_mutex_unlock(&g->rmu);
   return rc;

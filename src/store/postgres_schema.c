@@ -152,6 +152,12 @@ static const char *const migrations[] = {
      "  WITH (toast_tuple_target = 8160);"
      "DROP INDEX proc_steps_recorded;"
      "CREATE INDEX proc_steps_recorded ON proc_steps USING brin(recorded_at) WITH (autosummarize = on);"),
+    /* 13: the quotas (docs/SECURITY.md): the bytes each session's batches wrote, counted by the
+     * engine's batches (0 for sessions written before); an owner's stored bytes are the sum over
+     * its session rows (the primary key's index finds them), so retention deleting a row takes its
+     * bytes off the owner's count in the same statement, and no counter row is shared by the
+     * concurrent transactions of a split group or of several nodes */
+    "ALTER TABLE sessions ADD COLUMN stored_bytes BIGINT NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -188,7 +194,8 @@ static const char *const stmt_sql[S_COUNT] = {
     /* insert only: an existing row is a unique violation, which fails the batch (see commit_group) */
     [S_SESSION_NEW] = SESSION_INS,
     [S_STATE] = "UPDATE sessions SET status = $3, killed_at = $4, next_iter = $5, next_group = $6, paused = $7,"
-                " wake_due = $9, finished_at = CASE WHEN $3 <> 0 AND status = 0 THEN $8 ELSE finished_at END"
+                " wake_due = $9, finished_at = CASE WHEN $3 <> 0 AND status = 0 THEN $8 ELSE finished_at END,"
+                " stored_bytes = COALESCE($10::bigint, stored_bytes)"
                 " WHERE owner = $1 AND root_pid = $2",
     [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner = $1 AND root_pid = $2",
     [S_PROC] = "INSERT INTO proc_rt(owner, root_pid, iter, parent_iter, step, step_id, status, paused, valid,"
@@ -253,10 +260,11 @@ static const char *const stmt_sql[S_COUNT] = {
     /* the last state of every session of a group; $9 is the commit's time */
     [S_STATES_BULK] = "UPDATE sessions s SET status = u.status, killed_at = u.killed_at, next_iter = u.next_iter,"
                       " next_group = u.next_group, paused = u.paused, wake_due = u.wake_due,"
-                      " finished_at = CASE WHEN u.status <> 0 AND s.status = 0 THEN $9 ELSE s.finished_at END"
+                      " stored_bytes = COALESCE(u.stored_bytes, s.stored_bytes),"
+                      " finished_at = CASE WHEN u.status <> 0 AND s.status = 0 THEN $10 ELSE s.finished_at END"
                       " FROM unnest($1::text[], $2::numeric[], $3::int[], $4::bigint[], $5::numeric[], $6::bigint[],"
-                      " $7::int[], $8::bigint[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group, paused,"
-                      " wake_due)"
+                      " $7::int[], $8::bigint[], $9::bigint[]) AS u(owner, root_pid, status, killed_at, next_iter, next_group,"
+                      " paused, wake_due, stored_bytes)"
                       " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
     /* the new sessions of a group (insert only, as S_SESSION_NEW) and its killed scopes */
     [S_SESSIONS_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"

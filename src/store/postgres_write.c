@@ -76,6 +76,8 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       p_i64(&p, now);
       if (op->u.state.due) p_i64(&p, op->u.state.due);   /* the due index; NULL: awake */
       else p_text(&p, NULL);
+      if (op->u.state.has_bytes) p_i64(&p, (int64_t)(op->u.state.stored_bytes & INT64_MAX));   /* NULL: kept */
+      else p_text(&p, NULL);
       xgr__pg_send_stmt(g, w, ps, S_STATE, &p, bi, oi, W_PLAIN);
       if (op->u.state.status != XGR_RESULT_RUNNING) {   /* killed scopes and packs matter only while the session lives */
         params q = {0};

@@ -105,6 +105,7 @@ long xgr__sq_gc_step(sqstore *q, bool full, bool *more, xgr_error *err);
 /* The vtable's reads (store_impl.h's store_vt, same contracts), on the reader connection under rmu. */
 int xgr__sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_store_session *out, xgr_error *err);
 int xgr__sq_peek_pid(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
+int xgr__sq_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err);
 int xgr__sq_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
 int xgr__sq_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
                           xgr_error *err);

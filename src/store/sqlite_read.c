@@ -18,7 +18,7 @@
 /* ---- reading (reader connection) --------------------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas, wake_due"
+                     "next_iter, paused, next_group, max_total_gas, wake_due, stored_bytes"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
@@ -70,6 +70,7 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   o->next_group = (uint32_t)sqlite3_column_int64(s, 11);
   o->max_total_gas = col_text(s, 12);
   o->wake_due = sqlite3_column_int64(s, 13);   /* NULL reads as 0: awake */
+  o->stored_bytes = (uint64_t)sqlite3_column_int64(s, 14);
 }
 
 static void read_proc_row(sqlite3_stmt *s, xgr_store_proc *p) {
@@ -125,6 +126,24 @@ int xgr__sq_session_get(xgr_store *st, const char *owner, uint64_t root, xgr_sto
       rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no session %s/%llu in the store", owner, (unsigned long long)root);
     else rc = xgr__sq_error(q->r, r, q->path, "cannot read sessions", err);
     rd_done(s);
+  }
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
+int xgr__sq_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  sqlite3_stmt *s;
+  *bytes = 0;
+  pthread_mutex_lock(&q->rmu);
+  int rc = rd_prepare(q, "SELECT COALESCE(SUM(stored_bytes), 0) FROM sessions WHERE owner = :owner", &s, err);
+  if (!rc) {
+    pstmt b = {.s = s};
+    bind_text(&b, ":owner", owner);
+    int r = sqlite3_step(s);
+    if (r == SQLITE_ROW) *bytes = (uint64_t)sqlite3_column_int64(s, 0);
+    else rc = xgr__sq_error(q->r, r, q->path, "cannot read sessions", err);
+    sqlite3_finalize(s);
   }
   pthread_mutex_unlock(&q->rmu);
   return rc;

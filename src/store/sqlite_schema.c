@@ -107,6 +107,10 @@ static const char *const migrations[] = {
     /* 12: PostgreSQL keeps the record of a process ended by a step's result with its history row
      * (one row write fewer per step); SQLite keeps its layout */
     "SELECT 12;",
+    /* 13: the quotas (docs/SECURITY.md): the bytes each session's batches wrote, counted by the
+     * engine's batches (0 for sessions written before); an owner's stored bytes are the sum over
+     * its session rows, so retention deleting a row takes its bytes off the owner's count */
+    "ALTER TABLE sessions ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -34,6 +34,7 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
                       " ON CONFLICT(owner, root_pid) DO NOTHING",
     [S_STATE] = "UPDATE sessions SET status=:status, killed_at=:killed_at, next_iter=:next_iter,"
                 " next_group=:next_group, paused=:paused, wake_due=:wake_due,"
+                " stored_bytes=COALESCE(:stored_bytes, stored_bytes),"
                 " finished_at=CASE WHEN :status <> 0 AND status = 0 THEN :now ELSE finished_at END"
                 " WHERE owner=:owner AND root_pid=:root_pid",
     [S_SCOPES_DEL] = "DELETE FROM proc_scopes WHERE owner=:owner AND root_pid=:root_pid",
@@ -174,6 +175,8 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_i64(s, ":paused", op->u.state.paused);
       if (op->u.state.due) bind_i64(s, ":wake_due", op->u.state.due);
       else bind_null(s, ":wake_due");
+      if (op->u.state.has_bytes) bind_i64(s, ":stored_bytes", (int64_t)(op->u.state.stored_bytes & INT64_MAX));
+      else bind_null(s, ":stored_bytes");
       bind_i64(s, ":now", now);
       int rc = step_done(s);
       if (rc || op->u.state.status == XGR_RESULT_RUNNING) return rc;

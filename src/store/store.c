@@ -330,6 +330,34 @@ void xgr_store_changes_session_state(xgr_store_changes *b, const char *owner, ui
   op->u.state.next_group = next_group;
   op->u.state.paused = paused;
   op->u.state.due = 0;   /* a change wakes the row up; xgr_store_changes_set_due puts it to sleep */
+  op->u.state.has_bytes = false;
+}
+
+/* The stored bytes of ops[from..n) of b: what xgr_store_quota counts (engine.h). */
+static uint64_t ops_bytes(const xgr_store_changes *b, size_t from) {
+  uint64_t n = 0;
+  for (size_t i = from; i < b->n; i++) {
+    const store_op *op = &b->ops[i];
+    switch (op->kind) {
+      case OP_PROC:
+        n += XGR_STORE_ROW_BYTES + (op->u.proc.payload ? strlen(op->u.proc.payload) : 0) +
+             (op->u.proc.error ? strlen(op->u.proc.error) : 0) + (op->u.proc.join ? strlen(op->u.proc.join) : 0);
+        break;
+      case OP_HIST:
+        n += XGR_STORE_ROW_BYTES + (op->u.hist.payload ? strlen(op->u.hist.payload) : 0) +
+             (op->u.hist.error ? strlen(op->u.hist.error) : 0) + (op->u.hist.api ? strlen(op->u.hist.api) : 0);
+        break;
+      case OP_WAKE_OUT:
+        n += XGR_STORE_ROW_BYTES + (op->u.wake.payload ? strlen(op->u.wake.payload) : 0);
+        break;
+      case OP_SESSION:
+        n += XGR_STORE_ROW_BYTES;
+        break;
+      default:
+        break;
+    }
+  }
+  return n;
 }
 
 void xgr_store_changes_set_due(xgr_store_changes *b, int64_t due) {
@@ -617,6 +645,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     xgr_store_changes_session_new(c, &row);
     if (b->max_total_gas) xgr_store_changes_set_max_total_gas(c, b->max_total_gas);
   }
+  size_t first_op = c->n;
   reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + 1);
   reserve_pidx(c, b->nprocs);
   int64_t last_end = 0;
@@ -692,6 +721,14 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     xgr_store_changes_session_state(c, owner, root, status, status == XGR_RESULT_KILLED ? last_end : 0, b->next_iter,
                                     b->next_group, b->paused);
     if (b->due > 0 && status == XGR_RESULT_RUNNING) xgr_store_changes_set_due(c, b->due);   /* hibernation */
+  }
+  if (b->quota) {   /* the quotas: this batch's bytes, and the session's count after it in its row */
+    b->quota->batch_bytes = ops_bytes(c, first_op);
+    if (c->last_state) {
+      store_op *st = &c->ops[c->last_state - 1];
+      st->u.state.has_bytes = true;
+      st->u.state.stored_bytes = b->quota->stored_bytes + b->quota->batch_bytes;
+    }
   }
 }
 
@@ -825,6 +862,12 @@ int xgr_store_mark_once(xgr_store *st, const char *key, int64_t expires_at, int6
   op->u.mark.expires_at = expires_at;
   op->u.mark.now = now;
   return xgr_store_commit(st, b, err);
+}
+
+int xgr_store_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err) {
+  *bytes = 0;
+  if (!owner || !*owner) return xgr_error_set(err, XGR_EINVAL, "owner", "an owner address is needed");
+  return st->vt->owner_bytes(st, owner, bytes, err);
 }
 
 int xgr_store_peek_process_id(xgr_store *st, const char *owner, uint64_t *root_pid, xgr_error *err) {

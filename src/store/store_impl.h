@@ -37,6 +37,8 @@ typedef struct store_op {
       uint32_t next_group;
       bool paused;
       int64_t due;                              /* sessions.wake_due (0: NULL, awake) */
+      bool has_bytes;                           /* sessions.stored_bytes is set to stored_bytes (else kept) */
+      uint64_t stored_bytes;
     } state;                                    /* OP_STATE */
     xgr_store_proc proc;                        /* OP_PROC */
     xgr_store_hist hist;                        /* OP_HIST */
@@ -86,6 +88,8 @@ typedef struct store_vt {
   /* the owner's session rows below rootPid `before`, rootPid descending, at most limit (xgr_store_sessions) */
   int (*sessions)(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out, size_t *n,
                   xgr_error *err);
+  /* the sum of stored_bytes over owner's session rows (xgr_store_owner_bytes) */
+  int (*owner_bytes)(xgr_store *st, const char *owner, uint64_t *bytes, xgr_error *err);
   /* the owner's next expected rootPid (1 when it has none yet), without taking it */
   int (*peek_pid)(xgr_store *st, const char *owner, uint64_t *next, xgr_error *err);
   /* every outbox row, oldest first (xgr_store_outbox) */

@@ -1128,9 +1128,21 @@ static void test_add_batch(void **state) {
                            .finished = true, .result = XGR_RESULT_COMPLETED, .next_iter = 3, .next_group = 2};
     procs[1].status = XGR_PROC_DONE;
     procs[1].finished_at = 40;
+    /* the quotas' count (docs/SECURITY.md): the batch's bytes (its process row: 64 + the payload's
+     * text) go into the session's row on top of the count before it; the owner's bytes are the sum
+     * over its rows, and go with a removed row */
+    xgr_store_quota q = {.stored_bytes = 1000};
+    fin.quota = &q;
     c = xgr_store_changes_new();
     xgr_store_changes_add_batch(c, &fin);
+    assert_int_equal(q.batch_bytes, XGR_STORE_ROW_BYTES + strlen("{\"x\":2}"));
     assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_session_get(st, T_OWNER, 5, &row, &e), 0);
+    assert_int_equal(row.stored_bytes, 1000 + q.batch_bytes);
+    xgr_store_session_clear(&row);
+    uint64_t ob = 0;
+    assert_int_equal(xgr_store_owner_bytes(st, T_OWNER, &ob, &e), 0);
+    assert_int_equal(ob, 1000 + q.batch_bytes);
     const char *done[1] = {"0000000000000000000000000000000a"};
     const char *why[1] = {NULL};
     xgr_store_batch only = {.owner = T_OWNER, .root_pid = 5, .orch = o, .ndone = 1, .done = done, .done_reason = why};
@@ -1144,6 +1156,11 @@ static void test_add_batch(void **state) {
     assert_int_equal(xgr_store_outbox(st, &ws, &n, &e), 0);
     assert_int_equal(n, 0);
     xgr_store_wakes_free(ws, n);
+    c = xgr_store_changes_new();   /* a batch without a quota leaves the count; a removal takes it off the owner */
+    xgr_store_changes_remove_session(c, T_OWNER, 5);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    assert_int_equal(xgr_store_owner_bytes(st, T_OWNER, &ob, &e), 0);
+    assert_int_equal(ob, 0);
     xgr_value_release(p1);
     xgr_value_release(p2);
     xgr_value_release(wp);
@@ -1666,7 +1683,7 @@ static void test_pg_schema(void **state) {
                        " xgr_u64_check CHECK (VALUE >= 0 AND VALUE <= 18446744073709551615);"
                        " ALTER TABLE proc_steps DROP COLUMN rt_paused, DROP COLUMN rt_join_group,"
                        " DROP COLUMN rt_join_from_group, DROP COLUMN rt_next_wake_at, DROP COLUMN rt_created_at,"
-                       " DROP COLUMN rt_join_state; DROP TABLE proc_born;"
+                       " DROP COLUMN rt_join_state; DROP TABLE proc_born; ALTER TABLE sessions DROP COLUMN stored_bytes;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
@@ -1678,6 +1695,7 @@ static void test_pg_schema(void **state) {
   assert_int_equal(xgr_store_session_get(st, "0xold", UINT64_MAX, &old, &e), 0);
   assert_string_equal(old.max_total_gas, "");
   assert_true(old.next_group == 1 && old.next_iter == 2);
+  assert_int_equal(old.stored_bytes, 0);   /* v13: counted from 0 */
   xgr_store_session_clear(&old);
   xgr_store_hist *oh;
   size_t noh;
