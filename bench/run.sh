@@ -41,4 +41,4 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/explore/bench_ex
 XGR_PG_WAL_SEGSIZE=16 "$(dirname "$0")/../tests/pg/pg_cluster.sh" run python3 "$(dirname "$0")/cluster/bench_cluster.py" "$B/xgrd" 2000 2000 || { rc=$?; [ "$rc" = 77 ] && echo "cluster: skipped (no PostgreSQL 15)"; [ "$rc" = 77 ]; }
 # hostile tenants (issue 38): a victim's enqueue + getSession + listSessions rounds, alone and while another tenant
 # runs every attack of the issue at once (streams, batched validates, API calls that never answer, fan-outs, junk)
-python3 "$(dirname "$0")/daemon/bench_hostile.py" "$B/xgrd" 200
+python3 "$(dirname "$0")/daemon/bench_hostile.py" "$B/xgrd" 1000
