@@ -4,8 +4,9 @@
  * is one HTTP response whose body libmicrohttpd pulls through reader(): it copies the events after
  * the stream's cursor that match its filter, and when there is nothing to send it suspends the
  * connection (MHD_suspend_connection, which the manual allows from a content reader) after putting
- * it on the hub's waiting list. publish() resumes every waiting stream, under the same lock, so an
- * event cannot slip between "nothing to send" and "suspended". Suspended connections neither time
+ * it on the hub's waiting list. publish() resumes the waiting streams the event is for (owner and
+ * session), under the same lock, so an event cannot slip between "nothing to send" and
+ * "suspended"; the others stay suspended, their cursors moved past it. Suspended connections neither time
  * out nor notice a browser that went away, so a keep-alive thread resumes them every 10 s and
  * they send a comment line (the write fails for a dead peer and libmicrohttpd closes it).
  * A stream whose cursor fell out of the ring gets one `event: reset` and goes on from the oldest
@@ -248,6 +249,11 @@ bool xgr__sse_wanted(xgr__sse_hub *h) {
   return false;
 }
 
+static bool matches(const stream *st, const slot *s) {
+  if (st->root && s->root != st->root) return false;
+  return !st->owner[0] || !strcmp(st->owner, s->owner);
+}
+
 void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, char *copy) {
   if (strnlen(copy, SSE_MAX_DATA + 1) > SSE_MAX_DATA) copy[SSE_MAX_DATA] = '\0';
   for (char *p = copy; *p; p++)   /* one line: a newline would end the SSE field */
@@ -260,13 +266,16 @@ void xgr__sse_publish_owned(xgr__sse_hub *h, const char *owner, uint64_t root, c
   s->id = h->next_id++;
   s->root = root;
   xgr__str_copy(s->owner, sizeof s->owner, owner ? owner : "");
-  wake_all(h, false);
+  /* only the streams this event is for: a waiting stream had sent everything before it, so one
+   * that does not match stays suspended with its cursor past the event (and a ring that moves on
+   * meanwhile owes it no reset). Waking every stream for every event made each tenant's streams
+   * cost every other tenant's steps a resume and a suspend per stream. */
+  for (stream *w = h->waiting, *nx; w; w = nx) {
+    nx = w->nxt;
+    if (matches(w, s)) resume_one(h, w);
+    else w->next = h->next_id;
+  }
   pthread_mutex_unlock(&h->mu);
-}
-
-static bool matches(const stream *st, const slot *s) {
-  if (st->root && s->root != st->root) return false;
-  return !st->owner[0] || !strcmp(st->owner, s->owner);
 }
 
 /* libmicrohttpd pulls the stream's body here (see the file comment). */

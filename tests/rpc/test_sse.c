@@ -2,7 +2,8 @@
  * while a stream is open or for the hub's keep time after one ended or an id was handed out; the
  * first unwanted event leaves one hole in the ids (once, until the next event), and a stream that
  * resumes from before the hole gets `event: reset`, one that resumes from the hole or starts new
- * does not. Streams are real: an xgr_rpc_server on 127.0.0.1 serving the hub at /ev, read with
+ * does not. A stream of one owner stays asleep through another owner's events and gets no reset
+ * for them. Streams are real: an xgr_rpc_server on 127.0.0.1 serving the hub at /ev, read with
  * libcurl until a short timeout (a stream never ends by itself). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -30,7 +32,8 @@ static int serve(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection 
   (void)caller;
   (void)url;
   const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
-  xgr__sse_open o = {.after = last ? strtoull(last, NULL, 10) : 0, .client = "127.0.0.1"};
+  const char *owner = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "owner");
+  xgr__sse_open o = {.owner = owner, .after = last ? strtoull(last, NULL, 10) : 0, .client = "127.0.0.1"};
   return xgr__sse_serve(ctx, c, &o);
 }
 
@@ -41,18 +44,19 @@ static size_t take(char *p, size_t size, size_t n, void *ctx) {
   return size * n;
 }
 
-/* What a stream from Last-Event-ID `after` (0: none) sends within 400 ms (malloc'd). */
-static char *stream(unsigned long long after) {
+/* What a stream of owner's events (NULL: every owner's) from Last-Event-ID `after` (0: none) sends
+ * within ms milliseconds (malloc'd). */
+static char *stream_of(const char *owner, unsigned long long after, long ms) {
   CURL *c = curl_easy_init();
   assert_non_null(c);
-  char url[64], hdr[64];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d/ev", port);
+  char url[128], hdr[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ev%s%s", port, owner ? "?owner=" : "", owner ? owner : "");
   snprintf(hdr, sizeof hdr, "Last-Event-ID: %llu", after);
   struct curl_slist *h = after ? curl_slist_append(NULL, hdr) : NULL;
   xgr_buf b = {0};
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 400L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, take);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
   assert_int_equal(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
@@ -61,6 +65,8 @@ static char *stream(unsigned long long after) {
   xgr__buf_putc(&b, '\0');
   return b.p;
 }
+
+static char *stream(unsigned long long after) { return stream_of(NULL, after, 400); }
 
 static void publish(const char *text) { xgr__sse_publish_owned(hub, "", 1, xgr__xstrdup(text)); }
 
@@ -140,9 +146,40 @@ static void test_nobody_reading(void **st) {
   free(s);
 }
 
+static void *read_owner_a(void *out) {
+  *(char **)out = stream_of("0xa", 0, 2000);
+  return NULL;
+}
+
+/* A stream of one owner is not woken by another owner's events (each tenant's streams cost the
+ * others nothing), and it owes its reader no `event: reset` when the ring moved on meanwhile: the
+ * other owner's 40 events go round a ring of 16 twice, then its owner's event arrives whole. */
+static void test_other_owners(void **st) {
+  (void)st;
+  char *got = NULL;
+  pthread_t t;
+  /* the first test's streams are gone once an event resumed them and libmicrohttpd noticed */
+  for (int i = 0; i < 250 && xgr__sse_open_streams(hub) > 0; i++) {
+    publish("{}");
+    sleep_ms(20);
+  }
+  assert_int_equal(xgr__sse_open_streams(hub), 0);
+  assert_int_equal(pthread_create(&t, NULL, read_owner_a, &got), 0);
+  for (int i = 0; i < 500 && xgr__sse_open_streams(hub) == 0; i++) sleep_ms(10);   /* it is open */
+  assert_int_equal(xgr__sse_open_streams(hub), 1);
+  for (int i = 0; i < 40; i++) xgr__sse_publish_owned(hub, "0xb", 2, xgr__xstrdup("{\"b\":1}"));
+  xgr__sse_publish_owned(hub, "0xa", 3, xgr__xstrdup("{\"a\":1}"));
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_non_null(got);
+  assert_non_null(strstr(got, "data: {\"a\":1}"));
+  assert_null(strstr(got, "event: reset"));
+  assert_null(strstr(got, "\"b\""));
+  free(got);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_nobody_reading)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_nobody_reading), cmocka_unit_test(test_other_owners)};
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
   return rc;
