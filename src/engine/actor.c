@@ -20,6 +20,9 @@
  *
  * Stepped clock accounting: each event the actor consumes was counted in e->busy by its producer;
  * the actor subtracts them at the end of the turn, after counting the work it produced itself.
+ *
+ * The actor's state is in actor_impl.h; the rows of a turn's store batch are built in
+ * actor_batch.c.
  */
 #include "util/alloc.h"
 #include <assert.h>
@@ -29,134 +32,12 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "engine/engine_impl.h"
+#include "engine/actor_impl.h"
 #include "util/clock.h"
 #include "util/hashmap.h"
 #include "xgr/outcome.h"
 
 #define HIB_GRACE_NS 250000000ull   /* a loaded session stays in memory at least 250 ms */
-
-typedef enum vis_kind { V_DISPATCH = 0, V_WAKE, V_EVENT, V_REPLY } vis_kind;
-
-typedef struct evsnap {
-  xgr_engine_event ev;
-  xgr_engine_proc p;
-  char *msg;
-  uint8_t to;                      /* the subscribers it goes to (bit k: e->subs[k]) */
-} evsnap;
-
-typedef struct wake_out {
-  char *target_owner;
-  uint64_t target_root;
-  iwake_msg *m;
-} wake_out;
-
-typedef struct vis {
-  vis_kind kind;
-  union {
-    job *j;
-    wake_out w;
-    evsnap *ev;
-    struct {
-      xgr_engine_ctl_done_fn fn;
-      void *ctx;
-      int rc;
-      char *msg;
-    } r;
-  } u;
-} vis;
-
-typedef struct visq {
-  vis *v;
-  size_t n, cap;
-} visq;
-
-struct actor {
-  xgr_engine *e;
-  sess_entry *ent;
-  const xgr_bundle *b;
-  bool bundle_done;                /* b came from xgr_engine_start.bundle: report it when freed */
-  xgr_session *s;
-  uint64_t root;
-  xgr_pid pid;
-  xgr_effects fx;
-  /* the current turn */
-  const xgr_ctx *ctx;
-  xgr_step_out *out;
-  int64_t now;
-  uint64_t mono;                 /* monotonic ns when the turn began (now is the clock then) */
-  wtimers *slot;                 /* the turn's worker slot (timer heap, counters) or NULL */
-  /* state */
-  bool started, finished, stopping, limit, idle, completed, record, touched, ent_unlinked;
-  /* the turn's subscribers of each event kind (bit k: e->subs[k]; see interest), and whether one
-   * of those of JOIN wants its join tree */
-  uint8_t to[8];
-  bool join_tree;
-  /* a new session's row: its first batch carries it (insert if absent); started is told once that
-   * batch is committed or refused (xgr_engine_start.started) */
-  bool new_row;                  /* the row still has to go out with the next batch */
-  bool starting;                 /* the batch with the row is in flight: its commit answers started */
-  char *registry, *max_total_gas;   /* owned: the row's fields */
-  void (*started_fn)(void *ctx, int err);
-  void *started_ctx;
-  /* a new session's core is made on its first turn, on the worker that runs it (its memory then
-   * lives in that worker's malloc arena, and the starting thread returns sooner) */
-  bool need_start;
-  unsigned start_step;
-  xgr_value start_payload;       /* held until the first turn */
-  int64_t start_now;             /* the engine clock when the session was started */
-  int64_t start_at;              /* the start process's first wake (xgr_engine_start.start_at) */
-  xgr_session_result result;
-  uint64_t steps, promoted, max_steps;
-  char cap_reason[XGR_QUOTA_REASON_MAX];   /* set when a per-session cap or a quota killed the session */
-  /* quotas: the owner's live-process count (held from creation to free) and what this actor
-   * added to it; the session's stored bytes so far; over_quota: a batch went over a stored-bytes
-   * quota and the session was aborted (every later batch is accepted whatever its size) */
-  owner_live *ol;
-  int64_t live_counted;
-  uint64_t stored_bytes;
-  bool over_quota;
-  uint32_t inflight;
-  int64_t armed;
-  int64_t clock_ms;              /* the session clock of its last change (reports' clockMs) */
-  xgr_records *rec;             /* reports (record only), else NULL */
-  /* ordered application */
-  bool ordered;
-  bool serial;                 /* ordered and a rule can wake: one step at a time, as the driver */
-  job **ring;
-  size_t ringcap;
-  uint64_t next_seq, apply_seq;
-  /* visible effects: pending (current batch) and held (committing batch) */
-  visq pend, hold;
-  bool committing;
-  bool store_failed;             /* the store refused a batch: the session stops, results are dropped */
-  /* hibernation (hibernate.c): the due time the store holds for the session (0: awake), the one
-   * the next batch writes, the one the batch being committed writes; evicted: it left the
-   * registry and closes */
-  int64_t stored_due, batch_due, committing_due;
-  bool evicted;
-  bool dropped;                  /* cluster: the lease went elsewhere; the actor leaves (drop_now) */
-  uint64_t sleep_after_ns;       /* a loaded session stays this long (monotonic ns): the call that
-                                    loaded it finds it, and a burst of calls does not thrash */
-  xgr_engine_proc *bp;
-  size_t nbp, capbp;
-  char *jtext;                   /* the join texts of the batch's live join targets (join_rows_fill),
-                                    kept from batch to batch: the rows borrow it until batch_clear */
-  size_t jcap;
-  xgr_engine_hist *bh;
-  size_t nbh, capbh;
-  xgr_engine_wake *bw;           /* outbox rows of the batch (strings owned, payload held) */
-  size_t nbw, capbw;
-  char **bd;                     /* outbox ids the batch marks done (owned) */
-  char **bdr;                    /* their refusal reasons (owned; NULL: applied) */
-  size_t nbd, capbd;
-  xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
-  bool batch_finished;
-  /* latency and job cache */
-  lat_hist *lat;
-  job *free_jobs;
-  unsigned nfree;
-};
 
 static void first_turn(actor *a);
 
@@ -168,54 +49,6 @@ static void vpush(visq *q, vis v) {
   q->v[q->n++] = v;
 }
 
-/* ---- snapshots -------------------------------------------------------------------------------- */
-
-/* What a snapshot is for: the store's batch (the join in restore form) or an event (the report
- * form of the join, for XGR_EEV_JOIN only). */
-typedef enum snap_use { SNAP_ROW, SNAP_EVENT, SNAP_JOIN_EVENT } snap_use;
-
-static bool live_status(uint8_t status) { return status == XGR_PROC_WAITING || status == XGR_PROC_RUNNING; }
-
-static void snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_use use) {
-  const xgr_proc *p = fe->proc;
-  const xgr_orch *o = a->b->orch;
-  memset(d, 0, sizeof *d);
-  d->iter = p->iter;
-  d->parent_iter = p->parent_iter;
-  d->step = p->step;
-  d->step_id = o->steps[p->step].id;
-  d->status = fe->status;
-  d->abort_reason = p->abort_reason;
-  d->paused = p->paused;
-  d->valid = fe->valid;
-  d->group = p->group;
-  d->from_group = p->from_group;
-  d->next_wake_at = p->next_wake_at;
-  d->created_at = p->created_at;
-  d->started_at = p->started_at;
-  d->finished_at = p->finished_at;
-  d->payload = xgr_value_retain(p->payload);
-  d->error = p->error ? xgr__xstrdup(p->error)
-             : a->cap_reason[0] && fe->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_KILL
-                 ? xgr__xstrdup(a->cap_reason)
-                 : NULL;
-  if (p->join) {
-    d->is_join = true;
-    d->join_closed = p->join->closed;
-    d->join_policy = (uint8_t)p->join->decl->policy;
-    d->join_outcome = (uint8_t)p->join->outcome;
-    d->join = use == SNAP_JOIN_EVENT && a->join_tree ? xgr_join_state_json(o, p->join) : NULL;
-    /* a live target's row gets its text when the batch is submitted (batch_row, join_rows_fill) */
-    d->join_state = use == SNAP_ROW && !live_status(fe->status) ? xgr_session_join_to_json(o, p->join) : NULL;
-  }
-}
-
-static void snap_release(xgr_engine_proc *d) {
-  xgr_value_release(d->payload);
-  free((char *)d->error);
-  json_decref((json_t *)d->join);
-  free((char *)d->join_state);
-}
 
 /* Who wants which events this turn: each subscriber's interest, asked once per turn. */
 _Static_assert(XGR_EEV_STEP < 8 && XGR_EEV_WANT_ALL == 0xffu, "a byte of event kinds");
@@ -258,7 +91,7 @@ static evsnap *ev_new(actor *a, xgr_engine_event_kind kind, const char *msg, boo
 }
 
 static void ev_free(evsnap *s) {
-  if (s->ev.proc) snap_release(&s->p);
+  if (s->ev.proc) xgr_eng_snap_release(&s->p);
   xgr_value_release(s->ev.input);
   xgr_value_release(s->ev.output);
   free(s->msg);
@@ -373,37 +206,6 @@ void xgr_eng_job_http_done(xgr_engine *e, job *j) {
 
 /* ---- effects ---------------------------------------------------------------------------------- */
 
-/* A process's row in the turn's batch. A join target's row carries its join text, the longest part
- * of a row and one that changes with every piece (an n-way join gets n rows in a fan-out): the
- * batch keeps one row per target, its last (what the store keeps of several rows of a process),
- * and a live target's text is written once, when the batch is submitted (join_rows_fill). The core
- * changes a target only with a PROC effect for it (deliveries, decisions), so its state then is
- * what its last row showed. */
-static void batch_row(actor *a, const xgr_effect *fe) {
-  if (fe->proc->join)
-    for (size_t i = a->nbp; i-- > 0;)
-      if (a->bp[i].iter == fe->proc->iter) {   /* an earlier row of this target: the new one replaces it */
-        assert(live_status(a->bp[i].status) && !a->bp[i].join_state);
-        snap_release(&a->bp[i]);
-        memmove(&a->bp[i], &a->bp[i + 1], (a->nbp - i - 1) * sizeof *a->bp);
-        a->nbp--;
-        break;
-      }
-  if (a->nbp == a->capbp) {
-    a->capbp = a->capbp ? a->capbp * 2 : 16;
-    a->bp = xgr__xrealloc(a->bp, a->capbp * sizeof *a->bp);
-  }
-  snap_fill(a, &a->bp[a->nbp++], fe, SNAP_ROW);
-}
-
-static void batch_hist(actor *a, const xgr_effect *fe) {
-  if (a->nbh == a->capbh) {
-    a->capbh = a->capbh ? a->capbh * 2 : 16;
-    a->bh = xgr__xrealloc(a->bh, a->capbh * sizeof *a->bh);
-  }
-  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at,
-                                      fe->api ? xgr__xstrdup(fe->api) : NULL};   /* freed by batch_clear */
-}
 
 static void flush(actor *a, visq *q);
 
@@ -478,17 +280,17 @@ static void consume(actor *a) {
       case XGR_FX_PROC:
       case XGR_FX_JOIN:
         if (a->record) xgr_records_proc(a->rec, a->b->orch, fe->proc);
-        if (e->has_store && fe->kind == XGR_FX_PROC) batch_row(a, fe);
+        if (e->has_store && fe->kind == XGR_FX_PROC) xgr_eng_batch_row(a, fe);
         if (wants(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN)) {
           evsnap *s = ev_new(a, fe->kind == XGR_FX_PROC ? XGR_EEV_PROC : XGR_EEV_JOIN, NULL, true);
-          snap_fill(a, &s->p, fe, fe->kind == XGR_FX_JOIN ? SNAP_JOIN_EVENT : SNAP_EVENT);
+          xgr_eng_snap_fill(a, &s->p, fe, fe->kind == XGR_FX_JOIN ? SNAP_JOIN_EVENT : SNAP_EVENT);
           s->ev.proc = &s->p;
           push_event(a, s);
         }
         break;
       case XGR_FX_HISTORY:
         if (a->record) xgr_records_hist(a->rec, fe);
-        if (e->has_store) batch_hist(a, fe);
+        if (e->has_store) xgr_eng_batch_hist(a, fe);
         break;
       case XGR_FX_WAKE: {
         iwake_msg *m = xgr__xmalloc(sizeof *m);
@@ -855,31 +657,6 @@ static void store_done(void *token, int err) {
   xgr_rt_complete_yield(a->e->rt, a->pid, TAG_STORE, NULL, err);
 }
 
-static void batch_clear(actor *a) {
-  for (size_t i = 0; i < a->nbp; i++) {
-    if (a->bp[i].is_join && live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
-    snap_release(&a->bp[i]);
-  }
-  for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
-  for (size_t i = 0; i < a->nbw; i++) {
-    xgr_engine_wake *w = &a->bw[i];
-    free((char *)w->id);
-    free((char *)w->to_owner);
-    free((char *)w->step);
-    free((char *)w->caller);
-    free((char *)w->rule);
-    free((char *)w->from_step);
-    xgr_value_release(w->payload);
-  }
-  for (size_t i = 0; i < a->nbd; i++) {
-    free(a->bd[i]);
-    free(a->bdr[i]);
-  }
-  a->nbw = a->nbd = 0;
-  a->nbp = a->nbh = 0;
-  a->batch_finished = false;
-  a->batch_due = 0;
-}
 
 /* A batch the store refused: nothing it caused may become visible. Steps are not dispatched
  * (the core's promotion is dropped with the actor), wake-ups not sent, events not delivered,
@@ -949,34 +726,6 @@ static void on_commit(actor *a, int err) {
   }
 }
 
-/* Write the join texts of the batch's live join targets (see batch_row) into a->jtext, one after
- * the other, and point their rows at them. The buffer stays with the actor, so a join's rows cost
- * no allocation once it has the size of the largest. */
-static void join_rows_fill(actor *a) {
-  size_t need;
-  for (int pass = 0; pass < 2; pass++) {   /* a second pass only when the buffer had to grow */
-    need = 0;
-    for (size_t i = 0; i < a->nbp; i++) {
-      xgr_engine_proc *d = &a->bp[i];
-      if (!d->is_join || !live_status(d->status)) continue;
-      const xgr_proc *p = xgr_session_find(a->s, d->iter);
-      assert(p && p->join);   /* live: a later change of it would have replaced this row */
-      bool room = need < a->jcap;
-      need += xgr_session_join_write(a->b->orch, p->join, room ? a->jtext + need : NULL, room ? a->jcap - need : 0) + 1;
-    }
-    if (need <= a->jcap) break;
-    assert(pass == 0);
-    a->jcap = need + need / 2;
-    a->jtext = xgr__xrealloc(a->jtext, a->jcap);
-  }
-  size_t off = 0;
-  for (size_t i = 0; i < a->nbp; i++) {
-    xgr_engine_proc *d = &a->bp[i];
-    if (!d->is_join || !live_status(d->status)) continue;
-    d->join_state = a->jtext + off;
-    off += strlen(a->jtext + off) + 1;
-  }
-}
 
 static void abort_session(actor *a, bool quota);
 
@@ -1013,14 +762,14 @@ static void quota_abort(actor *a, const char *reason) {
     xgr_value_release(w->payload);
   }
   a->nbw = 0;
-  for (size_t i = 0; i < a->nbp; i++)   /* live join rows borrow a->jtext (join_rows_fill) */
-    if (a->bp[i].is_join && live_status(a->bp[i].status)) a->bp[i].join_state = NULL;
+  for (size_t i = 0; i < a->nbp; i++)   /* live join rows borrow a->jtext (xgr_eng_join_rows_fill) */
+    if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;
   if (!a->finished) abort_session(a, true);
   else atomic_fetch_add(&a->e->st_quota, 1);
   for (size_t i = 0; i < a->nbp; i++) {
     xgr_engine_proc *d = &a->bp[i];
     xgr_value_clear(&d->payload);
-    if (!(d->is_join && live_status(d->status))) free((char *)d->join_state);
+    if (!(d->is_join && xgr_eng_live_status(d->status))) free((char *)d->join_state);
     d->join_state = NULL;
   }
 }
@@ -1045,7 +794,7 @@ static void store_turn(actor *a) {
                          .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                          .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
                          .due = a->batch_due, .steps = a->steps, .quota = &q};
-    join_rows_fill(a);
+    xgr_eng_join_rows_fill(a);
     xgr_session_state st;
     xgr_session_state_get(a->s, &st);
     b.next_iter = st.next_iter;
@@ -1074,7 +823,7 @@ static void store_turn(actor *a) {
     a->committing_due = a->batch_due;
     atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
     xgr_eng_busy_add(e, 1);
-    batch_clear(a);
+    xgr_eng_batch_clear(a);
     if (rc) store_done(a, rc);
     return;
   }
@@ -1126,7 +875,7 @@ static void complete(actor *a) {
   xgr_eng_notify_waiters(e);
 }
 
-/* Abort the session for a cap or a quota: the reason goes on its aborted processes (snap_fill) and
+/* Abort the session for a cap or a quota: the reason goes on its aborted processes (xgr_eng_snap_fill) and
  * in an ACTION event; counted in sessions_capped (caps) or sessions_over_quota (quotas). */
 static void abort_session(actor *a, bool quota) {
   xgr_engine *e = a->e;
@@ -1236,7 +985,7 @@ static void lose_lease(actor *a) {
   a->hold = a->pend;
   a->pend = t;
   discard_held(a, XGR_ELEASE);
-  batch_clear(a);
+  xgr_eng_batch_clear(a);
 }
 
 /* Leave the registry (as evict does, without its conditions) once no batch is in flight: from then
@@ -1524,7 +1273,7 @@ void xgr_eng_actor_free(actor *a) {
   }
   free(a->pend.v);
   free(a->hold.v);
-  batch_clear(a);
+  xgr_eng_batch_clear(a);
   free(a->bp);
   free(a->jtext);
   free(a->bh);

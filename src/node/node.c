@@ -146,7 +146,7 @@ static void collect_chain(void *ctx, xgr_metrics_out *out) {
       {"calls", "xgr_chain_calls_total", "counter", "JSON-RPC calls to the chain node, by backend"},
       {"errors", "xgr_chain_errors_total", "counter", "Chain calls that failed, by backend"},
       {"lastBlock", "xgr_chain_last_block", "gauge", "The latest block number the backend reported"},
-      {"ok", "xgr_chain_up", "gauge", "1 while the backend's last call succeeded, else 0"},
+      {"ok", "xgr_chain_up", "gauge", "Whether the backend's last call succeeded (1) or not (0)"},
   };
   for (size_t k = 0; k < sizeof fams / sizeof fams[0]; k++) {
     xgr_metrics_family(out, fams[k].name, fams[k].type, fams[k].help);
@@ -170,7 +170,7 @@ static void collect_chain(void *ctx, xgr_metrics_out *out) {
     xgr_metrics_family(out, "xgr_chain_executions_total", "counter", "Chain executions mined");
     xgr_metrics_line(out, "xgr_chain_executions_total", "", (double)done);
     /* 1 while this xgrd signs and sends (always for a single writer; one cluster node at a time) */
-    xgr_metrics_family(out, "xgr_chain_executions_sender", "gauge", "1 while this xgrd signs and sends executions");
+    xgr_metrics_family(out, "xgr_chain_executions_sender", "gauge", "Whether this xgrd signs and sends executions (1) or not (0)");
     xgr_metrics_line(out, "xgr_chain_executions_sender", "", xgr_chain_executor_sending(d->cfg.executor) ? 1 : 0);
   }
 }

@@ -187,7 +187,7 @@ static int sender(void) {
     if (!up[i]) continue;
     char *out = NULL;
     assert_int_equal(xh_http(&xd[i], "GET", "/metrics", NULL, NULL, 0, 10, &out), 200);
-    bool s = strstr(out, "xgr_chain_executions_sender 1") != NULL;
+    bool s = strstr(out, "\nxgr_chain_executions_sender 1\n") != NULL;   /* the sample, not its HELP */
     free(out);
     if (s && who >= 0) fail_msg("nodes %d and %d both send", who + 1, i + 1);
     if (s) who = i;

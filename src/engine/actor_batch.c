@@ -1,0 +1,141 @@
+/* actor_batch.c — the store batch of a session actor's turn (actor_impl.h): snapshots of the
+ * core's processes as rows (and as events), history rows, the texts of the live join targets'
+ * states, and emptying the batch once it was handed to the store. The actor's turn is the only
+ * caller, so nothing here locks.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/actor_impl.h"
+#include "util/alloc.h"
+
+/* ---- snapshots -------------------------------------------------------------------------------- */
+
+void xgr_eng_snap_fill(actor *a, xgr_engine_proc *d, const xgr_effect *fe, snap_use use) {
+  const xgr_proc *p = fe->proc;
+  const xgr_orch *o = a->b->orch;
+  memset(d, 0, sizeof *d);
+  d->iter = p->iter;
+  d->parent_iter = p->parent_iter;
+  d->step = p->step;
+  d->step_id = o->steps[p->step].id;
+  d->status = fe->status;
+  d->abort_reason = p->abort_reason;
+  d->paused = p->paused;
+  d->valid = fe->valid;
+  d->group = p->group;
+  d->from_group = p->from_group;
+  d->next_wake_at = p->next_wake_at;
+  d->created_at = p->created_at;
+  d->started_at = p->started_at;
+  d->finished_at = p->finished_at;
+  d->payload = xgr_value_retain(p->payload);
+  d->error = p->error ? xgr__xstrdup(p->error)
+             : a->cap_reason[0] && fe->status == XGR_PROC_ABORTED && p->abort_reason == XGR_ABORT_KILL
+                 ? xgr__xstrdup(a->cap_reason)
+                 : NULL;
+  if (p->join) {
+    d->is_join = true;
+    d->join_closed = p->join->closed;
+    d->join_policy = (uint8_t)p->join->decl->policy;
+    d->join_outcome = (uint8_t)p->join->outcome;
+    d->join = use == SNAP_JOIN_EVENT && a->join_tree ? xgr_join_state_json(o, p->join) : NULL;
+    /* a live target's row gets its text when the batch is submitted (batch_row, join_rows_fill) */
+    d->join_state = use == SNAP_ROW && !xgr_eng_live_status(fe->status) ? xgr_session_join_to_json(o, p->join) : NULL;
+  }
+}
+
+void xgr_eng_snap_release(xgr_engine_proc *d) {
+  xgr_value_release(d->payload);
+  free((char *)d->error);
+  json_decref((json_t *)d->join);
+  free((char *)d->join_state);
+}
+
+/* A process's row in the turn's batch. A join target's row carries its join text, the longest part
+ * of a row and one that changes with every piece (an n-way join gets n rows in a fan-out): the
+ * batch keeps one row per target, its last (what the store keeps of several rows of a process),
+ * and a live target's text is written once, when the batch is submitted (join_rows_fill). The core
+ * changes a target only with a PROC effect for it (deliveries, decisions), so its state then is
+ * what its last row showed. */
+void xgr_eng_batch_row(actor *a, const xgr_effect *fe) {
+  if (fe->proc->join)
+    for (size_t i = a->nbp; i-- > 0;)
+      if (a->bp[i].iter == fe->proc->iter) {   /* an earlier row of this target: the new one replaces it */
+        assert(xgr_eng_live_status(a->bp[i].status) && !a->bp[i].join_state);
+        xgr_eng_snap_release(&a->bp[i]);
+        memmove(&a->bp[i], &a->bp[i + 1], (a->nbp - i - 1) * sizeof *a->bp);
+        a->nbp--;
+        break;
+      }
+  if (a->nbp == a->capbp) {
+    a->capbp = a->capbp ? a->capbp * 2 : 16;
+    a->bp = xgr__xrealloc(a->bp, a->capbp * sizeof *a->bp);
+  }
+  xgr_eng_snap_fill(a, &a->bp[a->nbp++], fe, SNAP_ROW);
+}
+
+void xgr_eng_batch_hist(actor *a, const xgr_effect *fe) {
+  if (a->nbh == a->capbh) {
+    a->capbh = a->capbh ? a->capbh * 2 : 16;
+    a->bh = xgr__xrealloc(a->bh, a->capbh * sizeof *a->bh);
+  }
+  a->bh[a->nbh++] = (xgr_engine_hist){fe->proc->iter, fe->proc->step, fe->status, fe->valid, fe->at,
+                                      fe->api ? xgr__xstrdup(fe->api) : NULL};   /* freed by xgr_eng_batch_clear */
+}
+
+/* Write the join texts of the batch's live join targets (see xgr_eng_batch_row) into a->jtext, one after
+ * the other, and point their rows at them. The buffer stays with the actor, so a join's rows cost
+ * no allocation once it has the size of the largest. */
+void xgr_eng_join_rows_fill(actor *a) {
+  size_t need;
+  for (int pass = 0; pass < 2; pass++) {   /* a second pass only when the buffer had to grow */
+    need = 0;
+    for (size_t i = 0; i < a->nbp; i++) {
+      xgr_engine_proc *d = &a->bp[i];
+      if (!d->is_join || !xgr_eng_live_status(d->status)) continue;
+      const xgr_proc *p = xgr_session_find(a->s, d->iter);
+      assert(p && p->join);   /* live: a later change of it would have replaced this row */
+      bool room = need < a->jcap;
+      need += xgr_session_join_write(a->b->orch, p->join, room ? a->jtext + need : NULL, room ? a->jcap - need : 0) + 1;
+    }
+    if (need <= a->jcap) break;
+    assert(pass == 0);
+    a->jcap = need + need / 2;
+    a->jtext = xgr__xrealloc(a->jtext, a->jcap);
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < a->nbp; i++) {
+    xgr_engine_proc *d = &a->bp[i];
+    if (!d->is_join || !xgr_eng_live_status(d->status)) continue;
+    d->join_state = a->jtext + off;
+    off += strlen(a->jtext + off) + 1;
+  }
+}
+
+void xgr_eng_batch_clear(actor *a) {
+  for (size_t i = 0; i < a->nbp; i++) {
+    if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
+    xgr_eng_snap_release(&a->bp[i]);
+  }
+  for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
+  for (size_t i = 0; i < a->nbw; i++) {
+    xgr_engine_wake *w = &a->bw[i];
+    free((char *)w->id);
+    free((char *)w->to_owner);
+    free((char *)w->step);
+    free((char *)w->caller);
+    free((char *)w->rule);
+    free((char *)w->from_step);
+    xgr_value_release(w->payload);
+  }
+  for (size_t i = 0; i < a->nbd; i++) {
+    free(a->bd[i]);
+    free(a->bdr[i]);
+  }
+  a->nbw = a->nbd = 0;
+  a->nbp = a->nbh = 0;
+  a->batch_finished = false;
+  a->batch_due = 0;
+}
