@@ -751,17 +751,7 @@ static void quota_abort(actor *a, const char *reason) {
     }
   }
   a->pend.n = k;
-  for (size_t i = 0; i < a->nbw; i++) {   /* the outbox rows of those wake-ups */
-    xgr_engine_wake *w = &a->bw[i];
-    free((char *)w->id);
-    free((char *)w->to_owner);
-    free((char *)w->step);
-    free((char *)w->caller);
-    free((char *)w->rule);
-    free((char *)w->from_step);
-    xgr_value_release(w->payload);
-  }
-  a->nbw = 0;
+  xgr_eng_batch_clear_wakes(a);   /* the outbox rows of those wake-ups */
   for (size_t i = 0; i < a->nbp; i++)   /* live join rows borrow a->jtext (xgr_eng_join_rows_fill) */
     if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;
   if (!a->finished) abort_session(a, true);

@@ -114,12 +114,7 @@ void xgr_eng_join_rows_fill(actor *a) {
   }
 }
 
-void xgr_eng_batch_clear(actor *a) {
-  for (size_t i = 0; i < a->nbp; i++) {
-    if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
-    xgr_eng_snap_release(&a->bp[i]);
-  }
-  for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
+void xgr_eng_batch_clear_wakes(actor *a) {
   for (size_t i = 0; i < a->nbw; i++) {
     xgr_engine_wake *w = &a->bw[i];
     free((char *)w->id);
@@ -130,11 +125,21 @@ void xgr_eng_batch_clear(actor *a) {
     free((char *)w->from_step);
     xgr_value_release(w->payload);
   }
+  a->nbw = 0;
+}
+
+void xgr_eng_batch_clear(actor *a) {
+  for (size_t i = 0; i < a->nbp; i++) {
+    if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
+    xgr_eng_snap_release(&a->bp[i]);
+  }
+  for (size_t i = 0; i < a->nbh; i++) free((char *)a->bh[i].api);
+  xgr_eng_batch_clear_wakes(a);
   for (size_t i = 0; i < a->nbd; i++) {
     free(a->bd[i]);
     free(a->bdr[i]);
   }
-  a->nbw = a->nbd = 0;
+  a->nbd = 0;
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
   a->batch_due = 0;

@@ -154,6 +154,8 @@ void xgr_eng_batch_row(actor *a, const xgr_effect *fe);
 void xgr_eng_batch_hist(actor *a, const xgr_effect *fe);
 /* Point the batch's live join targets' rows at their texts, written into a->jtext. */
 void xgr_eng_join_rows_fill(actor *a);
+/* Drop the batch's outbox rows (wake-ups it would send). */
+void xgr_eng_batch_clear_wakes(actor *a);
 /* Empty the batch (rows, history, outbox rows and marks) after it was submitted. */
 void xgr_eng_batch_clear(actor *a);
 
