@@ -154,10 +154,11 @@ void xgr_histogram_observe(xgr_histogram *h, double v) {
   atomic_fetch_add_explicit(&h->sum_nano, (int64_t)llround(v * 1e9), memory_order_relaxed);
 }
 
-void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
-                       void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx) {
+/* A family whose samples a callback writes at scrape time (a gauge, or a collector of families). */
+static void callback_family(xgr_metrics *m, const char *name, const char *help, int kind,
+                            void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx) {
   pthread_mutex_lock(&m->mu);
-  family *f = family_get(m, name, help, KIND_GAUGE);
+  family *f = family_get(m, name, help, kind);
   if (f) {
     f->collect = collect;
     f->ctx = ctx;
@@ -165,14 +166,13 @@ void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
   pthread_mutex_unlock(&m->mu);
 }
 
+void xgr_metrics_gauge(xgr_metrics *m, const char *name, const char *help,
+                       void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx) {
+  callback_family(m, name, help, KIND_GAUGE, collect, ctx);
+}
+
 void xgr_metrics_collector(xgr_metrics *m, const char *id, void (*collect)(void *ctx, xgr_metrics_out *out), void *ctx) {
-  pthread_mutex_lock(&m->mu);
-  family *f = family_get(m, id, NULL, KIND_COLLECTOR);
-  if (f) {
-    f->collect = collect;
-    f->ctx = ctx;
-  }
-  pthread_mutex_unlock(&m->mu);
+  callback_family(m, id, NULL, KIND_COLLECTOR, collect, ctx);
 }
 
 void xgr_metrics_family(xgr_metrics_out *out, const char *name, const char *type, const char *help) {
