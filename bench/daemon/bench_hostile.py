@@ -44,7 +44,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "lib"))
 sys.dont_write_bytecode = True
-from xgrd_harness import Xgrd, fail, wait_for  # noqa: E402
+from xgrd_harness import Hang, Xgrd, fail, wait_for  # noqa: E402
 
 XGRD = sys.argv[1]
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
@@ -54,31 +54,6 @@ ATTACKER = "0x00000000000000000000000000000000000000a1"
 # latency (noisy on a virtual machine's disk: it moved the victim's p90 by 5x between runs)
 DIR = tempfile.mkdtemp(prefix="xgr-bench-hostile-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
 FANOUTS = [4]   # fan-outs the attacker enqueues: 4 without quotas (each stores ~70 MB), else 200
-
-
-class Hang:
-    """A server on 127.0.0.1 that accepts every connection and never answers (bounded: 2,048)."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(512)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        threading.Thread(target=self.run, daemon=True).start()
-
-    def run(self):
-        while len(self.conns) < 2048:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-
-    def close(self):
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 def post(port, body, src="127.0.0.1", timeout=60, host=None, path="/"):

@@ -4,7 +4,7 @@ What tests/hibernate/*.py, tests/pg/test_cluster.py and bench/cluster/bench_clus
 common (the C tests have their own, tests/daemon/harness.c): an `Xgrd` is one xgrd process on
 127.0.0.1 with an ephemeral port (--port-file), its store, a directory for its port file and log,
 and its JSON-RPC and /metrics endpoints; plain functions poll (`until`, `wait_for`), report
-(`check`, `fail`) and query PostgreSQL (`psql`, `pg_schema_url`). A failure is `Fail`, a
+(`check`, `fail`) and query PostgreSQL (`psql`, `pg_schema_url`); `Hang` is an API that never answers. A failure is `Fail`, a
 SystemExit: uncaught it ends the script with exit status 1 and "FAIL: ..." on stderr.
 
 Scripts import it with a sys.path entry computed from their own __file__, so they still run
@@ -14,7 +14,9 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -176,3 +178,34 @@ class Xgrd:
             self.ok("xgr_putRule", [dict(extra, address=k, rule=r)])
         self.ok("xgr.putOrchestration", dict(extra, xrc729=xrc729, orchestration=bundle["orchestration"]))
         return bundle["orchestration"]["id"]
+
+
+class Hang:
+    """A server on 127.0.0.1 that accepts connections and never answers, until close(): an API
+    that hangs. It keeps at most max_conns of them (later ones wait in the listen backlog)."""
+
+    def __init__(self, max_conns=2048):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.max_conns = max_conns
+        self.conns = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while len(self.conns) < self.max_conns:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.conns.append(c)
+
+    def close(self):
+        self.sock.close()
+        with self.lock:
+            for c in self.conns:
+                c.close()
+

@@ -22,7 +22,6 @@ default (docs/SECURITY.md), so the never-answering API on 127.0.0.1 is allowed e
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -30,41 +29,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
-from xgrd_harness import Xgrd, check, fail, wait_for  # noqa: E402
+from xgrd_harness import Hang, Xgrd, check, fail, wait_for  # noqa: E402
 
 XGRD = sys.argv[1]
 EXTRA_ARGS = ["--allow-outbound", "127.0.0.1/32"]   # the never-answering API is on loopback, denied by default
 CAP, BATCHES, PER_BATCH, TIMEOUT_MS = 100, 9, 20, 20000
 OWNER = "0x00000000000000000000000000000000000000e1"
 DIR = tempfile.mkdtemp(prefix="xgr-validate-batch-")
-
-
-class Hang:
-    """A server on 127.0.0.1 that accepts every connection and never answers (until close())."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(512)
-        self.port = self.sock.getsockname()[1]
-        self.conns = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self.run, daemon=True).start()
-
-    def run(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.conns.append(c)
-
-    def close(self):
-        self.sock.close()
-        with self.lock:
-            for c in self.conns:
-                c.close()
 
 
 hang = Hang()
