@@ -502,6 +502,9 @@ static void kill_scope(xgr_session *s, uint32_t id, int64_t now, xgr_effects *fx
 static void check_finished(xgr_session *s, xgr_effects *fx) {
   if (s->live || s->result != XGR_RESULT_RUNNING) return;
   s->result = s->killed ? XGR_RESULT_KILLED : XGR_RESULT_COMPLETED;
+  /* an ended session is not paused: a pause that came while its last steps ran (it holds back
+   * waiting processes only, and none was left) ends with the session */
+  s->paused = false;
   xgr_effect *e = fx_push(fx, XGR_FX_FINISHED, NULL);
   if (e) e->result = s->result;
 }

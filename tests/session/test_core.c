@@ -451,6 +451,32 @@ static void test_pid_parse(void **st) {
   assert_int_equal(xgr_pid_parse("-1", &r, &i), XGR_EINVAL);
 }
 
+/* A session paused while its last step runs: the step finishes, the session ends, and an ended
+ * session is not paused (the faults suite saw getSession answer "paused": true for a completed
+ * session whose pause came during its last step). A pause that finds a waiting process holds it. */
+static void test_pause_during_last_step(void **st) {
+  (void)st;
+  world w;
+  w_init(&w, "{\"structure\":{\"A1\":{\"rule\":\"a\"}}}", "");
+  w_start(&w, "A1");
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_promote(w.s, 0, 1, &w.fx), 1);   /* A1 runs */
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_pause(w.s, 0, true, 0, &w.fx, NULL), 0);
+  xgr_session_state ps;
+  xgr_session_state_get(w.s, &ps);
+  assert_true(ps.paused);
+  xgr_value eff = xgr_value_retain(xgr_session_find(w.s, 1)->payload);
+  xgr_step_outcome o = {.kind = XGR_OUTCOME_VALID, .effective = eff, .outcome_payload = xgr_value_null()};
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_step_result(w.s, 1, &o, 0, &w.fx, NULL), 0);
+  xgr_value_release(eff);
+  assert_int_equal(xgr_session_result_of(w.s), XGR_RESULT_COMPLETED);
+  xgr_session_state_get(w.s, &ps);
+  assert_false(ps.paused);
+  w_free(&w);
+}
+
 int main(void) {
   (void)J;
   const struct CMUnitTest tests[] = {
@@ -467,6 +493,7 @@ int main(void) {
     cmocka_unit_test(test_join_text_kept),
     cmocka_unit_test(test_join_write),
     cmocka_unit_test(test_pid_parse),
+    cmocka_unit_test(test_pause_during_last_step),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
