@@ -236,8 +236,11 @@ class Clients:
         self.sleep(0.0, 1.5)
         pid2 = "%d:2" % r
         if s.kind == "gate_wake":
+            # after an ambiguous attempt, "only waiting processes can be woken" (W running or done)
+            # means that attempt woke it (seed 1231: the answer lost in a PostgreSQL restart)
             self.control(s, "xgr_wakeUpProcess", {"from": OWNER, "processId": pid2, "payload": {"n": s.params["n"]}},
-                         {"wake": {"pid": pid2}, "payload": {"n": s.params["n"]}}, ("not waiting", "no live"))
+                         {"wake": {"pid": pid2}, "payload": {"n": s.params["n"]}},
+                         ("not waiting", "only waiting processes", "no live"))
         elif s.kind == "gate_kill":
             self.control(s, "xgr.kill", {"pid": str(r)}, {"kill": str(r)}, ("no live",))
         elif s.kind == "gate_pause":
