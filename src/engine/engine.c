@@ -267,7 +267,7 @@ int xgr_engine_start_session(xgr_engine *e, const xgr_engine_start *req, xgr_err
 static int start_session(xgr_engine *e, const xgr_engine_start *req, bool *taken, xgr_error *err) {
   if (atomic_load(&e->stopping)) {   /* the core is ours from the call on, also when it fails */
     xgr_session_free(req->restore);
-    return xgr_error_set(err, XGR_ESTATE, NULL, "the engine is shutting down");
+    return xgr_error_set(err, XGR_EIO, NULL, "the engine is shutting down");
   }
   const xgr_bundle *b = req->bundle ? req->bundle : req->bundle_name ? xgr_engine_bundle(e, req->bundle_name) : NULL;
   if (!b) {

@@ -263,7 +263,7 @@ void xgr_eng_hib_stop(xgr_engine *e) {
       nx = it->next;
       if (it->kind == MSG_CTL) {
         ctl_msg *m = it->msg;
-        if (m->done) m->done(m->done_ctx, XGR_ESTATE, "the engine is shutting down");
+        if (m->done) m->done(m->done_ctx, XGR_EIO, "the engine is shutting down");
         m->done = NULL;
         xgr_eng_ctl_free(m);
       } else {

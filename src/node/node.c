@@ -533,7 +533,7 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
 }
 
 int xgr_node_start(xgr_node *d, const xgr_node_start_req *r, xgr_error *err) {
-  if (atomic_load(&d->stopping)) return xgr_error_set(err, XGR_ESTATE, NULL, "the node is shutting down");
+  if (atomic_load(&d->stopping)) return xgr_error_set(err, XGR_EIO, NULL, "the node is shutting down");
   if (d->hib.load || d->lease) {
     /* a hibernated session (or, on a cluster, one another node holds) is in the store and not in
      * this engine: a second actor for it would take its wake-ups and lose them when its first

@@ -87,7 +87,7 @@ int main(void) {
   EXPECT(xgr_engine_start_session(eng, &nob, &e) == XGR_ENOTFOUND, "no such bundle: %s", e.message);
   xgr_engine_shutdown(eng, 5000);
   xgr_engine_start late = {.bundle = b, .owner = OWNER, .root_pid = 6, .restore = xgr_session_new(b->orch, OWNER, 6, NULL)};
-  EXPECT(xgr_engine_start_session(eng, &late, &e) == XGR_ESTATE, "a shutting-down engine refuses: %s", e.message);
+  EXPECT(xgr_engine_start_session(eng, &late, &e) == XGR_EIO, "a shutting-down engine refuses (unavailable: try again elsewhere): %s", e.message);
 
   xgr_engine_free(eng);
   xgr_bundle_free(b);

@@ -48,6 +48,7 @@ class Session:
         self.rid, self.kind, self.params = rid, kind, params
         self.start_at = 0.0          # seconds after the workload's start
         self.enqueued = False        # an enqueue was acknowledged (or found done after an ambiguous one)
+        self.settled = threading.Event()   # set once its client knows whether the enqueue was acknowledged
         self.events = []             # the acknowledged external events, in order: script entries
         self.note = ""               # why the client left it (for reports)
         self.probes = []             # (method, expected "refused"|"noop", answered so, answer)
@@ -195,9 +196,12 @@ class Clients:
 
     def enqueue(self, s, avoid=None):
         rq = dict(s.enqueue_req(), owner=OWNER, rootPid=s.rid, xrc729="local")
-        ans, ok, node = self.retry(s, "xgr.enqueue", rq, done_if=("exists", "duplicate", "already"), avoid=avoid)
-        s.enqueued = ok
-        s.node = node.name if node else None
+        try:
+            ans, ok, node = self.retry(s, "xgr.enqueue", rq, done_if=("exists", "duplicate", "already"), avoid=avoid)
+            s.enqueued = ok
+            s.node = node.name if node else None
+        finally:
+            s.settled.set()
         return ok
 
     def control(self, s, method, params, script, done_if):
@@ -214,7 +218,9 @@ class Clients:
         if s.kind == "notify":
             # the listener must wait at Box before the wake-up can find it (SEMANTICS: a wake-up for a
             # step nobody waits at is refused); on another node than the listener, so it crosses
-            if not self.wait_first(s.partner, 90) or not s.partner.enqueued:
+            # its first step can run before its client has the enqueue's answer (seed 1223: the
+            # notifier read "not acknowledged" meanwhile, left, and the listener waited for ever)
+            if not self.wait_first(s.partner, 90) or not s.partner.settled.wait(120) or not s.partner.enqueued:
                 s.note = "not enqueued: the listener %s" % ("was not acknowledged" if not s.partner.enqueued
                                                             else "ran no first step within 90 s")
                 return
