@@ -618,6 +618,12 @@ void xgr_store_lease_forget(xgr_store *st, const char *owner, uint64_t root_pid)
  * at the epoch the store remembers? (One read, no write: a node loads a session it evicted under the
  * lease it kept.) false also when the row cannot be read. */
 bool xgr_store_lease_current(xgr_store *st, const char *owner, uint64_t root_pid);
+/* The cluster's clock: the store server's Unix time in ms (PostgreSQL's clock_timestamp()), read
+ * now, in *ms; *rtt_ns: how long the read took (the value is of a moment within it). Cluster
+ * nodes take their session clock from it, so a node whose own clock is off does not stamp times
+ * that other nodes read as past or future (docs/CLUSTER.md, "Time"). XGR_EUNSUPPORTED when the
+ * store is not a cluster node, XGR_EIO when it cannot be read. */
+int xgr_store_cluster_clock(xgr_store *st, int64_t *ms, uint64_t *rtt_ns, xgr_error *err);
 /* Who holds a session: *node (at most n bytes, "" when unleased), whether that node is alive and
  * its lease unexpired (*valid), and whether the session is running (*running). XGR_ENOTFOUND
  * when there is no such session. */

@@ -473,10 +473,26 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
                                       .due = hib_due, .ctx = d};
     ec.hibernate = &d->hib;
   }
+  /* a cluster node's session clock starts from the store's clock, not its own: times it stamps
+   * (a wake-up's "now", a timer's due) are read by every node (docs/CLUSTER.md, "Time") */
+  int64_t origin = wall_ms(), sms;
+  uint64_t rtt, tq = xgr__mono_ns();
+  xgr_error ce;
+  if (xgr_store_node_id(d->st) && !xgr_store_cluster_clock(d->st, &sms, &rtt, &ce)) {
+    int64_t store_now = sms + (int64_t)((xgr__mono_ns() - tq - rtt / 2) / 1000000u);
+    if (llabs(store_now - origin) >= 1000) {
+      xgr_logfmt l;
+      xgr_node_log_begin(d, &l, "warn", "this node's clock is off the store's; its sessions use the store's clock");
+      xgr_logfmt_i64(&l, "offset_ms", origin - store_now);
+      xgr_node_log_end(d, &l);
+    }
+    origin = store_now;
+  }
+  ec.clock.origin_ms = origin;
   if (cfg->time_scale > 0 && cfg->time_scale != 1) {   /* scaled: Unix ms x scale, continuous across restarts */
     ec.clock.kind = XGR_CLOCK_SCALED;
     ec.clock.scale = cfg->time_scale;
-    ec.clock.origin_ms = (int64_t)((double)wall_ms() * cfg->time_scale);
+    ec.clock.origin_ms = (int64_t)((double)origin * cfg->time_scale);
   }
   d->e = xgr_engine_new(&ec, err);
   if (!d->e) goto fail;

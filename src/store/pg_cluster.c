@@ -39,6 +39,7 @@
 
 #include "store/postgres_impl.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/hashmap.h"
 
 /* One session this node holds: its key and the epoch it claimed it at. */
@@ -1115,6 +1116,18 @@ void xgr_store_lease_forget(xgr_store *st, const char *owner, uint64_t root_pid)
   pthread_mutex_lock(&c->hmu);
   held_del(c, owner, root_pid);
   pthread_mutex_unlock(&c->hmu);
+}
+
+int xgr_store_cluster_clock(xgr_store *st, int64_t *ms, uint64_t *rtt_ns, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  if (!c) return XGR_EUNSUPPORTED;
+  uint64_t t0 = xgr__mono_ns();
+  PGresult *r = run_locked(c, "SELECT xgr_ms_now()", 0, NULL, "cannot read the store's clock", err);
+  if (!r) return XGR_EIO;
+  *rtt_ns = xgr__mono_ns() - t0;
+  *ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  return 0;
 }
 
 int xgr_store_lease_holder(xgr_store *st, const char *owner, uint64_t root_pid, char *node, size_t n, bool *valid,
