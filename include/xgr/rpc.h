@@ -169,7 +169,10 @@ void xgr_rpc_set_auth(xgr_rpc_server *s, const struct xgr_auth *auth);
 uint16_t xgr_rpc_port(const xgr_rpc_server *s);     /* the bound port (after start) */
 uint16_t xgr_rpc_metrics_port(const xgr_rpc_server *s); /* --metrics-listen's bound port, 0 without */
 xgr_metrics *xgr_rpc_metrics(xgr_rpc_server *s);    /* owned by the server */
-/* Stop accepting, finish requests in flight, close. */
+/* Stop accepting, finish requests in flight (deferred answers: up to 10 s), close. Answers still
+ * deferred then (waiting for a store that does not answer) keep the quiesced listener until
+ * xgr_rpc_server_free, which waits for them again (the service's teardown answers them) and
+ * otherwise leaves it unstopped (libmicrohttpd aborts when stopped with suspended connections). */
 void xgr_rpc_stop(xgr_rpc_server *s);
 void xgr_rpc_server_free(xgr_rpc_server *s);
 

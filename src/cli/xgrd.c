@@ -16,6 +16,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -208,6 +209,24 @@ static void log_start(xgr_logfmt *l, const char *level, const char *msg) { xgr_l
 static void log_end(const xgr_logfmt *l) { xgr_logfmt_write(l, stderr); }
 
 /* level=error msg=MSG KEY=VALUE error="ERROR" */
+/* The stop's last resort: a store that does not answer at all (a hung server: no error, no
+ * timeout) holds the threads waiting on it, and a graceful stop would wait for ever. Started at
+ * the stop signal, this thread waits `ms` and then ends the process with EXIT_STORE; what was
+ * committed is in the store, and what was not is done again by the next start (steps run at
+ * least once, as after a crash). */
+static void *stop_watchdog(void *arg) {
+  long ms = (long)(intptr_t)arg;
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) && errno == EINTR) {}
+  xgr_logfmt l;
+  xgr_logfmt_begin(&l, true, "error", "not stopped in time: the store does not answer; exiting without waiting");
+  xgr_logfmt_i64(&l, "waited_ms", ms);
+  xgr_logfmt_u64(&l, "exit", EXIT_STORE);
+  xgr_logfmt_write(&l, stderr);
+  _exit(EXIT_STORE);
+  return NULL;
+}
+
 static void log_fail(const char *msg, const char *key, const char *value, const char *error) {
   xgr_logfmt l;
   log_start(&l, "error", msg);
@@ -750,8 +769,18 @@ static int xgrd(int argc, char **argv, opts *o) {
   log_start(&l, "info", "stopping");
   xgr_logfmt_str(&l, "signal", sig == SIGTERM ? "TERM" : sig == SIGINT ? "INT" : "none");
   log_end(&l);
-  xgr_rpc_stop(srv);
   long tmo = o->shutdown_timeout_ms ? o->shutdown_timeout_ms : 30000;
+  /* the answers' wait (10 s), the steps' (tmo) and the store's close, with room: then exit anyway */
+  pthread_t wd;
+  pthread_attr_t wda;
+  pthread_attr_init(&wda);
+  pthread_attr_setdetachstate(&wda, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&wd, &wda, stop_watchdog, (void *)(intptr_t)(tmo + 20000))) {
+    log_start(&l, "warn", "cannot start the stop's watchdog; a hung store may hold the stop");
+    log_end(&l);
+  }
+  pthread_attr_destroy(&wda);
+  xgr_rpc_stop(srv);
   xgr_rpcd_shutdown(d);   /* waiting answers go first */
   if (xgr_node_shutdown(node, tmo)) {
     log_start(&l, "warn", "steps still running after the shutdown timeout");

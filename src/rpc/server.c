@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util/alloc.h"
 #include "util/clock.h"
@@ -496,14 +497,39 @@ void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {
   s->on_stop[s->non_stop++].ctx = ctx;
 }
 
-void xgr_rpc_stop(xgr_rpc_server *s) {
-  for (size_t i = 0; s->d && i < s->non_stop; i++) s->on_stop[i].fn(s->on_stop[i].ctx);
-  /* deferred answers wait for commits, which end (the store is still open), or were woken by a stop
-   * hook (xgrd's first-step waiters): send them before the listener goes, as a blocked method
-   * would have (at most 10 s) */
-  for (int i = 0; s->d && atomic_load(&s->deferred) && i < 10000; i++) {
+/* Wait up to 10 s for the deferred answers to go out; whether none is left. */
+static bool deferred_sent(xgr_rpc_server *s) {
+  for (int i = 0; atomic_load(&s->deferred) && i < 10000; i++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
+  }
+  return atomic_load(&s->deferred) == 0;
+}
+
+void xgr_rpc_stop(xgr_rpc_server *s) {
+  if (s->d && !s->stop_later) {
+    for (size_t i = 0; i < s->non_stop; i++) s->on_stop[i].fn(s->on_stop[i].ctx);
+    /* deferred answers wait for commits, which end (the store is still open), or were woken by a
+     * stop hook (xgrd's first-step waiters): send them before the listener goes, as a blocked
+     * method would have (at most 10 s). One still waiting (a store that does not answer) keeps
+     * its connection suspended, and libmicrohttpd must not be stopped so (it aborts the
+     * process): the listener stops taking connections now, and goes at xgr_rpc_server_free, once
+     * the service's teardown has answered the rest (a session's start that never committed is
+     * answered when its engine goes) */
+    if (!deferred_sent(s)) {
+      s->stop_later = true;
+      MHD_socket ls = MHD_quiesce_daemon(s->d);
+      if (ls != MHD_INVALID_SOCKET) close(ls);
+      return;
+    }
+  } else if (s->d && !deferred_sent(s)) {   /* the second call, and answers are still suspended */
+    if (s->cfg.log) {
+      xgr_logfmt l;
+      xgr_logfmt_begin(&l, true, "warn", "answers still waiting for the store at the stop were not sent");
+      xgr_logfmt_u64(&l, "answers", atomic_load(&s->deferred));
+      xgr_logfmt_write(&l, s->cfg.log);
+    }
+    s->d = NULL;   /* left as it is: stopping it with suspended connections aborts the process */
   }
   xgr__rpc_reaper_stop(s);
   if (s->d) MHD_stop_daemon(s->d);

@@ -102,6 +102,7 @@ struct xgr_rpc_server {
   struct { void (*fn)(void *ctx); void *ctx; } on_stop[4];   /* xgr__rpc_on_stop, in order */
   size_t non_stop;
   atomic_uint deferred;         /* answers deferred and not yet sent (xgr_rpc_stop waits for them) */
+  bool stop_later;              /* xgr_rpc_stop left the quiesced listener to xgr_rpc_server_free */
   xgr_counter *accept_failed;   /* xgr_http_accept_failures_total */
   pthread_mutex_t qmu;          /* the accept-failure log's quiet period (guards the two below) */
   int64_t quiet_until;          /* monotonic ms: no line before then */
