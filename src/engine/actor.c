@@ -96,7 +96,7 @@ struct actor {
    * batch is committed or refused (xgr_engine_start.started) */
   bool new_row;                  /* the row still has to go out with the next batch */
   bool starting;                 /* the batch with the row is in flight: its commit answers started */
-  char *registry, *max_total_gas;   /* owned: the row's fields */
+  char *registry, *max_total_gas, *bundle_hash;   /* owned: the row's fields */
   void (*started_fn)(void *ctx, int err);
   void *started_ctx;
   /* a new session's core is made on its first turn, on the worker that runs it (its memory then
@@ -1000,6 +1000,7 @@ static void store_turn(actor *a) {
     b.session_new = true;
     b.registry = a->registry;
     b.max_total_gas = a->max_total_gas;
+    b.bundle_hash = a->bundle_hash;
     a->new_row = false;
     a->starting = true;
   }
@@ -1362,6 +1363,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->new_row = e->has_store;
     a->registry = xgr__xstrdup(req->registry ? req->registry : "");
     a->max_total_gas = req->max_total_gas ? xgr__xstrdup(req->max_total_gas) : NULL;
+    a->bundle_hash = req->bundle_hash ? xgr__xstrdup(req->bundle_hash) : NULL;
     a->started_fn = req->started;
     a->started_ctx = req->started_ctx;
   }
@@ -1446,6 +1448,7 @@ void xgr_eng_actor_free(actor *a) {
   tell_started(a, XGR_ESTATE);   /* stopped before its first batch was committed */
   free(a->registry);
   free(a->max_total_gas);
+  free(a->bundle_hash);
   xgr_session_free(a->s);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);
