@@ -175,6 +175,7 @@ typedef struct xgr_store_batch {
   bool session_new;
   const char *registry;         /* with session_new: the registry name for the row */
   const char *max_total_gas;    /* with session_new: the permit's maxTotalGas, or NULL */
+  const char *bundle_hash;      /* with session_new: the pinned bundle hash, or NULL */
   /* The session's stored-bytes count and quota (see xgr_store_quota); NULL: not counted (the
    * session row's count is left as it is). The engine always sets it. */
   xgr_store_quota *quota;
@@ -410,6 +411,7 @@ typedef struct xgr_engine_start {
    * store hook it is called with 0 once the session has started. It must not block. */
   const char *registry;         /* the registry name recorded on the new row ("" when NULL); copied */
   const char *max_total_gas;    /* the permit's maxTotalGas recorded on the new row (NULL: none); copied */
+  const char *bundle_hash;      /* the pinned bundle hash recorded on the new row (NULL: none); copied */
   void (*started)(void *ctx, int err);
   void *started_ctx;
   /* With restore: the due time the store holds for the session (xgr_store_session.wake_due; 0:

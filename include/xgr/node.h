@@ -184,15 +184,42 @@ void xgr_node_log_session(const xgr_node *n, const char *level, const char *msg,
 void xgr_node_metrics(xgr_node *n, xgr_metrics *m);
 
 /* ---- bundles ---------------------------------------------------------------------------------
- * The bundle of registry key `key` ("<reg>/<ostcId>", "<reg>" or "#<hash>"; with a chain,
- * "<XRC-729 address>/<ostcId>" comes from the chain), assembled from the store or taken from the
- * cache (per key and rules generation, bounded). *out is a reference the caller gives back with
- * xgr_node_bundle_put. Errors name `path` (the caller's label of the key). With _ex also the
- * orchestration's owner and executor list (borrowed: they live as long as the reference; either
- * may be NULL). */
+ * Names and pins (docs/SEMANTICS.md, "Names and pins"). Every registered document belongs to its
+ * writer's namespace (an address; "" is the empty namespace of writes that carry no owner) and is
+ * stored under "<namespace>:<key>" ("<key>" alone in the empty namespace): xgr_node_ns_key. An
+ * orchestration's rule references resolve only in its own namespace. A bundle assembled from the
+ * current rules has a manifest {"orchestration":"0x<hash>","rules":{"<key>":"0x<hash>",...}}
+ * (sorted keys, compact) whose keccak-256 is its bundle hash; a session pins it at start and is
+ * reassembled from exactly those bytes afterwards.
+ *
+ * Bundle keys: "<ns>:<registry>[/<ostcId>]" or "<registry>[/<ostcId>]" (the current rules),
+ * "#<orchestration hash>" (a session from before pins: the rules current in the orchestration's
+ * namespace), "@<bundle hash>" (pinned: the exact bytes its manifest names). Assembled from the
+ * store or taken from the cache (per key and rules generation, bounded). *out is a reference the
+ * caller gives back with xgr_node_bundle_put. Errors name `path` (the caller's label of the key). */
+#define XGR_NODE_KEY_MAX 320
+/* "<ns>:<key>", or key when ns is NULL or "", into out (n bytes, truncated); the length it needs. */
+size_t xgr_node_ns_key(char *out, size_t n, const char *ns, const char *key);
+/* What a bundle reference carries besides the bundle (borrowed: lives as long as the reference). */
+typedef struct xgr_node_bundle_meta {
+  const char *owner;            /* the orchestration's namespace ("" empty); NULL for a chain bundle */
+  const json_t *executors;      /* its document's top-level `executors`, or NULL */
+  char bundle_hash[67];         /* "0x" + 64 hex: keccak-256 of the bundle's manifest */
+} xgr_node_bundle_meta;
 int xgr_node_bundle(xgr_node *n, const char *key, const xgr_bundle **out, const char *path, xgr_error *err);
-int xgr_node_bundle_ex(xgr_node *n, const char *key, const xgr_bundle **out, const char **owner,
-                       const json_t **executors, const char *path, xgr_error *err);
+/* With pin, the bundle's manifest is registered (durable) before this returns, so a session row may
+ * name its bundle hash. meta (may be NULL) gets the orchestration's namespace, executors and bundle
+ * hash. */
+int xgr_node_bundle_ex(xgr_node *n, const char *key, bool pin, const xgr_bundle **out, xgr_node_bundle_meta *meta,
+                       const char *path, xgr_error *err);
+/* The bundle of registry key reg_key ("<registry>[/<ostcId>]") in namespace ns; with shared, when
+ * ns has none, the one in the empty namespace. With a chain, "<XRC-729 address>/<ostcId>" comes from
+ * the chain (the contract's namespace) whatever ns says. As xgr_node_bundle_ex otherwise. */
+int xgr_node_bundle_in(xgr_node *n, const char *ns, bool shared, const char *reg_key, bool pin, const xgr_bundle **out,
+                       xgr_node_bundle_meta *meta, const char *path, xgr_error *err);
+/* The bundle stored session s runs: its pinned one ("@<bundle_hash>"), or for a session from before
+ * pins its orchestration with the rules current in that orchestration's namespace. */
+int xgr_node_session_bundle(xgr_node *n, const xgr_store_session *s, const xgr_bundle **out, xgr_error *err);
 /* Another reference to b (e.g. the one a started session holds). */
 void xgr_node_bundle_hold(xgr_node *n, const xgr_bundle *b);
 /* Give a reference back (NULL: nothing); freed when it was the last and no cache entry points at it. */
@@ -226,6 +253,7 @@ typedef struct xgr_node_start_req {
   int64_t start_at;             /* the start process's first wake (engine clock ms); 0: at once */
   const char *registry;         /* recorded on the row ("" when NULL) */
   const char *max_total_gas;    /* the starting permit's gas budget recorded on the row, or NULL */
+  const char *bundle_hash;      /* the pinned bundle hash recorded on the row (its manifest registered), or NULL */
   void (*started)(void *ctx, int err);
   void *started_ctx;
 } xgr_node_start_req;
@@ -256,10 +284,13 @@ typedef struct xgr_node_enqueue_req {
   const char *owner;            /* lowercased address */
   uint64_t root;                /* 0: the owner's next rootPid */
   const char *reg_key;          /* the registry key of the orchestration ("<registry>/<ostcId>" or "<registry>") */
+  /* the namespace reg_key resolves in (registryOwner: lowercased address), NULL: the owner's, then
+   * the empty namespace */
+  const char *reg_ns;
   const char *registry;         /* the registry name recorded on the session */
   const char *reg_path;
   const char *ostc_id;          /* as the request names it, or NULL */
-  const char *ostc_hash;        /* a pinned orchestration hash, or NULL */
+  const char *ostc_hash;        /* a pinned orchestration hash or bundle hash, or NULL */
   const char *step, *step_path; /* the start step (NULL: the orchestration's first) */
   const json_t *payload;        /* the start payload (an object), or NULL */
   const char *payload_path;
@@ -275,14 +306,16 @@ typedef struct xgr_node_enqueue_req {
   void *ctx;
 } xgr_node_enqueue_req;
 
-/* Start r's session: its bundle, the pinned hash, the permit's bindings (and, for a registry on
+/* Start r's session: its bundle (its bundle hash, set like hash, goes on a new session's row), the pinned hash (the
+ * orchestration's or the bundle's: then the rules resolved now must hash to exactly that manifest),
+ * the permit's bindings (and, for a registry on
  * the chain, the signer's role), its step and payload, its rootPid. Returns an error (nothing
  * started, before and done not called), or 0 with *root and *hash (the orchestration's, 67
  * bytes; also set after the bundle was found when an error follows) and either *pending false and
  * *ack (the session runs here already: nothing started) or *pending true: before and then, exactly
  * once, done are called. */
-int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root, char hash[67], xgr_node_ack *ack,
-                     bool *pending, xgr_error *err);
+int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root, char hash[67], char bundle_hash[67],
+                     xgr_node_ack *ack, bool *pending, xgr_error *err);
 /* The ack of a start whose done came, or its error (a conflict when the session exists and ended:
  * a rootPid is used once); frees p. */
 int xgr_node_enqueued_answer(xgr_node_enqueued *p, xgr_node_ack *ack, xgr_error *err);
@@ -404,21 +437,26 @@ bool xgr_node_live_elsewhere(xgr_node *n, const char *owner, uint64_t root);
 int xgr_node_doc(xgr_node *n, xgr_registry_kind kind, const char *id, uint32_t version, xgr_store_doc *out,
                  xgr_error *err);
 int xgr_node_doc_by_hash(xgr_node *n, xgr_registry_kind kind, const char *hash, xgr_store_doc *out, xgr_error *err);
+/* The document of key in namespace ns (NULL or "": the empty one), with shared also the empty
+ * namespace's when ns has none. As xgr_node_doc otherwise. */
+int xgr_node_doc_in(xgr_node *n, xgr_registry_kind kind, const char *ns, bool shared, const char *key, uint32_t version,
+                    xgr_store_doc *out, xgr_error *err);
 void xgr_node_doc_clear(xgr_store_doc *d);
 
 /* ---- Registry: stored rules and orchestrations ---- */
 
 /* A registration: document bytes (already checked by the caller: within its size cap, it parses)
  * to store as the next version of `key` — and, for an orchestration, of `current`, the registry's
- * current one. Registering the same bytes again gives the existing version. With owner_only (permit
- * mode) a key that another owner registered first is refused (XGR_EPERM at key_path or
- * current_path): the first writer owns it. Everything is borrowed for the call. */
+ * current one — in the namespace of `who` (the empty one when who is ""): stored under
+ * "<who>:<key>". Registering the same bytes again gives the existing version. With owner_only
+ * (permit mode) a key that another owner registered first is refused (XGR_EPERM at key_path or
+ * current_path). Everything is borrowed for the call. */
 typedef struct xgr_node_register_req {
   xgr_registry_kind kind;
-  const char *key;              /* orchestration: "<registry>/<id>"; rule: its (owner-scoped) key */
+  const char *key;              /* orchestration: "<registry>/<id>"; rule: its address or alias */
   const char *current;          /* orchestration: "<registry>"; NULL for a rule */
   const char *id;               /* orchestration: its id (for the log line), else NULL */
-  const char *who;              /* the signer, "" without permits */
+  const char *who;              /* the writer (the signer; without permits `from`, or "") = the namespace */
   bool owner_only;
   const char *key_path, *current_path;   /* the parameters they came from, for a refusal */
   const char *bytes;

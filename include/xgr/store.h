@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 13  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 14  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -189,6 +189,8 @@ typedef struct xgr_store_session {
   uint32_t next_group;
   bool paused;
   char *max_total_gas;              /* the starting SessionPermit's gas budget (decimal), "" without one */
+  char *bundle_hash;                /* the bundle hash the session pins (its manifest is the registered
+                                       orchestration document "#<hash>"), "" for a session from before pins */
   int64_t wake_due;                 /* hibernated: the due time of its next timer (XGR_STORE_DUE_NEVER: only
                                        wake-ups); 0: awake (see xgr_store_changes_set_due) */
   uint64_t stored_bytes;            /* what the session's batches wrote (xgr_store_quota; the quotas) */
@@ -342,6 +344,8 @@ void xgr_store_changes_seal(xgr_store_changes *b);
 void xgr_store_changes_add_session_start(xgr_store_changes *b, const xgr_session *s, const char *registry);
 /* Record the starting permit's gas budget (decimal text, copied) on the batch's last session row. */
 void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_total_gas);
+/* The pinned bundle hash of the last session row added (a start's row). */
+void xgr_store_changes_set_bundle_hash(xgr_store_changes *b, const char *bundle_hash);
 /* A new session's row s (borrowed, copied), inserted only if (owner, rootPid) has none yet — an
  * existence check folded into the commit: when a row exists, the whole batch fails with
  * XGR_ECONFLICT and nothing of it is written (the other batches of its group commit as usual).

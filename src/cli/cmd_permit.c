@@ -148,6 +148,14 @@ static int ask_ostc_hash(void *ctx, const json_t *params, uint8_t out[32], xgr_e
   }
   const json_t *id = json_object_get(params, "ostcId");
   if (json_is_string(id)) json_object_set_new(q, "ostcId", json_deep_copy(id));
+  static const char *const ns_keys[] = {"registryOwner", "owner", "from", NULL};   /* the namespace the start resolves in */
+  for (const char *const *k = ns_keys; *k; k++) {
+    const json_t *v = json_object_get(params, *k);
+    if (json_is_string(v)) {
+      json_object_set_new(q, "owner", json_deep_copy(v));
+      break;
+    }
+  }
   json_t *res;
   if ((a->exit_code = xgr_client_call(&a->plain, a->cmd, "xgr.getOrchestration", q, &res)))
     return xgr_error_set(err, XGR_EIO, NULL, "xgr.getOrchestration failed");

@@ -84,6 +84,8 @@ int xgr_cmd_show(int argc, char **argv) {
          json_string_value(json_object_get(s, "status")), json_is_true(json_object_get(s, "paused")) ? " (paused)" : "",
          json_string_value(json_object_get(s, "registry")), json_string_value(json_object_get(s, "ostcId")),
          json_string_value(json_object_get(s, "ostcHash")), created);
+  const char *bh = json_string_value(json_object_get(s, "bundleHash"));
+  if (bh && *bh) printf("  bundle %s (the rules it runs are pinned)\n", bh);
   if (!strcmp(json_string_value(json_object_get(s, "status")) ?: "", "running")) {
     /* the earliest timer of a process that can wake (xgr.getSession's nextWakeAt) */
     const json_t *nw = json_object_get(s, "nextWakeAt");

@@ -794,6 +794,7 @@ static void store_turn(actor *a) {
       b.session_new = true;
       b.registry = a->registry;
       b.max_total_gas = a->max_total_gas;
+      b.bundle_hash = a->bundle_hash;
     }
     int rc = e->store.submit(e->store.ctx, &b, store_done, a);
     if (rc == XGR_ELIMIT && !q.abort) {   /* nothing of it was written: the abort replaces it */
@@ -1203,6 +1204,8 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->new_row = e->has_store;
     a->registry = xgr__xstrdup(req->registry ? req->registry : "");
     a->max_total_gas = req->max_total_gas ? xgr__xstrdup(req->max_total_gas) : NULL;
+    a->bundle_hash = req->bundle_hash ? xgr__xstrdup(req->bundle_hash) : NULL;
+    a->bundle_hash = req->bundle_hash ? xgr__xstrdup(req->bundle_hash) : NULL;
     a->started_fn = req->started;
     a->started_ctx = req->started_ctx;
   }
@@ -1289,6 +1292,7 @@ void xgr_eng_actor_free(actor *a) {
   tell_started(a, XGR_ESTATE);   /* stopped before its first batch was committed */
   free(a->registry);
   free(a->max_total_gas);
+  free(a->bundle_hash);
   xgr_session_free(a->s);
   xgr_eng_owner_unref(a->e, a->ol, a->live_counted);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */

@@ -71,7 +71,7 @@ struct actor {
    * batch is committed or refused (xgr_engine_start.started) */
   bool new_row;                  /* the row still has to go out with the next batch */
   bool starting;                 /* the batch with the row is in flight: its commit answers started */
-  char *registry, *max_total_gas;   /* owned: the row's fields */
+  char *registry, *max_total_gas, *bundle_hash;   /* owned: the row's fields */
   void (*started_fn)(void *ctx, int err);
   void *started_ctx;
   /* a new session's core is made on its first turn, on the worker that runs it (its memory then

@@ -280,9 +280,7 @@ static void redeliver(xgr_node *d) {
 static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
   const xgr_store_session *ss = l->session;
   const xgr_bundle *b = NULL;
-  char hk[80];
-  snprintf(hk, sizeof hk, "#%s", ss->ostc_hash ? ss->ostc_hash : "");
-  int rc = xgr_node_bundle(d, hk, &b, "ostcHash", err);
+  int rc = xgr_node_session_bundle(d, ss, &b, err);   /* its pinned bytes, never the rules current now */
   if (rc) {
     xgr_node_log_session(d, "error", "cannot recover session", ss->owner, ss->root_pid, err->message);
     return rc;
@@ -568,7 +566,8 @@ int xgr_node_start(xgr_node *d, const xgr_node_start_req *r, xgr_error *err) {
   }
   xgr_engine_start sr = {.bundle = r->bundle, .owner = r->owner, .root_pid = r->root, .start = r->step,
                          .payload = r->payload, .start_at = r->start_at, .registry = r->registry,
-                         .max_total_gas = r->max_total_gas, .started = r->started, .started_ctx = r->started_ctx};
+                         .max_total_gas = r->max_total_gas, .bundle_hash = r->bundle_hash, .started = r->started,
+                         .started_ctx = r->started_ctx};
   xgr_node_bundle_hold(d, r->bundle);   /* the session's own reference, given back by the engine's bundle_done */
   return xgr_engine_start_session(d->e, &sr, err);
 }

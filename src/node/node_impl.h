@@ -47,10 +47,14 @@ typedef struct xgr__bnode {
   bool cached;                 /* a cache entry points at it (reg_mu) */
   char *owner;                 /* owned: who registered the orchestration ("" if nobody) */
   json_t *executors;           /* owned: its document's top-level `executors`, or NULL */
+  char *manifest;              /* owned: its manifest (the rules' exact hashes; bundles.c) */
+  char bundle_hash[67];        /* keccak-256 of manifest */
 } xgr__bnode;
 
 /* Most cache entries kept (least recently assembled dropped first). */
 #define XGR__NODE_MAX_CACHED 256
+/* Bundle hashes whose manifest this node registered lately (not registered again). */
+#define XGR__NODE_PINS_KEPT 64
 
 typedef struct xgr__node_lease xgr__node_lease;
 
@@ -63,6 +67,8 @@ struct xgr_node {
   pthread_mutex_t reg_mu;      /* regs, bundles */
   xgr__regent *regs;
   xgr__bnode *bundles;
+  char pins_stored[XGR__NODE_PINS_KEPT][67];   /* manifests registered lately (reg_mu; a ring) */
+  size_t pins_next;
   atomic_uint_fast64_t rules_gen;   /* bumped when a rule changes: cached bundles of older generations are stale */
   size_t restored, failed;     /* recovery counts */
   size_t hibernated;           /* live sessions recovery left in the store (hibernated) */

@@ -1,7 +1,9 @@
 /* start.c — starting a session as a front end asks for it (xgr/node.h, "Starting sessions").
  *
  * xgr_node_enqueue decides everything between a well-formed request and the session's actor: the
- * bundle of the registry key (the node's cache), the pinned orchestration hash, the SessionPermit's
+ * bundle of the registry key in its namespace (registryOwner's, else the session owner's, then the
+ * empty one; the node's cache) with its manifest registered, so the session's row pins its bundle
+ * hash (docs/SEMANTICS.md, "Names and pins"), the pinned orchestration or bundle hash, the SessionPermit's
  * bindings (rootPid, orchestration, the signer's right to start it) and, for a registry on the
  * chain, the signer's role; the start step and payload; the rootPid (the request's, or the owner's
  * next); whether the session runs here already (its ack at once). Then xgr_node_start hands the
@@ -18,6 +20,8 @@
 #include "node/node_impl.h"
 #include "util/alloc.h"
 #include "xgr/auth.h"
+#include "xgr/json.h"
+#include "xgr/secp.h"
 #include "xgr/xrc_types.h"
 
 struct xgr_node_enqueued {
@@ -30,6 +34,7 @@ struct xgr_node_enqueued {
   int64_t start_at;             /* the start process's first wake (engine clock), 0: at once */
   char *max_total_gas;          /* owned: the permit's budget, or NULL */
   char *registry;               /* owned */
+  char bundle_hash[67];         /* the pin recorded on the row */
   int rc;                       /* the first batch's outcome */
   bool engine_has;              /* nothing was started: the engine or the store has the session */
   xgr_error err;
@@ -115,6 +120,50 @@ int xgr_node_next_root(xgr_node *n, const char *owner, uint64_t *root, xgr_error
   return xgr_store_peek_process_id(n->st, owner, root, err);
 }
 
+/* The keys of manifest text m's "rules" whose hash differs from (or is missing in) rules, as
+ * "a, b" into out (for a refusal). */
+static void changed_rules(const char *m, const char *now_m, char *out, size_t n) {
+  json_t *a = json_loads(m, 0, NULL), *b = json_loads(now_m, 0, NULL);
+  json_t *ra = json_object_get(a, "rules"), *rb = json_object_get(b, "rules");
+  size_t w = 0;
+  out[0] = 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(ra, k, v) {
+    const char *h = json_string_value(json_object_get(rb, k));
+    if (h && json_string_value(v) && !strcmp(h, json_string_value(v))) continue;
+    int c = snprintf(out + w, n - w, "%s%s", w ? ", " : "", k);
+    if (c < 0 || (size_t)c >= n - w) break;
+    w += (size_t)c;
+  }
+  json_decref(a);
+  json_decref(b);
+}
+
+/* A pinned hash (the request's ostcHash or the permit's) that is neither the orchestration's nor
+ * the current bundle's: when it is a bundle hash this node registered, the rules changed since it
+ * was taken — XGR_EMISMATCH at ostcHash naming them; else 0 (not a bundle: the caller refuses it as
+ * an orchestration hash). */
+static int stale_bundle(xgr_node *n, const char *what, const char *pinned, const char *bundle_hash,
+                        const char *reg_key, xgr_error *err) {
+  xgr_store_doc m = {0}, now = {0};
+  xgr_error e;
+  if (xgr_store_doc_by_hash(n->st, XGR_REG_ORCHESTRATION, pinned, &m, &e)) return 0;
+  int rc = 0;
+  if (m.id && m.id[0] == '#') {
+    char which[200] = "";
+    if (!xgr_store_doc_by_hash(n->st, XGR_REG_ORCHESTRATION, bundle_hash, &now, &e))
+      changed_rules(m.content, now.content, which, sizeof which);
+    rc = xgr_error_set(err, XGR_EMISMATCH, "ostcHash",
+                       "bundle mismatch: %s pins the rules of bundle %s, but the rules \"%s\" resolves now make bundle %s "
+                       "(changed: %s)", what, pinned, reg_key, bundle_hash,
+                       which[0] ? which : "the orchestration");
+  }
+  xgr_store_doc_clear(&m);
+  xgr_store_doc_clear(&now);
+  return rc;
+}
+
 int xgr_node_enqueued_answer(xgr_node_enqueued *p, xgr_node_ack *ack, xgr_error *err) {
   int rc = answer(p, ack, err);
   enqueued_free(p);
@@ -175,31 +224,42 @@ static int owner_quotas(xgr_node *n, const char *owner, xgr_error *err) {
   return rc;
 }
 
-int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_out, char hash[67], xgr_node_ack *ack,
-                     bool *pending, xgr_error *err) {
+int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_out, char hash[67],
+                     char bundle_hash[67], xgr_node_ack *ack, bool *pending, xgr_error *err) {
   *pending = false;
-  hash[0] = 0;
+  hash[0] = bundle_hash[0] = 0;
   const xgr_bundle *b = NULL;
-  const char *reg_owner = NULL;
-  const json_t *executors = NULL;
-  int rc = xgr_node_bundle_ex(n, r->reg_key, &b, &reg_owner, &executors, r->reg_path, err);
+  xgr_node_bundle_meta meta = {0};
+  int rc = xgr_node_bundle_in(n, r->reg_ns ? r->reg_ns : r->owner, !r->reg_ns, r->reg_key, true, &b, &meta, r->reg_path,
+                              err);
   if (rc) return rc;
   snprintf(hash, 67, "%s", b->orch->hash);
+  snprintf(bundle_hash, 67, "%s", meta.bundle_hash);
   uint64_t root = r->root;
   xgr_value payload = xgr_value_null();
-  if (r->ostc_hash && strcasecmp(r->ostc_hash, b->orch->hash)) {
+  if (r->ostc_hash && strcasecmp(r->ostc_hash, b->orch->hash) && strcasecmp(r->ostc_hash, meta.bundle_hash)) {
+    if ((rc = stale_bundle(n, "the request's ostcHash", r->ostc_hash, meta.bundle_hash, r->reg_key, err))) goto fail;
     rc = xgr_error_set(err, XGR_EMISMATCH, "ostcHash",
-                       "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s",
-                       r->ostc_hash, r->reg_key, b->orch->hash);
+                       "registry mismatch: ostcHash is %.80s but the orchestration registered under \"%s\" hashes to %s "
+                       "(its bundle with the rules current now: %s)",
+                       r->ostc_hash, r->reg_key, b->orch->hash, meta.bundle_hash);
     goto fail;
   }
   if (r->permit && r->permit->kind) {
     /* the SessionPermit binds the rootPid this start gets (the request's, else the owner's next),
-     * the orchestration (ostcId, registered hash) and the signer's right to start it; checked
-     * before anything is written, and the next rootPid is read, not taken */
+     * the orchestration (ostcId, registered hash — or the bundle hash, which covers the rules too)
+     * and the signer's right to start it; checked before anything is written, and the next rootPid
+     * is read, not taken */
+    char signed_hash[67];
+    xgr_hex_encode(r->permit->ostc_hash, 32, signed_hash);
+    bool bundle_signed = !strcasecmp(signed_hash, meta.bundle_hash);
+    if (!bundle_signed && strcasecmp(signed_hash, b->orch->hash) &&
+        (rc = stale_bundle(n, "the SessionPermit's ostcHash", signed_hash, meta.bundle_hash, r->reg_key, err)))
+      goto fail;
     if (!root && (rc = xgr_store_peek_process_id(n->st, r->owner, &root, err))) goto fail;
-    if ((rc = xgr_auth_check_session(r->permit, root, r->ostc_id, b->orch->hash, err)) ||
-        (rc = xgr_auth_check_starter(r->permit, reg_owner, executors, err)))
+    if ((rc = xgr_auth_check_session(r->permit, root, r->ostc_id, bundle_signed ? meta.bundle_hash : b->orch->hash,
+                                     err)) ||
+        (rc = xgr_auth_check_starter(r->permit, meta.owner, meta.executors, err)))
       goto fail;
   }
   if ((rc = chain_starter(n, r, err))) goto fail;
@@ -238,6 +298,7 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
   p->b = b;
   snprintf(p->owner, sizeof p->owner, "%s", r->owner);
   p->registry = xgr__xstrdup(r->registry ? r->registry : "");
+  snprintf(p->bundle_hash, sizeof p->bundle_hash, "%s", meta.bundle_hash);
   p->root = root;
   p->step = xgr__xstrdup(step);
   p->payload = payload;
@@ -249,7 +310,7 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
   *pending = true;
   xgr_node_start_req nr = {.bundle = b, .owner = p->owner, .root = root, .step = p->step, .payload = p->payload,
                            .start_at = p->start_at, .registry = p->registry, .max_total_gas = p->max_total_gas,
-                           .started = started, .started_ctx = p};
+                           .bundle_hash = p->bundle_hash, .started = started, .started_ctx = p};
   xgr_error_clear(&p->err);
   rc = xgr_node_start(n, &nr, &p->err);
   if (rc) {   /* not started: started() will not come, so the outcome is ready now */

@@ -459,6 +459,14 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
     return rc;
   char who[64];
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  /* the namespace (docs/SEMANTICS.md, "Names and pins"): `owner`'s, else the reader's, then the empty one */
+  char ns[43];
+  bool named;
+  if ((rc = xgr__rpc_opt_address(o, "owner", ns, &named, err))) return rc;
+  if (!named && xgr_rpc_is_address(who)) {
+    snprintf(ns, sizeof ns, "%.42s", who);
+    xgr__rpc_lower(ns);
+  }
   xgr_store_doc d = {0};
   char id[420];
   if (hash && *hash) {
@@ -471,7 +479,7 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
     if (xgr_rpc_is_address(r)) xgr__rpc_lower(r);
     if (ostc && *ostc) snprintf(id, sizeof id, "%s/%s", r, ostc);
     else snprintf(id, sizeof id, "%s", r);
-    rc = xgr_node_doc(c->n, XGR_REG_ORCHESTRATION, id, (uint32_t)version, &d, err);
+    rc = xgr_node_doc_in(c->n, XGR_REG_ORCHESTRATION, ns, !named, id, (uint32_t)version, &d, err);
   }
   if (rc) {
     if (rc == XGR_ENOTFOUND)
@@ -479,8 +487,10 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
                     hash && *hash ? hash : id);
     return rc;
   }
+  char sid[XGR_NODE_KEY_MAX];   /* its stored key: in the namespace it was found in */
+  xgr_node_ns_key(sid, sizeof sid, hash && *hash ? NULL : d.owner, id);
   uint32_t latest;
-  json_t *vers = versions(c, XGR_REG_ORCHESTRATION, id, &latest);
+  json_t *vers = versions(c, XGR_REG_ORCHESTRATION, sid, &latest);
   xgr_diags diags;
   xgr_diags_init(&diags);
   xgr_orch *orch = NULL;
@@ -502,7 +512,9 @@ XGR__RPCD_METHOD(xgr__console_m_registry) {
     char key[300];
     rule_key(orch->steps[i].rule, key, sizeof key);
     uint32_t rl;
-    json_t *rv = versions(c, XGR_REG_RULE, key, &rl);
+    char rk[XGR_NODE_KEY_MAX];   /* rules resolve in the orchestration's namespace */
+    xgr_node_ns_key(rk, sizeof rk, d.owner, key);
+    json_t *rv = versions(c, XGR_REG_RULE, rk, &rl);
     json_array_append_new(steps, json_pack("{s:s, s:s, s:s, s:o}", "step", orch->steps[i].id, "rule",
                                            orch->steps[i].rule, "ruleKey", key, "ruleVersions", rv));
   }

@@ -229,6 +229,7 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
                         "finishedAt", (json_int_t)s->finished_at, "live", (json_int_t)(waiting + running),
                         "waiting", (json_int_t)waiting, "running", (json_int_t)running);
   json_object_set_new(j, "nextWakeAt", next);
+  json_object_set_new(j, "bundleHash", json_string(s->bundle_hash ? s->bundle_hash : ""));
   if (s->killed_at) json_object_set_new(j, "killedAt", json_integer(s->killed_at));
   json_object_set_new(j, "storedBytes", json_integer((json_int_t)(s->stored_bytes & INT64_MAX)));   /* the quota's count */
   if (s->status == XGR_RESULT_KILLED) json_object_set_new(j, "abortReason", json_string(why ? why : "killed"));
@@ -332,10 +333,8 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   for (size_t r = 0; r < nss; r++) {
     const xgr_store_session s = ss[r].row;
     const xgr_bundle *b = NULL;
-    char hk[80];
-    snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
     xgr_error be;
-    if (!raw) xgr_node_bundle(d->n, hk, &b, "ostcHash", &be);
+    if (!raw) xgr_node_session_bundle(d->n, &s, &b, &be);   /* the bundle it pinned */
     xgr_store_proc *ps = NULL;
     size_t n = 0;
     if (!xgr_node_procs(d->n, owner, s.root_pid, &ps, &n, err)) {
@@ -429,10 +428,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   }
   const xgr_store_session s = ns.row;
   const xgr_bundle *b = NULL;
-  char hk[80];
-  snprintf(hk, sizeof hk, "#%s", s.ostc_hash ? s.ostc_hash : "");
   xgr_error be;
-  xgr_node_bundle(d->n, hk, &b, "ostcHash", &be);
+  xgr_node_session_bundle(d->n, &s, &b, &be);   /* the bundle it pinned */
   json_t *procs = json_array(), *hist = json_array();
   xgr_store_proc *ps = NULL;
   size_t n = 0;
@@ -486,6 +483,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   json_object_set_new(sess, "nextWakeAt", next_wake);   /* the session's, whichever process was asked */
+  json_object_set_new(sess, "bundleHash", json_string(s.bundle_hash ? s.bundle_hash : ""));
   json_object_set_new(sess, "storedBytes", json_integer((json_int_t)(s.stored_bytes & INT64_MAX)));   /* the quota's count */
   if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)ns.info.steps));
   if (live && !in_engine) json_object_set_new(sess, "hibernated", json_true());   /* evicted; the store holds it */

@@ -127,6 +127,20 @@ int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_err
   return xgr_rpc_param_string(o, key, false, out, err);
 }
 
+int xgr__rpc_opt_address(const json_t *o, const char *key, char out[43], bool *has, xgr_error *err) {
+  const char *v;
+  *has = false;
+  out[0] = 0;
+  int rc = xgr__rpc_opt_str(o, key, &v, err);
+  if (rc || !v) return rc;
+  if (!xgr_rpc_is_address(v))
+    return xgr__rpc_fail(err, XGR_ESCHEMA, key, "is \"%.80s\"; expected an owner's address (0x + 40 hex)", v);
+  xgr__str_copy(out, 43, v);
+  xgr__rpc_lower(out);
+  *has = true;
+  return 0;
+}
+
 const char *xgr__rpc_first_key(const json_t *o, const char *const *keys) {
   assert(keys[0]);
   for (; *keys; keys++) {
@@ -229,11 +243,11 @@ int xgr__rpc_registry(const json_t *o, const char *const *keys, bool required, c
   if (rc) return rc;
   *path = k;
   if (!v || (!*v && !required)) v = "local";
-  if (!name_ok(v, n - 1, "/#")) {   /* the expectation is written for a refusal only */
-    char what[112];
-    snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/' or '#' (at most %zu bytes)",
+  if (!name_ok(v, n - 1, "/#:")) {   /* the expectation is written for a refusal only */
+    char what[120];
+    snprintf(what, sizeof what, "an XRC-729 address (0x + 40 hex) or a name without '/', '#' or ':' (at most %zu bytes)",
              n - 1);
-    return xgr__rpc_check_name(v, n - 1, "/#", k, what, err);
+    return xgr__rpc_check_name(v, n - 1, "/#:", k, what, err);
   }
   xgr__str_copy(reg, n, v);
   xgr__rpc_lower(reg);

@@ -1,10 +1,13 @@
 /* registry.c — the registries of orchestrations and rules (xgr.putOrchestration,
  * getOrchestration, putRule, getRule); the bundles they make are the node's (src/node/bundles.c).
  *
- * Orchestrations are stored under "<registry>/<ostcId>" and, as the registry's current
+ * Orchestrations are registered under "<registry>/<ostcId>" and, as the registry's current
  * orchestration, under "<registry>" (registry = the XRC-729 address given as `xrc729`, `registry`
  * or `orchestration`, lowercased; "local" when none). Their exact bytes are what is hashed. Rules
- * are stored under their address (lowercased) or alias. A change tells the node, whose cache of
+ * are registered under their address (lowercased) or alias. Every key is the writer's: the node
+ * stores it in the namespace of the signer (without permits: `from`/`owner`, else the empty
+ * namespace), and reads resolve in the namespace `owner` names, else the caller's (`from`), then
+ * the empty one (docs/SEMANTICS.md, "Names and pins"). A change tells the node, whose cache of
  * assembled bundles forgets what it made of the old documents.
  */
 #include <assert.h>
@@ -15,6 +18,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "xgr/xrc_types.h"
 
 /* ---- bundles ---------------------------------------------------------------------------------- */
@@ -65,6 +69,37 @@ static json_t *doc_json(const xgr_store_doc *doc) {
                    doc->owner ? doc->owner : "", "registeredAt", (json_int_t)doc->registered_at);
 }
 
+/* The namespace a read resolves in: params.owner (an address; then that one only), else the caller
+ * (`from`, or a permit's signer as claimed) when it is an address, then the empty namespace (*shared
+ * true). ns gets "" when none is named. */
+static int read_ns(const xgr_rpc_caller *caller, const json_t *o, char ns[43], bool *shared, xgr_error *err) {
+  bool has;
+  int rc = xgr__rpc_opt_address(o, "owner", ns, &has, err);
+  if (rc) return rc;
+  *shared = !has;
+  if (!has) {
+    const char *c = xgr_rpc_claimed(caller, o);
+    if (c && xgr_rpc_is_address(c)) {
+      xgr__str_copy(ns, 43, c);
+      xgr__rpc_lower(ns);
+    }
+  }
+  return 0;
+}
+
+/* "bundleHash": the hash of the bundle registry key `key` of namespace ns makes with the rules current
+ * now (what a session started now pins), or null when it does not assemble (a rule is missing). */
+static json_t *bundle_hash_json(xgr_rpcd *d, const char *ns, const char *key) {
+  const xgr_bundle *b = NULL;
+  xgr_node_bundle_meta meta;
+  xgr_error e;
+  char k[XGR_NODE_KEY_MAX];
+  xgr_node_ns_key(k, sizeof k, ns, key);   /* the store's document (with a chain too) */
+  if (xgr_node_bundle_ex(d->n, k, false, &b, &meta, "registry", &e)) return json_null();
+  xgr_node_bundle_put(d->n, b);
+  return json_string(meta.bundle_hash);
+}
+
 XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   xgr_rpcd *d = ctx;
   static const char *const keys[] = {"xrc729", "registry", "ostcId", "orchestration", "owner", "permit", NULL};
@@ -111,6 +146,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
     json_object_set_new(r, "registry", json_string(reg));
     json_object_set_new(r, "ostcId", json_string(id));
     json_object_set_new(r, "steps", json_integer((json_int_t)orch->nsteps));
+    json_object_set_new(r, "bundleHash", bundle_hash_json(d, who, key));
     replaced(r, &prev, &doc);
     *result = r;
   }
@@ -122,26 +158,34 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
 
 XGR__RPCD_METHOD(xgr__rpcd_m_get_orch) {
   xgr_rpcd *d = ctx;
-  static const char *const keys[] = {"xrc729", "registry", "ostcId", "version", NULL};
+  static const char *const keys[] = {"xrc729", "registry", "ostcId", "version", "owner", NULL};
   const json_t *o;
   int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
-  char reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
+  char reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE], ns[43];
   const char *rpath, *ostc_id = NULL;
+  bool shared;
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) ||
-      (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
+      (rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = read_ns(caller, o, ns, &shared, err)))
     return rc;
+  if (shared && ostc_id && xgr_node_has_chain(d->n) && xgr_rpc_is_address(reg)) {   /* the contract's namespace */
+    xgr__str_copy(ns, sizeof ns, reg);
+    shared = false;
+  }
   uint32_t version;
   if ((rc = xgr__rpc_version(o, &version, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
   xgr_store_doc doc = {0};
-  if ((rc = xgr_node_doc(d->n, XGR_REG_ORCHESTRATION, key, version, &doc, err))) {
-    if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, ostc_id ? "ostcId" : rpath, "no orchestration \"%s\"%s", key,
-                                           version ? " in that version" : "");
+  if ((rc = xgr_node_doc_in(d->n, XGR_REG_ORCHESTRATION, ns, shared, key, version, &doc, err))) {
+    if (rc == XGR_ENOTFOUND)
+      xgr_error_set(err, rc, ostc_id ? "ostcId" : rpath, "no orchestration \"%s\"%s in the namespace of %s%s", key,
+                    version ? " in that version" : "", ns[0] ? ns : "nobody (the empty namespace)",
+                    shared && ns[0] ? " nor in the empty one" : "");
     return xgr__rpc_code(rc, err);
   }
   json_t *r = doc_json(&doc);
   json_object_set_new(r, "registry", json_string(reg));
+  json_object_set_new(r, "bundleHash", version ? json_null() : bundle_hash_json(d, doc.owner, key));
   json_t *oj = NULL;
   if (xgr_json_parse_exact(doc.content, doc.len, &oj, NULL)) oj = NULL;
   const char *doc_id = json_string_value(json_object_get(oj, "id"));
@@ -162,7 +206,8 @@ static int rule_key(const json_t *o, char *key, size_t n, const char **path, xgr
     return rc;
   }
   *path = k;
-  if ((rc = xgr__rpc_check_name(v, n - 1, "/#", k, "a rule address (0x + 40 hex) or an alias without '/' or '#'", err)))
+  if ((rc = xgr__rpc_check_name(v, n - 1, "/#:", k, "a rule address (0x + 40 hex) or an alias without '/', '#' or ':'",
+                                err)))
     return rc;
   /* only keys a step's `rule` can name (docs/SEMANTICS.md, "Documents"): an address, or an alias
    * that is neither address-like nor a ${addr:...} form and has no white space */
@@ -195,11 +240,6 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   const char *kpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_REGISTER, NULL, who, sizeof who, err))) return rc;
   if ((rc = rule_key(o, key, 128, &kpath, err))) return rc;
-  if (xgr__rpc_permits(caller) && !xgr_rpc_is_address(key)) {   /* rule names are per owner */
-    char scoped[sizeof key];
-    snprintf(scoped, sizeof scoped, "%.42s/%.127s", who, key);
-    memcpy(key, scoped, sizeof key);
-  }
   xgr_node_register_req rr = {.kind = XGR_REG_RULE, .key = key, .who = who, .owner_only = xgr__rpc_permits(caller),
                               .key_path = kpath};
   if ((rc = xgr_node_register_allowed(d->n, &rr, err))) return rc;   /* a non-owner is refused first */
@@ -240,23 +280,17 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_rule) {
   const json_t *o;
   int rc = xgr__rpc_named(params, keys, &o, err);
   if (rc) return rc;
-  char key[200];
-  const char *kpath, *owner = NULL;
-  if ((rc = rule_key(o, key, 128, &kpath, err)) || (rc = xgr__rpc_opt_str(o, "owner", &owner, err))) return rc;
-  if (owner && !xgr_rpc_is_address(key)) {   /* an owner's rule name (permit mode registers them so) */
-    if (!xgr_rpc_is_address(owner))
-      return xgr__rpc_fail(err, XGR_ESCHEMA, "owner", "is \"%.60s\"; expected an address", owner);
-    char lo[43], scoped[sizeof key];
-    snprintf(lo, sizeof lo, "%s", owner);
-    xgr__rpc_lower(lo);
-    snprintf(scoped, sizeof scoped, "%.42s/%.127s", lo, key);
-    memcpy(key, scoped, sizeof key);
-  }
+  char key[200], ns[43];
+  const char *kpath;
+  bool shared;
+  if ((rc = rule_key(o, key, 128, &kpath, err)) || (rc = read_ns(caller, o, ns, &shared, err))) return rc;
   uint32_t version;
   if ((rc = xgr__rpc_version(o, &version, err))) return rc;
   xgr_store_doc doc = {0};
-  if ((rc = xgr_node_doc(d->n, XGR_REG_RULE, key, version, &doc, err))) {
-    if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, kpath, "no rule is registered under \"%s\"", key);
+  if ((rc = xgr_node_doc_in(d->n, XGR_REG_RULE, ns, shared, key, version, &doc, err))) {
+    if (rc == XGR_ENOTFOUND)
+      xgr_error_set(err, rc, kpath, "no rule is registered under \"%s\" in the namespace of %s%s", key,
+                    ns[0] ? ns : "nobody (the empty namespace)", shared && ns[0] ? " nor in the empty one" : "");
     return xgr__rpc_code(rc, err);
   }
   json_t *r = doc_json(&doc);

@@ -142,6 +142,9 @@ void xgr__rpc_registry_key(char key[XGR__RPC_KEY_SIZE], const char *reg, const c
 int xgr__rpc_version(const json_t *o, uint32_t *out, xgr_error *err);
 /* Optional string field (null counts as absent). */
 int xgr__rpc_opt_str(const json_t *o, const char *key, const char **out, xgr_error *err);
+/* Optional address parameter key (a namespace such as registryOwner): lowercased into out and *has
+ * true, or *has false when absent or null; anything but an address is refused naming key. */
+int xgr__rpc_opt_address(const json_t *o, const char *key, char out[43], bool *has, xgr_error *err);
 /* The first of NULL-terminated alias keys present (not null) in o, else the last key. */
 const char *xgr__rpc_first_key(const json_t *o, const char *const *keys);
 /* The client's address of a caller (its `remote` "ip:port" without the port) into out[n]: what

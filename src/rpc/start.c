@@ -240,7 +240,7 @@ typedef struct start_call {
   xgr_rpc_finish_fn finish;
   char owner[64];
   uint64_t root;
-  char hash[67];
+  char hash[67], bundle_hash[67];
   xgr_node_enqueued *p;        /* set by done */
   pthread_mutex_t mu;          /* without df: the waiting thread sleeps on cv until p is set */
   pthread_cond_t cv;
@@ -279,10 +279,12 @@ static void start_done(void *ctx, xgr_node_enqueued *p) {
 }
 
 /* xgr.enqueue's answer (counted by ack). */
-static json_t *enqueue_answer(xgr_rpcd *d, xgr_node_ack a, const char *owner, uint64_t root, const char *hash) {
+static json_t *enqueue_answer(xgr_rpcd *d, xgr_node_ack a, const char *owner, uint64_t root, const char *hash,
+                              const char *bundle_hash) {
   xgr_counter_add(d->c_enq[a], 1);
-  return json_pack("{s:s, s:s, s:o, s:o, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
-                   xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash);
+  return json_pack("{s:s, s:s, s:o, s:o, s:s, s:s}", "ack", xgr__rpcd_ack_names[a], "owner", owner, "rootPid",
+                   xgr__rpc_u64_json(root), "pid", xgr__rpc_pid_json(root, 1), "ostcHash", hash, "bundleHash",
+                   bundle_hash);
 }
 
 /* A deferred enqueue's answer, on a server thread once its start is done (xgr_rpc_finish_fn). */
@@ -290,7 +292,7 @@ static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
   start_call *c = ctx;
   xgr_node_ack a;
   int rc = xgr_node_enqueued_answer(c->p, &a, err);
-  if (!rc) *result = enqueue_answer(c->d, a, c->owner, c->root, c->hash);
+  if (!rc) *result = enqueue_answer(c->d, a, c->owner, c->root, c->hash, c->bundle_hash);
   else xgr__rpc_code(rc, err);
   free(c);
   return rc;
@@ -299,10 +301,12 @@ static int enqueue_finish(void *ctx, json_t **result, xgr_error *err) {
 /* Start a session (the node decides; r's before, done and ctx are set here). With df NULL the
  * outcome is waited for on this thread; with df (a single request that may defer its answer) the
  * start is handed over and XGR_RPC_DEFERRED returned, finish answering it. *out_root gets the
- * rootPid, hash (67 bytes) the orchestration's hash ("" when no bundle was found). A
+ * rootPid, hash and bundle_hash (67 bytes each) the orchestration's and the bundle's hash ("" when no
+ * bundle was found). A
  * validateDataTransfer's waiter (w) is registered before the session can make its first event. */
 static int start_session(xgr_rpcd *d, xgr_node_enqueue_req *r, xgr__waiter *w, xgr_rpc_defer *df,
-                         xgr_rpc_finish_fn finish, xgr_node_ack *out_ack, uint64_t *out_root, char *hash, xgr_error *err) {
+                         xgr_rpc_finish_fn finish, xgr_node_ack *out_ack, uint64_t *out_root, char *hash,
+                         char *bundle_hash, xgr_error *err) {
   if (atomic_load(&d->stopping)) return xgr__rpc_fail(err, XGR_EIO, NULL, "xgrd is shutting down");
   start_call *c = xgr__xcalloc(1, sizeof *c);
   c->d = d;
@@ -317,7 +321,7 @@ static int start_session(xgr_rpcd *d, xgr_node_enqueue_req *r, xgr__waiter *w, x
   r->ctx = c;
   xgr_node_ack a = XGR_NODE_ACK_QUEUED;
   bool pending = false;
-  int rc = xgr_node_enqueue(d->n, r, out_root, hash, &a, &pending, err);
+  int rc = xgr_node_enqueue(d->n, r, out_root, hash, bundle_hash, &a, &pending, err);
   if (rc || !pending) {
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -327,6 +331,7 @@ static int start_session(xgr_rpcd *d, xgr_node_enqueue_req *r, xgr__waiter *w, x
     return 0;
   }
   snprintf(c->hash, sizeof c->hash, "%s", hash);
+  snprintf(c->bundle_hash, sizeof c->bundle_hash, "%s", bundle_hash);
   if (df) return XGR_RPC_DEFERRED;   /* enqueue_finish answers and frees c */
   pthread_mutex_lock(&c->mu);
   while (!c->p) pthread_cond_wait(&c->cv, &c->mu);
@@ -440,11 +445,11 @@ static int daemon_fields(xgr_rpcd *d, const json_t *o, xgr_error *err) {
 }
 
 /* The parameter keys each method reads (xgr__rpc_named; "from" is always known). */
-static const char *const enqueue_keys[] = {"owner", "runner", "rootPid", "xrc729", "registry", "ostcId", "ostcHash",
-                                           "init", "permit", "engineEOA", "ethRPCURL", NULL};
+static const char *const enqueue_keys[] = {"owner", "runner", "rootPid", "xrc729", "registry", "registryOwner", "ostcId",
+                                           "ostcHash", "init", "permit", "engineEOA", "ethRPCURL", NULL};
 static const char *const init_keys[] = {"stepId", "payload", "waitMs", NULL};
-static const char *const validate_keys[] = {"owner", "runner", "orchestration", "stepId", "payload", "ostcId",
-                                            "ostcHash", "sessionId", "rootPid", "permit", NULL};
+static const char *const validate_keys[] = {"owner", "runner", "orchestration", "registryOwner", "stepId", "payload",
+                                            "ostcId", "ostcHash", "sessionId", "rootPid", "permit", NULL};
 static const char *const next_pid_keys[] = {"owner", NULL};
 
 XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
@@ -457,6 +462,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err))) return rc;
   if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  char reg_ns[43];
+  bool has_ns;
+  if ((rc = xgr__rpc_opt_address(o, "registryOwner", reg_ns, &has_ns, err))) return rc;
   uint64_t root = 0;
   const json_t *rv = json_object_get(o, "rootPid");
   if (rv && !json_is_null(rv) && (rc = xgr__rpc_uint(rv, "rootPid", &root, err))) return rc;
@@ -486,16 +494,16 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr_permit permit;   /* who may: checked once the request is well-formed */
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_START, owner, who, sizeof who, &permit, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
-  xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg,
-                             .reg_path = ostc_id ? "ostcId" : rpath, .ostc_hash = hash, .step = step,
+  xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .reg_ns = has_ns ? reg_ns : NULL,
+                             .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath, .ostc_hash = hash, .step = step,
                              .step_path = "init.stepId", .payload_path = "init.payload", .payload = payload,
                              .wait_ms = (int64_t)wait_ms, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr_node_ack a;
-  char hash_of[67];
+  char hash_of[67], bundle_of[67];
   /* a single request is answered once its commit is done, without holding a thread */
-  rc = start_session(d, &rq, NULL, caller->defer, enqueue_finish, &a, &root, hash_of, err);
+  rc = start_session(d, &rq, NULL, caller->defer, enqueue_finish, &a, &root, hash_of, bundle_of, err);
   if (rc) return rc;
-  *result = enqueue_answer(d, a, owner, root, hash_of);
+  *result = enqueue_answer(d, a, owner, root, hash_of, bundle_of);
   return 0;
 }
 
@@ -518,6 +526,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   const char *rpath;
   if ((rc = xgr__rpc_registry(o, reg_keys, true, reg, sizeof reg, &rpath, err))) return rc;
   if ((rc = xgr__rpc_ostc_id(o, &ostc_id, err)) || (rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  char reg_ns[43];
+  bool has_ns;
+  if ((rc = xgr__rpc_opt_address(o, "registryOwner", reg_ns, &has_ns, err))) return rc;
   xgr__rpc_registry_key(key, reg, ostc_id);
   uint64_t root = 0;
   static const char *const sid_keys[] = {"sessionId", "rootPid", NULL};
@@ -538,11 +549,13 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   }
   xgr__waiter *w = xgr__xcalloc(1, sizeof *w);
   snprintf(w->client, sizeof w->client, "%s", client);
-  xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .registry = reg, .reg_path = "orchestration",
+  xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .reg_ns = has_ns ? reg_ns : NULL,
+                             .registry = reg, .reg_path = "orchestration",
                              .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload",
                              .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
   xgr_node_ack a = XGR_NODE_ACK_QUEUED;
-  rc = start_session(d, &rq, w, NULL, NULL, &a, &root, w->hash, err);
+  char bundle_of[67];
+  rc = start_session(d, &rq, w, NULL, NULL, &a, &root, w->hash, bundle_of, err);
   if (rc || a != XGR_NODE_ACK_QUEUED) {
     if (w->root) waiter_remove(d, w);   /* registered (also when the engine refused the start) */
     xgr__tally_give(&d->validates, w->client);

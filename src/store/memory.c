@@ -218,6 +218,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       msess *s = sess_get(m, op->owner, op->root);
       char *gas = s->has_row && s->row.max_total_gas && s->row.max_total_gas[0] ? xgr__xstrdup(s->row.max_total_gas)
                                                                                  : NULL;
+      char *pin = s->has_row && s->row.bundle_hash && s->row.bundle_hash[0] ? xgr__xstrdup(s->row.bundle_hash) : NULL;
       uint64_t bytes = s->has_row ? s->row.stored_bytes : 0;   /* as SQLite's upsert: the count stays */
       xgr_store_session_clear(&s->row);
       xgr__store_session_copy(&s->row, &op->u.session);
@@ -225,6 +226,10 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       if (gas) {   /* as SQLite's upsert: the starting permit's budget stays */
         free(s->row.max_total_gas);
         s->row.max_total_gas = gas;
+      }
+      if (pin) {   /* and its pin */
+        free(s->row.bundle_hash);
+        s->row.bundle_hash = pin;
       }
       if (!s->row.created_at) s->row.created_at = now;
       if (s->row.status != XGR_RESULT_RUNNING && !s->row.finished_at) s->row.finished_at = now;

@@ -376,7 +376,7 @@ void xgr__pg_send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
   owner_next *oslot = xgr__xcalloc(ocap, sizeof *oslot);      /* ... and of owners of new sessions */
   const store_op **kslot = xgr__xcalloc(ocap, sizeof *kslot); /* ... and of sessions with a row */
   size_t (*deferred)[2] = xgr__xcalloc(nnew_max + 1, sizeof *deferred);
-  colbuf ic[13], uc[13], kc[3];   /* new sessions (insert only), session rows (upsert), scopes */
+  colbuf ic[14], uc[14], kc[3];   /* new sessions (insert only), session rows (upsert), scopes */
   memset(ic, 0, sizeof ic);
   memset(uc, 0, sizeof uc);
   memset(kc, 0, sizeof kc);
@@ -476,6 +476,7 @@ void xgr__pg_send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
         col_i64(&nc[10], x->paused);
         col_i64(&nc[11], x->next_group);
         col_text(&nc[12], x->max_total_gas ? x->max_total_gas : "");
+        col_text(&nc[13], x->bundle_hash ? x->bundle_hash : "");
         *(op->if_absent ? &nins : &nups) += 1;
         owner_raise(oslot, ocap, x->owner, x->root_pid);   /* the owner's next expected rootPid: the largest + 1 */
       } else if (op->kind == OP_SCOPE) {
@@ -489,8 +490,8 @@ void xgr__pg_send_bulk(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
     }
   /* the session rows (a session's later rows in the group after them), their owners' counters
    * and the killed scopes, before the states */
-  send_cols(g, w, ps, ic, 13, nins, S_SESSIONS_BULK, NULL);
-  send_cols(g, w, ps, uc, 13, nups, S_SESSIONS_UPSERT_BULK, NULL);
+  send_cols(g, w, ps, ic, 14, nins, S_SESSIONS_BULK, NULL);
+  send_cols(g, w, ps, uc, 14, nups, S_SESSIONS_UPSERT_BULK, NULL);
   for (size_t d = 0; d < ndeferred; d++)
     xgr__pg_send_op(g, w, ps, deferred[d][0], deferred[d][1], &list[deferred[d][0]]->ops[deferred[d][1]], now);
   size_t nowners = bump ? owners_sorted(oslot, ocap) : 0;   /* in owner order: see S_OWNERS_BULK */

@@ -158,6 +158,19 @@ static const char *const migrations[] = {
      * bytes off the owner's count in the same statement, and no counter row is shared by the
      * concurrent transactions of a split group or of several nodes */
     "ALTER TABLE sessions ADD COLUMN stored_bytes BIGINT NOT NULL DEFAULT 0;",
+    /* 14: names and pins (sqlite_schema.c's 14): registered documents move into their writer's
+     * namespace ("<owner>:<id>"; "<owner>/<alias>" becomes "<owner>:<alias>"; no owner: the empty
+     * namespace; a row whose new id is taken stays), sessions get the bundle hash they pin */
+    ("ALTER TABLE sessions ADD COLUMN bundle_hash TEXT NOT NULL DEFAULT '';"
+     "UPDATE rules r SET id = lower(r.owner) || ':' || substr(r.id, 44) WHERE r.owner <> ''"
+     "  AND length(r.id) > 43 AND substr(r.id, 43, 1) = '/' AND lower(substr(r.id, 1, 42)) = lower(r.owner)"
+     "  AND NOT EXISTS (SELECT 1 FROM rules x WHERE x.id = lower(r.owner) || ':' || substr(r.id, 44) AND x.version = r.version);"
+     "UPDATE rules r SET id = lower(r.owner) || ':' || r.id WHERE r.owner <> ''"
+     "  AND NOT (length(r.id) > 43 AND substr(r.id, 43, 1) IN ('/', ':') AND lower(substr(r.id, 1, 42)) = lower(r.owner))"
+     "  AND NOT EXISTS (SELECT 1 FROM rules x WHERE x.id = lower(r.owner) || ':' || r.id AND x.version = r.version);"
+     "UPDATE orchestrations o SET id = lower(o.owner) || ':' || o.id WHERE o.owner <> ''"
+     "  AND NOT (length(o.id) > 43 AND substr(o.id, 43, 1) = ':' AND lower(substr(o.id, 1, 42)) = lower(o.owner))"
+     "  AND NOT EXISTS (SELECT 1 FROM orchestrations x WHERE x.id = lower(o.owner) || ':' || o.id AND x.version = o.version);")
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -168,8 +181,8 @@ _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERS
 /* ---- statements (prepared on the writer connection as "x<index>") -------------------------------- */
 
 #define SESSION_INS "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at," \
-                    " finished_at, next_iter, paused, next_group, max_total_gas)"                                   \
-                    " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                    " finished_at, next_iter, paused, next_group, max_total_gas, bundle_hash)"                      \
+                    " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 #define REGISTER(t)                                                                                              \
   "WITH ex AS (SELECT version, owner, registered_at FROM " t " WHERE id = $1 AND hash = $2 ORDER BY version LIMIT 1),"   \
   " ins AS (INSERT INTO " t "(id, version, hash, owner, registered_at, content) SELECT $1,"                      \
@@ -268,14 +281,15 @@ static const char *const stmt_sql[S_COUNT] = {
                       " WHERE s.owner = u.owner AND s.root_pid = u.root_pid",
     /* the new sessions of a group (insert only, as S_SESSION_NEW) and its killed scopes */
     [S_SESSIONS_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
-                        " finished_at, next_iter, paused, next_group, max_total_gas)"
+                        " finished_at, next_iter, paused, next_group, max_total_gas, bundle_hash)"
                         " SELECT * FROM unnest($1::text[], $2::numeric[], $3::text[], $4::text[], $5::text[], $6::int[],"
-                        " $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[], $12::bigint[], $13::text[])",
+                        " $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[], $12::bigint[], $13::text[],"
+                        " $14::text[])",
     [S_SESSIONS_UPSERT_BULK] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
-                               " created_at, finished_at, next_iter, paused, next_group, max_total_gas)"
+                               " created_at, finished_at, next_iter, paused, next_group, max_total_gas, bundle_hash)"
                                " SELECT * FROM unnest($1::text[], $2::numeric[], $3::text[], $4::text[], $5::text[],"
                                " $6::int[], $7::bigint[], $8::bigint[], $9::bigint[], $10::numeric[], $11::int[],"
-                               " $12::bigint[], $13::text[]) ON CONFLICT(owner, root_pid) DO UPDATE SET"
+                               " $12::bigint[], $13::text[], $14::text[]) ON CONFLICT(owner, root_pid) DO UPDATE SET"
                                " registry = excluded.registry, ostc_id = excluded.ostc_id, ostc_hash = excluded.ostc_hash,"
                                " status = excluded.status, killed_at = excluded.killed_at, finished_at = excluded.finished_at,"
                                " next_iter = excluded.next_iter, paused = excluded.paused, next_group = excluded.next_group",

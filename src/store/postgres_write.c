@@ -57,6 +57,7 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       p_i64(&p, x->paused);
       p_i64(&p, x->next_group);
       p_text(&p, x->max_total_gas ? x->max_total_gas : "");
+      p_text(&p, x->bundle_hash ? x->bundle_hash : "");
       xgr__pg_send_stmt(g, w, ps, op->if_absent ? S_SESSION_NEW : S_SESSION, &p, bi, oi, op->if_absent ? W_SESSION_NEW : W_PLAIN);
       if (x->root_pid == UINT64_MAX) return;
       params q = {0};

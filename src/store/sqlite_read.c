@@ -18,7 +18,7 @@
 /* ---- reading (reader connection) --------------------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas, wake_due, stored_bytes"
+                     "next_iter, paused, next_group, max_total_gas, wake_due, bundle_hash, stored_bytes"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
@@ -70,7 +70,8 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   o->next_group = (uint32_t)sqlite3_column_int64(s, 11);
   o->max_total_gas = col_text(s, 12);
   o->wake_due = sqlite3_column_int64(s, 13);   /* NULL reads as 0: awake */
-  o->stored_bytes = (uint64_t)sqlite3_column_int64(s, 14);
+  o->bundle_hash = col_text(s, 14);
+  o->stored_bytes = (uint64_t)sqlite3_column_int64(s, 15);
 }
 
 static void read_proc_row(sqlite3_stmt *s, xgr_store_proc *p) {

@@ -111,6 +111,17 @@ static const char *const migrations[] = {
      * engine's batches (0 for sessions written before); an owner's stored bytes are the sum over
      * its session rows, so retention deleting a row takes its bytes off the owner's count */
     "ALTER TABLE sessions ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;",
+    /* 14: names and pins (docs/SEMANTICS.md, "Names and pins"). Every registered document moves into
+     * its writer's namespace: its id becomes "<owner>:<id>" (permit mode's per-owner rule names
+     * "<owner>/<alias>" become "<owner>:<alias>"); documents without an owner stay in the empty
+     * namespace, and a row whose new id is taken already stays where it was. Sessions get the bundle
+     * hash they pin ('' for those started before). */
+    ("ALTER TABLE sessions ADD COLUMN bundle_hash TEXT NOT NULL DEFAULT '';"
+     "UPDATE OR IGNORE rules SET id = lower(owner) || ':' || substr(id, 44) WHERE owner <> '' AND length(id) > 43 AND substr(id, 43, 1) = '/' AND lower(substr(id, 1, 42)) = lower(owner);"
+     "UPDATE OR IGNORE rules SET id = lower(owner) || ':' || id WHERE owner <> ''"
+     "  AND NOT (length(id) > 43 AND substr(id, 43, 1) IN ('/', ':') AND lower(substr(id, 1, 42)) = lower(owner));"
+     "UPDATE OR IGNORE orchestrations SET id = lower(owner) || ':' || id WHERE owner <> ''"
+     "  AND NOT (length(id) > 43 AND substr(id, 43, 1) = ':' AND lower(substr(id, 1, 42)) = lower(owner));")
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

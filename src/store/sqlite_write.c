@@ -20,17 +20,17 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
     [S_SESSION] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at,"
-                  " finished_at, next_iter, paused, next_group, max_total_gas)"
+                  " finished_at, next_iter, paused, next_group, max_total_gas, bundle_hash)"
                   " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
-                  " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
+                  " :finished_at, :next_iter, :paused, :next_group, :max_total_gas, :bundle_hash)"
                   " ON CONFLICT(owner, root_pid) DO UPDATE SET registry=excluded.registry, ostc_id=excluded.ostc_id,"
                   " ostc_hash=excluded.ostc_hash, status=excluded.status, killed_at=excluded.killed_at,"
                   " finished_at=excluded.finished_at, next_iter=excluded.next_iter, paused=excluded.paused,"
                   " next_group=excluded.next_group",
     [S_SESSION_NEW] = "INSERT INTO sessions(owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at,"
-                      " created_at, finished_at, next_iter, paused, next_group, max_total_gas)"
+                      " created_at, finished_at, next_iter, paused, next_group, max_total_gas, bundle_hash)"
                       " VALUES(:owner, :root_pid, :registry, :ostc_id, :ostc_hash, :status, :killed_at, :created_at,"
-                      " :finished_at, :next_iter, :paused, :next_group, :max_total_gas)"
+                      " :finished_at, :next_iter, :paused, :next_group, :max_total_gas, :bundle_hash)"
                       " ON CONFLICT(owner, root_pid) DO NOTHING",
     [S_STATE] = "UPDATE sessions SET status=:status, killed_at=:killed_at, next_iter=:next_iter,"
                 " next_group=:next_group, paused=:paused, wake_due=:wake_due,"
@@ -156,6 +156,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_i64(s, ":paused", x->paused);
       bind_i64(s, ":next_group", x->next_group);
       bind_text(s, ":max_total_gas", x->max_total_gas ? x->max_total_gas : "");
+      bind_text(s, ":bundle_hash", x->bundle_hash ? x->bundle_hash : "");
       int rc = step_done(s);
       if (rc == SQLITE_OK && op->if_absent && sqlite3_changes(q->w) == 0) return RC_EXISTS;
       if (rc != SQLITE_OK || x->root_pid == UINT64_MAX) return rc;

@@ -122,6 +122,7 @@ void xgr_store_session_clear(xgr_store_session *s) {
   free(s->ostc_id);
   free(s->ostc_hash);
   free(s->max_total_gas);
+  free(s->bundle_hash);
   memset(s, 0, sizeof *s);
 }
 
@@ -193,6 +194,7 @@ static void session_copy(xgr_store_session *d, const xgr_store_session *s, dup_f
   d->ostc_id = dup(ctx, s->ostc_id ? s->ostc_id : "");
   d->ostc_hash = dup(ctx, s->ostc_hash ? s->ostc_hash : "");
   d->max_total_gas = dup(ctx, s->max_total_gas ? s->max_total_gas : "");
+  d->bundle_hash = dup(ctx, s->bundle_hash ? s->bundle_hash : "");
 }
 
 static void proc_copy(xgr_store_proc *d, const xgr_store_proc *s, dup_fn *dup, void *ctx) {
@@ -644,6 +646,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
                              .paused = b->paused};
     xgr_store_changes_session_new(c, &row);
     if (b->max_total_gas) xgr_store_changes_set_max_total_gas(c, b->max_total_gas);
+    if (b->bundle_hash) xgr_store_changes_set_bundle_hash(c, b->bundle_hash);
   }
   size_t first_op = c->n;
   reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + 1);
@@ -753,6 +756,14 @@ void xgr_store_changes_set_max_total_gas(xgr_store_changes *b, const char *max_t
   for (size_t i = b->n; i > 0; i--)
     if (b->ops[i - 1].kind == OP_SESSION) {
       b->ops[i - 1].u.session.max_total_gas = bdup(b, max_total_gas ? max_total_gas : "");
+      return;
+    }
+}
+
+void xgr_store_changes_set_bundle_hash(xgr_store_changes *b, const char *bundle_hash) {
+  for (size_t i = b->n; i > 0; i--)
+    if (b->ops[i - 1].kind == OP_SESSION) {
+      b->ops[i - 1].u.session.bundle_hash = bdup(b, bundle_hash ? bundle_hash : "");
       return;
     }
 }

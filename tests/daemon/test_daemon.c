@@ -87,6 +87,13 @@ static int ask_ostc_hash(void *ctx, const json_t *params, uint8_t out[32], xgr_e
       break;
     }
   if (json_is_string(json_object_get(params, "ostcId"))) json_object_set(q, "ostcId", json_object_get(params, "ostcId"));
+  /* the namespace the start resolves in: registryOwner's, else the session owner's */
+  static const char *const ns_keys[] = {"registryOwner", "owner", "from", NULL};
+  for (const char *const *k = ns_keys; *k; k++)
+    if (json_is_string(json_object_get(params, *k))) {
+      json_object_set(q, "owner", json_object_get(params, *k));
+      break;
+    }
   json_t *r = rpc(ctx, "xgr.getOrchestration", q);
   memset(out, 0, 32);
   xgr_hex_decode(json_string_value(json_object_get(json_object_get(r, "result"), "hash")), out, 32);
@@ -195,7 +202,8 @@ static void test_registries_and_enqueue(void **state) {
   start(&d, NULL, NULL);
   deploy(&d, "gate.json", "0x00000000000000000000000000000000000000f1");
   /* get returns the exact bytes that were hashed */
-  json_t *g = ok(&d, "xgr_getOrchestration", json_pack("[{s:s}]", "xrc729", "0x00000000000000000000000000000000000000F1"));
+  json_t *g = ok(&d, "xgr_getOrchestration", json_pack("[{s:s, s:s}]", "xrc729", "0x00000000000000000000000000000000000000F1",
+                                                       "owner", OWNER));   /* the owner's namespace */
   assert_string_equal(sget(g, "ostcId"), "gate");
   assert_int_equal(json_integer_value(json_object_get(g, "version")), 1);
   const char *hash = sget(g, "hash");
@@ -883,7 +891,7 @@ static void test_load(void **state) {
   start(&d, NULL, NULL);
   deploy(&d, "gate.json", "local");
   enum { CLIENTS = 32, SESSIONS = 1500 };
-  json_t *orch = ok(&d, "xgr.getOrchestration", json_object());
+  json_t *orch = ok(&d, "xgr.getOrchestration", json_pack("{s:s}", "owner", OWNER));
   char ostc_hash[67];
   snprintf(ostc_hash, sizeof ostc_hash, "%s", sget(orch, "hash"));
   json_decref(orch);
@@ -1064,7 +1072,7 @@ static void test_drift_ostc_id(void **state) {
   assert_string_equal(sget(n, "nextProcessId"), "1");
   json_decref(n);
   /* the 96-byte id itself is accepted everywhere */
-  json_t *g = ok(&d, "xgr.getOrchestration", json_pack("{s:s, s:s}", "xrc729", REG_F3, "ostcId", id96));
+  json_t *g = ok(&d, "xgr.getOrchestration", json_pack("{s:s, s:s, s:s}", "xrc729", REG_F3, "ostcId", id96, "owner", OWNER));
   assert_string_equal(sget(g, "ostcId"), id96);
   json_decref(g);
   json_t *v = ok(&d, "xgr_validateDataTransfer", json_pack("[{s:s, s:s, s:s, s:s, s:{s:i}}]", "from", OWNER, "stepId", "S",

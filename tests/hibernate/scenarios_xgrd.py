@@ -186,7 +186,10 @@ class Run:
             # the extra sessions (wake-up targets) first: at time scales in the hundreds a wake-up
             # sent 1 s of engine time after the start is a millisecond away
             for owner, root, start, payload in self.sessions()[1:] + self.sessions()[:1]:
+                # the documents are in the first session owner's namespace (docs/SEMANTICS.md,
+                # "Names and pins"): the other owners name it
                 self.x.ok("xgr.enqueue", {"owner": owner, "rootPid": root, "xrc729": "scen",
+                                          "registryOwner": self.sessions()[0][0],
                                           "ostcId": b["orchestration"]["id"],
                                           "init": {"stepId": start, "payload": payload}})
             script = sorted(enumerate(self.sc.get("script") or []), key=lambda ia: (ia[1].get("at", 0), ia[0]))

@@ -57,8 +57,10 @@ sed 's/"n": {"type": "int64", "default": 0}, "ok"/"n": {"type": "int64", "defaul
   "$SRC/tests/daemon/gate.json" > "$tmp/gate2.json"
 t "deploy version 2" 0 "$X" deploy "$tmp/gate2.json" --registry gate --url "$URL"
 has "deploy says it replaces version 1" "replaces version 1"
-t "another owner's deploy" 1 "$X" deploy "$tmp/gate2.json" --registry gate --url "$URL" --key "$tmp/other.key"
-has "another owner's deploy names the owner" "owned by $owner"
+# another signer's deploy of the same names lands in its own namespace (issue 38, finding 8): a
+# version 1 of its own, the owner's registry unchanged
+t "another owner's deploy" 0 "$X" deploy "$tmp/gate2.json" --registry gate --url "$URL" --key "$tmp/other.key"
+has "another owner's deploy is its own version 1" "orchestration gate/gate version 1"
 
 # xgr permit + curl: a control permit works once
 t "enqueue rootPid 3" 0 "$X" enqueue --registry gate --step A --url "$URL"

@@ -4,8 +4,8 @@
  * and the store must be unchanged (a fingerprint of every table, read with sqlite3 while xgrd
  * runs). Covered: forged signature, another signer, expired, wrong chain, wrong domain name, wrong
  * primaryType, extra field, wrong sessionId, wrong action, a control permit used twice (also after
- * a restart), high s, bad v, truncated hex, a start by a non-owner, a registry write by a
- * non-owner, reading another owner's session, a PID-mode wake with a signed step or by a non-owner;
+ * a restart), high s, bad v, truncated hex, a start by a non-owner (naming the owner's namespace),
+ * reading another owner's session, a PID-mode wake with a signed step or by a non-owner;
  * and the good permits that the refusals mutate (a step-mode wake from the permit alone). Also
  * the Host header check, /metrics on --metrics-listen, and xgr_getCoreAddrs. */
 #include <jansson.h>
@@ -353,7 +353,11 @@ static void test_refusals(void **state) {
   refused("wrong sessionId", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, session_fields(7))), "wrong sessionId");
   refused("wrong sessionId (replay)", "xgr.enqueue", enqueue_params(0, sign(C.owner_key, session_fields(1))),
           "wrong sessionId");
-  refused("non-owner start", "xgr.enqueue", enqueue_params(0, sign(C.other_key, session_fields(1))), "not the orchestration's owner");
+  /* another signer names the owner's namespace (registryOwner): refused, it is no executor (without
+   * registryOwner its own namespace has no such registry: -32004) */
+  json_t *np = enqueue_params(0, sign(C.other_key, session_fields(1)));
+  json_object_set_new(np, "registryOwner", json_string(C.owner));
+  refused("non-owner start", "xgr.enqueue", np, "not the orchestration's owner");
 
   /* ---- control permits ---- */
   xgr_permit_fields pause = {.kind = XGR_PERMIT_CONTROL, .action = "pause", .session_id = 1, .step_id = ""};
@@ -404,19 +408,25 @@ static void test_refusals(void **state) {
   json_decref(once);
 
   /* ---- registries and reads ---- */
-  refused("non-owner registry write", "xgr.putOrchestration",
-          json_pack("{s:s, s:O, s:o}", "xrc729", REG, "orchestration", orch, "permit",
-                    sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
-          "owned by");
-  refused("non-owner rule write", "xgr.putRule",
-          json_pack("{s:s, s:O, s:o}", "address", "0x00000000000000000000000000000000000000a1", "rule",
-                    json_object_get(json_object_get(b, "rules"), "0x00000000000000000000000000000000000000a1"),
-                    "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
-          "owned by");
-  refused("non-owner invalid rule write", "xgr.putRule",   /* ownership is decided before the document is read */
-          json_pack("{s:s, s:{s:i}, s:o}", "address", "0x00000000000000000000000000000000000000a1", "rule", "bogus", 1,
-                    "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
-          "owned by");
+  /* another signer's registry writes land in its own namespace (issue 38, finding 8): the owner's
+   * documents are unchanged and still what the owner's name resolves to */
+  json_t *before = ok("xgr.getOrchestration", json_pack("{s:s, s:s}", "xrc729", REG, "owner", C.owner));
+  r = ok("xgr.putOrchestration", json_pack("{s:s, s:O, s:o}", "xrc729", REG, "orchestration", orch, "permit",
+                                           sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+  assert_string_equal(json_string_value(json_object_get(r, "owner")), C.other);
+  assert_int_equal(json_integer_value(json_object_get(r, "version")), 1);
+  json_decref(r);
+  r = ok("xgr.putRule", json_pack("{s:s, s:O, s:o}", "address", "0x00000000000000000000000000000000000000a1", "rule",
+                                  json_object_get(json_object_get(b, "rules"), "0x00000000000000000000000000000000000000a1"),
+                                  "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})));
+  assert_string_equal(json_string_value(json_object_get(r, "owner")), C.other);
+  json_decref(r);
+  json_t *after = ok("xgr.getOrchestration", json_pack("{s:s, s:s}", "xrc729", REG, "owner", C.owner));
+  assert_string_equal(json_string_value(json_object_get(after, "owner")), C.owner);
+  assert_string_equal(json_string_value(json_object_get(after, "hash")), json_string_value(json_object_get(before, "hash")));
+  assert_int_equal(json_integer_value(json_object_get(after, "version")), json_integer_value(json_object_get(before, "version")));
+  json_decref(before);
+  json_decref(after);
   refused("another owner's session", "xgr.getSession",
           json_pack("{s:s, s:i, s:o}", "owner", C.owner, "rootPid", 1, "permit",
                     sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_XDALA})),
@@ -439,15 +449,15 @@ static void test_refusals(void **state) {
   uint8_t h2[32];
   xgr_hex_decode(hash2, h2, 32);
   xgr_permit_fields ex = {.kind = XGR_PERMIT_SESSION, .ostc_id = "", .ostc_hash = h2, .session_id = 1, .max_total_gas = 1};
-  r = ok("xgr.enqueue", json_pack("{s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "init",
-                                  "stepId", "A", "permit", sign(C.other_key, ex)));
+  r = ok("xgr.enqueue", json_pack("{s:s, s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2",
+                                  "registryOwner", C.owner, "init", "stepId", "A", "permit", sign(C.other_key, ex)));
   assert_string_equal(json_string_value(json_object_get(r, "owner")), C.other);   /* the signer's session */
   json_decref(r);
   uint8_t third[32];
   memset(third, 0x53, 32);
   refused("start by a non-executor", "xgr.enqueue",
-          json_pack("{s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "init", "stepId", "A",
-                    "permit", sign(third, ex)),
+          json_pack("{s:s, s:s, s:{s:s}, s:o}", "xrc729", "0x00000000000000000000000000000000000000f2", "registryOwner",
+                    C.owner, "init", "stepId", "A", "permit", sign(third, ex)),
           "nor one of its executors");
 
   /* the owner reads its own session; the public probes need no permit */

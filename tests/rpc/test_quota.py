@@ -83,6 +83,7 @@ x = Xgrd(XGRD, "sqlite:" + DB, DIR, ["--max-session-bytes", str(SESSION_Q), "--m
 try:
     x.start()
     x.deploy(bundle, "fan32", **{"from": A})
+    x.deploy(bundle, "fan32", **{"from": B})   # each owner runs its own registry's documents (docs/SEMANTICS.md)
     # B's small session: a single C step with a 3 KB payload, next to A's fan-out
     x.ok("xgr.enqueue", {"owner": A, "xrc729": "fan32", "rootPid": "1", "init": {"payload": PAYLOAD}})
     x.ok("xgr.enqueue", {"owner": B, "xrc729": "fan32", "rootPid": "1", "init": {"stepId": "C", "payload": PAYLOAD}})
@@ -139,15 +140,16 @@ try:
     refused(enqueue(x, A, 51), "the quota --max-owner-bytes is %d" % OWNER_Q)
     check(x.stop() == 0, "xgrd stops")
 
-    # a store from before the quotas: no stored_bytes column, schema version 12
+    # a store from before the quotas: schema version 12, without stored_bytes (13) and bundle_hash (14)
     db = sqlite3.connect(DB)
     db.execute("ALTER TABLE sessions DROP COLUMN stored_bytes")
-    db.execute("DELETE FROM schema_version WHERE version = 13")
+    db.execute("ALTER TABLE sessions DROP COLUMN bundle_hash")
+    db.execute("DELETE FROM schema_version WHERE version >= 13")
     db.commit()
     db.close()
     x.start()
     ver = sqlite3.connect(DB).execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    check(ver == 13, "the old store was migrated to schema version 13 (%s)" % ver)
+    check(ver == 14, "the old store was migrated to schema version 14 (%s)" % ver)
     check(session(x, A, 1)["session"]["storedBytes"] == 0, "its sessions count from 0")
     x.ok("xgr.enqueue", {"owner": A, "xrc729": "fan32", "rootPid": "60", "init": {"stepId": "C", "payload": PAYLOAD}})
     s = wait_ended(x, A, 60)
