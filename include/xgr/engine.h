@@ -238,6 +238,25 @@ typedef struct xgr_engine_event {
   xgr_value input;              /* STEP: the sanitized input (null when the step failed before reading it) */
   xgr_value output;             /* STEP: the outcome payload (null after a hard error or a rule action) */
   uint8_t rule_action;          /* STEP: xgr_rule_action of the result */
+  /* STEP, for tracing (src/node/trace.c): the step's id and rule address (borrowed from the
+   * bundle), when its process started running and who spawned it (the core's process), its join
+   * group (xgr_engine_proc.group), its API calls as the history row's JSON text
+   * ([{"name","status","ms","url","error"}], or NULL) and its contract reads as JSON text
+   * ([{"function","to","error"}], or NULL), the branch taken (valid) */
+  const char *step_id;
+  const char *rule_address;
+  int64_t started_at;
+  uint64_t parent_iter;
+  uint32_t group;
+  const char *api;
+  const char *reads;
+  bool valid;
+  /* WAKE, an internal wake-up that was applied or refused here: the waking session and the
+   * process whose step sent it (from_iter 0: unknown, as for one redelivered after a restart);
+   * from_owner NULL for the other WAKE events */
+  const char *from_owner;
+  uint64_t from_root;
+  uint64_t from_iter;
 } xgr_engine_event;
 
 /* Called on the session's actor (a worker thread; sessions call concurrently). Everything in ev

@@ -17,6 +17,8 @@ typedef struct evsnap {
   xgr_engine_event ev;
   xgr_engine_proc p;
   char *msg;
+  char *api, *reads;               /* STEP: owned texts behind ev.api and ev.reads */
+  char *from_owner;                /* WAKE: owned text behind ev.from_owner */
   uint8_t to;                      /* the subscribers it goes to (bit k: e->subs[k]) */
 } evsnap;
 
