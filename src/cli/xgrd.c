@@ -350,7 +350,14 @@ static int set_opt(opts *o, const char *name, const char *v) {
     }
     o->otlp_endpoint = v;
   }
-  else if (!strcmp(name, "otlp-queue-spans")) { if (parse_uint("--otlp-queue-spans", v, 10000000UL, &u) || !u) return -1; o->otlp_queue_spans = u; }
+  else if (!strcmp(name, "otlp-queue-spans")) {
+    if (parse_uint("--otlp-queue-spans", v, 10000000UL, &u)) return -1;
+    if (!u) {
+      fprintf(stderr, "xgrd: --otlp-queue-spans is 0; expected 1 to 10000000\n");
+      return -1;
+    }
+    o->otlp_queue_spans = u;
+  }
   else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
   else if (!strcmp(name, "max-running")) {
     if (parse_uint("--max-running", v, 100000, &u)) return -1;

@@ -252,7 +252,7 @@ static void emit(xgr__tracer *t, json_t *span) {
   }
   t->q[(t->qhead + t->qn) % t->qmax] = span;
   t->qn++;
-  if (t->qn == BATCH) pthread_cond_signal(&t->cv);
+  if (t->qn == 1 || t->qn == BATCH) pthread_cond_signal(&t->cv);   /* the first wakes it to linger, a full batch ends that */
   pthread_mutex_unlock(&t->mu);
 }
 
