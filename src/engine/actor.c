@@ -56,11 +56,13 @@ static void interest(actor *a) {
   const xgr_engine *e = a->e;
   memset(a->to, 0, sizeof a->to);
   a->join_tree = false;
+  a->trace = false;
   for (unsigned k = 0; k < e->nsubs; k++) {
     unsigned m = e->subs_want[k] ? e->subs_want[k](e->subs_ctx[k]) : XGR_EEV_WANT_ALL | XGR_EEV_WANT_JOIN_TREE;
     for (unsigned kind = 0; kind < 8; kind++)
       if (m & XGR_EEV_WANT(kind)) a->to[kind] |= (uint8_t)(1u << k);
     if ((m & XGR_EEV_WANT(XGR_EEV_JOIN)) && (m & XGR_EEV_WANT_JOIN_TREE)) a->join_tree = true;
+    if (e->subs_want[k] && (m & XGR_EEV_WANT_TRACE)) a->trace = true;
   }
 }
 
@@ -455,17 +457,19 @@ static void apply(actor *a, job *j) {
     s->ev.rule_action = (uint8_t)j->res.action;
     s->ev.input = xgr_value_retain(j->res.payload);
     s->ev.output = xgr_value_retain(j->res.output);
-    s->ev.valid = j->res.valid;
-    s->ev.step_id = a->b->orch->steps[j->step].id;
-    s->ev.rule_address = a->b->step_rule_address[j->step];
-    const xgr_proc *p = xgr_session_find(a->s, j->iter);
-    if (p) {
-      s->ev.started_at = p->started_at;
-      s->ev.parent_iter = p->parent_iter;
-      s->ev.group = p->group;
+    if (a->trace) {   /* what a span of the step needs (src/node/trace.c) */
+      s->ev.valid = j->res.valid;
+      s->ev.step_id = a->b->orch->steps[j->step].id;
+      s->ev.rule_address = a->b->step_rule_address[j->step];
+      const xgr_proc *p = xgr_session_find(a->s, j->iter);
+      if (p) {
+        s->ev.started_at = p->started_at;
+        s->ev.parent_iter = p->parent_iter;
+        s->ev.group = p->group;
+      }
+      if (o.api_json) s->ev.api = s->api = xgr__xstrdup(o.api_json);
+      if (j->res.nreads) s->ev.reads = s->reads = reads_json(&j->res);
     }
-    if (o.api_json) s->ev.api = s->api = xgr__xstrdup(o.api_json);
-    if (j->res.nreads) s->ev.reads = s->reads = reads_json(&j->res);
     push_event(a, s);
   }
   xgr_session_step_result(a->s, j->iter, &o, a->now, &a->fx, NULL);
@@ -633,9 +637,11 @@ static void on_iwake(actor *a, iwake_msg *m) {
       snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: woken", (unsigned long long)a->root,
                m->step_id);
     evsnap *s = ev_new(a, XGR_EEV_WAKE, msg, rc == 0);
-    if (m->caller) s->ev.from_owner = s->from_owner = xgr__xstrdup(m->caller);
-    s->ev.from_root = m->from_root;
-    s->ev.from_iter = m->from_iter;
+    if (a->trace && m->caller) {
+      s->ev.from_owner = s->from_owner = xgr__xstrdup(m->caller);
+      s->ev.from_root = m->from_root;
+      s->ev.from_iter = m->from_iter;
+    }
     push_event(a, s);
     if (!a->e->has_store) flush(a, &a->pend);
   }

@@ -69,6 +69,7 @@ struct actor {
    * of those of JOIN wants its join tree */
   uint8_t to[8];
   bool join_tree;
+  bool trace;                      /* some subscriber wants the tracing fields (XGR_EEV_WANT_TRACE) */
   /* a new session's row: its first batch carries it (insert if absent); started is told once that
    * batch is committed or refused (xgr_engine_start.started) */
   bool new_row;                  /* the row still has to go out with the next batch */

@@ -447,7 +447,7 @@ static void on_event(void *ctx, const xgr_engine_event *ev) {
 static unsigned interest(void *ctx) {
   (void)ctx;
   return XGR_EEV_WANT(XGR_EEV_STEP) | XGR_EEV_WANT(XGR_EEV_JOIN) | XGR_EEV_WANT(XGR_EEV_WAKE) |
-         XGR_EEV_WANT(XGR_EEV_FINISHED);
+         XGR_EEV_WANT(XGR_EEV_FINISHED) | XGR_EEV_WANT_TRACE;
 }
 
 /* ---- the exporter ------------------------------------------------------------------------------- */
