@@ -457,8 +457,9 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx) {
   return size * n;
 }
 
-/* POST spans[0..n) (taken) as one OTLP/JSON request; counted as exported or dropped. */
-static void post(xgr__tracer *t, CURL *h, json_t **spans, size_t n) {
+/* POST spans[0..n) (taken) as one OTLP/JSON request, within timeout_ms; counted as exported or
+ * dropped. */
+static void post(xgr__tracer *t, CURL *h, json_t **spans, size_t n, long timeout_ms) {
   json_t *arr = json_array();
   for (size_t i = 0; i < n; i++) json_array_append_new(arr, spans[i]);
   json_t *body = json_pack("{s:[{s:{s:[{s:s, s:{s:s}}]}, s:[{s:{s:s}, s:o}]}]}", "resourceSpans", "resource",
@@ -470,8 +471,8 @@ static void post(xgr__tracer *t, CURL *h, json_t **spans, size_t n) {
   curl_easy_setopt(h, CURLOPT_URL, t->url);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, text ? text : "{}");
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)POST_TIMEOUT_MS);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : (long)CONNECT_TIMEOUT_MS);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
   CURLcode rc = curl_easy_perform(h);
@@ -509,11 +510,12 @@ static void *exporter(void *arg) {
     t->qn -= n;
     bool stop = t->stop;
     pthread_mutex_unlock(&t->mu);
-    if (stop && xgr__mono_ms() > deadline) {   /* out of time: the rest is dropped */
+    int64_t left = stop ? deadline - xgr__mono_ms() : POST_TIMEOUT_MS;   /* stopping: only until the deadline */
+    if (left <= 0) {   /* out of time: the rest is dropped */
       for (size_t i = 0; i < n; i++) json_decref(batch[i]);
       atomic_fetch_add(&t->dropped_failed, n);
     } else if (n) {
-      if (h) post(t, h, batch, n);
+      if (h) post(t, h, batch, n, (long)(left < POST_TIMEOUT_MS ? left : POST_TIMEOUT_MS));
       else {
         for (size_t i = 0; i < n; i++) json_decref(batch[i]);
         atomic_fetch_add(&t->dropped_failed, n);

@@ -18,6 +18,8 @@ Then it checks the tree the spans make:
   - session 2's wake-up span links to the step span of session 3's W, in session 3's trace;
   - the spans carry no secrets: the API's URL path and query appear nowhere;
   - xgr_otlp_spans_exported_total counted them and nothing was dropped.
+With a collector that never answers and --otlp-queue-spans 1, spans are dropped and counted
+(queue_full, then export_failed when the POST times out), logged, and the sessions run all the same.
 An --otlp-endpoint that is not an http(s) URL is refused at start (exit 2, naming the flag).
 Finally an xgrd without --otlp-endpoint runs the same workload: the receiver gets nothing and
 /metrics has no xgr_otlp_ family.
@@ -38,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 XGRD, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.dont_write_bytecode = True
-from xgrd_harness import Xgrd, check, fail, until, wait_for  # noqa: E402
+from xgrd_harness import Hang, Xgrd, check, fail, until, wait_for  # noqa: E402
 
 OWNER = "0x00000000000000000000000000000000000000d8"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -148,6 +150,13 @@ def session_waits(x, root):
     return any(p.get("resumeStep") == "T" and p.get("status") == "waiting" for p in r.get("processes", []))
 
 
+def dropped(x, reason):
+    """xgr_otlp_spans_dropped_total{reason=...} on x's /metrics (-1 when absent)."""
+    text = urllib.request.urlopen(x.url + "metrics", timeout=10).read().decode()
+    m = re.search(r'^xgr_otlp_spans_dropped_total\{reason="%s"\} (\S+)$' % reason, text, re.M)
+    return float(m.group(1)) if m else -1
+
+
 def derived_trace(root):
     return hashlib.sha256(("xgr-trace|%s|%d|0|0" % (OWNER, root)).encode()).hexdigest()[:32]
 
@@ -178,6 +187,7 @@ def main():
     x = Xgrd(XGRD, "sqlite:" + os.path.join(top, "t.db"), top,
              ["--allow-outbound", "127.0.0.1/32", "--otlp-endpoint", endpoint], "traced")
     quiet = None
+    others = []
     try:
         for bad in ("ftp://127.0.0.1:1", "127.0.0.1:4318", ""):
             out = subprocess.run([XGRD, "--listen", "127.0.0.1:0", "--auth", "none", "--otlp-endpoint", bad],
@@ -253,9 +263,29 @@ def main():
         check(len(t) == 1 and t[0].get("parentSpanId") == derived_span("session", 2), "session 2's T ran, traced")
 
         exported = x.metric(None, "xgr_otlp_spans_exported_total")
-        dropped = x.metric("queue_full", "xgr_otlp_spans_dropped_total")
-        check(exported >= len(spans) and dropped == 0, "xgr_otlp_spans_exported_total %d, none dropped" % exported)
+        check(exported >= len(spans) and dropped(x, "queue_full") == 0 and dropped(x, "export_failed") == 0,
+              "xgr_otlp_spans_exported_total %d, none dropped" % exported)
         x.stop()
+
+        # a collector that never answers, a queue of one span: drops are counted, nothing else notices
+        hang = Hang()
+        try:
+            full = Xgrd(XGRD, "sqlite:" + os.path.join(top, "h.db"), top,
+                        ["--allow-outbound", "127.0.0.1/32", "--otlp-endpoint", "http://127.0.0.1:%d" % hang.port,
+                         "--otlp-queue-spans", "1"], "hung")
+            others.append(full)
+            full.start()
+            workload(full, api_port)
+            check(dropped(full, "queue_full") >= 1,
+                  "with --otlp-queue-spans 1 and a hung collector, spans are dropped as queue_full")
+            wait_for("the hung POST times out and its spans count as export_failed",
+                     lambda: dropped(full, "export_failed") >= 1, 20)
+            check(full.ok("xgr.getSession", {"owner": OWNER, "rootPid": 1})["session"]["status"] == "completed",
+                  "the sessions ran to their end all the same")
+            full.stop()
+            check("OTLP export failed" in full.log_tail(4000), "the failed export is logged")
+        finally:
+            hang.close()
 
         # without the flag: nothing is sent
         with rcv.lock:
@@ -273,6 +303,8 @@ def main():
         x.kill()
         if quiet:
             quiet.kill()
+        for o in others:
+            o.kill()
         api.shutdown()
         rcv.shutdown()
 
