@@ -243,6 +243,16 @@ static int parse_uint(const char *flag, const char *v, unsigned long max, unsign
   return 0;
 }
 
+/* parse_uint for a count that must be at least 1: 0 is refused naming the range. */
+static int parse_count(const char *flag, const char *v, unsigned long max, unsigned long *out) {
+  if (parse_uint(flag, v, max, out)) return -1;
+  if (!*out) {
+    fprintf(stderr, "xgrd: %s is 0; expected 1 to %lu\n", flag, max);
+    return -1;
+  }
+  return 0;
+}
+
 /* Set one option by name (without dashes) from its text. */
 static int set_opt(opts *o, const char *name, const char *v) {
   unsigned long u;
@@ -350,23 +360,9 @@ static int set_opt(opts *o, const char *name, const char *v) {
     }
     o->otlp_endpoint = v;
   }
-  else if (!strcmp(name, "otlp-queue-spans")) {
-    if (parse_uint("--otlp-queue-spans", v, 10000000UL, &u)) return -1;
-    if (!u) {
-      fprintf(stderr, "xgrd: --otlp-queue-spans is 0; expected 1 to 10000000\n");
-      return -1;
-    }
-    o->otlp_queue_spans = u;
-  }
+  else if (!strcmp(name, "otlp-queue-spans")) { if (parse_count("--otlp-queue-spans", v, 10000000UL, &u)) return -1; o->otlp_queue_spans = u; }
   else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
-  else if (!strcmp(name, "max-running")) {
-    if (parse_uint("--max-running", v, 100000, &u)) return -1;
-    if (!u) {
-      fprintf(stderr, "xgrd: --max-running is 0; expected 1 to 100000\n");
-      return -1;
-    }
-    o->max_running = u;
-  }
+  else if (!strcmp(name, "max-running")) { if (parse_count("--max-running", v, 100000, &u)) return -1; o->max_running = u; }
   else if (!strcmp(name, "session-ttl")) {
     if (parse_uint("--session-ttl", v, 3153600000UL, &u)) return -1;
     if (!u) {

@@ -17,7 +17,8 @@ Then it checks the tree the spans make:
     sha256("xgr-trace|owner|rootPid|0|0")), session 4 too (an invalid header starts a new trace);
   - session 2's wake-up span links to the step span of session 3's W, in session 3's trace;
   - the spans carry no secrets: the API's URL path and query appear nowhere;
-  - xgr_otlp_spans_exported_total counted them and nothing was dropped.
+  - xgr_otlp_spans_exported_total counted them and nothing was dropped; promtool check metrics
+    (when installed) accepts /metrics with the xgr_otlp_ families.
 With a collector that never answers and --otlp-queue-spans 1, spans are dropped and counted
 (queue_full, then export_failed when the POST times out), logged, and the sessions run all the same.
 An --otlp-endpoint that is not an http(s) URL is refused at start (exit 2, naming the flag).
@@ -30,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,27 +42,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 XGRD, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.dont_write_bytecode = True
-from xgrd_harness import Hang, Xgrd, check, fail, until, wait_for  # noqa: E402
+from xgrd_harness import Hang, JsonApi, Xgrd, check, fail, until, wait_for  # noqa: E402
 
 OWNER = "0x00000000000000000000000000000000000000d8"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 SECRET = "s3cr3t-token-value"
-
-
-class Api(BaseHTTPRequestHandler):
-    """The API S calls: {"v": 7}."""
-
-    def do_GET(self):
-        body = b'{"v": 7}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -179,9 +166,8 @@ def session_spans(spans, root):
 
 def main():
     top = tempfile.mkdtemp(prefix="xgr-tracing-")
-    api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    api_port = api.server_address[1]
+    api = JsonApi()
+    api_port = api.port
     rcv = receiver()
     endpoint = "http://127.0.0.1:%d" % rcv.server_address[1]
     x = Xgrd(XGRD, "sqlite:" + os.path.join(top, "t.db"), top,
@@ -265,6 +251,12 @@ def main():
         exported = x.metric(None, "xgr_otlp_spans_exported_total")
         check(exported >= len(spans) and dropped(x, "queue_full") == 0 and dropped(x, "export_failed") == 0,
               "xgr_otlp_spans_exported_total %d, none dropped" % exported)
+        promtool = shutil.which("promtool")
+        if promtool:
+            text = urllib.request.urlopen(x.url + "metrics", timeout=10).read().decode()
+            out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+            check("xgr_otlp_queue_spans" in text and out.returncode == 0 and not (out.stdout + out.stderr).strip(),
+                  "promtool check metrics accepts /metrics with the xgr_otlp_ families (%s)" % (out.stdout + out.stderr)[:500])
         x.stop()
 
         # a collector that never answers, a queue of one span: drops are counted, nothing else notices
@@ -305,7 +297,7 @@ def main():
             quiet.kill()
         for o in others:
             o.kill()
-        api.shutdown()
+        api.close()
         rcv.shutdown()
 
 
