@@ -51,8 +51,9 @@
 #define POST_TIMEOUT_MS 5000
 #define CONNECT_TIMEOUT_MS 2000
 #define FLUSH_MS 3000             /* at shutdown: what is queued is posted within this, the rest dropped */
-#define MAX_SESSIONS 1000000u     /* sessions with trace state in memory; beyond, derived ids only */
-#define MAX_ARRIVALS 64           /* ended processes kept per session for a join's links */
+#define MAX_SESSIONS 200000u      /* sessions with trace state in memory (~130 bytes each); beyond,
+                                     derived ids only */
+#define MAX_ARRIVALS 64           /* processes kept per session for a join's links */
 
 /* The trace state of one session while it lives. */
 typedef struct tsess {
@@ -62,12 +63,19 @@ typedef struct tsess {
   uint8_t parent[8];            /* the header's parent id (has_parent) */
   bool has_parent;
   int64_t start_ns;             /* the session span's start */
-  uint32_t narr;
+  uint32_t narr, carr;
   struct arrival {
     uint32_t group;
     uint64_t iter;
-  } arr[MAX_ARRIVALS];          /* processes of a join scope (group) whose step ran, oldest first */
+  } *arr;                       /* owned, NULL until needed: processes of a join scope (group) whose step
+                                   ran, oldest first, at most MAX_ARRIVALS */
 } tsess;
+
+static void sess_free(tsess *s) {
+  if (!s) return;
+  free(s->arr);
+  free(s);
+}
 
 struct xgr__tracer {
   xgr_node *node;               /* the log */
@@ -173,7 +181,7 @@ void xgr__tracer_session_drop(xgr__tracer *t, const char *owner, uint64_t root) 
   tsess *s = sess_get(t, owner, root, false, 0);
   if (s) xgr__hashmap_remove(&t->sessions, root, s);
   pthread_mutex_unlock(&t->smu);
-  free(s);
+  sess_free(s);
 }
 
 /* ---- spans (OTLP/JSON) ---------------------------------------------------------------------------- */
@@ -256,7 +264,8 @@ static void emit(xgr__tracer *t, json_t *span) {
   pthread_mutex_unlock(&t->mu);
 }
 
-/* "scheme://host[:port]" of a URL: scheme and host only go into spans (no user info, path or query). */
+/* The scheme and host of a URL ("scheme://[user@]host[:port]/..."): only they go into spans (no
+ * user info, port, path or query). Empty when it has no "://". */
 static void url_parts(const char *url, char *scheme, size_t ns, char *host, size_t nh) {
   scheme[0] = host[0] = '\0';
   const char *sep = url ? strstr(url, "://") : NULL;
@@ -265,10 +274,14 @@ static void url_parts(const char *url, char *scheme, size_t ns, char *host, size
   const char *h = sep + 3, *end = h + strcspn(h, "/?#");
   const char *at = memchr(h, '@', (size_t)(end - h));
   if (at) h = at + 1;
-  const char *colon = NULL;
-  if (*h == '[') colon = memchr(h, ']', (size_t)(end - h)) ? (const char *)memchr(h, ']', (size_t)(end - h)) + 1 : NULL;
-  else colon = memchr(h, ':', (size_t)(end - h));
-  const char *hend = colon && colon < end && *colon == ':' ? colon : end;
+  const char *hend = end;
+  if (*h == '[') {   /* an IPv6 literal: up to its ']' */
+    const char *close = memchr(h, ']', (size_t)(end - h));
+    if (close) hend = close + 1;
+  } else {
+    const char *colon = memchr(h, ':', (size_t)(end - h));
+    if (colon) hend = colon;
+  }
   snprintf(host, nh, "%.*s", (int)(hend - h < 255 ? hend - h : 255), h);
 }
 
@@ -282,6 +295,10 @@ static void step_spans(xgr__tracer *t, const xgr_engine_event *ev) {
     if (start < s->start_ns) s->start_ns = start;
     if (ev->group) {   /* a candidate for a join's links */
       if (s->narr == MAX_ARRIVALS) memmove(s->arr, s->arr + 1, --s->narr * sizeof s->arr[0]);
+      if (s->narr == s->carr) {
+        s->carr = s->carr ? 2 * s->carr : 4;
+        s->arr = xgr__xrealloc(s->arr, s->carr * sizeof s->arr[0]);
+      }
       s->arr[s->narr++] = (struct arrival){ev->group, ev->iter};
     }
   }
@@ -429,7 +446,7 @@ static void session_span(xgr__tracer *t, const xgr_engine_event *ev) {
   attr_str(at, "xgr.result", ev->message);
   attr_int(at, "xgr.steps", (int64_t)ev->steps);
   span_status(sp, ev->message && !strcmp(ev->message, "completed"), ev->message);
-  free(s);
+  sess_free(s);
   emit(t, sp);
 }
 
@@ -605,7 +622,7 @@ void xgr__tracer_free(xgr__tracer *t) {
   for (size_t i = 0; i < t->qn; i++) json_decref(t->q[(t->qhead + i) % t->qmax]);
   free(t->q);
   size_t pos = 0;
-  for (tsess *s; (s = xgr__hashmap_next(&t->sessions, &pos, NULL));) free(s);
+  for (tsess *s; (s = xgr__hashmap_next(&t->sessions, &pos, NULL));) sess_free(s);
   xgr__hashmap_free(&t->sessions);
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv);
