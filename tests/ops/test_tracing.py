@@ -308,6 +308,7 @@ def main():
             o.kill()
         api.close()
         rcv.shutdown()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 if __name__ == "__main__":
