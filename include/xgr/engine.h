@@ -240,8 +240,8 @@ typedef struct xgr_engine_event {
   uint8_t rule_action;          /* STEP: xgr_rule_action of the result */
   /* STEP, for tracing (src/node/trace.c; only with XGR_EEV_WANT_TRACE): the step's id and rule address (borrowed from the
    * bundle), when its process started running and who spawned it (the core's process), its join
-   * group (xgr_engine_proc.group), its API calls as the history row's JSON text
-   * ([{"name","status","ms","url","error"}], or NULL) and its contract reads as JSON text
+   * group (xgr_engine_proc.group), its API calls as JSON text (xgr_outcome_api_json with the
+   * method: [{"name","method","status","ms","url","error"}], or NULL) and its contract reads as JSON text
    * ([{"function","to","error"}], or NULL), the branch taken (valid) */
   const char *step_id;
   const char *rule_address;

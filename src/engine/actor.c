@@ -467,7 +467,11 @@ static void apply(actor *a, job *j) {
         s->ev.parent_iter = p->parent_iter;
         s->ev.group = p->group;
       }
-      if (o.api_json) s->ev.api = s->api = xgr__xstrdup(o.api_json);
+      if (j->res.napi_calls) {
+        json_t *calls = xgr_outcome_api_json(&j->res, true);
+        s->ev.api = s->api = json_dumps(calls, JSON_COMPACT);
+        json_decref(calls);
+      }
       if (j->res.nreads) s->ev.reads = s->reads = reads_json(&j->res);
     }
     push_event(a, s);

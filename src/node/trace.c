@@ -10,8 +10,8 @@
  *   step <stepId>             one per step a process ran, child of the session span; linked to the
  *                             step span of the process that spawned it ("spawned_by")
  *   api <name>                one per API call of a step, child of its step span (kind CLIENT;
- *                             the URL's scheme and host and the status only: never a path, query,
- *                             header or body)
+ *                             the method, the URL's scheme and host and the status only: never a
+ *                             path, query, header or body)
  *   chain.read <function>     one per contract read of a step, child of its step span
  *   join <stepId>             a join was decided: child of the session span, linked to the step
  *                             spans of the processes of its scope that ended before ("joined")
@@ -348,6 +348,7 @@ static void step_spans(xgr__tracer *t, const xgr_engine_event *ev) {
     char scheme[20], host[256];
     url_parts(json_string_value(json_object_get(c, "url")), scheme, sizeof scheme, host, sizeof host);
     attr_str(aa, "xgr.api_name", cname);
+    attr_str(aa, "http.request.method", json_string_value(json_object_get(c, "method")));
     if (host[0]) attr_str(aa, "server.address", host);
     if (scheme[0]) attr_str(aa, "url.scheme", scheme);
     if (status) attr_int(aa, "http.response.status_code", status);

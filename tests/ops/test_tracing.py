@@ -227,9 +227,9 @@ def main():
         check(len(apis) == 1 and apis[0].get("parentSpanId") == steps["S"]["spanId"],
               "the API call's span is a child of S's step span")
         a = attrs(apis[0])
-        check(apis[0]["kind"] == 3 and a.get("server.address") == "127.0.0.1" and
+        check(apis[0]["kind"] == 3 and a.get("server.address") == "127.0.0.1" and a.get("http.request.method") == "GET" and
               a.get("http.response.status_code") == "200" and a.get("url.scheme") == "http",
-              "the API span is a CLIENT span with the host and the status: %s" % a)
+              "the API span is a CLIENT span with the method, the host and the status: %s" % a)
         for sid in ("B", "C"):
             links = steps[sid].get("links", [])
             check(any(l["spanId"] == steps["S"]["spanId"] and l["traceId"] == TRACE_ID for l in links),
