@@ -178,7 +178,6 @@ def main():
     endpoint = "http://127.0.0.1:%d" % rcv.server_address[1]
     x = Xgrd(XGRD, "sqlite:" + os.path.join(top, "t.db"), top,
              ["--allow-outbound", "127.0.0.1/32", "--otlp-endpoint", endpoint], "traced")
-    quiet = None
     others = []
     try:
         for bad in ("ftp://127.0.0.1:1", "127.0.0.1:4318", ""):
@@ -293,6 +292,7 @@ def main():
             rcv.spans.clear()
             posts = rcv.posts
         quiet = Xgrd(XGRD, "sqlite:" + os.path.join(top, "q.db"), top, ["--allow-outbound", "127.0.0.1/32"], "quiet")
+        others.append(quiet)
         quiet.start()
         workload(quiet, api_port)
         text = urllib.request.urlopen(quiet.url + "metrics", timeout=10).read().decode()
@@ -301,10 +301,7 @@ def main():
         with rcv.lock:
             check(rcv.posts == posts and not rcv.spans, "without --otlp-endpoint nothing reaches the receiver")
     finally:
-        x.kill()
-        if quiet:
-            quiet.kill()
-        for o in others:
+        for o in [x] + others:   # every xgrd started, never raising
             o.kill()
         api.close()
         rcv.shutdown()
