@@ -239,6 +239,25 @@ typedef struct xgr_engine_event {
   xgr_value input;              /* STEP: the sanitized input (null when the step failed before reading it) */
   xgr_value output;             /* STEP: the outcome payload (null after a hard error or a rule action) */
   uint8_t rule_action;          /* STEP: xgr_rule_action of the result */
+  /* STEP, for tracing (src/node/trace.c; only with XGR_EEV_WANT_TRACE): the step's id and rule address (borrowed from the
+   * bundle), when its process started running and who spawned it (the core's process), its join
+   * group (xgr_engine_proc.group), its API calls as JSON text (xgr_outcome_api_json with the
+   * method: [{"name","method","status","ms","url","error"}], or NULL) and its contract reads as JSON text
+   * ([{"function","to","error"}], or NULL), the branch taken (valid) */
+  const char *step_id;
+  const char *rule_address;
+  int64_t started_at;
+  uint64_t parent_iter;
+  uint32_t group;
+  const char *api;
+  const char *reads;
+  bool valid;
+  /* WAKE (only with XGR_EEV_WANT_TRACE), an internal wake-up that was applied or refused here: the waking session and the
+   * process whose step sent it (from_iter 0: unknown, as for one redelivered after a restart);
+   * from_owner NULL for the other WAKE events */
+  const char *from_owner;
+  uint64_t from_root;
+  uint64_t from_iter;
 } xgr_engine_event;
 
 /* Called on the session's actor (a worker thread; sessions call concurrently). Everything in ev
@@ -368,6 +387,10 @@ int xgr_engine_subscribe(xgr_engine *e, xgr_engine_event_fn fn, void *ctx);
 #define XGR_EEV_WANT(kind) (1u << (kind))
 #define XGR_EEV_WANT_ALL 0xffu              /* every kind */
 #define XGR_EEV_WANT_JOIN_TREE (1u << 16)
+/* STEP events with their tracing fields (step_id ... valid) and WAKE events with the waking
+ * process (from_owner, from_root, from_iter): only when some subscriber asks with this bit (they
+ * cost a copy of the step's API record per step); else those fields are zero. */
+#define XGR_EEV_WANT_TRACE (1u << 17)
 typedef unsigned (*xgr_engine_interest_fn)(void *ctx);
 
 /* Subscribe with an interest (xgr_engine_subscribe's rules). A session's actor asks `interest`

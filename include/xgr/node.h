@@ -128,9 +128,19 @@ typedef struct xgr_node_config {
   /* retention (xgr_store_config.ttl_secs, history_secs) */
   int64_t session_ttl_secs;
   int64_t history_secs;
+  /* Tracing (docs/OPERATIONS.md "Tracing"): spans of sessions, steps, API and chain calls, joins
+   * and wake-ups exported as OTLP/HTTP JSON to {otlp_endpoint}/v1/traces (an http:// or https://
+   * URL; NULL: no tracing — no thread, no subscription, nothing built), through a queue of at
+   * most otlp_queue_spans spans (0: XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS; a full queue drops). */
+  const char *otlp_endpoint;
+  size_t otlp_queue_spans;
 } xgr_node_config;
 
 #define XGR_NODE_DEFAULT_MAX_OWNER_BYTES (4ull << 30)   /* 4 GiB */
+#define XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS 65536u
+
+/* Whether endpoint is a usable --otlp-endpoint: 0, or XGR_EINVAL naming "otlp-endpoint". */
+int xgr_node_check_otlp_endpoint(const char *endpoint, xgr_error *err);
 
 /* Open the store and start the engine; no session is loaded yet (xgr_node_recover). cfg is
  * copied (the strings and objects it points to are borrowed for the node's life). NULL with *err
@@ -297,6 +307,9 @@ typedef struct xgr_node_enqueue_req {
   int64_t wait_ms;              /* the start process waits this long (0: it runs at once) */
   const char *who;              /* the permit's signer ("" without permits) */
   const xgr_permit *permit;     /* the verified SessionPermit; NULL or kind 0 without permits */
+  /* The request's W3C `traceparent` header, or NULL: with tracing on, a valid one makes the
+   * session's trace continue the caller's; an invalid one is ignored (a new trace). */
+  const char *traceparent;
   /* before(ctx, root): the session is about to start with this rootPid (before it can make any
    * event: register what waits for its events here); may be NULL. done(ctx, p): its outcome is
    * ready — from the committing thread, or inside xgr_node_enqueue; must not block; the caller

@@ -6,6 +6,8 @@
 #ifndef XGR_OUTCOME_H
 #define XGR_OUTCOME_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "xgr/rule.h"
@@ -21,6 +23,11 @@ typedef struct xgr_outcome_buf {
   xgr_wakeup_req wakeups[64];
   char api[12288];              /* the API calls as JSON text (URLs and errors cut to 300 bytes each) */
 } xgr_outcome_buf;
+
+/* What each API call of r did as a JSON array (a new reference): [{"name","status","ms","url",
+ * "error"}] — the history row's record (URLs and errors cut to 300 bytes; the URL has its
+ * credentials masked) — with "method" too when with_method (tracing reads it). */
+json_t *xgr_outcome_api_json(const xgr_step_result *r, bool with_method);
 
 /* Fill *o from r. rule_address is the executing rule's address (for `fromXRC137`), or NULL.
  * o borrows from r and buf. */

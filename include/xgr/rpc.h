@@ -63,6 +63,7 @@ typedef struct xgr_rpc_caller {
   bool auth_none;             /* the server runs with --auth none (loopback only) */
   const struct xgr_auth *auth; /* the chain id, control contract and (unless auth_none) the permit checks */
   xgr_rpc_defer *defer;       /* this request's answer may be deferred (see below); NULL: it may not */
+  const char *traceparent;    /* the W3C traceparent header, or NULL (xgr.enqueue hands it to the node) */
 } xgr_rpc_caller;
 
 /* ---- answering later ------------------------------------------------------------------------------

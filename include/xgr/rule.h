@@ -274,6 +274,7 @@ typedef struct xgr_grant {
 
 typedef struct xgr_api_call_report {
   const char *name;
+  const char *method;         /* the call's HTTP method (borrowed from the rule), NULL when not reached */
   long status;                /* HTTP status, 0 when none arrived or the call was not made */
   double ms;
   const char *error;          /* NULL on success; else why the call's aliases were defaulted */

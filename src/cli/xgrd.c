@@ -69,6 +69,8 @@ typedef struct opts {
   long long history_retention_s;  /* -1: not given (kept forever); 0: forever */
   /* caps per client and owner (0: the default; docs/SECURITY.md, "Event streams and waiting calls") */
   unsigned max_validates_per_client, max_streams_per_client, max_streams_per_owner, max_streams, stream_max_secs;
+  const char *otlp_endpoint;      /* tracing (docs/OPERATIONS.md "Tracing"), NULL: off */
+  unsigned long otlp_queue_spans; /* 0: XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS */
 } opts;
 
 #define DEFAULT_MAX_RUNNING 32          /* SEMANTICS: at most 32 processes of a session run at once */
@@ -99,6 +101,7 @@ static const struct option long_options[] = {
   {"max-outbound-per-owner", required_argument, NULL, 0},
   {"max-session-bytes", required_argument, NULL, 0}, {"max-owner-processes", required_argument, NULL, 0},
   {"max-owner-bytes", required_argument, NULL, 0},
+  {"otlp-endpoint", required_argument, NULL, 0}, {"otlp-queue-spans", required_argument, NULL, 0},
   {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
@@ -178,6 +181,12 @@ static void usage(FILE *f) {
           "  --session-ttl SECONDS  how long a finished process's row (and a finished session's processes in\n"
           "                         xgr.getSession / listSessions) is kept after it ended (default 86400, or\n"
           "                         $XGR_SESSION_TTL_SECS when set; 1 to 3153600000)\n"
+          "  --otlp-endpoint URL    trace sessions: spans of sessions, steps, API and chain calls, joins and\n"
+          "                         wake-ups go as OTLP/HTTP JSON to URL/v1/traces (an OpenTelemetry collector,\n"
+          "                         e.g. http://127.0.0.1:4318); an xgr.enqueue's W3C traceparent header continues\n"
+          "                         the caller's trace (default: off, nothing is built or sent)\n"
+          "  --otlp-queue-spans N   spans waiting for export at most; more are dropped and counted in\n"
+          "                         xgr_otlp_spans_dropped_total (default 65536; 1 to 10000000)\n"
           "  --history-retention SECONDS  how long step history (proc_steps, xgr history, getSession's timeline)\n"
           "                         and finished session rows are kept (default 0: forever)\n"
           "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
@@ -250,6 +259,16 @@ static int parse_uint(const char *flag, const char *v, unsigned long max, unsign
     return -1;
   }
   *out = u;
+  return 0;
+}
+
+/* parse_uint for a count that must be at least 1: 0 is refused naming the range. */
+static int parse_count(const char *flag, const char *v, unsigned long max, unsigned long *out) {
+  if (parse_uint(flag, v, max, out)) return -1;
+  if (!*out) {
+    fprintf(stderr, "xgrd: %s is 0; expected 1 to %lu\n", flag, max);
+    return -1;
+  }
   return 0;
 }
 
@@ -352,15 +371,17 @@ static int set_opt(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "max-session-bytes")) { if (parse_uint("--max-session-bytes", v, 1ul << 50, &u) || !u) return -1; o->max_session_bytes = u; }
   else if (!strcmp(name, "max-owner-processes")) { if (parse_uint("--max-owner-processes", v, 1000000000UL, &u) || !u) return -1; o->max_owner_processes = u; }
   else if (!strcmp(name, "max-owner-bytes")) { if (parse_uint("--max-owner-bytes", v, 1ul << 50, &u) || !u) return -1; o->max_owner_bytes = u; }
-  else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
-  else if (!strcmp(name, "max-running")) {
-    if (parse_uint("--max-running", v, 100000, &u)) return -1;
-    if (!u) {
-      fprintf(stderr, "xgrd: --max-running is 0; expected 1 to 100000\n");
+  else if (!strcmp(name, "otlp-endpoint")) {
+    xgr_error e;
+    if (xgr_node_check_otlp_endpoint(v, &e)) {
+      fprintf(stderr, "xgrd: --%s: %s\n", e.path, e.message);
       return -1;
     }
-    o->max_running = u;
+    o->otlp_endpoint = v;
   }
+  else if (!strcmp(name, "otlp-queue-spans")) { if (parse_count("--otlp-queue-spans", v, 10000000UL, &u)) return -1; o->otlp_queue_spans = u; }
+  else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
+  else if (!strcmp(name, "max-running")) { if (parse_count("--max-running", v, 100000, &u)) return -1; o->max_running = u; }
   else if (!strcmp(name, "session-ttl")) {
     if (parse_uint("--session-ttl", v, 3153600000UL, &u)) return -1;
     if (!u) {
@@ -655,7 +676,9 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .metrics = xgr_rpc_metrics(srv),
                         .hibernate_after_ms = o->hibernate_after_ms,
                         .lease_ms = (int64_t)o->lease_ms,
-                        .store_writers = (int)o->store_writers};
+                        .store_writers = (int)o->store_writers,
+                        .otlp_endpoint = o->otlp_endpoint,
+                        .otlp_queue_spans = o->otlp_queue_spans};
   if (*node_buf) dc.node_id = node_buf;
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o->store ? o->store : "memory:");

@@ -56,11 +56,13 @@ static void interest(actor *a) {
   const xgr_engine *e = a->e;
   memset(a->to, 0, sizeof a->to);
   a->join_tree = false;
+  a->trace = false;
   for (unsigned k = 0; k < e->nsubs; k++) {
     unsigned m = e->subs_want[k] ? e->subs_want[k](e->subs_ctx[k]) : XGR_EEV_WANT_ALL | XGR_EEV_WANT_JOIN_TREE;
     for (unsigned kind = 0; kind < 8; kind++)
       if (m & XGR_EEV_WANT(kind)) a->to[kind] |= (uint8_t)(1u << k);
     if ((m & XGR_EEV_WANT(XGR_EEV_JOIN)) && (m & XGR_EEV_WANT_JOIN_TREE)) a->join_tree = true;
+    if (e->subs_want[k] && (m & XGR_EEV_WANT_TRACE)) a->trace = true;
   }
 }
 
@@ -95,6 +97,9 @@ static void ev_free(evsnap *s) {
   xgr_value_release(s->ev.input);
   xgr_value_release(s->ev.output);
   free(s->msg);
+  free(s->api);
+  free(s->reads);
+  free(s->from_owner);
   free(s);
 }
 
@@ -297,6 +302,7 @@ static void consume(actor *a) {
         m->id = e->has_store ? outbox_put(a, fe) : NULL;
         m->caller = xgr__xstrdup(xgr_session_owner(a->s));
         m->from_root = a->root;
+        m->from_iter = fe->proc ? fe->proc->iter : 0;
         m->step_id = fe->step_id;
         m->rule_address = fe->rule_address;
         m->payload = fe->payload;
@@ -424,6 +430,22 @@ static void flush(actor *a, visq *q) {
 
 /* ---- step results ------------------------------------------------------------------------------ */
 
+/* The step's contract reads as JSON text [{"function","to","error"}] (a STEP event's `reads`). */
+static char *reads_json(const xgr_step_result *r) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < r->nreads; i++) {
+    const xgr_read_report *rd = &r->reads[i];
+    json_t *e = json_object();
+    json_object_set_new(e, "function", rd->function ? json_string(rd->function) : json_null());
+    json_object_set_new(e, "to", rd->to ? json_string(rd->to) : json_null());
+    json_object_set_new(e, "error", rd->error ? json_string(rd->error) : json_null());
+    json_array_append_new(a, e);
+  }
+  char *t = json_dumps(a, JSON_COMPACT);
+  json_decref(a);
+  return t;
+}
+
 static void apply(actor *a, job *j) {
   xgr_engine *e = a->e;
   xgr_outcome_buf ob;
@@ -435,6 +457,23 @@ static void apply(actor *a, job *j) {
     s->ev.rule_action = (uint8_t)j->res.action;
     s->ev.input = xgr_value_retain(j->res.payload);
     s->ev.output = xgr_value_retain(j->res.output);
+    if (a->trace) {   /* what a span of the step needs (src/node/trace.c) */
+      s->ev.valid = j->res.valid;
+      s->ev.step_id = a->b->orch->steps[j->step].id;
+      s->ev.rule_address = a->b->step_rule_address[j->step];
+      const xgr_proc *p = xgr_session_find(a->s, j->iter);
+      if (p) {
+        s->ev.started_at = p->started_at;
+        s->ev.parent_iter = p->parent_iter;
+        s->ev.group = p->group;
+      }
+      if (j->res.napi_calls) {
+        json_t *calls = xgr_outcome_api_json(&j->res, true);
+        s->ev.api = s->api = json_dumps(calls, JSON_COMPACT);
+        json_decref(calls);
+      }
+      if (j->res.nreads) s->ev.reads = s->reads = reads_json(&j->res);
+    }
     push_event(a, s);
   }
   xgr_session_step_result(a->s, j->iter, &o, a->now, &a->fx, NULL);
@@ -601,7 +640,13 @@ static void on_iwake(actor *a, iwake_msg *m) {
     else
       snprintf(msg, sizeof msg, "internal wake-up of session %llu step %s: woken", (unsigned long long)a->root,
                m->step_id);
-    push_event(a, ev_new(a, XGR_EEV_WAKE, msg, rc == 0));
+    evsnap *s = ev_new(a, XGR_EEV_WAKE, msg, rc == 0);
+    if (a->trace && m->caller) {
+      s->ev.from_owner = s->from_owner = xgr__xstrdup(m->caller);
+      s->ev.from_root = m->from_root;
+      s->ev.from_iter = m->from_iter;
+    }
+    push_event(a, s);
     if (!a->e->has_store) flush(a, &a->pend);
   }
   xgr_eng_iwake_free(m);

@@ -17,6 +17,8 @@ typedef struct evsnap {
   xgr_engine_event ev;
   xgr_engine_proc p;
   char *msg;
+  char *api, *reads;               /* STEP: owned texts behind ev.api and ev.reads */
+  char *from_owner;                /* WAKE: owned text behind ev.from_owner */
   uint8_t to;                      /* the subscribers it goes to (bit k: e->subs[k]) */
 } evsnap;
 
@@ -67,6 +69,7 @@ struct actor {
    * of those of JOIN wants its join tree */
   uint8_t to[8];
   bool join_tree;
+  bool trace;                      /* some subscriber wants the tracing fields (XGR_EEV_WANT_TRACE) */
   /* a new session's row: its first batch carries it (insert if absent); started is told once that
    * batch is committed or refused (xgr_engine_start.started) */
   bool new_row;                  /* the row still has to go out with the next batch */

@@ -286,6 +286,7 @@ typedef struct iwake_msg {
   char *id;                     /* outbox id (with a store hook), else NULL */
   char *caller;                 /* the producing session's owner */
   uint64_t from_root;
+  uint64_t from_iter;           /* the producing process (0: unknown, after a restart) */
   char *step_id;
   char *rule_address;
   xgr_value payload;

@@ -310,6 +310,10 @@ static int load_one(xgr_node *d, const xgr_store_live *l, xgr_error *err) {
   return rc;
 }
 
+int xgr_node_check_otlp_endpoint(const char *endpoint, xgr_error *err) {
+  return xgr__tracer_check_endpoint(endpoint, err);
+}
+
 int xgr__node_load(xgr_node *d, const xgr_store_live *l, xgr_error *err) { return load_one(d, l, err); }
 
 static int recover_one(void *ctx, const xgr_store_live *l) {
@@ -494,6 +498,10 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
   }
   d->e = xgr_engine_new(&ec, err);
   if (!d->e) goto fail;
+  if (cfg->otlp_endpoint) {   /* tracing: before any session can make an event */
+    d->trace = xgr__tracer_new(d, cfg->otlp_endpoint, cfg->otlp_queue_spans, scale, err);
+    if (!d->trace || xgr__tracer_subscribe(d->trace, d->e, err)) goto fail;
+  }
   return d;
 fail:
   xgr_node_free(d);
@@ -632,6 +640,7 @@ void xgr_node_free(xgr_node *d) {
   atomic_store(&d->stopping, true);
   xgr__node_lease_free(d);        /* its thread calls the engine */
   xgr_engine_free(d->e);          /* shuts down: steps finish, batches are submitted */
+  xgr__tracer_free(d->trace);     /* after the engine: no more events; posts what is queued */
   xgr_store_close(d->st);         /* commits what is queued */
   xgr_node_persist_free(d->p);
   xgr__node_bundles_free(d);
@@ -648,5 +657,6 @@ void xgr_node_metrics(xgr_node *d, xgr_metrics *m) {
   xgr_metrics_collector(m, "node.runtime", collect_runtime, d);
   xgr_metrics_collector(m, "node.outbound", collect_outbound, d);
   xgr__node_lease_metrics(d, m);
+  if (d->trace) xgr__tracer_metrics(d->trace, m);
   if (d->cfg.chain) xgr_metrics_collector(m, "node.chain", collect_chain, d);
 }

@@ -78,6 +78,7 @@ struct xgr_node {
   xgr__node_lease *lease;      /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
   struct xgr__node_quiet *quiet;   /* owned: xgr_node_log_error's repeats (node.c) */
   xgr_counter *quota_starts_refused;   /* starts refused for an owner quota (NULL: no metrics) */
+  struct xgr__tracer *trace;   /* owned: spans exported to cfg.otlp_endpoint (trace.c), NULL: no tracing */
 };
 
 /* ---- node.c ----------------------------------------------------------------------------------- */
@@ -113,5 +114,31 @@ void xgr__node_lease_stop(xgr_node *d, bool release);
 void xgr__node_lease_free(xgr_node *d);
 /* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
 void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m);
+
+/* ---- trace.c ---------------------------------------------------------------------------------- */
+
+/* The tracer (see trace.c's head): spans built from the engine's events, exported as OTLP/HTTP
+ * JSON by its own thread. Made only with cfg.otlp_endpoint. */
+typedef struct xgr__tracer xgr__tracer;
+/* endpoint's check (xgr_node_check_otlp_endpoint). */
+int xgr__tracer_check_endpoint(const char *endpoint, xgr_error *err);
+/* A tracer posting to endpoint (checked: XGR_EINVAL), queueing at most queue_spans (0: the
+ * default); scale: the engine clock's factor over Unix time. Starts its exporter thread. node
+ * (borrowed) is its log. */
+xgr__tracer *xgr__tracer_new(xgr_node *node, const char *endpoint, size_t queue_spans, double scale, xgr_error *err);
+/* Subscribe to e's events: before any session starts. */
+int xgr__tracer_subscribe(xgr__tracer *t, xgr_engine *e, xgr_error *err);
+/* A session is about to start here: its trace continues traceparent's when that is a valid header
+ * (NULL: a trace of its own); its session span starts now. Kept while the session lives (in
+ * memory: not across a restart). Whether it made the state (false: it had one already, or the
+ * table is full). */
+bool xgr__tracer_session_begin(xgr__tracer *t, const char *owner, uint64_t root, const char *traceparent);
+/* The session did not start after all: forget what session_begin kept. */
+void xgr__tracer_session_drop(xgr__tracer *t, const char *owner, uint64_t root);
+/* Register the tracer's counters on m (borrowed). */
+void xgr__tracer_metrics(xgr__tracer *t, xgr_metrics *m);
+/* Stop the exporter after posting what is queued (bounded: a few seconds) and free. After the
+ * engine is gone (no more events). NULL is fine. */
+void xgr__tracer_free(xgr__tracer *t);
 
 #endif

@@ -307,6 +307,7 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
   p->done = r->done;
   p->ctx = r->ctx;
   if (r->before) r->before(r->ctx, root);
+  bool traced = n->trace && xgr__tracer_session_begin(n->trace, p->owner, root, r->traceparent);
   *pending = true;
   xgr_node_start_req nr = {.bundle = b, .owner = p->owner, .root = root, .step = p->step, .payload = p->payload,
                            .start_at = p->start_at, .registry = p->registry, .max_total_gas = p->max_total_gas,
@@ -314,6 +315,7 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
   xgr_error_clear(&p->err);
   rc = xgr_node_start(n, &nr, &p->err);
   if (rc) {   /* not started: started() will not come, so the outcome is ready now */
+    if (traced) xgr__tracer_session_drop(n->trace, p->owner, root);
     if (rc == XGR_ECONFLICT) p->engine_has = true;   /* it runs here already, or the store has it */
     else {
       xgr_node_log_session(n, "warn", "session not started", p->owner, p->root, p->err.message);

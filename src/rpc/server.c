@@ -133,7 +133,8 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
                            .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                            .auth_none = s->cfg.auth_none,
                            .auth = NULL,   /* filled by dispatch_one once the server is open */
-                           .defer = &r->df};
+                           .defer = &r->df,
+                           .traceparent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "traceparent")};
   const char *name;
   int code;
   bool batch;

@@ -497,7 +497,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .reg_ns = has_ns ? reg_ns : NULL,
                              .registry = reg, .reg_path = ostc_id ? "ostcId" : rpath, .ostc_hash = hash, .step = step,
                              .step_path = "init.stepId", .payload_path = "init.payload", .payload = payload,
-                             .wait_ms = (int64_t)wait_ms, .permit = &permit, .ostc_id = ostc_id, .who = who};
+                             .wait_ms = (int64_t)wait_ms, .permit = &permit, .ostc_id = ostc_id, .who = who,
+                             .traceparent = caller->traceparent};
   xgr_node_ack a;
   char hash_of[67], bundle_of[67];
   /* a single request is answered once its commit is done, without holding a thread */
@@ -552,7 +553,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_validate) {
   xgr_node_enqueue_req rq = {.owner = owner, .root = root, .reg_key = key, .reg_ns = has_ns ? reg_ns : NULL,
                              .registry = reg, .reg_path = "orchestration",
                              .ostc_hash = hash, .step = step, .step_path = "stepId", .payload_path = "payload",
-                             .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who};
+                             .payload = payload, .permit = &permit, .ostc_id = ostc_id, .who = who,
+                             .traceparent = caller->traceparent};
   xgr_node_ack a = XGR_NODE_ACK_QUEUED;
   char bundle_of[67];
   rc = start_session(d, &rq, w, NULL, NULL, &a, &root, w->hash, bundle_of, err);

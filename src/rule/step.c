@@ -563,6 +563,7 @@ const xgr_http_request *xgr_step_next_request(xgr_step_state *st) {
   }
   while (!st->pending && st->call < st->rule->napi) {
     st->res.api_calls[st->call].name = rdup(&st->res, st->rule->api[st->call].name);
+    st->res.api_calls[st->call].method = st->rule->api[st->call].method;
     if (prepare_request(st)) break;
     st->call++;
   }

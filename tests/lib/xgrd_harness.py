@@ -4,7 +4,8 @@ What tests/hibernate/*.py, tests/pg/test_cluster.py and bench/cluster/bench_clus
 common (the C tests have their own, tests/daemon/harness.c): an `Xgrd` is one xgrd process on
 127.0.0.1 with an ephemeral port (--port-file), its store, a directory for its port file and log,
 and its JSON-RPC and /metrics endpoints; plain functions poll (`until`, `wait_for`), report
-(`check`, `fail`) and query PostgreSQL (`psql`, `pg_schema_url`); `Hang` is an API that never answers. A failure is `Fail`, a
+(`check`, `fail`) and query PostgreSQL (`psql`, `pg_schema_url`); `Hang` is an API that never answers,
+`JsonApi` one that answers every GET with a fixed JSON body. A failure is `Fail`, a
 SystemExit: uncaught it ends the script with exit status 1 and "FAIL: ..." on stderr.
 
 Scripts import it with a sys.path entry computed from their own __file__, so they still run
@@ -178,6 +179,33 @@ class Xgrd:
             self.ok("xgr_putRule", [dict(extra, address=k, rule=r)])
         self.ok("xgr.putOrchestration", dict(extra, xrc729=xrc729, orchestration=bundle["orchestration"]))
         return bundle["orchestration"]["id"]
+
+
+class JsonApi:
+    """An API on 127.0.0.1 (an ephemeral port: .port) that answers every GET with 200 and the JSON
+    text body (bytes), until close()."""
+
+    def __init__(self, body=b'{"v": 7}'):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class Hang:

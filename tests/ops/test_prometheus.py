@@ -23,37 +23,20 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 XGRD, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests", "lib"))
 sys.path.insert(0, os.path.join(SRC, "tests", "faults"))
 sys.dont_write_bytecode = True
-from xgrd_harness import Xgrd, check, fail, until, wait_for  # noqa: E402
+from xgrd_harness import JsonApi, Xgrd, check, fail, until, wait_for  # noqa: E402
 
 PROMTOOL, PROMETHEUS = shutil.which("promtool"), shutil.which("prometheus")
 OWNER = "0x00000000000000000000000000000000000000d7"
 SESSIONS = 20
 OPERATIONS = os.path.join(SRC, "docs", "OPERATIONS.md")
-
-
-class Api(BaseHTTPRequestHandler):
-    """The API the rule calls: {"v": 7}."""
-
-    def do_GET(self):
-        body = b'{"v": 7}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
 
 
 def bundle(api_port):
@@ -162,9 +145,8 @@ def main():
         print("SKIP: no promtool/prometheus (Debian's prometheus package; scripts/deps.sh installs it)")
         sys.exit(77)
     top = tempfile.mkdtemp(prefix="xgr-prometheus-")
-    api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    api_port = api.server_address[1]
+    api = JsonApi()   # the API the rule calls: {"v": 7}
+    api_port = api.port
     nodes, pg, prom = [], None, None
     try:
         args = ["--allow-outbound", "127.0.0.1/32"]   # the test's API is on loopback
@@ -237,7 +219,7 @@ def main():
             n.kill()
         if pg:
             pg.stop()
-        api.shutdown()
+        api.close()
         shutil.rmtree(top, ignore_errors=True)
 
 
