@@ -124,6 +124,18 @@ typedef struct xgr_engine_wake {
   const char *from_step;        /* refusal names them (0 / NULL: unknown) */
 } xgr_engine_wake;
 
+/* An audit entry of the session (xgr_store_audit in xgr/store.h says what each field holds): a
+ * control action or wake-up the batch's changes carry out, written in the same commit. Only for
+ * what was applied; strings owned by the actor until the batch is done. */
+typedef struct xgr_engine_audit {
+  const char *kind;             /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" */
+  const char *actor;            /* signer address, "auth-none", "operator" or "owner/rootPid" */
+  const char *node;             /* the node that applied it */
+  const char *permit;           /* hex digest of the permit, or NULL */
+  const char *detail;           /* JSON object text, or NULL */
+  uint64_t iter;                /* the session's next iter when applied */
+} xgr_engine_audit;
+
 /* The stored-bytes quotas of a batch (docs/SECURITY.md "Quotas: processes and stored bytes").
  * "Stored bytes" are what the store's translator (xgr_store_changes_add_batch) writes for a
  * batch: the JSON text of every process row's payload, error and join state, of every history
@@ -163,6 +175,8 @@ typedef struct xgr_store_batch {
    * clock ms; INT64_MAX: only a wake-up can move it) and will be evicted — the store records it
    * in its due index (xgr_store_changes_set_due); 0: the session is awake (the store clears it) */
   int64_t due;
+  size_t naudit;
+  const xgr_engine_audit *audit; /* audit entries (control actions and wake-ups this batch applies) */
   /* the steps the session has run so far (what max_session_steps counts); a store hook that keeps
    * it hands it back when the session is loaded again (xgr_engine_start.steps) */
   uint64_t steps;
