@@ -322,6 +322,9 @@ typedef struct xgr_engine_config {
   /* hibernation of waiting sessions (NULL: every session stays in memory; copied). Needs a
    * store hook; ignored under the stepped clock. */
   const struct xgr_engine_hibernation *hibernate;
+  /* With a store hook: the node's name in the audit entries this engine writes (copied; NULL: ""),
+   * the node that applied an internal wake-up or a control call that names no node */
+  const char *node_name;
 } xgr_engine_config;
 
 #define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
@@ -509,10 +512,18 @@ typedef struct xgr_engine_ctl {
   const char *caller;           /* WAKE_*; NULL: the owner */
   xgr_value payload;            /* WAKE_*: map or null, borrowed */
   const char *label;            /* recorded in the report when set */
+  /* the audit trail (with a store hook): when actor is set, the action, once applied, writes an
+   * audit entry (xgr_engine_audit) in the same commit as its changes; a refused one writes none */
+  const char *actor;            /* who: a permit's signer, "auth-none", "operator"; NULL: no entry */
+  const char *permit;           /* hex digest of the permit used, or NULL */
+  const char *node;             /* the node the call came through (NULL: xgr_engine_config.node_name) */
 } xgr_engine_ctl;
 
 typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);
 int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx);
+/* xgr_engine_control, waiting for the actor's answer: 0 or its error in *err. *woken (may be
+ * NULL) gets how many processes a wake woke (1 for a PID-mode wake that worked). */
+int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err);
 
 /* Cluster (docs/CLUSTER.md): the session's lease went to another node. Asynchronous: the actor
  * drops every effect not yet visible (its uncommitted batch, steps to dispatch, wake-ups to send,
