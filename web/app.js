@@ -418,6 +418,9 @@ async function sessionPage(owner, root, qs) {
       procStep: v.procStep, procStatus: v.procStatus, histOffset: v.histOffset, histLimit: 50 });
     if (state.view !== v) return;
     v.data = r;
+    // "woken ×N" per step: what the store's audit trail says (it survives a reload); live events
+    // add to it until the next refresh reads the store again
+    v.woken = Object.assign({}, r.woken || {});
     renderSession(v, r);
     if (v.selected) inspect(v, v.selected, false);
   };
@@ -509,7 +512,8 @@ function renderSession(v, r) {
   // timeline
   const hs = r.history;
   $('#timeline').innerHTML = `<table id="history"><thead><tr><th>began</th><th>pid</th><th>step</th><th>status</th><th>valid</th>
-    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => it.status === 'wake_refused' ? refusedRow(it) : `
+    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => it.status === 'wake_refused' ? refusedRow(it) :
+    it.status === 'audit' ? auditRow(it) : `
     <tr class="click" data-pid="${esc(it.pid)}"><td class="mono">${fmtTime(it.at)}</td><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
     <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtDur(it.durationMs)}</td>
     <td class="err">${esc(it.error || '')}</td></tr>${(it.apiCalls || []).map(a => `
@@ -521,6 +525,23 @@ function renderSession(v, r) {
   $$('#history tr.click').forEach(tr => tr.onclick = () => inspect(v, tr.dataset.pid, true));
   $('#h-prev').onclick = () => { v.histOffset = Math.max(0, v.histOffset - 50); v.refresh(); };
   $('#h-next').onclick = () => { v.histOffset += 50; v.refresh(); };
+}
+
+/* A timeline row of the audit trail (status audit, the entry under audit): a control action or a
+ * wake-up applied to the session — what, who, through which node, when (docs/RPC.md "audit"). */
+function auditRow(it) {
+  const a = it.audit || {}, d = a.detail || {};
+  const what = { kill: 'killed', pause: 'paused', resume: 'resumed', wake: 'woken', 'wake-internal': 'woken by a wake-up',
+    'wake-refused': 'wake-up refused' }[a.kind] || a.kind;
+  const target = d.iter ? `process ${esc(d.iter)}` : d.step ? `step ${esc(d.step)}` : 'session';
+  const from = d.from ? ` from <span class="mono">${esc(d.from.owner)}/${esc(d.from.rootPid)}</span>${d.from.step ? ` (step ${esc(d.from.step)})` : ''}` : '';
+  const keys = d.keys && d.keys.length ? ` · payload keys ${d.keys.map(esc).join(', ')}` : '';
+  return `
+    <tr class="audit"><td class="mono">${fmtTime(a.at)}</td><td class="mono">${d.iter ? esc(d.iter) : ''}</td><td>${esc(d.step || '')}</td>
+    <td><span class="badge">${esc(a.kind)}</span></td><td></td><td></td>
+    <td class="audit-text">${esc(what)} (${target}) by <span class="mono">${esc(a.actor)}</span> via ${esc(a.node)}${from}${keys}
+      ${a.permitDigest ? ` · permit <span class="mono" title="${esc(a.permitDigest)}">${esc(a.permitDigest.slice(0, 10))}…</span>` : ''}
+      ${d.reason ? ` · <span class="err">${esc(d.reason)}</span>` : ''}</td></tr>`;
 }
 
 /* A timeline row of an internal wake-up this session sent that was refused (status wake_refused,

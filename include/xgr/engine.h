@@ -129,11 +129,11 @@ typedef struct xgr_engine_wake {
  * what was applied; strings owned by the actor until the batch is done. */
 typedef struct xgr_engine_audit {
   const char *kind;             /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" */
-  const char *actor;            /* signer address, "auth-none", "operator" or "owner/rootPid" */
+  const char *actor;            /* signer address, "auth-none", "operator" or the waking session's owner */
   const char *node;             /* the node that applied it */
   const char *permit;           /* hex digest of the permit, or NULL */
   const char *detail;           /* JSON object text, or NULL */
-  uint64_t iter;                /* the session's next iter when applied */
+  int64_t session_at;           /* the session clock when applied */
 } xgr_engine_audit;
 
 /* The stored-bytes quotas of a batch (docs/SECURITY.md "Quotas: processes and stored bytes").

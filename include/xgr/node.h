@@ -371,6 +371,11 @@ void xgr_node_history_free(xgr_store_hist *h, size_t count);
 int xgr_node_wakes_refused(xgr_node *n, const char *owner, uint64_t root, xgr_store_wake **out, size_t *count,
                            xgr_error *err);
 void xgr_node_wakes_free(xgr_store_wake *w, size_t count);
+/* The audit trail of session (owner, root): its control actions and wake-ups, in the order of the
+ * session clock (xgr_store_audits). Freed with xgr_node_audits_free. */
+int xgr_node_audits(xgr_node *n, const char *owner, uint64_t root, xgr_store_audit **out, size_t *count,
+                    xgr_error *err);
+void xgr_node_audits_free(xgr_store_audit *a, size_t count);
 
 /* When session s (a row) wakes on its own next: the earliest timer of its processes ps[0..n)
  * (xgr_store_proc_wakes_at: no paused process, no open join target), XGR_NEVER when none, or when

@@ -317,19 +317,19 @@ void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
 typedef struct xgr_store_audit {
   char *kind;                   /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" */
   char *actor;                  /* who: a permit's signer address, "auth-none", "operator", or (internal
-                                   wake-ups) the waking session as "owner/rootPid" */
+                                   wake-ups) the waking session's owner (detail.from names the session) */
   char *node;                   /* the node that applied it (cluster node id, or the single node's id) */
   char *permit;                 /* hex digest of the permit used, or NULL (none: --auth none, internal) */
   char *detail;                 /* JSON object text: what it applied to ({"iter":3}, {"step":"E1","keys":[..]},
                                    {"from":{..},"reason":".."}), or NULL */
-  uint64_t iter;                /* the session's next iter when applied: the entry comes after the
-                                   history rows with a smaller iter and before the others */
+  int64_t session_at;           /* the session clock when applied (the clock of history rows' `at`): a
+                                   reader puts the entry before the rows that began at or after it */
   int64_t at;                   /* store clock (ms) when committed (set by the store) */
 } xgr_store_audit;
 void xgr_store_audit_clear(xgr_store_audit *a);
 /* Append audit entry a (copied; a->at is ignored: the commit's time) to session (owner, root_pid). */
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a);
-/* The audit entries of (owner, root_pid) in order (iter, then the order they were written).
+/* The audit entries of (owner, root_pid) in order (session_at, then the order they were written).
  * *out is the caller's (xgr_store_audits_free); may be empty. */
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
                      xgr_error *err);

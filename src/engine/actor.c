@@ -608,7 +608,9 @@ static void on_ctl(actor *a, ctl_msg *m) {
   }
   if (!rc && m->actor && a->e->has_store) {   /* the audit trail: in the commit of the action's changes */
     bool wake = m->kind == XGR_CTL_WAKE_PID || m->kind == XGR_CTL_WAKE_STEP;
-    char *detail = audit_detail(m->kind == XGR_CTL_WAKE_STEP ? 0 : m->iter, m->kind == XGR_CTL_WAKE_STEP ? m->step : NULL,
+    const xgr_proc *p = m->kind == XGR_CTL_WAKE_PID ? xgr_session_find(a->s, m->iter) : NULL;   /* the step it woke at */
+    const char *step = m->kind == XGR_CTL_WAKE_STEP ? m->step : p ? a->b->orch->steps[p->step].id : NULL;
+    char *detail = audit_detail(m->kind == XGR_CTL_WAKE_STEP ? 0 : m->iter, step,
                                 wake ? m->payload : xgr_value_null(), m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1,
                                 NULL, 0, 0, NULL, NULL);
     xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);

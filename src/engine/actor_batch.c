@@ -135,14 +135,12 @@ void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const cha
     a->capba = a->capba ? a->capba * 2 : 2;
     a->ba = xgr__xrealloc(a->ba, a->capba * sizeof *a->ba);
   }
-  xgr_session_state st;
-  xgr_session_state_get(a->s, &st);
   a->ba[a->nba++] = (xgr_engine_audit){.kind = xgr__xstrdup(kind),
                                        .actor = xgr__xstrdup(actor_name),
                                        .node = xgr__xstrdup(node ? node : a->e->cfg.node_name),
                                        .permit = permit ? xgr__xstrdup(permit) : NULL,
                                        .detail = detail ? xgr__xstrdup(detail) : NULL,
-                                       .iter = st.next_iter};
+                                       .session_at = a->now};
   a->touched = true;
 }
 

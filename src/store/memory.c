@@ -31,7 +31,7 @@ typedef struct msess {
   size_t nhist, caphist;
   uint32_t *scopes;
   size_t nscopes, capscopes;
-  xgr_store_audit *audit;       /* the audit trail, in the order it was written (read sorted by iter) */
+  xgr_store_audit *audit;       /* the audit trail, in the order it was written (read sorted by session_at) */
   size_t naudit;
 } msess;
 
@@ -482,10 +482,10 @@ static int m_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_a
   msess *s = sess_find(m, owner, root);
   size_t k = s ? s->naudit : 0;
   *out = xgr__xcalloc(k ? k : 1, sizeof **out);
-  /* by iter, stable (insertion sort: a session has few entries) */
+  /* by session_at, stable (insertion sort: a session has few entries) */
   for (size_t i = 0; i < k; i++) {
     size_t j = *n;
-    while (j > 0 && (*out)[j - 1].iter > s->audit[i].iter) {
+    while (j > 0 && (*out)[j - 1].session_at > s->audit[i].session_at) {
       (*out)[j] = (*out)[j - 1];
       j--;
     }

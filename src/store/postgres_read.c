@@ -210,15 +210,15 @@ int xgr__pg_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_au
   *out = NULL;
   *n = 0;
   pthread_mutex_lock(&g->rmu);
-  PGresult *r = rd_query(g, "SELECT iter, kind, actor, node, permit, detail, recorded_at FROM session_audit"
-                         " WHERE owner = $1 AND root_pid = $2 ORDER BY iter, id", &p, err);
+  PGresult *r = rd_query(g, "SELECT session_at, kind, actor, node, permit, detail, recorded_at FROM session_audit"
+                         " WHERE owner = $1 AND root_pid = $2 ORDER BY session_at, id", &p, err);
   int rc = r ? 0 : XGR_EIO;
   if (r) {
     int rows = PQntuples(r);
     *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
     for (int i = 0; i < rows; i++) {
       xgr_store_audit *a = &(*out)[i];
-      a->iter = get_u64(r, i, 0);
+      a->session_at = get_i64(r, i, 0);
       a->kind = get_text(r, i, 1);
       a->actor = get_text(r, i, 2);
       a->node = get_text(r, i, 3);

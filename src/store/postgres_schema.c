@@ -162,9 +162,9 @@ static const char *const migrations[] = {
      * applied to a session, written in the commit of its change; history (kept like proc_steps,
      * found by retention through a BRIN index of recorded_at as proc_steps is) */
     ("CREATE TABLE session_audit(id BIGSERIAL PRIMARY KEY, owner TEXT COLLATE \"C\" NOT NULL,"
-     "  root_pid xgr_u64 NOT NULL, iter xgr_u64 NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL, node TEXT NOT NULL,"
+     "  root_pid xgr_u64 NOT NULL, session_at BIGINT NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL, node TEXT NOT NULL,"
      "  permit TEXT, detail TEXT, recorded_at BIGINT NOT NULL);"
-     "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, iter);"
+     "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
      "CREATE INDEX session_audit_recorded ON session_audit USING brin(recorded_at) WITH (autosummarize = on);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
@@ -322,7 +322,7 @@ static const char *const stmt_sql[S_COUNT] = {
                    " ON CONFLICT(id) DO NOTHING",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
-    [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, iter, kind, actor, node, permit, detail, recorded_at)"
+    [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
                  " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE id = ANY(ARRAY(SELECT id FROM session_audit WHERE recorded_at <= $1"
                    " LIMIT $2))",

@@ -176,7 +176,7 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       const xgr_store_audit *x = &op->u.audit;
       p_text(&p, op->owner);
       p_u64(&p, op->root);
-      p_u64(&p, x->iter);
+      p_i64(&p, x->session_at);
       p_text(&p, x->kind);
       p_text(&p, x->actor);
       p_text(&p, x->node);

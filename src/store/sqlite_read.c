@@ -282,7 +282,7 @@ int xgr__sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_h
 
 static void audit_row_cb(sqlite3_stmt *s, void *p) {
   xgr_store_audit *a = p;
-  a->iter = (uint64_t)sqlite3_column_int64(s, 0);
+  a->session_at = sqlite3_column_int64(s, 0);
   a->kind = col_text(s, 1);
   a->actor = col_text(s, 2);
   a->node = col_text(s, 3);
@@ -295,8 +295,8 @@ int xgr__sq_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_au
   sqstore *q = (sqstore *)st;
   pthread_mutex_lock(&q->rmu);
   void *a;
-  int rc = read_rows(q, "SELECT iter, kind, actor, node, permit, detail, recorded_at FROM session_audit"
-                     " WHERE owner=:owner AND root_pid=:root_pid ORDER BY iter, rowid", owner, root,
+  int rc = read_rows(q, "SELECT session_at, kind, actor, node, permit, detail, recorded_at FROM session_audit"
+                     " WHERE owner=:owner AND root_pid=:root_pid ORDER BY session_at, rowid", owner, root,
                      sizeof(xgr_store_audit), audit_row_cb, &a, n, err);
   pthread_mutex_unlock(&q->rmu);
   *out = a;

@@ -113,10 +113,10 @@ static const char *const migrations[] = {
     "ALTER TABLE sessions ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;",
     /* 14: the audit trail (docs/STORE.md "The audit trail"): one row per control action or wake-up
      * applied to a session, written in the commit of its change; history (kept like proc_steps) */
-    ("CREATE TABLE session_audit(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, iter INTEGER NOT NULL,"
+    ("CREATE TABLE session_audit(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, session_at INTEGER NOT NULL,"
      "  kind TEXT NOT NULL, actor TEXT NOT NULL, node TEXT NOT NULL, permit TEXT, detail TEXT,"
      "  recorded_at INTEGER NOT NULL);"
-     "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, iter);"
+     "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
      "CREATE INDEX session_audit_recorded ON session_audit(recorded_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

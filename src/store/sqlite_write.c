@@ -76,8 +76,8 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox WHERE refused IS NOT NULL AND"
                      " refused_at <= :before LIMIT :limit)",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = :owner AND from_root = :root_pid AND refused IS NOT NULL",
-    [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, iter, kind, actor, node, permit, detail, recorded_at)"
-                 " VALUES(:owner, :root_pid, :iter, :kind, :actor, :node, :permit, :detail, :now)",
+    [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
+                 " VALUES(:owner, :root_pid, :session_at, :kind, :actor, :node, :permit, :detail, :now)",
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE rowid IN (SELECT rowid FROM session_audit WHERE recorded_at <= :before"
                    " LIMIT :limit)",
     [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
@@ -299,7 +299,7 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       s = &q->stmt[S_AUDIT];
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
-      bind_u64(s, ":iter", x->iter);
+      bind_i64(s, ":session_at", x->session_at);
       bind_text(s, ":kind", x->kind);
       bind_text(s, ":actor", x->actor);
       bind_text(s, ":node", x->node);

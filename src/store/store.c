@@ -757,7 +757,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
   for (size_t i = 0; i < b->naudit; i++) {
     const xgr_engine_audit *x = &b->audit[i];
     xgr_store_audit row = {.kind = (char *)x->kind, .actor = (char *)x->actor, .node = (char *)x->node,
-                           .permit = (char *)x->permit, .detail = (char *)x->detail, .iter = x->iter};
+                           .permit = (char *)x->permit, .detail = (char *)x->detail, .session_at = x->session_at};
     xgr_store_changes_audit(c, owner, root, &row);
   }
   /* A batch of outbox entries alone (a wake-up refused or applied after the session's last result

@@ -1058,7 +1058,7 @@ static void test_outbox(void **state) {
 }
 
 /* The audit trail (schema 14): entries written with a batch (directly and through the engine's
- * batch, xgr_store_changes_add_batch) come back in (iter, written) order with every field; a
+ * batch, xgr_store_changes_add_batch) come back in (session_at, written) order with every field; a
  * refused batch writes none of its entries; they survive a reopen and the session row's removal
  * (they are history) and leave with history retention. */
 static void test_audit(void **state) {
@@ -1072,13 +1072,13 @@ static void test_audit(void **state) {
     xgr_error e;
     xgr_store_changes *c = new_session_batch(o, 1, NULL);
     xgr_store_audit a = {.kind = "pause", .actor = "0x00000000000000000000000000000000000000bb", .node = "n1",
-                         .permit = "0xabc", .detail = "{\"iter\":2}", .iter = 5};
+                         .permit = "0xabc", .detail = "{\"iter\":2}", .session_at = 5};
     xgr_store_changes_audit(c, T_OWNER, 1, &a);
     assert_int_equal(xgr_store_commit(st, c, &e), 0);
     /* the engine's batch: an audit entry of an earlier iter and one of the same iter, after */
     xgr_engine_audit ea[2] = {{.kind = "wake", .actor = "auth-none", .node = "n2", .detail = "{\"keys\":[\"x\"]}",
-                               .iter = 3},
-                              {.kind = "kill", .actor = "operator", .node = "n2", .permit = "0xdef", .iter = 5}};
+                               .session_at = 3},
+                              {.kind = "kill", .actor = "operator", .node = "n2", .permit = "0xdef", .session_at = 5}};
     xgr_store_batch eb = {.owner = T_OWNER, .root_pid = 1, .orch = o, .naudit = 2, .audit = ea, .next_iter = 5,
                           .next_group = 1};
     c = xgr_store_changes_new();
@@ -1105,7 +1105,7 @@ static void test_audit(void **state) {
     assert_string_equal(as[0].actor, "auth-none");
     assert_null(as[0].permit);
     assert_string_equal(as[0].detail, "{\"keys\":[\"x\"]}");
-    assert_int_equal(as[0].iter, 3);
+    assert_int_equal(as[0].session_at, 3);
     assert_int_equal(as[0].at, 5000010);
     assert_string_equal(as[1].kind, "pause");
     assert_string_equal(as[1].actor, "0x00000000000000000000000000000000000000bb");
