@@ -16,7 +16,9 @@ schema of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG_U
   - the request log line names the caller and the session of every call that changes something
     (--log-level info) and holds no permit or signature;
   - under --auth permits the actor is the permit's signer and permitDigest the 0x + 64 hex digest
-    of the permit (not its signature).
+    of the permit (not its signature);
+  - (pg) on a cluster of two nodes a call forwarded to the holding node is recorded once, naming
+    the node it came through.
 
   test_audit.py XGRD XGR [sqlite|pg]
 """
@@ -251,9 +253,34 @@ def permits():
         x.kill()
 
 
+def cluster():
+    """Two cluster nodes on one PostgreSQL schema: a kill sent to the node that does not hold the
+    session is forwarded to the one that does; the entry (one) names the node it came through."""
+    url = store_url("cluster")
+    n1 = Xgrd(XGRD, url, DIR, ["--node-id", "n1", "--lease-ms", "1000", "--log-level", "info"], name="n1")
+    n2 = Xgrd(XGRD, url, DIR, ["--node-id", "n2", "--lease-ms", "1000", "--log-level", "info"], name="n2")
+    try:
+        n1.start()
+        n2.start()
+        n1.deploy(BUNDLE, "aud", **{"from": A})
+        start(n1, A, 1)
+        waiting(n1, A, 1)
+        n2.ok("xgr.pause", {"owner": A, "pid": "1:2"})
+        n1.ok("xgr.kill", {"owner": A, "pid": "1"})
+        a = audit(n2, A, 1)
+        check([(e["kind"], e["node"], e["actor"]) for e in a] == [("pause", "n2", "auth-none"), ("kill", "n1", "auth-none")],
+              "cluster: the pause through n2 and the kill through n1, once each (%s)" % json.dumps(a))
+        check(audit(n1, A, 1) == a, "... the same read on either node")
+    finally:
+        n1.kill()
+        n2.kill()
+
+
 try:
     auth_none()
     permits()
+    if MODE == "pg":
+        cluster()
     print("PASS")
 finally:
     shutil.rmtree(DIR, ignore_errors=True)
