@@ -396,12 +396,9 @@ async function sessionPage(owner, root, qs) {
     if ($('#w-mode').value === 'pid') {
       const pid = $('#w-pid').value.trim();
       if (!/^\d+:\d+$/.test(pid)) return toast('process: expected a pid R:I', true);
-      const row = v.data && v.data.processes.items.find(it => it.pid === pid);
-      v.lastWakeStep = row ? row.step : null;
       act('xgr_wakeUpProcess', { owner, processId: pid, payload }, 'wake', root).then(done('wake ' + pid), fail);
     } else {
       const stepId = $('#w-step').value;
-      v.lastWakeStep = stepId;
       act('xgr_wakeUpProcess', { runner: owner, sessionId: String(root), stepId, payload }, 'wake', root, stepId)
         .then(done('wake at ' + stepId), fail);
     }
@@ -418,8 +415,7 @@ async function sessionPage(owner, root, qs) {
       procStep: v.procStep, procStatus: v.procStatus, histOffset: v.histOffset, histLimit: 50 });
     if (state.view !== v) return;
     v.data = r;
-    // "woken ×N" per step: what the store's audit trail says (it survives a reload); live events
-    // add to it until the next refresh reads the store again
+    // "woken ×N" per step: what the store's audit trail says (it survives a reload)
     v.woken = Object.assign({}, r.woken || {});
     renderSession(v, r);
     if (v.selected) inspect(v, v.selected, false);
@@ -429,14 +425,9 @@ async function sessionPage(owner, root, qs) {
   const again = debounce(() => refresh().catch(fail), 250);
   listen({ owner, rootPid: root }, ev => {
     if (ev.kind !== 'reset') pushFeed(v, ev);
-    // wake-ups that reached this session (internal ones from other sessions' rules, and RPC ones):
-    // the graph marks the step they woke
-    const m = ev.kind === 'wake' && ev.ok && /step (\S+):/.exec(ev.message || '');
-    if (m) v.woken[m[1]] = (v.woken[m[1]] || 0) + 1;
-    if (ev.kind === 'action' && ev.ok && v.lastWakeStep && /^wake/.test(ev.message || '')) {
-      v.woken[v.lastWakeStep] = (v.woken[v.lastWakeStep] || 0) + 1;
-      v.lastWakeStep = null;
-    }
+    // a wake-up that reached this session (an internal one from another session's rule, or an RPC
+    // one) is in its audit trail, committed before the event: the refresh below reads the graph's
+    // "woken ×N" from there, so it is the same live and after a reload, and never counted twice
     again();
   }).catch(fail);
 }
