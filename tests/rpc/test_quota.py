@@ -139,15 +139,16 @@ try:
     refused(enqueue(x, A, 51), "the quota --max-owner-bytes is %d" % OWNER_Q)
     check(x.stop() == 0, "xgrd stops")
 
-    # a store from before the quotas: no stored_bytes column, schema version 12
+    # a store from before the quotas: no stored_bytes column (nor the audit trail of v14), schema version 12
     db = sqlite3.connect(DB)
     db.execute("ALTER TABLE sessions DROP COLUMN stored_bytes")
-    db.execute("DELETE FROM schema_version WHERE version = 13")
+    db.execute("DROP TABLE session_audit")
+    db.execute("DELETE FROM schema_version WHERE version >= 13")
     db.commit()
     db.close()
     x.start()
     ver = sqlite3.connect(DB).execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    check(ver == 13, "the old store was migrated to schema version 13 (%s)" % ver)
+    check(ver == 14, "the old store was migrated to the current schema version, 14 (%s)" % ver)
     check(session(x, A, 1)["session"]["storedBytes"] == 0, "its sessions count from 0")
     x.ok("xgr.enqueue", {"owner": A, "xrc729": "fan32", "rootPid": "60", "init": {"stepId": "C", "payload": PAYLOAD}})
     s = wait_ended(x, A, 60)
