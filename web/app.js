@@ -396,12 +396,9 @@ async function sessionPage(owner, root, qs) {
     if ($('#w-mode').value === 'pid') {
       const pid = $('#w-pid').value.trim();
       if (!/^\d+:\d+$/.test(pid)) return toast('process: expected a pid R:I', true);
-      const row = v.data && v.data.processes.items.find(it => it.pid === pid);
-      v.lastWakeStep = row ? row.step : null;
       act('xgr_wakeUpProcess', { owner, processId: pid, payload }, 'wake', root).then(done('wake ' + pid), fail);
     } else {
       const stepId = $('#w-step').value;
-      v.lastWakeStep = stepId;
       act('xgr_wakeUpProcess', { runner: owner, sessionId: String(root), stepId, payload }, 'wake', root, stepId)
         .then(done('wake at ' + stepId), fail);
     }
@@ -418,6 +415,8 @@ async function sessionPage(owner, root, qs) {
       procStep: v.procStep, procStatus: v.procStatus, histOffset: v.histOffset, histLimit: 50 });
     if (state.view !== v) return;
     v.data = r;
+    // "woken ×N" per step: what the store's audit trail says (it survives a reload)
+    v.woken = Object.assign({}, r.woken || {});
     renderSession(v, r);
     if (v.selected) inspect(v, v.selected, false);
   };
@@ -426,14 +425,9 @@ async function sessionPage(owner, root, qs) {
   const again = debounce(() => refresh().catch(fail), 250);
   listen({ owner, rootPid: root }, ev => {
     if (ev.kind !== 'reset') pushFeed(v, ev);
-    // wake-ups that reached this session (internal ones from other sessions' rules, and RPC ones):
-    // the graph marks the step they woke
-    const m = ev.kind === 'wake' && ev.ok && /step (\S+):/.exec(ev.message || '');
-    if (m) v.woken[m[1]] = (v.woken[m[1]] || 0) + 1;
-    if (ev.kind === 'action' && ev.ok && v.lastWakeStep && /^wake/.test(ev.message || '')) {
-      v.woken[v.lastWakeStep] = (v.woken[v.lastWakeStep] || 0) + 1;
-      v.lastWakeStep = null;
-    }
+    // a wake-up that reached this session (an internal one from another session's rule, or an RPC
+    // one) is in its audit trail, committed before the event: the refresh below reads the graph's
+    // "woken ×N" from there, so it is the same live and after a reload, and never counted twice
     again();
   }).catch(fail);
 }
@@ -509,7 +503,8 @@ function renderSession(v, r) {
   // timeline
   const hs = r.history;
   $('#timeline').innerHTML = `<table id="history"><thead><tr><th>began</th><th>pid</th><th>step</th><th>status</th><th>valid</th>
-    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => it.status === 'wake_refused' ? refusedRow(it) : `
+    <th>duration</th><th>error</th></tr></thead><tbody>${hs.items.map(it => it.status === 'wake_refused' ? refusedRow(it) :
+    it.status === 'audit' ? auditRow(it) : `
     <tr class="click" data-pid="${esc(it.pid)}"><td class="mono">${fmtTime(it.at)}</td><td class="mono">${esc(it.pid)}</td><td>${esc(it.step)}</td>
     <td>${badge(it.status)}</td><td>${it.valid === null ? '' : it.valid}</td><td>${fmtDur(it.durationMs)}</td>
     <td class="err">${esc(it.error || '')}</td></tr>${(it.apiCalls || []).map(a => `
@@ -521,6 +516,23 @@ function renderSession(v, r) {
   $$('#history tr.click').forEach(tr => tr.onclick = () => inspect(v, tr.dataset.pid, true));
   $('#h-prev').onclick = () => { v.histOffset = Math.max(0, v.histOffset - 50); v.refresh(); };
   $('#h-next').onclick = () => { v.histOffset += 50; v.refresh(); };
+}
+
+/* A timeline row of the audit trail (status audit, the entry under audit): a control action or a
+ * wake-up applied to the session — what, who, through which node, when (docs/RPC.md "audit"). */
+function auditRow(it) {
+  const a = it.audit || {}, d = a.detail || {};
+  const what = { kill: 'killed', pause: 'paused', resume: 'resumed', wake: 'woken', 'wake-internal': 'woken by a wake-up',
+    'wake-refused': 'wake-up refused' }[a.kind] || a.kind;
+  const target = d.iter ? `process ${esc(d.iter)}` : d.step ? `step ${esc(d.step)}` : 'session';
+  const from = d.from ? ` from <span class="mono">${esc(d.from.owner)}/${esc(d.from.rootPid)}</span>${d.from.step ? ` (step ${esc(d.from.step)})` : ''}` : '';
+  const keys = d.keys && d.keys.length ? ` · payload keys ${d.keys.map(esc).join(', ')}` : '';
+  return `
+    <tr class="audit"><td class="mono">${fmtTime(a.at)}</td><td class="mono">${d.iter ? esc(d.iter) : ''}</td><td>${esc(d.step || '')}</td>
+    <td><span class="badge">${esc(a.kind)}</span></td><td></td><td></td>
+    <td class="audit-text">${esc(what)} (${target}) by <span class="mono">${esc(a.actor)}</span> via ${esc(a.node)}${from}${keys}
+      ${a.permitDigest ? ` · permit <span class="mono" title="${esc(a.permitDigest)}">${esc(a.permitDigest.slice(0, 10))}…</span>` : ''}
+      ${d.reason ? ` · <span class="err">${esc(d.reason)}</span>` : ''}</td></tr>`;
 }
 
 /* A timeline row of an internal wake-up this session sent that was refused (status wake_refused,

@@ -124,6 +124,18 @@ typedef struct xgr_engine_wake {
   const char *from_step;        /* refusal names them (0 / NULL: unknown) */
 } xgr_engine_wake;
 
+/* An audit entry of the session (xgr_store_audit in xgr/store.h says what each field holds): a
+ * control action or wake-up the batch's changes carry out, written in the same commit. Only for
+ * what was applied; strings owned by the actor until the batch is done. */
+typedef struct xgr_engine_audit {
+  const char *kind;             /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" */
+  const char *actor;            /* signer address, "auth-none", "operator" or the waking session's owner */
+  const char *node;             /* the node that applied it */
+  const char *permit;           /* hex digest of the permit, or NULL */
+  const char *detail;           /* JSON object text, or NULL */
+  int64_t session_at;           /* the session clock when applied */
+} xgr_engine_audit;
+
 /* The stored-bytes quotas of a batch (docs/SECURITY.md "Quotas: processes and stored bytes").
  * "Stored bytes" are what the store's translator (xgr_store_changes_add_batch) writes for a
  * batch: the JSON text of every process row's payload, error and join state, of every history
@@ -163,6 +175,8 @@ typedef struct xgr_store_batch {
    * clock ms; INT64_MAX: only a wake-up can move it) and will be evicted — the store records it
    * in its due index (xgr_store_changes_set_due); 0: the session is awake (the store clears it) */
   int64_t due;
+  size_t naudit;
+  const xgr_engine_audit *audit; /* audit entries (control actions and wake-ups this batch applies) */
   /* the steps the session has run so far (what max_session_steps counts); a store hook that keeps
    * it hands it back when the session is loaded again (xgr_engine_start.steps) */
   uint64_t steps;
@@ -328,6 +342,9 @@ typedef struct xgr_engine_config {
   /* hibernation of waiting sessions (NULL: every session stays in memory; copied). Needs a
    * store hook; ignored under the stepped clock. */
   const struct xgr_engine_hibernation *hibernate;
+  /* With a store hook: the node's name in the audit entries this engine writes (copied; NULL: ""),
+   * the node that applied an internal wake-up or a control call that names no node */
+  const char *node_name;
 } xgr_engine_config;
 
 #define XGR_ENGINE_DEFAULT_MAX_LIVE 10000u
@@ -520,10 +537,18 @@ typedef struct xgr_engine_ctl {
   const char *caller;           /* WAKE_*; NULL: the owner */
   xgr_value payload;            /* WAKE_*: map or null, borrowed */
   const char *label;            /* recorded in the report when set */
+  /* the audit trail (with a store hook): when actor is set, the action, once applied, writes an
+   * audit entry (xgr_engine_audit) in the same commit as its changes; a refused one writes none */
+  const char *actor;            /* who: a permit's signer, "auth-none", "operator"; NULL: no entry */
+  const char *permit;           /* hex digest of the permit used, or NULL */
+  const char *node;             /* the node the call came through (NULL: xgr_engine_config.node_name) */
 } xgr_engine_ctl;
 
 typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);
 int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx);
+/* xgr_engine_control, waiting for the actor's answer: 0 or its error in *err. *woken (may be
+ * NULL) gets how many processes a wake woke (1 for a PID-mode wake that worked). */
+int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err);
 
 /* Cluster (docs/CLUSTER.md): the session's lease went to another node. Asynchronous: the actor
  * drops every effect not yet visible (its uncommitted batch, steps to dispatch, wake-ups to send,

@@ -124,6 +124,9 @@ typedef struct xgr_node_config {
    * writer of its schema) and its lease length in ms (0: XGR_STORE_LEASE_MS). */
   const char *node_id;
   int64_t lease_ms;
+  /* The node's name in the audit trail (xgr_store_audit.node): node_id when set, else this (NULL:
+   * the host name). */
+  const char *node_name;
   int store_writers;          /* PostgreSQL writer connections (xgr_store_config.pg_writers; 0: default) */
   /* retention (xgr_store_config.ttl_secs, history_secs) */
   int64_t session_ttl_secs;
@@ -352,6 +355,12 @@ typedef struct xgr_node_ctl {
   const char *caller;           /* wakes: who wakes */
   xgr_value payload;            /* wakes: map or null (borrowed) */
   const json_t *payload_json;   /* the same payload as JSON (borrowed; NULL: none), for forwarding */
+  /* the audit trail (docs/STORE.md "The audit trail"): who acts — the permit's signer, "auth-none"
+   * (xgrd --auth none) or "operator" — and the hex digest of the permit used (NULL: none). The
+   * action, once applied, is recorded in the session's history in the same commit, naming the node
+   * the call came through; actor NULL: not recorded. Carried along when the call is forwarded. */
+  const char *actor;
+  const char *permit;
 } xgr_node_ctl;
 /* Run r on the engine that holds the session: here, or on the node that holds its lease (a
  * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
@@ -408,6 +417,11 @@ void xgr_node_history_free(xgr_store_hist *h, size_t count);
 int xgr_node_wakes_refused(xgr_node *n, const char *owner, uint64_t root, xgr_store_wake **out, size_t *count,
                            xgr_error *err);
 void xgr_node_wakes_free(xgr_store_wake *w, size_t count);
+/* The audit trail of session (owner, root): its control actions and wake-ups, in the order of the
+ * session clock (xgr_store_audits). Freed with xgr_node_audits_free. */
+int xgr_node_audits(xgr_node *n, const char *owner, uint64_t root, xgr_store_audit **out, size_t *count,
+                    xgr_error *err);
+void xgr_node_audits_free(xgr_store_audit *a, size_t count);
 
 /* When session s (a row) wakes on its own next: the earliest timer of its processes ps[0..n)
  * (xgr_store_proc_wakes_at: no paused process, no open join target), XGR_NEVER when none, or when

@@ -57,6 +57,15 @@ int xgr_rpc_code_for(int xgr_code);
  * Filled by the server for every request; borrowed for the method call. */
 typedef struct xgr_rpc_defer xgr_rpc_defer;
 
+/* What xgrd's request log line says of a call that changes something (docs/OPERATIONS.md): who
+ * acted — the permit's signer, "auth-none" under --auth none — and the session it acted on. A
+ * method fills it once it knows them (xgr_rpc_log_subject); never payloads, permits or signatures. */
+typedef struct xgr_rpc_subject {
+  char actor[64];             /* "" until set */
+  char owner[64];             /* the session's owner, "" when the call names no session */
+  uint64_t root;
+} xgr_rpc_subject;
+
 typedef struct xgr_rpc_caller {
   const char *remote;         /* peer address "ip:port" */
   const char *authorization;  /* the Authorization header, or NULL */
@@ -64,7 +73,21 @@ typedef struct xgr_rpc_caller {
   const struct xgr_auth *auth; /* the chain id, control contract and (unless auth_none) the permit checks */
   xgr_rpc_defer *defer;       /* this request's answer may be deferred (see below); NULL: it may not */
   const char *traceparent;    /* the W3C traceparent header, or NULL (xgr.enqueue hands it to the node) */
+  xgr_rpc_subject *subject;   /* the request's log subject (set by the server; NULL: not logged, e.g.
+                                 a batch's members) */
 } xgr_rpc_caller;
+
+/* The audit trail's and the log's name of the caller: "auth-none" under --auth none, else the
+ * verified signer `who` (may be NULL or ""; then "-"). Borrowed: who or a constant. */
+const char *xgr_rpc_actor(const xgr_rpc_caller *c, const char *who);
+/* An audit entry (xgr/store.h) as xgr.getSession's "audit" array, the console's timeline and
+ * `xgr history --json` show it (docs/RPC.md): kind, actor, node, at (ms since the epoch),
+ * sessionAt (session clock), permitDigest (when a permit was used) and detail (an object, when
+ * there is one). A new object (the caller's). */
+struct xgr_store_audit;
+json_t *xgr_rpc_audit_json(const struct xgr_store_audit *a);
+/* Record the log subject of c's request: actor and the session (owner may be NULL: none). */
+void xgr_rpc_log_subject(const xgr_rpc_caller *c, const char *actor, const char *owner, uint64_t root);
 
 /* ---- answering later ------------------------------------------------------------------------------
  * A method that would otherwise block its server thread on work completed elsewhere (a durable

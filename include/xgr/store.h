@@ -11,7 +11,10 @@
  *   proc_steps             append-only history: one row per executed step, unique (owner, rootPid,
  *                          iter); kept for a configurable time;
  *   proc_scopes            join scopes closed with policy kill that may still have live members
- *                          (recovery restores the spawn and dispatch gates from them).
+ *                          (recovery restores the spawn and dispatch gates from them);
+ *   session_audit          the audit trail: one row per control action and wake-up applied to a
+ *                          session (who, when, through which node, the permit's digest), written in
+ *                          the commit of the change it records; kept like proc_steps (schema 14).
  *
  * Writes go in batches (group commit). A batch is an xgr_store_changes: a driver collects the
  * changes of one or more core calls of one or more sessions in it (xgr_store_changes_add_effects
@@ -53,7 +56,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 14  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 15  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -307,6 +310,32 @@ int xgr_store_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *
 int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
                             xgr_error *err);
 void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
+
+/* ---- the audit trail (session_audit, schema 14; docs/STORE.md "The audit trail") --------------------
+ * One row per control action or wake-up that changed a session, written in the same commit as the
+ * change (the engine's batch: xgr_store_batch.audit), never for an action that was refused. Rows
+ * are history: they stay when the session's row goes (xgr_store_changes_remove_session) and
+ * leave with retention (history_secs), like proc_steps. */
+typedef struct xgr_store_audit {
+  char *kind;                   /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" */
+  char *actor;                  /* who: a permit's signer address, "auth-none", "operator", or (internal
+                                   wake-ups) the waking session's owner (detail.from names the session) */
+  char *node;                   /* the node that applied it (cluster node id, or the single node's id) */
+  char *permit;                 /* hex digest of the permit used, or NULL (none: --auth none, internal) */
+  char *detail;                 /* JSON object text: what it applied to ({"iter":3}, {"step":"E1","keys":[..]},
+                                   {"from":{..},"reason":".."}), or NULL */
+  int64_t session_at;           /* the session clock when applied (the clock of history rows' `at`): a
+                                   reader puts the entry before the rows that began at or after it */
+  int64_t at;                   /* store clock (ms) when committed (set by the store) */
+} xgr_store_audit;
+void xgr_store_audit_clear(xgr_store_audit *a);
+/* Append audit entry a (copied; a->at is ignored: the commit's time) to session (owner, root_pid). */
+void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a);
+/* The audit entries of (owner, root_pid) in order (session_at, then the order they were written).
+ * *out is the caller's (xgr_store_audits_free); may be empty. */
+int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
+                     xgr_error *err);
+void xgr_store_audits_free(xgr_store_audit *a, size_t n);
 
 struct xgr_store_batch;
 /* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;

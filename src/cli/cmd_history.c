@@ -12,6 +12,7 @@
 #include "cli/opts.h"
 #include "cli/human.h"
 #include "xgr/alloc.h"
+#include "xgr/rpc.h"
 #include "xgr/store.h"
 #include "xgr/xrc_types.h"
 
@@ -20,8 +21,10 @@ static void usage(FILE *f) {
         "Print the audit trail of session (OWNER, ROOTPID) from a store file: one row per step that ran\n"
         "(pid, parent, step, status after the result, outcome, when it ran, error), in process order,\n"
         "each followed by the internal wake-ups it sent that were refused (to whom, why, when), and\n"
-        "the session's status. --json prints {\"session\":{...},\"history\":[...]} instead (a refusal\n"
-        "is a row with status \"wake_refused\" and its \"wakeUp\", as in xgr.getSession).\n\n"
+        "the session's status, and its audit trail: every kill, pause, resume and wake-up applied to it\n"
+        "(who, through which node, when, the permit's digest), each before the first step that began\n"
+        "after it. --json prints {\"session\":{...},\"history\":[...],\"audit\":[...]} instead (a refusal is\n"
+        "a row with status \"wake_refused\" and its \"wakeUp\"; audit as in xgr.getSession).\n\n"
         "Exit: 0 ok, 1 no such session, 2 usage or unreadable store.\n",
         f);
 }
@@ -108,8 +111,15 @@ int xgr_cmd_history(int argc, char **argv) {
   size_t nw = 0;
   if (xgr_store_wakes_refused(st, owner, root, &ws, &nw, &err)) nw = 0;
   bool *wdone = xgr_alloc_zeroed(nw + 1, sizeof *wdone);
+  xgr_store_audit *as = NULL;   /* the audit trail (schema 14) */
+  size_t na = 0, ja = 0;
+  if (xgr_store_audits(st, owner, root, &as, &na, &err)) na = 0;
+  json_t *audit = json_array();
+  for (size_t k = 0; k < na; k++) json_array_append_new(audit, xgr_rpc_audit_json(&as[k]));
+  char rootbuf[24];
+  snprintf(rootbuf, sizeof rootbuf, "%" PRIu64, root);
   int rc = XGR_EXIT_OK;
-  if (!has_session && !nh) {
+  if (!has_session && !nh && !na) {
     fprintf(stderr, "xgr history: no session %s/%" PRIu64 " in %s\n", owner, root, store);
     rc = XGR_EXIT_FAIL;
   } else if (as_json) {
@@ -134,15 +144,13 @@ int xgr_cmd_history(int argc, char **argv) {
       refused_rows(hist, root, h->iter, h, ws, nw, wdone);
     }
     for (size_t k = 0; k < nw; k++) refused_rows(hist, root, ws[k].from_iter, NULL, ws, nw, wdone);
-    char rootbuf[24];
-    snprintf(rootbuf, sizeof rootbuf, "%" PRIu64, root);
     json_t *sess = has_session
                        ? json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "owner", ss.owner, "rootPid", rootbuf,
                                    "registry", ss.registry, "ostcId", ss.ostc_id, "ostcHash", ss.ostc_hash, "status",
                                    xgr_session_result_name(ss.status), "createdAt", (json_int_t)ss.created_at,
                                    "finishedAt", (json_int_t)ss.finished_at, "killedAt", (json_int_t)ss.killed_at)
                        : json_null();
-    json_t *out = json_pack("{s:o, s:o}", "session", sess, "history", hist);
+    json_t *out = json_pack("{s:o, s:o, s:O}", "session", sess, "history", hist, "audit", audit);
     char *txt = xgr_json_dumps(out, XGR_JSON_PRETTY);
     puts(txt);
     free(txt);
@@ -161,6 +169,7 @@ int xgr_cmd_history(int argc, char **argv) {
            "took", "error");
     for (size_t i = 0; i < nh; i++) {
       const xgr_store_hist *h = &hs[i];
+      for (; ja < na && as[ja].session_at <= h->at; ja++) xgr_cli_print_audit(json_array_get(audit, ja), rootbuf, "audit");
       char pid[48], ppid[48];
       xgr_pid_format(root, h->iter, pid, sizeof pid);
       if (h->parent_iter) xgr_pid_format(root, h->parent_iter, ppid, sizeof ppid);
@@ -188,7 +197,10 @@ int xgr_cmd_history(int argc, char **argv) {
       refused_rows(NULL, root, h->iter, h, ws, nw, wdone);
     }
     for (size_t k = 0; k < nw; k++) refused_rows(NULL, root, ws[k].from_iter, NULL, ws, nw, wdone);
+    for (; ja < na; ja++) xgr_cli_print_audit(json_array_get(audit, ja), rootbuf, "audit");
   }
+  json_decref(audit);
+  xgr_store_audits_free(as, na);
   free(wdone);
   xgr_store_wakes_free(ws, nw);
   xgr_store_hists_free(hs, nh);

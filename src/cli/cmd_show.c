@@ -16,7 +16,8 @@ static void usage(FILE *f) {
           "orchestration, status and next wake, its processes with their join state and a note (why an\n"
           "aborted one ended, when a waiting one wakes or what it waits for), and the timeline of the steps\n"
           "that ran (xgr.getSession), with the internal wake-ups they sent that were refused (to whom,\n"
-          "why, when).\n\n"
+          "why, when) and the session's audit trail: every kill, pause, resume and wake-up applied to it\n"
+          "(who, through which node, when), each before the first step that began after it.\n\n"
           "  --owner ADDR     the session's owner (default --from)\n"
           "%s", xgr_client_opts_help);
 }
@@ -54,6 +55,15 @@ static void print_refused(const json_t *h, long long t0) {
          pid ? pid : "?", step ? step : "?",
          json_string_value(json_object_get(w, "runner")), json_string_value(json_object_get(w, "sessionId")),
          json_string_value(json_object_get(w, "stepId")), json_string_value(json_object_get(w, "reason")), when);
+}
+
+/* The line of an audit entry in the timeline (xgr_cli_print_audit) at its session-clock time. */
+static void print_audit(const json_t *a, const char *root, long long t0, size_t nsteps) {
+  char d1[32], lead[48];
+  long long at = json_integer_value(json_object_get(a, "sessionAt"));
+  if (nsteps && at >= t0) snprintf(lead, sizeof lead, "  +%-9s", xgr_cli_duration(at - t0, d1, sizeof d1));
+  else snprintf(lead, sizeof lead, "  %-10s", nsteps ? "(before)" : "");
+  xgr_cli_print_audit(a, root, lead);
 }
 
 int xgr_cmd_show(int argc, char **argv) {
@@ -116,7 +126,14 @@ int xgr_cmd_show(int argc, char **argv) {
     long long at = json_integer_value(json_object_get(h, "at"));
     if (!wake_of(h) && (!nsteps++ || at < t0)) t0 = at;
   }
+  /* the audit trail, in session-clock order: each entry before the first row that began at or after it */
+  const json_t *audit = json_object_get(res, "audit");
+  const char *root = json_string_value(json_object_get(s, "rootPid"));
+  size_t ja = 0, na = json_array_size(audit);
   json_array_foreach(hist, i, h) {
+    long long hat = json_integer_value(json_object_get(h, "at"));
+    for (; ja < na && json_integer_value(json_object_get(json_array_get(audit, ja), "sessionAt")) <= hat; ja++)
+      print_audit(json_array_get(audit, ja), root ? root : "?", t0, nsteps);
     if (wake_of(h)) {
       print_refused(h, t0);
       continue;
@@ -149,6 +166,7 @@ int xgr_cmd_show(int argc, char **argv) {
              (long long)json_integer_value(json_object_get(x, "blockNumber")), rr ? "  reason: " : "", rr ? rr : "");
     }
   }
+  for (; ja < na; ja++) print_audit(json_array_get(audit, ja), root ? root : "?", t0, nsteps);
   if (!nsteps) printf("  (no step ran yet)\n");
   json_decref(res);
   return XGR_EXIT_OK;

@@ -1,6 +1,7 @@
 /* human.c — durations and UTC instants for text output (see human.h). */
 #include "cli/human.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -58,4 +59,40 @@ const char *xgr_cli_clock(int64_t t, char *buf, size_t n) {
   if (t >= 100000000000LL) return xgr_cli_utc(t, buf, n);
   snprintf(buf, n, "%lldms", (long long)t);
   return buf;
+}
+
+void xgr_cli_print_audit(const json_t *a, const char *root, const char *lead) {
+  const json_t *d = json_object_get(a, "detail");
+  const json_t *it = json_object_get(d, "iter");
+  const char *step = json_string_value(json_object_get(d, "step"));
+  char pid[64], when[40];
+  if (json_is_integer(it)) snprintf(pid, sizeof pid, "%s:%lld", root, (long long)json_integer_value(it));
+  else if (json_is_string(it)) snprintf(pid, sizeof pid, "%s:%s", root, json_string_value(it));
+  else snprintf(pid, sizeof pid, "%s", root);
+  printf("%s %-12s %-16s %s by %s via %s at %s", lead, pid, step ? step : "-",
+         json_string_value(json_object_get(a, "kind")), json_string_value(json_object_get(a, "actor")),
+         json_string_value(json_object_get(a, "node")), xgr_cli_utc(json_integer_value(json_object_get(a, "at")), when,
+                                                                    sizeof when));
+  const json_t *from = json_object_get(d, "from");
+  if (from) {
+    const json_t *fr = json_object_get(from, "rootPid");
+    const char *fs = json_string_value(json_object_get(from, "step"));
+    if (json_is_integer(fr)) printf(", from %s/%lld", json_string_value(json_object_get(from, "owner")), (long long)json_integer_value(fr));
+    else printf(", from %s/%s", json_string_value(json_object_get(from, "owner")), json_string_value(fr));
+    if (fs) printf(" step %s", fs);
+  }
+  const json_t *keys = json_object_get(d, "keys");
+  if (json_array_size(keys)) {
+    printf(", payload keys");
+    size_t i;
+    const json_t *k;
+    json_array_foreach(keys, i, k) printf("%s%s", i ? "," : " ", json_string_value(k));
+  }
+  const json_t *w = json_object_get(d, "woken");
+  if (json_is_integer(w)) printf(", woke %lld", (long long)json_integer_value(w));
+  const char *reason = json_string_value(json_object_get(d, "reason"));
+  if (reason) printf(": %s", reason);
+  const char *pd = json_string_value(json_object_get(a, "permitDigest"));
+  if (pd) printf(" (permit %.10s...)", pd);
+  putchar('\n');
 }

@@ -17,4 +17,11 @@ const char *xgr_cli_utc(int64_t epoch_ms, char *buf, size_t n);
  * (xgrd's session clock is Unix ms), else "<t>ms" (a virtual clock that starts at 0). */
 const char *xgr_cli_clock(int64_t t, char *buf, size_t n);
 
+/* One line of a session's audit trail (an entry as xgr_rpc_audit_json writes it) to stdout:
+ * `lead` (the caller's time column), the process or session and step it applied to, then what
+ * (kind), who (actor), through which node, when (UTC), the payload keys, the waking session, the
+ * refusal's reason and the permit digest's first bytes. root: the session's rootPid. */
+struct json_t;
+void xgr_cli_print_audit(const struct json_t *a, const char *root, const char *lead);
+
 #endif

@@ -62,6 +62,7 @@ typedef struct opts {
   unsigned long max_session_bytes, max_owner_processes, max_owner_bytes;   /* quotas (0: defaults) */
   long long hibernate_after_ms;   /* 0: default; -1: off */
   const char *node_id;            /* cluster node id (PostgreSQL store; "auto": hostname:pid); NULL: single writer */
+  const char *node_name;          /* the node's name in the audit trail without --node-id; NULL: the host name */
   unsigned long lease_ms;         /* 0: XGR_STORE_LEASE_MS */
   unsigned long store_writers;    /* 0: XGR_STORE_PG_WRITERS */
   unsigned long max_running;      /* 0: DEFAULT_MAX_RUNNING */
@@ -88,6 +89,7 @@ static const struct option long_options[] = {
   {"first-step-timeout", required_argument, NULL, 0}, {"shutdown-timeout", required_argument, NULL, 0},
   {"log-level", required_argument, NULL, 0}, {"time-scale", required_argument, NULL, 0},
   {"hibernate-after", required_argument, NULL, 0}, {"node-id", required_argument, NULL, 0},
+  {"node-name", required_argument, NULL, 0},
   {"lease-ms", required_argument, NULL, 0}, {"store-writers", required_argument, NULL, 0},
   {"store-max-pages", required_argument, NULL, 0}, {"max-session-processes", required_argument, NULL, 0},
   {"max-session-steps", required_argument, NULL, 0}, {"max-running", required_argument, NULL, 0},
@@ -158,6 +160,9 @@ static void usage(FILE *f) {
           "                         take over those of stopped or dead nodes and forward control calls\n"
           "                         (docs/CLUSTER.md). Without it xgrd is the store's single writer: a second\n"
           "                         xgrd on the same schema is refused, and sessions may hibernate\n"
+          "  --node-name NAME       this xgrd's name in the sessions' audit trail (who acted through which node;\n"
+          "                         docs/STORE.md) when it is not a cluster node (default: the host name; at most\n"
+          "                         200 bytes). A cluster node is named by its --node-id\n"
           "  --lease-ms N           how long a node's session leases last without a heartbeat (default 10000;\n"
           "                         100 to 3600000). A dead node's sessions move at once, a stalled one's after this\n"
           "  --store-writers N      PostgreSQL: writer connections a large group commit is spread over, its\n"
@@ -349,6 +354,13 @@ static int set_opt(opts *o, const char *name, const char *v) {
       return -1;
     }
     o->node_id = v;
+  }
+  else if (!strcmp(name, "node-name")) {
+    if (!v || !*v || strlen(v) > 200) {
+      fprintf(stderr, "xgrd: --node-name \"%.60s\": expected 1 to 200 bytes\n", v ? v : "");
+      return -1;
+    }
+    o->node_name = v;
   }
   else if (!strcmp(name, "lease-ms")) {
     if (parse_uint("--lease-ms", v, 3600000UL, &u)) return -1;
@@ -680,6 +692,7 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .otlp_endpoint = o->otlp_endpoint,
                         .otlp_queue_spans = o->otlp_queue_spans};
   if (*node_buf) dc.node_id = node_buf;
+  dc.node_name = o->node_name;
   char store_name[512];   /* the store as logged: no password */
   char *redacted = xgr_store_url_redacted(o->store ? o->store : "memory:");
   snprintf(store_name, sizeof store_name, "%s", redacted);

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <jansson.h>
 
 #include "engine/actor_impl.h"
 #include "util/clock.h"
@@ -306,6 +307,8 @@ static void consume(actor *a) {
         m->step_id = fe->step_id;
         m->rule_address = fe->rule_address;
         m->payload = fe->payload;
+        m->from_iter = fe->proc ? fe->proc->iter : 0;
+        m->from_step = fe->proc ? xgr__xstrdup(a->b->orch->steps[fe->proc->step].id) : NULL;
         wake_out w = {fe->runner, fe->session_id, m};
         bool self = a->ordered && fe->session_id == a->root && !strcasecmp(fe->runner, xgr_session_owner(a->s));
         fe->runner = fe->step_id = fe->rule_address = NULL;   /* moved */
@@ -532,6 +535,9 @@ void xgr_eng_ctl_free(ctl_msg *m) {
   free(m->step);
   free(m->caller);
   free(m->label);
+  free(m->actor);
+  free(m->permit);
+  free(m->node);
   xgr_value_release(m->payload);
   free(m);
 }
@@ -541,9 +547,55 @@ void xgr_eng_iwake_free(iwake_msg *m) {
   free(m->caller);
   free(m->step_id);
   free(m->rule_address);
+  free(m->from_step);
   xgr_value_release(m->payload);
   free(m);
 }
+
+/* A rootPid or iter as JSON: a number up to 2^53, a decimal string above (JSON numbers are doubles). */
+static json_t *u64_json(uint64_t v) {
+  if (v <= (UINT64_C(1) << 53)) return json_integer((json_int_t)v);
+  char t[24];
+  snprintf(t, sizeof t, "%llu", (unsigned long long)v);
+  return json_string(t);
+}
+
+/* The detail of an audit entry as JSON text (the caller frees): the process (iter > 0), the step,
+ * the keys of the payload merged (never its values), how many processes a step-mode wake woke
+ * (woken >= 0), and for an internal wake-up the waking session and step (from_owner set) and why
+ * it was refused (reason). NULL when there is nothing to say. */
+static char *audit_detail(uint64_t iter, const char *step, xgr_value payload, long woken, const char *from_owner,
+                          uint64_t from_root, uint64_t from_iter, const char *from_step, const char *reason) {
+  json_t *d = json_object();
+  if (iter) json_object_set_new(d, "iter", u64_json(iter));
+  if (step) json_object_set_new(d, "step", json_string(step));
+  if (xgr_value_kind(payload) == XGR_VMAP) {
+    json_t *keys = json_array();
+    for (size_t i = 0, n = xgr_map_size(payload); i < n; i++) {
+      xgr_value k, v;
+      xgr_map_entry(payload, i, &k, &v);
+      size_t len;
+      const char *ks = xgr_value_kind(k) == XGR_VSTRING ? xgr_value_str(k, &len) : NULL;
+      if (ks) json_array_append_new(keys, json_stringn(ks, len));
+    }
+    json_object_set_new(d, "keys", keys);
+  }
+  if (woken >= 0) json_object_set_new(d, "woken", json_integer(woken));
+  if (from_owner) {
+    json_t *f = json_pack("{s:s, s:o}", "owner", from_owner, "rootPid", u64_json(from_root));
+    if (from_iter) json_object_set_new(f, "iter", u64_json(from_iter));
+    if (from_step) json_object_set_new(f, "step", json_string(from_step));
+    json_object_set_new(d, "from", f);
+  }
+  if (reason) json_object_set_new(d, "reason", json_string(reason));
+  char *t = json_object_size(d) ? json_dumps(d, JSON_COMPACT) : NULL;
+  json_decref(d);
+  return t;
+}
+
+static const char *const ctl_audit_kind[] = {[XGR_CTL_KILL] = "kill", [XGR_CTL_PAUSE] = "pause",
+                                             [XGR_CTL_RESUME] = "resume", [XGR_CTL_WAKE_PID] = "wake",
+                                             [XGR_CTL_WAKE_STEP] = "wake"};
 
 static void lose_lease(actor *a);
 
@@ -565,6 +617,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
   xgr_error err;
   xgr_error_clear(&err);
   int rc;
+  size_t woken = 0;
   bool owner_only = m->kind == XGR_CTL_KILL || m->kind == XGR_CTL_PAUSE || m->kind == XGR_CTL_RESUME;
   if (owner_only && m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
     /* as xgrd: only the owner controls a session (scripted actions name a caller) */
@@ -584,13 +637,23 @@ static void on_ctl(actor *a, ctl_msg *m) {
       break;
     default: {
       int step = xgr_orch_find(a->b->orch, m->step);
-      size_t woken = 0;
+      woken = 0;
       rc = step < 0 ? xgr_error_set(&err, XGR_ENOTFOUND, NULL, "no step \"%s\" in the orchestration", m->step)
                     : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_RPC, NULL, m->payload, a->now,
                                             &a->fx, &woken, &err);
       if (!rc) snprintf(err.message, sizeof err.message, "woke %zu process%s", woken, woken == 1 ? "" : "es");
       break;
     }
+  }
+  if (!rc && m->actor && a->e->has_store) {   /* the audit trail: in the commit of the action's changes */
+    bool wake = m->kind == XGR_CTL_WAKE_PID || m->kind == XGR_CTL_WAKE_STEP;
+    const xgr_proc *p = m->kind == XGR_CTL_WAKE_PID ? xgr_session_find(a->s, m->iter) : NULL;   /* the step it woke at */
+    const char *step = m->kind == XGR_CTL_WAKE_STEP ? m->step : p ? a->b->orch->steps[p->step].id : NULL;
+    char *detail = audit_detail(m->kind == XGR_CTL_WAKE_STEP ? 0 : m->iter, step,
+                                wake ? m->payload : xgr_value_null(), m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1,
+                                NULL, 0, 0, NULL, NULL);
+    xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);
+    free(detail);
   }
   consume(a);
   const char *text = rc ? err.message : err.message[0] ? err.message : "ok";
@@ -629,6 +692,12 @@ static void on_iwake(actor *a, iwake_msg *m) {
                     : xgr_session_wake_step(a->s, (unsigned)step, m->caller, XGR_WAKE_INTERNAL, m->rule_address, m->payload,
                                             a->now, &a->fx, &woken, &err);
   if (m->id) outbox_done(a, m->id, rc ? err.message : NULL);   /* same batch as its effects */
+  if (a->e->has_store) {   /* the audit trail: applied or refused, in the same commit */
+    char *detail = audit_detail(0, m->step_id, rc ? xgr_value_null() : m->payload, rc ? -1 : (long)woken, m->caller,
+                                m->from_root, m->from_iter, m->from_step, rc ? err.message : NULL);
+    xgr_eng_audit(a, rc ? "wake-refused" : "wake-internal", m->caller, NULL, NULL, detail);
+    free(detail);
+  }
   consume(a);
   if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (wants(a, XGR_EEV_WAKE)) {
@@ -815,7 +884,7 @@ static void quota_abort(actor *a, const char *reason) {
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
-  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->batch_finished && !a->batch_due) {
+  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->batch_finished && !a->batch_due) {
     flush(a, &a->pend);
     return;
   }
@@ -828,7 +897,7 @@ static void store_turn(actor *a) {
                          .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                          .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                          .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
-                         .due = a->batch_due, .steps = a->steps, .quota = &q};
+                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .steps = a->steps, .quota = &q};
     xgr_eng_join_rows_fill(a);
     xgr_session_state st;
     xgr_session_state_get(a->s, &st);
@@ -1318,6 +1387,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->bw);
   free(a->bd);
   free(a->bdr);
+  free(a->ba);
   xgr__hashmap_free(&a->applied);
   while (a->free_jobs) {
     job *j = a->free_jobs;

@@ -128,6 +128,22 @@ void xgr_eng_batch_clear_wakes(actor *a) {
   a->nbw = 0;
 }
 
+void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const char *node, const char *permit,
+                   const char *detail) {
+  assert(a->e->has_store && kind && actor_name);
+  if (a->nba == a->capba) {
+    a->capba = a->capba ? a->capba * 2 : 2;
+    a->ba = xgr__xrealloc(a->ba, a->capba * sizeof *a->ba);
+  }
+  a->ba[a->nba++] = (xgr_engine_audit){.kind = xgr__xstrdup(kind),
+                                       .actor = xgr__xstrdup(actor_name),
+                                       .node = xgr__xstrdup(node ? node : a->e->cfg.node_name),
+                                       .permit = permit ? xgr__xstrdup(permit) : NULL,
+                                       .detail = detail ? xgr__xstrdup(detail) : NULL,
+                                       .session_at = a->now};
+  a->touched = true;
+}
+
 void xgr_eng_batch_clear(actor *a) {
   for (size_t i = 0; i < a->nbp; i++) {
     if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
@@ -140,6 +156,15 @@ void xgr_eng_batch_clear(actor *a) {
     free(a->bdr[i]);
   }
   a->nbd = 0;
+  for (size_t i = 0; i < a->nba; i++) {
+    xgr_engine_audit *x = &a->ba[i];
+    free((char *)x->kind);
+    free((char *)x->actor);
+    free((char *)x->node);
+    free((char *)x->permit);
+    free((char *)x->detail);
+  }
+  a->nba = 0;
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
   a->batch_due = 0;

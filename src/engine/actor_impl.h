@@ -128,6 +128,8 @@ struct actor {
   char **bd;                     /* outbox ids the batch marks done (owned) */
   char **bdr;                    /* their refusal reasons (owned; NULL: applied) */
   size_t nbd, capbd;
+  xgr_engine_audit *ba;          /* audit entries of the batch (strings owned; xgr_eng_audit) */
+  size_t nba, capba;
   xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
   bool batch_finished;
   /* latency and job cache */
@@ -157,6 +159,10 @@ void xgr_eng_batch_row(actor *a, const xgr_effect *fe);
 void xgr_eng_batch_hist(actor *a, const xgr_effect *fe);
 /* Point the batch's live join targets' rows at their texts, written into a->jtext. */
 void xgr_eng_join_rows_fill(actor *a);
+/* Add an audit entry to the turn's batch (strings copied; detail is JSON text or NULL): a control
+ * action or wake-up that was applied in this turn. Only with a store hook. */
+void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const char *node, const char *permit,
+                   const char *detail);
 /* Drop the batch's outbox rows (wake-ups it would send). */
 void xgr_eng_batch_clear_wakes(actor *a);
 /* Empty the batch (rows, history, outbox rows and marks) after it was submitted. */

@@ -123,6 +123,7 @@ int xgr_eng_send(xgr_engine *e, const xgr_ctx *ctx, xgr_pid pid, uint64_t tag, v
 xgr_engine *xgr_engine_new(const xgr_engine_config *cfg, xgr_error *err) {
   xgr_engine *e = xgr__xcalloc(1, sizeof *e);
   if (cfg) e->cfg = *cfg;
+  e->cfg.node_name = xgr__xstrdup(e->cfg.node_name ? e->cfg.node_name : "");   /* owned (freed with e) */
   if (e->cfg.clock.kind == XGR_CLOCK_SCALED && !(e->cfg.clock.scale > 0)) e->cfg.clock.scale = 1;
   if (e->cfg.store && e->cfg.store->submit) {
     e->store = *e->cfg.store;
@@ -206,6 +207,7 @@ void xgr_engine_free(xgr_engine *e) {
   pthread_mutex_destroy(&e->wait_mu);
   pthread_mutex_destroy(&e->lat_mu);
   pthread_cond_destroy(&e->wait_cv);
+  free((char *)e->cfg.node_name);
   free(e);
 }
 
@@ -334,6 +336,11 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
   m->step = c->step ? xgr__xstrdup(c->step) : NULL;
   m->caller = c->caller ? xgr__xstrdup(c->caller) : NULL;
   m->label = c->label ? xgr__xstrdup(c->label) : NULL;
+  if (c->actor) {
+    m->actor = xgr__xstrdup(c->actor);
+    m->permit = c->permit ? xgr__xstrdup(c->permit) : NULL;
+    m->node = c->node ? xgr__xstrdup(c->node) : NULL;
+  }
   m->payload = xgr_value_retain(c->payload);
   m->done = done;
   m->done_ctx = ctx;
@@ -391,7 +398,7 @@ static void sync_done(void *ctx, int rc, const char *message) {
   pthread_mutex_unlock(&r->mu);
 }
 
-static int control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err) {
+int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err) {
   sync_reply r = {.done = false};
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
@@ -403,32 +410,33 @@ static int control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, x
   pthread_cond_destroy(&r.cv);
   if (woken) *woken = 0;
   if (r.rc) return xgr_error_set(err, r.rc, NULL, "%s", r.msg);
-  if (woken) sscanf(r.msg, "woke %zu", woken);
+  if (woken && c->kind == XGR_CTL_WAKE_PID) *woken = 1;
+  else if (woken) sscanf(r.msg, "woke %zu", woken);
   return 0;
 }
 
 int xgr_engine_kill(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, xgr_error *err) {
   xgr_engine_ctl c = {.kind = XGR_CTL_KILL, .owner = owner, .root_pid = root_pid, .iter = iter};
-  return control_sync(e, &c, NULL, err);
+  return xgr_engine_control_sync(e, &c, NULL, err);
 }
 
 int xgr_engine_pause(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, bool pause, xgr_error *err) {
   xgr_engine_ctl c = {.kind = pause ? XGR_CTL_PAUSE : XGR_CTL_RESUME, .owner = owner, .root_pid = root_pid, .iter = iter};
-  return control_sync(e, &c, NULL, err);
+  return xgr_engine_control_sync(e, &c, NULL, err);
 }
 
 int xgr_engine_wake_pid(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, const char *caller,
                         xgr_value payload, xgr_error *err) {
   xgr_engine_ctl c = {.kind = XGR_CTL_WAKE_PID, .owner = owner, .root_pid = root_pid, .iter = iter, .caller = caller,
                       .payload = payload};
-  return control_sync(e, &c, NULL, err);
+  return xgr_engine_control_sync(e, &c, NULL, err);
 }
 
 int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, const char *step, const char *caller,
                          xgr_value payload, size_t *woken, xgr_error *err) {
   xgr_engine_ctl c = {.kind = XGR_CTL_WAKE_STEP, .owner = owner, .root_pid = root_pid, .step = step, .caller = caller,
                       .payload = payload};
-  return control_sync(e, &c, woken, err);
+  return xgr_engine_control_sync(e, &c, woken, err);
 }
 
 int xgr_engine_drop(xgr_engine *e, const char *owner, uint64_t root_pid) {

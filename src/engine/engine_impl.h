@@ -277,6 +277,7 @@ typedef struct ctl_msg {
   xgr_engine_ctl_kind kind;
   uint64_t iter;
   char *step, *caller, *label;
+  char *actor, *permit, *node;  /* the audit entry's (xgr_engine_ctl); actor NULL: none */
   xgr_value payload;
   xgr_engine_ctl_done_fn done;
   void *done_ctx;
@@ -290,6 +291,8 @@ typedef struct iwake_msg {
   char *step_id;
   char *rule_address;
   xgr_value payload;
+  uint64_t from_iter;           /* the producing process and its step (audit entry), 0 / NULL: unknown */
+  char *from_step;
 } iwake_msg;
 
 typedef struct report_msg {

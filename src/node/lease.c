@@ -28,6 +28,7 @@
  * Without a cluster store (SQLite, memory, PostgreSQL without a node id) the node's lease is NULL and
  * xgr_node_control calls the engine directly.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,28 +60,21 @@ struct xgr__node_lease {
 
 /* ---- running a control call here ------------------------------------------------------------------- */
 
-static int exec_local(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
-  int rc;
-  size_t w = 0;
-  switch (r->op) {
-    case XGR_NODE_CTL_KILL:
-      rc = xgr_engine_kill(d->e, r->owner, r->root, r->iter, err);
-      break;
-    case XGR_NODE_CTL_PAUSE:
-    case XGR_NODE_CTL_RESUME:
-      xgr_node_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
-      rc = xgr_engine_pause(d->e, r->owner, r->root, r->iter, r->op == XGR_NODE_CTL_PAUSE, err);
-      break;
-    case XGR_NODE_CTL_WAKE_PID:
-      rc = xgr_engine_wake_pid(d->e, r->owner, r->root, r->iter, r->caller, r->payload, err);
-      w = rc ? 0 : 1;
-      break;
-    default:
-      rc = xgr_engine_wake_step(d->e, r->owner, r->root, r->step, r->caller, r->payload, &w, err);
-      break;
-  }
-  if (woken) *woken = w;
-  return rc;
+/* via: the node the call came through (NULL: this one), named in its audit entry */
+static int exec_local(xgr_node *d, const xgr_node_ctl *r, const char *via, size_t *woken, xgr_error *err) {
+  static const xgr_engine_ctl_kind kinds[] = {[XGR_NODE_CTL_KILL] = XGR_CTL_KILL, [XGR_NODE_CTL_PAUSE] = XGR_CTL_PAUSE,
+                                              [XGR_NODE_CTL_RESUME] = XGR_CTL_RESUME,
+                                              [XGR_NODE_CTL_WAKE_PID] = XGR_CTL_WAKE_PID,
+                                              [XGR_NODE_CTL_WAKE_STEP] = XGR_CTL_WAKE_STEP};
+  assert(r->op >= XGR_NODE_CTL_KILL && r->op <= XGR_NODE_CTL_WAKE_STEP);
+  bool wake = r->op == XGR_NODE_CTL_WAKE_PID || r->op == XGR_NODE_CTL_WAKE_STEP;
+  if (r->op == XGR_NODE_CTL_PAUSE || r->op == XGR_NODE_CTL_RESUME)
+    xgr_node_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
+  xgr_engine_ctl c = {.kind = kinds[r->op], .owner = r->owner, .root_pid = r->root, .iter = r->iter,
+                      .step = r->op == XGR_NODE_CTL_WAKE_STEP ? r->step : NULL, .caller = wake ? r->caller : NULL,
+                      .payload = wake ? r->payload : xgr_value_null(), .actor = r->actor, .permit = r->permit,
+                      .node = via ? via : d->name};
+  return xgr_engine_control_sync(d->e, &c, woken, err);
 }
 
 /* ---- forwarding to the node that holds the session ---------------------------------------------- */
@@ -93,6 +87,11 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
   json_t *b = json_pack("{s:i, s:s, s:s, s:s}", "op", r->op, "owner", r->owner, "root", root, "iter", iter);
   if (r->step) json_object_set_new(b, "step", json_string(r->step));
   if (r->caller) json_object_set_new(b, "caller", json_string(r->caller));
+  if (r->actor) {   /* the audit entry the owner node writes: who, the permit's digest, this node */
+    json_object_set_new(b, "actor", json_string(r->actor));
+    if (r->permit) json_object_set_new(b, "permit", json_string(r->permit));
+    json_object_set_new(b, "via", json_string(d->name));
+  }
   if (r->payload_json) json_object_set(b, "payload", (json_t *)r->payload_json);
   char *body = json_dumps(b, JSON_COMPACT);
   json_decref(b);
@@ -258,13 +257,13 @@ static bool elsewhere(xgr_node *d, const char *owner, uint64_t root) {
 
 int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
   xgr__node_lease *l = d->lease;
-  if (!l) return exec_local(d, r, woken, err);
+  if (!l) return exec_local(d, r, NULL, woken, err);
   const char *me = xgr_store_node_id(d->st);
   for (int attempt = 0; attempt < 6; attempt++) {
     xgr_engine_session_info in;
     if (!xgr_engine_session(d->e, r->owner, r->root, &in) && !in.finished) {   /* here */
       xgr_error_clear(err);
-      int rc = exec_local(d, r, woken, err);
+      int rc = exec_local(d, r, NULL, woken, err);
       if (rc == XGR_ETIMEOUT || rc == XGR_EIO) {   /* evicted meanwhile and not loadable right now */
         nanosleep(&(struct timespec){0, 20000000}, NULL);
         continue;
@@ -279,7 +278,7 @@ int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_erro
     int rc = xgr_store_lease_holder(d->st, r->owner, r->root, node, sizeof node, &valid, &running, err);
     if (rc == XGR_ENOTFOUND || (!rc && !running)) {   /* no such session, or it ended: the engine's answer */
       xgr_error_clear(err);
-      return exec_local(d, r, woken, err);
+      return exec_local(d, r, NULL, woken, err);
     }
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
@@ -327,6 +326,9 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   r.iter = it ? strtoull(it, NULL, 10) : 0;
   r.step = json_string_value(json_object_get(b, "step"));
   r.caller = json_string_value(json_object_get(b, "caller"));
+  r.actor = json_string_value(json_object_get(b, "actor"));
+  r.permit = json_string_value(json_object_get(b, "permit"));
+  const char *via = json_string_value(json_object_get(b, "via"));
   const json_t *pj = json_object_get(b, "payload");
   r.payload = xgr_value_null();
   if (pj && json_is_object(pj)) xgr_value_from_json(pj, 0, &r.payload, &err);
@@ -341,16 +343,16 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
      * which is final */
     xgr_error lerr;
     int lrc = d->hib.load ? xgr_engine_load(d->e, owner, root, &lerr) : XGR_ENOTFOUND;
-    if (!lrc) *rc = exec_local(d, &r, &woken, &err);
+    if (!lrc) *rc = exec_local(d, &r, via, &woken, &err);
     else if (!xgr_store_lease_held(d->st, owner, root) || elsewhere(d, owner, root))
       *rc = xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
                           xgr_store_node_id(d->st));
     else if (lrc != XGR_ENOTFOUND) {
       err = lerr;
       *rc = lrc;
-    } else *rc = exec_local(d, &r, &woken, &err);
+    } else *rc = exec_local(d, &r, via, &woken, &err);
   } else {
-    *rc = exec_local(d, &r, &woken, &err);
+    *rc = exec_local(d, &r, via, &woken, &err);
   }
   xgr_value_release(r.payload);
   json_decref(b);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "node/node_impl.h"
 #include "util/clock.h"
@@ -419,6 +420,8 @@ static void count_hibernated(xgr_node *d, int64_t upto) {
 xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
   xgr_node *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
+  if (cfg->node_id || cfg->node_name) snprintf(d->name, sizeof d->name, "%s", cfg->node_id ? cfg->node_id : cfg->node_name);
+  else if (gethostname(d->name, sizeof d->name - 1)) snprintf(d->name, sizeof d->name, "localhost");
   pthread_mutex_init(&d->reg_mu, NULL);
   d->quiet = xgr__xcalloc(1, sizeof *d->quiet);
   pthread_mutex_init(&d->quiet->mu, NULL);
@@ -462,6 +465,7 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
                           .max_owner_processes = cfg->max_owner_processes,
                           .bundle_done = xgr__node_bundle_done,
                           .recovering = true,
+                          .node_name = d->name,
                           .bundle_ctx = d};
   double scale = cfg->time_scale > 0 ? cfg->time_scale : 1;
   xgr_error le0;

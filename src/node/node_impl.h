@@ -60,6 +60,7 @@ typedef struct xgr__node_lease xgr__node_lease;
 
 struct xgr_node {
   xgr_node_config cfg;
+  char name[256];              /* the node's name in the audit trail (xgr_node_config.node_name) */
   xgr_store *st;               /* owned */
   xgr_node_persist *p;         /* owned */
   xgr_engine *e;               /* owned */

@@ -90,6 +90,16 @@ int xgr_node_history(xgr_node *n, const char *owner, uint64_t root, xgr_store_hi
 
 void xgr_node_history_free(xgr_store_hist *h, size_t count) { xgr_store_hists_free(h, count); }
 
+int xgr_node_audits(xgr_node *n, const char *owner, uint64_t root, xgr_store_audit **out, size_t *count,
+                    xgr_error *err) {
+  assert(n && owner && out && count);
+  *out = NULL;
+  *count = 0;
+  return xgr_store_audits(n->st, owner, root, out, count, err);
+}
+
+void xgr_node_audits_free(xgr_store_audit *a, size_t count) { xgr_store_audits_free(a, count); }
+
 int xgr_node_wakes_refused(xgr_node *n, const char *owner, uint64_t root, xgr_store_wake **out, size_t *count,
                            xgr_error *err) {
   assert(n && owner && out && count);

@@ -25,6 +25,18 @@ bool xgr_rpc_is_address(const char *s) {
   return true;
 }
 
+const char *xgr_rpc_actor(const xgr_rpc_caller *c, const char *who) {
+  if (c && c->auth_none) return "auth-none";
+  return who && who[0] ? who : "-";
+}
+
+void xgr_rpc_log_subject(const xgr_rpc_caller *c, const char *actor, const char *owner, uint64_t root) {
+  if (!c || !c->subject) return;
+  snprintf(c->subject->actor, sizeof c->subject->actor, "%s", actor ? actor : "-");
+  snprintf(c->subject->owner, sizeof c->subject->owner, "%s", owner ? owner : "");
+  c->subject->root = root;
+}
+
 const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params) {
   if (!json_is_object(params)) return NULL;
   const char *f = xgr_json_text(json_object_get(params, "from"));

@@ -3,7 +3,8 @@
  *    running, done, aborted and paused; each join node's latest instance (k of n, the pieces in its
  *    inbox, its fail records, whether it can still be satisfied, its outcome); the edges that fired;
  *    and a page of processes (filtered by step and status) and of the history (times, durations,
- *    errors, and the session's refused internal wake-ups as rows of their own);
+ *    errors, the session's refused internal wake-ups and its audit trail as rows of their own) and
+ *    how many processes wake-ups woke at each step (from the stored audit trail);
  *  - xgr.console.process: one process in full (payload, join inbox, `__wakeUp` allow list, error,
  *    its history rows);
  *  - xgr.console.registry: an orchestration with its versions, the rules its steps use (versions,
@@ -111,9 +112,9 @@ static json_t *hist_item(uint64_t root, const xgr_store_hist *h) {
 }
 
 /* One row of a session's timeline: history row h, or the refusal w (sent by the process of
- * history row h; h SIZE_MAX when that row is not known). */
+ * history row h; h SIZE_MAX when that row is not known), or audit entry a (h and w SIZE_MAX). */
 typedef struct timeline_row {
-  size_t h, w;
+  size_t h, w, a;
 } timeline_row;
 
 /* A refused wake-up's sender (its iter) and its index in the store's list, to find the refusals of
@@ -131,16 +132,21 @@ static int wake_key_cmp(const void *a, const void *b) {
 
 /* The timeline, oldest first, in a malloc'd array of *n rows (caller frees): each history row,
  * followed by the refused wake-ups its process sent (after the first row of that process, in the
- * store's order), then the refusals whose sender has no row. O((nh + nw) log nw). */
-static timeline_row *timeline(const xgr_store_hist *hs, size_t nh, const xgr_store_wake *ws, size_t nw, size_t *n) {
-  timeline_row *rows = xgr__xcalloc(nh + nw + 1, sizeof *rows);
+ * store's order), then the refusals whose sender has no row; the audit entries as[0..na) (in
+ * session-clock order) each before the first history row that began at or after it, the rest at
+ * the end. O((nh + nw) log nw + na). */
+static timeline_row *timeline(const xgr_store_hist *hs, size_t nh, const xgr_store_wake *ws, size_t nw,
+                              const xgr_store_audit *as, size_t na, size_t *n) {
+  timeline_row *rows = xgr__xcalloc(nh + nw + na + 1, sizeof *rows);
+  size_t ja = 0;
   wake_key *keys = xgr__xcalloc(nw + 1, sizeof *keys);
   bool *done = xgr__xcalloc(nw + 1, sizeof *done);
   for (size_t j = 0; j < nw; j++) keys[j] = (wake_key){ws[j].from_iter, j};
   qsort(keys, nw, sizeof *keys, wake_key_cmp);
   size_t k = 0;
   for (size_t i = 0; i < nh; i++) {
-    rows[k++] = (timeline_row){i, SIZE_MAX};
+    for (; ja < na && as[ja].session_at <= hs[i].at; ja++) rows[k++] = (timeline_row){SIZE_MAX, SIZE_MAX, ja};
+    rows[k++] = (timeline_row){i, SIZE_MAX, SIZE_MAX};
     size_t lo = 0, hi = nw;   /* the first key of this process */
     while (lo < hi) {
       size_t mid = lo + (hi - lo) / 2;
@@ -149,14 +155,15 @@ static timeline_row *timeline(const xgr_store_hist *hs, size_t nh, const xgr_sto
     }
     for (; lo < nw && keys[lo].iter == hs[i].iter && !done[keys[lo].j]; lo++) {
       done[keys[lo].j] = true;
-      rows[k++] = (timeline_row){i, keys[lo].j};
+      rows[k++] = (timeline_row){i, keys[lo].j, SIZE_MAX};
     }
   }
+  for (; ja < na; ja++) rows[k++] = (timeline_row){SIZE_MAX, SIZE_MAX, ja};
   for (size_t j = 0; j < nw; j++)
-    if (!done[j]) rows[k++] = (timeline_row){SIZE_MAX, j};
+    if (!done[j]) rows[k++] = (timeline_row){SIZE_MAX, j, SIZE_MAX};
   free(keys);
   free(done);
-  assert(k == nh + nw);
+  assert(k == nh + nw + na);
   *n = k;
   return rows;
 }
@@ -333,15 +340,39 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
   size_t nw = 0;
   if (xgr_node_wakes_refused(c->n, owner, root, &ws, &nw, err)) nw = 0;
   xgr_error_clear(err);
+  /* the audit trail: rows of the timeline (status "audit"), and the processes wake-ups woke at each
+   * step (the graph's "woken xN": from the store, so it is there after a reload) */
+  xgr_store_audit *as = NULL;
+  size_t na = 0;
+  if (xgr_node_audits(c->n, owner, root, &as, &na, err)) na = 0;
+  xgr_error_clear(err);
+  json_t *woken = json_object();
+  for (size_t i = 0; i < na; i++) {
+    if (strcmp(as[i].kind, "wake") && strcmp(as[i].kind, "wake-internal")) continue;
+    json_t *d = as[i].detail ? json_loads(as[i].detail, 0, NULL) : NULL;
+    const char *st = json_string_value(json_object_get(d, "step"));
+    const json_t *w = json_object_get(d, "woken");
+    json_int_t add = json_is_integer(w) ? json_integer_value(w) : 1;
+    if (st && add > 0)
+      json_object_set_new(woken, st, json_integer(json_integer_value(json_object_get(woken, st)) + add));
+    json_decref(d);
+  }
   size_t total = 0;
-  timeline_row *rows = timeline(hs, nh, ws, nw, &total);
+  timeline_row *rows = timeline(hs, nh, ws, nw, as, na, &total);
   json_t *hist = json_array();
   for (uint64_t i = hoff; i < total && json_array_size(hist) < hlim; i++) {
     const timeline_row *r = &rows[desc ? total - 1 - i : i];
     const xgr_store_hist *h = r->h == SIZE_MAX ? NULL : &hs[r->h];
-    json_array_append_new(hist, r->w == SIZE_MAX ? hist_item(root, h) : xgr__rpc_refused_row(root, h, &ws[r->w]));
+    if (r->a != SIZE_MAX) {
+      const xgr_store_audit *a = &as[r->a];
+      json_array_append_new(hist, json_pack("{s:s, s:I, s:o}", "status", "audit", "at", (json_int_t)a->session_at,
+                                            "audit", xgr_rpc_audit_json(a)));
+    } else {
+      json_array_append_new(hist, r->w == SIZE_MAX ? hist_item(root, h) : xgr__rpc_refused_row(root, h, &ws[r->w]));
+    }
   }
   free(rows);
+  xgr_node_audits_free(as, na);
   xgr_node_history_free(hs, nh);
   xgr_node_wakes_free(ws, nw);
   *result = json_pack("{s:o, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:o}, s:{s:I, s:I, s:o}, s:I}", "session", sess, "steps",
@@ -349,6 +380,7 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
                       (json_int_t)matched, "offset", (json_int_t)poff, "items", items, "history", "total",
                       (json_int_t)total, "offset", (json_int_t)hoff, "items", hist, "eventId",
                       (json_int_t)xgr__sse_last_id(c->hub));
+  json_object_set_new(*result, "woken", woken);
   if (orch) {
     json_t *order = json_array();
     for (size_t i = 0; i < orch->nsteps; i++) json_array_append_new(order, json_string(orch->steps[i].id));

@@ -8,6 +8,7 @@
 
 #include "rpc/rpc_impl.h"
 #include "xgr/auth.h"
+#include "xgr/secp.h"
 #include "xgr/xrc_types.h"
 
 typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
@@ -23,6 +24,18 @@ static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const x
     return xgr__rpc_fail(err, XGR_ENOTFOUND, "permit.message.sessionId",
                          "no live session %s/%llu (the permit was not used)", owner, (unsigned long long)root);
   return xgr_auth_consume(caller->auth, p, err);
+}
+
+/* An authorized call on session (owner, root): who acts and the digest of the permit used go into
+ * cr (the audit trail, written by the node with the change) and into the request's log line.
+ * digest (67 bytes) holds the digest's text while cr is used. */
+static void act_as(const xgr_rpc_caller *caller, const xgr_permit *p, const char *who, const char *owner, uint64_t root,
+                   xgr_node_ctl *cr, char *digest) {
+  cr->actor = xgr_rpc_actor(caller, p->kind ? p->from : who);
+  digest[0] = '\0';
+  if (p->kind) xgr_hex_encode(p->digest, 32, digest);
+  cr->permit = digest[0] ? digest : NULL;
+  xgr_rpc_log_subject(caller, cr->actor, owner, root);
 }
 
 /* The parameter keys each method reads (xgr__rpc_named): the target (xgr__rpc_target), the owner
@@ -45,12 +58,15 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
   xgr_permit permit;
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, kind == C_KILL ? "kill" : kind == C_PAUSE ? "pause" : "resume",
                                                owner, root, NULL, err)))
     return rc;
   /* here, or on the cluster node that holds the session (lease.c) */
   xgr_node_ctl cr = {.op = kind == C_KILL ? XGR_NODE_CTL_KILL : kind == C_PAUSE ? XGR_NODE_CTL_PAUSE : XGR_NODE_CTL_RESUME,
                      .owner = owner, .root = root, .iter = iter, .payload = xgr_value_null()};
+  char digest[67];
+  act_as(caller, &permit, who, owner, root, &cr, digest);
   rc = xgr_node_control(d->n, &cr, NULL, err);
   if (rc) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
@@ -87,12 +103,15 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
     return rc;
   xgr_permit permit;
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
   if (signed_root) root = permit.session_id;
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, err))) return rc;
   xgr_engine_session_info info = {0};
   size_t affected = 0;
   if (xgr_node_live(d->n, owner, root, true, &info)) affected = info.live;
   xgr_node_ctl cr = {.op = XGR_NODE_CTL_KILL, .owner = owner, .root = root, .payload = xgr_value_null()};
+  char digest[67];
+  act_as(caller, &permit, who, owner, root, &cr, digest);
   if ((rc = xgr_node_control(d->n, &cr, NULL, err))) {
     if (rc == XGR_ENOTFOUND && !err->path[0]) snprintf(err->path, sizeof err->path, "%s", tpath);
     return xgr__rpc_code(rc, err);
@@ -155,6 +174,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   }
   if ((rc = xgr__rpc_owner(o, permit.kind ? permit.runner : who, owner, sizeof owner, &opath, err))) return rc;
   if (!root) root = permit.session_id;
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who[0] ? who : owner), owner, root);
   /* PID mode is for the owner alone: when the request did not name an owner (so the caller is the
    * owner it asks for) and the caller has no such session but another owner does
    * (xgr_node_live_elsewhere: the 1,000 owners with the most live sessions; a session of an owner
@@ -182,6 +202,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   xgr_node_ctl cr = {.op = pid_mode ? XGR_NODE_CTL_WAKE_PID : XGR_NODE_CTL_WAKE_STEP, .owner = owner, .root = root,
                      .iter = iter, .step = step, .caller = callr, .payload = pv,
                      .payload_json = payload && json_is_object(payload) ? payload : NULL};
+  char digest[67];
+  act_as(caller, &permit, callr, owner, root, &cr, digest);
   rc = xgr_node_control(d->n, &cr, &woken, err);
   xgr_value_release(pv);
   if (rc) {

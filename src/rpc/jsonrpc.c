@@ -190,6 +190,7 @@ static void dispatch_member(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
                             size_t i) {
   xgr_rpc_caller mc = *caller;
   mc.defer = b->dfs ? &b->dfs[i] : NULL;
+  mc.subject = NULL;   /* members may run on several threads; the batch's line names no subject */
   b->outs[i] = dispatch_one(s, &mc, json_array_get(body, i), &b->names[i], &b->codes[i]);
 }
 

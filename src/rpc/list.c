@@ -384,6 +384,16 @@ static json_t *refused_json(const xgr_store_wake *w) {
                    (json_int_t)w->refused_at);
 }
 
+json_t *xgr_rpc_audit_json(const xgr_store_audit *a) {
+  json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I}", "kind", a->kind ? a->kind : "", "actor", a->actor ? a->actor : "",
+                        "node", a->node ? a->node : "", "at", (json_int_t)a->at, "sessionAt", (json_int_t)a->session_at);
+  if (a->permit) json_object_set_new(j, "permitDigest", json_string(a->permit));
+  json_t *d = a->detail ? json_loads(a->detail, 0, NULL) : NULL;
+  if (json_is_object(d)) json_object_set_new(j, "detail", d);
+  else json_decref(d);
+  return j;
+}
+
 json_t *xgr__rpc_refused_row(uint64_t root, const xgr_store_hist *h, const xgr_store_wake *w) {
   return json_pack("{s:o, s:o, s:s, s:n, s:I, s:I, s:o}", "pid",
                    w->from_iter ? xgr__rpc_pid_json(root, w->from_iter) : xgr__rpc_u64_json(root), "step",
@@ -491,6 +501,15 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_node_session_clear(&ns);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
+  /* the audit trail: every control action and wake-up applied to the session, in session-clock
+   * order (each entry's sessionAt places it among the history rows' `at`) */
+  json_t *audit = json_array();
+  xgr_store_audit *as = NULL;
+  size_t na = 0;
+  if (!xgr_node_audits(d->n, owner, root, &as, &na, err))
+    for (size_t i = 0; i < na; i++) json_array_append_new(audit, xgr_rpc_audit_json(&as[i]));
+  xgr_node_audits_free(as, na);
+  json_object_set_new(*result, "audit", audit);
   if (nw) {
     json_t *arr = json_array();
     for (size_t i = 0; i < nw; i++) json_array_append_new(arr, refused_json(&ws[i]));

@@ -109,6 +109,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_orch) {
   char who[64] = "", reg[XGR__RPC_MAX_REGISTRY + 1], key[XGR__RPC_KEY_SIZE];
   const char *rpath, *ostc_id = NULL;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_REGISTER, NULL, who, sizeof who, err))) return rc;
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, who), NULL, 0);
   if ((rc = xgr__rpc_registry(o, NULL, false, reg, sizeof reg, &rpath, err)) ||
       (rc = xgr__rpc_ostc_id(o, &ostc_id, err)))
     return rc;
@@ -239,6 +240,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_put_rule) {
   char who[64] = "", key[200];
   const char *kpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_REGISTER, NULL, who, sizeof who, err))) return rc;
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, who), NULL, 0);
   if ((rc = rule_key(o, key, 128, &kpath, err))) return rc;
   xgr_node_register_req rr = {.kind = XGR_REG_RULE, .key = key, .who = who, .owner_only = xgr__rpc_permits(caller),
                               .key_path = kpath};

@@ -37,6 +37,7 @@ typedef struct req {
   double t0;
   bool is_post;
   xgr_rpc_defer df;        /* the answer, when the method deferred it (xgr/rpc.h) */
+  xgr_rpc_subject subject; /* who acted on which session, for the log line (set by the method) */
 } req;
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
@@ -90,7 +91,7 @@ static const char *log_path(const char *path, char *out, size_t n) {
 }
 
 static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url, unsigned status,
-                     const char *rpc, int code, double ms) {
+                     const char *rpc, int code, double ms, const xgr_rpc_subject *sub) {
   if (!s->cfg.log) return;
   char remote[64], hidden[512];
   url = log_path(url, hidden, sizeof hidden);
@@ -103,6 +104,13 @@ static void log_line(xgr_rpc_server *s, struct MHD_Connection *c, const char *ht
   xgr_logfmt_u64(&l, "status", status);
   xgr_logfmt_str(&l, "rpc", rpc ? rpc : "-");
   xgr_logfmt_i64(&l, "code", code);
+  if (sub && sub->actor[0]) {   /* a call that changes something: who, and on which session */
+    xgr_logfmt_str(&l, "caller", sub->actor);
+    if (sub->owner[0]) {
+      xgr_logfmt_str(&l, "owner", sub->owner);
+      xgr_logfmt_u64(&l, "rootPid", sub->root);
+    }
+  }
   xgr_logfmt_printf(&l, "ms", "%.3f", ms);
   xgr_logfmt_write(&l, s->cfg.log);
 }
@@ -120,7 +128,7 @@ static enum MHD_Result send_answer(xgr_rpc_server *s, struct MHD_Connection *c, 
   if (!batch) xgr__rpc_count(s, name, out ? 200 : 204, code);
   double ms = (xgr__mono_s() - r->t0) * 1e3;
   xgr_histogram_observe(s->latency, ms / 1e3);
-  log_line(s, c, "POST", url, out ? 200 : 204, name, code, ms);
+  log_line(s, c, "POST", url, out ? 200 : 204, name, code, ms, &r->subject);
   if (!out) return send_text(c, MHD_HTTP_NO_CONTENT, "application/json", NULL, 0);
   return send_json(c, MHD_HTTP_OK, out);
 }
@@ -134,7 +142,8 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
                            .auth_none = s->cfg.auth_none,
                            .auth = NULL,   /* filled by dispatch_one once the server is open */
                            .defer = &r->df,
-                           .traceparent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "traceparent")};
+                           .traceparent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "traceparent"),
+                           .subject = &r->subject};
   const char *name;
   int code;
   bool batch;
@@ -175,7 +184,7 @@ void xgr__rpc_batch_suspend(xgr__rpc_batch *b) {
 
 static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url,
                               unsigned status, const char *msg) {
-  log_line(s, c, http, url, status, NULL, 0, 0);
+  log_line(s, c, http, url, status, NULL, 0, 0, NULL);
   xgr__rpc_count(s, NULL, status, 0);
   size_t n = strlen(msg) + 12;
   char *b = xgr__xmalloc(n);

@@ -502,8 +502,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_enqueue) {
   xgr_node_ack a;
   char hash_of[67], bundle_of[67];
   /* a single request is answered once its commit is done, without holding a thread */
+  const char *actor = xgr_rpc_actor(caller, permit.kind ? permit.from : who[0] ? who : owner);
+  xgr_rpc_log_subject(caller, actor, owner, root);
   rc = start_session(d, &rq, NULL, caller->defer, enqueue_finish, &a, &root, hash_of, bundle_of, err);
   if (rc) return rc;
+  xgr_rpc_log_subject(caller, actor, owner, root);   /* the rootPid taken */
   *result = enqueue_answer(d, a, owner, root, hash_of, bundle_of);
   return 0;
 }

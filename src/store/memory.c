@@ -31,6 +31,8 @@ typedef struct msess {
   size_t nhist, caphist;
   uint32_t *scopes;
   size_t nscopes, capscopes;
+  xgr_store_audit *audit;       /* the audit trail, in the order it was written (read sorted by session_at) */
+  size_t naudit;
 } msess;
 
 typedef struct mowner {
@@ -290,6 +292,13 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       }
       break;
     }
+    case OP_AUDIT: {
+      msess *s = sess_get(m, op->owner, op->root);
+      s->audit = xgr__xrealloc(s->audit, (s->naudit + 1) * sizeof *s->audit);
+      xgr__store_audit_copy(&s->audit[s->naudit], &op->u.audit);
+      s->audit[s->naudit++].at = now;
+      break;
+    }
     case OP_SCOPE: {
       msess *s = sess_get(m, op->owner, op->root);
       for (size_t i = 0; i < s->nscopes; i++)
@@ -387,6 +396,7 @@ static void m_flush(xgr_store *st) { (void)st; /* batches are applied inside sub
 static void msess_free(msess *s) {
   for (size_t i = 0; i < s->nprocs; i++) xgr_store_proc_clear(&s->procs[i].r);
   for (size_t i = 0; i < s->nhist; i++) xgr_store_hist_clear(&s->hist[i]);
+  xgr_store_audits_free(s->audit, s->naudit);
   xgr_store_session_clear(&s->row);
   free(s->procs);
   free(s->hist);
@@ -467,6 +477,27 @@ static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_
   for (size_t i = 0; i < *n; i++) xgr__store_hist_copy(&(*out)[i], &s->hist[i]);
   pthread_mutex_unlock(&m->lock);
   (void)err;
+  return 0;
+}
+
+static int m_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  msess *s = sess_find(m, owner, root);
+  size_t k = s ? s->naudit : 0;
+  *out = xgr__xcalloc(k ? k : 1, sizeof **out);
+  /* by session_at, stable (insertion sort: a session has few entries) */
+  for (size_t i = 0; i < k; i++) {
+    size_t j = *n;
+    while (j > 0 && (*out)[j - 1].session_at > s->audit[i].session_at) {
+      (*out)[j] = (*out)[j - 1];
+      j--;
+    }
+    xgr__store_audit_copy(&(*out)[j], &s->audit[i]);
+    (*n)++;
+  }
+  pthread_mutex_unlock(&m->lock);
   return 0;
 }
 
@@ -623,6 +654,16 @@ static size_t gc_locked(mstore *m, int64_t now) {
         }
       }
       s->nhist = k;
+      k = 0;   /* the audit trail is history too */
+      for (size_t j = 0; j < s->naudit; j++) {
+        if (s->audit[j].at <= hist_cut) {
+          xgr_store_audit_clear(&s->audit[j]);
+          deleted++;
+        } else {
+          s->audit[k++] = s->audit[j];
+        }
+      }
+      s->naudit = k;
       if (s->has_row && s->row.status != XGR_RESULT_RUNNING && s->row.finished_at <= hist_cut) {
         xgr_store_session_clear(&s->row);
         s->has_row = false;
@@ -657,7 +698,7 @@ static size_t gc_locked(mstore *m, int64_t now) {
   size_t k = 0;
   for (size_t i = 0; i < m->nsess; i++) {
     msess *s = m->sess[i];
-    if (!s->has_row && !s->nprocs && !s->nhist && !s->nscopes) msess_free(s);
+    if (!s->has_row && !s->nprocs && !s->nhist && !s->nscopes && !s->naudit) msess_free(s);
     else m->sess[k++] = s;
   }
   m->nsess = k;
@@ -743,7 +784,7 @@ static int m_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xg
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .owner_bytes = m_owner_bytes, .outbox = m_outbox,
-                                   .wakes_refused = m_wakes_refused, .load_some = m_load_some, .due = m_due,
+                                   .wakes_refused = m_wakes_refused, .audits = m_audits, .load_some = m_load_some, .due = m_due,
                                    .live_owners = m_live_owners};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {

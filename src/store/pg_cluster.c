@@ -408,6 +408,7 @@ static bool op_session(const store_op *op, const char **owner, uint64_t *root) {
     case OP_HIST:
     case OP_SCOPE:
     case OP_REMOVE:
+    case OP_AUDIT:
       *owner = op->owner ? op->owner : "";
       *root = op->root;
       return true;

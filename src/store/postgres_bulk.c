@@ -248,13 +248,14 @@ static void cp_hist(xgr_buf *b, const store_op *op, int64_t now, bool no_payload
 }
 
 /* Can the group go through the bulk path? Only entries whose order relative to the process and
- * history rows does not matter: session rows, states, scopes (no removal, no registry, no
- * counters, no marks). */
+ * history rows does not matter: session rows, states, scopes, audit entries (inserts of their
+ * own, sent in the pipeline; no removal, no registry, no counters, no marks). */
 bool xgr__pg_bulk_ok(xgr_store_changes **list, size_t n) {
   for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < list[i]->n; k++) {
       op_kind t = list[i]->ops[k].kind;
-      if (t != OP_SESSION && t != OP_STATE && t != OP_PROC && t != OP_HIST && t != OP_SCOPE) return false;
+      if (t != OP_SESSION && t != OP_STATE && t != OP_PROC && t != OP_HIST && t != OP_SCOPE && t != OP_AUDIT)
+        return false;
     }
   return true;
 }

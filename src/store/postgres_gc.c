@@ -89,6 +89,7 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
       {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
+      {S_GC_AUDIT, c->history_secs > 0, now - c->history_secs * 1000},     /* so is the audit trail */
       {S_GC_SCOPES, true, 0},
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {

@@ -203,6 +203,37 @@ int xgr__pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_s
                     &p, out, n, err);
 }
 
+int xgr__pg_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  p_text(&p, owner);
+  p_u64(&p, root);
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, "SELECT session_at, kind, actor, node, permit, detail, recorded_at FROM session_audit"
+                         " WHERE owner = $1 AND root_pid = $2 ORDER BY session_at, id", &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+      xgr_store_audit *a = &(*out)[i];
+      a->session_at = get_i64(r, i, 0);
+      a->kind = get_text(r, i, 1);
+      a->actor = get_text(r, i, 2);
+      a->node = get_text(r, i, 3);
+      a->permit = get_text(r, i, 4);
+      a->detail = get_text(r, i, 5);
+      a->at = get_i64(r, i, 6);
+    }
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
 int xgr__pg_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err) {
   pgstore *g = (pgstore *)st;
   params p = {0};

@@ -170,7 +170,15 @@ static const char *const migrations[] = {
      "  AND NOT EXISTS (SELECT 1 FROM rules x WHERE x.id = lower(r.owner) || ':' || r.id AND x.version = r.version);"
      "UPDATE orchestrations o SET id = lower(o.owner) || ':' || o.id WHERE o.owner <> ''"
      "  AND NOT (length(o.id) > 43 AND substr(o.id, 43, 1) = ':' AND lower(substr(o.id, 1, 42)) = lower(o.owner))"
-     "  AND NOT EXISTS (SELECT 1 FROM orchestrations x WHERE x.id = lower(o.owner) || ':' || o.id AND x.version = o.version);")
+     "  AND NOT EXISTS (SELECT 1 FROM orchestrations x WHERE x.id = lower(o.owner) || ':' || o.id AND x.version = o.version);"),
+    /* 15: the audit trail (docs/STORE.md "The audit trail"): one row per control action or wake-up
+     * applied to a session, written in the commit of its change; history (kept like proc_steps,
+     * found by retention through a BRIN index of recorded_at as proc_steps is) */
+    ("CREATE TABLE session_audit(id BIGSERIAL PRIMARY KEY, owner TEXT COLLATE \"C\" NOT NULL,"
+     "  root_pid xgr_u64 NOT NULL, session_at BIGINT NOT NULL, kind TEXT NOT NULL, actor TEXT NOT NULL, node TEXT NOT NULL,"
+     "  permit TEXT, detail TEXT, recorded_at BIGINT NOT NULL);"
+     "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
+     "CREATE INDEX session_audit_recorded ON session_audit USING brin(recorded_at) WITH (autosummarize = on);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -328,6 +336,10 @@ static const char *const stmt_sql[S_COUNT] = {
                    " ON CONFLICT(id) DO NOTHING",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
+    [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
+                 " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    [S_GC_AUDIT] = "DELETE FROM session_audit WHERE id = ANY(ARRAY(SELECT id FROM session_audit WHERE recorded_at <= $1"
+                   " LIMIT $2))",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
                      " AND refused_at <= $1 LIMIT $2))",

@@ -173,6 +173,20 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       }
       xgr__pg_send_stmt(g, w, ps, op->u.wake.refused ? S_WAKE_REFUSE : S_WAKE_DONE, &p, bi, oi, W_PLAIN);
       return;
+    case OP_AUDIT: {
+      const xgr_store_audit *x = &op->u.audit;
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_i64(&p, x->session_at);
+      p_text(&p, x->kind);
+      p_text(&p, x->actor);
+      p_text(&p, x->node);
+      p_text(&p, x->permit);
+      p_text(&p, x->detail);
+      p_i64(&p, now);
+      xgr__pg_send_stmt(g, w, ps, S_AUDIT, &p, bi, oi, W_PLAIN);
+      return;
+    }
     case OP_NEXTPID:
       p_text(&p, op->owner);
       xgr__pg_send_stmt(g, w, ps, S_NEXTPID, &p, bi, oi, W_NEXTPID);
@@ -622,7 +636,7 @@ static int part_of(const xgr_store_changes *b, size_t nparts) {
   for (size_t k = 0; k < b->n; k++) {
     const store_op *op = &b->ops[k];
     if (op->kind != OP_SESSION && op->kind != OP_STATE && op->kind != OP_PROC && op->kind != OP_HIST &&
-        op->kind != OP_SCOPE)
+        op->kind != OP_SCOPE && op->kind != OP_AUDIT)
       continue;
     if (last && op->root == last->root && (op->owner == last->owner || !strcmp(op->owner, last->owner))) continue;
     last = op;

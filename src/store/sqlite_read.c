@@ -281,6 +281,29 @@ int xgr__sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_h
   return rc;
 }
 
+static void audit_row_cb(sqlite3_stmt *s, void *p) {
+  xgr_store_audit *a = p;
+  a->session_at = sqlite3_column_int64(s, 0);
+  a->kind = col_text(s, 1);
+  a->actor = col_text(s, 2);
+  a->node = col_text(s, 3);
+  a->permit = col_text(s, 4);
+  a->detail = col_text(s, 5);
+  a->at = sqlite3_column_int64(s, 6);
+}
+
+int xgr__sq_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->rmu);
+  void *a;
+  int rc = read_rows(q, "SELECT session_at, kind, actor, node, permit, detail, recorded_at FROM session_audit"
+                     " WHERE owner=:owner AND root_pid=:root_pid ORDER BY session_at, rowid", owner, root,
+                     sizeof(xgr_store_audit), audit_row_cb, &a, n, err);
+  pthread_mutex_unlock(&q->rmu);
+  *out = a;
+  return rc;
+}
+
 static void session_row_cb(sqlite3_stmt *s, void *p) { read_session_row(s, p); }
 
 /* The owner's sessions, newest rootPid first: a range scan of the primary key (owner, root_pid). */

@@ -121,7 +121,14 @@ static const char *const migrations[] = {
      "UPDATE OR IGNORE rules SET id = lower(owner) || ':' || id WHERE owner <> ''"
      "  AND NOT (length(id) > 43 AND substr(id, 43, 1) IN ('/', ':') AND lower(substr(id, 1, 42)) = lower(owner));"
      "UPDATE OR IGNORE orchestrations SET id = lower(owner) || ':' || id WHERE owner <> ''"
-     "  AND NOT (length(id) > 43 AND substr(id, 43, 1) = ':' AND lower(substr(id, 1, 42)) = lower(owner));")
+     "  AND NOT (length(id) > 43 AND substr(id, 43, 1) = ':' AND lower(substr(id, 1, 42)) = lower(owner));"),
+    /* 15: the audit trail (docs/STORE.md "The audit trail"): one row per control action or wake-up
+     * applied to a session, written in the commit of its change; history (kept like proc_steps) */
+    ("CREATE TABLE session_audit(owner TEXT NOT NULL, root_pid INTEGER NOT NULL, session_at INTEGER NOT NULL,"
+     "  kind TEXT NOT NULL, actor TEXT NOT NULL, node TEXT NOT NULL, permit TEXT, detail TEXT,"
+     "  recorded_at INTEGER NOT NULL);"
+     "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
+     "CREATE INDEX session_audit_recorded ON session_audit(recorded_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -76,6 +76,10 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox WHERE refused IS NOT NULL AND"
                      " refused_at <= :before LIMIT :limit)",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = :owner AND from_root = :root_pid AND refused IS NOT NULL",
+    [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
+                 " VALUES(:owner, :root_pid, :session_at, :kind, :actor, :node, :permit, :detail, :now)",
+    [S_GC_AUDIT] = "DELETE FROM session_audit WHERE rowid IN (SELECT rowid FROM session_audit WHERE recorded_at <= :before"
+                   " LIMIT :limit)",
     [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= :before LIMIT :limit)",
@@ -291,6 +295,20 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
         bind_i64(s, ":now", now);
       }
       return step_done(s);
+    case OP_AUDIT: {
+      const xgr_store_audit *x = &op->u.audit;
+      s = &q->stmt[S_AUDIT];
+      bind_text(s, ":owner", op->owner);
+      bind_root(s, ":root_pid", op->root);
+      bind_i64(s, ":session_at", x->session_at);
+      bind_text(s, ":kind", x->kind);
+      bind_text(s, ":actor", x->actor);
+      bind_text(s, ":node", x->node);
+      bind_text(s, ":permit", x->permit);
+      bind_text(s, ":detail", x->detail);
+      bind_i64(s, ":now", now);
+      return step_done(s);
+    }
     case OP_MARK: {
       s = &q->stmt[S_MARK_GC];
       bind_i64(s, ":now", op->u.mark.now);
@@ -456,6 +474,7 @@ long xgr__sq_gc_step(sqstore *q, bool full, bool *more, xgr_error *err) {
       {S_GC_HIST, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_SESS, c->history_secs > 0, now - c->history_secs * 1000},
       {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
+      {S_GC_AUDIT, c->history_secs > 0, now - c->history_secs * 1000},     /* so is the audit trail */
       {S_GC_SCOPES, true, 0},
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {

@@ -226,7 +226,17 @@ static void wake_copy(xgr_store_wake *d, const xgr_store_wake *s, dup_fn *dup, v
   d->from_step = dup(ctx, s->from_step);
 }
 
+static void audit_copy(xgr_store_audit *d, const xgr_store_audit *s, dup_fn *dup, void *ctx) {
+  *d = *s;
+  d->kind = dup(ctx, s->kind ? s->kind : "");
+  d->actor = dup(ctx, s->actor ? s->actor : "");
+  d->node = dup(ctx, s->node ? s->node : "");
+  d->permit = dup(ctx, s->permit);
+  d->detail = dup(ctx, s->detail);
+}
+
 void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) { session_copy(d, s, heap_dup, NULL); }
+void xgr__store_audit_copy(xgr_store_audit *d, const xgr_store_audit *s) { audit_copy(d, s, heap_dup, NULL); }
 void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) { proc_copy(d, s, heap_dup, NULL); }
 void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) { hist_copy(d, s, heap_dup, NULL); }
 void xgr__store_wake_copy(xgr_store_wake *d, const xgr_store_wake *s) { wake_copy(d, s, heap_dup, NULL); }
@@ -352,6 +362,10 @@ static uint64_t ops_bytes(const xgr_store_changes *b, size_t from) {
       case OP_WAKE_OUT:
         n += XGR_STORE_ROW_BYTES + (op->u.wake.payload ? strlen(op->u.wake.payload) : 0);
         break;
+      case OP_AUDIT:
+        n += XGR_STORE_ROW_BYTES + strlen(op->u.audit.actor) + strlen(op->u.audit.node) +
+             (op->u.audit.permit ? strlen(op->u.audit.permit) : 0) + (op->u.audit.detail ? strlen(op->u.audit.detail) : 0);
+        break;
       case OP_SESSION:
         n += XGR_STORE_ROW_BYTES;
         break;
@@ -463,6 +477,33 @@ void xgr_store_changes_wake_out(xgr_store_changes *b, const xgr_store_wake *w) {
 void xgr_store_changes_wake_done(xgr_store_changes *b, const char *id, const char *reason) {
   store_op *op = push(b, OP_WAKE_DONE, id, 0);
   op->u.wake.refused = bdup(b, reason);
+}
+
+void xgr_store_audit_clear(xgr_store_audit *a) {
+  if (!a) return;
+  free(a->kind);
+  free(a->actor);
+  free(a->node);
+  free(a->permit);
+  free(a->detail);
+  memset(a, 0, sizeof *a);
+}
+
+void xgr_store_audits_free(xgr_store_audit *a, size_t n) {
+  for (size_t i = 0; i < n; i++) xgr_store_audit_clear(&a[i]);
+  free(a);
+}
+
+void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a) {
+  assert(a->kind && a->actor && a->node);
+  audit_copy(&push(b, OP_AUDIT, owner, root_pid)->u.audit, a, bdup, b);
+}
+
+int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
+                     xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  return st->vt->audits(st, owner, root_pid, out, n, err);
 }
 
 int xgr_store_wakes_refused(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_wake **out, size_t *n,
@@ -649,7 +690,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     if (b->bundle_hash) xgr_store_changes_set_bundle_hash(c, b->bundle_hash);
   }
   size_t first_op = c->n;
-  reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + 1);
+  reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + b->naudit + 1);
   reserve_pidx(c, b->nprocs);
   int64_t last_end = 0;
   /* processes: the last snapshot of each (an earlier one of the same iter is replaced in place) */
@@ -715,6 +756,13 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     push(c, OP_WAKE_OUT, owner, root)->u.wake = row;
   }
   for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
+  /* the audit trail: the control actions and wake-ups whose changes this batch holds */
+  for (size_t i = 0; i < b->naudit; i++) {
+    const xgr_engine_audit *x = &b->audit[i];
+    xgr_store_audit row = {.kind = (char *)x->kind, .actor = (char *)x->actor, .node = (char *)x->node,
+                           .permit = (char *)x->permit, .detail = (char *)x->detail, .session_at = x->session_at};
+    xgr_store_changes_audit(c, owner, root, &row);
+  }
   /* A batch of outbox entries alone (a wake-up refused or applied after the session's last result
    * committed, possibly after it ended) changes nothing of the session: no state entry, which
    * would say "running" and bring an ended session's row back. */

@@ -190,6 +190,23 @@ async function main() {
   ok((await text('#feed')).includes('internal wake-up of session 7 step ship: woken'), 'live events list the internal wake-up');
   await shot('10-kyc-woken-live.png');
 
+  // 7b. the audit trail (issue 35): after a reload ship still says woken ×1 (counted from the store),
+  // and the timeline shows who did what — the internal wake-up from session 8, the kill of session 6
+  await page.reload();
+  await page.waitForFunction(() => document.querySelector('#step-ship.woken'), { timeout: 10000 });
+  ok((await text('#step-ship')).includes('woken ×1'), 'after a reload ship still says woken ×1 (the stored audit trail)',
+     await text('#step-ship'));
+  await page.waitForSelector('#history tr.audit');
+  const arows = await page.$$eval('#history tr.audit', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
+  ok(arows.length === 1 && arows[0].includes('wake-internal') && arows[0].includes(`${OWNER}/8`) &&
+     arows[0].includes('step ship'), 'the timeline shows the internal wake-up from session 8 and its step', arows);
+  await page.goto(`${URL}/ui/#/session/${OWNER}/6`);
+  await page.waitForSelector('#history tr.audit');
+  const krows = await page.$$eval('#history tr.audit', trs => trs.map(t => t.textContent.replace(/\s+/g, ' ').trim()));
+  ok(krows.length === 1 && krows[0].includes('kill') && krows[0].includes('auth-none'),
+     'the timeline of session 6 shows its kill and who killed it', krows);
+  await shot('10b-audit.png');
+
   // 8. a step's API calls in the timeline: a price endpoint on 127.0.0.1 served by this test
   const http = await import('node:http');
   const api = http.createServer((req, res) => {

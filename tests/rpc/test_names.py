@@ -222,7 +222,8 @@ def part_d():
         "UPDATE rules SET id = substr(id, 1, 42) || '/' || substr(id, 44) WHERE substr(id, 43, 1) = ':' AND id NOT LIKE '%:0x%';"
         "UPDATE rules SET id = substr(id, 44) WHERE substr(id, 43, 1) = ':';"
         "ALTER TABLE sessions DROP COLUMN bundle_hash;"
-        "DELETE FROM schema_version WHERE version = 14;")
+        "DROP TABLE session_audit;"
+        "DELETE FROM schema_version WHERE version >= 14;")
     db.commit()
     ids = sorted(r[0] for r in db.execute("SELECT id FROM rules UNION ALL SELECT id FROM orchestrations"))
     db.close()

@@ -1057,6 +1057,79 @@ static void test_outbox(void **state) {
   t_rmdir(dir);
 }
 
+/* The audit trail (schema 15): entries written with a batch (directly and through the engine's
+ * batch, xgr_store_changes_add_batch) come back in (session_at, written) order with every field; a
+ * refused batch writes none of its entries; they survive a reopen and the session row's removal
+ * (they are history) and leave with history retention. */
+static void test_audit(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  for (int k = 0; k < nkinds(); k++) {
+    t_clock clk = {.ms = 5000000};
+    xgr_store_config cfg = {.history_secs = 3600, .gc_interval_ms = -1, .clock_ms = t_clock_ms, .clock_ctx = &clk};
+    xgr_store *st = open_kind(k, dir, "audit.db", &cfg);
+    xgr_error e;
+    xgr_store_changes *c = new_session_batch(o, 1, NULL);
+    xgr_store_audit a = {.kind = "pause", .actor = "0x00000000000000000000000000000000000000bb", .node = "n1",
+                         .permit = "0xabc", .detail = "{\"iter\":2}", .session_at = 5};
+    xgr_store_changes_audit(c, T_OWNER, 1, &a);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    /* the engine's batch: an audit entry of an earlier iter and one of the same iter, after */
+    xgr_engine_audit ea[2] = {{.kind = "wake", .actor = "auth-none", .node = "n2", .detail = "{\"keys\":[\"x\"]}",
+                               .session_at = 3},
+                              {.kind = "kill", .actor = "operator", .node = "n2", .permit = "0xdef", .session_at = 5}};
+    xgr_store_batch eb = {.owner = T_OWNER, .root_pid = 1, .orch = o, .naudit = 2, .audit = ea, .next_iter = 5,
+                          .next_group = 1};
+    c = xgr_store_changes_new();
+    xgr_store_changes_add_batch(c, &eb);
+    clk.ms += 10;
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    /* refused whole (the session exists): its entry is not written */
+    c = new_session_batch(o, 1, NULL);
+    a.kind = "resume";
+    xgr_store_changes_audit(c, T_OWNER, 1, &a);
+    assert_int_equal(xgr_store_commit(st, c, &e), XGR_ECONFLICT);
+    if (k) {
+      xgr_store_close(st);
+      st = open_kind(k, dir, "audit.db", &cfg);
+    }
+    c = xgr_store_changes_new();
+    xgr_store_changes_remove_session(c, T_OWNER, 1);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    xgr_store_audit *as;
+    size_t n;
+    assert_int_equal(xgr_store_audits(st, T_OWNER, 1, &as, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(as[0].kind, "wake");
+    assert_string_equal(as[0].actor, "auth-none");
+    assert_null(as[0].permit);
+    assert_string_equal(as[0].detail, "{\"keys\":[\"x\"]}");
+    assert_int_equal(as[0].session_at, 3);
+    assert_int_equal(as[0].at, 5000010);
+    assert_string_equal(as[1].kind, "pause");
+    assert_string_equal(as[1].actor, "0x00000000000000000000000000000000000000bb");
+    assert_string_equal(as[1].node, "n1");
+    assert_string_equal(as[1].permit, "0xabc");
+    assert_int_equal(as[1].at, 5000000);
+    assert_string_equal(as[2].kind, "kill");
+    assert_null(as[2].detail);
+    xgr_store_audits_free(as, n);
+    assert_int_equal(xgr_store_audits(st, T_OWNER, 2, &as, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_audits_free(as, n);
+    clk.ms += 3601 * 1000;   /* retention: the trail is history */
+    size_t d;
+    assert_int_equal(xgr_store_gc(st, &d, &e), 0);
+    assert_int_equal(xgr_store_audits(st, T_OWNER, 1, &as, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_audits_free(as, n);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+}
+
 /* xgr_store_changes_add_batch, the rows of an actor's turn: the first batch's session row (insert
  * if absent, with its registry and gas budget), one row per process in its last snapshot, history
  * rows that take parent, payload, error and end time from their process's row, the outbox rows,
@@ -1684,7 +1757,7 @@ static void test_pg_schema(void **state) {
                        " ALTER TABLE proc_steps DROP COLUMN rt_paused, DROP COLUMN rt_join_group,"
                        " DROP COLUMN rt_join_from_group, DROP COLUMN rt_next_wake_at, DROP COLUMN rt_created_at,"
                        " DROP COLUMN rt_join_state; DROP TABLE proc_born; ALTER TABLE sessions DROP COLUMN stored_bytes;"
-                       " ALTER TABLE sessions DROP COLUMN bundle_hash;"
+                       " ALTER TABLE sessions DROP COLUMN bundle_hash; DROP TABLE session_audit;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
@@ -1698,6 +1771,11 @@ static void test_pg_schema(void **state) {
   assert_true(old.next_group == 1 && old.next_iter == 2);
   assert_int_equal(old.stored_bytes, 0);   /* v13: counted from 0 */
   xgr_store_session_clear(&old);
+  xgr_store_audit *oa;   /* v15: the audit trail, empty */
+  size_t noa;
+  assert_int_equal(xgr_store_audits(st, "0xold", UINT64_MAX, &oa, &noa, &e), 0);
+  assert_int_equal(noa, 0);
+  xgr_store_audits_free(oa, noa);
   xgr_store_hist *oh;
   size_t noh;
   assert_int_equal(xgr_store_history(st, "0xold", 7, &oh, &noh, &e), 0);
@@ -1962,6 +2040,7 @@ int main(void) {
       cmocka_unit_test(test_session_new),
       cmocka_unit_test(test_session_new_then_state),
       cmocka_unit_test(test_outbox),
+      cmocka_unit_test(test_audit),
       cmocka_unit_test(test_add_batch),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),
