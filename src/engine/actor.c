@@ -307,7 +307,6 @@ static void consume(actor *a) {
         m->step_id = fe->step_id;
         m->rule_address = fe->rule_address;
         m->payload = fe->payload;
-        m->from_iter = fe->proc ? fe->proc->iter : 0;
         m->from_step = fe->proc ? xgr__xstrdup(a->b->orch->steps[fe->proc->step].id) : NULL;
         wake_out w = {fe->runner, fe->session_id, m};
         bool self = a->ordered && fe->session_id == a->root && !strcasecmp(fe->runner, xgr_session_owner(a->s));

@@ -287,12 +287,11 @@ typedef struct iwake_msg {
   char *id;                     /* outbox id (with a store hook), else NULL */
   char *caller;                 /* the producing session's owner */
   uint64_t from_root;
-  uint64_t from_iter;           /* the producing process (0: unknown, after a restart) */
+  uint64_t from_iter;           /* the producing process (trace links, audit entry; 0: unknown, after a restart) */
   char *step_id;
   char *rule_address;
   xgr_value payload;
-  uint64_t from_iter;           /* the producing process and its step (audit entry), 0 / NULL: unknown */
-  char *from_step;
+  char *from_step;              /* the producing process's step (audit entry; NULL: unknown) */
 } iwake_msg;
 
 typedef struct report_msg {
