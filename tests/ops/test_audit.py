@@ -70,7 +70,8 @@ def audit(x, owner, root):
 
 
 def start(x, owner, root, step="main", payload=None):
-    p = {"owner": owner, "xrc729": "aud", "rootPid": str(root), "init": {"stepId": step}}
+    # the documents are A's (deployed in A's namespace): other owners name it (docs/SEMANTICS.md, "Names and pins")
+    p = {"owner": owner, "xrc729": "aud", "registryOwner": A, "rootPid": str(root), "init": {"stepId": step}}
     if payload:
         p["init"]["payload"] = payload
     x.ok("xgr.enqueue", p)
