@@ -12,17 +12,19 @@
  * failed commit on nothing more is acted on (sessions stop, writing methods answer -32009 with the
  * store's error, /readyz answers 503), reads of what was committed still work, one error line is
  * logged, and when xgrd is then stopped it exits with status 4 (EXIT_STORE), so a supervisor sees
- * the failure. Everything committed is recovered by the next start on a working store.
+ * the failure. Everything committed is recovered by the next start on a working store. A store
+ * that does not answer at all cannot hold the stop: --shutdown-timeout + 20 s after the signal
+ * xgrd exits 4 without waiting for it (stop_watchdog).
  */
 #include <assert.h>
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -145,7 +147,8 @@ static void usage(FILE *f) {
           "                         over a cap is refused with HTTP 429 naming it\n"
           "  --stream-max-secs N    an event stream ends after N seconds (default 3600; a stream opened with a\n"
           "                         permit ends when the permit expires, if that is sooner); the page reconnects\n"
-          "  --shutdown-timeout MS  how long a graceful stop waits for running steps (default 30000)\n"
+          "  --shutdown-timeout MS  how long a graceful stop waits for running steps (default 30000); a store\n"
+          "                         that does not answer cannot hold the stop: 20 s later xgrd exits 4\n"
           "  --log-level info|warn  info logs one line per request (default info)\n"
           "  --time-scale F         the engine clock runs F times faster than wall time (default 1; at most\n"
           "                         100000): waitSec 60 passes in 60 ms at 1000. The clock is Unix ms x F, so it\n"
