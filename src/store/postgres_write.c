@@ -306,6 +306,10 @@ static int pipe_simple(pgstore *g, PGconn *w, const char *sql, xgr_error *err) {
   int rc = 0;
   PGresult *r = PQgetResult(w);
   if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) rc = xgr__pg_res_error(g, r, w, sql, err);
+  /* a COMMIT of a transaction the server had aborted succeeds with the tag ROLLBACK: nothing of
+   * it was made, which must not be taken for a commit */
+  else if (!strcmp(sql, "COMMIT") && strcmp(PQcmdStatus(r), "COMMIT"))
+    rc = xgr_error_set(err, XGR_EIO, NULL, "the server rolled the transaction back at its COMMIT (%s)", PQcmdStatus(r));
   if (r) {
     PQclear(r);
     while ((r = PQgetResult(w))) PQclear(r);   /* the end of the statement's results */
