@@ -701,6 +701,10 @@ int xgr_store_cmd_serve(xgr_store *st,
 int xgr_store_cmd_result(xgr_store *st, int64_t id, bool *done, int *rc, char **result, xgr_error *err);
 /* Remove command id (the asker gave up waiting). */
 int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err);
+/* Withdraw command id unless its target has taken it: *withdrawn true when the row was deleted
+ * untaken (the target can no longer carry it out), false when it was taken (the target may be
+ * carrying it out; its answer decides) or is gone. */
+int xgr_store_cmd_withdraw(xgr_store *st, int64_t id, bool *withdrawn, xgr_error *err);
 /* Pending outbox rows (internal wake-ups) whose target session this node holds, oldest first, at
  * most max (0: 1000). *out is the caller's (xgr_store_wakes_free). Rows at least a second old
  * whose target is no running session anywhere are first marked refused ("no such session here"),

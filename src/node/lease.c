@@ -124,11 +124,15 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
       char now_node[256];
       bool valid = false, running = false;
       xgr_error he;
+      bool withdrawn = false;
+      /* only a command its target has not taken is withdrawn and routed again: one it took may be
+       * carried out (a stalled holder resumes with its lease not yet claimed by anyone, and its
+       * write passes the fence), and routing it again would answer from what it did — a kill
+       * answered "no live session" (fault seed 1346). Its answer, or the deadline, decides */
       if (!xgr_store_lease_holder(d->st, r->owner, r->root, now_node, sizeof now_node, &valid, &running, &he) &&
-          running && (!valid || strcmp(now_node, node))) {
-        xgr_store_cmd_drop(d->st, id, &(xgr_error){0});
+          running && (!valid || strcmp(now_node, node)) && !xgr_store_cmd_withdraw(d->st, id, &withdrawn, &he) &&
+          withdrawn)
         return xgr_error_set(err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " left node %s", r->owner, r->root, node);
-      }
       next_check = xgr__mono_ms() + 250;
     }
     /* the lease thread bumps `answers` on every "r" notification; look again at least every 100 ms */

@@ -1267,6 +1267,21 @@ int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err) {
   return 0;
 }
 
+int xgr_store_cmd_withdraw(xgr_store *st, int64_t id, bool *withdrawn, xgr_error *err) {
+  pgc *c = cl_of(st, err);
+  *withdrawn = false;
+  if (!c) return XGR_EUNSUPPORTED;
+  char ids[24];
+  snprintf(ids, sizeof ids, "%" PRId64, id);
+  const char *v[1] = {ids};
+  PGresult *r = run_locked(c, "DELETE FROM lease_commands WHERE id = $1::bigint AND NOT taken RETURNING id", 1, v,
+                           "cannot withdraw a command", err);
+  if (!r) return XGR_EIO;
+  *withdrawn = PQntuples(r) == 1;
+  PQclear(r);
+  return 0;
+}
+
 /* ---- the outbox across nodes ------------------------------------------------------------------------ */
 
 int xgr_store_outbox_held(xgr_store *st, size_t max, xgr_store_wake **out, size_t *n, xgr_error *err) {

@@ -604,6 +604,63 @@ static int case_schema(void **state) {
   return 0;
 }
 
+/* A forwarded command is withdrawn only while its target has not taken it: an asker that sees the
+ * holder's lease lapse routes the call again only then; a command the target took (and may carry
+ * out, its write passing the fence when nobody claimed the session yet) waits for its answer.
+ * Before, the asker dropped the command either way and routed again: fault seed 1346's kill was
+ * carried out by the stalled holder and answered "no live session" by the node it went to next. */
+typedef struct withdraw_ctx {
+  xgr_store *asker;
+  int64_t id;
+  bool withdrawn;
+  int rc;
+} withdraw_ctx;
+
+static char *run_and_withdraw(void *ctx, int64_t id, const char *owner, uint64_t root, const char *body, int *rc) {
+  (void)owner, (void)root, (void)body;
+  withdraw_ctx *w = ctx;
+  xgr_error err;
+  w->rc = xgr_store_cmd_withdraw(w->asker, w->id, &w->withdrawn, &err);   /* the asker, meanwhile */
+  assert_int_equal(id, w->id);
+  *rc = 0;
+  return strdup("{\"message\":\"ok\",\"woken\":0}");
+}
+
+static char *run_none(void *ctx, int64_t id, const char *owner, uint64_t root, const char *body, int *rc) {
+  (void)ctx, (void)id, (void)owner, (void)root, (void)body, (void)rc;
+  fail_msg("a withdrawn command was taken");
+  return NULL;
+}
+
+static void test_command_withdraw(void **state) {
+  (void)state;
+  xgr_store *a = node("wa", LONG_MS), *b = node("wb", LONG_MS);
+  xgr_error err;
+  int64_t id = 0;
+  bool withdrawn = false;
+  /* not taken yet: withdrawn, and the target finds nothing */
+  assert_int_equal(xgr_store_cmd_send(a, "wb", OWNER, 5, "{\"op\":1}", &id, &err), 0);
+  assert_int_equal(xgr_store_cmd_withdraw(a, id, &withdrawn, &err), 0);
+  assert_true(withdrawn);
+  assert_int_equal(xgr_store_cmd_serve(b, run_none, NULL, &err), 0);
+  /* taken: not withdrawn, and its answer reaches the asker */
+  assert_int_equal(xgr_store_cmd_send(a, "wb", OWNER, 5, "{\"op\":1}", &id, &err), 0);
+  withdraw_ctx w = {.asker = a, .id = id, .withdrawn = true, .rc = -1};
+  assert_int_equal(xgr_store_cmd_serve(b, run_and_withdraw, &w, &err), 0);
+  assert_int_equal(w.rc, 0);
+  assert_false(w.withdrawn);
+  bool done = false;
+  int arc = -1;
+  char *res = NULL;
+  assert_int_equal(xgr_store_cmd_result(a, id, &done, &arc, &res, &err), 0);
+  assert_true(done);
+  assert_int_equal(arc, 0);
+  assert_non_null(strstr(res, "ok"));
+  free(res);
+  close_node(a);
+  close_node(b);
+}
+
 /* A case's teardown: the stores it left open (it failed before closing them) close. */
 static int case_close(void **state) {
   (void)state;
@@ -630,6 +687,7 @@ int main(void) {
       CASE(test_balance),
       CASE(test_claim_asks_each_node_once),
       CASE(test_heartbeat_one_write),
+      CASE(test_command_withdraw),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
