@@ -148,7 +148,7 @@ start_xgrd per --api-map "http://slow.test=$API" --allow-outbound loopback --max
 "$X" deploy "$D/fan_slow.json" --from $O >/dev/null
 for i in 1 2 3; do
   "$X" enqueue --owner $O --from $O --ostc-id fan --step S >/dev/null
-  "$X" enqueue --owner $O2 --from $O2 --registry local --ostc-id fan --step S >/dev/null
+  "$X" enqueue --owner $O2 --from $O2 --registry local --registry-owner $O --ostc-id fan --step S >/dev/null   # $O's documents
 done
 a=$(wait_done $O 3); b=$(wait_done $O2 3)
 [ "$a/$b" = 3/3 ] && echo "PASS --max-outbound-per-owner 1: every session completed" || { echo "FAIL --max-outbound-per-owner 1: $a/$b of 3/3"; fail=1; }
