@@ -1318,7 +1318,6 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->registry = xgr__xstrdup(req->registry ? req->registry : "");
     a->max_total_gas = req->max_total_gas ? xgr__xstrdup(req->max_total_gas) : NULL;
     a->bundle_hash = req->bundle_hash ? xgr__xstrdup(req->bundle_hash) : NULL;
-    a->bundle_hash = req->bundle_hash ? xgr__xstrdup(req->bundle_hash) : NULL;
     a->started_fn = req->started;
     a->started_ctx = req->started_ctx;
   }
