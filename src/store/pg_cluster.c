@@ -1255,31 +1255,30 @@ int xgr_store_cmd_result(xgr_store *st, int64_t id, bool *done, int *rc, char **
   return 0;
 }
 
-int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err) {
+/* Delete command id — any, or only one its target has not taken (untaken); *deleted: whether a row went. */
+static int cmd_delete(xgr_store *st, int64_t id, bool untaken, bool *deleted, xgr_error *err) {
   pgc *c = cl_of(st, err);
+  *deleted = false;
   if (!c) return XGR_EUNSUPPORTED;
   char ids[24];
   snprintf(ids, sizeof ids, "%" PRId64, id);
   const char *v[1] = {ids};
-  PGresult *r = run_locked(c, "DELETE FROM lease_commands WHERE id = $1::bigint", 1, v, "cannot drop a command", err);
+  PGresult *r = run_locked(c, untaken ? "DELETE FROM lease_commands WHERE id = $1::bigint AND NOT taken RETURNING id"
+                                      : "DELETE FROM lease_commands WHERE id = $1::bigint RETURNING id",
+                           1, v, "cannot drop a command", err);
   if (!r) return XGR_EIO;
+  *deleted = PQntuples(r) == 1;
   PQclear(r);
   return 0;
 }
 
+int xgr_store_cmd_drop(xgr_store *st, int64_t id, xgr_error *err) {
+  bool deleted;
+  return cmd_delete(st, id, false, &deleted, err);
+}
+
 int xgr_store_cmd_withdraw(xgr_store *st, int64_t id, bool *withdrawn, xgr_error *err) {
-  pgc *c = cl_of(st, err);
-  *withdrawn = false;
-  if (!c) return XGR_EUNSUPPORTED;
-  char ids[24];
-  snprintf(ids, sizeof ids, "%" PRId64, id);
-  const char *v[1] = {ids};
-  PGresult *r = run_locked(c, "DELETE FROM lease_commands WHERE id = $1::bigint AND NOT taken RETURNING id", 1, v,
-                           "cannot withdraw a command", err);
-  if (!r) return XGR_EIO;
-  *withdrawn = PQntuples(r) == 1;
-  PQclear(r);
-  return 0;
+  return cmd_delete(st, id, true, withdrawn, err);
 }
 
 /* ---- the outbox across nodes ------------------------------------------------------------------------ */
