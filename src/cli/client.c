@@ -112,21 +112,11 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
-int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result) {
-  *result = NULL;
-  if (c->key_failed) {
-    json_decref(params);
-    return XGR_EXIT_USAGE;
-  }
-  int prc = xgr_client_attach_permit(c, cmd, method, params);
-  if (prc) {
-    json_decref(params);
-    return prc;
-  }
-  if (c->from && json_is_object(params) && !json_object_get(params, "from"))
-    json_object_set_new(params, "from", json_string(c->from));
-  json_t *rq = json_pack("{s:s, s:i, s:s, s:o}", "jsonrpc", "2.0", "id", 1, "method", method,
-                         "params", params);
+/* POST one JSON-RPC request of method with params (borrowed) to xgrd. Returns 0 and *ans (the
+ * answer object: result or error), or an exit code with the reason printed. */
+static int post(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **ans) {
+  *ans = NULL;
+  json_t *rq = json_pack("{s:s, s:i, s:s, s:O}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
   char *body = xgr_json_dumps_compact(rq);   /* exact integers beyond int64 as numbers */
   json_decref(rq);
   CURL *h = curl_easy_init();
@@ -157,16 +147,55 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
     free(b.p);
     return XGR_EXIT_USAGE;
   }
-  json_t *ans = NULL;
+  json_t *a = NULL;
   xgr_error pe;
-  if (b.p && xgr_json_parse_exact(b.p, b.n, &ans, &pe)) ans = NULL;
-  if (status != 200 || !json_is_object(ans)) {
+  if (b.p && xgr_json_parse_exact(b.p, b.n, &a, &pe)) a = NULL;
+  if (status != 200 || !json_is_object(a)) {
     fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, c->url, status, b.p ? b.p : "(no body)");
     free(b.p);
-    json_decref(ans);
+    json_decref(a);
     return status >= 400 && status < 500 ? XGR_EXIT_FAIL : XGR_EXIT_HARD;
   }
   free(b.p);
+  *ans = a;
+  return 0;
+}
+
+/* Whether err refuses a permit because it was used before (xgr_auth_consume's answer). */
+static bool permit_used(const json_t *err) {
+  const char *m = json_string_value(json_object_get(err, "message"));
+  const char *path = json_string_value(json_object_get(json_object_get(err, "data"), "path"));
+  return json_integer_value(json_object_get(err, "code")) == -32007 && path && !strcmp(path, "permit") && m &&
+         strstr(m, "already used");
+}
+
+int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result) {
+  *result = NULL;
+  if (c->key_failed) {
+    json_decref(params);
+    return XGR_EXIT_USAGE;
+  }
+  /* A permit's digest is its identity and a control permit works once. Two calls that sign the
+   * same message (same action and session in the same second) would carry the same permit, so a
+   * permit this client signed that xgrd finds used is signed again one second later: a burst of
+   * N identical calls costs at most N(N+1)/2 requests, and nothing was done by a refused one. */
+  json_t *ans = NULL;
+  for (uint64_t later = 0;; later++) {
+    bool attached = false, add_from = c->from && json_is_object(params) && !json_object_get(params, "from");
+    int rc = xgr_client_attach_permit(c, cmd, method, params, later, &attached);
+    if (!rc && add_from) json_object_set_new(params, "from", json_string(c->from));
+    if (!rc) rc = post(c, cmd, method, params, &ans);
+    if (rc) {
+      json_decref(params);
+      return rc;
+    }
+    if (!attached || later >= XGR_CLIENT_PERMIT_RESIGN || !permit_used(json_object_get(ans, "error"))) break;
+    json_decref(ans);
+    ans = NULL;
+    json_object_del(params, "permit");
+    if (add_from) json_object_del(params, "from");
+  }
+  json_decref(params);
   json_t *err = json_object_get(ans, "error");
   if (err) {
     const char *path = json_string_value(json_object_get(json_object_get(err, "data"), "path"));

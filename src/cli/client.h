@@ -16,6 +16,8 @@
 #include "cli/opts.h"
 
 #define XGR_CLIENT_DEFAULT_URL "http://127.0.0.1:8729"
+/* How many times a call re-signs a control permit xgrd found used (see xgr_client_call). */
+#define XGR_CLIENT_PERMIT_RESIGN 64
 
 typedef struct xgr_client {
   const char *url;      /* --url (default XGR_CLIENT_DEFAULT_URL or $XGR_URL) */
@@ -56,10 +58,12 @@ int xgr_client_owner_pid(xgr_client *c, int argc, char **argv, const char *name,
  * reason and returns -1 when the file is unreadable, malformed or readable by others. */
 int xgr_client_load_key(xgr_client *c, const char *path);
 /* With a key loaded: put the permit `method` needs into params.permit (an object), signed, after
- * asking xgrd what it must know (chain id, control contract, next rootPid, registered hash).
- * Methods without permits, and params that carry one already, are left alone. Returns 0 or an
- * exit code (message printed). */
-int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params);
+ * asking xgrd what it must know (chain id, control contract, next rootPid, registered hash), with
+ * expiry now + $XGR_PERMIT_TTL + later seconds. Methods without permits, and params that carry
+ * one already, are left alone. *attached (may be NULL): whether a permit was signed and put in.
+ * Returns 0 or an exit code (message printed). */
+int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params, uint64_t later,
+                             bool *attached);
 /* Help text for the shared options. */
 extern const char xgr_client_opts_help[];
 

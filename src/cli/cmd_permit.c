@@ -165,7 +165,9 @@ static int ask_ostc_hash(void *ctx, const json_t *params, uint8_t out[32], xgr_e
   return rc ? xgr_error_set(err, XGR_EIO, NULL, "the registered orchestration has no hash to sign") : 0;
 }
 
-int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params) {
+int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *method, json_t *params, uint64_t later,
+                             bool *attached) {
+  if (attached) *attached = false;
   xgr_permit_kind kind = xgr_permit_kind_for_method(method);
   if (!c->has_key || !kind || !json_is_object(params) || json_object_get(params, "permit")) return 0;
   chain ch = {0};
@@ -173,7 +175,7 @@ int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *m
   if (rc) return rc;
   ask a = {.plain = *c, .cmd = cmd};
   a.plain.has_key = false;
-  xgr_permit_call info = {.chain_id = ch.id, .control_contract = ch.contract, .expiry = ttl_expiry(),
+  xgr_permit_call info = {.chain_id = ch.id, .control_contract = ch.contract, .expiry = ttl_expiry() + later,
                           .max_total_gas = DEFAULT_MAX_GAS, .next_pid = ask_next_pid, .ostc_hash = ask_ostc_hash,
                           .ctx = &a};
   const char *g = getenv("XGR_MAX_TOTAL_GAS");
@@ -194,6 +196,7 @@ int xgr_client_attach_permit(const xgr_client *c, const char *cmd, const char *m
     fprintf(stderr, "xgr %s: cannot sign the permit: %s%s%s\n", cmd, e.path, e.path[0] ? ": " : "", e.message);
     return XGR_EXIT_USAGE;
   }
+  if (attached) *attached = true;
   return 0;
 }
 

@@ -3,7 +3,7 @@
 # throwaway SQLite store): `xgr key new` (mode 0600, never replaces a file), a key file readable by
 # others refused, every client command signing with XGR_KEY_FILE / --key (deploy, enqueue, show,
 # sessions, wake in step mode, pause, resume, kill), `deploy` saying when it replaces a version and
-# refusing another owner's registry, `xgr permit` + curl (a control permit works once), and calls
+# refusing another owner's registry, `xgr permit` + curl (a control permit works once), forty control commands in a row,, and calls
 # without a key refused (-32007, exit 1). Exit statuses and JSON-RPC codes are compared exactly;
 # one PASS/FAIL line per check, exit 1 when any failed.
 set -uo pipefail
@@ -73,4 +73,17 @@ is "pause with an xgr permit: ok" .result.ok true
 t "curl pause with the same permit again" 0 curl -s "$URL" -H 'Content-Type: application/json' -d "$body"
 rpc_err "a reused control permit is refused" -32007
 has "a reused control permit: already used" "already used"
+
+# twenty CLI control commands in a row on one session (issue 34): the same action on the same
+# session in the same second signs the same message; the CLI signs again a second later when xgrd
+# finds its permit used, so every command works, and each permit still works once
+ok=0
+for i in $(seq 20); do
+  if [ $((i % 2)) = 1 ]; then a=resume; else a=pause; fi
+  "$X" $a 3 --url "$URL" >"$tmp/burst.out" 2>&1 && ok=$((ok + 1)) || cat "$tmp/burst.out"
+  "$X" $a 3 --url "$URL" >"$tmp/burst.out" 2>&1 && ok=$((ok + 1)) || cat "$tmp/burst.out"
+done
+[ "$ok" = 40 ] && echo "PASS forty control commands in a row all work" || { echo "FAIL only $ok of 40 control commands worked"; fail=1; }
+t "the captured permit is still refused" 0 curl -s "$URL" -H 'Content-Type: application/json' -d "$body"
+rpc_err "the captured permit after the burst: -32007" -32007
 exit $fail
