@@ -250,6 +250,8 @@ typedef struct pipe_result {
                                    group is redone without it (commit_group) */
   char xid[24];                 /* the transaction's id (txid_current()), "" when not read: asked
                                    about after a COMMIT whose answer was lost (commit_group) */
+  char boot[80];                /* the server's life at the transaction (SERVER_LIFE in
+                                   postgres_write.c): an xid says nothing across a restart */
 } pipe_result;
 
 /* ---- postgres.c --------------------------------------------------------------------------------- */

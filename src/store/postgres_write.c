@@ -340,6 +340,12 @@ static void send_fence(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
   ps->p[ps->n++] = (pending){0, 0, W_PLAIN};
 }
 
+/* Which life of the server a transaction ran in: its start time, and when its shared statistics
+ * were last reset — a crash of any server process makes the server discard them and recover
+ * without a new start time (tested: a backend SIGKILLed). An explicit statistics reset counts as
+ * a new life too, which only makes a lost COMMIT's outcome "not known" (settle_commit). */
+#define SERVER_LIFE "pg_postmaster_start_time()::text || ' ' || coalesce((SELECT stats_reset FROM pg_stat_bgwriter)::text, '')"
+
 /* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the process and
  * history rows of a bulk group by COPY (new process rows straight into proc_rt when direct). */
 static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, int64_t now, bool direct,
@@ -353,10 +359,11 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
   }
-  pr->xid[0] = 0;
+  pr->xid[0] = pr->boot[0] = 0;
   if (!PQsendQueryParams(w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
-  /* the transaction's id, for settling a COMMIT whose answer is lost (settle_commit) */
-  if (!ps.send_failed && !PQsendQueryParams(w, "SELECT txid_current()", 0, NULL, NULL, NULL, NULL, 0))
+  /* the transaction's id and the server's start, for settling a COMMIT whose answer is lost
+   * (settle_commit) */
+  if (!ps.send_failed && !PQsendQueryParams(w, "SELECT txid_current(), " SERVER_LIFE, 0, NULL, NULL, NULL, NULL, 0))
     ps.send_failed = true;
   if (g->cl) send_fence(g, w, &ps, list, n);
   bool bulk = xgr__pg_bulk_ok(list, n);
@@ -387,9 +394,11 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
   if (!began) xgr__pg_res_error(g, r, w, "cannot begin a transaction", &berr);
   PQclear(r);
   while ((r = PQgetResult(w))) PQclear(r);
-  r = PQgetResult(w);   /* txid_current() */
-  if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+  r = PQgetResult(w);   /* txid_current(), pg_postmaster_start_time() */
+  if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 2) {
     snprintf(pr->xid, sizeof pr->xid, "%s", PQgetvalue(r, 0, 0));
+    snprintf(pr->boot, sizeof pr->boot, "%s", PQgetvalue(r, 0, 1));
+  }
   if (r) {
     PQclear(r);
     while ((r = PQgetResult(w))) PQclear(r);
@@ -485,29 +494,51 @@ static void count_tx(pgstore *g, size_t n) {
 }
 
 /* After a COMMIT whose answer was lost with the connection: was transaction xid (of the server
- * process old_pid) made? The writer connects again (writer_ready) and asks txid_status. A
- * transaction still in progress belongs to a server process that has not noticed the lost
- * connection yet (a cut network): that process is ended (it is this writer's own and can do
- * nothing more), which aborts it, and the server is asked again. 1: committed; 0: aborted (or
- * too old to know, which cannot be for a transaction of moments ago: treated as not known);
- * -1: not known (the caller fails the store). */
-static int settle_commit(pgstore *g, PGconn *w, const char *xid, int old_pid) {
-  xgr_error err;
-  if (!writer_ready(g, w, &err)) return -1;
+ * process old_pid, in the server's life boot) made? The writer connects again (writer_ready)
+ * and asks txid_status. A transaction still in progress belongs to a server process that has not
+ * noticed the lost connection yet (a cut network): that process is ended (it is this writer's own
+ * and can do nothing more), which aborts it, and the server is asked again.
+ *
+ * Across a server restart or crash recovery an xid proves nothing: a transaction that had written
+ * no WAL to disk before the crash leaves no trace, the recovered server hands its xid out again,
+ * and txid_status then answers for another node's transaction ("committed" for a group that was
+ * lost: an acknowledged start with no session row, seed 1321 of the fault suite). So when the
+ * server's life (SERVER_LIFE) changed, the outcome is not known.
+ *
+ * 1: committed; 0: aborted; -1: not known, *err says why (the caller fails the store). */
+static int settle_commit(pgstore *g, PGconn *w, const char *xid, const char *boot, int old_pid, xgr_error *err) {
+  if (!writer_ready(g, w, err)) return -1;
   char pid[16];
   snprintf(pid, sizeof pid, "%d", old_pid);
   for (int tries = 0; tries < 50; tries++) {
-    const char *v[1] = {xid};
-    PGresult *r = PQexecParams(w, "SELECT txid_status($1::bigint)", 1, NULL, v, NULL, NULL, 0);
-    const char *st = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)
-                         ? PQgetvalue(r, 0, 0) : "";
+    const char *v[2] = {xid, boot};
+    PGresult *r = PQexecParams(w, "SELECT txid_status($1::bigint), " SERVER_LIFE " = $2", 2, NULL, v, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 2 || PQgetisnull(r, 0, 0)) {
+      xgr__pg_res_error(g, r, w, "a COMMIT's answer was lost and its outcome cannot be asked for", err);
+      PQclear(r);
+      return -1;
+    }
+    const char *st = PQgetvalue(r, 0, 0);
+    bool same_life = !strcmp(PQgetvalue(r, 0, 1), "t");
     int made = !strcmp(st, "committed") ? 1 : !strcmp(st, "aborted") ? 0 : !strcmp(st, "in progress") ? 2 : -1;
     PQclear(r);
+    if (!same_life) {
+      xgr_error_set(err, XGR_EIO, NULL, "store %s: a COMMIT's answer was lost and the database server restarted or "
+                    "recovered from a crash since: whether it was made is not known", g->name);
+      return -1;
+    }
+    if (made == -1) {
+      xgr_error_set(err, XGR_EIO, NULL, "store %s: a COMMIT's answer was lost and the server does not know its "
+                    "transaction %s (\"%s\")", g->name, xid, st);
+      return -1;
+    }
     if (made != 2) return made;
     const char *pv[1] = {pid};
     PQclear(PQexecParams(w, "SELECT pg_terminate_backend($1::int)", 1, NULL, pv, NULL, NULL, 0));
     nanosleep(&(struct timespec){0, 20000000}, NULL);
   }
+  xgr_error_set(err, XGR_EIO, NULL, "store %s: a COMMIT's answer was lost and its transaction %s stays in progress",
+                g->name, xid);
   return -1;
 }
 
@@ -569,13 +600,14 @@ static void commit_group_at(pgstore *g, PGconn *w, copybufs *cb, xgr_store_chang
       return;
     }
     /* the connection broke around the COMMIT: whether it was made, the server knows */
-    int made = PQstatus(w) != CONNECTION_OK && pr.xid[0] ? settle_commit(g, w, pr.xid, old_pid) : -1;
+    int made = PQstatus(w) != CONNECTION_OK && pr.xid[0] && pr.boot[0]
+                   ? settle_commit(g, w, pr.xid, pr.boot, old_pid, &err) : -1;
     if (made == 1) {
       count_tx(g, n);
     } else if (made == 0 && may_redo) {
-      /* not made (the server ended the session first: a writer stalled before its COMMIT, idle
-       * in the transaction past idle_tx_ms, or the database restarted): the group again on the
-       * new connection, where the fence refuses what this node lost meanwhile */
+      /* not made (the server ended the session first: a writer stalled before its COMMIT, or
+       * idle in the transaction past idle_tx_ms; a restarted server answers "not known"): the
+       * group again on the new connection, where the fence refuses what this node lost meanwhile */
       commit_group_at(g, w, cb, list, n, bump, false);
     } else {
       fail_all(g, list, n, &err);
