@@ -157,27 +157,42 @@ int xgr__sq_bop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lea
 int xgr__sq_bop_cancel(xgr_store *st, const char *id, bool *changed, xgr_error *err) {
   sqstore *q = (sqstore *)st;
   sqlite3_stmt *s;
+  /* running -> cancelled; a row in another state is left as it is (then: does it exist at all?) */
   int rc = bop_prepare(q,
                        "UPDATE batch_ops SET state = CASE WHEN state = 'running' THEN 'cancelled' ELSE state END,"
                        " finished_at = CASE WHEN state = 'running' THEN :now ELSE finished_at END,"
                        " updated_at = CASE WHEN state = 'running' THEN :now ELSE updated_at END"
-                       " WHERE id = :id RETURNING finished_at = :now AND state = 'cancelled'",
+                       " WHERE id = :id",
                        &s, err);
   if (rc) return rc;
   pstmt b = {.s = s};
-  int64_t now = xgr__store_now_ms(st);
-  bind_i64(&b, ":now", now);
+  bind_i64(&b, ":now", xgr__store_now_ms(st));
   bind_text(&b, ":id", id);
-  int r = sqlite3_step(s);
-  if (r == SQLITE_ROW) {
-    *changed = sqlite3_column_int(s, 0) != 0;
-    r = sqlite3_step(s);
-    if (r == SQLITE_DONE) r = SQLITE_OK;
-  } else if (r == SQLITE_DONE) {
-    rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no batch operation %s", id);
-    r = SQLITE_OK;
+  /* the old state: read in the same transaction as the update (the connection is ours, under bmu) */
+  sqlite3_stmt *old = NULL;
+  char was[16] = "";
+  int r = sqlite3_exec(q->b, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (r == SQLITE_OK) r = sqlite3_prepare_v2(q->b, "SELECT state FROM batch_ops WHERE id = ?1", -1, &old, NULL);
+  if (r == SQLITE_OK) {
+    sqlite3_bind_text(old, 1, id, -1, SQLITE_STATIC);
+    r = sqlite3_step(old);
+    if (r == SQLITE_ROW) snprintf(was, sizeof was, "%s", (const char *)sqlite3_column_text(old, 0));
+    r = r == SQLITE_ROW || r == SQLITE_DONE ? SQLITE_OK : r;
   }
-  if (r != SQLITE_OK) rc = xgr__sq_error(q->b, r, q->path, "cannot write batch_ops", err);
+  sqlite3_finalize(old);
+  if (r == SQLITE_OK && was[0]) {
+    r = sqlite3_step(s);
+    r = r == SQLITE_ROW || r == SQLITE_DONE ? SQLITE_OK : r;
+  }
+  if (r == SQLITE_OK) r = sqlite3_exec(q->b, "COMMIT", NULL, NULL, NULL);
+  if (r != SQLITE_OK) {
+    rc = xgr__sq_error(q->b, r, q->path, "cannot write batch_ops", err);
+    sqlite3_exec(q->b, "ROLLBACK", NULL, NULL, NULL);
+  } else if (!was[0]) {
+    rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no batch operation %s", id);
+  } else {
+    *changed = !strcmp(was, "running");
+  }
   bop_done(q, s);
   return rc;
 }
