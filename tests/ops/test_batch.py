@@ -16,6 +16,9 @@ a schema of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG
   - durability: xgrd SIGKILLed while an operation runs goes on after a restart from its cursor, and
     every selected session is acted on exactly once (one audit entry each, none twice);
   - `xgr batch preview|start|status|list|cancel` (--json) drive the same methods;
+  - --auth permits: an XDaLa permit's signer is the caller; another signer is refused (-32007 at
+    selection.owner, nothing written), a start's permit works once, the audit entries name the
+    signer, and `xgr batch --key` signs its permit;
   - (pg) two nodes on one store: an operation started on one is driven by one node at a time and
     acts on the sessions both hold, each once.
 
@@ -271,6 +274,62 @@ def rate_cancel_restart():
         x.kill()
 
 
+def permit(key, x, ttl):
+    out = subprocess.run([XGR, "permit", "xdala", "--key", key, "--url", x.url, "--ttl", str(ttl)],
+                         capture_output=True, text=True)
+    if out.returncode:
+        fail("xgr permit: %s" % out.stderr)
+    return json.loads(out.stdout)
+
+
+def permits():
+    """--auth permits: the batch methods take an XDaLa permit; its signer is the caller and must own
+    the sessions; start and cancel use their permit up."""
+    key, okey = os.path.join(DIR, "owner.key"), os.path.join(DIR, "other.key")
+    owner = subprocess.run([XGR, "key", "new", key], capture_output=True, text=True, check=True).stdout.strip().lower()
+    other = subprocess.run([XGR, "key", "new", okey], capture_output=True, text=True, check=True).stdout.strip().lower()
+    x = Xgrd(XGRD, store_url("permits"), DIR, ["--auth", "permits", "--chain-id", "1887"], name="permits")
+    try:
+        x.start()
+        xd = permit(key, x, 300)
+        for k, r in BUNDLE["rules"].items():
+            x.ok("xgr_putRule", {"address": k, "rule": r, "permit": xd})
+        x.ok("xgr.putOrchestration", {"xrc729": "bat", "orchestration": BUNDLE["orchestration"], "permit": xd})
+        env = dict(os.environ, XGR_URL=x.url.rstrip("/"))
+        for r in (1, 2, 3):
+            out = subprocess.run([XGR, "enqueue", "--key", key, "--owner", owner, "--root", str(r), "--registry", "bat",
+                                  "--step", "main"], capture_output=True, text=True, env=env, timeout=30)
+            check(out.returncode == 0, "session %d started with a signed permit (%s)" % (r, out.stderr.strip()))
+        wait_for("three sessions wait", lambda: x.ok("xgr.batchPreview", {"selection": {"owner": owner, "step": "settle"},
+                                                                         "permit": xd})["count"] == 3, secs=20)
+        oxd = permit(okey, x, 300)
+        refused(x, "xgr.batchPreview", {"selection": {"owner": owner}, "permit": oxd}, -32007, "selection.owner",
+                "another signer previewing the owner's sessions")
+        refused(x, "xgr.batchStart", {"selection": {"owner": owner}, "action": "kill", "permit": oxd}, -32007,
+                "selection.owner", "another signer killing the owner's sessions")
+        refused(x, "xgr.batchStart", {"selection": {}, "action": "kill", "permit": oxd}, -32007, "selection.owner",
+                "another signer killing every owner's sessions")
+        check(x.ok("xgr.batchList", {"permit": oxd})["operations"] == [], "nothing was written for the other signer")
+        sp = permit(key, x, 301)
+        r = x.ok("xgr.batchStart", {"selection": {"owner": owner, "rootTo": 2}, "action": "pause", "permit": sp})
+        refused(x, "xgr.batchStart", {"selection": {"owner": owner, "rootTo": 2}, "action": "pause", "permit": sp}, -32007,
+                "permit", "the same permit for a second start")
+        op = {}
+        wait_for("the signed pause ends", lambda: op.update(x.ok("xgr.batchGet", {"id": r["id"], "permit": xd})) or
+                 op["state"] != "running")
+        check(op["state"] == "done" and op["done"] == 2 and op["caller"] == owner, "the signer's pause of 2 (%s)" % op)
+        refused(x, "xgr.batchGet", {"id": r["id"], "permit": oxd}, -32004, "id", "another signer reading it")
+        a = x.ok("xgr.getSession", {"owner": owner, "rootPid": "1", "permit": xd})["audit"]
+        check(len(a) == 1 and a[0]["actor"] == owner and a[0]["detail"]["batch"] == r["id"],
+              "the audit entry names the permit's signer as actor (%s)" % json.dumps(a))
+        out = subprocess.run([XGR, "batch", "preview", "--key", key, "--owner", owner, "--status", "paused", "--json"],
+                             capture_output=True, text=True, env=env, timeout=30)
+        check(out.returncode == 0 and json.loads(out.stdout)["count"] == 2,
+              "xgr batch preview --key signs its XDaLa permit (%s %s)" % (out.stdout, out.stderr))
+    finally:
+        x.kill()
+
+
 def two_nodes():
     url = store_url("two")
     n1 = Xgrd(XGRD, url, DIR, ["--node-id", "n1", "--batch-rate", "100"], name="n1")
@@ -296,6 +355,7 @@ def two_nodes():
 try:
     filters_and_actions()
     rate_cancel_restart()
+    permits()
     if MODE == "pg":
         two_nodes()
     print("test_batch (%s): all checks passed" % MODE)
