@@ -247,16 +247,15 @@ static int owner_cmp(const void *a, const void *b) {
   return strcmp(((const xgr_store_owner_live *)a)->owner, ((const xgr_store_owner_live *)b)->owner);
 }
 
-/* What the walk calls for each matching session (matched), and with `all` also for each row that
- * matches by its own fields but is not live or not in the status / at the step asked (!matched):
- * 0 goes on, non-zero stops the walk (returned). */
+/* What the walk calls for each matching session (matched), and with `all` also for every other row
+ * it reads (!matched): 0 goes on, non-zero stops the walk (returned). */
 typedef int (*visit_fn)(void *ctx, const xgr_store_session *row, unsigned status, bool matched);
 
 /* Walk the live sessions s selects, strictly after (after_owner, after_root) in the driver's order
  * (after_owner NULL: from the start), calling fn for each that matches. want_status: fn needs the
  * status (read for every session). 0, fn's non-zero value, or the store's error. */
 static int walk(xgr_node *d, const sel *s, const char *after_owner, uint64_t after_root, bool want_status,
-                const bool *all, visit_fn fn, void *ctx, xgr_error *err) {
+                bool all, visit_fn fn, void *ctx, xgr_error *err) {
   xgr_store_owner_live one = {.owner = (char *)s->owner, .live = 1}, *owners = NULL;
   size_t nowners = 0;
   bool own_list = !s->owner;
@@ -290,7 +289,7 @@ static int walk(xgr_node *d, const sel *s, const char *after_owner, uint64_t aft
         before = rows[j].root_pid;
         unsigned st;
         if (matches(d, s, &rows[j], want_status, &st)) rc = fn(ctx, &rows[j], st, true);
-        else if (all && *all && fields_match(s, &rows[j])) rc = fn(ctx, &rows[j], 0, false);
+        else if (all) rc = fn(ctx, &rows[j], 0, false);
       }
       xgr_store_sessions_free(rows, n);
       if (before == 1) more = false;
@@ -350,7 +349,7 @@ int xgr_node_batch_preview(xgr_node *n, const char *caller, const json_t *select
   preview_ctx p = {.d = n, .s = &s, .sample = sample,
                    .max = max_sample < XGR_NODE_BATCH_SAMPLE_MAX ? max_sample : XGR_NODE_BATCH_SAMPLE_MAX};
   if (!sample) p.max = 0;
-  rc = walk(n, &s, NULL, 0, false, NULL, preview_one, &p, err);
+  rc = walk(n, &s, NULL, 0, false, false, preview_one, &p, err);
   *count = p.count;
   *nsample = p.nsample;
   return rc;
@@ -489,7 +488,6 @@ typedef struct drive {
   uint64_t interval_us;        /* between two actions (1e6 / rate) */
   uint64_t next_us;            /* monotonic time the next action may start */
   size_t recheck;              /* sessions still to look up in the audit trail first (after a restart) */
-  bool rechecking;             /* recheck > 0: the walk shows rows that no longer match too */
   size_t since;                /* actions since the last progress write */
   int64_t last_write;          /* mono ms of the last progress write */
   char cursor[96];
@@ -570,11 +568,19 @@ static int drive_one(void *ctx, const xgr_store_session *row, unsigned st, bool 
   drive *v = ctx;
   xgr_store_batchop *op = v->op;
   if (halted(v)) return 1;
+  /* the claim is renewed every second, also while the walk passes rows that do not match, and
+   * before any action after a pause (a stalled driver finds out it lost the claim before acting) */
+  if (xgr__mono_ms() - v->last_write >= PROGRESS_MS && !progress(v, "running")) {
+    v->stop = true;
+    return 1;
+  }
   /* after a restart, the first sessions past the cursor may have been acted on (a kill ended them:
    * they no longer match): those whose audit trail names this operation are counted, once */
-  bool again = v->recheck && acted_before(v, row->owner, row->root_pid);
-  if (v->recheck && (again || matched)) v->recheck--;
-  v->rechecking = v->recheck > 0;
+  bool again = false;
+  if (v->recheck && fields_match(&v->s, row)) {
+    again = acted_before(v, row->owner, row->root_pid);
+    if (again || matched) v->recheck--;
+  }
   if (!matched && !again) return 0;
   snprintf(v->cursor, sizeof v->cursor, "%s/%" PRIu64, row->owner, row->root_pid);
   if (again) {
@@ -612,7 +618,7 @@ static int drive_one(void *ctx, const xgr_store_session *row, unsigned st, bool 
     }
   }
   v->since++;
-  if (v->since >= CHECKPOINT || xgr__mono_ms() - v->last_write >= PROGRESS_MS) {
+  if (v->since >= CHECKPOINT) {
     if (!progress(v, "running")) {
       v->stop = true;
       return 1;
@@ -643,7 +649,6 @@ static void drive_op(struct xgr__batcher *b, xgr_store_batchop *op, int64_t leas
     fail = "its payload cannot be read";
   /* resuming: what was acted on after the last progress write is found in the audit trail */
   if (op->done || op->failed || op->skipped || v.cursor[0]) v.recheck = CHECKPOINT;
-  v.rechecking = v.recheck > 0;
   xgr_logfmt l;
   xgr_node_log_begin(d, &l, "info", v.recheck ? "batch resumed" : "batch claimed");
   xgr_logfmt_str(&l, "batch", op->id);
@@ -661,7 +666,7 @@ static void drive_op(struct xgr__batcher *b, xgr_store_batchop *op, int64_t leas
       after_owner[slash - v.cursor] = '\0';
       after_root = strtoull(slash + 1, NULL, 10);
     }
-    rc = walk(d, &v.s, after_owner[0] ? after_owner : NULL, after_root, false, &v.rechecking, drive_one, &v, &err);
+    rc = walk(d, &v.s, after_owner[0] ? after_owner : NULL, after_root, false, true, drive_one, &v, &err);
     if (rc < 0) fail = err.message;
   }
   if (fail) {
