@@ -7,7 +7,8 @@
  *
  * Order and cursor. Owners ascending (one owner when the selection names it), and within an owner
  * rootPid descending (the store's page order, xgr_store_sessions). The cursor is the last session
- * visited, "<owner>/<rootPid>"; the walk goes on strictly after it. A session is visited once.
+ * visited, "<owner>/<rootPid>"; the walk goes on strictly after it. A session is visited once. A
+ * session that ended after the operation started, before the driver reached it, is counted skipped.
  *
  * Exactly once. The cursor and counts are written at least every CHECKPOINT sessions and every
  * second; an action and its audit entry commit together (the engine's batch), before the progress
@@ -581,11 +582,18 @@ static int drive_one(void *ctx, const xgr_store_session *row, unsigned st, bool 
     again = acted_before(v, row->owner, row->root_pid);
     if (again || matched) v->recheck--;
   }
-  if (!matched && !again) return 0;
+  /* a selected session may have ended after the operation started and before the driver reached
+   * it: counted skipped (one that ended before the start was never selected) */
+  bool ended = !matched && !again && row->status != XGR_RESULT_RUNNING && row->finished_at >= op->created_at &&
+               fields_match(&v->s, row);
+  if (!matched && !again && !ended) return 0;
   snprintf(v->cursor, sizeof v->cursor, "%s/%" PRIu64, row->owner, row->root_pid);
   if (again) {
     op->done++;
     xgr_counter_add(v->b->done, 1);
+  } else if (ended) {
+    op->skipped++;
+    xgr_counter_add(v->b->skipped, 1);
   } else {
     if (!throttle(v)) return 1;
     xgr_node_ctl c = {.op = v->ctl, .owner = row->owner, .root = row->root_pid, .actor = v->actor, .batch = op->id,

@@ -270,6 +270,17 @@ def rate_cancel_restart():
             e = batch_audits(x, A, root, r["id"])
             check(len(e) == 1 and e[0]["kind"] == "resume", "A/%d resumed exactly once (%d entries)" % (root, len(e)))
         check(count(x, {"owner": A, "rootFrom": 1, "rootTo": 30, "status": "waiting"}) == 30, "all 30 wait again")
+        # ---- sessions that end while the operation runs are skipped and counted: five are killed one
+        # by one right after the start; whichever the driver had reached are done, the rest skipped
+        r = x.ok("xgr.batchStart", {"selection": {"owner": A, "rootFrom": 1, "rootTo": 30}, "action": "pause"})
+        for root in range(1, 6):
+            x.ok("xgr.kill", {"owner": A, "pid": str(root)})
+        op = finish(x, r["id"], secs=60)
+        acted = [root for root in range(1, 31) if batch_audits(x, A, root, r["id"])]
+        check(op["done"] == len(acted) and op["skipped"] == 30 - len(acted) and op["failed"] == 0 and op["total"] == 30,
+              "done %d = sessions with its entry (%d), skipped %d = the ones killed before it reached them (%s)"
+              % (op["done"], len(acted), op["skipped"], json.dumps(op)))
+        check(all(root in acted for root in range(6, 31)), "every session that stayed live was paused")
     finally:
         x.kill()
 
