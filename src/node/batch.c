@@ -510,14 +510,14 @@ static bool halted(drive *v) {
  * the operation is no longer running, or the store failed). */
 static bool progress(drive *v, const char *state) {
   xgr_store_batchop *op = v->op;
+  char *keep_state = op->state, *keep = op->cursor;   /* the claim's strings: put back below */
   op->state = (char *)state;
-  char *keep = op->cursor;
   op->cursor = v->cursor;
   char now_state[16];
   xgr_error err;
   int rc = xgr_store_batchop_progress(v->d->st, op, v->lease_ms, now_state, &err);
   op->cursor = keep;
-  op->state = NULL;
+  op->state = keep_state;
   v->since = 0;
   v->last_write = xgr__mono_ms();
   if (rc) {
