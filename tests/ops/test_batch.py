@@ -20,7 +20,8 @@ a schema of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG
     selection.owner, nothing written), a start's permit works once, the audit entries name the
     signer, and `xgr batch --key` signs its permit;
   - (pg) two nodes on one store: an operation started on one is driven by one node at a time and
-    acts on the sessions both hold, each once.
+    acts on the sessions both hold, each once; when the driving node is SIGKILLed the other takes
+    the operation over after its claim runs out and finishes it, every session acted on once.
 
   test_batch.py XGRD XGR [sqlite|pg]
 """
@@ -361,6 +362,30 @@ def two_nodes():
     finally:
         n1.kill()
         n2.kill()
+    # ---- the driving node dies: the other takes the operation over once its claim runs out (a
+    # lease), goes on from the cursor, and every session is acted on once
+    m1 = Xgrd(XGRD, url, DIR, ["--node-id", "m1", "--batch-rate", "10", "--lease-ms", "2000"], name="m1")
+    m2 = Xgrd(XGRD, url, DIR, ["--node-id", "m2", "--batch-rate", "10", "--lease-ms", "2000"], name="m2")
+    try:
+        m1.start()
+        m2.start()
+        start_many(m1, A, range(101, 131))
+        waiting(m1, A, range(101, 131))
+        r = m1.ok("xgr.batchStart", {"selection": {"owner": A, "rootFrom": 101}, "action": "pause"})
+        op = {}
+        wait_for("the pause is under way", lambda: op.update(m1.ok("xgr.batchGet", {"from": A, "id": r["id"]})) or
+                 op["done"] >= 5, secs=20)
+        driver, other = (m1, m2) if op["driver"] == "m1" else (m2, m1)
+        driver.stop(signal.SIGKILL)
+        op = finish(other, r["id"], secs=90)
+        check(op["state"] == "done" and op["done"] == 30 and op["driver"] == other.name,
+              "%s took the operation over and finished it: %s" % (other.name, json.dumps(op)))
+        for root in range(101, 131):
+            e = batch_audits(other, A, root, r["id"])
+            check(len(e) == 1 and e[0]["kind"] == "pause", "A/%d paused exactly once (%d entries)" % (root, len(e)))
+    finally:
+        m1.kill()
+        m2.kill()
 
 
 try:
