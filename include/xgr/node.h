@@ -440,15 +440,17 @@ typedef struct xgr_node_batch_req {
  * its id; *total the count. */
 int xgr_node_batch_start(xgr_node *n, const xgr_node_batch_req *r, char id[33], uint64_t *total, xgr_error *err);
 /* Operation id (XGR_ENOTFOUND when none, or when caller did not start it and may not control
- * every owner's sessions). *out is the caller's (xgr_store_batchop_clear). */
+ * every owner's sessions). *out is the caller's (xgr_node_batch_clear). */
 int xgr_node_batch_get(xgr_node *n, const char *caller, const char *id, xgr_store_batchop *out, xgr_error *err);
 /* Cancel operation id (as get for who may): *changed false when it had ended already. The driver
  * stops before its next session. */
 int xgr_node_batch_cancel(xgr_node *n, const char *caller, const char *id, bool *changed, xgr_error *err);
 /* The operations caller started (every one for a caller who may control every owner's sessions),
- * newest first, at most limit (0: 100). xgr_store_batchops_free. */
+ * newest first, at most limit (0: 100). Freed with xgr_node_batches_free. */
 int xgr_node_batch_list(xgr_node *n, const char *caller, size_t limit, xgr_store_batchop **out, size_t *count,
                         xgr_error *err);
+void xgr_node_batch_clear(xgr_store_batchop *op);                      /* NULL is fine */
+void xgr_node_batches_free(xgr_store_batchop *ops, size_t count);      /* NULL is fine */
 
 /* ---- Queries: reading sessions ----------------------------------------------------------------
  * What the front ends show of sessions (listings, xgr.getSession, the console's pages), read

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/client.h"
+#include "xgr/alloc.h"
 #include "cli/commands.h"
 
 static void usage(FILE *f) {
@@ -58,7 +59,7 @@ static json_t *selection(const char *const v[O_N], const char *from) {
   if (v[O_STEP]) json_object_set_new(s, "step", json_string(v[O_STEP]));
   if (v[O_STATUS]) {
     json_t *a = json_array();
-    char *t = strdup(v[O_STATUS]), *save = NULL;
+    char *t = xgr_alloc_strdup(v[O_STATUS]), *save = NULL;
     for (char *p = strtok_r(t, ",", &save); p; p = strtok_r(NULL, ",", &save)) json_array_append_new(a, json_string(p));
     free(t);
     json_object_set_new(s, "status", a);

@@ -474,6 +474,9 @@ int xgr_node_batch_list(xgr_node *n, const char *caller, size_t limit, xgr_store
   return xgr_store_batchops(n->st, xgr_node_may_control(n, caller, NULL) ? NULL : caller, limit, out, count, err);
 }
 
+void xgr_node_batch_clear(xgr_store_batchop *op) { xgr_store_batchop_clear(op); }
+void xgr_node_batches_free(xgr_store_batchop *ops, size_t count) { xgr_store_batchops_free(ops, count); }
+
 /* ---- the driver ------------------------------------------------------------------------------------- */
 
 typedef struct drive {

@@ -147,7 +147,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_batch_get) {
     return xgr__rpc_code(rc, err);
   }
   *result = op_json(&op);
-  xgr_store_batchop_clear(&op);
+  xgr_node_batch_clear(&op);
   return 0;
 }
 
@@ -168,7 +168,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_batch_cancel) {
   xgr_store_batchop op;
   if ((rc = xgr_node_batch_get(d->n, who, id, &op, err))) return xgr__rpc_code(rc, err);
   *result = json_pack("{s:s, s:b, s:s}", "id", id, "cancelled", changed, "state", op.state);
-  xgr_store_batchop_clear(&op);
+  xgr_node_batch_clear(&op);
   return 0;
 }
 
@@ -190,7 +190,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_batch_list) {
   if ((rc = xgr_node_batch_list(d->n, who, (size_t)limit, &ops, &n, err))) return xgr__rpc_code(rc, err);
   json_t *a = json_array();
   for (size_t i = 0; i < n; i++) json_array_append_new(a, op_json(&ops[i]));
-  xgr_store_batchops_free(ops, n);
+  xgr_node_batches_free(ops, n);
   *result = json_pack("{s:o}", "operations", a);
   return 0;
 }
