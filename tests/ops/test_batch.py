@@ -224,6 +224,11 @@ def filters_and_actions():
         out = subprocess.run([XGR, "batch", "start", "--from", B, "--owner", A, "--action", "kill"],
                              capture_output=True, text=True, env=env, timeout=30)
         check(out.returncode != 0 and "selection.owner" in out.stderr, "xgr batch start refused for B: %s" % out.stderr)
+        out = subprocess.run([XGR, "batch", "preview", "--ownr", A], capture_output=True, text=True, env=env, timeout=30)
+        check(out.returncode == 2 and "did you mean --owner?" in out.stderr, "a mistyped option names the nearest")
+        out = subprocess.run([XGR, "batch", "start", "--owner", A, "--action", "wake", "--step", "settle", "--payload",
+                              "[1]"], capture_output=True, text=True, env=env, timeout=30)
+        check(out.returncode == 2 and "--payload: expected a JSON object" in out.stderr, "a payload that is not an object")
         m = x.metric(None, 'xgr_batch_sessions_total{outcome="done"}')
         check(m == 10, "xgr_batch_sessions_total{outcome=\"done\"} counts the sessions (%s)" % m)
     finally:
