@@ -42,3 +42,8 @@ XGR_PG_WAL_SEGSIZE=16 "$(dirname "$0")/../tests/pg/pg_cluster.sh" run python3 "$
 # hostile tenants (issue 38): a victim's enqueue + getSession + listSessions rounds, alone and while another tenant
 # runs every attack of the issue at once (streams, batched validates, API calls that never answer, fan-outs, junk)
 python3 "$(dirname "$0")/daemon/bench_hostile.py" "$B/xgrd" 1000
+# batch operations (issue 35): a batch kill of 10,000 hibernated sessions at the default --batch-rate while a steady
+# enqueue load runs (its p99 against the unloaded p99; goal <= 2x), then the same with xgrd SIGKILLed halfway
+# (the operation resumes; every session killed exactly once, checked one by one)
+python3 "$(dirname "$0")/daemon/bench_batch.py" "$B/xgrd" 10000
+python3 "$(dirname "$0")/daemon/bench_batch.py" "$B/xgrd" 10000 --sigkill

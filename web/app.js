@@ -5,8 +5,10 @@
  *   #/sessions?owner=&registry=&status=&since=&until=&step=&before=   the session list
  *   #/session/<owner>/<rootPid>                                       one session
  *   #/registry?registry=&ostcId=&version=  or  ?hash=                  a registry entry
+ *   #/batch  and  #/batch/<id>                                        batch operations: select, preview,
+ *                                                                     confirm, watch progress
  * Reads use the console's methods (xgr.console.*); actions use the API's own methods (xgr.kill,
- * xgr.pause, xgr.resume, xgr_wakeUpProcess), signed by the user's wallet in permit mode
+ * xgr.pause, xgr.resume, xgr_wakeUpProcess, xgr.batch*), signed by the user's wallet in permit mode
  * (EIP-1193 eth_signTypedData_v4), called directly under --auth none.
  */
 'use strict';
@@ -234,6 +236,8 @@ async function route() {
       await sessionPage(parts[1], parts[2], qs);
     } else if (parts[0] === 'registry') {
       await registryPage(qs);
+    } else if (parts[0] === 'batch') {
+      await batchPage(parts[1]);
     } else {
       if (qs.owner) setOwner(qs.owner);
       await sessionsPage(qs);
@@ -736,6 +740,133 @@ async function registryPage(qs) {
 }
 
 /* ---- start ---------------------------------------------------------------------------------------------------- */
+
+/* ---- batch operations --------------------------------------------------------------------------------- */
+/* Select sessions with the filters, preview the count and a sample (xgr.batchPreview), confirm, then
+ * watch the operation's progress (xgr.batchGet every half second) with a cancel button. Under permits
+ * the preview and the reads carry the reader's xdalaPermit; start and cancel a fresh one each (xgrd
+ * uses it up). */
+
+async function batchCall(method, params, fresh) {
+  if (!permitMode()) return rpc(method, Object.assign(state.owner ? { from: state.owner } : {}, params));
+  if (fresh) state.readPermit = null;   // a permit start and cancel use up: sign a new one
+  const r = await read(method, params);
+  if (fresh) state.readPermit = null;
+  return r;
+}
+
+function batchSelection(f) {
+  const sel = {};
+  if (f.owner) sel.owner = f.owner.trim().toLowerCase();
+  for (const k of ['registry', 'ostcId', 'hash', 'step']) if (f[k]) sel[k] = f[k].trim();
+  if (f.status) sel.status = f.status;
+  if (f.createdFrom) sel.createdFrom = Date.parse(f.createdFrom + 'Z');
+  if (f.createdTo) sel.createdTo = Date.parse(f.createdTo + 'Z');
+  if (f.rootFrom) sel.rootFrom = f.rootFrom.trim();
+  if (f.rootTo) sel.rootTo = f.rootTo.trim();
+  return sel;
+}
+
+function opLine(op) {
+  const handled = op.done + op.failed + op.skipped;
+  return `<tr><td><a href="#/batch/${esc(op.id)}" class="mono">${esc(op.id.slice(0, 12))}…</a></td><td>${esc(op.action)}</td>
+    <td>${badge(op.state)}</td><td>${handled} / ${op.total}</td><td>${fmtTime(op.createdAt)}</td></tr>`;
+}
+
+async function batchPage(id) {
+  main.innerHTML = `
+    <h1>Batch operations</h1>
+    <div class="panel">
+      <form class="filters" id="bfilters">
+        <label>owner<input name="owner" size="44" value="${esc(state.owner)}" placeholder="0x…" spellcheck="false"></label>
+        <label>registry<input name="registry" placeholder="any" size="10"></label>
+        <label>orchestration<input name="ostcId" placeholder="any" size="10"></label>
+        <label>hash<input name="hash" placeholder="0x… any" size="12"></label>
+        <label>status<select name="status">${['', 'running', 'waiting', 'paused'].map(s =>
+          `<option value="${s}">${s || 'any live'}</option>`).join('')}</select></label>
+        <label>at step<input name="step" placeholder="any" size="10"></label>
+        <label>created from<input type="datetime-local" name="createdFrom"></label>
+        <label>created until<input type="datetime-local" name="createdTo"></label>
+        <label>rootPid from<input name="rootFrom" size="6"></label>
+        <label>to<input name="rootTo" size="6"></label>
+        <label>action<select name="action">${['kill', 'pause', 'resume', 'wake'].map(a =>
+          `<option value="${a}">${a}</option>`).join('')}</select></label>
+        <label>wake step<input name="stepId" placeholder="for wake" size="10"></label>
+        <label>payload<input name="payload" placeholder='{"…": …} for wake' size="16"></label>
+        <button class="primary" type="submit" id="bpreview">Preview</button>
+      </form>
+    </div>
+    <div class="panel" id="bresult" hidden></div>
+    <div class="panel" id="bop" hidden></div>
+    <div class="panel"><h2>Your operations</h2><div id="blist" class="muted">Loading…</div></div>`;
+  const loadList = async () => {
+    if (!state.owner && !permitMode()) { $('#blist').textContent = 'Enter an owner address.'; return; }
+    const r = await batchCall('xgr.batchList', { limit: 20 });
+    $('#blist').className = '';
+    $('#blist').innerHTML = r.operations.length ? `<table id="bops"><thead><tr><th>operation</th><th>action</th><th>state</th>
+      <th>handled</th><th>started</th></tr></thead><tbody>${r.operations.map(opLine).join('')}</tbody></table>`
+      : '<p class="muted">None yet.</p>';
+  };
+  const watch = async (opId) => {
+    const box = $('#bop');
+    box.hidden = false;
+    for (;;) {
+      if (!$('#bop') || state.view !== 'batch:' + opId) return;
+      let op;
+      try { op = await batchCall('xgr.batchGet', { id: opId }); } catch (e) { box.innerHTML = `<div class="err">${esc(e.message)}</div>`; return; }
+      const handled = op.done + op.failed + op.skipped;
+      box.innerHTML = `<h2>Operation <span class="mono">${esc(op.id)}</span></h2>
+        <p>${esc(op.action)} · ${badge(op.state)} · <span id="bprog-text">${handled} / ${op.total}</span> handled
+        (${op.done} done, ${op.failed} failed, ${op.skipped} skipped)</p>
+        <progress id="bprog" max="${Math.max(op.total, handled, 1)}" value="${handled}"></progress>
+        ${op.state === 'running' ? '<button id="bcancel" class="small">Cancel</button>' : ''}
+        ${op.error ? `<div class="err">${esc(op.error)}</div>` : ''}`;
+      box.dataset.state = op.state;
+      const c = $('#bcancel');
+      if (c) c.onclick = () => batchCall('xgr.batchCancel', { id: opId }, true).then(() => toast('cancelled'), e => toast(e.message, true));
+      if (op.state !== 'running') { loadList().catch(() => {}); return; }
+      await new Promise(r => setTimeout(r, 500));
+    }
+  };
+  $('#bfilters').addEventListener('submit', async ev => {
+    ev.preventDefault();
+    const f = Object.fromEntries(new FormData(ev.target).entries());
+    if (f.owner) setOwner(f.owner);
+    const sel = batchSelection(f);
+    const box = $('#bresult');
+    box.hidden = false;
+    try {
+      const p = await batchCall('xgr.batchPreview', { selection: sel, sample: 10 });
+      const sample = p.sample.map(s => `<li><a href="#/session/${esc(s.owner)}/${esc(s.rootPid)}">${esc(s.owner)}/${esc(s.rootPid)}</a> ${badge(s.status)}</li>`).join('');
+      box.innerHTML = `<p><b id="bcount">${p.count}</b> session(s) selected${p.count > p.sample.length ? ` (the first ${p.sample.length} below)` : ''}.</p>
+        <ul class="sample">${sample}</ul>
+        ${p.count ? `<button class="primary" id="bconfirm">${esc(f.action)} ${p.count} session(s)</button>` : ''}`;
+      const b = $('#bconfirm');
+      if (b) b.onclick = async () => {
+        b.disabled = true;
+        const params = { selection: sel, action: f.action };
+        if (f.action === 'wake') {
+          params.stepId = f.stepId || f.step;
+          if (f.payload) params.payload = JSON.parse(f.payload);
+        }
+        try {
+          const r = await batchCall('xgr.batchStart', params, true);
+          state.view = 'batch:' + r.id;
+          history.replaceState(null, '', '#/batch/' + r.id);
+          toast(`started ${f.action} of ${r.total} session(s)`);
+          watch(r.id);
+        } catch (e) { b.disabled = false; toast(e.message, true); }
+      };
+    } catch (e) {
+      box.innerHTML = `<div class="err">${esc(e.message)}</div>`;
+    }
+  });
+  loadList().catch(e => { $('#blist').innerHTML = `<div class="err">${esc(e.message)}</div>`; });
+  if (id) {
+    state.view = 'batch:' + id;
+    watch(id);
+  }
+}
 
 async function start() {
   setOwner(state.owner);

@@ -542,6 +542,7 @@ typedef struct xgr_engine_ctl {
   const char *actor;            /* who: a permit's signer, "auth-none", "operator"; NULL: no entry */
   const char *permit;           /* hex digest of the permit used, or NULL */
   const char *node;             /* the node the call came through (NULL: xgr_engine_config.node_name) */
+  const char *batch;            /* the batch operation it is part of (its id, in the entry's detail), or NULL */
 } xgr_engine_ctl;
 
 typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);

@@ -137,10 +137,16 @@ typedef struct xgr_node_config {
    * most otlp_queue_spans spans (0: XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS; a full queue drops). */
   const char *otlp_endpoint;
   size_t otlp_queue_spans;
+  /* Operations on many sessions (xgr_node_batch_*; docs/SECURITY.md "Batch operations"): the driver
+   * acts on at most batch_rate sessions a second (0: XGR_NODE_DEFAULT_BATCH_RATE), so the sessions'
+   * own traffic keeps its latency. */
+  uint32_t batch_rate;
 } xgr_node_config;
 
 #define XGR_NODE_DEFAULT_MAX_OWNER_BYTES (4ull << 30)   /* 4 GiB */
 #define XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS 65536u
+#define XGR_NODE_DEFAULT_BATCH_RATE 200u
+#define XGR_NODE_MAX_BATCH_RATE 100000u
 
 /* Whether endpoint is a usable --otlp-endpoint: 0, or XGR_EINVAL naming "otlp-endpoint". */
 int xgr_node_check_otlp_endpoint(const char *endpoint, xgr_error *err);
@@ -361,12 +367,90 @@ typedef struct xgr_node_ctl {
    * the call came through; actor NULL: not recorded. Carried along when the call is forwarded. */
   const char *actor;
   const char *permit;
+  /* the batch operation this action is part of (its id; xgr_node_batch_*), named in the audit
+   * entry's detail ("batch"), NULL: none. Carried along when the call is forwarded. */
+  const char *batch;
 } xgr_node_ctl;
 /* Run r on the engine that holds the session: here, or on the node that holds its lease (a
  * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
  * already. 0 or the engine's error (XGR_ETIMEOUT when the owner node did not answer). *woken
  * (may be NULL) gets how many processes a wake woke. */
 int xgr_node_control(xgr_node *n, const xgr_node_ctl *r, size_t *woken, xgr_error *err);
+
+/* ---- Actions on many sessions (batch.c; docs/OPERATIONS.md "Batch operations") ----------------
+ * A selection names live sessions by owner, registry, orchestration id, orchestration or bundle
+ * hash, status, the step a process waits at, creation time and rootPid ranges. A dry run
+ * (xgr_node_batch_preview) counts them and samples a few; an operation (xgr_node_batch_start) kills,
+ * pauses, resumes or wakes (step mode, with a payload) each of them. It is a row of the store
+ * (xgr_store_batchop): the node's driver thread claims it (on a cluster one node at a time: a fenced
+ * claim on the row), walks the selection in (owner ascending, rootPid descending) order at most
+ * cfg.batch_rate sessions a second, acts on each session through xgr_node_control (the path of a
+ * single control call: here or forwarded to the node holding the session), writing one audit entry
+ * per session whose detail names the operation ({"batch":"<id>"}), and writes its progress and
+ * cursor at least every 64 sessions and every second. After a restart (or when the claim passes to
+ * another node) it goes on from the cursor; the sessions acted on after the last progress written
+ * are recognised by their audit entry and not acted on twice. A session that no longer matches
+ * when the driver reaches it (ended meanwhile) is skipped and counted. Operations run one after
+ * another on a node. */
+
+/* The selection as JSON (an object; borrowed): every key optional —
+ *   owner: address (lowercased); absent: every owner (only callers that may control every owner's
+ *          sessions: xgr_node_may_control(n, caller, NULL))
+ *   registry, ostcId: the session row's registry and orchestration id; hash: its orchestration hash
+ *          or bundle hash ("0x" + 64 hex)
+ *   status: ["running"|"waiting"|"paused", ...] (running: a process runs; paused: the session or
+ *          one of its processes is paused; waiting: neither); absent: any live session
+ *   step:   a process waits at this step id
+ *   createdFrom, createdTo: creation time range, Unix ms, inclusive
+ *   rootFrom, rootTo: rootPid range, inclusive (numbers or decimal strings)
+ * Checked by xgr_node_batch_check_selection: XGR_ESCHEMA naming `path`.<key>. */
+int xgr_node_batch_check_selection(const json_t *sel, const char *path, xgr_error *err);
+
+/* The hook where access decisions on other owners' sessions go: whether caller (an address,
+ * lowercased) may control (kill, pause, resume, wake by batch) the sessions of owner (NULL: of
+ * every owner). Today: an owner acts on its own sessions only (caller == owner); an operator
+ * (another part of xgrd's access rules) is wired here. */
+bool xgr_node_may_control(xgr_node *n, const char *caller, const char *owner);
+
+#define XGR_NODE_BATCH_SAMPLE_MAX 20u
+/* One session of a dry run's sample. */
+typedef struct xgr_node_batch_hit {
+  char owner[64];
+  uint64_t root;
+  char status[16];              /* "running" | "waiting" | "paused" */
+} xgr_node_batch_hit;
+/* The dry run of sel (checked): *count sessions match now; sample[0..*nsample) the first of them in
+ * the driver's order (at most min(max_sample, XGR_NODE_BATCH_SAMPLE_MAX)). XGR_EPERM (at
+ * `path`.owner) when caller may not control them. Reads only. */
+int xgr_node_batch_preview(xgr_node *n, const char *caller, const json_t *sel, const char *path, size_t max_sample,
+                           uint64_t *count, xgr_node_batch_hit *sample, size_t *nsample, xgr_error *err);
+
+/* A batch operation to start (everything borrowed for the call). */
+typedef struct xgr_node_batch_req {
+  const char *caller;           /* who starts it (an address): the operation's owner (get, cancel) */
+  const char *actor;            /* the audit entries' actor (xgr_node_ctl.actor: the caller, or "auth-none") */
+  const json_t *selection;      /* as xgr_node_batch_check_selection */
+  const char *sel_path;         /* its parameter, for refusals */
+  const char *action;           /* "kill" | "pause" | "resume" | "wake" */
+  const char *step;             /* wake: the step to wake at (step mode) */
+  const json_t *payload;        /* wake: the payload merged (an object) or NULL */
+} xgr_node_batch_req;
+/* Start r: checked like the preview (XGR_EPERM, XGR_ESCHEMA at sel_path / "action" / "stepId"),
+ * counted (its total), written to the store (running), and the driver is woken. id (33 bytes) gets
+ * its id; *total the count. */
+int xgr_node_batch_start(xgr_node *n, const xgr_node_batch_req *r, char id[33], uint64_t *total, xgr_error *err);
+/* Operation id (XGR_ENOTFOUND when none, or when caller did not start it and may not control
+ * every owner's sessions). *out is the caller's (xgr_node_batch_clear). */
+int xgr_node_batch_get(xgr_node *n, const char *caller, const char *id, xgr_store_batchop *out, xgr_error *err);
+/* Cancel operation id (as get for who may): *changed false when it had ended already. The driver
+ * stops before its next session. */
+int xgr_node_batch_cancel(xgr_node *n, const char *caller, const char *id, bool *changed, xgr_error *err);
+/* The operations caller started (every one for a caller who may control every owner's sessions),
+ * newest first, at most limit (0: 100). Freed with xgr_node_batches_free. */
+int xgr_node_batch_list(xgr_node *n, const char *caller, size_t limit, xgr_store_batchop **out, size_t *count,
+                        xgr_error *err);
+void xgr_node_batch_clear(xgr_store_batchop *op);                      /* NULL is fine */
+void xgr_node_batches_free(xgr_store_batchop *ops, size_t count);      /* NULL is fine */
 
 /* ---- Queries: reading sessions ----------------------------------------------------------------
  * What the front ends show of sessions (listings, xgr.getSession, the console's pages), read

@@ -14,7 +14,9 @@
  *                          (recovery restores the spawn and dispatch gates from them);
  *   session_audit          the audit trail: one row per control action and wake-up applied to a
  *                          session (who, when, through which node, the permit's digest), written in
- *                          the commit of the change it records; kept like proc_steps (schema 14).
+ *                          the commit of the change it records; kept like proc_steps (schema 14);
+ *   batch_ops              operations on many sessions (xgrd's batches): the selection, the action,
+ *                          who started it, its state, progress and cursor (schema 16).
  *
  * Writes go in batches (group commit). A batch is an xgr_store_changes: a driver collects the
  * changes of one or more core calls of one or more sessions in it (xgr_store_changes_add_effects
@@ -56,7 +58,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 15  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 16  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -336,6 +338,59 @@ void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t r
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
                      xgr_error *err);
 void xgr_store_audits_free(xgr_store_audit *a, size_t n);
+
+/* ---- operations on many sessions (batch_ops, schema 16; docs/STORE.md "Batch operations") ---------
+ * One row per batch operation (xgr/node.h, "Actions on many sessions"): written by the node that
+ * starts it, driven by one node at a time (its claim: driver + epoch + expires, a fenced lease on the
+ * row: a driver whose claim was taken over can no longer write its progress), cancelled by anyone
+ * the node lets. These are small single-row statements on a connection of their own, outside the
+ * engine's group commit (the sessions' changes go through the engine as usual). Strings of a record
+ * are owned (xgr_store_batchop_clear). */
+typedef struct xgr_store_batchop {
+  char *id;                     /* 32 lowercase hex digits */
+  char *caller;                 /* who started it (the actor of the audit entries it writes) */
+  char *action;                 /* "kill" | "pause" | "resume" | "wake" */
+  char *spec;                   /* JSON object text: the selection and the action's arguments (the node's) */
+  char *state;                  /* "running" | "cancelled" | "done" | "failed" */
+  uint64_t total;               /* sessions the dry run counted at the start (updated when known) */
+  uint64_t done, failed, skipped;   /* acted on / refused by the engine / ended meanwhile or no longer selected */
+  char *cursor;                 /* where the driver is (the node's text; "" at the start) */
+  char *error;                  /* why it failed, or NULL */
+  char *driver;                 /* the node driving it ("" none) */
+  int64_t epoch;                /* +1 at every claim (the fencing token of its driver) */
+  int64_t expires;              /* the driver's claim runs out (store clock ms) */
+  int64_t created_at, started_at, finished_at, updated_at;   /* store clock (ms); 0: not yet */
+} xgr_store_batchop;
+void xgr_store_batchop_clear(xgr_store_batchop *o);   /* NULL is fine */
+void xgr_store_batchops_free(xgr_store_batchop *o, size_t n);
+/* Insert op (borrowed: id, caller, action, spec, total) as a new running operation with no driver,
+ * created now. XGR_ECONFLICT when the id exists. */
+int xgr_store_batchop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+/* Claim the oldest running operation that no live driver holds — no driver, this node, or a claim
+ * that ran out (with force: any running one, for a store with a single writer, whose previous
+ * driver is this process's earlier life) — for node (at most 200 bytes) for lease_ms: driver :=
+ * node, epoch + 1, expires := now + lease_ms, started_at := now when 0. On PostgreSQL a row another
+ * transaction locks is skipped (FOR UPDATE SKIP LOCKED). *found false when there is none; else *out
+ * (the caller's: xgr_store_batchop_clear) is the row as claimed. */
+int xgr_store_batchop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
+                            bool *found, xgr_error *err);
+/* The driver's progress (op->id, driver, epoch borrowed; its counts, cursor, state and error are
+ * written): only while the row still names that driver at that epoch. The claim is extended to
+ * now + lease_ms. The state moves only from running (to op->state: "running", "done" or "failed";
+ * finished_at := now when it leaves running); a cancelled row keeps "cancelled" but takes the
+ * counts. *state (at least 16 bytes) gets the row's state after the write, "" when the row no longer
+ * names this driver at this epoch (the claim was lost: stop driving). */
+int xgr_store_batchop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state,
+                               xgr_error *err);
+/* Cancel operation id: running → cancelled (finished_at := now). *changed false when it was not
+ * running (already finished or cancelled). XGR_ENOTFOUND when there is no such operation. */
+int xgr_store_batchop_cancel(xgr_store *st, const char *id, bool *changed, xgr_error *err);
+/* Operation id into *out (the caller's). XGR_ENOTFOUND when there is none. */
+int xgr_store_batchop_get(xgr_store *st, const char *id, xgr_store_batchop *out, xgr_error *err);
+/* The operations started by caller (NULL: anyone's), newest first, at most limit (0: 100). *out
+ * (the caller's: xgr_store_batchops_free) may be empty. */
+int xgr_store_batchops(xgr_store *st, const char *caller, size_t limit, xgr_store_batchop **out, size_t *n,
+                       xgr_error *err);
 
 struct xgr_store_batch;
 /* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;

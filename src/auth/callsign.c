@@ -19,6 +19,10 @@ xgr_permit_kind xgr_permit_kind_for_method(const char *method) {
       {"wakeUpProcess", XGR_PERMIT_CONTROL},  {"wake", XGR_PERMIT_CONTROL},
       {"listSessions", XGR_PERMIT_XDALA},     {"getSession", XGR_PERMIT_XDALA},
       {"putOrchestration", XGR_PERMIT_XDALA}, {"putRule", XGR_PERMIT_XDALA},
+      /* batch operations: a control permit names one session, so they take an XDaLa permit */
+      {"batchPreview", XGR_PERMIT_XDALA},     {"batchStart", XGR_PERMIT_XDALA},
+      {"batchGet", XGR_PERMIT_XDALA},         {"batchCancel", XGR_PERMIT_XDALA},
+      {"batchList", XGR_PERMIT_XDALA},
   };
   if (strncmp(method, "xgr", 3) || (method[3] != '.' && method[3] != '_')) return 0;
   for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)

@@ -74,6 +74,7 @@ typedef struct opts {
   unsigned max_validates_per_client, max_streams_per_client, max_streams_per_owner, max_streams, stream_max_secs;
   const char *otlp_endpoint;      /* tracing (docs/OPERATIONS.md "Tracing"), NULL: off */
   unsigned long otlp_queue_spans; /* 0: XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS */
+  unsigned long batch_rate;       /* 0: XGR_NODE_DEFAULT_BATCH_RATE */
 } opts;
 
 #define DEFAULT_MAX_RUNNING 32          /* SEMANTICS: at most 32 processes of a session run at once */
@@ -105,7 +106,7 @@ static const struct option long_options[] = {
   {"max-outbound-per-owner", required_argument, NULL, 0},
   {"max-session-bytes", required_argument, NULL, 0}, {"max-owner-processes", required_argument, NULL, 0},
   {"max-owner-bytes", required_argument, NULL, 0},
-  {"otlp-endpoint", required_argument, NULL, 0}, {"otlp-queue-spans", required_argument, NULL, 0},
+  {"otlp-endpoint", required_argument, NULL, 0}, {"otlp-queue-spans", required_argument, NULL, 0}, {"batch-rate", required_argument, NULL, 0},
   {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
@@ -195,6 +196,8 @@ static void usage(FILE *f) {
           "                         the caller's trace (default: off, nothing is built or sent)\n"
           "  --otlp-queue-spans N   spans waiting for export at most; more are dropped and counted in\n"
           "                         xgr_otlp_spans_dropped_total (default 65536; 1 to 10000000)\n"
+          "  --batch-rate N         batch operations (xgr batch, xgr.batchStart) act on at most N sessions a\n"
+          "                         second, so live traffic keeps its latency (default 200; 1 to 100000)\n"
           "  --history-retention SECONDS  how long step history (proc_steps, xgr history, getSession's timeline)\n"
           "                         and finished session rows are kept (default 0: forever)\n"
           "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
@@ -394,6 +397,7 @@ static int set_opt(opts *o, const char *name, const char *v) {
     }
     o->otlp_endpoint = v;
   }
+  else if (!strcmp(name, "batch-rate")) { if (parse_count("--batch-rate", v, XGR_NODE_MAX_BATCH_RATE, &u)) return -1; o->batch_rate = u; }
   else if (!strcmp(name, "otlp-queue-spans")) { if (parse_count("--otlp-queue-spans", v, 10000000UL, &u)) return -1; o->otlp_queue_spans = u; }
   else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
   else if (!strcmp(name, "max-running")) { if (parse_count("--max-running", v, 100000, &u)) return -1; o->max_running = u; }
@@ -693,7 +697,7 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .lease_ms = (int64_t)o->lease_ms,
                         .store_writers = (int)o->store_writers,
                         .otlp_endpoint = o->otlp_endpoint,
-                        .otlp_queue_spans = o->otlp_queue_spans};
+                        .otlp_queue_spans = o->otlp_queue_spans, .batch_rate = (uint32_t)o->batch_rate};
   if (*node_buf) dc.node_id = node_buf;
   dc.node_name = o->node_name;
   char store_name[512];   /* the store as logged: no password */

@@ -536,6 +536,7 @@ void xgr_eng_ctl_free(ctl_msg *m) {
   free(m->label);
   free(m->actor);
   free(m->permit);
+  free(m->batch);
   free(m->node);
   xgr_value_release(m->payload);
   free(m);
@@ -562,10 +563,13 @@ static json_t *u64_json(uint64_t v) {
 /* The detail of an audit entry as JSON text (the caller frees): the process (iter > 0), the step,
  * the keys of the payload merged (never its values), how many processes a step-mode wake woke
  * (woken >= 0), and for an internal wake-up the waking session and step (from_owner set) and why
- * it was refused (reason). NULL when there is nothing to say. */
+ * it was refused (reason), and the batch operation a control action is part of (batch). NULL when
+ * there is nothing to say. */
 static char *audit_detail(uint64_t iter, const char *step, xgr_value payload, long woken, const char *from_owner,
-                          uint64_t from_root, uint64_t from_iter, const char *from_step, const char *reason) {
+                          uint64_t from_root, uint64_t from_iter, const char *from_step, const char *reason,
+                          const char *batch) {
   json_t *d = json_object();
+  if (batch) json_object_set_new(d, "batch", json_string(batch));
   if (iter) json_object_set_new(d, "iter", u64_json(iter));
   if (step) json_object_set_new(d, "step", json_string(step));
   if (xgr_value_kind(payload) == XGR_VMAP) {
@@ -650,7 +654,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
     const char *step = m->kind == XGR_CTL_WAKE_STEP ? m->step : p ? a->b->orch->steps[p->step].id : NULL;
     char *detail = audit_detail(m->kind == XGR_CTL_WAKE_STEP ? 0 : m->iter, step,
                                 wake ? m->payload : xgr_value_null(), m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1,
-                                NULL, 0, 0, NULL, NULL);
+                                NULL, 0, 0, NULL, NULL, m->batch);
     xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);
     free(detail);
   }
@@ -693,7 +697,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
   if (m->id) outbox_done(a, m->id, rc ? err.message : NULL);   /* same batch as its effects */
   if (a->e->has_store) {   /* the audit trail: applied or refused, in the same commit */
     char *detail = audit_detail(0, m->step_id, rc ? xgr_value_null() : m->payload, rc ? -1 : (long)woken, m->caller,
-                                m->from_root, m->from_iter, m->from_step, rc ? err.message : NULL);
+                                m->from_root, m->from_iter, m->from_step, rc ? err.message : NULL, NULL);
     xgr_eng_audit(a, rc ? "wake-refused" : "wake-internal", m->caller, NULL, NULL, detail);
     free(detail);
   }

@@ -339,6 +339,7 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
   if (c->actor) {
     m->actor = xgr__xstrdup(c->actor);
     m->permit = c->permit ? xgr__xstrdup(c->permit) : NULL;
+    m->batch = c->batch ? xgr__xstrdup(c->batch) : NULL;
     m->node = c->node ? xgr__xstrdup(c->node) : NULL;
   }
   m->payload = xgr_value_retain(c->payload);

@@ -278,6 +278,7 @@ typedef struct ctl_msg {
   uint64_t iter;
   char *step, *caller, *label;
   char *actor, *permit, *node;  /* the audit entry's (xgr_engine_ctl); actor NULL: none */
+  char *batch;                  /* the batch operation's id (xgr_engine_ctl.batch), or NULL */
   xgr_value payload;
   xgr_engine_ctl_done_fn done;
   void *done_ctx;

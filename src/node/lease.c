@@ -73,7 +73,7 @@ static int exec_local(xgr_node *d, const xgr_node_ctl *r, const char *via, size_
   xgr_engine_ctl c = {.kind = kinds[r->op], .owner = r->owner, .root_pid = r->root, .iter = r->iter,
                       .step = r->op == XGR_NODE_CTL_WAKE_STEP ? r->step : NULL, .caller = wake ? r->caller : NULL,
                       .payload = wake ? r->payload : xgr_value_null(), .actor = r->actor, .permit = r->permit,
-                      .node = via ? via : d->name};
+                      .node = via ? via : d->name, .batch = r->actor ? r->batch : NULL};
   return xgr_engine_control_sync(d->e, &c, woken, err);
 }
 
@@ -90,6 +90,7 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
   if (r->actor) {   /* the audit entry the owner node writes: who, the permit's digest, this node */
     json_object_set_new(b, "actor", json_string(r->actor));
     if (r->permit) json_object_set_new(b, "permit", json_string(r->permit));
+    if (r->batch) json_object_set_new(b, "batch", json_string(r->batch));
     json_object_set_new(b, "via", json_string(d->name));
   }
   if (r->payload_json) json_object_set(b, "payload", (json_t *)r->payload_json);
@@ -332,6 +333,7 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   r.caller = json_string_value(json_object_get(b, "caller"));
   r.actor = json_string_value(json_object_get(b, "actor"));
   r.permit = json_string_value(json_object_get(b, "permit"));
+  r.batch = json_string_value(json_object_get(b, "batch"));
   const char *via = json_string_value(json_object_get(b, "via"));
   const json_t *pj = json_object_get(b, "payload");
   r.payload = xgr_value_null();

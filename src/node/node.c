@@ -532,6 +532,7 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
     xgr_logfmt_str(&lg, "node", xgr_store_node_id(d->st));
     xgr_logfmt_i64(&lg, "hibernate_after_ms", d->hib.load ? d->hib.after_ms : -1);
     xgr_node_log_end(d, &lg);
+    xgr__node_batch_begin(d);
     atomic_store(&d->ready, true);
     return 0;
   }
@@ -554,6 +555,7 @@ int xgr_node_recover(xgr_node *d, xgr_error *err) {
   xgr_logfmt_u64(&lg, "hibernated", d->hibernated);
   xgr_logfmt_i64(&lg, "hibernate_after_ms", d->hib.load ? d->hib.after_ms : -1);
   xgr_node_log_end(d, &lg);
+  xgr__node_batch_begin(d);
   atomic_store(&d->ready, true);
   return 0;
 }
@@ -633,6 +635,7 @@ void xgr_node_recovered(const xgr_node *d, size_t *restored, size_t *failed, siz
 
 int xgr_node_shutdown(xgr_node *d, long timeout_ms) {
   atomic_store(&d->stopping, true);
+  xgr__node_batch_end(d);   /* it calls the engine: first; its operation goes on after a restart */
   int rc = d->e ? xgr_engine_shutdown(d->e, timeout_ms) : 0;
   if (d->st) xgr_store_flush(d->st);
   xgr__node_lease_stop(d, true);   /* cluster: the others may take the sessions at once */
@@ -642,6 +645,7 @@ int xgr_node_shutdown(xgr_node *d, long timeout_ms) {
 void xgr_node_free(xgr_node *d) {
   if (!d) return;
   atomic_store(&d->stopping, true);
+  xgr__node_batch_free(d);        /* its thread calls the engine */
   xgr__node_lease_free(d);        /* its thread calls the engine */
   xgr_engine_free(d->e);          /* shuts down: steps finish, batches are submitted */
   xgr__tracer_free(d->trace);     /* after the engine: no more events; posts what is queued */

@@ -10,6 +10,8 @@
  *               "Queries: reading sessions").
  *   registry.c  registering orchestrations and rules (xgr/node.h, "Registry").
  *   start.c     starting a session as a front end asks (xgr/node.h, "Starting sessions").
+ *   batch.c     operations on many sessions: selection, dry run, the driver (xgr/node.h, "Actions on
+ *               many sessions").
  *
  * Not installed; nothing outside src/node includes it. Every function here is library-private
  * (xgr__ prefix).
@@ -80,6 +82,7 @@ struct xgr_node {
   struct xgr__node_quiet *quiet;   /* owned: xgr_node_log_error's repeats (node.c) */
   xgr_counter *quota_starts_refused;   /* starts refused for an owner quota (NULL: no metrics) */
   struct xgr__tracer *trace;   /* owned: spans exported to cfg.otlp_endpoint (trace.c), NULL: no tracing */
+  struct xgr__batcher *batch;  /* owned: the batch operations' driver (batch.c), NULL until recovered */
 };
 
 /* ---- node.c ----------------------------------------------------------------------------------- */
@@ -115,6 +118,16 @@ void xgr__node_lease_stop(xgr_node *d, bool release);
 void xgr__node_lease_free(xgr_node *d);
 /* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
 void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m);
+
+/* ---- batch.c ---------------------------------------------------------------------------------- */
+
+/* Start the driver thread of batch operations (after recovery; it claims running operations). */
+void xgr__node_batch_begin(xgr_node *d);
+/* Stop it (before the engine stops; the operation it drives stays running in the store, claimed,
+ * and goes on after a restart) and free. NULL batcher is fine. */
+void xgr__node_batch_end(xgr_node *d);
+/* Free the batcher (after xgr__node_batch_end; with the node). */
+void xgr__node_batch_free(xgr_node *d);
 
 /* ---- trace.c ---------------------------------------------------------------------------------- */
 

@@ -103,7 +103,7 @@ struct xgr_rpcd {
   xgr_counter *c_enq[XGR_NODE_ACK_N];
   xgr__tally validates;        /* xgr_validateDataTransfer calls in flight per client address (start.c) */
   xgr_counter *c_validates_refused;
-  char names[64][40];          /* method names registered on the server (borrowed by it) */
+  char names[80][40];          /* method names registered on the server (borrowed by it) */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
 };
 
@@ -240,6 +240,14 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control);
 XGR__RPCD_METHOD(xgr__rpcd_m_wake);
 XGR__RPCD_METHOD(xgr__rpcd_m_alive);
 XGR__RPCD_METHOD(xgr__rpcd_m_step_executed);
+
+/* ---- batch.c ---------------------------------------------------------------------------------- */
+
+XGR__RPCD_METHOD(xgr__rpcd_m_batch_preview);
+XGR__RPCD_METHOD(xgr__rpcd_m_batch_start);
+XGR__RPCD_METHOD(xgr__rpcd_m_batch_get);
+XGR__RPCD_METHOD(xgr__rpcd_m_batch_cancel);
+XGR__RPCD_METHOD(xgr__rpcd_m_batch_list);
 
 /* ---- list.c ----------------------------------------------------------------------------------- */
 

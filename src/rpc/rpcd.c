@@ -130,6 +130,11 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"getOrchestration", xgr__rpcd_m_get_orch, false},
     {"putRule", xgr__rpcd_m_put_rule, true},
     {"getRule", xgr__rpcd_m_get_rule, false},
+    {"batchPreview", xgr__rpcd_m_batch_preview, false},
+    {"batchStart", xgr__rpcd_m_batch_start, true},
+    {"batchGet", xgr__rpcd_m_batch_get, false},
+    {"batchCancel", xgr__rpcd_m_batch_cancel, true},
+    {"batchList", xgr__rpcd_m_batch_list, false},
   };
   _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
   _Static_assert(2 * (sizeof defs / sizeof defs[0] + sizeof absent / sizeof absent[0]) <=

@@ -57,6 +57,8 @@ typedef struct mstore {
   size_t nmarks;
   xgr_store_wake *outbox;       /* internal wake-ups not yet applied, oldest first */
   size_t noutbox;
+  xgr_store_batchop *bops;      /* operations on many sessions, oldest first */
+  size_t nbops;
 } mstore;
 
 /* ---- lookups ------------------------------------------------------------------------------------ */
@@ -416,6 +418,7 @@ static void m_close(xgr_store *st) {
   for (size_t i = 0; i < m->nmarks; i++) free(m->marks[i].key);
   free(m->marks);
   xgr_store_wakes_free(m->outbox, m->noutbox);
+  xgr_store_batchops_free(m->bops, m->nbops);
   pthread_mutex_destroy(&m->lock);
   xgr__store_destroy_common(st);
   free(m);
@@ -781,11 +784,127 @@ static int m_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xg
   return 0;
 }
 
+/* ---- operations on many sessions (xgr_store_batchop_*) --------------------------------------------- */
+
+static xgr_store_batchop *bop_find(mstore *m, const char *id) {
+  for (size_t i = 0; i < m->nbops; i++)
+    if (!strcmp(m->bops[i].id, id)) return &m->bops[i];
+  return NULL;
+}
+
+static void set_str(char **dst, const char *v) {
+  free(*dst);
+  *dst = xgr__xstrdup(v);
+}
+
+static int m_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  int rc = 0;
+  if (bop_find(m, op->id)) {
+    rc = xgr_error_set(err, XGR_ECONFLICT, NULL, "batch operation %s exists", op->id);
+  } else {
+    m->bops = xgr__xrealloc(m->bops, (m->nbops + 1) * sizeof *m->bops);
+    xgr_store_batchop *o = &m->bops[m->nbops++];
+    memset(o, 0, sizeof *o);
+    o->id = xgr__xstrdup(op->id);
+    o->caller = xgr__xstrdup(op->caller);
+    o->action = xgr__xstrdup(op->action);
+    o->spec = xgr__xstrdup(op->spec);
+    o->state = xgr__xstrdup("running");
+    o->cursor = xgr__xstrdup("");
+    o->driver = xgr__xstrdup("");
+    o->total = op->total;
+    o->created_at = o->updated_at = xgr__store_now_ms(st);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return rc;
+}
+
+static int m_bop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
+                       bool *found, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  int64_t now = xgr__store_now_ms(st);
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->nbops; i++) {
+    xgr_store_batchop *o = &m->bops[i];
+    if (strcmp(o->state, "running")) continue;
+    if (!force && o->driver[0] && strcmp(o->driver, node) && o->expires >= now) continue;
+    set_str(&o->driver, node);
+    o->epoch++;
+    o->expires = now + lease_ms;
+    if (!o->started_at) o->started_at = now;
+    xgr__store_batchop_copy(out, o);
+    *found = true;
+    break;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
+static int m_bop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  int64_t now = xgr__store_now_ms(st);
+  pthread_mutex_lock(&m->lock);
+  xgr_store_batchop *o = bop_find(m, op->id);
+  if (o && !strcmp(o->driver, op->driver) && o->epoch == op->epoch) {
+    o->total = op->total;
+    o->done = op->done;
+    o->failed = op->failed;
+    o->skipped = op->skipped;
+    set_str(&o->cursor, op->cursor ? op->cursor : "");
+    o->expires = now + lease_ms;
+    o->updated_at = now;
+    if (!strcmp(o->state, "running") && strcmp(op->state, "running")) {
+      set_str(&o->state, op->state);
+      set_str(&o->error, op->error);
+      o->finished_at = now;
+    }
+    snprintf(state, 16, "%s", o->state);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
+static int m_bop_cancel(xgr_store *st, const char *id, bool *changed, xgr_error *err) {
+  mstore *m = (mstore *)st;
+  int64_t now = xgr__store_now_ms(st);
+  pthread_mutex_lock(&m->lock);
+  xgr_store_batchop *o = bop_find(m, id);
+  int rc = 0;
+  if (!o) rc = xgr_error_set(err, XGR_ENOTFOUND, NULL, "no batch operation %s", id);
+  else if (!strcmp(o->state, "running")) {
+    set_str(&o->state, "cancelled");
+    o->finished_at = o->updated_at = now;
+    *changed = true;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return rc;
+}
+
+static int m_bop_read(xgr_store *st, const char *id, const char *caller, size_t limit, xgr_store_batchop **out,
+                      size_t *n, xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *out = xgr__xcalloc(limit ? limit : 1, sizeof **out);
+  for (size_t i = m->nbops; i-- > 0 && *n < limit;) {
+    const xgr_store_batchop *o = &m->bops[i];
+    if ((id && strcmp(o->id, id)) || (caller && strcmp(o->caller, caller))) continue;
+    xgr__store_batchop_copy(&(*out)[(*n)++], o);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .owner_bytes = m_owner_bytes, .outbox = m_outbox,
                                    .wakes_refused = m_wakes_refused, .audits = m_audits, .load_some = m_load_some, .due = m_due,
-                                   .live_owners = m_live_owners};
+                                   .live_owners = m_live_owners, .bop_create = m_bop_create, .bop_claim = m_bop_claim,
+                                   .bop_progress = m_bop_progress, .bop_cancel = m_bop_cancel, .bop_read = m_bop_read};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

@@ -143,8 +143,10 @@ static void pg_close(xgr_store *st) {
   free(g->lanes);
   if (g->w) PQfinish(g->w);
   if (g->r) PQfinish(g->r);
+  if (g->bc) PQfinish(g->bc);
   xgr__pgc_close(g->cl);
   pthread_mutex_destroy(&g->rmu);
+  pthread_mutex_destroy(&g->bmu);
   xgr__store_destroy_common(st);
   free(g->url);
   free(g->name);
@@ -162,7 +164,10 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
                                      xgr__pg_history, xgr__pg_load_live, xgr__pg_doc_get, pg_gc, .sessions = xgr__pg_sessions,
                                      .live_owners = xgr__pg_live_owners,
                                      .peek_pid = xgr__pg_peek_pid, .owner_bytes = xgr__pg_owner_bytes, .outbox = xgr__pg_outbox,
-                                     .wakes_refused = xgr__pg_wakes_refused, .audits = xgr__pg_audits, .load_some = xgr__pg_load_some, .due = xgr__pg_due};
+                                     .wakes_refused = xgr__pg_wakes_refused, .audits = xgr__pg_audits, .load_some = xgr__pg_load_some, .due = xgr__pg_due,
+                                     .bop_create = xgr__pg_bop_create, .bop_claim = xgr__pg_bop_claim,
+                                     .bop_progress = xgr__pg_bop_progress, .bop_cancel = xgr__pg_bop_cancel,
+                                     .bop_read = xgr__pg_bop_read};
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
 
@@ -196,6 +201,7 @@ xgr_store *xgr_store_postgres_open(const char *url, const xgr_store_config *cfg,
   pthread_mutexattr_init(&ra);
   pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&g->rmu, &ra);
+  pthread_mutex_init(&g->bmu, NULL);
   pthread_mutexattr_destroy(&ra);
   xgr__writer_init(&g->wr, &g->base, xgr__pg_commit, xgr__pg_gc, g);
   bool ro = g->base.cfg.read_only;

@@ -142,6 +142,8 @@ typedef struct pgstore {
   size_t nlanes;
   sweep sw_procs, sw_born;       /* retention's sweeps over proc_rt and proc_born (gc_sweep) */
   copybufs bufs;                /* g->w's COPY data (writer thread) */
+  PGconn *bc;                   /* batch operations' connection (postgres_batch.c), under bmu; opened at first use */
+  pthread_mutex_t bmu;
 } pgstore;
 
 /* A helper of the writer thread: its own writer connection and a thread that commits the part of
@@ -269,6 +271,17 @@ int xgr__pg_exec_plain(pgstore *g, PGconn *c, const char *sql, xgr_error *err);
 int xgr__pg_connect_one(pgstore *g, PGconn **out, const char *role, xgr_error *err);
 /* Empty every buffer of cb, freeing those whose capacity is above keep (0: all of them). */
 void xgr__pg_copybufs_empty(copybufs *cb, size_t keep);
+
+/* ---- postgres_batch.c -------------------------------------------------------------------------- */
+
+/* The vtable's batch operations (store_vt.bop_*), on a connection of their own under bmu. */
+int xgr__pg_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+int xgr__pg_bop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
+                      bool *found, xgr_error *err);
+int xgr__pg_bop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err);
+int xgr__pg_bop_cancel(xgr_store *st, const char *id, bool *changed, xgr_error *err);
+int xgr__pg_bop_read(xgr_store *st, const char *id, const char *caller, size_t limit, xgr_store_batchop **out,
+                     size_t *n, xgr_error *err);
 
 /* ---- postgres_schema.c -------------------------------------------------------------------------- */
 

@@ -179,6 +179,17 @@ static const char *const migrations[] = {
      "  permit TEXT, detail TEXT, recorded_at BIGINT NOT NULL);"
      "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
      "CREATE INDEX session_audit_recorded ON session_audit USING brin(recorded_at) WITH (autosummarize = on);"),
+    /* 16: operations on many sessions (docs/STORE.md "Batch operations"): one row per batch
+     * operation — its selection and action, who started it, state, progress, cursor and the claim of
+     * the node driving it (driver, epoch, expires on the database's clock: a fenced lease) */
+    ("CREATE TABLE IF NOT EXISTS batch_ops(id TEXT PRIMARY KEY, caller TEXT NOT NULL, action TEXT NOT NULL, spec TEXT NOT NULL,"
+     "  state TEXT NOT NULL, total BIGINT NOT NULL DEFAULT 0, done BIGINT NOT NULL DEFAULT 0,"
+     "  failed BIGINT NOT NULL DEFAULT 0, skipped BIGINT NOT NULL DEFAULT 0, cursor TEXT NOT NULL DEFAULT '',"
+     "  error TEXT, driver TEXT NOT NULL DEFAULT '', epoch BIGINT NOT NULL DEFAULT 0, expires BIGINT NOT NULL DEFAULT 0,"
+     "  created_at BIGINT NOT NULL, started_at BIGINT NOT NULL DEFAULT 0, finished_at BIGINT NOT NULL DEFAULT 0,"
+     "  updated_at BIGINT NOT NULL DEFAULT 0);"
+     "CREATE INDEX IF NOT EXISTS batch_ops_state ON batch_ops(state, created_at);"
+     "CREATE INDEX IF NOT EXISTS batch_ops_caller ON batch_ops(caller, created_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

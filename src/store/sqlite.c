@@ -78,7 +78,9 @@ static void sq_close(xgr_store *st) {
   xgr__sq_read_close(q);
   if (q->w) sqlite3_close(q->w);
   if (q->r) sqlite3_close(q->r);
+  if (q->b) sqlite3_close(q->b);
   pthread_mutex_destroy(&q->rmu);
+  pthread_mutex_destroy(&q->bmu);
   xgr__store_destroy_common(st);
   free(q->path);
   free(q);
@@ -88,7 +90,10 @@ static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, xgr_
                                    xgr__sq_history, xgr__sq_load_live, xgr__sq_doc_get, sq_gc, .sessions = xgr__sq_sessions,
                                    .live_owners = xgr__sq_live_owners,
                                    .peek_pid = xgr__sq_peek_pid, .owner_bytes = xgr__sq_owner_bytes, .outbox = xgr__sq_outbox,
-                                   .wakes_refused = xgr__sq_wakes_refused, .audits = xgr__sq_audits, .load_some = xgr__sq_load_some, .due = xgr__sq_due};
+                                   .wakes_refused = xgr__sq_wakes_refused, .audits = xgr__sq_audits, .load_some = xgr__sq_load_some, .due = xgr__sq_due,
+                                   .bop_create = xgr__sq_bop_create, .bop_claim = xgr__sq_bop_claim,
+                                   .bop_progress = xgr__sq_bop_progress, .bop_cancel = xgr__sq_bop_cancel,
+                                   .bop_read = xgr__sq_bop_read};
 
 
 /* ---- open and migrate ------------------------------------------------------------------------------- */
@@ -123,6 +128,7 @@ xgr_store *xgr_store_sqlite_open(const char *path, const xgr_store_config *cfg, 
   pthread_mutexattr_init(&ra);
   pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&q->rmu, &ra);
+  pthread_mutex_init(&q->bmu, NULL);
   pthread_mutexattr_destroy(&ra);
   xgr__writer_init(&q->wr, &q->base, commit_cb, gc_cb, q);
   bool ro = q->base.cfg.read_only;

@@ -68,6 +68,8 @@ typedef struct sqstore {
                                    prepared at first use and reset after each */
 
   xgr__writer wr;               /* the writer thread and its queue (writer.c) */
+  sqlite3 *b;                   /* batch operations' connection (sqlite_batch.c), under bmu; opened at first use */
+  pthread_mutex_t bmu;
 } sqstore;
 
 /* ---- errors ----------------------------------------------------------------------------------- */
@@ -125,6 +127,17 @@ int xgr__sq_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint3
                       xgr_store_doc *out, xgr_error *err);
 /* Finalize the reader's kept statements (close). */
 void xgr__sq_read_close(sqstore *q);
+
+/* ---- sqlite_batch.c ----------------------------------------------------------------------------- */
+
+/* The vtable's batch operations (store_vt.bop_*), on a connection of their own under bmu. */
+int xgr__sq_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+int xgr__sq_bop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
+                      bool *found, xgr_error *err);
+int xgr__sq_bop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err);
+int xgr__sq_bop_cancel(xgr_store *st, const char *id, bool *changed, xgr_error *err);
+int xgr__sq_bop_read(xgr_store *st, const char *id, const char *caller, size_t limit, xgr_store_batchop **out,
+                     size_t *n, xgr_error *err);
 
 /* ---- binding helpers (writer and reader) -------------------------------------------------------- */
 

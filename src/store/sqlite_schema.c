@@ -129,6 +129,17 @@ static const char *const migrations[] = {
      "  recorded_at INTEGER NOT NULL);"
      "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
      "CREATE INDEX session_audit_recorded ON session_audit(recorded_at);"),
+    /* 16: operations on many sessions (docs/STORE.md "Batch operations"): one row per batch
+     * operation — its selection and action, who started it, state, progress, cursor and the claim of
+     * the node driving it */
+    ("CREATE TABLE IF NOT EXISTS batch_ops(id TEXT PRIMARY KEY, caller TEXT NOT NULL, action TEXT NOT NULL, spec TEXT NOT NULL,"
+     "  state TEXT NOT NULL, total INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0,"
+     "  failed INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0, cursor TEXT NOT NULL DEFAULT '',"
+     "  error TEXT, driver TEXT NOT NULL DEFAULT '', epoch INTEGER NOT NULL DEFAULT 0, expires INTEGER NOT NULL DEFAULT 0,"
+     "  created_at INTEGER NOT NULL, started_at INTEGER NOT NULL DEFAULT 0, finished_at INTEGER NOT NULL DEFAULT 0,"
+     "  updated_at INTEGER NOT NULL DEFAULT 0);"
+     "CREATE INDEX IF NOT EXISTS batch_ops_state ON batch_ops(state, created_at);"
+     "CREATE INDEX IF NOT EXISTS batch_ops_caller ON batch_ops(caller, created_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -1102,3 +1102,94 @@ xgr_session *xgr_store_restore_session(const xgr_orch *o, const xgr_store_live *
   }
   return s;
 }
+
+/* ---- operations on many sessions (batch_ops) ------------------------------------------------------ */
+
+void xgr__store_batchop_copy(xgr_store_batchop *d, const xgr_store_batchop *s) {
+  *d = *s;
+  d->id = heap_dup(NULL, s->id);
+  d->caller = heap_dup(NULL, s->caller);
+  d->action = heap_dup(NULL, s->action);
+  d->spec = heap_dup(NULL, s->spec);
+  d->state = heap_dup(NULL, s->state);
+  d->cursor = heap_dup(NULL, s->cursor);
+  d->error = heap_dup(NULL, s->error);
+  d->driver = heap_dup(NULL, s->driver);
+}
+
+void xgr_store_batchop_clear(xgr_store_batchop *o) {
+  if (!o) return;
+  free(o->id);
+  free(o->caller);
+  free(o->action);
+  free(o->spec);
+  free(o->state);
+  free(o->cursor);
+  free(o->error);
+  free(o->driver);
+  memset(o, 0, sizeof *o);
+}
+
+void xgr_store_batchops_free(xgr_store_batchop *o, size_t n) {
+  for (size_t i = 0; i < n; i++) xgr_store_batchop_clear(&o[i]);
+  free(o);
+}
+
+static int bop_unsupported(xgr_store *st, xgr_error *err) {
+  return xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the %s store does not keep batch operations", st->vt->name);
+}
+
+int xgr_store_batchop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err) {
+  assert(op && op->id && op->caller && op->action && op->spec);
+  if (!st->vt->bop_create) return bop_unsupported(st, err);
+  if (st->cfg.read_only) return xgr_error_set(err, XGR_ESTATE, NULL, "the store is open for reading only");
+  return st->vt->bop_create(st, op, err);
+}
+
+int xgr_store_batchop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
+                            bool *found, xgr_error *err) {
+  assert(node && strlen(node) <= 200 && lease_ms > 0);
+  memset(out, 0, sizeof *out);
+  *found = false;
+  if (!st->vt->bop_claim) return bop_unsupported(st, err);
+  return st->vt->bop_claim(st, node, lease_ms, force, out, found, err);
+}
+
+int xgr_store_batchop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state,
+                               xgr_error *err) {
+  assert(op && op->id && op->driver && op->state && lease_ms > 0);
+  state[0] = '\0';
+  if (!st->vt->bop_progress) return bop_unsupported(st, err);
+  return st->vt->bop_progress(st, op, lease_ms, state, err);
+}
+
+int xgr_store_batchop_cancel(xgr_store *st, const char *id, bool *changed, xgr_error *err) {
+  *changed = false;
+  if (!st->vt->bop_cancel) return bop_unsupported(st, err);
+  return st->vt->bop_cancel(st, id, changed, err);
+}
+
+int xgr_store_batchop_get(xgr_store *st, const char *id, xgr_store_batchop *out, xgr_error *err) {
+  memset(out, 0, sizeof *out);
+  if (!st->vt->bop_read) return bop_unsupported(st, err);
+  xgr_store_batchop *v = NULL;
+  size_t n = 0;
+  int rc = st->vt->bop_read(st, id, NULL, 1, &v, &n, err);
+  if (rc) return rc;
+  if (!n) {
+    free(v);
+    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no batch operation %s", id);
+  }
+  *out = v[0];
+  for (size_t i = 1; i < n; i++) xgr_store_batchop_clear(&v[i]);
+  free(v);
+  return 0;
+}
+
+int xgr_store_batchops(xgr_store *st, const char *caller, size_t limit, xgr_store_batchop **out, size_t *n,
+                       xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  if (!st->vt->bop_read) return bop_unsupported(st, err);
+  return st->vt->bop_read(st, NULL, caller, limit ? limit : 100, out, n, err);
+}

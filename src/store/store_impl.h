@@ -109,6 +109,15 @@ typedef struct store_vt {
    * (xgr_store_live_owners) */
   int (*live_owners)(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                      xgr_error *err);
+  /* operations on many sessions (xgr_store_batchop_*; arguments checked and outs zeroed by store.c) */
+  int (*bop_create)(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+  int (*bop_claim)(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out, bool *found,
+                   xgr_error *err);
+  int (*bop_progress)(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err);
+  int (*bop_cancel)(xgr_store *st, const char *id, bool *changed, xgr_error *err);
+  /* id set: that one (at most one; none: *n 0); else caller's (NULL: anyone's), newest first */
+  int (*bop_read)(xgr_store *st, const char *id, const char *caller, size_t limit, xgr_store_batchop **out, size_t *n,
+                  xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */
@@ -137,6 +146,7 @@ void xgr__store_hist_copy(xgr_store_hist *dst, const xgr_store_hist *src);
 void xgr__store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
 void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src);
 void xgr__store_audit_copy(xgr_store_audit *dst, const xgr_store_audit *src);
+void xgr__store_batchop_copy(xgr_store_batchop *dst, const xgr_store_batchop *src);
 /* A new registry record: hash computed (keccak-256 of content). */
 int xgr__store_doc_hash(const char *content, size_t len, char out[67]);
 

@@ -151,7 +151,7 @@ try:
     db.close()
     x.start()
     ver = sqlite3.connect(DB).execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-    check(ver == 15, "the old store was migrated to the current schema version, 15 (%s)" % ver)
+    check(ver == 16, "the old store was migrated to the current schema version, 16 (%s)" % ver)
     check(session(x, A, 1)["session"]["storedBytes"] == 0, "its sessions count from 0")
     x.ok("xgr.enqueue", {"owner": A, "xrc729": "fan32", "rootPid": "60", "init": {"stepId": "C", "payload": PAYLOAD}})
     s = wait_ended(x, A, 60)

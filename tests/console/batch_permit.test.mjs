@@ -1,0 +1,100 @@
+// batch_permit.test.mjs XGR XGRD OUTDIR CHROMIUM — the console's batch page in permit mode (issue 35).
+//
+// xgrd runs with --auth permits; a test wallet (ethers, a fixed key) is injected into the page as an
+// EIP-1193 provider, as in permit.test.mjs. The setup (a bundle, four waiting sessions) is signed by
+// the CLI with the same key (--key). On #/batch the page previews the wallet's sessions, confirms a
+// pause and follows it to the end. Checked: every batch call carried an xdalaPermit signed by the
+// wallet; xgrd verified them (the pause happened: four sessions paused, one audit entry each with
+// the wallet as actor); the start's permit was signed for it (xgrd uses it up), and the reads after
+// it still worked.
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import puppeteer from 'puppeteer-core';
+import { Wallet, verifyTypedData } from 'ethers';
+import { ok, until, startXgrd, run } from './common.mjs';
+
+const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
+const wallet = new Wallet('0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318');
+const OWNER = wallet.address.toLowerCase();
+const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-batch-permit-', () => ['--auth', 'permits', '--chain-id', '1887']);
+writeFileSync(`${tmp}/wallet.key`, wallet.privateKey + '\n', { mode: 0o600 });
+writeFileSync(`${tmp}/hold.json`, JSON.stringify({
+  orchestration: { id: 'hold', structure: { main: { rule: 'rwait', onValid: { spawns: ['end'] } }, end: { rule: 'rend' } } },
+  rules: { rwait: { payload: {}, rules: [], onValid: { waitSec: 3600 }, onInvalid: {} },
+    rend: { payload: {}, rules: [], onValid: {}, onInvalid: {} } } }));
+const sent = [];   // {method, params} the page sent with a permit
+let browser;
+
+async function main() {
+  const URL = await url();
+  await until('xgrd ready', async () => (await fetch(URL + '/readyz')).ok);
+  const x = (...a) => execFileSync(XGR, [...a, '--url', URL, '--key', `${tmp}/wallet.key`], { encoding: 'utf8' });
+  x('deploy', `${tmp}/hold.json`, '--registry', 'hold');
+  for (let r = 1; r <= 4; r++) x('enqueue', '--owner', OWNER, '--root', String(r), '--registry', 'hold', '--step', 'main');
+  const waiting = () => JSON.parse(x('batch', 'preview', '--owner', OWNER, '--status', 'waiting', '--json')).count;
+  await until('four sessions wait', () => waiting() === 4);
+
+  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1440, height: 1000 });
+  const errors = [];
+  page.on('pageerror', e => errors.push(e.message));
+  await page.exposeFunction('__testWalletSign', async (from, json) => {
+    const t = JSON.parse(json);
+    const types = Object.assign({}, t.types);
+    delete types.EIP712Domain;
+    if (from.toLowerCase() !== OWNER) throw new Error('asked to sign for ' + from);
+    return wallet.signTypedData(t.domain, types, t.message);
+  });
+  await page.evaluateOnNewDocument(addr => {
+    window.ethereum = { isTestWallet: true, request: async ({ method, params }) => {
+      if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [addr];
+      if (method === 'eth_signTypedData_v4') return window.__testWalletSign(params[0], params[1]);
+      throw Object.assign(new Error('unsupported: ' + method), { code: 4200 });
+    } };
+  }, wallet.address);
+  page.on('request', req => {
+    if (req.method() !== 'POST') return;
+    try {
+      const body = JSON.parse(req.postData());
+      if (body.params && body.params.permit) sent.push({ method: body.method, params: body.params });
+    } catch (e) { /* not JSON-RPC */ }
+  });
+  await page.goto(`${URL}/ui/#/batch`);
+  await page.waitForSelector('#bfilters');
+  const set = async (name, v) => page.$eval(`#bfilters [name="${name}"]`, (e, val) => { e.value = val; }, v);
+  await set('owner', OWNER);
+  await set('status', 'waiting');
+  await set('action', 'pause');
+  await page.click('#bpreview');
+  await page.waitForSelector('#bcount', { timeout: 10000 });
+  ok(await page.$eval('#bcount', e => e.textContent) === '4', 'Preview (signed) counts the wallet\'s four sessions');
+  await page.click('#bconfirm');
+  await page.waitForFunction(() => document.querySelector('#bop') && document.querySelector('#bop').dataset.state === 'done',
+    { timeout: 20000 });
+  ok((await page.$eval('#bprog-text', e => e.textContent)).trim() === '4 / 4', 'the progress ends at 4 / 4');
+  await page.screenshot({ path: path.join(OUT, 'batch-permit.png'), fullPage: true });
+  const batch = sent.filter(s => s.method.startsWith('xgr.batch'));
+  const methods = new Set(batch.map(s => s.method));
+  ok(['xgr.batchPreview', 'xgr.batchStart', 'xgr.batchGet', 'xgr.batchList'].every(m => methods.has(m)),
+    'preview, start, get and list were sent with a permit', [...methods]);
+  const good = batch.every(s => {
+    const p = s.params.permit;
+    const types = Object.assign({}, p.types);
+    delete types.EIP712Domain;
+    return p.primaryType === 'xdalaPermit' && p.message.from === OWNER &&
+      verifyTypedData(p.domain, types, p.message, p.signature).toLowerCase() === OWNER;
+  });
+  ok(good, 'every batch call carried an xdalaPermit the wallet signed');
+  ok(JSON.parse(x('batch', 'preview', '--owner', OWNER, '--status', 'paused', '--json')).count === 4,
+    'xgrd verified them: the four sessions are paused');
+  const s1 = JSON.parse(x('show', '1', '--owner', OWNER, '--json'));
+  const audit = s1.audit || [];
+  ok(audit.length === 1 && audit[0].kind === 'pause' && audit[0].actor === OWNER && audit[0].detail.batch,
+    'the audit entry names the wallet as actor and the operation', audit);
+  ok(errors.length === 0, 'no errors in the page', errors);
+}
+
+run(main, { daemon, seconds: 150, after: async () => { if (browser) await browser.close(); } });
