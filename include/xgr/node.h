@@ -345,7 +345,8 @@ typedef enum xgr_node_ctl_op {
   XGR_NODE_CTL_PAUSE,
   XGR_NODE_CTL_RESUME,
   XGR_NODE_CTL_WAKE_PID,
-  XGR_NODE_CTL_WAKE_STEP
+  XGR_NODE_CTL_WAKE_STEP,
+  XGR_NODE_CTL_RETRY            /* run aborted process iter's step again (docs/SEMANTICS.md "Retry and fork") */
 } xgr_node_ctl_op;
 typedef struct xgr_node_ctl {
   int op;                       /* xgr_node_ctl_op */
@@ -353,7 +354,8 @@ typedef struct xgr_node_ctl {
   uint64_t root, iter;          /* iter 0: the whole session (kill, pause, resume) */
   const char *step;             /* WAKE_STEP */
   const char *caller;           /* wakes: who wakes */
-  xgr_value payload;            /* wakes: map or null (borrowed) */
+  xgr_value payload;            /* wakes, retry: map or null (borrowed); a retry without one runs
+                                   with the process's last input payload */
   const json_t *payload_json;   /* the same payload as JSON (borrowed; NULL: none), for forwarding */
   /* the audit trail (docs/STORE.md "The audit trail"): who acts — the permit's signer, "auth-none"
    * (xgrd --auth none) or "operator" — and the hex digest of the permit used (NULL: none). The
@@ -365,7 +367,9 @@ typedef struct xgr_node_ctl {
 /* Run r on the engine that holds the session: here, or on the node that holds its lease (a
  * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
  * already. 0 or the engine's error (XGR_ETIMEOUT when the owner node did not answer). *woken
- * (may be NULL) gets how many processes a wake woke. */
+ * (may be NULL) gets how many processes a wake woke, for a retry the new process's iter. A retry
+ * reads the aborted process's row from the store on the node that runs it (the core decides
+ * with it: xgr_session_retry). */
 int xgr_node_control(xgr_node *n, const xgr_node_ctl *r, size_t *woken, xgr_error *err);
 
 /* ---- Queries: reading sessions ----------------------------------------------------------------
