@@ -122,6 +122,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"resume", xgr__rpcd_m_resume, true},
     {"control", xgr__rpcd_m_control, true},
     {"retry", xgr__rpcd_m_retry, true},
+    {"fork", xgr__rpcd_m_fork, true},
     {"wakeUpProcess", xgr__rpcd_m_wake, true},
     {"wake", xgr__rpcd_m_wake, true},
     {"sessionAlive", xgr__rpcd_m_alive, false},

@@ -129,6 +129,9 @@ static const char *const migrations[] = {
      "  recorded_at INTEGER NOT NULL);"
      "CREATE INDEX session_audit_session ON session_audit(owner, root_pid, session_at);"
      "CREATE INDEX session_audit_recorded ON session_audit(recorded_at);"),
+    /* 16: forks (docs/SEMANTICS.md "Retry and fork"): the recorded step a session was forked from,
+     * as JSON text {"owner","rootPid","iter","step","bundleHash"}; '' for a session that is no fork */
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT '';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
