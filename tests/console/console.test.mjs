@@ -63,7 +63,8 @@ async function main() {
   const pageErrors = [];
   page.on('pageerror', e => pageErrors.push(e.message));
   page.on('console', m => { if (m.type() === 'error') pageErrors.push(m.text()); });
-  page.on('dialog', d => d.accept());
+  let promptAnswer = '';   // what a prompt() (retry / fork: the payload) is answered with
+  page.on('dialog', d => d.accept(d.type() === 'prompt' ? promptAnswer : undefined));
   const shot = name => page.screenshot({ path: path.join(OUT, name), fullPage: true });
   const text = sel => page.$eval(sel, e => e.textContent);
   const waitText = (sel, s, ms = 10000) => page.waitForFunction((q, t) => {
@@ -161,7 +162,7 @@ async function main() {
     .find(tr => tr.children[1].textContent === 'B').dataset.pid);
   await page.click(`#proctable tr[data-pid="${bpid}"]`);
   await page.waitForSelector('#insp-retry');
-  page.once('dialog', d => d.accept('{"B":"valid"}'));
+  promptAnswer = '{"B":"valid"}';
   await page.click('#insp-retry');
   await waitText('#join-A-valid', '2/2 pieces · satisfied');
   ok(true, 'retry from the inspector: the retried B satisfied the open join');
@@ -172,7 +173,7 @@ async function main() {
     .find(tr => tr.children[1].textContent === 'C').dataset.pid);
   await page.click(`#proctable tr[data-pid="${cpid}"]`);
   await page.waitForSelector('#insp-fork');
-  page.once('dialog', d => d.accept(''));
+  promptAnswer = '';
   await page.click('#insp-fork');
   await page.waitForFunction(o => new RegExp(`#/session/${o}/(\\d+)$`).test(location.hash) && !location.hash.endsWith('/20'),
     { timeout: 10000 }, OWNER);
