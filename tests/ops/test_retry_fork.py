@@ -10,7 +10,7 @@ of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG_URL, and
   - a retry of the same process after the join closed is refused (-32008 at pid), and after the
     session ended (-32008 at sessionId); refused ones leave no entry;
   - `xgr fork` from the middle step of an ended session runs the original tail again with the same
-    payloads, on the same bundle; the new session shows forkedFrom (getSession, `xgr show`), and both
+    payloads, on the same bundle (also at a join target: its input has the pieces its join took); the new session shows forkedFrom (getSession, `xgr show`), and both
     sessions have their audit entry (fork / forked);
   - after a rule changed, a fork onto the orchestration's version runs the new rule, and a fork pinned
     to the old bundle is refused (-32006: the pinned rules changed);
@@ -175,6 +175,14 @@ def auth_none(api):
         refused(x, "xgr.retry", {"owner": A, "pid": p1}, -32008, "sessionId", "a retry after the session ended")
         refused(x, "xgr.retry", {"owner": A, "pid": "1"}, -32602, "pid", "a retry naming no process")
         check(len([e for e in sess(x, 1)["audit"] if e["kind"] == "retry"]) == 1, "refused retries left no entry")
+        # a fork at the join target J of the ended session 1: its input is S's payload with the pieces
+        # its join took (the retried P1's and P2's), so J runs with the same payload again
+        r = x.ok("xgr.fork", {"owner": A, "sessionId": "1", "stepId": "J", "newRootPid": "2"})
+        check(r["forkedFrom"]["step"] == "J", "a fork at the join target J")
+        wait_for("the fork's J ran", lambda: hist(x, 2, "J"), 10)
+        check(hist(x, 2, "J")[0]["payload"] == jrow["payload"],
+              "the fork's J ran with the original J's payload (%s)" % json.dumps(hist(x, 2, "J")[0]["payload"]))
+        x.ok("xgr.kill", {"owner": A, "pid": "2"})
 
         # ---- fork: the tail of an ended session, then onto a newer rule
         b1 = chain_bundle({"n": "[n] + 2", "c": "1"})
