@@ -462,6 +462,9 @@ function renderSession(v, r) {
     <dt>orchestration</dt><dd>${esc(s.ostcId)} <span class="mono muted">${esc(s.ostcHash)}</span></dd>
     <dt>status</dt><dd id="status-text">${esc(s.status)}${s.alive ? ' · alive' : ''}${s.paused ? ' · paused' : ''}${s.idle ? ' · idle' : ''}</dd>
     <dt>created</dt><dd>${fmtTime(s.createdAt)}</dd>
+    ${s.forkedFrom ? `<dt>forked from</dt><dd id="forked-from"><a href="#/session/${esc(s.forkedFrom.owner)}/${esc(s.forkedFrom.rootPid)}"
+      >session ${esc(s.forkedFrom.rootPid)}</a> at <span class="mono">${esc(s.forkedFrom.rootPid)}:${esc(s.forkedFrom.iter)}</span>
+      (step ${esc(s.forkedFrom.step)})</dd>` : ''}
     ${s.status === 'running' || s.status === 'paused' ? `<dt>next wake</dt><dd id="next-wake">${s.nextWakeAt ? fmtTime(s.nextWakeAt) : (s.paused ? 'when resumed' : 'no timer set')}</dd>` : ''}
     ${s.finishedAt ? `<dt>finished</dt><dd>${fmtTime(s.finishedAt)} (${fmtDur(s.finishedAt - s.createdAt)})</dd>` : ''}
     <dt>processes</dt><dd>${Object.entries(r.steps).map(([k, c]) =>

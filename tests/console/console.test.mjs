@@ -181,6 +181,8 @@ async function main() {
   const fv = await rpc(URL, 'xgr.getSession', { owner: OWNER, rootPid: forked });
   ok(fv.session.forkedFrom && fv.session.forkedFrom.rootPid === 20 && fv.session.forkedFrom.step === 'C',
     'fork from the inspector: the new session records its source', JSON.stringify(fv.session.forkedFrom));
+  await waitText('#forked-from', 'session 20');
+  ok(true, 'the forked session\'s page says where it was forked from');
 
   // 5. pause, resume and wake (step mode, payload editor) on KYC order 5
   await page.goto(`${URL}/ui/#/session/${OWNER}/5`);
