@@ -8,7 +8,7 @@
  *   #/batch  and  #/batch/<id>                                        batch operations: select, preview,
  *                                                                     confirm, watch progress
  * Reads use the console's methods (xgr.console.*); actions use the API's own methods (xgr.kill,
- * xgr.pause, xgr.resume, xgr_wakeUpProcess, xgr.batch*), signed by the user's wallet in permit mode
+ * xgr.pause, xgr.resume, xgr_wakeUpProcess, xgr.batch*, xgr.retry, xgr.fork), signed by the user's wallet in permit mode
  * (EIP-1193 eth_signTypedData_v4), called directly under --auth none.
  */
 'use strict';
@@ -123,7 +123,7 @@ async function read(method, params) {
   return rpc(method, Object.assign({}, params, { from: permit.message.from, permit }));
 }
 
-/* An action (kill, pause, resume, wake) on session root; stepId for a step-mode wake. */
+/* An action (kill, pause, resume, wake, retry, fork) on session root; stepId for a step-mode wake. */
 async function act(method, params, action, root, stepId) {
   const owner = (params.owner || params.runner || '').toLowerCase();
   if (!permitMode()) return rpc(method, Object.assign({ from: owner }, params));
@@ -466,6 +466,9 @@ function renderSession(v, r) {
     <dt>orchestration</dt><dd>${esc(s.ostcId)} <span class="mono muted">${esc(s.ostcHash)}</span></dd>
     <dt>status</dt><dd id="status-text">${esc(s.status)}${s.alive ? ' · alive' : ''}${s.paused ? ' · paused' : ''}${s.idle ? ' · idle' : ''}</dd>
     <dt>created</dt><dd>${fmtTime(s.createdAt)}</dd>
+    ${s.forkedFrom ? `<dt>forked from</dt><dd id="forked-from"><a href="#/session/${esc(s.forkedFrom.owner)}/${esc(s.forkedFrom.rootPid)}"
+      >session ${esc(s.forkedFrom.rootPid)}</a> at <span class="mono">${esc(s.forkedFrom.rootPid)}:${esc(s.forkedFrom.iter)}</span>
+      (step ${esc(s.forkedFrom.step)})</dd>` : ''}
     ${s.status === 'running' || s.status === 'paused' ? `<dt>next wake</dt><dd id="next-wake">${s.nextWakeAt ? fmtTime(s.nextWakeAt) : (s.paused ? 'when resumed' : 'no timer set')}</dd>` : ''}
     ${s.finishedAt ? `<dt>finished</dt><dd>${fmtTime(s.finishedAt)} (${fmtDur(s.finishedAt - s.createdAt)})</dd>` : ''}
     <dt>processes</dt><dd>${Object.entries(r.steps).map(([k, c]) =>
@@ -527,7 +530,9 @@ function renderSession(v, r) {
 function auditRow(it) {
   const a = it.audit || {}, d = a.detail || {};
   const what = { kill: 'killed', pause: 'paused', resume: 'resumed', wake: 'woken', 'wake-internal': 'woken by a wake-up',
-    'wake-refused': 'wake-up refused' }[a.kind] || a.kind;
+    'wake-refused': 'wake-up refused', retry: `retried as process ${d.newIter}`,
+    fork: d.forkedTo ? `forked into session ${d.forkedTo.rootPid}` : 'forked',
+    forked: d.from ? `forked from ${d.from.rootPid}:${d.from.iter}` : 'forked from another session' }[a.kind] || a.kind;
   const target = d.iter ? `process ${esc(d.iter)}` : d.step ? `step ${esc(d.step)}` : 'session';
   const from = d.from ? ` from <span class="mono">${esc(d.from.owner)}/${esc(d.from.rootPid)}</span>${d.from.step ? ` (step ${esc(d.from.step)})` : ''}` : '';
   const keys = d.keys && d.keys.length ? ` · payload keys ${d.keys.map(esc).join(', ')}` : '';
@@ -671,6 +676,10 @@ async function inspect(v, pid, scroll) {
     </dl>
     ${p.status === 'waiting' || p.status === 'paused' ? `<p><button class="small" id="insp-wake">Wake this process…</button>
       <button class="small" id="insp-pause">${p.status === 'paused' ? 'Resume' : 'Pause'} this process</button></p>` : ''}
+    ${p.status === 'aborted' && (p.abortReason === 'error' || p.abortReason === 'killed') ? `<p><button class="small" id="insp-retry"
+      title="run its step again as a new process of this session, in the same join scope (xgr.retry)">Retry this process…</button></p>` : ''}
+    ${p.history.length ? `<p><button class="small" id="insp-fork"
+      title="start a new session at this step with its input payload (xgr.fork)">Fork a new session from this step…</button></p>` : ''}
     <h2>Payload</h2>${json(p.payload)}
     ${j ? `<h2>Join inbox (${j.have} of ${j.k}, ${esc(j.outcome)})</h2>${json(j.inbox)}
       <div>failed: ${j.failed.map(esc).join(', ') || '—'} · pending: ${j.pending.map(esc).join(', ') || '—'}</div>` : ''}
@@ -683,6 +692,28 @@ async function inspect(v, pid, scroll) {
     $('#w-mode').dispatchEvent(new Event('change'));
     $('#w-pid').value = p.pid;
     $('#w-payload').focus();
+  };
+  /* retry / fork: an optional payload (empty: the recorded one) asked for, then the API's method */
+  const askPayload = what => {
+    const t = window.prompt(`${what}: payload as JSON (empty: the recorded one)`, '');
+    if (t === null) return undefined;
+    if (!t.trim()) return null;
+    try { return JSON.parse(t); } catch (e) { toast('not JSON: ' + e.message, true); return undefined; }
+  };
+  const rt = $('#insp-retry');
+  if (rt) rt.onclick = () => {
+    const pl = askPayload('Retry ' + p.pid);
+    if (pl === undefined) return;
+    act('xgr.retry', Object.assign({ owner: v.owner, pid: p.pid }, pl ? { payload: pl } : {}), 'retry', v.root)
+      .then(r => { toast(`retried ${p.pid} as ${r.newPid}`); v.refresh(); }, e => toast(e.message, true));
+  };
+  const fk = $('#insp-fork');
+  if (fk) fk.onclick = () => {
+    const pl = askPayload('Fork from ' + p.pid);
+    if (pl === undefined) return;
+    act('xgr.fork', Object.assign({ owner: v.owner, sessionId: String(v.root), pid: p.pid }, pl ? { payload: pl } : {}), 'fork', v.root)
+      .then(r => { toast(`forked session ${r.rootPid}`); location.hash = `#/session/${v.owner}/${r.rootPid}`; },
+        e => toast(e.message, true));
   };
   const ps = $('#insp-pause');
   if (ps) ps.onclick = () => act(p.status === 'paused' ? 'xgr.resume' : 'xgr.pause', { owner: v.owner, pid: p.pid },

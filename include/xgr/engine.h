@@ -525,7 +525,8 @@ int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, co
  * is also recorded in the session's report ("actions": at, action = label, ok, message). */
 typedef enum xgr_engine_ctl_kind {
   XGR_CTL_KILL = 0, XGR_CTL_PAUSE, XGR_CTL_RESUME, XGR_CTL_WAKE_PID, XGR_CTL_WAKE_STEP,
-  XGR_CTL_DROP                  /* cluster: leave memory without writing (see xgr_engine_drop) */
+  XGR_CTL_DROP,                 /* cluster: leave memory without writing (see xgr_engine_drop) */
+  XGR_CTL_RETRY                 /* run aborted process iter's step again (xgr_session_retry) */
 } xgr_engine_ctl_kind;
 
 typedef struct xgr_engine_ctl {
@@ -535,7 +536,10 @@ typedef struct xgr_engine_ctl {
   uint64_t iter;
   const char *step;             /* WAKE_STEP */
   const char *caller;           /* WAKE_*; NULL: the owner */
-  xgr_value payload;            /* WAKE_*: map or null, borrowed */
+  xgr_value payload;            /* WAKE_*: map or null, borrowed; RETRY: the payload to run with
+                                   (null: the process's last input payload) */
+  const xgr_retry_of *retry_of; /* RETRY: the aborted process's last stored state (copied, its payload
+                                   retained); NULL: taken from the session's records (cfg.record) */
   const char *label;            /* recorded in the report when set */
   /* the audit trail (with a store hook): when actor is set, the action, once applied, writes an
    * audit entry (xgr_engine_audit) in the same commit as its changes; a refused one writes none */
@@ -548,7 +552,8 @@ typedef struct xgr_engine_ctl {
 typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);
 int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_done_fn done, void *ctx);
 /* xgr_engine_control, waiting for the actor's answer: 0 or its error in *err. *woken (may be
- * NULL) gets how many processes a wake woke (1 for a PID-mode wake that worked). */
+ * NULL) gets how many processes a wake woke (1 for a PID-mode wake that worked); for a retry, the
+ * iter of the new process. */
 int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err);
 
 /* Cluster (docs/CLUSTER.md): the session's lease went to another node. Asynchronous: the actor

@@ -351,7 +351,8 @@ typedef enum xgr_node_ctl_op {
   XGR_NODE_CTL_PAUSE,
   XGR_NODE_CTL_RESUME,
   XGR_NODE_CTL_WAKE_PID,
-  XGR_NODE_CTL_WAKE_STEP
+  XGR_NODE_CTL_WAKE_STEP,
+  XGR_NODE_CTL_RETRY            /* run aborted process iter's step again (docs/SEMANTICS.md "Retry and fork") */
 } xgr_node_ctl_op;
 typedef struct xgr_node_ctl {
   int op;                       /* xgr_node_ctl_op */
@@ -359,7 +360,8 @@ typedef struct xgr_node_ctl {
   uint64_t root, iter;          /* iter 0: the whole session (kill, pause, resume) */
   const char *step;             /* WAKE_STEP */
   const char *caller;           /* wakes: who wakes */
-  xgr_value payload;            /* wakes: map or null (borrowed) */
+  xgr_value payload;            /* wakes, retry: map or null (borrowed); a retry without one runs
+                                   with the process's last input payload */
   const json_t *payload_json;   /* the same payload as JSON (borrowed; NULL: none), for forwarding */
   /* the audit trail (docs/STORE.md "The audit trail"): who acts — the permit's signer, "auth-none"
    * (xgrd --auth none) or "operator" — and the hex digest of the permit used (NULL: none). The
@@ -374,7 +376,9 @@ typedef struct xgr_node_ctl {
 /* Run r on the engine that holds the session: here, or on the node that holds its lease (a
  * command row; waits up to 5 s), claiming a session nobody holds first. The caller was authorized
  * already. 0 or the engine's error (XGR_ETIMEOUT when the owner node did not answer). *woken
- * (may be NULL) gets how many processes a wake woke. */
+ * (may be NULL) gets how many processes a wake woke, for a retry the new process's iter. A retry
+ * reads the aborted process's row from the store on the node that runs it (the core decides
+ * with it: xgr_session_retry). */
 int xgr_node_control(xgr_node *n, const xgr_node_ctl *r, size_t *woken, xgr_error *err);
 
 /* ---- Actions on many sessions (batch.c; docs/OPERATIONS.md "Batch operations") ----------------
@@ -451,6 +455,40 @@ int xgr_node_batch_list(xgr_node *n, const char *caller, size_t limit, xgr_store
                         xgr_error *err);
 void xgr_node_batch_clear(xgr_store_batchop *op);                      /* NULL is fine */
 void xgr_node_batches_free(xgr_store_batchop *ops, size_t count);      /* NULL is fine */
+/* ---- Forks (issue 36; docs/SEMANTICS.md "Retry and fork") -------------------------------------
+ * A new session started from a recorded step of another session (ended or live). The node says
+ * what it starts from (xgr_node_fork_source), the front end starts it (xgr_node_enqueue, pinned to
+ * the source's bundle or a newer one), and the node records the fork (xgr_node_fork_record). */
+typedef struct xgr_node_fork_src {
+  uint64_t iter;                /* the recorded step's process */
+  char step_id[256];
+  int64_t at;                   /* when its step's result was applied (source session clock) */
+  char registry[256], ostc_id[256];   /* the source session's registry and ostcId ("" when none) */
+  char bundle_hash[67];         /* the bundle the source session pins ("" for one from before pins) */
+  uint8_t status;               /* the source session's (xgr_session_result) */
+  json_t *payload;              /* the step's input payload (owned), NULL unless asked for */
+} xgr_node_fork_src;
+/* The recorded step of session (owner, root) at pid iter, or (iter 0) the latest run of step_id;
+ * with need_payload also its input payload: its parent's effective payload, with the pieces its
+ * join took for a join target. Errors name the field: "sessionId" (no such session), "pid" /
+ * "stepId" (no recorded step), "payload" (its input is not recorded: the start step, or a history
+ * kept without payloads) — XGR_ENOTFOUND each; or the store's error. Free with
+ * xgr_node_fork_src_clear. */
+int xgr_node_fork_source(xgr_node *n, const char *owner, uint64_t root, uint64_t iter, const char *step_id,
+                         bool need_payload, xgr_node_fork_src *out, xgr_error *err);
+void xgr_node_fork_src_clear(xgr_node_fork_src *s);
+typedef struct xgr_node_fork_rec {
+  const char *owner;            /* both sessions' */
+  uint64_t root;                /* the source */
+  const xgr_node_fork_src *src;
+  uint64_t new_root;            /* the session the fork started (its row is committed) */
+  const char *new_bundle_hash;  /* the bundle it runs */
+  bool payload_given;           /* the caller gave the payload */
+  const char *actor, *permit;   /* the audit entries' (xgr_node_ctl); actor NULL: "operator" */
+} xgr_node_fork_rec;
+/* In one commit: the new session's forked_from ({"owner","rootPid","iter","step","bundleHash"})
+ * and the audit entries "forked" on it and "fork" on the source. 0 or the store's error. */
+int xgr_node_fork_record(xgr_node *n, const xgr_node_fork_rec *r, xgr_error *err);
 
 /* ---- Queries: reading sessions ----------------------------------------------------------------
  * What the front ends show of sessions (listings, xgr.getSession, the console's pages), read

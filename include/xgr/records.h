@@ -36,6 +36,10 @@ void xgr_records_hist(xgr_records *r, const xgr_effect *e);
 /* Append a control action: when, what (its text), whether it applied, and the message. */
 void xgr_records_action(xgr_records *r, int64_t at, const char *action, bool ok, const char *message);
 
+/* The last recorded state of process iter as a retry source (xgr_session_retry): false when
+ * nothing was recorded for it. out->payload is borrowed from r (valid until its next change). */
+bool xgr_records_retry_of(const xgr_records *r, uint64_t iter, xgr_retry_of *out);
+
 /* The join state of a join target as reports show it:
  * {"expect":[STEP...],"k","policy","inbox":{STEP:piece},"fail":{STEP:reason},"closed","outcome"}.
  * A new reference. */

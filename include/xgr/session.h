@@ -287,6 +287,35 @@ void xgr_pid_format(uint64_t root_pid, uint64_t iter, char *buf, size_t n);
  * number is refused, not clamped). Returns 0 or XGR_EINVAL. */
 int xgr_pid_parse(const char *s, uint64_t *root_pid, uint64_t *iter);
 
+/* ==== Retry (issue 36; implemented in src/session/core.c) =====================================
+ * A process that aborted on a hard error of its step, or was killed, runs its step again as a new
+ * process of the same session in the same join scope, so that an open join it fed can still be
+ * satisfied (docs/SEMANTICS.md "Retry and fork"). The core forgets terminal processes at once, so
+ * the caller hands in the aborted process's last recorded state (a report's record, a store row). */
+
+/* The last recorded state of the process to retry. */
+typedef struct xgr_retry_of {
+  uint64_t iter;                /* the aborted process */
+  unsigned step;                /* its step index */
+  xgr_proc_status status;       /* as recorded: must be XGR_PROC_ABORTED */
+  xgr_abort_reason reason;      /* must be XGR_ABORT_ERROR or XGR_ABORT_KILL */
+  uint32_t group;               /* its join scope (joinGroupId) */
+  bool join_unsatisfied;        /* it was a join target whose own join did not close satisfied */
+  xgr_value payload;            /* its last input payload (borrowed): the resume payload it ran or
+                                   waited with (a hard error and a kill leave it unchanged) */
+} xgr_retry_of;
+
+/* Retry r: a new waiting process at r->step in scope r->group, due now, child of r->iter, with
+ * payload (a map, borrowed) or, when payload is null, r->payload. *iter_out gets its iter. The
+ * decision is the core's; refusals leave the session unchanged and name the field that decided
+ * in err->path: "sessionId" (XGR_ESTATE: the session has ended), "pid" (XGR_ESTATE: the process
+ * did not abort on a hard error or a kill, is live, was an unsatisfied join target, or the join
+ * it fed has closed; XGR_ENOTFOUND: not a process of this session), "payload" (XGR_EINVAL: not a
+ * map). */
+int xgr_session_retry(xgr_session *s, const xgr_retry_of *r, xgr_value payload, int64_t now, xgr_effects *fx,
+                      uint64_t *iter_out, xgr_error *err);
+/* ==== end of retry ============================================================================ */
+
 /* ==== Recovery (issue 8 — durable sessions; implemented in src/session/core.c) ===============
  * Additive: rebuild a session core from stored records (xgr/store.h) after a restart. The
  * session's counters and the join state of a process are what the store needs beyond the PROC

@@ -58,7 +58,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 16  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 17  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -199,6 +199,10 @@ typedef struct xgr_store_session {
   int64_t wake_due;                 /* hibernated: the due time of its next timer (XGR_STORE_DUE_NEVER: only
                                        wake-ups); 0: awake (see xgr_store_changes_set_due) */
   uint64_t stored_bytes;            /* what the session's batches wrote (xgr_store_quota; the quotas) */
+  char *forked_from;                /* a fork (schema 16; docs/SEMANTICS.md "Retry and fork"): JSON text
+                                       {"owner","rootPid","iter","step","bundleHash"} of the recorded step it
+                                       was forked from; "" for a session that is no fork. Written by
+                                       xgr_store_changes_forked_from, never by a session row entry */
 } xgr_store_session;
 
 void xgr_store_session_clear(xgr_store_session *s);
@@ -319,7 +323,8 @@ void xgr_store_wakes_free(xgr_store_wake *w, size_t n);
  * are history: they stay when the session's row goes (xgr_store_changes_remove_session) and
  * leave with retention (history_secs), like proc_steps. */
 typedef struct xgr_store_audit {
-  char *kind;                   /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" */
+  char *kind;                   /* "kill" | "pause" | "resume" | "wake" | "wake-internal" | "wake-refused" |
+                                   "retry" | "fork" (on the source) | "forked" (on the new session) */
   char *actor;                  /* who: a permit's signer address, "auth-none", "operator", or (internal
                                    wake-ups) the waking session's owner (detail.from names the session) */
   char *node;                   /* the node that applied it (cluster node id, or the single node's id) */
@@ -331,6 +336,9 @@ typedef struct xgr_store_audit {
   int64_t at;                   /* store clock (ms) when committed (set by the store) */
 } xgr_store_audit;
 void xgr_store_audit_clear(xgr_store_audit *a);
+/* Mark session (owner, root_pid) as a fork of the recorded step `from` (JSON text, copied; see
+ * xgr_store_session.forked_from): sets the column of its existing row (no row: nothing). */
+void xgr_store_changes_forked_from(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *from);
 /* Append audit entry a (copied; a->at is ignored: the commit's time) to session (owner, root_pid). */
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a);
 /* The audit entries of (owner, root_pid) in order (session_at, then the order they were written).

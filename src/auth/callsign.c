@@ -16,6 +16,7 @@ xgr_permit_kind xgr_permit_kind_for_method(const char *method) {
       {"enqueue", XGR_PERMIT_SESSION},        {"validateDataTransfer", XGR_PERMIT_SESSION},
       {"kill", XGR_PERMIT_CONTROL},           {"pause", XGR_PERMIT_CONTROL},
       {"resume", XGR_PERMIT_CONTROL},         {"control", XGR_PERMIT_CONTROL},
+      {"retry", XGR_PERMIT_CONTROL},          {"fork", XGR_PERMIT_CONTROL},
       {"wakeUpProcess", XGR_PERMIT_CONTROL},  {"wake", XGR_PERMIT_CONTROL},
       {"listSessions", XGR_PERMIT_XDALA},     {"getSession", XGR_PERMIT_XDALA},
       {"putOrchestration", XGR_PERMIT_XDALA}, {"putRule", XGR_PERMIT_XDALA},

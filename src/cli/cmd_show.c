@@ -96,6 +96,13 @@ int xgr_cmd_show(int argc, char **argv) {
          json_string_value(json_object_get(s, "ostcHash")), created);
   const char *bh = json_string_value(json_object_get(s, "bundleHash"));
   if (bh && *bh) printf("  bundle %s (the rules it runs are pinned)\n", bh);
+  const json_t *ff = json_object_get(s, "forkedFrom");
+  if (json_is_object(ff))   /* a fork: the recorded step it started from */
+    printf("  forked from %s/%" JSON_INTEGER_FORMAT " at %" JSON_INTEGER_FORMAT ":%" JSON_INTEGER_FORMAT
+           " (step %s, bundle %s)\n", json_string_value(json_object_get(ff, "owner")),
+           json_integer_value(json_object_get(ff, "rootPid")), json_integer_value(json_object_get(ff, "rootPid")),
+           json_integer_value(json_object_get(ff, "iter")), json_string_value(json_object_get(ff, "step")),
+           json_string_value(json_object_get(ff, "bundleHash")));
   if (!strcmp(json_string_value(json_object_get(s, "status")) ?: "", "running")) {
     /* the earliest timer of a process that can wake (xgr.getSession's nextWakeAt) */
     const json_t *nw = json_object_get(s, "nextWakeAt");

@@ -21,6 +21,8 @@ static const xgr_cli_command commands[] = {
   {"resume", "resume a paused session or process on xgrd", xgr_cmd_resume},
   {"wake", "wake waiting processes on xgrd (PID or step mode)", xgr_cmd_wake},
   {"batch", "act on many sessions on xgrd: preview, start, status, cancel, list (kill, pause, resume, wake)", xgr_cmd_batch},
+  {"retry", "run an aborted process's step again in its live session on xgrd", xgr_cmd_retry},
+  {"fork", "start a new session from a recorded step of a session on xgrd", xgr_cmd_fork},
   {"put-orchestration", "register an orchestration in xgrd's registry", xgr_cmd_put_orchestration},
   {"put-rule", "register a rule document in xgrd's registry", xgr_cmd_put_rule},
   {"deploy", "register a bundle's rules and orchestration on xgrd", xgr_cmd_deploy},

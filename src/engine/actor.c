@@ -539,6 +539,7 @@ void xgr_eng_ctl_free(ctl_msg *m) {
   free(m->batch);
   free(m->node);
   xgr_value_release(m->payload);
+  if (m->has_retry) xgr_value_release(m->retry.payload);
   free(m);
 }
 
@@ -598,7 +599,7 @@ static char *audit_detail(uint64_t iter, const char *step, xgr_value payload, lo
 
 static const char *const ctl_audit_kind[] = {[XGR_CTL_KILL] = "kill", [XGR_CTL_PAUSE] = "pause",
                                              [XGR_CTL_RESUME] = "resume", [XGR_CTL_WAKE_PID] = "wake",
-                                             [XGR_CTL_WAKE_STEP] = "wake"};
+                                             [XGR_CTL_WAKE_STEP] = "wake", [XGR_CTL_RETRY] = "retry"};
 
 static void lose_lease(actor *a);
 
@@ -621,13 +622,30 @@ static void on_ctl(actor *a, ctl_msg *m) {
   xgr_error_clear(&err);
   int rc;
   size_t woken = 0;
-  bool owner_only = m->kind == XGR_CTL_KILL || m->kind == XGR_CTL_PAUSE || m->kind == XGR_CTL_RESUME;
+  uint64_t new_iter = 0;
+  bool owner_only = m->kind == XGR_CTL_KILL || m->kind == XGR_CTL_PAUSE || m->kind == XGR_CTL_RESUME ||
+                    m->kind == XGR_CTL_RETRY;
   if (owner_only && m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
     /* as xgrd: only the owner controls a session (scripted actions name a caller) */
     rc = xgr_error_set(&err, XGR_EPERM, NULL, "%s is not the owner of session %llu; only the owner may %s it",
                        m->caller, (unsigned long long)a->root, m->kind == XGR_CTL_KILL ? "kill"
-                       : m->kind == XGR_CTL_PAUSE ? "pause" : "resume");
+                       : m->kind == XGR_CTL_PAUSE ? "pause" : m->kind == XGR_CTL_RETRY ? "retry in" : "resume");
   } else switch (m->kind) {
+    case XGR_CTL_RETRY: {   /* the decision is the core's; the aborted process's state comes with the
+                               call (the store's row) or from the records */
+      xgr_retry_of r;
+      char pid[48];
+      xgr_pid_format(a->root, m->iter, pid, sizeof pid);
+      if (m->has_retry) r = m->retry;
+      if (!m->has_retry && !(a->record && xgr_records_retry_of(a->rec, m->iter, &r)))
+        rc = xgr_error_set(&err, XGR_ENOTFOUND, "pid", "process %s: no record of it is kept", pid);
+      else if (!(rc = xgr_session_retry(a->s, &r, m->payload, a->now, &a->fx, &new_iter, &err))) {
+        char np[48];
+        xgr_pid_format(a->root, new_iter, np, sizeof np);
+        snprintf(err.message, sizeof err.message, "retried %s as %s", pid, np);
+      }
+      break;
+    }
     case XGR_CTL_KILL:
       rc = xgr_session_kill(a->s, m->iter, a->now, &a->fx, &err);
       break;
@@ -651,10 +669,19 @@ static void on_ctl(actor *a, ctl_msg *m) {
   if (!rc && m->actor && a->e->has_store) {   /* the audit trail: in the commit of the action's changes */
     bool wake = m->kind == XGR_CTL_WAKE_PID || m->kind == XGR_CTL_WAKE_STEP;
     const xgr_proc *p = m->kind == XGR_CTL_WAKE_PID ? xgr_session_find(a->s, m->iter) : NULL;   /* the step it woke at */
-    const char *step = m->kind == XGR_CTL_WAKE_STEP ? m->step : p ? a->b->orch->steps[p->step].id : NULL;
+    const xgr_proc *np = m->kind == XGR_CTL_RETRY ? xgr_session_find(a->s, new_iter) : NULL;   /* the new process */
+    const char *step = m->kind == XGR_CTL_WAKE_STEP ? m->step : p ? a->b->orch->steps[p->step].id
+                       : np ? a->b->orch->steps[np->step].id : NULL;
     char *detail = audit_detail(m->kind == XGR_CTL_WAKE_STEP ? 0 : m->iter, step,
-                                wake ? m->payload : xgr_value_null(), m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1,
-                                NULL, 0, 0, NULL, NULL, m->batch);
+                                wake || m->kind == XGR_CTL_RETRY ? m->payload : xgr_value_null(),
+                                m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1, NULL, 0, 0, NULL, NULL, m->batch);
+    if (detail && np) {   /* a retry names the process it created */
+      json_t *dj = json_loads(detail, 0, NULL);
+      json_object_set_new(dj, "newIter", u64_json(new_iter));
+      free(detail);
+      detail = json_dumps(dj, JSON_COMPACT);
+      json_decref(dj);
+    }
     xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);
     free(detail);
   }

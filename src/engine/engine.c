@@ -343,6 +343,11 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
     m->node = c->node ? xgr__xstrdup(c->node) : NULL;
   }
   m->payload = xgr_value_retain(c->payload);
+  if (c->kind == XGR_CTL_RETRY && c->retry_of) {
+    m->has_retry = true;
+    m->retry = *c->retry_of;
+    m->retry.payload = xgr_value_retain(c->retry_of->payload);
+  }
   m->done = done;
   m->done_ctx = ctx;
   return xgr_eng_route_ctl(e, m);
@@ -412,6 +417,7 @@ int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woke
   if (woken) *woken = 0;
   if (r.rc) return xgr_error_set(err, r.rc, NULL, "%s", r.msg);
   if (woken && c->kind == XGR_CTL_WAKE_PID) *woken = 1;
+  else if (woken && c->kind == XGR_CTL_RETRY) sscanf(r.msg, "retried %*[0-9]:%*[0-9] as %*[0-9]:%zu", woken);
   else if (woken) sscanf(r.msg, "woke %zu", woken);
   return 0;
 }

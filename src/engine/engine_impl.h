@@ -280,6 +280,8 @@ typedef struct ctl_msg {
   char *actor, *permit, *node;  /* the audit entry's (xgr_engine_ctl); actor NULL: none */
   char *batch;                  /* the batch operation's id (xgr_engine_ctl.batch), or NULL */
   xgr_value payload;
+  bool has_retry;               /* RETRY: retry holds the aborted process's stored state (payload held) */
+  xgr_retry_of retry;
   xgr_engine_ctl_done_fn done;
   void *done_ctx;
 } ctl_msg;

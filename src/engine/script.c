@@ -41,7 +41,8 @@ int xgr_engine_add_script(xgr_engine *e, uint64_t root_pid, const json_t *script
                                                 [XGR_SCRIPT_WAKE_STEP] = XGR_CTL_WAKE_STEP,
                                                 [XGR_SCRIPT_KILL] = XGR_CTL_KILL,
                                                 [XGR_SCRIPT_PAUSE] = XGR_CTL_PAUSE,
-                                                [XGR_SCRIPT_RESUME] = XGR_CTL_RESUME};
+                                                [XGR_SCRIPT_RESUME] = XGR_CTL_RESUME,
+                                                [XGR_SCRIPT_RETRY] = XGR_CTL_RETRY};
   /* in time order, script order for ties (the timer heap keeps scheduling order) */
   for (size_t i = 0; i < n && !rc; i++) {
     script_act *x = xgr__xcalloc(1, sizeof *x);

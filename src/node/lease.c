@@ -60,13 +60,62 @@ struct xgr__node_lease {
 
 /* ---- running a control call here ------------------------------------------------------------------- */
 
+/* A retry: the aborted process's last row, read here from the store (terminal rows never change),
+ * goes with the call to the session's actor, where the core decides (xgr_session_retry). */
+static int exec_retry(xgr_node *d, const xgr_node_ctl *r, const char *via, size_t *new_iter, xgr_error *err) {
+  char pid[48];
+  xgr_pid_format(r->root, r->iter, pid, sizeof pid);
+  xgr_node_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session first */
+  xgr_store_session srow;
+  xgr_error se;
+  if (!xgr_store_session_get(d->st, r->owner, r->root, &srow, &se)) {   /* an ended session is no longer in memory */
+    int st = srow.status;
+    xgr_store_session_clear(&srow);
+    if (st != XGR_RESULT_RUNNING)
+      return xgr_error_set(err, XGR_ESTATE, "sessionId", "session %llu has ended (%s); only a live session's processes "
+                           "can be retried (fork it to run a step again in a new session)", (unsigned long long)r->root,
+                           xgr_session_result_name((xgr_session_result)st));
+  }
+  xgr_store_proc *ps = NULL;
+  size_t n = 0;
+  int rc = xgr_store_procs(d->st, r->owner, r->root, &ps, &n, err);
+  if (rc) return rc;
+  const xgr_store_proc *p = NULL;
+  for (size_t i = 0; i < n && !p; i++)
+    if (ps[i].iter == r->iter) p = &ps[i];
+  if (!p) {
+    xgr_store_procs_free(ps, n);
+    return xgr_error_set(err, XGR_ENOTFOUND, "pid", "process %s has no stored row (unknown, or its row left with the "
+                         "retention time)", pid);
+  }
+  xgr_retry_of ro = {.iter = p->iter, .step = p->step, .status = (xgr_proc_status)p->status,
+                     .reason = (xgr_abort_reason)p->abort_reason, .group = p->group, .payload = xgr_value_null()};
+  if (p->from_group) {   /* a join target: retried only when its own join closed satisfied */
+    json_t *j = p->join ? json_loads(p->join, 0, NULL) : NULL;
+    ro.join_unsatisfied = json_integer_value(json_object_get(j, "outcome")) != XGR_JOIN_SATISFIED;
+    json_decref(j);
+  }
+  json_t *pj = p->payload ? json_loads(p->payload, 0, NULL) : NULL;
+  if (pj) xgr_value_from_json(pj, 0, &ro.payload, NULL);
+  json_decref(pj);
+  xgr_store_procs_free(ps, n);
+  xgr_engine_ctl c = {.kind = XGR_CTL_RETRY, .owner = r->owner, .root_pid = r->root, .iter = r->iter,
+                      .payload = r->payload, .retry_of = &ro, .actor = r->actor, .permit = r->permit,
+                      .node = via ? via : d->name};
+  rc = xgr_engine_control_sync(d->e, &c, new_iter, err);
+  xgr_value_release(ro.payload);
+  return rc;
+}
+
 /* via: the node the call came through (NULL: this one), named in its audit entry */
 static int exec_local(xgr_node *d, const xgr_node_ctl *r, const char *via, size_t *woken, xgr_error *err) {
   static const xgr_engine_ctl_kind kinds[] = {[XGR_NODE_CTL_KILL] = XGR_CTL_KILL, [XGR_NODE_CTL_PAUSE] = XGR_CTL_PAUSE,
                                               [XGR_NODE_CTL_RESUME] = XGR_CTL_RESUME,
                                               [XGR_NODE_CTL_WAKE_PID] = XGR_CTL_WAKE_PID,
-                                              [XGR_NODE_CTL_WAKE_STEP] = XGR_CTL_WAKE_STEP};
-  assert(r->op >= XGR_NODE_CTL_KILL && r->op <= XGR_NODE_CTL_WAKE_STEP);
+                                              [XGR_NODE_CTL_WAKE_STEP] = XGR_CTL_WAKE_STEP,
+                                              [XGR_NODE_CTL_RETRY] = XGR_CTL_RETRY};
+  assert(r->op >= XGR_NODE_CTL_KILL && r->op <= XGR_NODE_CTL_RETRY);
+  if (r->op == XGR_NODE_CTL_RETRY) return exec_retry(d, r, via, woken, err);
   bool wake = r->op == XGR_NODE_CTL_WAKE_PID || r->op == XGR_NODE_CTL_WAKE_STEP;
   if (r->op == XGR_NODE_CTL_PAUSE || r->op == XGR_NODE_CTL_RESUME)
     xgr_node_live(d, r->owner, r->root, true, NULL);   /* load a hibernated session before its flag is set */
@@ -340,7 +389,7 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   if (pj && json_is_object(pj)) xgr_value_from_json(pj, 0, &r.payload, &err);
   size_t woken = 0;
   xgr_engine_session_info in;
-  if (!b || r.op < XGR_NODE_CTL_KILL || r.op > XGR_NODE_CTL_WAKE_STEP) {
+  if (!b || r.op < XGR_NODE_CTL_KILL || r.op > XGR_NODE_CTL_RETRY) {
     *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
   } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
     /* not in this engine: hibernated here (loaded), or it moved (the asker routes again) unless it

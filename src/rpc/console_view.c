@@ -207,6 +207,10 @@ static int load_session(xgr__console *c, const char *owner, uint64_t root, json_
     return rc;
   }
   json_object_set_new(*sess, "nextWakeAt", xgr__rpc_next_wake_json(&ns.row, *ps, *n));
+  if (ns.row.forked_from && ns.row.forked_from[0]) {   /* a fork: the recorded step it started from */
+    json_t *ff = json_loads(ns.row.forked_from, 0, NULL);
+    if (ff) json_object_set_new(*sess, "forkedFrom", ff);
+  }
   xgr_node_session_clear(&ns);
   return 0;
 }

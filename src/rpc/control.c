@@ -45,6 +45,7 @@ static void act_as(const xgr_rpc_caller *caller, const xgr_permit *p, const char
 static const char *const control_keys[] = {OWNER_KEYS, TARGET_KEYS, "permit", NULL};
 static const char *const xcontrol_keys[] = {"action", OWNER_KEYS, TARGET_KEYS, "permit", NULL};
 static const char *const wake_keys[] = {"stepId", "payload", OWNER_KEYS, TARGET_KEYS, "permit", NULL};
+static const char *const retry_keys[] = {"payload", OWNER_KEYS, "pid", "processId", "permit", NULL};
 
 static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, ctl_kind kind, json_t **result,
                    xgr_error *err) {
@@ -118,6 +119,70 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   }
   *result = json_pack("{s:b, s:s, s:I, s:s, s:s, s:I}", "ok", 1, "owner", owner, "processId", (json_int_t)root,
                       "action", "kill", "status", "killed", "affected", (json_int_t)affected);
+  return 0;
+}
+
+/* xgr.retry (issue 36): an aborted process of a live session runs its step again, as a new process
+ * in the same join scope (docs/SEMANTICS.md "Retry and fork"). Who may: the owner, as for kill; a
+ * permit's action is "retry". The session core decides (xgr_session_retry); its refusals name the
+ * field that decided: "pid" (not aborted on a hard error or a kill, or the join it fed closed),
+ * "sessionId" (the session has ended). */
+XGR__RPCD_METHOD(xgr__rpcd_m_retry) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr__rpc_named(params, retry_keys, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *tpath;
+  if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
+  uint64_t root, iter;
+  if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  if (!iter)
+    return xgr__rpc_fail(err, XGR_ESCHEMA, tpath, "names session %llu; a retry names one process \"<rootPid>:<iter>\"",
+                         (unsigned long long)root);
+  const json_t *payload = json_object_get(o, "payload");
+  if (payload && !json_is_null(payload) && !json_is_object(payload))
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "payload",
+                         "is not an object; expected {...}, the payload the step runs with (none: its last input payload)");
+  xgr_permit permit;
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
+  if (permit.kind) {   /* an ended session is refused before the permit is used up */
+    if ((rc = xgr_auth_check_control(&permit, "retry", root, NULL, owner, err))) return rc;
+    xgr_node_session s;
+    xgr_error se;
+    if (!xgr_node_session_get(d->n, owner, root, &s, &se)) {
+      int st = s.row.status;
+      xgr_node_session_clear(&s);
+      if (st != XGR_RESULT_RUNNING)
+        return xgr__rpc_fail(err, XGR_ESTATE, "sessionId", "session %llu has ended (%s); only a live session's "
+                             "processes can be retried (the permit was not used)", (unsigned long long)root,
+                             xgr_session_result_name((xgr_session_result)st));
+    }
+    if ((rc = use_control_permit(d, caller, &permit, "retry", owner, root, NULL, err))) return rc;
+  }
+  xgr_value pv = xgr_value_null();
+  if (payload && json_is_object(payload)) {
+    xgr_value_from_json(payload, 0, &pv, err);
+    if (xgr_value_check_list_cap(pv, 64, err)) {
+      xgr_value_release(pv);
+      snprintf(err->path, sizeof err->path, "payload");
+      return XGR_ELIMIT;
+    }
+  }
+  xgr_node_ctl cr = {.op = XGR_NODE_CTL_RETRY, .owner = owner, .root = root, .iter = iter, .payload = pv,
+                     .payload_json = payload && json_is_object(payload) ? payload : NULL};
+  char digest[67];
+  act_as(caller, &permit, who, owner, root, &cr, digest);
+  size_t new_iter = 0;
+  rc = xgr_node_control(d->n, &cr, &new_iter, err);
+  xgr_value_release(pv);
+  if (rc) {
+    if (!err->path[0] || !strcmp(err->path, "pid")) snprintf(err->path, sizeof err->path, "%s", tpath);
+    return xgr__rpc_code(rc, err);
+  }
+  *result = json_pack("{s:b, s:s, s:o, s:o}", "ok", 1, "owner", owner, "pid", xgr__rpc_pid_json(root, iter), "newPid",
+                      xgr__rpc_pid_json(root, (uint64_t)new_iter));
   return 0;
 }
 

@@ -497,6 +497,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   json_object_set_new(sess, "storedBytes", json_integer((json_int_t)(s.stored_bytes & INT64_MAX)));   /* the quota's count */
   if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)ns.info.steps));
   if (live && !in_engine) json_object_set_new(sess, "hibernated", json_true());   /* evicted; the store holds it */
+  /* a fork: the recorded step it was forked from (docs/SEMANTICS.md "Retry and fork"), else null */
+  json_t *ff = s.forked_from && s.forked_from[0] ? json_loads(s.forked_from, 0, NULL) : NULL;
+  json_object_set_new(sess, "forkedFrom", ff ? ff : json_null());
   if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
   xgr_node_session_clear(&ns);

@@ -235,6 +235,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid);
 
 XGR__RPCD_METHOD(xgr__rpcd_m_kill);
 XGR__RPCD_METHOD(xgr__rpcd_m_pause);
+XGR__RPCD_METHOD(xgr__rpcd_m_retry);
+XGR__RPCD_METHOD(xgr__rpcd_m_fork);
 XGR__RPCD_METHOD(xgr__rpcd_m_resume);
 XGR__RPCD_METHOD(xgr__rpcd_m_control);
 XGR__RPCD_METHOD(xgr__rpcd_m_wake);

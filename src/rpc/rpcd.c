@@ -121,6 +121,8 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"pause", xgr__rpcd_m_pause, true},
     {"resume", xgr__rpcd_m_resume, true},
     {"control", xgr__rpcd_m_control, true},
+    {"retry", xgr__rpcd_m_retry, true},
+    {"fork", xgr__rpcd_m_fork, true},
     {"wakeUpProcess", xgr__rpcd_m_wake, true},
     {"wake", xgr__rpcd_m_wake, true},
     {"sessionAlive", xgr__rpcd_m_alive, false},

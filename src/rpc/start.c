@@ -627,3 +627,117 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
   return 0;
 }
 
+
+/* xgr.fork (issue 36; docs/SEMANTICS.md "Retry and fork"): a new session of the same owner started
+ * from a recorded step of session `sessionId` (ended or live) — `pid` ("R:I") or the latest run of
+ * `stepId` — with that step's input payload or `payload`, on the source's bundle, or a newer one:
+ * `ostcHash` (an orchestration or bundle hash) or `version` (of the source's orchestration). The
+ * node says what it starts from and records the fork (forked_from, audit entries on both). Who may:
+ * the owner; a ControlPermit's action is "fork", its sessionId the source. */
+static const char *const fork_keys[] = {"owner", "runner", "sessionId", "pid", "stepId", "payload", "ostcHash",
+                                        "version", "registryOwner", "newRootPid", "permit", NULL};
+
+XGR__RPCD_METHOD(xgr__rpcd_m_fork) {
+  xgr_rpcd *d = ctx;
+  const json_t *o;
+  int rc = xgr__rpc_named(params, fork_keys, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *step = NULL, *hash = NULL;
+  if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
+  uint64_t root = 0, iter = 0, new_root = 0;
+  const json_t *pv = json_object_get(o, "pid"), *sv = json_object_get(o, "sessionId");
+  if (pv && !json_is_null(pv)) {
+    uint64_t r2;
+    if (!json_is_string(pv) || xgr_pid_parse(json_string_value(pv), &r2, &iter) || !iter)
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "pid", "is not \"<rootPid>:<iter>\"; a fork names the recorded step's process");
+    root = r2;
+  }
+  if ((rc = xgr__rpc_opt_str(o, "stepId", &step, err))) return rc;
+  if (iter && step)
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "stepId", "is set together with pid; name the recorded step by one of them");
+  if (!iter && !step)
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "pid", "missing; expected \"pid\" (\"<rootPid>:<iter>\") or \"stepId\" "
+                         "with \"sessionId\": the recorded step to fork from");
+  if (sv && !json_is_null(sv)) {
+    uint64_t r3;
+    if ((rc = xgr__rpc_uint(sv, "sessionId", &r3, err))) return rc;
+    if (root && r3 != root)
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "sessionId", "is %llu, the pid names session %llu",
+                           (unsigned long long)r3, (unsigned long long)root);
+    root = r3;
+  }
+  if (!root) return xgr__rpc_fail(err, XGR_ESCHEMA, "sessionId", "missing; expected the session to fork from");
+  const json_t *payload = json_object_get(o, "payload");
+  if (json_is_null(payload)) payload = NULL;
+  if (payload && !json_is_object(payload))
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "payload", "is not an object; expected {...}, the payload the forked step "
+                         "starts with (none: its recorded input payload)");
+  if ((rc = xgr__rpc_opt_str(o, "ostcHash", &hash, err))) return rc;
+  uint32_t version = 0;
+  if ((rc = xgr__rpc_version(o, &version, err))) return rc;
+  if (hash && version)
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "version", "is set together with ostcHash; name the bundle by one of them");
+  const json_t *nr = json_object_get(o, "newRootPid");
+  if (nr && !json_is_null(nr) && (rc = xgr__rpc_uint(nr, "newRootPid", &new_root, err))) return rc;
+  char reg_ns[43];
+  bool has_ns;
+  if ((rc = xgr__rpc_opt_address(o, "registryOwner", reg_ns, &has_ns, err))) return rc;
+  xgr_permit permit;
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  const char *actor = xgr_rpc_actor(caller, permit.kind ? permit.from : who[0] ? who : owner);
+  xgr_rpc_log_subject(caller, actor, owner, root);
+  if (permit.kind && (rc = xgr_auth_check_control(&permit, "fork", root, NULL, owner, err))) return rc;
+  xgr_node_fork_src src;
+  if ((rc = xgr_node_fork_source(d->n, owner, root, iter, step, !payload, &src, err))) return xgr__rpc_code(rc, err);
+  char key[XGR__RPC_KEY_SIZE], pin[67] = "";
+  if (strlen(src.registry) > XGR__RPC_MAX_REGISTRY || strlen(src.ostc_id) > XGR__RPC_MAX_OSTC_ID) {
+    xgr_node_fork_src_clear(&src);
+    return xgr__rpc_fail(err, XGR_EINVAL, "sessionId", "the session's registry name is too long to start from");
+  }
+  xgr__rpc_registry_key(key, src.registry, src.ostc_id[0] ? src.ostc_id : NULL);
+  if (version) {   /* a version of the source's orchestration: its hash is the pin */
+    xgr_store_doc doc;
+    if ((rc = xgr_node_doc_in(d->n, XGR_REG_ORCHESTRATION, has_ns ? reg_ns : owner, true, key, version, &doc, err))) {
+      xgr_node_fork_src_clear(&src);
+      if (rc == XGR_ENOTFOUND) xgr_error_set(err, rc, "version", "orchestration %s has no version %u", key, version);
+      return xgr__rpc_code(rc, err);
+    }
+    snprintf(pin, sizeof pin, "%s", doc.hash);
+    xgr_node_doc_clear(&doc);
+  } else {
+    snprintf(pin, sizeof pin, "%s", hash ? hash : src.bundle_hash);
+  }
+  if (permit.kind && (rc = xgr_auth_consume(caller->auth, &permit, err))) {   /* used up once the request holds */
+    xgr_node_fork_src_clear(&src);
+    return rc;
+  }
+  xgr_node_enqueue_req rq = {.owner = owner, .root = new_root, .reg_key = key, .reg_ns = has_ns ? reg_ns : NULL,
+                             .registry = src.registry, .reg_path = "sessionId", .ostc_hash = pin[0] ? pin : NULL,
+                             .step = src.step_id, .step_path = iter ? "pid" : "stepId",
+                             .payload_path = "payload", .payload = payload ? payload : src.payload,
+                             .ostc_id = src.ostc_id[0] ? src.ostc_id : NULL, .who = who,
+                             .traceparent = caller->traceparent};
+  xgr_node_ack a;
+  char hash_of[67], bundle_of[67];
+  rc = start_session(d, &rq, NULL, NULL, NULL, &a, &new_root, hash_of, bundle_of, err);
+  if (rc) {
+    xgr_node_fork_src_clear(&src);
+    return rc;
+  }
+  char digest[67] = "";
+  if (permit.kind) xgr_hex_encode(permit.digest, 32, digest);
+  xgr_node_fork_rec fr = {.owner = owner, .root = root, .src = &src, .new_root = new_root, .new_bundle_hash = bundle_of,
+                          .payload_given = payload != NULL, .actor = actor, .permit = digest[0] ? digest : NULL};
+  rc = xgr_node_fork_record(d->n, &fr, err);
+  json_t *from = json_pack("{s:s, s:o, s:o, s:s, s:s}", "owner", owner, "rootPid", xgr__rpc_u64_json(root), "pid",
+                           xgr__rpc_pid_json(root, src.iter), "step", src.step_id, "bundleHash", src.bundle_hash);
+  xgr_node_fork_src_clear(&src);
+  if (rc) {
+    json_decref(from);
+    return xgr__rpc_code(rc, err);
+  }
+  *result = enqueue_answer(d, a, owner, new_root, hash_of, bundle_of);
+  json_object_set_new(*result, "forkedFrom", from);
+  return 0;
+}

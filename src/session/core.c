@@ -1076,6 +1076,51 @@ int xgr_session_wake_step(xgr_session *s, unsigned step, const char *caller, xgr
                        join_open, join_open == 1 ? "" : "es", sid, join_open == 1 ? "is an" : "are", join_open == 1 ? "" : "s");
 }
 
+/* ==== retry (issue 36): run an aborted process's step again; see xgr/session.h ================== */
+
+int xgr_session_retry(xgr_session *s, const xgr_retry_of *r, xgr_value payload, int64_t now, xgr_effects *fx,
+                      uint64_t *iter_out, xgr_error *err) {
+  bury(s);
+  char pid[48];
+  xgr_pid_format(s->root_pid, r->iter, pid, sizeof pid);
+  if (s->result != XGR_RESULT_RUNNING || s->killed)
+    return xgr_error_set(err, XGR_ESTATE, "sessionId", "session %llu has ended (%s); only a live session's processes "
+                         "can be retried (fork it to run a step again in a new session)", (unsigned long long)s->root_pid,
+                         s->killed ? "killed" : xgr_session_result_name(s->result));
+  if (r->iter == 0 || r->iter >= s->next_iter || r->step >= s->orch->nsteps)
+    return xgr_error_set(err, XGR_ENOTFOUND, "pid", "process %s is not a process of session %llu", pid,
+                         (unsigned long long)s->root_pid);
+  const xgr_proc *live = proc_find(s, r->iter);
+  if (live || r->status != XGR_PROC_ABORTED)
+    return xgr_error_set(err, XGR_ESTATE, "pid", "process %s is %s; only an aborted process can be retried", pid,
+                         xgr_proc_status_name(live ? (xgr_proc_status)live->status : r->status));
+  if (r->reason != XGR_ABORT_ERROR && r->reason != XGR_ABORT_KILL)
+    return xgr_error_set(err, XGR_ESTATE, "pid", "process %s aborted by %s; only a process aborted by a hard error or "
+                         "a kill can be retried", pid, xgr_abort_reason_name(r->reason));
+  if (r->join_unsatisfied)
+    return xgr_error_set(err, XGR_ESTATE, "pid", "process %s was the target of a join that was not satisfied; "
+                         "it would run without the pieces its step waits for", pid);
+  if (r->group) {
+    const scope *c = scope_find(s, r->group);
+    if (!c || c->closed) {
+      const xgr_proc *t = c && c->target ? proc_find(s, c->target) : NULL;
+      char tp[48] = "";
+      if (t) xgr_pid_format(s->root_pid, t->iter, tp, sizeof tp);
+      return xgr_error_set(err, XGR_ESTATE, "pid", "the join process %s fed (join group %u%s%s) has closed%s%s; "
+                           "a retried process could no longer be delivered", pid, (unsigned)r->group,
+                           t ? ", target " : "", tp, t ? " as " : "",
+                           t ? xgr_join_outcome_name(t->join->outcome) : "");
+    }
+  }
+  xgr_value pl = xgr_value_kind(payload) == XGR_VNULL ? r->payload : payload;
+  if (xgr_value_kind(pl) != XGR_VMAP)
+    return xgr_error_set(err, XGR_EINVAL, "payload", "the payload to retry %s with is not an object", pid);
+  xgr_proc *p = proc_new(s, r->step, r->iter, r->group, pl, now, now, fx);
+  if (iter_out) *iter_out = p->iter;
+  check_invariants(s);
+  return 0;
+}
+
 /* ==== recovery (issue 8): rebuild a core from stored rows; see xgr/session.h ==================
  * What is restored, and from what (SEMANTICS §2–3): the counters (next_iter, next_group, the
  * session-wide pause, killed); every live process with all its fields — one that was running

@@ -213,7 +213,7 @@ static void apply_action(xgr_driver *d, xgr_script_action *a) {
     /* as xgrd: only the session's owner controls it; delegation exists for step-mode wakes only */
     rc = xgr_error_set(&err, XGR_EPERM, NULL, "%s is not the owner of session %llu; only the owner may %s it",
                        a->caller, (unsigned long long)a->root_pid, a->kind == XGR_SCRIPT_KILL ? "kill"
-                       : a->kind == XGR_SCRIPT_PAUSE ? "pause" : "resume");
+                       : a->kind == XGR_SCRIPT_PAUSE ? "pause" : a->kind == XGR_SCRIPT_RETRY ? "retry in" : "resume");
   } else {
     switch (a->kind) {
       case XGR_SCRIPT_WAKE_PID:
@@ -231,6 +231,21 @@ static void apply_action(xgr_driver *d, xgr_script_action *a) {
       case XGR_SCRIPT_KILL:
         rc = xgr_session_kill(ds->s, a->iter, d->now, &d->fx, &err);
         break;
+      case XGR_SCRIPT_RETRY: {   /* the aborted process's last state comes from the records */
+        xgr_retry_of r;
+        uint64_t it = 0;
+        char pid[48];
+        xgr_pid_format(a->root_pid, a->iter, pid, sizeof pid);
+        if (!xgr_records_retry_of(ds->rec, a->iter, &r))
+          rc = xgr_error_set(&err, XGR_ENOTFOUND, "pid", "process %s: nothing is recorded of it (a retry needs the "
+                             "driver's records)", pid);
+        else if (!(rc = xgr_session_retry(ds->s, &r, a->payload, d->now, &d->fx, &it, &err))) {
+          char np[48];
+          xgr_pid_format(a->root_pid, it, np, sizeof np);
+          snprintf(err.message, sizeof err.message, "retried %s as %s", pid, np);
+        }
+        break;
+      }
       default:
         rc = xgr_session_pause(ds->s, a->iter, a->kind == XGR_SCRIPT_PAUSE, d->now, &d->fx, &err);
         break;

@@ -108,6 +108,17 @@ void xgr_records_proc(xgr_records *r, const xgr_orch *o, const xgr_proc *p) {
   }
 }
 
+bool xgr_records_retry_of(const xgr_records *r, uint64_t iter, xgr_retry_of *out) {
+  if (!r || iter == 0 || iter > r->nrecs || !r->recs[iter - 1].used) return false;
+  const rec *x = &r->recs[iter - 1];
+  const char *outcome = json_string_value(json_object_get(x->join, "outcome"));
+  *out = (xgr_retry_of){.iter = iter, .step = x->step, .status = (xgr_proc_status)x->status,
+                        .reason = (xgr_abort_reason)x->abort_reason, .group = x->group,
+                        .join_unsatisfied = x->from_group && !(outcome && !strcmp(outcome, "satisfied")),
+                        .payload = x->payload};
+  return true;
+}
+
 void xgr_records_action(xgr_records *r, int64_t at, const char *action, bool ok, const char *message) {
   json_array_append_new(r->actions, json_pack("{s:I, s:s, s:b, s:s}", "at", (json_int_t)at, "action", action, "ok", ok,
                                               "message", message ? message : ""));

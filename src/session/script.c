@@ -49,7 +49,7 @@ static int check_keys(const json_t *o, size_t i, const char *field, const char *
 /* Parse entry i of the script into *x (zeroed by the caller). */
 static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error *err) {
   if (!json_is_object(a)) return act_err(err, i, NULL, "an action is an object");
-  static const char *const keys[] = {"at", "wake", "kill", "pause", "resume", "caller", "payload", "session"};
+  static const char *const keys[] = {"at", "wake", "kill", "pause", "resume", "retry", "caller", "payload", "session"};
   static const char *const wake_keys[] = {"pid", "step"};
   int rc = check_keys(a, i, NULL, keys, sizeof keys / sizeof *keys, err);
   if (rc) return rc;
@@ -82,21 +82,23 @@ static int parse_one(const json_t *a, size_t i, xgr_script_action *x, xgr_error 
       return act_err(err, i, "wake", "expected {\"pid\": \"<rootPid>:<iter>\"} or {\"step\": STEP}");
     }
   }
-  static const char *const names[] = {"kill", "pause", "resume"};
-  static const xgr_script_kind kinds_of[] = {XGR_SCRIPT_KILL, XGR_SCRIPT_PAUSE, XGR_SCRIPT_RESUME};
-  for (int k = 0; k < 3; k++)
+  static const char *const names[] = {"kill", "pause", "resume", "retry"};
+  static const xgr_script_kind kinds_of[] = {XGR_SCRIPT_KILL, XGR_SCRIPT_PAUSE, XGR_SCRIPT_RESUME, XGR_SCRIPT_RETRY};
+  for (int k = 0; k < 4; k++)
     if ((v = json_object_get(a, names[k]))) {
       kinds++;
       x->kind = kinds_of[k];
-      if (parse_pid(v, &x->root_pid, &x->iter))
-        return act_err(err, i, names[k], "expected \"<rootPid>\" or \"<rootPid>:<iter>\"");
+      if (parse_pid(v, &x->root_pid, &x->iter) || (kinds_of[k] == XGR_SCRIPT_RETRY && x->iter == 0))
+        return act_err(err, i, names[k], kinds_of[k] == XGR_SCRIPT_RETRY ? "expected a process id \"<rootPid>:<iter>\""
+                                                                         : "expected \"<rootPid>\" or \"<rootPid>:<iter>\"");
     }
-  if (kinds != 1) return act_err(err, i, NULL, "expected exactly one of wake, kill, pause, resume");
+  if (kinds != 1) return act_err(err, i, NULL, "expected exactly one of wake, kill, pause, resume, retry");
   /* keys that only one kind of action reads are refused elsewhere rather than ignored */
   if (json_object_get(a, "session") && x->kind != XGR_SCRIPT_WAKE_STEP)
     return act_err(err, i, "session", "only a step-mode wake ({\"wake\":{\"step\":...}}) names a session; a pid names its own");
-  if (json_object_get(a, "payload") && x->kind != XGR_SCRIPT_WAKE_PID && x->kind != XGR_SCRIPT_WAKE_STEP)
-    return act_err(err, i, "payload", "only a wake carries a payload");
+  if (json_object_get(a, "payload") && x->kind != XGR_SCRIPT_WAKE_PID && x->kind != XGR_SCRIPT_WAKE_STEP &&
+      x->kind != XGR_SCRIPT_RETRY)
+    return act_err(err, i, "payload", "only a wake or a retry carries a payload");
   const json_t *caller = json_object_get(a, "caller");
   if (caller && !(json_is_string(caller) && xgr_xrc_is_address(json_string_value(caller), json_string_length(caller))))
     return act_err(err, i, "caller", "expected an address (\"0x\" and 40 hex digits)");

@@ -294,6 +294,13 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       }
       break;
     }
+    case OP_FORKED: {
+      msess *s = sess_get(m, op->owner, op->root);
+      if (!s->has_row) break;
+      free(s->row.forked_from);
+      s->row.forked_from = xgr__xstrdup(op->u.forked_from);
+      break;
+    }
     case OP_AUDIT: {
       msess *s = sess_get(m, op->owner, op->root);
       s->audit = xgr__xrealloc(s->audit, (s->naudit + 1) * sizeof *s->audit);

@@ -15,7 +15,7 @@
 /* ---- reading (reader connection, under rmu) --------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas, wake_due, bundle_hash, stored_bytes"
+                     "next_iter, paused, next_group, max_total_gas, wake_due, bundle_hash, stored_bytes, forked_from"
 
 /* Run a read query; NULL (with *err) unless it returned rows. A reader connection that broke
  * (the server restarted) is opened again once: reads need no state from before. */
@@ -66,6 +66,7 @@ static void read_session_row(const PGresult *r, int i, xgr_store_session *o) {
   o->wake_due = get_i64(r, i, 13);   /* NULL reads as 0: awake */
   o->bundle_hash = get_text(r, i, 14);
   o->stored_bytes = (uint64_t)get_i64(r, i, 15);
+  o->forked_from = get_text(r, i, 16);
 }
 
 /* the proc columns start at column `c` */

@@ -190,6 +190,9 @@ static const char *const migrations[] = {
      "  updated_at BIGINT NOT NULL DEFAULT 0);"
      "CREATE INDEX IF NOT EXISTS batch_ops_state ON batch_ops(state, created_at);"
      "CREATE INDEX IF NOT EXISTS batch_ops_caller ON batch_ops(caller, created_at);"),
+    /* 17: forks (docs/SEMANTICS.md "Retry and fork"): the recorded step a session was forked from,
+     * as JSON text {"owner","rootPid","iter","step","bundleHash"}; '' for a session that is no fork */
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT '';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -349,6 +352,7 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
     [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
                  " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    [S_FORKED] = "UPDATE sessions SET forked_from = $3 WHERE owner = $1 AND root_pid = $2",
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE id = ANY(ARRAY(SELECT id FROM session_audit WHERE recorded_at <= $1"
                    " LIMIT $2))",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",

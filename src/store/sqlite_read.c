@@ -18,7 +18,7 @@
 /* ---- reading (reader connection) --------------------------------------------------------------------- */
 
 #define SESSION_COLS "owner, root_pid, registry, ostc_id, ostc_hash, status, killed_at, created_at, finished_at, " \
-                     "next_iter, paused, next_group, max_total_gas, wake_due, bundle_hash, stored_bytes"
+                     "next_iter, paused, next_group, max_total_gas, wake_due, bundle_hash, stored_bytes, forked_from"
 #define PROC_COLS "iter, parent_iter, step, step_id, status, paused, valid, abort_reason, join_group, " \
                   "join_from_group, next_wake_at, created_at, started_at, finished_at, payload, error, join_state"
 #define HIST_COLS "iter, parent_iter, step, step_id, status, valid, abort_reason, at, finished_at, error, payload, " \
@@ -72,6 +72,7 @@ static void read_session_row(sqlite3_stmt *s, xgr_store_session *o) {
   o->wake_due = sqlite3_column_int64(s, 13);   /* NULL reads as 0: awake */
   o->bundle_hash = col_text(s, 14);
   o->stored_bytes = (uint64_t)sqlite3_column_int64(s, 15);
+  o->forked_from = col_text(s, 16);
 }
 
 static void read_proc_row(sqlite3_stmt *s, xgr_store_proc *p) {

@@ -140,6 +140,9 @@ static const char *const migrations[] = {
      "  updated_at INTEGER NOT NULL DEFAULT 0);"
      "CREATE INDEX IF NOT EXISTS batch_ops_state ON batch_ops(state, created_at);"
      "CREATE INDEX IF NOT EXISTS batch_ops_caller ON batch_ops(caller, created_at);"),
+    /* 17: forks (docs/SEMANTICS.md "Retry and fork"): the recorded step a session was forked from,
+     * as JSON text {"owner","rootPid","iter","step","bundleHash"}; '' for a session that is no fork */
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT '';",
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -80,6 +80,7 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
                  " VALUES(:owner, :root_pid, :session_at, :kind, :actor, :node, :permit, :detail, :now)",
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE rowid IN (SELECT rowid FROM session_audit WHERE recorded_at <= :before"
                    " LIMIT :limit)",
+    [S_FORKED] = "UPDATE sessions SET forked_from = :from WHERE owner = :owner AND root_pid = :root_pid",
     [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= :before LIMIT :limit)",
@@ -294,6 +295,12 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
         bind_text(s, ":reason", op->u.wake.refused);
         bind_i64(s, ":now", now);
       }
+      return step_done(s);
+    case OP_FORKED:
+      s = &q->stmt[S_FORKED];
+      bind_text(s, ":owner", op->owner);
+      bind_root(s, ":root_pid", op->root);
+      bind_text(s, ":from", op->u.forked_from);
       return step_done(s);
     case OP_AUDIT: {
       const xgr_store_audit *x = &op->u.audit;

@@ -123,6 +123,7 @@ void xgr_store_session_clear(xgr_store_session *s) {
   free(s->ostc_hash);
   free(s->max_total_gas);
   free(s->bundle_hash);
+  free(s->forked_from);
   memset(s, 0, sizeof *s);
 }
 
@@ -195,6 +196,7 @@ static void session_copy(xgr_store_session *d, const xgr_store_session *s, dup_f
   d->ostc_hash = dup(ctx, s->ostc_hash ? s->ostc_hash : "");
   d->max_total_gas = dup(ctx, s->max_total_gas ? s->max_total_gas : "");
   d->bundle_hash = dup(ctx, s->bundle_hash ? s->bundle_hash : "");
+  d->forked_from = dup(ctx, s->forked_from ? s->forked_from : "");
 }
 
 static void proc_copy(xgr_store_proc *d, const xgr_store_proc *s, dup_fn *dup, void *ctx) {
@@ -492,6 +494,11 @@ void xgr_store_audit_clear(xgr_store_audit *a) {
 void xgr_store_audits_free(xgr_store_audit *a, size_t n) {
   for (size_t i = 0; i < n; i++) xgr_store_audit_clear(&a[i]);
   free(a);
+}
+
+void xgr_store_changes_forked_from(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *from) {
+  assert(from);
+  push(b, OP_FORKED, owner, root_pid)->u.forked_from = bdup(b, from);
 }
 
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a) {

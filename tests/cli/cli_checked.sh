@@ -122,11 +122,11 @@ S=$tmp/s.json
 script() { echo "$1" >"$S"; t "script $2" 2 "$X" run "$D/wait_hour.json" --start A --virtual-time --script "$S"; is_err "script $2 message" "xgr run: --script $S$3"; }
 script '{"at":1}' "not an array" ": a script is an array of actions"
 script '[{"at":1,"wake":{"step":"W"},' "not JSON" ": invalid JSON at line 2, column 0: string or '}' expected near end of file"
-script '[{"at":1,"wak":{"step":"W"}}]' "unknown action key" ' [0].wak: unknown key "wak" (did you mean "wake"?); expected one of at, wake, kill, pause, resume, caller, payload, session'
+script '[{"at":1,"wak":{"step":"W"}}]' "unknown action key" ' [0].wak: unknown key "wak" (did you mean "wake"?); expected one of at, wake, kill, pause, resume, retry, caller, payload, session'
 script '[{"at":1,"wake":{"ste":"W"}}]' "unknown wake key" ' [0].wake.ste: unknown key "ste" (did you mean "step"?); expected one of pid, step'
 script '[{"at":1,"wake":{"pid":"1:2","step":"W"}}]' "pid and step" ' [0].wake: give "pid" (PID mode) or "step" (step mode), not both'
 script '[{"at":1,"kill":"1","session":2}]' "session on a kill" ' [0].session: only a step-mode wake ({"wake":{"step":...}}) names a session; a pid names its own'
-script '[{"at":1,"pause":"1","payload":{}}]' "payload on a pause" ' [0].payload: only a wake carries a payload'
+script '[{"at":1,"pause":"1","payload":{}}]' "payload on a pause" ' [0].payload: only a wake or a retry carries a payload'
 script '[{"at":1,"wake":{"step":"W"},"payload":[1]}]' "payload an array" ' [0].payload: expected an object'
 script '[{"at":-1,"wake":{"step":"W"}}]' "negative at" ' [0].at: expected a non-negative integer (milliseconds on the session clock)'
 

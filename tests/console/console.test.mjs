@@ -5,7 +5,7 @@
 // a finished 2-of-3 kill join, an open 2-of-3 join waiting for its third producer, two KYC orders
 // waiting for their check), then drives headless chromium through the pages: the list (filters),
 // each session's graph overlay (step states, the join node's k-of-n text), the inspector, the
-// live updates after a wake (no reload), pause / resume / wake / kill from the page, a step's API
+// live updates after a wake (no reload), pause / resume / wake / kill / retry / fork from the page, a step's API
 // calls and a refused internal wake-up in the timeline, and the registry page. Screenshots go to
 // OUTDIR (test artifacts). Every wait is bounded.
 import { execFileSync } from 'node:child_process';
@@ -63,7 +63,8 @@ async function main() {
   const pageErrors = [];
   page.on('pageerror', e => pageErrors.push(e.message));
   page.on('console', m => { if (m.type() === 'error') pageErrors.push(m.text()); });
-  page.on('dialog', d => d.accept());
+  let promptAnswer = '';   // what a prompt() (retry / fork: the payload) is answered with
+  page.on('dialog', d => d.accept(d.type() === 'prompt' ? promptAnswer : undefined));
   const shot = name => page.screenshot({ path: path.join(OUT, name), fullPage: true });
   const text = sel => page.$eval(sel, e => e.textContent);
   const waitText = (sel, s, ms = 10000) => page.waitForFunction((q, t) => {
@@ -149,6 +150,39 @@ async function main() {
   ok(await page.evaluate(() => window.__sameDocument === true), 'the page updated live (no reload)');
   ok((await text('#feed')).includes('join at J'), 'live events list the join decision', await text('#feed'));
   await shot('06-join-closed-live.png');
+
+  // 4b. retry and fork (issue 36): race 20's B failed (hard error) while its 2-of-3 join is open;
+  // "Retry this process…" with a fixed payload runs B again and its piece satisfies the join; then
+  // "Fork a new session from this step…" on C starts a new session at C and opens its page
+  enq(20, 'race_wait', 'A', '{"B":"error"}');
+  await until('race 20 waits for D', async () => (await session(20)).steps.D.waiting === 1);
+  await page.goto(`${URL}/ui/#/session/${OWNER}/20`);
+  await page.waitForSelector('#join-A-valid .live-label');
+  const bpid = await page.$eval('#proctable', t => [...t.querySelectorAll('tr[data-pid]')]
+    .find(tr => tr.children[1].textContent === 'B').dataset.pid);
+  await page.click(`#proctable tr[data-pid="${bpid}"]`);
+  await page.waitForSelector('#insp-retry');
+  promptAnswer = '{"B":"valid"}';
+  await page.click('#insp-retry');
+  await waitText('#join-A-valid', '2/2 pieces · satisfied');
+  ok(true, 'retry from the inspector: the retried B satisfied the open join');
+  await page.waitForSelector('#history tr.audit');
+  ok((await text('#timeline')).includes('retried as process'), 'the timeline shows the retry', await text('#timeline'));
+  await shot('06b-retried.png');
+  const cpid = await page.$eval('#proctable', t => [...t.querySelectorAll('tr[data-pid]')]
+    .find(tr => tr.children[1].textContent === 'C').dataset.pid);
+  await page.click(`#proctable tr[data-pid="${cpid}"]`);
+  await page.waitForSelector('#insp-fork');
+  promptAnswer = '';
+  await page.click('#insp-fork');
+  await page.waitForFunction(o => new RegExp(`#/session/${o}/(\\d+)$`).test(location.hash) && !location.hash.endsWith('/20'),
+    { timeout: 10000 }, OWNER);
+  const forked = await page.evaluate(() => location.hash.split('/').pop());
+  const fv = await rpc(URL, 'xgr.getSession', { owner: OWNER, rootPid: forked });
+  ok(fv.session.forkedFrom && fv.session.forkedFrom.rootPid === 20 && fv.session.forkedFrom.step === 'C',
+    'fork from the inspector: the new session records its source', JSON.stringify(fv.session.forkedFrom));
+  await waitText('#forked-from', 'session 20');
+  ok(true, 'the forked session\'s page says where it was forked from');
 
   // 5. pause, resume and wake (step mode, payload editor) on KYC order 5
   await page.goto(`${URL}/ui/#/session/${OWNER}/5`);

@@ -8,7 +8,7 @@ tests/scenarios/run_scenarios.c) two xgrd run side by side on 127.0.0.1, each on
 store: one with `--hibernate-after off` (everything stays in memory) and one with
 `--hibernate-after 0` (a session leaves memory as soon as it waits). On each: the bundle's rules
 are registered under their keys and the orchestration under the registry `scen`, the sessions are
-enqueued, and the scripted actions are sent as JSON-RPC calls (kill / pause / resume, wake-ups in
+enqueued, and the scripted actions are sent as JSON-RPC calls (kill / pause / resume / retry, wake-ups in
 pid or step mode, with the action's caller as `from`) at their time on the engine clock. When
 every session has ended or can no longer move, the run is read back (xgr.getSession, and the
 store for the payload of waiting processes and killedAt, which getSession does not show).
@@ -160,6 +160,13 @@ class Run:
             if "payload" in a:
                 p["payload"] = a["payload"]
             return self.answer(a, self.x.rpc("xgr_wakeUpProcess", [p]))
+        if "retry" in a:
+            root = int(a["retry"].split(":")[0])
+            owner = self.owner_of(root)
+            p = {"owner": owner, "pid": a["retry"], "from": a.get("caller", owner)}
+            if "payload" in a:
+                p["payload"] = a["payload"]
+            return self.answer(a, self.x.rpc("xgr.retry", p))
         for kind in ("kill", "pause", "resume"):
             if kind in a:
                 root = int(a[kind].split(":")[0])

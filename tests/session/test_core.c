@@ -477,6 +477,67 @@ static void test_pause_during_last_step(void **st) {
   w_free(&w);
 }
 
+/* Retry (issue 36): each refusal names the field that decided and leaves the session unchanged;
+ * an accepted retry is a new waiting process of the same scope, child of the aborted one. */
+static void test_retry_refusals(void **st) {
+  (void)st;
+  world w;
+  w_init(&w, "{\"structure\":{\"A1\":{\"rule\":\"a\",\"onValid\":{\"spawns\":[\"B1\",\"C1\"]}},"
+             "\"B1\":{\"rule\":\"b\"},\"C1\":{\"rule\":\"c\"}}}", "B1=e,C1=a");
+  w_start(&w, "A1");
+  w_run(&w, 100);   /* B1 (1:2) hard error, C1 (1:3) abortStep: the session completed */
+  expect_proc(&w, 2, "B1", ABORTED, -1);
+  xgr_value pl = xgr_map_new(1);
+  xgr_retry_of r = {.iter = 2, .step = (unsigned)xgr_orch_find(w.o, "B1"), .status = XGR_PROC_ABORTED,
+                    .reason = XGR_ABORT_ERROR, .payload = pl};
+  xgr_error e;
+  uint64_t it = 0;
+  assert_int_equal(xgr_session_retry(w.s, &r, xgr_value_null(), 5, &w.fx, &it, &e), XGR_ESTATE);
+  assert_string_equal(e.path, "sessionId");
+  assert_non_null(strstr(e.message, "has ended (completed)"));
+  w_free(&w);
+
+  w_init(&w, "{\"structure\":{\"A1\":{\"rule\":\"a\",\"onValid\":{\"spawns\":[\"B1\",\"C1\"]}},"
+             "\"B1\":{\"rule\":\"b\"},\"C1\":{\"rule\":\"c\"}}}", "B1=e,C1=a");
+  w_start(&w, "A1");
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_pause(w.s, 0, true, 0, &w.fx, NULL), 0);   /* keep the session alive */
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_pause(w.s, 0, false, 0, &w.fx, NULL), 0);
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_promote(w.s, 0, 1, &w.fx), 1);   /* A1 */
+  xgr_value eff = xgr_value_retain(xgr_session_find(w.s, 1)->payload);
+  xgr_step_outcome ok = {.kind = XGR_OUTCOME_VALID, .effective = eff, .outcome_payload = xgr_value_null(), .wait_sec = -1};
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_step_result(w.s, 1, &ok, 0, &w.fx, NULL), 0);   /* B1, C1 wait for a wake-up */
+  xgr_value_release(eff);
+  r.reason = XGR_ABORT_STEP;
+  assert_int_equal(xgr_session_retry(w.s, &r, xgr_value_null(), 5, &w.fx, &it, &e), XGR_ESTATE);
+  assert_string_equal(e.path, "pid");   /* B1 (1:2) is live */
+  assert_non_null(strstr(e.message, "is waiting"));
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_kill(w.s, 2, 1, &w.fx, NULL), 0);
+  assert_int_equal(xgr_session_retry(w.s, &r, xgr_value_null(), 5, &w.fx, &it, &e), XGR_ESTATE);
+  assert_non_null(strstr(e.message, "aborted by abortStep"));
+  r.reason = XGR_ABORT_KILL;
+  assert_int_equal(xgr_session_retry(w.s, &r, xgr_value_int(3), 5, &w.fx, &it, &e), XGR_EINVAL);
+  assert_string_equal(e.path, "payload");
+  r.iter = 99;
+  assert_int_equal(xgr_session_retry(w.s, &r, xgr_value_null(), 5, &w.fx, &it, &e), XGR_ENOTFOUND);
+  r.iter = 2;
+  xgr_effects_reset(&w.fx);
+  assert_int_equal(xgr_session_retry(w.s, &r, xgr_value_null(), 5, &w.fx, &it, &e), 0);
+  assert_int_equal(it, 4);
+  const xgr_proc *np = xgr_session_find(w.s, 4);
+  assert_non_null(np);
+  assert_int_equal(np->parent_iter, 2);
+  assert_int_equal(np->status, XGR_PROC_WAITING);
+  assert_int_equal(np->next_wake_at, 5);
+  assert_int_equal(xgr_session_next_due(w.s), 5);
+  xgr_value_release(pl);
+  w_free(&w);
+}
+
 int main(void) {
   (void)J;
   const struct CMUnitTest tests[] = {
@@ -494,6 +555,7 @@ int main(void) {
     cmocka_unit_test(test_join_write),
     cmocka_unit_test(test_pid_parse),
     cmocka_unit_test(test_pause_during_last_step),
+    cmocka_unit_test(test_retry_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1758,6 +1758,7 @@ static void test_pg_schema(void **state) {
                        " DROP COLUMN rt_join_from_group, DROP COLUMN rt_next_wake_at, DROP COLUMN rt_created_at,"
                        " DROP COLUMN rt_join_state; DROP TABLE proc_born; ALTER TABLE sessions DROP COLUMN stored_bytes;"
                        " ALTER TABLE sessions DROP COLUMN bundle_hash; DROP TABLE session_audit;"
+                       " ALTER TABLE sessions DROP COLUMN forked_from;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
