@@ -43,6 +43,20 @@ int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn
  * order they were added. */
 void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx);
 
+/* POST handlers: answer a POST of a path under a registered prefix, given its whole body (body[len],
+ * borrowed; Content-Type application/json, the same-origin check and the body cap have passed):
+ * queue a response on c, set *status to the HTTP status (the log line's) and return an enum
+ * MHD_Result. caller as for GET. At most 4, before open. */
+typedef int (*xgr__rpc_post_fn)(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *c, const char *url,
+                                const char *body, size_t len, unsigned *status);
+int xgr__rpc_register_post(xgr_rpc_server *s, const char *prefix, xgr__rpc_post_fn fn, void *ctx);
+/* JSON-RPC at POST /ui/rpc (the console's): gate runs before the body is answered; it may fill
+ * caller (signed_in pointing into addr[43], only) and returns 0 to go on, or an HTTP status to
+ * refuse with (*msg says why). Without a gate, /ui/rpc is not served. */
+typedef unsigned (*xgr__rpc_gate_fn)(void *ctx, struct MHD_Connection *c, xgr_rpc_caller *caller, char addr[43],
+                                     const char **msg);
+void xgr__rpc_set_ui_gate(xgr_rpc_server *s, xgr__rpc_gate_fn gate, void *ctx);
+
 /* ---- sse.c: the event hub ------------------------------------------------------------------- */
 typedef struct xgr__sse_hub xgr__sse_hub;
 
@@ -104,9 +118,16 @@ bool xgr__sse_wanted(xgr__sse_hub *h);
 /* ---- console.c -------------------------------------------------------------------------------- */
 typedef struct xgr__console xgr__console;
 
+/* Signing in to the console (console_auth.c; docs/SECURITY.md, "Console sign-in"): the caps. */
+typedef struct xgr__console_auth_limits {
+  unsigned max_nonces;     /* sign-in nonces outstanding (--console-max-nonces) */
+  unsigned max_sessions;   /* console sessions live (--console-max-sessions) */
+  unsigned session_secs;   /* a session's life (--console-session-secs) */
+} xgr__console_auth_limits;
+
 /* A console over node n (borrowed; it outlives the console): it reads through the node's queries;
  * its event streams are held to lim (copied). */
-xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim);
+xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim, const xgr__console_auth_limits *alim);
 void xgr__console_free(xgr__console *c);
 /* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
  * to the hub, while the hub wants events (xgr__sse_wanted). */
