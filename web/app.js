@@ -109,7 +109,7 @@ function siweMessage(f, address) {
 async function signIn(message, signature) {
   const r = await post('/ui/auth/signin', { message, signature });
   state.me = r;
-  setOwner(r.address);
+  setOwner('');   // every owner the caller may see
   showWho();
   return r;
 }
@@ -198,6 +198,8 @@ function setOwner(o) {
 
 async function route() {
   stopListening();
+  const link = takeLink();   // a link opened in a tab that shows the console already
+  if (link && permitMode() && !(await useLink(link))) return;
   $('#toast').hidden = true;
   if (permitMode() && !state.me.address) return signInPage();
   const raw = location.hash.replace(/^#/, '') || '/sessions';
@@ -719,6 +721,28 @@ async function registryPage(qs) {
 
 /* ---- start ---------------------------------------------------------------------------------------------------- */
 
+/* A one-time link of `xgr console --key`: #signin&m=MESSAGE&s=SIGNATURE. Taken out of the address
+ * bar and the history at once; {m, s}, or null when the address is no such link. */
+function takeLink() {
+  if (!location.hash.startsWith('#signin')) return null;
+  const f = new URLSearchParams(location.hash.slice(1));
+  history.replaceState(null, '', location.pathname + location.search + '#/sessions');
+  return { m: f.get('m') || '', s: f.get('s') || '' };
+}
+
+/* Exchange a link for the session cookie; false (and the sign-in page says why) when refused. */
+async function useLink(link) {
+  try {
+    await signIn(link.m, link.s);
+    toast('signed in as ' + state.me.address);
+    return true;
+  } catch (e) {
+    showWho();
+    signInPage('The sign-in link was refused: ' + e.message);
+    return false;
+  }
+}
+
 async function start() {
   setOwner(state.owner);
   $('#owner').addEventListener('change', ev => {
@@ -727,22 +751,13 @@ async function start() {
   });
   $('#signout').onclick = () => signOut();
   window.addEventListener('hashchange', route);
-  // a one-time link of `xgr console --key`: #signin&m=MESSAGE&s=SIGNATURE (out of the address bar and history at once)
-  let link = null;
-  if (location.hash.startsWith('#signin')) {
-    const f = new URLSearchParams(location.hash.slice(1));
-    link = { m: f.get('m'), s: f.get('s') };
-    history.replaceState(null, '', location.pathname + location.search + '#/sessions');
-  }
+  const link = takeLink();
   try {
     state.me = await post('/ui/auth/me', {});
   } catch (e) {
     state.me = { auth: 'none' };
   }
-  if (link && permitMode()) {
-    try { await signIn(link.m || '', link.s || ''); toast('signed in as ' + state.me.address); }
-    catch (e) { showWho(); return signInPage('The sign-in link was refused: ' + e.message); }
-  }
+  if (link && permitMode() && !(await useLink(link))) return;
   if (permitMode() && state.me.address && state.owner !== state.me.address) setOwner('');
   showWho();
   try { state.info = await rpc('xgr.console.info', {}); } catch (e) { state.info = { auth: state.me.auth }; }
