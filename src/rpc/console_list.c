@@ -103,24 +103,33 @@ static int scan_owner(xgr__console *c, scan *sc, const char *owner, uint64_t cur
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The owners the caller may see when the call names none, ascending (owned strings into
- * out[OWNERS_MAX], *n of them): under --auth none the owners with live sessions in the store (at
- * most 100); a signed-in caller or a permit's signer: itself. (Grants and operators widen this
+ * out[OWNERS_MAX], *n of them): under --auth none every owner with sessions in the store (at most
+ * 100: those with live sessions first, then the others by address); a signed-in caller or a permit's signer: itself. (Grants and operators widen this
  * where the access decision says so.) */
 static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, char **out, size_t *n,
                           bool *partial, xgr_error *err) {
   *n = 0;
   *partial = false;
-  if (caller && caller->auth_none) {
-    xgr_store_owner_live *ol;
-    size_t k;
+  if (caller && caller->auth_none) {   /* the owners with live sessions first, then the others by address */
+    xgr_store_owner_live *ol, *al;
+    size_t k, ka;
     int rc = xgr_node_live_owners(c->n, OWNERS_MAX + 1, &ol, &k, err);
     if (rc) return rc;
-    for (size_t i = 0; i < k && i < OWNERS_MAX; i++) {
-      out[*n] = xgr__xstrdup(ol[i].owner);
+    if ((rc = xgr_node_owners_after(c->n, NULL, OWNERS_MAX + 1, &al, &ka, err))) {
+      xgr_node_owners_free(ol, k);
+      return rc;
+    }
+    for (size_t i = 0; i < k + ka && *n < OWNERS_MAX; i++) {
+      const char *own = i < k ? ol[i].owner : al[i - k].owner;
+      bool dup = false;
+      for (size_t j = 0; j < *n && !dup; j++) dup = !strcasecmp(out[j], own);
+      if (dup) continue;
+      out[*n] = xgr__xstrdup(own);
       xgr__rpc_lower(out[(*n)++]);
     }
-    *partial = k > OWNERS_MAX;
+    *partial = k > OWNERS_MAX || ka > OWNERS_MAX || (*n == OWNERS_MAX && ka > *n);
     xgr_node_owners_free(ol, k);
+    xgr_node_owners_free(al, ka);
   } else {
     char who[64];
     int rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err);

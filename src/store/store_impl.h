@@ -109,6 +109,10 @@ typedef struct store_vt {
    * (xgr_store_live_owners) */
   int (*live_owners)(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                      xgr_error *err);
+  /* the owners with session rows after `after` ("": from the first), ascending, at most max
+   * (xgr_store_owners_after; `live` 0) */
+  int (*owners_after)(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                      xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */
