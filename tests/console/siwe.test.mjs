@@ -192,6 +192,13 @@ async function main() {
   try { execFileSync(XGR, ['console', '--url', U], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }); } catch (e) { noKey = e.stderr; }
   ok(/--key FILE is required/.test(noKey), 'xgr console without --key says what it needs', noKey);
 
+  // behind a TLS-terminating proxy the cookie is Secure
+  const fs = await nonce();
+  const mt = message(fs, { address: wallet.address, uri: `https://${HOST}/ui/` });
+  const tls = await post('/ui/auth/signin', { message: mt, signature: await wallet.signMessage(mt) }, { 'X-Forwarded-Proto': 'https' });
+  if (tls.cookie) secrets.push(tls.cookie.split(';')[0].split('=')[1]);
+  ok(tls.status === 200 && /; Secure$/.test(tls.cookie || ''), 'served over https (X-Forwarded-Proto), the cookie is Secure', tls.cookie);
+
   // no secret in xgrd's log
   await until('the log line of the last request', () => readFileSync(`${tmp}/xgrd.log`, 'utf8').includes('/ui/auth/signin'));
   const log = readFileSync(`${tmp}/xgrd.log`, 'utf8');
