@@ -5,7 +5,6 @@
 #include "xgr/siwe.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,17 +214,6 @@ int xgr_siwe_sign(const xgr_secp *secp, const uint8_t key[32], const char *msg, 
   return 0;
 }
 
-static int refuse(xgr_error *err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(xgr_error *err, const char *path, const char *fmt, ...) {
-  char msg[XGR_MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  xgr_error_set(err, XGR_EPERM, path, "%s", msg);
-  return XGR_EPERM;
-}
-
 /* The authority of an http(s) URI ("http://HOST[:PORT]/..." -> "HOST[:PORT]") into out[n]. */
 static bool uri_authority(const char *uri, char *out, size_t n) {
   const char *p = !strncasecmp(uri, "http://", 7) ? uri + 7 : !strncasecmp(uri, "https://", 8) ? uri + 8 : NULL;
@@ -243,43 +231,43 @@ int xgr_siwe_verify(const xgr_secp *secp, const char *msg, const char *sig_hex, 
   if (rc) return rc;
   uint8_t sig[65], d[32], addr[20], claimed[20];
   if (!sig_hex || xgr_hex_decode(sig_hex, sig, 65))
-    return refuse(err, "signature", "is not 0x + 130 hex digits (a personal_sign signature)");
+    return xgr_error_set(err, XGR_EPERM, "signature", "is not 0x + 130 hex digits (a personal_sign signature)");
   xgr_siwe_digest(msg, strlen(msg), d);
   if ((rc = xgr_secp_recover(secp, d, sig, addr, err))) return rc;
   xgr_hex_decode(out->address, claimed, 20);
   if (memcmp(addr, claimed, 20)) {
     char got[43];
     xgr_addr_hex(addr, got);
-    return refuse(err, "signature", "was made by %s, not by the message's address %s", got, out->address);
+    return xgr_error_set(err, XGR_EPERM, "signature", "was made by %s, not by the message's address %s", got, out->address);
   }
   xgr_addr_hex(addr, out->address);
   if (strcasecmp(out->domain, x->domain))
-    return refuse(err, "message.domain", "is \"%s\"; this xgrd is served at \"%s\" (sign in at the address you reach it by)",
+    return xgr_error_set(err, XGR_EPERM, "message.domain", "is \"%s\"; this xgrd is served at \"%s\" (sign in at the address you reach it by)",
                   out->domain, x->domain);
   char auth[256];
   if (!uri_authority(out->uri, auth, sizeof auth))
-    return refuse(err, "message.uri", "is \"%.200s\"; expected an http:// or https:// URL", out->uri);
+    return xgr_error_set(err, XGR_EPERM, "message.uri", "is \"%.200s\"; expected an http:// or https:// URL", out->uri);
   if (strcasecmp(auth, x->domain))
-    return refuse(err, "message.uri", "names \"%s\"; expected this xgrd's \"%s\"", auth, x->domain);
-  if (strcmp(out->version, "1")) return refuse(err, "message.version", "is \"%s\"; expected \"1\"", out->version);
+    return xgr_error_set(err, XGR_EPERM, "message.uri", "names \"%s\"; expected this xgrd's \"%s\"", auth, x->domain);
+  if (strcmp(out->version, "1")) return xgr_error_set(err, XGR_EPERM, "message.version", "is \"%s\"; expected \"1\"", out->version);
   if (out->chain_id != x->chain_id)
-    return refuse(err, "message.chainId", "is %llu; this xgrd's chain id is %llu", (unsigned long long)out->chain_id,
+    return xgr_error_set(err, XGR_EPERM, "message.chainId", "is %llu; this xgrd's chain id is %llu", (unsigned long long)out->chain_id,
                   (unsigned long long)x->chain_id);
   if (out->issued_at > x->now_ms + SKEW_MS)
-    return refuse(err, "message.issuedAt", "is %lld ms in the future", (long long)(out->issued_at - x->now_ms));
+    return xgr_error_set(err, XGR_EPERM, "message.issuedAt", "is %lld ms in the future", (long long)(out->issued_at - x->now_ms));
   if (x->max_age_ms && out->issued_at < x->now_ms - x->max_age_ms)
-    return refuse(err, "message.issuedAt", "is %lld s old; a sign-in message is valid for %lld s (fetch a new nonce)",
+    return xgr_error_set(err, XGR_EPERM, "message.issuedAt", "is %lld s old; a sign-in message is valid for %lld s (fetch a new nonce)",
                   (long long)((x->now_ms - out->issued_at) / 1000), (long long)(x->max_age_ms / 1000));
-  if (!out->expiration) return refuse(err, "message.expirationTime", "missing; xgrd requires an Expiration Time");
+  if (!out->expiration) return xgr_error_set(err, XGR_EPERM, "message.expirationTime", "missing; xgrd requires an Expiration Time");
   if (out->expiration <= x->now_ms) {
     char t[32];
     xgr_siwe_time(out->expiration, t);
-    return refuse(err, "message.expirationTime", "%s has passed: the message expired", t);
+    return xgr_error_set(err, XGR_EPERM, "message.expirationTime", "%s has passed: the message expired", t);
   }
   if (out->not_before && out->not_before > x->now_ms) {
     char t[32];
     xgr_siwe_time(out->not_before, t);
-    return refuse(err, "message.notBefore", "is %s: not yet valid", t);
+    return xgr_error_set(err, XGR_EPERM, "message.notBefore", "is %s: not yet valid", t);
   }
   return 0;
 }

@@ -143,6 +143,28 @@ static int http_post(const xgr_client *c, const char *cmd, const char *url, cons
   return 0;
 }
 
+/* POST body (JSON text) to url and read the answer: a JSON object with HTTP 200 into *ans (a new
+ * reference), else the reason printed (the answer's "error" when it has one) and the exit code. */
+static int post_json(const xgr_client *c, const char *cmd, const char *url, const char *body, json_t **ans) {
+  *ans = NULL;
+  rbuf b = {0};
+  long status = 0;
+  int rc = http_post(c, cmd, url, body, &b, &status);
+  if (rc) return rc;
+  xgr_error pe;
+  if (b.p && xgr_json_parse_exact(b.p, b.n, ans, &pe)) *ans = NULL;
+  if (status != 200 || !json_is_object(*ans)) {
+    const char *why = json_string_value(json_object_get(*ans, "error"));
+    fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, url, status, why ? why : b.p ? b.p : "(no body)");
+    free(b.p);
+    json_decref(*ans);
+    *ans = NULL;
+    return status >= 400 && status < 500 ? XGR_EXIT_FAIL : XGR_EXIT_HARD;
+  }
+  free(b.p);
+  return 0;
+}
+
 void xgr_client_origin(const xgr_client *c, char *out, size_t n) {
   const char *p = strstr(c->url, "://");
   p = p ? p + 3 : c->url;
@@ -156,24 +178,9 @@ int xgr_client_post(const xgr_client *c, const char *cmd, const char *path, cons
   xgr_client_origin(c, url, sizeof url);
   snprintf(url + strlen(url), sizeof url - strlen(url), "%s", path);
   char *text = xgr_json_dumps_compact(body);
-  rbuf b = {0};
-  long status = 0;
-  int rc = http_post(c, cmd, url, text, &b, &status);
+  int rc = post_json(c, cmd, url, text, answer);
   free(text);
-  if (rc) return rc;
-  json_t *ans = NULL;
-  xgr_error pe;
-  if (b.p && xgr_json_parse_exact(b.p, b.n, &ans, &pe)) ans = NULL;
-  if (status != 200 || !json_is_object(ans)) {
-    const char *why = json_string_value(json_object_get(ans, "error"));
-    fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, url, status, why ? why : b.p ? b.p : "(no body)");
-    free(b.p);
-    json_decref(ans);
-    return status >= 400 && status < 500 ? XGR_EXIT_FAIL : XGR_EXIT_HARD;
-  }
-  free(b.p);
-  *answer = ans;
-  return 0;
+  return rc;
 }
 
 int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result) {
@@ -193,21 +200,10 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
                          "params", params);
   char *body = xgr_json_dumps_compact(rq);   /* exact integers beyond int64 as numbers */
   json_decref(rq);
-  rbuf b = {0};
-  long status = 0;
-  int hrc = http_post(c, cmd, c->url, body, &b, &status);
+  json_t *ans;
+  int hrc = post_json(c, cmd, c->url, body, &ans);
   free(body);
   if (hrc) return hrc;
-  json_t *ans = NULL;
-  xgr_error pe;
-  if (b.p && xgr_json_parse_exact(b.p, b.n, &ans, &pe)) ans = NULL;
-  if (status != 200 || !json_is_object(ans)) {
-    fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, c->url, status, b.p ? b.p : "(no body)");
-    free(b.p);
-    json_decref(ans);
-    return status >= 400 && status < 500 ? XGR_EXIT_FAIL : XGR_EXIT_HARD;
-  }
-  free(b.p);
   json_t *err = json_object_get(ans, "error");
   if (err) {
     const char *path = json_string_value(json_object_get(json_object_get(err, "data"), "path"));

@@ -211,14 +211,19 @@ static int post_handler(xgr_rpc_server *s, const char *url) {
   return 0;
 }
 
+/* The caller of a GET or POST handler (remote[64] holds its address). */
+static xgr_rpc_caller handler_caller(xgr_rpc_server *s, struct MHD_Connection *c, char remote[64]) {
+  remote_of(c, remote, 64);
+  return (xgr_rpc_caller){.remote = remote,
+                          .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                          .auth_none = s->cfg.auth_none,
+                          .auth = s->cfg.auth};
+}
+
 /* A POST handler's request: its body to the handler, then the log line and the counters. */
 static enum MHD_Result answer_post(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
   char remote[64];
-  remote_of(c, remote, sizeof remote);
-  xgr_rpc_caller caller = {.remote = remote,
-                           .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                           .auth_none = s->cfg.auth_none,
-                           .auth = s->cfg.auth};
+  xgr_rpc_caller caller = handler_caller(s, c, remote);
   unsigned status = 0;
   size_t i = (size_t)r->post - 1;
   enum MHD_Result ret = (enum MHD_Result)s->posts[i].fn(s->posts[i].ctx, &caller, c, url, r->body, r->len, &status);
@@ -266,11 +271,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         size_t pl = strlen(s->gets[i].prefix);
         if (strncmp(url, s->gets[i].prefix, pl) || (url[pl] != '\0' && url[pl] != '/')) continue;
         char remote[64];
-        remote_of(c, remote, sizeof remote);
-        xgr_rpc_caller caller = {.remote = remote,
-                                 .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                                 .auth_none = s->cfg.auth_none,
-                                 .auth = s->cfg.auth};
+        xgr_rpc_caller caller = handler_caller(s, c, remote);
         return (enum MHD_Result)s->gets[i].fn(s->gets[i].ctx, &caller, c, url);
       }
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
