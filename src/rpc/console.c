@@ -237,7 +237,7 @@ static const char *events_permit(const xgr_rpc_caller *caller) {
  * mode the reader is who the console's cookie signs in (console_auth.c), or the signer of an
  * xdalaPermit in the Authorization header (events_permit); it must be allowed to read `owner`'s
  * sessions as for xgr.console.sessions (the owner defaults to the signed-in address). A stream ends
- * when the permit or the sign-in expires. The hub's caps and lifetime apply (xgr__sse_serve). */
+ * when the permit or the sign-in expires, and when the sign-in ends (signed out or pushed out). The hub's caps and lifetime apply (xgr__sse_serve). */
 static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
   const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
   const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
@@ -250,12 +250,12 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
                      "permit: not taken in the URL (logs and history keep URLs); sign in to the console "
                      "(a cookie) or send it in the Authorization header\n");
   uint64_t expiry = 0;
-  char me[43] = "";
+  char me[43] = "", tag[67] = "";
   if (!caller->auth_none) {
     const char *permit = events_permit(caller);
     int64_t sexp = 0;
     xgr_rpc_caller who = *caller;
-    if (!permit && xgr__console_signed_in(c, conn, me, NULL, &sexp)) {
+    if (!permit && xgr__console_signed_in(c, conn, me, NULL, &sexp, tag)) {
       who.signed_in = me;
       if (!owner || !*owner) owner = me;
     }
@@ -286,7 +286,8 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
                      .root = root ? strtoull(root, NULL, 10) : 0,
                      .after = last ? strtoull(last, NULL, 10) : 0,
                      .client = client,
-                     .expiry = expiry};
+                     .expiry = expiry,
+                     .tag = tag[0] ? tag : NULL};
   return xgr__sse_serve(c->hub, conn, &o);
 }
 

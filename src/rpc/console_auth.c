@@ -109,7 +109,8 @@ static bool cookie_token(struct MHD_Connection *conn, char *out, size_t n) {
 
 static void token_key(const char *token, char key[67]) { xgr_keccak256_hex(token, strlen(token), key); }
 
-bool xgr__console_signed_in(xgr__console *c, struct MHD_Connection *conn, char addr[43], char csrf[65], int64_t *exp) {
+bool xgr__console_signed_in(xgr__console *c, struct MHD_Connection *conn, char addr[43], char csrf[65], int64_t *exp,
+                            char key_out[67]) {
   char tok[80], key[67];
   if (!cookie_token(conn, tok, sizeof tok)) return false;
   token_key(tok, key);
@@ -122,6 +123,7 @@ bool xgr__console_signed_in(xgr__console *c, struct MHD_Connection *conn, char a
       snprintf(addr, 43, "%s", c->sess[i].addr);
       if (csrf) snprintf(csrf, 65, "%s", c->sess[i].csrf);
       if (exp) *exp = c->sess[i].exp;
+      if (key_out) snprintf(key_out, 67, "%s", c->sess[i].key);
     }
   pthread_mutex_unlock(&c->amu);
   return found;
@@ -242,12 +244,14 @@ static int post_signin(xgr__console *c, const xgr_rpc_caller *caller, struct MHD
   if (random_hex(32, token) || random_hex(32, csrf)) return fail(conn, 503, "", "no randomness from getrandom()", st);
   token_key(token, key);
   int64_t exp = now + (int64_t)c->alim.session_secs * 1000;
+  char gone[67] = "";
   pthread_mutex_lock(&c->amu);
   sweep(c, now);
   if (c->nsess == c->alim.max_sessions) {   /* full: the session that expires first ends */
     unsigned old = 0;
     for (unsigned i = 1; i < c->nsess; i++)
       if (c->sess[i].exp < c->sess[old].exp) old = i;
+    memcpy(gone, c->sess[old].key, sizeof gone);
     c->sess[old] = c->sess[--c->nsess];
     c->sess_evicted++;
   }
@@ -257,6 +261,7 @@ static int post_signin(xgr__console *c, const xgr_rpc_caller *caller, struct MHD
   snprintf(s->addr, sizeof s->addr, "%s", m.address);
   s->exp = exp;
   pthread_mutex_unlock(&c->amu);
+  if (gone[0]) xgr__sse_end_tagged(c->hub, gone);   /* its event streams end with it */
   count(c, "ok");
   char cookie[256];
   snprintf(cookie, sizeof cookie, COOKIE "=%s; Path=/ui; Max-Age=%u; HttpOnly; SameSite=Strict%s", token,
@@ -270,7 +275,7 @@ static int post_me(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Con
   if (caller->auth_none) return answer(conn, 200, json_pack("{s:s}", "auth", "none"), NULL, st);
   char addr[43], csrf[65];
   int64_t exp;
-  if (!xgr__console_signed_in(c, conn, addr, csrf, &exp))
+  if (!xgr__console_signed_in(c, conn, addr, csrf, &exp, NULL))
     return answer(conn, 200, json_pack("{s:s, s:n}", "auth", "permit", "address"), NULL, st);
   return answer(conn, 200,
                 json_pack("{s:s, s:s, s:s, s:I}", "auth", "permit", "address", addr, "csrf", csrf, "expiresAt", (json_int_t)exp),
@@ -289,6 +294,7 @@ static int post_signout(xgr__console *c, struct MHD_Connection *conn, unsigned *
         ended = true;
       }
     pthread_mutex_unlock(&c->amu);
+    if (ended) xgr__sse_end_tagged(c->hub, key);   /* its event streams end with it */
   }
   return answer(conn, 200, json_pack("{s:b}", "signedOut", ended),
                 COOKIE "=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict", st);
@@ -326,7 +332,7 @@ unsigned xgr__console_gate(void *ctx, struct MHD_Connection *conn, xgr_rpc_calle
   caller->only = ui_methods;
   if (caller->auth_none) return 0;   /* loopback development: as POST / */
   char csrf[65];
-  if (!xgr__console_signed_in(c, conn, addr, csrf, NULL)) {
+  if (!xgr__console_signed_in(c, conn, addr, csrf, NULL, NULL)) {
     *msg = "not signed in (or the session ended): sign in at /ui/ (docs/CONSOLE.md, \"Signing in\")";
     return MHD_HTTP_UNAUTHORIZED;
   }

@@ -117,9 +117,10 @@ XGR__RPCD_METHOD(xgr__console_m_registry);
 void xgr__console_auth_init(xgr__console *c, const xgr__console_auth_limits *lim);
 void xgr__console_auth_free(xgr__console *c);
 /* The address the request's `xgr_console` cookie signs in (lowercase into addr[43]), its session's
- * CSRF token (csrf[65], may be NULL) and expiry (ms, may be NULL); false when there is no cookie
- * or its session ended, expired or never was. */
-bool xgr__console_signed_in(xgr__console *c, struct MHD_Connection *conn, char addr[43], char csrf[65], int64_t *exp);
+ * CSRF token (csrf[65], may be NULL), expiry (ms, may be NULL) and key (key[67], may be NULL: what
+ * tags its event streams); false when there is no cookie or its session ended, expired or never was. */
+bool xgr__console_signed_in(xgr__console *c, struct MHD_Connection *conn, char addr[43], char csrf[65], int64_t *exp,
+                            char key[67]);
 /* POST /ui/auth/{nonce,signin,me,signout} (xgr__rpc_post_fn). */
 int xgr__console_post(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *conn, const char *url,
                       const char *body, size_t len, unsigned *status);

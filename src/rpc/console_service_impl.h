@@ -84,7 +84,8 @@ typedef enum xgr__sse_limit { XGR__SSE_LIMIT_CLIENT, XGR__SSE_LIMIT_OWNER, XGR__
 /* Set the caps (any time; streams already open keep theirs). A new hub has none. */
 void xgr__sse_set_limits(xgr__sse_hub *h, const xgr__sse_limits *lim);
 /* Register the hub's metrics on m: xgr_event_streams (open), xgr_event_streams_refused_total{limit}
- * (client, owner, total) and xgr_event_streams_ended_total{reason} (permit_expired, max_lifetime). */
+ * (client, owner, total) and xgr_event_streams_ended_total{reason} (permit_expired, max_lifetime,
+ * signed_out). */
 void xgr__sse_metrics(xgr__sse_hub *h, xgr_metrics *m);
 /* Streams open now, and streams refused so far by one cap (for tests). */
 unsigned xgr__sse_open_streams(xgr__sse_hub *h);
@@ -97,11 +98,17 @@ typedef struct xgr__sse_open {
   uint64_t after;        /* from ring position after + 1 (the browser's Last-Event-ID; 0: only new events) */
   const char *client;    /* the client's address the per-client cap counts under (NULL: "?") */
   uint64_t expiry;       /* Unix seconds at which the permit that opened it expires (0: none): it ends then */
+  const char *tag;       /* the console sign-in that opened it (NULL: none): xgr__sse_end_tagged ends it */
 } xgr__sse_open;
+#define XGR__SSE_TAG 72    /* the longest tag + 1 */
+/* End, with `event: end` {"reason":"signed out"}, every open stream opened with tag (its sign-in
+ * was signed out or pushed out of the table). Any thread. */
+void xgr__sse_end_tagged(xgr__sse_hub *h, const char *tag);
 /* Start a stream on c, or refuse it with 429 and a text naming the cap when one is reached (the
  * caller and every other stream are unaffected). An open stream ends, with one `event: end` whose
- * data says why ({"reason":"permit expired","expiry":T} or {"reason":"stream lifetime
- * reached","maxSecs":N}), when its permit expires or its lifetime is over, whichever comes first.
+ * data says why ({"reason":"permit expired","expiry":T}, {"reason":"stream lifetime
+ * reached","maxSecs":N} or {"reason":"signed out"}), when its permit expires, its lifetime is over
+ * or its sign-in ends (xgr__sse_end_tagged), whichever comes first.
  * Returns an enum MHD_Result. The connection must belong to a daemon with MHD_ALLOW_SUSPEND_RESUME. */
 int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const xgr__sse_open *o);
 /* End every stream (before the server stops); later xgr__sse_serve calls answer 503. */

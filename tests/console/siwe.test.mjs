@@ -8,7 +8,7 @@
 // wrong chain id, a nonce xgrd never issued; the nonce table's cap evicts the oldest (metric); the
 // session table's cap ends the oldest session (metric); /ui/rpc without the CSRF token, from a
 // foreign Origin, or with a method outside the console's, changes nothing; an event stream opens
-// by cookie and refuses a permit in its URL; sign-out ends the session; `xgr console --key` prints a
+// by cookie and refuses a permit in its URL; sign-out ends the session and its event streams; `xgr console --key` prints a
 // link that signs in once; and xgrd's log holds none of the secrets.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -168,8 +168,19 @@ async function main() {
   const c3 = s3.cookie.split(';')[0];
   const me = await post('/ui/auth/me', {}, { Cookie: c3 });
   ok(me.json.address === ME, '/ui/auth/me names the signed-in address', me.text);
+  const live = await fetch(U + '/ui/events', { headers: { Cookie: c3 } });
+  ok(live.status === 200, 'a stream open with that sign-in', live.status);
+  const reader = live.body.pipeThrough(new TextDecoderStream()).getReader();
   const out = await post('/ui/auth/signout', {}, { Cookie: c3 });
   ok(out.json.signedOut === true && /Max-Age=0/.test(out.cookie), 'sign-out ends the session and clears the cookie', out.text);
+  let got = '';
+  const deadline = Date.now() + 10000;
+  while (!got.includes('event: end') && Date.now() < deadline) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    got += value;
+  }
+  ok(/event: end\ndata: \{"reason":"signed out"\}/.test(got), 'sign-out ends the event streams of that sign-in', got.slice(-200));
   const after = await rpc(c3, s3.json.csrf, 'xgr.console.sessions', {});
   ok(after.status === 401, 'after sign-out the cookie no longer works (401)', after.text);
 
