@@ -422,9 +422,9 @@ static int set_opt(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "max-streams-per-owner")) { if (parse_uint("--max-streams-per-owner", v, 1000000, &u) || !u) return -1; o->max_streams_per_owner = (unsigned)u; }
   else if (!strcmp(name, "max-streams")) { if (parse_uint("--max-streams", v, 1000000, &u) || !u) return -1; o->max_streams = (unsigned)u; }
   else if (!strcmp(name, "stream-max-secs")) { if (parse_uint("--stream-max-secs", v, 31536000, &u) || !u) return -1; o->stream_max_secs = (unsigned)u; }
-  else if (!strcmp(name, "console-max-nonces")) { if (parse_uint("--console-max-nonces", v, 1000000, &u) || !u) return -1; o->console_max_nonces = (unsigned)u; }
-  else if (!strcmp(name, "console-max-sessions")) { if (parse_uint("--console-max-sessions", v, 1000000, &u) || !u) return -1; o->console_max_sessions = (unsigned)u; }
-  else if (!strcmp(name, "console-session-secs")) { if (parse_uint("--console-session-secs", v, 604800, &u) || !u) return -1; o->console_session_secs = (unsigned)u; }
+  else if (!strcmp(name, "console-max-nonces")) { if (parse_count("--console-max-nonces", v, 1000000, &u)) return -1; o->console_max_nonces = (unsigned)u; }
+  else if (!strcmp(name, "console-max-sessions")) { if (parse_count("--console-max-sessions", v, 1000000, &u)) return -1; o->console_max_sessions = (unsigned)u; }
+  else if (!strcmp(name, "console-session-secs")) { if (parse_count("--console-session-secs", v, 604800, &u)) return -1; o->console_session_secs = (unsigned)u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
     assert(!"an option of long_options without a meaning in set_opt");

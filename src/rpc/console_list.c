@@ -104,8 +104,10 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* The owners the caller may see when the call names none, ascending (owned strings into
  * out[OWNERS_MAX], *n of them): under --auth none every owner with sessions in the store (at most
- * 100: those with live sessions first, then the others by address); a signed-in caller or a permit's signer: itself. (Grants and operators widen this
- * where the access decision says so.) */
+ * 100: those with live sessions first, then the others by address); a signed-in caller or a
+ * permit's signer: itself. The one place that says whose sessions a caller's list holds: an
+ * operator (who may read every owner's) belongs with --auth none's branch, an address with
+ * grants gets the owners of its granted sessions added here, as the access decision says. */
 static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, char **out, size_t *n,
                           bool *partial, xgr_error *err) {
   *n = 0;
