@@ -196,6 +196,13 @@ async function main() {
   if (used.cookie) secrets.push(used.cookie.split(';')[0].split('=')[1]);
   const twice = await post('/ui/auth/signin', { message: p.get('m'), signature: p.get('s') });
   ok(twice.status === 403 && twice.json.path === 'message.nonce', 'a second use of the link is refused', twice.text);
+  // --open hands the link to $BROWSER (xdg-open without it)
+  writeFileSync(`${tmp}/browser.sh`, `#!/bin/sh\nprintf '%s' "$1" > ${tmp}/opened\n`, { mode: 0o700 });
+  const printed = execFileSync(XGR, ['console', '--open', '--url', U, '--key', `${tmp}/wallet.key`],
+    { encoding: 'utf8', env: Object.assign({}, process.env, { BROWSER: `${tmp}/browser.sh` }), stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+  const opened = readFileSync(`${tmp}/opened`, 'utf8');
+  secrets.push(new URLSearchParams(printed.split('#')[1]).get('s'));
+  ok(opened === printed && printed.startsWith(`${U}/ui/#signin&m=`), 'xgr console --open opens the link it prints ($BROWSER)', [printed.slice(0, 60), opened.slice(0, 60)]);
   let help = '';
   try { execFileSync(XGR, ['console', '--help'], { encoding: 'utf8' }); help = execFileSync(XGR, ['console', '--help'], { encoding: 'utf8' }); } catch (e) { help = e.stdout; }
   ok(/one-time sign-in link/.test(help) && /--key FILE/.test(help), 'xgr console --help', help);
