@@ -1,4 +1,4 @@
-// common.mjs — what the console's browser tests (console.test.mjs, permit.test.mjs, scale.test.mjs)
+// common.mjs — what the console's browser tests (console.test.mjs, signin.test.mjs, siwe.test.mjs, scale.test.mjs)
 // share: the PASS/FAIL checks and their count, a bounded wait, xgrd started on 127.0.0.1 in a
 // temporary directory (removed at exit), and the end of every test: a time guard around main, then
 // xgrd must stop cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM, and the exit
