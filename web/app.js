@@ -7,16 +7,20 @@
  *   #/registry?registry=&ostcId=&version=  or  ?hash=                  a registry entry
  *   #/batch  and  #/batch/<id>                                        batch operations: select, preview,
  *                                                                     confirm, watch progress
- * Reads use the console's methods (xgr.console.*); actions use the API's own methods (xgr.kill,
- * xgr.pause, xgr.resume, xgr_wakeUpProcess, xgr.batch*, xgr.retry, xgr.fork), signed by the user's wallet in permit mode
- * (EIP-1193 eth_signTypedData_v4), called directly under --auth none.
+ * Every call goes to the console's JSON-RPC (POST /ui/rpc): reads use the console's methods
+ * (xgr.console.*); actions the API's own (xgr.kill, xgr.pause, xgr.resume, xgr_wakeUpProcess,
+ * xgr.batch*, xgr.retry, xgr.fork).
+ * Under --auth none they are called directly. In permit mode the user signs in first (Sign-In with
+ * Ethereum, EIP-4361: a wallet's personal_sign, or the one-time link `xgr console --key` prints,
+ * whose #signin fragment this page exchanges); xgrd then knows the caller by its HttpOnly session
+ * cookie, and each call carries the session's CSRF token in the X-XGR-CSRF header.
  */
 'use strict';
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 const main = $('#main');
-const state = { info: null, owner: localStorage.getItem('xgr.owner') || '', es: null, timer: null, view: null };
+const state = { info: null, me: null, owner: localStorage.getItem('xgr.owner') || '', es: null, timer: null, view: null };
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
@@ -57,11 +61,29 @@ function debounce(fn, ms) { let t; return (...a) => { clearTimeout(t); t = setTi
 /* ---- JSON-RPC ------------------------------------------------------------------------------------- */
 
 let rpcId = 0;
+/* POST a JSON body to one of xgrd's console paths; the parsed answer, or an Error (err.status). */
+async function post(path, body, headers = {}) {
+  const res = await fetch(path, { method: 'POST', headers: Object.assign({ 'Content-Type': 'application/json' }, headers),
+    body: JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' });
+  let out;
+  try { out = await res.json(); } catch (e) { out = null; }
+  if (!res.ok) {
+    const err = new Error((out && out.error) || `${path}: HTTP ${res.status}`);
+    err.status = res.status;
+    throw err;
+  }
+  return out;
+}
+
 async function rpc(method, params) {
-  const res = await fetch('/', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, params }) });
+  const headers = state.me && state.me.csrf ? { 'X-XGR-CSRF': state.me.csrf } : {};
   let body;
-  try { body = await res.json(); } catch (e) { throw new Error(`${method}: HTTP ${res.status}`); }
+  try {
+    body = await post('/ui/rpc', { jsonrpc: '2.0', id: ++rpcId, method, params }, headers);
+  } catch (e) {
+    if (e.status === 401 && state.me && state.me.auth !== 'none') { state.me.address = null; signInPage(e.message); }
+    throw e;
+  }
   if (body.error) {
     const p = body.error.data && body.error.data.path ? ` (${body.error.data.path})` : '';
     const err = new Error(`${body.error.message}${p}`);
@@ -71,146 +93,102 @@ async function rpc(method, params) {
   return body.result;
 }
 
-/* ---- permits: direct calls under --auth none, signed by the wallet in permit mode ---------------- */
-/* Permit mode follows SEMANTICS §9 as xgrd verifies it: params.permit = {domain, types, primaryType,
- * message, signature}. Reads carry an xdalaPermit {from, expiry} (signed once, reused until a
- * minute before it expires); each action carries a fresh ControlPermit {from, sessionId, action,
- * stepId, expiry} — a ControlPermitV2 with runner = the owner when the wallet is not the owner (a
- * step-mode wake the allow lists admit). The chain id and the control contract (verifyingContract)
- * come from xgr_getCoreAddrs. */
+/* ---- signing in (permit mode) ---------------------------------------------------------------------- */
+/* Sign-In with Ethereum (EIP-4361): xgrd hands out a nonce with the message's fields (its Host as
+ * the domain, uri, chain id, issued at, expiration); the wallet signs the message with personal_sign;
+ * xgrd verifies it, uses the nonce up and sets the session cookie. `xgr console --key` signs the
+ * same message with a key file and prints a link whose #signin fragment carries message and
+ * signature: a fragment is never sent to a server, so they stay out of request logs, and the page
+ * removes it from the address bar and history at once. */
 
-const permitMode = () => state.info && state.info.auth !== 'none';
-const TTL = 600;   // seconds a permit signed here lives
+const permitMode = () => state.me && state.me.auth !== 'none';
 
-async function walletAccount() {
-  if (!window.ethereum) throw new Error('permit mode needs a wallet (window.ethereum) to sign');
+function siweMessage(f, address) {
+  return `${f.domain} wants you to sign in with your Ethereum account:\n${address}\n\n${f.statement}\n\n` +
+    `URI: ${f.uri}\nVersion: ${f.version}\nChain ID: ${f.chainId}\nNonce: ${f.nonce}\nIssued At: ${f.issuedAt}\n` +
+    `Expiration Time: ${f.expirationTime}`;
+}
+
+async function signIn(message, signature) {
+  const r = await post('/ui/auth/signin', { message, signature });
+  state.me = r;
+  setOwner('');   // every owner the caller may see
+  showWho();
+  return r;
+}
+
+async function walletSignIn() {
+  if (!window.ethereum) throw new Error('no browser wallet here (window.ethereum): sign in with `xgr console --key FILE` instead');
   const accts = await window.ethereum.request({ method: 'eth_requestAccounts' });
   if (!accts || !accts.length) throw new Error('the wallet gave no account');
-  return accts[0].toLowerCase();
+  const f = await post('/ui/auth/nonce', {});
+  const message = siweMessage(f, accts[0]);
+  const hex = '0x' + Array.from(new TextEncoder().encode(message), b => b.toString(16).padStart(2, '0')).join('');
+  const signature = await window.ethereum.request({ method: 'personal_sign', params: [hex, accts[0]] });
+  return signIn(message, signature);
 }
 
-async function coreAddrs() {
-  if (!state.core) {
-    const r = await rpc('xgr_getCoreAddrs', {});
-    state.core = { chainId: String(BigInt(r.chainId)), contract: String(r.precompile).toLowerCase() };
-  }
-  return state.core;
+function signInPage(why) {
+  stopListening();
+  showWho();
+  main.innerHTML = `
+    <h1>Sign in</h1>
+    <div class="panel signin">
+      <p>This xgrd verifies who you are (<code>--auth permits</code>). Sign in with the Ethereum account whose sessions
+      you want to see and act on: xgrd asks for a signature of a Sign-In with Ethereum message (EIP-4361) and answers with
+      a session cookie for this page.</p>
+      ${why ? `<p class="err" id="signin-why">${esc(why)}</p>` : ''}
+      <p><button class="primary" id="wallet-signin">Sign in with a browser wallet</button></p>
+      <p>No wallet in this browser? On a machine with your key file run</p>
+      <pre class="mono" id="signin-cli">xgr console --key FILE --url ${esc(location.origin)}</pre>
+      <p>and open the one-time link it prints (within 5 minutes).</p>
+    </div>`;
+  $('#wallet-signin').onclick = () => walletSignIn().then(() => { location.hash = '#/sessions'; route(); }, e => toast(e.message, true));
 }
 
-async function signPermit(from, primaryType, fields, domain, message) {
-  const domainFields = [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' }, { name: 'chainId', type: 'uint256' }];
-  if (domain.verifyingContract) domainFields.push({ name: 'verifyingContract', type: 'address' });
-  const typed = { types: { EIP712Domain: domainFields, [primaryType]: fields.map(([name, type]) => ({ name, type })) },
-    primaryType, domain, message };
-  const signature = await window.ethereum.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
-  return Object.assign(typed, { signature });
+async function signOut() {
+  try { await post('/ui/auth/signout', {}); } catch (e) { /* the session is gone either way */ }
+  state.me = { auth: state.me ? state.me.auth : 'permit', address: null };
+  signInPage('Signed out.');
 }
 
-async function readPermit() {
-  const now = Math.floor(Date.now() / 1000);
-  if (state.readPermit && Number(state.readPermit.message.expiry) - 60 > now) return state.readPermit;
-  const from = await walletAccount();
-  const c = await coreAddrs();
-  state.readPermit = await signPermit(from, 'xdalaPermit', [['from', 'address'], ['expiry', 'uint256']],
-    { name: 'XDaLa Permit', version: '1', chainId: c.chainId }, { from, expiry: String(now + TTL) });
-  return state.readPermit;
+function showWho() {
+  const m = $('#mode'), so = $('#signout');
+  if (!state.me || state.me.auth === 'none') { m.textContent = 'auth none (loopback)'; so.hidden = true; return; }
+  m.textContent = state.me.address ? `signed in as ${state.me.address}` : 'not signed in';
+  m.id = 'mode';
+  so.hidden = !state.me.address;
 }
 
-/* A read: under permits it carries the reader's xdalaPermit. */
-async function read(method, params) {
-  if (!permitMode()) return rpc(method, params);
-  const permit = await readPermit();
-  return rpc(method, Object.assign({}, params, { from: permit.message.from, permit }));
-}
+const read = (method, params) => rpc(method, Object.assign({}, params));
 
-/* An action (kill, pause, resume, wake, retry, fork) on session root; stepId for a step-mode wake. */
-async function act(method, params, action, root, stepId) {
+/* An action (kill, pause, resume, wake, retry, fork) on a session: under --auth none `from` is the owner;
+ * signed in, xgrd knows the caller by the cookie. */
+async function act(method, params) {
   const owner = (params.owner || params.runner || '').toLowerCase();
-  if (!permitMode()) return rpc(method, Object.assign({ from: owner }, params));
-  const from = await walletAccount();
-  const c = await coreAddrs();
-  const v2 = owner && owner !== from;
-  const fields = v2 ? [['from', 'address'], ['runner', 'address'], ['sessionId', 'uint256'], ['action', 'string'], ['stepId', 'string'], ['expiry', 'uint256']]
-    : [['from', 'address'], ['sessionId', 'uint256'], ['action', 'string'], ['stepId', 'string'], ['expiry', 'uint256']];
-  const message = v2 ? { from, runner: owner } : { from };
-  Object.assign(message, { sessionId: String(root), action, stepId: stepId || '', expiry: String(Math.floor(Date.now() / 1000) + TTL) });
-  const permit = await signPermit(from, v2 ? 'ControlPermitV2' : 'ControlPermit', fields,
-    { name: 'XDaLa ControlPermit', version: '1', chainId: c.chainId, verifyingContract: c.contract }, message);
-  return rpc(method, Object.assign({}, params, { from, permit }));
+  return rpc(method, permitMode() ? Object.assign({}, params) : Object.assign({ from: owner }, params));
 }
 
 /* ---- live events ------------------------------------------------------------------------------------ */
 
-/* The event stream of filter {owner, rootPid}. Under --auth none an EventSource. In permit mode the
- * reader's xdalaPermit goes in the `Authorization: XDaLaPermit` header, never in the URL (where logs
- * and history would keep it): an EventSource cannot send headers, so the stream is read with fetch()
- * (streamSSE). When the permit nears expiry the stream is reopened with a fresh one; xgrd also ends
- * a stream itself (`event: end`) when its permit expires or its lifetime is over. */
+/* The event stream of filter {owner, rootPid}: an EventSource. Signed in, the browser sends the
+ * session cookie with it (same origin); nothing secret is in the URL. xgrd ends a stream when the
+ * sign-in expires or its lifetime is over; the EventSource then reconnects (and is refused once the
+ * session is gone). */
 async function listen(filter, onEvent) {
   stopListening();
-  const dot = $('#live');
-  if (dot) dot.classList.remove('on');
-  const url = '/ui/events' + query(filter);
   const live = on => { const d = $('#live'); if (d) d.classList.toggle('on', on); };
-  if (!permitMode()) {
-    const es = new EventSource(url);
-    es.addEventListener('xgr', ev => { try { onEvent(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
-    es.addEventListener('reset', () => onEvent({ kind: 'reset' }));
-    es.onopen = () => live(true);
-    es.onerror = () => live(false);
-    state.es = es;
-    return;
-  }
-  const p = await readPermit();
-  const view = state.view;
-  const again = () => { if (state.view === view) listen(filter, onEvent).catch(() => {}); };
-  state.esRenew = setTimeout(again, Math.max(10, Number(p.message.expiry) - 90 - Date.now() / 1000) * 1000);
-  const ctl = new AbortController();
-  const handle = { close: () => ctl.abort() };
-  state.es = handle;
-  const headers = { Authorization: 'XDaLaPermit ' + JSON.stringify(p) };
-  if (state.esLast && state.esLastUrl === url) headers['Last-Event-ID'] = state.esLast;   // resume where it ended
-  streamSSE(url, headers, ctl.signal, (event, data, id) => {
-    if (id) { state.esLast = id; state.esLastUrl = url; }
-    if (event === 'xgr') { try { onEvent(JSON.parse(data)); } catch (e) { console.error(e); } }
-    else if (event === 'reset') onEvent({ kind: 'reset' });
-  }, live).then(ended => {
-    live(false);
-    if (state.es === handle && ended) { clearTimeout(state.esRenew); state.esRenew = setTimeout(again, 2000); }
-  }).catch(() => live(false));
+  live(false);
+  const es = new EventSource('/ui/events' + query(filter));
+  es.addEventListener('xgr', ev => { try { onEvent(JSON.parse(ev.data)); } catch (e) { console.error(e); } });
+  es.addEventListener('reset', () => onEvent({ kind: 'reset' }));
+  es.onopen = () => live(true);
+  es.onerror = () => live(false);
+  state.es = es;
 }
 
 function stopListening() {
   if (state.es) { state.es.close(); state.es = null; }
-  clearTimeout(state.esRenew);
-}
-
-/* Read a server-sent-event stream with fetch (headers allowed): on(event, data, id) per event, live(true)
- * once it is open. Resolves true when the server ended it (reconnect), false when it was refused. */
-async function streamSSE(url, headers, signal, on, live) {
-  const res = await fetch(url, { headers, signal, cache: 'no-store' });
-  if (!res.ok || !res.body) return false;
-  live(true);
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return true;
-    buf += value.replace(/\r\n?/g, '\n');
-    let cut;
-    while ((cut = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, cut);
-      buf = buf.slice(cut + 2);
-      let event = 'message', id = '';
-      const data = [];
-      for (const line of block.split('\n')) {
-        if (line.startsWith('event:')) event = line.slice(6).trim();
-        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
-        else if (line.startsWith('id:')) id = line.slice(3).trim();
-      }
-      if (data.length || event !== 'message') on(event, data.join('\n'), id);
-    }
-  }
 }
 
 /* ---- routing ------------------------------------------------------------------------------------------ */
@@ -223,7 +201,10 @@ function setOwner(o) {
 
 async function route() {
   stopListening();
+  const link = takeLink();   // a link opened in a tab that shows the console already
+  if (link && permitMode() && !(await useLink(link))) return;
   $('#toast').hidden = true;
+  if (permitMode() && !state.me.address) return signInPage();
   const raw = location.hash.replace(/^#/, '') || '/sessions';
   const [path, q] = raw.split('?');
   const parts = path.split('/').filter(Boolean);
@@ -255,7 +236,7 @@ async function sessionsPage(qs) {
     <h1><span id="live" class="live-dot" title="live updates"></span>Sessions</h1>
     <div class="panel">
       <form class="filters" id="filters">
-        <label>owner<input name="owner" size="44" value="${esc(owner)}" placeholder="0x…" spellcheck="false"></label>
+        <label>owner<input name="owner" size="44" value="${esc(owner)}" placeholder="all owners you may see" spellcheck="false"></label>
         <label>registry<input name="registry" value="${esc(qs.registry)}" placeholder="any"></label>
         <label>status<select name="status">
           ${['', 'live', 'running', 'waiting', 'paused', 'completed', 'killed', 'finished'].map(s =>
@@ -268,7 +249,7 @@ async function sessionsPage(qs) {
       </form>
     </div>
     <div class="panel counts" id="counts"></div>
-    <div class="panel"><div id="list" class="muted">${owner ? 'Loading…' : 'Enter an owner address to list its sessions.'}</div></div>`;
+    <div class="panel"><div id="list" class="muted">Loading…</div></div>`;
   if (!permitMode()) {   // somewhere to start: the owners with live sessions
     rpc('xgr.console.owners', {}).then(r => {
       if (!r.items.length || !$('#list')) return;
@@ -282,8 +263,9 @@ async function sessionsPage(qs) {
     setOwner(f.owner);
     location.hash = '#/sessions' + query(f);
   });
-  if (!owner) return;
-  const params = { owner, limit: 50 };
+  const params = { limit: 50 };
+  if (owner) params.owner = owner;
+  if (qs.beforeOwner) params.beforeOwner = qs.beforeOwner;
   if (qs.registry) params.registry = qs.registry;
   if (qs.status) params.status = qs.status;
   if (qs.step) params.step = qs.step;
@@ -307,15 +289,18 @@ async function sessionsPage(qs) {
     const rows = r.items.map(it => `
       <tr class="click" data-href="#/session/${esc(it.owner)}/${esc(it.rootPid)}">
         <td><a href="#/session/${esc(it.owner)}/${esc(it.rootPid)}">${esc(it.rootPid)}</a></td>
+        <td class="mono owner"><a href="#/sessions${query({ owner: it.owner })}" title="only this owner's">${esc(it.owner)}</a></td>
         <td>${esc(it.registry)}</td><td>${esc(it.ostcId)}</td><td>${badge(it.status)}</td>
         <td>${it.live !== undefined ? `${it.live} live · ${it.running} running · ${it.steps} steps` : ''}</td>
         <td>${fmtTime(it.createdAt)}</td><td>${fmtTime(it.finishedAt)}</td>
         <td class="mono muted" title="${esc(it.ostcHash)}">${esc((it.ostcHash || '').slice(0, 10))}…</td></tr>`).join('');
-    const newer = qs.before ? `<a href="#/sessions${query(Object.assign({}, qs, { before: '' }))}">⇤ newest</a>` : '';
-    const older = r.nextBeforeRootPid ? `<a id="older" href="#/sessions${query(Object.assign({}, qs, { owner, before: r.nextBeforeRootPid }))}">older →</a>` : '';
+    const newer = qs.before ? `<a href="#/sessions${query(Object.assign({}, qs, { before: '', beforeOwner: '' }))}">⇤ newest</a>` : '';
+    const older = r.nextBeforeRootPid ? `<a id="older" href="#/sessions${query(Object.assign({}, qs, { owner, before: r.nextBeforeRootPid, beforeOwner: r.nextOwner || '' }))}">older →</a>` : '';
+    const who = owner ? `owner ${owner}` : `all owners you may see (${r.owners.length}${r.ownersPartial ? '+' : ''})`;
     $('#list').className = '';
     $('#list').innerHTML = r.items.length ? `
-      <table id="sessions"><thead><tr><th>session</th><th>registry</th><th>orchestration</th><th>status</th><th>now</th>
+      <p class="muted" id="list-owners">${esc(who)}</p>
+      <table id="sessions"><thead><tr><th>session</th><th>owner</th><th>registry</th><th>orchestration</th><th>status</th><th>now</th>
       <th>created</th><th>finished</th><th>hash</th></tr></thead><tbody>${rows}</tbody></table>
       <div class="pager">${newer} ${older}</div>` : `<p class="muted">No sessions match${r.nextBeforeRootPid
         ? ` among the ${r.scanned} newest looked at; older ones may (a call reads at most 20,000 or for 40 ms)` : ''}.</p>
@@ -326,7 +311,7 @@ async function sessionsPage(qs) {
   };
   await load();
   const again = debounce(() => load().catch(e => toast(e.message, true)), 400);
-  listen({ owner }, ev => { if (ev.kind !== 'proc' || ev.status !== 'running') again(); }).catch(e => toast(e.message, true));
+  listen(owner ? { owner } : {}, ev => { if (ev.kind !== 'proc' || ev.status !== 'running') again(); }).catch(e => toast(e.message, true));
 }
 
 /* ---- one session ------------------------------------------------------------------------------------------ */
@@ -772,18 +757,37 @@ async function registryPage(qs) {
 
 /* ---- start ---------------------------------------------------------------------------------------------------- */
 
+/* A one-time link of `xgr console --key`: #signin&m=MESSAGE&s=SIGNATURE. Taken out of the address
+ * bar and the history at once; {m, s}, or null when the address is no such link. */
+function takeLink() {
+  if (!location.hash.startsWith('#signin')) return null;
+  const f = new URLSearchParams(location.hash.slice(1));
+  history.replaceState(null, '', location.pathname + location.search + '#/sessions');
+  return { m: f.get('m') || '', s: f.get('s') || '' };
+}
+
+/* Exchange a link for the session cookie; false (and the sign-in page says why) when refused. */
+async function useLink(link) {
+  try {
+    await signIn(link.m, link.s);
+    toast('signed in as ' + state.me.address);
+    return true;
+  } catch (e) {
+    showWho();
+    signInPage('The sign-in link was refused: ' + e.message);
+    return false;
+  }
+}
+
 /* ---- batch operations --------------------------------------------------------------------------------- */
 /* Select sessions with the filters, preview the count and a sample (xgr.batchPreview), confirm, then
  * watch the operation's progress (xgr.batchGet every half second) with a cancel button. Under permits
  * the preview and the reads carry the reader's xdalaPermit; start and cancel a fresh one each (xgrd
  * uses it up). */
 
-async function batchCall(method, params, fresh) {
+async function batchCall(method, params) {
   if (!permitMode()) return rpc(method, Object.assign(state.owner ? { from: state.owner } : {}, params));
-  if (fresh) state.readPermit = null;   // a permit start and cancel use up: sign a new one
-  const r = await read(method, params);
-  if (fresh) state.readPermit = null;
-  return r;
+  return rpc(method, params);   // signed in: the cookie names the caller
 }
 
 function batchSelection(f) {
@@ -854,7 +858,7 @@ async function batchPage(id) {
         ${op.error ? `<div class="err">${esc(op.error)}</div>` : ''}`;
       box.dataset.state = op.state;
       const c = $('#bcancel');
-      if (c) c.onclick = () => batchCall('xgr.batchCancel', { id: opId }, true).then(() => toast('cancelled'), e => toast(e.message, true));
+      if (c) c.onclick = () => batchCall('xgr.batchCancel', { id: opId }).then(() => toast('cancelled'), e => toast(e.message, true));
       if (op.state !== 'running') { loadList().catch(() => {}); return; }
       await new Promise(r => setTimeout(r, 500));
     }
@@ -881,7 +885,7 @@ async function batchPage(id) {
           if (f.payload) params.payload = JSON.parse(f.payload);
         }
         try {
-          const r = await batchCall('xgr.batchStart', params, true);
+          const r = await batchCall('xgr.batchStart', params);
           state.view = 'batch:' + r.id;
           history.replaceState(null, '', '#/batch/' + r.id);
           toast(`started ${f.action} of ${r.total} session(s)`);
@@ -905,19 +909,18 @@ async function start() {
     setOwner(ev.target.value);
     if (!location.hash.startsWith('#/registry')) location.hash = '#/sessions' + query({ owner: state.owner });
   });
-  try {
-    state.info = await rpc('xgr.console.info', {});
-  } catch (e) {
-    state.info = { auth: 'none' };
-  }
-  const m = $('#mode');
-  m.textContent = state.info.auth === 'none' ? 'auth none (loopback)' : 'permit mode: actions signed by your wallet';
-  if (state.info.auth !== 'none') {
-    const c = $('#connect');
-    c.hidden = false;
-    c.onclick = () => walletAccount().then(a => { setOwner(a); toast('wallet: ' + a); route(); }, e => toast(e.message, true));
-  }
+  $('#signout').onclick = () => signOut();
   window.addEventListener('hashchange', route);
+  const link = takeLink();
+  try {
+    state.me = await post('/ui/auth/me', {});
+  } catch (e) {
+    state.me = { auth: 'none' };
+  }
+  if (link && permitMode() && !(await useLink(link))) return;
+  if (permitMode() && state.me.address && state.owner !== state.me.address) setOwner('');
+  showWho();
+  try { state.info = await rpc('xgr.console.info', {}); } catch (e) { state.info = { auth: state.me.auth }; }
   await route();
 }
 start();

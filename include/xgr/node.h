@@ -564,6 +564,10 @@ xgr_node_wait xgr_node_proc_wait(const xgr_store_proc *p, int64_t *at);
  * at most max (0: 100). Freed with xgr_node_owners_free. */
 int xgr_node_live_owners(xgr_node *n, size_t max, xgr_store_owner_live **out, size_t *count, xgr_error *err);
 void xgr_node_owners_free(xgr_store_owner_live *o, size_t count);
+/* The owners with sessions in the store (any status), ascending, after `after` (NULL: from the
+ * first), at most max (0: 100); `live` is 0. Freed with xgr_node_owners_free. */
+int xgr_node_owners_after(xgr_node *n, const char *after, size_t max, xgr_store_owner_live **out, size_t *count,
+                          xgr_error *err);
 /* How much of owner is live: sessions by the store (hibernated ones included), the rest by the
  * engine (its unfinished sessions of owner, looking at most at 100,000 of the engine's sessions). */
 typedef struct xgr_node_owner_counts {

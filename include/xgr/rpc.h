@@ -75,6 +75,12 @@ typedef struct xgr_rpc_caller {
   const char *traceparent;    /* the W3C traceparent header, or NULL (xgr.enqueue hands it to the node) */
   xgr_rpc_subject *subject;   /* the request's log subject (set by the server; NULL: not logged, e.g.
                                  a batch's members) */
+  /* Who the caller is when a console sign-in proved it (the `xgr_console` cookie of POST /ui/rpc or
+   * GET /ui/events; docs/CONSOLE.md "Signing in"): its address, lowercase; NULL otherwise. Then the
+   * caller needs no permit: xgr_rpc_authorize_permit takes this address as the identity and decides
+   * what it may do as for a permit's signer. */
+  const char *signed_in;
+  const char *const *only;    /* NULL: every method; else the NULL-terminated methods this request may call */
 } xgr_rpc_caller;
 
 /* The audit trail's and the log's name of the caller: "auth-none" under --auth none, else the
@@ -127,10 +133,11 @@ typedef enum xgr_rpc_action {
 int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                       char *who, size_t n, xgr_error *err);
 
-/* The same decision in permit mode (caller->auth): params.permit is verified as the kind `act`
- * needs (START: SessionPermit; CONTROL and WAKE: ControlPermit/V2; READ and REGISTER:
- * xdalaPermit) and the caller (who) is its signer; START needs owner == signer, CONTROL owner ==
- * the permit's runner. The verified permit goes to *p (may be NULL) for the method's own bindings
+/* The same decision in permit mode (caller->auth), in two steps: who the caller is — params.permit
+ * verified as the kind `act` needs (START: SessionPermit; CONTROL and WAKE: ControlPermit/V2; READ
+ * and REGISTER: xdalaPermit), its signer; or, for a console sign-in (caller->signed_in), that
+ * address with no permit (p->kind 0) — then whether it may: START needs owner == the caller,
+ * CONTROL owner == the permit's runner (the caller when signed in). The verified permit goes to *p (may be NULL) for the method's own bindings
  * (xgr/auth.h); with --auth none p->kind is 0. Refusals: XGR_EPERM (-32007 on the wire) naming the
  * check. */
 int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
@@ -226,6 +233,10 @@ typedef struct xgr_rpcd_config {
   unsigned max_streams_per_owner;    /* open streams per owner they read (32) */
   unsigned max_streams;              /* open streams in all (512: half the default connection cap) */
   unsigned stream_max_secs;          /* a stream ends this long after it opened (3600) */
+  /* Signing in to the console (docs/SECURITY.md, "Console sign-in") */
+  unsigned console_max_nonces;       /* sign-in nonces outstanding; a new one evicts the oldest (1024) */
+  unsigned console_max_sessions;     /* console sessions live; a new one ends the one expiring first (256) */
+  unsigned console_session_secs;     /* a console session's life: its cookie's Max-Age (1800) */
 } xgr_rpcd_config;
 /* The defaults of xgr_rpcd_config's caps. */
 #define XGR_RPCD_MAX_VALIDATES_PER_CLIENT 16
@@ -233,6 +244,9 @@ typedef struct xgr_rpcd_config {
 #define XGR_RPCD_MAX_STREAMS_PER_OWNER 32
 #define XGR_RPCD_MAX_STREAMS 512
 #define XGR_RPCD_STREAM_MAX_SECS 3600
+#define XGR_RPCD_CONSOLE_MAX_NONCES 1024
+#define XGR_RPCD_CONSOLE_MAX_SESSIONS 256
+#define XGR_RPCD_CONSOLE_SESSION_SECS 1800
 
 /* The service of node n (borrowed: it must outlive the service), subscribed to its engine's
  * events. Create it before xgr_node_recover, so no event of a recovered session is missed. NULL

@@ -493,6 +493,12 @@ typedef struct xgr_store_owner_live {
 int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                           xgr_error *err);
 void xgr_store_owners_free(xgr_store_owner_live *o, size_t n);
+/* The owners that have session rows (of any status, until their retention ends) and sort after
+ * `after` (NULL or "": from the first), ascending (byte order), at most max (0: 100); `live` is 0
+ * (not counted). One index seek per owner, whatever the number of sessions (the console's list of
+ * every owner under --auth none). Freed with xgr_store_owners_free; on failure NULL with *n 0. */
+int xgr_store_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                           xgr_error *err);
 
 /* What recovery needs of one live session: its row, its live processes (waiting or running,
  * ordered by iter) and its killed scopes. Borrowed for the duration of the callback. */

@@ -112,53 +112,75 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
-/* POST one JSON-RPC request of method with params (borrowed) to xgrd. Returns 0 and *ans (the
- * answer object: result or error), or an exit code with the reason printed. */
-static int post(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **ans) {
-  *ans = NULL;
-  json_t *rq = json_pack("{s:s, s:i, s:s, s:O}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
-  char *body = xgr_json_dumps_compact(rq);   /* exact integers beyond int64 as numbers */
-  json_decref(rq);
+/* POST body (JSON text) to url; the answer into *b and the HTTP status into *status. 0, or the
+ * exit code with the reason printed (the daemon cannot be reached). */
+static int http_post(const xgr_client *c, const char *cmd, const char *url, const char *body, rbuf *b, long *status) {
   CURL *h = curl_easy_init();
   if (!h || !body) {
-    free(body);
     if (h) curl_easy_cleanup(h);
     fprintf(stderr, "xgr %s: cannot set up an HTTP request\n", cmd);
     return XGR_EXIT_HARD;
   }
-  rbuf b = {0};
   struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-  curl_easy_setopt(h, CURLOPT_URL, c->url);
+  curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   CURLcode cc = curl_easy_perform(h);
-  long status = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
   curl_slist_free_all(hdr);
   curl_easy_cleanup(h);
-  free(body);
   if (cc != CURLE_OK) {
     fprintf(stderr, "xgr %s: cannot reach xgrd at %s: %s (is it running? start it with `xgrd --auth none`, or pass "
                     "--url)\n", cmd, c->url, curl_easy_strerror(cc));
-    free(b.p);
+    free(b->p);
+    b->p = NULL;
     return XGR_EXIT_USAGE;
   }
-  json_t *a = NULL;
+  return 0;
+}
+
+/* POST body (JSON text) to url and read the answer: a JSON object with HTTP 200 into *ans (a new
+ * reference), else the reason printed (the answer's "error" when it has one) and the exit code. */
+static int post_json(const xgr_client *c, const char *cmd, const char *url, const char *body, json_t **ans) {
+  *ans = NULL;
+  rbuf b = {0};
+  long status = 0;
+  int rc = http_post(c, cmd, url, body, &b, &status);
+  if (rc) return rc;
   xgr_error pe;
-  if (b.p && xgr_json_parse_exact(b.p, b.n, &a, &pe)) a = NULL;
-  if (status != 200 || !json_is_object(a)) {
-    fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, c->url, status, b.p ? b.p : "(no body)");
+  if (b.p && xgr_json_parse_exact(b.p, b.n, ans, &pe)) *ans = NULL;
+  if (status != 200 || !json_is_object(*ans)) {
+    const char *why = json_string_value(json_object_get(*ans, "error"));
+    fprintf(stderr, "xgr %s: xgrd at %s answered HTTP %ld: %.300s\n", cmd, url, status, why ? why : b.p ? b.p : "(no body)");
     free(b.p);
-    json_decref(a);
+    json_decref(*ans);
+    *ans = NULL;
     return status >= 400 && status < 500 ? XGR_EXIT_FAIL : XGR_EXIT_HARD;
   }
   free(b.p);
-  *ans = a;
   return 0;
+}
+
+void xgr_client_origin(const xgr_client *c, char *out, size_t n) {
+  const char *p = strstr(c->url, "://");
+  p = p ? p + 3 : c->url;
+  size_t k = (size_t)(p - c->url) + strcspn(p, "/?#");
+  snprintf(out, n, "%.*s", (int)k, c->url);
+}
+
+int xgr_client_post(const xgr_client *c, const char *cmd, const char *path, const json_t *body, json_t **answer) {
+  *answer = NULL;
+  char url[1024];
+  xgr_client_origin(c, url, sizeof url);
+  snprintf(url + strlen(url), sizeof url - strlen(url), "%s", path);
+  char *text = xgr_json_dumps_compact(body);
+  int rc = post_json(c, cmd, url, text, answer);
+  free(text);
+  return rc;
 }
 
 /* Whether err refuses a permit because it was used before (xgr_auth_consume's answer). */
@@ -184,7 +206,13 @@ int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, js
     bool attached = false, add_from = c->from && json_is_object(params) && !json_object_get(params, "from");
     int rc = xgr_client_attach_permit(c, cmd, method, params, later, &attached);
     if (!rc && add_from) json_object_set_new(params, "from", json_string(c->from));
-    if (!rc) rc = post(c, cmd, method, params, &ans);
+    if (!rc) {
+      json_t *rq = json_pack("{s:s, s:i, s:s, s:O}", "jsonrpc", "2.0", "id", 1, "method", method, "params", params);
+      char *body = xgr_json_dumps_compact(rq);   /* exact integers beyond int64 as numbers */
+      json_decref(rq);
+      rc = post_json(c, cmd, c->url, body, &ans);
+      free(body);
+    }
     if (rc) {
       json_decref(params);
       return rc;

@@ -73,6 +73,14 @@ extern const char xgr_client_opts_help[];
  * be reached, 3 for a malformed answer. */
 int xgr_client_call(const xgr_client *c, const char *cmd, const char *method, json_t *params, json_t **result);
 
+/* The scheme and authority of c->url ("http://127.0.0.1:8729", no path) into out[n]. */
+void xgr_client_origin(const xgr_client *c, char *out, size_t n);
+/* POST body (JSON) to the path (e.g. "/ui/auth/nonce") of xgrd at c->url's origin, without a permit. On
+ * HTTP 200 with a JSON object returns 0 and *answer (a new reference); otherwise prints the reason
+ * (an answer's "error" when it has one) prefixed with `cmd` and returns the exit code as
+ * xgr_client_call does. */
+int xgr_client_post(const xgr_client *c, const char *cmd, const char *path, const json_t *body, json_t **answer);
+
 /* Print a result as pretty JSON to stdout. */
 void xgr_client_print_json(const json_t *j);
 /* Read a whole file (at most max bytes) into a malloc'd NUL-terminated buffer; NULL with a

@@ -39,6 +39,7 @@ int xgr_cmd_deploy(int argc, char **argv);
 int xgr_cmd_history(int argc, char **argv);
 int xgr_cmd_key(int argc, char **argv);
 int xgr_cmd_permit(int argc, char **argv);
+int xgr_cmd_console(int argc, char **argv);
 int xgr_cmd_publish(int argc, char **argv);
 int xgr_cmd_explore(int argc, char **argv);
 

@@ -29,6 +29,7 @@ static const xgr_cli_command commands[] = {
   {"history", "print a session's audit trail from a store file (proc_steps)", xgr_cmd_history},
   {"key", "make a signing key (xgr key new FILE) or print a key file's address", xgr_cmd_key},
   {"permit", "print a signed EIP-712 permit (session, control, xdala) for curl users", xgr_cmd_permit},
+  {"console", "sign in to xgrd's console with a key file: print a one-time sign-in link", xgr_cmd_console},
   {"publish", "deploy a bundle to an Ethereum node: XRC-137 rule contracts and an XRC-729 registry", xgr_cmd_publish},
   {"explore", "explore every outcome and ordering of a session: findings with shortest traces", xgr_cmd_explore},
 };

@@ -72,6 +72,7 @@ typedef struct opts {
   long long history_retention_s;  /* -1: not given (kept forever); 0: forever */
   /* caps per client and owner (0: the default; docs/SECURITY.md, "Event streams and waiting calls") */
   unsigned max_validates_per_client, max_streams_per_client, max_streams_per_owner, max_streams, stream_max_secs;
+  unsigned console_max_nonces, console_max_sessions, console_session_secs;
   const char *otlp_endpoint;      /* tracing (docs/OPERATIONS.md "Tracing"), NULL: off */
   unsigned long otlp_queue_spans; /* 0: XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS */
   unsigned long batch_rate;       /* 0: XGR_NODE_DEFAULT_BATCH_RATE */
@@ -102,6 +103,8 @@ static const struct option long_options[] = {
   {"max-validates-per-client", required_argument, NULL, 0}, {"max-streams-per-client", required_argument, NULL, 0},
   {"max-streams-per-owner", required_argument, NULL, 0}, {"max-streams", required_argument, NULL, 0},
   {"stream-max-secs", required_argument, NULL, 0},
+  {"console-max-nonces", required_argument, NULL, 0}, {"console-max-sessions", required_argument, NULL, 0},
+  {"console-session-secs", required_argument, NULL, 0},
   {"allow-outbound", required_argument, NULL, 0}, {"max-outbound", required_argument, NULL, 0},
   {"max-outbound-per-owner", required_argument, NULL, 0},
   {"max-session-bytes", required_argument, NULL, 0}, {"max-owner-processes", required_argument, NULL, 0},
@@ -148,6 +151,11 @@ static void usage(FILE *f) {
           "                         over a cap is refused with HTTP 429 naming it\n"
           "  --stream-max-secs N    an event stream ends after N seconds (default 3600; a stream opened with a\n"
           "                         permit ends when the permit expires, if that is sooner); the page reconnects\n"
+          "  --console-max-nonces N   console sign-in nonces outstanding (default 1024; each lives 5 minutes; a new\n"
+          "                         one when full evicts the oldest)\n"
+          "  --console-max-sessions N live console sign-ins (default 256; a new one when full ends the one that\n"
+          "                         expires first)\n"
+          "  --console-session-secs N a console sign-in (its cookie) lasts N seconds (default 1800)\n"
           "  --shutdown-timeout MS  how long a graceful stop waits for running steps (default 30000); a store\n"
           "                         that does not answer cannot hold the stop: 20 s later xgrd exits 4\n"
           "  --log-level info|warn  info logs one line per request (default info)\n"
@@ -418,6 +426,9 @@ static int set_opt(opts *o, const char *name, const char *v) {
   else if (!strcmp(name, "max-streams-per-owner")) { if (parse_uint("--max-streams-per-owner", v, 1000000, &u) || !u) return -1; o->max_streams_per_owner = (unsigned)u; }
   else if (!strcmp(name, "max-streams")) { if (parse_uint("--max-streams", v, 1000000, &u) || !u) return -1; o->max_streams = (unsigned)u; }
   else if (!strcmp(name, "stream-max-secs")) { if (parse_uint("--stream-max-secs", v, 31536000, &u) || !u) return -1; o->stream_max_secs = (unsigned)u; }
+  else if (!strcmp(name, "console-max-nonces")) { if (parse_count("--console-max-nonces", v, 1000000, &u)) return -1; o->console_max_nonces = (unsigned)u; }
+  else if (!strcmp(name, "console-max-sessions")) { if (parse_count("--console-max-sessions", v, 1000000, &u)) return -1; o->console_max_sessions = (unsigned)u; }
+  else if (!strcmp(name, "console-session-secs")) { if (parse_count("--console-session-secs", v, 604800, &u)) return -1; o->console_session_secs = (unsigned)u; }
   else if (!strcmp(name, "shutdown-timeout")) { if (parse_uint("--shutdown-timeout", v, 3600000, &u)) return -1; o->shutdown_timeout_ms = (long)u; }
   else {
     assert(!"an option of long_options without a meaning in set_opt");
@@ -719,7 +730,10 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .max_streams_per_client = o->max_streams_per_client,
                         .max_streams_per_owner = o->max_streams_per_owner,
                         .max_streams = o->max_streams,
-                        .stream_max_secs = o->stream_max_secs};
+                        .stream_max_secs = o->stream_max_secs,
+                        .console_max_nonces = o->console_max_nonces,
+                        .console_max_sessions = o->console_max_sessions,
+                        .console_session_secs = o->console_session_secs};
   xgr_rpcd *d = node ? xgr_rpcd_new(node, &sc, &err) : NULL;
   if (!d || xgr_rpcd_register(d, srv) || xgr_node_recover(node, &err)) {
     log_fail("cannot start the service", "path", err.path, err.message);

@@ -127,6 +127,11 @@ xgr_node_wait xgr_node_proc_wait(const xgr_store_proc *p, int64_t *at) {
 
 /* ---- owners ------------------------------------------------------------------------------------ */
 
+int xgr_node_owners_after(xgr_node *n, const char *after, size_t max, xgr_store_owner_live **out, size_t *count,
+                          xgr_error *err) {
+  return xgr_store_owners_after(n->st, after, max, out, count, err);
+}
+
 int xgr_node_live_owners(xgr_node *n, size_t max, xgr_store_owner_live **out, size_t *count, xgr_error *err) {
   assert(n && out && count);
   return xgr_store_live_owners(n->st, NULL, max, out, count, err);

@@ -3,7 +3,8 @@
  * xgr_rpc_authorize_permit is the one place that decides: with signed permits (--auth permits)
  * the permit the action needs is verified (xgr_auth_verify: the session permit for a start, a
  * control permit for control calls and wake-ups, an XDaLa permit for the rest) and its signer is
- * the caller, who must be the owner a start or control call names; with --auth none (loopback
+ * the caller — or the caller is the address a console sign-in proved (caller->signed_in) — who
+ * must be the owner a start or control call names (identify, then decide); with --auth none (loopback
  * only) the caller is whoever `from` (or `owner`) names, and only the owner may start or control
  * its sessions. Also the address syntax and the caller a request claims to be (for logs and
  * errors before verification). Pure functions of their arguments: no server state.
@@ -41,31 +42,53 @@ const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params) {
   if (!json_is_object(params)) return NULL;
   const char *f = xgr_json_text(json_object_get(params, "from"));
   if (f || !c || c->auth_none) return f;
+  if (c->signed_in) return c->signed_in;
   const json_t *m = json_object_get(json_object_get(params, "permit"), "message");
   const char *r = xgr_json_text(json_object_get(m, "runner"));
   return r ? r : xgr_json_text(json_object_get(m, "from"));
 }
 
-/* Permit mode: verify the permit the action needs; the signer is the caller. */
-static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
-                            char *who, size_t n, xgr_permit *p, xgr_error *err) {
+/* Permit mode, step 1: who the caller is. A console sign-in (c->signed_in) is that address, with no
+ * permit (p->kind 0); otherwise the permit the action needs is verified and its signer is the caller. */
+static int identify(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, char *who, size_t n,
+                    xgr_permit *p, xgr_error *err) {
+  if (c->signed_in) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->from, sizeof p->from, "%s", c->signed_in);
+    snprintf(p->runner, sizeof p->runner, "%s", c->signed_in);
+    if (n) snprintf(who, n, "%s", c->signed_in);
+    return 0;
+  }
   unsigned kinds = act == XGR_RPC_ACT_START                                 ? XGR_PERMIT_SESSION
                    : act == XGR_RPC_ACT_CONTROL || act == XGR_RPC_ACT_WAKE ? XGR_PERMIT_ANY_CONTROL
                                                                             : XGR_PERMIT_XDALA;
   int rc = xgr_auth_verify(c->auth, params, "permit", kinds, p, err);
   if (rc) return rc;
   if (n) snprintf(who, n, "%s", p->from);
+  return 0;
+}
+
+/* Permit mode, step 2: may the identified caller (p->from, acting for p->runner) do act on owner's
+ * sessions? The one decision for permits and console sign-ins alike. */
+static int decide(const xgr_permit *p, xgr_rpc_action act, const char *owner, xgr_error *err) {
   if (act == XGR_RPC_ACT_START && owner && strcasecmp(owner, p->from)) {
-    xgr_error_set(err, XGR_EPERM, "permit.message.from", "signer %s is not the owner %s the request names", p->from,
-                  owner);
+    xgr_error_set(err, XGR_EPERM, p->kind ? "permit.message.from" : "owner",
+                  "signer %s is not the owner %s the request names", p->from, owner);
     return XGR_EPERM;
   }
   if (act == XGR_RPC_ACT_CONTROL && owner && strcasecmp(owner, p->runner)) {
-    xgr_error_set(err, XGR_EPERM, p->kind == XGR_PERMIT_CONTROL_V2 ? "permit.message.runner" : "permit.message.from",
+    xgr_error_set(err, XGR_EPERM,
+                  !p->kind ? "owner" : p->kind == XGR_PERMIT_CONTROL_V2 ? "permit.message.runner" : "permit.message.from",
                   "%s is not the session's owner %s", p->runner, owner);
     return XGR_EPERM;
   }
   return 0;
+}
+
+static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
+                            char *who, size_t n, xgr_permit *p, xgr_error *err) {
+  int rc = identify(c, params, act, who, n, p, err);
+  return rc ? rc : decide(p, act, owner, err);
 }
 
 int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
@@ -81,7 +104,7 @@ int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_
   xgr_permit local;
   if (!p) p = &local;
   p->kind = 0;
-  if (c && !c->auth_none && c->auth) return authorize_permit(c, params, act, owner, who, n, p, err);
+  if (c && !c->auth_none && (c->auth || c->signed_in)) return authorize_permit(c, params, act, owner, who, n, p, err);
   if (!c || !c->auth_none) {
     xgr_error_set(err, XGR_EPERM, "permit", "xgrd has no authorization configured (--auth permits or --auth none)");
     return XGR_EPERM;

@@ -220,33 +220,46 @@ static int graph_svg(xgr__console *c, struct MHD_Connection *conn) {
   return send_buf(conn, MHD_HTTP_OK, "image/svg+xml", svg, len, MHD_RESPMEM_MUST_FREE, "public, max-age=86400");
 }
 
-/* The permit of a GET /ui/events: the `Authorization: XDaLaPermit <permit JSON>` header (which a
- * page reading the stream with fetch() sends, so the permit stays out of the URL), else the query
- * argument `permit` (an EventSource cannot send headers). NULL when neither is there. */
-static const char *events_permit(const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
+/* The permit of a GET /ui/events sent by a client that is not the console's page: the header
+ * `Authorization: XDaLaPermit <permit JSON>`. Never the URL (logs and history keep URLs). NULL
+ * when absent. */
+static const char *events_permit(const xgr_rpc_caller *caller) {
   const char *a = caller->authorization;
   if (a && !strncasecmp(a, "XDaLaPermit", 11) && (a[11] == ' ' || a[11] == '\t')) {
     a += 12;
     while (*a == ' ' || *a == '\t') a++;
     return a;
   }
-  return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "permit");
+  return NULL;
 }
 
 /* GET /ui/events: a stream of one owner's events (or, under --auth none, of everyone's). In permit
- * mode the reader's xdalaPermit (events_permit) must be the owner's, as for xgr.console.sessions,
- * and the stream ends when it expires. The hub's caps and lifetime apply (xgr__sse_serve). */
+ * mode the reader is who the console's cookie signs in (console_auth.c), or the signer of an
+ * xdalaPermit in the Authorization header (events_permit); it must be allowed to read `owner`'s
+ * sessions as for xgr.console.sessions (the owner defaults to the signed-in address). A stream ends
+ * when the permit or the sign-in expires, and when the sign-in ends (signed out or pushed out). The hub's caps and lifetime apply (xgr__sse_serve). */
 static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
   const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
   const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
   const char *last = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
-  const char *permit = events_permit(caller, conn);
   if (!last) last = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
   if (owner && *owner && !xgr_rpc_is_address(owner))
     return send_text(conn, MHD_HTTP_BAD_REQUEST, "owner: expected an address (0x + 40 hex)\n");
+  if (MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "permit"))
+    return send_text(conn, MHD_HTTP_BAD_REQUEST,
+                     "permit: not taken in the URL (logs and history keep URLs); sign in to the console "
+                     "(a cookie) or send it in the Authorization header\n");
   uint64_t expiry = 0;
+  char me[43] = "", tag[67] = "";
   if (!caller->auth_none) {
-    if (!owner || !*owner) return send_text(conn, MHD_HTTP_FORBIDDEN, "owner: required (whose events)\n");
+    const char *permit = events_permit(caller);
+    int64_t sexp = 0;
+    xgr_rpc_caller who = *caller;
+    if (!permit && xgr__console_signed_in(c, conn, me, NULL, &sexp, tag)) {
+      who.signed_in = me;
+      if (!owner || !*owner) owner = me;
+    }
+    if (!owner || !*owner) return send_text(conn, MHD_HTTP_FORBIDDEN, "not signed in: sign in at /ui/ (docs/CONSOLE.md)\n");
     if (permit && strlen(permit) > 16384) return send_text(conn, MHD_HTTP_FORBIDDEN, "permit: too long\n");
     json_t *p = permit ? json_loads(permit, 0, NULL) : NULL;
     json_t *params = json_pack("{s:s}", "owner", owner);
@@ -255,14 +268,17 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     xgr_error err;
     xgr_error_clear(&err);
     xgr_permit pm;
-    int rc = xgr__console_read_owner_permit(caller, params, o, sizeof o, &pm, &err);
+    int rc = (!permit && !who.signed_in)
+                 ? xgr_error_set(&err, XGR_EPERM, "", "not signed in (or the session ended): sign in at /ui/ (docs/CONSOLE.md)")
+                 : xgr__console_read_owner_permit(&who, params, o, sizeof o, &pm, &err);
     json_decref(params);
     if (rc) {
       char msg[XGR_MSG_MAX + 300];
-      snprintf(msg, sizeof msg, "%s: %s\n", err.path[0] ? err.path : "permit", err.message);
+      snprintf(msg, sizeof msg, "%s%s%s\n", err.path, err.path[0] ? ": " : "", err.message);
       return send_text(conn, MHD_HTTP_FORBIDDEN, msg);
     }
     if (pm.kind) expiry = pm.expiry;
+    else if (sexp) expiry = (uint64_t)(sexp / 1000);
   }
   char client[64];
   xgr__rpc_client_addr(caller, client, sizeof client);
@@ -270,7 +286,8 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
                      .root = root ? strtoull(root, NULL, 10) : 0,
                      .after = last ? strtoull(last, NULL, 10) : 0,
                      .client = client,
-                     .expiry = expiry};
+                     .expiry = expiry,
+                     .tag = tag[0] ? tag : NULL};
   return xgr__sse_serve(c->hub, conn, &o);
 }
 
@@ -301,8 +318,9 @@ static void on_stop(void *ctx) {
 
 /* ---- life ------------------------------------------------------------------------------------------ */
 
-xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim) {
+xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim, const xgr__console_auth_limits *alim) {
   xgr__console *c = xgr__xcalloc(1, sizeof *c);
+  xgr__console_auth_init(c, alim);
   c->n = n;
   c->hub = xgr__sse_hub_new(0, 0);
   xgr__sse_set_limits(c->hub, lim);
@@ -318,6 +336,7 @@ void xgr__console_free(xgr__console *c) {
     free(c->cache[i].svg);
   }
   pthread_mutex_destroy(&c->mu);
+  xgr__console_auth_free(c);
   free(c);
 }
 
@@ -329,6 +348,9 @@ int xgr__console_register(xgr__console *c, xgr_rpc_server *s) {
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.process", xgr__console_m_process, c);
   if (!rc) rc = xgr_rpc_register(s, "xgr.console.registry", xgr__console_m_registry, c);
   if (!rc) rc = xgr__rpc_register_get(s, "/ui", serve_ui, c);
+  if (!rc) rc = xgr__rpc_register_post(s, "/ui/auth", xgr__console_post, c);
+  if (!rc) xgr__rpc_set_ui_gate(s, xgr__console_gate, c);
+  if (!rc) xgr__console_auth_metrics(c, xgr_rpc_metrics(s));
   if (!rc) xgr__rpc_on_stop(s, on_stop, c);
   if (!rc) xgr__sse_metrics(c->hub, xgr_rpc_metrics(s));
   return rc;

@@ -6,6 +6,8 @@
  *   console_params.c  the parameter rules the read methods share, and status names.
  *   console_list.c    xgr.console.sessions, xgr.console.owners, xgr.console.info.
  *   console_view.c    xgr.console.session, xgr.console.process, xgr.console.registry.
+ *   console_auth.c    signing in (EIP-4361 nonces, sessions and their cookie; POST /ui/auth/...) and
+ *                     the gate of the console's JSON-RPC (POST /ui/rpc).
  *
  * Not installed; nothing outside these files includes it. Every function here is library-private
  * (xgr__ prefix). Strings returned through `const char **` point into the request's JSON
@@ -25,6 +27,7 @@
 #include "rpc/console_service_impl.h"
 #include "rpc/rpc_impl.h"
 #include "xgr/orch.h"
+#include "xgr/secp.h"
 
 #define XGR__CONSOLE_CACHE_MAX 64   /* orchestrations kept parsed (and drawn) per console */
 
@@ -38,12 +41,33 @@ typedef struct xgr__console_orch {
   uint64_t used;
 } xgr__console_orch;
 
+/* An issued sign-in nonce and a console session (console_auth.c). */
+typedef struct xgr__console_nonce {
+  char v[33];                   /* 32 hex digits */
+  int64_t exp;                  /* ms since the epoch */
+} xgr__console_nonce;
+typedef struct xgr__console_session {
+  char key[67];                 /* keccak-256 of the cookie's token (the token itself is not kept) */
+  char csrf[65];                /* the X-XGR-CSRF token of its /ui/rpc calls */
+  char addr[43];                /* the signed-in address, lowercase */
+  int64_t exp;                  /* ms since the epoch */
+} xgr__console_session;
+
 struct xgr__console {
   xgr_node *n;                  /* borrowed: every read goes through its queries (xgr/node.h) */
   xgr__sse_hub *hub;
   pthread_mutex_t mu;           /* the cache */
   xgr__console_orch cache[XGR__CONSOLE_CACHE_MAX];
   uint64_t tick;
+  /* signing in (console_auth.c); the tables and counters under amu */
+  xgr__console_auth_limits alim;
+  pthread_mutex_t amu;
+  xgr__console_nonce *nonces;   /* [alim.max_nonces] */
+  xgr__console_session *sess;   /* [alim.max_sessions] */
+  unsigned nnonces, nsess;
+  uint64_t nonces_evicted, sess_evicted;
+  xgr_secp *secp;               /* owned: signature recovery */
+  xgr_metrics *metrics;         /* the server's (borrowed): the sign-in counters */
 };
 
 /* ---- console.c ------------------------------------------------------------------------------- */
@@ -86,5 +110,25 @@ XGR__RPCD_METHOD(xgr__console_m_info);
 XGR__RPCD_METHOD(xgr__console_m_session);
 XGR__RPCD_METHOD(xgr__console_m_process);
 XGR__RPCD_METHOD(xgr__console_m_registry);
+
+/* ---- console_auth.c ---------------------------------------------------------------------------- */
+
+/* The tables at their caps (0: the defaults of xgr/rpc.h) and their end. */
+void xgr__console_auth_init(xgr__console *c, const xgr__console_auth_limits *lim);
+void xgr__console_auth_free(xgr__console *c);
+/* The address the request's `xgr_console` cookie signs in (lowercase into addr[43]), its session's
+ * CSRF token (csrf[65], may be NULL), expiry (ms, may be NULL) and key (key[67], may be NULL: what
+ * tags its event streams); false when there is no cookie or its session ended, expired or never was. */
+bool xgr__console_signed_in(xgr__console *c, struct MHD_Connection *conn, char addr[43], char csrf[65], int64_t *exp,
+                            char key[67]);
+/* POST /ui/auth/{nonce,signin,me,signout} (xgr__rpc_post_fn). */
+int xgr__console_post(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *conn, const char *url,
+                      const char *body, size_t len, unsigned *status);
+/* The gate of POST /ui/rpc (xgr__rpc_gate_fn): the console's methods only; in permit mode a
+ * session's cookie and its X-XGR-CSRF token are required, and caller->signed_in = its address. */
+unsigned xgr__console_gate(void *ctx, struct MHD_Connection *conn, xgr_rpc_caller *caller, char addr[43],
+                           const char **msg);
+/* The sign-in metrics on m (xgr_console_nonces, xgr_console_sessions, their evictions, sign-ins). */
+void xgr__console_auth_metrics(xgr__console *c, xgr_metrics *m);
 
 #endif

@@ -12,8 +12,11 @@
 #include "rpc/console_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "util/alloc.h"
 #include "util/clock.h"
 
 #define SCAN_MAX 20000          /* session rows one xgr.console.sessions call looks at */
@@ -34,58 +37,45 @@ static bool has_step(xgr__console *c, const char *owner, uint64_t root, const ch
   return found;
 }
 
-XGR__RPCD_METHOD(xgr__console_m_sessions) {
-  xgr__console *c = ctx;
-  static const char *const keys[] = {"owner", "permit", "registry", "status", "step", "limit", "beforeRootPid",
-                                     "since", "until", NULL};
-  const json_t *o;
-  int rc = xgr__console_named(params, keys, &o, err);
-  if (rc) return rc;
-  char owner[64];
-  if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err))) return rc;
+/* The filters of one xgr.console.sessions call and what it has read so far. */
+typedef struct scan {
   const char *registry, *status, *step;
-  uint64_t limit, before, since, until;
-  if ((rc = xgr__console_opt_str(o, "registry", 200, &registry, err)) || (rc = xgr__console_opt_str(o, "status", 20, &status, err)) ||
-      (rc = xgr__console_opt_str(o, "step", 200, &step, err)) || (rc = xgr__console_opt_uint(o, "limit", 200, 50, &limit, err)) ||
-      (rc = xgr__console_opt_uint(o, "beforeRootPid", UINT64_MAX, 0, &before, err)) ||
-      (rc = xgr__console_opt_uint(o, "since", INT64_MAX, 0, &since, err)) || (rc = xgr__console_opt_uint(o, "until", INT64_MAX, 0, &until, err)))
-    return rc;
-  if ((rc = xgr__rpc_status_check(status, "status", true, err))) return rc;
-  if (!limit) limit = 50;
-  if (registry && !*registry) registry = NULL;
-  if (step && !*step) step = NULL;
-  json_t *items = json_array();
-  size_t scanned = 0, probes = 0;
-  uint64_t cursor = before, next = 0;
+  uint64_t limit, since, until;
+  json_t *items;
+  size_t scanned, probes;
+  int64_t t0;
+} scan;
+
+/* Scan owner's sessions below cursor (0: from the newest) into sc->items. Returns 0 with *next the
+ * rootPid to go on from (0: this owner is done), or an error code. */
+static int scan_owner(xgr__console *c, scan *sc, const char *owner, uint64_t cursor, uint64_t *next, xgr_error *err) {
   bool more = true;
-  int64_t t0 = xgr__mono_ms();
-  while (more && json_array_size(items) < limit && scanned < SCAN_MAX) {
-    if (scanned && xgr__mono_ms() - t0 >= SCAN_MS) break;
+  *next = 0;
+  while (more && json_array_size(sc->items) < sc->limit && sc->scanned < SCAN_MAX) {
+    if (sc->scanned && xgr__mono_ms() - sc->t0 >= SCAN_MS) break;
     xgr_node_session *ss = NULL;
     size_t n = 0;
-    if ((rc = xgr_node_sessions(c->n, owner, cursor, 1000, &ss, &n, err))) {
-      json_decref(items);
-      return rc;
-    }
+    int rc = xgr_node_sessions(c->n, owner, cursor, 1000, &ss, &n, err);
+    if (rc) return rc;
     more = n == 1000;
     size_t i = 0;
-    for (; i < n && json_array_size(items) < limit && scanned < SCAN_MAX; i++) {
+    for (; i < n && json_array_size(sc->items) < sc->limit && sc->scanned < SCAN_MAX; i++) {
       const xgr_store_session *s = &ss[i].row;
-      scanned++;
+      sc->scanned++;
       cursor = s->root_pid;
-      if (registry && (!s->registry || strcmp(s->registry, registry))) continue;
+      if (sc->registry && (!s->registry || strcmp(s->registry, sc->registry))) continue;
       bool live = s->status == XGR_RESULT_RUNNING;
-      if (status && !xgr__rpc_session_status_is(&ss[i], status)) continue;
-      if (since && s->created_at < (int64_t)since) continue;
-      if (until && s->created_at > (int64_t)until) continue;
-      if (step) {
+      if (sc->status && !xgr__rpc_session_status_is(&ss[i], sc->status)) continue;
+      if (sc->since && s->created_at < (int64_t)sc->since) continue;
+      if (sc->until && s->created_at > (int64_t)sc->until) continue;
+      if (sc->step) {
         if (!live) continue;
-        if (probes++ >= STEP_PROBE_MAX) { /* bounded: the cursor resumes here */
+        if (sc->probes++ >= STEP_PROBE_MAX) { /* bounded: the cursor resumes here */
           cursor = s->root_pid + 1;
-          scanned = SCAN_MAX;
+          sc->scanned = SCAN_MAX;
           break;
         }
-        if (!has_step(c, owner, s->root_pid, step)) continue;
+        if (!has_step(c, owner, s->root_pid, sc->step)) continue;
       }
       json_t *it = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "owner", s->owner, "rootPid",
                              xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
@@ -98,34 +88,141 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
         json_object_set_new(it, "running", json_integer((json_int_t)info->running));
         json_object_set_new(it, "steps", json_integer((json_int_t)info->steps));
       }
-      json_array_append_new(items, it);
+      json_array_append_new(sc->items, it);
     }
-    if (i < n || scanned >= SCAN_MAX) more = true;
+    if (i < n || sc->scanned >= SCAN_MAX || (sc->scanned && xgr__mono_ms() - sc->t0 >= SCAN_MS && more)) more = true;
     xgr_node_sessions_free(ss, n);
     if (!n) more = false;
   }
-  if (more && cursor > 1) next = cursor;
-  /* live sessions: the store's (hibernated ones are live there, not in the engine); the other
-   * counts: the engine's sessions (live ones) of this owner */
-  xgr_node_owner_counts oc;
-  if ((rc = xgr_node_owner_counts_get(c->n, owner, &oc, err))) {
-    json_decref(items);
+  if (more && cursor > 1) *next = cursor;
+  return 0;
+}
+
+#define OWNERS_MAX 100          /* owners one call lists (xgr.console.owners; the sessions of all owners) */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The owners the caller may see when the call names none, ascending (owned strings into
+ * out[OWNERS_MAX], *n of them): under --auth none every owner with sessions in the store (at most
+ * 100: those with live sessions first, then the others by address); a signed-in caller or a
+ * permit's signer: itself. The one place that says whose sessions a caller's list holds: an
+ * operator (who may read every owner's) belongs with --auth none's branch, an address with
+ * grants gets the owners of its granted sessions added here, as the access decision says. */
+static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, char **out, size_t *n,
+                          bool *partial, xgr_error *err) {
+  *n = 0;
+  *partial = false;
+  if (caller && caller->auth_none) {   /* the owners with live sessions first, then the others by address */
+    xgr_store_owner_live *ol, *al;
+    size_t k, ka;
+    int rc = xgr_node_live_owners(c->n, OWNERS_MAX + 1, &ol, &k, err);
+    if (rc) return rc;
+    if ((rc = xgr_node_owners_after(c->n, NULL, OWNERS_MAX + 1, &al, &ka, err))) {
+      xgr_node_owners_free(ol, k);
+      return rc;
+    }
+    for (size_t i = 0; i < k + ka && *n < OWNERS_MAX; i++) {
+      const char *own = i < k ? ol[i].owner : al[i - k].owner;
+      bool dup = false;
+      for (size_t j = 0; j < *n && !dup; j++) dup = !strcasecmp(out[j], own);
+      if (dup) continue;
+      out[*n] = xgr__xstrdup(own);
+      xgr__rpc_lower(out[(*n)++]);
+    }
+    *partial = k > OWNERS_MAX || ka > OWNERS_MAX || (*n == OWNERS_MAX && ka > *n);
+    xgr_node_owners_free(ol, k);
+    xgr_node_owners_free(al, ka);
+  } else {
+    char who[64];
+    int rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err);
+    if (rc) return rc;
+    if (!who[0]) return xgr__console_bad(err, "owner", "missing; expected %s", "the owner's address (0x + 40 hex)");
+    out[(*n)++] = xgr__xstrdup(who);
+  }
+  qsort(out, *n, sizeof *out, cmp_str);
+  return 0;
+}
+
+XGR__RPCD_METHOD(xgr__console_m_sessions) {
+  xgr__console *c = ctx;
+  static const char *const keys[] = {"owner", "permit", "registry", "status", "step", "limit", "beforeRootPid",
+                                     "beforeOwner", "since", "until", NULL};
+  const json_t *o;
+  int rc = xgr__console_named(params, keys, &o, err);
+  if (rc) return rc;
+  scan sc = {.t0 = xgr__mono_ms()};
+  uint64_t before;
+  const char *before_owner, *named;
+  if ((rc = xgr__console_opt_str(o, "registry", 200, &sc.registry, err)) || (rc = xgr__console_opt_str(o, "status", 20, &sc.status, err)) ||
+      (rc = xgr__console_opt_str(o, "step", 200, &sc.step, err)) || (rc = xgr__console_opt_uint(o, "limit", 200, 50, &sc.limit, err)) ||
+      (rc = xgr__console_opt_uint(o, "beforeRootPid", UINT64_MAX, 0, &before, err)) ||
+      (rc = xgr__console_opt_str(o, "beforeOwner", 64, &before_owner, err)) ||
+      (rc = xgr__console_opt_uint(o, "since", INT64_MAX, 0, &sc.since, err)) || (rc = xgr__console_opt_uint(o, "until", INT64_MAX, 0, &sc.until, err)) ||
+      (rc = xgr__console_opt_str(o, "owner", 64, &named, err)))
+    return rc;
+  if ((rc = xgr__rpc_status_check(sc.status, "status", true, err))) return rc;
+  if (before_owner && !xgr_rpc_is_address(before_owner))
+    return xgr__console_bad(err, "beforeOwner", "is \"%.80s\"; expected an address (0x + 40 hex): the nextOwner of the previous page", before_owner);
+  if (!sc.limit) sc.limit = 50;
+  if (sc.registry && !*sc.registry) sc.registry = NULL;
+  if (sc.step && !*sc.step) sc.step = NULL;
+  if (named && !*named) named = NULL;
+  /* the owners read: the one named (authorized for READ), or every owner the caller may see */
+  char *owners[OWNERS_MAX];
+  size_t nown = 0;
+  bool partial_owners = false;
+  if (named || json_object_get(o, "from")) {
+    char owner[64];
+    if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err))) return rc;
+    owners[nown++] = xgr__xstrdup(owner);
+  } else if ((rc = visible_owners(c, caller, o, owners, &nown, &partial_owners, err))) {
     return rc;
   }
-  json_t *counts = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:I}", "liveSessions", (json_int_t)oc.live_sessions,
-                             "runningSessions", (json_int_t)oc.running_sessions, "idleSessions",
-                             (json_int_t)oc.idle_sessions, "liveProcesses", (json_int_t)oc.live_procs,
-                             "runningProcesses", (json_int_t)oc.running_procs, "partial", oc.partial,
-                             "engineSessions", (json_int_t)oc.engine_sessions);
-  *result = json_pack("{s:o, s:I, s:o, s:I}", "items", items, "scanned", (json_int_t)scanned, "counts", counts,
-                      "eventId", (json_int_t)xgr__sse_last_id(c->hub));
-  if (next) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next));
+  sc.items = json_array();
+  size_t first = 0;
+  if (before_owner)   /* the page goes on in that owner */
+    while (first < nown && strcasecmp(owners[first], before_owner) < 0) first++;
+  uint64_t next = 0;
+  const char *next_owner = NULL;
+  xgr_node_owner_counts sum = {0};
+  for (size_t k = 0; k < nown && !rc; k++) {
+    xgr_node_owner_counts oc;
+    if ((rc = xgr_node_owner_counts_get(c->n, owners[k], &oc, err))) break;
+    sum.live_sessions += oc.live_sessions, sum.running_sessions += oc.running_sessions;
+    sum.idle_sessions += oc.idle_sessions, sum.live_procs += oc.live_procs, sum.running_procs += oc.running_procs;
+    sum.partial |= oc.partial, sum.engine_sessions = oc.engine_sessions;
+    if (k < first || next_owner) continue;
+    uint64_t cursor = before_owner && !strcasecmp(owners[k], before_owner) ? before : k == first ? before : 0;
+    if (nown == 1) cursor = before;
+    if ((rc = scan_owner(c, &sc, owners[k], cursor, &next, err))) break;
+    if (next) next_owner = owners[k];
+    else if (json_array_size(sc.items) >= sc.limit && k + 1 < nown) next_owner = owners[k + 1], next = 0;
+  }
+  if (rc) {
+    json_decref(sc.items);
+    for (size_t k = 0; k < nown; k++) free(owners[k]);
+    return rc;
+  }
+  json_t *counts = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:I}", "liveSessions", (json_int_t)sum.live_sessions,
+                             "runningSessions", (json_int_t)sum.running_sessions, "idleSessions",
+                             (json_int_t)sum.idle_sessions, "liveProcesses", (json_int_t)sum.live_procs,
+                             "runningProcesses", (json_int_t)sum.running_procs, "partial", sum.partial,
+                             "engineSessions", (json_int_t)sum.engine_sessions);
+  json_t *ol = json_array();
+  for (size_t k = 0; k < nown; k++) json_array_append_new(ol, json_string(owners[k]));
+  *result = json_pack("{s:o, s:I, s:o, s:I, s:o, s:b}", "items", sc.items, "scanned", (json_int_t)sc.scanned, "counts", counts,
+                      "eventId", (json_int_t)xgr__sse_last_id(c->hub), "owners", ol, "ownersPartial", partial_owners);
+  if (next_owner) {
+    /* the next page: in next_owner below next ("0": from its newest) */
+    json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next));
+    if (nown > 1) json_object_set_new(*result, "nextOwner", json_string(next_owner));
+  }
+  for (size_t k = 0; k < nown; k++) free(owners[k]);
   return 0;
 }
 
 /* ---- xgr.console.owners ----------------------------------------------------------------------- */
 
-#define OWNERS_MAX 100          /* owners one xgr.console.owners call lists */
 
 /* The owners with live sessions in the store (at most 100, most live sessions first), so the page
  * has somewhere to start; hibernated sessions count (they are live in the store, not in the

@@ -43,6 +43,20 @@ int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn
  * order they were added. */
 void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx);
 
+/* POST handlers: answer a POST of a path under a registered prefix, given its whole body (body[len],
+ * borrowed; Content-Type application/json, the same-origin check and the body cap have passed):
+ * queue a response on c, set *status to the HTTP status (the log line's) and return an enum
+ * MHD_Result. caller as for GET. At most 4, before open. */
+typedef int (*xgr__rpc_post_fn)(void *ctx, const xgr_rpc_caller *caller, struct MHD_Connection *c, const char *url,
+                                const char *body, size_t len, unsigned *status);
+int xgr__rpc_register_post(xgr_rpc_server *s, const char *prefix, xgr__rpc_post_fn fn, void *ctx);
+/* JSON-RPC at POST /ui/rpc (the console's): gate runs before the body is answered; it may fill
+ * caller (signed_in pointing into addr[43], only) and returns 0 to go on, or an HTTP status to
+ * refuse with (*msg says why). Without a gate, /ui/rpc is not served. */
+typedef unsigned (*xgr__rpc_gate_fn)(void *ctx, struct MHD_Connection *c, xgr_rpc_caller *caller, char addr[43],
+                                     const char **msg);
+void xgr__rpc_set_ui_gate(xgr_rpc_server *s, xgr__rpc_gate_fn gate, void *ctx);
+
 /* ---- sse.c: the event hub ------------------------------------------------------------------- */
 typedef struct xgr__sse_hub xgr__sse_hub;
 
@@ -70,7 +84,8 @@ typedef enum xgr__sse_limit { XGR__SSE_LIMIT_CLIENT, XGR__SSE_LIMIT_OWNER, XGR__
 /* Set the caps (any time; streams already open keep theirs). A new hub has none. */
 void xgr__sse_set_limits(xgr__sse_hub *h, const xgr__sse_limits *lim);
 /* Register the hub's metrics on m: xgr_event_streams (open), xgr_event_streams_refused_total{limit}
- * (client, owner, total) and xgr_event_streams_ended_total{reason} (permit_expired, max_lifetime). */
+ * (client, owner, total) and xgr_event_streams_ended_total{reason} (permit_expired, max_lifetime,
+ * signed_out). */
 void xgr__sse_metrics(xgr__sse_hub *h, xgr_metrics *m);
 /* Streams open now, and streams refused so far by one cap (for tests). */
 unsigned xgr__sse_open_streams(xgr__sse_hub *h);
@@ -83,11 +98,17 @@ typedef struct xgr__sse_open {
   uint64_t after;        /* from ring position after + 1 (the browser's Last-Event-ID; 0: only new events) */
   const char *client;    /* the client's address the per-client cap counts under (NULL: "?") */
   uint64_t expiry;       /* Unix seconds at which the permit that opened it expires (0: none): it ends then */
+  const char *tag;       /* the console sign-in that opened it (NULL: none): xgr__sse_end_tagged ends it */
 } xgr__sse_open;
+#define XGR__SSE_TAG 72    /* the longest tag + 1 */
+/* End, with `event: end` {"reason":"signed out"}, every open stream opened with tag (its sign-in
+ * was signed out or pushed out of the table). Any thread. */
+void xgr__sse_end_tagged(xgr__sse_hub *h, const char *tag);
 /* Start a stream on c, or refuse it with 429 and a text naming the cap when one is reached (the
  * caller and every other stream are unaffected). An open stream ends, with one `event: end` whose
- * data says why ({"reason":"permit expired","expiry":T} or {"reason":"stream lifetime
- * reached","maxSecs":N}), when its permit expires or its lifetime is over, whichever comes first.
+ * data says why ({"reason":"permit expired","expiry":T}, {"reason":"stream lifetime
+ * reached","maxSecs":N} or {"reason":"signed out"}), when its permit expires, its lifetime is over
+ * or its sign-in ends (xgr__sse_end_tagged), whichever comes first.
  * Returns an enum MHD_Result. The connection must belong to a daemon with MHD_ALLOW_SUSPEND_RESUME. */
 int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const xgr__sse_open *o);
 /* End every stream (before the server stops); later xgr__sse_serve calls answer 503. */
@@ -104,9 +125,16 @@ bool xgr__sse_wanted(xgr__sse_hub *h);
 /* ---- console.c -------------------------------------------------------------------------------- */
 typedef struct xgr__console xgr__console;
 
+/* Signing in to the console (console_auth.c; docs/SECURITY.md, "Console sign-in"): the caps. */
+typedef struct xgr__console_auth_limits {
+  unsigned max_nonces;     /* sign-in nonces outstanding (--console-max-nonces) */
+  unsigned max_sessions;   /* console sessions live (--console-max-sessions) */
+  unsigned session_secs;   /* a session's life (--console-session-secs) */
+} xgr__console_auth_limits;
+
 /* A console over node n (borrowed; it outlives the console): it reads through the node's queries;
  * its event streams are held to lim (copied). */
-xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim);
+xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim, const xgr__console_auth_limits *alim);
 void xgr__console_free(xgr__console *c);
 /* The engine subscriber (xgr_engine_subscribe(e, xgr__console_on_event, c)): publishes each event
  * to the hub, while the hub wants events (xgr__sse_wanted). */

@@ -165,3 +165,10 @@ bool xgr__rpc_host_allowed(const char *host, const char *listen_host, unsigned p
 bool xgr__rpc_host_ok(struct MHD_Connection *c, const char *host, uint16_t port) {
   return xgr__rpc_host_allowed(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), host, port);
 }
+
+bool xgr__rpc_same_origin(const char *origin, const char *host, const char *fetch_site) {
+  if (fetch_site && strcasecmp(fetch_site, "same-origin") && strcasecmp(fetch_site, "none")) return false;
+  if (!origin) return true;
+  const char *o = !strncasecmp(origin, "http://", 7) ? origin + 7 : !strncasecmp(origin, "https://", 8) ? origin + 8 : NULL;
+  return o && host && *host && !strcasecmp(o, host);
+}

@@ -144,12 +144,22 @@ static json_t *dispatch_one(xgr_rpc_server *s, const xgr_rpc_caller *caller, jso
   xgr__rpc_method *mt = NULL;
   for (size_t i = 0; i < s->nmethods && !mt; i++)
     if (!strcmp(s->methods[i].name, asked)) mt = &s->methods[i];
+  bool barred = false;   /* a path that serves some methods only (the console's /ui/rpc) */
+  if (mt && caller->only) {
+    barred = true;
+    for (const char *const *k = caller->only; *k && barred; k++) barred = strcmp(*k, mt->name) != 0;
+  }
   /* logs and metrics only ever see a registered name: a client cannot mint label values */
   *name = mt ? mt->name : "unknown";
   json_t *result = NULL, *err = NULL;
   if (!mt) {
     *code = XGR_RPC_METHOD_NOT_FOUND;
     xgr_error_set(&e, 0, NULL, "method \"%.100s\" does not exist", asked);
+    err = error_obj(*code, &e);
+  } else if (barred) {
+    *code = XGR_RPC_METHOD_NOT_FOUND;
+    xgr_error_set(&e, 0, NULL, "method \"%.100s\" is not served at /ui/rpc (the console's methods and its actions "
+                  "only; the whole API is at POST /)", asked);
     err = error_obj(*code, &e);
   } else {
     int rc = mt->fn(mt->ctx, caller, params, &result, &e);

@@ -211,7 +211,9 @@ xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) 
   }
   xgr__sse_limits lim = {.per_client = d->cfg.max_streams_per_client, .per_owner = d->cfg.max_streams_per_owner,
                          .total = d->cfg.max_streams, .max_secs = d->cfg.stream_max_secs};
-  d->console = xgr__console_new(n, &lim);
+  xgr__console_auth_limits alim = {.max_nonces = d->cfg.console_max_nonces, .max_sessions = d->cfg.console_max_sessions,
+                                   .session_secs = d->cfg.console_session_secs};
+  d->console = xgr__console_new(n, &lim, &alim);
   if (xgr_engine_subscribe_interest(d->e, xgr__console_on_event, d->console, xgr__console_interest)) {
     xgr_error_set(err, XGR_ESTATE, NULL, "cannot subscribe the console to the engine's events");
     goto fail;

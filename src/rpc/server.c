@@ -38,6 +38,9 @@ typedef struct req {
   bool is_post;
   xgr_rpc_defer df;        /* the answer, when the method deferred it (xgr/rpc.h) */
   xgr_rpc_subject subject; /* who acted on which session, for the log line (set by the method) */
+  int post;                /* a POST handler's index + 1 (console_service_impl.h), 0: none */
+  bool ui_rpc;             /* POST /ui/rpc: JSON-RPC behind the console's gate */
+  char signed_in[43];      /* the address the gate found signed in (caller.signed_in) */
 } req;
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type, char *body, size_t len) {
@@ -133,6 +136,9 @@ static enum MHD_Result send_answer(xgr_rpc_server *s, struct MHD_Connection *c, 
   return send_json(c, MHD_HTTP_OK, out);
 }
 
+static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const char *http, const char *url,
+                              unsigned status, const char *msg);
+
 static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
   char remote[64];
   remote_of(c, remote, sizeof remote);
@@ -144,6 +150,13 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
                            .defer = &r->df,
                            .traceparent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "traceparent"),
                            .subject = &r->subject};
+  if (r->ui_rpc) {   /* the console's: its gate says who is signed in and which methods it serves */
+    const char *msg = "refused";
+    caller.auth = s->cfg.auth;
+    unsigned st = s->ui_gate(s->ui_gate_ctx, c, &caller, r->signed_in, &msg);
+    caller.auth = NULL;
+    if (st) return refuse(s, c, "POST", url, st, msg);
+  }
   const char *name;
   int code;
   bool batch;
@@ -186,10 +199,38 @@ static enum MHD_Result refuse(xgr_rpc_server *s, struct MHD_Connection *c, const
                               unsigned status, const char *msg) {
   log_line(s, c, http, url, status, NULL, 0, 0, NULL);
   xgr__rpc_count(s, NULL, status, 0);
-  size_t n = strlen(msg) + 12;
-  char *b = xgr__xmalloc(n);
-  snprintf(b, n, "{\"error\":\"%s\"}", msg);
-  return send_text(c, status, "application/json", b, strlen(b));
+  return send_json(c, status, json_pack("{s:s}", "error", msg));
+}
+
+/* The POST handler registered for url's prefix: its index + 1, or 0. */
+static int post_handler(xgr_rpc_server *s, const char *url) {
+  for (size_t i = 0; i < s->nposts; i++) {
+    size_t pl = strlen(s->posts[i].prefix);
+    if (!strncmp(url, s->posts[i].prefix, pl) && (url[pl] == '\0' || url[pl] == '/')) return (int)i + 1;
+  }
+  return 0;
+}
+
+/* The caller of a GET or POST handler (remote[64] holds its address). */
+static xgr_rpc_caller handler_caller(xgr_rpc_server *s, struct MHD_Connection *c, char remote[64]) {
+  remote_of(c, remote, 64);
+  return (xgr_rpc_caller){.remote = remote,
+                          .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                          .auth_none = s->cfg.auth_none,
+                          .auth = s->cfg.auth};
+}
+
+/* A POST handler's request: its body to the handler, then the log line and the counters. */
+static enum MHD_Result answer_post(xgr_rpc_server *s, struct MHD_Connection *c, req *r, const char *url) {
+  char remote[64];
+  xgr_rpc_caller caller = handler_caller(s, c, remote);
+  unsigned status = 0;
+  size_t i = (size_t)r->post - 1;
+  enum MHD_Result ret = (enum MHD_Result)s->posts[i].fn(s->posts[i].ctx, &caller, c, url, r->body, r->len, &status);
+  double ms = (xgr__mono_s() - r->t0) * 1e3;
+  log_line(s, c, "POST", url, status, NULL, 0, ms, NULL);
+  xgr__rpc_count(s, s->posts[i].prefix, status, 0);
+  return ret;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *http,
@@ -230,11 +271,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         size_t pl = strlen(s->gets[i].prefix);
         if (strncmp(url, s->gets[i].prefix, pl) || (url[pl] != '\0' && url[pl] != '/')) continue;
         char remote[64];
-        remote_of(c, remote, sizeof remote);
-        xgr_rpc_caller caller = {.remote = remote,
-                                 .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-                                 .auth_none = s->cfg.auth_none,
-                                 .auth = s->cfg.auth};
+        xgr_rpc_caller caller = handler_caller(s, c, remote);
         return (enum MHD_Result)s->gets[i].fn(s->gets[i].ctx, &caller, c, url);
       }
       return refuse(s, c, http, url, rpc_path ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
@@ -245,7 +282,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     } else if (strcmp(http, "POST")) {
       r->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
       r->refuse_msg = "only GET and POST are served";
-    } else if (!rpc_path) {
+    } else if (!xgr__rpc_same_origin(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
+                                     MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"),
+                                     MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site"))) {
+      r->refuse = MHD_HTTP_FORBIDDEN;
+      r->refuse_msg = "cross-origin request refused: the Origin (or Sec-Fetch-Site) is not this server's";
+    } else if (!rpc_path && !(r->ui_rpc = s->ui_gate && !strcmp(url, "/ui/rpc")) && !(r->post = post_handler(s, url))) {
       r->refuse = MHD_HTTP_NOT_FOUND;
       r->refuse_msg = "no such path; JSON-RPC is served at /";
     } else {
@@ -297,6 +339,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return MHD_YES;
   }
   if (r->refuse) return refuse(s, c, http, url, (unsigned)r->refuse, r->refuse_msg);
+  if (!atomic_load_explicit(&s->open, memory_order_acquire) && (r->post || r->ui_rpc))
+    return refuse(s, c, http, url, MHD_HTTP_SERVICE_UNAVAILABLE,
+                  "xgrd is starting: it recovers the store's sessions first; retry once GET /readyz answers 200");
+  if (r->post) return answer_post(s, c, r, url);
   xgr__rpc_conn_busy(s, c, true);
   enum MHD_Result ret = answer_rpc(s, c, r, url);
   if (!r->df.finish && !r->df.batch) xgr__rpc_conn_busy(s, c, false);   /* a deferred answer stays busy until sent */
@@ -499,6 +545,21 @@ int xgr__rpc_register_get(xgr_rpc_server *s, const char *prefix, xgr__rpc_get_fn
   s->gets[s->ngets].fn = fn;
   s->gets[s->ngets++].ctx = ctx;
   return 0;
+}
+
+int xgr__rpc_register_post(xgr_rpc_server *s, const char *prefix, xgr__rpc_post_fn fn, void *ctx) {
+  assert(!atomic_load(&s->open));
+  if (s->nposts == sizeof s->posts / sizeof s->posts[0]) return XGR_ELIMIT;
+  s->posts[s->nposts].prefix = prefix;
+  s->posts[s->nposts].fn = fn;
+  s->posts[s->nposts++].ctx = ctx;
+  return 0;
+}
+
+void xgr__rpc_set_ui_gate(xgr_rpc_server *s, xgr__rpc_gate_fn gate, void *ctx) {
+  assert(!atomic_load(&s->open));
+  s->ui_gate = gate;
+  s->ui_gate_ctx = ctx;
 }
 
 void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {

@@ -99,6 +99,10 @@ struct xgr_rpc_server {
   uint16_t mport;
   struct { const char *prefix; xgr__rpc_get_fn fn; void *ctx; } gets[8];   /* GET handlers (console_service_impl.h) */
   size_t ngets;
+  struct { const char *prefix; xgr__rpc_post_fn fn; void *ctx; } posts[4];   /* POST handlers (console_service_impl.h) */
+  size_t nposts;
+  xgr__rpc_gate_fn ui_gate;     /* POST /ui/rpc (NULL: not served) */
+  void *ui_gate_ctx;
   struct { void (*fn)(void *ctx); void *ctx; } on_stop[4];   /* xgr__rpc_on_stop, in order */
   size_t non_stop;
   atomic_uint deferred;         /* answers deferred and not yet sent (xgr_rpc_stop waits for them) */
@@ -162,6 +166,11 @@ void xgr__rpc_reaper_stop(xgr_rpc_server *s);
  * address only that address; one on 0.0.0.0 or :: any host. A Host header with a port must name
  * the listening port. host NULL (HTTP/1.0 without Host) is accepted. A pure function. */
 bool xgr__rpc_host_allowed(const char *host, const char *listen_host, unsigned port);
+/* Cross-site requests (CSRF): may a POST carrying these headers (each NULL when absent) act? An
+ * Origin, when present, must be http://HOST or https://HOST with HOST the request's Host header
+ * (same origin); Sec-Fetch-Site, when present, must be "same-origin" or "none". A client that is
+ * not a browser sends neither and is accepted (it is no cross-site vector). A pure function. */
+bool xgr__rpc_same_origin(const char *origin, const char *host, const char *fetch_site);
 /* xgr__rpc_host_allowed for the request's Host header and the listener it came in on. */
 bool xgr__rpc_host_ok(struct MHD_Connection *c, const char *host, uint16_t port);
 

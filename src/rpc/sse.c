@@ -60,9 +60,9 @@ typedef struct slot {
 } slot;
 
 /* Why a stream ends before its client goes (the `reason` of its `event: end`). */
-typedef enum end_why { END_NONE, END_PERMIT, END_LIFETIME, END_N } end_why;
-static const char *const end_reasons[END_N] = {"", "permit expired", "stream lifetime reached"};
-static const char *const end_labels[END_N] = {"", "permit_expired", "max_lifetime"};
+typedef enum end_why { END_NONE, END_PERMIT, END_LIFETIME, END_SIGNOUT, END_N } end_why;
+static const char *const end_reasons[END_N] = {"", "permit expired", "stream lifetime reached", "signed out"};
+static const char *const end_labels[END_N] = {"", "permit_expired", "max_lifetime", "signed_out"};
 
 typedef struct stream {
   struct xgr__sse_hub *hub;
@@ -77,6 +77,7 @@ typedef struct stream {
   uint64_t end_ns;                /* monotonic ns at which it ends (0: never) */
   uint64_t expiry;                /* its permit's expiry, Unix seconds (0: none) */
   end_why why;                    /* what ends it at end_ns */
+  char tag[XGR__SSE_TAG];         /* the console sign-in that opened it ("": none; xgr__sse_end_tagged) */
   bool ending, end_sent;          /* the timer ended it; its `event: end` went out */
   bool released;                  /* its units and count were given back (prune_gone or stream_free) */
 } stream;
@@ -302,6 +303,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
     int k = st->why == END_PERMIT
                 ? snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\",\"expiry\":%" PRIu64 "}\n\n",
                            end_reasons[st->why], st->expiry)
+            : st->why == END_SIGNOUT ? snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\"}\n\n", end_reasons[st->why])
                 : snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\",\"maxSecs\":%u}\n\n",
                            end_reasons[st->why], h->lim.max_secs);
     if (k > 0 && (size_t)k < max - n) n += (size_t)k;
@@ -521,6 +523,7 @@ int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const xgr__sse_ope
     st->next = next;
     memcpy(st->owner, owner, sizeof st->owner);
     memcpy(st->client, client, sizeof st->client);
+    snprintf(st->tag, sizeof st->tag, "%s", o->tag ? o->tag : "");
     uint64_t now = xgr__mono_ns();
     if (lim.max_secs) {
       st->end_ns = now + (uint64_t)lim.max_secs * 1000000000ull;
@@ -555,4 +558,19 @@ int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const xgr__sse_ope
   enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
+}
+
+void xgr__sse_end_tagged(xgr__sse_hub *h, const char *tag) {
+  assert(tag && *tag);
+  pthread_mutex_lock(&h->mu);
+  bool any = false;
+  uint64_t now = xgr__mono_ns();
+  for (stream *s = h->all; s; s = s->anxt) {
+    if (s->ending || s->released || strcmp(s->tag, tag)) continue;
+    s->end_ns = now;
+    s->why = END_SIGNOUT;
+    any = true;
+  }
+  if (any) pthread_cond_signal(&h->cv);   /* the timer ends them (end_due) */
+  pthread_mutex_unlock(&h->mu);
 }

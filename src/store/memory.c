@@ -561,6 +561,23 @@ static int m_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store
   return 0;
 }
 
+/* The owners with session rows after `after`, ascending: the sessions array is sorted by owner. */
+static int m_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                          xgr_error *err) {
+  mstore *m = (mstore *)st;
+  *out = xgr__xcalloc(max, sizeof **out);
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->nsess && *n < max; i++) {
+    const msess *s = m->sess[i];
+    if (!s->has_row || strcmp(s->owner, after) <= 0) continue;
+    if (*n && !strcmp((*out)[*n - 1].owner, s->owner)) continue;
+    (*out)[(*n)++].owner = xgr__xstrdup(s->owner);
+  }
+  pthread_mutex_unlock(&m->lock);
+  (void)err;
+  return 0;
+}
+
 /* Does the live session s pass filter f (NULL: every one)? */
 static bool m_wanted(const msess *s, const xgr_store_load_filter *f) {
   if (!s->has_row || s->row.status != XGR_RESULT_RUNNING) return false;
@@ -910,8 +927,9 @@ static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_sessi
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .owner_bytes = m_owner_bytes, .outbox = m_outbox,
                                    .wakes_refused = m_wakes_refused, .audits = m_audits, .load_some = m_load_some, .due = m_due,
-                                   .live_owners = m_live_owners, .bop_create = m_bop_create, .bop_claim = m_bop_claim,
-                                   .bop_progress = m_bop_progress, .bop_cancel = m_bop_cancel, .bop_read = m_bop_read};
+                                   .live_owners = m_live_owners, .owners_after = m_owners_after, .bop_create = m_bop_create,
+                                   .bop_claim = m_bop_claim, .bop_progress = m_bop_progress, .bop_cancel = m_bop_cancel,
+                                   .bop_read = m_bop_read};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {
   (void)err;

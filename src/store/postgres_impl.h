@@ -344,6 +344,8 @@ int xgr__pg_sessions(xgr_store *st, const char *owner, uint64_t before, size_t l
 int xgr__pg_load_live(xgr_store *st, int (*fn)(void *, const xgr_store_live *), void *ctx, xgr_error *err);
 int xgr__pg_doc_get(xgr_store *st, xgr_registry_kind kind, const char *id, uint32_t version, const char *hash,
                     xgr_store_doc *out, xgr_error *err);
+int xgr__pg_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                         xgr_error *err);
 int xgr__pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                         xgr_error *err);
 int xgr__pg_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),

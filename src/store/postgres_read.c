@@ -410,6 +410,36 @@ int xgr__pg_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_
   return rc;
 }
 
+/* The owners with session rows after `after`, ascending: one MIN() seek of the primary key per owner. */
+int xgr__pg_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                         xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  *out = xgr__xcalloc(max, sizeof **out);
+  int rc = 0;
+  pthread_mutex_lock(&g->rmu);
+  char *last = xgr__xstrdup(after);
+  while (!rc && *n < max) {
+    params p = {0};
+    p_text(&p, last);
+    PGresult *r = rd_query(g, "SELECT MIN(owner) FROM sessions WHERE owner > $1", &p, err);
+    if (!r) {
+      rc = XGR_EIO;
+      break;
+    }
+    bool none = PQntuples(r) < 1 || PQgetisnull(r, 0, 0);
+    if (!none) {
+      (*out)[*n].owner = get_text(r, 0, 0);
+      free(last);
+      last = xgr__xstrdup((*out)[(*n)++].owner);
+    }
+    PQclear(r);
+    if (none) break;
+  }
+  free(last);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
 /* ---- hibernation: some live sessions, the due index (issue 19; docs/STORE.md "Hibernation") ------ */
 
 /* The live sessions whose row `s` meets `cond` (SQL, with parameters p; NULL: none), each with its

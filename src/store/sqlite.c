@@ -88,7 +88,7 @@ static void sq_close(xgr_store *st) {
 
 static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, xgr__sq_session_get, xgr__sq_procs,
                                    xgr__sq_history, xgr__sq_load_live, xgr__sq_doc_get, sq_gc, .sessions = xgr__sq_sessions,
-                                   .live_owners = xgr__sq_live_owners,
+                                   .live_owners = xgr__sq_live_owners, .owners_after = xgr__sq_owners_after,
                                    .peek_pid = xgr__sq_peek_pid, .owner_bytes = xgr__sq_owner_bytes, .outbox = xgr__sq_outbox,
                                    .wakes_refused = xgr__sq_wakes_refused, .audits = xgr__sq_audits, .load_some = xgr__sq_load_some, .due = xgr__sq_due,
                                    .bop_create = xgr__sq_bop_create, .bop_claim = xgr__sq_bop_claim,

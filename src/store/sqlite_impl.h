@@ -116,6 +116,8 @@ int xgr__sq_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_pro
 int xgr__sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err);
 int xgr__sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                        size_t *n, xgr_error *err);
+int xgr__sq_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                         xgr_error *err);
 int xgr__sq_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                           xgr_error *err);
 int xgr__sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),

@@ -353,6 +353,35 @@ int xgr__sq_live_owners(xgr_store *st, const char *owner, size_t max, xgr_store_
   return rc;
 }
 
+/* The owners with session rows after `after`, ascending: one MIN() seek of the primary key
+ * (owner, root_pid) per owner, so an owner with many sessions costs no more than one with one. */
+int xgr__sq_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                         xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s;
+  int rc = rd_prepare(q, "SELECT MIN(owner) FROM sessions WHERE owner > ?1", &s, err);
+  *out = xgr__xcalloc(max, sizeof **out);
+  char *last = xgr__xstrdup(after);
+  while (!rc && *n < max) {
+    sqlite3_reset(s);
+    sqlite3_bind_text(s, 1, last, -1, SQLITE_TRANSIENT);
+    int r = sqlite3_step(s);
+    if (r != SQLITE_ROW) {
+      rc = xgr__sq_error(q->r, r, q->path, "cannot read sessions", err);
+      break;
+    }
+    if (sqlite3_column_type(s, 0) == SQLITE_NULL) break;
+    (*out)[*n].owner = col_text(s, 0);
+    free(last);
+    last = xgr__xstrdup((*out)[(*n)++].owner);
+  }
+  free(last);
+  if (!rc || s) sqlite3_finalize(s);
+  pthread_mutex_unlock(&q->rmu);
+  return rc;
+}
+
 int xgr__sq_load_some(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *),
                         void *ctx, xgr_error *err) {
   sqstore *q = (sqstore *)st;

@@ -1029,6 +1029,20 @@ int xgr_store_live_owners(xgr_store *st, const char *owner, size_t max, xgr_stor
   return rc;
 }
 
+int xgr_store_owners_after(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                           xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  assert(st->vt->owners_after);
+  int rc = st->vt->owners_after(st, after ? after : "", max ? max : 100, out, n, err);
+  if (rc) {
+    xgr_store_owners_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
 void xgr_store_owners_free(xgr_store_owner_live *o, size_t n) {
   for (size_t i = 0; i < n; i++) free(o[i].owner);
   free(o);

@@ -119,6 +119,10 @@ typedef struct store_vt {
   /* id set: that one (at most one; none: *n 0); else caller's (NULL: anyone's), newest first */
   int (*bop_read)(xgr_store *st, const char *id, const char *caller, size_t limit, xgr_store_batchop **out, size_t *n,
                   xgr_error *err);
+  /* the owners with session rows after `after` ("": from the first), ascending, at most max
+   * (xgr_store_owners_after; `live` 0) */
+  int (*owners_after)(xgr_store *st, const char *after, size_t max, xgr_store_owner_live **out, size_t *n,
+                      xgr_error *err);
 } store_vt;
 
 /* The common head of every backend's handle. */

@@ -1,10 +1,10 @@
-// common.mjs — what the console's browser tests (console.test.mjs, permit.test.mjs, scale.test.mjs)
+// common.mjs — what the console's browser tests (console.test.mjs, signin.test.mjs, siwe.test.mjs, scale.test.mjs)
 // share: the PASS/FAIL checks and their count, a bounded wait, xgrd started on 127.0.0.1 in a
 // temporary directory (removed at exit), and the end of every test: a time guard around main, then
 // xgrd must stop cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM, and the exit
 // status says whether anything failed.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -28,10 +28,12 @@ export async function until(what, fn, ms = 10000) {
 
 // xgrd on 127.0.0.1 (a free port, --log-level warn) with args(tmp) added, in a fresh temporary
 // directory tmp named after prefix: { daemon, tmp, url() }, url() waiting (10 s) for the port file.
-export function startXgrd(XGRD, prefix, args) {
+// opts.log: write xgrd's stderr (with every request's line, --log-level info) to tmp/xgrd.log.
+export function startXgrd(XGRD, prefix, args, opts = {}) {
   const tmp = mkdtempSync(path.join(tmpdir(), prefix));
-  const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', ...args(tmp), '--port-file', `${tmp}/port`, '--log-level', 'warn'],
-    { stdio: ['ignore', 'inherit', 'inherit'] });
+  const err = opts.log ? openSync(`${tmp}/xgrd.log`, 'w') : 'inherit';
+  const daemon = spawn(XGRD, ['--listen', '127.0.0.1:0', ...args(tmp), '--port-file', `${tmp}/port`, '--log-level',
+    opts.log ? 'info' : 'warn'], { stdio: ['ignore', 'inherit', err] });
   process.on('exit', () => { try { daemon.kill('SIGTERM'); } catch (e) { /* gone */ } rmSync(tmp, { recursive: true, force: true }); });
   const port = () => existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim();
   const url = async () => `http://127.0.0.1:${await until('xgrd port file', port)}`;

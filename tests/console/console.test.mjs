@@ -200,7 +200,8 @@ async function main() {
   await page.click('#a-wake');
   await waitText('#sstatus', 'completed');
   ok(await hasClass('#step-ship', 'st-done'), 'wake (step mode) with payload: ship ran, session completed');
-  await page.click('#proctable tr[data-pid="5:2"]');
+  // clicked inside the page: the live refresh may redraw the table between finding the row and a mouse click
+  await until('the woken ship row is clicked', () => page.$eval('#proctable tr[data-pid="5:2"]', e => { e.click(); return true; }));
   await waitText('#inspector', '"Shipped": true');
   ok(true, 'inspector: the woken ship shipped with KycOk from the payload editor');
   await shot('08-woken.png');

@@ -68,7 +68,9 @@ now_ms=$(($(date +%s) * 1000))
 expect "sessions: created in the last hour" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms - 3600000)),\"until\":$((now_ms + 60000))}")" '"rootPid":"1"'
 expect "sessions: none created after now" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms + 60000))}")" '"items":[]'
 expect "sessions: none created before an hour ago" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"until\":$((now_ms - 3600000))}")" '"items":[]'
-call xgr.console.sessions '{}'; rpc_err "sessions: owner missing" -32602 owner
+expect "sessions: without an owner, every owner's (--auth none)" "$(rpc xgr.console.sessions '{}')" "\"owners\":[\"$O\"]"
+expect "sessions: without an owner, the rows say whose" "$(rpc xgr.console.sessions '{}')" "\"owner\":\"$O\""
+expect "a POST from another origin is refused" "$(curl -si -H 'Content-Type: application/json' -H 'Origin: http://127.0.0.1:1' "$U" -d '{"jsonrpc":"2.0","id":1,"method":"xgr.console.info"}')" "403 Forbidden"
 call xgr.console.sessions '{"owner":"0x12"}'; rpc_err "sessions: owner malformed" -32602 owner
 expect "sessions: owner malformed, the message" "$(cat "$tmp/out")" 'is \"0x12\"; expected an address'
 call xgr.console.sessions "{\"owner\":\"$O\",\"limit\":500}"; rpc_err "sessions: limit over the cap" -32005 limit

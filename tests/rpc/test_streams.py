@@ -11,8 +11,9 @@ the 7th in all names --max-streams; the streams already open keep streaming (an 
 them), JSON-RPC calls answer, and /metrics shows xgr_event_streams 6 and one refusal per cap; a
 client that closes a stream may open another at once (the closed one no longer counts).
 
-Part 2, lifetime (xgrd --auth permits, --stream-max-secs 4, --log-level info): a stream opened
-with an xdalaPermit expiring in 2 s (passed in the query) and one opened with a 10-minute permit in
+Part 2, lifetime (xgrd --auth permits, --stream-max-secs 4, --log-level info): a permit in the
+query is refused (400: URLs end up in logs); a stream opened with an xdalaPermit expiring in 2 s
+and one opened with a 10-minute permit, both in
 the `Authorization: XDaLaPermit` header are ended by the server with one `event: end`: the first
 after its permit's expiry (data: reason "permit expired", the expiry), the second after 4 s (reason
 "stream lifetime reached"); the response then ends. A stream refused for an expired permit is 403.
@@ -169,9 +170,12 @@ def lifetime():
         expiry = int(json.loads(short)["message"]["expiry"])
         q = urllib.parse.quote(short, safe="")
         t_open = time.time()
-        s1 = Stream(x, "127.0.0.1", "/ui/events?owner=%s&permit=%s" % (owner, q))
+        s0 = Stream(x, "127.0.0.1", "/ui/events?owner=%s&permit=%s" % (owner, q))
+        s0.read_to_end(5)
+        check(s0.status == 400, "a permit in the URL is refused (400 %s)" % s0.body.decode().strip()[:100])
+        s1 = Stream(x, "127.0.0.1", "/ui/events?owner=" + owner, ["Authorization: XDaLaPermit " + short])
         s2 = Stream(x, "127.0.0.1", "/ui/events?owner=" + owner, ["Authorization: XDaLaPermit " + long])
-        check(s1.status == 200 and s2.status == 200, "streams open with a permit in the query and in Authorization")
+        check(s1.status == 200 and s2.status == 200, "streams open with a permit in Authorization")
         check(s1.read_until("event: end", 15), "the stream with the 2-s permit gets `event: end`")
         t_end = time.time()
         check(t_end >= expiry, "... after its permit's expiry (%.2f s after it)" % (t_end - expiry))
@@ -187,10 +191,10 @@ def lifetime():
         check(t2 - t_open >= 4 and d.get("reason") == "stream lifetime reached" and d.get("maxSecs") == 4,
               "... after --stream-max-secs 4 (%.1f s), saying why: %s" % (t2 - t_open, m.group(1).decode() if m else ""))
         check(s2.read_to_end(5), "... and the response ends")
-        s3 = Stream(x, "127.0.0.1", "/ui/events?owner=%s&permit=%s" % (owner, q))
+        s3 = Stream(x, "127.0.0.1", "/ui/events?owner=" + owner, ["Authorization: XDaLaPermit " + short])
         s3.read_to_end(5)
         check(s3.status == 403, "a stream with the expired permit is refused (403 %s)" % s3.body.decode().strip()[:100])
-        for st in (s1, s2, s3):
+        for st in (s0, s1, s2, s3):
             st.close()
         # a path that carries permit= itself is logged redacted
         try:

@@ -812,7 +812,8 @@ static void test_sessions_by_owner(void **state) {
 }
 
 /* xgr_store_live_owners: owners with running sessions (paused ones included, finished ones not),
- * most first, ties by owner, max respected; the same on every backend and after reopening. */
+ * most first, ties by owner, max respected; xgr_store_owners_after: every owner with rows,
+ * ascending, after a cursor; the same on every backend and after reopening. */
 static void test_live_owners(void **state) {
   (void)state;
   char *dir = t_tmpdir();
@@ -866,6 +867,20 @@ static void test_live_owners(void **state) {
       assert_int_equal(ol[0].live, 1);
       xgr_store_owners_free(ol, n);
       assert_int_equal(xgr_store_live_owners(st, d, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 0);
+      xgr_store_owners_free(ol, n);
+      /* xgr_store_owners_after: every owner with rows (d's are all finished), ascending, paged */
+      assert_int_equal(xgr_store_owners_after(st, NULL, 0, &ol, &n, &e), 0);
+      assert_int_equal(n, 4);
+      assert_string_equal(ol[0].owner, a);
+      assert_string_equal(ol[3].owner, d);
+      xgr_store_owners_free(ol, n);
+      assert_int_equal(xgr_store_owners_after(st, a, 2, &ol, &n, &e), 0);
+      assert_int_equal(n, 2);
+      assert_string_equal(ol[0].owner, b);
+      assert_string_equal(ol[1].owner, c);
+      xgr_store_owners_free(ol, n);
+      assert_int_equal(xgr_store_owners_after(st, d, 0, &ol, &n, &e), 0);
       assert_int_equal(n, 0);
       xgr_store_owners_free(ol, n);
     }
