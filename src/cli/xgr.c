@@ -28,6 +28,7 @@ static const xgr_cli_command commands[] = {
   {"permit", "print a signed EIP-712 permit (session, control, xdala) for curl users", xgr_cmd_permit},
   {"publish", "deploy a bundle to an Ethereum node: XRC-137 rule contracts and an XRC-729 registry", xgr_cmd_publish},
   {"explore", "explore every outcome and ordering of a session: findings with shortest traces", xgr_cmd_explore},
+  {"migrate-check", "prove whether sessions of OLD can move to NEW (static checks and exploration)", xgr_cmd_migrate_check},
 };
 
 static void usage(FILE *out) {
