@@ -337,6 +337,11 @@ int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_st
                      xgr_error *err);
 void xgr_store_audits_free(xgr_store_audit *a, size_t n);
 
+/* The session row of (owner, root_pid) now names another orchestration (id, hash) and bundle hash:
+ * a migration (issue 36) moved it, with its process rows in the same batch. Strings copied. */
+void xgr_store_changes_pin(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *ostc_id,
+                           const char *ostc_hash, const char *bundle_hash);
+
 struct xgr_store_batch;
 /* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;
  * borrowed, copied): the session row when it is the session's first batch (insert if absent, with

@@ -36,11 +36,13 @@
 #include "engine/actor_impl.h"
 #include "util/clock.h"
 #include "util/hashmap.h"
+#include "xgr/migrate.h"
 #include "xgr/outcome.h"
 
 #define HIB_GRACE_NS 250000000ull   /* a loaded session stays in memory at least 250 ms */
 
 static void first_turn(actor *a);
+static void migrate_try(actor *a);
 
 static void vpush(visq *q, vis v) {
   if (q->n == q->cap) {
@@ -531,6 +533,13 @@ static void on_job(actor *a, job *j) {
 /* ---- messages ------------------------------------------------------------------------------------ */
 
 void xgr_eng_ctl_free(ctl_msg *m) {
+  for (size_t i = 0; i < m->nmap; i++) {
+    free(m->map_from[i]);
+    free(m->map_to[i]);
+  }
+  free(m->map_from);
+  free(m->map_to);
+  free(m->bundle_hash);
   free(m->step);
   free(m->caller);
   free(m->label);
@@ -598,7 +607,102 @@ static const char *const ctl_audit_kind[] = {[XGR_CTL_KILL] = "kill", [XGR_CTL_P
 
 static void lose_lease(actor *a);
 
+/* ---- migration (issue 36) ------------------------------------------------------------------------------ */
+
+/* Answer control call m (visible with the batch, like every reply) and free it. */
+static void ctl_reply(actor *a, ctl_msg *m, int rc, const char *text) {
+  vpush(&a->pend, (vis){.kind = V_REPLY, .u.r = {m->done, m->done_ctx, rc, xgr__xstrdup(text ? text : "")}});
+  if (!a->e->has_store) flush(a, &a->pend);
+  m->done = NULL;
+  xgr_eng_ctl_free(m);
+}
+
+/* The audit detail of a migration: old and new orchestration and bundle hashes, the map, forced, safe. */
+static char *migrate_detail(const actor *a, const ctl_msg *m, bool safe) {
+  json_t *map = json_object();
+  for (size_t i = 0; i < m->nmap; i++) json_object_set_new(map, m->map_from[i], json_string(m->map_to[i]));
+  json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b}", "old", a->b->orch->hash, "new", m->bundle->orch->hash,
+                        "oldBundle", a->bundle_hash ? a->bundle_hash : "", "newBundle", m->bundle_hash, "map", map,
+                        "forced", m->force && !safe, "safe", safe);
+  char *t = json_dumps(d, JSON_COMPACT);
+  json_decref(d);
+  return t;
+}
+
+/* The waiting migration, once the session is at its safe point (no step running, no result
+ * pending): check on the state it has now, then move it (or refuse) and answer. */
+static void migrate_try(actor *a) {
+  ctl_msg *m = a->mig;
+  if (!m || xgr_session_running(a->s) || a->inflight) return;
+  a->mig = NULL;
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc = 0;
+  json_t *v = NULL;
+  xgr_migrate_checker *c = xgr_migrate_checker_new(a->b->orch, a->b, m->bundle->orch, m->bundle, m->nmap,
+                                                   (const char *const *)m->map_from, (const char *const *)m->map_to, NULL, &err);
+  if (!c) {
+    rc = XGR_EINVAL;
+  } else {
+    v = xgr_migrate_check_session(c, a->s, a->now);
+    bool safe = json_is_true(json_object_get(v, "safe"));
+    const json_t *problem = json_array_get(json_object_get(v, "problems"), 0);
+    const json_t *added = json_array_get(json_object_get(v, "added"), 0);
+    if (problem) {   /* no migrated state can be built: not even forced */
+      rc = xgr_error_set(&err, XGR_EINVAL, NULL, "not migrated: %s",
+                         json_string_value(json_object_get(problem, "message")));
+    } else if (!safe && !m->force) {
+      rc = xgr_error_set(&err, XGR_ECONFLICT, NULL, "not migrated: the migration is unsafe: %s",
+                         added ? json_string_value(json_object_get(added, "message"))
+                               : "an exploration was cut by its bounds, so nothing is proved");
+    } else {
+      xgr_session *ns = NULL;
+      rc = xgr_session_migrate(a->s, m->bundle->orch, xgr_migrate_checker_map(c), a->now, &a->fx, &ns, NULL, NULL, &err);
+      if (!rc) {
+        char *detail = migrate_detail(a, m, safe);
+        xgr_session *old = a->s;
+        if (a->bundle_done) {   /* the old bundle is reported when the actor goes (events may name it) */
+          a->prev_b = xgr__xrealloc(a->prev_b, (a->nprev_b + 1) * sizeof *a->prev_b);
+          a->prev_b[a->nprev_b++] = a->b;
+        }
+        a->s = ns;
+        a->b = m->bundle;
+        a->bundle_done = true;
+        free(a->bundle_hash);
+        a->bundle_hash = xgr__xstrdup(m->bundle_hash);
+        free(a->pin_id);
+        free(a->pin_hash);
+        free(a->pin_bundle);
+        a->pin_id = xgr__xstrdup(ns ? xgr_session_orch(ns)->id : "");
+        a->pin_hash = xgr__xstrdup(xgr_session_orch(ns)->hash);
+        a->pin_bundle = xgr__xstrdup(m->bundle_hash);
+        consume(a);   /* the PROC effects of every process, under NEW */
+        xgr_session_free(old);
+        if (m->actor && a->e->has_store) xgr_eng_audit(a, "migrate", m->actor, m->node, m->permit, detail);
+        free(detail);
+        snprintf(err.message, sizeof err.message, "migrated to %s%s", m->bundle->orch->hash, safe ? "" : " (forced)");
+      }
+    }
+    xgr_migrate_checker_free(c);
+  }
+  if (m->verdict) *m->verdict = v;
+  else json_decref(v);
+  a->touched = true;
+  ctl_reply(a, m, rc, err.message);
+}
+
 static void on_ctl(actor *a, ctl_msg *m) {
+  if (m->kind == XGR_CTL_MIGRATE && !a->dropped) {
+    if (a->mig) {
+      ctl_reply(a, m, XGR_ESTATE, "a migration of this session is waiting for its safe point already");
+    } else if (m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
+      ctl_reply(a, m, XGR_EPERM, "only the owner may migrate the session");
+    } else {
+      a->mig = m;   /* held from now on: end_turn promotes nothing until it ran */
+      a->clock_ms = a->now;
+    }
+    return;
+  }
   if (m->kind == XGR_CTL_DROP) {   /* cluster: the lease went elsewhere (xgr_engine_drop) */
     if (!a->dropped) lose_lease(a);
     if (m->done) m->done(m->done_ctx, 0, "dropped");
@@ -883,7 +987,7 @@ static void quota_abort(actor *a, const char *reason) {
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
-  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->batch_finished && !a->batch_due) {
+  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->batch_finished && !a->batch_due && !a->pin_hash) {
     flush(a, &a->pend);
     return;
   }
@@ -896,7 +1000,8 @@ static void store_turn(actor *a) {
                          .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                          .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                          .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
-                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .steps = a->steps, .quota = &q};
+                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .steps = a->steps, .quota = &q,
+                         .pin_ostc_id = a->pin_id, .pin_ostc_hash = a->pin_hash, .pin_bundle_hash = a->pin_bundle};
     xgr_eng_join_rows_fill(a);
     xgr_session_state st;
     xgr_session_state_get(a->s, &st);
@@ -928,6 +1033,10 @@ static void store_turn(actor *a) {
     atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
     xgr_eng_busy_add(e, 1);
     xgr_eng_batch_clear(a);
+    free(a->pin_id);
+    free(a->pin_hash);
+    free(a->pin_bundle);
+    a->pin_id = a->pin_hash = a->pin_bundle = NULL;
     if (rc) store_done(a, rc);
     return;
   }
@@ -1111,7 +1220,8 @@ static void end_turn(actor *a) {
     return;
   }
   check_caps(a);
-  if (!a->stopping && !a->finished && !a->limit) {
+  migrate_try(a);
+  if (!a->stopping && !a->finished && !a->limit && !a->mig) {   /* a waiting migration holds the session */
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
     if (a->serial && max) max = a->inflight ? 0 : 1;
@@ -1407,6 +1517,13 @@ void xgr_eng_actor_free(actor *a) {
   free(a->max_total_gas);
   free(a->bundle_hash);
   xgr_session_free(a->s);
+  if (a->mig) {
+    if (a->mig->done) a->mig->done(a->mig->done_ctx, XGR_ESTATE, "the session stopped before its migration");
+    xgr_eng_ctl_free(a->mig);
+  }
+  free(a->pin_id);
+  free(a->pin_hash);
+  free(a->pin_bundle);
   xgr_eng_owner_unref(a->e, a->ol, a->live_counted);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);
@@ -1414,6 +1531,11 @@ void xgr_eng_actor_free(actor *a) {
   }
   xgr_engine *e = a->e;
   const xgr_bundle *b = a->bundle_done ? a->b : NULL;
+  const xgr_bundle **prev = a->prev_b;
+  size_t nprev = a->nprev_b;
   free(a);
   if (b && e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, b);   /* last: nothing uses it now */
+  for (size_t i = 0; i < nprev; i++)
+    if (e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, prev[i]);
+  free(prev);
 }

@@ -128,6 +128,13 @@ struct actor {
   char **bd;                     /* outbox ids the batch marks done (owned) */
   char **bdr;                    /* their refusal reasons (owned; NULL: applied) */
   size_t nbd, capbd;
+  /* migration (issue 36): the migrate call waiting for the safe point (the session is held: no
+   * promotion), the bundles the session ran before (reported through bundle_done at the free),
+   * and the row's new pin that the next batch writes (owned, NULL: none) */
+  ctl_msg *mig;
+  const xgr_bundle **prev_b;
+  size_t nprev_b;
+  char *pin_id, *pin_hash, *pin_bundle;
   xgr_engine_audit *ba;          /* audit entries of the batch (strings owned; xgr_eng_audit) */
   size_t nba, capba;
   xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */

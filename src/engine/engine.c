@@ -342,6 +342,19 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
     m->node = c->node ? xgr__xstrdup(c->node) : NULL;
   }
   m->payload = xgr_value_retain(c->payload);
+  if (c->kind == XGR_CTL_MIGRATE) {
+    m->bundle = c->bundle;
+    m->bundle_hash = xgr__xstrdup(c->bundle_hash ? c->bundle_hash : "");
+    m->nmap = c->nmap;
+    m->map_from = xgr__xcalloc(c->nmap + 1, sizeof *m->map_from);
+    m->map_to = xgr__xcalloc(c->nmap + 1, sizeof *m->map_to);
+    for (size_t i = 0; i < c->nmap; i++) {
+      m->map_from[i] = xgr__xstrdup(c->map_from[i]);
+      m->map_to[i] = xgr__xstrdup(c->map_to[i]);
+    }
+    m->force = c->force;
+    m->verdict = c->verdict;
+  }
   m->done = done;
   m->done_ctx = ctx;
   return xgr_eng_route_ctl(e, m);
@@ -413,6 +426,13 @@ int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woke
   if (woken && c->kind == XGR_CTL_WAKE_PID) *woken = 1;
   else if (woken) sscanf(r.msg, "woke %zu", woken);
   return 0;
+}
+
+int xgr_engine_migrate(xgr_engine *e, const xgr_engine_ctl *c, xgr_error *err) {
+  if (c->kind != XGR_CTL_MIGRATE || !c->bundle)
+    return xgr_error_set(err, XGR_EINVAL, "bundle", "a migration needs the bundle to move to");
+  if (c->verdict) *c->verdict = NULL;
+  return xgr_engine_control_sync(e, c, NULL, err);
 }
 
 int xgr_engine_kill(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, xgr_error *err) {
