@@ -558,6 +558,7 @@ typedef struct xgr_engine_ctl {
   const char *const *map_from;
   const char *const *map_to;
   bool force;
+  bool dry;                     /* check at the safe point and answer, change nothing */
   json_t **verdict;
 } xgr_engine_ctl;
 

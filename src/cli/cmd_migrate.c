@@ -396,3 +396,128 @@ done:
   xgr_orch_free(ln.o);
   return code;
 }
+
+/* ---- xgr migrate: xgr.migrateSessions on xgrd ------------------------------------------------------------ */
+
+#include "cli/client.h"
+
+static void migrate_usage(FILE *f) {
+  fprintf(f, "usage: xgr migrate --to REGISTRY[/OSTCID]|@BUNDLEHASH (--session ROOTPID... | --bundle-hash H |\n"
+             "                   --registry R) [--owner ADDR] [--map OLD_STEP=NEW_STEP]... [--force] [--dry-run]\n"
+             "                   [options]\n\n"
+             "Move live sessions of one owner to another version on xgrd (xgr.migrateSessions). Each session\n"
+             "is held at its safe point (no step running), checked as `xgr migrate-check` does on the state it\n"
+             "has then, and, when safe, its processes, join groups and inboxes are rewritten to the new\n"
+             "version in one commit, its pin becomes the new bundle's and its history records the move.\n"
+             "Unsafe sessions are left untouched and reported, unless --force.\n\n"
+             "  --to KEY           the new version: a registry key in the owner's namespace (its current\n"
+             "                     bundle) or @<bundle hash>\n"
+             "  --session ROOTPID  a session to move (repeatable)\n"
+             "  --bundle-hash H    every live session of the owner pinned to bundle H\n"
+             "  --registry R       every live session of the owner started from registry R\n"
+             "  --owner ADDR       the sessions' owner (default --from)\n"
+             "  --map A=B          processes at old step A move to new step B (repeatable)\n"
+             "  --force            move unsafe sessions too (recorded as forced)\n"
+             "  --dry-run          check and report, change nothing\n%s\n"
+             "Exit: 0 every selected session moved (or, with --dry-run, is safe), 1 one did not, 2 usage or\n"
+             "xgrd unreachable.\n",
+          xgr_client_opts_help);
+}
+
+int xgr_cmd_migrate(int argc, char **argv) {
+  xgr_client c;
+  xgr_client_init(&c);
+  static const struct option opts[] = {
+    {"to", required_argument, NULL, 't'}, {"session", required_argument, NULL, 'S'},
+    {"bundle-hash", required_argument, NULL, 'b'}, {"registry", required_argument, NULL, 'r'},
+    {"owner", required_argument, NULL, 'o'}, {"map", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'f'},
+    {"dry-run", no_argument, NULL, 'n'}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  const char *to = NULL, *owner = NULL, *bh = NULL, *reg = NULL;
+  bool force = false, dry = false;
+  json_t *sessions = json_array(), *map = json_object();
+  int ch, rc = XGR_EXIT_USAGE;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr migrate", migrate_usage, &rc)) != -1) {
+    if (ch == -2) goto out;
+    switch (ch) {
+      case 't': to = optarg; break;
+      case 'o': owner = optarg; break;
+      case 'b': bh = optarg; break;
+      case 'r': reg = optarg; break;
+      case 'f': force = true; break;
+      case 'n': dry = true; break;
+      case 'S': {
+        uint64_t root, iter;
+        if (xgr_pid_parse(optarg, &root, &iter) || iter) {
+          fprintf(stderr, "xgr migrate: --session is '%s'; expected a rootPid\n", optarg);
+          rc = XGR_EXIT_USAGE;
+          goto out;
+        }
+        json_array_append_new(sessions, json_string(optarg));
+        break;
+      }
+      case 'm': {
+        char *eq = strchr(optarg, '=');
+        if (!eq || eq == optarg || !eq[1]) {
+          fprintf(stderr, "xgr migrate: --map is '%s'; expected OLD_STEP=NEW_STEP\n", optarg);
+          rc = XGR_EXIT_USAGE;
+          goto out;
+        }
+        char *k = xgr__xstrdup(optarg);
+        k[eq - optarg] = '\0';
+        json_object_set_new(map, k, json_string(eq + 1));
+        free(k);
+        break;
+      }
+    }
+  }
+  if (!owner) owner = c.from;
+  if (!to || !owner || (!json_array_size(sessions) && !bh && !reg)) {
+    fprintf(stderr, "xgr migrate: %s is required\n\n", !to ? "--to" : !owner ? "--owner (or --from)" : "--session, --bundle-hash or --registry");
+    migrate_usage(stderr);
+    rc = XGR_EXIT_USAGE;
+    goto out;
+  }
+  json_t *params = json_pack("{s:s, s:s, s:O, s:b, s:b}", "owner", owner, "to", to, "map", map, "force", force, "dryRun", dry);
+  if (json_array_size(sessions)) json_object_set(params, "sessions", sessions);
+  else {
+    json_t *f = json_object();
+    if (bh) json_object_set_new(f, "bundleHash", json_string(bh));
+    if (reg) json_object_set_new(f, "registry", json_string(reg));
+    json_object_set_new(params, "filter", f);
+  }
+  json_t *res;
+  if ((rc = xgr_client_call(&c, "xgr migrate", "xgr.migrateSessions", params, &res))) goto out;
+  bool all = true;
+  size_t i;
+  json_t *it;
+  json_array_foreach(json_object_get(res, "sessions"), i, it) {
+    const char *st = json_string_value(json_object_get(it, "status"));
+    all &= !strcmp(st, "migrated") || !strcmp(st, "forced") || !strcmp(st, "safe") || (force && !strcmp(st, "wouldForce"));
+  }
+  if (c.json) {
+    xgr_client_print_json(res);
+  } else {
+    json_array_foreach(json_object_get(res, "sessions"), i, it) {
+      const json_t *rp = json_object_get(it, "rootPid");
+      printf("session %s: %s — %s\n", json_is_string(rp) ? json_string_value(rp) : "?",
+             json_string_value(json_object_get(it, "status")), json_string_value(json_object_get(it, "message")));
+      size_t k;
+      json_t *f;
+      json_array_foreach(json_object_get(json_object_get(it, "check"), "added"), k, f) {
+        printf("  adds %s %s: %s\n", json_string_value(json_object_get(f, "severity")), json_string_value(json_object_get(f, "kind")),
+               json_string_value(json_object_get(f, "message")));
+        if (json_array_size(json_object_get(f, "trace"))) xgr_cli_print_trace(json_object_get(f, "trace"));
+      }
+    }
+    printf("%lld migrated, %lld unsafe, %lld refused%s\n", (long long)json_integer_value(json_object_get(res, "migrated")),
+           (long long)json_integer_value(json_object_get(res, "unsafe")),
+           (long long)json_integer_value(json_object_get(res, "refused")), dry ? " (dry run: nothing changed)" : "");
+  }
+  json_decref(res);
+  rc = all ? XGR_EXIT_OK : XGR_EXIT_FAIL;
+out:
+  json_decref(sessions);
+  json_decref(map);
+  return rc;
+}

@@ -655,6 +655,9 @@ static void migrate_try(actor *a) {
       rc = xgr_error_set(&err, XGR_ECONFLICT, NULL, "not migrated: the migration is unsafe: %s",
                          added ? json_string_value(json_object_get(added, "message"))
                                : "an exploration was cut by its bounds, so nothing is proved");
+    } else if (m->dry) {
+      snprintf(err.message, sizeof err.message, "dry run: would migrate to %s%s", m->bundle->orch->hash,
+               safe ? "" : " (forced)");
     } else {
       xgr_session *ns = NULL;
       rc = xgr_session_migrate(a->s, m->bundle->orch, xgr_migrate_checker_map(c), a->now, &a->fx, &ns, NULL, NULL, &err);

@@ -353,6 +353,7 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
       m->map_to[i] = xgr__xstrdup(c->map_to[i]);
     }
     m->force = c->force;
+    m->dry = c->dry;
     m->verdict = c->verdict;
   }
   m->done = done;

@@ -286,7 +286,7 @@ typedef struct ctl_msg {
   char *bundle_hash;
   size_t nmap;
   char **map_from, **map_to;
-  bool force;
+  bool force, dry;
   json_t **verdict;
 } ctl_msg;
 

@@ -103,7 +103,7 @@ struct xgr_rpcd {
   xgr_counter *c_enq[XGR_NODE_ACK_N];
   xgr__tally validates;        /* xgr_validateDataTransfer calls in flight per client address (start.c) */
   xgr_counter *c_validates_refused;
-  char names[64][40];          /* method names registered on the server (borrowed by it) */
+  char names[80][40];          /* method names registered on the server (borrowed by it) */
   xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
 };
 
@@ -235,6 +235,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid);
 
 XGR__RPCD_METHOD(xgr__rpcd_m_kill);
 XGR__RPCD_METHOD(xgr__rpcd_m_pause);
+XGR__RPCD_METHOD(xgr__rpcd_m_migrate);   /* migrate.c */
 XGR__RPCD_METHOD(xgr__rpcd_m_resume);
 XGR__RPCD_METHOD(xgr__rpcd_m_control);
 XGR__RPCD_METHOD(xgr__rpcd_m_wake);

@@ -130,6 +130,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"getOrchestration", xgr__rpcd_m_get_orch, false},
     {"putRule", xgr__rpcd_m_put_rule, true},
     {"getRule", xgr__rpcd_m_get_rule, false},
+    {"migrateSessions", xgr__rpcd_m_migrate, true},
   };
   _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
   _Static_assert(2 * (sizeof defs / sizeof defs[0] + sizeof absent / sizeof absent[0]) <=

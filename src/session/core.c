@@ -1405,6 +1405,16 @@ static xgr_join_state *mig_join(const xgr_session *s, const xgr_orch *nw, const 
     ns->inbox[j] = xgr_value_retain(js->inbox[i]);
     ns->fail[j] = js->fail[i];
   }
+  if (!bad && js->closed && js->outcome == XGR_JOIN_SATISFIED) {
+    /* decided: its target waits to run with the merged payload; NEW's join must agree it holds enough */
+    unsigned ngot = 0;
+    for (unsigned i = 0; i < nd->n; i++) ngot += ns->inbox[i].kind != XGR_VNULL;
+    if (ngot < nd->k) {
+      mig_problem(r, path, "join %s of process %s was satisfied with %u piece%s that the new join accepts; the new join needs %u",
+                  nw->steps[tstep].id, pid, ngot, ngot == 1 ? "" : "s", nd->k);
+      bad = true;
+    }
+  }
   if (!bad && !js->closed) {
     /* can it still be satisfied? Only a loss against OLD is a problem */
     const scope *c = scope_find(s, p->from_group);

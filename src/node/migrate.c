@@ -1,0 +1,36 @@
+/* migrate.c — the node's side of migrating a session (issue 36; xgr/node.h "migration"): resolve
+ * and pin NEW's bundle, load the session if it sleeps, and hand the move to the session's actor
+ * (xgr_engine_migrate), which holds it at its safe point, checks and rewrites it in one commit. The
+ * bundle reference passes to the session when it moved; otherwise it is given back here. */
+#include <string.h>
+#include <strings.h>
+
+#include "node/node_impl.h"
+
+bool xgr_node_may_migrate(xgr_node *n, const char *actor, const char *owner) {
+  (void)n;
+  /* the owner of the sessions; operators: to be decided here too */
+  return actor && owner && !strcasecmp(actor, owner);
+}
+
+int xgr_node_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdict, xgr_error *err) {
+  if (verdict) *verdict = NULL;
+  const xgr_bundle *b = NULL;
+  xgr_node_bundle_meta meta;
+  memset(&meta, 0, sizeof meta);
+  int rc = r->to_key[0] == '@' ? xgr_node_bundle_ex(d, r->to_key, true, &b, &meta, "to", err)
+                               : xgr_node_bundle_in(d, r->owner, true, r->to_key, true, &b, &meta, "to", err);
+  if (rc) return rc;
+  if (!xgr_node_live(d, r->owner, r->root, true, NULL)) {   /* a hibernated session is loaded */
+    xgr_node_bundle_put(d, b);
+    return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%llu on this node", r->owner,
+                         (unsigned long long)r->root);
+  }
+  xgr_engine_ctl c = {.kind = XGR_CTL_MIGRATE, .owner = r->owner, .root_pid = r->root, .actor = r->actor,
+                      .permit = r->permit, .node = d->name, .bundle = b, .bundle_hash = meta.bundle_hash,
+                      .nmap = r->nmap, .map_from = r->map_from, .map_to = r->map_to, .force = r->force,
+                      .dry = r->dry_run, .verdict = verdict};
+  rc = xgr_engine_migrate(d->e, &c, err);
+  if (rc || r->dry_run) xgr_node_bundle_put(d, b);   /* else the session holds it now */
+  return rc;
+}
