@@ -554,6 +554,7 @@ typedef struct xgr_engine_ctl {
    * waits for the answer) */
   const xgr_bundle *bundle;
   const char *bundle_hash;
+  const char *from_bundle_hash; /* the bundle hash the session's row pins now (for the audit entry) */
   size_t nmap;
   const char *const *map_from;
   const char *const *map_to;

@@ -27,7 +27,8 @@
 
 static void usage(FILE *f) {
   fputs("usage: xgr migrate-check OLD NEW [--map OLD_STEP=NEW_STEP]... [--store FILE [--owner ADDR]\n"
-        "                         [--session OWNER/ROOTPID]...] [--outcomes LIST] [--max-states N] [--json]\n\n"
+        "                         [--session OWNER/ROOTPID]... [--hash H]] [--outcomes LIST] [--max-states N]\n"
+        "                         [--json]\n\n"
         "Decide whether sessions running OLD (a bundle or orchestration file) can move to NEW:\n"
         "  statically: every step a live process is at has a target in NEW (the step of the same id,\n"
         "    or the one --map names); every open join keeps a target whose `from` accepts the pieces\n"
@@ -43,6 +44,10 @@ static void usage(FILE *f) {
         "                     running that an exploration from each start step reaches\n"
         "  --owner ADDR       only that owner's sessions (with --store)\n"
         "  --session O/R      only these sessions (with --store; repeatable)\n"
+        "  --hash H           the sessions pinned to bundle (or orchestration) hash H run OLD (with --store;\n"
+        "                     a registered document's hash is of its exact bytes, OLD's file hashes its own:\n"
+        "                     `xgr versions` lists the hashes); without it, sessions whose orchestration\n"
+        "                     hash is OLD's\n"
         "  --outcomes LIST    outcomes a step execution can have (default valid,invalid,error)\n"
         "  --max-states N     bound of each exploration (default 20000)\n"
         "  --json             {\"old\",\"new\",\"map\",\"checkFindings\",\"checked\",\"safe\",\"unsafe\",\n"
@@ -181,6 +186,7 @@ typedef struct store_ctx {
   char **sel_owner;
   uint64_t *sel_root;
   size_t nsel;
+  const char *hash;       /* --hash: the sessions pinned to this bundle or orchestration hash run OLD */
   size_t skipped;
 } store_ctx;
 
@@ -193,10 +199,19 @@ static int on_live(void *ctx, const xgr_store_live *l) {
     for (size_t i = 0; i < c->nsel && !in; i++) in = !strcasecmp(c->sel_owner[i], ss->owner) && c->sel_root[i] == ss->root_pid;
     if (!in) return 0;
   }
-  if (!ss->ostc_hash || strcasecmp(ss->ostc_hash, c->o->hash)) {
+  bool by_hash = c->hash && ((ss->bundle_hash && !strcasecmp(ss->bundle_hash, c->hash)) ||
+                              (ss->ostc_hash && !strcasecmp(ss->ostc_hash, c->hash)));
+  if (!by_hash && (!ss->ostc_hash || strcasecmp(ss->ostc_hash, c->o->hash))) {
     c->skipped++;
     return 0;
   }
+  /* named by --hash: the caller says OLD is the orchestration those sessions run (a registered
+   * document's hash is of its exact bytes, the file's of its own), so the row's hash is not checked */
+  xgr_store_session row = *ss;
+  if (by_hash) row.ostc_hash = NULL;
+  xgr_store_live lv = *l;
+  lv.session = &row;
+  l = &lv;
   json_t *entry = json_pack("{s:s, s:I}", "owner", ss->owner, "rootPid", (json_int_t)ss->root_pid);
   xgr_error e;
   xgr_error_clear(&e);
@@ -262,10 +277,12 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
   char *sel_owner[MAX_SEL];
   uint64_t sel_root[MAX_SEL];
   xgr_explore_config cfg = {0};
+  const char *hash = NULL;
   int as_json = 0, code = XGR_EXIT_USAGE;
   static const struct option opts[] = {
     {"map", required_argument, NULL, 'm'}, {"store", required_argument, NULL, 's'}, {"owner", required_argument, NULL, 'O'},
     {"session", required_argument, NULL, 'S'}, {"outcomes", required_argument, NULL, 'o'},
+    {"hash", required_argument, NULL, 'H'},
     {"max-states", required_argument, NULL, 'M'}, {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
     {0, 0, 0, 0}};
   int ch;
@@ -274,7 +291,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
   loaded lo = {0}, ln = {0};
   json_t *out = NULL;
   xgr_migrate_checker *c = NULL;
-  while ((ch = xgr_cli_getopt(argc, argv, "m:s:O:S:o:M:jh", opts, "xgr migrate-check")) != -1) {
+  while ((ch = xgr_cli_getopt(argc, argv, "m:s:O:S:o:M:H:jh", opts, "xgr migrate-check")) != -1) {
     switch (ch) {
       case 'm': {
         char *eq = strchr(optarg, '=');
@@ -290,6 +307,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
         break;
       }
       case 's': store = optarg; break;
+      case 'H': hash = optarg; break;
       case 'O': owner = optarg; break;
       case 'S': {
         const char *sl = strchr(optarg, '/');
@@ -329,8 +347,8 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
     usage(stderr);
     goto done;
   }
-  if ((owner || nsel) && !store) {
-    fprintf(stderr, "xgr migrate-check: --owner and --session select sessions of a store: give --store FILE\n");
+  if ((owner || nsel || hash) && !store) {
+    fprintf(stderr, "xgr migrate-check: --owner, --session and --hash select sessions of a store: give --store FILE\n");
     goto done;
   }
   if ((code = load(argv[optind], &lo)) || (code = load(argv[optind + 1], &ln))) goto done;
@@ -349,7 +367,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
       json_decref(r.list);
       goto done;
     }
-    store_ctx ctx = {&r, orch_of(&lo), owner, sel_owner, sel_root, nsel, 0};
+    store_ctx ctx = {&r, orch_of(&lo), owner, sel_owner, sel_root, nsel, hash, 0};
     int rc = xgr_store_load_live(st, on_live, &ctx, &e);
     xgr_store_close(st);
     if (rc) {

@@ -540,6 +540,7 @@ void xgr_eng_ctl_free(ctl_msg *m) {
   free(m->map_from);
   free(m->map_to);
   free(m->bundle_hash);
+  free(m->from_bundle_hash);
   free(m->step);
   free(m->caller);
   free(m->label);
@@ -622,7 +623,7 @@ static char *migrate_detail(const actor *a, const ctl_msg *m, bool safe) {
   json_t *map = json_object();
   for (size_t i = 0; i < m->nmap; i++) json_object_set_new(map, m->map_from[i], json_string(m->map_to[i]));
   json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b}", "old", a->b->orch->hash, "new", m->bundle->orch->hash,
-                        "oldBundle", a->bundle_hash ? a->bundle_hash : "", "newBundle", m->bundle_hash, "map", map,
+                        "oldBundle", a->bundle_hash && a->bundle_hash[0] ? a->bundle_hash : m->from_bundle_hash ? m->from_bundle_hash : "", "newBundle", m->bundle_hash, "map", map,
                         "forced", m->force && !safe, "safe", safe);
   char *t = json_dumps(d, JSON_COMPACT);
   json_decref(d);

@@ -345,6 +345,7 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
   if (c->kind == XGR_CTL_MIGRATE) {
     m->bundle = c->bundle;
     m->bundle_hash = xgr__xstrdup(c->bundle_hash ? c->bundle_hash : "");
+    m->from_bundle_hash = xgr__xstrdup(c->from_bundle_hash ? c->from_bundle_hash : "");
     m->nmap = c->nmap;
     m->map_from = xgr__xcalloc(c->nmap + 1, sizeof *m->map_from);
     m->map_to = xgr__xcalloc(c->nmap + 1, sizeof *m->map_to);

@@ -283,7 +283,7 @@ typedef struct ctl_msg {
   void *done_ctx;
   /* XGR_CTL_MIGRATE (xgr_engine_ctl) */
   const xgr_bundle *bundle;
-  char *bundle_hash;
+  char *bundle_hash, *from_bundle_hash;
   size_t nmap;
   char **map_from, **map_to;
   bool force, dry;

@@ -26,11 +26,16 @@ int xgr_node_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdic
     return xgr_error_set(err, XGR_ENOTFOUND, NULL, "no live session %s/%llu on this node", r->owner,
                          (unsigned long long)r->root);
   }
+  xgr_store_session row;
+  memset(&row, 0, sizeof row);
+  xgr_error rerr;
+  bool has_row = !xgr_store_session_get(d->st, r->owner, r->root, &row, &rerr);
   xgr_engine_ctl c = {.kind = XGR_CTL_MIGRATE, .owner = r->owner, .root_pid = r->root, .actor = r->actor,
                       .permit = r->permit, .node = d->name, .bundle = b, .bundle_hash = meta.bundle_hash,
                       .nmap = r->nmap, .map_from = r->map_from, .map_to = r->map_to, .force = r->force,
-                      .dry = r->dry_run, .verdict = verdict};
+                      .dry = r->dry_run, .verdict = verdict, .from_bundle_hash = has_row ? row.bundle_hash : NULL};
   rc = xgr_engine_migrate(d->e, &c, err);
+  if (has_row) xgr_store_session_clear(&row);
   if (rc || r->dry_run) xgr_node_bundle_put(d, b);   /* else the session holds it now */
   return rc;
 }
