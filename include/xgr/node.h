@@ -393,6 +393,9 @@ int xgr_node_migrate(xgr_node *n, const xgr_node_migrate_req *r, json_t **verdic
  * The owner may. This is the one place the decision is taken: operators (who may act on every
  * owner's sessions) are added here. */
 bool xgr_node_may_migrate(xgr_node *n, const char *actor, const char *owner);
+/* The versions owner's live sessions run (xgr_store_versions: grouped by registry, orchestration
+ * and bundle hash, with the steps they wait at), of registry when not NULL. *out is the caller's. */
+int xgr_node_versions(xgr_node *n, const char *owner, const char *registry, json_t **out, xgr_error *err);
 
 /* ---- Queries: reading sessions ----------------------------------------------------------------
  * What the front ends show of sessions (listings, xgr.getSession, the console's pages), read

@@ -51,6 +51,7 @@
 
 #include "xgr/error.h"
 #include "xgr/session.h"
+#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -450,6 +451,13 @@ typedef struct xgr_store_live {
  * return of fn stops and is returned. */
 int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx,
                         xgr_error *err);
+
+/* Which versions the live sessions run (issue 36, `xgr versions`): the running sessions (of owner
+ * and registry when not NULL/"") grouped by registry, orchestration id and hash and pinned bundle
+ * hash, as a JSON array (new reference, the caller's) of
+ *   {"registry","ostcId","ostcHash","bundleHash","sessions":N,"waiting":{STEP:N},"running":{STEP:N}}
+ * (processes per step; a running step counts as running). Reads every live session's rows. */
+int xgr_store_versions(xgr_store *st, const char *owner, const char *registry, json_t **out, xgr_error *err);
 
 /* ---- hibernation: the due index (docs/STORE.md "Hibernation") ---------------------------------------- */
 

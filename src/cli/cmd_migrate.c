@@ -539,3 +539,88 @@ out:
   json_decref(map);
   return rc;
 }
+
+/* ---- xgr versions: which versions live sessions run ------------------------------------------------------ */
+
+static void versions_usage(FILE *f) {
+  fprintf(f, "usage: xgr versions [--registry R] [--owner ADDR] [--store FILE | options]\n\n"
+             "Group live sessions by registry, orchestration and pinned bundle hash: how many run on each\n"
+             "version, and at which steps their processes wait (or run). From xgrd (xgr.listVersions: the\n"
+             "owner's sessions, default --from) or, with --store, from a store file (every owner's, or\n"
+             "--owner's). The bundle hash is what `xgr migrate --bundle-hash` and\n"
+             "`xgr migrate-check --hash` select by.\n\n"
+             "  --registry R   only sessions started from registry R\n"
+             "  --owner ADDR   only that owner's sessions\n"
+             "  --store FILE   read a store file (an SQLite path or URL) instead of asking xgrd\n%s",
+          xgr_client_opts_help);
+}
+
+int xgr_cmd_versions(int argc, char **argv) {
+  xgr_client c;
+  xgr_client_init(&c);
+  static const struct option opts[] = {{"registry", required_argument, NULL, 'r'}, {"owner", required_argument, NULL, 'o'},
+                                       {"store", required_argument, NULL, 's'}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
+  const char *reg = NULL, *owner = NULL, *store = NULL;
+  int ch, rc = XGR_EXIT_USAGE;
+  optind = 1;
+  while ((ch = xgr_client_getopt(&c, argc, argv, opts, "xgr versions", versions_usage, &rc)) != -1) {
+    if (ch == -2) return rc;
+    if (ch == 'r') reg = optarg;
+    else if (ch == 'o') owner = optarg;
+    else if (ch == 's') store = optarg;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "xgr versions: unexpected '%s'\n", argv[optind]);
+    return XGR_EXIT_USAGE;
+  }
+  json_t *v = NULL;
+  if (store) {
+    xgr_error e;
+    xgr_store_config sc = {.read_only = true};
+    xgr_store *st = xgr_store_open(store, &sc, &e);
+    if (!st) {
+      fprintf(stderr, "xgr versions: --store %s: %s\n", store, e.message);
+      return XGR_EXIT_USAGE;
+    }
+    rc = xgr_store_versions(st, owner, reg, &v, &e);
+    xgr_store_close(st);
+    if (rc) {
+      fprintf(stderr, "xgr versions: --store %s: %s\n", store, e.message);
+      return XGR_EXIT_USAGE;
+    }
+  } else {
+    if (!owner) owner = c.from;
+    if (!owner) {
+      fprintf(stderr, "xgr versions: --owner (or --from) is required when asking xgrd\n");
+      return XGR_EXIT_USAGE;
+    }
+    json_t *params = json_pack("{s:s}", "owner", owner), *res;
+    if (reg) json_object_set_new(params, "registry", json_string(reg));
+    if ((rc = xgr_client_call(&c, "xgr versions", "xgr.listVersions", params, &res))) return rc;
+    v = json_incref(json_object_get(res, "versions"));
+    json_decref(res);
+  }
+  if (c.json) {
+    xgr_client_print_json(v);
+  } else {
+    size_t i;
+    json_t *g;
+    if (!json_array_size(v)) printf("no live sessions\n");
+    json_array_foreach(v, i, g) {
+      printf("%s%s%s  orchestration %s  bundle %s: %lld live session%s\n", json_string_value(json_object_get(g, "registry")),
+             json_string_length(json_object_get(g, "ostcId")) ? "/" : "", json_string_value(json_object_get(g, "ostcId")),
+             json_string_value(json_object_get(g, "ostcHash")),
+             json_string_length(json_object_get(g, "bundleHash")) ? json_string_value(json_object_get(g, "bundleHash")) : "(none)",
+             (long long)json_integer_value(json_object_get(g, "sessions")),
+             json_integer_value(json_object_get(g, "sessions")) == 1 ? "" : "s");
+      for (int running = 0; running < 2; running++) {
+        const char *k;
+        json_t *n;
+        json_object_foreach(json_object_get(g, running ? "running" : "waiting"), k, n)
+          printf("    %-7s at %-24s %lld\n", running ? "running" : "waiting", k, (long long)json_integer_value(n));
+      }
+    }
+  }
+  json_decref(v);
+  return XGR_EXIT_OK;
+}

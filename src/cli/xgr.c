@@ -29,6 +29,7 @@ static const xgr_cli_command commands[] = {
   {"publish", "deploy a bundle to an Ethereum node: XRC-137 rule contracts and an XRC-729 registry", xgr_cmd_publish},
   {"explore", "explore every outcome and ordering of a session: findings with shortest traces", xgr_cmd_explore},
   {"migrate-check", "prove whether sessions of OLD can move to NEW (static checks and exploration)", xgr_cmd_migrate_check},
+  {"versions", "group live sessions by version (registry, orchestration, bundle hash) and waiting step", xgr_cmd_versions},
   {"migrate", "move live sessions on xgrd to another version, each checked at its safe point", xgr_cmd_migrate},
 };
 

@@ -7,6 +7,10 @@
 
 #include "node/node_impl.h"
 
+int xgr_node_versions(xgr_node *d, const char *owner, const char *registry, json_t **out, xgr_error *err) {
+  return xgr_store_versions(d->st, owner, registry, out, err);
+}
+
 bool xgr_node_may_migrate(xgr_node *n, const char *actor, const char *owner) {
   (void)n;
   /* the owner of the sessions; operators: to be decided here too */

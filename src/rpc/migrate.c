@@ -86,6 +86,24 @@ static int select_sessions(xgr_rpcd *d, const json_t *o, const char *owner, uint
   return 0;
 }
 
+/* xgr.listVersions: {"owner"?, "registry"?} -> {"owner","versions":[...]} (xgr_store_versions). */
+XGR__RPCD_METHOD(xgr__rpcd_m_versions) {
+  xgr_rpcd *d = ctx;
+  static const char *const vkeys[] = {"owner", "runner", "registry", "permit", NULL};
+  const json_t *o;
+  int rc = xgr__rpc_named(params, vkeys, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64];
+  const char *opath, *reg = NULL;
+  if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
+  if ((rc = xgr__rpc_opt_str(o, "registry", &reg, err))) return rc;
+  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, NULL, err))) return rc;
+  json_t *v = NULL;
+  if ((rc = xgr_node_versions(d->n, owner, reg, &v, err))) return xgr__rpc_code(rc, err);
+  *result = json_pack("{s:s, s:o}", "owner", owner, "versions", v);
+  return 0;
+}
+
 XGR__RPCD_METHOD(xgr__rpcd_m_migrate) {
   xgr_rpcd *d = ctx;
   const json_t *o;

@@ -236,6 +236,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid);
 XGR__RPCD_METHOD(xgr__rpcd_m_kill);
 XGR__RPCD_METHOD(xgr__rpcd_m_pause);
 XGR__RPCD_METHOD(xgr__rpcd_m_migrate);   /* migrate.c */
+XGR__RPCD_METHOD(xgr__rpcd_m_versions);  /* migrate.c */
 XGR__RPCD_METHOD(xgr__rpcd_m_resume);
 XGR__RPCD_METHOD(xgr__rpcd_m_control);
 XGR__RPCD_METHOD(xgr__rpcd_m_wake);

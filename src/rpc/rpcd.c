@@ -131,6 +131,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"putRule", xgr__rpcd_m_put_rule, true},
     {"getRule", xgr__rpcd_m_get_rule, false},
     {"migrateSessions", xgr__rpcd_m_migrate, true},
+    {"listVersions", xgr__rpcd_m_versions, false},
   };
   _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
   _Static_assert(2 * (sizeof defs / sizeof defs[0] + sizeof absent / sizeof absent[0]) <=

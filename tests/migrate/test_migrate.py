@@ -282,12 +282,19 @@ def scenario_crash():
                 if steps != ["check2"] or len(a) != 1:
                     fail("session %d: new pin but %s, %d audit entries" % (r, steps, len(a)))
         check(moved >= 1, "after SIGKILL: %d sessions entirely on the new version, %d entirely on the old one" % (moved, n - moved))
+        v = {g["bundleHash"]: g for g in x.ok("xgr.listVersions", {"owner": A, "registry": "kyc"})["versions"]}
+        check(len(v) == (2 if moved < n else 1) and v.get(old_hash, {}).get("waiting") == ({"check": n - moved} if moved < n else None)
+              and sum(g["sessions"] for g in v.values()) == n,
+              "xgr.listVersions: %d sessions on the old version waiting at check, %d on the new one" % (n - moved, moved))
         r = x.ok("xgr.migrateSessions", {"owner": A, "filter": {"bundleHash": old_hash}, "to": "kyc", "map": {"check": "check2"}},
                  timeout=120)
         check(r["migrated"] == n - moved, "migrating again moves the other %d" % (n - moved))
         check(all(live_steps(x, r) == ["check2"] for r in range(1, n + 1)), "every session waits at check2 now")
         global NEW_BUNDLE
         NEW_BUNDLE = sess(x, 1)["session"]["bundleHash"]
+        v = x.ok("xgr.listVersions", {"owner": A})["versions"]
+        check(len(v) == 1 and v[0]["bundleHash"] == NEW_BUNDLE and v[0]["sessions"] == n and v[0]["waiting"] == {"check2": n},
+              "xgr.listVersions: one version now, %d sessions waiting at check2" % n)
     finally:
         x.stop()
 
@@ -295,6 +302,9 @@ def scenario_crash():
 def scenario_cli():
     old, fixed = write("kyc_old.json", kyc(False)), write("kyc_new.json", kyc(True, rename=True))
     jo, jc = write("j_old.json", joins({"onValid": {"spawns": ["c"]}})), write("j_cond.json", joins({"onInvalid": {"spawns": ["c"]}}))
+    r = xgr("versions", "--store", "sqlite:" + os.path.join(DIR, "crash.db"))
+    check(r.returncode == 0 and NEW_BUNDLE in r.stdout and "30 live sessions" in r.stdout and "check2" in r.stdout,
+          "xgr versions --store prints the version, its 30 sessions and where they wait (%s)" % (r.stdout + r.stderr)[-300:])
     r = xgr("migrate-check", old, fixed)
     check(r.returncode == 1 and "check" in r.stdout, "migrate-check without the map: check has no target (exit 1)")
     r = xgr("migrate-check", old, fixed, "--map", "check=check2")
