@@ -634,7 +634,13 @@ static char *migrate_detail(const actor *a, const ctl_msg *m, bool safe) {
  * pending): check on the state it has now, then move it (or refuse) and answer. */
 static void migrate_try(actor *a) {
   ctl_msg *m = a->mig;
-  if (!m || xgr_session_running(a->s) || a->inflight) return;
+  if (!m) return;
+  if (a->finished || a->stopping || a->limit || !xgr_session_live(a->s)) {   /* it ended while held */
+    a->mig = NULL;
+    ctl_reply(a, m, XGR_ENOTFOUND, "the session ended before its safe point: not migrated");
+    return;
+  }
+  if (xgr_session_running(a->s) || a->inflight) return;
   a->mig = NULL;
   xgr_error err;
   xgr_error_clear(&err);
