@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/opts.h"
-#include "util/alloc.h"
+#include "xgr/alloc.h"
 #include "xgr/bundle.h"
 #include "xgr/json.h"
 #include "xgr/migrate.h"
@@ -121,7 +121,7 @@ static json_t *describe(const xgr_session *s) {
   desc_ctx d = {json_array(), s};
   xgr_session_foreach(s, desc_proc, &d);
   size_t n = json_array_size(d.a);
-  json_t **v = xgr__xmalloc((n + 1) * sizeof *v);
+  json_t **v = xgr_alloc_bytes((n + 1) * sizeof *v);
   for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(d.a, i));
   qsort(v, n, sizeof *v, pid_cmp);
   json_t *out = json_array();
@@ -144,8 +144,8 @@ static void keep_state(void *ctx, const xgr_session *s, int64_t now) {
   if (xgr_session_running(s) || !xgr_session_live(s)) return;   /* not a safe point / nothing to move */
   if (c->n == c->cap) {
     c->cap = c->cap ? 2 * c->cap : 64;
-    c->s = xgr__xrealloc(c->s, c->cap * sizeof *c->s);
-    c->now = xgr__xrealloc(c->now, c->cap * sizeof *c->now);
+    c->s = xgr_alloc_resize(c->s, c->cap * sizeof *c->s);
+    c->now = xgr_alloc_resize(c->now, c->cap * sizeof *c->now);
   }
   c->s[c->n] = xgr_session_clone(s);
   c->now[c->n++] = now;
@@ -299,7 +299,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
           fprintf(stderr, "xgr migrate-check: --map is '%s'; expected OLD_STEP=NEW_STEP (at most %d)\n", optarg, MAX_MAP);
           goto done;
         }
-        mapbuf[nmap] = xgr__xstrdup(optarg);
+        mapbuf[nmap] = xgr_alloc_strdup(optarg);
         mapbuf[nmap][eq - optarg] = '\0';
         from[nmap] = mapbuf[nmap];
         to[nmap] = mapbuf[nmap] + (eq - optarg) + 1;
@@ -316,7 +316,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
           fprintf(stderr, "xgr migrate-check: --session is '%s'; expected OWNER/ROOTPID\n", optarg);
           goto done;
         }
-        sel_owner[nsel] = xgr__xstrdup(optarg);
+        sel_owner[nsel] = xgr_alloc_strdup(optarg);
         sel_owner[nsel][sl - optarg] = '\0';
         sel_root[nsel++] = root;
         break;
@@ -481,7 +481,7 @@ int xgr_cmd_migrate(int argc, char **argv) {
           rc = XGR_EXIT_USAGE;
           goto out;
         }
-        char *k = xgr__xstrdup(optarg);
+        char *k = xgr_alloc_strdup(optarg);
         k[eq - optarg] = '\0';
         json_object_set_new(map, k, json_string(eq + 1));
         free(k);

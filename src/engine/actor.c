@@ -36,13 +36,11 @@
 #include "engine/actor_impl.h"
 #include "util/clock.h"
 #include "util/hashmap.h"
-#include "xgr/migrate.h"
 #include "xgr/outcome.h"
 
 #define HIB_GRACE_NS 250000000ull   /* a loaded session stays in memory at least 250 ms */
 
 static void first_turn(actor *a);
-static void migrate_try(actor *a);
 
 static void vpush(visq *q, vis v) {
   if (q->n == q->cap) {
@@ -272,7 +270,7 @@ static char *outbox_put(actor *a, const xgr_effect *fe) {
 /* Carry out the effects of one core call (they point into the core until the next call). */
 static void on_iwake(actor *a, iwake_msg *m);
 
-static void consume(actor *a) {
+void xgr_eng_consume(actor *a) {
   xgr_engine *e = a->e;
   /* ordered mode: wake-ups of this session by itself are applied right after the result that
    * sent them, before anything else is promoted (the driver's order; SEMANTICS §5, §6) */
@@ -490,7 +488,7 @@ static void apply(actor *a, job *j) {
   else
     atomic_fetch_add_explicit(&e->st_steps, 1, memory_order_relaxed);
   job_free(a, j);
-  consume(a);
+  xgr_eng_consume(a);
 }
 
 static void on_job(actor *a, job *j) {
@@ -610,103 +608,19 @@ static void lose_lease(actor *a);
 
 /* ---- migration (issue 36) ------------------------------------------------------------------------------ */
 
-/* Answer control call m (visible with the batch, like every reply) and free it. */
-static void ctl_reply(actor *a, ctl_msg *m, int rc, const char *text) {
+void xgr_eng_ctl_reply(actor *a, ctl_msg *m, int rc, const char *text) {
   vpush(&a->pend, (vis){.kind = V_REPLY, .u.r = {m->done, m->done_ctx, rc, xgr__xstrdup(text ? text : "")}});
   if (!a->e->has_store) flush(a, &a->pend);
   m->done = NULL;
   xgr_eng_ctl_free(m);
 }
 
-/* The audit detail of a migration: old and new orchestration and bundle hashes, the map, forced, safe. */
-static char *migrate_detail(const actor *a, const ctl_msg *m, bool safe) {
-  json_t *map = json_object();
-  for (size_t i = 0; i < m->nmap; i++) json_object_set_new(map, m->map_from[i], json_string(m->map_to[i]));
-  json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b}", "old", a->b->orch->hash, "new", m->bundle->orch->hash,
-                        "oldBundle", a->bundle_hash && a->bundle_hash[0] ? a->bundle_hash : m->from_bundle_hash ? m->from_bundle_hash : "", "newBundle", m->bundle_hash, "map", map,
-                        "forced", m->force && !safe, "safe", safe);
-  char *t = json_dumps(d, JSON_COMPACT);
-  json_decref(d);
-  return t;
-}
-
-/* The waiting migration, once the session is at its safe point (no step running, no result
- * pending): check on the state it has now, then move it (or refuse) and answer. */
-static void migrate_try(actor *a) {
-  ctl_msg *m = a->mig;
-  if (!m) return;
-  if (a->finished || a->stopping || a->limit || !xgr_session_live(a->s)) {   /* it ended while held */
-    a->mig = NULL;
-    ctl_reply(a, m, XGR_ENOTFOUND, "the session ended before its safe point: not migrated");
-    return;
-  }
-  if (xgr_session_running(a->s) || a->inflight) return;
-  a->mig = NULL;
-  xgr_error err;
-  xgr_error_clear(&err);
-  int rc = 0;
-  json_t *v = NULL;
-  xgr_migrate_checker *c = xgr_migrate_checker_new(a->b->orch, a->b, m->bundle->orch, m->bundle, m->nmap,
-                                                   (const char *const *)m->map_from, (const char *const *)m->map_to, NULL, &err);
-  if (!c) {
-    rc = XGR_EINVAL;
-  } else {
-    v = xgr_migrate_check_session(c, a->s, a->now);
-    bool safe = json_is_true(json_object_get(v, "safe"));
-    const json_t *problem = json_array_get(json_object_get(v, "problems"), 0);
-    const json_t *added = json_array_get(json_object_get(v, "added"), 0);
-    if (problem) {   /* no migrated state can be built: not even forced */
-      rc = xgr_error_set(&err, XGR_EINVAL, NULL, "not migrated: %s",
-                         json_string_value(json_object_get(problem, "message")));
-    } else if (!safe && !m->force) {
-      rc = xgr_error_set(&err, XGR_ECONFLICT, NULL, "not migrated: the migration is unsafe: %s",
-                         added ? json_string_value(json_object_get(added, "message"))
-                               : "an exploration was cut by its bounds, so nothing is proved");
-    } else if (m->dry) {
-      snprintf(err.message, sizeof err.message, "dry run: would migrate to %s%s", m->bundle->orch->hash,
-               safe ? "" : " (forced)");
-    } else {
-      xgr_session *ns = NULL;
-      rc = xgr_session_migrate(a->s, m->bundle->orch, xgr_migrate_checker_map(c), a->now, &a->fx, &ns, NULL, NULL, &err);
-      if (!rc) {
-        char *detail = migrate_detail(a, m, safe);
-        xgr_session *old = a->s;
-        if (a->bundle_done) {   /* the old bundle is reported when the actor goes (events may name it) */
-          a->prev_b = xgr__xrealloc(a->prev_b, (a->nprev_b + 1) * sizeof *a->prev_b);
-          a->prev_b[a->nprev_b++] = a->b;
-        }
-        a->s = ns;
-        a->b = m->bundle;
-        a->bundle_done = true;
-        free(a->bundle_hash);
-        a->bundle_hash = xgr__xstrdup(m->bundle_hash);
-        free(a->pin_id);
-        free(a->pin_hash);
-        free(a->pin_bundle);
-        a->pin_id = xgr__xstrdup(ns ? xgr_session_orch(ns)->id : "");
-        a->pin_hash = xgr__xstrdup(xgr_session_orch(ns)->hash);
-        a->pin_bundle = xgr__xstrdup(m->bundle_hash);
-        consume(a);   /* the PROC effects of every process, under NEW */
-        xgr_session_free(old);
-        if (m->actor && a->e->has_store) xgr_eng_audit(a, "migrate", m->actor, m->node, m->permit, detail);
-        free(detail);
-        snprintf(err.message, sizeof err.message, "migrated to %s%s", m->bundle->orch->hash, safe ? "" : " (forced)");
-      }
-    }
-    xgr_migrate_checker_free(c);
-  }
-  if (m->verdict) *m->verdict = v;
-  else json_decref(v);
-  a->touched = true;
-  ctl_reply(a, m, rc, err.message);
-}
-
 static void on_ctl(actor *a, ctl_msg *m) {
   if (m->kind == XGR_CTL_MIGRATE && !a->dropped) {
     if (a->mig) {
-      ctl_reply(a, m, XGR_ESTATE, "a migration of this session is waiting for its safe point already");
+      xgr_eng_ctl_reply(a, m, XGR_ESTATE, "a migration of this session is waiting for its safe point already");
     } else if (m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
-      ctl_reply(a, m, XGR_EPERM, "only the owner may migrate the session");
+      xgr_eng_ctl_reply(a, m, XGR_EPERM, "only the owner may migrate the session");
     } else {
       a->mig = m;   /* held from now on: end_turn promotes nothing until it ran */
       a->clock_ms = a->now;
@@ -768,7 +682,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
     xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);
     free(detail);
   }
-  consume(a);
+  xgr_eng_consume(a);
   const char *text = rc ? err.message : err.message[0] ? err.message : "ok";
   if (m->label && a->record)
     xgr_records_action(a->rec, a->now, m->label, rc == 0, text);
@@ -811,7 +725,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
     xgr_eng_audit(a, rc ? "wake-refused" : "wake-internal", m->caller, NULL, NULL, detail);
     free(detail);
   }
-  consume(a);
+  xgr_eng_consume(a);
   if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (wants(a, XGR_EEV_WAKE)) {
     char msg[1024];
@@ -1107,7 +1021,7 @@ static void abort_session(actor *a, bool quota) {
   xgr_error_clear(&err);
   xgr_session_kill(a->s, 0, a->now, &a->fx, &err);
   if (wants(a, XGR_EEV_ACTION)) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
-  consume(a);
+  xgr_eng_consume(a);
 }
 
 /* This session's live processes into its owner's count (xgr_engine_config.max_owner_processes);
@@ -1230,7 +1144,7 @@ static void end_turn(actor *a) {
     return;
   }
   check_caps(a);
-  migrate_try(a);
+  xgr_eng_migrate_try(a);
   if (!a->stopping && !a->finished && !a->limit && !a->mig) {   /* a waiting migration holds the session */
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
@@ -1238,7 +1152,7 @@ static void end_turn(actor *a) {
     if (max) {
       size_t k = xgr_session_promote(a->s, a->now, max, &a->fx);
       a->promoted += k;
-      if (k) consume(a);
+      if (k) xgr_eng_consume(a);
     }
     if (a->max_steps && a->promoted >= a->max_steps) a->limit = true;
   }
@@ -1309,7 +1223,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     a->started = true;
     owed++;
     first_turn(a);
-    consume(a);
+    xgr_eng_consume(a);
   }
   for (size_t i = 0; i < n; i++) {
     switch (ev[i].type) {

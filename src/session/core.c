@@ -24,14 +24,13 @@
 #include "util/hashmap.h"
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "session/join_json_impl.h"
+#include "session/core_impl.h"
 #include "xgr/session.h"
 
 /* ---- small utilities ------------------------------------------------------------------------ */
@@ -1129,6 +1128,12 @@ int xgr_session_restore_proc(xgr_session *s, const xgr_proc *src, const char *jo
                          (unsigned)(src->group > src->from_group ? src->group : src->from_group), (unsigned)s->next_group);
   xgr_join_state *js = NULL;
   if (join_json && xgr__session_join_from_json(s->orch, join_json, &js, err)) return XGR_EINVAL;
+  return xgr__session_restore_proc_js(s, src, js, err);
+}
+
+int xgr__session_restore_proc_js(xgr_session *s, const xgr_proc *src, xgr_join_state *js, xgr_error *err) {
+  char pid[48];
+  xgr_pid_format(s->root_pid, src->iter, pid, sizeof pid);
   if (js && (js->decl->target != src->step || !src->from_group)) {
     xgr__join_state_free(js);
     return xgr_error_set(err, XGR_EINVAL, pid, "process %s has a join state but is not its target", pid);
@@ -1288,226 +1293,11 @@ bool xgr_session_join_steps_has(const xgr_session *s, unsigned step) {
   return xgr_stepset_has(&s->join_steps, step);
 }
 
-/* ==== migration (issue 36; xgr/session.h "Migration") ==========================================
- * One function of the core that the engine and the explorer share: the live processes, join
- * states and scopes of a settled session without running steps, rewritten onto another
- * orchestration through a step map, then decided again under it. */
-
-int xgr_migrate_map_build(const xgr_orch *old, const xgr_orch *nw, size_t npairs, const char *const *from,
-                          const char *const *to, int *map, xgr_error *err) {
-  for (size_t i = 0; i < old->nsteps; i++) map[i] = xgr_orch_find(nw, old->steps[i].id);
-  for (size_t i = 0; i < npairs; i++) {
-    char path[32];
-    snprintf(path, sizeof path, "map[%zu]", i);
-    int a = xgr_orch_find(old, from[i]), b = xgr_orch_find(nw, to[i]);
-    if (a < 0) return xgr_error_set(err, XGR_EINVAL, path, "\"%s\" is not a step of the old orchestration", from[i]);
-    if (b < 0) return xgr_error_set(err, XGR_EINVAL, path, "\"%s\" is not a step of the new orchestration", to[i]);
-    map[a] = b;
-  }
-  return 0;
-}
-
-/* The declaring step and branch of join d in o (pointer identity); false if none. */
-static bool mig_decl_ref(const xgr_orch *o, const xgr_join *d, unsigned *step, unsigned *branch) {
-  for (size_t i = 0; i < o->nsteps; i++)
-    for (unsigned b = 0; b < 2; b++)
-      if (o->steps[i].branch[b].join == d) {
-        *step = (unsigned)i;
-        *branch = b;
-        return true;
-      }
-  return false;
-}
-
-/* How many more pieces the join of t can get: its open `from` entries that some live member of
- * scope c (at steps steps, in orchestration o) can still reach in scope. */
-static unsigned mig_potential(const xgr_orch *o, const xgr_join *d, const xgr_value *inbox, const xgr_stepset *steps) {
-  xgr_stepset reach = *steps;
-  for (unsigned st = 0; st < o->nsteps; st++)
-    if (xgr_stepset_has(steps, st)) {
-      reach.w[0] |= o->reach_scope[st].w[0];
-      reach.w[1] |= o->reach_scope[st].w[1];
-    }
-  unsigned n = 0;
-  for (unsigned i = 0; i < d->n; i++)
-    if (inbox[i].kind == XGR_VNULL && xgr_stepset_has(&reach, d->from[i].node)) n++;
-  return n;
-}
-
-typedef struct mig_report {
-  xgr_migrate_problem_fn fn;
-  void *ctx;
-  xgr_error *err;
-  unsigned count;
-} mig_report;
-
-static void mig_problem(mig_report *r, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void mig_problem(mig_report *r, const char *path, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (!r->count++) xgr_error_set(r->err, XGR_EINVAL, path, "%s", msg);
-  if (r->fn) r->fn(r->ctx, path, msg);
-}
-
-/* The join state of OLD target p rewritten for NEW (NULL after a problem). */
-static xgr_join_state *mig_join(const xgr_session *s, const xgr_orch *nw, const int *map, const xgr_proc *p,
-                                const char *pid, mig_report *r) {
-  const xgr_orch *o = s->orch;
-  const xgr_join_state *js = p->join;
-  const xgr_join *od = js->decl;
-  unsigned tstep = (unsigned)map[p->step];
-  char path[96];
-  snprintf(path, sizeof path, "processes[\"%s\"].join", pid);
-  const xgr_join *nd = NULL;
-  unsigned dstep, dbranch;
-  if (mig_decl_ref(o, od, &dstep, &dbranch) && map[dstep] >= 0) {
-    const xgr_join *c = nw->steps[map[dstep]].branch[dbranch].join;
-    if (c && c->target == tstep) nd = c;
-  }
-  for (size_t i = 0; !nd && i < nw->nsteps; i++)
-    for (unsigned b = 0; b < 2 && !nd; b++)
-      if (nw->steps[i].branch[b].join && nw->steps[i].branch[b].join->target == tstep) nd = nw->steps[i].branch[b].join;
-  if (!nd) {
-    mig_problem(r, path, "process %s is the target of join %s (%u of %u) but no step of the new orchestration declares a join into %s",
-                pid, o->steps[p->step].id, od->k, od->n, nw->steps[tstep].id);
-    return NULL;
-  }
-  xgr_join_state *ns = xgr__xcalloc(1, sizeof *ns);
-  ns->decl = nd;
-  ns->closed = js->closed;
-  ns->outcome = js->outcome;
-  ns->closed_at = js->closed_at;
-  bool bad = false;
-  for (unsigned i = 0; i < od->n; i++) {
-    bool piece = js->inbox[i].kind != XGR_VNULL;
-    if (!piece && !js->fail[i]) continue;
-    const char *fid = o->steps[od->from[i].node].id;
-    int to = map[od->from[i].node];
-    int j = -1;
-    for (unsigned q = 0; to >= 0 && q < nd->n; q++)
-      if (nd->from[q].node == (unsigned)to) j = (int)q;
-    if (j < 0) {
-      if (js->closed) continue;   /* a decided join keeps its outcome; the record is history */
-      mig_problem(r, path, "join %s of process %s holds %s from step %s, which the new join's `from` does not accept",
-                  nw->steps[tstep].id, pid, piece ? "a piece" : "a fail record", fid);
-      bad = true;
-      continue;
-    }
-    if (piece && !js->closed && nd->from[j].when != XGR_WHEN_ANY && nd->from[j].when != od->from[i].when) {
-      mig_problem(r, path, "join %s of process %s holds a piece from step %s taken under when=%s; the new join wants when=%s",
-                  nw->steps[tstep].id, pid, fid, xgr_when_name(od->from[i].when), xgr_when_name(nd->from[j].when));
-      bad = true;
-      continue;
-    }
-    ns->inbox[j] = xgr_value_retain(js->inbox[i]);
-    ns->fail[j] = js->fail[i];
-  }
-  if (!bad && js->closed && js->outcome == XGR_JOIN_SATISFIED) {
-    /* decided: its target waits to run with the merged payload; NEW's join must agree it holds enough */
-    unsigned ngot = 0;
-    for (unsigned i = 0; i < nd->n; i++) ngot += ns->inbox[i].kind != XGR_VNULL;
-    if (ngot < nd->k) {
-      mig_problem(r, path, "join %s of process %s was satisfied with %u piece%s that the new join accepts; the new join needs %u",
-                  nw->steps[tstep].id, pid, ngot, ngot == 1 ? "" : "s", nd->k);
-      bad = true;
-    }
-  }
-  if (!bad && !js->closed) {
-    /* can it still be satisfied? Only a loss against OLD is a problem */
-    const scope *c = scope_find(s, p->from_group);
-    xgr_stepset olds = {{0, 0}}, news = {{0, 0}};
-    if (c) {
-      olds = c->live_steps;
-      for (unsigned st = 0; st < o->nsteps; st++)
-        if (xgr_stepset_has(&olds, st) && map[st] >= 0) xgr_stepset_add(&news, (unsigned)map[st]);
-    }
-    unsigned ogot = 0, ngot = 0;
-    for (unsigned i = 0; i < od->n; i++) ogot += js->inbox[i].kind != XGR_VNULL;
-    for (unsigned i = 0; i < nd->n; i++) ngot += ns->inbox[i].kind != XGR_VNULL;
-    bool old_can = ogot + mig_potential(o, od, js->inbox, &olds) >= od->k;
-    bool new_can = ngot + mig_potential(nw, nd, ns->inbox, &news) >= nd->k;
-    if (old_can && !new_can) {
-      mig_problem(r, path, "join %s of process %s could be satisfied under the old orchestration but not under the new one: "
-                  "it needs %u of %u, holds %u and its live producers can bring %u more",
-                  nw->steps[tstep].id, pid, nd->k, nd->n, ngot, mig_potential(nw, nd, ns->inbox, &news));
-      bad = true;
-    }
-  }
-  if (bad) {
-    xgr__join_state_free(ns);
-    return NULL;
-  }
-  return ns;
-}
-
-int xgr_session_migrate(const xgr_session *s, const xgr_orch *nw, const int *map, int64_t now, xgr_effects *fx,
-                        xgr_session **out, xgr_migrate_problem_fn problem, void *ctx, xgr_error *err) {
-  assert(s->ndirty == 0 && s->nkill == 0);
-  *out = NULL;
-  if (s->running)
-    return xgr_error_set(err, XGR_ESTATE, NULL, "session %llu has %zu running step%s; it migrates only when none runs",
-                         (unsigned long long)s->root_pid, s->running, s->running == 1 ? "" : "s");
-  mig_report r = {problem, ctx, err, 0};
+void xgr__session_emit_live(xgr_session *s, xgr_effects *fx) {
   size_t n;
   uint64_t *its = live_iters(s, &n);
-  xgr_join_state **joins = xgr__xcalloc(n + 1, sizeof *joins);
-  for (size_t i = 0; i < n; i++) {
-    const xgr_proc *p = proc_find(s, its[i]);
-    char pid[48], path[96];
-    xgr_pid_format(s->root_pid, p->iter, pid, sizeof pid);
-    if (map[p->step] < 0) {
-      snprintf(path, sizeof path, "processes[\"%s\"].step", pid);
-      mig_problem(&r, path, "process %s is at step %s, which has no target in the new orchestration (no step %s and no mapping)",
-                  pid, s->orch->steps[p->step].id, s->orch->steps[p->step].id);
-      continue;
-    }
-    if (p->join) joins[i] = mig_join(s, nw, map, p, pid, &r);
-  }
-  if (r.count) {
-    for (size_t i = 0; i < n; i++) xgr__join_state_free(joins[i]);
-    free(joins);
-    free(its);
-    return XGR_EINVAL;
-  }
-  xgr_session_config cfg = {.max_running = s->max_running};
-  xgr_session_state st;
-  xgr_session_state_get(s, &st);
-  xgr_session *t = xgr_session_restore_begin(nw, s->owner, s->root_pid, &cfg, &st);
-  size_t pos = 0;
-  for (const scope *c; (c = xgr__hashmap_next(&s->scopes, &pos, NULL));)
-    if (c->killed) xgr_session_restore_scope_killed(t, c->id);
-  for (size_t i = 0; i < n; i++) {
-    const xgr_proc *p = proc_find(s, its[i]);
-    xgr_proc *q = xgr__xcalloc(1, sizeof *q);
-    q->iter = p->iter;
-    q->parent_iter = p->parent_iter;
-    q->step = (uint16_t)map[p->step];
-    q->status = XGR_PROC_WAITING;
-    q->paused = p->paused;
-    q->valid = -1;
-    q->group = p->group;
-    q->from_group = p->from_group;
-    q->next_wake_at = p->next_wake_at;
-    q->created_at = p->created_at;
-    q->started_at = q->finished_at = -1;
-    q->payload = xgr_value_retain(p->payload);
-    q->join = joins[i];
-    proc_insert(t, q);
-  }
-  free(joins);
+  for (size_t i = 0; i < n; i++) fx_proc(fx, proc_find(s, its[i]));
   free(its);
-  int rc = xgr_session_restore_end(t, now, fx, err);
-  if (rc) {
-    xgr_session_free(t);
-    return rc;
-  }
-  /* every live process changed (its step at least): one PROC effect each, in iter order */
-  its = live_iters(t, &n);
-  for (size_t i = 0; i < n; i++) fx_proc(fx, proc_find(t, its[i]));
-  free(its);
-  *out = t;
-  return 0;
 }
+
+uint32_t xgr__session_max_running(const xgr_session *s) { return s->max_running; }
