@@ -2,10 +2,22 @@
  * and pin NEW's bundle, load the session if it sleeps, and hand the move to the session's actor
  * (xgr_engine_migrate), which holds it at its safe point, checks and rewrites it in one commit. The
  * bundle reference passes to the session when it moved; otherwise it is given back here. */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "node/node_impl.h"
+
+void xgr__node_migrate_metrics(xgr_node *d, xgr_metrics_out *out) {
+  static const char *const names[] = {"migrated", "forced", "unsafe", "refused", "checked"};
+  xgr_metrics_family(out, "xgr_migrations_total", "counter",
+                     "Sessions xgr.migrateSessions moved (migrated, forced), left alone (unsafe, refused) or checked (dry run)");
+  for (int i = 0; i < 5; i++) {
+    char l[48];
+    snprintf(l, sizeof l, "outcome=\"%s\"", names[i]);
+    xgr_metrics_line(out, "xgr_migrations_total", l, (double)atomic_load(&d->migrations[i]));
+  }
+}
 
 int xgr_node_versions(xgr_node *d, const char *owner, const char *registry, json_t **out, xgr_error *err) {
   return xgr_store_versions(d->st, owner, registry, out, err);
@@ -40,6 +52,9 @@ int xgr_node_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdic
                       .dry = r->dry_run, .verdict = verdict, .from_bundle_hash = has_row ? row.bundle_hash : NULL};
   rc = xgr_engine_migrate(d->e, &c, err);
   if (has_row) xgr_store_session_clear(&row);
+  bool safe = verdict && *verdict && json_is_true(json_object_get(*verdict, "safe"));
+  int k = r->dry_run && !rc ? 4 : !rc ? (safe ? 0 : 1) : rc == XGR_ECONFLICT ? 2 : rc == XGR_EINVAL ? 3 : -1;
+  if (k >= 0) atomic_fetch_add(&d->migrations[k], 1);
   if (rc || r->dry_run) xgr_node_bundle_put(d, b);   /* else the session holds it now */
   return rc;
 }

@@ -26,6 +26,8 @@ A real xgrd (--auth none) on a temporary SQLite store. Scenarios:
 import http.server
 import json
 import os
+import re
+import urllib.request
 import shutil
 import signal
 import subprocess
@@ -152,6 +154,7 @@ def scenario_join(x):
     x.deploy(joins({"onValid": {"spawns": ["c"]}}), "joins", **{"from": A})
     start(x, "joins", 11, "a")
     waits_at(x, 11, "p")
+    wait_for("b delivered its piece: only J (open) and p are live", lambda: live_steps(x, 11) == ["J", "p"])
     old = sess(x, 11)
     old_hash, old_procs = old["session"]["bundleHash"], live_steps(x, 11)
     # the only producer of C removed: refused statically
@@ -232,6 +235,11 @@ def scenario_safe_point(x, api):
     t.join(60)
     check(not t.is_alive() and out["r"]["sessions"][0]["status"] == "migrated", "then it migrates (%s)" %
           json.dumps(out.get("r"))[:300])
+    text = urllib.request.urlopen(x.url + "metrics", timeout=5).read().decode()
+    got = {o: float(re.search(r'^xgr_migrations_total\{outcome="%s"\} (\S+)$' % o, text, re.M).group(1))
+           for o in ("migrated", "forced", "unsafe", "refused", "checked")}
+    check(got == {"migrated": 2, "forced": 1, "unsafe": 1, "refused": 1, "checked": 1},
+          "xgr_migrations_total counts each outcome (%s)" % got)
     s = sess(x, 21)
     hist = [h for h in s["history"] if h.get("step") == "s"]
     a = audits(x, 21)
