@@ -14,8 +14,6 @@
 #include "xgr/auth.h"
 #include "xgr/secp.h"
 
-/* At most this many sessions per call: each is checked by exploration and moved in turn. */
-#define MIGRATE_MAX_SESSIONS 1000
 #define MIGRATE_MAX_MAP 128
 
 static const char *const keys[] = {"owner", "runner", "sessions", "filter", "to", "map", "force", "dryRun", "permit", NULL};
@@ -28,17 +26,18 @@ static int select_sessions(xgr_rpcd *d, const json_t *o, const char *owner, uint
   const json_t *sv = json_object_get(o, "sessions"), *fv = json_object_get(o, "filter");
   if ((!sv || json_is_null(sv)) && (!fv || json_is_null(fv)))
     return xgr__rpc_fail(err, XGR_ESCHEMA, "sessions", "missing; expected [rootPid, ...] or \"filter\": {\"bundleHash\" | \"registry\"}");
-  uint64_t *r = xgr__xcalloc(MIGRATE_MAX_SESSIONS, sizeof *r);
+  const unsigned max = d->cfg.max_migrate_sessions;   /* each is checked by exploration and moved in turn */
+  uint64_t *r = xgr__xcalloc(max + 1, sizeof *r);
   size_t k = 0;
   if (sv && !json_is_null(sv)) {
     if (!json_is_array(sv) || !json_array_size(sv)) {
       free(r);
       return xgr__rpc_fail(err, XGR_ESCHEMA, "sessions", "is not a non-empty array of rootPids");
     }
-    if (json_array_size(sv) > MIGRATE_MAX_SESSIONS) {
+    if (json_array_size(sv) > max) {
       free(r);
-      return xgr__rpc_fail(err, XGR_ELIMIT, "sessions", "has %zu entries; at most %d sessions per call",
-                           json_array_size(sv), MIGRATE_MAX_SESSIONS);
+      return xgr__rpc_fail(err, XGR_ELIMIT, "sessions", "has %zu entries; --max-migrate-sessions is %u per call",
+                           json_array_size(sv), max);
     }
     size_t i;
     const json_t *v;
@@ -66,20 +65,31 @@ static int select_sessions(xgr_rpcd *d, const json_t *o, const char *owner, uint
       free(r);
       return rc;
     }
-    xgr_node_session *ss = NULL;
-    size_t ns = 0;
-    if ((rc = xgr_node_sessions(d->n, owner, 0, MIGRATE_MAX_SESSIONS, &ss, &ns, err))) {
-      free(r);
-      return xgr__rpc_code(rc, err);
+    /* the owner's sessions, newest first, a page of 1000 at a time (the listing's cursor) */
+    for (uint64_t before = 0;;) {
+      xgr_node_session *ss = NULL;
+      size_t ns = 0;
+      if ((rc = xgr_node_sessions(d->n, owner, before, 1000, &ss, &ns, err))) {
+        free(r);
+        return xgr__rpc_code(rc, err);
+      }
+      for (size_t i = 0; i < ns; i++) {
+        const xgr_store_session *row = &ss[i].row;
+        before = row->root_pid;
+        if (!ss[i].live) continue;
+        if (bh && strcasecmp(bh, row->bundle_hash ? row->bundle_hash : "")) continue;
+        if (reg && strcmp(reg, row->registry ? row->registry : "")) continue;
+        if (k == max) {
+          xgr_node_sessions_free(ss, ns);
+          free(r);
+          return xgr__rpc_fail(err, XGR_ELIMIT, "filter", "selects more than %u live sessions; --max-migrate-sessions is %u "
+                               "per call (name them in \"sessions\" in parts)", max, max);
+        }
+        r[k++] = row->root_pid;
+      }
+      xgr_node_sessions_free(ss, ns);
+      if (ns < 1000 || before <= 1) break;
     }
-    for (size_t i = 0; i < ns; i++) {
-      const xgr_store_session *row = &ss[i].row;
-      if (!ss[i].live) continue;
-      if (bh && strcasecmp(bh, row->bundle_hash ? row->bundle_hash : "")) continue;
-      if (reg && strcmp(reg, row->registry ? row->registry : "")) continue;
-      r[k++] = row->root_pid;
-    }
-    xgr_node_sessions_free(ss, ns);
   }
   *out = r;
   *n = k;

@@ -188,6 +188,7 @@ xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) 
   xgr_rpcd *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
   if (!d->cfg.max_validates_per_client) d->cfg.max_validates_per_client = XGR_RPCD_MAX_VALIDATES_PER_CLIENT;
+  if (!d->cfg.max_migrate_sessions) d->cfg.max_migrate_sessions = XGR_RPCD_MAX_MIGRATE_SESSIONS;
   if (!d->cfg.max_streams_per_client) d->cfg.max_streams_per_client = XGR_RPCD_MAX_STREAMS_PER_CLIENT;
   if (!d->cfg.max_streams_per_owner) d->cfg.max_streams_per_owner = XGR_RPCD_MAX_STREAMS_PER_OWNER;
   if (!d->cfg.max_streams) d->cfg.max_streams = XGR_RPCD_MAX_STREAMS;

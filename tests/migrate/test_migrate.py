@@ -334,12 +334,16 @@ def scenario_cli():
 
 def main():
     api = HeldApi()
-    x = Xgrd(XGRD, "sqlite:" + os.path.join(DIR, "m.db"), DIR, ["--allow-outbound", "127.0.0.1/32"])
+    x = Xgrd(XGRD, "sqlite:" + os.path.join(DIR, "m.db"), DIR, ["--allow-outbound", "127.0.0.1/32",
+                                                                 "--max-migrate-sessions", "3"])
     try:
         x.start()
         scenario_kyc(x)
         scenario_join(x)
         scenario_safe_point(x, api)
+        e = x.rpc("xgr.migrateSessions", {"owner": A, "sessions": ["1", "2", "3", "4"], "to": "kyc"}).get("error", {})
+        check(e.get("code") == -32005 and e.get("data", {}).get("path") == "sessions" and "--max-migrate-sessions is 3"
+              in e.get("message", ""), "4 sessions with --max-migrate-sessions 3: -32005 at sessions naming the cap (%s)" % e)
         r = subprocess.run([XGR, "migrate", "--url", x.url, "--owner", A, "--session", "99", "--to", "kyc"],
                            capture_output=True, text=True, timeout=60)
         check(r.returncode == 1 and "99" in r.stdout, "xgr migrate of a session nobody has: exit 1, named (%s)" %
