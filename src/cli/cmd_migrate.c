@@ -491,7 +491,8 @@ int xgr_cmd_migrate(int argc, char **argv) {
   }
   if (!owner) owner = c.from;
   if (!to || !owner || (!json_array_size(sessions) && !bh && !reg)) {
-    fprintf(stderr, "xgr migrate: %s is required\n\n", !to ? "--to" : !owner ? "--owner (or --from)" : "--session, --bundle-hash or --registry");
+    fprintf(stderr, "xgr migrate: %s is required\n\n",
+            !to ? "--to" : !owner ? "--owner (or --from)" : "--session, --bundle-hash or --registry");
     migrate_usage(stderr);
     rc = XGR_EXIT_USAGE;
     goto out;
@@ -523,7 +524,8 @@ int xgr_cmd_migrate(int argc, char **argv) {
       size_t k;
       json_t *f;
       json_array_foreach(json_object_get(json_object_get(it, "check"), "added"), k, f) {
-        printf("  adds %s %s: %s\n", json_string_value(json_object_get(f, "severity")), json_string_value(json_object_get(f, "kind")),
+        printf("  adds %s %s: %s\n", json_string_value(json_object_get(f, "severity")),
+               json_string_value(json_object_get(f, "kind")),
                json_string_value(json_object_get(f, "message")));
         if (json_array_size(json_object_get(f, "trace"))) xgr_cli_print_trace(json_object_get(f, "trace"));
       }
@@ -610,7 +612,8 @@ int xgr_cmd_versions(int argc, char **argv) {
       printf("%s%s%s  orchestration %s  bundle %s: %lld live session%s\n", json_string_value(json_object_get(g, "registry")),
              json_string_length(json_object_get(g, "ostcId")) ? "/" : "", json_string_value(json_object_get(g, "ostcId")),
              json_string_value(json_object_get(g, "ostcHash")),
-             json_string_length(json_object_get(g, "bundleHash")) ? json_string_value(json_object_get(g, "bundleHash")) : "(none)",
+             json_string_length(json_object_get(g, "bundleHash")) ? json_string_value(json_object_get(g, "bundleHash"))
+                                                                  : "(none)",
              (long long)json_integer_value(json_object_get(g, "sessions")),
              json_integer_value(json_object_get(g, "sessions")) == 1 ? "" : "s");
       for (int running = 0; running < 2; running++) {

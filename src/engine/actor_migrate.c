@@ -15,9 +15,12 @@
 static char *migrate_detail(const actor *a, const ctl_msg *m, bool safe) {
   json_t *map = json_object();
   for (size_t i = 0; i < m->nmap; i++) json_object_set_new(map, m->map_from[i], json_string(m->map_to[i]));
+  const char *old_bundle = a->bundle_hash && a->bundle_hash[0] ? a->bundle_hash
+                           : m->from_bundle_hash                ? m->from_bundle_hash
+                                                                : "";
   json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b}", "old", a->b->orch->hash, "new", m->bundle->orch->hash,
-                        "oldBundle", a->bundle_hash && a->bundle_hash[0] ? a->bundle_hash : m->from_bundle_hash ? m->from_bundle_hash : "", "newBundle", m->bundle_hash, "map", map,
-                        "forced", m->force && !safe, "safe", safe);
+                        "oldBundle", old_bundle, "newBundle", m->bundle_hash, "map", map, "forced", m->force && !safe,
+                        "safe", safe);
   char *t = json_dumps(d, JSON_COMPACT);
   json_decref(d);
   return t;

@@ -179,7 +179,8 @@ static json_t *check_uncached(xgr_migrate_checker *c, const xgr_session *s, int6
    * the one that tells what goes wrong (the full one's shortest may use a failure). */
   json_t *rv = NULL;
   json_array_foreach(added, i, f) {
-    if (strcmp(fs(f, "severity"), "warning") || !strcmp(fs(f, "kind"), "step_unreachable") || json_object_get(f, "onlyIf")) continue;
+    if (strcmp(fs(f, "severity"), "warning") || !strcmp(fs(f, "kind"), "step_unreachable") || json_object_get(f, "onlyIf"))
+      continue;
     if (!rv) {
       xgr_explore_config vc = c->cfg;
       vc.outcomes = XGR_EXPLORE_VALID;

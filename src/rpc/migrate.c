@@ -25,7 +25,8 @@ static int select_sessions(xgr_rpcd *d, const json_t *o, const char *owner, uint
   *n = 0;
   const json_t *sv = json_object_get(o, "sessions"), *fv = json_object_get(o, "filter");
   if ((!sv || json_is_null(sv)) && (!fv || json_is_null(fv)))
-    return xgr__rpc_fail(err, XGR_ESCHEMA, "sessions", "missing; expected [rootPid, ...] or \"filter\": {\"bundleHash\" | \"registry\"}");
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "sessions",
+                         "missing; expected [rootPid, ...] or \"filter\": {\"bundleHash\" | \"registry\"}");
   const unsigned max = d->cfg.max_migrate_sessions;   /* each is checked by exploration and moved in turn */
   uint64_t *r = xgr__xcalloc(max + 1, sizeof *r);
   size_t k = 0;
@@ -60,7 +61,8 @@ static int select_sessions(xgr_rpcd *d, const json_t *o, const char *owner, uint
     const char *bh = NULL, *reg = NULL;
     if (!rc) rc = xgr__rpc_opt_str(fv, "bundleHash", &bh, err);
     if (!rc) rc = xgr__rpc_opt_str(fv, "registry", &reg, err);
-    if (!rc && !bh && !reg) rc = xgr__rpc_fail(err, XGR_ESCHEMA, "filter", "names nothing; expected \"bundleHash\" or \"registry\"");
+    if (!rc && !bh && !reg)
+      rc = xgr__rpc_fail(err, XGR_ESCHEMA, "filter", "names nothing; expected \"bundleHash\" or \"registry\"");
     if (rc) {
       free(r);
       return rc;

@@ -125,7 +125,8 @@ static xgr_join_state *mig_join(const xgr_session *s, const plist *live, const x
     for (unsigned b = 0; b < 2 && !nd; b++)
       if (nw->steps[i].branch[b].join && nw->steps[i].branch[b].join->target == tstep) nd = nw->steps[i].branch[b].join;
   if (!nd) {
-    mig_problem(r, path, "process %s is the target of join %s (%u of %u) but no step of the new orchestration declares a join into %s",
+    mig_problem(r, path,
+                "process %s is the target of join %s (%u of %u) but no step of the new orchestration declares a join into %s",
                 pid, o->steps[p->step].id, od->k, od->n, nw->steps[tstep].id);
     return NULL;
   }
