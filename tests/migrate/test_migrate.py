@@ -353,7 +353,8 @@ def main():
         api.close()
     scenario_crash()
     scenario_cli()
-    shutil.rmtree(DIR, ignore_errors=True)
+    if not os.environ.get("XGR_KEEP_TMP"):   # keep the logs (xgrd's stderr) to read them
+        shutil.rmtree(DIR, ignore_errors=True)
     print("ok")
 
 
