@@ -21,7 +21,8 @@ A real xgrd (--auth none) on a temporary SQLite store. Scenarios:
   - the CLI: `xgr migrate` (text and exit codes), `xgr migrate-check` on the bundles (exit 1 with
     the trace, 0 for the fix) and with --store on the store file.
 
-  test_migrate.py XGRD XGR
+  test_migrate.py XGRD XGR [sqlite|pg]   (pg: on schemas of the throwaway PostgreSQL of
+  tests/pg/pg_cluster.sh, XGR_PG_URL; the migration's one commit there too)
 """
 import http.server
 import json
@@ -38,9 +39,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.dont_write_bytecode = True
-from xgrd_harness import Xgrd, check, fail, wait_for  # noqa: E402
+from xgrd_harness import Xgrd, check, fail, pg_schema_url, psql, wait_for  # noqa: E402
 
 XGRD, XGR = sys.argv[1], sys.argv[2]
+MODE = sys.argv[3] if len(sys.argv) > 3 else "sqlite"
 DIR = tempfile.mkdtemp(prefix="xgr-migrate-")
 A = "0x00000000000000000000000000000000000000a1"
 
@@ -105,6 +107,14 @@ def migrate(x, roots, to, **kw):
     p = {"owner": A, "sessions": [str(r) for r in roots], "to": to}
     p.update(kw)
     return x.ok("xgr.migrateSessions", p, timeout=120)
+
+
+def store_url(name):
+    """The store of one xgrd: a SQLite file, or (pg) a schema of the throwaway PostgreSQL."""
+    if MODE == "pg":
+        psql(os.environ["XGR_PG_URL"], "CREATE SCHEMA IF NOT EXISTS migrate_" + name)
+        return pg_schema_url(os.environ["XGR_PG_URL"], "migrate_" + name)
+    return "sqlite:" + os.path.join(DIR, name + ".db")
 
 
 def write(name, doc):
@@ -250,8 +260,7 @@ def scenario_safe_point(x, api):
 
 
 def scenario_crash():
-    st = "sqlite:" + os.path.join(DIR, "crash.db")
-    x = Xgrd(XGRD, st, DIR, name="crash")
+    x = Xgrd(XGRD, store_url("crash"), DIR, name="crash")
     x.start()
     try:
         x.deploy(kyc(False), "kyc", **{"from": A})
@@ -310,7 +319,7 @@ def scenario_crash():
 def scenario_cli():
     old, fixed = write("kyc_old.json", kyc(False)), write("kyc_new.json", kyc(True, rename=True))
     jo, jc = write("j_old.json", joins({"onValid": {"spawns": ["c"]}})), write("j_cond.json", joins({"onInvalid": {"spawns": ["c"]}}))
-    r = xgr("versions", "--store", "sqlite:" + os.path.join(DIR, "crash.db"))
+    r = xgr("versions", "--store", store_url("crash"))
     check(r.returncode == 0 and NEW_BUNDLE in r.stdout and "30 live sessions" in r.stdout and "check2" in r.stdout,
           "xgr versions --store prints the version, its 30 sessions and where they wait (%s)" % (r.stdout + r.stderr)[-300:])
     r = xgr("migrate-check", old, fixed)
@@ -324,7 +333,7 @@ def scenario_cli():
           "migrate-check of the join versions: unsafe with a trace (exit 1)")
     r = xgr("migrate-check", old, fixed, "--map", "nosuch=check2")
     check(r.returncode == 2 and "nosuch" in r.stderr, "a map naming no step: exit 2 naming it")
-    r = xgr("migrate-check", fixed, old, "--map", "check2=check", "--store", "sqlite:" + os.path.join(DIR, "crash.db"),
+    r = xgr("migrate-check", fixed, old, "--map", "check2=check", "--store", store_url("crash"),
             "--hash", NEW_BUNDLE, "--json")
     j = json.loads(r.stdout) if r.stdout.startswith("{") else {}
     check(r.returncode == 0 and j.get("checked") == 30 and j.get("safe") == 30 and j.get("explored") == 1,
@@ -334,7 +343,7 @@ def scenario_cli():
 
 def main():
     api = HeldApi()
-    x = Xgrd(XGRD, "sqlite:" + os.path.join(DIR, "m.db"), DIR, ["--allow-outbound", "127.0.0.1/32",
+    x = Xgrd(XGRD, store_url("m"), DIR, ["--allow-outbound", "127.0.0.1/32",
                                                                  "--max-migrate-sessions", "3"])
     try:
         x.start()
