@@ -74,6 +74,9 @@ void xgr_eng_migrate_try(actor *a) {
         a->s = ns;
         a->b = m->bundle;
         a->bundle_done = true;
+        /* ordered application: one step at a time when a rule of the new bundle can wake (actor.c) */
+        for (size_t i = 0; a->ordered && i < a->b->orch->nsteps && !a->serial; i++)
+          a->serial = a->b->step_rule[i] && xgr_rule_nwakeups(a->b->step_rule[i]) > 0;
         free(a->bundle_hash);
         a->bundle_hash = xgr__xstrdup(m->bundle_hash);
         free(a->pin_id);
