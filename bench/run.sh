@@ -33,6 +33,8 @@ XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chai
 XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/chain/bench_chain" --sessions 1000 --workers 2 --latency-ms 20
 # explore (issue 21): complete explorations of the seeds' examples and a 6-branch 3-of-6 kill join with backloops
 XGR_SRC=${XGR_SRC:-$(cd "$(dirname "$0")/.." && pwd)} "$B/bench/explore/bench_explore"
+# migrate-check (issue 36): 1,000 live sessions of the shipped examples, each its own state, checked from a store file
+python3 "$(dirname "$0")/migrate/bench_migrate.py" "$B/xgrd" "$B/xgr" 1000
 # PostgreSQL peers (issue 18): xgr's fan-out on PostgreSQL vs DBOS Transact (npm) on one throwaway cluster, fsync on;
 # prints xgr-PG / DBOS (goal >= 100x) and SQLite / PostgreSQL (goal <= 3x); skipped without Node.js or PostgreSQL 15
 "$(dirname "$0")/peers/dbos/run.sh" "$B"

@@ -9,7 +9,7 @@
  *                                                                     confirm, watch progress
  * Every call goes to the console's JSON-RPC (POST /ui/rpc): reads use the console's methods
  * (xgr.console.*); actions the API's own (xgr.kill, xgr.pause, xgr.resume, xgr_wakeUpProcess,
- * xgr.batch*, xgr.retry, xgr.fork).
+ * xgr.batch*, xgr.retry, xgr.fork, xgr.migrateSessions; and xgr.listVersions).
  * Under --auth none they are called directly. In permit mode the user signs in first (Sign-In with
  * Ethereum, EIP-4361: a wallet's personal_sign, or the one-time link `xgr console --key` prints,
  * whose #signin fragment this page exchanges); xgrd then knows the caller by its HttpOnly session
@@ -249,6 +249,7 @@ async function sessionsPage(qs) {
       </form>
     </div>
     <div class="panel counts" id="counts"></div>
+    <div class="panel" id="versions" hidden></div>
     <div class="panel"><div id="list" class="muted">Loading…</div></div>`;
   if (!permitMode()) {   // somewhere to start: the owners with live sessions
     rpc('xgr.console.owners', {}).then(r => {
@@ -263,6 +264,20 @@ async function sessionsPage(qs) {
     setOwner(f.owner);
     location.hash = '#/sessions' + query(f);
   });
+  if (owner) {   // the versions the owner's live sessions run (xgr.listVersions): sessions per bundle, where they wait
+  read('xgr.listVersions', qs.registry ? { owner, registry: qs.registry } : { owner }).then(r => {
+    const el = $('#versions');
+    if (!el || !r.versions.length) return;
+    const steps = m => Object.entries(m || {}).map(([k, n]) => `${esc(k)} ×${n}`).join(', ') || '—';
+    el.innerHTML = `<h2>Versions of live sessions</h2><table id="versionstable"><tr><th>registry</th><th>orchestration</th>
+      <th>bundle</th><th>sessions</th><th>waiting at</th><th>running at</th></tr>
+      ${r.versions.map(x => `<tr><td>${esc(x.registry)}${x.ostcId ? '/' + esc(x.ostcId) : ''}</td>
+        <td class="mono"><a href="#/registry${query({ hash: x.ostcHash })}">${esc(x.ostcHash.slice(0, 14))}…</a></td>
+        <td class="mono" title="${esc(x.bundleHash)}">${esc((x.bundleHash || '(none)').slice(0, 14))}…</td><td>${x.sessions}</td>
+        <td>${steps(x.waiting)}</td><td>${steps(x.running)}</td></tr>`).join('')}</table>`;
+    el.hidden = false;
+  }).catch(() => {});
+  }
   const params = { limit: 50 };
   if (owner) params.owner = owner;
   if (qs.beforeOwner) params.beforeOwner = qs.beforeOwner;
@@ -336,6 +351,13 @@ async function sessionPage(owner, root, qs) {
           <label class="field">payload (JSON object)<textarea id="w-payload" rows="2" cols="36">{}</textarea></label>
           <button id="a-wake" class="primary">Wake</button>
         </fieldset>
+        <fieldset><legend>migrate (checked at its safe point; docs/SEMANTICS.md, "Migration")</legend>
+          <label class="field">to<input id="m-to" size="18" placeholder="registry or @bundleHash"></label>
+          <label class="field">map (JSON object)<input id="m-map" size="18" value="{}"></label>
+          <label class="field"><input type="checkbox" id="m-force"> force</label>
+          <button id="a-mcheck">Check</button>
+          <button id="a-migrate" class="danger">Migrate</button>
+        </fieldset>
       </div>
     </div>
     <div class="row">
@@ -392,6 +414,22 @@ async function sessionPage(owner, root, qs) {
         .then(done('wake at ' + stepId), fail);
     }
   };
+  const migrate = (dryRun) => {
+    let map;
+    try { map = JSON.parse($('#m-map').value || '{}'); } catch (e) { return toast('map: ' + e.message, true); }
+    const to = $('#m-to').value.trim();
+    if (!to) return toast('to: expected a registry or @bundleHash', true);
+    act('xgr.migrateSessions', { owner, sessions: [String(root)], to, map, force: $('#m-force').checked, dryRun }, 'migrate', root)
+      .then(r => {
+        const it = r.sessions[0] || {};
+        const added = ((it.check || {}).added || []).map(f => f.message);
+        toast(`migrate${dryRun ? ' (dry run)' : ''}: ${it.status} — ${it.message}${added.length ? ': ' + added.join('; ') : ''}`,
+          !['migrated', 'forced', 'safe'].includes(it.status));
+        refresh();
+      }, fail);
+  };
+  $('#a-mcheck').onclick = () => migrate(true);
+  $('#a-migrate').onclick = () => { if (confirm(`Migrate session ${root} to ${$('#m-to').value}?`)) migrate(false); };
   $('#pfilter').addEventListener('change', ev => {
     const f = Object.fromEntries(new FormData($('#pfilter')).entries());
     v.procStep = f.step; v.procStatus = f.status; v.procOffset = 0;

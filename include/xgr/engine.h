@@ -193,6 +193,9 @@ typedef struct xgr_store_batch {
   /* The session's stored-bytes count and quota (see xgr_store_quota); NULL: not counted (the
    * session row's count is left as it is). The engine always sets it. */
   xgr_store_quota *quota;
+  /* a migration moved the session (xgr_engine_migrate): the row's new orchestration id and hash
+   * and bundle hash (xgr_store_changes_pin), written with the rewritten processes; NULL: none */
+  const char *pin_ostc_id, *pin_ostc_hash, *pin_bundle_hash;
 } xgr_store_batch;
 
 /* Called by the store, from any thread, exactly once per submitted batch that submit() accepted
@@ -526,7 +529,8 @@ int xgr_engine_wake_step(xgr_engine *e, const char *owner, uint64_t root_pid, co
 typedef enum xgr_engine_ctl_kind {
   XGR_CTL_KILL = 0, XGR_CTL_PAUSE, XGR_CTL_RESUME, XGR_CTL_WAKE_PID, XGR_CTL_WAKE_STEP,
   XGR_CTL_DROP,                 /* cluster: leave memory without writing (see xgr_engine_drop) */
-  XGR_CTL_RETRY                 /* run aborted process iter's step again (xgr_session_retry) */
+  XGR_CTL_RETRY,                /* run aborted process iter's step again (xgr_session_retry) */
+  XGR_CTL_MIGRATE               /* move the session to another bundle (issue 36; xgr_engine_migrate) */
 } xgr_engine_ctl_kind;
 
 typedef struct xgr_engine_ctl {
@@ -547,6 +551,21 @@ typedef struct xgr_engine_ctl {
   const char *permit;           /* hex digest of the permit used, or NULL */
   const char *node;             /* the node the call came through (NULL: xgr_engine_config.node_name) */
   const char *batch;            /* the batch operation it is part of (its id, in the entry's detail), or NULL */
+  /* XGR_CTL_MIGRATE (use xgr_engine_migrate): the bundle NEW (borrowed for the call; when the
+   * session moved, the session holds it from then on, and the engine reports it through
+   * bundle_done when the session is freed, like a started session's bundle), NEW's pinned bundle
+   * hash for the session's row, the step map (OLD id -> NEW id pairs), force (migrate even when
+   * the check finds it unsafe), and where the check's verdict goes (a new reference; the caller
+   * waits for the answer) */
+  const xgr_bundle *bundle;
+  const char *bundle_hash;
+  const char *from_bundle_hash; /* the bundle hash the session's row pins now (for the audit entry) */
+  size_t nmap;
+  const char *const *map_from;
+  const char *const *map_to;
+  bool force;
+  bool dry;                     /* check at the safe point and answer, change nothing */
+  json_t **verdict;
 } xgr_engine_ctl;
 
 typedef void (*xgr_engine_ctl_done_fn)(void *ctx, int rc, const char *message);
@@ -555,6 +574,18 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
  * NULL) gets how many processes a wake woke (1 for a PID-mode wake that worked); for a retry, the
  * iter of the new process. */
 int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woken, xgr_error *err);
+
+/* Migration (issue 36; docs/SEMANTICS.md "Migration"): move session (c->owner, c->root_pid) to
+ * c->bundle at its safe point. The actor holds the session (no new step is dispatched) until none
+ * of its steps runs, then checks the migration on the state it has then (xgr/migrate.h: static
+ * problems, exploration of OLD against NEW) and, when it is safe or c->force, rewrites its
+ * processes, join groups and inboxes with xgr_session_migrate and writes them, the row's new pin
+ * (orchestration id and hash, bundle hash) and an audit entry "migrate" (c->actor; detail: old,
+ * new, map, forced, safe) in one batch: one commit, so a crash leaves the session entirely on OLD
+ * or entirely on NEW. The hold ends with the answer. *c->verdict gets the check's verdict.
+ * Returns 0 (moved), XGR_ECONFLICT (unsafe, not forced: nothing changed), XGR_EINVAL (a static
+ * problem or a map naming an unknown step: nothing changed), XGR_ENOTFOUND / XGR_ESTATE. */
+int xgr_engine_migrate(xgr_engine *e, const xgr_engine_ctl *c, xgr_error *err);
 
 /* Cluster (docs/CLUSTER.md): the session's lease went to another node. Asynchronous: the actor
  * drops every effect not yet visible (its uncommitted batch, steps to dispatch, wake-ups to send,

@@ -75,6 +75,18 @@ int xgr_explore_parse_outcomes(const char *text, unsigned *mask, xgr_error *err)
 int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, xgr_value payload,
                     const xgr_explore_config *cfg, json_t **out, xgr_error *err);
 
+/* Explore from a given state (issue 36, migrate-check): s (borrowed, settled; its orchestration
+ * is the one explored) at session clock now, as xgr_explore_run does from a start. Traces name the
+ * processes "<rootPid>:<iter>" of s; "replay" is {"from":label,"outcomes","rules"}. */
+int xgr_explore_from(const xgr_session *s, int64_t now, const xgr_bundle *b, const char *label,
+                     const xgr_explore_config *cfg, json_t **out, xgr_error *err);
+
+/* Call visit for every distinct state an exploration from `start` reaches (each once, as it is
+ * expanded; s is borrowed for the call). *complete (may be NULL) says whether the search was cut. */
+int xgr_explore_states(const xgr_orch *o, const xgr_bundle *b, const char *start, xgr_value payload,
+                       const xgr_explore_config *cfg, void (*visit)(void *ctx, const xgr_session *s, int64_t now),
+                       void *ctx, bool *complete, xgr_error *err);
+
 /* True when some finding of an exploration result has severity "error". */
 bool xgr_explore_has_error(const json_t *result);
 

@@ -489,6 +489,34 @@ typedef struct xgr_node_fork_rec {
 /* In one commit: the new session's forked_from ({"owner","rootPid","iter","step","bundleHash"})
  * and the audit entries "forked" on it and "fork" on the source. 0 or the store's error. */
 int xgr_node_fork_record(xgr_node *n, const xgr_node_fork_rec *r, xgr_error *err);
+/* ---- migration (issue 36; src/node/migrate.c) ----------------------------------------------------
+ * Move one live session to another bundle (xgr_engine_migrate: held at its safe point, checked on
+ * that state, rewritten in one commit). NEW is to_key: "<registry>[/<ostcId>]" (the owner's
+ * namespace, else the shared one) or "@<bundle hash>"; its manifest is pinned before the call, so
+ * the session row can name it. A hibernated session is loaded first; a session another cluster
+ * node holds is not migrated (XGR_ENOTFOUND). *verdict (may be NULL) gets the check's verdict
+ * (xgr/migrate.h; a new reference, NULL when no check ran). Returns 0 (moved, or with dry_run:
+ * checked), XGR_ECONFLICT (unsafe, not forced), XGR_EINVAL (a static problem, a bad map),
+ * XGR_ENOTFOUND (no live session here, or no such bundle). The caller was authorized already
+ * (xgr_node_may_migrate). */
+typedef struct xgr_node_migrate_req {
+  const char *owner;
+  uint64_t root;
+  const char *to_key;
+  size_t nmap;
+  const char *const *map_from;  /* OLD step ids */
+  const char *const *map_to;    /* NEW step ids */
+  bool force, dry_run;
+  const char *actor, *permit;   /* the audit entry's (xgr_node_ctl) */
+} xgr_node_migrate_req;
+int xgr_node_migrate(xgr_node *n, const xgr_node_migrate_req *r, json_t **verdict, xgr_error *err);
+/* May `actor` (a permit's signer or an authorized caller's address) migrate `owner`'s sessions?
+ * The owner may. This is the one place the decision is taken: operators (who may act on every
+ * owner's sessions) are added here. */
+bool xgr_node_may_migrate(xgr_node *n, const char *actor, const char *owner);
+/* The versions owner's live sessions run (xgr_store_versions: grouped by registry, orchestration
+ * and bundle hash, with the steps they wait at), of registry when not NULL. *out is the caller's. */
+int xgr_node_versions(xgr_node *n, const char *owner, const char *registry, json_t **out, xgr_error *err);
 
 /* ---- Queries: reading sessions ----------------------------------------------------------------
  * What the front ends show of sessions (listings, xgr.getSession, the console's pages), read

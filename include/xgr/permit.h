@@ -90,7 +90,7 @@ typedef struct xgr_permit {
   uint64_t session_id;                /* SessionPermit/Control: sessionId (root pid) */
   bool session_id_big;                /* sessionId does not fit 64 bits (matches no session) */
   char max_total_gas[80];             /* SessionPermit: decimal */
-  char action[8];                     /* control: pause|resume|kill|wake */
+  char action[8];                     /* control: pause|resume|kill|wake|migrate */
   char step_id[XGR_PERMIT_MAX_STR + 1]; /* control: "" in PID mode */
   uint64_t expiry;                    /* Unix seconds (UINT64_MAX when larger) */
   uint8_t digest[32];                 /* the EIP-712 digest signed (single-use bookkeeping) */

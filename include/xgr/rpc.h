@@ -229,6 +229,7 @@ typedef struct xgr_rpcd_config {
   /* Caps that keep one client or owner from taking what every caller needs (docs/SECURITY.md,
    * "Event streams and waiting calls"); 0 takes the default given. */
   unsigned max_validates_per_client; /* xgr_validateDataTransfer calls in flight per client address (16) */
+  unsigned max_migrate_sessions;     /* sessions one xgr.migrateSessions call may name or select (1000) */
   unsigned max_streams_per_client;   /* open GET /ui/events streams per client address (8) */
   unsigned max_streams_per_owner;    /* open streams per owner they read (32) */
   unsigned max_streams;              /* open streams in all (512: half the default connection cap) */
@@ -240,6 +241,7 @@ typedef struct xgr_rpcd_config {
 } xgr_rpcd_config;
 /* The defaults of xgr_rpcd_config's caps. */
 #define XGR_RPCD_MAX_VALIDATES_PER_CLIENT 16
+#define XGR_RPCD_MAX_MIGRATE_SESSIONS 1000
 #define XGR_RPCD_MAX_STREAMS_PER_CLIENT 8
 #define XGR_RPCD_MAX_STREAMS_PER_OWNER 32
 #define XGR_RPCD_MAX_STREAMS 512

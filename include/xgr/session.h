@@ -385,6 +385,42 @@ bool xgr_session_scope_killed(const xgr_session *s, uint32_t group);
 bool xgr_session_join_steps_has(const xgr_session *s, unsigned step);
 /* ==== end of exploration ===================================================================== */
 
+
+/* ==== Migration (issue 36, docs/SEMANTICS.md "Migration") =====================================
+ * Move a settled session whose steps are all finished (none running: the safe point) from its
+ * orchestration OLD to NEW. The one function both the engine (xgr.migrateSessions) and the
+ * explorer (xgr migrate-check) use, so they cannot disagree on what a migrated session is.
+ *
+ * A step map sends each OLD step index to a NEW one (-1: no target): by default the NEW step of
+ * the same id, or what a pair (OLD id, NEW id) says. What is rewritten:
+ *   - every live process keeps its iter, parent, payload, timer (nextWakeAt), paused flag and
+ *     join group, and moves to the mapped step;
+ *   - a live join target's join state moves to the NEW join with the same declaring step (mapped)
+ *     and branch, or else the NEW join into the target's mapped step; each piece (and fail record)
+ *     already in its inbox moves to the NEW `from` entry of its producer's mapped step; closed
+ *     joins stay closed with their outcome;
+ *   - the counters (next iter, next group), the killed flag and the scopes closed with kill stay.
+ * Problems (each one reported, the first also in *err, nothing built): a live process at a step
+ * with no target; a join target whose NEW step declares no join into it; a piece whose producer
+ * step is not in NEW's `from`, or whose `when` NEW filters differently; an open join that NEW can
+ * no longer satisfy in this state while OLD still could. After the rewrite open joins are decided
+ * again under NEW (their effects go to fx) and a PROC effect is emitted for every live process. */
+
+/* Called once per problem: path names it (`processes["1:3"].step`), message says what is wrong. */
+typedef void (*xgr_migrate_problem_fn)(void *ctx, const char *path, const char *message);
+
+/* Fill map[0..old->nsteps) (the caller's array): same id, then each pair from[i] -> to[i] (ids).
+ * Errors (XGR_EINVAL, path `map[i]`): an id that is not a step of OLD / NEW. */
+int xgr_migrate_map_build(const xgr_orch *old, const xgr_orch *nw, size_t npairs, const char *const *from,
+                          const char *const *to, int *map, xgr_error *err);
+
+/* Build *out (the caller's, xgr_session_free): session s (not changed) migrated to nw (borrowed,
+ * must outlive *out) through map. s must have no running process (XGR_ESTATE otherwise). Returns
+ * 0, or XGR_EINVAL after reporting every problem to problem (may be NULL). */
+int xgr_session_migrate(const xgr_session *s, const xgr_orch *nw, const int *map, int64_t now, xgr_effects *fx,
+                        xgr_session **out, xgr_migrate_problem_fn problem, void *ctx, xgr_error *err);
+/* ==== end of migration ======================================================================= */
+
 #ifdef __cplusplus
 }
 #endif

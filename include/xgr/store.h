@@ -53,6 +53,7 @@
 
 #include "xgr/error.h"
 #include "xgr/session.h"
+#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -399,6 +400,10 @@ int xgr_store_batchop_get(xgr_store *st, const char *id, xgr_store_batchop *out,
  * (the caller's: xgr_store_batchops_free) may be empty. */
 int xgr_store_batchops(xgr_store *st, const char *caller, size_t limit, xgr_store_batchop **out, size_t *n,
                        xgr_error *err);
+/* The session row of (owner, root_pid) now names another orchestration (id, hash) and bundle hash:
+ * a migration (issue 36) moved it, with its process rows in the same batch. Strings copied. */
+void xgr_store_changes_pin(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *ostc_id,
+                           const char *ostc_hash, const char *bundle_hash);
 
 struct xgr_store_batch;
 /* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;
@@ -514,6 +519,13 @@ typedef struct xgr_store_live {
  * return of fn stops and is returned. */
 int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx,
                         xgr_error *err);
+
+/* Which versions the live sessions run (issue 36, `xgr versions`): the running sessions (of owner
+ * and registry when not NULL/"") grouped by registry, orchestration id and hash and pinned bundle
+ * hash, as a JSON array (new reference, the caller's) of
+ *   {"registry","ostcId","ostcHash","bundleHash","sessions":N,"waiting":{STEP:N},"running":{STEP:N}}
+ * (processes per step; a running step counts as running). Reads every live session's rows. */
+int xgr_store_versions(xgr_store *st, const char *owner, const char *registry, json_t **out, xgr_error *err);
 
 /* ---- hibernation: the due index (docs/STORE.md "Hibernation") ---------------------------------------- */
 

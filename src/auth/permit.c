@@ -347,10 +347,12 @@ int xgr_permit_verify(const xgr_secp *ctx, const json_t *permit, const xgr_permi
   }
   if (control) {
     if ((rc = str_field(&v, msg, "action", "message.action", false, out->action, sizeof out->action)))
-      return refuse(&v, "message.action", "expected one of pause, resume, kill, wake, retry, fork");
+      return refuse(&v, "message.action", "expected one of pause, resume, kill, wake, retry, fork, migrate");
     if (strcmp(out->action, "pause") && strcmp(out->action, "resume") && strcmp(out->action, "kill") &&
-        strcmp(out->action, "wake") && strcmp(out->action, "retry") && strcmp(out->action, "fork"))
-      return refuse(&v, "message.action", "\"%s\" is not an action; expected pause, resume, kill, wake, retry or fork",
+        strcmp(out->action, "wake") && strcmp(out->action, "retry") && strcmp(out->action, "fork") &&
+        strcmp(out->action, "migrate"))
+      return refuse(&v, "message.action",
+                    "\"%s\" is not an action; expected pause, resume, kill, wake, retry, fork or migrate",
                     out->action);
     if (out->legacy && !strcmp(out->action, "wake"))
       return refuse(&v, "types.ControlPermit",

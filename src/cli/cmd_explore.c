@@ -50,7 +50,7 @@ static void usage(FILE *f) {
         f);
 }
 
-static void print_trace(const json_t *tr) {
+void xgr_cli_print_trace(const json_t *tr) {
   size_t i;
   json_t *a;
   json_array_foreach(tr, i, a) {
@@ -232,11 +232,11 @@ int xgr_cmd_explore(int argc, char **argv) {
              json_string_value(json_object_get(x, "message")));
       if (json_array_size(json_object_get(x, "trace"))) {
         printf("    trace:\n");
-        print_trace(json_object_get(x, "trace"));
+        xgr_cli_print_trace(json_object_get(x, "trace"));
       }
       if (json_object_get(x, "otherTrace")) {
         printf("    other trace:\n");
-        print_trace(json_object_get(x, "otherTrace"));
+        xgr_cli_print_trace(json_object_get(x, "otherTrace"));
       }
     }
   }

@@ -42,5 +42,11 @@ int xgr_cmd_permit(int argc, char **argv);
 int xgr_cmd_console(int argc, char **argv);
 int xgr_cmd_publish(int argc, char **argv);
 int xgr_cmd_explore(int argc, char **argv);
+int xgr_cmd_migrate_check(int argc, char **argv);
+int xgr_cmd_migrate(int argc, char **argv);
+int xgr_cmd_versions(int argc, char **argv);
+/* Print an exploration trace (xgr/explore.h) as numbered lines (cmd_explore.c). */
+#include <jansson.h>
+void xgr_cli_print_trace(const json_t *tr);
 
 #endif

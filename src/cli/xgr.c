@@ -32,6 +32,9 @@ static const xgr_cli_command commands[] = {
   {"console", "sign in to xgrd's console with a key file: print a one-time sign-in link", xgr_cmd_console},
   {"publish", "deploy a bundle to an Ethereum node: XRC-137 rule contracts and an XRC-729 registry", xgr_cmd_publish},
   {"explore", "explore every outcome and ordering of a session: findings with shortest traces", xgr_cmd_explore},
+  {"migrate-check", "prove whether sessions of OLD can move to NEW (static checks and exploration)", xgr_cmd_migrate_check},
+  {"versions", "group live sessions by version (registry, orchestration, bundle hash) and waiting step", xgr_cmd_versions},
+  {"migrate", "move live sessions on xgrd to another version, each checked at its safe point", xgr_cmd_migrate},
 };
 
 static void usage(FILE *out) {

@@ -71,6 +71,7 @@ typedef struct opts {
   long long session_ttl_s;        /* -1: not given ($XGR_SESSION_TTL_SECS, else DEFAULT_SESSION_TTL_S) */
   long long history_retention_s;  /* -1: not given (kept forever); 0: forever */
   /* caps per client and owner (0: the default; docs/SECURITY.md, "Event streams and waiting calls") */
+  unsigned max_migrate_sessions;
   unsigned max_validates_per_client, max_streams_per_client, max_streams_per_owner, max_streams, stream_max_secs;
   unsigned console_max_nonces, console_max_sessions, console_session_secs;
   const char *otlp_endpoint;      /* tracing (docs/OPERATIONS.md "Tracing"), NULL: off */
@@ -100,7 +101,7 @@ static const struct option long_options[] = {
   {"session-ttl", required_argument, NULL, 0}, {"history-retention", required_argument, NULL, 0},
   {"port-file", required_argument, NULL, 0}, {"chain", required_argument, NULL, 0},
   {"api-map", required_argument, NULL, 0}, {"engine-key", required_argument, NULL, 0},
-  {"max-validates-per-client", required_argument, NULL, 0}, {"max-streams-per-client", required_argument, NULL, 0},
+  {"max-validates-per-client", required_argument, NULL, 0}, {"max-migrate-sessions", required_argument, NULL, 0}, {"max-streams-per-client", required_argument, NULL, 0},
   {"max-streams-per-owner", required_argument, NULL, 0}, {"max-streams", required_argument, NULL, 0},
   {"stream-max-secs", required_argument, NULL, 0},
   {"console-max-nonces", required_argument, NULL, 0}, {"console-max-sessions", required_argument, NULL, 0},
@@ -144,6 +145,8 @@ static void usage(FILE *f) {
           "                         it waits without holding an HTTP thread, also inside a batch\n"
           "  --max-validates-per-client N  xgr_validateDataTransfer calls in flight per client address (default\n"
           "                         16); one more is refused with -32005 naming the cap\n"
+          "  --max-migrate-sessions N  sessions one xgr.migrateSessions call may name or select (default 1000;\n"
+          "                         more are refused with -32005 at params.sessions naming the cap)\n"
           "  --max-streams-per-client N  open event streams (GET /ui/events) per client address (default 8)\n"
           "  --max-streams-per-owner N   open event streams per owner they read (default 32)\n"
           "  --max-streams N        open event streams in all (default: half of --max-connections, so JSON-RPC\n"
@@ -421,6 +424,7 @@ static int set_opt(opts *o, const char *name, const char *v) {
     if (parse_uint("--history-retention", v, 3153600000UL, &u)) return -1;
     o->history_retention_s = (long long)u;
   }
+  else if (!strcmp(name, "max-migrate-sessions")) { if (parse_uint("--max-migrate-sessions", v, 1000000, &u) || !u) return -1; o->max_migrate_sessions = (unsigned)u; }
   else if (!strcmp(name, "max-validates-per-client")) { if (parse_uint("--max-validates-per-client", v, 1000000, &u) || !u) return -1; o->max_validates_per_client = (unsigned)u; }
   else if (!strcmp(name, "max-streams-per-client")) { if (parse_uint("--max-streams-per-client", v, 1000000, &u) || !u) return -1; o->max_streams_per_client = (unsigned)u; }
   else if (!strcmp(name, "max-streams-per-owner")) { if (parse_uint("--max-streams-per-owner", v, 1000000, &u) || !u) return -1; o->max_streams_per_owner = (unsigned)u; }
@@ -727,6 +731,7 @@ static int xgrd(int argc, char **argv, opts *o) {
   xgr_node *node = xgr_node_new(&dc, &err);
   xgr_rpcd_config sc = {.first_step_timeout_ms = o->first_step_timeout_ms,
                         .max_validates_per_client = o->max_validates_per_client,
+                        .max_migrate_sessions = o->max_migrate_sessions,
                         .max_streams_per_client = o->max_streams_per_client,
                         .max_streams_per_owner = o->max_streams_per_owner,
                         .max_streams = o->max_streams,

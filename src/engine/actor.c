@@ -270,7 +270,7 @@ static char *outbox_put(actor *a, const xgr_effect *fe) {
 /* Carry out the effects of one core call (they point into the core until the next call). */
 static void on_iwake(actor *a, iwake_msg *m);
 
-static void consume(actor *a) {
+void xgr_eng_consume(actor *a) {
   xgr_engine *e = a->e;
   /* ordered mode: wake-ups of this session by itself are applied right after the result that
    * sent them, before anything else is promoted (the driver's order; SEMANTICS §5, §6) */
@@ -488,7 +488,7 @@ static void apply(actor *a, job *j) {
   else
     atomic_fetch_add_explicit(&e->st_steps, 1, memory_order_relaxed);
   job_free(a, j);
-  consume(a);
+  xgr_eng_consume(a);
 }
 
 static void on_job(actor *a, job *j) {
@@ -531,6 +531,14 @@ static void on_job(actor *a, job *j) {
 /* ---- messages ------------------------------------------------------------------------------------ */
 
 void xgr_eng_ctl_free(ctl_msg *m) {
+  for (size_t i = 0; i < m->nmap; i++) {
+    free(m->map_from[i]);
+    free(m->map_to[i]);
+  }
+  free(m->map_from);
+  free(m->map_to);
+  free(m->bundle_hash);
+  free(m->from_bundle_hash);
   free(m->step);
   free(m->caller);
   free(m->label);
@@ -603,7 +611,27 @@ static const char *const ctl_audit_kind[] = {[XGR_CTL_KILL] = "kill", [XGR_CTL_P
 
 static void lose_lease(actor *a);
 
+/* ---- migration (issue 36) ------------------------------------------------------------------------------ */
+
+void xgr_eng_ctl_reply(actor *a, ctl_msg *m, int rc, const char *text) {
+  vpush(&a->pend, (vis){.kind = V_REPLY, .u.r = {m->done, m->done_ctx, rc, xgr__xstrdup(text ? text : "")}});
+  if (!a->e->has_store) flush(a, &a->pend);
+  m->done = NULL;
+  xgr_eng_ctl_free(m);
+}
+
 static void on_ctl(actor *a, ctl_msg *m) {
+  if (m->kind == XGR_CTL_MIGRATE && !a->dropped) {
+    if (a->mig) {
+      xgr_eng_ctl_reply(a, m, XGR_ESTATE, "a migration of this session is waiting for its safe point already");
+    } else if (m->caller && strcasecmp(m->caller, xgr_session_owner(a->s))) {
+      xgr_eng_ctl_reply(a, m, XGR_EPERM, "only the owner may migrate the session");
+    } else {
+      a->mig = m;   /* held from now on: end_turn promotes nothing until it ran */
+      a->clock_ms = a->now;
+    }
+    return;
+  }
   if (m->kind == XGR_CTL_DROP) {   /* cluster: the lease went elsewhere (xgr_engine_drop) */
     if (!a->dropped) lose_lease(a);
     if (m->done) m->done(m->done_ctx, 0, "dropped");
@@ -685,7 +713,7 @@ static void on_ctl(actor *a, ctl_msg *m) {
     xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);
     free(detail);
   }
-  consume(a);
+  xgr_eng_consume(a);
   const char *text = rc ? err.message : err.message[0] ? err.message : "ok";
   if (m->label && a->record)
     xgr_records_action(a->rec, a->now, m->label, rc == 0, text);
@@ -728,7 +756,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
     xgr_eng_audit(a, rc ? "wake-refused" : "wake-internal", m->caller, NULL, NULL, detail);
     free(detail);
   }
-  consume(a);
+  xgr_eng_consume(a);
   if (rc) atomic_fetch_add(&a->e->st_wake_refused, 1);
   if (wants(a, XGR_EEV_WAKE)) {
     char msg[1024];
@@ -914,7 +942,7 @@ static void quota_abort(actor *a, const char *reason) {
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
-  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->batch_finished && !a->batch_due) {
+  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->batch_finished && !a->batch_due && !a->pin_hash) {
     flush(a, &a->pend);
     return;
   }
@@ -927,7 +955,8 @@ static void store_turn(actor *a) {
                          .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                          .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                          .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
-                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .steps = a->steps, .quota = &q};
+                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .steps = a->steps, .quota = &q,
+                         .pin_ostc_id = a->pin_id, .pin_ostc_hash = a->pin_hash, .pin_bundle_hash = a->pin_bundle};
     xgr_eng_join_rows_fill(a);
     xgr_session_state st;
     xgr_session_state_get(a->s, &st);
@@ -959,6 +988,10 @@ static void store_turn(actor *a) {
     atomic_fetch_add_explicit(&e->st_batches, 1, memory_order_relaxed);
     xgr_eng_busy_add(e, 1);
     xgr_eng_batch_clear(a);
+    free(a->pin_id);
+    free(a->pin_hash);
+    free(a->pin_bundle);
+    a->pin_id = a->pin_hash = a->pin_bundle = NULL;
     if (rc) store_done(a, rc);
     return;
   }
@@ -1019,7 +1052,7 @@ static void abort_session(actor *a, bool quota) {
   xgr_error_clear(&err);
   xgr_session_kill(a->s, 0, a->now, &a->fx, &err);
   if (wants(a, XGR_EEV_ACTION)) push_event(a, ev_new(a, XGR_EEV_ACTION, a->cap_reason, false));
-  consume(a);
+  xgr_eng_consume(a);
 }
 
 /* This session's live processes into its owner's count (xgr_engine_config.max_owner_processes);
@@ -1142,14 +1175,15 @@ static void end_turn(actor *a) {
     return;
   }
   check_caps(a);
-  if (!a->stopping && !a->finished && !a->limit) {
+  xgr_eng_migrate_try(a);
+  if (!a->stopping && !a->finished && !a->limit && !a->mig) {   /* a waiting migration holds the session */
     size_t max = SIZE_MAX;
     if (a->max_steps) max = a->promoted < a->max_steps ? a->max_steps - a->promoted : 0;
     if (a->serial && max) max = a->inflight ? 0 : 1;
     if (max) {
       size_t k = xgr_session_promote(a->s, a->now, max, &a->fx);
       a->promoted += k;
-      if (k) consume(a);
+      if (k) xgr_eng_consume(a);
     }
     if (a->max_steps && a->promoted >= a->max_steps) a->limit = true;
   }
@@ -1220,7 +1254,7 @@ static int actor_step(void *self, const xgr_ctx *ctx, const xgr_event *ev, size_
     a->started = true;
     owed++;
     first_turn(a);
-    consume(a);
+    xgr_eng_consume(a);
   }
   for (size_t i = 0; i < n; i++) {
     switch (ev[i].type) {
@@ -1438,6 +1472,13 @@ void xgr_eng_actor_free(actor *a) {
   free(a->max_total_gas);
   free(a->bundle_hash);
   xgr_session_free(a->s);
+  if (a->mig) {
+    if (a->mig->done) a->mig->done(a->mig->done_ctx, XGR_ESTATE, "the session stopped before its migration");
+    xgr_eng_ctl_free(a->mig);
+  }
+  free(a->pin_id);
+  free(a->pin_hash);
+  free(a->pin_bundle);
   xgr_eng_owner_unref(a->e, a->ol, a->live_counted);
   if (a->ent && a->ent_unlinked) {   /* unlinked from the registry at completion */
     json_decref(a->ent->report);
@@ -1445,6 +1486,11 @@ void xgr_eng_actor_free(actor *a) {
   }
   xgr_engine *e = a->e;
   const xgr_bundle *b = a->bundle_done ? a->b : NULL;
+  const xgr_bundle **prev = a->prev_b;
+  size_t nprev = a->nprev_b;
   free(a);
   if (b && e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, b);   /* last: nothing uses it now */
+  for (size_t i = 0; i < nprev; i++)
+    if (e->cfg.bundle_done) e->cfg.bundle_done(e->cfg.bundle_ctx, prev[i]);
+  free(prev);
 }

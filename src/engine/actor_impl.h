@@ -128,6 +128,13 @@ struct actor {
   char **bd;                     /* outbox ids the batch marks done (owned) */
   char **bdr;                    /* their refusal reasons (owned; NULL: applied) */
   size_t nbd, capbd;
+  /* migration (issue 36): the migrate call waiting for the safe point (the session is held: no
+   * promotion), the bundles the session ran before (reported through bundle_done at the free),
+   * and the row's new pin that the next batch writes (owned, NULL: none) */
+  ctl_msg *mig;
+  const xgr_bundle **prev_b;
+  size_t nprev_b;
+  char *pin_id, *pin_hash, *pin_bundle;
   xgr_engine_audit *ba;          /* audit entries of the batch (strings owned; xgr_eng_audit) */
   size_t nba, capba;
   xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
@@ -161,6 +168,12 @@ void xgr_eng_batch_hist(actor *a, const xgr_effect *fe);
 void xgr_eng_join_rows_fill(actor *a);
 /* Add an audit entry to the turn's batch (strings copied; detail is JSON text or NULL): a control
  * action or wake-up that was applied in this turn. Only with a store hook. */
+/* actor.c: take the core's effects of the last call into the turn (batch rows, events, dispatches). */
+void xgr_eng_consume(actor *a);
+/* actor.c: answer control call m (visible with the batch, like every reply) and free it. */
+void xgr_eng_ctl_reply(actor *a, ctl_msg *m, int rc, const char *text);
+/* actor_migrate.c: run the waiting migration (a->mig) once the session is at its safe point. */
+void xgr_eng_migrate_try(actor *a);
 void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const char *node, const char *permit,
                    const char *detail);
 /* Drop the batch's outbox rows (wake-ups it would send). */

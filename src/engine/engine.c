@@ -348,6 +348,21 @@ int xgr_engine_control(xgr_engine *e, const xgr_engine_ctl *c, xgr_engine_ctl_do
     m->retry = *c->retry_of;
     m->retry.payload = xgr_value_retain(c->retry_of->payload);
   }
+  if (c->kind == XGR_CTL_MIGRATE) {
+    m->bundle = c->bundle;
+    m->bundle_hash = xgr__xstrdup(c->bundle_hash ? c->bundle_hash : "");
+    m->from_bundle_hash = xgr__xstrdup(c->from_bundle_hash ? c->from_bundle_hash : "");
+    m->nmap = c->nmap;
+    m->map_from = xgr__xcalloc(c->nmap + 1, sizeof *m->map_from);
+    m->map_to = xgr__xcalloc(c->nmap + 1, sizeof *m->map_to);
+    for (size_t i = 0; i < c->nmap; i++) {
+      m->map_from[i] = xgr__xstrdup(c->map_from[i]);
+      m->map_to[i] = xgr__xstrdup(c->map_to[i]);
+    }
+    m->force = c->force;
+    m->dry = c->dry;
+    m->verdict = c->verdict;
+  }
   m->done = done;
   m->done_ctx = ctx;
   return xgr_eng_route_ctl(e, m);
@@ -420,6 +435,13 @@ int xgr_engine_control_sync(xgr_engine *e, const xgr_engine_ctl *c, size_t *woke
   else if (woken && c->kind == XGR_CTL_RETRY) sscanf(r.msg, "retried %*[0-9]:%*[0-9] as %*[0-9]:%zu", woken);
   else if (woken) sscanf(r.msg, "woke %zu", woken);
   return 0;
+}
+
+int xgr_engine_migrate(xgr_engine *e, const xgr_engine_ctl *c, xgr_error *err) {
+  if (c->kind != XGR_CTL_MIGRATE || !c->bundle)
+    return xgr_error_set(err, XGR_EINVAL, "bundle", "a migration needs the bundle to move to");
+  if (c->verdict) *c->verdict = NULL;
+  return xgr_engine_control_sync(e, c, NULL, err);
 }
 
 int xgr_engine_kill(xgr_engine *e, const char *owner, uint64_t root_pid, uint64_t iter, xgr_error *err) {

@@ -284,6 +284,13 @@ typedef struct ctl_msg {
   xgr_retry_of retry;
   xgr_engine_ctl_done_fn done;
   void *done_ctx;
+  /* XGR_CTL_MIGRATE (xgr_engine_ctl) */
+  const xgr_bundle *bundle;
+  char *bundle_hash, *from_bundle_hash;
+  size_t nmap;
+  char **map_from, **map_to;
+  bool force, dry;
+  json_t **verdict;
 } ctl_msg;
 
 typedef struct iwake_msg {

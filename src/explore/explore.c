@@ -295,6 +295,23 @@ void xgr__explore_canon_hash(ex *x, const xgr_session *s, int64_t now, const uin
   free(c.k);
 }
 
+void xgr__explore_state_key(const xgr_session *s, int64_t now, uint64_t *h1, uint64_t *h2) {
+  const xgr_orch *o = xgr_session_orch(s);
+  ex x;
+  memset(&x, 0, sizeof x);
+  x.o = o;
+  vcache vc = {0};
+  x.vc = &vc;
+  x.decls = xgr__xcalloc(2 * o->nsteps + 1, sizeof *x.decls);
+  for (size_t i = 0; i < o->nsteps; i++)
+    for (int br = 0; br < 2; br++)
+      if (o->steps[i].branch[br].join) x.decls[x.ndecls++] = o->steps[i].branch[br].join;
+  xgr__explore_canon_hash(&x, s, now, NULL, 0, h1, h2);
+  free(x.decls);
+  free(x.canon.p);
+  vcache_free(&vc);
+}
+
 /* ---- graph storage ------------------------------------------------------------------------------- */
 
 static uint32_t table_find(const ex *x, uint64_t h1, uint64_t h2) {
@@ -540,6 +557,7 @@ static void search(ex *x, double t0) {
     }
     node *n = &x->nodes[i];
     xgr_session *s = n->s;
+    if (x->visit) x->visit(x->visit_ctx, s, n->now);
     x->pending -= n->live + 1;   /* this state's session leaves the frontier */
     xgr__explore_actions(x, s, n->now, false, &l);
     if (!l.n) {
@@ -599,6 +617,7 @@ static void search(ex *x, double t0) {
 }
 
 xgr_session *xgr__explore_root_session(ex *x) {
+  if (x->init) return xgr_session_clone(x->init);
   xgr_session_config sc = {.max_running = x->cfg.max_running};
   xgr_session *s = xgr_session_new(x->o, OWNER, ROOT_PID, &sc);
   xgr_effects_reset(&x->fx);
@@ -617,9 +636,23 @@ bool xgr_explore_has_error(const json_t *r) {
   return false;
 }
 
-/* One exploration of o from step st with cfg (outcomes set): the result JSON of xgr/explore.h. */
-static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st, const char *start, xgr_value payload,
-                            const xgr_explore_config *cfg) {
+/* Where an exploration begins: a new session at step st with payload, or (init set) a copy of a
+ * settled session at clock now; visit (may be NULL) sees every state as it is expanded. */
+typedef struct root_spec {
+  unsigned st;
+  const char *start;
+  xgr_value payload;
+  const xgr_session *init;
+  int64_t now;
+  void (*visit)(void *ctx, const xgr_session *s, int64_t now);
+  void *visit_ctx;
+} root_spec;
+
+/* One exploration of o from rs with cfg (outcomes set): the result JSON of xgr/explore.h. */
+static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, const root_spec *rs, const xgr_explore_config *cfg) {
+  unsigned st = rs->st;
+  const char *start = rs->start;
+  xgr_value payload = rs->payload;
   double t0 = xgr__mono_s();
   ex x;
   memset(&x, 0, sizeof x);
@@ -628,6 +661,11 @@ static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st,
   x.cfg = *cfg;
   assert(x.cfg.outcomes);
   x.start = st;
+  x.init = rs->init;
+  x.init_now = rs->init ? rs->now : 0;
+  x.root_pid = rs->init ? xgr_session_root_pid(rs->init) : ROOT_PID;
+  x.visit = rs->visit;
+  x.visit_ctx = rs->visit_ctx;
   x.payload = xgr_value_kind(payload) == XGR_VMAP ? xgr_value_retain(payload) : xgr_map_new(0);
   x.complete = true;
   xgr_effects_init(&x.fx);
@@ -655,10 +693,10 @@ static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st,
   }
 
   /* root */
-  step_out so = {.now = 0};
+  step_out so = {.now = x.init_now};
   so.s = xgr__explore_root_session(&x);
   uint64_t h1, h2;
-  xgr__explore_canon_hash(&x, so.s, 0, NULL, 0, &h1, &h2);
+  xgr__explore_canon_hash(&x, so.s, so.now, NULL, 0, &h1, &h2);
   node_add(&x, NONE32, (act){0}, &so, h1, h2);
   search(&x, t0);
 
@@ -703,8 +741,11 @@ static json_t *explore_once(const xgr_orch *o, const xgr_bundle *b, unsigned st,
   json_t *oc = json_array();
   for (unsigned i = 0; i < 3; i++)
     if (x.cfg.outcomes & (1u << i)) json_array_append_new(oc, json_string(outcome_names[i]));
-  json_object_set_new(r, "replay", json_pack("{s:s, s:o, s:o, s:b}", "start", start, "payload", xgr_value_to_json(x.payload),
-                                             "outcomes", oc, "rules", x.cfg.rules));
+  if (x.init)
+    json_object_set_new(r, "replay", json_pack("{s:s, s:o, s:b}", "from", start, "outcomes", oc, "rules", x.cfg.rules));
+  else
+    json_object_set_new(r, "replay", json_pack("{s:s, s:o, s:o, s:b}", "start", start, "payload", xgr_value_to_json(x.payload),
+                                               "outcomes", oc, "rules", x.cfg.rules));
   json_object_set_new(r, "seconds", json_real(xgr__mono_s() - t0));
 
   for (size_t v = 0; v < x.nnodes; v++) {
@@ -812,8 +853,9 @@ static bool mark_only_if(json_t *f, const json_t *w) {
   return true;
 }
 
-static void qualify(const xgr_orch *o, const xgr_bundle *b, unsigned st, const char *start, xgr_value payload,
-                    const xgr_explore_config *cfg, json_t *r) {
+static void qualify(const xgr_orch *o, const xgr_bundle *b, const root_spec *rs0, const xgr_explore_config *cfg, json_t *r) {
+  root_spec rs = *rs0;
+  rs.visit = NULL;   /* the re-checks are no new states */
   unsigned all = cfg->outcomes;
   if (!(all & XGR_EXPLORE_VALID) || all == XGR_EXPLORE_VALID) return;
   size_t i;
@@ -827,14 +869,14 @@ static void qualify(const xgr_orch *o, const xgr_bundle *b, unsigned st, const c
   c.max_states = (size_t)json_integer_value(json_object_get(r, "states"));
   c.time_budget = cfg->time_budget / 2;   /* the two re-checks together: at most the budget again */
   c.outcomes = XGR_EXPLORE_VALID;
-  json_t *valid = explore_once(o, b, st, start, payload, &c), *vi = NULL;
+  json_t *valid = explore_once(o, b, &rs, &c), *vi = NULL;
   if (json_is_true(json_object_get(valid, "complete"))) {
     json_array_foreach(json_object_get(r, "findings"), i, f) {
       if (!str_eq(fstr(f, "severity"), "warning") || shown_in(valid, f)) continue;
       /* with errors explored too, a run with valid and invalid outcomes only is the better witness */
       if (all == XGR_EXPLORE_ALL && !vi) {
         c.outcomes = XGR_EXPLORE_VALID | XGR_EXPLORE_INVALID;
-        vi = explore_once(o, b, st, start, payload, &c);
+        vi = explore_once(o, b, &rs, &c);
       }
       const json_t *w = vi ? shown_in(vi, f) : NULL;
       mark_only_if(f, w ? w : f);
@@ -854,9 +896,41 @@ int xgr_explore_run(const xgr_orch *o, const xgr_bundle *b, const char *start, x
   if (cfg) c = *cfg;
   if (!c.outcomes) c.outcomes = XGR_EXPLORE_ALL;
   double t0 = xgr__mono_s();
-  json_t *r = explore_once(o, b, (unsigned)st, start, payload, &c);
-  qualify(o, b, (unsigned)st, start, payload, &c, r);
+  root_spec rs = {.st = (unsigned)st, .start = start, .payload = payload};
+  json_t *r = explore_once(o, b, &rs, &c);
+  qualify(o, b, &rs, &c, r);
   json_object_set_new(r, "seconds", json_real(xgr__mono_s() - t0));
   *out = r;
+  return 0;
+}
+
+int xgr_explore_from(const xgr_session *s, int64_t now, const xgr_bundle *b, const char *label,
+                     const xgr_explore_config *cfg, json_t **out, xgr_error *err) {
+  if (cfg && cfg->rules && (!b || !b->step_rule))
+    return xgr_error_set(err, XGR_EINVAL, "rules", "--rules needs a bundle (an orchestration with its rules)");
+  xgr_explore_config c = {0};
+  if (cfg) c = *cfg;
+  if (!c.outcomes) c.outcomes = XGR_EXPLORE_ALL;
+  double t0 = xgr__mono_s();
+  root_spec rs = {.start = label ? label : "the given state", .payload = xgr_value_null(), .init = s, .now = now};
+  json_t *r = explore_once(xgr_session_orch(s), b, &rs, &c);
+  qualify(xgr_session_orch(s), b, &rs, &c, r);
+  json_object_set_new(r, "seconds", json_real(xgr__mono_s() - t0));
+  *out = r;
+  return 0;
+}
+
+int xgr_explore_states(const xgr_orch *o, const xgr_bundle *b, const char *start, xgr_value payload,
+                       const xgr_explore_config *cfg, void (*visit)(void *ctx, const xgr_session *s, int64_t now),
+                       void *ctx, bool *complete, xgr_error *err) {
+  int st = xgr_orch_find(o, start);
+  if (st < 0) return xgr_error_set(err, XGR_ENOTFOUND, "start", "start step \"%s\" is not a step of the orchestration", start);
+  xgr_explore_config c = {0};
+  if (cfg) c = *cfg;
+  if (!c.outcomes) c.outcomes = XGR_EXPLORE_ALL;
+  root_spec rs = {.st = (unsigned)st, .start = start, .payload = payload, .visit = visit, .visit_ctx = ctx};
+  json_t *r = explore_once(o, b, &rs, &c);
+  if (complete) *complete = json_is_true(json_object_get(r, "complete"));
+  json_decref(r);
   return 0;
 }

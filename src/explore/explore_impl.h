@@ -16,7 +16,7 @@
 #include "xgr/session.h"
 
 #define OWNER "0x0000000000000000000000000000000000000001"
-#define ROOT_PID 1
+#define ROOT_PID 1   /* the rootPid of a session the explorer starts itself */
 #define NONE32 UINT32_MAX
 
 /* Marks (sorted per state): a join decision (declaration << 40 | outcome << 32 | pieces present)
@@ -68,6 +68,14 @@ typedef struct ex {
   xgr_explore_config cfg;
   unsigned start;
   xgr_value payload;
+  /* exploring from a given state (migrate-check): a settled session to clone as the root, its
+   * clock, and its rootPid for the traces; NULL: a new session started at `start` */
+  const xgr_session *init;
+  int64_t init_now;
+  uint64_t root_pid;
+  /* called for every state when it is expanded (NULL: none) */
+  void (*visit)(void *ctx, const xgr_session *s, int64_t now);
+  void *visit_ctx;
   bool reduce_finish;
   /* join declarations */
   const xgr_join **decls;
@@ -146,6 +154,9 @@ void xgr__explore_apply_act(ex *x, const node *n, xgr_session *s, act a, step_ou
 /* The actions to explore at state (s, now) into l (emptied first); `full` disables the reduction
  * (trace matching needs every action). */
 void xgr__explore_actions(const ex *x, const xgr_session *s, int64_t now, bool full, acts *l);
+/* The canonical hash of state (s, now) without marks, outside any exploration (migrate-check's
+ * cache key: states equal up to process ids and group numbers get one key). */
+void xgr__explore_state_key(const xgr_session *s, int64_t now, uint64_t *h1, uint64_t *h2);
 /* A new session at the start step with the exploration's payload (the caller owns it). */
 xgr_session *xgr__explore_root_session(ex *x);
 

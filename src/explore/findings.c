@@ -18,7 +18,7 @@
 
 static json_t *act_json(const ex *x, act a, unsigned step, const xgr_step_outcome *o) {
   char pid[48];
-  xgr_pid_format(ROOT_PID, a.iter, pid, sizeof pid);
+  xgr_pid_format(x->root_pid, a.iter, pid, sizeof pid);
   if (a.kind == ACT_ADVANCE) return json_pack("{s:I}", "advance", (json_int_t)a.at);
   if (a.kind == ACT_PROMOTE) return json_pack("{s:s, s:s}", "promote", pid, "step", step_id(x, step));
   const char *oc = o->kind == XGR_OUTCOME_VALID ? "valid" : o->kind == XGR_OUTCOME_INVALID ? "invalid"
@@ -37,7 +37,7 @@ static json_t *realize(ex *x, const uint32_t *path, const uint32_t *labels, size
   json_t *tr = json_array();
   node cur;
   memset(&cur, 0, sizeof cur);
-  cur.now = 0;
+  cur.now = x->init ? x->init_now : 0;
   xgr_session *s = xgr__explore_root_session(x);
   acts l = {0};
   for (size_t i = 1; i < n && s; i++) {

@@ -226,6 +226,7 @@ static void collect_outbound(void *ctx, xgr_metrics_out *out) {
   xgr_metrics_family(out, "xgr_outbound_waiting", "gauge",
                      "Outbound API calls waiting for a slot under --max-outbound / --max-outbound-per-owner");
   xgr_metrics_line(out, "xgr_outbound_waiting", "", (double)s.outbound_waiting);
+  xgr__node_migrate_metrics(d, out);
 }
 
 /* ---- life cycle and recovery -------------------------------------------------------------------- */

@@ -72,6 +72,7 @@ struct xgr_node {
   xgr__bnode *bundles;
   char pins_stored[XGR__NODE_PINS_KEPT][67];   /* manifests registered lately (reg_mu; a ring) */
   size_t pins_next;
+  atomic_uint_fast64_t migrations[5];   /* migrate.c: migrated, forced, unsafe, refused, checked (dry runs) */
   atomic_uint_fast64_t rules_gen;   /* bumped when a rule changes: cached bundles of older generations are stale */
   size_t restored, failed;     /* recovery counts */
   size_t hibernated;           /* live sessions recovery left in the store (hibernated) */
@@ -118,6 +119,8 @@ void xgr__node_lease_stop(xgr_node *d, bool release);
 void xgr__node_lease_free(xgr_node *d);
 /* The cluster gauges (xgr_cluster{kind=...}) on m; nothing when not a cluster node. */
 void xgr__node_lease_metrics(xgr_node *d, xgr_metrics *m);
+/* migrate.c: xgr_migrations_total{outcome} (sessions moved, left alone or checked by xgr.migrateSessions). */
+void xgr__node_migrate_metrics(xgr_node *d, xgr_metrics_out *out);
 
 /* ---- batch.c ---------------------------------------------------------------------------------- */
 

@@ -325,7 +325,8 @@ static const char *const ui_methods[] = {"xgr.console.info", "xgr.console.sessio
                                          "xgr.console.session", "xgr.console.process", "xgr.console.registry",
                                          "xgr.kill", "xgr.pause", "xgr.resume", "xgr_wakeUpProcess",
                                          "xgr.batchPreview", "xgr.batchStart", "xgr.batchGet", "xgr.batchCancel",
-                                         "xgr.batchList", "xgr.retry", "xgr.fork", "xgr_getCoreAddrs", NULL};
+                                         "xgr.batchList", "xgr.retry", "xgr.fork", "xgr.migrateSessions",
+                                         "xgr.listVersions", "xgr_getCoreAddrs", NULL};
 
 unsigned xgr__console_gate(void *ctx, struct MHD_Connection *conn, xgr_rpc_caller *caller, char addr[43],
                            const char **msg) {

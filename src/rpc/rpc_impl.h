@@ -103,8 +103,8 @@ struct xgr_rpcd {
   xgr_counter *c_enq[XGR_NODE_ACK_N];
   xgr__tally validates;        /* xgr_validateDataTransfer calls in flight per client address (start.c) */
   xgr_counter *c_validates_refused;
-  char names[80][40];          /* method names registered on the server (borrowed by it) */
-  xgr__guard guards[24];       /* contexts of the guarded (writing) methods */
+  char names[96][40];          /* method names registered on the server (borrowed by it) */
+  xgr__guard guards[32];       /* contexts of the guarded (writing) methods */
 };
 
 /* The signature of every method (xgr_rpc_method_fn); ctx is the xgr_rpcd. */
@@ -237,6 +237,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_kill);
 XGR__RPCD_METHOD(xgr__rpcd_m_pause);
 XGR__RPCD_METHOD(xgr__rpcd_m_retry);
 XGR__RPCD_METHOD(xgr__rpcd_m_fork);
+XGR__RPCD_METHOD(xgr__rpcd_m_migrate);   /* migrate.c */
+XGR__RPCD_METHOD(xgr__rpcd_m_versions);  /* migrate.c */
 XGR__RPCD_METHOD(xgr__rpcd_m_resume);
 XGR__RPCD_METHOD(xgr__rpcd_m_control);
 XGR__RPCD_METHOD(xgr__rpcd_m_wake);

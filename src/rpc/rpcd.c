@@ -137,6 +137,8 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"batchGet", xgr__rpcd_m_batch_get, false},
     {"batchCancel", xgr__rpcd_m_batch_cancel, true},
     {"batchList", xgr__rpcd_m_batch_list, false},
+    {"migrateSessions", xgr__rpcd_m_migrate, true},
+    {"listVersions", xgr__rpcd_m_versions, false},
   };
   _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
   _Static_assert(2 * (sizeof defs / sizeof defs[0] + sizeof absent / sizeof absent[0]) <=
@@ -193,6 +195,7 @@ xgr_rpcd *xgr_rpcd_new(xgr_node *n, const xgr_rpcd_config *cfg, xgr_error *err) 
   xgr_rpcd *d = xgr__xcalloc(1, sizeof *d);
   d->cfg = *cfg;
   if (!d->cfg.max_validates_per_client) d->cfg.max_validates_per_client = XGR_RPCD_MAX_VALIDATES_PER_CLIENT;
+  if (!d->cfg.max_migrate_sessions) d->cfg.max_migrate_sessions = XGR_RPCD_MAX_MIGRATE_SESSIONS;
   if (!d->cfg.max_streams_per_client) d->cfg.max_streams_per_client = XGR_RPCD_MAX_STREAMS_PER_CLIENT;
   if (!d->cfg.max_streams_per_owner) d->cfg.max_streams_per_owner = XGR_RPCD_MAX_STREAMS_PER_OWNER;
   if (!d->cfg.max_streams) d->cfg.max_streams = XGR_RPCD_MAX_STREAMS;

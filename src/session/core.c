@@ -30,7 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "session/join_json_impl.h"
+#include "session/core_impl.h"
 #include "xgr/session.h"
 
 /* ---- small utilities ------------------------------------------------------------------------ */
@@ -1173,6 +1173,12 @@ int xgr_session_restore_proc(xgr_session *s, const xgr_proc *src, const char *jo
                          (unsigned)(src->group > src->from_group ? src->group : src->from_group), (unsigned)s->next_group);
   xgr_join_state *js = NULL;
   if (join_json && xgr__session_join_from_json(s->orch, join_json, &js, err)) return XGR_EINVAL;
+  return xgr__session_restore_proc_js(s, src, js, err);
+}
+
+int xgr__session_restore_proc_js(xgr_session *s, const xgr_proc *src, xgr_join_state *js, xgr_error *err) {
+  char pid[48];
+  xgr_pid_format(s->root_pid, src->iter, pid, sizeof pid);
   if (js && (js->decl->target != src->step || !src->from_group)) {
     xgr__join_state_free(js);
     return xgr_error_set(err, XGR_EINVAL, pid, "process %s has a join state but is not its target", pid);
@@ -1331,3 +1337,12 @@ bool xgr_session_scope_killed(const xgr_session *s, uint32_t group) {
 bool xgr_session_join_steps_has(const xgr_session *s, unsigned step) {
   return xgr_stepset_has(&s->join_steps, step);
 }
+
+void xgr__session_emit_live(xgr_session *s, xgr_effects *fx) {
+  size_t n;
+  uint64_t *its = live_iters(s, &n);
+  for (size_t i = 0; i < n; i++) fx_proc(fx, proc_find(s, its[i]));
+  free(its);
+}
+
+uint32_t xgr__session_max_running(const xgr_session *s) { return s->max_running; }

@@ -301,6 +301,17 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       s->row.forked_from = xgr__xstrdup(op->u.forked_from);
       break;
     }
+    case OP_PIN: {
+      msess *s = sess_find(m, op->owner, op->root);
+      if (!s || !s->has_row) break;
+      free(s->row.ostc_id);
+      free(s->row.ostc_hash);
+      free(s->row.bundle_hash);
+      s->row.ostc_id = xgr__xstrdup(op->u.pin.ostc_id);
+      s->row.ostc_hash = xgr__xstrdup(op->u.pin.ostc_hash);
+      s->row.bundle_hash = xgr__xstrdup(op->u.pin.bundle_hash);
+      break;
+    }
     case OP_AUDIT: {
       msess *s = sess_get(m, op->owner, op->root);
       s->audit = xgr__xrealloc(s->audit, (s->naudit + 1) * sizeof *s->audit);

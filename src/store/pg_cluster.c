@@ -409,6 +409,7 @@ static bool op_session(const store_op *op, const char **owner, uint64_t *root) {
     case OP_SCOPE:
     case OP_REMOVE:
     case OP_AUDIT:
+    case OP_PIN:
       *owner = op->owner ? op->owner : "";
       *root = op->root;
       return true;

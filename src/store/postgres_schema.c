@@ -350,6 +350,7 @@ static const char *const stmt_sql[S_COUNT] = {
                    " ON CONFLICT(id) DO NOTHING",
     [S_WAKE_DONE] = "DELETE FROM outbox WHERE id = $1 AND refused IS NULL",
     [S_WAKE_REFUSE] = "UPDATE outbox SET refused = $2, refused_at = $3 WHERE id = $1 AND refused IS NULL",
+    [S_PIN] = "UPDATE sessions SET ostc_id = $3, ostc_hash = $4, bundle_hash = $5 WHERE owner = $1 AND root_pid = $2",
     [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
                  " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     [S_FORKED] = "UPDATE sessions SET forked_from = $3 WHERE owner = $1 AND root_pid = $2",

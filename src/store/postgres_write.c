@@ -179,6 +179,14 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       p_text(&p, op->u.forked_from);
       xgr__pg_send_stmt(g, w, ps, S_FORKED, &p, bi, oi, W_PLAIN);
       return;
+    case OP_PIN:
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_text(&p, op->u.pin.ostc_id);
+      p_text(&p, op->u.pin.ostc_hash);
+      p_text(&p, op->u.pin.bundle_hash);
+      xgr__pg_send_stmt(g, w, ps, S_PIN, &p, bi, oi, W_PLAIN);
+      return;
     case OP_AUDIT: {
       const xgr_store_audit *x = &op->u.audit;
       p_text(&p, op->owner);

@@ -76,6 +76,8 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE rowid IN (SELECT rowid FROM outbox WHERE refused IS NOT NULL AND"
                      " refused_at <= :before LIMIT :limit)",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = :owner AND from_root = :root_pid AND refused IS NOT NULL",
+    [S_PIN] = "UPDATE sessions SET ostc_id=:ostc_id, ostc_hash=:ostc_hash, bundle_hash=:bundle_hash"
+              " WHERE owner=:owner AND root_pid=:root_pid",
     [S_AUDIT] = "INSERT INTO session_audit(owner, root_pid, session_at, kind, actor, node, permit, detail, recorded_at)"
                  " VALUES(:owner, :root_pid, :session_at, :kind, :actor, :node, :permit, :detail, :now)",
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE rowid IN (SELECT rowid FROM session_audit WHERE recorded_at <= :before"
@@ -301,6 +303,14 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_text(s, ":owner", op->owner);
       bind_root(s, ":root_pid", op->root);
       bind_text(s, ":from", op->u.forked_from);
+      return step_done(s);
+    case OP_PIN:
+      s = &q->stmt[S_PIN];
+      bind_text(s, ":owner", op->owner);
+      bind_root(s, ":root_pid", op->root);
+      bind_text(s, ":ostc_id", op->u.pin.ostc_id);
+      bind_text(s, ":ostc_hash", op->u.pin.ostc_hash);
+      bind_text(s, ":bundle_hash", op->u.pin.bundle_hash);
       return step_done(s);
     case OP_AUDIT: {
       const xgr_store_audit *x = &op->u.audit;

@@ -501,6 +501,14 @@ void xgr_store_changes_forked_from(xgr_store_changes *b, const char *owner, uint
   push(b, OP_FORKED, owner, root_pid)->u.forked_from = bdup(b, from);
 }
 
+void xgr_store_changes_pin(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *ostc_id,
+                           const char *ostc_hash, const char *bundle_hash) {
+  store_op *op = push(b, OP_PIN, owner, root_pid);
+  op->u.pin.ostc_id = bdup(b, ostc_id ? ostc_id : "");
+  op->u.pin.ostc_hash = bdup(b, ostc_hash ? ostc_hash : "");
+  op->u.pin.bundle_hash = bdup(b, bundle_hash ? bundle_hash : "");
+}
+
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a) {
   assert(a->kind && a->actor && a->node);
   audit_copy(&push(b, OP_AUDIT, owner, root_pid)->u.audit, a, bdup, b);
@@ -698,6 +706,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
   }
   size_t first_op = c->n;
   reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + b->naudit + 1);
+  if (b->pin_ostc_hash) xgr_store_changes_pin(c, b->owner, b->root_pid, b->pin_ostc_id, b->pin_ostc_hash, b->pin_bundle_hash);
   reserve_pidx(c, b->nprocs);
   int64_t last_end = 0;
   /* processes: the last snapshot of each (an earlier one of the same iter is replaced in place) */

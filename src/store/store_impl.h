@@ -18,7 +18,7 @@
 
 #include "xgr/store.h"
 
-typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE, OP_AUDIT, OP_FORKED } op_kind;
+typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE, OP_AUDIT, OP_FORKED, OP_PIN } op_kind;
 
 typedef struct store_op {
   op_kind kind;
@@ -52,6 +52,9 @@ typedef struct store_op {
                                                    wake.refused the reason or NULL */
     xgr_store_audit audit;                      /* OP_AUDIT (an audit trail row of session owner/root) */
     const char *forked_from;                    /* OP_FORKED: sessions.forked_from of owner/root */
+    struct {
+      char *ostc_id, *ostc_hash, *bundle_hash;
+    } pin;                                      /* OP_PIN: the session row moves to another version (migration) */
   } u;
 } store_op;
 
