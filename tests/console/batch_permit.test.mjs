@@ -1,17 +1,17 @@
 // batch_permit.test.mjs XGR XGRD OUTDIR CHROMIUM — the console's batch page in permit mode (issue 35).
 //
-// xgrd runs with --auth permits; a test wallet (ethers, a fixed key) is injected into the page as an
-// EIP-1193 provider, as in permit.test.mjs. The setup (a bundle, four waiting sessions) is signed by
-// the CLI with the same key (--key). On #/batch the page previews the wallet's sessions, confirms a
-// pause and follows it to the end. Checked: every batch call carried an xdalaPermit signed by the
-// wallet; xgrd verified them (the pause happened: four sessions paused, one audit entry each with
-// the wallet as actor); the start's permit was signed for it (xgrd uses it up), and the reads after
-// it still worked.
+// xgrd runs with --auth permits. The setup (a bundle, four waiting sessions) is signed by the CLI
+// with a key file (--key); the browser signs in with the one-time link `xgr console --key` prints
+// for the same key (Sign-In with Ethereum; docs/CONSOLE.md, "Signing in"). On #/batch the page
+// previews the owner's sessions, confirms a pause and follows it to the end. Checked: every batch
+// call went to the console's /ui/rpc with the CSRF token and no permit (the sign-in's cookie names
+// the caller); xgrd acted as that owner (four sessions paused, one audit entry each with the owner
+// as actor and the operation named).
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
-import { Wallet, verifyTypedData } from 'ethers';
+import { Wallet } from 'ethers';
 import { ok, until, startXgrd, run } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
@@ -23,7 +23,7 @@ writeFileSync(`${tmp}/hold.json`, JSON.stringify({
   orchestration: { id: 'hold', structure: { main: { rule: 'rwait', onValid: { spawns: ['end'] } }, end: { rule: 'rend' } } },
   rules: { rwait: { payload: {}, rules: [], onValid: { waitSec: 3600 }, onInvalid: {} },
     rend: { payload: {}, rules: [], onValid: {}, onInvalid: {} } } }));
-const sent = [];   // {method, params} the page sent with a permit
+const sent = [];   // {method, params, url, headers} of the page's JSON-RPC calls
 let browser;
 
 async function main() {
@@ -41,27 +41,17 @@ async function main() {
   await page.setViewport({ width: 1440, height: 1000 });
   const errors = [];
   page.on('pageerror', e => errors.push(e.message));
-  await page.exposeFunction('__testWalletSign', async (from, json) => {
-    const t = JSON.parse(json);
-    const types = Object.assign({}, t.types);
-    delete types.EIP712Domain;
-    if (from.toLowerCase() !== OWNER) throw new Error('asked to sign for ' + from);
-    return wallet.signTypedData(t.domain, types, t.message);
-  });
-  await page.evaluateOnNewDocument(addr => {
-    window.ethereum = { isTestWallet: true, request: async ({ method, params }) => {
-      if (method === 'eth_requestAccounts' || method === 'eth_accounts') return [addr];
-      if (method === 'eth_signTypedData_v4') return window.__testWalletSign(params[0], params[1]);
-      throw Object.assign(new Error('unsupported: ' + method), { code: 4200 });
-    } };
-  }, wallet.address);
   page.on('request', req => {
     if (req.method() !== 'POST') return;
     try {
       const body = JSON.parse(req.postData());
-      if (body.params && body.params.permit) sent.push({ method: body.method, params: body.params });
+      if (body.method) sent.push({ method: body.method, params: body.params, url: req.url(), headers: req.headers() });
     } catch (e) { /* not JSON-RPC */ }
   });
+  // sign in with the one-time link of `xgr console --key` (docs/CONSOLE.md, "Signing in")
+  const link = execFileSync(XGR, ['console', '--key', `${tmp}/wallet.key`, '--url', URL], { encoding: 'utf8' }).trim();
+  await page.goto(link);
+  await page.waitForFunction(me => document.querySelector('#mode').textContent.includes(me), { timeout: 10000 }, OWNER);
   await page.goto(`${URL}/ui/#/batch`);
   await page.waitForSelector('#bfilters');
   const set = async (name, v) => page.$eval(`#bfilters [name="${name}"]`, (e, val) => { e.value = val; }, v);
@@ -79,15 +69,9 @@ async function main() {
   const batch = sent.filter(s => s.method.startsWith('xgr.batch'));
   const methods = new Set(batch.map(s => s.method));
   ok(['xgr.batchPreview', 'xgr.batchStart', 'xgr.batchGet', 'xgr.batchList'].every(m => methods.has(m)),
-    'preview, start, get and list were sent with a permit', [...methods]);
-  const good = batch.every(s => {
-    const p = s.params.permit;
-    const types = Object.assign({}, p.types);
-    delete types.EIP712Domain;
-    return p.primaryType === 'xdalaPermit' && p.message.from === OWNER &&
-      verifyTypedData(p.domain, types, p.message, p.signature).toLowerCase() === OWNER;
-  });
-  ok(good, 'every batch call carried an xdalaPermit the wallet signed');
+    'preview, start, get and list were sent', [...methods]);
+  ok(batch.every(s => s.url.endsWith('/ui/rpc') && !s.params.permit && s.headers['x-xgr-csrf']),
+    'every batch call went to the console\'s /ui/rpc with the session\'s CSRF token and no permit: the sign-in names the caller');
   ok(JSON.parse(x('batch', 'preview', '--owner', OWNER, '--status', 'paused', '--json')).count === 4,
     'xgrd verified them: the four sessions are paused');
   const s1 = JSON.parse(x('show', '1', '--owner', OWNER, '--json'));
