@@ -14,6 +14,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "xgr/alloc.h"
 #include "xgr/secp.h"
 #include "xgr/siwe.h"
 
@@ -35,11 +36,10 @@ static void usage(FILE *f) {
           xgr_client_opts_help);
 }
 
-/* Percent-encode s (everything but unreserved characters) into a malloc'd string. */
+/* Percent-encode s (everything but unreserved characters) into a new string (free it). */
 static char *pct(const char *s) {
   size_t n = strlen(s);
-  char *o = malloc(3 * n + 1), *q = o;
-  if (!o) return NULL;
+  char *o = xgr_alloc_bytes(3 * n + 1), *q = o;
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;
     if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' ||
@@ -135,7 +135,7 @@ int xgr_cmd_console(int argc, char **argv) {
   xgr_client_origin(&c, origin, sizeof origin);
   char *pm = pct(msg);
   size_t ln = strlen(origin) + strlen(pm) + 200;
-  char *link = malloc(ln);
+  char *link = xgr_alloc_bytes(ln);
   if (!pm || !link) {
     free(pm), free(link), free(msg);
     return XGR_EXIT_HARD;
