@@ -14,7 +14,10 @@
  *                          (recovery restores the spawn and dispatch gates from them);
  *   session_audit          the audit trail: one row per control action and wake-up applied to a
  *                          session (who, when, through which node, the permit's digest), written in
- *                          the commit of the change it records; kept like proc_steps (schema 14).
+ *                          the commit of the change it records; kept like proc_steps (schema 14);
+ *   session_grants         access grants: one row per (session, grantee) with a rights bitmask and
+ *                          an expiry, from a step's branch `grants` (written in the step's commit)
+ *                          or xgr_manageGrants; they go with the session's row (schema 16).
  *
  * Writes go in batches (group commit). A batch is an xgr_store_changes: a driver collects the
  * changes of one or more core calls of one or more sessions in it (xgr_store_changes_add_effects
@@ -56,7 +59,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 15  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 16  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -336,6 +339,51 @@ void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t r
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
                      xgr_error *err);
 void xgr_store_audits_free(xgr_store_audit *a, size_t n);
+
+/* ---- grants (session_grants, schema 16; docs/STORE.md "Grants") ------------------------------------
+ * A grant gives one address (grantee) rights on one session (owner, root_pid) until expires_at:
+ * XGR_STORE_RIGHT_READ, _WRITE, _MANAGE (a bitmask; what each allows is the node's decision,
+ * xgr_node_access in xgr/node.h). At most one row per (owner, root_pid, grantee): writing a grant
+ * again replaces its rights, expiry, rule, step, encDEK and writer and keeps its id; rights 0
+ * revokes (deletes) it. Rows leave with their session's row (xgr_store_changes_remove_session,
+ * retention of the session row). */
+#define XGR_STORE_RIGHT_READ 1u
+#define XGR_STORE_RIGHT_WRITE 2u
+#define XGR_STORE_RIGHT_MANAGE 4u
+#define XGR_STORE_RIGHTS_ALL 7u
+typedef struct xgr_store_grant {
+  int64_t id;                   /* the row's number, set by the store (kept when the grant is rewritten): the
+                                   cursor of a listing */
+  char *owner;                  /* the session: its owner (lowercased address) and rootPid */
+  uint64_t root_pid;
+  char *grantee;                /* lowercased address */
+  uint32_t rights;              /* XGR_STORE_RIGHT_* bits; 0 in a change: revoke */
+  int64_t expires_at;           /* engine clock ms: the grant works while the node's clock is below it */
+  char *rule;                   /* the rule address of the step whose branch granted it, or NULL */
+  char *step;                   /* that step's id, or NULL (xgr_manageGrants) */
+  char *enc_dek;                /* the encDEK as given (opaque text), or NULL */
+  char *created_by;             /* who wrote it: a signer address, "auth-none", or "rule:<address>" */
+  int64_t created_at;           /* store clock (ms) when last written (set by the store) */
+} xgr_store_grant;
+void xgr_store_grant_clear(xgr_store_grant *g);
+void xgr_store_grants_free(xgr_store_grant *g, size_t n);   /* NULL is fine */
+/* Write grant g (copied; id and created_at are ignored) in the batch: upsert by (owner, root_pid,
+ * grantee) when g->rights != 0, delete when 0. */
+void xgr_store_changes_grant(xgr_store_changes *b, const xgr_store_grant *g);
+/* Which grants xgr_store_grants reads: every set field narrows (strings borrowed). */
+typedef struct xgr_store_grant_filter {
+  const char *owner;            /* the session's owner, NULL: any */
+  uint64_t root_pid;            /* with owner: that session only (0: any of owner's) */
+  const char *grantee;          /* NULL: any */
+  const char *party;            /* NULL: any; else only grants whose grantee or owner is it */
+  int64_t expires_after;        /* only expires_at > this (0: no bound) */
+  int64_t expires_until;        /* only expires_at <= this (0: no bound) */
+  int64_t after_id;             /* only id > this (the cursor; 0: from the first) */
+  size_t limit;                 /* at most this many (0: 1000) */
+} xgr_store_grant_filter;
+/* The grants f selects, by id ascending. *out is the caller's (xgr_store_grants_free); may be empty. */
+int xgr_store_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n,
+                     xgr_error *err);
 
 struct xgr_store_batch;
 /* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;

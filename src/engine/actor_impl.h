@@ -130,6 +130,8 @@ struct actor {
   size_t nbd, capbd;
   xgr_engine_audit *ba;          /* audit entries of the batch (strings owned; xgr_eng_audit) */
   size_t nba, capba;
+  xgr_engine_grant *bg;          /* branch grants of the batch (strings owned; xgr_eng_grant) */
+  size_t nbg, capbg;
   xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
   bool batch_finished;
   /* latency and job cache */
@@ -161,6 +163,9 @@ void xgr_eng_batch_hist(actor *a, const xgr_effect *fe);
 void xgr_eng_join_rows_fill(actor *a);
 /* Add an audit entry to the turn's batch (strings copied; detail is JSON text or NULL): a control
  * action or wake-up that was applied in this turn. Only with a store hook. */
+/* Put the grants of step result r (process iter, step index step) into the batch, each with its
+ * audit entry; expiry from the actor's clock. */
+void xgr_eng_grants(actor *a, const xgr_step_result *r, uint16_t step, uint64_t iter);
 void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const char *node, const char *permit,
                    const char *detail);
 /* Drop the batch's outbox rows (wake-ups it would send). */

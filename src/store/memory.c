@@ -57,7 +57,52 @@ typedef struct mstore {
   size_t nmarks;
   xgr_store_wake *outbox;       /* internal wake-ups not yet applied, oldest first */
   size_t noutbox;
+  xgr_store_grant *grants;      /* session_grants, by id ascending */
+  size_t ngrants;
+  int64_t grant_id;             /* the last id given */
 } mstore;
+
+/* Drop the grants of session (owner, root) (its row left); how many went. */
+static size_t grants_drop(mstore *m, const char *owner, uint64_t root) {
+  size_t k = 0, gone = 0;
+  for (size_t i = 0; i < m->ngrants; i++) {
+    xgr_store_grant *g = &m->grants[i];
+    if (g->root_pid == root && !strcmp(g->owner, owner)) {
+      xgr_store_grant_clear(g);
+      gone++;
+    } else {
+      m->grants[k++] = *g;
+    }
+  }
+  m->ngrants = k;
+  return gone;
+}
+
+/* Write (rights != 0) or revoke grant g (OP_GRANT) at store time now. */
+static void grant_apply(mstore *m, const char *owner, uint64_t root, const xgr_store_grant *g, int64_t now) {
+  for (size_t i = 0; i < m->ngrants; i++) {
+    xgr_store_grant *x = &m->grants[i];
+    if (x->root_pid != root || strcmp(x->owner, owner) || strcmp(x->grantee, g->grantee)) continue;
+    if (!g->rights) {
+      xgr_store_grant_clear(x);
+      memmove(x, x + 1, (m->ngrants - i - 1) * sizeof *x);
+      m->ngrants--;
+      return;
+    }
+    int64_t id = x->id;
+    xgr_store_grant_clear(x);
+    xgr__store_grant_copy(x, g);
+    x->id = id;
+    x->created_at = now;
+    return;
+  }
+  if (!g->rights) return;
+  m->grants = xgr__xrealloc(m->grants, (m->ngrants + 1) * sizeof *m->grants);
+  xgr_store_grant *x = &m->grants[m->ngrants++];
+  xgr__store_grant_copy(x, g);
+  x->id = ++m->grant_id;
+  x->created_at = now;
+}
 
 /* ---- lookups ------------------------------------------------------------------------------------ */
 
@@ -292,6 +337,9 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       }
       break;
     }
+    case OP_GRANT:
+      grant_apply(m, op->owner, op->root, &op->u.grant, now);
+      break;
     case OP_AUDIT: {
       msess *s = sess_get(m, op->owner, op->root);
       s->audit = xgr__xrealloc(s->audit, (s->naudit + 1) * sizeof *s->audit);
@@ -318,6 +366,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
         else m->outbox[kept++] = *w;
       }
       m->noutbox = kept;
+      grants_drop(m, op->owner, op->root);   /* so do its grants */
       msess *s = sess_find(m, op->owner, op->root);
       if (!s) break;
       for (size_t i = 0; i < s->nprocs; i++) xgr_store_proc_clear(&s->procs[i].r);
@@ -416,6 +465,7 @@ static void m_close(xgr_store *st) {
   for (size_t i = 0; i < m->nmarks; i++) free(m->marks[i].key);
   free(m->marks);
   xgr_store_wakes_free(m->outbox, m->noutbox);
+  xgr_store_grants_free(m->grants, m->ngrants);
   pthread_mutex_destroy(&m->lock);
   xgr__store_destroy_common(st);
   free(m);
@@ -477,6 +527,28 @@ static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_
   for (size_t i = 0; i < *n; i++) xgr__store_hist_copy(&(*out)[i], &s->hist[i]);
   pthread_mutex_unlock(&m->lock);
   (void)err;
+  return 0;
+}
+
+static bool grant_selected(const xgr_store_grant *g, const xgr_store_grant_filter *f) {
+  if (g->id <= f->after_id) return false;
+  if (f->owner && (strcmp(g->owner, f->owner) || (f->root_pid && g->root_pid != f->root_pid))) return false;
+  if (f->grantee && strcmp(g->grantee, f->grantee)) return false;
+  if (f->party && strcmp(g->grantee, f->party) && strcmp(g->owner, f->party)) return false;
+  if (f->expires_after && g->expires_at <= f->expires_after) return false;
+  if (f->expires_until && g->expires_at > f->expires_until) return false;
+  return true;
+}
+
+static int m_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n,
+                    xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *out = xgr__xcalloc(m->ngrants ? m->ngrants : 1, sizeof **out);
+  for (size_t i = 0; i < m->ngrants && *n < f->limit; i++)
+    if (grant_selected(&m->grants[i], f)) xgr__store_grant_copy(&(*out)[(*n)++], &m->grants[i]);
+  pthread_mutex_unlock(&m->lock);
   return 0;
 }
 
@@ -667,7 +739,7 @@ static size_t gc_locked(mstore *m, int64_t now) {
       if (s->has_row && s->row.status != XGR_RESULT_RUNNING && s->row.finished_at <= hist_cut) {
         xgr_store_session_clear(&s->row);
         s->has_row = false;
-        deleted++;
+        deleted += 1 + grants_drop(m, s->owner, s->root);   /* its grants go with its row */
       }
     }
     /* killed scopes without a live member are garbage (nothing enters a killed scope) */
@@ -784,7 +856,7 @@ static int m_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, xg
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .owner_bytes = m_owner_bytes, .outbox = m_outbox,
-                                   .wakes_refused = m_wakes_refused, .audits = m_audits, .load_some = m_load_some, .due = m_due,
+                                   .wakes_refused = m_wakes_refused, .audits = m_audits, .grants = m_grants, .load_some = m_load_some, .due = m_due,
                                    .live_owners = m_live_owners};
 
 xgr_store *xgr_store_memory_open(const xgr_store_config *cfg, xgr_error *err) {

@@ -18,7 +18,7 @@
 
 #include "xgr/store.h"
 
-typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE, OP_AUDIT } op_kind;
+typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE, OP_AUDIT, OP_GRANT } op_kind;
 
 typedef struct store_op {
   op_kind kind;
@@ -51,6 +51,7 @@ typedef struct store_op {
     xgr_store_wake wake;                        /* OP_WAKE_OUT; OP_WAKE_DONE: owner holds the id,
                                                    wake.refused the reason or NULL */
     xgr_store_audit audit;                      /* OP_AUDIT (an audit trail row of session owner/root) */
+    xgr_store_grant grant;                      /* OP_GRANT (owner/root are its session; rights 0: revoke) */
   } u;
 } store_op;
 
@@ -100,6 +101,8 @@ typedef struct store_vt {
                        xgr_error *err);
   /* the audit entries of a session in order (xgr_store_audits) */
   int (*audits)(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err);
+  /* the grants a filter selects, by id (xgr_store_grants) */
+  int (*grants)(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err);
   /* hibernation (xgr_store_load_some, xgr_store_due); NULL: not supported */
   int (*load_some)(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *), void *ctx,
                    xgr_error *err);
@@ -137,6 +140,7 @@ void xgr__store_hist_copy(xgr_store_hist *dst, const xgr_store_hist *src);
 void xgr__store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
 void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src);
 void xgr__store_audit_copy(xgr_store_audit *dst, const xgr_store_audit *src);
+void xgr__store_grant_copy(xgr_store_grant *dst, const xgr_store_grant *src);
 /* A new registry record: hash computed (keccak-256 of content). */
 int xgr__store_doc_hash(const char *content, size_t len, char out[67]);
 
