@@ -400,7 +400,7 @@ typedef struct xgr_node_session {
 int xgr_node_session_get(xgr_node *n, const char *owner, uint64_t root, xgr_node_session *out, xgr_error *err);
 /* Free what s owns and zero it. NULL is fine. */
 void xgr_node_session_clear(xgr_node_session *s);
-/* A page of owner's sessions: those with rootPid below `before` (0: no bound), newest first, at
+/* A page of owner's sessions (owner NULL: every owner's, as xgr_store_sessions): those with rootPid below `before` (0: no bound), newest first, at
  * most limit (0: 1000), finished ones included until their retention ends; each with the engine's
  * view. *out (may be empty, never NULL on success) is freed with xgr_node_sessions_free. */
 int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,

@@ -376,6 +376,7 @@ typedef struct xgr_store_grant_filter {
   uint64_t root_pid;            /* with owner: that session only (0: any of owner's) */
   const char *grantee;          /* NULL: any */
   const char *party;            /* NULL: any; else only grants whose grantee or owner is it */
+  const char *rule;             /* NULL: any; else only grants that came from this rule address */
   int64_t expires_after;        /* only expires_at > this (0: no bound) */
   int64_t expires_until;        /* only expires_at <= this (0: no bound) */
   int64_t after_id;             /* only id > this (the cursor; 0: from the first) */
@@ -459,7 +460,8 @@ void xgr_store_hists_free(xgr_store_hist *h, size_t n);
 
 /* The session rows of owner with rootPid below `before` (0: no bound), newest first (rootPid
  * descending), at most limit (0: 1000), finished ones included until their retention ends (the
- * listing methods of xgrd use it; `before` pages through an owner's sessions). *out (the caller's;
+ * listing methods of xgrd use it; `before` pages through an owner's sessions). owner NULL: every
+ * owner's (rootPid descending, then by owner; an operator's listing). *out (the caller's;
  * free it with xgr_store_sessions_free) may be empty. */
 int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                        size_t *n, xgr_error *err);

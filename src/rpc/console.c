@@ -234,8 +234,8 @@ static const char *events_permit(const xgr_rpc_caller *caller, struct MHD_Connec
 }
 
 /* GET /ui/events: a stream of one owner's events (or, under --auth none, of everyone's). In permit
- * mode the reader's xdalaPermit (events_permit) must be the owner's, as for xgr.console.sessions,
- * and the stream ends when it expires. The hub's caps and lifetime apply (xgr__sse_serve). */
+ * mode the reader's xdalaPermit (events_permit) must be the owner's or an operator's, or, for one
+ * session (rootPid), a READ grantee's; the stream ends when the permit (or the grant) expires. The hub's caps and lifetime apply (xgr__sse_serve). */
 static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
   const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
   const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
@@ -255,7 +255,11 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     xgr_error err;
     xgr_error_clear(&err);
     xgr_permit pm;
-    int rc = xgr__console_read_owner_permit(caller, params, o, sizeof o, &pm, &err);
+    xgr_node_access_info acc;
+    /* one session's events: READ on it (a grantee's too); every session of the owner: the owner or
+     * an operator — the same decision as JSON-RPC's (xgr_rpc_access) */
+    int rc = xgr__console_read_owner_permit(c, caller, params, root ? strtoull(root, NULL, 10) : 0, o, sizeof o, &pm,
+                                            &acc, &err);
     json_decref(params);
     if (rc) {
       char msg[XGR_MSG_MAX + 300];
@@ -263,6 +267,10 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
       return send_text(conn, MHD_HTTP_FORBIDDEN, msg);
     }
     if (pm.kind) expiry = pm.expiry;
+    if (acc.via == XGR_NODE_VIA_GRANT) {   /* a grant's stream ends when the grant does (engine clock ms -> s) */
+      uint64_t g = acc.expires_at > 0 ? (uint64_t)acc.expires_at / 1000 : 1;
+      if (!expiry || g < expiry) expiry = g;
+    }
   }
   char client[64];
   xgr__rpc_client_addr(caller, client, sizeof client);

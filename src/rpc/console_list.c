@@ -42,7 +42,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   int rc = xgr__console_named(params, keys, &o, err);
   if (rc) return rc;
   char owner[64];
-  if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err))) return rc;
+  if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) return rc;
   const char *registry, *status, *step;
   uint64_t limit, before, since, until;
   if ((rc = xgr__console_opt_str(o, "registry", 200, &registry, err)) || (rc = xgr__console_opt_str(o, "status", 20, &status, err)) ||

@@ -535,6 +535,7 @@ static bool grant_selected(const xgr_store_grant *g, const xgr_store_grant_filte
   if (f->owner && (strcmp(g->owner, f->owner) || (f->root_pid && g->root_pid != f->root_pid))) return false;
   if (f->grantee && strcmp(g->grantee, f->grantee)) return false;
   if (f->party && strcmp(g->grantee, f->party) && strcmp(g->owner, f->party)) return false;
+  if (f->rule && (!g->rule || strcasecmp(g->rule, f->rule))) return false;
   if (f->expires_after && g->expires_at <= f->expires_after) return false;
   if (f->expires_until && g->expires_at > f->expires_until) return false;
   return true;
@@ -575,10 +576,29 @@ static int m_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_a
 
 /* The owner's sessions, newest rootPid first: the sessions array is sorted by (owner, rootPid), so
  * they are one contiguous run, walked backwards. */
+static int by_root_desc(const void *a, const void *b) {
+  const xgr_store_session *x = a, *y = b;
+  return x->root_pid < y->root_pid ? 1 : x->root_pid > y->root_pid ? -1 : strcmp(x->owner, y->owner);
+}
+
 static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                       size_t *n, xgr_error *err) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
+  if (!owner) {   /* every owner's: all rows below the bound, by rootPid descending, then cut */
+    *out = xgr__xcalloc(m->nsess ? m->nsess : 1, sizeof **out);
+    *n = 0;
+    for (size_t i = 0; i < m->nsess; i++) {
+      const msess *s = m->sess[i];
+      if (s->has_row && (before == UINT64_MAX ? true : s->root < before))
+        xgr__store_session_copy(&(*out)[(*n)++], &s->row);
+    }
+    qsort(*out, *n, sizeof **out, by_root_desc);
+    for (size_t i = limit; i < *n; i++) xgr_store_session_clear(&(*out)[i]);
+    if (*n > limit) *n = limit;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+  }
   bool f;
   size_t end = sess_pos(m, owner, before, &f);   /* the first row at or after (owner, before): excluded */
   if (f && before == UINT64_MAX) end++;           /* ... unless 2^64-1, the front's "no bound": listed */

@@ -207,7 +207,7 @@ int xgr__pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_s
 int xgr__pg_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err) {
   pgstore *g = (pgstore *)st;
   params p = {0};
-  char sql[768], cond[384] = "";
+  char sql[896], cond[512] = "";
   size_t c = 0;
   p_i64(&p, f->after_id);
 #define COND(...) c += (size_t)snprintf(cond + c, sizeof cond - c, __VA_ARGS__)
@@ -226,6 +226,10 @@ int xgr__pg_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_gra
   if (f->party) {
     p_text(&p, f->party);
     COND(" AND (grantee = $%d OR owner = $%d)", p.n, p.n);
+  }
+  if (f->rule) {
+    p_text(&p, f->rule);
+    COND(" AND lower(rule) = lower($%d)", p.n);
   }
   if (f->expires_after) {
     p_i64(&p, f->expires_after);
@@ -359,7 +363,11 @@ int xgr__pg_sessions(xgr_store *st, const char *owner, uint64_t before, size_t l
   p_u64(&p, before);
   p_u64(&p, limit);
   /* before = 2^64-1 is "no bound" (the front's default): that rootPid itself is listed too */
-  const char *sql = before == UINT64_MAX
+  const char *sql = !owner   /* every owner's ($1 is NULL) */
+                        ? before == UINT64_MAX
+                              ? "SELECT " SESSION_COLS " FROM sessions WHERE $1::text IS NULL AND root_pid <= $2 ORDER BY root_pid DESC, owner LIMIT $3"
+                              : "SELECT " SESSION_COLS " FROM sessions WHERE $1::text IS NULL AND root_pid < $2 ORDER BY root_pid DESC, owner LIMIT $3"
+                    : before == UINT64_MAX
                         ? "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid <= $2 ORDER BY root_pid DESC LIMIT $3"
                         : "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid < $2 ORDER BY root_pid DESC LIMIT $3";
   *out = NULL;

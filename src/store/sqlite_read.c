@@ -307,10 +307,11 @@ int xgr__sq_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_au
 /* The grants a filter selects (xgr_store_grants): each set field adds its condition. */
 int xgr__sq_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err) {
   sqstore *q = (sqstore *)st;
-  char sql[640];
+  char sql[768];
   snprintf(sql, sizeof sql,
            "SELECT id, owner, root_pid, grantee, rights, expires_at, rule, step, enc_dek, created_by, created_at"
-           " FROM session_grants WHERE id > :after%s%s%s%s%s%s ORDER BY id LIMIT %zu",
+           " FROM session_grants WHERE id > :after%s%s%s%s%s%s%s ORDER BY id LIMIT %zu",
+           f->rule ? " AND lower(rule) = lower(:rule)" : "",
            f->owner ? " AND owner = :owner" : "", f->owner && f->root_pid ? " AND root_pid = :root_pid" : "",
            f->grantee ? " AND grantee = :grantee" : "", f->party ? " AND (grantee = :party OR owner = :party)" : "",
            f->expires_after ? " AND expires_at > :exp_after" : "", f->expires_until ? " AND expires_at <= :exp_until" : "",
@@ -330,6 +331,7 @@ int xgr__sq_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_gra
   if (f->owner && f->root_pid) bind_root(&b, ":root_pid", f->root_pid);
   if (f->grantee) bind_text(&b, ":grantee", f->grantee);
   if (f->party) bind_text(&b, ":party", f->party);
+  if (f->rule) bind_text(&b, ":rule", f->rule);
   if (f->expires_after) bind_i64(&b, ":exp_after", f->expires_after);
   if (f->expires_until) bind_i64(&b, ":exp_until", f->expires_until);
   size_t cap = 8;
@@ -368,8 +370,12 @@ int xgr__sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t l
    * front's default), so that rootPid itself is listed too */
   char sql[384];
   bool all = before == UINT64_MAX;
-  snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid %s :root_pid ORDER BY root_pid DESC LIMIT %zu",
-           all ? "<=" : "<", limit);
+  if (owner)
+    snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid %s :root_pid ORDER BY root_pid DESC LIMIT %zu",
+             all ? "<=" : "<", limit);
+  else   /* every owner's (:owner is NULL) */
+    snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE :owner IS NULL AND root_pid %s :root_pid"
+             " ORDER BY root_pid DESC, owner LIMIT %zu", all ? "<=" : "<", limit);
   pthread_mutex_lock(&q->rmu);
   void *a;
   int rc = read_rows(q, sql, owner, before, sizeof(xgr_store_session), session_row_cb, &a, n, err);

@@ -1043,7 +1043,6 @@ int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
                        size_t *n, xgr_error *err) {
   *out = NULL;
   *n = 0;
-  if (!owner) return xgr_error_set(err, XGR_EINVAL, "owner", "missing; expected the owner's address");
   if (limit == 0) limit = 1000;
   if (before != UINT64_MAX) return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
   /* a cursor of 2^64-1 (the last page ended at that rootPid) lists what is below it; the backends
