@@ -507,7 +507,8 @@ bool xgr_node_is_operator(xgr_node *n, const char *addr);
 /* May caller (an address, any case) exercise every right in `rights` (xgr_node_right bits) on
  * session (owner, root)? 0 with *info (may be NULL) saying why; XGR_EPERM with *err naming path
  * (the request's field that names the caller, e.g. "permit.message.from") when it may not; the
- * store's error when the grant could not be read. Reads one grant row; never changes anything. */
+ * store's error when the grant could not be read. Reads one grant row; never changes anything.
+ * root 0 asks for every session of owner: only the owner and operators have that (no grant). */
 int xgr_node_access(xgr_node *n, const char *caller, const char *owner, uint64_t root, unsigned rights,
                     const char *path, xgr_node_access_info *info, xgr_error *err);
 /* The node's clock (engine clock ms) grants are checked against. */

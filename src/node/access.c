@@ -100,6 +100,10 @@ int xgr_node_access(xgr_node *n, const char *caller, const char *owner, uint64_t
     return xgr_error_set(err, XGR_EPERM, path, "%s holds %s on %s/%llu; %s needs %s", who,
                          right_names(held, have, sizeof have), owner, (unsigned long long)root,
                          right_names(rights, want, sizeof want), want);
+  if (!root)   /* every session of owner: no grant opens them all */
+    return xgr_error_set(err, XGR_EPERM, path,
+                         "%s may not read the sessions of %s (only the owner and xgrd's operators may; a grant opens "
+                         "one session)", who, owner);
   return xgr_error_set(err, XGR_EPERM, path,
                        "%s is not the owner %s of session %llu, not an operator and holds no grant on it (%s needed)",
                        who, owner, (unsigned long long)root, right_names(rights, want, sizeof want));
