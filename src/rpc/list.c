@@ -382,6 +382,12 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   } else if ((rc = list_scope(d, scope, scope == LS_MINE ? who : owner, only_owner, before, &ss, &nss, err))) {
     return xgr__rpc_code(rc, err);
   }
+  if (scope == LS_MINE && only_owner && !nss && !one_root && !before) {   /* another owner's, nothing granted: as before grants */
+    xgr_node_sessions_free(ss, nss);
+    return xgr__rpc_fail(err, XGR_EPERM, "from",
+                         "%s may not list the sessions of %s (it holds no grant on any of them; allow-list mode "
+                         "needs \"runner\")", who, owner);
+  }
   /* a full scan window may have older sessions below it: the cursor for the next page */
   uint64_t next_before = nss >= LIST_SCAN_SESSIONS ? ss[nss - 1].row.root_pid : 0;
   acc = xgr__xcalloc(nss + 1, sizeof *acc);

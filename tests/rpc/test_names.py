@@ -223,6 +223,7 @@ def part_d():
         "UPDATE rules SET id = substr(id, 44) WHERE substr(id, 43, 1) = ':';"
         "ALTER TABLE sessions DROP COLUMN bundle_hash;"
         "DROP TABLE session_audit;"
+        "DROP TABLE session_grants;"
         "DELETE FROM schema_version WHERE version >= 14;")
     db.commit()
     ids = sorted(r[0] for r in db.execute("SELECT id FROM rules UNION ALL SELECT id FROM orchestrations"))

@@ -1895,7 +1895,7 @@ static void test_pg_schema(void **state) {
                        " ALTER TABLE proc_steps DROP COLUMN rt_paused, DROP COLUMN rt_join_group,"
                        " DROP COLUMN rt_join_from_group, DROP COLUMN rt_next_wake_at, DROP COLUMN rt_created_at,"
                        " DROP COLUMN rt_join_state; DROP TABLE proc_born; ALTER TABLE sessions DROP COLUMN stored_bytes;"
-                       " ALTER TABLE sessions DROP COLUMN bundle_hash; DROP TABLE session_audit;"
+                       " ALTER TABLE sessions DROP COLUMN bundle_hash; DROP TABLE session_audit; DROP TABLE session_grants;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
                        " INSERT INTO proc_steps(owner, root_pid, iter, parent_iter, step, step_id, status, valid,"
@@ -1914,6 +1914,12 @@ static void test_pg_schema(void **state) {
   assert_int_equal(xgr_store_audits(st, "0xold", UINT64_MAX, &oa, &noa, &e), 0);
   assert_int_equal(noa, 0);
   xgr_store_audits_free(oa, noa);
+  xgr_store_grant *og;   /* v16: grants, empty */
+  size_t nog;
+  xgr_store_grant_filter gf = {0};
+  assert_int_equal(xgr_store_grants(st, &gf, &og, &nog, &e), 0);
+  assert_int_equal(nog, 0);
+  xgr_store_grants_free(og, nog);
   xgr_store_hist *oh;
   size_t noh;
   assert_int_equal(xgr_store_history(st, "0xold", 7, &oh, &noh, &e), 0);
