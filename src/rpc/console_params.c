@@ -83,6 +83,10 @@ int xgr__console_read_owner_permit(xgr__console *c, const xgr_rpc_caller *caller
   char who[64];
   rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, p, err);
   if (rc) return rc;
+  if (caller && caller->auth_none && who[0] && strcasecmp(who, owner)) {   /* --auth none: `from` reads its own */
+    xgr_error_set(err, XGR_EPERM, "from", "%s may not read the sessions of %s (only the owner may)", who, owner);
+    return XGR_EPERM;
+  }
   /* the same decision as JSON-RPC's (root 0 matches no grant: the owner or an operator) */
   return xgr_rpc_access(c->n, caller, who, owner, root, XGR_NODE_READ, "permit.message.from", info, err);
 }

@@ -376,7 +376,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!allow_mode &&
         (rc = xgr_rpc_access(d->n, caller, who, whose, one_root, XGR_NODE_READ, "permit.message.from", NULL, err)))
       return rc;
-    snprintf(owner, sizeof owner, "%s", whose);
+    if (whose != owner) snprintf(owner, sizeof owner, "%s", whose);
     ss = xgr__xcalloc(1, sizeof *ss);
     if (!xgr_node_session_get(d->n, owner, one_root, ss, err)) nss = 1;
   } else if ((rc = list_scope(d, scope, scope == LS_MINE ? who : owner, only_owner, before, &ss, &nss, err))) {
