@@ -15,7 +15,7 @@
 //   phase 2 (after xgrd restarted on the same store): the grants are still there and work.
 'use strict';
 const { ethers } = require('ethers');
-const { CONTROL_V2, make } = require('./permits.js');
+const { CONTROL_V2, XDALA, make, client } = require('./permits.js');
 
 const [URL, PHASE, OWNER_KEY, AUDITOR_KEY, WRITER_KEY, MANAGER_KEY, NEWBIE_KEY, STRANGER_KEY, OPERATOR_KEY] =
   process.argv.slice(2);
@@ -23,26 +23,8 @@ const W = (k) => new ethers.Wallet(k);
 const owner = W(OWNER_KEY), auditor = W(AUDITOR_KEY), writer = W(WRITER_KEY), manager = W(MANAGER_KEY);
 const newbie = W(NEWBIE_KEY), stranger = W(STRANGER_KEY), operator = W(OPERATOR_KEY);
 const OWNER = owner.address.toLowerCase();
-const XDALA = [{ name: 'from', type: 'address' }, { name: 'expiry', type: 'uint256' }];
 
-let id = 0;
-async function rpc(method, params) {
-  const res = await fetch(URL, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) });
-  return res.json();
-}
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error('FAIL: ' + what + (detail ? ': ' + JSON.stringify(detail) : ''));
-    process.exit(1);
-  }
-  console.log('ok   ' + what);
-}
-function refused(answer, code, path, what) {
-  const e = answer.error;
-  check(e && e.code === code && (!path || (e.data && e.data.path === path)), what + ` (${code}${path ? ' at ' + path : ''})`,
-    answer);
-}
+const { rpc, check, refused } = client(URL);
 const sleep = (ms) => new Promise((f) => setTimeout(f, ms));
 
 let core, xdom, cdom;
