@@ -334,6 +334,10 @@ typedef struct xgr_store_audit {
 void xgr_store_audit_clear(xgr_store_audit *a);
 /* Append audit entry a (copied; a->at is ignored: the commit's time) to session (owner, root_pid). */
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a);
+/* The same for a change that is not the engine's (xgr_manageGrants' grants): on a cluster store any
+ * node may write it, whoever holds the session's lease (docs/CLUSTER.md). */
+void xgr_store_changes_audit_unfenced(xgr_store_changes *b, const char *owner, uint64_t root_pid,
+                                      const xgr_store_audit *a);
 /* The audit entries of (owner, root_pid) in order (session_at, then the order they were written).
  * *out is the caller's (xgr_store_audits_free); may be empty. */
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,

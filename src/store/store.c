@@ -548,6 +548,12 @@ int xgr_store_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_g
   return st->vt->grants(st, &c, out, n, err);
 }
 
+void xgr_store_changes_audit_unfenced(xgr_store_changes *b, const char *owner, uint64_t root_pid,
+                                      const xgr_store_audit *a) {
+  xgr_store_changes_audit(b, owner, root_pid, a);
+  b->ops[b->n - 1].unfenced = true;
+}
+
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
                      xgr_error *err) {
   *out = NULL;

@@ -23,6 +23,8 @@ typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMO
 typedef struct store_op {
   op_kind kind;
   bool if_absent;               /* OP_SESSION: insert only; an existing row fails the batch (XGR_ECONFLICT) */
+  bool unfenced;                /* OP_AUDIT of a change outside the engine's state (a grant): written by
+                                   any cluster node, whoever holds the session's lease */
   char *owner;                  /* in the batch's text arena, like every string of an entry */
   uint64_t root;
   const xgr_session *live;      /* OP_PROC from xgr_store_changes_add_effects of a process still live
