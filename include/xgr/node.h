@@ -456,6 +456,7 @@ typedef struct xgr_node_owner_counts {
   size_t engine_sessions;         /* sessions the engine holds (every owner, finished ones kept included) */
   bool partial;                   /* the engine holds more than were looked at */
 } xgr_node_owner_counts;
+/* owner NULL: every owner's (live sessions of the 1,000 owners with the most). */
 int xgr_node_owner_counts_get(xgr_node *n, const char *owner, xgr_node_owner_counts *out, xgr_error *err);
 /* Does an owner other than `owner` hold a running session with rootPid root? The store's owners
  * with live sessions (the 1,000 with the most), then one row each: false when none does, or when

@@ -42,7 +42,19 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   int rc = xgr__console_named(params, keys, &o, err);
   if (rc) return rc;
   char owner[64];
-  if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) return rc;
+  /* no owner named: every owner's sessions for --auth none and operators (each row says whose),
+   * the signer's own for anyone else; an owner named: that owner's, if the caller may */
+  const json_t *ov = json_object_get(o, "owner"), *fv = json_object_get(o, "from");
+  bool any_owner = false;
+  if ((!ov || json_is_null(ov)) && (!fv || json_is_null(fv))) {
+    char who[64] = "";
+    if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, NULL, err))) return rc;
+    any_owner = caller->auth_none || xgr_node_is_operator(c->n, who);
+    if (!any_owner && !who[0]) return xgr__console_bad(err, "owner", "missing; expected %s", "the owner's address (0x + 40 hex)");
+    snprintf(owner, sizeof owner, "%s", any_owner ? "" : who);
+  } else if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) {
+    return rc;
+  }
   const char *registry, *status, *step;
   uint64_t limit, before, since, until;
   if ((rc = xgr__console_opt_str(o, "registry", 200, &registry, err)) || (rc = xgr__console_opt_str(o, "status", 20, &status, err)) ||
@@ -63,7 +75,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
     if (scanned && xgr__mono_ms() - t0 >= SCAN_MS) break;
     xgr_node_session *ss = NULL;
     size_t n = 0;
-    if ((rc = xgr_node_sessions(c->n, owner, cursor, 1000, &ss, &n, err))) {
+    if ((rc = xgr_node_sessions(c->n, any_owner ? NULL : owner, cursor, 1000, &ss, &n, err))) {
       json_decref(items);
       return rc;
     }
@@ -85,7 +97,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
           scanned = SCAN_MAX;
           break;
         }
-        if (!has_step(c, owner, s->root_pid, step)) continue;
+        if (!has_step(c, s->owner, s->root_pid, step)) continue;
       }
       json_t *it = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "owner", s->owner, "rootPid",
                              xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
@@ -108,7 +120,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   /* live sessions: the store's (hibernated ones are live there, not in the engine); the other
    * counts: the engine's sessions (live ones) of this owner */
   xgr_node_owner_counts oc;
-  if ((rc = xgr_node_owner_counts_get(c->n, owner, &oc, err))) {
+  if ((rc = xgr_node_owner_counts_get(c->n, any_owner ? NULL : owner, &oc, err))) {
     json_decref(items);
     return rc;
   }

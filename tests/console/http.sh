@@ -68,7 +68,8 @@ now_ms=$(($(date +%s) * 1000))
 expect "sessions: created in the last hour" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms - 3600000)),\"until\":$((now_ms + 60000))}")" '"rootPid":"1"'
 expect "sessions: none created after now" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"since\":$((now_ms + 60000))}")" '"items":[]'
 expect "sessions: none created before an hour ago" "$(rpc xgr.console.sessions "{\"owner\":\"$O\",\"until\":$((now_ms - 3600000))}")" '"items":[]'
-call xgr.console.sessions '{}'; rpc_err "sessions: owner missing" -32602 owner
+# no owner under --auth none: every owner's sessions, each row saying whose
+expect "sessions: no owner lists every owner's (--auth none)" "$(rpc xgr.console.sessions '{}')" "\"owner\":\"$O\""
 call xgr.console.sessions '{"owner":"0x12"}'; rpc_err "sessions: owner malformed" -32602 owner
 expect "sessions: owner malformed, the message" "$(cat "$tmp/out")" 'is \"0x12\"; expected an address'
 call xgr.console.sessions "{\"owner\":\"$O\",\"limit\":500}"; rpc_err "sessions: limit over the cap" -32005 limit
