@@ -104,9 +104,11 @@ int xgr_node_access(xgr_node *n, const char *caller, const char *owner, uint64_t
     return xgr_error_set(err, XGR_EPERM, path,
                          "%s may not read the sessions of %s (only the owner and xgrd's operators may; a grant opens "
                          "one session)", who, owner);
+  const char *verb = rights & XGR_NODE_MANAGE ? "manage the grants of" : rights & XGR_NODE_WRITE ? "wake" : "read";
   return xgr_error_set(err, XGR_EPERM, path,
-                       "%s is not the owner %s of session %llu, not an operator and holds no grant on it (%s needed)",
-                       who, owner, (unsigned long long)root, right_names(rights, want, sizeof want));
+                       "%s may not %s the sessions of %s (session %llu): not the owner, not an operator, no grant "
+                       "with %s on it", who, verb, owner, (unsigned long long)root,
+                       right_names(rights, want, sizeof want));
 }
 
 int xgr_node_grants_write(xgr_node *n, const char *owner, uint64_t root, const xgr_node_grant_change *ch, size_t nch,

@@ -384,7 +384,7 @@ static void test_refusals(void **state) {
           json_pack("[{s:s, s:o}]", "processId", "1:2", "permit",
                     sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL_V2, .runner = C.owner,
                                                           .action = "wake", .session_id = 1, .step_id = ""})),
-          "holds no grant on it (WRITE needed)");
+          "may not wake the sessions of");
   /* a wake naming neither processId nor a signed step is malformed (-32602 at the permit's stepId) */
   r = rpc("xgr_wakeUpProcess", json_pack("[{s:{}, s:o}]", "payload", "permit",
                                          sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL,
