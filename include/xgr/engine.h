@@ -136,6 +136,19 @@ typedef struct xgr_engine_audit {
   int64_t session_at;           /* the session clock when applied */
 } xgr_engine_audit;
 
+/* A grant a step's branch gave (XRC-137 §9 `grants`), written in the commit of the step's result as
+ * a session_grants row (xgr_store_grant in xgr/store.h), with an audit entry "grant". Strings
+ * owned by the actor until the batch is done. */
+typedef struct xgr_engine_grant {
+  const char *grantee;          /* lowercased address */
+  uint32_t rights;              /* 1 READ, 2 WRITE, 4 MANAGE */
+  int64_t expires_at;           /* engine clock ms: when the step's result was applied + the grant's days */
+  const char *rule;             /* the step's rule address, or NULL */
+  const char *step;             /* the step's id */
+} xgr_engine_grant;
+/* The days a branch grant lasts without `expireDays` and without the branch's `logExpireDays`. */
+#define XGR_ENGINE_DEFAULT_GRANT_DAYS 30u
+
 /* The stored-bytes quotas of a batch (docs/SECURITY.md "Quotas: processes and stored bytes").
  * "Stored bytes" are what the store's translator (xgr_store_changes_add_batch) writes for a
  * batch: the JSON text of every process row's payload, error and join state, of every history
@@ -177,6 +190,8 @@ typedef struct xgr_store_batch {
   int64_t due;
   size_t naudit;
   const xgr_engine_audit *audit; /* audit entries (control actions and wake-ups this batch applies) */
+  size_t ngrants;
+  const xgr_engine_grant *grants; /* branch grants of the step results in this batch */
   /* the steps the session has run so far (what max_session_steps counts); a store hook that keeps
    * it hands it back when the session is loaded again (xgr_engine_start.steps) */
   uint64_t steps;

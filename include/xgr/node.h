@@ -141,6 +141,10 @@ typedef struct xgr_node_config {
    * acts on at most batch_rate sessions a second (0: XGR_NODE_DEFAULT_BATCH_RATE), so the sessions'
    * own traffic keeps its latency. */
   uint32_t batch_rate;
+  /* Operators (docs/SECURITY.md "Access: grants and operators"): addresses (0x + 40 hex, any case;
+   * borrowed) that may read and control every owner's sessions (xgr_node_access). */
+  const char *const *operators;
+  size_t noperators;
 } xgr_node_config;
 
 #define XGR_NODE_DEFAULT_MAX_OWNER_BYTES (4ull << 30)   /* 4 GiB */
@@ -410,10 +414,9 @@ int xgr_node_control(xgr_node *n, const xgr_node_ctl *r, size_t *woken, xgr_erro
  * Checked by xgr_node_batch_check_selection: XGR_ESCHEMA naming `path`.<key>. */
 int xgr_node_batch_check_selection(const json_t *sel, const char *path, xgr_error *err);
 
-/* The hook where access decisions on other owners' sessions go: whether caller (an address,
- * lowercased) may control (kill, pause, resume, wake by batch) the sessions of owner (NULL: of
- * every owner). Today: an owner acts on its own sessions only (caller == owner); an operator
- * (another part of xgrd's access rules) is wired here. */
+/* Whether caller (an address, lowercased) may control (kill, pause, resume, wake by batch) the
+ * sessions of owner (NULL: of every owner): an owner its own, an operator (xgr_node_is_operator)
+ * every owner's. Grants do not reach batch operations. */
 bool xgr_node_may_control(xgr_node *n, const char *caller, const char *owner);
 
 #define XGR_NODE_BATCH_SAMPLE_MAX 20u
@@ -546,7 +549,7 @@ typedef struct xgr_node_session {
 int xgr_node_session_get(xgr_node *n, const char *owner, uint64_t root, xgr_node_session *out, xgr_error *err);
 /* Free what s owns and zero it. NULL is fine. */
 void xgr_node_session_clear(xgr_node_session *s);
-/* A page of owner's sessions: those with rootPid below `before` (0: no bound), newest first, at
+/* A page of owner's sessions (owner NULL: every owner's, as xgr_store_sessions): those with rootPid below `before` (0: no bound), newest first, at
  * most limit (0: 1000), finished ones included until their retention ends; each with the engine's
  * view. *out (may be empty, never NULL on success) is freed with xgr_node_sessions_free. */
 int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,
@@ -606,6 +609,7 @@ typedef struct xgr_node_owner_counts {
   size_t engine_sessions;         /* sessions the engine holds (every owner, finished ones kept included) */
   bool partial;                   /* the engine holds more than were looked at */
 } xgr_node_owner_counts;
+/* owner NULL: every owner's (live sessions of the 1,000 owners with the most). */
 int xgr_node_owner_counts_get(xgr_node *n, const char *owner, xgr_node_owner_counts *out, xgr_error *err);
 /* Does an owner other than `owner` hold a running session with rootPid root? The store's owners
  * with live sessions (the 1,000 with the most), then one row each: false when none does, or when
@@ -623,6 +627,62 @@ int xgr_node_doc_by_hash(xgr_node *n, xgr_registry_kind kind, const char *hash, 
 int xgr_node_doc_in(xgr_node *n, xgr_registry_kind kind, const char *ns, bool shared, const char *key, uint32_t version,
                     xgr_store_doc *out, xgr_error *err);
 void xgr_node_doc_clear(xgr_store_doc *d);
+
+/* ---- Access: who may read and act on a session (docs/SEMANTICS.md "Access") -------------------
+ * The one decision every front end asks before it shows or changes a session (JSON-RPC methods,
+ * the console's pages and event streams, the CLI through xgrd): the session's owner may do
+ * everything; an operator (xgr_node_config.operators) may do everything on every owner's sessions;
+ * a grantee may do what its unexpired grant's rights cover — READ reads, WRITE also wakes, MANAGE
+ * also grants and revokes; CONTROL (kill, pause, resume) only the owner and operators. A grant
+ * counts while the node's clock (the engine clock, xgr_engine_now) is below its expires_at: it
+ * stops working at that instant, checked at every call. */
+typedef enum xgr_node_right {
+  XGR_NODE_READ = 1,            /* = XGR_STORE_RIGHT_READ */
+  XGR_NODE_WRITE = 2,           /* = XGR_STORE_RIGHT_WRITE: wake its waiting processes */
+  XGR_NODE_MANAGE = 4,          /* = XGR_STORE_RIGHT_MANAGE: create, change and revoke its grants */
+  XGR_NODE_CONTROL = 8          /* kill, pause, resume: owner and operators only */
+} xgr_node_right;
+/* Why access was given. */
+typedef enum xgr_node_via {
+  XGR_NODE_VIA_NONE = 0,
+  XGR_NODE_VIA_OWNER,
+  XGR_NODE_VIA_OPERATOR,
+  XGR_NODE_VIA_GRANT
+} xgr_node_via;
+typedef struct xgr_node_access_info {
+  xgr_node_via via;
+  uint32_t rights;              /* what the caller holds: 7 for the owner and operators, else the grant's */
+  int64_t expires_at;           /* VIA_GRANT: the grant's expiry (engine clock ms) */
+} xgr_node_access_info;
+/* "owner" | "operator" | "grant" | "none" */
+const char *xgr_node_via_name(xgr_node_via v);
+/* Is addr (0x + 40 hex, any case) an operator? */
+bool xgr_node_is_operator(xgr_node *n, const char *addr);
+/* May caller (an address, any case) exercise every right in `rights` (xgr_node_right bits) on
+ * session (owner, root)? 0 with *info (may be NULL) saying why; XGR_EPERM with *err naming path
+ * (the request's field that names the caller, e.g. "permit.message.from") when it may not; the
+ * store's error when the grant could not be read. Reads one grant row; never changes anything.
+ * root 0 asks for every session of owner: only the owner and operators have that (no grant). */
+int xgr_node_access(xgr_node *n, const char *caller, const char *owner, uint64_t root, unsigned rights,
+                    const char *path, xgr_node_access_info *info, xgr_error *err);
+/* The node's clock (engine clock ms) grants are checked against. */
+int64_t xgr_node_now(xgr_node *n);
+
+/* A grant change (xgr_manageGrants): rights 0 revokes. Strings borrowed. */
+typedef struct xgr_node_grant_change {
+  const char *grantee;          /* lowercased address */
+  uint32_t rights;
+  int64_t expires_at;           /* engine clock ms */
+  const char *enc_dek;          /* or NULL */
+} xgr_node_grant_change;
+/* Write changes ch[0..nch) to session (owner, root) in one commit with one audit entry each (kind
+ * "grant" or "revoke", actor `actor`, the permit's digest `permit` or NULL). The caller decided
+ * access (xgr_node_access MANAGE). XGR_ENOTFOUND when the session has no row. */
+int xgr_node_grants_write(xgr_node *n, const char *owner, uint64_t root, const xgr_node_grant_change *ch, size_t nch,
+                          const char *actor, const char *permit, xgr_error *err);
+/* Grants as xgr_store_grants reads them (freed with xgr_store_grants_free). */
+int xgr_node_grants(xgr_node *n, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *count,
+                    xgr_error *err);
 
 /* ---- Registry: stored rules and orchestrations ---- */
 

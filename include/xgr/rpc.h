@@ -143,6 +143,20 @@ int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_act
 int xgr_rpc_authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                              char *who, size_t n, xgr_permit *p, xgr_error *err);
 
+/* Whether the caller may exercise `rights` (xgr_node_right bits, xgr/node.h) on session (owner,
+ * root): every front end's one check before it shows or changes a session (JSON-RPC methods, the
+ * console's pages and event streams). With --auth none (c->auth_none) everything is open: 0 with
+ * info->via XGR_NODE_VIA_NONE and rights 7. Otherwise who (the verified signer, or the address a
+ * console sign-in bound) goes to the node's decision, xgr_node_access (owner, operator, unexpired
+ * grant). 0, or XGR_EPERM (-32007 on the wire) naming path, or the store's error. info may be NULL. */
+struct xgr_node;
+struct xgr_node_access_info;
+int xgr_rpc_access(struct xgr_node *n, const xgr_rpc_caller *c, const char *who, const char *owner, uint64_t root,
+                   unsigned rights, const char *path, struct xgr_node_access_info *info, xgr_error *err);
+/* How a caller reaches a session, as listings and getSession show it: "owner", "operator", "grant",
+ * or "open" (--auth none). */
+const char *xgr_rpc_access_name(const struct xgr_node_access_info *info);
+
 /* The identity a request claims before any check: its `from`, else (permit mode) the permit's
  * message.runner or message.from; NULL if none. Methods use it as the default owner. */
 const char *xgr_rpc_claimed(const xgr_rpc_caller *c, const json_t *params);
@@ -238,6 +252,9 @@ typedef struct xgr_rpcd_config {
   unsigned console_max_nonces;       /* sign-in nonces outstanding; a new one evicts the oldest (1024) */
   unsigned console_max_sessions;     /* console sessions live; a new one ends the one expiring first (256) */
   unsigned console_session_secs;     /* a console session's life: its cookie's Max-Age (1800) */
+  /* xgr_getGrantFeePerYear's answer: wei as "0x" + lowercase hex without leading zeros (NULL or "":
+   * "0x0"); borrowed. xgrd --grant-fee-wei. */
+  const char *grant_fee_wei;
 } xgr_rpcd_config;
 /* The defaults of xgr_rpcd_config's caps. */
 #define XGR_RPCD_MAX_VALIDATES_PER_CLIENT 16

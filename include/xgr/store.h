@@ -17,6 +17,9 @@
  *                          the commit of the change it records; kept like proc_steps (schema 14);
  *   batch_ops              operations on many sessions (xgrd's batches): the selection, the action,
  *                          who started it, its state, progress and cursor (schema 16).
+ *   session_grants         access grants: one row per (session, grantee) with a rights bitmask and
+ *                          an expiry, from a step's branch `grants` (written in the step's commit)
+ *                          or xgr_manageGrants; they go with the session's row (schema 18).
  *
  * Writes go in batches (group commit). A batch is an xgr_store_changes: a driver collects the
  * changes of one or more core calls of one or more sessions in it (xgr_store_changes_add_effects
@@ -59,7 +62,7 @@
 extern "C" {
 #endif
 
-#define XGR_STORE_SCHEMA_VERSION 17  /* the schema this build writes (migrations: docs/STORE.md) */
+#define XGR_STORE_SCHEMA_VERSION 18  /* the schema this build writes (migrations: docs/STORE.md) */
 
 typedef enum xgr_store_sync {
   XGR_STORE_SYNC_FULL = 0,          /* PRAGMA synchronous=FULL: every commit is on disk (default) */
@@ -342,6 +345,10 @@ void xgr_store_audit_clear(xgr_store_audit *a);
 void xgr_store_changes_forked_from(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *from);
 /* Append audit entry a (copied; a->at is ignored: the commit's time) to session (owner, root_pid). */
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a);
+/* The same for a change that is not the engine's (xgr_manageGrants' grants): on a cluster store any
+ * node may write it, whoever holds the session's lease (docs/CLUSTER.md). */
+void xgr_store_changes_audit_unfenced(xgr_store_changes *b, const char *owner, uint64_t root_pid,
+                                      const xgr_store_audit *a);
 /* The audit entries of (owner, root_pid) in order (session_at, then the order they were written).
  * *out is the caller's (xgr_store_audits_free); may be empty. */
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
@@ -404,6 +411,51 @@ int xgr_store_batchops(xgr_store *st, const char *caller, size_t limit, xgr_stor
  * a migration (issue 36) moved it, with its process rows in the same batch. Strings copied. */
 void xgr_store_changes_pin(xgr_store_changes *b, const char *owner, uint64_t root_pid, const char *ostc_id,
                            const char *ostc_hash, const char *bundle_hash);
+/* ---- grants (session_grants, schema 18; docs/STORE.md "Grants") ------------------------------------
+ * A grant gives one address (grantee) rights on one session (owner, root_pid) until expires_at:
+ * XGR_STORE_RIGHT_READ, _WRITE, _MANAGE (a bitmask; what each allows is the node's decision,
+ * xgr_node_access in xgr/node.h). At most one row per (owner, root_pid, grantee): writing a grant
+ * again replaces its rights, expiry, rule, step, encDEK and writer and keeps its id; rights 0
+ * revokes (deletes) it. Rows leave with their session's row (xgr_store_changes_remove_session,
+ * retention of the session row). */
+#define XGR_STORE_RIGHT_READ 1u
+#define XGR_STORE_RIGHT_WRITE 2u
+#define XGR_STORE_RIGHT_MANAGE 4u
+#define XGR_STORE_RIGHTS_ALL 7u
+typedef struct xgr_store_grant {
+  int64_t id;                   /* the row's number, set by the store (kept when the grant is rewritten): the
+                                   cursor of a listing */
+  char *owner;                  /* the session: its owner (lowercased address) and rootPid */
+  uint64_t root_pid;
+  char *grantee;                /* lowercased address */
+  uint32_t rights;              /* XGR_STORE_RIGHT_* bits; 0 in a change: revoke */
+  int64_t expires_at;           /* engine clock ms: the grant works while the node's clock is below it */
+  char *rule;                   /* the rule address of the step whose branch granted it, or NULL */
+  char *step;                   /* that step's id, or NULL (xgr_manageGrants) */
+  char *enc_dek;                /* the encDEK as given (opaque text), or NULL */
+  char *created_by;             /* who wrote it: a signer address, "auth-none", or "rule:<address>" */
+  int64_t created_at;           /* store clock (ms) when last written (set by the store) */
+} xgr_store_grant;
+void xgr_store_grant_clear(xgr_store_grant *g);
+void xgr_store_grants_free(xgr_store_grant *g, size_t n);   /* NULL is fine */
+/* Write grant g (copied; id and created_at are ignored) in the batch: upsert by (owner, root_pid,
+ * grantee) when g->rights != 0, delete when 0. */
+void xgr_store_changes_grant(xgr_store_changes *b, const xgr_store_grant *g);
+/* Which grants xgr_store_grants reads: every set field narrows (strings borrowed). */
+typedef struct xgr_store_grant_filter {
+  const char *owner;            /* the session's owner, NULL: any */
+  uint64_t root_pid;            /* with owner: that session only (0: any of owner's) */
+  const char *grantee;          /* NULL: any */
+  const char *party;            /* NULL: any; else only grants whose grantee or owner is it */
+  const char *rule;             /* NULL: any; else only grants that came from this rule address */
+  int64_t expires_after;        /* only expires_at > this (0: no bound) */
+  int64_t expires_until;        /* only expires_at <= this (0: no bound) */
+  int64_t after_id;             /* only id > this (the cursor; 0: from the first) */
+  size_t limit;                 /* at most this many (0: 1000) */
+} xgr_store_grant_filter;
+/* The grants f selects, by id ascending. *out is the caller's (xgr_store_grants_free); may be empty. */
+int xgr_store_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n,
+                     xgr_error *err);
 
 struct xgr_store_batch;
 /* Add the changes of one turn of a session's actor (the engine's store hook batch, xgr/engine.h;
@@ -479,7 +531,8 @@ void xgr_store_hists_free(xgr_store_hist *h, size_t n);
 
 /* The session rows of owner with rootPid below `before` (0: no bound), newest first (rootPid
  * descending), at most limit (0: 1000), finished ones included until their retention ends (the
- * listing methods of xgrd use it; `before` pages through an owner's sessions). *out (the caller's;
+ * listing methods of xgrd use it; `before` pages through an owner's sessions). owner NULL: every
+ * owner's (rootPid descending, then by owner; an operator's listing). *out (the caller's;
  * free it with xgr_store_sessions_free) may be empty. */
 int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                        size_t *n, xgr_error *err);

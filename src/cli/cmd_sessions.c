@@ -13,14 +13,18 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: xgr sessions --owner ADDR [--root N] [--status S] [--limit N] [--processes [--sort KEY:DIR,...]]\n"
+          "usage: xgr sessions [--owner ADDR] [--root N] [--status S] [--limit N] [--processes [--sort KEY:DIR,...]]\n"
           "                    [options]\n"
           "       xgr sessions --runner ADDR --from ADDR [options]\n\n"
           "List an owner's sessions, newest first, one row each: rootPid, status, registry and\n"
           "orchestration, when it was created (UTC), live processes, its next wake (the earliest timer of\n"
           "a process that can wake: not a paused one, not a join target whose join is open) and why a\n"
-          "killed session ended. A paused session shows as paused.\n\n"
-          "  --owner ADDR     whose sessions (default --from)\n"
+          "killed session ended. A paused session shows as paused. ACCESS says how you reach each one:\n"
+          "owner, grant (rights bitmask: 1 read, 2 write, 4 manage; with the owner's address), operator\n"
+          "(xgrd --operator) or open (xgrd --auth none).\n\n"
+          "  --owner ADDR     whose sessions (default: with --from, that address's; with --key, your own\n"
+          "                   and those granted to you (every owner's for an operator); with neither,\n"
+          "                   under xgrd --auth none, every owner's)\n"
           "  --root N         only this session\n"
           "  --status S       only sessions with this status: running (live, not paused), waiting\n"
           "                   (running, no step running now), paused, live, completed, killed, stalled,\n"
@@ -90,21 +94,31 @@ void xgr_cli_print_items(const json_t *items) {
 }
 
 static void print_sessions(const json_t *rows) {
-  printf("%-8s %-10s %-32s %-24s %5s  %-24s %s\n", "ROOTPID", "STATUS", "ORCHESTRATION", "CREATED (UTC)", "LIVE",
-         "NEXT WAKE (UTC)", "ABORT");
+  printf("%-8s %-10s %-32s %-24s %5s  %-24s %-8s %s\n", "ROOTPID", "STATUS", "ORCHESTRATION", "CREATED (UTC)", "LIVE",
+         "NEXT WAKE (UTC)", "ABORT", "ACCESS");
   size_t i;
   const json_t *r;
   json_array_foreach(rows, i, r) {
     char orch[96], created[40], next[40];
     const char *reg = json_string_value(json_object_get(r, "registry"));
     snprintf(orch, sizeof orch, "%s/%s", reg && *reg ? reg : "local", json_string_value(json_object_get(r, "ostcId")));
-    printf("%-8s %-10s %-32s %-24s %5lld  %-24s %s\n", json_string_value(json_object_get(r, "rootPid")),
+    char acc[128];
+    const char *how = json_string_value(json_object_get(r, "access"));
+    if (how && !strcmp(how, "grant"))
+      snprintf(acc, sizeof acc, "grant:%lld of %s", (long long)json_integer_value(json_object_get(r, "rights")),
+               json_string_value(json_object_get(r, "owner")));
+    else if (how && strcmp(how, "owner"))
+      snprintf(acc, sizeof acc, "%s (%s)", how, json_string_value(json_object_get(r, "owner")));
+    else
+      snprintf(acc, sizeof acc, "%s", how ? how : "-");
+    printf("%-8s %-10s %-32s %-24s %5lld  %-24s %-8s %s\n", json_string_value(json_object_get(r, "rootPid")),
            json_is_true(json_object_get(r, "paused")) ? "paused" : json_string_value(json_object_get(r, "status")), orch,
            xgr_cli_utc(json_integer_value(json_object_get(r, "createdAt")), created, sizeof created),
            (long long)json_integer_value(json_object_get(r, "live")),
            clock_text(json_object_get(r, "nextWakeAt"), next, sizeof next),
            json_string_value(json_object_get(r, "abortReason")) ? json_string_value(json_object_get(r, "abortReason"))
-                                                                : "-");
+                                                                : "-",
+           acc);
   }
   if (!json_array_size(rows)) printf("(no sessions)\n");
 }
@@ -140,18 +154,13 @@ int xgr_cmd_sessions(int argc, char **argv) {
     fprintf(stderr, "xgr sessions: --sort orders process rows; add --processes\n");
     return XGR_EXIT_USAGE;
   }
-  if (!owner) owner = runner ? runner : c.from;
-  if (!owner) {
-    fprintf(stderr, "xgr sessions: --owner is required\n\n");
-    usage(stderr);
-    return XGR_EXIT_USAGE;
-  }
-  if (!xgr_xrc_is_address(owner, strlen(owner))) {
+  if (!owner) owner = runner;   /* none: xgrd answers whose (--from's, the signer's own and granted, every owner's) */
+  if (owner && !xgr_xrc_is_address(owner, strlen(owner))) {
     fprintf(stderr, "xgr sessions: %s is '%s'; expected an address (\"0x\" and 40 hex digits)\n",
             runner ? "--runner" : "--owner", owner);
     return XGR_EXIT_USAGE;
   }
-  json_t *params = json_pack("{s:s}", runner ? "runner" : "owner", owner);
+  json_t *params = owner ? json_pack("{s:s}", runner ? "runner" : "owner", owner) : json_object();
   if (!processes && !runner) json_object_set_new(params, "view", json_string("sessions"));
   if (root) json_object_set_new(params, "rootPid", json_string(root));
   if (status) json_object_set_new(params, "status", json_string(status));   /* xgrd checks the word */

@@ -46,6 +46,8 @@
 #define EXIT_HARD 3
 #define EXIT_STORE 4   /* the store failed while running (see above) */
 
+#define MAX_OPERATORS 64   /* --operator addresses at most */
+
 typedef struct opts {
   const char *listen, *store, *config, *auth, *port_file, *log_level, *sync, *control_contract, *metrics_listen;
   uint64_t chain_id;
@@ -77,6 +79,9 @@ typedef struct opts {
   const char *otlp_endpoint;      /* tracing (docs/OPERATIONS.md "Tracing"), NULL: off */
   unsigned long otlp_queue_spans; /* 0: XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS */
   unsigned long batch_rate;       /* 0: XGR_NODE_DEFAULT_BATCH_RATE */
+  const char *operators[MAX_OPERATORS];   /* --operator (repeatable; docs/SECURITY.md "Access: grants and operators") */
+  size_t noperators;
+  char grant_fee[72];             /* --grant-fee-wei as 0x-hex ("": 0x0) */
 } opts;
 
 #define DEFAULT_MAX_RUNNING 32          /* SEMANTICS: at most 32 processes of a session run at once */
@@ -111,6 +116,7 @@ static const struct option long_options[] = {
   {"max-session-bytes", required_argument, NULL, 0}, {"max-owner-processes", required_argument, NULL, 0},
   {"max-owner-bytes", required_argument, NULL, 0},
   {"otlp-endpoint", required_argument, NULL, 0}, {"otlp-queue-spans", required_argument, NULL, 0}, {"batch-rate", required_argument, NULL, 0},
+  {"operator", required_argument, NULL, 0}, {"grant-fee-wei", required_argument, NULL, 0},
   {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
 
 static void usage(FILE *f) {
@@ -205,6 +211,12 @@ static void usage(FILE *f) {
           "                         wake-ups go as OTLP/HTTP JSON to URL/v1/traces (an OpenTelemetry collector,\n"
           "                         e.g. http://127.0.0.1:4318); an xgr.enqueue's W3C traceparent header continues\n"
           "                         the caller's trace (default: off, nothing is built or sent)\n"
+          "  --operator ADDR        an operator (repeatable, at most 64; in --config an array or a string): its\n"
+          "                         permits read every owner's sessions (listings show them all) and control\n"
+          "                         them (kill, pause, resume, wake); each action is in the session's audit\n"
+          "                         trail with the operator's address (docs/SECURITY.md)\n"
+          "  --grant-fee-wei N      what xgr_getGrantFeePerYear answers, in wei (decimal, or 0x-hex up to 256\n"
+          "                         bits; default 0). xgr bills nothing: the value is reported only\n"
           "  --otlp-queue-spans N   spans waiting for export at most; more are dropped and counted in\n"
           "                         xgr_otlp_spans_dropped_total (default 65536; 1 to 10000000)\n"
           "  --batch-rate N         batch operations (xgr batch, xgr.batchStart) act on at most N sessions a\n"
@@ -409,6 +421,36 @@ static int set_opt(opts *o, const char *name, const char *v) {
     o->otlp_endpoint = v;
   }
   else if (!strcmp(name, "batch-rate")) { if (parse_count("--batch-rate", v, XGR_NODE_MAX_BATCH_RATE, &u)) return -1; o->batch_rate = u; }
+  else if (!strcmp(name, "operator")) {
+    if (!v || !xgr_rpc_is_address(v)) {
+      fprintf(stderr, "xgrd: --operator \"%.60s\": expected an address (0x + 40 hex)\n", v ? v : "");
+      return -1;
+    }
+    if (o->noperators == MAX_OPERATORS) {
+      fprintf(stderr, "xgrd: --operator: at most %d operators\n", MAX_OPERATORS);
+      return -1;
+    }
+    o->operators[o->noperators++] = v;
+  }
+  else if (!strcmp(name, "grant-fee-wei")) {
+    bool hex = v && v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+    const char *digits = hex ? v + 2 : v;
+    size_t nd = digits ? strlen(digits) : 0;
+    bool ok = nd > 0 && nd <= (hex ? 64u : 19u) && strspn(digits, hex ? "0123456789abcdefABCDEF" : "0123456789") == nd;
+    if (!ok) {
+      fprintf(stderr, "xgrd: --grant-fee-wei \"%.80s\": expected wei as a decimal number (up to 19 digits) or 0x + up "
+                      "to 64 hex digits\n", v ? v : "");
+      return -1;
+    }
+    if (hex) {
+      while (nd > 1 && *digits == '0') digits++, nd--;
+      snprintf(o->grant_fee, sizeof o->grant_fee, "0x%s", digits);
+      for (char *c = o->grant_fee + 2; *c; c++)
+        if (*c >= 'A' && *c <= 'F') *c = (char)(*c - 'A' + 'a');
+    } else {
+      snprintf(o->grant_fee, sizeof o->grant_fee, "0x%llx", strtoull(digits, NULL, 10));
+    }
+  }
   else if (!strcmp(name, "otlp-queue-spans")) { if (parse_count("--otlp-queue-spans", v, 10000000UL, &u)) return -1; o->otlp_queue_spans = u; }
   else if (!strcmp(name, "max-session-steps")) { if (parse_uint("--max-session-steps", v, 0xffffffffffffUL, &u) || !u) return -1; o->max_session_steps = u; }
   else if (!strcmp(name, "max-running")) { if (parse_count("--max-running", v, 100000, &u)) return -1; o->max_running = u; }
@@ -470,6 +512,18 @@ static json_t *load_config(const char *path, opts *o) {
               "--help)\n", path, k, near ? "; did you mean \"" : "", near ? near : "", near ? "\"?" : "");
       json_decref(c);
       return NULL;
+    }
+    if (json_is_array(v) && !strcmp(k, "operator")) {   /* repeatable: each element */
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) {
+        if (!json_is_string(e) || set_opt(o, k, json_string_value(e))) {
+          fprintf(stderr, "xgrd: --config %s: \"operator\"[%zu] is not accepted (an address string each)\n", path, i);
+          json_decref(c);
+          return NULL;
+        }
+      }
+      continue;
     }
     if (json_is_string(v)) {
       text = json_string_value(v);
@@ -712,7 +766,9 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .lease_ms = (int64_t)o->lease_ms,
                         .store_writers = (int)o->store_writers,
                         .otlp_endpoint = o->otlp_endpoint,
-                        .otlp_queue_spans = o->otlp_queue_spans, .batch_rate = (uint32_t)o->batch_rate};
+                        .otlp_queue_spans = o->otlp_queue_spans, .batch_rate = (uint32_t)o->batch_rate,
+                        .operators = o->operators,
+                        .noperators = o->noperators};
   if (*node_buf) dc.node_id = node_buf;
   dc.node_name = o->node_name;
   char store_name[512];   /* the store as logged: no password */
@@ -738,7 +794,8 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .stream_max_secs = o->stream_max_secs,
                         .console_max_nonces = o->console_max_nonces,
                         .console_max_sessions = o->console_max_sessions,
-                        .console_session_secs = o->console_session_secs};
+                        .console_session_secs = o->console_session_secs,
+                        .grant_fee_wei = o->grant_fee};
   xgr_rpcd *d = node ? xgr_rpcd_new(node, &sc, &err) : NULL;
   if (!d || xgr_rpcd_register(d, srv) || xgr_node_recover(node, &err)) {
     log_fail("cannot start the service", "path", err.path, err.message);

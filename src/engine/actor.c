@@ -478,7 +478,14 @@ static void apply(actor *a, job *j) {
     }
     push_event(a, s);
   }
+  size_t fx0 = a->fx.n;
   xgr_session_step_result(a->s, j->iter, &o, a->now, &a->fx, NULL);
+  if (j->res.ngrants)   /* a branch's grants take effect with the step's history row (its commit) */
+    for (size_t k = fx0; k < a->fx.n; k++)
+      if (a->fx.items[k].kind == XGR_FX_HISTORY && a->fx.items[k].proc && a->fx.items[k].proc->iter == j->iter) {
+        xgr_eng_grants(a, &j->res, j->step, j->iter);
+        break;
+      }
   a->inflight--;
   a->steps++;
   if (a->lat) xgr_eng_lat_add(a->lat, xgr__mono_ns() - j->t_ready);
@@ -942,7 +949,7 @@ static void quota_abort(actor *a, const char *reason) {
 static void store_turn(actor *a) {
   xgr_engine *e = a->e;
   if (a->committing) return;
-  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->batch_finished && !a->batch_due && !a->pin_hash) {
+  if (!a->nbp && !a->nbh && !a->nbw && !a->nbd && !a->nba && !a->nbg && !a->batch_finished && !a->batch_due && !a->pin_hash) {
     flush(a, &a->pend);
     return;
   }
@@ -955,7 +962,7 @@ static void store_turn(actor *a) {
                          .procs = a->bp, .nhist = a->nbh, .hist = a->bh, .finished = a->batch_finished,
                          .result = a->result, .nwakes = a->nbw, .wakes = a->bw, .ndone = a->nbd,
                          .done = (const char *const *)a->bd, .done_reason = (const char *const *)a->bdr,
-                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .steps = a->steps, .quota = &q,
+                         .due = a->batch_due, .naudit = a->nba, .audit = a->ba, .ngrants = a->nbg, .grants = a->bg, .steps = a->steps, .quota = &q,
                          .pin_ostc_id = a->pin_id, .pin_ostc_hash = a->pin_hash, .pin_bundle_hash = a->pin_bundle};
     xgr_eng_join_rows_fill(a);
     xgr_session_state st;
@@ -1451,6 +1458,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->bd);
   free(a->bdr);
   free(a->ba);
+  free(a->bg);
   xgr__hashmap_free(&a->applied);
   while (a->free_jobs) {
     job *j = a->free_jobs;

@@ -144,6 +144,33 @@ void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const cha
   a->touched = true;
 }
 
+void xgr_eng_grants(actor *a, const xgr_step_result *r, uint16_t step, uint64_t iter) {
+  if (!a->e->has_store) return;
+  const char *rule = a->b->step_rule_address[step];
+  const char *step_id = a->b->orch->steps[step].id;
+  for (size_t i = 0; i < r->ngrants; i++) {
+    const xgr_grant *g = &r->grants[i];
+    if (!g->rights || !g->address) continue;
+    if (a->nbg == a->capbg) {
+      a->capbg = a->capbg ? a->capbg * 2 : 2;
+      a->bg = xgr__xrealloc(a->bg, a->capbg * sizeof *a->bg);
+    }
+    uint32_t days = g->expire_days ? g->expire_days : XGR_ENGINE_DEFAULT_GRANT_DAYS;
+    char *grantee = xgr__xstrdup(g->address);
+    for (char *c = grantee; *c; c++)
+      if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+    xgr_engine_grant *x = &a->bg[a->nbg++];
+    *x = (xgr_engine_grant){.grantee = grantee, .rights = g->rights & 7u,
+                            .expires_at = a->now + (int64_t)days * 86400000,
+                            .rule = rule ? xgr__xstrdup(rule) : NULL, .step = xgr__xstrdup(step_id)};
+    char detail[256];
+    snprintf(detail, sizeof detail,
+             "{\"grantee\":\"%.42s\",\"rights\":%u,\"expiresAt\":%lld,\"step\":\"%.64s\",\"iter\":%llu,\"source\":\"branch\"}",
+             grantee, x->rights, (long long)x->expires_at, step_id, (unsigned long long)iter);
+    xgr_eng_audit(a, "grant", rule ? rule : xgr_session_owner(a->s), NULL, NULL, detail);
+  }
+}
+
 void xgr_eng_batch_clear(actor *a) {
   for (size_t i = 0; i < a->nbp; i++) {
     if (a->bp[i].is_join && xgr_eng_live_status(a->bp[i].status)) a->bp[i].join_state = NULL;   /* borrowed: a->jtext */
@@ -165,6 +192,12 @@ void xgr_eng_batch_clear(actor *a) {
     free((char *)x->detail);
   }
   a->nba = 0;
+  for (size_t i = 0; i < a->nbg; i++) {
+    free((char *)a->bg[i].grantee);
+    free((char *)a->bg[i].rule);
+    free((char *)a->bg[i].step);
+  }
+  a->nbg = 0;
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
   a->batch_due = 0;

@@ -137,6 +137,8 @@ struct actor {
   char *pin_id, *pin_hash, *pin_bundle;
   xgr_engine_audit *ba;          /* audit entries of the batch (strings owned; xgr_eng_audit) */
   size_t nba, capba;
+  xgr_engine_grant *bg;          /* branch grants of the batch (strings owned; xgr_eng_grant) */
+  size_t nbg, capbg;
   xgr_hashmap applied;           /* outbox ids applied in this run (64-bit prefix -> (void *)1): at most once */
   bool batch_finished;
   /* latency and job cache */
@@ -174,6 +176,9 @@ void xgr_eng_consume(actor *a);
 void xgr_eng_ctl_reply(actor *a, ctl_msg *m, int rc, const char *text);
 /* actor_migrate.c: run the waiting migration (a->mig) once the session is at its safe point. */
 void xgr_eng_migrate_try(actor *a);
+/* Put the grants of step result r (process iter, step index step) into the batch, each with its
+ * audit entry; expiry from the actor's clock. */
+void xgr_eng_grants(actor *a, const xgr_step_result *r, uint16_t step, uint64_t iter);
 void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const char *node, const char *permit,
                    const char *detail);
 /* Drop the batch's outbox rows (wake-ups it would send). */

@@ -442,6 +442,12 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
     xgr_node_persist_metrics(d->p, cfg->metrics);
     d->quota_starts_refused = xgr_metrics_counter(cfg->metrics, "xgr_quota_refusals_total",
                                                   "Session batches and starts refused for a quota", "what=\"start\"");
+    d->access_denied = xgr_metrics_counter(cfg->metrics, "xgr_access_total",
+                                           "Access decisions on sessions for callers other than the owner and operators",
+                                           "result=\"denied\"");
+    d->access_grant = xgr_metrics_counter(cfg->metrics, "xgr_access_total",
+                                          "Access decisions on sessions for callers other than the owner and operators",
+                                          "result=\"grant\"");
   }
   xgr_node_persist_set_owner_quota(d->p, cfg->max_owner_bytes ? cfg->max_owner_bytes : XGR_NODE_DEFAULT_MAX_OWNER_BYTES);
   if (cfg->chain) {

@@ -12,6 +12,7 @@
  *   start.c     starting a session as a front end asks (xgr/node.h, "Starting sessions").
  *   batch.c     operations on many sessions: selection, dry run, the driver (xgr/node.h, "Actions on
  *               many sessions").
+ *   access.c    who may read and act on a session; writing and reading grants (xgr/node.h, "Access").
  *
  * Not installed; nothing outside src/node includes it. Every function here is library-private
  * (xgr__ prefix).
@@ -82,6 +83,8 @@ struct xgr_node {
   xgr__node_lease *lease;      /* owned: the cluster node's side (lease.c), NULL when not a cluster node */
   struct xgr__node_quiet *quiet;   /* owned: xgr_node_log_error's repeats (node.c) */
   xgr_counter *quota_starts_refused;   /* starts refused for an owner quota (NULL: no metrics) */
+  xgr_counter *access_denied;  /* xgr_node_access refusals (access.c; NULL: no metrics) */
+  xgr_counter *access_grant;   /* xgr_node_access answers given by a grant */
   struct xgr__tracer *trace;   /* owned: spans exported to cfg.otlp_endpoint (trace.c), NULL: no tracing */
   struct xgr__batcher *batch;  /* owned: the batch operations' driver (batch.c), NULL until recovered */
 };

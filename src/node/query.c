@@ -44,7 +44,7 @@ void xgr_node_session_clear(xgr_node_session *s) {
 
 int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,
                       size_t *count, xgr_error *err) {
-  assert(n && owner && out && count);
+  assert(n && out && count);   /* owner NULL: every owner's */
   *out = NULL;
   *count = 0;
   xgr_store_session *rows = NULL;
@@ -142,13 +142,13 @@ void xgr_node_owners_free(xgr_store_owner_live *o, size_t count) { xgr_store_own
 #define COUNT_ENGINE_MAX 100000   /* engine sessions looked at for an owner's counts */
 
 int xgr_node_owner_counts_get(xgr_node *n, const char *owner, xgr_node_owner_counts *out, xgr_error *err) {
-  assert(n && owner && out);
+  assert(n && out);   /* owner NULL: every owner (the 1,000 with the most live sessions) */
   memset(out, 0, sizeof *out);
   xgr_store_owner_live *ol;
   size_t nol;
-  int rc = xgr_store_live_owners(n->st, owner, 1, &ol, &nol, err);
+  int rc = xgr_store_live_owners(n->st, owner, owner ? 1 : 1000, &ol, &nol, err);
   if (rc) return rc;
-  out->live_sessions = nol ? ol[0].live : 0;
+  for (size_t i = 0; i < nol; i++) out->live_sessions += ol[i].live;
   xgr_store_owners_free(ol, nol);
   /* the engine's sessions, finished ones included: a snapshot, grown once to what it holds */
   size_t cap = 4096;
@@ -161,7 +161,7 @@ int xgr_node_owner_counts_get(xgr_node *n, const char *owner, xgr_node_owner_cou
   }
   size_t got = total < cap ? total : cap;
   for (size_t i = 0; i < got; i++) {
-    if (all[i].finished || strcasecmp(all[i].owner, owner)) continue;
+    if (all[i].finished || (owner && strcasecmp(all[i].owner, owner))) continue;
     out->live_procs += all[i].live;
     out->running_procs += all[i].running;
     if (all[i].running) out->running_sessions++;

@@ -236,8 +236,10 @@ static const char *events_permit(const xgr_rpc_caller *caller) {
 /* GET /ui/events: a stream of one owner's events (or, under --auth none, of everyone's). In permit
  * mode the reader is who the console's cookie signs in (console_auth.c), or the signer of an
  * xdalaPermit in the Authorization header (events_permit); it must be allowed to read `owner`'s
- * sessions as for xgr.console.sessions (the owner defaults to the signed-in address). A stream ends
- * when the permit or the sign-in expires, and when the sign-in ends (signed out or pushed out). The hub's caps and lifetime apply (xgr__sse_serve). */
+ * sessions as for xgr.console.sessions (the owner defaults to the signed-in address): the owner or
+ * an operator, or, for one session (rootPid), a READ grantee. A stream ends when the permit, the
+ * sign-in or the grant expires, and when the sign-in ends (signed out or pushed out). The hub's
+ * caps and lifetime apply (xgr__sse_serve). */
 static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
   const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
   const char *root = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "rootPid");
@@ -268,9 +270,13 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     xgr_error err;
     xgr_error_clear(&err);
     xgr_permit pm;
+    xgr_node_access_info acc = {0};
+    /* one session's events: READ on it (a grantee's too); every session of the owner: the owner or
+     * an operator — the same decision as JSON-RPC's (xgr_rpc_access) */
     int rc = (!permit && !who.signed_in)
                  ? xgr_error_set(&err, XGR_EPERM, "", "not signed in (or the session ended): sign in at /ui/ (docs/CONSOLE.md)")
-                 : xgr__console_read_owner_permit(&who, params, o, sizeof o, &pm, &err);
+                 : xgr__console_read_owner_permit(c, &who, params, root ? strtoull(root, NULL, 10) : 0, o, sizeof o, &pm,
+                                                  &acc, &err);
     json_decref(params);
     if (rc) {
       char msg[XGR_MSG_MAX + 300];
@@ -279,6 +285,10 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     }
     if (pm.kind) expiry = pm.expiry;
     else if (sexp) expiry = (uint64_t)(sexp / 1000);
+    if (acc.via == XGR_NODE_VIA_GRANT) {   /* a grant's stream ends when the grant does (engine clock ms -> s) */
+      uint64_t g = acc.expires_at > 0 ? (uint64_t)acc.expires_at / 1000 : 1;
+      if (!expiry || g < expiry) expiry = g;
+    }
   }
   char client[64];
   xgr__rpc_client_addr(caller, client, sizeof client);

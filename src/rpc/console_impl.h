@@ -88,12 +88,15 @@ int xgr__console_opt_str(const json_t *o, const char *key, size_t max, const cha
 /* Optional unsigned parameter key (a number or its decimal string) in [0, max]; dflt when absent. */
 int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64_t dflt, uint64_t *out,
                           xgr_error *err);
-/* The owner the call reads: `owner` (or `from`), lowercased into owner[n], authorized for READ
- * (the caller must be that owner). */
-int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n, xgr_error *err);
+/* The owner the call reads: `owner` (or `from`), lowercased into owner[n], the caller authorized
+ * (xgr_rpc_authorize_permit, READ) and its access decided as for JSON-RPC (xgr_rpc_access):
+ * root != 0: READ on session (owner, root) — its owner, an operator or a READ grantee; root 0
+ * (every session of owner): its owner or an operator. *info (may be NULL) says how. */
+int xgr__console_read_owner(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root, char *owner,
+                            size_t n, xgr_node_access_info *info, xgr_error *err);
 /* The same, with the verified permit in *p (p->kind 0 under --auth none; p may be NULL). */
-int xgr__console_read_owner_permit(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n,
-                                   xgr_permit *p, xgr_error *err);
+int xgr__console_read_owner_permit(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root,
+                                   char *owner, size_t n, xgr_permit *p, xgr_node_access_info *info, xgr_error *err);
 /* The params as an object (required), its keys checked against known (NULL-terminated; "from"
  * is always known): xgr__rpc_named. */
 int xgr__console_named(const json_t *params, const char *const *known, const json_t **o, xgr_error *err);

@@ -104,15 +104,23 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* The owners the caller may see when the call names none, ascending (owned strings into
  * out[OWNERS_MAX], *n of them): under --auth none every owner with sessions in the store (at most
- * 100: those with live sessions first, then the others by address); a signed-in caller or a
- * permit's signer: itself. The one place that says whose sessions a caller's list holds: an
- * operator (who may read every owner's) belongs with --auth none's branch, an address with
- * grants gets the owners of its granted sessions added here, as the access decision says. */
+ * 100: those with live sessions first, then the others by address), and so for an operator
+ * (xgr_node_is_operator); another signed-in caller or a permit's signer: itself. The one place
+ * that says whose sessions a caller's list holds (a grantee's granted sessions are listed by
+ * xgr.listSessions, not here yet). */
 static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, char **out, size_t *n,
                           bool *partial, xgr_error *err) {
   *n = 0;
   *partial = false;
-  if (caller && caller->auth_none) {   /* the owners with live sessions first, then the others by address */
+  bool all = caller && caller->auth_none;
+  char who[64] = "";
+  if (!all) {
+    int rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err);
+    if (rc) return rc;
+    if (!who[0]) return xgr__console_bad(err, "owner", "missing; expected %s", "the owner's address (0x + 40 hex)");
+    all = xgr_node_is_operator(c->n, who);   /* an operator reads every owner's sessions */
+  }
+  if (all) {   /* the owners with live sessions first, then the others by address */
     xgr_store_owner_live *ol, *al;
     size_t k, ka;
     int rc = xgr_node_live_owners(c->n, OWNERS_MAX + 1, &ol, &k, err);
@@ -133,10 +141,6 @@ static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const j
     xgr_node_owners_free(ol, k);
     xgr_node_owners_free(al, ka);
   } else {
-    char who[64];
-    int rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err);
-    if (rc) return rc;
-    if (!who[0]) return xgr__console_bad(err, "owner", "missing; expected %s", "the owner's address (0x + 40 hex)");
     out[(*n)++] = xgr__xstrdup(who);
   }
   qsort(out, *n, sizeof *out, cmp_str);
@@ -173,7 +177,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   bool partial_owners = false;
   if (named || json_object_get(o, "from")) {
     char owner[64];
-    if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err))) return rc;
+    if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) return rc;
     owners[nown++] = xgr__xstrdup(owner);
   } else if ((rc = visible_owners(c, caller, o, owners, &nown, &partial_owners, err))) {
     return rc;

@@ -64,13 +64,14 @@ int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64
   return 0;
 }
 
-/* The owner the call reads: `owner` (or `from`), authorized for READ. */
-int xgr__console_read_owner(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n, xgr_error *err) {
-  return xgr__console_read_owner_permit(caller, o, owner, n, NULL, err);
+/* The owner the call reads: `owner` (or `from`), authorized, its access decided by the node. */
+int xgr__console_read_owner(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root, char *owner,
+                            size_t n, xgr_node_access_info *info, xgr_error *err) {
+  return xgr__console_read_owner_permit(c, caller, o, root, owner, n, NULL, info, err);
 }
 
-int xgr__console_read_owner_permit(const xgr_rpc_caller *caller, const json_t *o, char *owner, size_t n,
-                                   xgr_permit *p, xgr_error *err) {
+int xgr__console_read_owner_permit(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root,
+                                   char *owner, size_t n, xgr_permit *p, xgr_node_access_info *info, xgr_error *err) {
   const char *v;
   int rc = xgr__console_opt_str(o, "owner", 64, &v, err);
   if (rc) return rc;
@@ -82,11 +83,12 @@ int xgr__console_read_owner_permit(const xgr_rpc_caller *caller, const json_t *o
   char who[64];
   rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, p, err);
   if (rc) return rc;
-  if (who[0] && strcasecmp(who, owner)) {   /* one reads one's own sessions (as xgr.listSessions) */
+  if (caller && caller->auth_none && who[0] && strcasecmp(who, owner)) {   /* --auth none: `from` reads its own */
     xgr_error_set(err, XGR_EPERM, "from", "%s may not read the sessions of %s (only the owner may)", who, owner);
     return XGR_EPERM;
   }
-  return 0;
+  /* the same decision as JSON-RPC's (root 0 matches no grant: the owner or an operator) */
+  return xgr_rpc_access(c->n, caller, who, owner, root, XGR_NODE_READ, "permit.message.from", info, err);
 }
 
 int xgr__console_named(const json_t *params, const char *const *known, const json_t **o, xgr_error *err) {

@@ -253,7 +253,7 @@ XGR__RPCD_METHOD(xgr__console_m_session) {
   char owner[64];
   uint64_t root, iter, poff, plim, hoff, hlim;
   const char *pstep, *pstatus, *horder;
-  if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err)) || (rc = root_param(o, &root, &iter, err)) ||
+  if ((rc = root_param(o, &root, &iter, err)) || (rc = xgr__console_read_owner(c, caller, o, root, owner, sizeof owner, NULL, err)) ||
       (rc = xgr__console_opt_uint(o, "procOffset", UINT32_MAX, 0, &poff, err)) ||
       (rc = xgr__console_opt_uint(o, "procLimit", PAGE_MAX, 100, &plim, err)) ||
       (rc = xgr__console_opt_uint(o, "histOffset", UINT32_MAX, 0, &hoff, err)) ||
@@ -404,7 +404,8 @@ XGR__RPCD_METHOD(xgr__console_m_process) {
   if (rc) return rc;
   char owner[64];
   uint64_t root, iter;
-  if ((rc = xgr__console_read_owner(caller, o, owner, sizeof owner, err)) || (rc = root_param(o, &root, &iter, err))) return rc;
+  if ((rc = root_param(o, &root, &iter, err)) || (rc = xgr__console_read_owner(c, caller, o, root, owner, sizeof owner, NULL, err)))
+    return rc;
   if (!iter) return xgr__console_bad(err, "pid", "names a session; expected %s", "a process id \"R:I\"");
   json_t *sess;
   xgr__console_orch *ce;

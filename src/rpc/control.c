@@ -15,9 +15,17 @@ typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
 
 /* Permit mode: the control permit names this call (action, root, step) and the session's owner;
  * the session must be live in the engine (so a call refused for that uses nothing up); then the
- * permit is used up (its digest is kept in the store until it expires). */
+ * permit is used up (its digest is kept in the store until it expires). delegated: the node gave
+ * the signer (a ControlPermitV2's from, not its runner) the right this action needs
+ * (xgr_node_access: an operator, or a WRITE grantee's wake), so it signs as the runner could. */
 static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *action,
-                              const char *owner, uint64_t root, const char *step, xgr_error *err) {
+                              const char *owner, uint64_t root, const char *step, bool delegated, xgr_error *err) {
+  xgr_permit as_runner;
+  if (delegated) {   /* the signer acts as the runner: the gate's "from is the runner" check holds */
+    as_runner = *p;
+    memcpy(as_runner.from, as_runner.runner, sizeof as_runner.from);
+    p = &as_runner;
+  }
   int rc = xgr_auth_check_control(p, action, root, step, owner, err);
   if (rc) return rc;
   if (!xgr_node_live(d->n, owner, root, true, NULL))   /* a hibernated session is loaded */
@@ -60,8 +68,12 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   xgr_permit permit;
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
   xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
+  /* a signer other than the owner (a ControlPermitV2's from): an operator (the node decides) */
+  bool delegated = permit.kind && strcasecmp(permit.from, owner);
+  if (delegated && (rc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_CONTROL, "permit.message.from", NULL, err)))
+    return rc;
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, kind == C_KILL ? "kill" : kind == C_PAUSE ? "pause" : "resume",
-                                               owner, root, NULL, err)))
+                                               owner, root, NULL, delegated, err)))
     return rc;
   /* here, or on the cluster node that holds the session (lease.c) */
   xgr_node_ctl cr = {.op = kind == C_KILL ? XGR_NODE_CTL_KILL : kind == C_PAUSE ? XGR_NODE_CTL_PAUSE : XGR_NODE_CTL_RESUME,
@@ -106,7 +118,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
   xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
   if (signed_root) root = permit.session_id;
-  if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, err))) return rc;
+  bool delegated = permit.kind && strcasecmp(permit.from, owner);   /* an operator's kill (xgr_node_access) */
+  if (delegated && (rc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_CONTROL, "permit.message.from", NULL, err)))
+    return rc;
+  if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, delegated, err))) return rc;
   xgr_engine_session_info info = {0};
   size_t affected = 0;
   if (xgr_node_live(d->n, owner, root, true, &info)) affected = info.live;
@@ -159,7 +174,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_retry) {
                              "processes can be retried (the permit was not used)", (unsigned long long)root,
                              xgr_session_result_name((xgr_session_result)st));
     }
-    if ((rc = use_control_permit(d, caller, &permit, "retry", owner, root, NULL, err))) return rc;
+    if ((rc = use_control_permit(d, caller, &permit, "retry", owner, root, NULL, false, err))) return rc;
   }
   xgr_value pv = xgr_value_null();
   if (payload && json_is_object(payload)) {
@@ -252,7 +267,22 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
                          "session %llu is another owner's (%s has none live): only a session's owner may wake a "
                          "process by pid (delegation through __wakeUp allow lists works in step mode only)",
                          (unsigned long long)root, owner);
-  if (permit.kind && (rc = use_control_permit(d, caller, &permit, "wake", owner, root, pid_mode ? NULL : step, err))) return rc;
+  /* a signer other than the session's owner wakes as the owner could when the node says it may
+   * (WRITE: a grantee or an operator); otherwise only a step-mode wake goes on, and the step's
+   * allow lists decide (the engine) */
+  bool delegated = false;
+  if (permit.kind && strcasecmp(permit.from, owner)) {
+    xgr_error ae;
+    xgr_error_clear(&ae);
+    int arc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_WRITE, "permit.message.from", NULL, &ae);
+    if (!arc) delegated = true;
+    else if (pid_mode || arc != XGR_EPERM) {
+      *err = ae;
+      return arc;
+    }
+  }
+  if (permit.kind && (rc = use_control_permit(d, caller, &permit, "wake", owner, root, pid_mode ? NULL : step, delegated, err)))
+    return rc;
   xgr_value pv = xgr_value_null();
   if (payload && json_is_object(payload)) {
     xgr_value_from_json(payload, 0, &pv, err);
@@ -262,7 +292,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
       return XGR_ELIMIT;
     }
   }
-  const char *callr = who[0] ? who : owner;
+  const char *callr = delegated ? owner : who[0] ? who : owner;   /* a WRITE holder wakes as the owner */
   size_t woken = 0;
   xgr_node_ctl cr = {.op = pid_mode ? XGR_NODE_CTL_WAKE_PID : XGR_NODE_CTL_WAKE_STEP, .owner = owner, .root = root,
                      .iter = iter, .step = step, .caller = callr, .payload = pv,

@@ -236,6 +236,44 @@ static json_t *session_row(xgr_rpcd *d, const xgr_store_session *s) {
   return j;
 }
 
+/* Whose sessions a listing shows (list_sessions). */
+enum { LS_OWNER, LS_MINE, LS_ALL };
+
+static int by_root_desc(const void *a, const void *b) {
+  const xgr_node_session *x = a, *y = b;
+  return x->row.root_pid < y->row.root_pid ? 1 : x->row.root_pid > y->row.root_pid ? -1 : strcmp(x->row.owner, y->row.owner);
+}
+
+/* The sessions of a listing's page below `before` (0: no bound): LS_OWNER who's (= the owner's),
+ * LS_ALL every owner's, LS_MINE who's own (unless only_owner names another) and those of unexpired
+ * grants to who (only only_owner's when set), newest first. *ss is freed with xgr_node_sessions_free. */
+static int list_scope(xgr_rpcd *d, int scope, const char *who, const char *only_owner, uint64_t before,
+                      xgr_node_session **ss, size_t *nss, xgr_error *err) {
+  if (scope != LS_MINE) return xgr_node_sessions(d->n, scope == LS_ALL ? NULL : who, before, LIST_SCAN_SESSIONS, ss, nss, err);
+  int rc = 0;
+  if (!only_owner || !strcmp(only_owner, who)) rc = xgr_node_sessions(d->n, who, before, LIST_SCAN_SESSIONS, ss, nss, err);
+  else *ss = xgr__xcalloc(1, sizeof **ss), *nss = 0;
+  if (rc) return rc;
+  xgr_store_grant_filter f = {.grantee = who, .owner = only_owner, .expires_after = xgr_node_now(d->n),
+                              .limit = LIST_SCAN_SESSIONS};
+  xgr_store_grant *g = NULL;
+  size_t ng = 0;
+  if ((rc = xgr_node_grants(d->n, &f, &g, &ng, err))) {
+    xgr_node_sessions_free(*ss, *nss);
+    *ss = NULL, *nss = 0;
+    return rc;
+  }
+  *ss = xgr__xrealloc(*ss, (*nss + ng + 1) * sizeof **ss);
+  for (size_t i = 0; i < ng; i++) {
+    if (!(g[i].rights & XGR_NODE_READ) || (before && g[i].root_pid >= before) || !strcmp(g[i].owner, who)) continue;
+    xgr_error ge;
+    if (!xgr_node_session_get(d->n, g[i].owner, g[i].root_pid, &(*ss)[*nss], &ge)) (*nss)++;
+  }
+  xgr_store_grants_free(g, ng);
+  qsort(*ss, *nss, sizeof **ss, by_root_desc);
+  return 0;
+}
+
 static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *params, bool raw_default,
                          json_t **result, xgr_error *err) {
   static const char *const keys[] = {"owner", "runner", "permit", "controlPermit", "view", "parentPid", "limit", "last",
@@ -264,11 +302,32 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   } else if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) {
     return rc;
   }
-  if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
-  bool allow_mode = who[0] && strcmp(who, owner);
-  if (allow_mode && !json_object_get(o, "runner"))
-    return xgr__rpc_fail(err, XGR_EPERM, "from",
-                         "%s may not list the sessions of %s (allow-list mode needs \"runner\")", who, owner);
+  /* whose sessions (docs/RPC.md "Who sees what"): the named owner's (the caller's own; an
+   * operator's any owner's; "runner": allow-list mode); without a name, the caller's own and those
+   * granted to it (permits), or every owner's (an operator; --auth none without "from") */
+  const json_t *ov = json_object_get(o, "owner"), *rnv = json_object_get(o, "runner");
+  bool runner_named = rnv && !json_is_null(rnv), named = (ov && !json_is_null(ov)) || runner_named;
+  bool permits = xgr__rpc_permits(caller), is_op = permits && who[0] && xgr_node_is_operator(d->n, who);
+  bool allow_mode = false;
+  int scope = LS_OWNER;
+  const char *only_owner = NULL;   /* LS_MINE: only sessions of this owner */
+  owner[0] = '\0';
+  opath = "owner";
+  if (!bound_root && !named && (!who[0] || is_op)) {
+    scope = LS_ALL;
+  } else if (!bound_root && !named && permits) {
+    scope = LS_MINE;
+  } else {
+    if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+    if (who[0] && strcmp(who, owner)) {
+      if (bound_root || runner_named) allow_mode = true;
+      else if (is_op) scope = LS_OWNER;
+      else if (permits) scope = LS_MINE, only_owner = owner;
+      else
+        return xgr__rpc_fail(err, XGR_EPERM, "from",
+                             "%s may not list the sessions of %s (allow-list mode needs \"runner\")", who, owner);
+    }
+  }
   const char *status = NULL;
   if ((rc = xgr__rpc_opt_str(o, "view", &view, err)) || (rc = xgr__rpc_opt_str(o, "parentPid", &parent, err)) ||
       (rc = xgr__rpc_opt_str(o, "status", &status, err)))
@@ -300,6 +359,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   const json_t *bv = json_object_get(o, "beforeRootPid");   /* paging: only sessions below it */
   if (bv && !json_is_null(bv) && (rc = xgr__rpc_uint(bv, "beforeRootPid", &before, err))) return rc;
   xgr_node_session *ss = NULL;
+  xgr_node_access_info *acc = NULL;   /* per session: how the caller reaches it */
   size_t nss = 0;
   if (bound_root && rv && !json_is_null(rv) && (xgr__rpc_uint(rv, rk, &one_root, err) || one_root != bound_root))
     return xgr__rpc_fail(err, XGR_EPERM, rk, "must equal the permit's sessionId %llu",
@@ -310,21 +370,57 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!xgr_node_session_get(d->n, owner, one_root, ss, err)) nss = 1;
   } else if (rv && !json_is_null(rv)) {
     if ((rc = xgr__rpc_uint(rv, rk, &one_root, err))) return rc;
+    const char *whose = scope == LS_MINE ? only_owner ? only_owner : who : owner;
+    if (scope == LS_ALL)
+      return xgr__rpc_fail(err, XGR_ESCHEMA, "owner", "missing; a listing by %s needs the owner it is of", rk);
+    if (!allow_mode &&
+        (rc = xgr_rpc_access(d->n, caller, who, whose, one_root, XGR_NODE_READ, "permit.message.from", NULL, err)))
+      return rc;
+    if (whose != owner) snprintf(owner, sizeof owner, "%s", whose);
     ss = xgr__xcalloc(1, sizeof *ss);
     if (!xgr_node_session_get(d->n, owner, one_root, ss, err)) nss = 1;
-  } else if ((rc = xgr_node_sessions(d->n, owner, before, LIST_SCAN_SESSIONS, &ss, &nss, err))) {
+  } else if ((rc = list_scope(d, scope, scope == LS_MINE ? who : owner, only_owner, before, &ss, &nss, err))) {
     return xgr__rpc_code(rc, err);
   }
+  if (scope == LS_MINE && only_owner && !nss && !one_root && !before) {   /* another owner's, nothing granted: as before grants */
+    xgr_node_sessions_free(ss, nss);
+    return xgr__rpc_fail(err, XGR_EPERM, "from",
+                         "%s may not list the sessions of %s (it holds no grant on any of them; allow-list mode "
+                         "needs \"runner\")", who, owner);
+  }
   /* a full scan window may have older sessions below it: the cursor for the next page */
-  uint64_t next_before = nss == LIST_SCAN_SESSIONS ? ss[nss - 1].row.root_pid : 0;
+  uint64_t next_before = nss >= LIST_SCAN_SESSIONS ? ss[nss - 1].row.root_pid : 0;
+  acc = xgr__xcalloc(nss + 1, sizeof *acc);
+  for (size_t r = 0; r < nss && !allow_mode; r++) {
+    xgr_error ae;
+    if (xgr_rpc_access(d->n, caller, who, ss[r].row.owner, ss[r].row.root_pid, XGR_NODE_READ, "permit.message.from",
+                       &acc[r], &ae))
+      memset(&acc[r], 0, sizeof acc[r]);   /* not readable (a grant expired meanwhile): dropped below */
+  }
+  if (permits && !allow_mode) {   /* what the caller may not read is not listed */
+    size_t k = 0;
+    for (size_t r = 0; r < nss; r++) {
+      if (acc[r].via == XGR_NODE_VIA_NONE) {
+        xgr_node_session_clear(&ss[r]);
+        continue;
+      }
+      ss[k] = ss[r];
+      acc[k++] = acc[r];
+    }
+    nss = k;
+  }
   if (per_session) {
     json_t *rows_ = json_array();
     size_t matched = 0;
     for (size_t r = 0; r < nss; r++) {
       if (status && !xgr__rpc_session_status_is(&ss[r], status)) continue;
-      if (matched++ < limit) json_array_append_new(rows_, session_row(d, &ss[r].row));
+      if (matched++ >= limit) continue;
+      json_t *row_ = session_row(d, &ss[r].row);
+      if (!allow_mode) xgr__rpc_access_mark(row_, &acc[r]);
+      json_array_append_new(rows_, row_);
     }
     xgr_node_sessions_free(ss, nss);
+    free(acc);
     xgr_error_clear(err);
     *result = json_pack("{s:o, s:I}", "sessions", rows_, "total", (json_int_t)matched);
     if (next_before) json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next_before));
@@ -337,7 +433,7 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
     if (!raw) xgr_node_session_bundle(d->n, &s, &b, &be);   /* the bundle it pinned */
     xgr_store_proc *ps = NULL;
     size_t n = 0;
-    if (!xgr_node_procs(d->n, owner, s.root_pid, &ps, &n, err)) {
+    if (!xgr_node_procs(d->n, s.owner, s.root_pid, &ps, &n, err)) {
       for (size_t i = 0; i < n; i++) {
         if (allow_mode && (ps[i].status != XGR_PROC_WAITING || !allowed_rpc(&ps[i], who))) continue;
         if (only_step && (ps[i].status != XGR_PROC_WAITING || strcmp(ps[i].step_id, only_step))) continue;
@@ -353,12 +449,14 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
         }
         rs.v[rs.n++] = (row){s.root_pid, ps[i].iter, updated_ms(&ps[i]),
                              raw ? item_raw(&s, &ps[i], allow_mode) : item_join(&s, b ? b->orch : NULL, &ps[i])};
+        if (!allow_mode) xgr__rpc_access_mark(rs.v[rs.n - 1].item, &acc[r]);
       }
       xgr_node_procs_free(ps, n);
     }
     xgr_node_bundle_put(d->n, b);
   }
   xgr_node_sessions_free(ss, nss);
+  free(acc);
   xgr_error_clear(err);
   row *tmp = xgr__xmalloc(rs.n * sizeof *tmp);
   sort_rows(rs.v, rs.n, tmp, rs.keys, rs.nkeys);
@@ -425,11 +523,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   const char *opath, *tpath;
   if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
   if ((rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
-  if (xgr__rpc_permits(caller) && strcmp(who, owner))   /* a signer reads its own sessions */
-    return xgr__rpc_fail(err, XGR_EPERM, opath,
-                         "signer %s may not read the sessions of %s (it is not the owner)", who, owner);
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
+  /* the owner, an operator or a READ grantee (the node decides; --auth none: open) */
+  xgr_node_access_info acc;
+  if ((rc = xgr_rpc_access(d->n, caller, who, owner, root, XGR_NODE_READ, "permit.message.from", &acc, err))) return rc;
   xgr_node_session ns;
   if ((rc = xgr_node_session_get(d->n, owner, root, &ns, err))) {
     if (rc == XGR_ENOTFOUND)
@@ -502,6 +600,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
   json_object_set_new(sess, "forkedFrom", ff ? ff : json_null());
   if (s.max_total_gas && s.max_total_gas[0])   /* the starting SessionPermit's budget */
     json_object_set_new(sess, "maxTotalGas", json_string(s.max_total_gas));
+  xgr__rpc_access_mark(sess, &acc);   /* how the caller reaches it */
   xgr_node_session_clear(&ns);
   *result = json_pack("{s:o, s:o, s:o}", "session", sess, "processes", procs, "history", hist);
   /* the audit trail: every control action and wake-up applied to the session, in session-clock

@@ -161,6 +161,12 @@ void xgr__rpc_lower(char *s) {
   for (; *s; s++) *s = (char)tolower((unsigned char)*s);
 }
 
+void xgr__rpc_access_mark(json_t *o, const xgr_node_access_info *a) {
+  json_object_set_new(o, "access", json_string(xgr_rpc_access_name(a)));
+  json_object_set_new(o, "rights", json_integer(a->rights));
+  if (a->via == XGR_NODE_VIA_GRANT) json_object_set_new(o, "grantExpiresAt", json_integer(a->expires_at));
+}
+
 json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter) {
   if (!iter) return xgr__rpc_u64_json(root);   /* a whole session: "R", never "R:0" */
   char b[48];

@@ -154,6 +154,9 @@ void xgr__rpc_client_addr(const xgr_rpc_caller *caller, char *out, size_t n);
 void xgr__rpc_lower(char *s);
 /* "R:I" (or "R" for iter 0) and a u64 as decimal JSON strings (new references). */
 json_t *xgr__rpc_pid_json(uint64_t root, uint64_t iter);
+/* Mark o (a session row or item) with how the caller reaches it: "access" (xgr_rpc_access_name)
+ * and "rights" (the bitmask held; plus "grantExpiresAt" for a grant). */
+void xgr__rpc_access_mark(json_t *o, const xgr_node_access_info *a);
 json_t *xgr__rpc_u64_json(uint64_t v);
 /* The history row of a refused internal wake-up w of session root (xgr.getSession, the console's
  * timeline; docs/RPC.md): its sending process and step, status "wake_refused", "at"/"finishedAt"
@@ -208,6 +211,10 @@ int xgr__rpc_named(const json_t *params, const char *const *known, const json_t 
 
 /* Permit mode (the caller is a verified signer)? */
 bool xgr__rpc_permits(const xgr_rpc_caller *caller);
+/* ---- grants.c: xgr_manageGrants, xgr_listGrants, xgr_getGrantFeePerYear --------------------- */
+XGR__RPCD_METHOD(xgr__rpcd_m_manage_grants);
+XGR__RPCD_METHOD(xgr__rpcd_m_list_grants);
+XGR__RPCD_METHOD(xgr__rpcd_m_grant_fee);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_orch);
 XGR__RPCD_METHOD(xgr__rpcd_m_get_orch);
 XGR__RPCD_METHOD(xgr__rpcd_m_put_rule);

@@ -83,9 +83,6 @@ typedef struct absent_method {
 #define NO_ENCRYPTION \
   "xgr keeps no encrypted rule documents: rules are registered in plain JSON (xgr_putRule, xgr_getRule) and an " \
   "encrypted rule on a chain is refused"
-#define NO_GRANTS \
-  "xgr has no grants yet: a session is read and controlled by its owner, and woken by others only through its " \
-  "__wakeUp allow lists"
 static const absent_method absent[] = {
     {"getPublicSale", "xgr runs no token sale: a public sale contract is part of the XDaLa chain, not of the process "
                       "engine"},
@@ -97,9 +94,6 @@ static const absent_method absent[] = {
                             "xgr.getSession"},
     {"getXRC137Meta", NO_ENCRYPTION},
     {"encryptXRC137", NO_ENCRYPTION},
-    {"manageGrants", NO_GRANTS},
-    {"listGrants", NO_GRANTS},
-    {"getGrantFeePerYear", "xgr charges no fees: it has no grants and bills nothing"},
 };
 
 /* A method of the public reference xgrd does not offer: -32601 naming it and why (ctx: its entry). */
@@ -139,6 +133,9 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"batchList", xgr__rpcd_m_batch_list, false},
     {"migrateSessions", xgr__rpcd_m_migrate, true},
     {"listVersions", xgr__rpcd_m_versions, false},
+    {"manageGrants", xgr__rpcd_m_manage_grants, true},
+    {"listGrants", xgr__rpcd_m_list_grants, false},
+    {"getGrantFeePerYear", xgr__rpcd_m_grant_fee, false},
   };
   _Static_assert(sizeof defs / sizeof defs[0] <= sizeof d->guards / sizeof d->guards[0], "guards");
   _Static_assert(2 * (sizeof defs / sizeof defs[0] + sizeof absent / sizeof absent[0]) <=

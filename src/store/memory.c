@@ -59,7 +59,52 @@ typedef struct mstore {
   size_t noutbox;
   xgr_store_batchop *bops;      /* operations on many sessions, oldest first */
   size_t nbops;
+  xgr_store_grant *grants;      /* session_grants, by id ascending */
+  size_t ngrants;
+  int64_t grant_id;             /* the last id given */
 } mstore;
+
+/* Drop the grants of session (owner, root) (its row left); how many went. */
+static size_t grants_drop(mstore *m, const char *owner, uint64_t root) {
+  size_t k = 0, gone = 0;
+  for (size_t i = 0; i < m->ngrants; i++) {
+    xgr_store_grant *g = &m->grants[i];
+    if (g->root_pid == root && !strcmp(g->owner, owner)) {
+      xgr_store_grant_clear(g);
+      gone++;
+    } else {
+      m->grants[k++] = *g;
+    }
+  }
+  m->ngrants = k;
+  return gone;
+}
+
+/* Write (rights != 0) or revoke grant g (OP_GRANT) at store time now. */
+static void grant_apply(mstore *m, const char *owner, uint64_t root, const xgr_store_grant *g, int64_t now) {
+  for (size_t i = 0; i < m->ngrants; i++) {
+    xgr_store_grant *x = &m->grants[i];
+    if (x->root_pid != root || strcmp(x->owner, owner) || strcmp(x->grantee, g->grantee)) continue;
+    if (!g->rights) {
+      xgr_store_grant_clear(x);
+      memmove(x, x + 1, (m->ngrants - i - 1) * sizeof *x);
+      m->ngrants--;
+      return;
+    }
+    int64_t id = x->id;
+    xgr_store_grant_clear(x);
+    xgr__store_grant_copy(x, g);
+    x->id = id;
+    x->created_at = now;
+    return;
+  }
+  if (!g->rights) return;
+  m->grants = xgr__xrealloc(m->grants, (m->ngrants + 1) * sizeof *m->grants);
+  xgr_store_grant *x = &m->grants[m->ngrants++];
+  xgr__store_grant_copy(x, g);
+  x->id = ++m->grant_id;
+  x->created_at = now;
+}
 
 /* ---- lookups ------------------------------------------------------------------------------------ */
 
@@ -312,6 +357,9 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
       s->row.bundle_hash = xgr__xstrdup(op->u.pin.bundle_hash);
       break;
     }
+    case OP_GRANT:
+      grant_apply(m, op->owner, op->root, &op->u.grant, now);
+      break;
     case OP_AUDIT: {
       msess *s = sess_get(m, op->owner, op->root);
       s->audit = xgr__xrealloc(s->audit, (s->naudit + 1) * sizeof *s->audit);
@@ -338,6 +386,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
         else m->outbox[kept++] = *w;
       }
       m->noutbox = kept;
+      grants_drop(m, op->owner, op->root);   /* so do its grants */
       msess *s = sess_find(m, op->owner, op->root);
       if (!s) break;
       for (size_t i = 0; i < s->nprocs; i++) xgr_store_proc_clear(&s->procs[i].r);
@@ -437,6 +486,7 @@ static void m_close(xgr_store *st) {
   free(m->marks);
   xgr_store_wakes_free(m->outbox, m->noutbox);
   xgr_store_batchops_free(m->bops, m->nbops);
+  xgr_store_grants_free(m->grants, m->ngrants);
   pthread_mutex_destroy(&m->lock);
   xgr__store_destroy_common(st);
   free(m);
@@ -501,6 +551,29 @@ static int m_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_
   return 0;
 }
 
+static bool grant_selected(const xgr_store_grant *g, const xgr_store_grant_filter *f) {
+  if (g->id <= f->after_id) return false;
+  if (f->owner && (strcmp(g->owner, f->owner) || (f->root_pid && g->root_pid != f->root_pid))) return false;
+  if (f->grantee && strcmp(g->grantee, f->grantee)) return false;
+  if (f->party && strcmp(g->grantee, f->party) && strcmp(g->owner, f->party)) return false;
+  if (f->rule && (!g->rule || strcasecmp(g->rule, f->rule))) return false;
+  if (f->expires_after && g->expires_at <= f->expires_after) return false;
+  if (f->expires_until && g->expires_at > f->expires_until) return false;
+  return true;
+}
+
+static int m_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n,
+                    xgr_error *err) {
+  (void)err;
+  mstore *m = (mstore *)st;
+  pthread_mutex_lock(&m->lock);
+  *out = xgr__xcalloc(m->ngrants ? m->ngrants : 1, sizeof **out);
+  for (size_t i = 0; i < m->ngrants && *n < f->limit; i++)
+    if (grant_selected(&m->grants[i], f)) xgr__store_grant_copy(&(*out)[(*n)++], &m->grants[i]);
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
 static int m_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err) {
   (void)err;
   mstore *m = (mstore *)st;
@@ -524,10 +597,29 @@ static int m_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_a
 
 /* The owner's sessions, newest rootPid first: the sessions array is sorted by (owner, rootPid), so
  * they are one contiguous run, walked backwards. */
+static int by_root_desc(const void *a, const void *b) {
+  const xgr_store_session *x = a, *y = b;
+  return x->root_pid < y->root_pid ? 1 : x->root_pid > y->root_pid ? -1 : strcmp(x->owner, y->owner);
+}
+
 static int m_sessions(xgr_store *st, const char *owner, uint64_t before, size_t limit, xgr_store_session **out,
                       size_t *n, xgr_error *err) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
+  if (!owner) {   /* every owner's: all rows below the bound, by rootPid descending, then cut */
+    *out = xgr__xcalloc(m->nsess ? m->nsess : 1, sizeof **out);
+    *n = 0;
+    for (size_t i = 0; i < m->nsess; i++) {
+      const msess *s = m->sess[i];
+      if (s->has_row && (before == UINT64_MAX ? true : s->root < before))
+        xgr__store_session_copy(&(*out)[(*n)++], &s->row);
+    }
+    qsort(*out, *n, sizeof **out, by_root_desc);
+    for (size_t i = limit; i < *n; i++) xgr_store_session_clear(&(*out)[i]);
+    if (*n > limit) *n = limit;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+  }
   bool f;
   size_t end = sess_pos(m, owner, before, &f);   /* the first row at or after (owner, before): excluded */
   if (f && before == UINT64_MAX) end++;           /* ... unless 2^64-1, the front's "no bound": listed */
@@ -705,7 +797,7 @@ static size_t gc_locked(mstore *m, int64_t now) {
       if (s->has_row && s->row.status != XGR_RESULT_RUNNING && s->row.finished_at <= hist_cut) {
         xgr_store_session_clear(&s->row);
         s->has_row = false;
-        deleted++;
+        deleted += 1 + grants_drop(m, s->owner, s->root);   /* its grants go with its row */
       }
     }
     /* killed scopes without a live member are garbage (nothing enters a killed scope) */
@@ -937,7 +1029,7 @@ static int m_bop_read(xgr_store *st, const char *id, const char *caller, size_t 
 static const store_vt memory_vt = {"memory", m_submit, m_flush, m_close, m_session_get, m_procs,
                                    m_history, m_load_live, m_doc_get, m_gc, .sessions = m_sessions,
                                    .peek_pid = m_peek_pid, .owner_bytes = m_owner_bytes, .outbox = m_outbox,
-                                   .wakes_refused = m_wakes_refused, .audits = m_audits, .load_some = m_load_some, .due = m_due,
+                                   .wakes_refused = m_wakes_refused, .audits = m_audits, .grants = m_grants, .load_some = m_load_some, .due = m_due,
                                    .live_owners = m_live_owners, .owners_after = m_owners_after, .bop_create = m_bop_create,
                                    .bop_claim = m_bop_claim, .bop_progress = m_bop_progress, .bop_cancel = m_bop_cancel,
                                    .bop_read = m_bop_read};

@@ -410,6 +410,7 @@ static bool op_session(const store_op *op, const char **owner, uint64_t *root) {
     case OP_REMOVE:
     case OP_AUDIT:
     case OP_PIN:
+      if (op->kind == OP_AUDIT && op->unfenced) return false;   /* a grant's entry: not the engine's state */
       *owner = op->owner ? op->owner : "";
       *root = op->root;
       return true;

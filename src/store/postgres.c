@@ -164,7 +164,7 @@ static const store_vt postgres_vt = {"postgresql", pg_submit, pg_flush, pg_close
                                      xgr__pg_history, xgr__pg_load_live, xgr__pg_doc_get, pg_gc, .sessions = xgr__pg_sessions,
                                      .live_owners = xgr__pg_live_owners, .owners_after = xgr__pg_owners_after,
                                      .peek_pid = xgr__pg_peek_pid, .owner_bytes = xgr__pg_owner_bytes, .outbox = xgr__pg_outbox,
-                                     .wakes_refused = xgr__pg_wakes_refused, .audits = xgr__pg_audits, .load_some = xgr__pg_load_some, .due = xgr__pg_due,
+                                     .wakes_refused = xgr__pg_wakes_refused, .audits = xgr__pg_audits, .grants = xgr__pg_grants, .load_some = xgr__pg_load_some, .due = xgr__pg_due,
                                      .bop_create = xgr__pg_bop_create, .bop_claim = xgr__pg_bop_claim,
                                      .bop_progress = xgr__pg_bop_progress, .bop_cancel = xgr__pg_bop_cancel,
                                      .bop_read = xgr__pg_bop_read};

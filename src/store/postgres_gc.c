@@ -91,11 +91,12 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
       {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
       {S_GC_AUDIT, c->history_secs > 0, now - c->history_secs * 1000},     /* so is the audit trail */
       {S_GC_SCOPES, true, 0},
+      {S_GC_GRANTS, c->history_secs > 0, 0},   /* grants go with their session's row */
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
     if (!jobs[j].on) continue;
     params p = {0};
-    if (jobs[j].stmt != S_GC_SCOPES) p_i64(&p, jobs[j].cut);
+    if (jobs[j].stmt != S_GC_SCOPES && jobs[j].stmt != S_GC_GRANTS) p_i64(&p, jobs[j].cut);
     p_i64(&p, lim);
     PGresult *r = xgr__pg_exec_prepared(g->w, jobs[j].stmt, &p);
     bool counted = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;   /* S_GC_HIST counts in a row */

@@ -70,7 +70,7 @@ enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
   S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
-  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_RM_BORN, S_BORN_DEL_BULK, S_GC_BORN, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_COUNT
+  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_RM_BORN, S_BORN_DEL_BULK, S_GC_BORN, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_GRANT, S_GRANT_DEL, S_RM_GRANTS, S_GC_GRANTS, S_COUNT
 };
 
 /* True when the process of proc_rt row `r` ended with a step's result whose history row keeps its
@@ -336,6 +336,7 @@ int xgr__pg_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_e
 int xgr__pg_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
 int xgr__pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
                           xgr_error *err);
+int xgr__pg_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err);
 int xgr__pg_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err);
 int xgr__pg_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err);
 int xgr__pg_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err);

@@ -204,6 +204,75 @@ int xgr__pg_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_s
                     &p, out, n, err);
 }
 
+/* The grants a filter selects (xgr_store_grants): each set field adds its condition. */
+int xgr__pg_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err) {
+  pgstore *g = (pgstore *)st;
+  params p = {0};
+  char sql[896], cond[512] = "";
+  size_t c = 0;
+  p_i64(&p, f->after_id);
+#define COND(...) c += (size_t)snprintf(cond + c, sizeof cond - c, __VA_ARGS__)
+  if (f->owner) {
+    p_text(&p, f->owner);
+    COND(" AND owner = $%d", p.n);
+    if (f->root_pid) {
+      p_u64(&p, f->root_pid);
+      COND(" AND root_pid = $%d", p.n);
+    }
+  }
+  if (f->grantee) {
+    p_text(&p, f->grantee);
+    COND(" AND grantee = $%d", p.n);
+  }
+  if (f->party) {
+    p_text(&p, f->party);
+    COND(" AND (grantee = $%d OR owner = $%d)", p.n, p.n);
+  }
+  if (f->rule) {
+    p_text(&p, f->rule);
+    COND(" AND lower(rule) = lower($%d)", p.n);
+  }
+  if (f->expires_after) {
+    p_i64(&p, f->expires_after);
+    COND(" AND expires_at > $%d", p.n);
+  }
+  if (f->expires_until) {
+    p_i64(&p, f->expires_until);
+    COND(" AND expires_at <= $%d", p.n);
+  }
+#undef COND
+  snprintf(sql, sizeof sql,
+           "SELECT id, owner, root_pid, grantee, rights, expires_at, rule, step, enc_dek, created_by, created_at"
+           " FROM session_grants WHERE id > $1%s ORDER BY id LIMIT %zu", cond, f->limit);
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&g->rmu);
+  PGresult *r = rd_query(g, sql, &p, err);
+  int rc = r ? 0 : XGR_EIO;
+  if (r) {
+    int rows = PQntuples(r);
+    *out = xgr__xcalloc((size_t)rows + 1, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+      xgr_store_grant *x = &(*out)[i];
+      x->id = get_i64(r, i, 0);
+      x->owner = get_text(r, i, 1);
+      x->root_pid = get_u64(r, i, 2);
+      x->grantee = get_text(r, i, 3);
+      x->rights = (uint32_t)get_i64(r, i, 4);
+      x->expires_at = get_i64(r, i, 5);
+      x->rule = get_text(r, i, 6);
+      x->step = get_text(r, i, 7);
+      x->enc_dek = get_text(r, i, 8);
+      x->created_by = get_text(r, i, 9);
+      x->created_at = get_i64(r, i, 10);
+    }
+    *n = (size_t)rows;
+  }
+  PQclear(r);
+  pthread_mutex_unlock(&g->rmu);
+  return rc;
+}
+
 int xgr__pg_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err) {
   pgstore *g = (pgstore *)st;
   params p = {0};
@@ -295,7 +364,11 @@ int xgr__pg_sessions(xgr_store *st, const char *owner, uint64_t before, size_t l
   p_u64(&p, before);
   p_u64(&p, limit);
   /* before = 2^64-1 is "no bound" (the front's default): that rootPid itself is listed too */
-  const char *sql = before == UINT64_MAX
+  const char *sql = !owner   /* every owner's ($1 is NULL) */
+                        ? before == UINT64_MAX
+                              ? "SELECT " SESSION_COLS " FROM sessions WHERE $1::text IS NULL AND root_pid <= $2 ORDER BY root_pid DESC, owner LIMIT $3"
+                              : "SELECT " SESSION_COLS " FROM sessions WHERE $1::text IS NULL AND root_pid < $2 ORDER BY root_pid DESC, owner LIMIT $3"
+                    : before == UINT64_MAX
                         ? "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid <= $2 ORDER BY root_pid DESC LIMIT $3"
                         : "SELECT " SESSION_COLS " FROM sessions WHERE owner = $1 AND root_pid < $2 ORDER BY root_pid DESC LIMIT $3";
   *out = NULL;

@@ -193,6 +193,14 @@ static const char *const migrations[] = {
     /* 17: forks (docs/SEMANTICS.md "Retry and fork"): the recorded step a session was forked from,
      * as JSON text {"owner","rootPid","iter","step","bundleHash"}; '' for a session that is no fork */
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT '';",
+    /* 18: grants (sqlite_schema.c's 18): one row per (session, grantee), its id the listing's
+     * cursor; rows go with the session's row */
+    ("CREATE TABLE session_grants(id BIGSERIAL PRIMARY KEY, owner TEXT COLLATE \"C\" NOT NULL,"
+     "  root_pid xgr_u64 NOT NULL, grantee TEXT COLLATE \"C\" NOT NULL, rights INTEGER NOT NULL,"
+     "  expires_at BIGINT NOT NULL, rule TEXT, step TEXT, enc_dek TEXT, created_by TEXT NOT NULL,"
+     "  created_at BIGINT NOT NULL);"
+     "CREATE UNIQUE INDEX session_grants_key ON session_grants(owner, root_pid, grantee);"
+     "CREATE INDEX session_grants_grantee ON session_grants(grantee, expires_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");
@@ -356,6 +364,16 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_FORKED] = "UPDATE sessions SET forked_from = $3 WHERE owner = $1 AND root_pid = $2",
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE id = ANY(ARRAY(SELECT id FROM session_audit WHERE recorded_at <= $1"
                    " LIMIT $2))",
+    [S_GRANT] = "INSERT INTO session_grants(owner, root_pid, grantee, rights, expires_at, rule, step, enc_dek,"
+                " created_by, created_at) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                " ON CONFLICT(owner, root_pid, grantee) DO UPDATE SET rights = excluded.rights,"
+                " expires_at = excluded.expires_at, rule = excluded.rule, step = excluded.step,"
+                " enc_dek = excluded.enc_dek, created_by = excluded.created_by, created_at = excluded.created_at",
+    [S_GRANT_DEL] = "DELETE FROM session_grants WHERE owner = $1 AND root_pid = $2 AND grantee = $3",
+    [S_RM_GRANTS] = "DELETE FROM session_grants WHERE owner = $1 AND root_pid = $2",
+    /* grants go with their session's row (retention deleted it, S_GC_SESS) */
+    [S_GC_GRANTS] = "DELETE FROM session_grants WHERE id = ANY(ARRAY(SELECT g.id FROM session_grants g WHERE NOT EXISTS"
+                    " (SELECT 1 FROM sessions s WHERE s.owner = g.owner AND s.root_pid = g.root_pid) LIMIT $1))",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
                      " AND refused_at <= $1 LIMIT $2))",

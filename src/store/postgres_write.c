@@ -141,7 +141,8 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       xgr__pg_send_stmt(g, w, ps, S_SCOPE, &p, bi, oi, W_PLAIN);
       return;
     case OP_REMOVE: {
-      static const int ids[] = {S_RM_PROCS, S_RM_HIST_RECORDS, S_RM_BORN, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
+      static const int ids[] = {S_RM_PROCS, S_RM_HIST_RECORDS, S_RM_BORN, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED,
+                                S_RM_GRANTS};
       p_text(&p, op->owner);
       p_u64(&p, op->root);
       for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) xgr__pg_send_stmt(g, w, ps, ids[i], &p, bi, oi, W_PLAIN);
@@ -187,6 +188,23 @@ void xgr__pg_send_op(pgstore *g, PGconn *w, pipe_state *ps, size_t bi, size_t oi
       p_text(&p, op->u.pin.bundle_hash);
       xgr__pg_send_stmt(g, w, ps, S_PIN, &p, bi, oi, W_PLAIN);
       return;
+    case OP_GRANT: {
+      const xgr_store_grant *x = &op->u.grant;
+      p_text(&p, op->owner);
+      p_u64(&p, op->root);
+      p_text(&p, x->grantee);
+      if (x->rights) {
+        p_i64(&p, x->rights);
+        p_i64(&p, x->expires_at);
+        p_text(&p, x->rule);
+        p_text(&p, x->step);
+        p_text(&p, x->enc_dek);
+        p_text(&p, x->created_by);
+        p_i64(&p, now);
+      }
+      xgr__pg_send_stmt(g, w, ps, x->rights ? S_GRANT : S_GRANT_DEL, &p, bi, oi, W_PLAIN);
+      return;
+    }
     case OP_AUDIT: {
       const xgr_store_audit *x = &op->u.audit;
       p_text(&p, op->owner);
@@ -686,7 +704,7 @@ static int part_of(const xgr_store_changes *b, size_t nparts) {
   for (size_t k = 0; k < b->n; k++) {
     const store_op *op = &b->ops[k];
     if (op->kind != OP_SESSION && op->kind != OP_STATE && op->kind != OP_PROC && op->kind != OP_HIST &&
-        op->kind != OP_SCOPE && op->kind != OP_AUDIT)
+        op->kind != OP_SCOPE && op->kind != OP_AUDIT && op->kind != OP_GRANT)
       continue;
     if (last && op->root == last->root && (op->owner == last->owner || !strcmp(op->owner, last->owner))) continue;
     last = op;

@@ -90,7 +90,7 @@ static const store_vt sqlite_vt = {"sqlite", sq_submit, sq_flush, sq_close, xgr_
                                    xgr__sq_history, xgr__sq_load_live, xgr__sq_doc_get, sq_gc, .sessions = xgr__sq_sessions,
                                    .live_owners = xgr__sq_live_owners, .owners_after = xgr__sq_owners_after,
                                    .peek_pid = xgr__sq_peek_pid, .owner_bytes = xgr__sq_owner_bytes, .outbox = xgr__sq_outbox,
-                                   .wakes_refused = xgr__sq_wakes_refused, .audits = xgr__sq_audits, .load_some = xgr__sq_load_some, .due = xgr__sq_due,
+                                   .wakes_refused = xgr__sq_wakes_refused, .audits = xgr__sq_audits, .grants = xgr__sq_grants, .load_some = xgr__sq_load_some, .due = xgr__sq_due,
                                    .bop_create = xgr__sq_bop_create, .bop_claim = xgr__sq_bop_claim,
                                    .bop_progress = xgr__sq_bop_progress, .bop_cancel = xgr__sq_bop_cancel,
                                    .bop_read = xgr__sq_bop_read};

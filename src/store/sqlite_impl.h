@@ -38,7 +38,7 @@ static inline uint64_t root_dec(sqlite3_int64 v) { return (uint64_t)v ^ ROOT_FLI
 
 enum {
   S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
-  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED, S_GC_REFUSED, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_COUNT
+  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED, S_GC_REFUSED, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_GRANT, S_GRANT_DEL, S_RM_GRANTS, S_GC_GRANTS, S_COUNT
 };
 
 /* The writer's statements (sqlite_write.c), prepared at open. */
@@ -111,6 +111,7 @@ int xgr__sq_owner_bytes(xgr_store *st, const char *owner, uint64_t *bytes, xgr_e
 int xgr__sq_outbox(xgr_store *st, xgr_store_wake **out, size_t *n, xgr_error *err);
 int xgr__sq_wakes_refused(xgr_store *st, const char *owner, uint64_t root, xgr_store_wake **out, size_t *n,
                           xgr_error *err);
+int xgr__sq_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err);
 int xgr__sq_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err);
 int xgr__sq_procs(xgr_store *st, const char *owner, uint64_t root, xgr_store_proc **out, size_t *n, xgr_error *err);
 int xgr__sq_history(xgr_store *st, const char *owner, uint64_t root, xgr_store_hist **out, size_t *n, xgr_error *err);

@@ -305,6 +305,62 @@ int xgr__sq_audits(xgr_store *st, const char *owner, uint64_t root, xgr_store_au
   return rc;
 }
 
+/* The grants a filter selects (xgr_store_grants): each set field adds its condition. */
+int xgr__sq_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err) {
+  sqstore *q = (sqstore *)st;
+  char sql[768];
+  snprintf(sql, sizeof sql,
+           "SELECT id, owner, root_pid, grantee, rights, expires_at, rule, step, enc_dek, created_by, created_at"
+           " FROM session_grants WHERE id > :after%s%s%s%s%s%s%s ORDER BY id LIMIT %zu",
+           f->rule ? " AND lower(rule) = lower(:rule)" : "",
+           f->owner ? " AND owner = :owner" : "", f->owner && f->root_pid ? " AND root_pid = :root_pid" : "",
+           f->grantee ? " AND grantee = :grantee" : "", f->party ? " AND (grantee = :party OR owner = :party)" : "",
+           f->expires_after ? " AND expires_at > :exp_after" : "", f->expires_until ? " AND expires_at <= :exp_until" : "",
+           f->limit);
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&q->rmu);
+  sqlite3_stmt *s;
+  int rc = rd_prepare(q, sql, &s, err);
+  if (rc) {
+    pthread_mutex_unlock(&q->rmu);
+    return rc;
+  }
+  pstmt b = {.s = s};   /* used once: nothing to cache */
+  bind_i64(&b, ":after", f->after_id);
+  if (f->owner) bind_text(&b, ":owner", f->owner);
+  if (f->owner && f->root_pid) bind_root(&b, ":root_pid", f->root_pid);
+  if (f->grantee) bind_text(&b, ":grantee", f->grantee);
+  if (f->party) bind_text(&b, ":party", f->party);
+  if (f->rule) bind_text(&b, ":rule", f->rule);
+  if (f->expires_after) bind_i64(&b, ":exp_after", f->expires_after);
+  if (f->expires_until) bind_i64(&b, ":exp_until", f->expires_until);
+  size_t cap = 8;
+  xgr_store_grant *a = xgr__xcalloc(cap, sizeof *a);
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    if (*n == cap) a = xgr__xrealloc(a, (cap *= 2) * sizeof *a);
+    xgr_store_grant *g = &a[(*n)++];
+    memset(g, 0, sizeof *g);
+    g->id = sqlite3_column_int64(s, 0);
+    g->owner = col_text(s, 1);
+    g->root_pid = col_root(s, 2);
+    g->grantee = col_text(s, 3);
+    g->rights = (uint32_t)sqlite3_column_int64(s, 4);
+    g->expires_at = sqlite3_column_int64(s, 5);
+    g->rule = col_text(s, 6);
+    g->step = col_text(s, 7);
+    g->enc_dek = col_text(s, 8);
+    g->created_by = col_text(s, 9);
+    g->created_at = sqlite3_column_int64(s, 10);
+  }
+  if (r != SQLITE_DONE) rc = xgr__sq_error(q->r, r, q->path, "cannot read grants", err);
+  sqlite3_finalize(s);
+  pthread_mutex_unlock(&q->rmu);
+  *out = a;
+  return rc;
+}
+
 static void session_row_cb(sqlite3_stmt *s, void *p) { read_session_row(s, p); }
 
 /* The owner's sessions, newest rootPid first: a range scan of the primary key (owner, root_pid). */
@@ -315,8 +371,12 @@ int xgr__sq_sessions(xgr_store *st, const char *owner, uint64_t before, size_t l
    * front's default), so that rootPid itself is listed too */
   char sql[384];
   bool all = before == UINT64_MAX;
-  snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid %s :root_pid ORDER BY root_pid DESC LIMIT %zu",
-           all ? "<=" : "<", limit);
+  if (owner)
+    snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE owner=:owner AND root_pid %s :root_pid ORDER BY root_pid DESC LIMIT %zu",
+             all ? "<=" : "<", limit);
+  else   /* every owner's (:owner is NULL) */
+    snprintf(sql, sizeof sql, "SELECT " SESSION_COLS " FROM sessions WHERE :owner IS NULL AND root_pid %s :root_pid"
+             " ORDER BY root_pid DESC, owner LIMIT %zu", all ? "<=" : "<", limit);
   pthread_mutex_lock(&q->rmu);
   void *a;
   int rc = read_rows(q, sql, owner, before, sizeof(xgr_store_session), session_row_cb, &a, n, err);

@@ -143,6 +143,13 @@ static const char *const migrations[] = {
     /* 17: forks (docs/SEMANTICS.md "Retry and fork"): the recorded step a session was forked from,
      * as JSON text {"owner","rootPid","iter","step","bundleHash"}; '' for a session that is no fork */
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT '';",
+    /* 18: grants (docs/STORE.md "Grants"): who else may read, wake or manage a session, until when;
+     * one row per (session, grantee), its id the listing's cursor; rows go with the session's row */
+    ("CREATE TABLE session_grants(id INTEGER PRIMARY KEY, owner TEXT NOT NULL, root_pid INTEGER NOT NULL,"
+     "  grantee TEXT NOT NULL, rights INTEGER NOT NULL, expires_at INTEGER NOT NULL, rule TEXT, step TEXT,"
+     "  enc_dek TEXT, created_by TEXT NOT NULL, created_at INTEGER NOT NULL);"
+     "CREATE UNIQUE INDEX session_grants_key ON session_grants(owner, root_pid, grantee);"
+     "CREATE INDEX session_grants_grantee ON session_grants(grantee, expires_at);"),
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(sizeof migrations / sizeof migrations[0] == XGR_STORE_SCHEMA_VERSION, "one migration per version");

@@ -83,6 +83,16 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
     [S_GC_AUDIT] = "DELETE FROM session_audit WHERE rowid IN (SELECT rowid FROM session_audit WHERE recorded_at <= :before"
                    " LIMIT :limit)",
     [S_FORKED] = "UPDATE sessions SET forked_from = :from WHERE owner = :owner AND root_pid = :root_pid",
+    [S_GRANT] = "INSERT INTO session_grants(owner, root_pid, grantee, rights, expires_at, rule, step, enc_dek,"
+                " created_by, created_at) VALUES(:owner, :root_pid, :grantee, :rights, :expires_at, :rule, :step,"
+                " :enc_dek, :created_by, :now) ON CONFLICT(owner, root_pid, grantee) DO UPDATE SET"
+                " rights=excluded.rights, expires_at=excluded.expires_at, rule=excluded.rule, step=excluded.step,"
+                " enc_dek=excluded.enc_dek, created_by=excluded.created_by, created_at=excluded.created_at",
+    [S_GRANT_DEL] = "DELETE FROM session_grants WHERE owner=:owner AND root_pid=:root_pid AND grantee=:grantee",
+    [S_RM_GRANTS] = "DELETE FROM session_grants WHERE owner=:owner AND root_pid=:root_pid",
+    /* grants go with their session's row (retention deleted it, S_GC_SESS) */
+    [S_GC_GRANTS] = "DELETE FROM session_grants WHERE id IN (SELECT g.id FROM session_grants g WHERE NOT EXISTS"
+                    " (SELECT 1 FROM sessions s WHERE s.owner = g.owner AND s.root_pid = g.root_pid) LIMIT :limit)",
     [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= :before LIMIT :limit)",
@@ -247,8 +257,8 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       return step_done(s);
     case OP_REMOVE: {
       int rc;
-      int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED};
-      for (int i = 0; i < 4; i++) {
+      int ids[] = {S_RM_PROCS, S_SCOPES_DEL, S_RM_SESSION, S_RM_REFUSED, S_RM_GRANTS};
+      for (int i = 0; i < 5; i++) {
         s = &q->stmt[ids[i]];
         bind_text(s, ":owner", op->owner);
         bind_root(s, ":root_pid", op->root);
@@ -312,6 +322,23 @@ static int apply_op(sqstore *q, store_op *op, int64_t now) {
       bind_text(s, ":ostc_hash", op->u.pin.ostc_hash);
       bind_text(s, ":bundle_hash", op->u.pin.bundle_hash);
       return step_done(s);
+    case OP_GRANT: {
+      const xgr_store_grant *g = &op->u.grant;
+      s = &q->stmt[g->rights ? S_GRANT : S_GRANT_DEL];
+      bind_text(s, ":owner", op->owner);
+      bind_root(s, ":root_pid", op->root);
+      bind_text(s, ":grantee", g->grantee);
+      if (g->rights) {
+        bind_i64(s, ":rights", g->rights);
+        bind_i64(s, ":expires_at", g->expires_at);
+        bind_text(s, ":rule", g->rule);
+        bind_text(s, ":step", g->step);
+        bind_text(s, ":enc_dek", g->enc_dek);
+        bind_text(s, ":created_by", g->created_by);
+        bind_i64(s, ":now", now);
+      }
+      return step_done(s);
+    }
     case OP_AUDIT: {
       const xgr_store_audit *x = &op->u.audit;
       s = &q->stmt[S_AUDIT];
@@ -493,11 +520,12 @@ long xgr__sq_gc_step(sqstore *q, bool full, bool *more, xgr_error *err) {
       {S_GC_REFUSED, c->history_secs > 0, now - c->history_secs * 1000},   /* refusal records are history */
       {S_GC_AUDIT, c->history_secs > 0, now - c->history_secs * 1000},     /* so is the audit trail */
       {S_GC_SCOPES, true, 0},
+      {S_GC_GRANTS, c->history_secs > 0, 0},   /* grants go with their session's row */
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
     if (!jobs[j].on) continue;
     pstmt *s = &q->stmt[jobs[j].stmt];
-    if (jobs[j].stmt == S_GC_SCOPES) {
+    if (jobs[j].stmt == S_GC_SCOPES || jobs[j].stmt == S_GC_GRANTS) {
       bind_int(s, ":limit", lim);
     } else {
       bind_i64(s, ":before", jobs[j].cut);

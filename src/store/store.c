@@ -237,7 +237,18 @@ static void audit_copy(xgr_store_audit *d, const xgr_store_audit *s, dup_fn *dup
   d->detail = dup(ctx, s->detail);
 }
 
+static void grant_copy(xgr_store_grant *d, const xgr_store_grant *s, dup_fn *dup, void *ctx) {
+  *d = *s;
+  d->owner = dup(ctx, s->owner ? s->owner : "");
+  d->grantee = dup(ctx, s->grantee ? s->grantee : "");
+  d->rule = dup(ctx, s->rule);
+  d->step = dup(ctx, s->step);
+  d->enc_dek = dup(ctx, s->enc_dek);
+  d->created_by = dup(ctx, s->created_by ? s->created_by : "");
+}
+
 void xgr__store_session_copy(xgr_store_session *d, const xgr_store_session *s) { session_copy(d, s, heap_dup, NULL); }
+void xgr__store_grant_copy(xgr_store_grant *d, const xgr_store_grant *s) { grant_copy(d, s, heap_dup, NULL); }
 void xgr__store_audit_copy(xgr_store_audit *d, const xgr_store_audit *s) { audit_copy(d, s, heap_dup, NULL); }
 void xgr__store_proc_copy(xgr_store_proc *d, const xgr_store_proc *s) { proc_copy(d, s, heap_dup, NULL); }
 void xgr__store_hist_copy(xgr_store_hist *d, const xgr_store_hist *s) { hist_copy(d, s, heap_dup, NULL); }
@@ -367,6 +378,11 @@ static uint64_t ops_bytes(const xgr_store_changes *b, size_t from) {
       case OP_AUDIT:
         n += XGR_STORE_ROW_BYTES + strlen(op->u.audit.actor) + strlen(op->u.audit.node) +
              (op->u.audit.permit ? strlen(op->u.audit.permit) : 0) + (op->u.audit.detail ? strlen(op->u.audit.detail) : 0);
+        break;
+      case OP_GRANT:
+        n += XGR_STORE_ROW_BYTES + strlen(op->u.grant.grantee) + strlen(op->u.grant.created_by) +
+             (op->u.grant.rule ? strlen(op->u.grant.rule) : 0) + (op->u.grant.step ? strlen(op->u.grant.step) : 0) +
+             (op->u.grant.enc_dek ? strlen(op->u.grant.enc_dek) : 0);
         break;
       case OP_SESSION:
         n += XGR_STORE_ROW_BYTES;
@@ -512,6 +528,45 @@ void xgr_store_changes_pin(xgr_store_changes *b, const char *owner, uint64_t roo
 void xgr_store_changes_audit(xgr_store_changes *b, const char *owner, uint64_t root_pid, const xgr_store_audit *a) {
   assert(a->kind && a->actor && a->node);
   audit_copy(&push(b, OP_AUDIT, owner, root_pid)->u.audit, a, bdup, b);
+}
+
+void xgr_store_grant_clear(xgr_store_grant *g) {
+  if (!g) return;
+  free(g->owner);
+  free(g->grantee);
+  free(g->rule);
+  free(g->step);
+  free(g->enc_dek);
+  free(g->created_by);
+  memset(g, 0, sizeof *g);
+}
+
+void xgr_store_grants_free(xgr_store_grant *g, size_t n) {
+  for (size_t i = 0; g && i < n; i++) xgr_store_grant_clear(&g[i]);
+  free(g);
+}
+
+void xgr_store_changes_grant(xgr_store_changes *b, const xgr_store_grant *g) {
+  assert(g->owner && g->grantee);
+  store_op *op = push(b, OP_GRANT, g->owner, g->root_pid);
+  grant_copy(&op->u.grant, g, bdup, b);
+  op->u.grant.id = 0;
+  op->u.grant.created_at = 0;
+}
+
+int xgr_store_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n,
+                     xgr_error *err) {
+  *out = NULL;
+  *n = 0;
+  xgr_store_grant_filter c = *f;
+  if (!c.limit) c.limit = 1000;
+  return st->vt->grants(st, &c, out, n, err);
+}
+
+void xgr_store_changes_audit_unfenced(xgr_store_changes *b, const char *owner, uint64_t root_pid,
+                                      const xgr_store_audit *a) {
+  xgr_store_changes_audit(b, owner, root_pid, a);
+  b->ops[b->n - 1].unfenced = true;
 }
 
 int xgr_store_audits(xgr_store *st, const char *owner, uint64_t root_pid, xgr_store_audit **out, size_t *n,
@@ -705,7 +760,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     if (b->bundle_hash) xgr_store_changes_set_bundle_hash(c, b->bundle_hash);
   }
   size_t first_op = c->n;
-  reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + b->naudit + 1);
+  reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + b->naudit + b->ngrants + 1);
   if (b->pin_ostc_hash) xgr_store_changes_pin(c, b->owner, b->root_pid, b->pin_ostc_id, b->pin_ostc_hash, b->pin_bundle_hash);
   reserve_pidx(c, b->nprocs);
   int64_t last_end = 0;
@@ -772,6 +827,14 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     push(c, OP_WAKE_OUT, owner, root)->u.wake = row;
   }
   for (size_t i = 0; i < b->ndone; i++) xgr_store_changes_wake_done(c, b->done[i], b->done_reason[i]);
+  /* branch grants of the batch's step results: in the commit of their history rows */
+  for (size_t i = 0; i < b->ngrants; i++) {
+    const xgr_engine_grant *x = &b->grants[i];
+    xgr_store_grant row = {.owner = (char *)owner, .root_pid = root, .grantee = (char *)x->grantee,
+                           .rights = x->rights, .expires_at = x->expires_at, .rule = (char *)x->rule,
+                           .step = (char *)x->step, .created_by = (char *)(x->rule ? x->rule : owner)};
+    xgr_store_changes_grant(c, &row);
+  }
   /* the audit trail: the control actions and wake-ups whose changes this batch holds */
   for (size_t i = 0; i < b->naudit; i++) {
     const xgr_engine_audit *x = &b->audit[i];
@@ -1002,7 +1065,6 @@ int xgr_store_sessions(xgr_store *st, const char *owner, uint64_t before, size_t
                        size_t *n, xgr_error *err) {
   *out = NULL;
   *n = 0;
-  if (!owner) return xgr_error_set(err, XGR_EINVAL, "owner", "missing; expected the owner's address");
   if (limit == 0) limit = 1000;
   if (before != UINT64_MAX) return st->vt->sessions(st, owner, before ? before : UINT64_MAX, limit, out, n, err);
   /* a cursor of 2^64-1 (the last page ended at that rootPid) lists what is below it; the backends

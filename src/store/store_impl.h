@@ -18,11 +18,13 @@
 
 #include "xgr/store.h"
 
-typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE, OP_AUDIT, OP_FORKED, OP_PIN } op_kind;
+typedef enum op_kind { OP_SESSION, OP_STATE, OP_PROC, OP_HIST, OP_SCOPE, OP_REMOVE, OP_NEXTPID, OP_REGISTER, OP_MARK, OP_WAKE_OUT, OP_WAKE_DONE, OP_AUDIT, OP_FORKED, OP_PIN, OP_GRANT } op_kind;
 
 typedef struct store_op {
   op_kind kind;
   bool if_absent;               /* OP_SESSION: insert only; an existing row fails the batch (XGR_ECONFLICT) */
+  bool unfenced;                /* OP_AUDIT of a change outside the engine's state (a grant): written by
+                                   any cluster node, whoever holds the session's lease */
   char *owner;                  /* in the batch's text arena, like every string of an entry */
   uint64_t root;
   const xgr_session *live;      /* OP_PROC from xgr_store_changes_add_effects of a process still live
@@ -55,6 +57,7 @@ typedef struct store_op {
     struct {
       char *ostc_id, *ostc_hash, *bundle_hash;
     } pin;                                      /* OP_PIN: the session row moves to another version (migration) */
+    xgr_store_grant grant;                      /* OP_GRANT (owner/root are its session; rights 0: revoke) */
   } u;
 } store_op;
 
@@ -104,6 +107,8 @@ typedef struct store_vt {
                        xgr_error *err);
   /* the audit entries of a session in order (xgr_store_audits) */
   int (*audits)(xgr_store *st, const char *owner, uint64_t root, xgr_store_audit **out, size_t *n, xgr_error *err);
+  /* the grants a filter selects, by id (xgr_store_grants) */
+  int (*grants)(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n, xgr_error *err);
   /* hibernation (xgr_store_load_some, xgr_store_due); NULL: not supported */
   int (*load_some)(xgr_store *st, const xgr_store_load_filter *f, int (*fn)(void *, const xgr_store_live *), void *ctx,
                    xgr_error *err);
@@ -155,6 +160,7 @@ void xgr__store_doc_copy(xgr_store_doc *dst, const xgr_store_doc *src);
 void xgr__store_wake_copy(xgr_store_wake *dst, const xgr_store_wake *src);
 void xgr__store_audit_copy(xgr_store_audit *dst, const xgr_store_audit *src);
 void xgr__store_batchop_copy(xgr_store_batchop *dst, const xgr_store_batchop *src);
+void xgr__store_grant_copy(xgr_store_grant *dst, const xgr_store_grant *src);
 /* A new registry record: hash computed (keccak-256 of content). */
 int xgr__store_doc_hash(const char *content, size_t len, char out[67]);
 

@@ -367,7 +367,7 @@ static void test_refusals(void **state) {
           json_pack("{s:s, s:s, s:o}", "owner", C.owner, "pid", "1",
                     "permit", sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL_V2, .runner = C.owner,
                                                                     .action = "pause", .session_id = 1})),
-          "step-mode wakes only");
+          "only its owner and xgrd's operators may");
   /* wakes: PID mode signs no step; PID mode is the owner's alone, also when the request names no
    * owner (the signer's own session 1 does not exist, the owner's does) */
   refused("PID wake with a signed step", "xgr_wakeUpProcess",
@@ -384,7 +384,7 @@ static void test_refusals(void **state) {
           json_pack("[{s:s, s:o}]", "processId", "1:2", "permit",
                     sign(C.other_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL_V2, .runner = C.owner,
                                                           .action = "wake", .session_id = 1, .step_id = ""})),
-          "step-mode wakes only");
+          "may not wake the sessions of");
   /* a wake naming neither processId nor a signed step is malformed (-32602 at the permit's stepId) */
   r = rpc("xgr_wakeUpProcess", json_pack("[{s:{}, s:o}]", "payload", "permit",
                                          sign(C.owner_key, (xgr_permit_fields){.kind = XGR_PERMIT_CONTROL,

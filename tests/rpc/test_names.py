@@ -224,6 +224,7 @@ def part_d():
         "ALTER TABLE sessions DROP COLUMN bundle_hash;"
         "DROP TABLE session_audit;"
         "ALTER TABLE sessions DROP COLUMN forked_from;"
+        "DROP TABLE session_grants;"
         "DELETE FROM schema_version WHERE version >= 14;")
     db.commit()
     ids = sorted(r[0] for r in db.execute("SELECT id FROM rules UNION ALL SELECT id FROM orchestrations"))

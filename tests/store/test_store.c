@@ -805,7 +805,18 @@ static void test_sessions_by_owner(void **state) {
       assert_int_equal(n, 0);
       xgr_store_sessions_free(ss, n);
     }
-    assert_int_equal(xgr_store_sessions(st, NULL, 0, 5, &ss, &n, &e), XGR_EINVAL);
+    /* no owner: every owner's rows, rootPid descending (an operator's listing) */
+    assert_int_equal(xgr_store_sessions(st, NULL, 0, 100, &ss, &n, &e), 0);
+    assert_int_equal(n, 7);
+    assert_int_equal(ss[0].root_pid, 99);
+    for (size_t i = 1; i < n; i++) assert_true(ss[i - 1].root_pid >= ss[i].root_pid);
+    bool other_seen = false;
+    for (size_t i = 0; i < n; i++) other_seen |= !strcmp(ss[i].owner, other);
+    assert_true(other_seen);
+    xgr_store_sessions_free(ss, n);
+    assert_int_equal(xgr_store_sessions(st, NULL, 0, 2, &ss, &n, &e), 0);
+    assert_int_equal(n, 2);
+    xgr_store_sessions_free(ss, n);
     xgr_store_close(st);
   }
   t_rmdir(dir);
@@ -1139,6 +1150,133 @@ static void test_audit(void **state) {
     assert_int_equal(xgr_store_audits(st, T_OWNER, 1, &as, &n, &e), 0);
     assert_int_equal(n, 0);
     xgr_store_audits_free(as, n);
+    xgr_store_close(st);
+  }
+  xgr_orch_free(o);
+  t_rmdir(dir);
+}
+
+/* session_grants (schema 18): branch grants through the engine's batch (in the step's commit),
+ * xgr_store_changes_grant's upserts (same id, new rights) and revokes, every filter of
+ * xgr_store_grants and its id cursor, the rows across a reopen, and their going with the session's
+ * row: removed with it (xgr_store_changes_remove_session) and by retention once its row is gone. */
+static void test_grants(void **state) {
+  (void)state;
+  char *dir = t_tmpdir();
+  xgr_orch *o = load_orch();
+  static const char *const GA = "0x00000000000000000000000000000000000000a1";
+  static const char *const GB = "0x00000000000000000000000000000000000000b2";
+  static const char *const GC = "0x00000000000000000000000000000000000000c3";
+  static const char *const RULE = "0x00000000000000000000000000000000000000e1";
+  for (int k = 0; k < nkinds(); k++) {
+    t_clock clk = {.ms = 7000000};
+    xgr_store_config cfg = {.history_secs = 3600, .gc_interval_ms = -1, .clock_ms = t_clock_ms, .clock_ctx = &clk};
+    xgr_store *st = open_kind(k, dir, "grants.db", &cfg);
+    xgr_error e;
+    assert_int_equal(xgr_store_commit(st, new_session_batch(o, 1, NULL), &e), 0);
+    assert_int_equal(xgr_store_commit(st, new_session_batch(o, 2, NULL), &e), 0);
+    /* the engine's batch of session 1: two branch grants */
+    xgr_engine_grant eg[2] = {{.grantee = GA, .rights = 1, .expires_at = 9000000, .rule = RULE, .step = "K"},
+                              {.grantee = GB, .rights = 3, .expires_at = 8000000, .rule = RULE, .step = "K"}};
+    xgr_store_batch eb = {.owner = T_OWNER, .root_pid = 1, .orch = o, .ngrants = 2, .grants = eg, .next_iter = 2,
+                          .next_group = 1};
+    xgr_store_changes *c = xgr_store_changes_new();
+    xgr_store_changes_add_batch(c, &eb);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    /* managed: C on session 1, A on session 2; then A's rights on 1 change and B is revoked */
+    c = xgr_store_changes_new();
+    xgr_store_grant g = {.owner = T_OWNER, .root_pid = 1, .grantee = (char *)GC, .rights = 5, .expires_at = 9500000,
+                         .enc_dek = "0xdek", .created_by = T_OWNER};
+    xgr_store_changes_grant(c, &g);
+    g.root_pid = 2, g.grantee = (char *)GA, g.rights = 1, g.enc_dek = NULL;
+    xgr_store_changes_grant(c, &g);
+    clk.ms += 5;
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    xgr_store_grant *gs;
+    size_t n;
+    xgr_store_grant_filter f = {.owner = T_OWNER, .root_pid = 1};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 3);
+    int64_t id_a = gs[0].id;
+    assert_string_equal(gs[0].grantee, GA);
+    assert_string_equal(gs[0].rule, RULE);
+    assert_string_equal(gs[0].step, "K");
+    assert_string_equal(gs[0].created_by, RULE);
+    assert_int_equal(gs[0].created_at, 7000000);
+    assert_true(gs[1].id > gs[0].id && gs[2].id > gs[1].id);
+    assert_string_equal(gs[2].enc_dek, "0xdek");
+    assert_null(gs[2].rule);
+    assert_int_equal(gs[2].created_at, 7000005);
+    xgr_store_grants_free(gs, n);
+    c = xgr_store_changes_new();
+    g = (xgr_store_grant){.owner = T_OWNER, .root_pid = 1, .grantee = (char *)GA, .rights = 7, .expires_at = 9900000,
+                          .created_by = (char *)GC};
+    xgr_store_changes_grant(c, &g);
+    g.grantee = (char *)GB, g.rights = 0;
+    xgr_store_changes_grant(c, &g);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    if (k) {   /* durable */
+      xgr_store_close(st);
+      st = open_kind(k, dir, "grants.db", &cfg);
+    }
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(gs[0].id, id_a);   /* rewritten in place */
+    assert_int_equal(gs[0].rights, 7);
+    assert_int_equal(gs[0].expires_at, 9900000);
+    assert_null(gs[0].rule);
+    assert_string_equal(gs[0].created_by, GC);
+    assert_string_equal(gs[1].grantee, GC);
+    xgr_store_grants_free(gs, n);
+    /* filters: grantee, party, expiry window, rule, cursor */
+    f = (xgr_store_grant_filter){.grantee = GA};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(gs[0].root_pid, 1);
+    assert_int_equal(gs[1].root_pid, 2);
+    f.after_id = gs[0].id;
+    xgr_store_grants_free(gs, n);
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gs[0].root_pid, 2);
+    xgr_store_grants_free(gs, n);
+    f = (xgr_store_grant_filter){.party = T_OWNER, .limit = 2};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 2);   /* of three, the page's limit */
+    xgr_store_grants_free(gs, n);
+    f = (xgr_store_grant_filter){.party = GC};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 1);
+    xgr_store_grants_free(gs, n);
+    f = (xgr_store_grant_filter){.expires_after = 9500000, .expires_until = 9900000};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gs[0].expires_at, 9900000);
+    xgr_store_grants_free(gs, n);
+    f = (xgr_store_grant_filter){.rule = RULE};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 0);   /* A's rewrite named no rule; B was revoked */
+    xgr_store_grants_free(gs, n);
+    /* with the session's row: removed with it; retention takes those whose row it deleted */
+    c = xgr_store_changes_new();
+    xgr_store_changes_remove_session(c, T_OWNER, 1);
+    xgr_store_changes_session_state(c, T_OWNER, 2, XGR_RESULT_COMPLETED, 0, 2, 1, false);
+    assert_int_equal(xgr_store_commit(st, c, &e), 0);
+    f = (xgr_store_grant_filter){0};
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gs[0].root_pid, 2);
+    xgr_store_grants_free(gs, n);
+    size_t d;
+    assert_int_equal(xgr_store_gc(st, &d, &e), 0);
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 1);   /* its row is kept for the retention time */
+    xgr_store_grants_free(gs, n);
+    clk.ms += 3601 * 1000;
+    for (int i = 0; i < 4; i++) assert_int_equal(xgr_store_gc(st, &d, &e), 0);
+    assert_int_equal(xgr_store_grants(st, &f, &gs, &n, &e), 0);
+    assert_int_equal(n, 0);
+    xgr_store_grants_free(gs, n);
     xgr_store_close(st);
   }
   xgr_orch_free(o);
@@ -1772,7 +1910,7 @@ static void test_pg_schema(void **state) {
                        " ALTER TABLE proc_steps DROP COLUMN rt_paused, DROP COLUMN rt_join_group,"
                        " DROP COLUMN rt_join_from_group, DROP COLUMN rt_next_wake_at, DROP COLUMN rt_created_at,"
                        " DROP COLUMN rt_join_state; DROP TABLE proc_born; ALTER TABLE sessions DROP COLUMN stored_bytes;"
-                       " ALTER TABLE sessions DROP COLUMN bundle_hash; DROP TABLE session_audit;"
+                       " ALTER TABLE sessions DROP COLUMN bundle_hash; DROP TABLE session_audit; DROP TABLE session_grants;"
                        " ALTER TABLE sessions DROP COLUMN forked_from;"
                        " ALTER TABLE proc_steps DROP COLUMN api; INSERT INTO sessions(owner, root_pid, ostc_id, ostc_hash,"
                        " status, created_at, next_iter) VALUES('0xold', 18446744073709551615, 't', '', 0, 1, 2);"
@@ -1792,6 +1930,12 @@ static void test_pg_schema(void **state) {
   assert_int_equal(xgr_store_audits(st, "0xold", UINT64_MAX, &oa, &noa, &e), 0);
   assert_int_equal(noa, 0);
   xgr_store_audits_free(oa, noa);
+  xgr_store_grant *og;   /* v16: grants, empty */
+  size_t nog;
+  xgr_store_grant_filter gf = {0};
+  assert_int_equal(xgr_store_grants(st, &gf, &og, &nog, &e), 0);
+  assert_int_equal(nog, 0);
+  xgr_store_grants_free(og, nog);
   xgr_store_hist *oh;
   size_t noh;
   assert_int_equal(xgr_store_history(st, "0xold", 7, &oh, &noh, &e), 0);
@@ -2057,6 +2201,7 @@ int main(void) {
       cmocka_unit_test(test_session_new_then_state),
       cmocka_unit_test(test_outbox),
       cmocka_unit_test(test_audit),
+      cmocka_unit_test(test_grants),
       cmocka_unit_test(test_add_batch),
       cmocka_unit_test(test_full_disk),
       cmocka_unit_test(test_read_only_file),

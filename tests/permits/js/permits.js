@@ -141,7 +141,32 @@ function verify() {
 }
 
 // required as a module (wake.js): the permit types and `make`
-module.exports = { SESSION, CONTROL, CONTROL_V2, XDALA, make };
+/* A JSON-RPC client of xgrd at url for the live tests (wake.js, grants.js): rpc(method, params)
+ * answers the whole response; check(cond, what, detail) prints "ok" or fails the run; refused(answer,
+ * code, path, what) checks an exact error code (and data.path when path is given). */
+function client(url) {
+  let id = 0;
+  async function rpc(method, params) {
+    const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) });
+    return res.json();
+  }
+  function check(cond, what, detail) {
+    if (!cond) {
+      console.error('FAIL: ' + what + (detail ? ': ' + JSON.stringify(detail) : ''));
+      process.exit(1);
+    }
+    console.log('ok   ' + what);
+  }
+  function refused(answer, code, path, what) {
+    const e = answer.error;
+    check(e && e.code === code && (!path || (e.data && e.data.path === path)),
+      what + ` (${code}${path ? ' at ' + path : ''})`, answer);
+  }
+  return { rpc, check, refused };
+}
+
+module.exports = { SESSION, CONTROL, CONTROL_V2, XDALA, make, client };
 
 if (require.main === module) {
   const [mode, arg] = process.argv.slice(2);

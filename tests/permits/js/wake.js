@@ -13,31 +13,14 @@
 //     the owner); a stranger not on it is refused (-32007).
 'use strict';
 const { ethers } = require('ethers');
-const { CONTROL, CONTROL_V2, make } = require('./permits.js');
+const { CONTROL, CONTROL_V2, make, client } = require('./permits.js');
 
 const [URL, OWNER_KEY, HELPER_KEY, STRANGER_KEY] = process.argv.slice(2);
 const owner = new ethers.Wallet(OWNER_KEY), helper = new ethers.Wallet(HELPER_KEY);
 const stranger = new ethers.Wallet(STRANGER_KEY);
 const OWNER = owner.address.toLowerCase();
 
-let id = 0;
-async function rpc(method, params) {
-  const res = await fetch(URL, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) });
-  return res.json();
-}
-function check(cond, what, detail) {
-  if (!cond) {
-    console.error('FAIL: ' + what + (detail ? ': ' + JSON.stringify(detail) : ''));
-    process.exit(1);
-  }
-  console.log('ok   ' + what);
-}
-function refused(answer, code, path, what) {
-  const e = answer.error;
-  check(e && e.code === code && (!path || (e.data && e.data.path === path)), what + ` (${code}${path ? ' at ' + path : ''})`,
-    answer);
-}
+const { rpc, check, refused } = client(URL);
 
 async function main() {
   const core = (await rpc('xgr_getCoreAddrs', [])).result;
