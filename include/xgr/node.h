@@ -514,8 +514,7 @@ typedef struct xgr_node_migrate_req {
 } xgr_node_migrate_req;
 int xgr_node_migrate(xgr_node *n, const xgr_node_migrate_req *r, json_t **verdict, xgr_error *err);
 /* May `actor` (a permit's signer or an authorized caller's address) migrate `owner`'s sessions?
- * The owner may. This is the one place the decision is taken: operators (who may act on every
- * owner's sessions) are added here. */
+ * The owner may, and an operator (xgr_node_is_operator). The one place the decision is taken. */
 bool xgr_node_may_migrate(xgr_node *n, const char *actor, const char *owner);
 /* The versions owner's live sessions run (xgr_store_versions: grouped by registry, orchestration
  * and bundle hash, with the steps they wait at), of registry when not NULL. *out is the caller's. */
@@ -680,9 +679,10 @@ typedef struct xgr_node_grant_change {
  * access (xgr_node_access MANAGE). XGR_ENOTFOUND when the session has no row. */
 int xgr_node_grants_write(xgr_node *n, const char *owner, uint64_t root, const xgr_node_grant_change *ch, size_t nch,
                           const char *actor, const char *permit, xgr_error *err);
-/* Grants as xgr_store_grants reads them (freed with xgr_store_grants_free). */
+/* Grants as xgr_store_grants reads them (freed with xgr_node_grants_free). */
 int xgr_node_grants(xgr_node *n, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *count,
                     xgr_error *err);
+void xgr_node_grants_free(xgr_store_grant *g, size_t count);   /* NULL is fine */
 
 /* ---- Registry: stored rules and orchestrations ---- */
 

@@ -579,13 +579,14 @@ static json_t *u64_json(uint64_t v) {
 /* The detail of an audit entry as JSON text (the caller frees): the process (iter > 0), the step,
  * the keys of the payload merged (never its values), how many processes a step-mode wake woke
  * (woken >= 0), and for an internal wake-up the waking session and step (from_owner set) and why
- * it was refused (reason), and the batch operation a control action is part of (batch). NULL when
- * there is nothing to say. */
+ * it was refused (reason), the batch operation a control action is part of (batch), and the process
+ * a retry created (new_iter > 0). NULL when there is nothing to say. */
 static char *audit_detail(uint64_t iter, const char *step, xgr_value payload, long woken, const char *from_owner,
                           uint64_t from_root, uint64_t from_iter, const char *from_step, const char *reason,
-                          const char *batch) {
+                          const char *batch, uint64_t new_iter) {
   json_t *d = json_object();
   if (batch) json_object_set_new(d, "batch", json_string(batch));
+  if (new_iter) json_object_set_new(d, "newIter", u64_json(new_iter));
   if (iter) json_object_set_new(d, "iter", u64_json(iter));
   if (step) json_object_set_new(d, "step", json_string(step));
   if (xgr_value_kind(payload) == XGR_VMAP) {
@@ -709,14 +710,8 @@ static void on_ctl(actor *a, ctl_msg *m) {
                        : np ? a->b->orch->steps[np->step].id : NULL;
     char *detail = audit_detail(m->kind == XGR_CTL_WAKE_STEP ? 0 : m->iter, step,
                                 wake || m->kind == XGR_CTL_RETRY ? m->payload : xgr_value_null(),
-                                m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1, NULL, 0, 0, NULL, NULL, m->batch);
-    if (detail && np) {   /* a retry names the process it created */
-      json_t *dj = json_loads(detail, 0, NULL);
-      json_object_set_new(dj, "newIter", u64_json(new_iter));
-      free(detail);
-      detail = json_dumps(dj, JSON_COMPACT);
-      json_decref(dj);
-    }
+                                m->kind == XGR_CTL_WAKE_STEP ? (long)woken : -1, NULL, 0, 0, NULL, NULL, m->batch,
+                                np ? new_iter : 0);   /* a retry names the process it created */
     xgr_eng_audit(a, ctl_audit_kind[m->kind], m->actor, m->node, m->permit, detail);
     free(detail);
   }
@@ -759,7 +754,7 @@ static void on_iwake(actor *a, iwake_msg *m) {
   if (m->id) outbox_done(a, m->id, rc ? err.message : NULL);   /* same batch as its effects */
   if (a->e->has_store) {   /* the audit trail: applied or refused, in the same commit */
     char *detail = audit_detail(0, m->step_id, rc ? xgr_value_null() : m->payload, rc ? -1 : (long)woken, m->caller,
-                                m->from_root, m->from_iter, m->from_step, rc ? err.message : NULL, NULL);
+                                m->from_root, m->from_iter, m->from_step, rc ? err.message : NULL, NULL, 0);
     xgr_eng_audit(a, rc ? "wake-refused" : "wake-internal", m->caller, NULL, NULL, detail);
     free(detail);
   }

@@ -99,6 +99,7 @@ int xgr_node_audits(xgr_node *n, const char *owner, uint64_t root, xgr_store_aud
 }
 
 void xgr_node_audits_free(xgr_store_audit *a, size_t count) { xgr_store_audits_free(a, count); }
+void xgr_node_grants_free(xgr_store_grant *g, size_t count) { xgr_store_grants_free(g, count); }
 
 int xgr_node_wakes_refused(xgr_node *n, const char *owner, uint64_t root, xgr_store_wake **out, size_t *count,
                            xgr_error *err) {

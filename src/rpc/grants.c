@@ -274,7 +274,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_list_grants) {
   json_t *items = json_array();
   for (size_t i = 0; i < ng; i++) json_array_append_new(items, grant_json(&g[i]));
   int64_t next = ng == f.limit ? g[ng - 1].id : 0;
-  xgr_store_grants_free(g, ng);
+  xgr_node_grants_free(g, ng);
   *result = json_pack("{s:o, s:I}", "items", items, "nextCursor", (json_int_t)next);
   return 0;
 }

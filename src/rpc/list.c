@@ -269,7 +269,7 @@ static int list_scope(xgr_rpcd *d, int scope, const char *who, const char *only_
     xgr_error ge;
     if (!xgr_node_session_get(d->n, g[i].owner, g[i].root_pid, &(*ss)[*nss], &ge)) (*nss)++;
   }
-  xgr_store_grants_free(g, ng);
+  xgr_node_grants_free(g, ng);
   qsort(*ss, *nss, sizeof **ss, by_root_desc);
   return 0;
 }

@@ -50,8 +50,9 @@ async function events(w, root, until, start) {
   const timer = setTimeout(() => ac.abort(), 10000);
   let text = '', status = 0;
   try {
-    const res = await fetch(`${URL}/ui/events?owner=${OWNER}&rootPid=${root}&permit=${encodeURIComponent(permit)}`,
-      { signal: ac.signal });
+    // the permit in the Authorization header: never in a URL (logs and history keep URLs)
+    const res = await fetch(`${URL}/ui/events?owner=${OWNER}&rootPid=${root}`,
+      { signal: ac.signal, headers: { Authorization: 'XDaLaPermit ' + permit } });
     status = res.status;
     if (status !== 200) return { status, text: await res.text() };
     const rd = res.body.getReader();
