@@ -108,6 +108,10 @@ int xgr_siwe_parse(const char *msg, xgr_siwe *out, xgr_error *err) {
   if (sch && sch < de) d = sch + 3;
   int rc = take(d, de, out->domain, sizeof out->domain, "message.domain", err);
   if (rc) return rc;
+  /* an authority: host[:port] (an IPv6 host in brackets); nothing a second "://" or a path could hide */
+  static const char authority[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]";
+  if (!out->domain[0] || strspn(out->domain, authority) != strlen(out->domain))
+    return bad(err, "message.domain", "is \"%.80s\"; expected host[:port]", out->domain);
   p = e + 1;
   if (!(e = strchr(p, '\n')) || (rc = take(p, e, out->address, sizeof out->address, "message.address", err))) 
     return rc ? rc : bad(err, "message.address", "%s", "missing (the second line)");

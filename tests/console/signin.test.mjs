@@ -137,6 +137,18 @@ async function main() {
   evil = createServer((req, res) => { res.writeHead(200, { 'Content-Type': 'text/html' }); res.end(evilPage); });
   await new Promise(r => evil.listen(0, '127.0.0.1', r));
   const EVIL = `http://127.0.0.1:${evil.address().port}`;
+  // the console's own page must be gone, and its last calls (a list refreshed by the events of the
+  // actions above) answered and logged, before the log is read from here: leave it, then wait
+  // until xgrd's log has been quiet for half a second
+  await page.goto('about:blank');
+  let quiet = readFileSync(`${tmp}/xgrd.log`, 'utf8').length;
+  await until('xgrd\'s log quiet after the console page closed', async () => {
+    await new Promise(r => setTimeout(r, 500));
+    const now = readFileSync(`${tmp}/xgrd.log`, 'utf8').length;
+    const same = now === quiet;
+    quiet = now;
+    return same;
+  });
   const before = readFileSync(`${tmp}/xgrd.log`, 'utf8').length;
   await page.goto(EVIL + '/');
   await page.waitForFunction(() => document.title === 'done', { timeout: 10000 });

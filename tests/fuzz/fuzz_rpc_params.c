@@ -27,7 +27,7 @@ static bool listed(const char *k, const char *const *keys) {
 }
 
 /* xgr__rpc_keys on o at path: accepted only when every key is listed (or "from" at the top level);
- * a refusal is -32602 at "<path>.<key>" of a key that is not. */
+ * a refusal is XGR_ESCHEMA (-32602 on the wire) at "<path>.<key>" of a key that is not. */
 static void keys_checked(const json_t *o, const char *path, const char *const *keys) {
   xgr_error e;
   xgr_error_clear(&e);
@@ -42,7 +42,7 @@ static void keys_checked(const json_t *o, const char *path, const char *const *k
   }
   size_t pl = strlen(path);
   const char *at = e.path + (pl ? pl + 1 : 0);
-  if (rc != XGR_RPC_INVALID_PARAMS || !json_is_object(o) || strncmp(e.path, path, pl) || listed(at, keys) ||
+  if (rc != XGR_ESCHEMA || !json_is_object(o) || strncmp(e.path, path, pl) || listed(at, keys) ||
       strncmp(e.message, "params.", 7))
     abort();
 }

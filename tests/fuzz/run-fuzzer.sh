@@ -6,5 +6,6 @@ bin=$(realpath "$1") seeds=$(realpath "$2") corpus=$3
 mkdir -p "$corpus"; corpus=$(realpath "$corpus")
 secs=${XGR_FUZZ_SECONDS:-30}
 cd "$corpus"
-exec "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+# libFuzzer exits 77 on a crash by default, which meson reads as "skipped": fail with 1 instead
+exec "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -error_exitcode=1 -timeout_exitcode=1 \
   -artifact_prefix="$corpus/" "$corpus" "$seeds"
