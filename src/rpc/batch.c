@@ -132,15 +132,24 @@ static int read_id(const json_t *o, const char **id, xgr_error *err) {
   return 0;
 }
 
+/* The parameters of a call on one operation (get, cancel): its id and who calls (with consume, a
+ * permit is used up). */
+static int op_call(const xgr_rpc_caller *caller, const json_t *params, bool consume, const char **id, char *who,
+                   size_t n, xgr_error *err) {
+  const json_t *o;
+  const char *actor;
+  int rc = xgr__rpc_named(params, get_keys, &o, err);
+  if (!rc) rc = read_id(o, id, err);
+  if (!rc) rc = who_calls(caller, o, NULL, consume, who, n, &actor, err);
+  return rc;
+}
+
 XGR__RPCD_METHOD(xgr__rpcd_m_batch_get) {
   xgr_rpcd *d = ctx;
-  const json_t *o;
-  const char *id, *actor;
-  int rc = xgr__rpc_named(params, get_keys, &o, err);
-  if (!rc) rc = read_id(o, &id, err);
-  if (rc) return rc;
+  const char *id;
   char who[64];
-  if ((rc = who_calls(caller, o, NULL, false, who, sizeof who, &actor, err))) return rc;
+  int rc = op_call(caller, params, false, &id, who, sizeof who, err);
+  if (rc) return rc;
   xgr_store_batchop op;
   if ((rc = xgr_node_batch_get(d->n, who, id, &op, err))) {
     if (rc == XGR_ENOTFOUND) snprintf(err->path, sizeof err->path, "id");
@@ -153,13 +162,10 @@ XGR__RPCD_METHOD(xgr__rpcd_m_batch_get) {
 
 XGR__RPCD_METHOD(xgr__rpcd_m_batch_cancel) {
   xgr_rpcd *d = ctx;
-  const json_t *o;
-  const char *id, *actor;
-  int rc = xgr__rpc_named(params, get_keys, &o, err);
-  if (!rc) rc = read_id(o, &id, err);
-  if (rc) return rc;
+  const char *id;
   char who[64];
-  if ((rc = who_calls(caller, o, NULL, true, who, sizeof who, &actor, err))) return rc;
+  int rc = op_call(caller, params, true, &id, who, sizeof who, err);
+  if (rc) return rc;
   bool changed;
   if ((rc = xgr_node_batch_cancel(d->n, who, id, &changed, err))) {
     if (rc == XGR_ENOTFOUND) snprintf(err->path, sizeof err->path, "id");
