@@ -5,6 +5,7 @@
 #include "xgr/siwe.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,12 +156,20 @@ int xgr_siwe_parse(const char *msg, xgr_siwe *out, xgr_error *err) {
     char buf[512];
     if ((rc = take(v, e, buf, sizeof buf, paths[k], err))) return rc;
     switch (k) {
-      case 0: snprintf(out->uri, sizeof out->uri, "%s", buf); break;
-      case 1: snprintf(out->version, sizeof out->version, "%.7s", buf); break;
+      case 0:
+        if (!buf[0]) return bad(err, paths[k], "%s", "is empty; expected the URI of the sign-in");
+        snprintf(out->uri, sizeof out->uri, "%s", buf);
+        break;
+      case 1:   /* EIP-4361 has one version, "1"; anything else would not build back the same */
+        if (strcmp(buf, "1")) return bad(err, paths[k], "is \"%.40s\"; expected 1", buf);
+        snprintf(out->version, sizeof out->version, "%s", buf);
+        break;
       case 2: {
         char *end;
+        errno = 0;
         out->chain_id = strtoull(buf, &end, 10);
-        if (!buf[0] || *end || buf[0] == '-') return bad(err, paths[k], "is \"%.40s\"; expected a decimal chain id", buf);
+        if (!isdigit((unsigned char)buf[0]) || *end || errno == ERANGE)
+          return bad(err, paths[k], "is \"%.40s\"; expected a decimal chain id", buf);
         break;
       }
       case 3:

@@ -74,6 +74,21 @@ static void test_parse(void **state) {
                         "URI: http://a/\nVersion: 1\nNonce: abcdef0123456789\nIssued At: 2026-11-29T11:20:00Z";
   assert_int_equal(xgr_siwe_parse(missing, &m, &e), XGR_EPARSE);
   assert_string_equal(e.path, "message.chainId");
+  /* fields that would not build back the same are refused (fuzz_siwe found an empty Version and URI
+     accepted, then built again as "1") */
+  const char *ver = "a wants you to sign in with your Ethereum account:\n0x2c7536E3605D9C16a7a3D7b1898e529396a65c23\n\n"
+                    "URI: http://a/\nVersion: \nChain ID: 1\nNonce: abcdef0123456789\nIssued At: 2026-11-29T11:20:00Z";
+  assert_int_equal(xgr_siwe_parse(ver, &m, &e), XGR_EPARSE);
+  assert_string_equal(e.path, "message.version");
+  const char *uri = "a wants you to sign in with your Ethereum account:\n0x2c7536E3605D9C16a7a3D7b1898e529396a65c23\n\n"
+                    "URI: \nVersion: 1\nChain ID: 1\nNonce: abcdef0123456789\nIssued At: 2026-11-29T11:20:00Z";
+  assert_int_equal(xgr_siwe_parse(uri, &m, &e), XGR_EPARSE);
+  assert_string_equal(e.path, "message.uri");
+  const char *chain = "a wants you to sign in with your Ethereum account:\n0x2c7536E3605D9C16a7a3D7b1898e529396a65c23\n\n"
+                      "URI: http://a/\nVersion: 1\nChain ID: 99999999999999999999999\nNonce: abcdef0123456789\n"
+                      "Issued At: 2026-11-29T11:20:00Z";
+  assert_int_equal(xgr_siwe_parse(chain, &m, &e), XGR_EPARSE);
+  assert_string_equal(e.path, "message.chainId");
 }
 
 static void test_sign_verify(void **state) {
