@@ -320,7 +320,18 @@ async function sessionsPage(qs) {
       <div class="pager">${newer} ${older}</div>` : `<p class="muted">No sessions match${r.nextBeforeRootPid
         ? ` among the ${r.scanned} newest looked at; older ones may (a call reads at most 20,000 or for 40 ms)` : ''}.</p>
       <div class="pager">${newer} ${older}</div>`;
-    $$('#sessions tr.click').forEach(tr => tr.addEventListener('click', ev => {
+    const granted = r.granted || [];   // other owners' sessions granted to the signed-in caller (first page)
+    const rightsText = n => ['read', 'write', 'manage'].filter((_, i) => n & (1 << i)).join(', ');
+    if (granted.length) $('#list').insertAdjacentHTML('beforeend', `
+      <h2>Granted to you</h2>
+      <table id="granted"><thead><tr><th>session</th><th>owner</th><th>your rights</th><th>until</th><th>registry</th>
+      <th>orchestration</th><th>status</th><th>created</th></tr></thead><tbody>${granted.map(it => `
+      <tr class="click" data-href="#/session/${esc(it.owner)}/${esc(it.rootPid)}">
+        <td><a href="#/session/${esc(it.owner)}/${esc(it.rootPid)}">${esc(it.rootPid)}</a></td>
+        <td class="mono owner">${esc(it.owner)}</td><td class="rights">${esc(rightsText(it.rights))}</td>
+        <td>${fmtTime(it.grantExpiresAt)}</td><td>${esc(it.registry)}</td><td>${esc(it.ostcId)}</td>
+        <td>${badge(it.status)}</td><td>${fmtTime(it.createdAt)}</td></tr>`).join('')}</tbody></table>`);
+    $$('#sessions tr.click, #granted tr.click').forEach(tr => tr.addEventListener('click', ev => {
       if (ev.target.tagName !== 'A') location.hash = tr.dataset.href;
     }));
   };

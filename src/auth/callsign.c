@@ -24,6 +24,8 @@ xgr_permit_kind xgr_permit_kind_for_method(const char *method) {
       {"batchPreview", XGR_PERMIT_XDALA},     {"batchStart", XGR_PERMIT_XDALA},
       {"batchGet", XGR_PERMIT_XDALA},         {"batchCancel", XGR_PERMIT_XDALA},
       {"batchList", XGR_PERMIT_XDALA},
+      /* grants (docs/RPC.md "Grants"): an xdalaPermit of the owner, an operator or a MANAGE holder */
+      {"manageGrants", XGR_PERMIT_XDALA},     {"listGrants", XGR_PERMIT_XDALA},
   };
   if (strncmp(method, "xgr", 3) || (method[3] != '.' && method[3] != '_')) return 0;
   for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)

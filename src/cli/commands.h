@@ -30,6 +30,8 @@ int xgr_cmd_kill(int argc, char **argv);
 int xgr_cmd_batch(int argc, char **argv);   /* cmd_batch.c */
 int xgr_cmd_retry(int argc, char **argv);
 int xgr_cmd_fork(int argc, char **argv);
+int xgr_cmd_grant(int argc, char **argv);
+int xgr_cmd_grants(int argc, char **argv);
 int xgr_cmd_pause(int argc, char **argv);
 int xgr_cmd_resume(int argc, char **argv);
 int xgr_cmd_wake(int argc, char **argv);

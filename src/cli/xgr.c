@@ -23,6 +23,8 @@ static const xgr_cli_command commands[] = {
   {"batch", "act on many sessions on xgrd: preview, start, status, cancel, list (kill, pause, resume, wake)", xgr_cmd_batch},
   {"retry", "run an aborted process's step again in its live session on xgrd", xgr_cmd_retry},
   {"fork", "start a new session from a recorded step of a session on xgrd", xgr_cmd_fork},
+  {"grant", "give, change or revoke another address's rights on a session on xgrd", xgr_cmd_grant},
+  {"grants", "list the grants on a session, or to and of the caller, on xgrd", xgr_cmd_grants},
   {"put-orchestration", "register an orchestration in xgrd's registry", xgr_cmd_put_orchestration},
   {"put-rule", "register a rule document in xgrd's registry", xgr_cmd_put_rule},
   {"deploy", "register a bundle's rules and orchestration on xgrd", xgr_cmd_deploy},

@@ -2,7 +2,8 @@
  *  - xgr.console.sessions: a page of one owner's sessions, newest first, filtered by registry,
  *    status, creation time range and step, scanning at most 20,000 rows or 40 ms per call (a cursor
  *    goes on where the scan stopped), plus live counts: live sessions from the store (hibernated
- *    ones included), sessions and processes running from the engine;
+ *    ones included), sessions and processes running from the engine; on its first page for a
+ *    signed-in caller who is no operator, the other owners' sessions granted to it ("granted");
  *  - xgr.console.owners: the owners with live sessions in the store (only under --auth none);
  *  - xgr.console.info: how actions are authorized and the event stream's position.
  * Each reads through the node's queries (xgr/node.h): what is committed, and where it says what is
@@ -46,6 +47,34 @@ typedef struct scan {
   int64_t t0;
 } scan;
 
+/* Does session ns pass sc's filters other than the step (registry, status, creation time; a step
+ * filter also needs it live)? */
+static bool row_matches(const scan *sc, const xgr_node_session *ns) {
+  const xgr_store_session *s = &ns->row;
+  if (sc->registry && (!s->registry || strcmp(s->registry, sc->registry))) return false;
+  if (sc->status && !xgr__rpc_session_status_is(ns, sc->status)) return false;
+  if (sc->since && s->created_at < (int64_t)sc->since) return false;
+  if (sc->until && s->created_at > (int64_t)sc->until) return false;
+  return !sc->step || s->status == XGR_RESULT_RUNNING;
+}
+
+/* A list row of session ns (a new object): who owns it, what it runs, its status and times, and
+ * what the engine runs of it now. */
+static json_t *row_json(const xgr_node_session *ns) {
+  const xgr_store_session *s = &ns->row;
+  json_t *it = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "owner", s->owner, "rootPid",
+                         xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
+                         s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status", xgr__rpc_session_status(s),
+                         "createdAt", (json_int_t)s->created_at, "finishedAt", (json_int_t)s->finished_at,
+                         "paused", s->paused);
+  if (s->status == XGR_RESULT_RUNNING && ns->engine_live) {   /* what the engine runs of it now */
+    json_object_set_new(it, "live", json_integer((json_int_t)ns->info.live));
+    json_object_set_new(it, "running", json_integer((json_int_t)ns->info.running));
+    json_object_set_new(it, "steps", json_integer((json_int_t)ns->info.steps));
+  }
+  return it;
+}
+
 /* Scan owner's sessions below cursor (0: from the newest) into sc->items. Returns 0 with *next the
  * rootPid to go on from (0: this owner is done), or an error code. */
 static int scan_owner(xgr__console *c, scan *sc, const char *owner, uint64_t cursor, uint64_t *next, xgr_error *err) {
@@ -63,13 +92,8 @@ static int scan_owner(xgr__console *c, scan *sc, const char *owner, uint64_t cur
       const xgr_store_session *s = &ss[i].row;
       sc->scanned++;
       cursor = s->root_pid;
-      if (sc->registry && (!s->registry || strcmp(s->registry, sc->registry))) continue;
-      bool live = s->status == XGR_RESULT_RUNNING;
-      if (sc->status && !xgr__rpc_session_status_is(&ss[i], sc->status)) continue;
-      if (sc->since && s->created_at < (int64_t)sc->since) continue;
-      if (sc->until && s->created_at > (int64_t)sc->until) continue;
+      if (!row_matches(sc, &ss[i])) continue;
       if (sc->step) {
-        if (!live) continue;
         if (sc->probes++ >= STEP_PROBE_MAX) { /* bounded: the cursor resumes here */
           cursor = s->root_pid + 1;
           sc->scanned = SCAN_MAX;
@@ -77,18 +101,7 @@ static int scan_owner(xgr__console *c, scan *sc, const char *owner, uint64_t cur
         }
         if (!has_step(c, owner, s->root_pid, sc->step)) continue;
       }
-      json_t *it = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "owner", s->owner, "rootPid",
-                             xgr__rpc_u64_json(s->root_pid), "registry", s->registry ? s->registry : "", "ostcId",
-                             s->ostc_id ? s->ostc_id : "", "ostcHash", s->ostc_hash ? s->ostc_hash : "", "status", xgr__rpc_session_status(s),
-                             "createdAt", (json_int_t)s->created_at, "finishedAt", (json_int_t)s->finished_at,
-                             "paused", s->paused);
-      if (live && ss[i].engine_live) {   /* what the engine runs of it now */
-        const xgr_engine_session_info *info = &ss[i].info;
-        json_object_set_new(it, "live", json_integer((json_int_t)info->live));
-        json_object_set_new(it, "running", json_integer((json_int_t)info->running));
-        json_object_set_new(it, "steps", json_integer((json_int_t)info->steps));
-      }
-      json_array_append_new(sc->items, it);
+      json_array_append_new(sc->items, row_json(&ss[i]));
     }
     if (i < n || sc->scanned >= SCAN_MAX || (sc->scanned && xgr__mono_ms() - sc->t0 >= SCAN_MS && more)) more = true;
     xgr_node_sessions_free(ss, n);
@@ -98,6 +111,55 @@ static int scan_owner(xgr__console *c, scan *sc, const char *owner, uint64_t cur
   return 0;
 }
 
+#define GRANTED_MAX 100         /* grants to the caller one call reads (the "granted" rows) */
+
+static int by_created_desc(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  json_int_t p = json_integer_value(json_object_get(x, "createdAt")), q = json_integer_value(json_object_get(y, "createdAt"));
+  return p < q ? 1 : p > q ? -1 : 0;
+}
+
+/* The sessions of other owners granted to who that it may read now (unexpired READ grants, each
+ * session once, at most GRANTED_MAX grants read; only only_owner's unless NULL), filtered as sc says,
+ * newest first: rows as the
+ * list's, with "access", "rights" and "grantExpiresAt" (xgr__rpc_access_mark). The node decides
+ * each (xgr_rpc_access): a grant revoked or expired since it was read is left out. */
+static json_t *scan_granted(xgr__console *c, const xgr_rpc_caller *caller, const scan *sc, const char *who,
+                            const char *only_owner) {
+  json_t *rows = json_array();
+  xgr_store_grant_filter f = {.grantee = who, .owner = only_owner, .expires_after = xgr_node_now(c->n), .limit = GRANTED_MAX};
+  xgr_store_grant *g = NULL;
+  size_t ng = 0;
+  xgr_error e;
+  if (xgr_node_grants(c->n, &f, &g, &ng, &e)) return rows;
+  for (size_t i = 0; i < ng; i++) {
+    if (!(g[i].rights & XGR_NODE_READ) || !strcasecmp(g[i].owner, who)) continue;
+    bool seen = false;   /* one row a session, whatever grants it has */
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = g[j].root_pid == g[i].root_pid && !strcasecmp(g[j].owner, g[i].owner) && (g[j].rights & XGR_NODE_READ);
+    xgr_node_access_info acc;
+    xgr_node_session ns;
+    if (seen || xgr_rpc_access(c->n, caller, who, g[i].owner, g[i].root_pid, XGR_NODE_READ, "from", &acc, &e) ||
+        xgr_node_session_get(c->n, g[i].owner, g[i].root_pid, &ns, &e))
+      continue;
+    if (row_matches(sc, &ns) && (!sc->step || has_step(c, ns.row.owner, ns.row.root_pid, sc->step))) {
+      json_t *it = row_json(&ns);
+      xgr__rpc_access_mark(it, &acc);
+      json_array_append_new(rows, it);
+    }
+    xgr_node_session_clear(&ns);
+  }
+  xgr_node_grants_free(g, ng);
+  size_t n = json_array_size(rows);
+  json_t **v = xgr__xmalloc((n + 1) * sizeof *v);
+  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(rows, i));
+  qsort(v, n, sizeof *v, by_created_desc);
+  json_array_clear(rows);
+  for (size_t i = 0; i < n; i++) json_array_append_new(rows, v[i]);
+  free(v);
+  return rows;
+}
+
 #define OWNERS_MAX 100          /* owners one call lists (xgr.console.owners; the sessions of all owners) */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -105,13 +167,14 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 /* The owners the caller may see when the call names none, ascending (owned strings into
  * out[OWNERS_MAX], *n of them): under --auth none every owner with sessions in the store (at most
  * 100: those with live sessions first, then the others by address), and so for an operator
- * (xgr_node_is_operator); another signed-in caller or a permit's signer: itself. The one place
- * that says whose sessions a caller's list holds (a grantee's granted sessions are listed by
- * xgr.listSessions, not here yet). */
+ * (xgr_node_is_operator); another signed-in caller or a permit's signer: itself, and its address
+ * into grantee[64] (else ""): the sessions granted to it are listed beside (scan_granted). The
+ * one place that says whose sessions a caller's list holds. */
 static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, char **out, size_t *n,
-                          bool *partial, xgr_error *err) {
+                          bool *partial, char grantee[64], xgr_error *err) {
   *n = 0;
   *partial = false;
+  grantee[0] = '\0';
   bool all = caller && caller->auth_none;
   char who[64] = "";
   if (!all) {
@@ -142,6 +205,7 @@ static int visible_owners(xgr__console *c, const xgr_rpc_caller *caller, const j
     xgr_node_owners_free(al, ka);
   } else {
     out[(*n)++] = xgr__xstrdup(who);
+    snprintf(grantee, 64, "%s", who);
   }
   qsort(out, *n, sizeof *out, cmp_str);
   return 0;
@@ -175,11 +239,31 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   char *owners[OWNERS_MAX];
   size_t nown = 0;
   bool partial_owners = false;
+  char grantee[64] = "";
   if (named || json_object_get(o, "from")) {
     char owner[64];
-    if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) return rc;
+    char who[64] = "";
+    xgr_error we;
+    if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) {
+      /* another owner's list in permit mode: the sessions of it granted to the caller, if any */
+      if (rc != XGR_EPERM || !caller || caller->auth_none ||
+          xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, &we) || !who[0])
+        return rc;
+      json_t *g = scan_granted(c, caller, &sc, who, owner);
+      if (!json_array_size(g)) {
+        json_decref(g);
+        return rc;
+      }
+      *result = json_pack("{s:[], s:I, s:{}, s:I, s:[], s:b, s:o}", "items", "scanned", (json_int_t)0, "counts", "eventId",
+                          (json_int_t)xgr__sse_last_id(c->hub), "owners", "ownersPartial", false, "granted", g);
+      return 0;
+    }
     owners[nown++] = xgr__xstrdup(owner);
-  } else if ((rc = visible_owners(c, caller, o, owners, &nown, &partial_owners, err))) {
+    /* one's own sessions named: those granted to one go beside, as without a name */
+    if (caller && !caller->auth_none && !xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, &we) &&
+        !strcasecmp(who, owner) && !xgr_node_is_operator(c->n, who))
+      snprintf(grantee, sizeof grantee, "%s", who);
+  } else if ((rc = visible_owners(c, caller, o, owners, &nown, &partial_owners, grantee, err))) {
     return rc;
   }
   sc.items = json_array();
@@ -216,6 +300,8 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   for (size_t k = 0; k < nown; k++) json_array_append_new(ol, json_string(owners[k]));
   *result = json_pack("{s:o, s:I, s:o, s:I, s:o, s:b}", "items", sc.items, "scanned", (json_int_t)sc.scanned, "counts", counts,
                       "eventId", (json_int_t)xgr__sse_last_id(c->hub), "owners", ol, "ownersPartial", partial_owners);
+  if (grantee[0] && !before_owner && !before)   /* the first page: the sessions granted to the caller beside */
+    json_object_set_new(*result, "granted", scan_granted(c, caller, &sc, grantee, NULL));
   if (next_owner) {
     /* the next page: in next_owner below next ("0": from its newest) */
     json_object_set_new(*result, "nextBeforeRootPid", xgr__rpc_u64_json(next));

@@ -270,8 +270,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   /* a signer other than the session's owner wakes as the owner could when the node says it may
    * (WRITE: a grantee or an operator); otherwise only a step-mode wake goes on, and the step's
    * allow lists decide (the engine) */
-  bool delegated = false;
-  if (permit.kind && strcasecmp(permit.from, owner)) {
+  bool delegated = false;   /* a permit's signer, or a console sign-in (identify() puts it in from) */
+  if ((permit.kind || (caller && caller->signed_in)) && strcasecmp(permit.from, owner)) {
     xgr_error ae;
     xgr_error_clear(&ae);
     int arc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_WRITE, "permit.message.from", NULL, &ae);
@@ -298,7 +298,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
                      .iter = iter, .step = step, .caller = callr, .payload = pv,
                      .payload_json = payload && json_is_object(payload) ? payload : NULL};
   char digest[67];
-  act_as(caller, &permit, callr, owner, root, &cr, digest);
+  act_as(caller, &permit, who[0] ? who : callr, owner, root, &cr, digest);   /* the actor: who woke, not whom as */
   rc = xgr_node_control(d->n, &cr, &woken, err);
   xgr_value_release(pv);
   if (rc) {

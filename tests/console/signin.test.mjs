@@ -7,6 +7,10 @@
 //     sessions (owner column) and not the other owner's; the page is refused another owner's session;
 //  2. pauses and resumes a session from its page, and kills another (the cookie and the page's
 //     CSRF token; no permit);
+//  2b. the other owner grants it READ+WRITE on its session 7 (`xgr grant`): the list shows that
+//     session under "Granted to you" with its owner and rights; its page opens, a wake from the
+//     page completes it, a kill from the page is refused (WRITE is no kill) and changes nothing;
+//     once revoked (`xgr grant --revoke`), the list no longer shows it and its page is refused;
 //  3. a page served by this test on another 127.0.0.1 port (another origin; the same site, so the
 //     SameSite=Strict cookie goes along) auto-submits a form and makes fetch() calls (text/plain
 //     without preflight, application/json with one, with and without credentials) against
@@ -106,6 +110,57 @@ async function main() {
   await page.waitForFunction(() => document.querySelector('#sstatus').textContent.includes('killed'), { timeout: 10000 });
   ok(show(2).status === 'killed', 'kill from the page killed session 2');
 
+  // 2b. a session granted by another owner: listed, readable, woken from the page; kill refused
+  y('enqueue', '--owner', OTHER, '--root', '8', '--registry', 'kyc_other', '--step', 'order', '--payload', '{}');
+  await until('session 8 waits at ship', () => show(8, OTHER).status === 'running');
+  y('grant', '7', '--to', ME, '--rights', 'read,write', '--expires', '1h');
+  y('grant', '8', '--to', ME, '--rights', 'read', '--expires', '1h');
+  const grants = JSON.parse(x('grants', '--json')).items;
+  ok(grants.length === 2 && grants.every(g => g.owner === OTHER && g.grantee === ME), '`xgr grants` lists the two grants to the signed-in owner', grants);
+  await page.goto(`${URL}/ui/#/sessions`);
+  await page.waitForFunction(() => document.querySelectorAll('#granted tbody tr').length === 2, { timeout: 10000 });
+  const gRows = await page.$$eval('#granted tbody tr', trs => trs.map(tr => [...tr.querySelectorAll('td')].map(t => t.textContent.trim())));
+  ok(gRows[0][0] === '8' && gRows[1][0] === '7' && gRows.every(r => r[1] === OTHER) && gRows[0][2] === 'read' && gRows[1][2] === 'read, write',
+    'the list shows the two granted sessions, newest first, with their owner and the rights held', gRows);
+  ok((await page.$$('#sessions tbody tr')).length === 3, 'the own list still has the owner\'s three sessions');
+  await shot('14-granted-sessions.png');
+  await page.click('#granted tbody tr:nth-child(2) a');
+  await page.waitForFunction(() => document.querySelector('#step-ship.st-waiting'), { timeout: 10000 });
+  ok(page.url().endsWith(`#/session/${OTHER}/7`), 'the granted session\'s page opens', page.url());
+  const shipPid = JSON.parse(y('show', '7', '--owner', OTHER, '--json')).processes.find(p => p.status === 'waiting').pid;
+  await page.click('#a-kill');
+  await page.waitForFunction(() => !document.querySelector('#toast').hidden && document.querySelector('#toast').classList.contains('bad'), { timeout: 10000 });
+  ok((await text('#toast')).includes('is not the session\'s owner'), 'a kill from the page is refused: WRITE allows waking, not killing', await text('#toast'));
+  ok(show(7, OTHER).status === 'running', 'the refused kill changed nothing');
+  await page.$eval('#w-pid', (e, v) => { e.value = v; }, shipPid);
+  await page.$eval('#w-payload', e => { e.value = '{"KycOk": true}'; });
+  await page.click('#a-wake');
+  await until('session 7 completes', () => show(7, OTHER).status === 'completed');
+  await page.waitForFunction(() => document.querySelector('#sstatus').textContent.includes('completed'), { timeout: 10000 });
+  ok(true, 'a wake from the page (WRITE grant) completed the other owner\'s session 7');
+  await shot('15-granted-session-woken.png');
+  const audit = JSON.parse(y('show', '7', '--owner', OTHER, '--json')).audit;
+  ok(audit.some(a => a.kind === 'wake' && a.actor === ME) && audit.some(a => a.kind === 'grant'),
+    'the audit trail has the grant and the grantee\'s wake', audit.map(a => [a.kind, a.actor]));
+  // the session page made the other owner the list's owner: the list shows what of it is granted
+  await page.goto(`${URL}/ui/#/sessions`);
+  await page.waitForFunction(() => document.querySelectorAll('#granted tbody tr').length === 2, { timeout: 10000 });
+  ok((await page.$eval('#owner', e => e.value)) === OTHER && (await page.$$('#sessions tbody tr')).length === 0,
+    'the list of the other owner shows only its sessions granted to the signed-in owner');
+  y('grant', '7', '--to', ME, '--revoke');
+  y('grant', '8', '--to', ME, '--revoke');
+  await page.goto(`${URL}/ui/#/sessions?owner=${OTHER}&status=`);
+  await page.waitForSelector('main .err', { timeout: 10000 });
+  ok((await text('main .err')).includes('may not read the sessions of'), 'after the revokes that list is refused', await text('main .err'));
+  await page.goto(`${URL}/ui/#/sessions?owner=${ME}`);
+  await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 3, { timeout: 10000 });
+  ok((await page.$$('#granted tbody tr')).length === 0, 'and the own list shows no granted session');
+  await page.goto(`${URL}/ui/#/session/${OTHER}/8`);
+  await page.waitForSelector('main .err', { timeout: 10000 });
+  ok((await text('main .err')).includes('may not read'), 'the revoked session\'s page is refused', await text('main .err'));
+  await page.goto(`${URL}/ui/#/sessions?owner=${ME}`);
+  await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 3, { timeout: 10000 });
+
   // 3. another origin: a form and fetch() calls against the action endpoints
   const target = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'xgr.pause', params: { owner: ME, pid: '3' } });
   const kill = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'xgr.kill', params: { owner: ME, pid: '3' } });
@@ -199,9 +254,9 @@ async function main() {
   await wp.waitForSelector('#wallet-signin', { timeout: 10000 });
   await wp.click('#wallet-signin');
   await wp.waitForFunction(o => document.querySelector('#mode').textContent.includes(o), { timeout: 10000 }, OTHER);
-  await wp.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 1, { timeout: 10000 });
+  await wp.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 2, { timeout: 10000 });
   const wOwners = await wp.$$eval('#sessions tbody tr td.owner', tds => tds.map(t => t.textContent.trim()));
-  ok(wOwners.length === 1 && wOwners[0] === OTHER, 'signed in with the wallet, the list shows that owner\'s session only', wOwners);
+  ok(wOwners.length === 2 && wOwners.every(o => o === OTHER), 'signed in with the wallet, the list shows that owner\'s sessions only', wOwners);
   const m = asked[0] || '';
   ok(asked.length === 1 && m.startsWith(`${URL.replace('http://', '')} wants you to sign in with your Ethereum account:\n${other.address}\n`) &&
      m.includes(`URI: ${URL}/ui/`) && m.includes('Chain ID: 1887') && /Nonce: [0-9a-f]{32}/.test(m) && m.includes('Expiration Time: '),
