@@ -9,21 +9,13 @@
 // from the page. Screenshots go to OUTDIR. Every wait is bounded; nothing asserts a duration.
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
-import { ok, until, startXgrd, run } from './common.mjs';
+import { ok, until, startXgrd, run, rpc } from './common.mjs';
 
 const [, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const OWNER = '0x00000000000000000000000000000000000000d2';
 const { daemon, url } = startXgrd(XGRD, 'xgr-console-batch-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`,
   '--batch-rate', '4']);
 let browser;
-
-async function rpc(u, method, params) {
-  const r = await fetch(u, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  const b = await r.json();
-  if (b.error) throw new Error(`${method}: ${b.error.message}`);
-  return b.result;
-}
 
 async function main() {
   const URL = await url();

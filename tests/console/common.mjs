@@ -1,5 +1,6 @@
-// common.mjs — what the console's browser tests (console.test.mjs, signin.test.mjs, siwe.test.mjs, scale.test.mjs)
-// share: the PASS/FAIL checks and their count, a bounded wait, xgrd started on 127.0.0.1 in a
+// common.mjs — what the console's browser tests (console.test.mjs, signin.test.mjs, siwe.test.mjs,
+// scale.test.mjs, batch.test.mjs, migrate.test.mjs) share: the PASS/FAIL checks and their count, a
+// bounded wait, a JSON-RPC call, xgrd started on 127.0.0.1 in a
 // temporary directory (removed at exit), and the end of every test: a time guard around main, then
 // xgrd must stop cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM, and the exit
 // status says whether anything failed.
@@ -38,6 +39,15 @@ export function startXgrd(XGRD, prefix, args, opts = {}) {
   const port = () => existsSync(`${tmp}/port`) && readFileSync(`${tmp}/port`, 'utf8').trim();
   const url = async () => `http://127.0.0.1:${await until('xgrd port file', port)}`;
   return { daemon, tmp, url };
+}
+
+// A JSON-RPC call to xgrd at u (no permit: --auth none): its result, or a throw with the error's message.
+export async function rpc(u, method, params) {
+  const r = await fetch(u, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const b = await r.json();
+  if (b.error) throw new Error(`${method}: ${b.error.message}`);
+  return b.result;
 }
 
 // Run main within seconds, then after() (closing the browser), then stop xgrd and exit with the

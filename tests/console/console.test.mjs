@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { ok, until, startXgrd, run } from './common.mjs';
+import { ok, until, startXgrd, run, rpc } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -25,14 +25,6 @@ const OWNER = '0x00000000000000000000000000000000000000d1';
 const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-', dir => ['--auth', 'none', '--store', `sqlite:${dir}/store.db`,
   '--allow-outbound', 'loopback']);
 let browser;
-
-async function rpc(url, method, params) {
-  const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  const b = await r.json();
-  if (b.error) throw new Error(`${method}: ${b.error.message}`);
-  return b.result;
-}
 
 async function main() {
   const URL = await url();
