@@ -9,7 +9,9 @@
 // session table's cap ends the oldest session (metric); /ui/rpc without the CSRF token, from a
 // foreign Origin, or with a method outside the console's, changes nothing; an event stream opens
 // by cookie and refuses a permit in its URL; sign-out ends the session and its event streams; `xgr console --key` prints a
-// link that signs in once; and xgrd's log holds none of the secrets.
+// link that signs in once; an operator (--operator) signed in lists and pauses another owner's
+// session (the audit names the operator), another address signed in cannot; and xgrd's log holds
+// none of the secrets.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Wallet } from 'ethers';
@@ -18,9 +20,10 @@ import { ok, until, startXgrd, run } from './common.mjs';
 const [XGR, XGRD] = process.argv.slice(2);
 const wallet = new Wallet('0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318');
 const other = new Wallet('0x8da4ef21b864d2cc526dbdb2a120bd2874c36c9d0a1fb7f8c63d7f7a8b41de8f');
-const ME = wallet.address.toLowerCase();
+const operator = new Wallet('0x' + 'a5'.repeat(32));
+const ME = wallet.address.toLowerCase(), OP = operator.address.toLowerCase();
 const { daemon, tmp, url } = startXgrd(XGRD, 'xgr-console-siwe-', dir => ['--auth', 'permits', '--store',
-  `sqlite:${dir}/store.db`, '--console-max-nonces', '4', '--console-max-sessions', '2'], { log: true });
+  `sqlite:${dir}/store.db`, '--console-max-nonces', '4', '--console-max-sessions', '2', '--operator', OP], { log: true });
 writeFileSync(`${tmp}/wallet.key`, wallet.privateKey + '\n', { mode: 0o600 });
 
 let U, HOST;
@@ -216,6 +219,25 @@ async function main() {
   const tls = await post('/ui/auth/signin', { message: mt, signature: await wallet.signMessage(mt) }, { 'X-Forwarded-Proto': 'https' });
   if (tls.cookie) secrets.push(tls.cookie.split(';')[0].split('=')[1]);
   ok(tls.status === 200 && /; Secure$/.test(tls.cookie || ''), 'served over https (X-Forwarded-Proto), the cookie is Secure', tls.cookie);
+
+  // an operator signed in acts on another owner's session; a non-operator cannot
+  const op = await signin(operator);
+  const oc = (op.cookie || '').split(';')[0], ocsrf = op.json && op.json.csrf;
+  const all = await rpc(oc, ocsrf, 'xgr.console.sessions', {});
+  ok(all.json.result && all.json.result.items.some(i => i.owner === ME && i.rootPid === '1'),
+    'an operator signed in lists every owner\'s sessions', all.text);
+  const opPause = await rpc(oc, ocsrf, 'xgr.pause', { owner: ME, pid: '1' });
+  ok(opPause.json.result && opPause.json.result.ok, 'an operator signed in pauses another owner\'s session', opPause.text);
+  const opAudit = await rpc(oc, ocsrf, 'xgr.console.session', { owner: ME, rootPid: '1', histOrder: 'desc' });
+  const opRow = opAudit.json.result.history.items.find(h => h.status === 'audit');
+  ok(opRow && opRow.audit.kind === 'pause' && opRow.audit.actor === OP, 'the audit names the operator', opRow);
+  await rpc(oc, ocsrf, 'xgr.resume', { owner: ME, pid: '1' });
+  const st = await signin(other);
+  const sc = (st.cookie || '').split(';')[0];
+  const stranger = await rpc(sc, st.json && st.json.csrf, 'xgr.pause', { owner: ME, pid: '1' });
+  ok(stranger.json.error && stranger.json.error.code === -32007, 'another address signed in cannot pause it (-32007)', stranger.text);
+  const s1b = await rpc(oc, ocsrf, 'xgr.console.session', { owner: ME, rootPid: '1' });
+  ok(s1b.json.result && !s1b.json.result.session.paused, 'session 1 runs unpaused again', s1b.text);
 
   // no secret in xgrd's log
   await until('the log line of the last request', () => readFileSync(`${tmp}/xgrd.log`, 'utf8').includes('/ui/auth/signin'));
