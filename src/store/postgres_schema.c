@@ -374,6 +374,11 @@ static const char *const stmt_sql[S_COUNT] = {
     /* grants go with their session's row (retention deleted it, S_GC_SESS) */
     [S_GC_GRANTS] = "DELETE FROM session_grants WHERE id = ANY(ARRAY(SELECT g.id FROM session_grants g WHERE NOT EXISTS"
                     " (SELECT 1 FROM sessions s WHERE s.owner = g.owner AND s.root_pid = g.root_pid) LIMIT $1))",
+    /* finished batch operations past $1 ms of the database's clock (their times are that clock's,
+     * postgres_batch.c; finished_at >= created_at: the range of the index on (state, created_at)) */
+    [S_GC_BOPS] = "DELETE FROM batch_ops WHERE id = ANY(ARRAY(SELECT id FROM batch_ops"
+                  " WHERE state IN ('done', 'cancelled', 'failed') AND created_at <= xgr_ms_now() - $1::bigint"
+                  " AND finished_at <= xgr_ms_now() - $1::bigint LIMIT $2))",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
                      " AND refused_at <= $1 LIMIT $2))",
