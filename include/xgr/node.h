@@ -128,9 +128,10 @@ typedef struct xgr_node_config {
    * the host name). */
   const char *node_name;
   int store_writers;          /* PostgreSQL writer connections (xgr_store_config.pg_writers; 0: default) */
-  /* retention (xgr_store_config.ttl_secs, history_secs) */
+  /* retention (xgr_store_config.ttl_secs, history_secs, batch_secs) */
   int64_t session_ttl_secs;
   int64_t history_secs;
+  int64_t batch_secs;         /* finished batch operations (0: XGR_STORE_BATCH_SECS, 30 days; < 0: forever) */
   /* Tracing (docs/OPERATIONS.md "Tracing"): spans of sessions, steps, API and chain calls, joins
    * and wake-ups exported as OTLP/HTTP JSON to {otlp_endpoint}/v1/traces (an http:// or https://
    * URL; NULL: no tracing — no thread, no subscription, nothing built), through a queue of at
@@ -151,6 +152,10 @@ typedef struct xgr_node_config {
 #define XGR_NODE_DEFAULT_OTLP_QUEUE_SPANS 65536u
 #define XGR_NODE_DEFAULT_BATCH_RATE 200u
 #define XGR_NODE_MAX_BATCH_RATE 100000u
+/* Per caller: running batch operations at once (a start past it: XGR_ELIMIT), and finished ones
+ * kept (the oldest past it go at the caller's next start, before retention would take them). */
+#define XGR_NODE_BATCH_MAX_RUNNING 16u
+#define XGR_NODE_BATCH_MAX_KEPT 1000u
 
 /* Whether endpoint is a usable --otlp-endpoint: 0, or XGR_EINVAL naming "otlp-endpoint". */
 int xgr_node_check_otlp_endpoint(const char *endpoint, xgr_error *err);
@@ -444,7 +449,9 @@ typedef struct xgr_node_batch_req {
 } xgr_node_batch_req;
 /* Start r: checked like the preview (XGR_EPERM, XGR_ESCHEMA at sel_path / "action" / "stepId"),
  * counted (its total), written to the store (running), and the driver is woken. id (33 bytes) gets
- * its id; *total the count. */
+ * its id; *total the count. XGR_ELIMIT (nothing written) when the caller has
+ * XGR_NODE_BATCH_MAX_RUNNING operations running; the caller's finished operations past its newest
+ * XGR_NODE_BATCH_MAX_KEPT are deleted. */
 int xgr_node_batch_start(xgr_node *n, const xgr_node_batch_req *r, char id[33], uint64_t *total, xgr_error *err);
 /* Operation id (XGR_ENOTFOUND when none, or when caller did not start it and may not control
  * every owner's sessions). *out is the caller's (xgr_node_batch_clear). */

@@ -75,6 +75,9 @@ typedef struct xgr_store_config {
   int64_t ttl_secs;                 /* terminal proc_rt rows live this long after they ended (0: 86400;
                                        xgrd's --session-ttl) */
   int64_t history_secs;             /* proc_steps rows are kept this long (0: forever) */
+  int64_t batch_secs;               /* finished batch_ops rows (done, cancelled, failed) are kept this long
+                                       after they finished (0: XGR_STORE_BATCH_SECS; < 0: forever;
+                                       xgrd's --batch-retention); a running one is never deleted */
   int64_t gc_interval_ms;           /* period of the background retention pass (0: 1000; < 0: none) */
   int gc_batch;                     /* rows per delete statement of a retention pass (0: 256) */
   uint32_t max_page_count;          /* PRAGMA max_page_count (0: unlimited); tests use it as a full disk */
@@ -96,6 +99,7 @@ typedef struct xgr_store_config {
 } xgr_store_config;
 
 #define XGR_STORE_PG_WRITERS 2
+#define XGR_STORE_BATCH_SECS 2592000   /* 30 days: the default of xgr_store_config.batch_secs */
 #define XGR_STORE_PG_WRITERS_MAX 8
 
 #define XGR_STORE_LEASE_MS 10000    /* the default lease of a cluster node */
@@ -380,8 +384,13 @@ typedef struct xgr_store_batchop {
 void xgr_store_batchop_clear(xgr_store_batchop *o);   /* NULL is fine */
 void xgr_store_batchops_free(xgr_store_batchop *o, size_t n);
 /* Insert op (borrowed: id, caller, action, spec, total) as a new running operation with no driver,
- * created now. XGR_ECONFLICT when the id exists. */
-int xgr_store_batchop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+ * created now. XGR_ECONFLICT when the id exists; XGR_ELIMIT (nothing written) when op->caller
+ * already has max_running running operations (0: no bound; on PostgreSQL the count and the insert
+ * are one statement, so nodes creating at the same instant may each pass it once). Then the
+ * caller's finished operations beyond its newest max_kept are deleted (0: none is), so a caller
+ * has at most max_running + max_kept rows whatever retention (batch_secs) keeps. */
+int xgr_store_batchop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                             xgr_error *err);
 /* Claim the oldest running operation that no live driver holds — no driver, this node, or a claim
  * that ran out (with force: any running one, for a store with a single writer, whose previous
  * driver is this process's earlier life) — for node (at most 200 bytes) for lease_ms: driver :=
@@ -620,8 +629,8 @@ int xgr_store_due(xgr_store *st, const xgr_store_due_key *after, int64_t upto, x
 /* ---- retention and statistics ------------------------------------------------------------------ */
 
 /* Run one retention pass now (also done in the background every gc_interval_ms): delete terminal
- * proc_rt rows older than the TTL, proc_steps rows older than history_secs, and killed scopes of
- * sessions that ended, in small batches. *deleted (may be NULL) gets the number of rows removed. */
+ * proc_rt rows older than the TTL, proc_steps rows older than history_secs, batch_ops rows
+ * finished more than batch_secs ago, and killed scopes of sessions that ended, in small batches. *deleted (may be NULL) gets the number of rows removed. */
 int xgr_store_gc(xgr_store *st, size_t *deleted, xgr_error *err);
 
 typedef struct xgr_store_stats {

@@ -72,6 +72,7 @@ typedef struct opts {
   unsigned long max_running;      /* 0: DEFAULT_MAX_RUNNING */
   long long session_ttl_s;        /* -1: not given ($XGR_SESSION_TTL_SECS, else DEFAULT_SESSION_TTL_S) */
   long long history_retention_s;  /* -1: not given (kept forever); 0: forever */
+  long long batch_retention_s;    /* -1: not given (then XGR_STORE_BATCH_SECS); 0: forever */
   /* caps per client and owner (0: the default; docs/SECURITY.md, "Event streams and waiting calls") */
   unsigned max_migrate_sessions;
   unsigned max_validates_per_client, max_streams_per_client, max_streams_per_owner, max_streams, stream_max_secs;
@@ -104,6 +105,7 @@ static const struct option long_options[] = {
   {"store-max-pages", required_argument, NULL, 0}, {"max-session-processes", required_argument, NULL, 0},
   {"max-session-steps", required_argument, NULL, 0}, {"max-running", required_argument, NULL, 0},
   {"session-ttl", required_argument, NULL, 0}, {"history-retention", required_argument, NULL, 0},
+  {"batch-retention", required_argument, NULL, 0},
   {"port-file", required_argument, NULL, 0}, {"chain", required_argument, NULL, 0},
   {"api-map", required_argument, NULL, 0}, {"engine-key", required_argument, NULL, 0},
   {"max-validates-per-client", required_argument, NULL, 0}, {"max-migrate-sessions", required_argument, NULL, 0}, {"max-streams-per-client", required_argument, NULL, 0},
@@ -221,6 +223,8 @@ static void usage(FILE *f) {
           "                         xgr_otlp_spans_dropped_total (default 65536; 1 to 10000000)\n"
           "  --batch-rate N         batch operations (xgr batch, xgr.batchStart) act on at most N sessions a\n"
           "                         second, so live traffic keeps its latency (default 200; 1 to 100000)\n"
+          "  --batch-retention SECONDS  how long a finished (done, cancelled, failed) batch operation is kept\n"
+          "                         after it ended (default 2592000 = 30 days; 0: forever; a running one always)\n"
           "  --history-retention SECONDS  how long step history (proc_steps, xgr history, getSession's timeline)\n"
           "                         and finished session rows are kept (default 0: forever)\n"
           "  --port-file FILE       write the bound port to FILE once ready, mode 0600 (for tests and scripts)\n"
@@ -462,6 +466,10 @@ static int set_opt(opts *o, const char *name, const char *v) {
     }
     o->session_ttl_s = (long long)u;
   }
+  else if (!strcmp(name, "batch-retention")) {
+    if (parse_uint("--batch-retention", v, 3153600000UL, &u)) return -1;
+    o->batch_retention_s = (long long)u;
+  }
   else if (!strcmp(name, "history-retention")) {
     if (parse_uint("--history-retention", v, 3153600000UL, &u)) return -1;
     o->history_retention_s = (long long)u;
@@ -570,7 +578,7 @@ static int parse_args(int argc, char **argv, opts *o, bool config_only) {
 }
 
 static int xgrd(int argc, char **argv, opts *o) {
-  o->session_ttl_s = o->history_retention_s = -1;
+  o->session_ttl_s = o->history_retention_s = o->batch_retention_s = -1;
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
@@ -594,6 +602,7 @@ static int xgrd(int argc, char **argv, opts *o) {
     o->session_ttl_s = e && *e && u ? (long long)u : DEFAULT_SESSION_TTL_S;
   }
   if (o->history_retention_s < 0) o->history_retention_s = 0;
+  if (o->batch_retention_s < 0) o->batch_retention_s = XGR_STORE_BATCH_SECS;
   if (!o->max_running) o->max_running = DEFAULT_MAX_RUNNING;
   if (!o->workers) {   /* the engine's default, made explicit so that the log says how many run */
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -746,6 +755,7 @@ static int xgrd(int argc, char **argv, opts *o) {
                         .max_running = (uint32_t)o->max_running,
                         .session_ttl_secs = o->session_ttl_s,
                         .history_secs = o->history_retention_s,
+                        .batch_secs = o->batch_retention_s ? o->batch_retention_s : -1,   /* 0: forever */
                         .log = stderr,
                         .time_scale = o->time_scale,
                         .store_max_pages = (uint32_t)o->store_max_pages,
@@ -782,6 +792,7 @@ static int xgrd(int argc, char **argv, opts *o) {
   xgr_logfmt_u64(&l, "max_running", o->max_running);
   xgr_logfmt_i64(&l, "session_ttl_s", o->session_ttl_s);
   xgr_logfmt_i64(&l, "history_retention_s", o->history_retention_s);
+  xgr_logfmt_i64(&l, "batch_retention_s", o->batch_retention_s);
   log_end(&l);
   /* the node (store, engine), its JSON-RPC service subscribed to its events, then recovery */
   xgr_node *node = xgr_node_new(&dc, &err);

@@ -411,7 +411,7 @@ int xgr_node_batch_start(xgr_node *n, const xgr_node_batch_req *r, char id[33], 
   json_decref(spec);
   xgr_store_batchop row = {.id = id, .caller = (char *)r->caller, .action = (char *)r->action, .spec = text,
                            .total = count};
-  rc = xgr_store_batchop_create(n->st, &row, err);
+  rc = xgr_store_batchop_create(n->st, &row, XGR_NODE_BATCH_MAX_RUNNING, XGR_NODE_BATCH_MAX_KEPT, err);
   free(text);
   if (rc) {
     id[0] = '\0';

@@ -432,7 +432,8 @@ xgr_node *xgr_node_new(const xgr_node_config *cfg, xgr_error *err) {
                          .lease_ms = cfg->lease_ms,
                          .pg_writers = cfg->store_writers,
                          .ttl_secs = cfg->session_ttl_secs,
-                         .history_secs = cfg->history_secs};
+                         .history_secs = cfg->history_secs,
+                         .batch_secs = cfg->batch_secs};
   d->st = xgr_store_open(cfg->store ? cfg->store : "memory:", &sc, err);
   if (!d->st) goto fail;
   d->p = xgr_node_persist_new(d->st);

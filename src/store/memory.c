@@ -436,6 +436,7 @@ static void apply_op(mstore *m, store_op *op, int64_t now) {
 }
 
 static size_t gc_locked(mstore *m, int64_t now);
+static void bop_remove(mstore *m, size_t i);
 
 static void m_submit(xgr_store *st, xgr_store_changes *b) {
   mstore *m = (mstore *)st;
@@ -824,6 +825,16 @@ static size_t gc_locked(mstore *m, int64_t now) {
     }
     m->noutbox = kept;
   }
+  if (c->batch_secs > 0) {   /* finished batch operations past batch_secs; a running one stays */
+    int64_t bop_cut = now - c->batch_secs * 1000;
+    for (size_t i = m->nbops; i-- > 0;) {
+      const xgr_store_batchop *o = &m->bops[i];
+      if (strcmp(o->state, "running") && o->finished_at <= bop_cut) {
+        bop_remove(m, i);
+        deleted++;
+      }
+    }
+  }
   /* drop empty containers */
   size_t k = 0;
   for (size_t i = 0; i < m->nsess; i++) {
@@ -924,12 +935,26 @@ static void set_str(char **dst, const char *v) {
   *dst = xgr__xstrdup(v);
 }
 
-static int m_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err) {
+/* Remove bops[i] (keeping the order: oldest first). */
+static void bop_remove(mstore *m, size_t i) {
+  xgr_store_batchop_clear(&m->bops[i]);
+  memmove(&m->bops[i], &m->bops[i + 1], (m->nbops - i - 1) * sizeof *m->bops);
+  m->nbops--;
+}
+
+static int m_bop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                        xgr_error *err) {
   mstore *m = (mstore *)st;
   pthread_mutex_lock(&m->lock);
   int rc = 0;
+  size_t running = 0;
+  for (size_t i = 0; i < m->nbops; i++)
+    running += !strcmp(m->bops[i].caller, op->caller) && !strcmp(m->bops[i].state, "running");
   if (bop_find(m, op->id)) {
     rc = xgr_error_set(err, XGR_ECONFLICT, NULL, "batch operation %s exists", op->id);
+  } else if (max_running && running >= max_running) {
+    rc = xgr_error_set(err, XGR_ELIMIT, NULL, "%s has %u batch operations running, the most at once; cancel one or "
+                       "wait until one ends", op->caller, (unsigned)max_running);
   } else {
     m->bops = xgr__xrealloc(m->bops, (m->nbops + 1) * sizeof *m->bops);
     xgr_store_batchop *o = &m->bops[m->nbops++];
@@ -943,6 +968,11 @@ static int m_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *e
     o->driver = xgr__xstrdup("");
     o->total = op->total;
     o->created_at = o->updated_at = xgr__store_now_ms(st);
+    size_t kept = 0;   /* the caller's finished ones past its newest max_kept go (newest last in bops) */
+    for (size_t i = m->nbops; max_kept && i-- > 0;) {
+      if (strcmp(m->bops[i].caller, op->caller) || !strcmp(m->bops[i].state, "running")) continue;
+      if (++kept > max_kept) bop_remove(m, i);
+    }
   }
   pthread_mutex_unlock(&m->lock);
   return rc;

@@ -64,7 +64,8 @@ static PGresult *bop_exec(pgstore *g, const char *sql, const params *p, xgr_erro
   return NULL;
 }
 
-int xgr__pg_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err) {
+int xgr__pg_bop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                       xgr_error *err) {
   pgstore *g = (pgstore *)st;
   params p = {0};
   p_text(&p, op->id);
@@ -72,16 +73,36 @@ int xgr__pg_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *er
   p_text(&p, op->action);
   p_text(&p, op->spec);
   p_u64(&p, op->total);
+  p_u64(&p, max_running);
   pthread_mutex_lock(&g->bmu);
+  /* the count and the insert in one statement (under READ COMMITTED another node's insert of the
+   * same instant is not seen: each may pass once, xgr/store.h) */
   PGresult *r = bop_exec(g,
                          "INSERT INTO batch_ops(id, caller, action, spec, state, total, created_at, updated_at)"
-                         " VALUES($1, $2, $3, $4, 'running', $5::bigint, xgr_ms_now(), xgr_ms_now())",
+                         " SELECT $1, $2, $3, $4, 'running', $5::bigint, xgr_ms_now(), xgr_ms_now()"
+                         " WHERE $6::bigint = 0 OR (SELECT count(*) FROM batch_ops WHERE caller = $2"
+                         "   AND state = 'running') < $6::bigint",
                          &p, err);
-  pthread_mutex_unlock(&g->bmu);
-  if (!r) return err->code == XGR_ECONFLICT ? xgr_error_set(err, XGR_ECONFLICT, NULL, "batch operation %s exists", op->id)
-                                            : err->code;
+  int rc = 0;
+  if (!r) {
+    rc = err->code == XGR_ECONFLICT ? xgr_error_set(err, XGR_ECONFLICT, NULL, "batch operation %s exists", op->id)
+                                    : err->code ? err->code : XGR_EIO;
+  } else if (strcmp(PQcmdTuples(r), "1")) {
+    rc = xgr_error_set(err, XGR_ELIMIT, NULL, "%s has %u batch operations running, the most at once; cancel one or "
+                       "wait until one ends", op->caller, (unsigned)max_running);
+  } else if (max_kept) {   /* the caller's finished ones past its newest max_kept (a failure: the next create) */
+    params k = {0};
+    p_text(&k, op->caller);
+    p_u64(&k, max_kept);
+    PGresult *d = bop_exec(g,
+                           "DELETE FROM batch_ops WHERE id = ANY(ARRAY(SELECT id FROM batch_ops WHERE caller = $1"
+                           " AND state <> 'running' ORDER BY created_at DESC, id DESC OFFSET $2::bigint))",
+                           &k, &(xgr_error){0});
+    PQclear(d);
+  }
   PQclear(r);
-  return 0;
+  pthread_mutex_unlock(&g->bmu);
+  return rc;
 }
 
 int xgr__pg_bop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,

@@ -2,7 +2,8 @@
  * (writer.c calls it when no batch waits): small delete steps, each at most gc_batch rows of a kind
  * in one transaction — terminal and stale process rows found by a sweep over proc_rt's key, packs
  * without a live member by a sweep over proc_born's, history rows, ended sessions and refusal
- * records past history_secs, and killed scopes nothing refers to. Part of the PostgreSQL backend
+ * records past history_secs, batch operations finished more than batch_secs ago, and killed scopes
+ * nothing refers to. Part of the PostgreSQL backend
  * (postgres.c has the overview). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,8 @@ static long gc_step(pgstore *g, bool full, bool *more, xgr_error *err) {
       {S_GC_AUDIT, c->history_secs > 0, now - c->history_secs * 1000},     /* so is the audit trail */
       {S_GC_SCOPES, true, 0},
       {S_GC_GRANTS, c->history_secs > 0, 0},   /* grants go with their session's row */
+      /* finished batch operations: an age (their times are the database's clock, S_GC_BOPS) */
+      {S_GC_BOPS, c->batch_secs > 0, c->batch_secs * 1000},
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
     if (!jobs[j].on) continue;

@@ -70,7 +70,7 @@ enum {
   S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS, S_RM_SESSION, S_NEXTPID,
   S_OWNER_BUMP, S_MARK, S_MARK_GC, S_REG_LOCK, S_REG_ORCH, S_REG_RULE, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES,
   S_PROCS_BULK, S_STATES_BULK, S_SCOPES_DEL_BULK, S_SESSIONS_BULK, S_SESSIONS_UPSERT_BULK, S_SCOPES_BULK, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED,
-  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_RM_BORN, S_BORN_DEL_BULK, S_GC_BORN, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_GRANT, S_GRANT_DEL, S_RM_GRANTS, S_GC_GRANTS, S_COUNT
+  S_GC_REFUSED, S_NEXT_ITERS, S_OWNERS_BULK, S_RM_HIST_RECORDS, S_RM_BORN, S_BORN_DEL_BULK, S_GC_BORN, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_GRANT, S_GRANT_DEL, S_RM_GRANTS, S_GC_GRANTS, S_GC_BOPS, S_COUNT
 };
 
 /* True when the process of proc_rt row `r` ended with a step's result whose history row keeps its
@@ -127,11 +127,22 @@ typedef struct sweep {
   bool full;
 } sweep;
 
+/* Which life of the server a connection lives in: the server's start time, and when its shared
+ * statistics were last reset — a crash of any server process makes the server discard them and
+ * recover without a new start time (tested: a backend SIGKILLed). A crash recovery ends every
+ * backend, so a connection lives within one life: a writer connection reads it once, when it is
+ * set up (xgr__pg_setup_writer, again at each reconnect), not in every transaction. An explicit
+ * statistics reset counts as a new life too, which only makes a lost COMMIT's outcome "not known"
+ * (settle_commit, postgres_write.c). */
+#define SERVER_LIFE "pg_postmaster_start_time()::text || ' ' || coalesce((SELECT stats_reset FROM pg_stat_bgwriter)::text, '')"
+#define PG_LIFE_LEN 80
+
 typedef struct pgstore {
   xgr_store base;
   char *url;                    /* as given (libpq reads it) */
   char *name;                   /* for messages: the password masked */
   PGconn *w;                    /* writer connection (writer thread only after open) */
+  char w_life[PG_LIFE_LEN];     /* w's server life (SERVER_LIFE), read when w was set up */
   PGconn *r;                    /* reader connection, under rmu */
   pthread_mutex_t rmu;          /* recursive */
   bool r_snapshot;              /* load_live's read transaction is open on r */
@@ -151,6 +162,7 @@ typedef struct pgstore {
 typedef struct lane {
   pgstore *g;
   PGconn *w;                    /* set up like g->w (prepared statements, staging table, node) */
+  char life[PG_LIFE_LEN];       /* w's server life, as g->w_life */
   pthread_t thread;
   bool has_thread;
   pthread_mutex_t mu;           /* guards list, n, stop */
@@ -252,8 +264,9 @@ typedef struct pipe_result {
                                    group is redone without it (commit_group) */
   char xid[24];                 /* the transaction's id (txid_current()), "" when not read: asked
                                    about after a COMMIT whose answer was lost (commit_group) */
-  char boot[80];                /* the server's life at the transaction (SERVER_LIFE in
-                                   postgres_write.c): an xid says nothing across a restart */
+  char boot[PG_LIFE_LEN];       /* the server's life of the connection the transaction ran on
+                                   (SERVER_LIFE, read when it was set up): an xid says nothing
+                                   across a restart */
 } pipe_result;
 
 /* ---- postgres.c --------------------------------------------------------------------------------- */
@@ -275,7 +288,8 @@ void xgr__pg_copybufs_empty(copybufs *cb, size_t keep);
 /* ---- postgres_batch.c -------------------------------------------------------------------------- */
 
 /* The vtable's batch operations (store_vt.bop_*), on a connection of their own under bmu. */
-int xgr__pg_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+int xgr__pg_bop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                        xgr_error *err);
 int xgr__pg_bop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
                       bool *found, xgr_error *err);
 int xgr__pg_bop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err);
@@ -292,8 +306,11 @@ int xgr__pg_schema_version(pgstore *g, PGconn *c, int *v, xgr_error *err);
 int xgr__pg_migrate(pgstore *g, int *found, xgr_error *err);
 /* Take the writer lock of the schema on g->w (shared: a cluster node's). 0 or an error. */
 int xgr__pg_take_writer_lock(pgstore *g, bool shared, xgr_error *err);
-/* Make c a writer connection: the staging table, every statement prepared, the node's settings. */
+/* Make c (g->w or a lane's w) a writer connection: the staging table, every statement prepared,
+ * the node's settings, and its server life read into xgr__pg_life_of(g, c). */
 int xgr__pg_setup_writer(pgstore *g, PGconn *c, xgr_error *err);
+/* The server life buffer (PG_LIFE_LEN bytes) of writer connection c: g->w_life or its lane's. */
+char *xgr__pg_life_of(pgstore *g, PGconn *c);
 
 /* ---- postgres_write.c --------------------------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
  * one-per-schema lock, and the statements every writer connection prepares (the text of each
  * S_... statement postgres_write.c, postgres_bulk.c and postgres_gc.c run). Part of the PostgreSQL
  * backend (postgres.c has the overview). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +375,11 @@ static const char *const stmt_sql[S_COUNT] = {
     /* grants go with their session's row (retention deleted it, S_GC_SESS) */
     [S_GC_GRANTS] = "DELETE FROM session_grants WHERE id = ANY(ARRAY(SELECT g.id FROM session_grants g WHERE NOT EXISTS"
                     " (SELECT 1 FROM sessions s WHERE s.owner = g.owner AND s.root_pid = g.root_pid) LIMIT $1))",
+    /* finished batch operations past $1 ms of the database's clock (their times are that clock's,
+     * postgres_batch.c; finished_at >= created_at: the range of the index on (state, created_at)) */
+    [S_GC_BOPS] = "DELETE FROM batch_ops WHERE id = ANY(ARRAY(SELECT id FROM batch_ops"
+                  " WHERE state IN ('done', 'cancelled', 'failed') AND created_at <= xgr_ms_now() - $1::bigint"
+                  " AND finished_at <= xgr_ms_now() - $1::bigint LIMIT $2))",
     [S_RM_REFUSED] = "DELETE FROM outbox WHERE from_owner = $1 AND from_root = $2 AND refused IS NOT NULL",
     [S_GC_REFUSED] = "DELETE FROM outbox WHERE ctid = ANY(ARRAY(SELECT ctid FROM outbox WHERE refused IS NOT NULL"
                      " AND refused_at <= $1 LIMIT $2))",
@@ -481,9 +487,27 @@ int xgr__pg_take_writer_lock(pgstore *g, bool shared, xgr_error *err) {
   return rc;
 }
 
-/* Make c a writer connection: the staging table, every statement prepared, and on a cluster node
- * the node's settings (new session rows leased to it). 0 or an error. */
+char *xgr__pg_life_of(pgstore *g, PGconn *c) {
+  for (size_t i = 0; i < g->nlanes; i++)
+    if (g->lanes[i].w == c) return g->lanes[i].life;
+  assert(c == g->w);
+  return g->w_life;
+}
+
+/* Make c a writer connection: the staging table, every statement prepared, its server life (read
+ * here only: a connection lives within one, SERVER_LIFE), and on a cluster node the node's settings
+ * (new session rows leased to it). 0 or an error. */
 int xgr__pg_setup_writer(pgstore *g, PGconn *c, xgr_error *err) {
+  char *life = xgr__pg_life_of(g, c);
+  life[0] = '\0';
+  PGresult *lr = PQexec(c, "SELECT " SERVER_LIFE);
+  if (PQresultStatus(lr) != PGRES_TUPLES_OK || PQntuples(lr) != 1) {
+    int rc = xgr__pg_res_error(g, lr, c, "cannot read the server's start time", err);
+    PQclear(lr);
+    return rc;
+  }
+  snprintf(life, PG_LIFE_LEN, "%s", PQgetvalue(lr, 0, 0));
+  PQclear(lr);
   /* a group's staged rows stay in memory (the default, 8 MB, holds some 30,000 of them) */
   if (xgr__pg_exec_plain(g, c, "SET temp_buffers = '64MB'", err) || xgr__pg_exec_plain(g, c, STAGE_PROCS, err)) return XGR_EIO;
   for (int i = 0; i < S_COUNT; i++) {

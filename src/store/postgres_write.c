@@ -372,12 +372,6 @@ static void send_fence(pgstore *g, PGconn *w, pipe_state *ps, xgr_store_changes 
   ps->p[ps->n++] = (pending){0, 0, W_PLAIN};
 }
 
-/* Which life of the server a transaction ran in: its start time, and when its shared statistics
- * were last reset — a crash of any server process makes the server discard them and recover
- * without a new start time (tested: a backend SIGKILLed). An explicit statistics reset counts as
- * a new life too, which only makes a lost COMMIT's outcome "not known" (settle_commit). */
-#define SERVER_LIFE "pg_postmaster_start_time()::text || ' ' || coalesce((SELECT stats_reset FROM pg_stat_bgwriter)::text, '')"
-
 /* BEGIN and the statements of list[0..n) in one pipeline, then the results; then the process and
  * history rows of a bulk group by COPY (new process rows straight into proc_rt when direct). */
 static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **list, size_t n, int64_t now, bool direct,
@@ -391,11 +385,12 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
     list[i]->rc = 0;
     xgr_error_clear(&list[i]->err);
   }
-  pr->xid[0] = pr->boot[0] = 0;
+  pr->xid[0] = 0;
+  /* the server life of w (read when w was set up: a connection lives within one, SERVER_LIFE) and
+   * the transaction's id, for settling a COMMIT whose answer is lost (settle_commit) */
+  snprintf(pr->boot, sizeof pr->boot, "%s", xgr__pg_life_of(g, w));
   if (!PQsendQueryParams(w, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) ps.send_failed = true;
-  /* the transaction's id and the server's start, for settling a COMMIT whose answer is lost
-   * (settle_commit) */
-  if (!ps.send_failed && !PQsendQueryParams(w, "SELECT txid_current(), " SERVER_LIFE, 0, NULL, NULL, NULL, NULL, 0))
+  if (!ps.send_failed && !PQsendQueryParams(w, "SELECT txid_current()", 0, NULL, NULL, NULL, NULL, 0))
     ps.send_failed = true;
   if (g->cl) send_fence(g, w, &ps, list, n);
   bool bulk = xgr__pg_bulk_ok(list, n);
@@ -426,11 +421,9 @@ static void attempt(pgstore *g, PGconn *w, copybufs *cb, xgr_store_changes **lis
   if (!began) xgr__pg_res_error(g, r, w, "cannot begin a transaction", &berr);
   PQclear(r);
   while ((r = PQgetResult(w))) PQclear(r);
-  r = PQgetResult(w);   /* txid_current(), pg_postmaster_start_time() */
-  if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 2) {
+  r = PQgetResult(w);   /* txid_current() */
+  if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 1)
     snprintf(pr->xid, sizeof pr->xid, "%s", PQgetvalue(r, 0, 0));
-    snprintf(pr->boot, sizeof pr->boot, "%s", PQgetvalue(r, 0, 1));
-  }
   if (r) {
     PQclear(r);
     while ((r = PQgetResult(w))) PQclear(r);
@@ -526,7 +519,8 @@ static void count_tx(pgstore *g, size_t n) {
 }
 
 /* After a COMMIT whose answer was lost with the connection: was transaction xid (of the server
- * process old_pid, in the server's life boot) made? The writer connects again (writer_ready)
+ * process old_pid, in the server's life boot: the one the lost connection had read when it was
+ * set up, copied before the reconnect reads the new one) made? The writer connects again (writer_ready)
  * and asks txid_status. A transaction still in progress belongs to a server process that has not
  * noticed the lost connection yet (a cut network): that process is ended (it is this writer's own
  * and can do nothing more), which aborts it, and the server is asked again.

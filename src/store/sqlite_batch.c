@@ -65,12 +65,32 @@ static void bop_done(sqstore *q, sqlite3_stmt *s) {
   pthread_mutex_unlock(&q->bmu);
 }
 
-int xgr__sq_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err) {
+/* The caller's finished operations past its newest keep are deleted (the batch connection, under
+ * bmu: a statement of its own after the insert; a failure leaves them for the next create). */
+static void prune(sqstore *q, const char *caller, uint32_t keep) {
+  sqlite3_stmt *s;
+  if (sqlite3_prepare_v2(q->b,
+                         "DELETE FROM batch_ops WHERE id IN (SELECT id FROM batch_ops WHERE caller = :caller"
+                         " AND state <> 'running' ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET :keep)",
+                         -1, &s, NULL))
+    return;
+  pstmt b = {.s = s};
+  bind_text(&b, ":caller", caller);
+  bind_i64(&b, ":keep", keep);
+  sqlite3_step(s);
+  sqlite3_finalize(s);
+}
+
+int xgr__sq_bop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                       xgr_error *err) {
   sqstore *q = (sqstore *)st;
   sqlite3_stmt *s;
+  /* the count and the insert are one statement: SQLite has one writer at a time */
   int rc = bop_prepare(q,
                        "INSERT INTO batch_ops(id, caller, action, spec, state, total, created_at, updated_at)"
-                       " VALUES(:id, :caller, :action, :spec, 'running', :total, :now, :now)",
+                       " SELECT :id, :caller, :action, :spec, 'running', :total, :now, :now"
+                       " WHERE :max = 0 OR (SELECT count(*) FROM batch_ops WHERE caller = :caller"
+                       "   AND state = 'running') < :max",
                        &s, err);
   if (rc) return rc;
   pstmt b = {.s = s};
@@ -80,10 +100,16 @@ int xgr__sq_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *er
   bind_text(&b, ":spec", op->spec);
   bind_i64(&b, ":total", (int64_t)op->total);
   bind_i64(&b, ":now", xgr__store_now_ms(st));
+  bind_i64(&b, ":max", max_running);
   int r = sqlite3_step(s);
   if (r != SQLITE_DONE) {
     rc = (r & 0xff) == SQLITE_CONSTRAINT ? xgr_error_set(err, XGR_ECONFLICT, NULL, "batch operation %s exists", op->id)
                                          : xgr__sq_error(q->b, r, q->path, "cannot write batch_ops", err);
+  } else if (!sqlite3_changes(q->b)) {
+    rc = xgr_error_set(err, XGR_ELIMIT, NULL, "%s has %u batch operations running, the most at once; cancel one or "
+                       "wait until one ends", op->caller, (unsigned)max_running);
+  } else if (max_kept) {
+    prune(q, op->caller, max_kept);
   }
   bop_done(q, s);
   return rc;

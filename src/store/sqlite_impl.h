@@ -38,7 +38,7 @@ static inline uint64_t root_dec(sqlite3_int64 v) { return (uint64_t)v ^ ROOT_FLI
 
 enum {
   S_BEGIN, S_COMMIT, S_ROLLBACK, S_SESSION, S_SESSION_NEW, S_STATE, S_SCOPES_DEL, S_PROC, S_HIST, S_SCOPE, S_RM_PROCS,
-  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED, S_GC_REFUSED, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_GRANT, S_GRANT_DEL, S_RM_GRANTS, S_GC_GRANTS, S_COUNT
+  S_RM_SESSION, S_NEXTPID, S_OWNER_BUMP, S_GC_PROCS, S_GC_HIST, S_GC_SESS, S_GC_SCOPES, S_MARK, S_MARK_GC, S_WAKE_OUT, S_WAKE_DONE, S_WAKE_REFUSE, S_RM_REFUSED, S_GC_REFUSED, S_AUDIT, S_GC_AUDIT, S_FORKED, S_PIN, S_GRANT, S_GRANT_DEL, S_RM_GRANTS, S_GC_GRANTS, S_GC_BOPS, S_COUNT
 };
 
 /* The writer's statements (sqlite_write.c), prepared at open. */
@@ -134,7 +134,8 @@ void xgr__sq_read_close(sqstore *q);
 /* ---- sqlite_batch.c ----------------------------------------------------------------------------- */
 
 /* The vtable's batch operations (store_vt.bop_*), on a connection of their own under bmu. */
-int xgr__sq_bop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+int xgr__sq_bop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                        xgr_error *err);
 int xgr__sq_bop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,
                       bool *found, xgr_error *err);
 int xgr__sq_bop_progress(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err);

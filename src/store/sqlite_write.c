@@ -93,6 +93,9 @@ const char *const xgr__sq_stmt_sql[S_COUNT] = {
     /* grants go with their session's row (retention deleted it, S_GC_SESS) */
     [S_GC_GRANTS] = "DELETE FROM session_grants WHERE id IN (SELECT g.id FROM session_grants g WHERE NOT EXISTS"
                     " (SELECT 1 FROM sessions s WHERE s.owner = g.owner AND s.root_pid = g.root_pid) LIMIT :limit)",
+    /* finished batch operations past batch_secs (finished_at >= created_at: the index's range) */
+    [S_GC_BOPS] = "DELETE FROM batch_ops WHERE id IN (SELECT id FROM batch_ops WHERE state IN ('done', 'cancelled', 'failed')"
+                  " AND created_at <= :before AND finished_at <= :before LIMIT :limit)",
     [S_MARK_GC] = "DELETE FROM marks WHERE key IN (SELECT key FROM marks WHERE expires_at <= :now LIMIT 64)",
     [S_GC_PROCS] = "DELETE FROM proc_rt WHERE (owner, root_pid, iter) IN (SELECT owner, root_pid, iter FROM proc_rt"
                    " WHERE terminal_at IS NOT NULL AND terminal_at <= :before LIMIT :limit)",
@@ -521,6 +524,7 @@ long xgr__sq_gc_step(sqstore *q, bool full, bool *more, xgr_error *err) {
       {S_GC_AUDIT, c->history_secs > 0, now - c->history_secs * 1000},     /* so is the audit trail */
       {S_GC_SCOPES, true, 0},
       {S_GC_GRANTS, c->history_secs > 0, 0},   /* grants go with their session's row */
+      {S_GC_BOPS, c->batch_secs > 0, now - c->batch_secs * 1000},   /* finished batch operations */
   };
   for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
     if (!jobs[j].on) continue;

@@ -32,6 +32,7 @@ void xgr__store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_c
   if (cfg) st->cfg = *cfg;
   if (st->cfg.busy_timeout_ms <= 0) st->cfg.busy_timeout_ms = 5000;
   if (st->cfg.ttl_secs <= 0) st->cfg.ttl_secs = 86400;
+  if (st->cfg.batch_secs == 0) st->cfg.batch_secs = XGR_STORE_BATCH_SECS;
   if (st->cfg.gc_interval_ms == 0) st->cfg.gc_interval_ms = 1000;
   if (st->cfg.gc_batch <= 0) st->cfg.gc_batch = 256;
   pthread_mutex_init(&st->mu, NULL);
@@ -1231,11 +1232,12 @@ static int bop_unsupported(xgr_store *st, xgr_error *err) {
   return xgr_error_set(err, XGR_EUNSUPPORTED, NULL, "the %s store does not keep batch operations", st->vt->name);
 }
 
-int xgr_store_batchop_create(xgr_store *st, const xgr_store_batchop *op, xgr_error *err) {
+int xgr_store_batchop_create(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running, uint32_t max_kept,
+                             xgr_error *err) {
   assert(op && op->id && op->caller && op->action && op->spec);
   if (!st->vt->bop_create) return bop_unsupported(st, err);
   if (st->cfg.read_only) return xgr_error_set(err, XGR_ESTATE, NULL, "the store is open for reading only");
-  return st->vt->bop_create(st, op, err);
+  return st->vt->bop_create(st, op, max_running, max_kept, err);
 }
 
 int xgr_store_batchop_claim(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out,

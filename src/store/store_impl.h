@@ -119,7 +119,8 @@ typedef struct store_vt {
   int (*live_owners)(xgr_store *st, const char *owner, size_t max, xgr_store_owner_live **out, size_t *n,
                      xgr_error *err);
   /* operations on many sessions (xgr_store_batchop_*; arguments checked and outs zeroed by store.c) */
-  int (*bop_create)(xgr_store *st, const xgr_store_batchop *op, xgr_error *err);
+  int (*bop_create)(xgr_store *st, const xgr_store_batchop *op, uint32_t max_running,
+                    uint32_t max_kept, xgr_error *err);
   int (*bop_claim)(xgr_store *st, const char *node, int64_t lease_ms, bool force, xgr_store_batchop *out, bool *found,
                    xgr_error *err);
   int (*bop_progress)(xgr_store *st, const xgr_store_batchop *op, int64_t lease_ms, char *state, xgr_error *err);

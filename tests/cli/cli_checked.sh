@@ -91,6 +91,8 @@ t "xgrd --help documents the settings" 0 "$XD" --help
 has "help --max-running" "--max-running N        at most N processes of a session run at once (default 32"
 has "help --session-ttl" "--session-ttl SECONDS  how long a finished process's row"
 has "help --history-retention" "--history-retention SECONDS  how long step history"
+has "help --batch-retention" "--batch-retention SECONDS  how long a finished (done, cancelled, failed) batch operation"
+t "xgrd --batch-retention not a number" 2 "$XD" --batch-retention soon
 
 # ---- JSON option values and script files ---------------------------------------------------------
 printf '{"a":1,\n' >"$tmp/bad.json"
@@ -219,6 +221,13 @@ grep -q "session_ttl_s=1 history_retention_s=0" "$tmp/ttl_env.log" && echo "PASS
 XGR_SESSION_TTL_SECS=1 start_xgrd ttl_over --session-ttl 7
 stop_xgrd
 grep -q "session_ttl_s=7 " "$tmp/ttl_over.log" && echo "PASS the flag wins over the environment" || { echo "FAIL flag vs env"; fail=1; }
+grep -q "history_retention_s=0 batch_retention_s=2592000\$" "$tmp/ttl_over.log" \
+  && echo "PASS --batch-retention defaults to 30 days" || { echo "FAIL batch retention default"; cat "$tmp/ttl_over.log"; fail=1; }
+echo '{"batch-retention": 5}' >"$tmp/c5.json"
+start_xgrd bret --config "$tmp/c5.json"
+stop_xgrd
+grep -q "batch_retention_s=5\$" "$tmp/bret.log" && echo "PASS config batch-retention 5" \
+  || { echo "FAIL config batch-retention"; cat "$tmp/bret.log"; fail=1; }
 
 # ---- the start log: recovered, hibernated and workers after a restart with waiting sessions -------
 start_xgrd r1 --store "$tmp/r.db" --hibernate-after 0

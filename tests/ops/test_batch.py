@@ -16,6 +16,10 @@ a schema of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG
   - durability: xgrd SIGKILLed while an operation runs goes on after a restart from its cursor, and
     every selected session is acted on exactly once (one audit entry each, none twice);
   - `xgr batch preview|start|status|list|cancel` (--json) drive the same methods;
+  - bounds and retention (--batch-retention 3): a caller has at most 16 operations running (a 17th
+    start is -32005 and writes nothing; another caller is not held back); a finished operation is
+    gone once it ended more than the retention ago, while one running longer than that and one
+    finished just now stay;
   - --auth permits: an XDaLa permit's signer is the caller; another signer is refused (-32007 at
     selection.owner, nothing written), a start's permit works once, the audit entries name the
     signer, and `xgr batch --key` signs its permit;
@@ -291,6 +295,47 @@ def rate_cancel_restart():
         x.kill()
 
 
+def bounds_retention():
+    x = Xgrd(XGRD, store_url("ret"), DIR, ["--batch-rate", "1", "--batch-retention", "3"], name="ret")
+    try:
+        x.start()
+        x.deploy(BUNDLE, "bat", **{"from": A})
+        start_many(x, A, range(1, 11))
+        waiting(x, A, range(1, 11))
+        old = x.ok("xgr.batchStart", {"selection": {"owner": A, "rootFrom": 1, "rootTo": 2}, "action": "pause"})
+        old_op = finish(x, old["id"])
+        check(old_op["state"] == "done", "the first operation is done")
+        # one operation driven at 1 session a second over 10 sessions (9 s at least), 15 waiting behind it
+        sel = {"owner": A, "rootFrom": 1, "rootTo": 10}
+        ids = [x.ok("xgr.batchStart", {"selection": sel, "action": "pause"})["id"] for _ in range(16)]
+        before = len(x.ok("xgr.batchList", {"from": A, "limit": 1000})["operations"])
+        refused(x, "xgr.batchStart", {"selection": sel, "action": "pause"}, -32005, None,
+                "a 17th running operation of the same caller")
+        after = x.ok("xgr.batchList", {"from": A, "limit": 1000})["operations"]
+        check(len(after) == before, "the refused start wrote nothing (%d operations)" % len(after))
+        b = x.ok("xgr.batchStart", {"from": B, "selection": {"owner": B}, "action": "kill"})
+        check(b["state"] == "running", "another caller still starts one")
+        for bid in ids[1:]:
+            x.ok("xgr.batchCancel", {"from": A, "id": bid})
+
+        def gone(bid, who=A):
+            r = x.rpc("xgr.batchGet", {"from": who, "id": bid})
+            return (r.get("error") or {}).get("code") == -32004
+        wait_for("the operation done more than 3 s ago is deleted", lambda: gone(old["id"]), secs=20)
+        fresh = x.ok("xgr.batchStart", {"from": B, "selection": {"owner": B}, "action": "kill"})
+        x.ok("xgr.batchCancel", {"from": B, "id": fresh["id"]})
+        time.sleep(1.5)   # a retention step or more (every second) after it ended
+        check(not gone(fresh["id"], B), "an operation finished 1.5 s ago stays")
+        wait_for("the first driven operation is older than the retention", lambda: time.time() * 1000 -
+                 x.ok("xgr.batchGet", {"from": A, "id": ids[0]})["createdAt"] > 4500, secs=10)
+        op = x.ok("xgr.batchGet", {"from": A, "id": ids[0]})
+        check(op["state"] == "running", "a running operation created %d ms ago stays: %s"
+              % (time.time() * 1000 - op["createdAt"], json.dumps(op)[:300]))
+        wait_for("the cancelled ones go", lambda: all(gone(bid) for bid in ids[1:]), secs=20)
+    finally:
+        x.kill()
+
+
 def permit(key, x, ttl):
     out = subprocess.run([XGR, "permit", "xdala", "--key", key, "--url", x.url, "--ttl", str(ttl)],
                          capture_output=True, text=True)
@@ -396,6 +441,7 @@ def two_nodes():
 try:
     filters_and_actions()
     rate_cancel_restart()
+    bounds_retention()
     permits()
     if MODE == "pg":
         two_nodes()

@@ -5,7 +5,12 @@
  * is taken over with the epoch raised; force takes any running one), fenced progress (a driver at
  * an old epoch or another node writes nothing and learns it lost the claim), the state machine
  * (only running moves; cancel keeps `cancelled` while the driver's counts still land), reads and
- * listings (newest first, by caller, limit), and the rows after reopening the store.
+ * listings (newest first, by caller, limit), and the rows after reopening the store. Then the
+ * bounds and retention (test_batch_retention): a caller's running operations are bounded at create
+ * (XGR_ELIMIT, nothing written; another caller is not held back), its finished ones past the newest
+ * max_kept go at its next create, and with batch_secs 1 a full retention pass deletes the done and
+ * cancelled operations finished more than a second ago, leaving a running one (however old) and a
+ * recently finished one.
  */
 #include <ctype.h>
 #include <libpq-fe.h>
@@ -30,8 +35,8 @@
 static char dir[] = "/tmp/xgr-test-batchops-XXXXXX";
 
 /* The store of backend k (0 memory, 1 SQLite, 2 PostgreSQL: a fresh schema "batchops_test" the
- * first time, reopened as it is with again). */
-static xgr_store *open_kind(int k, bool again) {
+ * first time, reopened as it is with again), with cfg (NULL: defaults). */
+static xgr_store *open_cfg(int k, bool again, const xgr_store_config *cfg) {
   char url[600];
   if (k == 2) {
     const char *u = getenv("XGR_PG_URL");
@@ -50,16 +55,27 @@ static xgr_store *open_kind(int k, bool again) {
     if (k == 1 && !again) unlink(url + 7);
   }
   xgr_error e;
-  xgr_store *st = xgr_store_open(k ? url : "memory:", NULL, &e);
+  xgr_store *st = xgr_store_open(k ? url : "memory:", cfg, &e);
   if (!st) fail_msg("open %s: %s", url, e.message);
   return st;
+}
+
+static xgr_store *open_kind(int k, bool again) { return open_cfg(k, again, NULL); }
+
+/* Create id for caller with the bounds max_running and max_kept (0: none). */
+static void create_bounded(xgr_store *st, const char *id, const char *caller, uint32_t max_running,
+                           uint32_t max_kept, int want) {
+  xgr_store_batchop op = {.id = (char *)id, .caller = (char *)caller, .action = "kill",
+                          .spec = "{\"selection\":{\"owner\":\"" C1 "\"}}", .total = 5};
+  xgr_error e;
+  assert_int_equal(xgr_store_batchop_create(st, &op, max_running, max_kept, &e), want);
 }
 
 static void create(xgr_store *st, const char *id, const char *caller, uint64_t total, int want) {
   xgr_store_batchop op = {.id = (char *)id, .caller = (char *)caller, .action = "kill",
                           .spec = "{\"selection\":{\"owner\":\"" C1 "\"}}", .total = total};
   xgr_error e;
-  assert_int_equal(xgr_store_batchop_create(st, &op, &e), want);
+  assert_int_equal(xgr_store_batchop_create(st, &op, 0, 0, &e), want);
 }
 
 /* Claim for node: the id claimed ("" none) into out; *epoch its epoch. */
@@ -195,7 +211,74 @@ static void test_batchops(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* Whether operation id is in the store. */
+static bool exists(xgr_store *st, const char *id) {
+  xgr_store_batchop op;
+  xgr_error e;
+  int rc = xgr_store_batchop_get(st, id, &op, &e);
+  assert_true(rc == 0 || rc == XGR_ENOTFOUND);
+  xgr_store_batchop_clear(&op);
+  return rc == 0;
+}
+
+#define ID(c) c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c   /* 32 times c */
+
+static void test_batch_retention(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/xgr-test-batchops-XXXXXX");   /* the first test's was made and removed */
+  assert_non_null(mkdtemp(dir));
+  const char *pg = getenv("XGR_PG_URL");
+  int kinds = pg && *pg ? 3 : 2;
+  for (int k = 0; k < kinds; k++) {
+    xgr_store_config cfg = {.batch_secs = 1, .gc_interval_ms = -1};   /* passes only when asked */
+    xgr_store *st = open_cfg(k, false, &cfg);
+    xgr_error e;
+    char id[40];
+    int64_t ep = 0;
+    /* long ago: one done, one cancelled, one still running */
+    create_bounded(st, ID("1"), C1, 3, 0, 0);
+    claim(st, "n1", 60000, true, id, &ep);
+    assert_string_equal(id, ID("1"));
+    assert_string_equal(progress(st, ID("1"), "n1", ep, 5, "done", 60000), "done");
+    create_bounded(st, ID("2"), C1, 3, 0, 0);
+    bool changed;
+    assert_int_equal(xgr_store_batchop_cancel(st, ID("2"), &changed, &e), 0);
+    assert_true(changed);
+    create_bounded(st, ID("3"), C1, 3, 0, 0);
+    /* the bound on running ones: C1 has one; two more fit, a fourth does not (nothing written) */
+    create_bounded(st, ID("4"), C1, 3, 0, 0);
+    create_bounded(st, ID("5"), C1, 3, 0, 0);
+    create_bounded(st, ID("6"), C1, 3, 0, XGR_ELIMIT);
+    assert_false(exists(st, ID("6")));
+    create_bounded(st, ID("7"), C2, 3, 0, 0);   /* another caller's are its own */
+    assert_int_equal(xgr_store_batchop_cancel(st, ID("4"), &changed, &e), 0);
+    assert_int_equal(xgr_store_batchop_cancel(st, ID("5"), &changed, &e), 0);
+    assert_int_equal(xgr_store_batchop_cancel(st, ID("7"), &changed, &e), 0);
+    usleep(1300000);   /* past batch_secs (PostgreSQL: its own clock) */
+    /* recent: C2 finishes one more; keeping 1 finished of C2's at its next create drops 7 */
+    create_bounded(st, ID("8"), C2, 3, 0, 0);
+    assert_int_equal(xgr_store_batchop_cancel(st, ID("8"), &changed, &e), 0);
+    usleep(5000);
+    create_bounded(st, ID("9"), C2, 3, 1, 0);
+    assert_false(exists(st, ID("7")));
+    assert_true(exists(st, ID("8")) && exists(st, ID("9")));
+    size_t deleted = 0;
+    assert_int_equal(xgr_store_gc(st, &deleted, &e), 0);
+    assert_true(deleted >= 4);
+    assert_false(exists(st, ID("1")));   /* done long ago */
+    assert_false(exists(st, ID("2")));   /* cancelled long ago */
+    assert_false(exists(st, ID("4")) || exists(st, ID("5")));
+    assert_true(exists(st, ID("3")));    /* running: never, however old */
+    assert_true(exists(st, ID("8")));    /* finished within batch_secs */
+    assert_true(exists(st, ID("9")));
+    xgr_store_close(st);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_batchops)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_batchops), cmocka_unit_test(test_batch_retention)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
