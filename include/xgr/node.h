@@ -554,6 +554,24 @@ void xgr_node_session_clear(xgr_node_session *s);
 int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,
                       size_t *count, xgr_error *err);
 void xgr_node_sessions_free(xgr_node_session *s, size_t count);   /* NULL is fine */
+/* The stored records of live sessions started from one registry (xgr.liveSessions, read by `xgr
+ * migrate-check --url` to check them as a store file's): of owner (NULL: every owner's), with
+ * rootPid below before (0: no bound), newest first. *out (a new JSON array, the caller's) holds one
+ * xgr_store_live_to_json object per session (xgr/store.h): its row, live processes with their join
+ * states and inboxes, killed scopes. A page ends after max_sessions (> 0) sessions or once about
+ * max_bytes of records are in it (at least one session), and between rootPids; at most 20,000
+ * session rows are looked at per call. *next_before is the `before` of the next page, 0 when there
+ * is none. Read-only: a hibernated session is read from the store, not loaded; a session another
+ * cluster node holds is read as committed. The caller decided access (xgr_node_access, READ on the
+ * owner's sessions, or an operator for every owner's). */
+typedef struct xgr_node_live_query {
+  const char *owner;
+  const char *registry;
+  uint64_t before;
+  size_t max_sessions, max_bytes;
+} xgr_node_live_query;
+int xgr_node_live_records(xgr_node *n, const xgr_node_live_query *q, json_t **out, uint64_t *next_before,
+                          xgr_error *err);
 
 /* Every process row of session (owner, root), ordered by iter (ended ones until their TTL); an
  * unknown session has none. Freed with xgr_node_procs_free. */

@@ -24,6 +24,7 @@ xgr_permit_kind xgr_permit_kind_for_method(const char *method) {
       {"batchPreview", XGR_PERMIT_XDALA},     {"batchStart", XGR_PERMIT_XDALA},
       {"batchGet", XGR_PERMIT_XDALA},         {"batchCancel", XGR_PERMIT_XDALA},
       {"batchList", XGR_PERMIT_XDALA},
+      {"liveSessions", XGR_PERMIT_XDALA},     /* migrate-check --url: reads the stored records of live sessions */
   };
   if (strncmp(method, "xgr", 3) || (method[3] != '.' && method[3] != '_')) return 0;
   for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
