@@ -277,6 +277,7 @@ typedef struct xgr_node_start_req {
   const char *registry;         /* recorded on the row ("" when NULL) */
   const char *max_total_gas;    /* the starting permit's gas budget recorded on the row, or NULL */
   const char *bundle_hash;      /* the pinned bundle hash recorded on the row (its manifest registered), or NULL */
+  const xgr_engine_fork *fork;  /* a fork's record, in the commit of the row (NULL: none; copied) */
   void (*started)(void *ctx, int err);
   void *started_ctx;
 } xgr_node_start_req;
@@ -323,6 +324,10 @@ typedef struct xgr_node_enqueue_req {
   /* The request's W3C `traceparent` header, or NULL: with tracing on, a valid one makes the
    * session's trace continue the caller's; an invalid one is ignored (a new trace). */
   const char *traceparent;
+  /* A fork (xgr.fork): its record goes out with the new session's row, in one commit; a session
+   * that exists already (this rootPid runs here, or the store has it) is then not an answer but
+   * XGR_ECONFLICT at newRootPid. NULL: a plain start. */
+  const struct xgr_node_fork_rec *fork;
   /* before(ctx, root): the session is about to start with this rootPid (before it can make any
    * event: register what waits for its events here); may be NULL. done(ctx, p): its outcome is
    * ready — from the committing thread, or inside xgr_node_enqueue; must not block; the caller
@@ -461,7 +466,7 @@ void xgr_node_batches_free(xgr_store_batchop *ops, size_t count);      /* NULL i
 /* ---- Forks (issue 36; docs/SEMANTICS.md "Retry and fork") -------------------------------------
  * A new session started from a recorded step of another session (ended or live). The node says
  * what it starts from (xgr_node_fork_source), the front end starts it (xgr_node_enqueue, pinned to
- * the source's bundle or a newer one), and the node records the fork (xgr_node_fork_record). */
+ * the source's bundle or a newer one, with the fork's record: xgr_node_fork_rec). */
 typedef struct xgr_node_fork_src {
   uint64_t iter;                /* the recorded step's process */
   char step_id[256];
@@ -480,18 +485,17 @@ typedef struct xgr_node_fork_src {
 int xgr_node_fork_source(xgr_node *n, const char *owner, uint64_t root, uint64_t iter, const char *step_id,
                          bool need_payload, xgr_node_fork_src *out, xgr_error *err);
 void xgr_node_fork_src_clear(xgr_node_fork_src *s);
+/* The record of a fork, given to xgr_node_enqueue (xgr_node_enqueue_req.fork): the new session's
+ * forked_from ({"owner","rootPid","iter","step","bundleHash"}), the audit entry "forked" on it and
+ * "fork" on the source are written in the commit of its row (its first batch), so the forked
+ * session never exists without them. */
 typedef struct xgr_node_fork_rec {
   const char *owner;            /* both sessions' */
   uint64_t root;                /* the source */
   const xgr_node_fork_src *src;
-  uint64_t new_root;            /* the session the fork started (its row is committed) */
-  const char *new_bundle_hash;  /* the bundle it runs */
   bool payload_given;           /* the caller gave the payload */
   const char *actor, *permit;   /* the audit entries' (xgr_node_ctl); actor NULL: "operator" */
 } xgr_node_fork_rec;
-/* In one commit: the new session's forked_from ({"owner","rootPid","iter","step","bundleHash"})
- * and the audit entries "forked" on it and "fork" on the source. 0 or the store's error. */
-int xgr_node_fork_record(xgr_node *n, const xgr_node_fork_rec *r, xgr_error *err);
 /* ---- migration (issue 36; src/node/migrate.c) ----------------------------------------------------
  * Move one live session to another bundle (xgr_engine_migrate: held at its safe point, checked on
  * that state, rewritten in one commit). NEW is to_key: "<registry>[/<ostcId>]" (the owner's

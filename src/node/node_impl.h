@@ -94,6 +94,12 @@ struct xgr_node {
 /* Restore one live session from its rows and start it (recovery, hibernation, claims); failures
  * are logged. 0, XGR_ECONFLICT (it runs here already) or the error. */
 int xgr__node_load(xgr_node *d, const xgr_store_live *l, xgr_error *err);
+/* fork.c: the record of fork r for the new session (new_root, running new_bundle_hash) into *out
+ * (its JSON texts allocated; the other strings borrowed from r and n): 0 or XGR_ENOMEM. Freed with
+ * xgr__node_fork_unmake once xgr_node_start has copied it. */
+int xgr__node_fork_make(xgr_node *n, const xgr_node_fork_rec *r, uint64_t new_root, const char *new_bundle_hash,
+                        xgr_engine_fork *out);
+void xgr__node_fork_unmake(xgr_engine_fork *f);
 
 /* ---- bundles.c -------------------------------------------------------------------------------- */
 
