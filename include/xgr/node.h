@@ -501,7 +501,8 @@ typedef struct xgr_node_fork_rec {
  * that state, rewritten in one commit). NEW is to_key: "<registry>[/<ostcId>]" (the owner's
  * namespace, else the shared one) or "@<bundle hash>"; its manifest is pinned before the call, so
  * the session row can name it. A hibernated session is loaded first; a session another cluster
- * node holds is not migrated (XGR_ENOTFOUND). *verdict (may be NULL) gets the check's verdict
+ * node holds is migrated there (the call is forwarded as kill and pause are, lease.c; the holder
+ * resolves to_key and answers the verdict). *verdict (may be NULL) gets the check's verdict
  * (xgr/migrate.h; a new reference, NULL when no check ran). Returns 0 (moved, or with dry_run:
  * checked), XGR_ECONFLICT (unsafe, not forced), XGR_EINVAL (a static problem, a bad map),
  * XGR_ENOTFOUND (no live session here, or no such bundle). The caller was authorized already

@@ -25,6 +25,10 @@ A real xgrd (--auth none) on a temporary SQLite store. Scenarios:
   - permits: xgr.liveSessions under --auth permits: the owner's key reads its sessions (migrate-check
     --url --key), an operator's every owner's, another signer's is refused naming the owner (exit 2).
 
+  - pg, two nodes: sessions started on node n1 (its leases) are migrated through node n2: the call
+    is forwarded to n1 as kill and pause are (a dry run too, its verdict coming back), each session
+    moves with its audit entry naming n2, and woken through n2 it completes under the new rule.
+
   test_migrate.py XGRD XGR [sqlite|pg]   (pg: on schemas of the throwaway PostgreSQL of
   tests/pg/pg_cluster.sh, XGR_PG_URL; the migration's one commit there too)
 """
@@ -439,6 +443,42 @@ def scenario_permits():
         x.stop()
 
 
+def scenario_two_nodes():
+    url = store_url("two")
+    n1 = Xgrd(XGRD, url, DIR, ["--node-id", "n1"], name="n1")
+    n2 = Xgrd(XGRD, url, DIR, ["--node-id", "n2"], name="n2")
+    try:
+        n1.start()
+        n2.start()
+        n1.deploy(kyc(False), "kyc", **{"from": A})
+        for r in (1, 2, 3):
+            start(n1, "kyc", r, "collect", {"Score": 80})
+        for r in (1, 2, 3):
+            waits_at(n1, r, "check")
+        old_hash = sess(n1, 1)["session"]["bundleHash"]
+        n1.deploy(kyc(True), "kyc", **{"from": A})
+        dry = migrate(n2, [1], "kyc", dryRun=True)
+        check(dry["sessions"][0]["status"] == "safe" and dry["sessions"][0]["check"]["safe"] is True,
+              "a dry run through n2 of a session n1 holds: safe, with the verdict (%s)" % json.dumps(dry)[:300])
+        check(sess(n2, 1)["session"]["bundleHash"] == old_hash and audits(n2, 1) == [], "the dry run changed nothing")
+        r = migrate(n2, [1, 2, 3], "kyc")
+        check(r["migrated"] == 3 and all(it["status"] == "migrated" for it in r["sessions"]),
+              "n2 migrates the three sessions n1 holds (%s)" % json.dumps(r)[:400])
+        for root in (1, 2, 3):
+            s = sess(n2, root)
+            a = audits(n2, root)
+            if s["session"]["bundleHash"] in ("", old_hash) or len(a) != 1 or a[0]["node"] != "n2":
+                fail("session %d: pin %s, audit %s" % (root, s["session"]["bundleHash"], json.dumps(a)))
+        check(True, "each has the new pin and one migrate entry naming n2, the node the call came through")
+        n2.ok("xgr_wakeUpProcess", {"owner": A, "processId": "1:2"})
+        wait_for("session 1 ends", lambda: sess(n2, 1)["session"]["status"] == "completed", secs=20)
+        ran = [h.get("step") for h in sess(n2, 1)["history"]]
+        check("approve" in ran and "reject" not in ran, "woken through n2, session 1 runs the fixed rule (%s)" % ran)
+    finally:
+        n1.stop()
+        n2.stop()
+
+
 def main():
     api = HeldApi()
     x = Xgrd(XGRD, store_url("m"), DIR, ["--allow-outbound", "127.0.0.1/32",
@@ -461,6 +501,8 @@ def main():
     scenario_crash()
     scenario_cli()
     scenario_permits()
+    if MODE == "pg":
+        scenario_two_nodes()
     if not os.environ.get("XGR_KEEP_TMP"):   # keep the logs (xgrd's stderr) to read them
         shutil.rmtree(DIR, ignore_errors=True)
     print("ok")
