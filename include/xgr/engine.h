@@ -136,6 +136,19 @@ typedef struct xgr_engine_audit {
   int64_t session_at;           /* the session clock when applied */
 } xgr_engine_audit;
 
+/* A fork's record (xgr.fork; docs/SEMANTICS.md "Retry and fork"), written with the forked session's
+ * row in its first commit, so the new session never exists without it: the row's forked_from (JSON
+ * text, xgr_store_session.forked_from), the entry "forked" on the new session and the entry "fork" on
+ * the session it was forked from (src_owner, src_root; written whoever holds that session's lease).
+ * Every string is copied by xgr_engine_start_session. */
+typedef struct xgr_engine_fork {
+  const char *forked_from;
+  xgr_engine_audit forked;
+  const char *src_owner;
+  uint64_t src_root;
+  xgr_engine_audit fork;
+} xgr_engine_fork;
+
 /* A grant a step's branch gave (XRC-137 §9 `grants`), written in the commit of the step's result as
  * a session_grants row (xgr_store_grant in xgr/store.h), with an audit entry "grant". Strings
  * owned by the actor until the batch is done. */
@@ -205,6 +218,7 @@ typedef struct xgr_store_batch {
   const char *registry;         /* with session_new: the registry name for the row */
   const char *max_total_gas;    /* with session_new: the permit's maxTotalGas, or NULL */
   const char *bundle_hash;      /* with session_new: the pinned bundle hash, or NULL */
+  const xgr_engine_fork *fork;  /* with session_new: the record of the fork it is, or NULL */
   /* The session's stored-bytes count and quota (see xgr_store_quota); NULL: not counted (the
    * session row's count is left as it is). The engine always sets it. */
   xgr_store_quota *quota;
@@ -470,6 +484,7 @@ typedef struct xgr_engine_start {
   const char *registry;         /* the registry name recorded on the new row ("" when NULL); copied */
   const char *max_total_gas;    /* the permit's maxTotalGas recorded on the new row (NULL: none); copied */
   const char *bundle_hash;      /* the pinned bundle hash recorded on the new row (NULL: none); copied */
+  const xgr_engine_fork *fork;  /* a fork: its record, in the commit of the new row (NULL: none); copied */
   void (*started)(void *ctx, int err);
   void *started_ctx;
   /* With restore: the due time the store holds for the session (xgr_store_session.wake_due; 0:

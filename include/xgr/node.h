@@ -282,6 +282,7 @@ typedef struct xgr_node_start_req {
   const char *registry;         /* recorded on the row ("" when NULL) */
   const char *max_total_gas;    /* the starting permit's gas budget recorded on the row, or NULL */
   const char *bundle_hash;      /* the pinned bundle hash recorded on the row (its manifest registered), or NULL */
+  const xgr_engine_fork *fork;  /* a fork's record, in the commit of the row (NULL: none; copied) */
   void (*started)(void *ctx, int err);
   void *started_ctx;
 } xgr_node_start_req;
@@ -328,6 +329,10 @@ typedef struct xgr_node_enqueue_req {
   /* The request's W3C `traceparent` header, or NULL: with tracing on, a valid one makes the
    * session's trace continue the caller's; an invalid one is ignored (a new trace). */
   const char *traceparent;
+  /* A fork (xgr.fork): its record goes out with the new session's row, in one commit; a session
+   * that exists already (this rootPid runs here, or the store has it) is then not an answer but
+   * XGR_ECONFLICT at newRootPid. NULL: a plain start. */
+  const struct xgr_node_fork_rec *fork;
   /* before(ctx, root): the session is about to start with this rootPid (before it can make any
    * event: register what waits for its events here); may be NULL. done(ctx, p): its outcome is
    * ready — from the committing thread, or inside xgr_node_enqueue; must not block; the caller
@@ -468,7 +473,7 @@ void xgr_node_batches_free(xgr_store_batchop *ops, size_t count);      /* NULL i
 /* ---- Forks (issue 36; docs/SEMANTICS.md "Retry and fork") -------------------------------------
  * A new session started from a recorded step of another session (ended or live). The node says
  * what it starts from (xgr_node_fork_source), the front end starts it (xgr_node_enqueue, pinned to
- * the source's bundle or a newer one), and the node records the fork (xgr_node_fork_record). */
+ * the source's bundle or a newer one, with the fork's record: xgr_node_fork_rec). */
 typedef struct xgr_node_fork_src {
   uint64_t iter;                /* the recorded step's process */
   char step_id[256];
@@ -487,24 +492,24 @@ typedef struct xgr_node_fork_src {
 int xgr_node_fork_source(xgr_node *n, const char *owner, uint64_t root, uint64_t iter, const char *step_id,
                          bool need_payload, xgr_node_fork_src *out, xgr_error *err);
 void xgr_node_fork_src_clear(xgr_node_fork_src *s);
+/* The record of a fork, given to xgr_node_enqueue (xgr_node_enqueue_req.fork): the new session's
+ * forked_from ({"owner","rootPid","iter","step","bundleHash"}), the audit entry "forked" on it and
+ * "fork" on the source are written in the commit of its row (its first batch), so the forked
+ * session never exists without them. */
 typedef struct xgr_node_fork_rec {
   const char *owner;            /* both sessions' */
   uint64_t root;                /* the source */
   const xgr_node_fork_src *src;
-  uint64_t new_root;            /* the session the fork started (its row is committed) */
-  const char *new_bundle_hash;  /* the bundle it runs */
   bool payload_given;           /* the caller gave the payload */
   const char *actor, *permit;   /* the audit entries' (xgr_node_ctl); actor NULL: "operator" */
 } xgr_node_fork_rec;
-/* In one commit: the new session's forked_from ({"owner","rootPid","iter","step","bundleHash"})
- * and the audit entries "forked" on it and "fork" on the source. 0 or the store's error. */
-int xgr_node_fork_record(xgr_node *n, const xgr_node_fork_rec *r, xgr_error *err);
 /* ---- migration (issue 36; src/node/migrate.c) ----------------------------------------------------
  * Move one live session to another bundle (xgr_engine_migrate: held at its safe point, checked on
  * that state, rewritten in one commit). NEW is to_key: "<registry>[/<ostcId>]" (the owner's
  * namespace, else the shared one) or "@<bundle hash>"; its manifest is pinned before the call, so
  * the session row can name it. A hibernated session is loaded first; a session another cluster
- * node holds is not migrated (XGR_ENOTFOUND). *verdict (may be NULL) gets the check's verdict
+ * node holds is migrated there (the call is forwarded as kill and pause are, lease.c; the holder
+ * resolves to_key and answers the verdict). *verdict (may be NULL) gets the check's verdict
  * (xgr/migrate.h; a new reference, NULL when no check ran). Returns 0 (moved, or with dry_run:
  * checked), XGR_ECONFLICT (unsafe, not forced), XGR_EINVAL (a static problem, a bad map),
  * XGR_ENOTFOUND (no live session here, or no such bundle). The caller was authorized already
@@ -561,6 +566,24 @@ void xgr_node_session_clear(xgr_node_session *s);
 int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,
                       size_t *count, xgr_error *err);
 void xgr_node_sessions_free(xgr_node_session *s, size_t count);   /* NULL is fine */
+/* The stored records of live sessions started from one registry (xgr.liveSessions, read by `xgr
+ * migrate-check --url` to check them as a store file's): of owner (NULL: every owner's), with
+ * rootPid below before (0: no bound), newest first. *out (a new JSON array, the caller's) holds one
+ * xgr_store_live_to_json object per session (xgr/store.h): its row, live processes with their join
+ * states and inboxes, killed scopes. A page ends after max_sessions (> 0) sessions or once about
+ * max_bytes of records are in it (at least one session), and between rootPids; at most 20,000
+ * session rows are looked at per call. *next_before is the `before` of the next page, 0 when there
+ * is none. Read-only: a hibernated session is read from the store, not loaded; a session another
+ * cluster node holds is read as committed. The caller decided access (xgr_node_access, READ on the
+ * owner's sessions, or an operator for every owner's). */
+typedef struct xgr_node_live_query {
+  const char *owner;
+  const char *registry;
+  uint64_t before;
+  size_t max_sessions, max_bytes;
+} xgr_node_live_query;
+int xgr_node_live_records(xgr_node *n, const xgr_node_live_query *q, json_t **out, uint64_t *next_before,
+                          xgr_error *err);
 
 /* Every process row of session (owner, root), ordered by iter (ended ones until their TTL); an
  * unknown session has none. Freed with xgr_node_procs_free. */

@@ -577,6 +577,33 @@ typedef struct xgr_store_live {
   size_t nkilled;
 } xgr_store_live;
 
+/* ---- Live sessions as JSON (src/store/live_json.c; xgr.liveSessions, `xgr migrate-check --url`) ----
+ * {"session": {"owner","rootPid","registry","ostcId","ostcHash","bundleHash","status","killedAt",
+ *              "createdAt","nextIter","nextGroup","paused"},
+ *  "processes": [{"iter","parentIter","step","stepId","status","paused","valid","abortReason","group",
+ *                 "fromGroup","nextWakeAt","createdAt","startedAt","finishedAt","payload","error","join"}],
+ *  "killedGroups": [N...]}
+ * rootPid, nextIter, iter and parentIter are decimal strings; payload, error and join the stored
+ * JSON text (error and join may be null). */
+json_t *xgr_store_live_to_json(const xgr_store_live *l);   /* a new reference, the caller's */
+/* About how many bytes xgr_store_live_to_json(l) takes as text (a bound for answers). */
+size_t xgr_store_live_size(const xgr_store_live *l);
+/* The records of one live session read back from JSON, owning what live points to. */
+typedef struct xgr_store_live_owned {
+  xgr_store_live live;          /* live.session = &session, live.procs = procs, live.killed_groups = killed */
+  xgr_store_session session;
+  xgr_store_proc *procs;
+  uint32_t *killed;
+} xgr_store_live_owned;
+/* Read j (xgr_store_live_to_json's shape; path names it in errors, e.g. "sessions[3]") into *out,
+ * which the caller clears with xgr_store_live_owned_clear. At most max_procs processes. Every field
+ * is required and no other is accepted; an error (XGR_ESCHEMA, *err naming the field's path, *out
+ * cleared) otherwise. Nothing is checked against an orchestration here: xgr_store_restore_session
+ * does that. */
+int xgr_store_live_from_json(const json_t *j, const char *path, size_t max_procs, xgr_store_live_owned *out,
+                             xgr_error *err);
+void xgr_store_live_owned_clear(xgr_store_live_owned *o);   /* NULL is fine */
+
 /* Call fn for every session whose status is running, in (owner, rootPid) order. A non-zero
  * return of fn stops and is returned. */
 int xgr_store_load_live(xgr_store *st, int (*fn)(void *ctx, const xgr_store_live *l), void *ctx,

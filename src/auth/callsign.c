@@ -26,6 +26,7 @@ xgr_permit_kind xgr_permit_kind_for_method(const char *method) {
       {"batchList", XGR_PERMIT_XDALA},
       /* grants (docs/RPC.md "Grants"): an xdalaPermit of the owner, an operator or a MANAGE holder */
       {"manageGrants", XGR_PERMIT_XDALA},     {"listGrants", XGR_PERMIT_XDALA},
+      {"liveSessions", XGR_PERMIT_XDALA},     /* migrate-check --url: reads the stored records of live sessions */
   };
   if (strncmp(method, "xgr", 3) || (method[3] != '.' && method[3] != '_')) return 0;
   for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)

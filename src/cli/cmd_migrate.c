@@ -1,7 +1,10 @@
-/* cmd_migrate.c — `xgr migrate-check OLD NEW [--map OLD=NEW]... [--store FILE]`: decide whether
- * sessions of OLD can move to NEW (xgr/migrate.h). With --store, every live session of the store
- * file that runs OLD (its orchestration hash; or --session OWNER/ROOTPID, --owner) is restored
- * and checked at its safe point (a running step counted as not yet run); without it, every state
+/* cmd_migrate.c — `xgr migrate-check OLD NEW [--map OLD=NEW]... [--store FILE | --url U --registry R]`:
+ * decide whether sessions of OLD can move to NEW (xgr/migrate.h). With --store, every live session
+ * of the store file that runs OLD (its orchestration hash; or --session OWNER/ROOTPID, --owner) is
+ * restored and checked at its safe point (a running step counted as not yet run); with --registry
+ * the same sessions are read from a running xgrd instead (xgr.liveSessions, page by page, with the
+ * caller's permit; the records come back as a store file gives them: xgr_store_live_from_json) and
+ * go through the same check; without either, every state
  * of OLD with no step running that an exploration from each start step reaches is checked. Prints
  * NEW's new `xgr check` findings, then each unsafe session or state with its problems and the
  * findings the migration adds, each with the shortest trace from the migrated state, as `xgr
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/load.h"
 #include "cli/opts.h"
@@ -26,9 +30,10 @@
 #define MAX_SEL 1024
 
 static void usage(FILE *f) {
-  fputs("usage: xgr migrate-check OLD NEW [--map OLD_STEP=NEW_STEP]... [--store FILE [--owner ADDR]\n"
-        "                         [--session OWNER/ROOTPID]... [--hash H]] [--outcomes LIST] [--max-states N]\n"
-        "                         [--json]\n\n"
+  fprintf(f,
+        "usage: xgr migrate-check OLD NEW [--map OLD_STEP=NEW_STEP]... [--store FILE | --url URL --registry R]\n"
+        "                         [--owner ADDR] [--session OWNER/ROOTPID]... [--hash H] [--outcomes LIST]\n"
+        "                         [--max-states N] [--json] [--key FILE] [--from ADDR] [--timeout MS]\n\n"
         "Decide whether sessions running OLD (a bundle or orchestration file) can move to NEW:\n"
         "  statically: every step a live process is at has a target in NEW (the step of the same id,\n"
         "    or the one --map names); every open join keeps a target whose `from` accepts the pieces\n"
@@ -40,20 +45,26 @@ static void usage(FILE *f) {
         "Each unsafe session (or state) is named with the findings it adds and their shortest traces.\n\n"
         "  --map A=B          the processes at OLD step A move to NEW step B (repeatable)\n"
         "  --store FILE       check the live sessions of this store file (an SQLite path or URL) whose\n"
-        "                     orchestration hash is OLD's; without it, every state of OLD with no step\n"
-        "                     running that an exploration from each start step reaches\n"
-        "  --owner ADDR       only that owner's sessions (with --store)\n"
-        "  --session O/R      only these sessions (with --store; repeatable)\n"
-        "  --hash H           the sessions pinned to bundle (or orchestration) hash H run OLD (with --store;\n"
-        "                     a registered document's hash is of its exact bytes, OLD's file hashes its own:\n"
-        "                     `xgr versions` lists the hashes); without it, sessions whose orchestration\n"
-        "                     hash is OLD's\n"
+        "                     orchestration hash is OLD's; without --store or --registry, every state of\n"
+        "                     OLD with no step running that an exploration from each start step reaches\n"
+        "  --registry R       check the live sessions started from registry R that a running xgrd holds\n"
+        "                     (--url; xgr.liveSessions, read with the caller's permit: the owner reads its\n"
+        "                     own sessions, an operator every owner's), exactly as a store file's\n"
+        "  --owner ADDR       only that owner's sessions (with --store or --registry; with --registry the\n"
+        "                     default is the caller's own, or every owner's for an operator)\n"
+        "  --session O/R      only these sessions (with --store or --registry; repeatable)\n"
+        "  --hash H           the sessions pinned to bundle (or orchestration) hash H run OLD (with --store\n"
+        "                     or --registry; a registered document's hash is of its exact bytes, OLD's file\n"
+        "                     hashes its own: `xgr versions` lists the hashes); without it, sessions whose\n"
+        "                     orchestration hash is OLD's\n"
         "  --outcomes LIST    outcomes a step execution can have (default valid,invalid,error)\n"
         "  --max-states N     bound of each exploration (default 20000)\n"
         "  --json             {\"old\",\"new\",\"map\",\"checkFindings\",\"checked\",\"safe\",\"unsafe\",\n"
-        "                     \"sessions\"|\"states\":[{...,\"safe\",\"problems\",\"added\"}]}\n\n"
-        "Exit: 0 every session is safe, 1 one is not, 2 usage or unreadable input, 3 a file does not load.\n",
-        f);
+        "                     \"sessions\"|\"states\":[{...,\"safe\",\"problems\",\"added\"}]}\n"
+        "With --registry (the options every client command takes):\n%s\n"
+        "Exit: 0 every session is safe, 1 one is not, 2 usage, unreadable input or xgrd refused or\n"
+        "unreachable, 3 a file does not load.\n",
+        xgr_client_opts_help);
 }
 
 typedef struct loaded {
@@ -239,6 +250,72 @@ static int on_live(void *ctx, const xgr_store_live *l) {
   return 0;
 }
 
+/* ---- from xgrd: the live sessions it holds (xgr.liveSessions), checked as a store file's ---------------- */
+
+#define REMOTE_MAX_PROCS 1000000   /* processes of one session read from an answer */
+
+static int check_remote(store_ctx *ctx, const xgr_client *cl, const char *registry, const char *owner) {
+  uint64_t before = 0;
+  for (;;) {
+    json_t *params = json_pack("{s:s}", "registry", registry), *res = NULL;
+    if (owner) json_object_set_new(params, "owner", json_string(owner));
+    if (before) {
+      char b[24];
+      snprintf(b, sizeof b, "%" PRIu64, before);
+      json_object_set_new(params, "beforeRootPid", json_string(b));
+    }
+    if (xgr_client_call(cl, "migrate-check", "xgr.liveSessions", params, &res)) return XGR_EXIT_USAGE;   /* reason printed */
+    const json_t *ss = json_object_get(res, "sessions"), *nv = json_object_get(res, "nextBeforeRootPid");
+    const char *nt = xgr_json_text(nv);
+    uint64_t next = 0;
+    char *end = NULL;
+    if (nt) next = strtoull(nt, &end, 10);
+    if (!json_is_array(ss) || (!json_is_null(nv) && (!nt || !end || *end || !next || (before && next >= before)))) {
+      fprintf(stderr, "xgr migrate-check: xgrd at %s answered xgr.liveSessions without \"sessions\" or with a bad "
+                      "\"nextBeforeRootPid\"\n", cl->url);
+      json_decref(res);
+      return XGR_EXIT_USAGE;
+    }
+    size_t i;
+    const json_t *j;
+    json_array_foreach(ss, i, j) {
+      char path[48];
+      snprintf(path, sizeof path, "sessions[%zu]", i);
+      xgr_store_live_owned lo;
+      xgr_error e;
+      if (xgr_store_live_from_json(j, path, REMOTE_MAX_PROCS, &lo, &e)) {
+        fprintf(stderr, "xgr migrate-check: xgrd's answer: %s\n", e.message);
+        json_decref(res);
+        return XGR_EXIT_USAGE;
+      }
+      on_live(ctx, &lo.live);
+      xgr_store_live_owned_clear(&lo);
+    }
+    json_decref(res);
+    if (!next) return 0;
+    before = next;
+  }
+}
+
+/* Sessions in (owner, rootPid) order, the store's: the answer does not depend on where they were read. */
+static int session_cmp(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  int c = strcmp(json_string_value(json_object_get(x, "owner")), json_string_value(json_object_get(y, "owner")));
+  if (c) return c;
+  json_int_t rx = json_integer_value(json_object_get(x, "rootPid")), ry = json_integer_value(json_object_get(y, "rootPid"));
+  return (rx > ry) - (rx < ry);
+}
+
+static void sort_sessions(json_t *list) {
+  size_t n = json_array_size(list);
+  json_t **v = xgr_alloc_bytes((n + 1) * sizeof *v);
+  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(list, i));
+  qsort(v, n, sizeof *v, session_cmp);
+  json_array_clear(list);
+  for (size_t i = 0; i < n; i++) json_array_append_new(list, v[i]);
+  free(v);
+}
+
 /* ---- printing ----------------------------------------------------------------------------------------- */
 
 static void print_entry(const json_t *x) {
@@ -277,21 +354,25 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
   char *sel_owner[MAX_SEL];
   uint64_t sel_root[MAX_SEL];
   xgr_explore_config cfg = {0};
-  const char *hash = NULL;
-  int as_json = 0, code = XGR_EXIT_USAGE;
+  const char *hash = NULL, *registry = NULL;
+  int code = XGR_EXIT_USAGE;
   static const struct option opts[] = {
     {"map", required_argument, NULL, 'm'}, {"store", required_argument, NULL, 's'}, {"owner", required_argument, NULL, 'O'},
     {"session", required_argument, NULL, 'S'}, {"outcomes", required_argument, NULL, 'o'},
-    {"hash", required_argument, NULL, 'H'},
-    {"max-states", required_argument, NULL, 'M'}, {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
-    {0, 0, 0, 0}};
+    {"hash", required_argument, NULL, 'H'}, {"registry", required_argument, NULL, 'r'},
+    {"max-states", required_argument, NULL, 'M'}, XGR_CLIENT_OPTIONS, {0, 0, 0, 0}};
   int ch;
   optind = 1;
+  xgr_client cl;
+  xgr_client_init(&cl);
+  const char *url0 = cl.url;
   xgr_error e;
   loaded lo = {0}, ln = {0};
   json_t *out = NULL;
   xgr_migrate_checker *c = NULL;
-  while ((ch = xgr_cli_getopt(argc, argv, "m:s:O:S:o:M:H:jh", opts, "xgr migrate-check")) != -1) {
+  while ((ch = xgr_client_getopt(&cl, argc, argv, opts, "xgr migrate-check", usage, &code)) != -1) {
+    if (ch == -2) goto done;
+    code = XGR_EXIT_USAGE;
     switch (ch) {
       case 'm': {
         char *eq = strchr(optarg, '=');
@@ -307,6 +388,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
         break;
       }
       case 's': store = optarg; break;
+      case 'r': registry = optarg; break;
       case 'H': hash = optarg; break;
       case 'O': owner = optarg; break;
       case 'S': {
@@ -337,8 +419,6 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
         cfg.max_states = (size_t)v;
         break;
       }
-      case 'j': as_json = 1; break;
-      case 'h': usage(stdout); code = XGR_EXIT_OK; goto done;
       default: goto done;
     }
   }
@@ -347,8 +427,17 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
     usage(stderr);
     goto done;
   }
-  if ((owner || nsel || hash) && !store) {
-    fprintf(stderr, "xgr migrate-check: --owner, --session and --hash select sessions of a store: give --store FILE\n");
+  if (store && registry) {
+    fprintf(stderr, "xgr migrate-check: --store reads a store file, --registry asks xgrd: give one of them\n");
+    goto done;
+  }
+  if (cl.url != url0 && !registry) {
+    fprintf(stderr, "xgr migrate-check: --url reads the live sessions of a registry from xgrd: give --registry R\n");
+    goto done;
+  }
+  if ((owner || nsel || hash) && !store && !registry) {
+    fprintf(stderr, "xgr migrate-check: --owner, --session and --hash select live sessions: give --store FILE or "
+                    "--url URL --registry R\n");
     goto done;
   }
   if ((code = load(argv[optind], &lo)) || (code = load(argv[optind + 1], &ln))) goto done;
@@ -375,9 +464,16 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
       json_decref(r.list);
       goto done;
     }
+  } else if (registry) {
+    store_ctx ctx = {&r, orch_of(&lo), owner, sel_owner, sel_root, nsel, hash, 0};
+    if ((code = check_remote(&ctx, &cl, registry, owner))) {
+      json_decref(r.list);
+      goto done;
+    }
   } else {
     check_states(&r, orch_of(&lo), lo.b, &cfg);
   }
+  if (store || registry) sort_sessions(r.list);
   json_t *mj = json_object();
   for (size_t i = 0; i < nmap; i++) json_object_set_new(mj, from[i], json_string(to[i]));
   size_t cached = 0, explored = 0;
@@ -385,9 +481,9 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
   out = json_pack("{s:s, s:s, s:o, s:o, s:I, s:I, s:I, s:I, s:o}", "old", orch_of(&lo)->hash, "new", orch_of(&ln)->hash,
                   "map", mj, "checkFindings", xgr_migrate_check_findings(c), "checked", (json_int_t)(r.safe + r.unsafe), "safe",
                   (json_int_t)r.safe, "unsafe", (json_int_t)r.unsafe, "explored", (json_int_t)explored,
-                  store ? "sessions" : "states", r.list);
+                  store || registry ? "sessions" : "states", r.list);
   code = r.unsafe ? XGR_EXIT_FAIL : XGR_EXIT_OK;
-  if (as_json) {
+  if (cl.json) {
     char *txt = xgr_json_dumps(out, XGR_JSON_PRETTY);
     if (txt) puts(txt);
     free(txt);
@@ -401,7 +497,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
     json_array_foreach(r.list, i, x)
       if (!json_is_true(json_object_get(x, "safe"))) print_entry(x);
     printf("%s %zu %s: %zu safe, %zu unsafe (%zu explored, %zu from the cache of equal states)\n", r.unsafe ? "UNSAFE:" : "safe:",
-           r.safe + r.unsafe, store ? "live sessions on OLD" : "reachable states of OLD", r.safe, r.unsafe, explored, cached);
+           r.safe + r.unsafe, store || registry ? "live sessions on OLD" : "reachable states of OLD", r.safe, r.unsafe, explored, cached);
   }
 done:
   for (size_t i = 0; i < nmap; i++) free(mapbuf[i]);
@@ -417,7 +513,6 @@ done:
 
 /* ---- xgr migrate: xgr.migrateSessions on xgrd ------------------------------------------------------------ */
 
-#include "cli/client.h"
 
 static void migrate_usage(FILE *f) {
   fprintf(f, "usage: xgr migrate --to REGISTRY[/OSTCID]|@BUNDLEHASH (--session ROOTPID... | --bundle-hash H |\n"

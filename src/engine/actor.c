@@ -970,6 +970,7 @@ static void store_turn(actor *a) {
       b.registry = a->registry;
       b.max_total_gas = a->max_total_gas;
       b.bundle_hash = a->bundle_hash;
+      b.fork = a->fork;
     }
     int rc = e->store.submit(e->store.ctx, &b, store_done, a);
     if (rc == XGR_ELIMIT && !q.abort) {   /* nothing of it was written: the abort replaces it */
@@ -1385,6 +1386,7 @@ actor *xgr_eng_actor_new(xgr_engine *e, sess_entry *ent, const xgr_bundle *b, co
     a->registry = xgr__xstrdup(req->registry ? req->registry : "");
     a->max_total_gas = req->max_total_gas ? xgr__xstrdup(req->max_total_gas) : NULL;
     a->bundle_hash = req->bundle_hash ? xgr__xstrdup(req->bundle_hash) : NULL;
+    a->fork = xgr_eng_fork_dup(req->fork);
     a->started_fn = req->started;
     a->started_ctx = req->started_ctx;
   }
@@ -1471,9 +1473,7 @@ void xgr_eng_actor_free(actor *a) {
   free(a->lat);
   xgr_value_release(a->start_payload);
   tell_started(a, XGR_ESTATE);   /* stopped before its first batch was committed */
-  free(a->registry);
-  free(a->max_total_gas);
-  free(a->bundle_hash);
+  xgr_eng_row_fields_free(a);
   xgr_session_free(a->s);
   if (a->mig) {
     if (a->mig->done) a->mig->done(a->mig->done_ctx, XGR_ESTATE, "the session stopped before its migration");

@@ -1,7 +1,7 @@
 /* actor_batch.c — the store batch of a session actor's turn (actor_impl.h): snapshots of the
  * core's processes as rows (and as events), history rows, the texts of the live join targets'
- * states, and emptying the batch once it was handed to the store. The actor's turn is the only
- * caller, so nothing here locks.
+ * states, and emptying the batch once it was handed to the store; a new row's fields (with a
+ * fork's record). The actor's turn is the only caller, so nothing here locks.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -201,4 +201,51 @@ void xgr_eng_batch_clear(actor *a) {
   a->nbp = a->nbh = 0;
   a->batch_finished = false;
   a->batch_due = 0;
+}
+
+/* ---- the new row's fields ---------------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s) { return s ? xgr__xstrdup(s) : NULL; }
+
+static void audit_dup(xgr_engine_audit *d, const xgr_engine_audit *s) {
+  *d = *s;
+  d->kind = dup_or_null(s->kind);
+  d->actor = dup_or_null(s->actor);
+  d->node = dup_or_null(s->node);
+  d->permit = dup_or_null(s->permit);
+  d->detail = dup_or_null(s->detail);
+}
+
+static void audit_free(xgr_engine_audit *x) {
+  free((char *)x->kind);
+  free((char *)x->actor);
+  free((char *)x->node);
+  free((char *)x->permit);
+  free((char *)x->detail);
+}
+
+xgr_engine_fork *xgr_eng_fork_dup(const xgr_engine_fork *f) {
+  if (!f) return NULL;
+  xgr_engine_fork *d = xgr__xcalloc(1, sizeof *d);
+  d->forked_from = dup_or_null(f->forked_from);
+  d->src_owner = dup_or_null(f->src_owner);
+  d->src_root = f->src_root;
+  audit_dup(&d->forked, &f->forked);
+  audit_dup(&d->fork, &f->fork);
+  return d;
+}
+
+void xgr_eng_row_fields_free(actor *a) {
+  free(a->registry);
+  free(a->max_total_gas);
+  free(a->bundle_hash);
+  a->registry = a->max_total_gas = a->bundle_hash = NULL;
+  if (a->fork) {
+    free((char *)a->fork->forked_from);
+    free((char *)a->fork->src_owner);
+    audit_free(&a->fork->forked);
+    audit_free(&a->fork->fork);
+    free(a->fork);
+    a->fork = NULL;
+  }
 }

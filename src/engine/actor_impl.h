@@ -75,6 +75,7 @@ struct actor {
   bool new_row;                  /* the row still has to go out with the next batch */
   bool starting;                 /* the batch with the row is in flight: its commit answers started */
   char *registry, *max_total_gas, *bundle_hash;   /* owned: the row's fields */
+  xgr_engine_fork *fork;         /* owned (xgr_eng_fork_dup): a fork's record, with the row */
   void (*started_fn)(void *ctx, int err);
   void *started_ctx;
   /* a new session's core is made on its first turn, on the worker that runs it (its memory then
@@ -185,5 +186,9 @@ void xgr_eng_audit(actor *a, const char *kind, const char *actor_name, const cha
 void xgr_eng_batch_clear_wakes(actor *a);
 /* Empty the batch (rows, history, outbox rows and marks) after it was submitted. */
 void xgr_eng_batch_clear(actor *a);
+/* A copy of f (xgr_engine_start.fork) the actor owns; NULL for NULL. */
+xgr_engine_fork *xgr_eng_fork_dup(const xgr_engine_fork *f);
+/* Free the new row's fields a owns (registry, max_total_gas, bundle_hash, fork) and NULL them. */
+void xgr_eng_row_fields_free(actor *a);
 
 #endif

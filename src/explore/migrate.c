@@ -5,16 +5,20 @@
  * are matched through the step map: same kind, the mapped step and join, a loop sharing a mapped
  * step, no worse severity. A step that OLD never runs from the state may well never run under NEW
  * (a session past the start step never runs it again): only a step OLD reaches and NEW does not is
- * added. Verdicts are cached by the explorer's canonical state key. */
+ * added. Verdicts are cached by the explorer's canonical state key; a cached verdict given for
+ * another session names that session's processes (its problems found again, its traces' pids
+ * renamed), so an answer does not depend on the order sessions are checked in. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "explore/explore_impl.h"
 #include "util/alloc.h"
+#include "xgr/json.h"
 #include "xgr/migrate.h"
 
 typedef struct centry {
   uint64_t h1, h2;
+  uint64_t root;          /* the session the verdict was made for (its pids are in it) */
   json_t *verdict;
 } centry;
 
@@ -214,19 +218,64 @@ static json_t *check_uncached(xgr_migrate_checker *c, const xgr_session *s, int6
   return v;
 }
 
+/* The pids of session `from` in the strings of v ("R" or "R:I", as traces name processes) renamed
+ * to session `to`'s, in place. */
+static void rename_pids(json_t *v, uint64_t from, uint64_t to) {
+  char fp[24];
+  int fl = snprintf(fp, sizeof fp, "%llu", (unsigned long long)from);
+  size_t i;
+  const char *k;
+  json_t *x;
+  if (json_is_array(v)) {
+    json_array_foreach(v, i, x) rename_pids(x, from, to);
+  } else if (json_is_object(v)) {
+    json_object_foreach(v, k, x) {
+      const char *t = xgr_json_text(x);
+      if (t && !strncmp(t, fp, (size_t)fl) && (!t[fl] || (t[fl] == ':' && strspn(t + fl + 1, "0123456789") == strlen(t + fl + 1)))) {
+        char np[64];
+        snprintf(np, sizeof np, "%llu%s", (unsigned long long)to, t + fl);
+        json_object_set_new(v, k, json_string(np));
+      } else {
+        rename_pids(x, from, to);
+      }
+    }
+  }
+}
+
+/* A cached verdict made for another session of an equal state, told for session s: its problems
+ * found again on s (the static part: cheap, and its messages name s's processes) and the pids of
+ * its traces renamed to s's. */
+static json_t *retell(const xgr_migrate_checker *c, const centry *ce, const xgr_session *s, int64_t now) {
+  uint64_t root = xgr_session_root_pid(s);
+  if (root == ce->root) return json_incref(ce->verdict);
+  json_t *v = json_deep_copy(ce->verdict), *problems = json_array();
+  xgr_effects fx;
+  xgr_effects_init(&fx);
+  xgr_session *m = NULL;
+  xgr_error e;
+  xgr_error_clear(&e);
+  int rc = xgr_session_migrate(s, c->no, c->map, now, &fx, &m, on_problem, problems, &e);
+  xgr_effects_free(&fx);
+  xgr_session_free(m);
+  if (rc == XGR_ESTATE) json_array_append_new(problems, json_pack("{s:s, s:s}", "path", "", "message", e.message));
+  json_object_set_new(v, "problems", problems);
+  rename_pids(json_object_get(v, "added"), ce->root, root);
+  return v;
+}
+
 json_t *xgr_migrate_check_session(xgr_migrate_checker *c, const xgr_session *s, int64_t now) {
   uint64_t h1, h2;
   xgr__explore_state_key(s, now, &h1, &h2);
   for (size_t i = 0; i < c->ncache; i++)
     if (c->cache[i].h1 == h1 && c->cache[i].h2 == h2) {
       c->hits++;
-      return json_incref(c->cache[i].verdict);
+      return retell(c, &c->cache[i], s, now);
     }
   json_t *v = check_uncached(c, s, now);
   if (c->ncache == c->capcache) {
     c->capcache = c->capcache ? 2 * c->capcache : 16;
     c->cache = xgr__xrealloc(c->cache, c->capcache * sizeof *c->cache);
   }
-  c->cache[c->ncache++] = (centry){h1, h2, json_incref(v)};
+  c->cache[c->ncache++] = (centry){h1, h2, xgr_session_root_pid(s), json_incref(v)};
   return v;
 }

@@ -8,8 +8,9 @@
  * process is not part of it (the audit trail keeps only its keys): the caller gives the payload
  * then. The start process's input is not recorded either (its row holds its effective payload once
  * it ran). The record: sessions.forked_from of the new session and an audit entry on both sessions,
- * in one commit. Front ends start the new session in between (xgr_node_enqueue); the node decides
- * what it starts from and records it.
+ * written in the commit of the new session's row (xgr_engine_fork, made here for xgr_node_enqueue),
+ * so no crash leaves a forked session without it. The node decides what it starts from and records
+ * it; the front end asks for the start.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -102,30 +103,32 @@ void xgr_node_fork_src_clear(xgr_node_fork_src *s) {
   s->payload = NULL;
 }
 
-int xgr_node_fork_record(xgr_node *n, const xgr_node_fork_rec *r, xgr_error *err) {
+int xgr__node_fork_make(xgr_node *n, const xgr_node_fork_rec *r, uint64_t new_root, const char *new_bundle_hash,
+                        xgr_engine_fork *out) {
   const xgr_node_fork_src *s = r->src;
+  memset(out, 0, sizeof *out);
   json_t *from = json_pack("{s:s, s:I, s:I, s:s, s:s}", "owner", r->owner, "rootPid", (json_int_t)r->root, "iter",
                            (json_int_t)s->iter, "step", s->step_id, "bundleHash", s->bundle_hash);
-  char *from_text = json_dumps(from, JSON_COMPACT);
-  json_t *fd = json_pack("{s:O, s:s, s:b}", "from", from, "bundleHash", r->new_bundle_hash, "payloadGiven", r->payload_given);
+  json_t *fd = json_pack("{s:O, s:s, s:b}", "from", from, "bundleHash", new_bundle_hash, "payloadGiven", r->payload_given);
   json_t *sd = json_pack("{s:I, s:s, s:{s:s, s:I}, s:s}", "iter", (json_int_t)s->iter, "step", s->step_id, "forkedTo",
-                         "owner", r->owner, "rootPid", (json_int_t)r->new_root, "bundleHash", r->new_bundle_hash);
-  char *fdt = json_dumps(fd, JSON_COMPACT), *sdt = json_dumps(sd, JSON_COMPACT);
+                         "owner", r->owner, "rootPid", (json_int_t)new_root, "bundleHash", new_bundle_hash);
   const char *actor = r->actor ? r->actor : "operator";
-  xgr_store_changes *b = xgr_store_changes_new();
-  xgr_store_changes_forked_from(b, r->owner, r->new_root, from_text);
-  xgr_store_audit fa = {.kind = "forked", .actor = (char *)actor, .node = n->name, .permit = (char *)r->permit,
-                        .detail = fdt, .session_at = 0};
-  xgr_store_audit sa = {.kind = "fork", .actor = (char *)actor, .node = n->name, .permit = (char *)r->permit,
-                        .detail = sdt, .session_at = s->at};
-  xgr_store_changes_audit(b, r->owner, r->new_root, &fa);
-  xgr_store_changes_audit(b, r->owner, r->root, &sa);
-  int rc = xgr_store_commit(n->st, b, err);
-  free(from_text);
-  free(fdt);
-  free(sdt);
+  out->forked_from = json_dumps(from, JSON_COMPACT);
+  out->forked = (xgr_engine_audit){.kind = "forked", .actor = actor, .node = n->name, .permit = r->permit,
+                                   .detail = json_dumps(fd, JSON_COMPACT), .session_at = 0};
+  out->src_owner = r->owner;
+  out->src_root = r->root;
+  out->fork = (xgr_engine_audit){.kind = "fork", .actor = actor, .node = n->name, .permit = r->permit,
+                                 .detail = json_dumps(sd, JSON_COMPACT), .session_at = s->at};
   json_decref(from);
   json_decref(fd);
   json_decref(sd);
-  return rc;
+  return out->forked_from && out->forked.detail && out->fork.detail ? 0 : XGR_ENOMEM;
+}
+
+void xgr__node_fork_unmake(xgr_engine_fork *f) {
+  free((char *)f->forked_from);
+  free((char *)f->forked.detail);
+  free((char *)f->fork.detail);
+  memset(f, 0, sizeof *f);
 }

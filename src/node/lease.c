@@ -24,6 +24,9 @@
  *                     and a NOTIFY, and the call waits (5 s at most) for the answer; a session
  *                     nobody holds is claimed here first. The asking node has checked the caller
  *                     (permits are used once, there); the owner node runs the engine call only.
+ *                     A migration (xgr_node_migrate) is routed the same way, waiting up to 60 s
+ *                     (the safe point and the check): the holder resolves NEW and moves the
+ *                     session; its verdict comes back with the answer.
  *
  * Without a cluster store (SQLite, memory, PostgreSQL without a node id) the node's lease is NULL and
  * xgr_node_control calls the engine directly.
@@ -39,6 +42,7 @@
 #include "util/clock.h"
 
 #define FORWARD_WAIT_MS 5000   /* how long a forwarded control call waits for the owner's answer */
+#define MIGRATE_MAX_MAP 128    /* step pairs of a forwarded migration's map (as xgr.migrateSessions takes) */
 #define OUTBOX_POLL_MS 50
 
 struct xgr__node_lease {
@@ -126,12 +130,43 @@ static int exec_local(xgr_node *d, const xgr_node_ctl *r, const char *via, size_
   return xgr_engine_control_sync(d->e, &c, woken, err);
 }
 
-/* ---- forwarding to the node that holds the session ---------------------------------------------- */
+/* One call routed to the node that runs the session: a control call (ctl, answering *woken) or a
+ * migration (mig, answering *verdict). */
+typedef struct routed {
+  const char *owner;
+  uint64_t root;
+  const xgr_node_ctl *ctl;
+  size_t *woken;
+  const xgr_node_migrate_req *mig;
+  json_t **verdict;
+} routed;
 
-static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
-  xgr_node *d = l->d;
+#define CMD_MIGRATE 100          /* a command row's op for a migration (the others: xgr_node_ctl_op) */
+#define MIGRATE_WAIT_MS 60000    /* a forwarded migration waits for the safe point and the check */
+
+/* Run c here (via: the node it came through, NULL: this one). */
+static int run_here(xgr_node *d, const routed *c, const char *via, xgr_error *err) {
+  if (c->mig) return xgr__node_migrate_here(d, c->mig, via, c->verdict, err);
+  return exec_local(d, c->ctl, via, c->woken, err);
+}
+
+/* The command row's body of c (a new reference). */
+static json_t *cmd_body(xgr_node *d, const routed *c) {
   char root[24], iter[24];
-  snprintf(root, sizeof root, "%" PRIu64, r->root);
+  snprintf(root, sizeof root, "%" PRIu64, c->root);
+  if (c->mig) {
+    const xgr_node_migrate_req *m = c->mig;
+    json_t *map = json_object();
+    for (size_t i = 0; i < m->nmap; i++) json_object_set_new(map, m->map_from[i], json_string(m->map_to[i]));
+    json_t *b = json_pack("{s:i, s:s, s:s, s:s, s:{s:s, s:o, s:b, s:b}}", "op", CMD_MIGRATE, "owner", c->owner, "root",
+                          root, "via", d->name, "migrate", "to", m->to_key, "map", map, "force", m->force, "dryRun",
+                          m->dry_run);
+    json_t *mo = json_object_get(b, "migrate");
+    if (m->actor) json_object_set_new(mo, "actor", json_string(m->actor));
+    if (m->permit) json_object_set_new(mo, "permit", json_string(m->permit));
+    return b;
+  }
+  const xgr_node_ctl *r = c->ctl;
   snprintf(iter, sizeof iter, "%" PRIu64, r->iter);
   json_t *b = json_pack("{s:i, s:s, s:s, s:s}", "op", r->op, "owner", r->owner, "root", root, "iter", iter);
   if (r->step) json_object_set_new(b, "step", json_string(r->step));
@@ -143,14 +178,23 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
     json_object_set_new(b, "via", json_string(d->name));
   }
   if (r->payload_json) json_object_set(b, "payload", (json_t *)r->payload_json);
+  return b;
+}
+
+/* ---- forwarding to the node that holds the session ---------------------------------------------- */
+
+static int forward(xgr__node_lease *l, const char *node, const routed *c, xgr_error *err) {
+  xgr_node *d = l->d;
+  json_t *b = cmd_body(d, c);
+  const int wait_ms = c->mig ? MIGRATE_WAIT_MS : FORWARD_WAIT_MS;
   char *body = json_dumps(b, JSON_COMPACT);
   json_decref(b);
   int64_t id = 0;
-  int rc = xgr_store_cmd_send(d->st, node, r->owner, r->root, body, &id, err);
+  int rc = xgr_store_cmd_send(d->st, node, c->owner, c->root, body, &id, err);
   free(body);
   if (rc) return rc;
   atomic_fetch_add(&l->sent, 1);
-  int64_t deadline = xgr__mono_ms() + FORWARD_WAIT_MS, next_check = xgr__mono_ms() + 250;
+  int64_t deadline = xgr__mono_ms() + wait_ms, next_check = xgr__mono_ms() + 250;
   for (;;) {
     pthread_mutex_lock(&l->mu);
     uint64_t seen = l->answers;
@@ -163,7 +207,9 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
       json_t *j = json_loads(res, 0, NULL);
       free(res);
       const char *msg = json_string_value(json_object_get(j, "message"));
-      if (woken) *woken = (size_t)json_integer_value(json_object_get(j, "woken"));
+      if (c->woken) *c->woken = (size_t)json_integer_value(json_object_get(j, "woken"));
+      json_t *v = json_object_get(j, "verdict");
+      if (c->verdict && json_is_object(v)) *c->verdict = json_incref(v);
       if (arc) xgr_error_set(err, arc, NULL, "%s", msg ? msg : xgr_errcode_name(arc));
       json_decref(j);
       return arc;
@@ -179,10 +225,10 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
        * carried out (a stalled holder resumes with its lease not yet claimed by anyone, and its
        * write passes the fence), and routing it again would answer from what it did — a kill
        * answered "no live session" (fault seed 1346). Its answer, or the deadline, decides */
-      if (!xgr_store_lease_holder(d->st, r->owner, r->root, now_node, sizeof now_node, &valid, &running, &he) &&
+      if (!xgr_store_lease_holder(d->st, c->owner, c->root, now_node, sizeof now_node, &valid, &running, &he) &&
           running && (!valid || strcmp(now_node, node)) && !xgr_store_cmd_withdraw(d->st, id, &withdrawn, &he) &&
           withdrawn)
-        return xgr_error_set(err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " left node %s", r->owner, r->root, node);
+        return xgr_error_set(err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " left node %s", c->owner, c->root, node);
       next_check = xgr__mono_ms() + 250;
     }
     /* the lease thread bumps `answers` on every "r" notification; look again at least every 100 ms */
@@ -202,7 +248,7 @@ static int forward(xgr__node_lease *l, const char *node, const xgr_node_ctl *r, 
   xgr_store_cmd_drop(d->st, id, &(xgr_error){0});
   atomic_fetch_add(&l->timed_out, 1);
   return xgr_error_set(err, XGR_ETIMEOUT, NULL, "node %s holds session %s/%" PRIu64 " and did not answer within %d ms",
-                       node, r->owner, r->root, FORWARD_WAIT_MS);
+                       node, c->owner, c->root, wait_ms);
 }
 
 /* A claimed session may still have an incarnation here: one whose lease this node lost (the drop
@@ -309,52 +355,64 @@ static bool elsewhere(xgr_node *d, const char *owner, uint64_t root) {
          node[0] && strcmp(node, xgr_store_node_id(d->st));
 }
 
-int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
+/* Run c where its session runs: here when this engine has it; else forwarded to the node that
+ * holds its lease; a session nobody holds is claimed (or loaded) here first. */
+static int route(xgr_node *d, const routed *c, xgr_error *err) {
   xgr__node_lease *l = d->lease;
-  if (!l) return exec_local(d, r, NULL, woken, err);
   const char *me = xgr_store_node_id(d->st);
   for (int attempt = 0; attempt < 6; attempt++) {
     xgr_engine_session_info in;
-    if (!xgr_engine_session(d->e, r->owner, r->root, &in) && !in.finished) {   /* here */
+    if (!xgr_engine_session(d->e, c->owner, c->root, &in) && !in.finished) {   /* here */
       xgr_error_clear(err);
-      int rc = exec_local(d, r, NULL, woken, err);
+      int rc = run_here(d, c, NULL, err);
       if (rc == XGR_ETIMEOUT || rc == XGR_EIO) {   /* evicted meanwhile and not loadable right now */
         nanosleep(&(struct timespec){0, 20000000}, NULL);
         continue;
       }
       if (rc != XGR_ENOTFOUND && rc != XGR_ELEASE) return rc;
-      if (rc == XGR_ENOTFOUND && xgr_store_lease_held(d->st, r->owner, r->root) && !elsewhere(d, r->owner, r->root))
+      if (rc == XGR_ENOTFOUND && xgr_store_lease_held(d->st, c->owner, c->root) && !elsewhere(d, c->owner, c->root))
         return rc;
       continue;   /* it left for another node meanwhile */
     }
     char node[256];
     bool valid = false, running = false;
-    int rc = xgr_store_lease_holder(d->st, r->owner, r->root, node, sizeof node, &valid, &running, err);
+    int rc = xgr_store_lease_holder(d->st, c->owner, c->root, node, sizeof node, &valid, &running, err);
     if (rc == XGR_ENOTFOUND || (!rc && !running)) {   /* no such session, or it ended: the engine's answer */
       xgr_error_clear(err);
-      return exec_local(d, r, NULL, woken, err);
+      return run_here(d, c, NULL, err);
     }
     if (rc) return rc;
     if (!node[0] || !valid || !strcmp(node, me)) {   /* nobody holds it (or this node, not loaded): claim it here */
       if (d->hib.load) {   /* hibernation: the engine's serialised load (xgr__node_lease_load) */
         xgr_error_clear(err);
-        rc = xgr_engine_load(d->e, r->owner, r->root, err);
+        rc = xgr_engine_load(d->e, c->owner, c->root, err);
         if (rc == XGR_ETIMEOUT) nanosleep(&(struct timespec){0, 20000000}, NULL);
         else if (rc && rc != XGR_ENOTFOUND) return rc;   /* it cannot be loaded (logged there) */
         continue;   /* loaded, or it went elsewhere meanwhile: look again */
       }
       size_t n = 0;
-      if ((rc = xgr_store_lease_claim(d->st, r->owner, r->root, !strcmp(node, me), 1, before_load, load_cb, d,
+      if ((rc = xgr_store_lease_claim(d->st, c->owner, c->root, !strcmp(node, me), 1, before_load, load_cb, d,
                                       &n, err))) return rc;
       if (!n) nanosleep(&(struct timespec){0, 20000000}, NULL);   /* locked by a claim or a write: look again */
       continue;
     }
     xgr_error_clear(err);
-    rc = forward(l, node, r, woken, err);
+    rc = forward(l, node, c, err);
     if (rc != XGR_ELEASE) return rc;   /* XGR_ELEASE: it moved on the way; route again */
   }
   return xgr_error_set(err, XGR_ESTATE, NULL, "session %s/%" PRIu64 " changed nodes while the call was routed; try again",
-                       r->owner, r->root);
+                       c->owner, c->root);
+}
+
+int xgr_node_control(xgr_node *d, const xgr_node_ctl *r, size_t *woken, xgr_error *err) {
+  if (!d->lease) return exec_local(d, r, NULL, woken, err);
+  routed c = {.owner = r->owner, .root = r->root, .ctl = r, .woken = woken};
+  return route(d, &c, err);
+}
+
+int xgr__node_lease_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdict, xgr_error *err) {
+  routed c = {.owner = r->owner, .root = r->root, .mig = r, .verdict = verdict};
+  return route(d, &c, err);
 }
 
 bool xgr__node_lease_live(xgr_node *d, const char *owner, uint64_t root) {
@@ -376,6 +434,23 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   json_t *b = json_loads(body, 0, NULL);
   xgr_node_ctl r = {.owner = owner, .root = root};
   r.op = (int)json_integer_value(json_object_get(b, "op"));
+  /* a migration: its request, read back (the map's ids borrowed from b) */
+  const json_t *mo = json_object_get(b, "migrate");
+  const char *mfrom[MIGRATE_MAX_MAP], *mto[MIGRATE_MAX_MAP];
+  xgr_node_migrate_req mr = {.owner = owner, .root = root, .to_key = json_string_value(json_object_get(mo, "to")),
+                             .map_from = mfrom, .map_to = mto, .force = json_is_true(json_object_get(mo, "force")),
+                             .dry_run = json_is_true(json_object_get(mo, "dryRun")),
+                             .actor = json_string_value(json_object_get(mo, "actor")),
+                             .permit = json_string_value(json_object_get(mo, "permit"))};
+  const char *mk;
+  json_t *mv;
+  json_object_foreach(json_object_get(mo, "map"), mk, mv) if (json_is_string(mv) && mr.nmap < MIGRATE_MAX_MAP) {
+    mfrom[mr.nmap] = mk;
+    mto[mr.nmap++] = json_string_value(mv);
+  }
+  json_t *verdict = NULL;
+  routed c = {.owner = owner, .root = root, .ctl = &r, .woken = NULL, .mig = NULL, .verdict = &verdict};
+  if (r.op == CMD_MIGRATE) c.mig = &mr;
   const char *it = json_string_value(json_object_get(b, "iter"));
   r.iter = it ? strtoull(it, NULL, 10) : 0;
   r.step = json_string_value(json_object_get(b, "step"));
@@ -388,8 +463,9 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
   r.payload = xgr_value_null();
   if (pj && json_is_object(pj)) xgr_value_from_json(pj, 0, &r.payload, &err);
   size_t woken = 0;
+  c.woken = &woken;
   xgr_engine_session_info in;
-  if (!b || r.op < XGR_NODE_CTL_KILL || r.op > XGR_NODE_CTL_RETRY) {
+  if (!b || ((r.op < XGR_NODE_CTL_KILL || r.op > XGR_NODE_CTL_RETRY) && (r.op != CMD_MIGRATE || !mr.to_key))) {
     *rc = xgr_error_set(&err, XGR_EINVAL, NULL, "malformed command");
   } else if (xgr_engine_session(d->e, owner, root, &in) || in.finished) {
     /* not in this engine: hibernated here (loaded), or it moved (the asker routes again) unless it
@@ -398,20 +474,21 @@ static char *run_cmd(void *ctx, int64_t id, const char *owner, uint64_t root, co
      * which is final */
     xgr_error lerr;
     int lrc = d->hib.load ? xgr_engine_load(d->e, owner, root, &lerr) : XGR_ENOTFOUND;
-    if (!lrc) *rc = exec_local(d, &r, via, &woken, &err);
+    if (!lrc) *rc = run_here(d, &c, via, &err);
     else if (!xgr_store_lease_held(d->st, owner, root) || elsewhere(d, owner, root))
       *rc = xgr_error_set(&err, XGR_ELEASE, NULL, "session %s/%" PRIu64 " is not held by node %s", owner, root,
                           xgr_store_node_id(d->st));
     else if (lrc != XGR_ENOTFOUND) {
       err = lerr;
       *rc = lrc;
-    } else *rc = exec_local(d, &r, via, &woken, &err);
+    } else *rc = run_here(d, &c, via, &err);
   } else {
-    *rc = exec_local(d, &r, via, &woken, &err);
+    *rc = run_here(d, &c, via, &err);
   }
   xgr_value_release(r.payload);
   json_decref(b);
   json_t *res = json_pack("{s:s, s:I}", "message", *rc ? err.message : "ok", "woken", (json_int_t)woken);
+  if (verdict) json_object_set_new(res, "verdict", verdict);
   char *text = json_dumps(res, JSON_COMPACT);
   json_decref(res);
   return text;

@@ -1,7 +1,8 @@
 /* migrate.c — the node's side of migrating a session (issue 36; xgr/node.h "migration"): resolve
  * and pin NEW's bundle, load the session if it sleeps, and hand the move to the session's actor
  * (xgr_engine_migrate), which holds it at its safe point, checks and rewrites it in one commit. The
- * bundle reference passes to the session when it moved; otherwise it is given back here. */
+ * bundle reference passes to the session when it moved; otherwise it is given back here. On a
+ * cluster the call is routed to the node that holds the session (lease.c), which runs it here. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -31,6 +32,12 @@ bool xgr_node_may_migrate(xgr_node *n, const char *actor, const char *owner) {
 
 int xgr_node_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdict, xgr_error *err) {
   if (verdict) *verdict = NULL;
+  return d->lease ? xgr__node_lease_migrate(d, r, verdict, err) : xgr__node_migrate_here(d, r, NULL, verdict, err);
+}
+
+int xgr__node_migrate_here(xgr_node *d, const xgr_node_migrate_req *r, const char *via, json_t **verdict,
+                           xgr_error *err) {
+  if (verdict) *verdict = NULL;
   const xgr_bundle *b = NULL;
   xgr_node_bundle_meta meta;
   memset(&meta, 0, sizeof meta);
@@ -47,7 +54,7 @@ int xgr_node_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdic
   xgr_error rerr;
   bool has_row = !xgr_store_session_get(d->st, r->owner, r->root, &row, &rerr);
   xgr_engine_ctl c = {.kind = XGR_CTL_MIGRATE, .owner = r->owner, .root_pid = r->root, .actor = r->actor,
-                      .permit = r->permit, .node = d->name, .bundle = b, .bundle_hash = meta.bundle_hash,
+                      .permit = r->permit, .node = via ? via : d->name, .bundle = b, .bundle_hash = meta.bundle_hash,
                       .nmap = r->nmap, .map_from = r->map_from, .map_to = r->map_to, .force = r->force,
                       .dry = r->dry_run, .verdict = verdict, .from_bundle_hash = has_row ? row.bundle_hash : NULL};
   rc = xgr_engine_migrate(d->e, &c, err);

@@ -588,8 +588,8 @@ int xgr_node_start(xgr_node *d, const xgr_node_start_req *r, xgr_error *err) {
   }
   xgr_engine_start sr = {.bundle = r->bundle, .owner = r->owner, .root_pid = r->root, .start = r->step,
                          .payload = r->payload, .start_at = r->start_at, .registry = r->registry,
-                         .max_total_gas = r->max_total_gas, .bundle_hash = r->bundle_hash, .started = r->started,
-                         .started_ctx = r->started_ctx};
+                         .max_total_gas = r->max_total_gas, .bundle_hash = r->bundle_hash, .fork = r->fork,
+                         .started = r->started, .started_ctx = r->started_ctx};
   xgr_node_bundle_hold(d, r->bundle);   /* the session's own reference, given back by the engine's bundle_done */
   return xgr_engine_start_session(d->e, &sr, err);
 }

@@ -94,6 +94,12 @@ struct xgr_node {
 /* Restore one live session from its rows and start it (recovery, hibernation, claims); failures
  * are logged. 0, XGR_ECONFLICT (it runs here already) or the error. */
 int xgr__node_load(xgr_node *d, const xgr_store_live *l, xgr_error *err);
+/* fork.c: the record of fork r for the new session (new_root, running new_bundle_hash) into *out
+ * (its JSON texts allocated; the other strings borrowed from r and n): 0 or XGR_ENOMEM. Freed with
+ * xgr__node_fork_unmake once xgr_node_start has copied it. */
+int xgr__node_fork_make(xgr_node *n, const xgr_node_fork_rec *r, uint64_t new_root, const char *new_bundle_hash,
+                        xgr_engine_fork *out);
+void xgr__node_fork_unmake(xgr_engine_fork *f);
 
 /* ---- bundles.c -------------------------------------------------------------------------------- */
 
@@ -106,6 +112,13 @@ void xgr__node_bundles_free(xgr_node *d);
 
 /* Is (owner, root) a running session in the store (cluster: it may run on another node)? */
 bool xgr__node_lease_live(xgr_node *d, const char *owner, uint64_t root);
+/* migrate.c: migrate r's session in this node's engine (via: the node the call came through, named in
+ * its audit entry; NULL: this one). lease.c: xgr_node_migrate on a cluster node, routed to the node
+ * that holds the session (forwarded as a command row; its verdict comes back). Both as
+ * xgr_node_migrate. */
+int xgr__node_migrate_here(xgr_node *d, const xgr_node_migrate_req *r, const char *via, json_t **verdict,
+                           xgr_error *err);
+int xgr__node_lease_migrate(xgr_node *d, const xgr_node_migrate_req *r, json_t **verdict, xgr_error *err);
 /* Hibernation on a cluster node: load (owner, root) only under this node's lease — read it when its
  * row still names this node at the epoch the store remembers, else claim it (its row names this
  * node, or nobody holds it; the epoch goes up, so any forgotten incarnation is fenced) — and call

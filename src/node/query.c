@@ -68,6 +68,75 @@ void xgr_node_sessions_free(xgr_node_session *s, size_t count) {
   free(s);
 }
 
+/* ---- the stored records of live sessions (xgr.liveSessions) ----------------------------------------- */
+
+#define LIVE_SCAN_PAGE 1000       /* session rows read from the store at a time */
+#define LIVE_SCAN_MAX 20000       /* session rows looked at in one call, matching or not */
+
+typedef struct live_acc {
+  json_t *out;
+  size_t bytes;
+} live_acc;
+
+static int live_add(void *ctx, const xgr_store_live *l) {
+  live_acc *a = ctx;
+  a->bytes += xgr_store_live_size(l);
+  json_array_append_new(a->out, xgr_store_live_to_json(l));
+  return 0;
+}
+
+int xgr_node_live_records(xgr_node *n, const xgr_node_live_query *q, json_t **out, uint64_t *next_before,
+                          xgr_error *err) {
+  assert(n && q && q->registry && q->max_sessions && out && next_before);
+  *out = NULL;
+  *next_before = 0;
+  live_acc a = {json_array(), 0};
+  uint64_t before = q->before, last = 0;
+  size_t scanned = 0, got = 0;
+  bool full = false;
+  for (;;) {
+    xgr_node_session *ss = NULL;
+    size_t ns = 0;
+    int rc = xgr_node_sessions(n, q->owner, before, LIVE_SCAN_PAGE, &ss, &ns, err);
+    if (rc) {
+      json_decref(a.out);
+      return rc;
+    }
+    for (size_t i = 0; i < ns; i++) {
+      const xgr_store_session *row = &ss[i].row;
+      /* a page ends between rootPids, so that the next (rootPid below) misses no other owner's
+       * session of the same rootPid */
+      if (full && row->root_pid != last) {
+        *next_before = last;
+        xgr_node_sessions_free(ss, ns);
+        *out = a.out;
+        return 0;
+      }
+      before = row->root_pid;
+      scanned++;
+      if (!ss[i].live || strcmp(row->registry ? row->registry : "", q->registry)) continue;
+      xgr_store_load_filter f = {.owner = row->owner, .root_pid = row->root_pid};
+      size_t had = json_array_size(a.out);
+      if ((rc = xgr_store_load_some(n->st, &f, live_add, &a, err))) {
+        xgr_node_sessions_free(ss, ns);
+        json_decref(a.out);
+        return rc;
+      }
+      if (json_array_size(a.out) == had) continue;   /* it ended meanwhile */
+      last = row->root_pid;
+      full = ++got >= q->max_sessions || a.bytes >= q->max_bytes;
+    }
+    xgr_node_sessions_free(ss, ns);
+    if (ns < LIVE_SCAN_PAGE || before <= 1) break;   /* no older sessions */
+    if (scanned >= LIVE_SCAN_MAX) {                  /* enough looked at for one call: the caller goes on */
+      *next_before = full ? last : before;
+      break;
+    }
+  }
+  *out = a.out;
+  return 0;
+}
+
 /* ---- a session's rows ---------------------------------------------------------------------------- */
 
 int xgr_node_procs(xgr_node *n, const char *owner, uint64_t root, xgr_store_proc **out, size_t *count,

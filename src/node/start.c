@@ -37,6 +37,7 @@ struct xgr_node_enqueued {
   char bundle_hash[67];         /* the pin recorded on the row */
   int rc;                       /* the first batch's outcome */
   bool engine_has;              /* nothing was started: the engine or the store has the session */
+  bool fork;                    /* a fork: a session that exists is a conflict, not an answer */
   xgr_error err;
   void (*done)(void *ctx, xgr_node_enqueued *p);
   void *ctx;
@@ -97,6 +98,9 @@ static int stored_ack(xgr_node *n, const char *owner, uint64_t root, xgr_node_ac
 /* The answer once the start is done (p->rc, p->err). Does not free p. */
 static int answer(xgr_node_enqueued *p, xgr_node_ack *ack, xgr_error *err) {
   xgr_node *n = p->n;
+  if (p->fork && (p->engine_has || p->rc == XGR_ECONFLICT))   /* nothing was written, the record neither */
+    return xgr_error_set(err, XGR_ECONFLICT, "newRootPid", "session %s/%llu exists; a fork starts a new session",
+                         p->owner, (unsigned long long)p->root);
   if (p->engine_has) {   /* running here, or in the store only (hibernated, or another node's) */
     xgr_engine_session_info info;
     if (!xgr_engine_session(n->e, p->owner, p->root, &info) && !info.finished) {
@@ -290,8 +294,15 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
   xgr_engine_session_info info;
   if (!xgr_engine_session(n->e, r->owner, root, &info) && !info.finished) {
     *ack = existing_ack(n, r->owner, root, false);
-    rc = 0;
+    rc = r->fork ? xgr_error_set(err, XGR_ECONFLICT, "newRootPid", "session %s/%llu exists; a fork starts a new session",
+                                 r->owner, (unsigned long long)root)
+                 : 0;
     goto fail;   /* nothing to start: give the bundle back */
+  }
+  xgr_engine_fork fk;
+  if (r->fork && (rc = xgr__node_fork_make(n, r->fork, root, meta.bundle_hash, &fk))) {
+    xgr_error_set(err, rc, NULL, "out of memory recording the fork");
+    goto fail;
   }
   xgr_node_enqueued *p = xgr__xcalloc(1, sizeof *p);
   p->n = n;
@@ -306,14 +317,17 @@ int xgr_node_enqueue(xgr_node *n, const xgr_node_enqueue_req *r, uint64_t *root_
   if (r->permit && r->permit->kind) p->max_total_gas = xgr__xstrdup(r->permit->max_total_gas);
   p->done = r->done;
   p->ctx = r->ctx;
+  p->fork = r->fork != NULL;
   if (r->before) r->before(r->ctx, root);
   bool traced = n->trace && xgr__tracer_session_begin(n->trace, p->owner, root, r->traceparent);
   *pending = true;
   xgr_node_start_req nr = {.bundle = b, .owner = p->owner, .root = root, .step = p->step, .payload = p->payload,
                            .start_at = p->start_at, .registry = p->registry, .max_total_gas = p->max_total_gas,
-                           .bundle_hash = p->bundle_hash, .started = started, .started_ctx = p};
+                           .bundle_hash = p->bundle_hash, .fork = r->fork ? &fk : NULL, .started = started,
+                           .started_ctx = p};
   xgr_error_clear(&p->err);
   rc = xgr_node_start(n, &nr, &p->err);
+  if (r->fork) xgr__node_fork_unmake(&fk);   /* copied by the engine */
   if (rc) {   /* not started: started() will not come, so the outcome is ready now */
     if (traced) xgr__tracer_session_drop(n->trace, p->owner, root);
     if (rc == XGR_ECONFLICT) p->engine_has = true;   /* it runs here already, or the store has it */

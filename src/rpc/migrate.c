@@ -4,7 +4,8 @@
  * ("filter": {"bundleHash", "registry"}); each gets its own answer: migrated, unsafe (left
  * untouched), refused (a static problem), or with dryRun what would happen. Permission: the owner
  * of the sessions (xgr_node_may_migrate, where operators come in); in permit mode a ControlPermit
- * with action "migrate" for the one session named. */
+ * with action "migrate" for the one session named. Also xgr.listVersions and xgr.liveSessions (the
+ * stored records of live sessions, read-only, for `xgr migrate-check --url`). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -113,6 +114,48 @@ XGR__RPCD_METHOD(xgr__rpcd_m_versions) {
   json_t *v = NULL;
   if ((rc = xgr_node_versions(d->n, owner, reg, &v, err))) return xgr__rpc_code(rc, err);
   *result = json_pack("{s:s, s:o}", "owner", owner, "versions", v);
+  return 0;
+}
+
+#define LIVE_MAX_SESSIONS 100        /* sessions per xgr.liveSessions answer */
+#define LIVE_MAX_BYTES (8u << 20)    /* about this many bytes of records per answer (at least one session) */
+
+/* xgr.liveSessions: {"owner"?, "registry", "beforeRootPid"?, "limit"?} -> {"owner","registry",
+ * "sessions":[xgr_store_live_to_json...],"nextBeforeRootPid"} — the stored records of live sessions,
+ * read-only, for `xgr migrate-check --url`. The owner's (default the caller), which the owner and
+ * operators may read (a grant opens one session, not these); without "owner" an operator (or --auth
+ * none without "from") reads every owner's. */
+XGR__RPCD_METHOD(xgr__rpcd_m_live_sessions) {
+  xgr_rpcd *d = ctx;
+  static const char *const lkeys[] = {"owner", "registry", "beforeRootPid", "limit", "permit", NULL};
+  const json_t *o;
+  int rc = xgr__rpc_named(params, lkeys, &o, err);
+  if (rc) return rc;
+  char who[64] = "", owner[64] = "";
+  const char *opath = "owner", *reg = NULL;
+  if ((rc = xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, err))) return rc;
+  if ((rc = xgr__rpc_opt_str(o, "registry", &reg, err))) return rc;
+  if (!reg || !reg[0])
+    return xgr__rpc_fail(err, XGR_ESCHEMA, "registry", "missing; expected the registry key the sessions started from");
+  const json_t *ov = json_object_get(o, "owner"), *bv = json_object_get(o, "beforeRootPid");
+  bool every = (!ov || json_is_null(ov)) && (!who[0] || (xgr__rpc_permits(caller) && xgr_node_is_operator(d->n, who)));
+  if (!every && (rc = xgr__rpc_owner(o, who, owner, sizeof owner, &opath, err))) return rc;
+  /* the owner or an operator (xgr_node_access on every session of the owner: no grant opens them) */
+  if (!every && (rc = xgr_rpc_access(d->n, caller, who, owner, 0, XGR_NODE_READ, opath, NULL, err))) return rc;
+  uint64_t before = 0, limit = LIVE_MAX_SESSIONS;
+  if (bv && !json_is_null(bv) && (rc = xgr__rpc_uint(bv, "beforeRootPid", &before, err))) return rc;
+  if ((rc = xgr_rpc_param_uint(o, "limit", false, &limit, err))) return rc;
+  if (limit < 1 || limit > LIVE_MAX_SESSIONS)
+    return xgr__rpc_fail(err, limit ? XGR_ELIMIT : XGR_ESCHEMA, "limit", "is %llu; expected 1 to %d sessions per call",
+                         (unsigned long long)limit, LIVE_MAX_SESSIONS);
+  xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, who), every ? "" : owner, 0);
+  xgr_node_live_query q = {.owner = every ? NULL : owner, .registry = reg, .before = before, .max_sessions = limit,
+                           .max_bytes = LIVE_MAX_BYTES};
+  json_t *ss = NULL;
+  uint64_t next = 0;
+  if ((rc = xgr_node_live_records(d->n, &q, &ss, &next, err))) return xgr__rpc_code(rc, err);
+  *result = json_pack("{s:o, s:s, s:o, s:o}", "owner", every ? json_null() : json_string(owner), "registry", reg,
+                      "sessions", ss, "nextBeforeRootPid", next ? xgr__rpc_u64_json(next) : json_null());
   return 0;
 }
 

@@ -246,6 +246,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_retry);
 XGR__RPCD_METHOD(xgr__rpcd_m_fork);
 XGR__RPCD_METHOD(xgr__rpcd_m_migrate);   /* migrate.c */
 XGR__RPCD_METHOD(xgr__rpcd_m_versions);  /* migrate.c */
+XGR__RPCD_METHOD(xgr__rpcd_m_live_sessions);   /* migrate.c */
 XGR__RPCD_METHOD(xgr__rpcd_m_resume);
 XGR__RPCD_METHOD(xgr__rpcd_m_control);
 XGR__RPCD_METHOD(xgr__rpcd_m_wake);

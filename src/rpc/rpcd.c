@@ -133,6 +133,7 @@ int xgr_rpcd_register(xgr_rpcd *d, xgr_rpc_server *s) {
     {"batchList", xgr__rpcd_m_batch_list, false},
     {"migrateSessions", xgr__rpcd_m_migrate, true},
     {"listVersions", xgr__rpcd_m_versions, false},
+    {"liveSessions", xgr__rpcd_m_live_sessions, false},
     {"manageGrants", xgr__rpcd_m_manage_grants, true},
     {"listGrants", xgr__rpcd_m_list_grants, false},
     {"getGrantFeePerYear", xgr__rpcd_m_grant_fee, false},

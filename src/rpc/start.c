@@ -632,7 +632,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
  * from a recorded step of session `sessionId` (ended or live) — `pid` ("R:I") or the latest run of
  * `stepId` — with that step's input payload or `payload`, on the source's bundle, or a newer one:
  * `ostcHash` (an orchestration or bundle hash) or `version` (of the source's orchestration). The
- * node says what it starts from and records the fork (forked_from, audit entries on both). Who may:
+ * node says what it starts from and records the fork (forked_from, audit entries on both) in the
+ * commit of the new session's row. Who may:
  * the owner; a ControlPermit's action is "fork", its sessionId the source. */
 static const char *const fork_keys[] = {"owner", "runner", "sessionId", "pid", "stepId", "payload", "ostcHash",
                                         "version", "registryOwner", "newRootPid", "permit", NULL};
@@ -712,12 +713,17 @@ XGR__RPCD_METHOD(xgr__rpcd_m_fork) {
     xgr_node_fork_src_clear(&src);
     return rc;
   }
+  char digest[67] = "";
+  if (permit.kind) xgr_hex_encode(permit.digest, 32, digest);
+  /* the record (forked_from, both audit entries) goes out with the new session's row, in one commit */
+  xgr_node_fork_rec fr = {.owner = owner, .root = root, .src = &src, .payload_given = payload != NULL, .actor = actor,
+                          .permit = digest[0] ? digest : NULL};
   xgr_node_enqueue_req rq = {.owner = owner, .root = new_root, .reg_key = key, .reg_ns = has_ns ? reg_ns : NULL,
                              .registry = src.registry, .reg_path = "sessionId", .ostc_hash = pin[0] ? pin : NULL,
                              .step = src.step_id, .step_path = iter ? "pid" : "stepId",
                              .payload_path = "payload", .payload = payload ? payload : src.payload,
                              .ostc_id = src.ostc_id[0] ? src.ostc_id : NULL, .who = who,
-                             .traceparent = caller->traceparent};
+                             .traceparent = caller->traceparent, .fork = &fr};
   xgr_node_ack a;
   char hash_of[67], bundle_of[67];
   rc = start_session(d, &rq, NULL, NULL, NULL, &a, &new_root, hash_of, bundle_of, err);
@@ -725,18 +731,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_fork) {
     xgr_node_fork_src_clear(&src);
     return rc;
   }
-  char digest[67] = "";
-  if (permit.kind) xgr_hex_encode(permit.digest, 32, digest);
-  xgr_node_fork_rec fr = {.owner = owner, .root = root, .src = &src, .new_root = new_root, .new_bundle_hash = bundle_of,
-                          .payload_given = payload != NULL, .actor = actor, .permit = digest[0] ? digest : NULL};
-  rc = xgr_node_fork_record(d->n, &fr, err);
   json_t *from = json_pack("{s:s, s:o, s:o, s:s, s:s}", "owner", owner, "rootPid", xgr__rpc_u64_json(root), "pid",
                            xgr__rpc_pid_json(root, src.iter), "step", src.step_id, "bundleHash", src.bundle_hash);
   xgr_node_fork_src_clear(&src);
-  if (rc) {
-    json_decref(from);
-    return xgr__rpc_code(rc, err);
-  }
   *result = enqueue_answer(d, a, owner, new_root, hash_of, bundle_of);
   json_object_set_new(*result, "forkedFrom", from);
   return 0;

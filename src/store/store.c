@@ -742,6 +742,18 @@ static const xgr_store_proc *record_of(const xgr_store_changes *b, const char *o
   return op->live ? NULL : &op->u.proc;
 }
 
+/* A fork's record with the new session's row (xgr_engine_fork): its forked_from and both entries. */
+static void add_fork(xgr_store_changes *c, const char *owner, uint64_t root, const xgr_engine_fork *f) {
+  xgr_store_changes_forked_from(c, owner, root, f->forked_from);
+  const xgr_engine_audit *x[2] = {&f->forked, &f->fork};
+  for (int i = 0; i < 2; i++) {
+    xgr_store_audit row = {.kind = (char *)x[i]->kind, .actor = (char *)x[i]->actor, .node = (char *)x[i]->node,
+                           .permit = (char *)x[i]->permit, .detail = (char *)x[i]->detail, .session_at = x[i]->session_at};
+    if (i) xgr_store_changes_audit_unfenced(c, f->src_owner, f->src_root, &row);   /* another node may hold it */
+    else xgr_store_changes_audit(c, owner, root, &row);
+  }
+}
+
 void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b) {
   const char *owner = b->owner;
   uint64_t root = b->root_pid;
@@ -759,6 +771,7 @@ void xgr_store_changes_add_batch(xgr_store_changes *c, const xgr_store_batch *b)
     xgr_store_changes_session_new(c, &row);
     if (b->max_total_gas) xgr_store_changes_set_max_total_gas(c, b->max_total_gas);
     if (b->bundle_hash) xgr_store_changes_set_bundle_hash(c, b->bundle_hash);
+    if (b->fork) add_fork(c, owner, root, b->fork);
   }
   size_t first_op = c->n;
   reserve_ops(c, 2 * b->nprocs + b->nhist + b->nwakes + b->ndone + b->naudit + b->ngrants + 1);

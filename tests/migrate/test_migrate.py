@@ -19,7 +19,15 @@ A real xgrd (--auth none) on a temporary SQLite store. Scenarios:
     restart every session is entirely on the old version (old pin, old step, no audit entry) or
     entirely on the new one; migrating again moves the rest.
   - the CLI: `xgr migrate` (text and exit codes), `xgr migrate-check` on the bundles (exit 1 with
-    the trace, 0 for the fix) and with --store on the store file.
+    the trace, 0 for the fix) and with --store on the store file; `xgr migrate-check --url --registry`
+    reads the same sessions from a running xgrd (xgr.liveSessions) and answers exactly as --store
+    (a safe and an unsafe pair of versions, the whole JSON answer equal), page by page.
+  - permits: xgr.liveSessions under --auth permits: the owner's key reads its sessions (migrate-check
+    --url --key), an operator's every owner's, another signer's is refused naming the owner (exit 2).
+
+  - pg, two nodes: sessions started on node n1 (its leases) are migrated through node n2: the call
+    is forwarded to n1 as kill and pause are (a dry run too, its verdict coming back), each session
+    moves with its audit entry naming n2, and woken through n2 it completes under the new rule.
 
   test_migrate.py XGRD XGR [sqlite|pg]   (pg: on schemas of the throwaway PostgreSQL of
   tests/pg/pg_cluster.sh, XGR_PG_URL; the migration's one commit there too)
@@ -339,6 +347,136 @@ def scenario_cli():
     check(r.returncode == 0 and j.get("checked") == 30 and j.get("safe") == 30 and j.get("explored") == 1,
           "migrate-check --store --hash: the 30 live sessions of the store, safe, one exploration for the 30 equal states (%s)"
           % (r.stderr or r.stdout)[-300:])
+    # the same sessions read from a running xgrd on the same store (xgr.liveSessions): the same answer
+    unsafe_new = write("kyc_plain.json", kyc(True))
+    by_store = {}
+    for name, args in (("safe", [fixed, old, "--map", "check2=check"]), ("unsafe", [fixed, unsafe_new])):
+        r = xgr("migrate-check", *args, "--store", store_url("crash"), "--hash", NEW_BUNDLE, "--json")
+        by_store[name] = (r.returncode, json.loads(r.stdout) if r.stdout.startswith("{") else r.stderr)
+    check(by_store["unsafe"][0] == 1 and by_store["unsafe"][1]["unsafe"] == 30,
+          "--store: without a target for check2 every session is unsafe (exit 1)")
+    check(all(x["problems"][0]["path"] == 'processes["%d:2"].step' % x["rootPid"] for x in by_store["unsafe"][1]["sessions"]),
+          "each session's problem names its own process, though the 30 equal states share one verdict")
+    x = Xgrd(XGRD, store_url("crash"), DIR, name="crash-url")
+    x.start()
+    try:
+        for name, args in (("safe", [fixed, old, "--map", "check2=check"]), ("unsafe", [fixed, unsafe_new])):
+            r = xgr("migrate-check", *args, "--url", x.url, "--registry", "kyc", "--owner", A, "--hash", NEW_BUNDLE, "--json")
+            got = (r.returncode, json.loads(r.stdout) if r.stdout.startswith("{") else r.stderr)
+            check(got == by_store[name], "migrate-check --url --registry (%s pair): exit %d and the JSON answer of --store "
+                  "(%s)" % (name, by_store[name][0], str(got)[-300:]))
+        r = xgr("migrate-check", fixed, unsafe_new, "--url", x.url, "--registry", "kyc", "--hash", NEW_BUNDLE)
+        check(r.returncode == 1 and "UNSAFE: 30 live sessions on OLD: 0 safe, 30 unsafe" in r.stdout
+              and "UNSAFE session %s/1\n" % A in r.stdout,
+              "in text, each unsafe session named, as with --store (%s)" % r.stdout[-200:])
+        # paging: 30 sessions by 7 (between rootPids), none twice, none missed
+        seen, before = [], None
+        while True:
+            p = {"owner": A, "registry": "kyc", "limit": 7}
+            if before:
+                p["beforeRootPid"] = before
+            page = x.ok("xgr.liveSessions", p)
+            seen += [int(j["session"]["rootPid"]) for j in page["sessions"]]
+            before = page["nextBeforeRootPid"]
+            if not before:
+                break
+        check(sorted(seen) == list(range(1, 31)), "xgr.liveSessions pages of 7 give each of the 30 sessions once (%s)" % seen)
+        check(x.ok("xgr.liveSessions", {"owner": A, "registry": "nosuch"})["sessions"] == [],
+              "another registry: no sessions")
+        e = x.rpc("xgr.liveSessions", {"owner": A, "registry": "kyc", "limit": 101}).get("error", {})
+        check(e.get("code") == -32005 and e.get("data", {}).get("path") == "limit", "limit 101: -32005 at limit (%s)" % e)
+        e = x.rpc("xgr.liveSessions", {"owner": A}).get("error", {})
+        check(e.get("data", {}).get("path") == "registry", "no registry: refused at registry (%s)" % e)
+        r = xgr("migrate-check", fixed, old, "--url", x.url)
+        check(r.returncode == 2 and "--registry" in r.stderr, "--url without --registry: exit 2 naming --registry")
+    finally:
+        x.stop()
+    r = xgr("migrate-check", fixed, old, "--url", x.url, "--registry", "kyc")
+    check(r.returncode == 2 and "cannot reach xgrd" in r.stderr, "xgrd gone: exit 2 (%s)" % r.stderr.strip()[-200:])
+
+
+def key(name):
+    path = os.path.join(DIR, name + ".key")
+    return path, subprocess.run([XGR, "key", "new", path], capture_output=True, text=True, check=True).stdout.strip().lower()
+
+
+def scenario_permits():
+    """--auth permits: migrate-check --url reads with the caller's permit (xgr.liveSessions, READ)."""
+    (okey, owner), (xkey, other), (pkey, oper) = key("owner"), key("other"), key("operator")
+    x = Xgrd(XGRD, store_url("permits"), DIR, ["--auth", "permits", "--chain-id", "1887", "--operator", oper], name="permits")
+    x.start()
+    try:
+        xd = subprocess.run([XGR, "permit", "xdala", "--key", okey, "--url", x.url], capture_output=True, text=True)
+        xd = json.loads(xd.stdout)
+        b = kyc(False)
+        for k, rule in b["rules"].items():
+            x.ok("xgr_putRule", {"address": k, "rule": rule, "permit": xd})
+        x.ok("xgr.putOrchestration", {"xrc729": "kyc", "orchestration": b["orchestration"], "permit": xd})
+        env = dict(os.environ, XGR_URL=x.url.rstrip("/"))
+        for r in (1, 2):
+            out = subprocess.run([XGR, "enqueue", "--key", okey, "--owner", owner, "--root", str(r), "--registry", "kyc",
+                                  "--step", "collect", "--payload", '{"Score": 80}'], capture_output=True, text=True, env=env,
+                                 timeout=30)
+            check(out.returncode == 0, "session %d started with a signed permit (%s)" % (r, out.stderr.strip()))
+        old, fixed = write("kyc_old.json", kyc(False)), write("kyc_fixed.json", kyc(True))
+        run = lambda k, *extra: xgr("migrate-check", old, fixed, "--url", x.url, "--registry", "kyc", "--key", k, "--json",
+                                    *extra)
+        def two_checked():
+            r = run(okey)
+            return r.returncode == 0 and json.loads(r.stdout)["checked"] == 2 and r
+        wait_for("the owner's key: both sessions checked, safe", two_checked, secs=20, every=0.2)
+        r = run(okey)
+        j = json.loads(r.stdout)
+        check(sorted(s["rootPid"] for s in j["sessions"]) == [1, 2] and all(s["owner"] == owner for s in j["sessions"]),
+              "the owner reads its own sessions (%s)" % r.stdout[-200:])
+        r = run(xkey, "--owner", owner)
+        check(r.returncode == 2 and "may not read the sessions of " + owner in r.stderr and not r.stdout,
+              "another signer naming the owner is refused, exit 2 (%s)" % r.stderr.strip()[-300:])
+        r = run(xkey)
+        check(r.returncode == 0 and json.loads(r.stdout)["checked"] == 0, "another signer without --owner reads its own: none")
+        r = run(pkey)
+        check(r.returncode == 0 and json.loads(r.stdout)["checked"] == 2, "an operator reads every owner's sessions (%s)" %
+              (r.stdout + r.stderr)[-200:])
+        r = run(pkey, "--owner", owner)
+        check(r.returncode == 0 and json.loads(r.stdout)["checked"] == 2, "an operator reads the owner's by name")
+    finally:
+        x.stop()
+
+
+def scenario_two_nodes():
+    url = store_url("two")
+    n1 = Xgrd(XGRD, url, DIR, ["--node-id", "n1"], name="n1")
+    n2 = Xgrd(XGRD, url, DIR, ["--node-id", "n2"], name="n2")
+    try:
+        n1.start()
+        n2.start()
+        n1.deploy(kyc(False), "kyc", **{"from": A})
+        for r in (1, 2, 3):
+            start(n1, "kyc", r, "collect", {"Score": 80})
+        for r in (1, 2, 3):
+            waits_at(n1, r, "check")
+        old_hash = sess(n1, 1)["session"]["bundleHash"]
+        n1.deploy(kyc(True), "kyc", **{"from": A})
+        dry = migrate(n2, [1], "kyc", dryRun=True)
+        check(dry["sessions"][0]["status"] == "safe" and dry["sessions"][0]["check"]["safe"] is True,
+              "a dry run through n2 of a session n1 holds: safe, with the verdict (%s)" % json.dumps(dry)[:300])
+        check(sess(n2, 1)["session"]["bundleHash"] == old_hash and audits(n2, 1) == [], "the dry run changed nothing")
+        r = migrate(n2, [1, 2, 3], "kyc")
+        check(r["migrated"] == 3 and all(it["status"] == "migrated" for it in r["sessions"]),
+              "n2 migrates the three sessions n1 holds (%s)" % json.dumps(r)[:400])
+        for root in (1, 2, 3):
+            s = sess(n2, root)
+            a = audits(n2, root)
+            if s["session"]["bundleHash"] in ("", old_hash) or len(a) != 1 or a[0]["node"] != "n2":
+                fail("session %d: pin %s, audit %s" % (root, s["session"]["bundleHash"], json.dumps(a)))
+        check(True, "each has the new pin and one migrate entry naming n2, the node the call came through")
+        n2.ok("xgr_wakeUpProcess", {"owner": A, "processId": "1:2"})
+        wait_for("session 1 ends", lambda: sess(n2, 1)["session"]["status"] == "completed", secs=20)
+        ran = [h.get("step") for h in sess(n2, 1)["history"]]
+        check("approve" in ran and "reject" not in ran, "woken through n2, session 1 runs the fixed rule (%s)" % ran)
+    finally:
+        n1.stop()
+        n2.stop()
 
 
 def main():
@@ -362,6 +500,9 @@ def main():
         api.close()
     scenario_crash()
     scenario_cli()
+    scenario_permits()
+    if MODE == "pg":
+        scenario_two_nodes()
     if not os.environ.get("XGR_KEEP_TMP"):   # keep the logs (xgrd's stderr) to read them
         shutil.rmtree(DIR, ignore_errors=True)
     print("ok")

@@ -14,7 +14,10 @@ of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG_URL, and
     sessions have their audit entry (fork / forked);
   - after a rule changed, a fork onto the orchestration's version runs the new rule, and a fork pinned
     to the old bundle is refused (-32006: the pinned rules changed);
-  - the same after a restart (the store holds forkedFrom and the entries);
+  - the same after a restart (the store holds forkedFrom and the entries); a fork onto a rootPid that
+    runs is refused (-32008 at newRootPid) and records nothing; SIGKILL among 40 concurrent forks:
+    after a restart each forked session has forkedFrom and its entry, and the source's entries name
+    exactly the forks that exist (one commit: the new row with its record);
   - under --auth permits, retry and fork with a ControlPermit (action retry / fork) work once; the
     same permit again is refused (-32007 at permit).
 
@@ -23,6 +26,7 @@ of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG_URL, and
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -182,6 +186,12 @@ def auth_none(api):
         wait_for("the fork's J ran", lambda: hist(x, 2, "J"), 10)
         check(hist(x, 2, "J")[0]["payload"] == jrow["payload"],
               "the fork's J ran with the original J's payload (%s)" % json.dumps(hist(x, 2, "J")[0]["payload"]))
+        forks_of_1 = len([e for e in sess(x, 1)["audit"] if e["kind"] == "fork"])
+        refused(x, "xgr.fork", {"owner": A, "sessionId": "1", "stepId": "J", "newRootPid": "2"}, -32008, "newRootPid",
+                "a fork onto a session that runs (2)")
+        check(len([e for e in sess(x, 2)["audit"] if e["kind"] == "forked"]) == 1 and
+              len([e for e in sess(x, 1)["audit"] if e["kind"] == "fork"]) == forks_of_1,
+              "the refused fork recorded nothing (no second forked / fork entry)")
         x.ok("xgr.kill", {"owner": A, "pid": "2"})
 
         # ---- fork: the tail of an ended session, then onto a newer rule
@@ -236,6 +246,42 @@ def auth_none(api):
         x.start()
         after = (sess(x, 11)["session"]["forkedFrom"], sess(x, 11)["audit"], sess(x, 10)["audit"], sess(x, 1)["audit"])
         check(before == after, "after a restart forkedFrom and the audit entries are the same")
+        # ---- SIGKILL among 40 forks: the new session, its forkedFrom and both entries are one commit, so
+        # after a restart every fork that exists has its record and no record names a fork that does not
+        answered = []
+
+        def fork_one(r):
+            try:
+                res = x.rpc("xgr.fork", {"owner": A, "sessionId": "10", "stepId": "B", "version": 1, "newRootPid": str(r)},
+                            timeout=10)
+                if "result" in res:
+                    answered.append(r)
+            except Exception:   # the daemon is killed under it
+                pass
+        ts = [threading.Thread(target=fork_one, args=(r,), daemon=True) for r in range(200, 240)]
+        for t in ts:
+            t.start()
+        wait_for("a first fork answered", lambda: answered, secs=20, every=0.002)
+        x.stop(signal.SIGKILL)
+        for t in ts:
+            t.join(15)
+        x.start()
+        named = sorted(e["detail"]["forkedTo"]["rootPid"] for e in sess(x, 10)["audit"]
+                       if e["kind"] == "fork" and e["detail"]["forkedTo"]["rootPid"] >= 200)
+        exists = []
+        for r in range(200, 240):
+            res = x.rpc("xgr.getSession", {"owner": A, "rootPid": str(r)})
+            if "error" in res:
+                continue
+            exists.append(r)
+            v = res["result"]
+            ff = v["session"]["forkedFrom"] or {}
+            fa = [e for e in v["audit"] if e["kind"] == "forked"]
+            if ff.get("rootPid") != 10 or ff.get("step") != "B" or len(fa) != 1:
+                fail("fork %d after SIGKILL: forkedFrom %s, %d forked entries" % (r, json.dumps(ff), len(fa)))
+        check(exists and set(answered) <= set(exists) and named == exists,
+              "after SIGKILL among 40 forks: %d exist, each with forkedFrom and its entry, and the source's fork entries "
+              "name exactly them (%d answered before the kill)" % (len(exists), len(answered)))
     finally:
         x.kill()
 
