@@ -29,6 +29,8 @@ bool xgr_node_is_operator(xgr_node *n, const char *addr) {
 
 int64_t xgr_node_now(xgr_node *n) { return xgr_engine_now(n->e); }
 
+uint64_t xgr_node_grants_generation(xgr_node *n) { return xgr_store_grants_generation(n->st); }
+
 static const char *right_names(unsigned rights, char *buf, size_t n) {
   buf[0] = '\0';
   static const char *const names[] = {"READ", "WRITE", "MANAGE", "CONTROL"};
