@@ -20,7 +20,10 @@ of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG_URL, and
   - an operator (xgrd --operator) retries and forks the owner's session with a ControlPermitV2 (runner
     the owner): both work and the audit entries name the operator; a non-operator that is not the
     owner — even one holding a READ+WRITE+MANAGE grant on the session — is refused (-32007 at
-    permit.message.from) and nothing is stored (no process, no audit entry, no new session).
+    permit.message.from) and nothing is stored (no process, no audit entry, no new session);
+  - the console decides the same for a signed-in address (`xgr console --key`, POST /ui/rpc): a
+    stranger's retry is refused (-32007 at owner), the operator's kill works and is recorded with
+    the operator as actor.
 
   test_retry_fork.py XGRD XGR [sqlite|pg]
 """
@@ -32,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -252,6 +257,28 @@ def permit(key, kind, x, *args):
     return json.loads(out.stdout)
 
 
+def console_rpc(x, key, method, params):
+    """Sign in to x's console with key (`xgr console --key`, POST /ui/auth/signin) and call method
+    at POST /ui/rpc with the session's cookie and CSRF token: the whole answer."""
+    out = subprocess.run([XGR, "console", "--key", key, "--url", x.url, "--json"], capture_output=True, text=True)
+    if out.returncode:
+        fail("xgr console: %s" % out.stderr)
+    link = json.loads(out.stdout)
+    rq = urllib.request.Request(x.url + "ui/auth/signin", json.dumps({"message": link["message"], "signature":
+                                link["signature"]}).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(rq, timeout=10) as r:
+        cookie = r.headers["Set-Cookie"].split(";")[0]
+        csrf = json.loads(r.read())["csrf"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    rq = urllib.request.Request(x.url + "ui/rpc", json.dumps(body).encode(),
+                                {"Content-Type": "application/json", "Cookie": cookie, "X-XGR-CSRF": csrf})
+    try:
+        with urllib.request.urlopen(rq, timeout=10) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return json.loads(e.read())
+
+
 def permits():
     def new_key(name):
         path = os.path.join(DIR, name + ".key")
@@ -324,6 +351,18 @@ def permits():
               "the operator's retry and fork are recorded with the operator as actor (%s)" % json.dumps(a))
         fa = [e for e in sess(x, 3, owner, xd)["audit"] if e["kind"] == "forked"]
         check(len(fa) == 1 and fa[0]["actor"] == op, "the forked session's entry names the operator (%s)" % json.dumps(fa))
+        # ---- the console: the signed-in address goes to the same decision
+        before = sess(x, 1, owner, xd)
+        r = console_rpc(x, skey, "xgr.retry", {"owner": owner, "pid": y, "payload": {"Y": "ok"}})
+        e = r.get("error") or {}
+        check(e.get("code") == -32007 and (e.get("data") or {}).get("path") == "owner",
+              "a signed-in stranger's retry in the console is refused (-32007 at owner): %s" % json.dumps(r)[:300])
+        check(sess(x, 1, owner, xd)["audit"] == before["audit"], "the refused console retry stored nothing")
+        r = console_rpc(x, okey, "xgr.kill", {"owner": owner, "pid": "1"})
+        check(r.get("result", {}).get("ok") is True, "a signed-in operator kills the owner's session 1: %s" % json.dumps(r)[:300])
+        v = sess(x, 1, owner, xd)
+        check(v["session"]["status"] == "killed" and [e["actor"] for e in v["audit"] if e["kind"] == "kill"] == [op],
+              "session 1 is killed, its audit entry names the signed-in operator")
     finally:
         x.kill()
 
