@@ -696,6 +696,12 @@ int xgr_node_access(xgr_node *n, const char *caller, const char *owner, uint64_t
                     const char *path, xgr_node_access_info *info, xgr_error *err);
 /* The node's clock (engine clock ms) grants are checked against. */
 int64_t xgr_node_now(xgr_node *n);
+/* The grants' generation (xgr_store_grants_generation of the node's store): it moves after every
+ * grant change this node commits (a branch's grants, xgr_manageGrants, a revoke). A decision that
+ * xgr_node_access gave through a grant while it was g holds, but for the grant's expiry, while it
+ * is still g; a holder of a long-lived decision (an open event stream) decides again when it
+ * moved. Cheap (one atomic load); any thread. */
+uint64_t xgr_node_grants_generation(xgr_node *n);
 
 /* A grant change (xgr_manageGrants): rights 0 revokes. Strings borrowed. */
 typedef struct xgr_node_grant_change {

@@ -80,9 +80,6 @@ typedef struct xgr_rpc_caller {
    * caller needs no permit: xgr_rpc_authorize_permit takes this address as the identity and decides
    * what it may do as for a permit's signer. */
   const char *signed_in;
-  /* signed_in is one of xgrd's operators (xgr_node_is_operator; set by the same gate): it acts on
-   * every owner's sessions as an operator's permit would, and the audit names it. */
-  bool signed_in_operator;
   const char *const *only;    /* NULL: every method; else the NULL-terminated methods this request may call */
 } xgr_rpc_caller;
 

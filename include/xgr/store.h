@@ -462,6 +462,11 @@ typedef struct xgr_store_grant_filter {
   int64_t after_id;             /* only id > this (the cursor; 0: from the first) */
   size_t limit;                 /* at most this many (0: 1000) */
 } xgr_store_grant_filter;
+/* A number that grows with every committed batch of this store handle that wrote grants (branch
+ * grants, xgr_manageGrants, revokes), after its rows are readable: a reader that decided access
+ * from the grants while it was g need not decide again while it is still g. Writes by other
+ * processes on the same database (a cluster's other nodes) do not move it. Any thread. */
+uint64_t xgr_store_grants_generation(xgr_store *st);
 /* The grants f selects, by id ascending. *out is the caller's (xgr_store_grants_free); may be empty. */
 int xgr_store_grants(xgr_store *st, const xgr_store_grant_filter *f, xgr_store_grant **out, size_t *n,
                      xgr_error *err);

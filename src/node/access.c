@@ -29,6 +29,8 @@ bool xgr_node_is_operator(xgr_node *n, const char *addr) {
 
 int64_t xgr_node_now(xgr_node *n) { return xgr_engine_now(n->e); }
 
+uint64_t xgr_node_grants_generation(xgr_node *n) { return xgr_store_grants_generation(n->st); }
+
 static const char *right_names(unsigned rights, char *buf, size_t n) {
   buf[0] = '\0';
   static const char *const names[] = {"READ", "WRITE", "MANAGE", "CONTROL"};
@@ -66,8 +68,8 @@ int xgr_node_access(xgr_node *n, const char *caller, const char *owner, uint64_t
   if (rights & XGR_NODE_CONTROL) {
     count(n->access_denied);
     return xgr_error_set(err, XGR_EPERM, path,
-                         "%s may not %s the session %s/%llu: only its owner and xgrd's operators may", caller,
-                         right_names(rights, want, sizeof want), owner, (unsigned long long)root);
+                         "%s may not control (kill, pause, resume, retry, fork) the session %s/%llu: only its "
+                         "owner and xgrd's operators may", caller, owner, (unsigned long long)root);
   }
   char who[64];
   snprintf(who, sizeof who, "%s", caller);

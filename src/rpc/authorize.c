@@ -71,13 +71,9 @@ static int identify(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_actio
 }
 
 /* Permit mode, step 2: may the identified caller (p->from, acting for p->runner) do act on owner's
- * sessions? The one decision for permits and console sign-ins alike. An operator signed in to the
- * console controls another owner's session as its ControlPermit would: acting for that owner
- * (p->runner becomes it; p->from stays the operator, whom the audit names). */
-static int decide(const xgr_rpc_caller *c, xgr_permit *p, xgr_rpc_action act, const char *owner, xgr_error *err) {
-  if (act == XGR_RPC_ACT_CONTROL && owner && !p->kind && c->signed_in && c->signed_in_operator &&
-      strcasecmp(owner, p->runner))
-    snprintf(p->runner, sizeof p->runner, "%s", owner);
+ * sessions? The one decision for permits and console sign-ins alike (a signed-in caller's control
+ * of another owner's session is the node's to decide: xgr__rpc_control_caller passes no owner). */
+static int decide(const xgr_permit *p, xgr_rpc_action act, const char *owner, xgr_error *err) {
   if (act == XGR_RPC_ACT_START && owner && strcasecmp(owner, p->from)) {
     xgr_error_set(err, XGR_EPERM, p->kind ? "permit.message.from" : "owner",
                   "signer %s is not the owner %s the request names", p->from, owner);
@@ -95,7 +91,7 @@ static int decide(const xgr_rpc_caller *c, xgr_permit *p, xgr_rpc_action act, co
 static int authorize_permit(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,
                             char *who, size_t n, xgr_permit *p, xgr_error *err) {
   int rc = identify(c, params, act, who, n, p, err);
-  return rc ? rc : decide(c, p, act, owner, err);
+  return rc ? rc : decide(p, act, owner, err);
 }
 
 int xgr_rpc_authorize(const xgr_rpc_caller *c, const json_t *params, xgr_rpc_action act, const char *owner,

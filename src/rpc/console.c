@@ -238,7 +238,8 @@ static const char *events_permit(const xgr_rpc_caller *caller) {
  * xdalaPermit in the Authorization header (events_permit); it must be allowed to read `owner`'s
  * sessions as for xgr.console.sessions (the owner defaults to the signed-in address): the owner or
  * an operator, or, for one session (rootPid), a READ grantee. A stream ends when the permit, the
- * sign-in or the grant expires, and when the sign-in ends (signed out or pushed out). The hub's
+ * sign-in or the grant expires, and when the sign-in ends (signed out or pushed out); a grantee's
+ * stream is decided again while open (grant_still) and ends when the grant is revoked. The hub's
  * caps and lifetime apply (xgr__sse_serve). */
 static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MHD_Connection *conn) {
   const char *owner = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "owner");
@@ -251,8 +252,8 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     return send_text(conn, MHD_HTTP_BAD_REQUEST,
                      "permit: not taken in the URL (logs and history keep URLs); sign in to the console "
                      "(a cookie) or send it in the Authorization header\n");
-  uint64_t expiry = 0;
-  char me[43] = "", tag[67] = "";
+  uint64_t expiry = 0, gen = xgr_node_grants_generation(c->n);   /* read before the decision */
+  char me[43] = "", tag[67] = "", grantee[43] = "";
   if (!caller->auth_none) {
     const char *permit = events_permit(caller);
     int64_t sexp = 0;
@@ -288,6 +289,7 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     if (acc.via == XGR_NODE_VIA_GRANT) {   /* a grant's stream ends when the grant does (engine clock ms -> s) */
       uint64_t g = acc.expires_at > 0 ? (uint64_t)acc.expires_at / 1000 : 1;
       if (!expiry || g < expiry) expiry = g;
+      snprintf(grantee, sizeof grantee, "%s", pm.kind ? pm.from : me);   /* decided again while open */
     }
   }
   char client[64];
@@ -297,7 +299,9 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
                      .after = last ? strtoull(last, NULL, 10) : 0,
                      .client = client,
                      .expiry = expiry,
-                     .tag = tag[0] ? tag : NULL};
+                     .tag = tag[0] ? tag : NULL,
+                     .grantee = grantee[0] ? grantee : NULL,
+                     .gen = gen};
   return xgr__sse_serve(c->hub, conn, &o);
 }
 
@@ -328,12 +332,36 @@ static void on_stop(void *ctx) {
 
 /* ---- life ------------------------------------------------------------------------------------------ */
 
+/* xgr__sse_access.check for a grantee's open stream: may reader still read session (owner, root)?
+ * The node's decision, as when the stream opened (xgr_node_access READ). */
+static int grant_still(void *ctx, const char *reader, const char *owner, uint64_t root, uint64_t *expires_s, char *msg,
+                       size_t n) {
+  xgr__console *c = ctx;
+  xgr_node_access_info info;
+  xgr_error err;
+  xgr_error_clear(&err);
+  int rc = xgr_node_access(c->n, reader, owner, root, XGR_NODE_READ, "", &info, &err);
+  if (rc) {
+    snprintf(msg, n, "%s", err.message);
+    return rc;
+  }
+  *expires_s = info.via == XGR_NODE_VIA_GRANT && info.expires_at > 0 ? (uint64_t)info.expires_at / 1000 : 0;
+  return 0;
+}
+
+static uint64_t grants_gen(void *ctx) { return xgr_node_grants_generation(((xgr__console *)ctx)->n); }
+
+void xgr__console_grants_changed(xgr__console *c) {
+  if (c) xgr__sse_grants_changed(c->hub);
+}
+
 xgr__console *xgr__console_new(xgr_node *n, const xgr__sse_limits *lim, const xgr__console_auth_limits *alim) {
   xgr__console *c = xgr__xcalloc(1, sizeof *c);
   xgr__console_auth_init(c, alim);
   c->n = n;
   c->hub = xgr__sse_hub_new(0, 0);
   xgr__sse_set_limits(c->hub, lim);
+  xgr__sse_set_access(c->hub, &(xgr__sse_access){.check = grant_still, .generation = grants_gen, .ctx = c});
   pthread_mutex_init(&c->mu, NULL);
   return c;
 }

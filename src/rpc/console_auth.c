@@ -344,7 +344,6 @@ unsigned xgr__console_gate(void *ctx, struct MHD_Connection *conn, xgr_rpc_calle
     return MHD_HTTP_FORBIDDEN;
   }
   caller->signed_in = addr;
-  caller->signed_in_operator = xgr_node_is_operator(c->n, addr);
   return 0;
 }
 

@@ -85,7 +85,7 @@ typedef enum xgr__sse_limit { XGR__SSE_LIMIT_CLIENT, XGR__SSE_LIMIT_OWNER, XGR__
 void xgr__sse_set_limits(xgr__sse_hub *h, const xgr__sse_limits *lim);
 /* Register the hub's metrics on m: xgr_event_streams (open), xgr_event_streams_refused_total{limit}
  * (client, owner, total) and xgr_event_streams_ended_total{reason} (permit_expired, max_lifetime,
- * signed_out). */
+ * signed_out, access_revoked). */
 void xgr__sse_metrics(xgr__sse_hub *h, xgr_metrics *m);
 /* Streams open now, and streams refused so far by one cap (for tests). */
 unsigned xgr__sse_open_streams(xgr__sse_hub *h);
@@ -99,7 +99,29 @@ typedef struct xgr__sse_open {
   const char *client;    /* the client's address the per-client cap counts under (NULL: "?") */
   uint64_t expiry;       /* Unix seconds at which the permit that opened it expires (0: none): it ends then */
   const char *tag;       /* the console sign-in that opened it (NULL: none): xgr__sse_end_tagged ends it */
+  const char *grantee;   /* the reader when a grant let it open the stream (NULL: the owner, an operator,
+                            or --auth none): its access is decided again (xgr__sse_access) */
+  uint64_t gen;          /* the access generation read before that decision (xgr__sse_access.generation) */
 } xgr__sse_open;
+/* How a stream opened through a grant is decided again while it is open (a grant revoked,
+ * narrowed or expired): before each delivery, when generation() moved since its last decision or
+ * SSE keep-alive's 10 s passed (a change another cluster node made does not move it), check() is
+ * asked again — outside the hub's lock. check: 0 while reader may still read (owner, root), with
+ * *expires_s the grant's expiry (Unix s, 0: none); else nonzero with msg[n] saying why. A refused
+ * stream sends no more events: one `event: end` {"reason":"access revoked","message":...} and
+ * it ends. Both are called from libmicrohttpd's threads and must not block for long. */
+typedef struct xgr__sse_access {
+  int (*check)(void *ctx, const char *reader, const char *owner, uint64_t root, uint64_t *expires_s, char *msg,
+               size_t n);
+  uint64_t (*generation)(void *ctx);
+  void *ctx;
+} xgr__sse_access;
+/* Set how grant streams are decided again (before the server starts; copied). Without it they
+ * are not: they end at the expiry they opened with. */
+void xgr__sse_set_access(xgr__sse_hub *h, const xgr__sse_access *a);
+/* Grants changed: every waiting stream opened through a grant decides again now (it ends at once
+ * when it lost access), not at its next event or keep-alive. Any thread. */
+void xgr__sse_grants_changed(xgr__sse_hub *h);
 #define XGR__SSE_TAG 72    /* the longest tag + 1 */
 /* End, with `event: end` {"reason":"signed out"}, every open stream opened with tag (its sign-in
  * was signed out or pushed out of the table). Any thread. */
@@ -145,6 +167,9 @@ void xgr__console_on_event(void *ctx, const xgr_engine_event *ev);
 unsigned xgr__console_interest(void *ctx);
 /* Register the console's methods and GET handlers (/ui) on s, its stop hook and its metrics. */
 int xgr__console_register(xgr__console *c, xgr_rpc_server *s);
+/* Grants changed (xgr_manageGrants wrote some): the console's event streams opened through a grant
+ * decide again at once (xgr__sse_grants_changed). c may be NULL. */
+void xgr__console_grants_changed(xgr__console *c);
 
 /* The embedded assets (generated from web/ at build time by web/embed.py). */
 typedef struct xgr__asset {

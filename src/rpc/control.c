@@ -13,6 +13,36 @@
 
 typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
 
+int xgr__rpc_control_caller(const xgr_rpc_caller *caller, const json_t *o, const char *owner, char *who, size_t n,
+                            xgr_permit *p, xgr_error *err) {
+  /* a signed-in address other than the owner is not refused here: the node decides, below */
+  return xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, caller && caller->signed_in ? NULL : owner, who, n,
+                                  p, err);
+}
+
+int xgr__rpc_control_access(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *owner,
+                            uint64_t root, bool *delegated, xgr_error *err) {
+  *delegated = false;
+  if (!caller || caller->auth_none) return 0;   /* the owner, checked by xgr_rpc_authorize_permit */
+  const char *signer = p->kind ? p->from : caller->signed_in;
+  if (!signer || !strcasecmp(signer, owner)) return 0;
+  int rc = xgr_node_access(d->n, signer, owner, root, XGR_NODE_CONTROL, p->kind ? "permit.message.from" : "owner", NULL,
+                           err);
+  if (!rc) *delegated = p->kind != 0;
+  return rc;
+}
+
+int xgr__rpc_check_control(const xgr_permit *p, const char *action, uint64_t root, const char *step,
+                           const char *owner, bool delegated, xgr_error *err) {
+  xgr_permit as_runner;
+  if (delegated) {   /* the signer acts as the runner: the gate's "from is the runner" check holds */
+    as_runner = *p;
+    memcpy(as_runner.from, as_runner.runner, sizeof as_runner.from);
+    p = &as_runner;
+  }
+  return xgr_auth_check_control(p, action, root, step, owner, err);
+}
+
 /* Permit mode: the control permit names this call (action, root, step) and the session's owner;
  * the session must be live in the engine (so a call refused for that uses nothing up); then the
  * permit is used up (its digest is kept in the store until it expires). delegated: the node gave
@@ -20,13 +50,7 @@ typedef enum ctl_kind { C_KILL, C_PAUSE, C_RESUME } ctl_kind;
  * (xgr_node_access: an operator, or a WRITE grantee's wake), so it signs as the runner could. */
 static int use_control_permit(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *action,
                               const char *owner, uint64_t root, const char *step, bool delegated, xgr_error *err) {
-  xgr_permit as_runner;
-  if (delegated) {   /* the signer acts as the runner: the gate's "from is the runner" check holds */
-    as_runner = *p;
-    memcpy(as_runner.from, as_runner.runner, sizeof as_runner.from);
-    p = &as_runner;
-  }
-  int rc = xgr_auth_check_control(p, action, root, step, owner, err);
+  int rc = xgr__rpc_check_control(p, action, root, step, owner, delegated, err);
   if (rc) return rc;
   if (!xgr_node_live(d->n, owner, root, true, NULL))   /* a hibernated session is loaded */
     return xgr__rpc_fail(err, XGR_ENOTFOUND, "permit.message.sessionId",
@@ -66,12 +90,10 @@ static int control(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t *para
   uint64_t root, iter;
   if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err))) return rc;
   xgr_permit permit;
-  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  if ((rc = xgr__rpc_control_caller(caller, o, owner, who, sizeof who, &permit, err))) return rc;
   xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
-  /* a signer other than the owner (a ControlPermitV2's from): an operator (the node decides) */
-  bool delegated = permit.kind && strcasecmp(permit.from, owner);
-  if (delegated && (rc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_CONTROL, "permit.message.from", NULL, err)))
-    return rc;
+  bool delegated;   /* a signer other than the owner: an operator (the node decides) */
+  if ((rc = xgr__rpc_control_access(d, caller, &permit, owner, root, &delegated, err))) return rc;
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, kind == C_KILL ? "kill" : kind == C_PAUSE ? "pause" : "resume",
                                                owner, root, NULL, delegated, err)))
     return rc;
@@ -115,12 +137,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
   else if ((rc = xgr__rpc_target(o, &root, &iter, &tpath, err)))
     return rc;
   xgr_permit permit;
-  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  if ((rc = xgr__rpc_control_caller(caller, o, owner, who, sizeof who, &permit, err))) return rc;
   xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
   if (signed_root) root = permit.session_id;
-  bool delegated = permit.kind && strcasecmp(permit.from, owner);   /* an operator's kill (xgr_node_access) */
-  if (delegated && (rc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_CONTROL, "permit.message.from", NULL, err)))
-    return rc;
+  bool delegated;   /* an operator's kill (xgr_node_access) */
+  if ((rc = xgr__rpc_control_access(d, caller, &permit, owner, root, &delegated, err))) return rc;
   if (permit.kind && (rc = use_control_permit(d, caller, &permit, "kill", owner, root, NULL, delegated, err))) return rc;
   xgr_engine_session_info info = {0};
   size_t affected = 0;
@@ -138,8 +159,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_control) {
 }
 
 /* xgr.retry (issue 36): an aborted process of a live session runs its step again, as a new process
- * in the same join scope (docs/SEMANTICS.md "Retry and fork"). Who may: the owner, as for kill; a
- * permit's action is "retry". The session core decides (xgr_session_retry); its refusals name the
+ * in the same join scope (docs/SEMANTICS.md "Retry and fork"). Who may: as for kill, the owner and
+ * xgrd's operators (a ControlPermitV2 from the operator, runner the owner); a permit's action is "retry". The session core decides (xgr_session_retry); its refusals name the
  * field that decided: "pid" (not aborted on a hard error or a kill, or the join it fed closed),
  * "sessionId" (the session has ended). */
 XGR__RPCD_METHOD(xgr__rpcd_m_retry) {
@@ -160,10 +181,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_retry) {
     return xgr__rpc_fail(err, XGR_ESCHEMA, "payload",
                          "is not an object; expected {...}, the payload the step runs with (none: its last input payload)");
   xgr_permit permit;
-  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  if ((rc = xgr__rpc_control_caller(caller, o, owner, who, sizeof who, &permit, err))) return rc;
   xgr_rpc_log_subject(caller, xgr_rpc_actor(caller, permit.kind ? permit.from : who), owner, root);
+  bool delegated;   /* an operator's retry (xgr_node_access CONTROL) */
+  if ((rc = xgr__rpc_control_access(d, caller, &permit, owner, root, &delegated, err))) return rc;
   if (permit.kind) {   /* an ended session is refused before the permit is used up */
-    if ((rc = xgr_auth_check_control(&permit, "retry", root, NULL, owner, err))) return rc;
+    if ((rc = xgr__rpc_check_control(&permit, "retry", root, NULL, owner, delegated, err))) return rc;
     xgr_node_session s;
     xgr_error se;
     if (!xgr_node_session_get(d->n, owner, root, &s, &se)) {
@@ -174,7 +197,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_retry) {
                              "processes can be retried (the permit was not used)", (unsigned long long)root,
                              xgr_session_result_name((xgr_session_result)st));
     }
-    if ((rc = use_control_permit(d, caller, &permit, "retry", owner, root, NULL, false, err))) return rc;
+    if ((rc = use_control_permit(d, caller, &permit, "retry", owner, root, NULL, delegated, err))) return rc;
   }
   xgr_value pv = xgr_value_null();
   if (payload && json_is_object(payload)) {

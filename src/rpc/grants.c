@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "rpc/rpc_impl.h"
+#include "rpc/console_service_impl.h"
 #include "util/alloc.h"
 #include "xgr/secp.h"
 
@@ -174,6 +175,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_manage_grants) {
     if (rc == XGR_ENOTFOUND)
       xgr_error_set(err, rc, json_object_get(o, "sessionId") ? "sessionId" : "rid", "no session %s/%" PRIu64, owner, root);
     if (rc) rc = xgr__rpc_code(rc, err);
+    else xgr__console_grants_changed(d->console);   /* grantees' open event streams decide again now */
   }
   free(ch);
   free(grantee);

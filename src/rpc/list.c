@@ -565,6 +565,11 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                             hs[i].valid < 0 ? json_null() : json_boolean(hs[i].valid), "at", (json_int_t)hs[i].at,
                             "finishedAt", (json_int_t)hs[i].finished_at);
       if (hs[i].error) json_object_set_new(h, "error", json_string(hs[i].error));
+      /* its parent, when its result was recorded and why it aborted (as `xgr history` shows them) */
+      json_object_set_new(h, "parentPid", hs[i].parent_iter ? xgr__rpc_pid_json(root, hs[i].parent_iter) : json_null());
+      json_object_set_new(h, "recordedAt", json_integer((json_int_t)hs[i].recorded_at));
+      if (hs[i].abort_reason)
+        json_object_set_new(h, "abortReason", json_string(xgr_abort_reason_name(hs[i].abort_reason)));
       json_t *api = hs[i].api ? json_loads(hs[i].api, 0, NULL) : NULL;   /* what its API calls did */
       if (api) json_object_set_new(h, "apiCalls", api);
       json_t *pl = NULL;   /* exact: payload integers beyond int64 stay numbers */
@@ -591,6 +596,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_get_session) {
                            xgr_session_result_name((xgr_session_result)s.status), "createdAt", (json_int_t)s.created_at,
                            "finishedAt", (json_int_t)s.finished_at, "paused", s.paused, "alive", live);
   json_object_set_new(sess, "nextWakeAt", next_wake);   /* the session's, whichever process was asked */
+  json_object_set_new(sess, "killedAt", json_integer((json_int_t)s.killed_at));
   json_object_set_new(sess, "bundleHash", json_string(s.bundle_hash ? s.bundle_hash : ""));
   json_object_set_new(sess, "storedBytes", json_integer((json_int_t)(s.stored_bytes & INT64_MAX)));   /* the quota's count */
   if (live && in_engine) json_object_set_new(sess, "steps", json_integer((json_int_t)ns.info.steps));

@@ -192,7 +192,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_migrate) {
                          "is not a boolean");
   bool force = json_is_true(fv), dry = json_is_true(dv);
   xgr_permit permit;
-  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  /* who: a permit's signer or the signed-in address; xgr_node_may_migrate decides (owner or operator) */
+  if ((rc = xgr__rpc_control_caller(caller, o, owner, who, sizeof who, &permit, err))) return rc;
   const char *actor_addr = permit.kind ? permit.from : who;
   if (!xgr_node_may_migrate(d->n, actor_addr, owner))
     return xgr__rpc_fail(err, XGR_EPERM, opath, "%s may not migrate sessions of %s (only their owner may)", actor_addr, owner);

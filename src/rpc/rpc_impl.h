@@ -240,6 +240,23 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid);
 
 /* ---- control.c -------------------------------------------------------------------------------- */
 
+/* Who acts on session (owner, root) with a control action — kill, pause, resume, retry, fork — and
+ * whether they may (the one path for all of them). First the caller is identified for a control
+ * call (xgr_rpc_authorize_permit XGR_RPC_ACT_CONTROL: a control permit, or a console sign-in,
+ * whose address then goes to the node like a permit's signer): who[n] and *p as it fills them.
+ * Then, when the signer (a ControlPermitV2's from, or the signed-in address) is not the owner, the
+ * node decides (xgr_node_access XGR_NODE_CONTROL: an operator may; a grant of any rights does not):
+ * *delegated is set for a permit signed by such a caller, who then signs as the runner could
+ * (xgr__rpc_check_control). Split in two because xgr_control learns root from the permit.
+ * 0, or -32007 (XGR_EPERM) naming the permit's field (or "owner" for a sign-in). */
+int xgr__rpc_control_caller(const xgr_rpc_caller *caller, const json_t *o, const char *owner, char *who, size_t n,
+                            xgr_permit *p, xgr_error *err);
+int xgr__rpc_control_access(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *owner,
+                            uint64_t root, bool *delegated, xgr_error *err);
+/* xgr_auth_check_control for action on (owner, root), with a delegated signer (above) checked as
+ * the runner it acts for. 0 or -32007 naming the permit's field. */
+int xgr__rpc_check_control(const xgr_permit *p, const char *action, uint64_t root, const char *step,
+                           const char *owner, bool delegated, xgr_error *err);
 XGR__RPCD_METHOD(xgr__rpcd_m_kill);
 XGR__RPCD_METHOD(xgr__rpcd_m_pause);
 XGR__RPCD_METHOD(xgr__rpcd_m_retry);

@@ -28,6 +28,14 @@
  * permit and after the hub's longest lifetime: the keep-alive thread also sleeps towards the
  * earliest end of an open stream, marks it `ending` and resumes it; its reader then sends one
  * `event: end` saying why and ends the response.
+ *
+ * Grants change while streams are open: a stream that a grant opened (its reader is a grantee, not
+ * the owner or an operator) is decided again before it sends anything (recheck) whenever the node's
+ * grant generation moved since its last decision, or that decision is older than a keep-alive —
+ * one atomic load per delivery otherwise. Refused (revoked, narrowed below READ, expired), it sends
+ * no more events: one `event: end` {"reason":"access revoked","message":...} and it ends. A change
+ * made through xgr_manageGrants also resumes the waiting grant streams (xgr__sse_grants_changed),
+ * so they end at once rather than at their next event.
  */
 #include "rpc/console_service_impl.h"
 
@@ -51,6 +59,7 @@
 #define SSE_MAX_DATA 8192         /* a longer event is cut (the page refetches what it shows) */
 #define SSE_KEEPALIVE_S 10
 #define SSE_KEEP_MS 60000         /* events are kept this long after the last stream or id handed out */
+#define SSE_RECHECK_NS (SSE_KEEPALIVE_S * 1000000000ull)   /* a grant stream's decision is redone at least this often */
 
 typedef struct slot {
   uint64_t id;                    /* 0: empty */
@@ -60,9 +69,10 @@ typedef struct slot {
 } slot;
 
 /* Why a stream ends before its client goes (the `reason` of its `event: end`). */
-typedef enum end_why { END_NONE, END_PERMIT, END_LIFETIME, END_SIGNOUT, END_N } end_why;
-static const char *const end_reasons[END_N] = {"", "permit expired", "stream lifetime reached", "signed out"};
-static const char *const end_labels[END_N] = {"", "permit_expired", "max_lifetime", "signed_out"};
+typedef enum end_why { END_NONE, END_PERMIT, END_LIFETIME, END_SIGNOUT, END_REVOKED, END_N } end_why;
+static const char *const end_reasons[END_N] = {"", "permit expired", "stream lifetime reached", "signed out",
+                                               "access revoked"};
+static const char *const end_labels[END_N] = {"", "permit_expired", "max_lifetime", "signed_out", "access_revoked"};
 
 typedef struct stream {
   struct xgr__sse_hub *hub;
@@ -80,6 +90,10 @@ typedef struct stream {
   char tag[XGR__SSE_TAG];         /* the console sign-in that opened it ("": none; xgr__sse_end_tagged) */
   bool ending, end_sent;          /* the timer ended it; its `event: end` went out */
   bool released;                  /* its units and count were given back (prune_gone or stream_free) */
+  char grantee[48];               /* opened through a grant: its reader, decided again (recheck); "": not */
+  uint64_t gen;                   /* the access generation of its last decision (its reader's thread only) */
+  uint64_t checked_ns;            /* monotonic ns of its last decision (its reader's thread only) */
+  char revoked[240];              /* END_REVOKED: why, JSON-safe (under mu) */
 } stream;
 
 struct xgr__sse_hub {
@@ -101,6 +115,7 @@ struct xgr__sse_hub {
   xgr__tally clients, owners;     /* open streams per client address / per owner ("*": all owners) */
   _Atomic uint64_t refused[XGR__SSE_LIMIT_N];   /* streams refused, by the cap that refused them */
   _Atomic uint64_t ended[END_N];  /* streams ended by the hub, by reason */
+  xgr__sse_access acc;            /* how grant streams are decided again (check NULL: they are not) */
 };
 
 /* Take a waiting stream off the waiting list and resume its connection (mu held). */
@@ -127,6 +142,18 @@ static uint64_t wall_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Make stream st end at Unix second expiry, if that comes before the end it has (mu held, or st
+ * not yet shared); now is the monotonic time. Whether it did. */
+static bool end_by(stream *st, uint64_t expiry, uint64_t now) {
+  uint64_t w = wall_ns(), at = expiry >= UINT64_MAX / 1000000000ull ? UINT64_MAX : expiry * 1000000000ull;
+  uint64_t end = at <= w ? now : (at - w > UINT64_MAX - now ? UINT64_MAX : now + (at - w));
+  if (st->end_ns && end > st->end_ns) return false;
+  st->end_ns = end;
+  st->why = END_PERMIT;
+  st->expiry = expiry;
+  return true;
 }
 
 /* End the streams whose end has come (mu held); the earliest end still to come, or `until`. A
@@ -250,6 +277,56 @@ bool xgr__sse_wanted(xgr__sse_hub *h) {
   return false;
 }
 
+void xgr__sse_set_access(xgr__sse_hub *h, const xgr__sse_access *a) {
+  pthread_mutex_lock(&h->mu);
+  h->acc = *a;
+  pthread_mutex_unlock(&h->mu);
+}
+
+void xgr__sse_grants_changed(xgr__sse_hub *h) {
+  pthread_mutex_lock(&h->mu);
+  for (stream *w = h->waiting, *nx; w; w = nx) {
+    nx = w->nxt;
+    if (w->grantee[0]) resume_one(h, w);   /* its reader decides again (recheck) */
+  }
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* s into out[n] as JSON string content: quotes, backslashes and control bytes become '. */
+static void json_safe(char *out, size_t n, const char *s) {
+  size_t i = 0;
+  for (; s[i] && i + 1 < n; i++) out[i] = s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20 ? '\'' : s[i];
+  out[i] = '\0';
+}
+
+/* A stream opened through a grant: decide its access again when the grants changed since its last
+ * decision or that is older than SSE_RECHECK_NS (see the file comment). Its reader calls this
+ * before it sends anything, without the hub's lock (the decision reads the store). */
+static void recheck(xgr__sse_hub *h, stream *st) {
+  if (!st->grantee[0] || !h->acc.check) return;
+  uint64_t gen = h->acc.generation ? h->acc.generation(h->acc.ctx) : 0, now = xgr__mono_ns();
+  if (gen == st->gen && now - st->checked_ns < SSE_RECHECK_NS) return;
+  pthread_mutex_lock(&h->mu);
+  bool over = st->ending || st->end_sent || st->released || h->closing;
+  pthread_mutex_unlock(&h->mu);
+  if (over) return;
+  char msg[200] = "";
+  uint64_t exp = 0;
+  int rc = h->acc.check(h->acc.ctx, st->grantee, st->owner, st->root, &exp, msg, sizeof msg);
+  st->gen = gen;   /* the generation read before the decision: a change during it is seen next time */
+  st->checked_ns = now;
+  pthread_mutex_lock(&h->mu);
+  if (rc && !st->ending) {
+    st->ending = true;
+    st->why = END_REVOKED;
+    json_safe(st->revoked, sizeof st->revoked, msg[0] ? msg : "no longer allowed to read this session");
+    atomic_fetch_add(&h->ended[END_REVOKED], 1);
+  } else if (!rc && exp && end_by(st, exp, now)) {
+    pthread_cond_signal(&h->cv);   /* a grant shortened: the timer ends the stream at its new expiry */
+  }
+  pthread_mutex_unlock(&h->mu);
+}
+
 static bool matches(const stream *st, const slot *s) {
   if (st->root && s->root != st->root) return false;
   return !st->owner[0] || !strcmp(st->owner, s->owner);
@@ -285,6 +362,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
   stream *st = cls;
   xgr__sse_hub *h = st->hub;
   size_t n = 0;
+  recheck(h, st);   /* a grant stream whose grant went sends nothing more */
   pthread_mutex_lock(&h->mu);
   if (h->closing) {
     pthread_mutex_unlock(&h->mu);
@@ -304,6 +382,9 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 ? snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\",\"expiry\":%" PRIu64 "}\n\n",
                            end_reasons[st->why], st->expiry)
             : st->why == END_SIGNOUT ? snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\"}\n\n", end_reasons[st->why])
+            : st->why == END_REVOKED
+                ? snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\",\"message\":\"%s\"}\n\n",
+                           end_reasons[st->why], st->revoked)
                 : snprintf(buf + n, max - n, "event: end\ndata: {\"reason\":\"%s\",\"maxSecs\":%u}\n\n",
                            end_reasons[st->why], h->lim.max_secs);
     if (k > 0 && (size_t)k < max - n) n += (size_t)k;
@@ -432,7 +513,7 @@ static void collect(void *ctx, xgr_metrics_out *out) {
   for (int i = 0; i < XGR__SSE_LIMIT_N; i++)
     xgr_metrics_line(out, "xgr_event_streams_refused_total", limit_labels[i], (double)atomic_load(&h->refused[i]));
   xgr_metrics_family(out, "xgr_event_streams_ended_total", "counter",
-                     "Event streams xgrd ended, by reason (permit expired, lifetime reached)");
+                     "Event streams xgrd ended, by reason (permit expired, lifetime reached, signed out, access revoked)");
   for (int i = END_PERMIT; i < END_N; i++) {
     char l[48];
     snprintf(l, sizeof l, "reason=\"%s\"", end_labels[i]);
@@ -524,20 +605,15 @@ int xgr__sse_serve(xgr__sse_hub *h, struct MHD_Connection *c, const xgr__sse_ope
     memcpy(st->owner, owner, sizeof st->owner);
     memcpy(st->client, client, sizeof st->client);
     snprintf(st->tag, sizeof st->tag, "%s", o->tag ? o->tag : "");
+    snprintf(st->grantee, sizeof st->grantee, "%s", o->grantee ? o->grantee : "");
     uint64_t now = xgr__mono_ns();
+    st->gen = o->gen;
+    st->checked_ns = now;
     if (lim.max_secs) {
       st->end_ns = now + (uint64_t)lim.max_secs * 1000000000ull;
       st->why = END_LIFETIME;
     }
-    if (o->expiry) {   /* the permit's date as a monotonic time (end_due checks the date again) */
-      uint64_t w = wall_ns(), at = o->expiry >= UINT64_MAX / 1000000000ull ? UINT64_MAX : o->expiry * 1000000000ull;
-      uint64_t end = at <= w ? now : (at - w > UINT64_MAX - now ? UINT64_MAX : now + (at - w));
-      if (!st->end_ns || end <= st->end_ns) {
-        st->end_ns = end;
-        st->why = END_PERMIT;
-        st->expiry = o->expiry;
-      }
-    }
+    if (o->expiry) end_by(st, o->expiry, now);   /* the permit's date as a monotonic time (end_due checks the date again) */
     r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, reader, st, stream_free);
     if (!r) {
       stream_release(h, client, owner);

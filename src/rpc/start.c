@@ -633,8 +633,9 @@ XGR__RPCD_METHOD(xgr__rpcd_m_next_pid) {
  * `stepId` — with that step's input payload or `payload`, on the source's bundle, or a newer one:
  * `ostcHash` (an orchestration or bundle hash) or `version` (of the source's orchestration). The
  * node says what it starts from and records the fork (forked_from, audit entries on both) in the
- * commit of the new session's row. Who may:
- * the owner; a ControlPermit's action is "fork", its sessionId the source. */
+ * commit of the new session's row. Who may: as for kill, the owner and xgrd's operators (the new
+ * session is the owner's; the audit entries name the operator); a ControlPermit's action is "fork",
+ * its sessionId the source. */
 static const char *const fork_keys[] = {"owner", "runner", "sessionId", "pid", "stepId", "payload", "ostcHash",
                                         "version", "registryOwner", "newRootPid", "permit", NULL};
 
@@ -685,10 +686,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_fork) {
   bool has_ns;
   if ((rc = xgr__rpc_opt_address(o, "registryOwner", reg_ns, &has_ns, err))) return rc;
   xgr_permit permit;
-  if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_CONTROL, owner, who, sizeof who, &permit, err))) return rc;
+  if ((rc = xgr__rpc_control_caller(caller, o, owner, who, sizeof who, &permit, err))) return rc;
   const char *actor = xgr_rpc_actor(caller, permit.kind ? permit.from : who[0] ? who : owner);
   xgr_rpc_log_subject(caller, actor, owner, root);
-  if (permit.kind && (rc = xgr_auth_check_control(&permit, "fork", root, NULL, owner, err))) return rc;
+  bool delegated;   /* an operator's fork (xgr_node_access CONTROL, as for kill) */
+  if ((rc = xgr__rpc_control_access(d, caller, &permit, owner, root, &delegated, err))) return rc;
+  if (permit.kind && (rc = xgr__rpc_check_control(&permit, "fork", root, NULL, owner, delegated, err))) return rc;
   xgr_node_fork_src src;
   if ((rc = xgr_node_fork_source(d->n, owner, root, iter, step, !payload, &src, err))) return xgr__rpc_code(rc, err);
   char key[XGR__RPC_KEY_SIZE], pin[67] = "";

@@ -36,6 +36,7 @@ void xgr__store_init_common(xgr_store *st, const store_vt *vt, const xgr_store_c
   if (st->cfg.gc_interval_ms == 0) st->cfg.gc_interval_ms = 1000;
   if (st->cfg.gc_batch <= 0) st->cfg.gc_batch = 256;
   pthread_mutex_init(&st->mu, NULL);
+  atomic_init(&st->grants_gen, 0);
 }
 
 void xgr__store_destroy_common(xgr_store *st) { pthread_mutex_destroy(&st->mu); }
@@ -66,10 +67,13 @@ void xgr__store_signal(xgr_store *st, xgr_store_changes *b) {
     st->stats.failed_batches++;
   }
   pthread_mutex_unlock(&st->mu);
+  if (b->rc == 0 && b->grants) atomic_fetch_add(&st->grants_gen, 1);   /* committed: readers see the new rows */
   if (b->done) b->done(b->ctx, b->rc, b->rc ? &b->err : NULL);
   b->done = NULL;
   xgr_store_changes_free(b);
 }
+
+uint64_t xgr_store_grants_generation(xgr_store *st) { return atomic_load(&st->grants_gen); }
 
 void xgr_store_get_stats(xgr_store *st, xgr_store_stats *out) {
   pthread_mutex_lock(&st->mu);
@@ -550,6 +554,7 @@ void xgr_store_grants_free(xgr_store_grant *g, size_t n) {
 void xgr_store_changes_grant(xgr_store_changes *b, const xgr_store_grant *g) {
   assert(g->owner && g->grantee);
   store_op *op = push(b, OP_GRANT, g->owner, g->root_pid);
+  b->grants = true;
   grant_copy(&op->u.grant, g, bdup, b);
   op->u.grant.id = 0;
   op->u.grant.created_at = 0;

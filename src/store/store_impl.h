@@ -13,6 +13,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "xgr/arena.h"
 
@@ -72,6 +73,7 @@ struct xgr_store_changes {
                                    last state of a process replaces an earlier one (index + 1) */
   size_t npidx, cappidx;
   bool defer_live;              /* xgr_store_changes_defer_live was called */
+  bool grants;                  /* it writes a grant (xgr_store_changes_grant): its commit moves grants_gen */
   size_t nlive;                 /* OP_PROC entries whose record is still to be taken (op.live) */
   xgr_store_commit_fn done;
   void *ctx;
@@ -143,6 +145,7 @@ struct xgr_store {
   int failed;
   xgr_error fail_err;
   xgr_store_stats stats;
+  _Atomic uint64_t grants_gen;  /* committed batches that wrote grants (xgr_store_grants_generation) */
 };
 
 /* store.c */

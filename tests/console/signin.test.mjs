@@ -130,7 +130,7 @@ async function main() {
   const shipPid = JSON.parse(y('show', '7', '--owner', OTHER, '--json')).processes.find(p => p.status === 'waiting').pid;
   await page.click('#a-kill');
   await page.waitForFunction(() => !document.querySelector('#toast').hidden && document.querySelector('#toast').classList.contains('bad'), { timeout: 10000 });
-  ok((await text('#toast')).includes('is not the session\'s owner'), 'a kill from the page is refused: WRITE allows waking, not killing', await text('#toast'));
+  ok((await text('#toast')).includes('only its owner and xgrd\'s operators may'), 'a kill from the page is refused: WRITE allows waking, not killing', await text('#toast'));
   ok(show(7, OTHER).status === 'running', 'the refused kill changed nothing');
   await page.$eval('#w-pid', (e, v) => { e.value = v; }, shipPid);
   await page.$eval('#w-payload', e => { e.value = '{"KycOk": true}'; });

@@ -19,7 +19,14 @@ of the throwaway PostgreSQL that tests/pg/pg_cluster.sh names in XGR_PG_URL, and
     after a restart each forked session has forkedFrom and its entry, and the source's entries name
     exactly the forks that exist (one commit: the new row with its record);
   - under --auth permits, retry and fork with a ControlPermit (action retry / fork) work once; the
-    same permit again is refused (-32007 at permit).
+    same permit again is refused (-32007 at permit);
+  - an operator (xgrd --operator) retries and forks the owner's session with a ControlPermitV2 (runner
+    the owner): both work and the audit entries name the operator; a non-operator that is not the
+    owner — even one holding a READ+WRITE+MANAGE grant on the session — is refused (-32007 at
+    permit.message.from) and nothing is stored (no process, no audit entry, no new session);
+  - the console decides the same for a signed-in address (`xgr console --key`, POST /ui/rpc): a
+    stranger's retry is refused (-32007 at owner), the operator's kill works and is recorded with
+    the operator as actor.
 
   test_retry_fork.py XGRD XGR [sqlite|pg]
 """
@@ -31,6 +38,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -293,10 +303,36 @@ def permit(key, kind, x, *args):
     return json.loads(out.stdout)
 
 
+def console_rpc(x, key, method, params):
+    """Sign in to x's console with key (`xgr console --key`, POST /ui/auth/signin) and call method
+    at POST /ui/rpc with the session's cookie and CSRF token: the whole answer."""
+    out = subprocess.run([XGR, "console", "--key", key, "--url", x.url, "--json"], capture_output=True, text=True)
+    if out.returncode:
+        fail("xgr console: %s" % out.stderr)
+    link = json.loads(out.stdout)
+    rq = urllib.request.Request(x.url + "ui/auth/signin", json.dumps({"message": link["message"], "signature":
+                                link["signature"]}).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(rq, timeout=10) as r:
+        cookie = r.headers["Set-Cookie"].split(";")[0]
+        csrf = json.loads(r.read())["csrf"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    rq = urllib.request.Request(x.url + "ui/rpc", json.dumps(body).encode(),
+                                {"Content-Type": "application/json", "Cookie": cookie, "X-XGR-CSRF": csrf})
+    try:
+        with urllib.request.urlopen(rq, timeout=10) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return json.loads(e.read())
+
+
 def permits():
-    key = os.path.join(DIR, "owner.key")
-    owner = subprocess.run([XGR, "key", "new", key], capture_output=True, text=True, check=True).stdout.strip().lower()
-    x = Xgrd(XGRD, store_url("permits"), DIR, ["--auth", "permits", "--chain-id", "1887"], name="permits")
+    def new_key(name):
+        path = os.path.join(DIR, name + ".key")
+        return path, subprocess.run([XGR, "key", "new", path], capture_output=True, text=True, check=True).stdout.strip().lower()
+    key, owner = new_key("owner")
+    okey, op = new_key("operator")
+    skey, stranger = new_key("stranger")
+    x = Xgrd(XGRD, store_url("permits"), DIR, ["--auth", "permits", "--chain-id", "1887", "--operator", op], name="permits")
     # X spawns Y (a hard error unless its payload says Y = "ok") and V, which spawns W waiting an hour
     # (so the session lives)
     b = {"orchestration": {"id": "pr", "structure": {"X": {"rule": "px", "onValid": {"spawns": ["Y", "V"]}},
@@ -333,6 +369,46 @@ def permits():
         a = [e for e in sess(x, 1, owner, xd)["audit"] if e["kind"] in ("retry", "fork")]
         check([e["kind"] for e in a] == ["retry", "fork"] and all(e["actor"] == owner and e.get("permitDigest") for e in a),
               "the retry and the fork are recorded once each with the signer and the permit's digest")
+
+        # ---- an operator retries and forks the owner's session; anyone else cannot (not even a grantee)
+        def v2(k, action):   # a ControlPermitV2 signed by k on behalf of the owner
+            return permit(k, "control", x, "--action", action, "--session-id", "1", "--runner", owner)
+        x.ok("xgr_manageGrants", {"owner": owner, "sessionId": "1", "permit": permit(key, "xdala", x),
+                                  "entries": [{"grantee": stranger, "rights": 7, "expireAt": int(time.time()) + 3600}]})
+        before = sess(x, 1, owner, xd)
+        refused(x, "xgr.retry", {"owner": owner, "pid": y, "payload": {"Y": "ok"}, "permit": v2(skey, "retry")}, -32007,
+                "permit.message.from", "a grantee's (READ+WRITE+MANAGE) retry of the owner's process")
+        refused(x, "xgr.fork", {"owner": owner, "sessionId": "1", "pid": r["newPid"], "newRootPid": "4",
+                                "permit": v2(skey, "fork")}, -32007, "permit.message.from", "a grantee's fork of the owner's session")
+        after = sess(x, 1, owner, xd)
+        check(after["processes"] == before["processes"] and after["audit"] == before["audit"],
+              "the refused retry and fork changed nothing (processes and audit trail as before)")
+        gone = x.rpc("xgr.getSession", {"owner": owner, "rootPid": "4", "permit": xd})
+        check(gone.get("error", {}).get("code") == -32004, "the refused fork started no session 4 (%s)" % json.dumps(gone)[:200])
+        r2 = x.ok("xgr.retry", {"owner": owner, "pid": y, "payload": {"Y": "ok"}, "permit": v2(okey, "retry")})
+        wait_for("the operator's retry of Y is done", lambda: any(h["pid"] == r2["newPid"] and h["status"] == "done"
+                                                                  for h in sess(x, 1, owner, xd)["history"]), 10)
+        f = x.ok("xgr.fork", {"owner": owner, "sessionId": "1", "pid": r["newPid"], "newRootPid": "3", "permit": v2(okey, "fork")})
+        check(f["owner"] == owner and int(f["forkedFrom"]["rootPid"]) == 1, "the operator's fork is a session of the owner's")
+        a = [e for e in sess(x, 1, owner, xd)["audit"] if e["kind"] in ("retry", "fork")]
+        mine = sorted((e for e in a if e["actor"] == op), key=lambda e: e["kind"])
+        check(len(a) == 4 and [e["kind"] for e in mine] == ["fork", "retry"] and
+              mine[1]["detail"]["newIter"] == int(r2["newPid"].split(":")[1]),
+              "the operator's retry and fork are recorded with the operator as actor (%s)" % json.dumps(a))
+        fa = [e for e in sess(x, 3, owner, xd)["audit"] if e["kind"] == "forked"]
+        check(len(fa) == 1 and fa[0]["actor"] == op, "the forked session's entry names the operator (%s)" % json.dumps(fa))
+        # ---- the console: the signed-in address goes to the same decision
+        before = sess(x, 1, owner, xd)
+        r = console_rpc(x, skey, "xgr.retry", {"owner": owner, "pid": y, "payload": {"Y": "ok"}})
+        e = r.get("error") or {}
+        check(e.get("code") == -32007 and (e.get("data") or {}).get("path") == "owner",
+              "a signed-in stranger's retry in the console is refused (-32007 at owner): %s" % json.dumps(r)[:300])
+        check(sess(x, 1, owner, xd)["audit"] == before["audit"], "the refused console retry stored nothing")
+        r = console_rpc(x, okey, "xgr.kill", {"owner": owner, "pid": "1"})
+        check(r.get("result", {}).get("ok") is True, "a signed-in operator kills the owner's session 1: %s" % json.dumps(r)[:300])
+        v = sess(x, 1, owner, xd)
+        check(v["session"]["status"] == "killed" and [e["actor"] for e in v["audit"] if e["kind"] == "kill"] == [op],
+              "session 1 is killed, its audit entry names the signed-in operator")
     finally:
         x.kill()
 

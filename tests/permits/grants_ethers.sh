@@ -5,7 +5,9 @@
 # grants READ to an auditor, READ+WRITE to a writer, READ+MANAGE to a manager) started with the CLI,
 # then js/grants.js (ethers signs every permit) checks reads, listings, events, wakes, kills,
 # manageGrants, listGrants paging and expiry; xgrd restarts on the same store and the grants are
-# still there (phase 2). The CLI's `xgr sessions` shows a grantee the sessions granted to it.
+# still there (phase 2). The CLI's `xgr sessions` shows a grantee the sessions granted to it; `xgr
+# history --url` reads a session through xgrd as a READ grantee and prints the same table and the
+# same --json as `xgr history --store` on the store file, and a stranger's is refused (-32007, exit 1).
 # Skipped (exit 77) without Node.js/npm or when the pinned ethers cannot be installed (js/ethers.sh).
 set -euo pipefail
 X=$(realpath "$1") D=$(realpath "$2")
@@ -31,7 +33,8 @@ addr() { node -e 'const {ethers}=require(process.argv[1]); console.log(new ether
   "$js/node_modules/ethers" "$1"; }
 AUDITOR=$(addr "$AUDITOR_KEY") WRITER=$(addr "$WRITER_KEY") MANAGER=$(addr "$MANAGER_KEY") OPERATOR=$(addr "$OPERATOR_KEY")
 OWNER=$(addr "$OWNER_KEY")
-(umask 077; echo "$OWNER_KEY" > "$dir/owner.key"; echo "$MANAGER_KEY" > "$dir/manager.key"; echo "$NEWBIE_KEY" > "$dir/newbie.key")
+(umask 077; echo "$OWNER_KEY" > "$dir/owner.key"; echo "$MANAGER_KEY" > "$dir/manager.key"; echo "$NEWBIE_KEY" > "$dir/newbie.key"
+ echo "$STRANGER_KEY" > "$dir/stranger.key")
 # the operator comes from --config (an array), the fee from the command line
 printf '{"operator": ["%s"]}\n' "$OPERATOR" > "$dir/xgrd.json"
 
@@ -73,6 +76,30 @@ grep -q "ACCESS" "$dir/out" && grep -q "grant:5 of $OWNER" "$dir/out" || fail "x
 [ "$(grep -c "grant:5 of $OWNER" "$dir/out")" = 3 ] || fail "xgr sessions should list the manager's three granted sessions"
 "$X" show 3 --owner "$OWNER" --url "$URL" --key "$dir/manager.key" > "$dir/out" 2>&1 || fail "xgr show as a grantee"
 grep -q "waiting" "$dir/out" || fail "xgr show as a grantee does not show W waiting"
+
+# xgr history through xgrd (the node decides) and from the store file (the file's owner's view):
+# the same session gives the same --json and the same table
+for fmt in --json ""; do
+  # shellcheck disable=SC2086 # $fmt is one option or none
+  "$X" history --url "$URL" --key "$dir/manager.key" $fmt "$OWNER" 3 > "$dir/via-xgrd" 2>&1 ||
+    fail "xgr history --url as a READ grantee: $(cat "$dir/via-xgrd")"
+  # shellcheck disable=SC2086
+  "$X" history --store "$dir/store.db" $fmt "$OWNER" 3 > "$dir/via-store" 2>&1 || fail "xgr history --store"
+  cmp -s "$dir/via-xgrd" "$dir/via-store" ||
+    fail "xgr history ${fmt:-(table)}: --url and --store differ: $(diff "$dir/via-xgrd" "$dir/via-store" | head -20 | tr "\n" " ")"
+  if [ -n "$fmt" ]; then cp "$dir/via-xgrd" "$dir/history.json"; fi
+done
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["session"]["rootPid"] == "3" and d["session"]["status"] == "running"
+assert [h["step"] for h in d["history"]] == ["K"] and d["history"][0]["parentPid"] is None
+assert [a["kind"] for a in d["audit"]].count("revoke") == 1' "$dir/history.json" ||
+  fail "xgr history --json lacks the session, its step K or the revoke in its audit trail: $(cat "$dir/history.json")"
+grep -q "audit.*revoke" "$dir/via-xgrd" || fail "the table of xgr history shows no revoke: $(cat "$dir/via-xgrd")"
+rc=0
+"$X" history --url "$URL" --key "$dir/stranger.key" "$OWNER" 3 > "$dir/out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "code -32007" "$dir/out" && grep -q "may not read" "$dir/out" ||
+  fail "xgr history --url as a stranger should exit 1 with -32007 (exit $rc)"
 
 stop   # grants survive a restart
 start

@@ -11,7 +11,10 @@
 //            the owner shortens the auditor's grant to a few seconds: after that instant the same
 //            reads, listing and events are refused (-32007) without a restart; an operator reads
 //            and kills the owner's session 2 (recorded with the operator as actor), a non-operator
-//            cannot kill session 3.
+//            cannot kill session 3; a grantee's open event stream of session 3 receives its
+//            events (the owner pauses it) until the owner revokes the grant: then it gets one
+//            `event: end` {"reason":"access revoked"} and ends, and the owner's resume that follows
+//            is not delivered to it.
 //   phase 2 (after xgrd restarted on the same store): the grants are still there and work.
 'use strict';
 const { ethers } = require('ethers');
@@ -74,6 +77,50 @@ async function events(w, root, until, start) {
     ac.abort();
   }
   return { status, text };
+}
+
+/* The newcomer's stream of session 3 (a READ grant): the owner pauses the session once the stream
+ * is open; once a pause event arrived the owner revokes the grant, then resumes the session.
+ * Resolves with the text before and after the revoke, how the stream ended and the answers. */
+async function revokedStream() {
+  const permit = JSON.stringify(await xdala(newbie));
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), 15000);
+  const out = { status: 0, before: '', after: '', ended: false };
+  let revoked = false;
+  try {
+    const res = await fetch(`${URL}/ui/events?owner=${OWNER}&rootPid=3`,
+      { signal: ac.signal, headers: { Authorization: 'XDaLaPermit ' + permit } });
+    out.status = res.status;
+    if (out.status !== 200) return { ...out, before: await res.text() };
+    const rd = res.body.getReader();
+    let paused = false;
+    for (;;) {
+      const { value, done } = await rd.read();
+      if (done) {
+        out.ended = true;
+        break;
+      }
+      const t = Buffer.from(value).toString();
+      if (revoked) out.after += t;
+      else out.before += t;
+      if (!paused) {
+        paused = true;
+        out.pause = await rpc('xgr_pause', [{ owner: OWNER, rootPid: 3, permit: await controlV2(owner, 3n, 'pause') }]);
+      } else if (!revoked && /event: xgr\ndata: .*"rootPid":"3"/.test(out.before)) {
+        out.revoke = await rpc('xgr_manageGrants', [{ owner: OWNER, sessionId: '3', entries: [{ grantee: newbie.address,
+          rights: 0, expireAt: 0 }], permit: await xdala(owner) }]);
+        revoked = true;
+        out.resume = await rpc('xgr_resume', [{ owner: OWNER, rootPid: 3, permit: await controlV2(owner, 3n, 'resume') }]);
+      }
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') throw e;
+  } finally {
+    clearTimeout(timer);
+    ac.abort();
+  }
+  return out;
 }
 
 async function grantsOf(root) {
@@ -188,6 +235,27 @@ async function phase1() {
   'session 2 is killed and the audit trail names the operator', r.result);
   r = await getSession(owner, 3);
   check(r.result && r.result.session.status === 'running', 'session 3 still runs', r.result && r.result.session);
+
+  // a revoke ends the grantee's open event stream at once
+  r = await rpc('xgr_manageGrants', [{ owner: OWNER, sessionId: '3', entries: [{ grantee: newbie.address, rights: 1,
+    expireAt: Math.floor(Date.now() / 1000) + 3600 }], permit: await xdala(owner) }]);
+  check(r.result && r.result.upserted === 1, 'the owner grants the newcomer READ on session 3', r);
+  const rs = await revokedStream();
+  check(rs.status === 200 && rs.pause && rs.pause.result && /event: xgr\ndata: .*"rootPid":"3"/.test(rs.before),
+    "the newcomer's stream of session 3 receives its events (the owner pauses it)", rs);
+  check(rs.revoke && rs.revoke.result && rs.revoke.result.revoked === 1 && rs.resume && rs.resume.result,
+    'the owner revokes the grant, then resumes session 3', rs);
+  // what the stream sent is judged by the events, not by when they were read (the pause's last
+  // events may be read while the revoke is under way): the pause's action event and W paused, none
+  // of the resume's (a second action event, W waiting again), then the end
+  const all = rs.before + rs.after;
+  check(rs.ended && (all.match(/"kind":"action"/g) || []).length === 1 && /"pid":"3:2","step":"W","status":"paused"/.test(all) &&
+    !/"status":"waiting"/.test(all) && /event: end\ndata: \{"reason":"access revoked","message":"[^"]*may not read[^"]*"\}\n\n$/.test(all),
+  'after the revoke the stream sends no event of session 3 (not the resume): it ends saying why', rs);
+  refused(await getSession(newbie, 3), -32007, 'permit.message.from', 'the newcomer cannot read session 3 any more');
+  r = await getSession(owner, 3);
+  check(r.result && r.result.session.status === 'running' && r.result.audit.some((a) => a.kind === 'resume'),
+    'session 3 was resumed (the event the stream did not deliver)', r.result && r.result.session);
   console.log('grants.js phase 1: ok');
 }
 
