@@ -27,6 +27,7 @@ xgr_permit_kind xgr_permit_kind_for_method(const char *method) {
       /* grants (docs/RPC.md "Grants"): an xdalaPermit of the owner, an operator or a MANAGE holder */
       {"manageGrants", XGR_PERMIT_XDALA},     {"listGrants", XGR_PERMIT_XDALA},
       {"liveSessions", XGR_PERMIT_XDALA},     /* migrate-check --url: reads the stored records of live sessions */
+      {"listVersions", XGR_PERMIT_XDALA},     {"migrateSessions", XGR_PERMIT_CONTROL},
   };
   if (strncmp(method, "xgr", 3) || (method[3] != '.' && method[3] != '_')) return 0;
   for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
@@ -112,6 +113,11 @@ int xgr_permit_sign_call(const xgr_secp *ctx, const uint8_t key[32], const char 
     static const char *const pid_keys[] = {"pid", "processId", "rootPid", "sessionId", NULL};
     const char *which = "pid";
     const json_t *pv = first_of(params, pid_keys, &which);
+    bool migrate = !strcmp(m, "migrateSessions");   /* a ControlPermit migrates one session, action "migrate" */
+    const json_t *sv = json_object_get(params, "sessions");
+    if (migrate && !pv && json_array_size(sv) == 1) pv = json_array_get(sv, 0), which = "sessions[0]";
+    if (migrate && !pv)
+      return xgr_error_set(err, XGR_EINVAL, "sessions", "a control permit migrates one session: name exactly one");
     if (!pv || xgr_permit_root_of(pv, &f.session_id))
       return xgr_error_set(err, XGR_EINVAL, which, "no session id to sign a control permit for");
     bool wake = !strcmp(m, "wakeUpProcess") || !strcmp(m, "wake");
@@ -125,7 +131,7 @@ int xgr_permit_sign_call(const xgr_secp *ctx, const uint8_t key[32], const char 
       f.action = act ? act : "kill";
       f.step_id = "";
     } else {
-      f.action = m;
+      f.action = migrate ? "migrate" : m;
       f.step_id = "";
     }
     const char *ov = json_string_value(json_object_get(params, "owner"));

@@ -99,7 +99,8 @@ static int select_sessions(xgr_rpcd *d, const json_t *o, const char *owner, uint
   return 0;
 }
 
-/* xgr.listVersions: {"owner"?, "registry"?} -> {"owner","versions":[...]} (xgr_store_versions). */
+/* xgr.listVersions: {"owner"?, "registry"?} -> {"owner","versions":[...]} (xgr_store_versions):
+ * the owner's (default the caller), which the owner and operators may read. */
 XGR__RPCD_METHOD(xgr__rpcd_m_versions) {
   xgr_rpcd *d = ctx;
   static const char *const vkeys[] = {"owner", "runner", "registry", "permit", NULL};
@@ -111,6 +112,8 @@ XGR__RPCD_METHOD(xgr__rpcd_m_versions) {
   if ((rc = xgr__rpc_owner(o, xgr_rpc_claimed(caller, o), owner, sizeof owner, &opath, err))) return rc;
   if ((rc = xgr__rpc_opt_str(o, "registry", &reg, err))) return rc;
   if ((rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, NULL, err))) return rc;
+  /* the owner's or an operator's (every session of the owner: no grant opens them) */
+  if ((rc = xgr_rpc_access(d->n, caller, who, owner, 0, XGR_NODE_READ, opath, NULL, err))) return rc;
   json_t *v = NULL;
   if ((rc = xgr_node_versions(d->n, owner, reg, &v, err))) return xgr__rpc_code(rc, err);
   *result = json_pack("{s:s, s:o}", "owner", owner, "versions", v);
@@ -196,7 +199,7 @@ XGR__RPCD_METHOD(xgr__rpcd_m_migrate) {
   if ((rc = xgr__rpc_control_caller(caller, o, owner, who, sizeof who, &permit, err))) return rc;
   const char *actor_addr = permit.kind ? permit.from : who;
   if (!xgr_node_may_migrate(d->n, actor_addr, owner))
-    return xgr__rpc_fail(err, XGR_EPERM, opath, "%s may not migrate sessions of %s (only their owner may)", actor_addr, owner);
+    return xgr__rpc_fail(err, XGR_EPERM, opath, "%s may not migrate sessions of %s (only their owner and xgrd's operators may)", actor_addr, owner);
   uint64_t *roots;
   size_t n;
   if ((rc = select_sessions(d, o, owner, &roots, &n, err))) return rc;

@@ -439,6 +439,26 @@ def scenario_permits():
               (r.stdout + r.stderr)[-200:])
         r = run(pkey, "--owner", owner)
         check(r.returncode == 0 and json.loads(r.stdout)["checked"] == 2, "an operator reads the owner's by name")
+        # xgr versions: the owner's and an operator's, nobody else's (xgr.listVersions was open to any signer)
+        ver = lambda k, *extra: xgr("versions", "--url", x.url, "--key", k, "--json", *extra)
+        r = ver(okey)
+        check(r.returncode == 0 and sum(v["sessions"] for v in json.loads(r.stdout)) == 2,
+              "xgr versions with the owner's key: its two sessions (%s)" % (r.stdout + r.stderr)[-200:])
+        r = ver(xkey, "--owner", owner)
+        check(r.returncode == 1 and "-32007" in r.stderr, "another signer's xgr versions of the owner: -32007 (%s)" %
+              (r.stdout + r.stderr)[-200:])
+        r = ver(pkey, "--owner", owner)
+        check(r.returncode == 0 and sum(v["sessions"] for v in json.loads(r.stdout)) == 2,
+              "an operator's xgr versions of the owner (%s)" % (r.stdout + r.stderr)[-200:])
+        # xgr migrate with --key: the CLI signs a ControlPermit (action migrate) for the one session
+        x.ok("xgr.putOrchestration", {"xrc729": "kyc", "orchestration": kyc(True)["orchestration"], "permit": xd})
+        for k, rule in kyc(True)["rules"].items():
+            x.ok("xgr_putRule", {"address": k, "rule": rule, "permit": xd})
+        r = xgr("migrate", "--url", x.url, "--key", okey, "--owner", owner, "--session", "1", "--to", "kyc", "--dry-run", "--json")
+        check(r.returncode == 0 and json.loads(r.stdout)["sessions"][0]["status"] in ("safe", "unchanged"),
+              "xgr migrate --dry-run with the owner's key (%s)" % (r.stdout + r.stderr)[-300:])
+        r = xgr("migrate", "--url", x.url, "--key", xkey, "--owner", owner, "--session", "1", "--to", "kyc", "--dry-run")
+        check(r.returncode == 1 and "-32007" in r.stderr, "another signer's xgr migrate: -32007 (%s)" % (r.stdout + r.stderr)[-200:])
     finally:
         x.stop()
 
