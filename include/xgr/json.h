@@ -33,6 +33,10 @@ int xgr_json_is_exact(const json_t *v);
 /* v's text when v is a real JSON string, else NULL (also for an exact integer node). */
 const char *xgr_json_text(const json_t *v);
 
+/* Sort array a in place by cmp, which qsort calls with pointers to two elements (json_t *const *);
+ * the order of equal elements is not kept. a keeps its references. */
+void xgr_json_array_sort(json_t *a, int (*cmp)(const void *, const void *));
+
 /* "object", "array", "string", "integer", "number", "boolean" or "null" (an exact integer node:
  * "integer"). */
 const char *xgr_json_type_name(const json_t *v);

@@ -131,15 +131,8 @@ static int pid_cmp(const void *a, const void *b) {
 static json_t *describe(const xgr_session *s) {
   desc_ctx d = {json_array(), s};
   xgr_session_foreach(s, desc_proc, &d);
-  size_t n = json_array_size(d.a);
-  json_t **v = xgr_alloc_bytes((n + 1) * sizeof *v);
-  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(d.a, i));
-  qsort(v, n, sizeof *v, pid_cmp);
-  json_t *out = json_array();
-  for (size_t i = 0; i < n; i++) json_array_append_new(out, v[i]);
-  free(v);
-  json_decref(d.a);
-  return out;
+  xgr_json_array_sort(d.a, pid_cmp);
+  return d.a;
 }
 
 /* ---- without a store: every reachable state of OLD at a safe point ----------------------------------- */
@@ -306,15 +299,6 @@ static int session_cmp(const void *a, const void *b) {
   return (rx > ry) - (rx < ry);
 }
 
-static void sort_sessions(json_t *list) {
-  size_t n = json_array_size(list);
-  json_t **v = xgr_alloc_bytes((n + 1) * sizeof *v);
-  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(list, i));
-  qsort(v, n, sizeof *v, session_cmp);
-  json_array_clear(list);
-  for (size_t i = 0; i < n; i++) json_array_append_new(list, v[i]);
-  free(v);
-}
 
 /* ---- printing ----------------------------------------------------------------------------------------- */
 
@@ -473,7 +457,7 @@ int xgr_cmd_migrate_check(int argc, char **argv) {
   } else {
     check_states(&r, orch_of(&lo), lo.b, &cfg);
   }
-  if (store || registry) sort_sessions(r.list);
+  if (store || registry) xgr_json_array_sort(r.list, session_cmp);
   json_t *mj = json_object();
   for (size_t i = 0; i < nmap; i++) json_object_set_new(mj, from[i], json_string(to[i]));
   size_t cached = 0, explored = 0;

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/human.h"
 #include "xgr/alloc.h"
+#include "xgr/json.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -115,17 +116,7 @@ int xgr_cmd_show(int argc, char **argv) {
   xgr_cli_print_items(json_object_get(res, "processes"));
   printf("\ntimeline (time after the first step, then how long the step took):\n");
   json_t *hist = json_object_get(res, "history");
-  { /* in the order the steps began (a stable sort: iter order for steps that began together) */
-    size_t nh = json_array_size(hist);
-    json_t **v = xgr_alloc_bytes((nh ? nh : 1) * sizeof *v);
-    for (size_t k = 0; k < nh; k++) v[k] = json_incref(json_array_get(hist, k));
-    qsort(v, nh, sizeof *v, by_at);
-    json_t *sorted = json_array();
-    for (size_t k = 0; k < nh; k++) json_array_append_new(sorted, v[k]);
-    free(v);
-    json_object_set_new(res, "history", sorted);
-    hist = sorted;
-  }
+  xgr_json_array_sort(hist, by_at);   /* in the order the steps began (by_at: iter order for steps that began together) */
   long long t0 = 0;   /* when the first step began (refusal rows carry their sending step's time) */
   size_t i, nsteps = 0;
   const json_t *h;

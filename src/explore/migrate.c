@@ -152,16 +152,31 @@ static void on_problem(void *ctx, const char *path, const char *message) {
   json_array_append_new((json_t *)ctx, json_pack("{s:s, s:s}", "path", path, "message", message));
 }
 
-static json_t *check_uncached(xgr_migrate_checker *c, const xgr_session *s, int64_t now) {
-  json_t *problems = json_array();
+/* Migrate s to NEW (the session core's xgr_session_migrate): 0 with *m the migrated state (the
+ * caller's; NULL to free it here), or its refusal; every problem it names goes into *problems (a new
+ * array, the caller's), a refusal of the state as a whole (XGR_ESTATE) among them with path "". */
+static int migrate_problems(const xgr_migrate_checker *c, const xgr_session *s, int64_t now, xgr_session **m,
+                            json_t **problems) {
+  *problems = json_array();
   xgr_effects fx;
   xgr_effects_init(&fx);
-  xgr_session *m = NULL;
+  xgr_session *out = NULL;
   xgr_error e;
   xgr_error_clear(&e);
-  int rc = xgr_session_migrate(s, c->no, c->map, now, &fx, &m, on_problem, problems, &e);
+  int rc = xgr_session_migrate(s, c->no, c->map, now, &fx, &out, on_problem, *problems, &e);
   xgr_effects_free(&fx);
-  if (rc == XGR_ESTATE) json_array_append_new(problems, json_pack("{s:s, s:s}", "path", "", "message", e.message));
+  if (rc == XGR_ESTATE) json_array_append_new(*problems, json_pack("{s:s, s:s}", "path", "", "message", e.message));
+  if (m) *m = out;
+  else xgr_session_free(out);
+  return rc;
+}
+
+static json_t *check_uncached(xgr_migrate_checker *c, const xgr_session *s, int64_t now) {
+  json_t *problems;
+  xgr_session *m = NULL;
+  xgr_error e;
+  xgr_effects fx;
+  int rc = migrate_problems(c, s, now, &m, &problems);
   json_t *v = json_pack("{s:b, s:o, s:[]}", "safe", false, "problems", problems, "added");
   if (rc) return v;
   c->explored++;
@@ -248,16 +263,8 @@ static void rename_pids(json_t *v, uint64_t from, uint64_t to) {
 static json_t *retell(const xgr_migrate_checker *c, const centry *ce, const xgr_session *s, int64_t now) {
   uint64_t root = xgr_session_root_pid(s);
   if (root == ce->root) return json_incref(ce->verdict);
-  json_t *v = json_deep_copy(ce->verdict), *problems = json_array();
-  xgr_effects fx;
-  xgr_effects_init(&fx);
-  xgr_session *m = NULL;
-  xgr_error e;
-  xgr_error_clear(&e);
-  int rc = xgr_session_migrate(s, c->no, c->map, now, &fx, &m, on_problem, problems, &e);
-  xgr_effects_free(&fx);
-  xgr_session_free(m);
-  if (rc == XGR_ESTATE) json_array_append_new(problems, json_pack("{s:s, s:s}", "path", "", "message", e.message));
+  json_t *v = json_deep_copy(ce->verdict), *problems;
+  migrate_problems(c, s, now, NULL, &problems);
   json_object_set_new(v, "problems", problems);
   rename_pids(json_object_get(v, "added"), ce->root, root);
   return v;

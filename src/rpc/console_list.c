@@ -19,6 +19,7 @@
 
 #include "util/alloc.h"
 #include "util/clock.h"
+#include "xgr/json.h"
 
 #define SCAN_MAX 20000          /* session rows one xgr.console.sessions call looks at */
 #define SCAN_MS 40              /* ... and for at most this long (checked per 1,000 rows) */
@@ -150,13 +151,7 @@ static json_t *scan_granted(xgr__console *c, const xgr_rpc_caller *caller, const
     xgr_node_session_clear(&ns);
   }
   xgr_node_grants_free(g, ng);
-  size_t n = json_array_size(rows);
-  json_t **v = xgr__xmalloc((n + 1) * sizeof *v);
-  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(rows, i));
-  qsort(v, n, sizeof *v, by_created_desc);
-  json_array_clear(rows);
-  for (size_t i = 0; i < n; i++) json_array_append_new(rows, v[i]);
-  free(v);
+  xgr_json_array_sort(rows, by_created_desc);
   return rows;
 }
 

@@ -57,6 +57,17 @@ int xgr_json_is_exact(const json_t *v) {
 
 const char *xgr_json_text(const json_t *v) { return xgr_json_is_exact(v) ? NULL : json_string_value(v); }
 
+void xgr_json_array_sort(json_t *a, int (*cmp)(const void *, const void *)) {
+  size_t n = json_array_size(a);
+  if (n < 2) return;
+  json_t **v = xgr__xmalloc(n * sizeof *v);
+  for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(a, i));
+  qsort(v, n, sizeof *v, cmp);
+  json_array_clear(a);
+  for (size_t i = 0; i < n; i++) json_array_append_new(a, v[i]);
+  free(v);
+}
+
 const char *xgr_json_type_name(const json_t *v) {
   if (xgr_json_is_exact(v)) return "integer";
   switch (json_typeof(v)) {
