@@ -160,7 +160,13 @@ static enum MHD_Result answer_rpc(xgr_rpc_server *s, struct MHD_Connection *c, r
   const char *name;
   int code;
   bool batch;
+  atomic_fetch_add(&s->dispatching, 1);   /* the stop's gate (server_impl.h): count, then look */
+  if (atomic_load(&s->stopping)) {
+    atomic_fetch_sub(&s->dispatching, 1);
+    return refuse(s, c, "POST", url, MHD_HTTP_SERVICE_UNAVAILABLE, "xgrd is stopping: try again (another node, or once it is back)");
+  }
   json_t *out = xgr__rpc_answer(s, &caller, r->body ? r->body : "", r->len, &name, &code, &batch);
+  atomic_fetch_sub(&s->dispatching, 1);
   if (code == XGR_RPC_DEFERRED) return MHD_YES;   /* suspended until xgr_rpc_defer_ready */
   return send_answer(s, c, r, url, out, name, code, batch);
 }
@@ -568,16 +574,19 @@ void xgr__rpc_on_stop(xgr_rpc_server *s, void (*fn)(void *ctx), void *ctx) {
   s->on_stop[s->non_stop++].ctx = ctx;
 }
 
-/* Wait up to 10 s for the deferred answers to go out; whether none is left. */
+/* Wait up to 10 s for the calls being dispatched to return and the deferred answers to go out;
+ * whether none is left. Once `stopping` is set no call starts (answer_rpc), so none can defer an
+ * answer after this has seen `deferred` at 0. */
 static bool deferred_sent(xgr_rpc_server *s) {
-  for (int i = 0; atomic_load(&s->deferred) && i < 10000; i++) {
+  for (int i = 0; (atomic_load(&s->dispatching) || atomic_load(&s->deferred)) && i < 10000; i++) {
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
-  return atomic_load(&s->deferred) == 0;
+  return !atomic_load(&s->dispatching) && !atomic_load(&s->deferred);
 }
 
 void xgr_rpc_stop(xgr_rpc_server *s) {
+  atomic_store(&s->stopping, true);
   if (s->d && !s->stop_later) {
     for (size_t i = 0; i < s->non_stop; i++) s->on_stop[i].fn(s->on_stop[i].ctx);
     /* deferred answers wait for commits, which end (the store is still open), or were woken by a

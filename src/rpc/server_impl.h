@@ -106,6 +106,13 @@ struct xgr_rpc_server {
   struct { void (*fn)(void *ctx); void *ctx; } on_stop[4];   /* xgr__rpc_on_stop, in order */
   size_t non_stop;
   atomic_uint deferred;         /* answers deferred and not yet sent (xgr_rpc_stop waits for them) */
+  /* The stop's gate for JSON-RPC calls (answer_rpc): a call counts itself in `dispatching` and
+   * then reads `stopping`; xgr_rpc_stop sets `stopping` and then waits for `dispatching` to reach
+   * 0 (both sequentially consistent), so no call can suspend its connection (defer its answer)
+   * after the stop has counted the deferred answers — libmicrohttpd aborts the process when it is
+   * stopped with a suspended connection. A call that finds the stop begun answers 503. */
+  atomic_bool stopping;
+  atomic_uint dispatching;
   bool stop_later;              /* xgr_rpc_stop left the quiesced listener to xgr_rpc_server_free */
   xgr_counter *accept_failed;   /* xgr_http_accept_failures_total */
   pthread_mutex_t qmu;          /* the accept-failure log's quiet period (guards the two below) */

@@ -2,8 +2,9 @@
  * port with two test methods, driven with real HTTP requests (libcurl) for every protocol path:
  * single calls, batches, notifications, bad JSON, invalid requests, unknown methods, invalid
  * params with data.path, wrong content type, oversize bodies, unknown paths and HTTP methods,
- * metrics, health and readiness, a slow client that never finishes its headers, and the loopback
- * rule of --auth none. */
+ * metrics, health and readiness, a slow client that never finishes its headers, the loopback
+ * rule of --auth none, and a stop while calls keep deferring their answers (no call may suspend
+ * its connection after the stop counted them: libmicrohttpd aborts on a suspended connection). */
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <setjmp.h>
@@ -16,6 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #include "../daemon/harness.h"
 #include "xgr/rpc.h"
@@ -253,6 +257,93 @@ static void test_param_uint_range(void **st) {
   json_decref(p);
 }
 
+/* ---- a stop while calls defer their answers ------------------------------------------------------- */
+
+static int finish_later(void *ctx, json_t **result, xgr_error *err) {
+  (void)err;
+  free(ctx);
+  *result = json_string("done");
+  return 0;
+}
+
+static void *ready_later(void *arg) {
+  struct timespec ts = {0, 1000000 + (rand() % 3) * 1000000};   /* a "commit" 1-3 ms later */
+  nanosleep(&ts, NULL);
+  xgr_rpc_defer_ready(arg);
+  return NULL;
+}
+
+/* Defers its answer (as an enqueue waiting for its commit does) and makes it ready from a thread. */
+static int m_defer_later(void *ctx, const xgr_rpc_caller *c, const json_t *params, json_t **result, xgr_error *err) {
+  (void)ctx;
+  (void)params;
+  (void)result;
+  (void)err;
+  if (!c->defer) return XGR_EINVAL;
+  xgr_rpc_defer_begin(c->defer, finish_later, malloc(1));
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_create(&t, &a, ready_later, c->defer);
+  pthread_attr_destroy(&a);
+  return XGR_RPC_DEFERRED;
+}
+
+typedef struct stop_client {
+  int port;
+  atomic_bool *stop;
+  int answered, refused, gone, wrong;
+} stop_client;
+
+static void *stop_client_run(void *arg) {
+  stop_client *sc = arg;
+  static const char body[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"deferLater\"}";
+  for (int i = 0; i < 2000 && !atomic_load(sc->stop); i++) {
+    char *out = NULL;
+    long st = xh_http_at(sc->port, "POST", "/", "application/json", body, strlen(body), 10, &out);
+    if (st == 200 && out && strstr(out, "\"result\":\"done\"")) sc->answered++;
+    else if (st == 503) sc->refused++;
+    else if (st <= 0) sc->gone++;
+    else sc->wrong++;
+    free(out);
+  }
+  return NULL;
+}
+
+static void test_stop_while_deferring(void **st) {
+  (void)st;
+  int answered = 0, refused = 0;
+  for (int round = 0; round < 25; round++) {
+    xgr_rpc_config cfg = {.listen = "127.0.0.1:0", .auth_none = true, .timeout_s = 2, .threads = 4};
+    xgr_error e;
+    xgr_rpc_server *s = xgr_rpc_server_new(&cfg, &e);
+    assert_non_null(s);
+    xgr_rpc_register(s, "deferLater", m_defer_later, NULL);
+    assert_int_equal(xgr_rpc_start(s, &e), 0);
+    atomic_bool stop = false;
+    stop_client cl[6];
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++) {
+      cl[i] = (stop_client){.port = xgr_rpc_port(s), .stop = &stop};
+      pthread_create(&t[i], NULL, stop_client_run, &cl[i]);
+    }
+    struct timespec ts = {0, 20000000 + round * 1000000};
+    nanosleep(&ts, NULL);
+    xgr_rpc_stop(s);   /* before the fix: now and then "MHD_stop_daemon() called while we have suspended connections" */
+    atomic_store(&stop, true);
+    for (int i = 0; i < 6; i++) {
+      pthread_join(t[i], NULL);
+      assert_int_equal(cl[i].wrong, 0);
+      answered += cl[i].answered;
+      refused += cl[i].refused;
+    }
+    xgr_rpc_server_free(s);
+  }
+  print_message("stop while deferring: %d answered, %d refused 503 while stopping\n", answered, refused);
+  assert_true(answered > 0);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const struct CMUnitTest tests[] = {
@@ -264,6 +355,7 @@ int main(void) {
     cmocka_unit_test(test_slow_client),
     cmocka_unit_test(test_auth_none_needs_loopback),
     cmocka_unit_test(test_param_uint_range),
+    cmocka_unit_test(test_stop_while_deferring),
   };
   int rc = cmocka_run_group_tests(tests, setup, teardown);
   curl_global_cleanup();
