@@ -102,7 +102,16 @@ int xgr_node_live_records(xgr_node *n, const xgr_node_live_query *q, json_t **ou
       json_decref(a.out);
       return rc;
     }
-    for (size_t i = 0; i < ns; i++) {
+    /* a full store page may end inside a rootPid's group (several owners' sessions of that
+     * rootPid): that group is left to the next store page, which starts at it (before = its
+     * rootPid + 1) — else "below its rootPid" would skip the rest of it. A page that is one group
+     * (more owners of one rootPid than a page holds) is taken as it is. */
+    size_t use = ns;
+    if (ns == LIVE_SCAN_PAGE) {
+      while (use > 0 && ss[use - 1].row.root_pid == ss[ns - 1].row.root_pid) use--;
+      if (!use) use = ns;
+    }
+    for (size_t i = 0; i < use; i++) {
       const xgr_store_session *row = &ss[i].row;
       /* a page ends between rootPids, so that the next (rootPid below) misses no other owner's
        * session of the same rootPid */
@@ -126,6 +135,7 @@ int xgr_node_live_records(xgr_node *n, const xgr_node_live_query *q, json_t **ou
       last = row->root_pid;
       full = ++got >= q->max_sessions || a.bytes >= q->max_bytes;
     }
+    if (use < ns) before = ss[use].row.root_pid + 1;   /* the group left over comes first next */
     xgr_node_sessions_free(ss, ns);
     if (ns < LIVE_SCAN_PAGE || before <= 1) break;   /* no older sessions */
     if (scanned >= LIVE_SCAN_MAX) {                  /* enough looked at for one call: the caller goes on */

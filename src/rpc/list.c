@@ -390,6 +390,16 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   }
   /* a full scan window may have older sessions below it: the cursor for the next page */
   uint64_t next_before = nss >= LIST_SCAN_SESSIONS ? ss[nss - 1].row.root_pid : 0;
+  if (next_before && scope == LS_ALL) {   /* every owner's: a full window may end inside a rootPid that several
+                                             owners share; that group goes to the next page (below its rootPid + 1) */
+    size_t keep = nss;
+    while (keep > 0 && ss[keep - 1].row.root_pid == next_before) keep--;
+    if (keep) {
+      for (size_t r = keep; r < nss; r++) xgr_node_session_clear(&ss[r]);
+      nss = keep;
+      next_before++;
+    }
+  }
   acc = xgr__xcalloc(nss + 1, sizeof *acc);
   for (size_t r = 0; r < nss && !allow_mode; r++) {
     xgr_error ae;

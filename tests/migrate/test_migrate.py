@@ -499,6 +499,48 @@ def scenario_two_nodes():
         n2.stop()
 
 
+def scenario_owners_pages():
+    """xgr.liveSessions of every owner pages across the store's pages of 1,000 rows without losing a
+    session where a page ends inside a rootPid that two owners share. A has 601 sessions, B 600
+    (rootPids 1..); newest first, the 1,000th row is A's 101, the 1,001st B's 101 — the only two in
+    registry `hold` (the rest are in `other`), so one call reads past the store's first page."""
+    B = "0x00000000000000000000000000000000000000b2"
+    x = Xgrd(XGRD, store_url("owners"), DIR, ["--hibernate-after", "0"], name="owners")
+    x.start()
+    try:
+        hold = {"orchestration": {"id": "hold", "structure": {"w": {"rule": "rwait", "onValid": {"spawns": ["e"]}},
+                                                             "e": {"rule": "rok"}}},
+                "rules": {"rwait": RWAIT, "rok": ROK}}   # each waits an hour to run e: live
+        for o in (A, B):
+            for reg in ("hold", "other"):
+                x.deploy(hold, reg, **{"from": o})
+        for o, n in ((A, 601), (B, 600)):
+            for lo in range(1, n + 1, 100):
+                x.ok_batch([("xgr.enqueue", {"owner": o, "xrc729": "hold" if r == 101 else "other", "rootPid": str(r),
+                                             "init": {"stepId": "w"}}) for r in range(lo, min(lo + 100, n + 1))],
+                           timeout=120)
+        page = x.ok("xgr.liveSessions", {"registry": "hold", "limit": 100}, timeout=60)
+        seen = sorted((j["session"]["owner"], int(j["session"]["rootPid"])) for j in page["sessions"])
+        check(seen == [(A, 101), (B, 101)] and not page["nextBeforeRootPid"],
+              "xgr.liveSessions of every owner finds both sessions of rootPid 101, though the store's first page "
+              "of 1,000 rows ends between them (%s)" % seen)
+        # xgr.listSessions of every owner (--auth none, no owner): its pages of 1,000 rows, the same
+        listed, before = [], None
+        for _ in range(10):
+            p = {"view": "sessions", "limit": 2000}
+            if before:
+                p["beforeRootPid"] = before
+            r = x.ok("xgr.listSessions", p, timeout=60)
+            listed += [(j["owner"], int(j["rootPid"])) for j in r["sessions"]]
+            before = r.get("nextBeforeRootPid")
+            if not before:
+                break
+        want = sorted([(A, r) for r in range(1, 602)] + [(B, r) for r in range(1, 601)])
+        check(sorted(listed) == want, "xgr.listSessions of every owner pages through all 1,201 sessions once (%d listed, "
+              "missing %s)" % (len(listed), sorted(set(want) - set(listed))[:4]))
+    finally:
+        x.stop()
+
 def main():
     api = HeldApi()
     x = Xgrd(XGRD, store_url("m"), DIR, ["--allow-outbound", "127.0.0.1/32",
@@ -521,6 +563,7 @@ def main():
     scenario_crash()
     scenario_cli()
     scenario_permits()
+    scenario_owners_pages()
     if MODE == "pg":
         scenario_two_nodes()
     if not os.environ.get("XGR_KEEP_TMP"):   # keep the logs (xgrd's stderr) to read them
