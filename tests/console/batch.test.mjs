@@ -8,8 +8,7 @@
 // (one audit entry each naming the operation) and 1..2 are not. A second operation is cancelled
 // from the page. Screenshots go to OUTDIR. Every wait is bounded; nothing asserts a duration.
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { ok, until, startXgrd, run, rpc } from './common.mjs';
+import { ok, until, startXgrd, run, rpc, openPage } from './common.mjs';
 
 const [, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const OWNER = '0x00000000000000000000000000000000000000d2';
@@ -30,13 +29,8 @@ async function main() {
     await call('xgr.enqueue', { owner: OWNER, xrc729: 'hold', rootPid: String(r), init: { stepId: 'main' } });
   await until('eight sessions wait', async () => (await call('xgr.batchPreview', { selection: { owner: OWNER, status: 'waiting' } })).count === 8);
 
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'] });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1440, height: 1000 });
-  const pageErrors = [];
-  page.on('pageerror', e => pageErrors.push(e.message));
-  page.on('console', m => { if (m.type() === 'error') pageErrors.push(m.text()); });
+  const { browser: b, page, pageErrors } = await openPage(CHROMIUM, { consoleErrors: true });
+  browser = b;
   const shot = name => page.screenshot({ path: path.join(OUT, name), fullPage: true });
   await page.goto(`${URL}/ui/#/batch`);
   await page.waitForSelector('#bfilters');

@@ -10,9 +10,8 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
 import { Wallet } from 'ethers';
-import { ok, until, startXgrd, run } from './common.mjs';
+import { ok, until, startXgrd, run, openPage } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const wallet = new Wallet('0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318');
@@ -35,12 +34,8 @@ async function main() {
   const waiting = () => JSON.parse(x('batch', 'preview', '--owner', OWNER, '--status', 'waiting', '--json')).count;
   await until('four sessions wait', () => waiting() === 4);
 
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1440, height: 1000 });
-  const errors = [];
-  page.on('pageerror', e => errors.push(e.message));
+  const { browser: b, page, pageErrors: errors } = await openPage(CHROMIUM);
+  browser = b;
   page.on('request', req => {
     if (req.method() !== 'POST') return;
     try {

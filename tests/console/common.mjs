@@ -1,13 +1,14 @@
 // common.mjs — what the console's browser tests (console.test.mjs, signin.test.mjs, siwe.test.mjs,
-// scale.test.mjs, batch.test.mjs, migrate.test.mjs) share: the PASS/FAIL checks and their count, a
-// bounded wait, a JSON-RPC call, xgrd started on 127.0.0.1 in a
-// temporary directory (removed at exit), and the end of every test: a time guard around main, then
+// scale.test.mjs, batch.test.mjs, batch_permit.test.mjs, migrate.test.mjs) share: the PASS/FAIL
+// checks and their count, a bounded wait, a JSON-RPC call, headless chromium with one page, xgrd
+// started on 127.0.0.1 in a temporary directory (removed at exit), and the end of every test: a time guard around main, then
 // xgrd must stop cleanly (under ASan: no leak, no error report) within 30 s of SIGTERM, and the exit
 // status says whether anything failed.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import puppeteer from 'puppeteer-core';
 
 let failures = 0;
 export const ok = (cond, name, detail) => {
@@ -48,6 +49,19 @@ export async function rpc(u, method, params) {
   const b = await r.json();
   if (b.error) throw new Error(`${method}: ${b.error.message}`);
   return b.result;
+}
+
+// Headless Debian chromium (puppeteer-core) and one page of width × height that collects its
+// uncaught errors, and with consoleErrors its console's errors too: { browser, page, pageErrors }.
+export async function openPage(CHROMIUM, { width = 1440, height = 1000, consoleErrors = false } = {}) {
+  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'] });
+  const page = await browser.newPage();
+  await page.setViewport({ width, height });
+  const pageErrors = [];
+  page.on('pageerror', e => pageErrors.push(e.message));
+  if (consoleErrors) page.on('console', m => { if (m.type() === 'error') pageErrors.push(m.text()); });
+  return { browser, page, pageErrors };
 }
 
 // Run main within seconds, then after() (closing the browser), then stop xgrd and exit with the

@@ -11,8 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import puppeteer from 'puppeteer-core';
-import { ok, until, startXgrd, run, rpc } from './common.mjs';
+import { ok, until, startXgrd, run, rpc, openPage } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -48,13 +47,8 @@ async function main() {
   await until('race 4 waits for D', async () => (await session(4)).steps.D.waiting === 1);
   await until('orders 5 and 6 wait', async () => (await session(5)).steps.ship.waiting === 1 && (await session(6)).steps.ship.waiting === 1);
 
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'] });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1440, height: 1000 });
-  const pageErrors = [];
-  page.on('pageerror', e => pageErrors.push(e.message));
-  page.on('console', m => { if (m.type() === 'error') pageErrors.push(m.text()); });
+  const { browser: b, page, pageErrors } = await openPage(CHROMIUM, { consoleErrors: true });
+  browser = b;
   let promptAnswer = '';   // what a prompt() (retry / fork: the payload) is answered with
   page.on('dialog', d => d.accept(d.type() === 'prompt' ? promptAnswer : undefined));
   const shot = name => page.screenshot({ path: path.join(OUT, name), fullPage: true });

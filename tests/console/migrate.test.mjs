@@ -12,8 +12,7 @@
 //  3. woken, session 1 runs version 3's tail (end, finish), session 2 version 1's (end only).
 // Screenshots go to OUTDIR. Every wait is bounded; nothing asserts a duration.
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { ok, until, startXgrd, run, rpc } from './common.mjs';
+import { ok, until, startXgrd, run, rpc, openPage } from './common.mjs';
 
 const [, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const OWNER = '0x00000000000000000000000000000000000000d3';
@@ -35,12 +34,8 @@ async function main() {
   await until('both sessions wait to run end', async () => (await waitingAt(1))[0] === 'end' && (await waitingAt(2))[0] === 'end');
   const v1 = (await sess(1)).session.bundleHash;
 
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'] });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1440, height: 1000 });
-  const pageErrors = [];
-  page.on('pageerror', e => pageErrors.push(e.message));
+  const { browser: b, page, pageErrors } = await openPage(CHROMIUM);
+  browser = b;
   page.on('dialog', d => d.accept());
   const shot = name => page.screenshot({ path: path.join(OUT, name), fullPage: true });
   // the toast of the next action: its text and whether it is an error

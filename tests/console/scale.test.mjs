@@ -12,8 +12,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { ok, sleep, startXgrd, run } from './common.mjs';
+import { ok, sleep, startXgrd, run, openPage } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const N = Number(process.env.XGR_CONSOLE_SESSIONS || 100000);
@@ -82,11 +81,8 @@ async function main() {
      t.r.history.total === 10000 && t.r.history.items.length <= 50 && bytes < 64 * 1024,
      '10,000 processes: one count per step, paged lists, an answer under 64 KB', { bytes, steps: t.r.steps });
 
-  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  const { browser, page } = await openPage(CHROMIUM);
   try {
-    const page = await browser.newPage();
-    await page.setViewport({ width: 1440, height: 1000 });
     await page.goto(`${URL}/ui/#/sessions?owner=${OWNER}`);
     await page.waitForFunction(() => document.querySelectorAll('#sessions tbody tr').length === 50, { timeout: 20000 });
     await page.click('#older');

@@ -28,9 +28,8 @@ import { createServer } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import puppeteer from 'puppeteer-core';
 import { Wallet } from 'ethers';
-import { ok, until, startXgrd, run } from './common.mjs';
+import { ok, until, startXgrd, run, openPage } from './common.mjs';
 
 const [XGR, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const SRC = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -57,12 +56,8 @@ async function main() {
   const show = (root, owner = ME) => JSON.parse((owner === ME ? x : y)('show', String(root), '--owner', owner, '--json')).session;
   await until('sessions wait at ship', () => show(1).status === 'running' && show(3).status === 'running');
 
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'] });
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1440, height: 900 });
-  const errors = [];
-  page.on('pageerror', e => errors.push(e.message));
+  const { browser: b, page, pageErrors: errors } = await openPage(CHROMIUM, { height: 900 });
+  browser = b;
   page.on('dialog', d => d.accept());
   const text = sel => page.$eval(sel, e => e.textContent);
   const shot = name => page.screenshot({ path: path.join(OUT, name) });
