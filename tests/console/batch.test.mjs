@@ -8,7 +8,7 @@
 // (one audit entry each naming the operation) and 1..2 are not. A second operation is cancelled
 // from the page. Screenshots go to OUTDIR. Every wait is bounded; nothing asserts a duration.
 import path from 'node:path';
-import { ok, until, startXgrd, run, rpc, openPage } from './common.mjs';
+import { ok, until, startXgrd, run, rpc, openPage, putHold } from './common.mjs';
 
 const [, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const OWNER = '0x00000000000000000000000000000000000000d2';
@@ -20,11 +20,7 @@ async function main() {
   const URL = await url();
   await until('xgrd ready', async () => (await fetch(URL + '/readyz')).ok);
   const call = (m, p) => rpc(URL, m, p);
-  for (const [address, rule] of [['rwait', { payload: {}, rules: [], onValid: { waitSec: 3600 }, onInvalid: {} }],
-    ['rend', { payload: {}, rules: [], onValid: {}, onInvalid: {} }]])
-    await call('xgr_putRule', [{ from: OWNER, address, rule }]);
-  await call('xgr.putOrchestration', { from: OWNER, xrc729: 'hold', orchestration: { id: 'hold', structure: {
-    main: { rule: 'rwait', onValid: { spawns: ['end'] } }, end: { rule: 'rend' } } } });
+  await putHold(call, OWNER);
   for (let r = 1; r <= 8; r++)
     await call('xgr.enqueue', { owner: OWNER, xrc729: 'hold', rootPid: String(r), init: { stepId: 'main' } });
   await until('eight sessions wait', async () => (await call('xgr.batchPreview', { selection: { owner: OWNER, status: 'waiting' } })).count === 8);

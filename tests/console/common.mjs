@@ -51,6 +51,15 @@ export async function rpc(u, method, params) {
   return b.result;
 }
 
+// Register for owner, through call(method, params), the rules rwait (waits an hour, then goes on)
+// and rend, and orchestration `hold` with structure (default: main, then end an hour later).
+export async function putHold(call, owner, structure = { main: { rule: 'rwait', onValid: { spawns: ['end'] } }, end: { rule: 'rend' } }) {
+  for (const [address, rule] of [['rwait', { payload: {}, rules: [], onValid: { waitSec: 3600 }, onInvalid: {} }],
+    ['rend', { payload: {}, rules: [], onValid: {}, onInvalid: {} }]])
+    await call('xgr_putRule', [{ from: owner, address, rule }]);
+  return call('xgr.putOrchestration', { from: owner, xrc729: 'hold', orchestration: { id: 'hold', structure } });
+}
+
 // Headless Debian chromium (puppeteer-core) and one page of width × height that collects its
 // uncaught errors, and with consoleErrors its console's errors too: { browser, page, pageErrors }.
 export async function openPage(CHROMIUM, { width = 1440, height = 1000, consoleErrors = false } = {}) {

@@ -12,7 +12,7 @@
 //  3. woken, session 1 runs version 3's tail (end, finish), session 2 version 1's (end only).
 // Screenshots go to OUTDIR. Every wait is bounded; nothing asserts a duration.
 import path from 'node:path';
-import { ok, until, startXgrd, run, rpc, openPage } from './common.mjs';
+import { ok, until, startXgrd, run, rpc, openPage, putHold } from './common.mjs';
 
 const [, XGRD, OUT, CHROMIUM] = process.argv.slice(2);
 const OWNER = '0x00000000000000000000000000000000000000d3';
@@ -23,11 +23,8 @@ async function main() {
   const URL = await url();
   await until('xgrd ready', async () => (await fetch(URL + '/readyz')).ok);
   const call = (m, p) => rpc(URL, m, p);
-  for (const [address, rule] of [['rwait', { payload: {}, rules: [], onValid: { waitSec: 3600 }, onInvalid: {} }],
-    ['rend', { payload: {}, rules: [], onValid: {}, onInvalid: {} }]])
-    await call('xgr_putRule', [{ from: OWNER, address, rule }]);
-  const put = structure => call('xgr.putOrchestration', { from: OWNER, xrc729: 'hold', orchestration: { id: 'hold', structure } });
-  await put({ main: { rule: 'rwait', onValid: { spawns: ['end'] } }, end: { rule: 'rend' } });
+  const put = structure => putHold(call, OWNER, structure);
+  await putHold(call, OWNER);
   for (const r of [1, 2]) await call('xgr.enqueue', { owner: OWNER, xrc729: 'hold', rootPid: String(r), init: { stepId: 'main' } });
   const sess = r => call('xgr.getSession', { owner: OWNER, rootPid: String(r) });
   const waitingAt = async r => (await sess(r)).processes.filter(p => p.status === 'waiting').map(p => p.resumeStep);
