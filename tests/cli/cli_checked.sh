@@ -80,6 +80,21 @@ t "publish --chian" 2 "$X" publish "$D/wait_hour.json" --chian http://127.0.0.1:
 is_err "publish message" "xgr publish: unknown option --chian; did you mean --chain?"
 t "unknown option without a near one" 2 "$X" run "$D/wait_hour.json" --frobnicate
 is_err "no near option" "xgr run: unknown option --frobnicate (xgr run --help lists the options)"
+# xgr grant / xgr grants: what they are given is checked before anything is sent
+t "grant --rights bogus" 2 "$X" grant 1 --to "$O" --rights bogus --from "$O"
+is_err "grant --rights message" "xgr grant: --rights is 'bogus'; expected read, write, manage joined by commas, or 1..7"
+t "grant --expires 3x" 2 "$X" grant 1 --to "$O" --rights read --expires 3x --from "$O"
+is_err "grant --expires message" "xgr grant: --expires is '3x'; expected a number and s, m, h or d (e.g. 30d)"
+t "grant --revoke with --rights" 2 "$X" grant 1 --to "$O" --revoke --rights read --from "$O"
+has "grant --revoke with --rights message" "xgr grant: --revoke takes no --rights, --expires, --until or --dek"
+t "grant without --to" 2 "$X" grant 1 --rights read --from "$O"
+has "grant without --to message" "xgr grant: give --to ADDR"
+t "grant --tto" 2 "$X" grant 1 --tto "$O"
+is_err "grant --tto message" "xgr grant: unknown option --tto; did you mean --to?"
+t "grants --limit 0" 2 "$X" grants --limit 0 --from "$O"
+is_err "grants --limit message" "xgr grants: --limit is '0'; expected 1 to 10000"
+t "grant --help" 0 "$X" grant --help
+has "grant --help text" "READ reads the session, WRITE also wakes its processes, MANAGE also grants"
 t "mistyped command" 2 "$X" chekc "$D/wait_hour.json"
 is_err "command message" "xgr: unknown command 'chekc'; did you mean 'check'?"
 t "xgrd --max-runing" 2 "$XD" --max-runing 1
