@@ -253,7 +253,7 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
                      "permit: not taken in the URL (logs and history keep URLs); sign in to the console "
                      "(a cookie) or send it in the Authorization header\n");
   uint64_t expiry = 0, gen = xgr_node_grants_generation(c->n);   /* read before the decision */
-  char me[43] = "", tag[67] = "", grantee[43] = "";
+  char me[43] = "", tag[67] = "", grantee[64] = "", reader[64] = "";
   if (!caller->auth_none) {
     const char *permit = events_permit(caller);
     int64_t sexp = 0;
@@ -277,7 +277,7 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     int rc = (!permit && !who.signed_in)
                  ? xgr_error_set(&err, XGR_EPERM, "", "not signed in (or the session ended): sign in at /ui/ (docs/CONSOLE.md)")
                  : xgr__console_read_owner_permit(c, &who, params, root ? strtoull(root, NULL, 10) : 0, o, sizeof o, &pm,
-                                                  &acc, &err);
+                                                  &acc, reader, &err);
     json_decref(params);
     if (rc) {
       char msg[XGR_MSG_MAX + 300];
@@ -289,7 +289,7 @@ static int serve_events(xgr__console *c, const xgr_rpc_caller *caller, struct MH
     if (acc.via == XGR_NODE_VIA_GRANT) {   /* a grant's stream ends when the grant does (engine clock ms -> s) */
       uint64_t g = acc.expires_at > 0 ? (uint64_t)acc.expires_at / 1000 : 1;
       if (!expiry || g < expiry) expiry = g;
-      snprintf(grantee, sizeof grantee, "%s", pm.kind ? pm.from : me);   /* decided again while open */
+      snprintf(grantee, sizeof grantee, "%s", reader);   /* decided again while open */
     }
   }
   char client[64];

@@ -94,9 +94,12 @@ int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64
  * (every session of owner): its owner or an operator. *info (may be NULL) says how. */
 int xgr__console_read_owner(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root, char *owner,
                             size_t n, xgr_node_access_info *info, xgr_error *err);
-/* The same, with the verified permit in *p (p->kind 0 under --auth none; p may be NULL). */
+/* The same, with the verified permit in *p (p->kind 0 under --auth none; p may be NULL) and the
+ * caller's address in who[64] (may be NULL) once it is identified — also when the access decision
+ * then refuses; "" when it is not (or under --auth none without `from`). */
 int xgr__console_read_owner_permit(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root,
-                                   char *owner, size_t n, xgr_permit *p, xgr_node_access_info *info, xgr_error *err);
+                                   char *owner, size_t n, xgr_permit *p, xgr_node_access_info *info, char *who,
+                                   xgr_error *err);
 /* The params as an object (required), its keys checked against known (NULL-terminated; "from"
  * is always known): xgr__rpc_named. */
 int xgr__console_named(const json_t *params, const char *const *known, const json_t **o, xgr_error *err);

@@ -121,7 +121,7 @@ static int by_created_desc(const void *a, const void *b) {
 }
 
 /* The sessions of other owners granted to who that it may read now (unexpired READ grants, each
- * session once, at most GRANTED_MAX grants read; only only_owner's unless NULL), filtered as sc says,
+ * session has one, at most GRANTED_MAX grants read; only only_owner's unless NULL), filtered as sc says,
  * newest first: rows as the
  * list's, with "access", "rights" and "grantExpiresAt" (xgr__rpc_access_mark). The node decides
  * each (xgr_rpc_access): a grant revoked or expired since it was read is left out. */
@@ -134,13 +134,11 @@ static json_t *scan_granted(xgr__console *c, const xgr_rpc_caller *caller, const
   xgr_error e;
   if (xgr_node_grants(c->n, &f, &g, &ng, &e)) return rows;
   for (size_t i = 0; i < ng; i++) {
+    /* one grant a session and grantee (the store's key): one row a session */
     if (!(g[i].rights & XGR_NODE_READ) || !strcasecmp(g[i].owner, who)) continue;
-    bool seen = false;   /* one row a session, whatever grants it has */
-    for (size_t j = 0; j < i && !seen; j++)
-      seen = g[j].root_pid == g[i].root_pid && !strcasecmp(g[j].owner, g[i].owner) && (g[j].rights & XGR_NODE_READ);
     xgr_node_access_info acc;
     xgr_node_session ns;
-    if (seen || xgr_rpc_access(c->n, caller, who, g[i].owner, g[i].root_pid, XGR_NODE_READ, "from", &acc, &e) ||
+    if (xgr_rpc_access(c->n, caller, who, g[i].owner, g[i].root_pid, XGR_NODE_READ, "from", &acc, &e) ||
         xgr_node_session_get(c->n, g[i].owner, g[i].root_pid, &ns, &e))
       continue;
     if (row_matches(sc, &ns) && (!sc->step || has_step(c, ns.row.owner, ns.row.root_pid, sc->step))) {
@@ -236,14 +234,10 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
   bool partial_owners = false;
   char grantee[64] = "";
   if (named || json_object_get(o, "from")) {
-    char owner[64];
-    char who[64] = "";
-    xgr_error we;
-    if ((rc = xgr__console_read_owner(c, caller, o, 0, owner, sizeof owner, NULL, err))) {
+    char owner[64], who[64];
+    if ((rc = xgr__console_read_owner_permit(c, caller, o, 0, owner, sizeof owner, NULL, NULL, who, err))) {
       /* another owner's list in permit mode: the sessions of it granted to the caller, if any */
-      if (rc != XGR_EPERM || !caller || caller->auth_none ||
-          xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, NULL, who, sizeof who, &we) || !who[0])
-        return rc;
+      if (rc != XGR_EPERM || !caller || caller->auth_none || !who[0]) return rc;
       json_t *g = scan_granted(c, caller, &sc, who, owner);
       if (!json_array_size(g)) {
         json_decref(g);
@@ -255,8 +249,7 @@ XGR__RPCD_METHOD(xgr__console_m_sessions) {
     }
     owners[nown++] = xgr__xstrdup(owner);
     /* one's own sessions named: those granted to one go beside, as without a name */
-    if (caller && !caller->auth_none && !xgr_rpc_authorize(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, &we) &&
-        !strcasecmp(who, owner) && !xgr_node_is_operator(c->n, who))
+    if (caller && !caller->auth_none && !strcasecmp(who, owner) && !xgr_node_is_operator(c->n, who))
       snprintf(grantee, sizeof grantee, "%s", who);
   } else if ((rc = visible_owners(c, caller, o, owners, &nown, &partial_owners, grantee, err))) {
     return rc;

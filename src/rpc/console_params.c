@@ -67,11 +67,13 @@ int xgr__console_opt_uint(const json_t *o, const char *key, uint64_t max, uint64
 /* The owner the call reads: `owner` (or `from`), authorized, its access decided by the node. */
 int xgr__console_read_owner(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root, char *owner,
                             size_t n, xgr_node_access_info *info, xgr_error *err) {
-  return xgr__console_read_owner_permit(c, caller, o, root, owner, n, NULL, info, err);
+  return xgr__console_read_owner_permit(c, caller, o, root, owner, n, NULL, info, NULL, err);
 }
 
 int xgr__console_read_owner_permit(xgr__console *c, const xgr_rpc_caller *caller, const json_t *o, uint64_t root,
-                                   char *owner, size_t n, xgr_permit *p, xgr_node_access_info *info, xgr_error *err) {
+                                   char *owner, size_t n, xgr_permit *p, xgr_node_access_info *info, char *who_out,
+                                   xgr_error *err) {
+  if (who_out) who_out[0] = '\0';
   const char *v;
   int rc = xgr__console_opt_str(o, "owner", 64, &v, err);
   if (rc) return rc;
@@ -83,6 +85,7 @@ int xgr__console_read_owner_permit(xgr__console *c, const xgr_rpc_caller *caller
   char who[64];
   rc = xgr_rpc_authorize_permit(caller, o, XGR_RPC_ACT_READ, owner, who, sizeof who, p, err);
   if (rc) return rc;
+  if (who_out) snprintf(who_out, 64, "%s", who);
   if (caller && caller->auth_none && who[0] && strcasecmp(who, owner)) {   /* --auth none: `from` reads its own */
     xgr_error_set(err, XGR_EPERM, "from", "%s may not read the sessions of %s (only the owner may)", who, owner);
     return XGR_EPERM;
