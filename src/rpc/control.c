@@ -20,11 +20,16 @@ int xgr__rpc_control_caller(const xgr_rpc_caller *caller, const json_t *o, const
                                   p, err);
 }
 
+/* Who acts, when a permit or a console sign-in says so (identify() puts either in p->from): that
+ * address, or NULL (--auth none: the owner, checked by xgr_rpc_authorize_permit). */
+static const char *signer_of(const xgr_rpc_caller *caller, const xgr_permit *p) {
+  return p->kind || (caller && !caller->auth_none && caller->signed_in) ? p->from : NULL;
+}
+
 int xgr__rpc_control_access(xgr_rpcd *d, const xgr_rpc_caller *caller, const xgr_permit *p, const char *owner,
                             uint64_t root, bool *delegated, xgr_error *err) {
   *delegated = false;
-  if (!caller || caller->auth_none) return 0;   /* the owner, checked by xgr_rpc_authorize_permit */
-  const char *signer = p->kind ? p->from : caller->signed_in;
+  const char *signer = signer_of(caller, p);
   if (!signer || !strcasecmp(signer, owner)) return 0;
   int rc = xgr_node_access(d->n, signer, owner, root, XGR_NODE_CONTROL, p->kind ? "permit.message.from" : "owner", NULL,
                            err);
@@ -293,11 +298,12 @@ XGR__RPCD_METHOD(xgr__rpcd_m_wake) {
   /* a signer other than the session's owner wakes as the owner could when the node says it may
    * (WRITE: a grantee or an operator); otherwise only a step-mode wake goes on, and the step's
    * allow lists decide (the engine) */
-  bool delegated = false;   /* a permit's signer, or a console sign-in (identify() puts it in from) */
-  if ((permit.kind || (caller && caller->signed_in)) && strcasecmp(permit.from, owner)) {
+  bool delegated = false;
+  const char *signer = signer_of(caller, &permit);
+  if (signer && strcasecmp(signer, owner)) {
     xgr_error ae;
     xgr_error_clear(&ae);
-    int arc = xgr_node_access(d->n, permit.from, owner, root, XGR_NODE_WRITE, "permit.message.from", NULL, &ae);
+    int arc = xgr_node_access(d->n, signer, owner, root, XGR_NODE_WRITE, "permit.message.from", NULL, &ae);
     if (!arc) delegated = true;
     else if (pid_mode || arc != XGR_EPERM) {
       *err = ae;
