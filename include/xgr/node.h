@@ -566,6 +566,11 @@ void xgr_node_session_clear(xgr_node_session *s);
 int xgr_node_sessions(xgr_node *n, const char *owner, uint64_t before, size_t limit, xgr_node_session **out,
                       size_t *count, xgr_error *err);
 void xgr_node_sessions_free(xgr_node_session *s, size_t count);   /* NULL is fine */
+/* How many of the count sessions of a full page of every owner's (xgr_node_sessions, owner NULL:
+ * rootPid descending) end at a rootPid boundary: the page without its last rootPid's group, which
+ * may go on in the next page and must then be read whole there (below that rootPid + 1) — "below the
+ * last rootPid" would skip the other owners' sessions of it. count when one rootPid fills the page. */
+size_t xgr_node_sessions_whole(const xgr_node_session *s, size_t count);
 /* The stored records of live sessions started from one registry (xgr.liveSessions, read by `xgr
  * migrate-check --url` to check them as a store file's): of owner (NULL: every owner's), with
  * rootPid below before (0: no bound), newest first. *out (a new JSON array, the caller's) holds one

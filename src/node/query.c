@@ -68,6 +68,12 @@ void xgr_node_sessions_free(xgr_node_session *s, size_t count) {
   free(s);
 }
 
+size_t xgr_node_sessions_whole(const xgr_node_session *s, size_t count) {
+  size_t keep = count;
+  while (keep > 0 && s[keep - 1].row.root_pid == s[count - 1].row.root_pid) keep--;
+  return keep ? keep : count;
+}
+
 /* ---- the stored records of live sessions (xgr.liveSessions) ----------------------------------------- */
 
 #define LIVE_SCAN_PAGE 1000       /* session rows read from the store at a time */
@@ -102,15 +108,8 @@ int xgr_node_live_records(xgr_node *n, const xgr_node_live_query *q, json_t **ou
       json_decref(a.out);
       return rc;
     }
-    /* a full store page may end inside a rootPid's group (several owners' sessions of that
-     * rootPid): that group is left to the next store page, which starts at it (before = its
-     * rootPid + 1) — else "below its rootPid" would skip the rest of it. A page that is one group
-     * (more owners of one rootPid than a page holds) is taken as it is. */
-    size_t use = ns;
-    if (ns == LIVE_SCAN_PAGE) {
-      while (use > 0 && ss[use - 1].row.root_pid == ss[ns - 1].row.root_pid) use--;
-      if (!use) use = ns;
-    }
+    /* a full store page's last rootPid may go on in the next: left to it (xgr_node_sessions_whole) */
+    size_t use = ns == LIVE_SCAN_PAGE ? xgr_node_sessions_whole(ss, ns) : ns;
     for (size_t i = 0; i < use; i++) {
       const xgr_store_session *row = &ss[i].row;
       /* a page ends between rootPids, so that the next (rootPid below) misses no other owner's

@@ -390,11 +390,9 @@ static int list_sessions(xgr_rpcd *d, const xgr_rpc_caller *caller, const json_t
   }
   /* a full scan window may have older sessions below it: the cursor for the next page */
   uint64_t next_before = nss >= LIST_SCAN_SESSIONS ? ss[nss - 1].row.root_pid : 0;
-  if (next_before && scope == LS_ALL) {   /* every owner's: a full window may end inside a rootPid that several
-                                             owners share; that group goes to the next page (below its rootPid + 1) */
-    size_t keep = nss;
-    while (keep > 0 && ss[keep - 1].row.root_pid == next_before) keep--;
-    if (keep) {
+  if (next_before && scope == LS_ALL) {   /* every owner's: the last rootPid goes whole to the next page */
+    size_t keep = xgr_node_sessions_whole(ss, nss);
+    if (keep < nss) {
       for (size_t r = keep; r < nss; r++) xgr_node_session_clear(&ss[r]);
       nss = keep;
       next_before++;
